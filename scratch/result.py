@@ -1,0 +1,27 @@
+"""Result of an attention call: unpacks as (output, weights) and says which kernel ran."""
+
+from __future__ import annotations
+
+
+class Result(tuple):
+    """An `(output, weights)` pair that also records which kernel produced it."""
+
+    kernel: str
+
+    def __new__(cls, output: object, weights: object, kernel: str) -> Result:
+        self = super().__new__(cls, (output, weights))
+        self.kernel = kernel
+        return self
+
+    @property
+    def output(self) -> object:
+        """The attention output `(..., L, Ev)`."""
+        return self[0]
+
+    @property
+    def weights(self) -> object:
+        """The attention weights `(..., L, S)`, or None when they were not asked for."""
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"Result(kernel={self.kernel!r}, output={self[0]!r}, weights={self[1]!r})"
