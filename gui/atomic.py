@@ -1,0 +1,31 @@
+"""Atomic file writes: a temporary file in the same folder, flush + fsync, then os.replace."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` so that a crash leaves either the old file or the new one."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    # step 1: the temporary file lives beside the target, so os.replace never crosses devices
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".part", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            # step 2: push the bytes to disk before the rename makes them visible
+            handle.flush()
+            os.fsync(handle.fileno())
+        # step 3: the rename is atomic on POSIX and Windows
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write UTF-8 `text` atomically."""
+    write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,502 @@
+"""Session model: every input and option of the window, with JSON load/validate/save (no Qt)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gui import atomic
+
+VERSION = 1
+# project: q = x @ w_q, k = x @ w_k, v = x @ w_v (x also feeds key/value unless key is given)
+# qkv: the tables are q, k, v themselves; self: q = k = v = x (no weights)
+MODES = ("project", "qkv", "self")
+SCALE_MODES = ("sqrt", "none", "custom")
+MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
+MASKED_ROWS = ("zero", "nan", "uniform")
+MATRICES = ("x", "key", "value", "w_q", "w_k", "w_v")
+MAX_TOKENS = 512
+MAX_DIM = 256
+
+Matrix = tuple[tuple[float, ...], ...]
+
+
+class SessionError(ValueError):
+    """A session file or dict that cannot be used; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Session:
+    """Inputs and options for one worked attention example."""
+
+    tokens: tuple[str, ...]
+    key_tokens: tuple[str, ...]
+    x: Matrix  # (L, d_model); in qkv mode this table is q (L, H*d_k)
+    key: Matrix | None = None  # (S, d_kv_in); in qkv mode k (S, Hkv*d_k)
+    value: Matrix | None = None  # (S, d_kv_in); in qkv mode v (S, Hkv*d_v)
+    w_q: Matrix | None = None  # (d_model, H*d_k)
+    w_k: Matrix | None = None  # (d_kv_in, Hkv*d_k)
+    w_v: Matrix | None = None  # (d_kv_in, Hkv*d_v)
+    mode: str = "self"
+    num_heads: int = 1
+    num_kv_heads: int = 1
+    scale_mode: str = "sqrt"
+    scale_value: float = 1.0
+    mask_mode: str = "none"
+    mask: tuple[tuple[bool, ...], ...] | None = None  # (L, S), True = may attend
+    masked_rows: str = "zero"
+    backend: str = "scratch"
+    dtype: str = "float64"
+    preset: str = "custom"
+    seed: int = 0
+    step: str = "weights"
+
+    @property
+    def num_tokens(self) -> int:
+        """L, the number of queries."""
+        return len(self.x)
+
+    @property
+    def num_keys(self) -> int:
+        """S, the number of keys."""
+        return len(self.key) if self.key is not None else len(self.x)
+
+    @property
+    def d_model(self) -> int:
+        """Width of x (of q in qkv mode)."""
+        return len(self.x[0])
+
+    @property
+    def d_k(self) -> int:
+        """Query/key width of one head."""
+        if self.mode == "project":
+            return len(self.w_q[0]) // self.num_heads
+        return self.d_model // self.num_heads
+
+    @property
+    def d_v(self) -> int:
+        """Value width of one head."""
+        if self.mode == "project":
+            return len(self.w_v[0]) // self.num_kv_heads
+        if self.mode == "qkv":
+            return len(self.value[0]) // self.num_kv_heads
+        return self.d_model // self.num_heads
+
+    def matrix(self, name: str) -> Matrix | None:
+        """The matrix stored under `name` (one of MATRICES)."""
+        return getattr(self, name)
+
+    def matrices_in_use(self) -> list[str]:
+        """Names of the matrices the current mode uses, in table order."""
+        if self.mode == "self":
+            return ["x"]
+        if self.mode == "qkv":
+            return ["x", "key", "value"]
+        names = ["x"] + [n for n in ("key", "value") if self.matrix(n) is not None]
+        return names + ["w_q", "w_k", "w_v"]
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (lists, not tuples) with the version field."""
+        data = {"version": VERSION}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, tuple):
+                value = [list(row) if isinstance(row, tuple) else row for row in value]
+            data[field.name] = value
+        return data
+
+
+# ---------------------------------------------------------------- building sessions
+
+
+def default_tokens(count: int, prefix: str = "t") -> tuple[str, ...]:
+    """Labels t0, t1, ... for `count` tokens."""
+    return tuple(f"{prefix}{i}" for i in range(count))
+
+
+def _as_matrix(rows: object) -> Matrix | None:
+    """Nested sequence (or array with tolist) -> tuple of tuples of floats."""
+    if rows is None:
+        return None
+    if hasattr(rows, "tolist"):
+        rows = rows.tolist()
+    return tuple(tuple(float(v) for v in row) for row in rows)
+
+
+def random_matrix(rng: random.Random, rows: int, cols: int) -> Matrix:
+    """Seeded values in [-1, 1] rounded to 2 decimals so they read well in the cells."""
+    return tuple(tuple(round(rng.uniform(-1.0, 1.0), 2) for _ in range(cols)) for _ in range(rows))
+
+
+def random_session(
+    seed: int = 0,
+    num_tokens: int = 4,
+    d_model: int = 4,
+    d_k: int = 2,
+    d_v: int = 2,
+    num_heads: int = 2,
+    num_kv_heads: int | None = None,
+) -> Session:
+    """A projected self-attention example drawn from random.Random(seed)."""
+    kv = num_kv_heads or num_heads
+    rng = random.Random(seed)
+    x = random_matrix(rng, num_tokens, d_model)  # (L, d_model)
+    w_q = random_matrix(rng, d_model, num_heads * d_k)  # (d_model, H*d_k)
+    w_k = random_matrix(rng, d_model, kv * d_k)  # (d_model, Hkv*d_k)
+    w_v = random_matrix(rng, d_model, kv * d_v)  # (d_model, Hkv*d_v)
+    tokens = default_tokens(num_tokens)
+    return Session(
+        tokens=tokens, key_tokens=tokens, x=x, w_q=w_q, w_k=w_k, w_v=w_v, mode="project",
+        num_heads=num_heads, num_kv_heads=kv, preset="random", seed=seed,
+    )  # fmt: skip
+
+
+def from_preset(preset: object) -> Session:
+    """Turn a scratch Preset (name, tokens, x, key/value, w_*, scale, ...) into a session."""
+    x = _as_matrix(preset.x)
+    key = _as_matrix(getattr(preset, "key", None))
+    value = _as_matrix(getattr(preset, "value", None))
+    w_q = _as_matrix(getattr(preset, "w_q", None))
+    w_k = _as_matrix(getattr(preset, "w_k", None))
+    w_v = _as_matrix(getattr(preset, "w_v", None))
+    if w_q is not None:
+        mode = "project"
+    elif key is not None or value is not None:
+        mode = "qkv"
+        key = key if key is not None else x
+        value = value if value is not None else key
+    else:
+        mode = "self"
+    tokens = tuple(getattr(preset, "tokens", None) or default_tokens(len(x)))
+    num_keys = len(key) if key is not None else len(x)
+    key_tokens = tuple(getattr(preset, "key_tokens", None) or ())
+    if len(key_tokens) != num_keys:
+        key_tokens = tokens if num_keys == len(tokens) and key is None else default_tokens(num_keys)
+    heads = int(getattr(preset, "num_heads", 1) or 1)
+    kv_heads = int(getattr(preset, "num_kv_heads", None) or heads)
+    scale = getattr(preset, "scale", None)
+    scale_mode, scale_value = "sqrt", 1.0
+    if scale is not None:
+        scale_mode, scale_value = ("none", 1.0) if float(scale) == 1.0 else ("custom", float(scale))
+    mask_mode = "causal-top-left" if getattr(preset, "is_causal", False) else "none"
+    return Session(
+        tokens=tokens, key_tokens=key_tokens, x=x, key=key if mode != "self" else None,
+        value=value if mode != "self" else None, w_q=w_q, w_k=w_k, w_v=w_v, mode=mode,
+        num_heads=heads, num_kv_heads=kv_heads, scale_mode=scale_mode, scale_value=scale_value,
+        mask_mode=mask_mode, preset=str(getattr(preset, "name", "custom")),
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- edits (pure)
+
+
+def resize_matrix(m: Matrix | None, rows: int, cols: int) -> Matrix | None:
+    """Keep the values that still fit, fill new cells with 0."""
+    if m is None:
+        return None
+    out = []
+    for i in range(rows):
+        old = m[i] if i < len(m) else ()
+        out.append(tuple(old[c] if c < len(old) else 0.0 for c in range(cols)))
+    return tuple(out)
+
+
+def _resize_labels(labels: Sequence[str], count: int) -> tuple[str, ...]:
+    """Keep the first labels, add t<i> for new positions."""
+    return tuple(labels[i] if i < len(labels) else f"t{i}" for i in range(count))
+
+
+def resized(
+    s: Session,
+    *,
+    num_tokens: int | None = None,
+    num_keys: int | None = None,
+    d_model: int | None = None,
+    d_k: int | None = None,
+    d_v: int | None = None,
+    num_heads: int | None = None,
+    num_kv_heads: int | None = None,
+) -> Session:
+    """A copy with new sizes; values that still fit are kept."""
+    L = num_tokens or s.num_tokens
+    H = num_heads or s.num_heads
+    Hkv = num_kv_heads or s.num_kv_heads
+    if s.num_kv_heads == s.num_heads and num_heads and not num_kv_heads:
+        Hkv = H  # kv heads follow the heads unless the user set them apart
+    cross = s.key is not None
+    S = (num_keys or s.num_keys) if cross else L
+    dm = d_model or s.d_model
+    dk = d_k or s.d_k
+    dv = d_v or s.d_v
+    if s.mode == "project":
+        d_kv_in = len(s.key[0]) if cross else dm
+        changes = dict(
+            x=resize_matrix(s.x, L, dm),  # (L, d_model)
+            key=resize_matrix(s.key, S, d_kv_in),  # (S, d_kv_in)
+            value=resize_matrix(s.value, S, d_kv_in),  # (S, d_kv_in)
+            w_q=resize_matrix(s.w_q, dm, H * dk),  # (d_model, H*d_k)
+            w_k=resize_matrix(s.w_k, d_kv_in if cross else dm, Hkv * dk),  # (d_kv_in, Hkv*d_k)
+            w_v=resize_matrix(s.w_v, d_kv_in if cross else dm, Hkv * dv),  # (d_kv_in, Hkv*d_v)
+        )
+    elif s.mode == "qkv":
+        changes = dict(
+            x=resize_matrix(s.x, L, H * dk),  # q (L, H*d_k)
+            key=resize_matrix(s.key, S, Hkv * dk),  # k (S, Hkv*d_k)
+            value=resize_matrix(s.value, S, Hkv * dv),  # v (S, Hkv*d_v)
+        )
+    else:
+        changes = dict(x=resize_matrix(s.x, L, dm))  # (L, d_model)
+    mask = s.mask
+    if mask is not None:
+        mask = tuple(
+            tuple(mask[i][j] if i < len(mask) and j < len(mask[i]) else True for j in range(S))
+            for i in range(L)
+        )
+    key_tokens = _resize_labels(s.key_tokens, S) if cross else _resize_labels(s.tokens, L)
+    return dataclasses.replace(
+        s, tokens=_resize_labels(s.tokens, L), key_tokens=key_tokens, mask=mask,
+        num_heads=H, num_kv_heads=Hkv, preset="custom", **changes,
+    )  # fmt: skip
+
+
+def with_cell(s: Session, name: str, i: int, j: int, value: float) -> Session:
+    """A copy with matrix `name`[i][j] set to `value` (must be finite)."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise SessionError(f"{name}[{i}][{j}]: expected a finite number, found {value!r}")
+    m = [list(row) for row in s.matrix(name)]
+    m[i][j] = float(value)
+    return dataclasses.replace(s, preset="custom", **{name: tuple(tuple(r) for r in m)})
+
+
+def with_mode(s: Session, mode: str) -> Session:
+    """Switch between projections, direct q/k/v and q = k = v = x, keeping what fits."""
+    if mode == s.mode:
+        return s
+    L, S = s.num_tokens, s.num_keys
+    if mode == "self":
+        return dataclasses.replace(
+            s, mode=mode, key=None, value=None, w_q=None, w_k=None, w_v=None,
+            key_tokens=s.tokens, mask=resize_mask(s.mask, L, L), num_kv_heads=s.num_heads,
+        )  # fmt: skip
+    if mode == "qkv":
+        width = s.num_heads * s.d_k
+        key = s.key if s.key is not None else s.x
+        return dataclasses.replace(
+            s, mode=mode, x=resize_matrix(s.x, L, width), key=resize_matrix(key, S, width),
+            value=resize_matrix(s.value if s.value is not None else key, S, width),
+            w_q=None, w_k=None, w_v=None,
+        )  # fmt: skip
+    dm = s.d_model
+    eye = tuple(tuple(1.0 if r == c else 0.0 for c in range(dm)) for r in range(dm))  # (dm, dm)
+    return dataclasses.replace(
+        s, mode=mode, key=None, value=None, key_tokens=s.tokens, mask=resize_mask(s.mask, L, L),
+        w_q=eye, w_k=eye, w_v=eye, num_heads=1, num_kv_heads=1,
+    )  # fmt: skip
+
+
+def resize_mask(mask, rows: int, cols: int):
+    """Keep the mask cells that fit; new cells may attend."""
+    if mask is None:
+        return None
+    return tuple(
+        tuple(mask[i][j] if i < len(mask) and j < len(mask[i]) else True for j in range(cols))
+        for i in range(rows)
+    )
+
+
+def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
+    """A copy with custom mask cell (i, j) flipped (the mask starts all True)."""
+    mask = s.mask or tuple(tuple(True for _ in range(s.num_keys)) for _ in range(s.num_tokens))
+    rows = [list(r) for r in mask]
+    rows[i][j] = not rows[i][j]
+    return dataclasses.replace(s, mask_mode="custom", mask=tuple(tuple(r) for r in rows))
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _fail(field: str, expected: str, found: object) -> SessionError:
+    return SessionError(f"session field '{field}': expected {expected}, found {found!r}")
+
+
+def _int(data: Mapping, field: str, lo: int, hi: int) -> int:
+    v = data.get(field)
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise _fail(field, f"an integer in [{lo}, {hi}]", v)
+    return v
+
+
+def _choice(data: Mapping, field: str, choices: Sequence[str]) -> str:
+    v = data.get(field)
+    if v not in choices:
+        raise _fail(field, "one of " + ", ".join(repr(c) for c in choices), v)
+    return v
+
+
+def _labels(data: Mapping, field: str, count: int) -> tuple[str, ...]:
+    v = data.get(field)
+    if not isinstance(v, list) or len(v) != count or not all(isinstance(t, str) for t in v):
+        raise _fail(field, f"a list of {count} strings", v)
+    return tuple(v)
+
+
+def _matrix(data: Mapping, field: str, rows: int | None, cols: int | None) -> Matrix:
+    v = data.get(field)
+    if not isinstance(v, list) or not v:
+        raise _fail(field, "a non-empty list of rows", v)
+    if rows is not None and len(v) != rows:
+        raise _fail(field, f"{rows} rows", f"{len(v)} rows")
+    width = cols if cols is not None else (len(v[0]) if isinstance(v[0], list) else -1)
+    if not 1 <= width <= MAX_DIM:
+        raise _fail(f"{field}[0]", f"a list of 1 to {MAX_DIM} numbers", v[0])
+    out = []
+    for i, row in enumerate(v):
+        if not isinstance(row, list) or len(row) != width:
+            raise _fail(f"{field}[{i}]", f"a list of {width} numbers", row)
+        for j, cell in enumerate(row):
+            ok = isinstance(cell, int | float) and not isinstance(cell, bool)
+            if not ok or not math.isfinite(cell):
+                raise _fail(f"{field}[{i}][{j}]", "a finite number", cell)
+        out.append(tuple(float(c) for c in row))
+    return tuple(out)
+
+
+def _optional_matrix(data: Mapping, field: str, rows: int | None, cols: int | None):
+    return None if data.get(field) is None else _matrix(data, field, rows, cols)
+
+
+def _mask(data: Mapping, rows: int, cols: int):
+    v = data.get("mask")
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) != rows:
+        raise _fail("mask", f"{rows} rows of booleans", v)
+    for i, row in enumerate(v):
+        if not isinstance(row, list) or len(row) != cols or not all(isinstance(b, bool) for b in row):
+            raise _fail(f"mask[{i}]", f"a list of {cols} booleans", row)
+    return tuple(tuple(r) for r in v)
+
+
+def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
+    """Check every field of a session dict and build the Session; SessionError names the field.
+
+    `backends` maps each available backend name to its dtype names; None skips that check.
+    """
+    if not isinstance(data, dict):
+        raise _fail("<top level>", "a JSON object", type(data).__name__)
+    if data.get("version") != VERSION:
+        raise _fail("version", str(VERSION), data.get("version"))
+    known = {f.name for f in dataclasses.fields(Session)} | {"version"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SessionError(f"session has unknown fields: {', '.join(unknown)}")
+    # step 1: options
+    mode = _choice(data, "mode", MODES)
+    heads = _int(data, "num_heads", 1, 64)
+    kv_heads = _int(data, "num_kv_heads", 1, heads)
+    if heads % kv_heads:
+        raise _fail("num_kv_heads", f"a divisor of num_heads={heads}", kv_heads)
+    scale_mode = _choice(data, "scale_mode", SCALE_MODES)
+    scale_value = data.get("scale_value")
+    ok = isinstance(scale_value, int | float) and not isinstance(scale_value, bool)
+    if not ok or not math.isfinite(scale_value):
+        raise _fail("scale_value", "a finite number", scale_value)
+    mask_mode = _choice(data, "mask_mode", MASK_MODES)
+    masked_rows = _choice(data, "masked_rows", MASKED_ROWS)
+    backend, dtype = data.get("backend"), data.get("dtype")
+    if backends is not None:
+        backend = _choice(data, "backend", list(backends))
+        dtype = _choice(data, "dtype", list(backends[backend]))
+    elif not isinstance(backend, str) or not isinstance(dtype, str):
+        raise _fail("backend/dtype", "strings", (backend, dtype))
+    for field in ("preset", "step"):
+        if not isinstance(data.get(field), str):
+            raise _fail(field, "a string", data.get(field))
+    seed = _int(data, "seed", 0, 2**32 - 1)
+    # step 2: matrices, with the shapes the mode implies
+    x = _matrix(data, "x", None, None)
+    L, d_model = len(x), len(x[0])
+    if L > MAX_TOKENS:
+        raise _fail("x", f"at most {MAX_TOKENS} rows", f"{L} rows")
+    key = value = w_q = w_k = w_v = None
+    if mode != "project" and d_model % heads:
+        raise _fail("x", f"a column count divisible by num_heads={heads}", d_model)
+    if mode == "self":
+        for field in ("key", "value", "w_q", "w_k", "w_v"):
+            if data.get(field) is not None:
+                raise _fail(field, "null in mode 'self'", "a matrix")
+        S = L
+    elif mode == "qkv":
+        key = _matrix(data, "key", None, None)  # (S, Hkv*d_k)
+        S = len(key)
+        value = _matrix(data, "value", S, None)  # (S, Hkv*d_v)
+        if len(key[0]) * heads != d_model * kv_heads:
+            raise _fail("key", f"{d_model * kv_heads // heads} columns", f"{len(key[0])}")
+    else:
+        key = _optional_matrix(data, "key", None, None)
+        S = len(key) if key is not None else L
+        d_kv_in = len(key[0]) if key is not None else d_model
+        value = _optional_matrix(data, "value", S, d_kv_in) if key is not None else None
+        if key is None and data.get("value") is not None:
+            raise _fail("value", "null when key is null", "a matrix")
+        w_q = _matrix(data, "w_q", d_model, None)  # (d_model, H*d_k)
+        w_k = _matrix(data, "w_k", d_kv_in, None)  # (d_kv_in, Hkv*d_k)
+        w_v = _matrix(data, "w_v", d_kv_in, None)  # (d_kv_in, Hkv*d_v)
+        if len(w_q[0]) % heads:
+            raise _fail("w_q", f"a column count divisible by num_heads={heads}", len(w_q[0]))
+        if len(w_k[0]) * heads != len(w_q[0]) * kv_heads:
+            raise _fail("w_k", f"{len(w_q[0]) * kv_heads // heads} columns", len(w_k[0]))
+        if len(w_v[0]) % kv_heads:
+            raise _fail("w_v", f"a column count divisible by {kv_heads}", len(w_v[0]))
+    if S > MAX_TOKENS:
+        raise _fail("key", f"at most {MAX_TOKENS} rows", f"{S} rows")
+    return Session(
+        tokens=_labels(data, "tokens", L), key_tokens=_labels(data, "key_tokens", S), x=x,
+        key=key, value=value, w_q=w_q, w_k=w_k, w_v=w_v, mode=mode, num_heads=heads,
+        num_kv_heads=kv_heads, scale_mode=scale_mode, scale_value=float(scale_value),
+        mask_mode=mask_mode, mask=_mask(data, L, S), masked_rows=masked_rows, backend=backend,
+        dtype=dtype, preset=data["preset"], seed=seed, step=data["step"],
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- files
+
+
+def dumps(s: Session) -> str:
+    """The session as indented JSON text."""
+    return json.dumps(s.to_dict(), indent=1, allow_nan=False)
+
+
+def loads(text: str, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
+    """Parse and validate JSON text; SessionError on any problem."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise SessionError(f"not valid JSON: {exc}") from exc
+    return validate(data, backends)
+
+
+def save(path: str | os.PathLike, s: Session) -> None:
+    """Write the session atomically."""
+    atomic.write_text(path, dumps(s))
+
+
+def load(path: str | os.PathLike, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
+    """Read and validate a session file; SessionError names the problem."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(64 * 1024 * 1024 + 1)
+    except OSError as exc:
+        raise SessionError(f"cannot read {os.fspath(path)!r}: {exc.strerror}") from exc
+    if len(raw) > 64 * 1024 * 1024:
+        raise SessionError("session file is larger than 64 MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SessionError(f"not UTF-8 text: {exc}") from exc
+    return loads(text, backends)

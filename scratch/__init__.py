@@ -1,0 +1,34 @@
+"""scratch: Transformer attention from scratch, exact, in plain Python.
+
+The ground truth: scaled dot-product attention, masks, multi-head and grouped-query attention on
+nested lists, every sum correctly rounded with math.fsum, with the argument names and semantics
+of `torch.nn.functional.scaled_dot_product_attention`. Standard library only.
+"""
+
+from .attention import scaled_dot_product_attention
+from .linalg import matmul, transpose
+from .masks import causal_mask
+from .multihead import multi_head_attention
+from .softmax import softmax
+from .trace import Step, Trace, trace_attention
+from .validate import MASKED_ROWS, as_tensor
+
+
+def shape_of(nested: object) -> tuple[int, ...]:
+    """Shape of a regular nested list (or array); ValueError/TypeError if it is not one."""
+    return as_tensor(nested, "nested", min_dims=1)[1]
+
+
+__all__ = [
+    "MASKED_ROWS",
+    "Step",
+    "Trace",
+    "causal_mask",
+    "matmul",
+    "multi_head_attention",
+    "scaled_dot_product_attention",
+    "shape_of",
+    "softmax",
+    "trace_attention",
+    "transpose",
+]

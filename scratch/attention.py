@@ -1,0 +1,178 @@
+"""Scaled dot-product attention in plain Python: the ground truth every backend is checked against.
+
+Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
+
+    output = softmax(q @ k^T * scale + mask) @ v
+
+- `attn_mask` is bool (True = may attend) or float (added to the scaled scores, -inf = masked),
+  of shape (L, S) or anything that broadcasts to (..., L, S). Python ints are refused as
+  ambiguous. `is_causal=True` is PyTorch's top-left causal mask `tril(ones(L, S))`.
+- A row in which every key is masked follows `masked_rows`: "zero" (zero weights, zero output:
+  PyTorch >= 2.5 and FlashAttention), "nan" (the textbook 0/0) or "uniform" (weights 1/S, what a
+  finite -1e9 fill gives).
+- Dropout acts on the weights after softmax (kept values scaled by 1/(1-p), decided in row-major
+  order by `rng.random() < p`); the returned weights are the ones after dropout, so
+  `output == weights @ v` always holds.
+- Every dot product and softmax denominator is an `fsum`, so each entry of `scores` and of
+  `output` is the correctly rounded value of its sum. NaN and inf in the data propagate as IEEE
+  arithmetic would: a NaN or +inf score makes its whole row of weights NaN, inf - inf is NaN.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from itertools import product
+from math import inf
+
+from .linalg import matmul_nt, transpose
+from .masks import Mask
+from .softmax import masked_row, softmax_row
+from .validate import (
+    _reshape,
+    as_tensor,
+    check_attention_shapes,
+    check_dropout_p,
+    check_flag,
+    check_masked_rows,
+    check_scale,
+)
+
+Matrix = list[list[float]]
+
+
+@dataclass
+class Steps:
+    """Every intermediate matrix of one (L, S) attention, named as in the notebooks."""
+
+    scores: Matrix  # (L, S)
+    scaled: Matrix  # (L, S)
+    masked: Matrix  # (L, S), -inf where masked
+    weights: Matrix  # (L, S)
+    output: Matrix  # (L, Ev)
+    fully_masked: list[bool]  # (L,)
+
+
+def attend(
+    q: Matrix,
+    k: Matrix,
+    v: Matrix,
+    scale: float,
+    mask: Mask | None = None,
+    mask_rows: list[list] | None = None,
+    masked_rows: str = "zero",
+    dropout_p: float = 0.0,
+    rng: random.Random | None = None,
+) -> Steps:
+    """One head of attention on validated matrices q (L, E), k (S, E), v (S, Ev)."""
+    L, S = len(q), len(k)
+    # step 1: scores = q @ k^T            (L, E) @ (E, S) -> (L, S); rows of k are k^T's columns
+    scores = matmul_nt(q, k)
+    # step 2: scaled = scores * scale     (L, S)
+    scaled = [[s * scale for s in row] for row in scores]
+    # step 3: masked = scaled + mask      (L, S); -inf where a key may not be attended
+    if mask is None:
+        masked, fully_masked = scaled, [False] * L
+    elif mask.is_bool:
+        masked = [[x if a else -inf for x, a in zip(row, allow)]
+                  for row, allow in zip(scaled, mask_rows)]
+        fully_masked = [not any(allow) for allow in mask_rows]
+    else:
+        masked = [[x + a for x, a in zip(row, add)] for row, add in zip(scaled, mask_rows)]
+        fully_masked = [all(a == -inf for a in add) for add in mask_rows]
+    # step 4: weights = softmax(masked)   (L, S), each row: exp(x - max) / fsum
+    weights = [softmax_row(row, masked_rows, full) for row, full in zip(masked, fully_masked)]
+    # step 4b: dropout on the weights     (L, S), kept entries scaled by 1 / (1 - p)
+    if dropout_p > 0.0:
+        rng = rng if rng is not None else random
+        keep = 1.0 / (1.0 - dropout_p)
+        weights = [[0.0 if rng.random() < dropout_p else w * keep for w in row] for row in weights]
+    # step 5: output = weights @ v        (L, S) @ (S, Ev) -> (L, Ev)
+    output = matmul_nt(weights, transpose(v))
+    if masked_rows == "zero":  # zero weights must give zero output even if v holds inf or NaN
+        Ev = len(v[0])
+        output = [[0.0] * Ev if full else row for row, full in zip(output, fully_masked)]
+    return Steps(scores, scaled, masked, weights, output, fully_masked)
+
+
+def _at(nested: list, index: tuple[int, ...]) -> list:
+    """nested[i0][i1]... for a tuple of leading indices."""
+    for i in index:
+        nested = nested[i]
+    return nested
+
+
+def attend_all(
+    q: list, k: list, v: list,
+    lead: tuple[int, ...],
+    scale: float,
+    mask: Mask | None,
+    masked_rows: str,
+    dropout_p: float = 0.0,
+    rng: random.Random | None = None,
+    group: int = 1,
+) -> list[Steps]:
+    """attend() for every leading index, row-major; query head h reads kv head h // group."""
+    results = []
+    for index in product(*map(range, lead)):
+        kv_index = index
+        if group > 1:  # grouped-query attention: the head axis is the last leading axis
+            kv_index = index[:-1] + (index[-1] // group,)
+        mask_rows = mask.slice(index) if mask is not None else None
+        results.append(attend(_at(q, index), _at(k, kv_index), _at(v, kv_index), scale,
+                              mask, mask_rows, masked_rows, dropout_p, rng))
+    return results
+
+
+def stack(blocks: list, lead: tuple[int, ...]) -> list:
+    """Nest a row-major list of per-index blocks back into the leading dims."""
+    return _reshape(blocks, lead) if lead else blocks[0]
+
+
+def build_mask(attn_mask: object, is_causal: bool, target: tuple[int, ...]) -> Mask | None:
+    """The Mask for scores of shape `target` from `attn_mask` / `is_causal` (not both)."""
+    if is_causal and attn_mask is not None:
+        raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
+    if is_causal:
+        return Mask.causal(target)
+    if attn_mask is None:
+        return None
+    return Mask.from_user(attn_mask, target)
+
+
+def check_rng(rng: object) -> None:
+    """`rng` is None or a `random.Random`-like object with a .random() method."""
+    if rng is not None and not callable(getattr(rng, "random", None)):
+        raise TypeError(f"rng: expected a random.Random or None, found {type(rng).__name__}")
+
+
+def scaled_dot_product_attention(
+    query: object,
+    key: object,
+    value: object,
+    attn_mask: object = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    enable_gqa: bool = False,
+    masked_rows: str = "zero",
+    rng: random.Random | None = None,
+) -> tuple[list, list]:
+    """softmax(query @ key^T * scale + mask) @ value; returns (output (..., L, Ev), weights (..., L, S))."""
+    q, q_shape = as_tensor(query, "query", min_dims=2)
+    k, k_shape = as_tensor(key, "key", min_dims=2)
+    v, v_shape = as_tensor(value, "value", min_dims=2)
+    check_flag(enable_gqa, "enable_gqa")
+    lead, L, S, E, _ = check_attention_shapes(q_shape, k_shape, v_shape, enable_gqa)
+    scale = check_scale(scale, E)
+    dropout_p = check_dropout_p(dropout_p)
+    masked_rows = check_masked_rows(masked_rows)
+    check_flag(is_causal, "is_causal")
+    check_rng(rng)
+    mask = build_mask(attn_mask, is_causal, lead + (L, S))
+    group = q_shape[-3] // k_shape[-3] if enable_gqa else 1
+    steps = attend_all(q, k, v, lead, scale, mask, masked_rows, dropout_p, rng, group)
+    output = stack([s.output for s in steps], lead)  # (..., L, Ev)
+    weights = stack([s.weights for s in steps], lead)  # (..., L, S)
+    return output, weights

@@ -1,0 +1,124 @@
+"""Backend registry: which attention implementations exist here, and one object per name.
+
+Stdlib only at import time. numpy and torch are probed lazily (importlib.util.find_spec first,
+then a real import the first time a backend needs it) and the answers are cached.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+
+KNOWN = ("scratch", "numpy", "torch-cpu", "torch-cuda")
+ALIASES = {"torch": ("torch-cuda", "torch-cpu")}  # first available wins
+
+_probes: dict[str, str | None] = {}  # name -> None if usable, else the reason it is not
+_backends: dict[str, Backend] = {}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One attention implementation: its name, dtypes, kernels and its three functions."""
+
+    name: str
+    dtypes: tuple[str, ...]
+    kernels: tuple[str, ...]
+    notes: str
+    scaled_dot_product_attention: Callable
+    multi_head_attention: Callable
+    trace_attention: Callable
+
+    def __repr__(self) -> str:
+        return f"Backend({self.name!r}, dtypes={self.dtypes}, kernels={self.kernels})"
+
+
+def _import_problem(module: str) -> str | None:
+    """None when `module` imports, else a one-line reason."""
+    if importlib.util.find_spec(module) is None:
+        return f"{module} is not installed"
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # a broken install is 'unavailable', not a crash
+        return f"{module} failed to import ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _probe(name: str) -> str | None:
+    """Why backend `name` is unavailable (None when it is available); cached."""
+    if name not in _probes:
+        if name == "scratch":
+            reason = None
+        elif name == "numpy":
+            reason = _import_problem("numpy")
+            if reason is None and importlib.util.find_spec("scratch.backends.numpy_backend") is None:
+                reason = "scratch/backends/numpy_backend.py is missing"
+        elif name == "torch-cpu":
+            reason = _import_problem("torch")
+        elif name == "torch-cuda":
+            reason = _probe("torch-cpu")
+            if reason is None:
+                import torch
+
+                if not torch.cuda.is_available():
+                    reason = "torch.cuda.is_available() is False (no CUDA GPU or driver)"
+        else:
+            reason = "unknown backend"
+        _probes[name] = reason
+    return _probes[name]
+
+
+def available() -> list[str]:
+    """Names of the backends usable on this machine, "scratch" first."""
+    return [name for name in KNOWN if _probe(name) is None]
+
+
+def _build(name: str) -> Backend:
+    """Create the Backend object for an available name."""
+    if name == "scratch":
+        from . import scratch_backend as mod
+
+        fns = {f: getattr(mod, f) for f in
+               ("scaled_dot_product_attention", "multi_head_attention", "trace_attention")}
+    elif name == "numpy":
+        mod = importlib.import_module("scratch.backends.numpy_backend")
+        fns = {f: getattr(mod, f) for f in
+               ("scaled_dot_product_attention", "multi_head_attention", "trace_attention")}
+    else:
+        from . import torch_backend as mod
+
+        fns = mod.functions(name.removeprefix("torch-"))
+    return Backend(
+        name=name,
+        dtypes=tuple(getattr(mod, "DTYPES", ("float64",))),
+        kernels=tuple(getattr(mod, "KERNELS", ("explicit",))),
+        notes=str(getattr(mod, "NOTES", "")),
+        **fns,
+    )
+
+
+def get(name: str) -> Backend:
+    """The backend called `name` ("torch" picks torch-cuda when present, else torch-cpu)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name: expected a backend name (str), found {type(name).__name__}")
+    resolved = name
+    if name in ALIASES:
+        resolved = next((n for n in ALIASES[name] if _probe(n) is None), ALIASES[name][-1])
+    if resolved not in KNOWN:
+        raise ValueError(
+            f"name: unknown backend {name!r}; expected one of {', '.join(available())} "
+            f"(or 'torch' for the best torch device)"
+        )
+    reason = _probe(resolved)
+    if reason is not None:
+        raise ValueError(
+            f"name: backend {name!r} is unavailable here ({reason}); available: "
+            f"{', '.join(available())}"
+        )
+    if resolved not in _backends:
+        _backends[resolved] = _build(resolved)
+    return _backends[resolved]
+
+
+__all__ = ["Backend", "available", "get", "KNOWN"]

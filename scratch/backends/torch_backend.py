@@ -1,0 +1,568 @@
+"""PyTorch backend: the attention pipeline written out in torch, on CPU or CUDA.
+
+Two kernels, chosen once per call and recorded in `Result.kernel`, never swapped silently:
+
+- "explicit" (need_weights=True, and every trace): scores = q @ k^T, scale, mask, softmax with the
+  row max subtracted, the masked_rows policy, dropout, then weights @ v. For float16/bfloat16 it
+  does what fused GPU kernels do: q, k, v are widened to float32, scores and softmax are computed
+  in float32, the weights are rounded to the storage dtype (these are the returned weights), and
+  output = rounded weights @ v is accumulated in float32 and rounded to the storage dtype once.
+- "torch-sdpa" (need_weights=False): `torch.nn.functional.scaled_dot_product_attention`, then the
+  masked_rows policy applied to rows whose keys are all masked. On CPU, torch 2.13 already returns
+  zeros for those rows (both its fused and its math kernel); "nan" and "uniform" are patched in.
+
+Inputs may be nested lists, NumPy arrays or tensors; results are tensors on the backend's device
+in the common floating dtype of the array inputs (float64 when there is none) or in `dtype=`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from scratch import validate
+from scratch.result import Result
+from scratch.trace import Step, Trace
+
+NAME = "torch"
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+KERNELS = ("explicit", "torch-sdpa")
+NOTES = (
+    "explicit: q @ k^T, softmax and weights @ v written out in torch (float32 math for "
+    "float16/bfloat16); torch-sdpa: torch.nn.functional.scaled_dot_product_attention "
+    "(need_weights=False) with the masked_rows policy applied afterwards"
+)
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+_FLOATS = {name: getattr(torch, name) for name in DTYPES}
+
+
+# ---------------------------------------------------------------- input conversion
+
+
+def _check_dtype(dtype: object) -> torch.dtype | None:
+    """`dtype=` as a torch dtype: a name from DTYPES, a torch dtype, or None (from the inputs)."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, torch.dtype) and dtype in _FLOATS.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in _FLOATS:
+        return _FLOATS[dtype]
+    raise ValueError(f"dtype: expected None or one of {', '.join(DTYPES)}, found {dtype!r}")
+
+
+def _is_numpy(obj: object) -> bool:
+    """True for a NumPy array, without importing NumPy."""
+    return type(obj).__module__ == "numpy" and hasattr(obj, "dtype") and hasattr(obj, "shape")
+
+
+def _as_tensor(obj: object, name: str, device: torch.device) -> torch.Tensor:
+    """A numeric input as a tensor on `device`: floats keep their dtype, lists/ints -> float64."""
+    if _is_numpy(obj):
+        if obj.dtype.kind not in "iuf":
+            raise TypeError(f"{name}: expected a real numeric array, found dtype {obj.dtype}")
+        obj = torch.from_numpy(obj)
+    if isinstance(obj, torch.Tensor):
+        if obj.is_complex() or obj.dtype == torch.bool:
+            raise TypeError(f"{name}: expected a real numeric tensor, found dtype {obj.dtype}")
+        if obj.ndim == 0 or 0 in obj.shape:
+            raise ValueError(f"{name}: expected a non-empty matrix, found shape {tuple(obj.shape)}")
+        if not obj.is_floating_point():
+            obj = obj.to(torch.float64)
+        return obj.to(device)
+    data, _ = validate.as_tensor(obj, name, min_dims=1)  # same checks and messages as the truth
+    return torch.tensor(data, dtype=torch.float64, device=device)
+
+
+def _as_mask(obj: object, device: torch.device) -> torch.Tensor:
+    """attn_mask as a bool (True = may attend) or floating (added) tensor on `device`."""
+    if _is_numpy(obj):
+        obj = torch.from_numpy(obj) if obj.dtype.kind in "biuf" else obj
+    if isinstance(obj, torch.Tensor):
+        if obj.dtype != torch.bool and not obj.is_floating_point():
+            raise TypeError(
+                f"attn_mask: found dtype {obj.dtype}, which is ambiguous; expected bools "
+                f"(True = may attend) or floats (added to the scaled scores, -inf = masked)"
+            )
+        if obj.ndim == 0 or 0 in obj.shape:
+            raise ValueError(f"attn_mask: expected a non-empty mask, found shape {tuple(obj.shape)}")
+        return obj.to(device)
+    values, _, is_bool = validate.as_mask(obj, "attn_mask")
+    return torch.tensor(values, dtype=torch.bool if is_bool else torch.float64, device=device)
+
+
+def _common_dtype(raw: tuple, dtype: torch.dtype | None) -> torch.dtype:
+    """`dtype` if given, else the promoted floating dtype of the array inputs, else float64."""
+    if dtype is not None:
+        return dtype
+    found = None
+    for obj in raw:
+        if isinstance(obj, torch.Tensor) or _is_numpy(obj):
+            t = obj if isinstance(obj, torch.Tensor) else torch.empty(0, dtype=_np_dtype(obj))
+            if t.is_floating_point():
+                found = t.dtype if found is None else torch.promote_types(found, t.dtype)
+    if found is None or found not in _FLOATS.values():
+        return torch.float64
+    return found
+
+
+def _np_dtype(arr: object) -> torch.dtype:
+    """The torch dtype matching a NumPy array's dtype (float64 for anything odd)."""
+    kind, size = arr.dtype.kind, arr.dtype.itemsize
+    if kind == "f":
+        return {2: torch.float16, 4: torch.float32}.get(size, torch.float64)
+    return torch.float64
+
+
+def _compute_dtype(storage: torch.dtype) -> torch.dtype:
+    """Math dtype: float32 for float16/bfloat16 (as fused kernels accumulate), else itself."""
+    return torch.float32 if storage in _LOW_PRECISION else storage
+
+
+def _generator(rng: object, device: torch.device) -> torch.Generator | None:
+    """rng as a torch.Generator: None (global RNG), an int seed, or a Generator."""
+    if rng is None or isinstance(rng, torch.Generator):
+        return rng
+    if isinstance(rng, bool) or not isinstance(rng, int):
+        raise TypeError(f"rng: expected None, an int seed or a torch.Generator, found {rng!r}")
+    gen = torch.Generator(device=device)
+    gen.manual_seed(rng)
+    return gen
+
+
+# ---------------------------------------------------------------- the explicit pipeline
+
+
+def _fully_masked(masked: torch.Tensor) -> torch.Tensor:
+    """(..., L) True where every key of the row is -inf."""
+    return torch.isneginf(masked).all(dim=-1)
+
+
+def _dropout(weights: torch.Tensor, p: float, gen: torch.Generator | None) -> torch.Tensor:
+    """Zero each weight with probability p and scale the kept ones by 1/(1-p)."""
+    if p == 0.0:
+        return weights
+    where = gen.device if gen is not None else weights.device
+    keep = torch.rand(weights.shape, generator=gen, device=where).to(weights.device) >= p
+    return torch.where(keep, weights / (1.0 - p), torch.zeros((), dtype=weights.dtype))
+
+
+def _explicit(q, k, v, mask, is_causal, scale, masked_rows, dropout_p=0.0, gen=None) -> dict:
+    """Every intermediate of attention on (..., H, L, E) tensors, in q's dtype (already wide)."""
+    L, S = q.shape[-2], k.shape[-2]
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:  # GQA: kv head h // group serves query head h
+        group = q.shape[-3] // k.shape[-3]
+        k = k.repeat_interleave(group, dim=-3)  # (..., Hkv, S, E) -> (..., Hq, S, E)
+        v = v.repeat_interleave(group, dim=-3)  # (..., Hkv, S, Ev) -> (..., Hq, S, Ev)
+    # step 1: raw scores, one dot product per (query, key) pair
+    scores = q @ k.transpose(-1, -2)  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    # step 2: scale
+    scaled = scores * scale  # (..., L, S)
+    # step 3: mask -- -inf where a key is excluded (False in a bool mask, -inf in a float mask)
+    if is_causal:
+        allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()  # top-left
+        masked = scaled.masked_fill(~allowed, -math.inf)
+    elif mask is None:
+        masked = scaled
+    elif mask.dtype == torch.bool:
+        masked = scaled.masked_fill(~mask, -math.inf)  # (L, S) broadcasts over (..., L, S)
+    else:
+        masked = scaled + mask.to(scaled.dtype)
+    # step 4: softmax each row (subtract the row max so exp never overflows)
+    fully = _fully_masked(masked)  # (..., L)
+    top = masked.amax(dim=-1, keepdim=True)  # (..., L, 1)
+    top = torch.where(fully.unsqueeze(-1), torch.zeros((), dtype=top.dtype), top)
+    e = torch.exp(masked - top)  # (..., L, S), each in [0, 1]
+    weights = e / e.sum(dim=-1, keepdim=True)
+    # step 5: rows with every key masked follow the policy instead of 0 / 0
+    if bool(fully.any()):
+        fill = {"zero": 0.0, "nan": math.nan, "uniform": 1.0 / S}[masked_rows]
+        weights = weights.masked_fill(fully.unsqueeze(-1), fill)
+    else:
+        fully = None
+    # step 6: dropout on the weights (the returned weights are the dropped ones)
+    weights = _dropout(weights, dropout_p, gen)
+    return {"k": k, "v": v, "scores": scores, "scaled": scaled, "masked": masked,
+            "weights": weights, "fully": fully}
+
+
+def _zero_empty_rows(output: torch.Tensor, steps: dict, masked_rows: str) -> torch.Tensor:
+    """Under "zero", rows with every key masked are exactly 0 even if v holds inf or NaN."""
+    if masked_rows != "zero" or steps["fully"] is None:
+        return output
+    return output.masked_fill(steps["fully"].unsqueeze(-1), 0.0)  # (..., L, 1) over (..., L, Ev)
+
+
+def _weighted_sum(weights: torch.Tensor, v: torch.Tensor, storage: torch.dtype):
+    """Round the weights to storage, then output = weights @ v accumulated wide, rounded once."""
+    weights = weights.to(storage)
+    output = weights.to(v.dtype) @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+    return weights, output.to(storage)
+
+
+# ---------------------------------------------------------------- the fused path
+
+
+def _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, gen):
+    """torch's fused SDPA, then the masked_rows policy on rows whose keys are all masked."""
+    if dropout_p > 0.0 and gen is not None:  # SDPA takes no generator: seed a forked global RNG
+        seed = int(torch.randint(2**62, (1,), generator=gen, device=gen.device))
+        devices = [q.device] if q.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices, device_type=q.device.type):
+            torch.manual_seed(seed)
+            output = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
+                scale=scale, enable_gqa=enable_gqa)
+    else:
+        output = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+            enable_gqa=enable_gqa)  # (..., L, Ev)
+    # top-left causal always leaves key 0 to row i, so only a user mask can empty a row
+    if mask is None or (masked_rows == "zero" and _sdpa_zeroes_empty_rows(q.device, q.dtype)):
+        return output
+    if mask.dtype == torch.bool:
+        fully = ~mask.any(dim=-1)  # (..., L): a cheap reduction over the (small) mask
+    else:
+        fully = mask.amax(dim=-1) == -math.inf
+    if not bool(fully.any()):
+        return output
+    fully = fully.unsqueeze(-1)  # (..., L, 1) broadcasts over (..., L, Ev)
+    if masked_rows == "zero":
+        return output.masked_fill(fully, 0.0)
+    if masked_rows == "nan":
+        return output.masked_fill(fully, math.nan)
+    S = k.shape[-2]  # "uniform": weights 1/S over all keys (then dropout), output = weights @ v
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        v = v.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)  # (..., Hq, S, Ev)
+    wide = _compute_dtype(v.dtype)
+    uniform = torch.full((*output.shape[:-1], S), 1.0 / S, dtype=wide, device=v.device)
+    row = (_dropout(uniform, dropout_p, gen) @ v.to(wide)).to(output.dtype)  # (..., L, Ev)
+    return torch.where(fully, row, output)
+
+
+_ZEROES_CACHE: dict = {}
+
+
+def _sdpa_zeroes_empty_rows(device: torch.device, dtype: torch.dtype) -> bool:
+    """Probe once per device type and dtype: does SDPA return exact zeros for empty rows?"""
+    key = (device.type, dtype)
+    if key not in _ZEROES_CACHE:
+        if device.type != "cpu":  # GPU kernels differ by architecture: always check there
+            _ZEROES_CACHE[key] = False
+        else:
+            q = torch.ones(1, 2, 3, 4, dtype=dtype)
+            mask = torch.tensor([[True, True], [False, False], [True, False]])
+            bool_out = F.scaled_dot_product_attention(q, q[:, :, :2], q[:, :, :2], attn_mask=mask)
+            float_mask = torch.zeros(3, 2, dtype=dtype).masked_fill(~mask, -math.inf)
+            float_out = F.scaled_dot_product_attention(
+                q, q[:, :, :2], q[:, :, :2], attn_mask=float_mask)
+            _ZEROES_CACHE[key] = bool((bool_out[..., 1, :] == 0).all()) and bool(
+                (float_out[..., 1, :] == 0).all())
+    return _ZEROES_CACHE[key]
+
+
+# ---------------------------------------------------------------- public functions
+
+
+def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+             masked_rows, dtype, device):
+    """Validate like the ground truth; return tensors in the storage dtype and the options."""
+    dtype = _check_dtype(dtype)
+    dropout_p = validate.check_dropout_p(dropout_p)
+    is_causal = validate.check_flag(is_causal, "is_causal")
+    enable_gqa = validate.check_flag(enable_gqa, "enable_gqa")
+    masked_rows = validate.check_masked_rows(masked_rows)
+    storage = _common_dtype((query, key, value), dtype)
+    q, k, v = (_as_tensor(obj, name, device).to(storage)
+               for obj, name in ((query, "query"), (key, "key"), (value, "value")))
+    lead, L, S, E, Ev = validate.check_attention_shapes(
+        tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
+    scale = validate.check_scale(scale, E)
+    mask = None
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
+        mask = _as_mask(attn_mask, device)
+        validate.check_mask_shape(tuple(mask.shape), (*lead, L, S))
+        if mask.dtype != torch.bool:
+            mask = mask.to(storage)
+    return q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, storage
+
+
+def scaled_dot_product_attention(
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *,
+    enable_gqa=False, masked_rows="zero", rng=None, need_weights=True, dtype=None,
+    device="cpu",
+) -> Result:
+    """Attention in torch: explicit with weights, torch's fused SDPA without (see module doc)."""
+    device = torch.device(device)
+    q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, storage = _prepare(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, masked_rows,
+        dtype, device)
+    gen = _generator(rng, device)
+    if not need_weights:
+        output = _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, gen)
+        return Result(output, None, "torch-sdpa")
+    wide = _compute_dtype(storage)
+    steps = _explicit(q.to(wide), k.to(wide), v.to(wide), mask, is_causal, scale, masked_rows,
+                      dropout_p, gen)
+    weights, output = _weighted_sum(steps["weights"], steps["v"], storage)
+    return Result(_zero_empty_rows(output, steps, masked_rows), weights, "explicit")
+
+
+def _check_weight(w, name: str, rows: int | None, device, storage) -> torch.Tensor:
+    """A projection matrix (rows, cols) as a tensor; rows checked when known."""
+    t = _as_tensor(w, name, device).to(storage)
+    if t.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D matrix (rows, columns), found shape "
+                         f"{tuple(t.shape)}")
+    if rows is not None and t.shape[0] != rows:
+        raise ValueError(f"{name}: expected {rows} rows to match the input's width, found shape "
+                         f"{tuple(t.shape)}")
+    return t
+
+
+def _check_bias(b, name: str, length: int, device, storage) -> torch.Tensor | None:
+    """An optional bias of shape (length,)."""
+    if b is None:
+        return None
+    t = _as_tensor(b, name, device).to(storage)
+    if tuple(t.shape) != (length,):
+        raise ValueError(f"{name}: expected shape ({length},), found shape {tuple(t.shape)}")
+    return t
+
+
+def _project(x, w, b, storage):
+    """x @ w (+ b), accumulated wide and rounded to storage once, like a fused linear layer."""
+    wide = _compute_dtype(storage)
+    out = x.to(wide) @ w.to(wide)  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
+    if b is not None:
+        out = out + b.to(wide)
+    return out.to(storage)
+
+
+def _split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
+    """(..., n, heads*d) -> (..., heads, n, d): head h is columns h*d:(h+1)*d."""
+    *lead, n, width = t.shape
+    return t.reshape(*lead, n, heads, width // heads).transpose(-3, -2)
+
+
+def _mha_parts(query, key, value, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, b_q, b_k, b_v,
+               b_o, attn_mask, is_causal, scale, masked_rows, dtype, device, need_x=False):
+    """Validate multi-head inputs and project them; returns everything the pipeline needs."""
+    dtype = _check_dtype(dtype)
+    num_heads = validate.check_positive_int(num_heads, "num_heads")
+    num_kv_heads = num_heads if num_kv_heads is None else validate.check_positive_int(
+        num_kv_heads, "num_kv_heads")
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_kv_heads: expected a divisor of num_heads ({num_heads}), found "
+                         f"{num_kv_heads}")
+    is_causal = validate.check_flag(is_causal, "is_causal")
+    masked_rows = validate.check_masked_rows(masked_rows)
+    storage = _common_dtype((query, key, value, w_q, w_k, w_v, w_o), dtype)
+    x = _as_tensor(query, "query", device).to(storage)
+    kx = x if key is None else _as_tensor(key, "key", device).to(storage)
+    vx = kx if value is None else _as_tensor(value, "value", device).to(storage)
+    for name, t in (("query", x), ("key", kx), ("value", vx)):
+        if t.ndim < 2:
+            raise ValueError(f"{name}: expected at least 2 dims (..., length, width), found "
+                             f"{tuple(t.shape)}")
+    if kx.shape[-2] != vx.shape[-2]:
+        raise ValueError(f"value: length must match key's (S = {kx.shape[-2]}); key "
+                         f"{tuple(kx.shape)} vs value {tuple(vx.shape)}")
+    projected = {}
+    for name, t, w, b, heads in (("q", x, w_q, b_q, num_heads), ("k", kx, w_k, b_k, num_kv_heads),
+                                 ("v", vx, w_v, b_v, num_kv_heads)):
+        if w is None:
+            if not need_x:
+                raise TypeError(f"w_{name}: expected a matrix, found None")
+            projected[name] = (t, None, None)
+            continue
+        wt = _check_weight(w, f"w_{name}", t.shape[-1], device, storage)
+        if wt.shape[1] % heads:
+            raise ValueError(f"w_{name}: expected a column count divisible by {heads} heads, "
+                             f"found shape {tuple(wt.shape)}")
+        bt = _check_bias(b, f"b_{name}", wt.shape[1], device, storage)
+        projected[name] = (_project(t, wt, bt, storage), wt, bt)
+    q, k, v = (projected[n][0] for n in "qkv")
+    if q.shape[-1] // num_heads != k.shape[-1] // num_kv_heads:
+        raise ValueError(f"w_k: head width {k.shape[-1] // num_kv_heads} differs from w_q's "
+                         f"{q.shape[-1] // num_heads}")
+    for name, a in (("key", kx), ("value", vx)):
+        if tuple(a.shape[:-2]) != tuple(x.shape[:-2]):
+            raise ValueError(f"{name}: leading dims must match query's {tuple(x.shape[:-2])}, "
+                             f"found shape {tuple(a.shape)}")
+    L, S = x.shape[-2], kx.shape[-2]
+    d_head = q.shape[-1] // num_heads
+    scale = validate.check_scale(scale, d_head)
+    mask = None
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
+        mask = _as_mask(attn_mask, device)
+        validate.check_mask_shape(tuple(mask.shape), (*x.shape[:-2], num_heads, L, S))
+        if mask.dtype != torch.bool:
+            mask = mask.to(storage)
+    wo = bo = None
+    if w_o is not None:
+        wo = _check_weight(w_o, "w_o", num_heads * (v.shape[-1] // num_kv_heads), device, storage)
+        bo = _check_bias(b_o, "b_o", wo.shape[1], device, storage)
+    elif b_o is not None:
+        raise ValueError("b_o: given without w_o; expected w_o as well")
+    return dict(x=x, projected=projected, q=q, k=k, v=v, wo=wo, bo=bo, mask=mask,
+                is_causal=is_causal, scale=scale, masked_rows=masked_rows, storage=storage,
+                num_heads=num_heads, num_kv_heads=num_kv_heads)
+
+
+def multi_head_attention(
+    query, key, value, w_q, w_k, w_v, w_o=None, *, num_heads=1, num_kv_heads=None, b_q=None,
+    b_k=None, b_v=None, b_o=None, attn_mask=None, is_causal=False, scale=None,
+    masked_rows="zero", need_weights=True, dtype=None, device="cpu",
+) -> Result:
+    """Project, split heads, attend (explicit or fused), concatenate, project out -- in torch."""
+    device = torch.device(device)
+    p = _mha_parts(query, key, value, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, b_q, b_k,
+                   b_v, b_o, attn_mask, is_causal, scale, masked_rows, dtype, device)
+    storage, heads, kv_heads = p["storage"], p["num_heads"], p["num_kv_heads"]
+    # step 1: split the projected q, k, v into heads
+    q = _split_heads(p["q"], heads)  # (..., L, H*d) -> (..., H, L, d)
+    k = _split_heads(p["k"], kv_heads)  # (..., S, Hkv*d) -> (..., Hkv, S, d)
+    v = _split_heads(p["v"], kv_heads)  # (..., S, Hkv*dv) -> (..., Hkv, S, dv)
+    # step 2: attention per head
+    if need_weights:
+        wide = _compute_dtype(storage)
+        steps = _explicit(q.to(wide), k.to(wide), v.to(wide), p["mask"], p["is_causal"],
+                          p["scale"], p["masked_rows"])
+        weights, heads_out = _weighted_sum(steps["weights"], steps["v"], storage)
+        heads_out = _zero_empty_rows(heads_out, steps, p["masked_rows"])
+        kernel = "explicit"
+    else:
+        heads_out = _sdpa(q, k, v, p["mask"], 0.0, p["is_causal"], p["scale"], kv_heads != heads,
+                          p["masked_rows"], None)
+        weights, kernel = None, "torch-sdpa"
+    # step 3: concatenate heads and project out
+    concat = heads_out.transpose(-3, -2).flatten(-2)  # (..., H, L, dv) -> (..., L, H*dv)
+    output = concat if p["wo"] is None else _project(concat, p["wo"], p["bo"], storage)
+    return Result(output, weights, kernel)
+
+
+def _trace_mask_kind(attn_mask, is_causal: bool, mask: torch.Tensor | None) -> str:
+    """options["mask"]: none, bool, float or causal."""
+    if is_causal:
+        return "causal"
+    if mask is None:
+        return "none"
+    return "bool" if mask.dtype == torch.bool else "float"
+
+
+def _labels(tokens, n: int, name: str, default: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """Token labels: given ones (length checked) or t0, t1, ..."""
+    if tokens is None:
+        return default if default is not None else tuple(f"t{i}" for i in range(n))
+    tokens = tuple(str(t) for t in tokens)
+    if len(tokens) != n:
+        raise ValueError(f"{name}: expected {n} labels, found {len(tokens)}")
+    return tokens
+
+
+def trace_attention(
+    x, key=None, value=None, w_q=None, w_k=None, w_v=None, w_o=None, *, tokens=None,
+    key_tokens=None, num_heads=1, num_kv_heads=None, b_q=None, b_k=None, b_v=None, b_o=None,
+    attn_mask=None, is_causal=False, scale=None, masked_rows="zero", dtype=None, device="cpu",
+    backend_name: str = "torch-cpu",
+) -> Trace:
+    """Every intermediate matrix of one worked example, as tensors, same steps as the truth."""
+    device = torch.device(device)
+    x_t = _as_tensor(x, "x", device)
+    if x_t.ndim != 2:
+        raise ValueError(f"x: expected a 2-D matrix (L, d_model), found shape {tuple(x_t.shape)}")
+    p = _mha_parts(x, key, value, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, b_q, b_k, b_v,
+                   b_o, attn_mask, is_causal, scale, masked_rows, dtype, device, need_x=True)
+    storage, heads, kv_heads = p["storage"], p["num_heads"], p["num_kv_heads"]
+    L, S = p["q"].shape[-2], p["k"].shape[-2]
+    wide = _compute_dtype(storage)
+    multi = heads > 1 or p["wo"] is not None
+    q = _split_heads(p["q"], heads)  # (L, H*d) -> (H, L, d)
+    k = _split_heads(p["k"], kv_heads)  # (S, Hkv*d) -> (Hkv, S, d)
+    v = _split_heads(p["v"], kv_heads)  # (S, Hkv*dv) -> (Hkv, S, dv)
+    mask = p["mask"]
+    if mask is not None and mask.ndim == 3 and not multi:
+        mask = mask[0]
+    s = _explicit(q.to(wide), k.to(wide), v.to(wide), mask, p["is_causal"], p["scale"],
+                  p["masked_rows"])
+    weights, heads_out = _weighted_sum(s["weights"], s["v"], storage)
+    heads_out = _zero_empty_rows(heads_out, s, p["masked_rows"])
+
+    def head_view(t: torch.Tensor) -> torch.Tensor:
+        return t.to(storage) if multi else t[0].to(storage)  # (H, L, S) or (L, S)
+
+    hq = ("head", "query", "key") if multi else ("query", "key")
+    steps = [Step("x", "x", p["x"], "the input rows, one per token", ("query", "model"))]
+    for name in "qkv":
+        if p["projected"][name][1] is not None:
+            steps.append(Step(f"w_{name}", f"w_{name}", p["projected"][name][1],
+                              f"learned projection to {name}", ("model", "feature")))
+    rows = {"q": "query", "k": "key", "v": "key"}
+    for name in "qkv":
+        proj, w, b = p["projected"][name]
+        formula = f"{name} = x @ w_{name}" + (f" + b_{name}" if b is not None else "")
+        if w is None:
+            formula = f"{name} = x"
+        steps.append(Step(name, formula, proj, f"{name} rows, one per token",
+                          (rows[name], "feature")))
+    steps += [
+        Step("scores", "scores = q @ k^T", head_view(s["scores"]),
+             "dot product of each query with each key", hq),
+        Step("scaled", "scaled = scores * scale", head_view(s["scaled"]),
+             f"scores times the scale {p['scale']:.6g}", hq),
+        Step("masked", "masked = scaled + mask", head_view(s["masked"]),
+             "-inf where a query may not attend a key", hq),
+        Step("weights", "weights = softmax(masked)", head_view(weights) if multi else weights[0],
+             "each row sums to 1 (fully masked rows follow masked_rows)", hq),
+    ]
+    if multi:
+        concat = heads_out.transpose(-3, -2).flatten(-2)  # (H, L, dv) -> (L, H*dv)
+        steps.append(Step("head_outputs", "head_outputs[h] = weights[h] @ v_h", heads_out,
+                          "each head's weighted sum of its value rows",
+                          ("head", "query", "feature")))
+        steps.append(Step("concat", "concat = [head_0 | head_1 | ...]", concat,
+                          "head outputs side by side", ("query", "feature")))
+        if p["wo"] is not None:
+            output = _project(concat, p["wo"], p["bo"], storage)
+            steps.append(Step("w_o", "w_o", p["wo"], "learned output projection",
+                              ("feature", "feature")))
+            formula = "output = concat @ w_o" + (" + b_o" if p["bo"] is not None else "")
+        else:
+            output, formula = concat, "output = concat"
+    else:
+        output, formula = heads_out[0], "output = weights @ v"
+    steps.append(Step("output", formula, output, "weighted sum of value rows",
+                      ("query", "feature")))
+    allowed = None
+    if p["is_causal"] or mask is not None:
+        grid = ~torch.isneginf(s["masked"])  # (..., L, S) from the masked step itself
+        grid = grid.reshape(-1, L, S).all(dim=0) if grid.ndim > 2 else grid
+        allowed = tuple(tuple(bool(a) for a in row) for row in grid.tolist())
+    q_tokens = _labels(tokens, L, "tokens")
+    k_tokens = _labels(key_tokens, S, "key_tokens",
+                       q_tokens if key is None and S == L else None)
+    return Trace(
+        steps=tuple(steps), tokens=q_tokens, key_tokens=k_tokens, scale=p["scale"],
+        num_heads=heads, num_kv_heads=kv_heads, allowed=allowed,
+        options={"is_causal": p["is_causal"], "mask": _trace_mask_kind(attn_mask, is_causal, mask),
+                 "masked_rows": p["masked_rows"], "backend": backend_name,
+                 "dtype": str(storage).removeprefix("torch."), "kernel": "explicit"},
+    )
+
+
+def functions(device: str = "cpu") -> dict[str, Callable]:
+    """The three public functions bound to one device ("cpu" or "cuda")."""
+    name = f"torch-{torch.device(device).type}"
+    return {
+        "scaled_dot_product_attention": partial(scaled_dot_product_attention, device=device),
+        "multi_head_attention": partial(multi_head_attention, device=device),
+        "trace_attention": partial(trace_attention, device=device, backend_name=name),
+    }

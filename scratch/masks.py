@@ -1,0 +1,56 @@
+"""Masks: causal masks and broadcasting a user's attn_mask over the scores."""
+
+from __future__ import annotations
+
+from math import inf
+
+from .validate import Nested, as_mask, check_mask_shape
+
+ALIGNS = ("top-left", "bottom-right")
+
+
+def causal_mask(L: int, S: int, align: str = "top-left") -> list[list[bool]]:
+    """True where query i may attend key j: j <= i (top-left) or j <= i + S - L (bottom-right)."""
+    for name, n in (("L", L), ("S", S)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name}: expected a positive integer, found {n!r}")
+    if align not in ALIGNS:
+        raise ValueError(f"align: expected 'top-left' or 'bottom-right', found {align!r}")
+    shift = 0 if align == "top-left" else S - L  # PyTorch's is_causal is top-left: tril(ones(L, S))
+    return [[j <= i + shift for j in range(S)] for i in range(L)]
+
+
+class Mask:
+    """A validated mask, broadcast to scores of shape (..., L, S); hands out (L, S) slices."""
+
+    def __init__(self, values: Nested, shape: tuple[int, ...], is_bool: bool,
+                 target: tuple[int, ...]):
+        check_mask_shape(shape, target)
+        for _ in range(len(target) - len(shape)):  # left-pad with size-1 axes
+            values, shape = [values], (1,) + shape
+        self.values, self.shape, self.is_bool, self.target = values, shape, is_bool, target
+
+    @classmethod
+    def from_user(cls, attn_mask: object, target: tuple[int, ...]) -> Mask:
+        """Validate a user's bool (True = may attend) or float (added) mask."""
+        values, shape, is_bool = as_mask(attn_mask, "attn_mask")
+        return cls(values, shape, is_bool, target)
+
+    @classmethod
+    def causal(cls, target: tuple[int, ...], align: str = "top-left") -> Mask:
+        """The causal mask for scores of shape (..., L, S)."""
+        L, S = target[-2:]
+        return cls(causal_mask(L, S, align), (L, S), True, target)
+
+    def slice(self, index: tuple[int, ...]) -> list[list]:
+        """The (L, S) mask for one leading index, broadcast out to full size."""
+        block = self.values
+        for i, size in zip(index, self.shape):
+            block = block[i if size != 1 else 0]
+        L, S = self.target[-2:]
+        rows = block if len(block) == L else block * L
+        return [row if len(row) == S else row * S for row in rows]
+
+    def is_masked(self, row: list) -> list[bool]:
+        """Which positions of one mask row exclude their key."""
+        return [not a for a in row] if self.is_bool else [a == -inf for a in row]

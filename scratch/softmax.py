@@ -1,0 +1,42 @@
+"""Softmax along the last axis, with an explicit policy for rows where every key is masked."""
+
+from __future__ import annotations
+
+from math import exp, fsum, inf, nan
+
+from .validate import as_tensor, check_masked_rows
+
+
+def masked_row(n: int, masked_rows: str) -> list[float]:
+    """Weights for a row whose keys are all masked, under the chosen policy."""
+    if masked_rows == "zero":  # PyTorch >= 2.5 and FlashAttention: attend to nothing
+        return [0.0] * n
+    if masked_rows == "nan":  # the textbook softmax of all -inf: 0 / 0
+        return [nan] * n
+    return [1.0 / n] * n  # "uniform": what filling with a finite -1e9 gives
+
+
+def softmax_row(row: list[float], masked_rows: str = "zero", fully_masked: bool | None = None):
+    """exp(x - max) / sum, the sum taken with fsum; all -inf rows follow `masked_rows`."""
+    if fully_masked is None:
+        fully_masked = all(x == -inf for x in row)
+    if fully_masked:
+        return masked_row(len(row), masked_rows)
+    top = max(row)  # subtract the row max so exp never overflows (logits of 1e4 are fine)
+    e = [exp(x - top) for x in row]  # each in [0, 1]; NaN/inf in the row give NaN (IEEE)
+    total = fsum(e)
+    return [x / total for x in e]
+
+
+def softmax(x: object, masked_rows: str = "zero") -> list:
+    """Softmax of a vector or of every row along the last axis of a nested list."""
+    masked_rows = check_masked_rows(masked_rows)
+    data, shape = as_tensor(x, "x", min_dims=1)
+    if len(shape) == 1:
+        return softmax_row(data, masked_rows)
+    level = [data]
+    for _ in shape[:-2]:
+        level = [m for block in level for m in block]
+    for matrix in level:  # matrix: (rows, n); rewrite its rows in place
+        matrix[:] = [softmax_row(row, masked_rows) for row in matrix]
+    return data

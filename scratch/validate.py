@@ -1,0 +1,264 @@
+"""Turn user input into nested lists of floats, and reject bad input with a clear message.
+
+Every error names the argument (`query`, `key`, `attn_mask`, `w_q`, `scale`, ...), the position
+and what was expected versus what was found. Nesting is walked level by level, never
+recursively, so absurdly deep input gives a ValueError instead of a RecursionError.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+
+MASKED_ROWS = ("zero", "nan", "uniform")
+MAX_DIMS = 32  # deeper than any real attention tensor; guards against runaway nesting
+
+Nested = list  # nested lists of floats (or bools for masks)
+
+
+def _describe(obj: object) -> str:
+    """Short 'type value' description of a found object for error messages."""
+    text = repr(obj)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{type(obj).__name__} {text}"
+
+
+def _position(name: str, flat_index: int, shape: Sequence[int]) -> str:
+    """Render `name[i][j]...` for a flat index into the leading dims `shape`."""
+    index = []
+    for size in reversed(shape):
+        flat_index, rem = divmod(flat_index, size)
+        index.append(rem)
+    return name + "".join(f"[{i}]" for i in reversed(index))
+
+
+def _unwrap(obj: object, name: str) -> object:
+    """Call `.tolist()` on array-likes (NumPy, torch) without importing their libraries."""
+    if isinstance(obj, (list, tuple)):
+        return obj
+    tolist = getattr(obj, "tolist", None)
+    if callable(tolist):
+        try:
+            return tolist()
+        except Exception as exc:  # a broken array-like: say which argument it was
+            raise TypeError(f"{name}: calling .tolist() failed: {exc}") from exc
+    return obj
+
+
+def _leaves_and_shape(obj: object, name: str) -> tuple[list, tuple[int, ...]]:
+    """Walk nested lists level by level; return the flat leaves and the (regular) shape."""
+    obj = _unwrap(obj, name)
+    if not isinstance(obj, (list, tuple)):
+        raise TypeError(
+            f"{name}: expected a matrix (nested lists of numbers or an array), "
+            f"found {_describe(obj)}"
+        )
+    level: list = [obj]
+    shape: list[int] = []
+    while level and isinstance(level[0], (list, tuple)):
+        if len(shape) >= MAX_DIMS:
+            raise ValueError(f"{name}: nested more than {MAX_DIMS} levels deep; expected a matrix")
+        width = len(level[0])
+        for p, item in enumerate(level):
+            if not isinstance(item, (list, tuple)):
+                raise ValueError(
+                    f"{name}: ragged nesting at {_position(name, p, shape)}: expected a list of "
+                    f"length {width}, found {_describe(item)}"
+                )
+            if len(item) != width:
+                raise ValueError(
+                    f"{name}: ragged rows at {_position(name, p, shape)}: expected length "
+                    f"{width}, found length {len(item)}"
+                )
+        if width == 0:
+            raise ValueError(
+                f"{name}: empty dimension in shape {tuple(shape) + (0,)}; expected at least "
+                f"one entry along every axis"
+            )
+        shape.append(width)
+        level = [y for x in level for y in x]
+    return level, tuple(shape)
+
+
+def _reshape(flat: list, shape: tuple[int, ...]) -> Nested:
+    """Nest a flat list into lists of the given shape (innermost axis first)."""
+    for size in reversed(shape[1:]):
+        flat = [flat[i : i + size] for i in range(0, len(flat), size)]
+    return flat
+
+
+def _as_float(value: object, name: str, p: int, shape: tuple[int, ...]) -> float:
+    """One data entry as a float; bools, strings, None and complex are refused."""
+    kind = type(value)
+    if kind is float:
+        return value
+    if kind is int or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
+        return float(value)
+    raise TypeError(
+        f"{name}: expected a number at {_position(name, p, shape)}, found {_describe(value)}"
+    )
+
+
+def as_tensor(obj: object, name: str, *, min_dims: int = 1) -> tuple[Nested, tuple[int, ...]]:
+    """Validate a numeric input and return it as nested lists of floats with its shape."""
+    leaves, shape = _leaves_and_shape(obj, name)
+    if len(shape) < min_dims:
+        expected = {1: "(n,)", 2: "(rows, columns)"}.get(min_dims, f"{min_dims} dims")
+        raise ValueError(f"{name}: expected at least {min_dims} dims {expected}, found shape {shape}")
+    lead = shape[:-1]
+    floats = [v if type(v) is float else _as_float(v, name, p // shape[-1], lead)
+              for p, v in enumerate(leaves)]
+    return _reshape(floats, shape), shape
+
+
+def as_matrix(obj: object, name: str) -> tuple[Nested, tuple[int, ...]]:
+    """Validate a 2-D numeric input `(rows, columns)`."""
+    data, shape = as_tensor(obj, name, min_dims=2)
+    if len(shape) != 2:
+        raise ValueError(f"{name}: expected a 2-D matrix (rows, columns), found shape {shape}")
+    return data, shape
+
+
+def as_vector(obj: object, name: str, length: int) -> list[float]:
+    """Validate a 1-D numeric input of a known length (a bias)."""
+    data, shape = as_tensor(obj, name, min_dims=1)
+    if shape != (length,):
+        raise ValueError(f"{name}: expected shape ({length},), found shape {shape}")
+    return data
+
+
+def as_mask(obj: object, name: str = "attn_mask") -> tuple[Nested, tuple[int, ...], bool]:
+    """Validate a mask; return (values, shape, is_bool). Bool: True = may attend; float: added."""
+    leaves, shape = _leaves_and_shape(obj, name)
+    lead = shape[:-1]
+    if all(type(v) is bool for v in leaves):
+        return _reshape(list(leaves), shape), shape, True
+    any_float = False
+    floats = []
+    for p, v in enumerate(leaves):
+        if isinstance(v, bool):
+            raise TypeError(
+                f"{name}: mixes bools and numbers (bool at {_position(name, p // shape[-1], lead)}"
+                f"); expected all bools (True = may attend) or all floats (added to the scores)"
+            )
+        floats.append(_as_float(v, name, p // shape[-1], lead))
+        any_float = any_float or type(v) is not int
+    if not any_float:
+        raise TypeError(
+            f"{name}: found only integers, which are ambiguous; expected bools "
+            f"(True = may attend) or floats (added to the scaled scores, -inf = masked)"
+        )
+    return _reshape(floats, shape), shape, False
+
+
+def check_scale(scale: object, E: int) -> float:
+    """The softmax scale: None means 1/sqrt(E); otherwise any finite real number."""
+    if scale is None:
+        return 1.0 / math.sqrt(E)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale: expected a finite number or None, found {_describe(scale)}")
+    value = float(scale)
+    if not math.isfinite(value):
+        raise ValueError(f"scale: expected a finite number or None, found {value}")
+    return value
+
+
+def check_dropout_p(dropout_p: object) -> float:
+    """Dropout probability in [0, 1)."""
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
+        raise TypeError(f"dropout_p: expected a number in [0, 1), found {_describe(dropout_p)}")
+    value = float(dropout_p)
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"dropout_p: expected a number in [0, 1), found {value}")
+    return value
+
+
+def check_masked_rows(masked_rows: object) -> str:
+    """Policy for fully masked rows: 'zero', 'nan' or 'uniform'."""
+    if masked_rows not in MASKED_ROWS:
+        raise ValueError(
+            f"masked_rows: expected one of {', '.join(map(repr, MASKED_ROWS))}, "
+            f"found {_describe(masked_rows)}"
+        )
+    return masked_rows
+
+
+def check_flag(value: object, name: str) -> bool:
+    """A True/False option such as `is_causal` or `enable_gqa`."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected True or False, found {_describe(value)}")
+    return value
+
+
+def check_positive_int(value: object, name: str) -> int:
+    """A count such as `num_heads`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}: expected a positive integer, found {_describe(value)}")
+    return value
+
+
+def check_attention_shapes(
+    q_shape: tuple[int, ...],
+    k_shape: tuple[int, ...],
+    v_shape: tuple[int, ...],
+    enable_gqa: bool = False,
+) -> tuple[tuple[int, ...], int, int, int, int]:
+    """Check query (..., L, E), key (..., S, E), value (..., S, Ev); return (lead, L, S, E, Ev)."""
+    for name, shape in (("query", q_shape), ("key", k_shape), ("value", v_shape)):
+        if len(shape) < 2:
+            raise ValueError(f"{name}: expected at least 2 dims (..., length, width), found {shape}")
+    if len(k_shape) != len(q_shape) or len(v_shape) != len(q_shape):
+        bad, shape = ("key", k_shape) if len(k_shape) != len(q_shape) else ("value", v_shape)
+        raise ValueError(
+            f"{bad}: expected {len(q_shape)} dims like query {q_shape}, found shape {shape}"
+        )
+    *lead, L, E = q_shape
+    S, Ek = k_shape[-2:]
+    Sv, Ev = v_shape[-2:]
+    if Ek != E:
+        raise ValueError(
+            f"key: width must match query's (E = {E}); query {q_shape} vs key {k_shape}"
+        )
+    if Sv != S:
+        raise ValueError(
+            f"value: length must match key's (S = {S}); key {k_shape} vs value {v_shape}"
+        )
+    if enable_gqa:
+        if len(q_shape) < 3:
+            raise ValueError(
+                f"query: enable_gqa needs a head axis (..., heads, L, E), found shape {q_shape}"
+            )
+        hq, hk, hv = q_shape[-3], k_shape[-3], v_shape[-3]
+        if hk != hv:
+            raise ValueError(
+                f"value: number of key/value heads must match key's ({hk}), found {hv}"
+            )
+        if hq % hk:
+            raise ValueError(
+                f"key: {hk} key/value heads do not divide {hq} query heads (enable_gqa)"
+            )
+        skip = len(q_shape) - 3
+    else:
+        skip = -1
+    for name, shape in (("key", k_shape), ("value", v_shape)):
+        for axis, (a, b) in enumerate(zip(q_shape[:-2], shape[:-2])):
+            if axis != skip and a != b:
+                raise ValueError(
+                    f"{name}: leading dims must match query's; axis {axis} is {b}, "
+                    f"expected {a} (query {q_shape}, {name} {shape})"
+                )
+    return tuple(lead), L, S, E, Ev
+
+
+def check_mask_shape(mask_shape: tuple[int, ...], target: tuple[int, ...]) -> None:
+    """A mask must broadcast to the scores' shape (..., L, S)."""
+    ok = len(mask_shape) <= len(target) and all(
+        m in (1, t) for m, t in zip(reversed(mask_shape), reversed(target))
+    )
+    if not ok:
+        raise ValueError(
+            f"attn_mask: expected shape (L, S) = {target[-2:]} or one that broadcasts to "
+            f"{target}, found shape {mask_shape}"
+        )
