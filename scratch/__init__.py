@@ -6,6 +6,7 @@ of `torch.nn.functional.scaled_dot_product_attention`. Standard library only.
 """
 
 from .attention import scaled_dot_product_attention
+from .explain import Explanation, explain
 from .linalg import matmul, transpose
 from .masks import causal_mask
 from .multihead import multi_head_attention
@@ -21,9 +22,11 @@ def shape_of(nested: object) -> tuple[int, ...]:
 
 __all__ = [
     "MASKED_ROWS",
+    "Explanation",
     "Step",
     "Trace",
     "causal_mask",
+    "explain",
     "matmul",
     "multi_head_attention",
     "scaled_dot_product_attention",

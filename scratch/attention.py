@@ -27,7 +27,7 @@ from math import inf
 
 from .linalg import matmul_nt, transpose
 from .masks import Mask
-from .softmax import masked_row, softmax_row
+from .softmax import softmax_row
 from .validate import (
     _reshape,
     as_tensor,
@@ -65,7 +65,7 @@ def attend(
     rng: random.Random | None = None,
 ) -> Steps:
     """One head of attention on validated matrices q (L, E), k (S, E), v (S, Ev)."""
-    L, S = len(q), len(k)
+    L = len(q)
     # step 1: scores = q @ k^T            (L, E) @ (E, S) -> (L, S); rows of k are k^T's columns
     scores = matmul_nt(q, k)
     # step 2: scaled = scores * scale     (L, S)
@@ -74,8 +74,9 @@ def attend(
     if mask is None:
         masked, fully_masked = scaled, [False] * L
     elif mask.is_bool:
-        masked = [[x if a else -inf for x, a in zip(row, allow)]
-                  for row, allow in zip(scaled, mask_rows)]
+        masked = [
+            [x if a else -inf for x, a in zip(row, allow)] for row, allow in zip(scaled, mask_rows)
+        ]
         fully_masked = [not any(allow) for allow in mask_rows]
     else:
         masked = [[x + a for x, a in zip(row, add)] for row, add in zip(scaled, mask_rows)]
@@ -103,7 +104,9 @@ def _at(nested: list, index: tuple[int, ...]) -> list:
 
 
 def attend_all(
-    q: list, k: list, v: list,
+    q: list,
+    k: list,
+    v: list,
     lead: tuple[int, ...],
     scale: float,
     mask: Mask | None,
@@ -119,8 +122,19 @@ def attend_all(
         if group > 1:  # grouped-query attention: the head axis is the last leading axis
             kv_index = index[:-1] + (index[-1] // group,)
         mask_rows = mask.slice(index) if mask is not None else None
-        results.append(attend(_at(q, index), _at(k, kv_index), _at(v, kv_index), scale,
-                              mask, mask_rows, masked_rows, dropout_p, rng))
+        results.append(
+            attend(
+                _at(q, index),
+                _at(k, kv_index),
+                _at(v, kv_index),
+                scale,
+                mask,
+                mask_rows,
+                masked_rows,
+                dropout_p,
+                rng,
+            )
+        )
     return results
 
 
@@ -159,7 +173,7 @@ def scaled_dot_product_attention(
     masked_rows: str = "zero",
     rng: random.Random | None = None,
 ) -> tuple[list, list]:
-    """softmax(query @ key^T * scale + mask) @ value; returns (output (..., L, Ev), weights (..., L, S))."""
+    """softmax(query @ key^T * scale + mask) @ value -> (output (..., L, Ev), weights (..., L, S))."""
     q, q_shape = as_tensor(query, "query", min_dims=2)
     k, k_shape = as_tensor(key, "key", min_dims=2)
     v, v_shape = as_tensor(value, "value", min_dims=2)

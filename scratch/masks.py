@@ -23,8 +23,9 @@ def causal_mask(L: int, S: int, align: str = "top-left") -> list[list[bool]]:
 class Mask:
     """A validated mask, broadcast to scores of shape (..., L, S); hands out (L, S) slices."""
 
-    def __init__(self, values: Nested, shape: tuple[int, ...], is_bool: bool,
-                 target: tuple[int, ...]):
+    def __init__(
+        self, values: Nested, shape: tuple[int, ...], is_bool: bool, target: tuple[int, ...]
+    ):
         check_mask_shape(shape, target)
         for _ in range(len(target) - len(shape)):  # left-pad with size-1 axes
             values, shape = [values], (1,) + shape

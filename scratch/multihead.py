@@ -51,7 +51,7 @@ def split_heads(m: list, lead: tuple[int, ...], heads: int) -> list:
     for index in product(*map(range, lead)):
         rows = _at(m, index)  # (n, heads * d)
         d = len(rows[0]) // heads
-        blocks.append([[row[h * d:(h + 1) * d] for row in rows] for h in range(heads)])
+        blocks.append([[row[h * d : (h + 1) * d] for row in rows] for h in range(heads)])
     return stack(blocks, lead)
 
 
@@ -84,7 +84,9 @@ def _weight(w: object, name: str, rows: int, heads: int, width_name: str):
         return None, None
     m, (r, c) = as_matrix(w, name)
     if r != rows:
-        raise ValueError(f"{name}: expected {rows} rows to match the input width, found shape {(r, c)}")
+        raise ValueError(
+            f"{name}: expected {rows} rows to match the input width, found shape {(r, c)}"
+        )
     if c % heads:
         raise ValueError(
             f"{name}: {c} columns do not split into {heads} heads of equal width ({width_name})"
@@ -93,8 +95,24 @@ def _weight(w: object, name: str, rows: int, heads: int, width_name: str):
 
 
 def run_multi_head(
-    query, key, value, w_q, w_k, w_v, w_o, *, num_heads, num_kv_heads, b_q, b_k, b_v, b_o,
-    attn_mask, is_causal, scale, masked_rows,
+    query,
+    key,
+    value,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    *,
+    num_heads,
+    num_kv_heads,
+    b_q,
+    b_k,
+    b_v,
+    b_o,
+    attn_mask,
+    is_causal,
+    scale,
+    masked_rows,
 ) -> Projected:
     """Validate everything, project, split heads, attend, concatenate, project out."""
     H = check_positive_int(num_heads, "num_heads")
@@ -111,7 +129,9 @@ def run_multi_head(
         if shape[:-2] != lead:
             raise ValueError(f"{name}: leading dims must match query's {lead}, found shape {shape}")
     if k_shape[-2] != v_shape[-2]:
-        raise ValueError(f"value: length must match key's (S = {k_shape[-2]}), found shape {v_shape}")
+        raise ValueError(
+            f"value: length must match key's (S = {k_shape[-2]}), found shape {v_shape}"
+        )
     L, S = x_shape[-2], k_shape[-2]
     wq, dq = _weight(w_q, "w_q", x_shape[-1], H, "num_heads")
     wk, dk = _weight(w_k, "w_k", k_shape[-1], Hkv, "num_kv_heads")
@@ -119,12 +139,17 @@ def run_multi_head(
     bq = None if b_q is None else as_vector(b_q, "b_q", len(wq[0]) if wq else x_shape[-1])
     bk = None if b_k is None else as_vector(b_k, "b_k", len(wk[0]) if wk else k_shape[-1])
     bv = None if b_v is None else as_vector(b_v, "b_v", len(wv[0]) if wv else v_shape[-1])
-    q = project(x, lead, wq, bq)  # (..., L, d_model) @ (d_model, H * d_head) -> (..., L, H * d_head)
+    q = project(
+        x, lead, wq, bq
+    )  # (..., L, d_model) @ (d_model, H * d_head) -> (..., L, H * d_head)
     k = project(xk, lead, wk, bk)  # (..., S, d_kv) @ (d_kv, Hkv * d_head) -> (..., S, Hkv * d_head)
     v = project(xv, lead, wv, bv)  # (..., S, d_kv) @ (d_kv, Hkv * d_v) -> (..., S, Hkv * d_v)
     q_width, k_width, v_width = (_width(m, lead) for m in (q, k, v))
-    for name, width, heads in (("query", q_width, H), ("key", k_width, Hkv),
-                               ("value", v_width, Hkv)):
+    for name, width, heads in (
+        ("query", q_width, H),
+        ("key", k_width, Hkv),
+        ("value", v_width, Hkv),
+    ):
         if width % heads:
             raise ValueError(f"{name}: width {width} does not split into {heads} heads")
     d_head = q_width // H
@@ -139,16 +164,16 @@ def run_multi_head(
     q_heads = split_heads(q, lead, H)  # (..., H, L, d_head)
     k_heads = split_heads(k, lead, Hkv)  # (..., Hkv, S, d_head)
     v_heads = split_heads(v, lead, Hkv)  # (..., Hkv, S, d_v)
-    heads = attend_all(q_heads, k_heads, v_heads, head_lead, scale, mask, masked_rows,
-                       group=H // Hkv)
+    heads = attend_all(
+        q_heads, k_heads, v_heads, head_lead, scale, mask, masked_rows, group=H // Hkv
+    )
     concat = concat_heads(stack([s.output for s in heads], head_lead), lead)  # (..., L, H * d_v)
     output = concat
     if w_o is not None:
         wo, (r, c) = as_matrix(w_o, "w_o")
         if r != _width(concat, lead):
             raise ValueError(
-                f"w_o: expected {_width(concat, lead)} rows (num_heads * d_v), "
-                f"found shape {(r, c)}"
+                f"w_o: expected {_width(concat, lead)} rows (num_heads * d_v), found shape {(r, c)}"
             )
         bo = None if b_o is None else as_vector(b_o, "b_o", c)
         output = project(concat, lead, wo, bo)  # (..., L, H * d_v) @ (H * d_v, d_out)
@@ -177,14 +202,28 @@ def multi_head_attention(
     scale: float | None = None,
     masked_rows: str = "zero",
 ) -> tuple[list, list]:
-    """Project, attend per head, concatenate, project out; returns (output, weights (..., H, L, S))."""
+    """Project, attend per head, concatenate, project out -> (output, weights (..., H, L, S))."""
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
         if w is None:
             raise TypeError(f"{name}: expected a projection matrix, found None")
     run = run_multi_head(
-        query, key, value, w_q, w_k, w_v, w_o, num_heads=num_heads, num_kv_heads=num_kv_heads,
-        b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o, attn_mask=attn_mask, is_causal=is_causal,
-        scale=scale, masked_rows=masked_rows,
+        query,
+        key,
+        value,
+        w_q,
+        w_k,
+        w_v,
+        w_o,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        b_q=b_q,
+        b_k=b_k,
+        b_v=b_v,
+        b_o=b_o,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        scale=scale,
+        masked_rows=masked_rows,
     )
     weights = stack([s.weights for s in run.heads], run.lead + (num_heads,))  # (..., H, L, S)
     return run.output, weights

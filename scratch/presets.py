@@ -245,7 +245,7 @@ def _seed001_example3() -> Preset:
                 [[0.0, 0.0, 4.0], [1.0, 0.0, 6.0], [1.0, 0.0, 2.0]],
                 None,
                 "In[123]",
-                "queries[0] * keys.t() (elementwise; q_0[c] * k_j[c] sits at row c, column j)",
+                "queries[0] * keys.t() (broadcast: entry [r][j] = q_0[j] * k_j[r])",
                 dtype="int64",
             ),
             "kT": Printed(
@@ -467,6 +467,7 @@ def _journey() -> Preset:
 
 
 def _journey_query() -> Preset:
+    words = _floats(_INPUTS003)  # (6, 3)
     return Preset(
         name="journey-query",
         title='Seed 003: the single query "journey" against the six words',
@@ -474,8 +475,8 @@ def _journey_query() -> Preset:
         tokens=("journey",),
         key_tokens=_WORDS003,
         x=_floats(_INPUTS003[1:2]),  # (1, 3): query = inputs[1]
-        key=_floats(_INPUTS003),
-        value=_floats(_INPUTS003),
+        key=words,  # the same list for keys and values: the trace shows one key-side input
+        value=words,
         scale=1.0,
         printed={
             "scores": Printed(

@@ -97,13 +97,19 @@ def _scale_note(scale: object, value: float, d_head: int) -> str:
 def _mask_words(attn_mask: object, is_causal: bool, is_bool: bool | None) -> tuple[str, str, str]:
     """(kind, formula, note) for the masked step."""
     if is_causal:
-        return ("causal", "masked = scaled, with -inf where key j > query i (causal)",
-                "causal: each token sees itself and the tokens before it")
+        return (
+            "causal",
+            "masked = scaled, with -inf where key j > query i (causal)",
+            "causal: each token sees itself and the tokens before it",
+        )
     if attn_mask is None:
         return "none", "masked = scaled (no mask)", "no mask: every query may attend every key"
     if is_bool:
-        return ("bool", "masked = scaled, with -inf where attn_mask is False",
-                "attn_mask: True = may attend, False = masked (-inf)")
+        return (
+            "bool",
+            "masked = scaled, with -inf where attn_mask is False",
+            "attn_mask: True = may attend, False = masked (-inf)",
+        )
     return "float", "masked = scaled + attn_mask", "attn_mask is added; -inf entries mask a key"
 
 
@@ -131,13 +137,29 @@ def trace_attention(
 ) -> Trace:
     """Attention on one example x (L, d_model), keeping every step; projections are optional."""
     run = run_multi_head(
-        x, key, value, w_q, w_k, w_v, w_o, num_heads=num_heads, num_kv_heads=num_kv_heads,
-        b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o, attn_mask=attn_mask, is_causal=is_causal,
-        scale=scale, masked_rows=masked_rows,
+        x,
+        key,
+        value,
+        w_q,
+        w_k,
+        w_v,
+        w_o,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        b_q=b_q,
+        b_k=b_k,
+        b_v=b_v,
+        b_o=b_o,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        scale=scale,
+        masked_rows=masked_rows,
     )
     if run.lead:
-        raise ValueError(f"x: a trace is one worked example, expected shape (L, d_model), "
-                         f"found {len(run.lead) + 2} dims")
+        raise ValueError(
+            f"x: a trace is one worked example, expected shape (L, d_model), "
+            f"found {len(run.lead) + 2} dims"
+        )
     H = num_heads
     Hkv = H if num_kv_heads is None else num_kv_heads
     L, S = len(run.q), len(run.k)
@@ -154,20 +176,44 @@ def trace_attention(
     # step 0: the inputs and the projection weights
     from .validate import as_matrix  # local: validated copies for display
 
-    add("x", "x", as_matrix(x, "x")[0], f"input: {L} tokens, each a row of numbers",
-        "query", "model")
+    add(
+        "x",
+        "x",
+        as_matrix(x, "x")[0],
+        f"input: {L} tokens, each a row of numbers",
+        "query",
+        "model",
+    )
     if cross:
-        add("key_input", "key input", as_matrix(key, "key")[0],
-            f"key-side input: {S} tokens (cross-attention)", "key", "model")
+        add(
+            "key_input",
+            "key input",
+            as_matrix(key, "key")[0],
+            f"key-side input: {S} tokens (cross-attention)",
+            "key",
+            "model",
+        )
         if value is not None and value is not key:
-            add("value_input", "value input", as_matrix(value, "value")[0],
-                "value-side input", "key", "model")
+            add(
+                "value_input",
+                "value input",
+                as_matrix(value, "value")[0],
+                "value-side input",
+                "key",
+                "model",
+            )
     src_k = "key_input" if cross else "x"
     src_v = "value_input" if cross and value is not None and value is not key else src_k
     for name, w, what in (("w_q", w_q, "queries"), ("w_k", w_k, "keys"), ("w_v", w_v, "values")):
         if w is not None:
-            add(name, name, as_matrix(w, name)[0], f"projection that turns inputs into {what}",
-                "model", "feature")
+            add(
+                name,
+                name,
+                as_matrix(w, name)[0],
+                f"projection that turns inputs into {what}",
+                "model",
+                "feature",
+            )
 
     def proj(out: str, src: str, w: object, b: object) -> str:
         if w is None:
@@ -175,12 +221,30 @@ def trace_attention(
         return f"{out} = {src} @ w_{out}" + (f" + b_{out}" if b is not None else "")
 
     # step 1: q, k, v = projections   (L, d_model) @ (d_model, H * d_head) -> (L, H * d_head)
-    add("q", proj("q", "x", w_q, b_q), run.q, "queries: what each token is looking for",
-        "query", "feature")
-    add("k", proj("k", src_k, w_k, b_k), run.k, "keys: what each token offers to be found by",
-        "key", "feature")
-    add("v", proj("v", src_v, w_v, b_v), run.v, "values: what each token passes on", "key",
-        "feature")
+    add(
+        "q",
+        proj("q", "x", w_q, b_q),
+        run.q,
+        "queries: what each token is looking for",
+        "query",
+        "feature",
+    )
+    add(
+        "k",
+        proj("k", src_k, w_k, b_k),
+        run.k,
+        "keys: what each token offers to be found by",
+        "key",
+        "feature",
+    )
+    add(
+        "v",
+        proj("v", src_v, w_v, b_v),
+        run.v,
+        "values: what each token passes on",
+        "key",
+        "feature",
+    )
 
     def per_head(field_name: str) -> list:
         mats = [getattr(s, field_name) for s in run.heads]
@@ -188,13 +252,27 @@ def trace_attention(
 
     head_axes = ("head",) if multi else ()
     h = "[h]" if multi else ""
-    kv = "k_{h // %d}" % (H // Hkv) if multi and Hkv < H else ("k_h" if multi else "k")
+    kv = f"k_{{h // {H // Hkv}}}" if multi and Hkv < H else ("k_h" if multi else "k")
     # step 2: scores = q @ k^T        (L, d_head) @ (d_head, S) -> (L, S)
-    add("scores", f"scores{h} = {'q_h' if multi else 'q'} @ {kv}^T", per_head("scores"),
-        "dot product of each query with each key: high = similar", *head_axes, "query", "key")
+    add(
+        "scores",
+        f"scores{h} = {'q_h' if multi else 'q'} @ {kv}^T",
+        per_head("scores"),
+        "dot product of each query with each key: high = similar",
+        *head_axes,
+        "query",
+        "key",
+    )
     # step 3: scaled = scores * scale
-    add("scaled", f"scaled{h} = scores{h} * scale", per_head("scaled"),
-        _scale_note(scale, run.scale, d_head), *head_axes, "query", "key")
+    add(
+        "scaled",
+        f"scaled{h} = scores{h} * scale",
+        per_head("scaled"),
+        _scale_note(scale, run.scale, d_head),
+        *head_axes,
+        "query",
+        "key",
+    )
     # step 4: masked = scaled + mask
     is_bool = None
     if attn_mask is not None:
@@ -202,40 +280,96 @@ def trace_attention(
 
         is_bool = as_mask(attn_mask)[2]
     kind, formula, note = _mask_words(attn_mask, is_causal, is_bool)
-    add("masked", formula.replace("masked", f"masked{h}", 1).replace("scaled", f"scaled{h}", 1),
-        per_head("masked"), note, *head_axes, "query", "key")
+    add(
+        "masked",
+        formula.replace("masked", f"masked{h}", 1).replace("scaled", f"scaled{h}", 1),
+        per_head("masked"),
+        note,
+        *head_axes,
+        "query",
+        "key",
+    )
     # step 5: weights = softmax(masked) along each row
     n_full = sum(sum(s.fully_masked) for s in run.heads)
     w_note = "each row sums to 1: how much each query attends to each key"
     if n_full:
         w_note += f"; {n_full} fully masked row(s) follow masked_rows={masked_rows!r}"
-    add("weights", f"weights{h} = softmax(masked{h}) along each row", per_head("weights"),
-        w_note, *head_axes, "query", "key")
+    add(
+        "weights",
+        f"weights{h} = softmax(masked{h}) along each row",
+        per_head("weights"),
+        w_note,
+        *head_axes,
+        "query",
+        "key",
+    )
     # step 6: output = weights @ v    (L, S) @ (S, d_v) -> (L, d_v)
     if not multi:
-        add("output", "output = weights @ v", run.output,
-            "each output row is a weighted average of the value rows", "query", "feature")
+        add(
+            "output",
+            "output = weights @ v",
+            run.output,
+            "each output row is a weighted average of the value rows",
+            "query",
+            "feature",
+        )
     else:
-        vh = "v_{h // %d}" % (H // Hkv) if Hkv < H else "v_h"
-        add("head_outputs", f"head_outputs[h] = weights[h] @ {vh}", per_head("output"),
-            "each head's weighted average of its value rows", "head", "query", "feature")
+        vh = f"v_{{h // {H // Hkv}}}" if Hkv < H else "v_h"
+        add(
+            "head_outputs",
+            f"head_outputs[h] = weights[h] @ {vh}",
+            per_head("output"),
+            "each head's weighted average of its value rows",
+            "head",
+            "query",
+            "feature",
+        )
         if w_o is None:
-            add("output", "output = concat(head_outputs[0], ..., head_outputs[H-1])",
-                run.output, "the heads side by side", "query", "feature")
+            add(
+                "output",
+                "output = concat(head_outputs[0], ..., head_outputs[H-1])",
+                run.output,
+                "the heads side by side",
+                "query",
+                "feature",
+            )
         else:
-            add("concat", "concat = [head_outputs[0] | ... | head_outputs[H-1]]", run.concat,
-                "the heads side by side", "query", "feature")
-            add("w_o", "w_o", as_matrix(w_o, "w_o")[0], "output projection that mixes the heads",
-                "feature", "feature")
-            add("output", "output = concat @ w_o" + (" + b_o" if b_o is not None else ""),
-                run.output, "the heads mixed by the output projection", "query", "feature")
+            add(
+                "concat",
+                "concat = [head_outputs[0] | ... | head_outputs[H-1]]",
+                run.concat,
+                "the heads side by side",
+                "query",
+                "feature",
+            )
+            add(
+                "w_o",
+                "w_o",
+                as_matrix(w_o, "w_o")[0],
+                "output projection that mixes the heads",
+                "feature",
+                "feature",
+            )
+            add(
+                "output",
+                "output = concat @ w_o" + (" + b_o" if b_o is not None else ""),
+                run.output,
+                "the heads mixed by the output projection",
+                "query",
+                "feature",
+            )
     allowed = None
     if kind != "none":
         grids = [tuple(tuple(x != -math.inf for x in row) for row in s.masked) for s in run.heads]
         allowed = grids[0] if all(g == grids[0] for g in grids) else tuple(grids)
     options = {
-        "is_causal": is_causal, "mask": kind, "masked_rows": masked_rows,
-        "scale_given": scale is not None, "backend": "scratch", "dtype": "float64",
-        "kernel": "explicit", "cross": cross,
+        "is_causal": is_causal,
+        "mask": kind,
+        "masked_rows": masked_rows,
+        "scale_given": scale is not None,
+        "backend": "scratch",
+        "dtype": "float64",
+        "kernel": "explicit",
+        "cross": cross,
     }
     return Trace(tuple(steps), labels, key_labels, run.scale, H, Hkv, allowed, options)

@@ -106,10 +106,14 @@ def as_tensor(obj: object, name: str, *, min_dims: int = 1) -> tuple[Nested, tup
     leaves, shape = _leaves_and_shape(obj, name)
     if len(shape) < min_dims:
         expected = {1: "(n,)", 2: "(rows, columns)"}.get(min_dims, f"{min_dims} dims")
-        raise ValueError(f"{name}: expected at least {min_dims} dims {expected}, found shape {shape}")
+        raise ValueError(
+            f"{name}: expected at least {min_dims} dims {expected}, found shape {shape}"
+        )
     lead = shape[:-1]
-    floats = [v if type(v) is float else _as_float(v, name, p // shape[-1], lead)
-              for p, v in enumerate(leaves)]
+    floats = [
+        v if type(v) is float else _as_float(v, name, p // shape[-1], lead)
+        for p, v in enumerate(leaves)
+    ]
     return _reshape(floats, shape), shape
 
 
@@ -208,7 +212,9 @@ def check_attention_shapes(
     """Check query (..., L, E), key (..., S, E), value (..., S, Ev); return (lead, L, S, E, Ev)."""
     for name, shape in (("query", q_shape), ("key", k_shape), ("value", v_shape)):
         if len(shape) < 2:
-            raise ValueError(f"{name}: expected at least 2 dims (..., length, width), found {shape}")
+            raise ValueError(
+                f"{name}: expected at least 2 dims (..., length, width), found {shape}"
+            )
     if len(k_shape) != len(q_shape) or len(v_shape) != len(q_shape):
         bad, shape = ("key", k_shape) if len(k_shape) != len(q_shape) else ("value", v_shape)
         raise ValueError(

@@ -52,7 +52,10 @@ def _probe(name: str) -> str | None:
             reason = None
         elif name == "numpy":
             reason = _import_problem("numpy")
-            if reason is None and importlib.util.find_spec("scratch.backends.numpy_backend") is None:
+            if (
+                reason is None
+                and importlib.util.find_spec("scratch.backends.numpy_backend") is None
+            ):
                 reason = "scratch/backends/numpy_backend.py is missing"
         elif name == "torch-cpu":
             reason = _import_problem("torch")
@@ -79,12 +82,16 @@ def _build(name: str) -> Backend:
     if name == "scratch":
         from . import scratch_backend as mod
 
-        fns = {f: getattr(mod, f) for f in
-               ("scaled_dot_product_attention", "multi_head_attention", "trace_attention")}
+        fns = {
+            f: getattr(mod, f)
+            for f in ("scaled_dot_product_attention", "multi_head_attention", "trace_attention")
+        }
     elif name == "numpy":
         mod = importlib.import_module("scratch.backends.numpy_backend")
-        fns = {f: getattr(mod, f) for f in
-               ("scaled_dot_product_attention", "multi_head_attention", "trace_attention")}
+        fns = {
+            f: getattr(mod, f)
+            for f in ("scaled_dot_product_attention", "multi_head_attention", "trace_attention")
+        }
     else:
         from . import torch_backend as mod
 

@@ -14,7 +14,9 @@ NOTES = "pure Python, every dot product and softmax sum an fsum (correctly round
 def _check_dtype(dtype: object) -> None:
     """Only float64 (Python floats) exists here."""
     if dtype not in (None, "float64"):
-        raise ValueError(f"dtype: expected None or 'float64' (the scratch backend), found {dtype!r}")
+        raise ValueError(
+            f"dtype: expected None or 'float64' (the scratch backend), found {dtype!r}"
+        )
 
 
 def _check_need_weights(need_weights: object) -> None:
@@ -24,31 +26,61 @@ def _check_need_weights(need_weights: object) -> None:
 
 
 def scaled_dot_product_attention(
-    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *,
-    enable_gqa=False, masked_rows="zero", rng=None, need_weights=True, dtype=None,
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    *,
+    enable_gqa=False,
+    masked_rows="zero",
+    rng=None,
+    need_weights=True,
+    dtype=None,
 ) -> Result:
     """scratch.scaled_dot_product_attention as a Result; weights None when not asked for."""
     _check_dtype(dtype)
     _check_need_weights(need_weights)
     output, weights = scratch.scaled_dot_product_attention(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa=enable_gqa,
-        masked_rows=masked_rows, rng=rng)
+        query,
+        key,
+        value,
+        attn_mask,
+        dropout_p,
+        is_causal,
+        scale,
+        enable_gqa=enable_gqa,
+        masked_rows=masked_rows,
+        rng=rng,
+    )
     return Result(output, weights if need_weights else None, "explicit")
 
 
 def multi_head_attention(
-    query, key, value, w_q, w_k, w_v, w_o=None, *, need_weights=True, dtype=None, **options,
+    query,
+    key,
+    value,
+    w_q,
+    w_k,
+    w_v,
+    w_o=None,
+    *,
+    need_weights=True,
+    dtype=None,
+    **options,
 ) -> Result:
     """scratch.multi_head_attention as a Result; weights None when not asked for."""
     _check_dtype(dtype)
     _check_need_weights(need_weights)
-    output, weights = scratch.multi_head_attention(query, key, value, w_q, w_k, w_v, w_o,
-                                                   **options)
+    output, weights = scratch.multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, **options)
     return Result(output, weights if need_weights else None, "explicit")
 
 
-def trace_attention(x, key=None, value=None, w_q=None, w_k=None, w_v=None, w_o=None, *,
-                    dtype=None, **options) -> scratch.Trace:
+def trace_attention(
+    x, key=None, value=None, w_q=None, w_k=None, w_v=None, w_o=None, *, dtype=None, **options
+) -> scratch.Trace:
     """scratch.trace_attention (its options already say backend "scratch", dtype "float64")."""
     _check_dtype(dtype)
     return scratch.trace_attention(x, key, value, w_q, w_k, w_v, w_o, **options)

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from scratch import validate
 from scratch.result import Result
-from scratch.trace import Step, Trace
+from scratch.trace import Step, Trace, _labels, _mask_words, _scale_note
 
 NAME = "torch"
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -88,7 +88,9 @@ def _as_mask(obj: object, device: torch.device) -> torch.Tensor:
                 f"(True = may attend) or floats (added to the scaled scores, -inf = masked)"
             )
         if obj.ndim == 0 or 0 in obj.shape:
-            raise ValueError(f"attn_mask: expected a non-empty mask, found shape {tuple(obj.shape)}")
+            raise ValueError(
+                f"attn_mask: expected a non-empty mask, found shape {tuple(obj.shape)}"
+            )
         return obj.to(device)
     values, _, is_bool = validate.as_mask(obj, "attn_mask")
     return torch.tensor(values, dtype=torch.bool if is_bool else torch.float64, device=device)
@@ -185,8 +187,15 @@ def _explicit(q, k, v, mask, is_causal, scale, masked_rows, dropout_p=0.0, gen=N
         fully = None
     # step 6: dropout on the weights (the returned weights are the dropped ones)
     weights = _dropout(weights, dropout_p, gen)
-    return {"k": k, "v": v, "scores": scores, "scaled": scaled, "masked": masked,
-            "weights": weights, "fully": fully}
+    return {
+        "k": k,
+        "v": v,
+        "scores": scores,
+        "scaled": scaled,
+        "masked": masked,
+        "weights": weights,
+        "fully": fully,
+    }
 
 
 def _zero_empty_rows(output: torch.Tensor, steps: dict, masked_rows: str) -> torch.Tensor:
@@ -214,12 +223,26 @@ def _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, g
         with torch.random.fork_rng(devices=devices, device_type=q.device.type):
             torch.manual_seed(seed)
             output = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
-                scale=scale, enable_gqa=enable_gqa)
+                q,
+                k,
+                v,
+                attn_mask=mask,
+                dropout_p=dropout_p,
+                is_causal=is_causal,
+                scale=scale,
+                enable_gqa=enable_gqa,
+            )
     else:
         output = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-            enable_gqa=enable_gqa)  # (..., L, Ev)
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            dropout_p=dropout_p,
+            is_causal=is_causal,
+            scale=scale,
+            enable_gqa=enable_gqa,
+        )  # (..., L, Ev)
     # top-left causal always leaves key 0 to row i, so only a user mask can empty a row
     if mask is None or (masked_rows == "zero" and _sdpa_zeroes_empty_rows(q.device, q.dtype)):
         return output
@@ -258,17 +281,30 @@ def _sdpa_zeroes_empty_rows(device: torch.device, dtype: torch.dtype) -> bool:
             bool_out = F.scaled_dot_product_attention(q, q[:, :, :2], q[:, :, :2], attn_mask=mask)
             float_mask = torch.zeros(3, 2, dtype=dtype).masked_fill(~mask, -math.inf)
             float_out = F.scaled_dot_product_attention(
-                q, q[:, :, :2], q[:, :, :2], attn_mask=float_mask)
+                q, q[:, :, :2], q[:, :, :2], attn_mask=float_mask
+            )
             _ZEROES_CACHE[key] = bool((bool_out[..., 1, :] == 0).all()) and bool(
-                (float_out[..., 1, :] == 0).all())
+                (float_out[..., 1, :] == 0).all()
+            )
     return _ZEROES_CACHE[key]
 
 
 # ---------------------------------------------------------------- public functions
 
 
-def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-             masked_rows, dtype, device):
+def _prepare(
+    query,
+    key,
+    value,
+    attn_mask,
+    dropout_p,
+    is_causal,
+    scale,
+    enable_gqa,
+    masked_rows,
+    dtype,
+    device,
+):
     """Validate like the ground truth; return tensors in the storage dtype and the options."""
     dtype = _check_dtype(dtype)
     dropout_p = validate.check_dropout_p(dropout_p)
@@ -276,10 +312,13 @@ def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_g
     enable_gqa = validate.check_flag(enable_gqa, "enable_gqa")
     masked_rows = validate.check_masked_rows(masked_rows)
     storage = _common_dtype((query, key, value), dtype)
-    q, k, v = (_as_tensor(obj, name, device).to(storage)
-               for obj, name in ((query, "query"), (key, "key"), (value, "value")))
+    q, k, v = (
+        _as_tensor(obj, name, device).to(storage)
+        for obj, name in ((query, "query"), (key, "key"), (value, "value"))
+    )
     lead, L, S, E, Ev = validate.check_attention_shapes(
-        tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
+        tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa
+    )
     scale = validate.check_scale(scale, E)
     mask = None
     if attn_mask is not None:
@@ -293,22 +332,44 @@ def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_g
 
 
 def scaled_dot_product_attention(
-    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *,
-    enable_gqa=False, masked_rows="zero", rng=None, need_weights=True, dtype=None,
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    *,
+    enable_gqa=False,
+    masked_rows="zero",
+    rng=None,
+    need_weights=True,
+    dtype=None,
     device="cpu",
 ) -> Result:
     """Attention in torch: explicit with weights, torch's fused SDPA without (see module doc)."""
     device = torch.device(device)
     q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, storage = _prepare(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, masked_rows,
-        dtype, device)
+        query,
+        key,
+        value,
+        attn_mask,
+        dropout_p,
+        is_causal,
+        scale,
+        enable_gqa,
+        masked_rows,
+        dtype,
+        device,
+    )
     gen = _generator(rng, device)
     if not need_weights:
         output = _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, gen)
         return Result(output, None, "torch-sdpa")
     wide = _compute_dtype(storage)
-    steps = _explicit(q.to(wide), k.to(wide), v.to(wide), mask, is_causal, scale, masked_rows,
-                      dropout_p, gen)
+    steps = _explicit(
+        q.to(wide), k.to(wide), v.to(wide), mask, is_causal, scale, masked_rows, dropout_p, gen
+    )
     weights, output = _weighted_sum(steps["weights"], steps["v"], storage)
     return Result(_zero_empty_rows(output, steps, masked_rows), weights, "explicit")
 
@@ -317,11 +378,13 @@ def _check_weight(w, name: str, rows: int | None, device, storage) -> torch.Tens
     """A projection matrix (rows, cols) as a tensor; rows checked when known."""
     t = _as_tensor(w, name, device).to(storage)
     if t.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D matrix (rows, columns), found shape "
-                         f"{tuple(t.shape)}")
+        raise ValueError(
+            f"{name}: expected a 2-D matrix (rows, columns), found shape {tuple(t.shape)}"
+        )
     if rows is not None and t.shape[0] != rows:
-        raise ValueError(f"{name}: expected {rows} rows to match the input's width, found shape "
-                         f"{tuple(t.shape)}")
+        raise ValueError(
+            f"{name}: expected {rows} rows to match the input's width, found shape {tuple(t.shape)}"
+        )
     return t
 
 
@@ -350,16 +413,40 @@ def _split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
     return t.reshape(*lead, n, heads, width // heads).transpose(-3, -2)
 
 
-def _mha_parts(query, key, value, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, b_q, b_k, b_v,
-               b_o, attn_mask, is_causal, scale, masked_rows, dtype, device, need_x=False):
+def _mha_parts(
+    query,
+    key,
+    value,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    num_heads,
+    num_kv_heads,
+    b_q,
+    b_k,
+    b_v,
+    b_o,
+    attn_mask,
+    is_causal,
+    scale,
+    masked_rows,
+    dtype,
+    device,
+    need_x=False,
+):
     """Validate multi-head inputs and project them; returns everything the pipeline needs."""
     dtype = _check_dtype(dtype)
     num_heads = validate.check_positive_int(num_heads, "num_heads")
-    num_kv_heads = num_heads if num_kv_heads is None else validate.check_positive_int(
-        num_kv_heads, "num_kv_heads")
+    num_kv_heads = (
+        num_heads
+        if num_kv_heads is None
+        else validate.check_positive_int(num_kv_heads, "num_kv_heads")
+    )
     if num_heads % num_kv_heads:
-        raise ValueError(f"num_kv_heads: expected a divisor of num_heads ({num_heads}), found "
-                         f"{num_kv_heads}")
+        raise ValueError(
+            f"num_kv_heads: expected a divisor of num_heads ({num_heads}), found {num_kv_heads}"
+        )
     is_causal = validate.check_flag(is_causal, "is_causal")
     masked_rows = validate.check_masked_rows(masked_rows)
     storage = _common_dtype((query, key, value, w_q, w_k, w_v, w_o), dtype)
@@ -368,14 +455,20 @@ def _mha_parts(query, key, value, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, b
     vx = kx if value is None else _as_tensor(value, "value", device).to(storage)
     for name, t in (("query", x), ("key", kx), ("value", vx)):
         if t.ndim < 2:
-            raise ValueError(f"{name}: expected at least 2 dims (..., length, width), found "
-                             f"{tuple(t.shape)}")
+            raise ValueError(
+                f"{name}: expected at least 2 dims (..., length, width), found {tuple(t.shape)}"
+            )
     if kx.shape[-2] != vx.shape[-2]:
-        raise ValueError(f"value: length must match key's (S = {kx.shape[-2]}); key "
-                         f"{tuple(kx.shape)} vs value {tuple(vx.shape)}")
+        raise ValueError(
+            f"value: length must match key's (S = {kx.shape[-2]}); key "
+            f"{tuple(kx.shape)} vs value {tuple(vx.shape)}"
+        )
     projected = {}
-    for name, t, w, b, heads in (("q", x, w_q, b_q, num_heads), ("k", kx, w_k, b_k, num_kv_heads),
-                                 ("v", vx, w_v, b_v, num_kv_heads)):
+    for name, t, w, b, heads in (
+        ("q", x, w_q, b_q, num_heads),
+        ("k", kx, w_k, b_k, num_kv_heads),
+        ("v", vx, w_v, b_v, num_kv_heads),
+    ):
         if w is None:
             if not need_x:
                 raise TypeError(f"w_{name}: expected a matrix, found None")
@@ -383,18 +476,24 @@ def _mha_parts(query, key, value, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, b
             continue
         wt = _check_weight(w, f"w_{name}", t.shape[-1], device, storage)
         if wt.shape[1] % heads:
-            raise ValueError(f"w_{name}: expected a column count divisible by {heads} heads, "
-                             f"found shape {tuple(wt.shape)}")
+            raise ValueError(
+                f"w_{name}: expected a column count divisible by {heads} heads, "
+                f"found shape {tuple(wt.shape)}"
+            )
         bt = _check_bias(b, f"b_{name}", wt.shape[1], device, storage)
         projected[name] = (_project(t, wt, bt, storage), wt, bt)
     q, k, v = (projected[n][0] for n in "qkv")
     if q.shape[-1] // num_heads != k.shape[-1] // num_kv_heads:
-        raise ValueError(f"w_k: head width {k.shape[-1] // num_kv_heads} differs from w_q's "
-                         f"{q.shape[-1] // num_heads}")
+        raise ValueError(
+            f"w_k: head width {k.shape[-1] // num_kv_heads} differs from w_q's "
+            f"{q.shape[-1] // num_heads}"
+        )
     for name, a in (("key", kx), ("value", vx)):
         if tuple(a.shape[:-2]) != tuple(x.shape[:-2]):
-            raise ValueError(f"{name}: leading dims must match query's {tuple(x.shape[:-2])}, "
-                             f"found shape {tuple(a.shape)}")
+            raise ValueError(
+                f"{name}: leading dims must match query's {tuple(x.shape[:-2])}, "
+                f"found shape {tuple(a.shape)}"
+            )
     L, S = x.shape[-2], kx.shape[-2]
     d_head = q.shape[-1] // num_heads
     scale = validate.check_scale(scale, d_head)
@@ -412,20 +511,72 @@ def _mha_parts(query, key, value, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, b
         bo = _check_bias(b_o, "b_o", wo.shape[1], device, storage)
     elif b_o is not None:
         raise ValueError("b_o: given without w_o; expected w_o as well")
-    return dict(x=x, projected=projected, q=q, k=k, v=v, wo=wo, bo=bo, mask=mask,
-                is_causal=is_causal, scale=scale, masked_rows=masked_rows, storage=storage,
-                num_heads=num_heads, num_kv_heads=num_kv_heads)
+    return dict(
+        x=x,
+        kx=kx,
+        vx=vx,
+        projected=projected,
+        q=q,
+        k=k,
+        v=v,
+        wo=wo,
+        bo=bo,
+        mask=mask,
+        is_causal=is_causal,
+        scale=scale,
+        masked_rows=masked_rows,
+        storage=storage,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+    )
 
 
 def multi_head_attention(
-    query, key, value, w_q, w_k, w_v, w_o=None, *, num_heads=1, num_kv_heads=None, b_q=None,
-    b_k=None, b_v=None, b_o=None, attn_mask=None, is_causal=False, scale=None,
-    masked_rows="zero", need_weights=True, dtype=None, device="cpu",
+    query,
+    key,
+    value,
+    w_q,
+    w_k,
+    w_v,
+    w_o=None,
+    *,
+    num_heads=1,
+    num_kv_heads=None,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    masked_rows="zero",
+    need_weights=True,
+    dtype=None,
+    device="cpu",
 ) -> Result:
     """Project, split heads, attend (explicit or fused), concatenate, project out -- in torch."""
     device = torch.device(device)
-    p = _mha_parts(query, key, value, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, b_q, b_k,
-                   b_v, b_o, attn_mask, is_causal, scale, masked_rows, dtype, device)
+    p = _mha_parts(
+        query,
+        key,
+        value,
+        w_q,
+        w_k,
+        w_v,
+        w_o,
+        num_heads,
+        num_kv_heads,
+        b_q,
+        b_k,
+        b_v,
+        b_o,
+        attn_mask,
+        is_causal,
+        scale,
+        masked_rows,
+        dtype,
+        device,
+    )
     storage, heads, kv_heads = p["storage"], p["num_heads"], p["num_kv_heads"]
     # step 1: split the projected q, k, v into heads
     q = _split_heads(p["q"], heads)  # (..., L, H*d) -> (..., H, L, d)
@@ -434,14 +585,31 @@ def multi_head_attention(
     # step 2: attention per head
     if need_weights:
         wide = _compute_dtype(storage)
-        steps = _explicit(q.to(wide), k.to(wide), v.to(wide), p["mask"], p["is_causal"],
-                          p["scale"], p["masked_rows"])
+        steps = _explicit(
+            q.to(wide),
+            k.to(wide),
+            v.to(wide),
+            p["mask"],
+            p["is_causal"],
+            p["scale"],
+            p["masked_rows"],
+        )
         weights, heads_out = _weighted_sum(steps["weights"], steps["v"], storage)
         heads_out = _zero_empty_rows(heads_out, steps, p["masked_rows"])
         kernel = "explicit"
     else:
-        heads_out = _sdpa(q, k, v, p["mask"], 0.0, p["is_causal"], p["scale"], kv_heads != heads,
-                          p["masked_rows"], None)
+        heads_out = _sdpa(
+            q,
+            k,
+            v,
+            p["mask"],
+            0.0,
+            p["is_causal"],
+            p["scale"],
+            kv_heads != heads,
+            p["masked_rows"],
+            None,
+        )
         weights, kernel = None, "torch-sdpa"
     # step 3: concatenate heads and project out
     concat = heads_out.transpose(-3, -2).flatten(-2)  # (..., H, L, dv) -> (..., L, H*dv)
@@ -449,113 +617,244 @@ def multi_head_attention(
     return Result(output, weights, kernel)
 
 
-def _trace_mask_kind(attn_mask, is_causal: bool, mask: torch.Tensor | None) -> str:
-    """options["mask"]: none, bool, float or causal."""
-    if is_causal:
-        return "causal"
-    if mask is None:
-        return "none"
-    return "bool" if mask.dtype == torch.bool else "float"
-
-
-def _labels(tokens, n: int, name: str, default: tuple[str, ...] | None = None) -> tuple[str, ...]:
-    """Token labels: given ones (length checked) or t0, t1, ..."""
-    if tokens is None:
-        return default if default is not None else tuple(f"t{i}" for i in range(n))
-    tokens = tuple(str(t) for t in tokens)
-    if len(tokens) != n:
-        raise ValueError(f"{name}: expected {n} labels, found {len(tokens)}")
-    return tokens
-
-
 def trace_attention(
-    x, key=None, value=None, w_q=None, w_k=None, w_v=None, w_o=None, *, tokens=None,
-    key_tokens=None, num_heads=1, num_kv_heads=None, b_q=None, b_k=None, b_v=None, b_o=None,
-    attn_mask=None, is_causal=False, scale=None, masked_rows="zero", dtype=None, device="cpu",
+    x,
+    key=None,
+    value=None,
+    w_q=None,
+    w_k=None,
+    w_v=None,
+    w_o=None,
+    *,
+    tokens=None,
+    key_tokens=None,
+    num_heads=1,
+    num_kv_heads=None,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    masked_rows="zero",
+    dtype=None,
+    device="cpu",
     backend_name: str = "torch-cpu",
 ) -> Trace:
-    """Every intermediate matrix of one worked example, as tensors, same steps as the truth."""
+    """Every intermediate of one worked example as tensors: the truth's steps, names and axes."""
     device = torch.device(device)
-    x_t = _as_tensor(x, "x", device)
-    if x_t.ndim != 2:
-        raise ValueError(f"x: expected a 2-D matrix (L, d_model), found shape {tuple(x_t.shape)}")
-    p = _mha_parts(x, key, value, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, b_q, b_k, b_v,
-                   b_o, attn_mask, is_causal, scale, masked_rows, dtype, device, need_x=True)
-    storage, heads, kv_heads = p["storage"], p["num_heads"], p["num_kv_heads"]
+    p = _mha_parts(
+        x,
+        key,
+        value,
+        w_q,
+        w_k,
+        w_v,
+        w_o,
+        num_heads,
+        num_kv_heads,
+        b_q,
+        b_k,
+        b_v,
+        b_o,
+        attn_mask,
+        is_causal,
+        scale,
+        masked_rows,
+        dtype,
+        device,
+        need_x=True,
+    )
+    if p["x"].ndim != 2:
+        raise ValueError(
+            f"x: a trace is one worked example, expected shape (L, d_model), "
+            f"found {p['x'].ndim} dims"
+        )
+    storage, H, Hkv = p["storage"], p["num_heads"], p["num_kv_heads"]
     L, S = p["q"].shape[-2], p["k"].shape[-2]
+    d_head = p["q"].shape[-1] // H
+    labels = _labels(tokens, L, "tokens", "t")
+    cross = key is not None
+    key_labels = _labels(key_tokens, S, "key_tokens", "k") if cross or key_tokens else labels
+    multi = H > 1 or w_o is not None
+    # step 1: split heads and attend, every intermediate kept (float32 math for half dtypes)
     wide = _compute_dtype(storage)
-    multi = heads > 1 or p["wo"] is not None
-    q = _split_heads(p["q"], heads)  # (L, H*d) -> (H, L, d)
-    k = _split_heads(p["k"], kv_heads)  # (S, Hkv*d) -> (Hkv, S, d)
-    v = _split_heads(p["v"], kv_heads)  # (S, Hkv*dv) -> (Hkv, S, dv)
-    mask = p["mask"]
-    if mask is not None and mask.ndim == 3 and not multi:
-        mask = mask[0]
-    s = _explicit(q.to(wide), k.to(wide), v.to(wide), mask, p["is_causal"], p["scale"],
-                  p["masked_rows"])
-    weights, heads_out = _weighted_sum(s["weights"], s["v"], storage)
+    q = _split_heads(p["q"], H).to(wide)  # (L, H*d) -> (H, L, d)
+    k = _split_heads(p["k"], Hkv).to(wide)  # (S, Hkv*d) -> (Hkv, S, d)
+    v = _split_heads(p["v"], Hkv).to(wide)  # (S, Hkv*dv) -> (Hkv, S, dv)
+    s = _explicit(q, k, v, p["mask"], p["is_causal"], p["scale"], p["masked_rows"])
+    weights, heads_out = _weighted_sum(s["weights"], s["v"], storage)  # (H, L, S), (H, L, dv)
     heads_out = _zero_empty_rows(heads_out, s, p["masked_rows"])
+    steps: list[Step] = []
 
-    def head_view(t: torch.Tensor) -> torch.Tensor:
+    def add(name: str, formula: str, value: torch.Tensor, note: str, *axes: str) -> None:
+        steps.append(Step(name, formula, value, note, axes))
+
+    def per_head(t: torch.Tensor) -> torch.Tensor:
         return t.to(storage) if multi else t[0].to(storage)  # (H, L, S) or (L, S)
 
-    hq = ("head", "query", "key") if multi else ("query", "key")
-    steps = [Step("x", "x", p["x"], "the input rows, one per token", ("query", "model"))]
-    for name in "qkv":
+    # step 2: the inputs and projection weights, as the ground truth lists them
+    add("x", "x", p["x"], f"input: {L} tokens, each a row of numbers", "query", "model")
+    separate_value = cross and value is not None and value is not key
+    if cross:
+        add(
+            "key_input",
+            "key input",
+            p["kx"],
+            f"key-side input: {S} tokens (cross-attention)",
+            "key",
+            "model",
+        )
+        if separate_value:
+            add("value_input", "value input", p["vx"], "value-side input", "key", "model")
+    src_k = "key_input" if cross else "x"
+    src_v = "value_input" if separate_value else src_k
+    for name, what in (("q", "queries"), ("k", "keys"), ("v", "values")):
         if p["projected"][name][1] is not None:
-            steps.append(Step(f"w_{name}", f"w_{name}", p["projected"][name][1],
-                              f"learned projection to {name}", ("model", "feature")))
-    rows = {"q": "query", "k": "key", "v": "key"}
-    for name in "qkv":
-        proj, w, b = p["projected"][name]
-        formula = f"{name} = x @ w_{name}" + (f" + b_{name}" if b is not None else "")
+            add(
+                f"w_{name}",
+                f"w_{name}",
+                p["projected"][name][1],
+                f"projection that turns inputs into {what}",
+                "model",
+                "feature",
+            )
+
+    def proj(out: str, src: str) -> str:
+        _, w, b = p["projected"][out]
         if w is None:
-            formula = f"{name} = x"
-        steps.append(Step(name, formula, proj, f"{name} rows, one per token",
-                          (rows[name], "feature")))
-    steps += [
-        Step("scores", "scores = q @ k^T", head_view(s["scores"]),
-             "dot product of each query with each key", hq),
-        Step("scaled", "scaled = scores * scale", head_view(s["scaled"]),
-             f"scores times the scale {p['scale']:.6g}", hq),
-        Step("masked", "masked = scaled + mask", head_view(s["masked"]),
-             "-inf where a query may not attend a key", hq),
-        Step("weights", "weights = softmax(masked)", head_view(weights) if multi else weights[0],
-             "each row sums to 1 (fully masked rows follow masked_rows)", hq),
-    ]
-    if multi:
-        concat = heads_out.transpose(-3, -2).flatten(-2)  # (H, L, dv) -> (L, H*dv)
-        steps.append(Step("head_outputs", "head_outputs[h] = weights[h] @ v_h", heads_out,
-                          "each head's weighted sum of its value rows",
-                          ("head", "query", "feature")))
-        steps.append(Step("concat", "concat = [head_0 | head_1 | ...]", concat,
-                          "head outputs side by side", ("query", "feature")))
-        if p["wo"] is not None:
-            output = _project(concat, p["wo"], p["bo"], storage)
-            steps.append(Step("w_o", "w_o", p["wo"], "learned output projection",
-                              ("feature", "feature")))
-            formula = "output = concat @ w_o" + (" + b_o" if p["bo"] is not None else "")
-        else:
-            output, formula = concat, "output = concat"
-    else:
-        output, formula = heads_out[0], "output = weights @ v"
-    steps.append(Step("output", formula, output, "weighted sum of value rows",
-                      ("query", "feature")))
-    allowed = None
-    if p["is_causal"] or mask is not None:
-        grid = ~torch.isneginf(s["masked"])  # (..., L, S) from the masked step itself
-        grid = grid.reshape(-1, L, S).all(dim=0) if grid.ndim > 2 else grid
-        allowed = tuple(tuple(bool(a) for a in row) for row in grid.tolist())
-    q_tokens = _labels(tokens, L, "tokens")
-    k_tokens = _labels(key_tokens, S, "key_tokens",
-                       q_tokens if key is None and S == L else None)
-    return Trace(
-        steps=tuple(steps), tokens=q_tokens, key_tokens=k_tokens, scale=p["scale"],
-        num_heads=heads, num_kv_heads=kv_heads, allowed=allowed,
-        options={"is_causal": p["is_causal"], "mask": _trace_mask_kind(attn_mask, is_causal, mask),
-                 "masked_rows": p["masked_rows"], "backend": backend_name,
-                 "dtype": str(storage).removeprefix("torch."), "kernel": "explicit"},
+            return f"{out} = {src} (no projection)"
+        return f"{out} = {src} @ w_{out}" + (f" + b_{out}" if b is not None else "")
+
+    add("q", proj("q", "x"), p["q"], "queries: what each token is looking for", "query", "feature")
+    add(
+        "k",
+        proj("k", src_k),
+        p["k"],
+        "keys: what each token offers to be found by",
+        "key",
+        "feature",
     )
+    add("v", proj("v", src_v), p["v"], "values: what each token passes on", "key", "feature")
+    # step 3: scores, scaled, masked, weights (a leading head axis when multi-head)
+    head_axes = ("head",) if multi else ()
+    h = "[h]" if multi else ""
+    kv = f"k_{{h // {H // Hkv}}}" if multi and Hkv < H else ("k_h" if multi else "k")
+    add(
+        "scores",
+        f"scores{h} = {'q_h' if multi else 'q'} @ {kv}^T",
+        per_head(s["scores"]),
+        "dot product of each query with each key: high = similar",
+        *head_axes,
+        "query",
+        "key",
+    )
+    add(
+        "scaled",
+        f"scaled{h} = scores{h} * scale",
+        per_head(s["scaled"]),
+        _scale_note(scale, p["scale"], d_head),
+        *head_axes,
+        "query",
+        "key",
+    )
+    is_bool = None if p["mask"] is None else p["mask"].dtype == torch.bool
+    kind, formula, note = _mask_words(attn_mask, p["is_causal"], is_bool)
+    add(
+        "masked",
+        formula.replace("masked", f"masked{h}", 1).replace("scaled", f"scaled{h}", 1),
+        per_head(s["masked"]),
+        note,
+        *head_axes,
+        "query",
+        "key",
+    )
+    n_full = 0 if s["fully"] is None else int(s["fully"].sum())
+    w_note = "each row sums to 1: how much each query attends to each key"
+    if n_full:
+        w_note += f"; {n_full} fully masked row(s) follow masked_rows={p['masked_rows']!r}"
+    add(
+        "weights",
+        f"weights{h} = softmax(masked{h}) along each row",
+        per_head(weights),
+        w_note,
+        *head_axes,
+        "query",
+        "key",
+    )
+    # step 4: output, or head outputs -> concat -> w_o
+    if not multi:
+        add(
+            "output",
+            "output = weights @ v",
+            heads_out[0],
+            "each output row is a weighted average of the value rows",
+            "query",
+            "feature",
+        )
+    else:
+        concat = heads_out.transpose(-3, -2).flatten(-2)  # (H, L, dv) -> (L, H*dv)
+        vh = f"v_{{h // {H // Hkv}}}" if Hkv < H else "v_h"
+        add(
+            "head_outputs",
+            f"head_outputs[h] = weights[h] @ {vh}",
+            heads_out,
+            "each head's weighted average of its value rows",
+            "head",
+            "query",
+            "feature",
+        )
+        if p["wo"] is None:
+            add(
+                "output",
+                "output = concat(head_outputs[0], ..., head_outputs[H-1])",
+                concat,
+                "the heads side by side",
+                "query",
+                "feature",
+            )
+        else:
+            add(
+                "concat",
+                "concat = [head_outputs[0] | ... | head_outputs[H-1]]",
+                concat,
+                "the heads side by side",
+                "query",
+                "feature",
+            )
+            add(
+                "w_o",
+                "w_o",
+                p["wo"],
+                "output projection that mixes the heads",
+                "feature",
+                "feature",
+            )
+            add(
+                "output",
+                "output = concat @ w_o" + (" + b_o" if p["bo"] is not None else ""),
+                _project(concat, p["wo"], p["bo"], storage),
+                "the heads mixed by the output projection",
+                "query",
+                "feature",
+            )
+    # step 5: the may-attend grid, one per head only when heads differ
+    allowed = None
+    if kind != "none":
+        grids = [tuple(tuple(row) for row in g) for g in (~torch.isneginf(s["masked"])).tolist()]
+        allowed = grids[0] if all(g == grids[0] for g in grids) else tuple(grids)
+    options = {
+        "is_causal": p["is_causal"],
+        "mask": kind,
+        "masked_rows": p["masked_rows"],
+        "scale_given": scale is not None,
+        "backend": backend_name,
+        "dtype": str(storage).removeprefix("torch."),
+        "kernel": "explicit",
+        "cross": cross,
+    }
+    return Trace(tuple(steps), labels, key_labels, p["scale"], H, Hkv, allowed, options)
 
 
 def functions(device: str = "cpu") -> dict[str, Callable]:

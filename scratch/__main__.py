@@ -1,0 +1,180 @@
+"""Terminal trace: `python -m scratch [PRESET]` prints every attention step of a preset.
+
+Each step shows its name, formula, note and matrix (aligned columns, token labels on the
+query and key axes); the weights get a `sum` column (each row should sum to 1), and the end
+says which key each query attends to most. `--list` lists the presets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+
+from . import presets
+
+# Column/row labels for axes that carry no tokens: c = feature index, m = model index.
+_PREFIX = {"feature": "c", "model": "m", "head": "head "}
+
+
+def _num(v: float, decimals: int) -> str:
+    """One number with a fixed count of decimals; -inf, inf and nan spelled out."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "-inf" if v < 0 else "inf"
+    text = f"{v:.{decimals}f}"
+    # a value that rounds to zero prints as 0.000..., never -0.000...
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def _axis_labels(trace, axis: str, n: int) -> list[str]:
+    """Labels along one axis: tokens for query/key, else c0.. (feature), m0.. (model)."""
+    if axis == "query" and len(trace.tokens) == n:
+        return list(trace.tokens)
+    if axis == "key" and len(trace.key_tokens) == n:
+        return list(trace.key_tokens)
+    return [f"{_PREFIX.get(axis, '')}{i}" for i in range(n)]
+
+
+def format_matrix(
+    rows: Sequence[Sequence[float]],
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    decimals: int = 4,
+    *,
+    row_sums: bool = False,
+    indent: str = "  ",
+) -> str:
+    """A matrix as aligned text: labels on top and left, numbers right-aligned per column."""
+    header = [""] + list(col_labels)
+    body = [
+        [label] + [_num(v, decimals) for v in row]
+        for label, row in zip(row_labels, rows, strict=True)
+    ]
+    if row_sums:
+        header += ["|", "sum"]
+        for cells, row in zip(body, rows, strict=True):
+            cells += ["|", _num(math.fsum(row), decimals)]
+    table = [header] + body
+    widths = [max(len(r[c]) for r in table) for c in range(len(header))]
+    lines = []
+    for r in table:
+        first = r[0].ljust(widths[0])
+        rest = [cell.rjust(w) for cell, w in zip(r[1:], widths[1:], strict=True)]
+        lines.append(indent + "  ".join([first, *rest]).rstrip())
+    return "\n".join(lines)
+
+
+def _format_value(trace, step, decimals: int) -> str:
+    """A step's value: one table for a matrix, one table per head (or leading index) above."""
+    value, axes = step.tolist(), step.axes
+    if len(axes) == 1:  # a single row: show it as a 1 x n matrix
+        value, axes = [value], ("", *axes)
+    if len(axes) > 2:
+        blocks = []
+        for label, sub in zip(_axis_labels(trace, axes[0], len(value)), value, strict=True):
+            inner = type(step)(step.name, step.formula, sub, step.note, axes[1:])
+            blocks.append(f"  {label}:\n" + _format_value(trace, inner, decimals))
+        return "\n".join(blocks)
+    n_cols = len(value[0]) if value else 0
+    return format_matrix(
+        value,
+        _axis_labels(trace, axes[0], len(value)),
+        _axis_labels(trace, axes[1], n_cols),
+        decimals,
+        row_sums=step.name == "weights",
+    )
+
+
+def _join_names(names: Sequence[str]) -> str:
+    """'a', 'a' and 'b', 'a', 'b' and 'c'."""
+    quoted = [repr(n) for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def attends_most(trace, decimals: int = 4) -> list[str]:
+    """One sentence per query (per head): the key(s) with the largest weight."""
+    weights = trace["weights"].tolist()
+    blocks = weights if len(trace["weights"].axes) == 3 else [weights]
+    lines = []
+    for h, block in enumerate(blocks):
+        prefix = f"head {h}: " if len(blocks) > 1 else ""
+        for query, row in zip(trace.tokens, block, strict=True):
+            if any(math.isnan(w) for w in row) or not any(row):
+                lines.append(f"{prefix}{query!r} attends to no key (every key is masked)")
+                continue
+            top = max(row)
+            # exact ties are real here: equal scores give bit-identical weights
+            keys = [k for k, w in zip(trace.key_tokens, row, strict=True) if w == top]
+            each = " each" if len(keys) > 1 else ""
+            lines.append(
+                f"{prefix}{query!r} attends most to {_join_names(keys)}"
+                f" ({_num(top, decimals)}{each})"
+            )
+    return lines
+
+
+def format_trace(trace, decimals: int = 4) -> str:
+    """The whole trace as text, step by step, then who attends to whom."""
+    parts = []
+    for n, step in enumerate(trace, start=1):
+        shape = " x ".join(str(d) for d in step.shape)
+        axes = " x ".join(step.axes)
+        parts.append(
+            f"step {n}: {step.name}  ({shape}: {axes})\n"
+            f"  {step.formula}\n"
+            f"  {step.note}\n" + _format_value(trace, step, decimals)
+        )
+    if "weights" in trace:
+        parts.append("who attends to whom\n" + "\n".join("  " + s for s in attends_most(trace)))
+    return "\n\n".join(parts) + "\n"
+
+
+def format_header(preset: presets.Preset) -> str:
+    """Title, source, scale and notes of a preset."""
+    lines = [preset.title, f"  preset: {preset.name}", f"  source: {preset.source}"]
+    lines.append(f"  scale: {preset.scale:.6g}")
+    lines += [f"  note: {note}" for note in preset.notes]
+    return "\n".join(lines) + "\n"
+
+
+def format_list() -> str:
+    """Preset names and titles, one a line."""
+    names = presets.names()
+    width = max(len(n) for n in names)
+    return "\n".join(f"{n.ljust(width)}  {presets.get(n).title}" for n in names) + "\n"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m scratch",
+        description="Print every step of attention on a worked example from the seed notebooks.",
+    )
+    default = presets.DEFAULT
+    parser.add_argument("preset", nargs="?", default=default, help=f"a preset (default {default})")
+    parser.add_argument("--list", action="store_true", help="list the presets and exit")
+    parser.add_argument(
+        "--decimals", type=int, default=4, choices=range(0, 13), metavar="N", help="0..12"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the terminal trace; returns the exit status (2 for an unknown preset)."""
+    args = _parser().parse_args(argv)
+    if args.list:
+        sys.stdout.write(format_list())
+        return 0
+    if args.preset not in presets.names():
+        known = ", ".join(presets.names())
+        print(f"python -m scratch: unknown preset {args.preset!r}; known: {known}", file=sys.stderr)
+        return 2
+    preset = presets.get(args.preset)
+    sys.stdout.write(format_header(preset) + "\n" + format_trace(preset.trace(), args.decimals))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
