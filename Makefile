@@ -1,0 +1,35 @@
+# Two commands on a fresh clone (only python3 and make needed):
+#   make run    set up .venv when needed, open the desktop app
+#   make test   set up .venv when needed, lint and run every test
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint trace bench clean
+
+run: $(STAMP)
+	$(BIN)/python main.py
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+trace: $(STAMP)
+	$(BIN)/python -m scratch
+
+bench: $(STAMP)
+	$(BIN)/python -m scratch.bench
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[all]"
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
