@@ -13,8 +13,9 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
 - Dropout acts on the weights after softmax (kept values scaled by 1/(1-p), decided in row-major
   order by `rng.random() < p`); the returned weights are the ones after dropout, so
   `output == weights @ v` always holds.
-- Every dot product and softmax denominator is an `fsum`, so each entry of `scores` and of
-  `output` is the correctly rounded value of its sum. NaN and inf in the data propagate as IEEE
+- Every dot product and softmax denominator is an `fsum`: each entry of `scores` and of
+  `output` is the correctly rounded sum of its (individually rounded) products, so the only
+  errors are one rounding per product and one per sum, whatever the length or the order. NaN and inf in the data propagate as IEEE
   arithmetic would: a NaN or +inf score makes its whole row of weights NaN, inf - inf is NaN.
 """
 

@@ -95,7 +95,12 @@ def _as_float(value: object, name: str, p: int, shape: tuple[int, ...]) -> float
     if kind is float:
         return value
     if kind is int or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError(
+                f"{name}: number at {_position(name, p, shape)} is too large for a float"
+            ) from None
     raise TypeError(
         f"{name}: expected a number at {_position(name, p, shape)}, found {_describe(value)}"
     )
@@ -109,11 +114,7 @@ def as_tensor(obj: object, name: str, *, min_dims: int = 1) -> tuple[Nested, tup
         raise ValueError(
             f"{name}: expected at least {min_dims} dims {expected}, found shape {shape}"
         )
-    lead = shape[:-1]
-    floats = [
-        v if type(v) is float else _as_float(v, name, p // shape[-1], lead)
-        for p, v in enumerate(leaves)
-    ]
+    floats = [v if type(v) is float else _as_float(v, name, p, shape) for p, v in enumerate(leaves)]
     return _reshape(floats, shape), shape
 
 
@@ -136,7 +137,6 @@ def as_vector(obj: object, name: str, length: int) -> list[float]:
 def as_mask(obj: object, name: str = "attn_mask") -> tuple[Nested, tuple[int, ...], bool]:
     """Validate a mask; return (values, shape, is_bool). Bool: True = may attend; float: added."""
     leaves, shape = _leaves_and_shape(obj, name)
-    lead = shape[:-1]
     if all(type(v) is bool for v in leaves):
         return _reshape(list(leaves), shape), shape, True
     any_float = False
@@ -144,10 +144,10 @@ def as_mask(obj: object, name: str = "attn_mask") -> tuple[Nested, tuple[int, ..
     for p, v in enumerate(leaves):
         if isinstance(v, bool):
             raise TypeError(
-                f"{name}: mixes bools and numbers (bool at {_position(name, p // shape[-1], lead)}"
+                f"{name}: mixes bools and numbers (bool at {_position(name, p, shape)}"
                 f"); expected all bools (True = may attend) or all floats (added to the scores)"
             )
-        floats.append(_as_float(v, name, p // shape[-1], lead))
+        floats.append(_as_float(v, name, p, shape))
         any_float = any_float or type(v) is not int
     if not any_float:
         raise TypeError(
@@ -163,7 +163,10 @@ def check_scale(scale: object, E: int) -> float:
         return 1.0 / math.sqrt(E)
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"scale: expected a finite number or None, found {_describe(scale)}")
-    value = float(scale)
+    try:
+        value = float(scale)
+    except OverflowError:
+        value = math.inf
     if not math.isfinite(value):
         raise ValueError(f"scale: expected a finite number or None, found {value}")
     return value
@@ -173,7 +176,10 @@ def check_dropout_p(dropout_p: object) -> float:
     """Dropout probability in [0, 1)."""
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
         raise TypeError(f"dropout_p: expected a number in [0, 1), found {_describe(dropout_p)}")
-    value = float(dropout_p)
+    try:
+        value = float(dropout_p)
+    except OverflowError:
+        value = math.inf
     if not 0.0 <= value < 1.0:
         raise ValueError(f"dropout_p: expected a number in [0, 1), found {value}")
     return value
