@@ -181,8 +181,13 @@ def from_preset(preset: object) -> Session:
     kv_heads = int(getattr(preset, "num_kv_heads", None) or heads)
     scale = getattr(preset, "scale", None)
     scale_mode, scale_value = "sqrt", 1.0
+    width = len(w_q[0]) if w_q is not None else len(x[0])  # H*d_k
     if scale is not None:
-        scale_mode, scale_value = ("none", 1.0) if float(scale) == 1.0 else ("custom", float(scale))
+        scale = float(scale)
+        if abs(scale - 1 / math.sqrt(width // heads)) <= 1e-12 * scale:
+            scale_mode = "sqrt"
+        else:
+            scale_mode, scale_value = ("none", 1.0) if scale == 1.0 else ("custom", scale)
     mask_mode = "causal-top-left" if getattr(preset, "is_causal", False) else "none"
     return Session(
         tokens=tokens, key_tokens=key_tokens, x=x, key=key if mode != "self" else None,

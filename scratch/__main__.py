@@ -11,8 +11,12 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import presets
+
+if TYPE_CHECKING:
+    from .trace import Step, Trace
 
 # Column/row labels for axes that carry no tokens: c = feature index, m = model index.
 _PREFIX = {"feature": "c", "model": "m", "head": "head "}
@@ -29,7 +33,7 @@ def _num(v: float, decimals: int) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
-def _axis_labels(trace, axis: str, n: int) -> list[str]:
+def _axis_labels(trace: Trace, axis: str, n: int) -> list[str]:
     """Labels along one axis: tokens for query/key, else c0.. (feature), m0.. (model)."""
     if axis == "query" and len(trace.tokens) == n:
         return list(trace.tokens)
@@ -67,7 +71,7 @@ def format_matrix(
     return "\n".join(lines)
 
 
-def _format_value(trace, step, decimals: int) -> str:
+def _format_value(trace: Trace, step: Step, decimals: int) -> str:
     """A step's value: one table for a matrix, one table per head (or leading index) above."""
     value, axes = step.tolist(), step.axes
     if len(axes) == 1:  # a single row: show it as a 1 x n matrix
@@ -94,7 +98,7 @@ def _join_names(names: Sequence[str]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
-def attends_most(trace, decimals: int = 4) -> list[str]:
+def attends_most(trace: Trace, decimals: int = 4) -> list[str]:
     """One sentence per query (per head): the key(s) with the largest weight."""
     weights = trace["weights"].tolist()
     blocks = weights if len(trace["weights"].axes) == 3 else [weights]
@@ -116,7 +120,7 @@ def attends_most(trace, decimals: int = 4) -> list[str]:
     return lines
 
 
-def format_trace(trace, decimals: int = 4) -> str:
+def format_trace(trace: Trace, decimals: int = 4) -> str:
     """The whole trace as text, step by step, then who attends to whom."""
     parts = []
     for n, step in enumerate(trace, start=1):

@@ -6,12 +6,14 @@ Design
   frozen dataclass) every call, so a caller that edits its nested lists changes only its copy.
 - A preset holds the notebook's inputs as nested lists of floats: `x` (query side), `key` and
   `value` (None when they are `x`), `w_q`, `w_k`, `w_v` (None when the notebook has no
-  projections, so q = x, k = key, v = value), and `scale`, the factor the notebook divided
-  by (1.0 where it did not scale at all).
+  projections, so q = x, k = key, v = value), and `scale`, the factor the scores are
+  multiplied by: the notebook's 1/sqrt(d_k) as written (1.0 where it does not scale).
 - `printed[step]` is a `Printed`: what the notebook showed, as nested lists of floats, with
   the cell, the expression, the dtype it computed in, and how it was printed. `decimals` is
   the count of digits after the point (of the mantissa when `sci` is true); None means the
-  number was printed in full (an integer tensor, or a float64 in Python's round-trip repr).
+  number was printed in full (whole numbers, or a float64 in Python's round-trip repr). A
+  value reproduces a print when it is within half a unit of the last printed digit (plus the
+  rounding of the notebook's `dtype`); tests/test_presets.py checks exactly that.
   `row` says which row of the step the print is, when the notebook printed one row only.
   Keys are step names of the trace (`x`, `w_k`, `q`, `k`, `v`, `scores`, `weights`, `output`)
   or, for anything else the notebook printed, an extra key explained in `Printed.expr`.
@@ -30,6 +32,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .trace import Trace
 
 Matrix = list[list[float]]
 
@@ -81,14 +87,14 @@ class Preset:
             "scale": self.scale,
         }
 
-    def trace(self):  # -> scratch.Trace (imported lazily: scratch imports this module's users)
+    def trace(self) -> Trace:
         """Run the ground-truth `scratch.trace_attention` on this preset."""
-        import scratch
+        from .trace import trace_attention  # local: keeps this module importable on its own
 
-        return scratch.trace_attention(**self.kwargs())
+        return trace_attention(**self.kwargs())
 
 
-def trace(preset: Preset | str):
+def trace(preset: Preset | str) -> Trace:
     """Trace a preset (or a preset name) with `scratch.trace_attention`."""
     if isinstance(preset, str):
         preset = get(preset)
@@ -109,6 +115,7 @@ def _src(seed: str, cells: str) -> str:
 
 
 def _seed000_example2() -> Preset:
+    """Seed 000 examples 2-3: q, k, v given directly, d_k = 4."""
     seed = "000_7c14042d86dbc24d"
     q = _floats([[0, 10, 0]])  # (1, 3)
     k = _floats([[10, 0, 0], [0, 10, 0], [0, 0, 10], [0, 0, 10]])  # (4, 3)
@@ -153,6 +160,7 @@ _VAL001 = [[1, 2, 3], [2, 8, 0], [2, 6, 3]]  # v @ W_v, (3, 3)
 
 
 def _seed001_example1() -> Preset:
+    """Seed 001 example 1: given scores, softmax, elementwise product with the states."""
     states = [[0.21, 0.51, 1.25], [4.13, -41.3, 0.31], [3.2, 0.02, 9.44]]  # (3, 3)
     return Preset(
         name="seed001-example1",
@@ -195,6 +203,7 @@ def _seed001_example1() -> Preset:
 
 
 def _seed001_example2() -> Preset:
+    """Seed 001 example 2: the keys of three word vectors."""
     return Preset(
         name="seed001-example2",
         title="Seed 001 example 2: keys of three word vectors",
@@ -226,6 +235,7 @@ def _seed001_example2() -> Preset:
 
 
 def _seed001_example3() -> Preset:
+    """Seed 001 example 3: q, k, v and query 1's scores and softmax (integer tensors)."""
     return Preset(
         name="seed001-example3",
         title="Seed 001 example 3: queries, keys, values; scores and softmax of query 1",
@@ -274,6 +284,7 @@ def _seed001_example3() -> Preset:
 
 
 def _seed001_example2b() -> Preset:
+    """Seed 001's second 'example 2': float q and k, scores without the transpose."""
     return Preset(
         name="seed001-example2b",
         title="Seed 001 second 'example 2': float queries and keys, multiplied without transpose",
@@ -318,9 +329,11 @@ def _seed001_example2b() -> Preset:
 
 
 def _seed002() -> Preset:
+    """Seed 002: the same inputs in NumPy, root_dk = 1, and the slipped final loop."""
     seed = "002_ff6712ad9f25e5f8"
 
     def p(value, cell, expr, decimals=8, dtype="float64", **kw) -> Printed:
+        """A NumPy print: float64, 8 decimals unless said otherwise."""
         return Printed(value, decimals, cell, expr, dtype=dtype, **kw)
 
     return Preset(
@@ -410,6 +423,7 @@ _SEED003 = "003_2230e3e7cf9359cf"
 
 
 def _journey() -> Preset:
+    """Seed 003: the six-word sentence attending to itself, no projections."""
     return Preset(
         name="journey",
         title='Seed 003: "Your journey starts with one step", every word attends to every word',
@@ -467,6 +481,7 @@ def _journey() -> Preset:
 
 
 def _journey_query() -> Preset:
+    """Seed 003: the single query 'journey' (inputs[1]) against the six words."""
     words = _floats(_INPUTS003)  # (6, 3)
     return Preset(
         name="journey-query",
@@ -523,6 +538,7 @@ SEED004_W_V = [[1, 1, 0], [0, 1, 1], [0, 0, 0]]
 
 
 def _seed004() -> Preset:
+    """Seed 004: four one-hot-ish words, seeded integer weights, scale 1/sqrt(3)."""
     words = [[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1]]  # word_1..word_4, (4, 3)
     return Preset(
         name="seed004",

@@ -137,8 +137,7 @@ V = [[1.0, 10.0], [2.0, 20.0]]
 MASK_ROW1_EMPTY = [[True, True], [False, False], [True, False]]
 
 
-@pytest.mark.parametrize("mask", [MASK_ROW1_EMPTY,
-                                  [[0.0, 0.0], [-INF, -INF], [0.0, -INF]]])
+@pytest.mark.parametrize("mask", [MASK_ROW1_EMPTY, [[0.0, 0.0], [-INF, -INF], [0.0, -INF]]])
 def test_masked_rows_zero(mask):
     out, w = scratch.scaled_dot_product_attention(Q, K, V, attn_mask=mask)
     assert w[1] == [0.0, 0.0] and out[1] == [0.0, 0.0]
@@ -146,19 +145,23 @@ def test_masked_rows_zero(mask):
 
 
 def test_masked_rows_nan():
-    out, w = scratch.scaled_dot_product_attention(Q, K, V, attn_mask=MASK_ROW1_EMPTY,
-                                                  masked_rows="nan")
+    out, w = scratch.scaled_dot_product_attention(
+        Q, K, V, attn_mask=MASK_ROW1_EMPTY, masked_rows="nan"
+    )
     assert all(math.isnan(x) for x in w[1] + out[1])
     assert w[2] == [1.0, 0.0]
 
 
 def test_masked_rows_uniform():
-    out, w = scratch.scaled_dot_product_attention(Q, K, V, attn_mask=MASK_ROW1_EMPTY,
-                                                  masked_rows="uniform")
+    out, w = scratch.scaled_dot_product_attention(
+        Q, K, V, attn_mask=MASK_ROW1_EMPTY, masked_rows="uniform"
+    )
     assert w[1] == [0.5, 0.5] and out[1] == [1.5, 15.0]
     # "uniform" is what a finite -1e9 fill gives: compare with that textbook trick
-    filled = [[s if a else -1e9 for s, a in zip(row, m)] for row, m in
-              zip(scratch.matmul(Q, scratch.transpose(K)), MASK_ROW1_EMPTY)]
+    filled = [
+        [s if a else -1e9 for s, a in zip(row, m)]
+        for row, m in zip(scratch.matmul(Q, scratch.transpose(K)), MASK_ROW1_EMPTY)
+    ]
     assert scratch.softmax([[x / math.sqrt(2) for x in filled[1]]]) == [w[1]]
 
 
@@ -173,13 +176,15 @@ def test_bool_and_float_masks_agree():
     q, k, v = rand_matrix(rng, 4, 3), rand_matrix(rng, 5, 3), rand_matrix(rng, 5, 2)
     allowed = [[rng.random() < 0.6 for _ in range(5)] for _ in range(4)]
     additive = [[0.0 if a else -INF for a in row] for row in allowed]
-    assert (scratch.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
-            == scratch.scaled_dot_product_attention(q, k, v, attn_mask=additive))
+    assert scratch.scaled_dot_product_attention(
+        q, k, v, attn_mask=allowed
+    ) == scratch.scaled_dot_product_attention(q, k, v, attn_mask=additive)
 
 
 def test_float_mask_is_added_after_scaling():
-    out_w = scratch.scaled_dot_product_attention([[1.0, 1.0]], [[2.0, 0.0], [0.0, 0.0]],
-                                                 [[1.0], [0.0]], attn_mask=[[0.0, 1.0]], scale=0.5)
+    out_w = scratch.scaled_dot_product_attention(
+        [[1.0, 1.0]], [[2.0, 0.0], [0.0, 0.0]], [[1.0], [0.0]], attn_mask=[[0.0, 1.0]], scale=0.5
+    )
     # scaled = [1, 0]; + mask [0, 1] = [1, 1] -> equal weights
     assert out_w[1] == [[0.5, 0.5]]
 
@@ -208,8 +213,9 @@ def test_mask_broadcasts_over_leading_dims_and_rows():
     v = [rand_matrix(rng, 4, 2) for _ in range(2)]
     key_padding = [True, True, False, True]  # (S,) broadcasts to (2, 3, 4)
     full = [[key_padding] * 3] * 2
-    assert (scratch.scaled_dot_product_attention(q, k, v, attn_mask=key_padding)
-            == scratch.scaled_dot_product_attention(q, k, v, attn_mask=full))
+    assert scratch.scaled_dot_product_attention(
+        q, k, v, attn_mask=key_padding
+    ) == scratch.scaled_dot_product_attention(q, k, v, attn_mask=full)
     per_batch = [[key_padding], [[True, False, True, True]]]  # (2, 1, 4)
     _, w = scratch.scaled_dot_product_attention(q, k, v, attn_mask=per_batch)
     assert all(row[2] == 0.0 for row in w[0]) and all(row[1] == 0.0 for row in w[1])

@@ -17,13 +17,16 @@ sys.meta_path.insert(0, Block())
 
 
 def run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", BLOCKER + code], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKER + code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_import_scratch_without_numpy_torch_qt():
-    done = run("import scratch, scratch.presets, scratch.backends\n"
-               "print(scratch.scaled_dot_product_attention([[1.0]], [[1.0]], [[2.0]])[0])")
+    done = run(
+        "import scratch, scratch.presets, scratch.backends\n"
+        "print(scratch.scaled_dot_product_attention([[1.0]], [[1.0]], [[2.0]])[0])"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[[2.0]]"
 

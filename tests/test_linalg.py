@@ -19,7 +19,9 @@ def exact_round(a, b):
 def test_matmul_is_correctly_rounded():
     rng = random.Random(7)
     # wide exponent range and cancellation: naive left-to-right summation gets these wrong
-    a = [[rng.choice([1e16, -1e16, 1.0, 3.3e-5]) * rng.random() for _ in range(9)] for _ in range(5)]
+    a = [
+        [rng.choice([1e16, -1e16, 1.0, 3.3e-5]) * rng.random() for _ in range(9)] for _ in range(5)
+    ]
     b = [[rng.choice([1e16, -1e16, 1.0, 7e-3]) * rng.random() for _ in range(4)] for _ in range(9)]
     out = scratch.matmul(a, b)
     cols = scratch.transpose(b)

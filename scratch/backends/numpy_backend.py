@@ -239,10 +239,11 @@ def _explicit_steps(q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng
     elif masked_rows == "uniform":
         weights = np.where(full, 1.0 / S, weights)
     weights = weights.astype(scaled.dtype, copy=False)
-    # step 5: dropout on the weights (kept entries scaled by 1 / (1 - p))
+    # step 5: dropout on the weights (kept entries scaled by 1 / (1 - p), dropped ones are 0)
     if dropout_p > 0.0:
         keep = rng(weights.shape) >= dropout_p
-        weights = weights * (keep / weights.dtype.type(1.0 - dropout_p)).astype(weights.dtype)
+        weights = np.where(keep, weights * weights.dtype.type(1.0 / (1.0 - dropout_p)), 0)
+        weights = weights.astype(scaled.dtype, copy=False)
     # step 6: output = weights @ v                  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
     output = weights @ v
     return {
@@ -361,15 +362,16 @@ def _chunked_output(
 
 
 def _masked_rows_output(masked_rows, v_b, S, dtype, draws, dropout_p) -> np.ndarray | float:
-    """Output of a fully masked row: 0, NaN, or the mean of v (after dropout when on)."""
+    """Output of fully masked rows: 0, NaN, or the mean of v; after dropout when it is on."""
     if masked_rows == "zero":
         return 0.0
-    if masked_rows == "nan":
-        return np.nan
     if draws is None:
-        return v_b.mean(axis=0, dtype=np.float64).astype(dtype)
-    keep = (draws >= dropout_p).astype(dtype) / dtype.type(S * (1.0 - dropout_p))  # (r, S)
-    return keep @ v_b  # (r, S) @ (S, Ev) -> (r, Ev)
+        return np.nan if masked_rows == "nan" else v_b.mean(axis=0, dtype=np.float64).astype(dtype)
+    keep = draws >= dropout_p  # (r, S)
+    if masked_rows == "nan":  # NaN weights where kept, 0 where dropped
+        return np.where(keep.any(axis=1), np.nan, 0.0)[:, None]
+    weights = keep.astype(dtype) / dtype.type(S * (1.0 - dropout_p))  # (r, S)
+    return weights @ v_b  # (r, S) @ (S, Ev) -> (r, Ev)
 
 
 # ---------------------------------------------------------------- public functions

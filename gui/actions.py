@@ -1,0 +1,97 @@
+"""File menu actions: open/save a session, export the view and the trace, copy as code."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from PyQt6.QtWidgets import QApplication, QFileDialog
+
+from gui import codegen, core_api, export
+from gui import session as sm
+
+
+class FileActions:
+    """Each action takes an explicit path (tests, command line) or asks with a file dialog."""
+
+    def __init__(self, window: object) -> None:
+        self.window = window
+
+    def _ask(self, save: bool, title: str, pattern: str) -> str | None:
+        dialog = QFileDialog.getSaveFileName if save else QFileDialog.getOpenFileName
+        path, _ = dialog(self.window, title, "", pattern)
+        return path or None
+
+    def current_session(self) -> sm.Session:
+        """The inputs plus the step on screen."""
+        w = self.window
+        return dataclasses.replace(w.inputs.session, step=w.pipeline.step_name)
+
+    def open_session(self, path: str | None = None) -> bool:
+        """Load a session file; a bad file leaves the current session untouched."""
+        path = path or self._ask(False, "Open session", "Session (*.json)")
+        if not path:
+            return False
+        try:
+            s = sm.load(path, core_api.backend_dtypes())
+        except sm.SessionError as exc:
+            self.window.warn(f"Could not open {os.path.basename(path)}: {exc}. "
+                             "The current session is kept.")  # fmt: skip
+            return False
+        self.window.load_session(s)
+        self.window.say(f"opened {path}")
+        return True
+
+    def save_session(self, path: str | None = None) -> bool:
+        """Write the session as JSON (atomically)."""
+        path = path or self._ask(True, "Save session", "Session (*.json)")
+        if not path:
+            return False
+        return self._write(path, lambda: sm.save(path, self.current_session()))
+
+    def export_png(self, path: str | None = None) -> bool:
+        """The current tab as a PNG image."""
+        path = path or self._ask(True, "Export PNG", "PNG image (*.png)")
+        return bool(path) and self._write(path, lambda: export.save_png(path, self.window.view()))
+
+    def export_svg(self, path: str | None = None) -> bool:
+        """The current tab as an SVG drawing."""
+        path = path or self._ask(True, "Export SVG", "SVG drawing (*.svg)")
+        return bool(path) and self._write(path, lambda: export.save_svg(path, self.window.view()))
+
+    def export_trace_json(self, path: str | None = None) -> bool:
+        """The whole trace on screen as JSON."""
+        trace = self._trace()
+        path = trace and (path or self._ask(True, "Export trace", "JSON (*.json)"))
+        return bool(path) and self._write(path, lambda: export.save_trace_json(path, trace))
+
+    def export_csv(self, folder: str | None = None) -> bool:
+        """Every matrix of the trace as CSV files in a folder."""
+        trace = self._trace()
+        if trace is None:
+            return False
+        folder = folder or QFileDialog.getExistingDirectory(self.window, "Export CSV to folder")
+        return bool(folder) and self._write(folder, lambda: export.save_csvs(folder, trace))
+
+    def copy_code(self, library: str) -> str:
+        """Put a NumPy or PyTorch snippet reproducing the example on the clipboard."""
+        text = codegen.snippet(self.window.inputs.session, library)
+        QApplication.clipboard().setText(text)
+        self.window.say(f"copied a {library} snippet ({len(text.splitlines())} lines)")
+        return text
+
+    def _trace(self) -> object:
+        outcome = self.window.outcome
+        if outcome is None:
+            self.window.warn("Nothing to export yet: no trace has been computed.")
+            return None
+        return outcome.trace
+
+    def _write(self, path: str, write) -> bool:
+        try:
+            write()
+        except (OSError, ValueError) as exc:
+            self.window.warn(f"Could not write {path}: {exc}")
+            return False
+        self.window.say(f"wrote {path}")
+        return True

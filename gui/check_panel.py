@@ -1,0 +1,108 @@
+"""Check panel: the chosen backend's trace against the ground truth, step by step."""
+
+from __future__ import annotations
+
+import numpy as np
+from PyQt6.QtCore import Qt
+from PyQt6.QtGui import QColor, QFont
+from PyQt6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+from gui import view_model
+from gui.heatmap import Heatmap
+
+PASS, FAIL = QColor(200, 240, 200), QColor(255, 190, 190)
+HEADERS = ("step", "shape", "max |difference|", "bound", "check")
+
+
+def _number(v: object) -> float:
+    """A scalar from a bound that may be a number or a nested per-element list."""
+    try:
+        return float(v)
+    except TypeError:
+        a = np.asarray(v, dtype=np.float64)
+        return float(np.nanmax(a)) if a.size else 0.0
+
+
+class CheckPanel(QWidget):
+    """A table of StepChecks plus the |difference| heatmap of the selected step."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.checks: list = []
+        self.trace = None
+        outer = QVBoxLayout(self)
+        self.header = QLabel()
+        font = QFont()
+        font.setPointSize(12)
+        self.header.setFont(font)
+        self.header.setWordWrap(True)
+        outer.addWidget(self.header)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        self.table = QTableWidget(0, len(HEADERS))
+        self.table.setHorizontalHeaderLabels(HEADERS)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.verticalHeader().setVisible(False)
+        split.addWidget(self.table)
+        self.diff_map = Heatmap()
+        split.addWidget(self.diff_map)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        outer.addWidget(split, 1)
+        self.table.currentCellChanged.connect(lambda row, *_: self.show_diff(row))
+
+    def set_outcome(self, outcome: object) -> None:
+        """Fill the table from outcome.checks; always say which backend and dtype ran."""
+        self.trace, self.checks = outcome.trace, outcome.checks or []
+        ran = (f"backend <b>{outcome.backend}</b>, dtype <b>{outcome.dtype}</b>, "
+               f"kernel {outcome.kernel}, {outcome.seconds * 1000:.0f} ms")  # fmt: skip
+        if outcome.checks is None:
+            self.header.setText(f"{ran}<br>scratch.compare_traces is not available yet: no check.")
+        else:
+            bad = [c.name for c in self.checks if not c.ok]
+            verdict = ("<span style='color:#1a7f37'>every step within its bound</span>" if not bad
+                       else f"<span style='color:#b00020'>outside the bound: {', '.join(bad)}"
+                       "</span>")  # fmt: skip
+            self.header.setText(f"{ran} vs the exact ground truth (scratch, float64): {verdict}")
+        self.table.setRowCount(len(self.checks))
+        for r, check in enumerate(self.checks):
+            shape = outcome.trace[check.name].shape if check.name in outcome.trace else ()
+            cells = (check.name, " x ".join(map(str, shape)), f"{check.max_abs_diff:.3g}",
+                     f"{_number(check.bound):.3g}", "pass" if check.ok else "FAIL")  # fmt: skip
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setBackground(PASS if check.ok else FAIL)
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+        first_bad = next((r for r, c in enumerate(self.checks) if not c.ok), None)
+        row = first_bad if first_bad is not None else self._default_row()
+        if self.checks:
+            self.table.setCurrentCell(row, 0)
+            self.show_diff(row)
+
+    def _default_row(self) -> int:
+        names = [c.name for c in self.checks]
+        return names.index("output") if "output" in names else 0
+
+    def show_diff(self, row: int) -> None:
+        """Show the |difference| of check `row` as a heatmap (0 up to the largest of diff, bound)."""
+        if not 0 <= row < len(self.checks):
+            return
+        check = self.checks[row]
+        image = view_model.diff_image(check.diff)
+        finite = image[np.isfinite(image)]
+        top = max(float(finite.max()) if finite.size else 0.0, _number(check.bound), 1e-300)
+        rows, cols = image.shape
+        step = self.trace[check.name] if check.name in self.trace else None
+        axes = list(step.axes[-2:]) if step is not None and len(step.axes) >= 2 else ["row", "col"]
+        panel = view_model.Panel(
+            title=f"|{check.name} - ground truth|" + (" (largest over heads)" if step and
+                                                      step.axes[0] == "head" else ""),
+            image=image, raw=image.astype(np.float64),
+            row_labels=view_model.labels_for(self.trace, axes[0], rows),
+            col_labels=view_model.labels_for(self.trace, axes[-1], cols),
+            row_axis=axes[0], col_axis=axes[-1], kind="weights", levels=(0.0, top),
+            step=check.name, head=None,
+        )  # fmt: skip
+        self.diff_map.show_panel(panel)

@@ -1,0 +1,91 @@
+"""Controller: turns a Session into a trace via the chosen backend, plus the checked reference.
+
+This is the only place in the window that asks for traces. No Qt here: the worker runs
+`run()` in a thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gui import core_api
+from gui.session import Session
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one computation produced: the backend's trace, the ground truth and the checks."""
+
+    session: Session
+    trace: object
+    reference: object
+    checks: list | None  # scratch.compare_traces result, None while it is missing
+    backend: str
+    dtype: str
+    kernel: str
+    seconds: float
+
+
+class Cancelled(Exception):
+    """The user pressed Cancel; the result is thrown away."""
+
+
+def trace_kwargs(s: Session) -> dict:
+    """The keyword arguments of scratch.trace_attention for this session."""
+    # step 1: inputs; in qkv mode the x table holds q and key/value hold k, v
+    kwargs = dict(x=[list(r) for r in s.x], tokens=list(s.tokens), num_heads=s.num_heads)
+    if s.num_kv_heads != s.num_heads:
+        kwargs["num_kv_heads"] = s.num_kv_heads
+    if s.key is not None:
+        kwargs["key"] = [list(r) for r in s.key]
+        kwargs["key_tokens"] = list(s.key_tokens)
+    if s.value is not None:
+        kwargs["value"] = [list(r) for r in s.value]
+    if s.mode == "project":
+        for name in ("w_q", "w_k", "w_v"):
+            kwargs[name] = [list(r) for r in s.matrix(name)]
+    # step 2: scale: None means 1/sqrt(d_k) inside scratch
+    kwargs["scale"] = {"sqrt": None, "none": 1.0, "custom": s.scale_value}[s.scale_mode]
+    # step 3: mask
+    if s.mask_mode == "causal-top-left":
+        kwargs["is_causal"] = True
+    elif s.mask_mode == "causal-bottom-right":
+        kwargs["attn_mask"] = core_api.causal_mask(s.num_tokens, s.num_keys, "bottom-right")
+    elif s.mask_mode == "custom" and s.mask is not None:
+        kwargs["attn_mask"] = [list(r) for r in s.mask]
+    kwargs["masked_rows"] = s.masked_rows
+    return kwargs
+
+
+def run(
+    s: Session,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Outcome:
+    """Backend trace, ground-truth trace, step-by-step comparison; raises Cancelled."""
+    report = progress or (lambda done, total, what: None)
+    stop = cancelled or (lambda: False)
+    kwargs = trace_kwargs(s)
+    start = time.perf_counter()
+    # step 1: the backend the user chose, in the dtype the user chose (never a silent fallback)
+    report(0, 3, f"{s.backend} ({s.dtype}) trace")
+    trace = core_api.trace_with_backend(s.backend, s.dtype, **kwargs)
+    if stop():
+        raise Cancelled
+    # step 2: the exact ground truth (the same object when the backend is scratch itself)
+    report(1, 3, "ground truth trace")
+    reference = trace if s.backend == "scratch" else core_api.ground_truth(**kwargs)
+    if stop():
+        raise Cancelled
+    # step 3: compare them step by step
+    report(2, 3, "checking every step")
+    checks = core_api.compare(trace, reference)
+    report(3, 3, "done")
+    options = getattr(trace, "options", {}) or {}
+    return Outcome(
+        session=s, trace=trace, reference=reference, checks=checks,
+        backend=str(options.get("backend", s.backend)), dtype=str(options.get("dtype", s.dtype)),
+        kernel=str(options.get("kernel", "?")), seconds=time.perf_counter() - start,
+    )  # fmt: skip

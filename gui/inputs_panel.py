@@ -1,0 +1,339 @@
+"""Inputs panel: preset, tokens, matrices, sizes, scale, mask, policy, backend and dtype."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from PyQt6.QtCore import pyqtSignal
+from PyQt6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui import core_api
+from gui import session as sm
+from gui.mask_grid import MaskGrid
+from gui.matrix_table import MatrixTable
+from gui.session import Session
+
+MODE_LABELS = {"project": "x -> W_q, W_k, W_v", "qkv": "Q, K, V directly", "self": "q = k = v = x"}
+SCALE_LABELS = {"sqrt": "1/sqrt(d_k)", "none": "none (1)", "custom": "custom"}
+MASK_LABELS = {
+    "none": "none", "causal-top-left": "causal (top-left)",
+    "causal-bottom-right": "causal (bottom-right)", "custom": "custom (click the grid)",
+}  # fmt: skip
+ROWS_LABELS = {"zero": "zero (weights 0)", "nan": "NaN", "uniform": "uniform (1/S)"}
+TABLE_TITLES = {
+    "project": {"x": "X", "key": "key input", "value": "value input", "w_q": "W_q", "w_k": "W_k",
+                "w_v": "W_v"},
+    "qkv": {"x": "Q", "key": "K", "value": "V"},
+    "self": {"x": "X (q = k = v)"},
+}  # fmt: skip
+GRID_LIMIT = 64  # the mask grid is drawn (and clickable) up to 64 x 64
+
+
+def _combo(labels: dict[str, str]) -> QComboBox:
+    box = QComboBox()
+    for key, text in labels.items():
+        box.addItem(text, key)
+    return box
+
+
+def _spin(lo: int, hi: int, tip: str) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(lo, hi)
+    box.setToolTip(tip)
+    box.setKeyboardTracking(False)  # one change per finished number, not per keystroke
+    return box
+
+
+def _select(box: QComboBox, key: str) -> None:
+    i = box.findData(key)
+    if i >= 0:
+        box.setCurrentIndex(i)
+
+
+def parse_tokens(text: str, count: int, field: str) -> tuple[str, ...]:
+    """Comma-separated labels; ValueError says how many were expected and found."""
+    labels = tuple(t.strip() for t in text.split(",")) if text.strip() else ()
+    if len(labels) != count or any(not t for t in labels):
+        raise ValueError(f"{field}: expected {count} comma-separated labels, found {len(labels)}")
+    return labels
+
+
+class InputsPanel(QWidget):
+    """Edits a Session; emits sessionChanged with each new one and message for refusals."""
+
+    sessionChanged = pyqtSignal(object)
+    message = pyqtSignal(str)
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.backends = core_api.backend_dtypes()
+        self._updating = False
+        outer = QVBoxLayout(self)
+        # step 1: example and sizes
+        example = QGroupBox("Example")
+        form = QFormLayout(example)
+        self.preset = QComboBox()
+        for name in core_api.preset_names():
+            self.preset.addItem(name, name)
+        self.preset.addItem("random", "random")
+        self.preset.addItem("custom", "custom")
+        self.seed = _spin(0, 2**31 - 1, "seed of the random example")
+        row = QHBoxLayout()
+        row.addWidget(self.preset, 1)
+        row.addWidget(QLabel("seed"))
+        row.addWidget(self.seed)
+        form.addRow("preset", row)
+        self.mode = _combo(MODE_LABELS)
+        form.addRow("inputs", self.mode)
+        self.tokens = QLineEdit()
+        self.tokens.setToolTip("query token labels, comma-separated")
+        form.addRow("tokens", self.tokens)
+        self.key_tokens = QLineEdit()
+        self.key_tokens.setToolTip("key token labels (cross-attention), comma-separated")
+        form.addRow("key tokens", self.key_tokens)
+        self.num_tokens = _spin(1, sm.MAX_TOKENS, "L: number of query tokens")
+        self.num_keys = _spin(1, sm.MAX_TOKENS, "S: number of key tokens (cross-attention)")
+        self.d_model = _spin(1, sm.MAX_DIM, "d_model: width of x")
+        self.d_k = _spin(1, sm.MAX_DIM, "d_k: query/key width of one head")
+        self.d_v = _spin(1, sm.MAX_DIM, "d_v: value width of one head")
+        self.heads = _spin(1, 16, "number of heads")
+        self.kv_heads = _spin(1, 16, "number of key/value heads (grouped-query attention)")
+        sizes = QHBoxLayout()
+        for label, box in (("L", self.num_tokens), ("S", self.num_keys), ("d_model", self.d_model)):
+            sizes.addWidget(QLabel(label))
+            sizes.addWidget(box)
+        form.addRow("tokens", sizes)
+        dims = QHBoxLayout()
+        for label, box in (("d_k", self.d_k), ("d_v", self.d_v), ("heads", self.heads),
+                           ("kv", self.kv_heads)):  # fmt: skip
+            dims.addWidget(QLabel(label))
+            dims.addWidget(box)
+        form.addRow("sizes", dims)
+        outer.addWidget(example)
+        # step 2: options
+        options = QGroupBox("Options")
+        oform = QFormLayout(options)
+        self.scale_mode = _combo(SCALE_LABELS)
+        self.scale_value = QDoubleSpinBox()
+        self.scale_value.setRange(-1e6, 1e6)
+        self.scale_value.setDecimals(6)
+        self.scale_value.setKeyboardTracking(False)
+        srow = QHBoxLayout()
+        srow.addWidget(self.scale_mode, 1)
+        srow.addWidget(self.scale_value)
+        oform.addRow("scale", srow)
+        self.mask_mode = _combo(MASK_LABELS)
+        oform.addRow("mask", self.mask_mode)
+        self.mask_grid = MaskGrid()
+        oform.addRow("", self.mask_grid)
+        self.masked_rows = _combo(ROWS_LABELS)
+        self.masked_rows.setToolTip("what a query gets when every key is masked")
+        oform.addRow("fully masked rows", self.masked_rows)
+        self.backend = QComboBox()
+        for name in self.backends:
+            self.backend.addItem(name, name)
+        self.dtype = QComboBox()
+        brow = QHBoxLayout()
+        brow.addWidget(self.backend, 1)
+        brow.addWidget(self.dtype)
+        oform.addRow("backend / dtype", brow)
+        outer.addWidget(options)
+        # step 3: the matrices
+        self.tabs = QTabWidget()
+        self.tables = {name: MatrixTable(name) for name in sm.MATRICES}
+        outer.addWidget(self.tabs, 1)
+        self._connect()
+        self.set_session(session)
+
+    def _connect(self) -> None:
+        self.preset.activated.connect(self._on_preset)
+        self.seed.valueChanged.connect(self._on_seed)
+        self.mode.activated.connect(lambda _: self._apply(sm.with_mode, self.mode.currentData()))
+        self.tokens.editingFinished.connect(self._on_tokens)
+        self.key_tokens.editingFinished.connect(self._on_tokens)
+        for field, box in self._size_boxes().items():
+            box.valueChanged.connect(lambda v, f=field: self._apply_sizes(f, v))
+        self.scale_mode.activated.connect(lambda _: self._options())
+        self.scale_value.valueChanged.connect(lambda _: self._options())
+        self.mask_mode.activated.connect(lambda _: self._options())
+        self.masked_rows.activated.connect(lambda _: self._options())
+        self.backend.activated.connect(lambda _: self._on_backend())
+        self.dtype.activated.connect(lambda _: self._options())
+        self.mask_grid.toggled.connect(lambda i, j: self._apply(sm.toggled_mask_cell, i, j))
+        for name, table in self.tables.items():
+            model = table.matrix_model
+            model.cellEdited.connect(lambda i, j, v, n=name: self._on_cell(n, i, j, v))
+            model.rejected.connect(self.message)
+
+    def _size_boxes(self) -> dict[str, QSpinBox]:
+        return {"num_tokens": self.num_tokens, "num_keys": self.num_keys, "d_model": self.d_model,
+                "d_k": self.d_k, "d_v": self.d_v, "num_heads": self.heads,
+                "num_kv_heads": self.kv_heads}  # fmt: skip
+
+    # ---------------------------------------------------------------- showing a session
+
+    def set_session(self, s: Session, tables: bool = True) -> None:
+        """Show `s` in every widget without emitting anything."""
+        self.session = s
+        self._updating = True
+        try:
+            _select(self.preset, s.preset if self.preset.findData(s.preset) >= 0 else "custom")
+            self.seed.setValue(s.seed)
+            _select(self.mode, s.mode)
+            self.tokens.setText(", ".join(s.tokens))
+            self.key_tokens.setText(", ".join(s.key_tokens))
+            self.key_tokens.setEnabled(s.key is not None)
+            sizes = {"num_tokens": s.num_tokens, "num_keys": s.num_keys, "d_model": s.d_model,
+                     "d_k": s.d_k, "d_v": s.d_v, "num_heads": s.num_heads,
+                     "num_kv_heads": s.num_kv_heads}  # fmt: skip
+            for field, box in self._size_boxes().items():
+                box.setValue(sizes[field])
+            self.num_keys.setEnabled(s.key is not None)
+            self.d_model.setEnabled(s.mode != "qkv")
+            self.d_k.setEnabled(s.mode != "self")
+            self.d_v.setEnabled(s.mode != "self")
+            self.kv_heads.setMaximum(s.num_heads)
+            _select(self.scale_mode, s.scale_mode)
+            self.scale_value.setValue(s.scale_value)
+            self.scale_value.setEnabled(s.scale_mode == "custom")
+            _select(self.mask_mode, s.mask_mode)
+            _select(self.masked_rows, s.masked_rows)
+            _select(self.backend, s.backend)
+            self.dtype.clear()
+            for name in self.backends.get(s.backend, ()):
+                self.dtype.addItem(name, name)
+            _select(self.dtype, s.dtype)
+            self._show_mask(s)
+            if tables:
+                self._show_tables(s)
+        finally:
+            self._updating = False
+
+    def _show_mask(self, s: Session) -> None:
+        L, S = s.num_tokens, s.num_keys
+        if L > GRID_LIMIT or S > GRID_LIMIT:
+            self.mask_grid.set_grid([[True]], editable=False)
+            self.mask_grid.setToolTip(f"the grid is drawn up to {GRID_LIMIT} x {GRID_LIMIT}")
+            return
+        if s.mask_mode == "custom" and s.mask is not None:
+            grid = s.mask
+        elif s.mask_mode.startswith("causal"):
+            grid = core_api.causal_mask(L, S, s.mask_mode.removeprefix("causal-"))
+        else:
+            grid = [[True] * S for _ in range(L)]
+        self.mask_grid.set_grid(grid, editable=True)
+
+    def _show_tables(self, s: Session) -> None:
+        current = self.tabs.tabText(self.tabs.currentIndex())
+        self.tabs.clear()
+        for name in s.matrices_in_use():
+            labels = s.key_tokens if name in ("key", "value") else None
+            labels = s.tokens if name == "x" else labels
+            self.tables[name].matrix_model.set_matrix(s.matrix(name), labels)
+            self.tabs.addTab(self.tables[name], TABLE_TITLES[s.mode][name])
+        for i in range(self.tabs.count()):
+            if self.tabs.tabText(i) == current:
+                self.tabs.setCurrentIndex(i)
+
+    # ---------------------------------------------------------------- edits
+
+    def _emit(self, s: Session, tables: bool = True) -> None:
+        self.set_session(s, tables=tables)
+        self.sessionChanged.emit(s)
+
+    def _apply(self, fn, *args) -> None:
+        """Apply a pure session edit; a refusal goes to the status bar, the session stays."""
+        if self._updating:
+            return
+        try:
+            self._emit(fn(self.session, *args))
+        except (ValueError, TypeError, KeyError) as exc:
+            self.message.emit(str(exc))
+            self.set_session(self.session)
+
+    def _apply_sizes(self, field: str, value: int) -> None:
+        self._apply(lambda s: sm.resized(s, **{field: value}))
+
+    def _on_preset(self) -> None:
+        name = self.preset.currentData()
+        keep = {"backend": self.session.backend, "dtype": self.session.dtype,
+                "masked_rows": self.session.masked_rows}  # fmt: skip
+        if name == "custom":
+            self._apply(lambda s: dataclasses.replace(s, preset="custom"))
+        elif name == "random":
+            self._apply(lambda s: dataclasses.replace(self._random(s), **keep))
+        else:
+            preset = core_api.get_preset(name)
+            self._apply(lambda s: dataclasses.replace(sm.from_preset(preset), **keep))
+
+    def _random(self, s: Session) -> Session:
+        heads = s.num_heads if s.mode == "project" else 2
+        return sm.random_session(self.seed.value(), s.num_tokens, max(s.d_model, 2), s.d_k, s.d_v,
+                                 heads, s.num_kv_heads if s.mode == "project" else heads)  # fmt: skip
+
+    def _on_seed(self, value: int) -> None:
+        if self.session.preset == "random":
+            self._apply(lambda s: dataclasses.replace(self._random(s), backend=s.backend,
+                                                      dtype=s.dtype))  # fmt: skip
+        else:
+            self._apply(lambda s: dataclasses.replace(s, seed=value))
+
+    def _on_tokens(self) -> None:
+        def edit(s: Session) -> Session:
+            tokens = parse_tokens(self.tokens.text(), s.num_tokens, "tokens")
+            keys = tokens
+            if s.key is not None:
+                keys = parse_tokens(self.key_tokens.text(), s.num_keys, "key tokens")
+            if (tokens, keys) == (s.tokens, s.key_tokens):
+                return s
+            return dataclasses.replace(s, tokens=tokens, key_tokens=keys)
+
+        if not self._updating:
+            try:
+                new = edit(self.session)
+            except ValueError as exc:
+                self.message.emit(str(exc))
+                self.set_session(self.session)
+                return
+            if new is not self.session:
+                self._emit(new)
+
+    def _on_cell(self, name: str, i: int, j: int, value: float) -> None:
+        if not self._updating:
+            self._emit(sm.with_cell(self.session, name, i, j, value), tables=False)
+
+    def _on_backend(self) -> None:
+        name = self.backend.currentData()
+        dtypes = self.backends[name]
+        dtype = self.session.dtype if self.session.dtype in dtypes else dtypes[0]
+        if dtype != self.session.dtype:
+            self.message.emit(f"{name} has no {self.session.dtype}; dtype is now {dtype}")
+        self._apply(lambda s: dataclasses.replace(s, backend=name, dtype=dtype))
+
+    def _options(self) -> None:
+        mask_mode = self.mask_mode.currentData()
+
+        def edit(s: Session) -> Session:
+            mask = s.mask
+            if mask_mode == "custom" and mask is None:
+                mask = tuple(tuple(True for _ in range(s.num_keys)) for _ in range(s.num_tokens))
+            return dataclasses.replace(
+                s, scale_mode=self.scale_mode.currentData(), scale_value=self.scale_value.value(),
+                mask_mode=mask_mode, mask=mask, masked_rows=self.masked_rows.currentData(),
+                dtype=self.dtype.currentData() or s.dtype,
+            )  # fmt: skip
+
+        self._apply(edit)

@@ -1,0 +1,320 @@
+"""Pipeline view: one step at a time, large, with navigation, play, hover explanations."""
+
+from __future__ import annotations
+
+from PyQt6.QtCore import Qt, QTimer, pyqtSignal
+from PyQt6.QtGui import QFont
+from PyQt6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui import core_api, sentences, view_model
+from gui.heatmap import Heatmap
+
+MAX_SOURCES = 3
+
+
+def _label(point_size: int, mono: bool = False) -> QLabel:
+    label = QLabel()
+    label.setWordWrap(True)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    font = QFont("monospace") if mono else QFont()
+    font.setPointSize(point_size)
+    if mono:
+        font.setStyleHint(QFont.StyleHint.Monospace)
+    label.setFont(font)
+    return label
+
+
+class PipelineView(QWidget):
+    """Shows trace steps one by one; emits stepChanged(name) and headChanged(choice)."""
+
+    stepChanged = pyqtSignal(str)
+    headChanged = pyqtSignal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.trace = None
+        self.reference = None
+        self.step_name = "weights"
+        self.head = "0"
+        self.heatmaps: list[Heatmap] = []
+        self.sources: list[Heatmap] = []
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        outer = QVBoxLayout(self)
+        # step 1: navigation
+        nav = QHBoxLayout()
+        self.first_button = QPushButton("|<")
+        self.prev_button = QPushButton("< Prev")
+        self.next_button = QPushButton("Next >")
+        self.last_button = QPushButton(">|")
+        self.play_button = QPushButton("Play")
+        self.play_button.setCheckable(True)
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setPageStep(1)
+        self.speed = QDoubleSpinBox()
+        self.speed.setRange(0.25, 10.0)
+        self.speed.setValue(1.0)
+        self.speed.setSuffix(" steps/s")
+        self.step_label = _label(12)
+        self.step_label.setMinimumWidth(170)
+        for w in (self.first_button, self.prev_button, self.slider, self.next_button,
+                  self.last_button, self.play_button, self.speed):  # fmt: skip
+            w.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        for w in (self.first_button, self.prev_button):
+            nav.addWidget(w)
+        nav.addWidget(self.slider, 1)
+        for w in (self.next_button, self.last_button, self.play_button, self.speed):
+            nav.addWidget(w)
+        nav.addWidget(self.step_label)
+        outer.addLayout(nav)
+        # step 2: formula and the head selector
+        top = QHBoxLayout()
+        self.formula = _label(14, mono=True)
+        top.addWidget(self.formula, 1)
+        self.head_label = QLabel("head")
+        self.head_box = QComboBox()
+        self.head_box.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        top.addWidget(self.head_label)
+        top.addWidget(self.head_box)
+        outer.addLayout(top)
+        # step 3: the large heatmaps and, beside them, the inputs that feed the step
+        split = QSplitter(Qt.Orientation.Horizontal)
+        self.main_area = QWidget()
+        self.main_grid = QGridLayout(self.main_area)
+        self.main_grid.setContentsMargins(0, 0, 0, 0)
+        split.addWidget(self.main_area)
+        self.source_area = QWidget()
+        self.source_box = QVBoxLayout(self.source_area)
+        self.source_box.setContentsMargins(0, 0, 0, 0)
+        self.source_title = QLabel("inputs of this step (hover a cell)")
+        self.source_box.addWidget(self.source_title)
+        for _ in range(MAX_SOURCES):
+            hm = Heatmap(compact=True)
+            hm.setMinimumSize(160, 120)
+            self.sources.append(hm)
+            self.source_box.addWidget(hm, 1)
+        split.addWidget(self.source_area)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 1)
+        outer.addWidget(split, 1)
+        # step 4: words: the note, a generated sentence, the hovered cell's explanation
+        self.note = _label(11)
+        self.sentence = _label(12)
+        self.sentence.setStyleSheet("color: #114477;")
+        self.explanation = _label(11, mono=True)
+        self.explanation.setMinimumHeight(40)
+        for w in (self.note, self.sentence, self.explanation):
+            outer.addWidget(w)
+        self.timer = QTimer(self)
+        self._connect()
+
+    def _connect(self) -> None:
+        self.first_button.clicked.connect(lambda: self.go(0))
+        self.prev_button.clicked.connect(lambda: self.go(self.slider.value() - 1))
+        self.next_button.clicked.connect(lambda: self.go(self.slider.value() + 1))
+        self.last_button.clicked.connect(lambda: self.go(self.slider.maximum()))
+        self.slider.valueChanged.connect(self.go)
+        self.play_button.toggled.connect(self.set_playing)
+        self.speed.valueChanged.connect(lambda _: self._update_timer())
+        self.timer.timeout.connect(self._tick)
+        self.head_box.activated.connect(lambda _: self.set_head(self.head_box.currentData()))
+
+    # ---------------------------------------------------------------- state
+
+    def names(self) -> list[str]:
+        """Step names of the shown trace."""
+        return self.trace.names() if self.trace is not None else []
+
+    def set_trace(self, trace: object, reference: object | None = None) -> None:
+        """Show a new trace, staying on the same step name when it still exists."""
+        self.trace, self.reference = trace, reference if reference is not None else trace
+        names = self.names()
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, len(names) - 1)
+        self.slider.blockSignals(False)
+        name = self.step_name if self.step_name in names else names[-1]
+        self.set_step(name, force=True)
+
+    def set_step(self, name: str, force: bool = False) -> None:
+        """Open step `name`; KeyError names the known steps."""
+        names = self.names()
+        if name not in names:
+            raise KeyError(f"unknown step {name!r}; steps: {', '.join(names)}")
+        if name == self.step_name and not force:
+            return
+        self.step_name = name
+        self.slider.blockSignals(True)
+        self.slider.setValue(names.index(name))
+        self.slider.blockSignals(False)
+        self._render()
+        self.stepChanged.emit(name)
+
+    def go(self, index: int) -> None:
+        """Open the step at `index` (clamped)."""
+        names = self.names()
+        if names:
+            self.set_step(names[max(0, min(index, len(names) - 1))])
+
+    def set_head(self, choice: str) -> None:
+        """Choose a head number, 'all' or 'average'."""
+        if choice and choice != self.head:
+            self.head = choice
+            if self.trace is not None:
+                self._render()
+            self.headChanged.emit(choice)
+
+    def set_playing(self, on: bool) -> None:
+        """Start or stop stepping forward at the chosen speed."""
+        self.play_button.blockSignals(True)
+        self.play_button.setChecked(on)
+        self.play_button.blockSignals(False)
+        self.play_button.setText("Pause" if on else "Play")
+        if on and self.slider.value() >= self.slider.maximum():
+            self.go(0)
+        self._update_timer(on)
+
+    def _update_timer(self, on: bool | None = None) -> None:
+        on = self.play_button.isChecked() if on is None else on
+        self.timer.setInterval(int(1000 / self.speed.value()))
+        if on:
+            self.timer.start()
+        else:
+            self.timer.stop()
+
+    def _tick(self) -> None:
+        if self.slider.value() >= self.slider.maximum():
+            self.set_playing(False)
+        else:
+            self.go(self.slider.value() + 1)
+
+    def keyPressEvent(self, event) -> None:
+        key = event.key()
+        actions = {
+            Qt.Key.Key_Left: lambda: self.go(self.slider.value() - 1),
+            Qt.Key.Key_Right: lambda: self.go(self.slider.value() + 1),
+            Qt.Key.Key_Home: lambda: self.go(0),
+            Qt.Key.Key_End: lambda: self.go(self.slider.maximum()),
+            Qt.Key.Key_Space: lambda: self.set_playing(not self.play_button.isChecked()),
+        }
+        if key in actions and self.trace is not None:
+            actions[key]()
+        else:
+            super().keyPressEvent(event)
+
+    # ---------------------------------------------------------------- rendering
+
+    def _render(self) -> None:
+        trace, name = self.trace, self.step_name
+        step = trace[name]
+        names = self.names()
+        self.step_label.setText(f"step {names.index(name) + 1}/{len(names)}: {name}")
+        self.formula.setText(step.formula)
+        self.note.setText(step.note)
+        choices = view_model.head_choices(trace, name)
+        self.head_box.clear()
+        for c in choices:
+            self.head_box.addItem(c if c in ("all", "average") else f"head {c}", c)
+        if choices and self.head not in choices:
+            self.head = "0"
+        self.head_box.setCurrentIndex(max(0, self.head_box.findData(self.head)))
+        self.head_box.setVisible(bool(choices))
+        self.head_label.setVisible(bool(choices))
+        panels = view_model.panels(trace, name, self.head)
+        self._ensure_heatmaps(len(panels))
+        for hm, panel in zip(self.heatmaps, panels):
+            hm.show_panel(panel)
+        self._show_sources()
+        self._show_sentence(None)
+        self.explanation.setText("hover a cell to see where its number comes from")
+
+    def _ensure_heatmaps(self, count: int) -> None:
+        while len(self.heatmaps) < count:
+            hm = Heatmap()
+            hm.cellHovered.connect(lambda cell, h=hm: self._on_hover(h, cell))
+            self.heatmaps.append(hm)
+        cols = 1 if count == 1 else 2 if count <= 4 else 4
+        for i, hm in enumerate(self.heatmaps):
+            self.main_grid.removeWidget(hm)
+            hm.setVisible(i < count)
+            if i < count:
+                self.main_grid.addWidget(hm, i // cols, i % cols)
+
+    def _source_steps(self) -> list[str]:
+        """The steps that feed the current one, learnt from explain on its first cell."""
+        step = self.trace[self.step_name]
+        try:
+            first = core_api.explain(self.reference, self.step_name, (0,) * len(step.axes))
+        except Exception:  # noqa: BLE001 - no sources is a fine answer for a display hint
+            return []
+        seen: list[str] = []
+        for src, _axis, _idx in getattr(first, "sources", ()):
+            if src not in seen and src != self.step_name and src in self.trace:
+                seen.append(src)
+        return seen[:MAX_SOURCES]
+
+    def _show_sources(self) -> None:
+        names = self._source_steps()
+        self.source_title.setText("inputs of this step: " + (", ".join(names) or "none"))
+        for hm, src in zip(self.sources, names + [None] * MAX_SOURCES):
+            hm.setVisible(src is not None)
+            if src is not None:
+                head = self.head if self.head.isdigit() else "0"
+                hm.show_panel(view_model.panels(self.trace, src, head)[0])
+
+    def _show_sentence(self, row: int | None) -> None:
+        panel = self.heatmaps[0].panel if self.heatmaps else None
+        if panel is None:
+            return
+        weights = None
+        if self.step_name in ("output", "head_outputs") and "weights" in self.trace:
+            head = str(panel.head) if panel.head is not None else "0"
+            wp = view_model.panels(self.trace, "weights", head)[0]
+            weights, cols = wp.raw.tolist(), wp.col_labels
+        else:
+            cols = panel.col_labels
+        if self.step_name == "output" and self.trace.num_heads > 1:
+            weights = None
+        text = sentences.describe(self.step_name, panel.raw.tolist(), panel.row_labels, cols,
+                                  row, weights)  # fmt: skip
+        self.sentence.setText(text)
+
+    def _on_hover(self, heatmap: Heatmap, cell: tuple[int, int] | None) -> None:
+        for hm in self.sources:
+            hm.clear_highlight()
+        if cell is None or heatmap.panel is None:
+            return
+        panel = heatmap.panel
+        step = self.trace[self.step_name]
+        if step.axes[0] == "head" and panel.head is None:
+            self.explanation.setText("the average of the heads: choose one head to see its sums")
+            return
+        index = ((panel.head,) if step.axes[0] == "head" else ()) + tuple(cell)
+        if len(step.axes) == 1:
+            index = (cell[1],)
+        try:
+            info = core_api.explain(self.reference, self.step_name, index)
+        except Exception as exc:  # noqa: BLE001 - show why there is no explanation
+            self.explanation.setText(f"no explanation: {exc}")
+            return
+        self.explanation.setText(info.text)
+        heatmap.setToolTip(info.text)
+        self._show_sentence(cell[0])
+        shown = {hm.panel.step: hm for hm in self.sources if hm.isVisible() and hm.panel}
+        for src, axis, idx in getattr(info, "sources", ()):
+            hm = shown.get(src)
+            if hm is None:
+                continue
+            ndim = len(self.trace[src].axes)
+            if ndim > 2 and axis == 0:
+                continue  # the head axis: the panel already shows that head
+            hm.highlight(axis - max(0, ndim - 2), idx)

@@ -1,0 +1,115 @@
+"""Turns trace steps into 2-D panels ready for an ImageItem (numpy, no Qt)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+TEXT_LIMIT = 16  # cell numbers are printed while both sides are at most this long
+HEAD_ALL, HEAD_AVERAGE = "all", "average"
+
+
+@dataclass
+class Panel:
+    """One heatmap's worth: a float32 C-contiguous (rows, cols) image plus its labels."""
+
+    title: str
+    image: np.ndarray  # (rows, cols) float32; -inf (masked) shown as NaN
+    row_labels: list[str]
+    col_labels: list[str]
+    row_axis: str
+    col_axis: str
+    kind: str  # "weights" (sequential 0..1) or "signed" (diverging, symmetric levels)
+    levels: tuple[float, float]
+    step: str
+    head: int | None  # which head the panel shows (None: no head axis or the average)
+    raw: np.ndarray  # (rows, cols) float64 values as the trace holds them (-inf kept)
+
+    @property
+    def show_text(self) -> bool:
+        """Numbers in cells only while the matrix is small enough to read."""
+        return max(self.image.shape) <= TEXT_LIMIT
+
+
+def step_array(step: object) -> np.ndarray:
+    """The step value as float64 numpy, whatever array type the backend used."""
+    value = step.value
+    if isinstance(value, np.ndarray):
+        return value.astype(np.float64, copy=False)
+    if hasattr(value, "detach"):  # a torch tensor, maybe on the GPU
+        return np.asarray(value.detach().cpu().double().numpy())
+    return np.asarray(step.tolist(), dtype=np.float64)
+
+
+def labels_for(trace: object, axis: str, n: int) -> list[str]:
+    """Token labels for query/key axes, indices for model/feature axes."""
+    if axis == "query" and len(trace.tokens) == n:
+        return list(trace.tokens)
+    if axis == "key" and len(trace.key_tokens) == n:
+        return list(trace.key_tokens)
+    return [str(i) for i in range(n)]
+
+
+def levels_for(step_name: str, values: np.ndarray) -> tuple[str, tuple[float, float]]:
+    """Colour scale: 0..1 for weights, symmetric around 0 for everything signed."""
+    if step_name == "weights":
+        return "weights", (0.0, 1.0)
+    finite = np.abs(values[np.isfinite(values)])
+    top = float(finite.max()) if finite.size else 0.0
+    top = top if top > 0 else 1.0
+    return "signed", (-top, top)
+
+
+def as_image(matrix: np.ndarray) -> np.ndarray:
+    """float32, C-contiguous, row-major; -inf -> NaN so masked cells render as empty."""
+    image = np.array(matrix, dtype=np.float32, order="C")
+    image[np.isneginf(image)] = np.nan
+    return image
+
+
+def head_choices(trace: object, step_name: str) -> list[str]:
+    """Head selector entries for a step: none without a head axis."""
+    step = trace[step_name]
+    if not step.axes or step.axes[0] != "head":
+        return []
+    return [str(h) for h in range(step.shape[0])] + [HEAD_ALL, HEAD_AVERAGE]
+
+
+def panels(trace: object, step_name: str, head: str = "0") -> list[Panel]:
+    """The panels for one step: one, or one per head, or the head average."""
+    step = trace[step_name]
+    values = step_array(step)
+    axes = list(step.axes)
+    kind, levels = levels_for(step_name, values)
+    row_axis, col_axis = axes[-2:] if len(axes) >= 2 else ("query", axes[-1])
+    if values.ndim == 1:
+        values = values[None, :]  # a lone vector shows as one row
+    rows, cols = values.shape[-2:]
+    rl, cl = labels_for(trace, row_axis, rows), labels_for(trace, col_axis, cols)
+
+    def make(title: str, m: np.ndarray, h: int | None) -> Panel:
+        image, raw = as_image(m), np.asarray(m, dtype=np.float64)
+        return Panel(title, image, rl, cl, row_axis, col_axis, kind, levels, step_name, h, raw)
+
+    if axes[0] != "head":
+        return [make(step.name, values, None)]
+    if head == HEAD_ALL:
+        return [make(f"{step.name} head {h}", values[h], h) for h in range(values.shape[0])]
+    if head == HEAD_AVERAGE:
+        # display only: the mean of the trace's per-head matrices; NaN rows stay NaN
+        with np.errstate(invalid="ignore"):
+            mean = values.mean(axis=0)  # (H, rows, cols) -> (rows, cols)
+        return [make(f"{step.name}, average of {values.shape[0]} heads", mean, None)]
+    h = min(int(head), values.shape[0] - 1)
+    return [make(f"{step.name} head {h}", values[h], h)]
+
+
+def diff_image(diff: object) -> np.ndarray:
+    """A compare_traces |difference| as a 2-D image (largest over heads when it has them)."""
+    d = np.abs(np.asarray(diff, dtype=np.float64))
+    while d.ndim > 2:
+        d = np.nanmax(d, axis=0) if d.size else d[0]
+    if d.ndim == 1:
+        d = d[None, :]
+    return np.ascontiguousarray(d, dtype=np.float32)

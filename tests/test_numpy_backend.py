@@ -1,0 +1,553 @@
+"""The NumPy backend against the plain-Python ground truth, on small seeded random cases.
+
+Every comparison uses an error bound derived from the dtype and the problem size:
+`scratch.tolerance` for outputs (Higham-style: g(E+4) score error, exp off by a few ulps,
+g(S+1) for the sums), the same factor times each weight for weights, plus for the chunked
+kernel the online-softmax rescaling: every key block multiplies the running sums by one more
+exp(m_old - m_new), which adds at most 2 * EXP_ULPS + 2 roundings to numerator and denominator.
+"""
+
+from __future__ import annotations
+
+import random
+import tracemalloc
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import scratch
+from scratch.backends import numpy_backend as nb
+from scratch.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding, tolerance
+
+POLICIES = ("zero", "nan", "uniform")
+
+
+# ---------------------------------------------------------------- bounds
+
+
+def _live_size(q, k, p, scale, mask):
+    """S_i = max over live keys of |scale| |q_i| . |k_j| (+ |float mask|), shape (..., L, 1)."""
+    size = abs(scale) * (np.abs(q) @ np.swapaxes(np.abs(k), -1, -2))  # (..., L, S)
+    if mask is not None and mask.dtype != np.bool_:
+        size = size + np.where(np.isfinite(mask), np.abs(mask), 0.0)
+    return np.max(np.where(p > 0, size, 0.0), axis=-1, keepdims=True)
+
+
+def weights_bound(q, k, p, scale, dtype, mask=None):
+    """|weights - truth| <= R_i p_ij + floor, with R_i the tolerance module's row factor."""
+    E, S = q.shape[-1], k.shape[-2]
+    size = _live_size(q, k, np.nan_to_num(p), scale, mask)
+    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))
+    factor = sum(np.vectorize(r.factor)(r.score_gamma * size) for r in parts)
+    floor = sum(r.weight_floor for r in parts)
+    return factor * np.nan_to_num(p) + floor
+
+
+def output_bound(q, k, v, p, scale, dtype, mask=None, blocks=1):
+    """scratch.tolerance, plus the online-softmax rescaling term for `blocks` key blocks."""
+    bound = np.array(tolerance(q, k, v, p, scale=scale, dtype=dtype, attn_mask=mask))
+    u = UNIT_ROUNDOFF[dtype]
+    rescale = 2 * blocks * (2 * EXP_ULPS + 2) * u  # numerator and denominator
+    return bound + np.where(bound > 0, rescale * (np.nan_to_num(p) @ np.abs(v)), 0.0)
+
+
+def assert_close(name, found, truth, bound):
+    """Shape, then NaN/inf positions, then |found - truth| <= bound, naming the worst entry."""
+    found, truth = np.asarray(found, dtype=np.float64), np.asarray(truth, dtype=np.float64)
+    assert found.shape == truth.shape, f"{name}: shape {found.shape} != truth {truth.shape}"
+    nan_found, nan_truth = np.isnan(found), np.isnan(truth)
+    assert np.array_equal(nan_found, nan_truth), f"{name}: NaN at different places"
+    inf_found, inf_truth = np.isinf(found), np.isinf(truth)
+    assert np.array_equal(inf_found, inf_truth), f"{name}: inf at different places"
+    same = nan_truth | (found == truth)  # NaN/inf sit at the same places (checked above)
+    diff = np.abs(np.where(same, 0.0, found) - np.where(same, 0.0, truth))
+    bound = np.broadcast_to(bound, diff.shape)
+    worst = np.unravel_index(np.argmax(diff - bound), diff.shape)
+    assert np.all(diff <= bound), (
+        f"{name}: |diff| {diff[worst]:.3g} > bound {bound[worst]:.3g} at {worst}"
+    )
+
+
+# ---------------------------------------------------------------- cases
+
+
+def make_case(seed, lead=(2,), L=5, S=7, E=4, Ev=3, mask=None, logit=1.0):
+    """Seeded q, k, v (and a mask with one fully masked row per (L, S) block)."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((*lead, L, E)) * logit
+    k = rng.standard_normal((*lead, S, E))
+    v = rng.standard_normal((*lead, S, Ev))
+    attn_mask = None
+    if mask is not None:
+        allowed = rng.random((*lead, L, S)) > 0.4
+        allowed[..., 1, :] = False  # a fully masked row
+        allowed[..., 2, :] = True
+        if mask == "bool":
+            attn_mask = allowed
+        else:
+            attn_mask = np.where(allowed, rng.standard_normal(allowed.shape), -np.inf)
+    return q, k, v, attn_mask
+
+
+def truth(q, k, v, **kw):
+    """The ground truth's (output, weights) as float64 arrays."""
+    kw = {a: (b.tolist() if isinstance(b, np.ndarray) else b) for a, b in kw.items()}
+    out, w = scratch.scaled_dot_product_attention(q.tolist(), k.tolist(), v.tolist(), **kw)
+    return np.array(out), np.array(w)
+
+
+OPTIONS = [
+    {},
+    {"is_causal": True},
+    {"mask": "bool"},
+    {"mask": "float"},
+    {"scale": -0.7},
+    {"scale": 0.0},
+]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("opts", OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize("L,S", [(5, 7), (6, 3)])
+def test_both_kernels_match_ground_truth(policy, opts, L, S):
+    """Explicit and chunked (tiny blocks: several chunks and blocks) vs the ground truth."""
+    opts = dict(opts)
+    q, k, v, mask = make_case(L * 10 + S, L=L, S=S, mask=opts.pop("mask", None))
+    kw = dict(opts, attn_mask=mask, masked_rows=policy)
+    out_t, w_t = truth(q, k, v, **kw)
+    scale = opts.get("scale", 1 / np.sqrt(q.shape[-1]))
+    explicit = nb.scaled_dot_product_attention(q, k, v, **kw)
+    assert explicit.kernel == "explicit"
+    assert_close("weights", explicit.weights, w_t, weights_bound(q, k, w_t, scale, "float64", mask))
+    assert_close(
+        "output", explicit.output, out_t, output_bound(q, k, v, w_t, scale, "float64", mask)
+    )
+    for block in [(2, 3), (3, 2), (1, 1), None]:
+        chunked = nb.scaled_dot_product_attention(
+            q, k, v, need_weights=False, block_size=block, **kw
+        )
+        assert chunked.kernel == "chunked-online-softmax" and chunked.weights is None
+        blocks = S if block is None else -(-S // block[1])
+        assert_close(
+            f"chunked output {block}",
+            chunked.output,
+            out_t,
+            output_bound(q, k, v, w_t, scale, "float64", mask, blocks),
+        )
+    if policy == "zero" and mask is not None:  # the fully masked row is exactly zero
+        assert np.all(explicit.output[:, 1] == 0) and np.all(chunked.output[:, 1] == 0)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_large_logits_need_the_max_subtraction(policy):
+    """Scores of about 1e4 overflow exp unless the row max is subtracted (both kernels)."""
+    q, k, v, mask = make_case(3, L=4, S=6, mask="bool", logit=1e4)
+    out_t, w_t = truth(q, k, v, attn_mask=mask, masked_rows=policy)
+    assert np.nanmax(np.abs(q @ np.swapaxes(k, -1, -2))) > 1e4
+    scale = 0.5
+    for need_weights in (True, False):
+        res = nb.scaled_dot_product_attention(
+            q, k, v, mask, masked_rows=policy, need_weights=need_weights, block_size=(2, 2)
+        )
+        assert_close(
+            f"output need_weights={need_weights}",
+            res.output,
+            out_t,
+            output_bound(q, k, v, w_t, scale, "float64", mask, 3),
+        )
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_grouped_query_attention(need_weights):
+    """Query head h reads key/value head h // (Hq // Hkv)."""
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((2, 6, 5, 4))
+    k = rng.standard_normal((2, 2, 7, 4))
+    v = rng.standard_normal((2, 2, 7, 3))
+    mask = rng.random((6, 5, 7)) > 0.3  # one mask per query head, broadcast over the batch
+    out_t, w_t = truth(q, k, v, attn_mask=mask, enable_gqa=True)
+    res = nb.scaled_dot_product_attention(
+        q, k, v, mask, enable_gqa=True, need_weights=need_weights, block_size=(2, 3)
+    )
+    k_r, v_r = np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1)
+    assert_close(
+        "gqa output", res.output, out_t, output_bound(q, k_r, v_r, w_t, 0.5, "float64", None, 3)
+    )
+
+
+def test_float32_inputs_and_dtype_argument():
+    """float32 arrays and tensors give float32; dtype= overrides; lists give float64."""
+    q, k, v, mask = make_case(5, L=6, S=9, mask="float")
+    q32, k32, v32 = (a.astype(np.float32) for a in (q, k, v))
+    # the truth on the float32-rounded values, so only the kernel's own rounding is left
+    out_t, w_t = truth(q32.astype(np.float64), k32, v32, attn_mask=mask.astype(np.float32))
+    m32 = mask.astype(np.float32)
+    for need_weights, block in [(True, None), (False, (4, 4)), (False, None)]:
+        res = nb.scaled_dot_product_attention(
+            q32, k32, v32, m32, need_weights=need_weights, block_size=block
+        )
+        assert res.output.dtype == np.float32
+        blocks = 3 if block else 1
+        assert_close(
+            f"float32 output {block}",
+            res.output,
+            out_t,
+            output_bound(q32, k32, v32, w_t, 0.5, "float32", m32, blocks),
+        )
+    tensors = [torch.from_numpy(a) for a in (q32, k32, v32)]
+    assert nb.scaled_dot_product_attention(*tensors)[0].dtype == np.float32
+    assert (
+        nb.scaled_dot_product_attention(q.tolist(), k.tolist(), v.tolist())[0].dtype == np.float64
+    )
+    assert nb.scaled_dot_product_attention(q, k, v, dtype="float32")[1].dtype == np.float32
+
+
+def test_registry_exposes_the_module():
+    """scratch.backends.get("numpy") runs this module's kernels."""
+    backend = scratch.backends.get("numpy")
+    q, k, v, _ = make_case(1)
+    assert backend.dtypes == ("float64", "float32")
+    assert backend.scaled_dot_product_attention(q, k, v, need_weights=False).kernel == (
+        "chunked-online-softmax"
+    )
+
+
+# ---------------------------------------------------------------- property: chunked == explicit
+
+
+@given(
+    L=st.integers(1, 9),
+    S=st.integers(1, 9),
+    chunk=st.integers(1, 5),
+    block=st.integers(1, 5),
+    seed=st.integers(0, 2**16),
+    masking=st.sampled_from(["none", "bool", "float", "causal"]),
+    policy=st.sampled_from(POLICIES),
+)
+def test_chunked_equals_explicit(L, S, chunk, block, seed, masking, policy):
+    """For any shapes and tile sizes the chunked kernel agrees with the explicit one."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (
+        rng.standard_normal((L, 3)) * 3,
+        rng.standard_normal((S, 3)),
+        rng.standard_normal((S, 2)),
+    )
+    mask = None
+    if masking == "bool":
+        mask = rng.random((L, S)) > 0.5
+    elif masking == "float":
+        mask = np.where(rng.random((L, S)) > 0.5, rng.standard_normal((L, S)), -np.inf)
+    kw = dict(attn_mask=mask, is_causal=masking == "causal", masked_rows=policy)
+    out_e, w_e = nb.scaled_dot_product_attention(q, k, v, **kw)
+    out_c, _ = nb.scaled_dot_product_attention(
+        q, k, v, need_weights=False, block_size=(chunk, block), **kw
+    )
+    bound = output_bound(q, k, v, w_e, 3**-0.5, "float64", mask, -(-S // block))
+    assert_close("chunked vs explicit", out_c, out_e, bound)
+
+
+# ---------------------------------------------------------------- multi-head and trace
+
+
+def mha_case(seed, lead=(2,)):
+    """Cross-attention inputs with 4 query heads, 2 kv heads (d_head 3, d_v 2), biases, w_o."""
+    rng = np.random.default_rng(seed)
+    r = rng.standard_normal
+    x, xk = r((*lead, 5, 8)), r((*lead, 6, 8))
+    weights = dict(w_q=r((8, 12)), w_k=r((8, 6)), w_v=r((8, 4)), w_o=r((8, 5)))
+    extras = dict(b_q=r(12), b_o=r(5), num_heads=4, num_kv_heads=2)
+    mask = rng.random((5, 6)) > 0.3
+    mask[3] = False  # a fully masked row
+    return x, xk, weights, extras, mask
+
+
+def _lists(kw):
+    """Arrays in a keyword dict as nested lists, for the ground truth."""
+    return {a: (b.tolist() if isinstance(b, np.ndarray) else b) for a, b in kw.items()}
+
+
+def _heads(m, heads, group=1):
+    """(n, heads * d) -> (heads * group, n, d), each head repeated `group` times."""
+    n, width = m.shape
+    return np.repeat(m.reshape(n, heads, width // heads).transpose(1, 0, 2), group, axis=0)
+
+
+def trace_bounds(t, x, xk, w, extras):
+    """Bounds on |float64 kernel - ground truth| for every step of a multi-head trace.
+
+    Each step's bound is propagated from its inputs' bounds: |fl(a @ b) - a_t @ b_t| <=
+    da @ (|b| + db) + |a| @ db + g(n) (|a| + da) @ (|b| + db), plus u |truth| for the
+    ground truth's own correctly rounded result; softmax by the tolerance module's factor.
+    """
+    u = UNIT_ROUNDOFF["float64"]
+    val = {name: np.array(t[name].tolist()) for name in t.names()}
+
+    def product(a, da, b, db, truth_value):  # a @ b with both factors uncertain
+        n = a.shape[-1]
+        return (
+            da @ (np.abs(b) + db)
+            + np.abs(a) @ db
+            + (n + 2) * u * ((np.abs(a) + da) @ (np.abs(b) + db))
+            + u * np.abs(truth_value)
+        )
+
+    zero = np.zeros_like
+    d = {}
+    d["q"] = product(x, zero(x), w["w_q"], zero(w["w_q"]), val["q"]) + u * np.abs(extras["b_q"])
+    d["k"] = product(xk, zero(xk), w["w_k"], zero(w["w_k"]), val["k"])
+    d["v"] = product(xk, zero(xk), w["w_v"], zero(w["w_v"]), val["v"])
+    H, Hkv = extras["num_heads"], extras["num_kv_heads"]
+    g = H // Hkv
+    q_h, dq_h = _heads(val["q"], H), _heads(d["q"], H)  # (H, L, dh)
+    k_h, dk_h = _heads(val["k"], Hkv, g), _heads(d["k"], Hkv, g)  # (H, S, dh)
+    v_h, dv_h = _heads(val["v"], Hkv, g), _heads(d["v"], Hkv, g)  # (H, S, dv)
+    kT, dkT = np.swapaxes(k_h, 1, 2), np.swapaxes(dk_h, 1, 2)
+    d["scores"] = product(q_h, dq_h, kT, dkT, val["scores"])
+    d["scaled"] = abs(t.scale) * d["scores"] + 3 * u * np.abs(val["scaled"])
+    d["masked"] = np.where(np.isinf(val["masked"]), 0.0, d["scaled"])
+    w_t = val["weights"]
+    live = np.where(w_t > 0, d["scaled"] + 2 * u * np.abs(val["scaled"]), 0.0)
+    delta = live.max(axis=-1, keepdims=True)  # (H, L, 1): score perturbation per row
+    rounding = Rounding("float64", q_h.shape[-1], k_h.shape[1])
+    factor = np.vectorize(rounding.factor)(delta) + rounding.factor(0.0)  # kernel + truth
+    d["weights"] = factor * w_t + 2 * rounding.weight_floor
+    d["head_outputs"] = product(w_t, d["weights"], v_h, dv_h, val["head_outputs"])
+    d["concat"] = d["head_outputs"].transpose(1, 0, 2).reshape(val["concat"].shape)
+    w_o = w["w_o"]
+    d["output"] = product(val["concat"], d["concat"], w_o, zero(w_o), val["output"])
+    d["output"] += u * np.abs(extras["b_o"])
+    return val, d
+
+
+def test_trace_matches_ground_truth_trace():
+    """Same step names, formulas, notes, axes and shapes; values within derived bounds."""
+    x, xk, w, extras, mask = mha_case(33, lead=())
+    kw = dict(key=xk, attn_mask=mask, masked_rows="uniform", tokens=list("abcde"), **w, **extras)
+    t = scratch.trace_attention(x.tolist(), **_lists(kw))
+    n = nb.trace_attention(x, **kw)
+    assert n.names() == t.names()
+    assert (n.tokens, n.key_tokens, n.scale, n.num_heads, n.num_kv_heads, n.allowed) == (
+        t.tokens,
+        t.key_tokens,
+        t.scale,
+        t.num_heads,
+        t.num_kv_heads,
+        t.allowed,
+    )
+    assert n.options == {**t.options, "backend": "numpy"}
+    val, bound = trace_bounds(t, x, xk, w, extras)
+    for a, b in zip(t, n):
+        assert (b.name, b.formula, b.note, b.axes, b.shape) == (
+            a.name,
+            a.formula,
+            a.note,
+            a.axes,
+            a.shape,
+        ), a.name
+        assert isinstance(b.value, np.ndarray), b.name
+        assert_close(a.name, b.value, val[a.name], bound.get(a.name, 0.0))
+    assert np.array_equal(np.isneginf(n["masked"].value), np.isneginf(val["masked"]))
+    assert np.all(n["weights"].value[:, 3] == 1 / 6)  # the uniform policy, exactly
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multi_head_matches_ground_truth(need_weights):
+    """Batched projections, GQA heads, w_o and b_o, an (L, S) mask broadcast over the heads."""
+    x, xk, w, extras, mask = mha_case(21)
+    args = [w["w_q"], w["w_k"], w["w_v"], w["w_o"]]
+    res = nb.multi_head_attention(
+        x, xk, xk, *args, attn_mask=mask, need_weights=need_weights, block_size=(2, 2), **extras
+    )
+    assert res.kernel == ("explicit" if need_weights else "chunked-online-softmax")
+    out_t, w_t = scratch.multi_head_attention(
+        x.tolist(),
+        xk.tolist(),
+        xk.tolist(),
+        *(a.tolist() for a in args),
+        attn_mask=mask.tolist(),
+        **_lists(extras),
+    )
+    for b in range(2):  # bounds from the ground truth's trace of each batch entry
+        t = scratch.trace_attention(
+            x[b].tolist(),
+            key=xk[b].tolist(),
+            attn_mask=mask.tolist(),
+            **_lists(w),
+            **_lists(extras),
+        )
+        val, bound = trace_bounds(t, x[b], xk[b], w, extras)
+        rescale = 2 * 3 * (2 * EXP_ULPS + 2) * UNIT_ROUNDOFF["float64"]  # 3 key blocks
+        extra = 0.0 if need_weights else rescale * (np.abs(val["concat"]) @ np.abs(w["w_o"]))
+        assert_close("mha output", res.output[b], out_t[b], bound["output"] + extra)
+        if need_weights:
+            assert_close("mha weights", res.weights[b], w_t[b], bound["weights"])
+    assert (res.weights is None) == (not need_weights)
+
+
+# ---------------------------------------------------------------- dropout
+
+
+def test_dropout_reproducible_and_consistent():
+    """A seed repeats; output == weights @ v; kept weights are the undropped ones / (1 - p)."""
+    q, k, v, mask = make_case(8, mask="bool")
+    p = 0.4
+    a = nb.scaled_dot_product_attention(q, k, v, mask, dropout_p=p, rng=7)
+    b = nb.scaled_dot_product_attention(q, k, v, mask, dropout_p=p, rng=np.random.default_rng(7))
+    assert np.array_equal(a.output, b.output) and np.array_equal(a.weights, b.weights)
+    plain = nb.scaled_dot_product_attention(q, k, v, mask)
+    dropped = a.weights == 0
+    assert 0.2 < dropped[plain.weights > 0].mean() < 0.6
+    kept = ~dropped
+    assert np.allclose(a.weights[kept], plain.weights[kept] / (1 - p), rtol=4e-16, atol=0)
+    assert np.allclose(a.output, a.weights @ v, rtol=0, atol=1e-15)
+    c = nb.scaled_dot_product_attention(q, k, v, mask, dropout_p=p, rng=8)
+    assert not np.array_equal(a.weights, c.weights)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_dropout_same_draws_as_ground_truth(policy):
+    """With a random.Random both kernels drop exactly the ground truth's entries."""
+    q, k, v, mask = make_case(9, mask="bool")
+    out_t, w_t = truth(
+        q, k, v, attn_mask=mask, dropout_p=0.3, rng=random.Random(5), masked_rows=policy
+    )
+    res = nb.scaled_dot_product_attention(
+        q, k, v, mask, dropout_p=0.3, rng=random.Random(5), masked_rows=policy
+    )
+    assert np.array_equal(res.weights == 0, w_t == 0)
+    assert_close(
+        "dropout weights", res.weights, w_t, weights_bound(q, k, w_t, 0.5, "float64", mask) / 0.7
+    )
+    chunked = nb.scaled_dot_product_attention(
+        q,
+        k,
+        v,
+        mask,
+        dropout_p=0.3,
+        rng=random.Random(5),
+        masked_rows=policy,
+        need_weights=False,
+        block_size=(2, 3),
+    )
+    assert_close(
+        "dropout chunked output",
+        chunked.output,
+        out_t,
+        output_bound(q, k, v, w_t, 0.5, "float64", mask, 3),
+    )
+
+
+# ---------------------------------------------------------------- memory of the chunked kernel
+
+
+def test_chunked_kernel_never_builds_the_score_matrix():
+    """Peak allocation stays far below one (L, S) float32 matrix (tracemalloc sees NumPy)."""
+    rng = np.random.default_rng(0)
+    L = S = 2048
+    q, k, v = (rng.standard_normal((n, 16), dtype=np.float32) for n in (L, S, S))
+    tracemalloc.start()
+    try:
+        nb.scaled_dot_product_attention(
+            q, k, v, is_causal=True, need_weights=False, block_size=(128, 256)
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    score_matrix = L * S * 4  # 16 MiB
+    assert peak < score_matrix / 8, f"peak {peak / 2**20:.1f} MiB"
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _message(fn, *args, **kw):
+    """The (type, message) an exception carries."""
+    with pytest.raises((ValueError, TypeError)) as info:
+        fn(*args, **kw)
+    return type(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"key": [[1.0, 2.0, 3.0]]},  # width
+        {"value": [[1.0], [2.0]]},  # length
+        {"scale": float("nan")},
+        {"scale": "big"},
+        {"dropout_p": 1.0},
+        {"masked_rows": "ignore"},
+        {"attn_mask": [[True, False]]},  # shape
+        {"attn_mask": [[1, 0, 1], [0, 1, 1]]},  # ints are ambiguous
+        {"attn_mask": [[True, 0.5, 1.0], [0.0, 0.0, 0.0]]},  # bools mixed with floats
+        {"attn_mask": [[True] * 3] * 2, "is_causal": True},
+        {"query": [[1.0, 2.0], [3.0]]},  # ragged
+        {"query": [[1.0, "x"], [3.0, 4.0]]},
+        {"value": [[True], [False], [True]]},
+        {"is_causal": 1},
+    ],
+    ids=lambda c: ",".join(c),
+)
+def test_bad_input_same_error_as_ground_truth(change):
+    """Shared validation: the same exception type, naming the same argument."""
+    args = dict(
+        query=[[1.0, 2.0], [3.0, 4.0]],
+        key=[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]],
+        value=[[1.0], [2.0], [3.0]],
+    )
+    args.update(change)
+    kind_t, text_t = _message(scratch.scaled_dot_product_attention, **args)
+    kind_n, text_n = _message(nb.scaled_dot_product_attention, **args)
+    assert kind_n is kind_t, (text_n, text_t)
+    assert text_n.split(":")[0] == text_t.split(":")[0], (text_n, text_t)
+
+
+@pytest.mark.parametrize(
+    "change, name, where",
+    [
+        ({"query": np.array([[1.0, np.nan], [3.0, 4.0]])}, "query", "query[0][1]"),
+        ({"key": [[1.0, 0.0], [0.0, float("inf")], [1.0, 1.0]]}, "key", "key[1][1]"),
+        (
+            {"attn_mask": np.array([[0.0, np.nan, 0.0], [0.0, 0.0, 0.0]])},
+            "attn_mask",
+            "attn_mask[0][1]",
+        ),
+        ({"dtype": "float16"}, "dtype", "float16"),
+        ({"dropout_p": 0.5, "rng": "seed"}, "rng", "str"),
+        ({"need_weights": False, "block_size": (0, 4)}, "block_size", "0"),
+        ({"query": "hello"}, "query", "str"),
+    ],
+)
+def test_bad_input_names_argument_and_position(change, name, where):
+    """Non-finite numbers, bad dtype/rng/block sizes: the message says which and where."""
+    args = dict(
+        query=[[1.0, 2.0], [3.0, 4.0]],
+        key=[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]],
+        value=[[1.0], [2.0], [3.0]],
+    )
+    args.update(change)
+    _, text = _message(nb.scaled_dot_product_attention, **args)
+    assert text.startswith(name) and where in text, text
+
+
+def test_multi_head_bad_input():
+    """Projection shapes and heads are checked with messages naming the argument."""
+    x, xk, w, _, _ = mha_case(2)
+    _, text = _message(nb.multi_head_attention, x, xk, xk, w["w_q"][:5], w["w_k"], w["w_v"])
+    assert text.startswith("w_q")
+    _, text = _message(
+        nb.multi_head_attention,
+        x,
+        xk,
+        xk,
+        w["w_q"],
+        w["w_k"],
+        w["w_v"],
+        num_heads=4,
+        num_kv_heads=3,
+    )
+    assert text.startswith("num_kv_heads")
+    _, text = _message(nb.trace_attention, x)  # a trace is one 2-D example
+    assert text.startswith("x")
