@@ -1,0 +1,170 @@
+"""Traces: step names, order, shapes and axes, values equal to the direct computation, explain."""
+
+import math
+import random
+
+import pytest
+
+import scratch
+
+
+def rand(rng, rows, cols):
+    return [[rng.uniform(-2, 2) for _ in range(cols)] for _ in range(rows)]
+
+
+SINGLE = [
+    "x",
+    "w_q",
+    "w_k",
+    "w_v",
+    "q",
+    "k",
+    "v",
+    "scores",
+    "scaled",
+    "masked",
+    "weights",
+    "output",
+]
+
+
+def test_single_head_steps_and_values():
+    rng = random.Random(1)
+    x, wq, wk, wv = rand(rng, 4, 3), rand(rng, 3, 2), rand(rng, 3, 2), rand(rng, 3, 5)
+    t = scratch.trace_attention(x, w_q=wq, w_k=wk, w_v=wv, tokens=list("abcd"), is_causal=True)
+    assert t.names() == SINGLE
+    assert t.tokens == t.key_tokens == ("a", "b", "c", "d")
+    out, w = scratch.multi_head_attention(x, x, x, wq, wk, wv, is_causal=True)
+    assert t["output"].value == out and t["weights"].value == w[0]
+    assert t["scores"].shape == (4, 4) and t["scores"].axes == ("query", "key")
+    assert t["output"].shape == (4, 5) and t["w_v"].axes == ("model", "feature")
+    assert t.scale == 1 / math.sqrt(2)
+    for i, row in enumerate(t["masked"].value):  # -inf exactly where causal forbids
+        assert all((x == -math.inf) == (j > i) for j, x in enumerate(row))
+    assert t.allowed == tuple(tuple(r) for r in scratch.causal_mask(4, 4))
+    assert t.options["mask"] == "causal" and t.options["backend"] == "scratch"
+    with pytest.raises(KeyError, match="no step 'attention'"):
+        t["attention"]
+    assert "weights" in t and len(t) == len(SINGLE)
+
+
+def test_no_weights_mode_q_k_v_equal_x():
+    x = [[0.43, 0.15, 0.89], [0.55, 0.87, 0.66]]
+    t = scratch.trace_attention(x, scale=1.0)
+    assert t.names() == ["x", "q", "k", "v", "scores", "scaled", "masked", "weights", "output"]
+    assert t["q"].value == t["k"].value == t["v"].value == x
+    assert t["q"].formula == "q = x (no projection)"
+    assert t.allowed is None
+
+
+def test_multi_head_steps():
+    rng = random.Random(2)
+    x = rand(rng, 3, 4)
+    w = [rand(rng, 4, 4) for _ in range(4)]
+    t = scratch.trace_attention(x, None, None, *w, num_heads=2)
+    assert t.names() == [
+        "x",
+        "w_q",
+        "w_k",
+        "w_v",
+        "q",
+        "k",
+        "v",
+        "scores",
+        "scaled",
+        "masked",
+        "weights",
+        "head_outputs",
+        "concat",
+        "w_o",
+        "output",
+    ]
+    assert t["weights"].shape == (2, 3, 3) and t["weights"].axes[0] == "head"
+    out, weights = scratch.multi_head_attention(x, x, x, *w, num_heads=2)
+    assert t["output"].value == out and t["weights"].value == weights
+
+
+def test_cross_attention_inputs_are_steps():
+    rng = random.Random(3)
+    x, mem = rand(rng, 2, 3), rand(rng, 5, 4)
+    t = scratch.trace_attention(x, mem, mem, rand(rng, 3, 2), rand(rng, 4, 2), rand(rng, 4, 2))
+    assert t.names()[:2] == ["x", "key_input"]
+    assert t.key_tokens == ("k0", "k1", "k2", "k3", "k4")
+    assert t["scores"].shape == (2, 5)
+
+
+def test_float_mask_trace_and_fully_masked_note():
+    t = scratch.trace_attention(
+        [[1.0, 0.0], [0.0, 1.0]], attn_mask=[[0.0, -math.inf], [-math.inf, -math.inf]]
+    )
+    assert t.options["mask"] == "float"
+    assert t["weights"].value[1] == [0.0, 0.0]
+    assert "1 fully masked row" in t["weights"].note
+    assert t.allowed == ((True, False), (False, False))
+
+
+# --- explain ------------------------------------------------------------------------------
+
+
+def seed_trace():
+    x = [[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]]
+    w_q = [[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]]
+    w_k = [[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]]
+    w_v = [[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]
+    return scratch.trace_attention(
+        x, w_q=w_q, w_k=w_k, w_v=w_v, scale=1.0, is_causal=True, tokens=["x1", "x2", "x3"]
+    )
+
+
+def test_explain_scores_with_actual_numbers():
+    e = scratch.explain(seed_trace(), "scores", (1, 1))
+    assert e.text == "scores[1][1] = q[1] . k[1] = 2*4 + 2*4 + 2*0 = 16"
+    assert e.sources == (("q", 0, 1), ("k", 0, 1))
+
+
+def test_explain_projection_weights_output_and_mask():
+    t = seed_trace()
+    assert (
+        scratch.explain(t, "q", (0, 2)).text
+        == "q[0][2] = x[0] . w_q[:, 2] = 1*1 + 0*0 + 1*1 + 0*1 = 2"
+    )
+    masked = scratch.explain(t, "masked", (0, 1)).text
+    assert "-inf" in masked and "'x2' comes after query 'x1'" in masked
+    w = scratch.explain(t, "weights", (1, 0)).text
+    assert w.startswith("weights[1][0] = exp(masked[1][0] - max_row)")
+    assert "exp(4 - 16)" in w
+    out = scratch.explain(t, "output", (0, 0))
+    assert out.text == "output[0][0] = sum_j weights[0][j] * v[j][0] = 1*1 + 0*2 + 0*2 = 1"
+    assert out.sources == (("weights", 0, 0), ("v", 1, 0))
+
+
+def test_explain_long_sums_are_cut_and_bad_index_refused():
+    rng = random.Random(5)
+    t = scratch.trace_attention(rand(rng, 2, 10))
+    assert "(4 more terms)" in scratch.explain(t, "scores", (0, 1)).text
+    with pytest.raises(ValueError, match="index"):
+        scratch.explain(t, "scores", (0, 7))
+    with pytest.raises(ValueError, match="index"):
+        scratch.explain(t, "scores", (0,))
+
+
+def test_explain_every_cell_of_every_step_multi_head():
+    rng = random.Random(6)
+    x = rand(rng, 3, 4)
+    t = scratch.trace_attention(
+        x,
+        None,
+        None,
+        rand(rng, 4, 4),
+        rand(rng, 4, 2),
+        rand(rng, 4, 2),
+        rand(rng, 4, 3),
+        num_heads=2,
+        num_kv_heads=1,
+        attn_mask=[[True, False, True]] * 3,
+    )
+    for step in t:
+        shape = step.shape
+        index = tuple(n - 1 for n in shape)
+        text = scratch.explain(t, step.name, index).text
+        assert text.startswith(step.name)
