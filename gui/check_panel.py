@@ -65,6 +65,7 @@ class CheckPanel(QWidget):
                        else f"<span style='color:#b00020'>outside the bound: {', '.join(bad)}"
                        "</span>")  # fmt: skip
             self.header.setText(f"{ran} vs the exact ground truth (scratch, float64): {verdict}")
+        self.diff_map.setVisible(bool(self.checks))
         self.table.setRowCount(len(self.checks))
         for r, check in enumerate(self.checks):
             shape = outcome.trace[check.name].shape if check.name in outcome.trace else ()

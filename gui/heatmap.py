@@ -20,18 +20,20 @@ MAX_TICKS = 24
 
 
 def cell_text(v: float) -> str:
-    """Short number for a cell: 3 significant digits, -inf for masked."""
+    """Short number for a cell: 2 decimals (3 significant digits from 10 up), -inf if masked."""
     if v == -math.inf:
         return "-inf"
     if math.isnan(v):
         return "nan"
-    text = f"{v:.3g}"
-    return "0" if text in ("-0", "0") else text
+    if v != 0 and abs(v) < 0.005:
+        return f"{v:.1e}"
+    text = f"{v:.2f}" if abs(v) < 10 else f"{v:.3g}"
+    return "0" if text in ("-0.00", "0.00") else text
 
 
-def tick_list(labels: list[str]) -> list[tuple[int, str]]:
-    """Every label while they fit, else every n-th so at most MAX_TICKS show."""
-    every = max(1, math.ceil(len(labels) / MAX_TICKS))
+def tick_list(labels: list[str], most: int = MAX_TICKS) -> list[tuple[int, str]]:
+    """Every label while they fit, else every n-th so at most `most` show."""
+    every = max(1, math.ceil(len(labels) / most))
     return [(i, labels[i]) for i in range(0, len(labels), every)]
 
 
@@ -96,7 +98,8 @@ class Heatmap(QWidget):
             self.bar.setColorMap(cmap)
             self.bar.setLevels(values=panel.levels)
         self.plot.setTitle(panel.title, size="9pt" if self.compact else "11pt")
-        self.plot.getAxis("bottom").setTicks([tick_list(panel.col_labels)])
+        most_x = 6 if self.compact else MAX_TICKS
+        self.plot.getAxis("bottom").setTicks([tick_list(panel.col_labels, most_x)])
         self.plot.getAxis("left").setTicks([tick_list(panel.row_labels)])
         if not self.compact:
             self.plot.setLabel("left", panel.row_axis)

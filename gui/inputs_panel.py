@@ -33,8 +33,8 @@ MASK_LABELS = {
 }  # fmt: skip
 ROWS_LABELS = {"zero": "zero (weights 0)", "nan": "NaN", "uniform": "uniform (1/S)"}
 TABLE_TITLES = {
-    "project": {"x": "X", "key": "key input", "value": "value input", "w_q": "W_q", "w_k": "W_k",
-                "w_v": "W_v"},
+    "project": {"x": "X", "key": "key input", "value": "value input", "w_q": "Wq", "w_k": "Wk",
+                "w_v": "Wv"},
     "qkv": {"x": "Q", "key": "K", "value": "V"},
     "self": {"x": "X (q = k = v)"},
 }  # fmt: skip
@@ -172,7 +172,7 @@ class InputsPanel(QWidget):
         self.masked_rows.activated.connect(lambda _: self._options())
         self.backend.activated.connect(lambda _: self._on_backend())
         self.dtype.activated.connect(lambda _: self._options())
-        self.mask_grid.toggled.connect(lambda i, j: self._apply(sm.toggled_mask_cell, i, j))
+        self.mask_grid.toggled.connect(self._on_toggle)
         for name, table in self.tables.items():
             model = table.matrix_model
             model.cellEdited.connect(lambda i, j, v, n=name: self._on_cell(n, i, j, v))
@@ -314,6 +314,11 @@ class InputsPanel(QWidget):
     def _on_cell(self, name: str, i: int, j: int, value: float) -> None:
         if not self._updating:
             self._emit(sm.with_cell(self.session, name, i, j, value), tables=False)
+
+    def _on_toggle(self, i: int, j: int) -> None:
+        """Flip one cell of the grid on screen (a causal grid becomes a custom mask)."""
+        shown = tuple(tuple(r) for r in self.mask_grid.grid)
+        self._apply(lambda s: sm.toggled_mask_cell(dataclasses.replace(s, mask=shown), i, j))
 
     def _on_backend(self) -> None:
         name = self.backend.currentData()

@@ -19,33 +19,51 @@ class Overview(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.grid = QGridLayout(self)
+        self.pool: list[Heatmap] = []
         self.heatmaps: dict[str, Heatmap] = {}
         self.trace = None
         self.head = "0"
+        self._dirty = False
 
     def set_trace(self, trace: object, head: str | None = None) -> None:
-        """Show every step of `trace` (head steps at the chosen head, or their average)."""
+        """Show every step of `trace`; drawn now if visible, else when next shown."""
         self.trace = trace
         if head is not None:
             self.head = head
-        for hm in self.heatmaps.values():
-            self.grid.removeWidget(hm)
-            hm.deleteLater()
-        self.heatmaps = {}
-        names = trace.names()
-        cols = max(1, math.ceil(math.sqrt(len(names) * 1.5)))
-        head = self.head if self.head.isdigit() else view_model.HEAD_AVERAGE
-        for n, name in enumerate(names):
-            hm = Heatmap(compact=True)
-            hm.setMinimumSize(140, 120)
-            hm.show_panel(view_model.panels(trace, name, head)[0])
-            hm.setToolTip(f"{trace[name].formula}\nclick to open this step")
-            hm.clicked.connect(lambda name=name: self.stepChosen.emit(name))
-            self.grid.addWidget(hm, n // cols, n % cols)
-            self.heatmaps[name] = hm
+        self._dirty = True
+        if self.isVisible():
+            self.render_all()
 
     def set_head(self, head: str) -> None:
-        """Re-render with another head choice."""
-        self.head = head
-        if self.trace is not None:
-            self.set_trace(self.trace)
+        """Re-render with another head choice (head steps at that head, or their average)."""
+        self.set_trace(self.trace, head) if self.trace is not None else None
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._dirty:
+            self.render_all()
+
+    def render_all(self) -> None:
+        """Draw one small heatmap per step."""
+        self._dirty = False
+        trace = self.trace
+        names = trace.names()
+        while len(self.pool) < len(names):
+            hm = Heatmap(compact=True)
+            hm.setMinimumSize(140, 120)
+            hm.clicked.connect(lambda h=hm: self.stepChosen.emit(h.panel.step))
+            self.pool.append(hm)
+        cols = max(1, math.ceil(math.sqrt(len(names) * 1.5)))
+        head = self.head if self.head.isdigit() else view_model.HEAD_AVERAGE
+        self.heatmaps = {}
+        for n, hm in enumerate(self.pool):
+            self.grid.removeWidget(hm)
+            if n >= len(names):
+                hm.setVisible(False)
+                continue
+            name = names[n]
+            hm.show_panel(view_model.panels(trace, name, head)[0])
+            hm.setToolTip(f"{trace[name].formula}\nclick to open this step")
+            self.grid.addWidget(hm, n // cols, n % cols)  # reparent first, then show
+            hm.setVisible(True)
+            self.heatmaps[name] = hm

@@ -106,6 +106,9 @@ class PipelineView(QWidget):
         split.addWidget(self.source_area)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
+        split.setSizes([900, 280])
+        self.main_area.setMinimumWidth(420)
+        self.source_area.setMaximumWidth(360)
         outer.addWidget(split, 1)
         # step 4: words: the note, a generated sentence, the hovered cell's explanation
         self.note = _label(11)
@@ -245,9 +248,9 @@ class PipelineView(QWidget):
         cols = 1 if count == 1 else 2 if count <= 4 else 4
         for i, hm in enumerate(self.heatmaps):
             self.main_grid.removeWidget(hm)
-            hm.setVisible(i < count)
             if i < count:
-                self.main_grid.addWidget(hm, i // cols, i % cols)
+                self.main_grid.addWidget(hm, i // cols, i % cols)  # reparent first, then show
+            hm.setVisible(i < count)
 
     def _source_steps(self) -> list[str]:
         """The steps that feed the current one, learnt from explain on its first cell."""
@@ -314,7 +317,6 @@ class PipelineView(QWidget):
             hm = shown.get(src)
             if hm is None:
                 continue
-            ndim = len(self.trace[src].axes)
-            if ndim > 2 and axis == 0:
-                continue  # the head axis: the panel already shows that head
-            hm.highlight(axis - max(0, ndim - 2), idx)
+            if hm.panel.head is not None and panel.head is not None and hm.panel.head != panel.head:
+                hm.show_panel(view_model.panels(self.trace, src, str(panel.head))[0])
+            hm.highlight(axis, idx)  # axis 0 = a row, 1 = a column of the (per-head) matrix

@@ -8,6 +8,7 @@ import numpy as np
 
 TEXT_LIMIT = 16  # cell numbers are printed while both sides are at most this long
 HEAD_ALL, HEAD_AVERAGE = "all", "average"
+DISPLAY_LIMIT = 1e38  # below float32's largest value, so level arithmetic cannot overflow
 
 
 @dataclass
@@ -56,15 +57,17 @@ def levels_for(step_name: str, values: np.ndarray) -> tuple[str, tuple[float, fl
     if step_name == "weights":
         return "weights", (0.0, 1.0)
     finite = np.abs(values[np.isfinite(values)])
-    top = float(finite.max()) if finite.size else 0.0
+    top = min(float(finite.max()) if finite.size else 0.0, DISPLAY_LIMIT)
     top = top if top > 0 else 1.0
     return "signed", (-top, top)
 
 
 def as_image(matrix: np.ndarray) -> np.ndarray:
-    """float32, C-contiguous, row-major; -inf -> NaN so masked cells render as empty."""
-    image = np.array(matrix, dtype=np.float32, order="C")
-    image[np.isneginf(image)] = np.nan
+    """float32, C-contiguous, row-major; -inf (masked) -> NaN so the cell renders empty."""
+    wide = np.asarray(matrix, dtype=np.float64)
+    # values past +-1e38 (float32 overflow) show saturated; their cells still print the number
+    image = np.clip(wide, -DISPLAY_LIMIT, DISPLAY_LIMIT).astype(np.float32, order="C")
+    image[np.isneginf(wide)] = np.nan
     return image
 
 

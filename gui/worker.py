@@ -50,7 +50,7 @@ class TraceWorker(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.pool = QThreadPool(self)
-        self.pool.setMaxThreadCount(1)
+        self.pool.setMaxThreadCount(2)  # a cancelled job may still be finishing
         self.current = 0
         self.busy = False
         self._signals = _Signals()

@@ -10,10 +10,17 @@ step is where the mistake is. numpy is used when installed; otherwise plain Pyth
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .tolerance import ACCUMULATE, EXP_ULPS, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF, Rounding
-from .tolerance import check_dtype, gamma
+from .tolerance import (
+    ACCUMULATE,
+    EXP_ULPS,
+    SMALLEST_SUBNORMAL,
+    UNIT_ROUNDOFF,
+    Rounding,
+    check_dtype,
+    gamma,
+)
 
 INPUTS = ("x", "key_input", "value_input", "w_q", "w_k", "w_v", "w_o")
 
@@ -70,34 +77,65 @@ class _Comparison:
 
     def values(self, name: str) -> tuple[object, object, object]:
         """(trace value, reference value, |difference|) of a step already checked."""
+        if name not in self.diff:
+            raise KeyError(name)
         return self.got[name], self.want[name], self.diff[name]
 
     def chain(self, b0, want, roundings: int, n_truth: float, size):
         """b0 plus `roundings` roundings to storage plus the ground truth's own error."""
         ops, us = self.ops, (1 + self.u_store) ** roundings - 1
         truth = gamma(n_truth, UNIT_ROUNDOFF["float64"])
-        return ops.ew(lambda b, w, s: b + us * (abs(w) + b) + truth * s + self.floor, b0, want, size)
+        return ops.ew(
+            lambda b, w, s: b + us * (abs(w) + b) + truth * s + self.floor, b0, want, size
+        )
 
     def check(self, name: str) -> StepCheck:
         """Compare one step: shapes first, then values against the step's bound."""
         step, ref = self.trace[name], self.reference[name]
         if tuple(step.shape) != tuple(ref.shape):
-            return StepCheck(name, math.inf, 0.0, False, None, math.inf, None,
-                             f"{name}: shape {tuple(step.shape)}, expected {tuple(ref.shape)}")
+            return StepCheck(
+                name,
+                math.inf,
+                0.0,
+                False,
+                None,
+                math.inf,
+                None,
+                f"{name}: shape {tuple(step.shape)}, expected {tuple(ref.shape)}",
+            )
         ops = self.ops
         got, want = ops.array(step.value), ops.array(ref.value)
         self.got[name], self.want[name] = got, want
         diff = ops.absdiff(got, want)
         self.diff[name] = diff
-        bounds = self.bound(name, len(step.shape))
+        try:
+            bounds = self.bound(name, len(step.shape))
+        except KeyError as exc:  # a step it reads is missing or had the wrong shape
+            return StepCheck(
+                name,
+                ops.maxabs(diff),
+                0.0,
+                False,
+                ops.tolist(diff),
+                math.inf,
+                None,
+                f"{name}: no bound, step {exc} could not be compared",
+            )
         bounds = ops.where(ops.finite(want), bounds, 0.0)
         ratio, worst_bound = ops.worst(diff, bounds)
         biggest = ops.maxabs(diff)
         ok = ratio <= 1.0
-        message = "" if ok else (f"{name}: max |difference| {biggest:.3g} exceeds the bound "
-                                 f"({ratio:.3g} x the bound at its worst element)")
-        return StepCheck(name, biggest, worst_bound, ok, ops.tolist(diff), ratio,
-                         ops.tolist(bounds), message)
+        message = (
+            ""
+            if ok
+            else (
+                f"{name}: max |difference| {biggest:.3g} exceeds the bound "
+                f"({ratio:.3g} x the bound at its worst element)"
+            )
+        )
+        return StepCheck(
+            name, biggest, worst_bound, ok, ops.tolist(diff), ratio, ops.tolist(bounds), message
+        )
 
     def bound(self, name: str, ndim: int):
         """Per-element bound of one step (each step's own rounding + propagated differences)."""
@@ -108,9 +146,9 @@ class _Comparison:
         if name in ("scores", "scaled", "masked", "weights", "head_outputs"):
             per_head = [self.head_bound(name, h) for h in range(self.H)]
             return self.ops.stack(per_head) if ndim == 3 else per_head[0]
-        if name == "output" and "head_outputs" not in self.got:
+        if name == "output" and "head_outputs" not in self.trace:
             return self.head_bound("output", 0)
-        if name == "concat" or (name == "output" and "w_o" not in self.got):
+        if name == "concat" or (name == "output" and "w_o" not in self.trace):
             return self.ops.concat_heads(self.diff["head_outputs"])  # an exact rearrangement
         if name == "output":
             return self.dense("concat", "w_o", self.want["output"])
@@ -119,17 +157,18 @@ class _Comparison:
     def projection(self, name: str):
         """q/k/v: a dense layer of its input, or the input itself when there is no w."""
         src = {"q": "x", "k": "key_input", "v": "value_input"}[name]
-        if src not in self.got:  # self-attention: keys and values come from x
-            src = "key_input" if name == "v" and "key_input" in self.got else "x"
-        if f"w_{name}" not in self.got:
-            return self.ops.ew(lambda d, w: d + self.u_store * abs(w) + self.floor,
-                               self.diff[src], self.want[name])
+        if src not in self.trace:  # self-attention: keys and values come from x
+            src = "key_input" if name == "v" and "key_input" in self.trace else "x"
+        if f"w_{name}" not in self.trace:
+            return self.ops.ew(
+                lambda d, w: d + self.u_store * abs(w) + self.floor, self.diff[src], self.want[name]
+            )
         return self.dense(src, f"w_{name}", self.want[name])
 
     def dense(self, src: str, w: str, want):
         """src @ w (+ bias): propagated differences + rounding of n products (bias unknown)."""
         ops = self.ops
-        (a, a_ref, da), (b, b_ref, db) = self.values(src), self.values(w)
+        (a, a_ref, da), (b, _, db) = self.values(src), self.values(w)
         n = ops.shape(a)[-1]
         # (L, n) @ (n, m) -> (L, m): how far the inputs' differences can move the product
         prop = ops.add(ops.mm(da, ops.abs(b)), ops.mm(ops.abs(a_ref), db))
@@ -164,7 +203,7 @@ class _Comparison:
     def _score_parts(self, h: int):
         """score_parts, computed."""
         ops = self.ops
-        (q, q_ref, dq), (k, k_ref, dk) = self.head_slices(h, "q"), self.head_slices(h, "k")
+        (q, q_ref, dq), (k, _, dk) = self.head_slices(h, "q"), self.head_slices(h, "k")
         # (L, E) @ (E, S) -> (L, S)
         prop = ops.add(ops.mm(dq, ops.T(ops.abs(k))), ops.mm(ops.abs(q_ref), ops.T(dk)))
         size = ops.mm(ops.abs(q), ops.T(ops.abs(k)))
@@ -232,18 +271,21 @@ class _Comparison:
         kernel, truth = Rounding(self.dtype, E, S), Rounding("float64", E, S)
         added = ops.finite_abs(ops.ew(lambda m, sc: m - sc, masked_ref, scaled_ref))  # |mask|
         g = kernel.score_gamma
-        moved = ops.ew(lambda pr, s, a: self.scale * pr + g * (self.scale * s + a),
-                       s_prop, size, added)
+        moved = ops.ew(
+            lambda pr, s, a: self.scale * pr + g * (self.scale * s + a), s_prop, size, added
+        )
         delta = ops.rowmax(ops.where(live, moved, 0.0))
         top = ops.rowmax(ops.where(live, ops.ew(lambda s: self.scale * s, size), 0.0))
-        factors = [kernel.factor(d) + truth.factor(truth.score_gamma * t)
-                   for d, t in zip(delta, top)]
+        factors = [
+            kernel.factor(d) + truth.factor(truth.score_gamma * t) for d, t in zip(delta, top)
+        ]
         Ev = ops.shape(v)[-1]
         weighted = ops.mm(clean, ops.abs(v_ref))
         floor = (kernel.weight_floor + truth.weight_floor) * ops.maxabs(v_ref) * S
         floor += kernel.output_floor + truth.output_floor
-        end_to_end = ops.ew(lambda f, w, pd: f * w + pd + floor, ops.rows(factors, Ev),
-                            weighted, ops.mm(clean, dv))
+        end_to_end = ops.ew(
+            lambda f, w, pd: f * w + pd + floor, ops.rows(factors, Ev), weighted, ops.mm(clean, dv)
+        )
         both = ops.maximum(via_weights, end_to_end)
         nonzero = ops.rows([float(x > 0) for x in ops.rowmax(clean)], Ev)  # zero and NaN rows: 0
         return ops.where(nonzero, both, 0.0)

@@ -15,10 +15,18 @@ from itertools import product
 # unit roundoff u = 2^-(mantissa bits + 1) and the smallest positive subnormal of each dtype
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 SMALLEST_SUBNORMAL = {
-    "float64": 2.0**-1074, "float32": 2.0**-149, "float16": 2.0**-24, "bfloat16": 2.0**-133,
+    "float64": 2.0**-1074,
+    "float32": 2.0**-149,
+    "float16": 2.0**-24,
+    "bfloat16": 2.0**-133,
 }
 # sums are taken in float32 for the 16-bit dtypes (what PyTorch's CPU and CUDA kernels do)
-ACCUMULATE = {"float64": "float64", "float32": "float32", "float16": "float32", "bfloat16": "float32"}
+ACCUMULATE = {
+    "float64": "float64",
+    "float32": "float32",
+    "float16": "float32",
+    "bfloat16": "float32",
+}
 DTYPES = tuple(UNIT_ROUNDOFF)
 EXP_ULPS = 4  # exp may be off by this many units in the last place (vectorised libms: 1-4)
 
@@ -220,11 +228,14 @@ def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, enable
                     S_i = max(S_i, size)
             # step 2: R_i * sum_j p_ij |v_jc| + floors
             factor = sum(r.factor(r.score_gamma * S_i) for r in parts)
-            rows.append([
-                factor * math.fsum(pj * abs(vj[c]) for pj, vj in zip(p_i, vb))
-                + w_floor * v_sum[c] + o_floor
-                for c in range(len(v_sum))
-            ])
+            rows.append(
+                [
+                    factor * math.fsum(pj * abs(vj[c]) for pj, vj in zip(p_i, vb))
+                    + w_floor * v_sum[c]
+                    + o_floor
+                    for c in range(len(v_sum))
+                ]
+            )
         blocks.append(rows)
     return _nest(blocks, lead)
 

@@ -170,7 +170,8 @@ def sdpa_cases(draw, dtypes=ALL_DTYPES) -> Case:
     else:
         q_lead = kv_lead = tuple(draw(st.lists(st.integers(1, 2), max_size=2)))
     L, S = draw(st.integers(1, 5)), draw(st.integers(1, 5))
-    E, Ev = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    E = draw(st.integers(1, 4))
+    Ev = E if draw(st.booleans()) else draw(st.integers(1, 4))  # Ev == E lets fused kernels run
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     big = dtype in ("float32", "float64") and draw(st.booleans())
     size = 100.0 if big else 2.0  # big: |q_il k_jl| up to 1e4, logits of order 1e4
@@ -253,6 +254,29 @@ def test_sdpa_matches_ground_truth(backend_name: str, data: st.DataObject) -> No
         check_sdpa(backend_name, case, need_weights)
 
 
+@pytest.mark.parametrize("backend_name", AVAILABLE)
+@pytest.mark.parametrize("scale", [None, 0.0, -0.5])
+@pytest.mark.parametrize(("L", "S"), [(3, 5), (5, 3)])
+@pytest.mark.parametrize("kind", ["causal", "bool", "gqa-causal"])
+def test_sdpa_edge_grid(backend_name: str, scale, L: int, S: int, kind: str) -> None:
+    """Fixed 4-D cases the random search may miss: causal with scale <= 0 (torch 2.13's fused
+    CPU kernel returns NaN there unless the backend works around it), L < S and L > S."""
+    for dtype in backends.get(backend_name).dtypes:
+        rng = random.Random(L * 10 + S)
+        heads_kv = 1 if kind == "gqa-causal" else 2
+        q = random_tensor(rng, (2, 2, L, 4), dtype)
+        k = random_tensor(rng, (2, heads_kv, S, 4), dtype)
+        v = random_tensor(rng, (2, heads_kv, S, 4), dtype)  # Ev = E: the fused kernel runs
+        kwargs = {"scale": scale}
+        if kind == "bool":
+            kwargs["attn_mask"] = make_mask(rng, "bool", (L, S), None)
+        else:
+            kwargs["is_causal"] = True
+            kwargs["enable_gqa"] = kind == "gqa-causal"
+        for need_weights in (True, False):
+            check_sdpa(backend_name, Case(dtype, q, k, v, kwargs), need_weights)
+
+
 # ---------------------------------------------------------------- masked rows, both torch paths
 
 
@@ -260,23 +284,28 @@ def test_sdpa_matches_ground_truth(backend_name: str, data: st.DataObject) -> No
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 @pytest.mark.parametrize("mask_kind", ["bool", "float", "bottom-right"])
 def test_torch_masked_rows_both_paths(masked_rows: str, dtype: str, mask_kind: str) -> None:
-    """Fully masked rows: exact zeros, exact NaN rows, or weights exactly 1/S, on both paths."""
     pytest.importorskip("torch")
+    check_masked_rows("torch-cpu", masked_rows, dtype, mask_kind)
+
+
+def check_masked_rows(backend_name: str, masked_rows: str, dtype: str, mask_kind: str) -> None:
+    """Fully masked rows: exact zeros, exact NaN rows, or weights exactly 1/S, on both paths."""
     rng = random.Random(7)
     L, S = 5, 3
     q = random_tensor(rng, (2, L, 4), dtype)
     k = random_tensor(rng, (2, S, 4), dtype)
-    v = random_tensor(rng, (2, S, 2), dtype)
+    Ev = 2 if mask_kind == "bottom-right" else 4  # Ev == E: torch's fused kernel runs
+    v = random_tensor(rng, (2, S, Ev), dtype)
     if mask_kind == "bottom-right":
-        mask, empty = scratch.causal_mask(L, S, "bottom-right"), [0, 1]  # rows i < L - S
+        mask = scratch.causal_mask(L, S, "bottom-right")  # rows i < L - S are empty
     else:
-        mask, empty = make_mask(rng, mask_kind, (L, S), 3), [3]
-        if mask_kind == "bool":
-            mask[0] = [True] * S
+        mask = make_mask(rng, mask_kind, (L, S), 3)
+        mask[0] = [True] * S if mask_kind == "bool" else [0.0] * S
+    empty = [i for i, row in enumerate(mask) if all(a is False or a == -math.inf for a in row)]
+    assert empty == [0, 1] if mask_kind == "bottom-right" else 3 in empty
     case = Case(dtype, q, k, v, {"attn_mask": mask, "masked_rows": masked_rows})
-    torch_backend = backends.get("torch-cpu")
     for need_weights in (True, False):
-        result = torch_backend.scaled_dot_product_attention(
+        result = backends.get(backend_name).scaled_dot_product_attention(
             q, k, v, attn_mask=mask, masked_rows=masked_rows, need_weights=need_weights,
             dtype=dtype,
         )  # fmt: skip
@@ -287,7 +316,7 @@ def test_torch_masked_rows_both_paths(masked_rows: str, dtype: str, mask_kind: s
                 if i not in empty:
                     assert all(math.isfinite(x) for x in row), (need_weights, b, i, row)
                 elif masked_rows == "zero":
-                    assert row == [0.0, 0.0], (need_weights, b, i, row)
+                    assert row == [0.0] * Ev, (need_weights, b, i, row)
                 elif masked_rows == "nan":
                     assert all(math.isnan(x) for x in row), (need_weights, b, i, row)
         if need_weights:
@@ -299,7 +328,7 @@ def test_torch_masked_rows_both_paths(masked_rows: str, dtype: str, mask_kind: s
                         assert all(math.isnan(x) for x in w[b][i])
                     else:
                         assert w[b][i] == [fill] * S, (b, i, w[b][i])
-        check_sdpa("torch-cpu", case, need_weights)  # "uniform": output = mean of v, in bound
+        check_sdpa(backend_name, case, need_weights)  # "uniform": output = mean of v, in bound
 
 
 # ---------------------------------------------------------------- traces, step by step
@@ -346,7 +375,9 @@ def attention_bounds(q, k, v, eq, ek, ev, masked, p, scale, float_mask, dtype):
     e_masked = e_scaled + (G(1) * (a_masked + e_scaled) if float_mask else 0.0)
     e_masked = np.where(live, e_masked, 0.0)
     # step 4: weights = softmax(masked)
-    delta = np.max(e_masked, axis=-1, keepdims=True) + G(2) * 2 * np.max(a_masked, -1, keepdims=True)
+    delta = np.max(e_masked, axis=-1, keepdims=True) + G(2) * 2 * np.max(
+        a_masked, -1, keepdims=True
+    )
     soft = np.expm1(np.minimum(2 * delta, 700.0))
     p0 = np.where(np.isnan(p), 0.0, p)
     acc = ACCUMULATE[dtype]
@@ -355,7 +386,12 @@ def attention_bounds(q, k, v, eq, ek, ev, masked, p, scale, float_mask, dtype):
     # step 5: output = weights @ v        (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
     out = np.abs(p0 @ v)
     e_out = (e_w @ (av + ev) + p0 @ ev + G(S + 1) * ((p0 + e_w) @ (av + ev))) * (1 + us)
-    e_out = e_out + us * out + (S + 1) * SMALLEST_SUBNORMAL[acc] + (SMALLEST_SUBNORMAL[dtype] if us else 0)
+    e_out = (
+        e_out
+        + us * out
+        + (S + 1) * SMALLEST_SUBNORMAL[acc]
+        + (SMALLEST_SUBNORMAL[dtype] if us else 0)
+    )
     shown = {
         "scores": e_scores + us * (scores + e_scores),
         "scaled": e_scaled + us * (abs(scale) * scores + e_scaled),
@@ -389,7 +425,9 @@ def trace_bounds(ref: scratch.Trace, kwargs: dict, dtype: str) -> dict:
 
     H, Hkv = ref.num_heads, ref.num_kv_heads
     multi = "head_outputs" in A
-    bounds = {name: np.zeros_like(A[name]) for name in ("x", "key_input", "value_input") if name in A}
+    bounds = {
+        name: np.zeros_like(A[name]) for name in ("x", "key_input", "value_input") if name in A
+    }
     for name in ("w_q", "w_k", "w_v", "w_o"):
         if name in A:
             bounds[name] = np.zeros_like(A[name])
@@ -576,7 +614,9 @@ def test_get_unavailable_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
         importlib.util, "find_spec", lambda n, *a: None if n == "torch" else real(n, *a)
     )
     assert "torch-cpu" not in backends.available()
-    with pytest.raises(ValueError, match=r"name: backend 'torch' is unavailable.*torch is not inst"):
+    with pytest.raises(
+        ValueError, match=r"name: backend 'torch' is unavailable.*torch is not inst"
+    ):
         backends.get("torch")
 
 
@@ -600,7 +640,9 @@ def test_import_is_stdlib_only() -> None:
     import subprocess
     import sys
 
-    code = "import sys, scratch, scratch.backends; print(sorted({'numpy', 'torch'} & set(sys.modules)))"
+    code = (
+        "import sys, scratch, scratch.backends; print(sorted({'numpy', 'torch'} & {*sys.modules}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
@@ -613,3 +655,119 @@ def test_scratch_backend_float64_only_and_no_weights() -> None:
     assert result.output == scratch.scaled_dot_product_attention(q, q, q)[0]
     with pytest.raises(ValueError, match="dtype"):
         backend.scaled_dot_product_attention(q, q, q, dtype="float32")
+
+
+# ---------------------------------------------------------------- torch backend: inputs and errors
+
+
+def _torch_backend():
+    """The torch-cpu backend (skips cleanly without torch)."""
+    pytest.importorskip("torch")
+    return backends.get("torch-cpu")
+
+
+def test_torch_result_dtypes_follow_inputs() -> None:
+    import numpy as np
+    import torch
+
+    tb = _torch_backend()
+    q = [[1.0, 2.0], [0.5, -1.0], [0.0, 3.0]]
+    assert tb.scaled_dot_product_attention(q, q, q).output.dtype == torch.float64
+    as32 = np.array(q, dtype=np.float32)
+    for need_weights in (True, False):
+        r = tb.scaled_dot_product_attention(as32, as32, as32, need_weights=need_weights)
+        assert r.output.dtype == torch.float32 and r.output.device.type == "cpu"
+    half = torch.tensor(q, dtype=torch.float16)
+    r = tb.scaled_dot_product_attention(half, half, half)
+    assert (r.output.dtype, r.weights.dtype) == (torch.float16, torch.float16)
+    ints = torch.tensor([[1, 2], [0, -1]])
+    assert tb.scaled_dot_product_attention(ints, ints, ints).output.dtype == torch.float64
+    r = tb.scaled_dot_product_attention(q, q, q, dtype="bfloat16", need_weights=False)
+    assert r.output.dtype == torch.bfloat16 and r.kernel == "torch-sdpa"
+
+
+BAD_INPUTS = {
+    "ragged query": (([[1.0, 2.0], [3.0]], [[1.0, 2.0]], [[1.0]]), {}),
+    "text in key": (([[1.0, 2.0]], [[1.0, "x"]], [[1.0]]), {}),
+    "bool in value": (([[1.0, 2.0]], [[1.0, 2.0]], [[True]]), {}),
+    "key width": (([[1.0, 2.0]], [[1.0, 2.0, 3.0]], [[1.0]]), {}),
+    "value length": (([[1.0, 2.0]], [[1.0, 2.0]], [[1.0], [2.0]]), {}),
+    "int mask": (([[1.0, 2.0]], [[1.0, 2.0]], [[1.0]]), {"attn_mask": [[1]]}),
+    "mask shape": (([[1.0, 2.0]], [[1.0, 2.0]], [[1.0]]), {"attn_mask": [[True, False]]}),
+    "mask and causal": (([[1.0]], [[1.0]], [[1.0]]), {"attn_mask": [[True]], "is_causal": True}),
+    "scale inf": (([[1.0]], [[1.0]], [[1.0]]), {"scale": math.inf}),
+    "scale text": (([[1.0]], [[1.0]], [[1.0]]), {"scale": "big"}),
+    "dropout 1": (([[1.0]], [[1.0]], [[1.0]]), {"dropout_p": 1.0}),
+    "policy": (([[1.0]], [[1.0]], [[1.0]]), {"masked_rows": "skip"}),
+    "gqa heads": (([[[1.0]]] * 3, [[[1.0]]] * 2, [[[1.0]]] * 2), {"enable_gqa": True}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_torch_errors_match_ground_truth(name: str) -> None:
+    """Bad list input raises the ground truth's exception type and message, word for word."""
+    tb = _torch_backend()
+    args, kwargs = BAD_INPUTS[name]
+    with pytest.raises((ValueError, TypeError)) as truth:
+        scratch.scaled_dot_product_attention(*args, **kwargs)
+    for need_weights in (True, False):
+        with pytest.raises(truth.type) as ours:
+            tb.scaled_dot_product_attention(*args, **kwargs, need_weights=need_weights)
+        assert str(ours.value) == str(truth.value)
+
+
+def test_torch_rejects_bad_tensors_naming_the_argument() -> None:
+    import torch
+
+    tb = _torch_backend()
+    q = torch.ones(2, 3)
+    with pytest.raises(TypeError, match="query.*bool"):
+        tb.scaled_dot_product_attention(q.bool(), q, q)
+    with pytest.raises(TypeError, match="attn_mask.*ambiguous"):
+        tb.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(2, 2, dtype=torch.int64))
+    with pytest.raises(ValueError, match="dtype: expected None or one of"):
+        tb.scaled_dot_product_attention(q, q, q, dtype="int8")
+    with pytest.raises(ValueError, match="key"):
+        tb.scaled_dot_product_attention(q, torch.ones(2, 4), q)
+    with pytest.raises(TypeError, match="rng"):
+        tb.scaled_dot_product_attention(q, q, q, dropout_p=0.5, rng="seed")
+
+
+def test_torch_dropout_explicit_path() -> None:
+    """Seeded dropout: reproducible, each weight 0 or p0/(1-p), and output == weights @ v."""
+    tb = _torch_backend()
+    rng = random.Random(3)
+    q, k, v = (random_tensor(rng, (2, 6, 3), "float64") for _ in range(3))
+    p = 0.4
+    first = tb.scaled_dot_product_attention(q, k, v, dropout_p=p, rng=11)
+    again = tb.scaled_dot_product_attention(q, k, v, dropout_p=p, rng=11)
+    assert first.weights.equal(again.weights) and first.output.equal(again.output)
+    kept_w = to_lists(first.weights)
+    _, p0 = scratch.scaled_dot_product_attention(q, k, v)
+    case = Case("float64", q, k, v)
+    bound = weights_bound(case, p0)
+    flat_w, flat_p0, flat_b = flat(kept_w), flat(p0), flat(bound)
+    dropped = [w == 0.0 for w in flat_w]
+    assert any(dropped) and not all(dropped)
+    for w, w0, b in zip(flat_w, flat_p0, flat_b, strict=True):
+        assert w == 0.0 or abs(w * (1 - p) - w0) <= b + 2 * U64 * w0, (w, w0)
+    # the returned weights are the dropped ones: output == weights @ v (float64 bound)
+    want = [scratch.matmul(wb, vb) for wb, vb in zip(kept_w, v, strict=True)]
+    bound = tolerance(q, k, v, kept_w, dtype="float64")  # uses |weights| @ |v| like any p
+    assert_within("output", to_lists(first.output), want, bound, "dropout output")
+
+
+def test_torch_dropout_fused_path_is_seeded_and_leaves_global_rng() -> None:
+    import torch
+
+    tb = _torch_backend()
+    q = torch.randn(2, 8, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    state = torch.random.get_rng_state()
+    a = tb.scaled_dot_product_attention(q, q, q, dropout_p=0.5, rng=5, need_weights=False)
+    b = tb.scaled_dot_product_attention(q, q, q, dropout_p=0.5, rng=5, need_weights=False)
+    c = tb.scaled_dot_product_attention(q, q, q, dropout_p=0.5, rng=6, need_weights=False)
+    assert torch.random.get_rng_state().equal(state)
+    assert a.output.equal(b.output) and not a.output.equal(c.output)
+    gen = torch.Generator().manual_seed(5)
+    d = tb.scaled_dot_product_attention(q, q, q, dropout_p=0.5, rng=gen, need_weights=False)
+    assert d.kernel == "torch-sdpa" and d.output.shape == (2, 8, 4)

@@ -551,3 +551,58 @@ def test_multi_head_bad_input():
     assert text.startswith("num_kv_heads")
     _, text = _message(nb.trace_attention, x)  # a trace is one 2-D example
     assert text.startswith("x")
+
+
+# ---------------------------------------------------------------- benchmark script
+
+
+def test_bench_table_runs_on_a_tiny_size():
+    """run_table + format_table on L = 8: every row present, goals not measured, no timing."""
+    from scratch import bench
+
+    rows = bench.run_table((8,), repeats=1, progress=False)
+    names = [r.name for r in rows]
+    assert names[:4] == [
+        "ground truth (scratch)",
+        "pure-Python kernel limit",
+        "numpy explicit",
+        "numpy chunked",
+    ]
+    assert "torch SDPA (cpu)" in names and all(r.L == 8 and r.runs == 1 for r in rows)
+    sdpa = next(r for r in rows if r.name == "torch SDPA (cpu)")
+    assert sdpa.ratio == 1.0
+    assert all(r.peak_bytes is None or r.peak_bytes >= 0 for r in rows)
+    text = bench.format_table(rows, markdown=True)
+    assert text.count("\n| 8 |") == len(rows)
+    assert text.count("not measured") == 4
+
+
+def test_bench_goals_pass_and_fail():
+    """The goal checks compare the right rows at the right sizes."""
+    from scratch.bench import GIB, Row, goals
+
+    def rows(gt, limit, numpy_t, fast, sdpa, mem):
+        return [
+            Row(256, "ground truth (scratch)", gt, 3, None, "n/a"),
+            Row(256, "pure-Python kernel limit", limit, 3, None, "n/a"),
+            Row(4096, "numpy chunked", numpy_t, 3, None, "n/a", ratio=sdpa / numpy_t),
+            Row(4096, "torch backend fast (cpu)", fast, 3, None, "n/a"),
+            Row(4096, "torch SDPA (cpu)", sdpa, 3, None, "n/a"),
+            Row(32768, "numpy chunked", 5.0, 3, mem, "tracemalloc"),
+        ]
+
+    good = [status for _, status, _ in goals(rows(1.0, 0.95, 0.1, 1.04, 1.0, GIB - 1))]
+    bad = [status for _, status, _ in goals(rows(1.0, 0.85, 0.2, 1.06, 0.19, GIB))]
+    assert good == ["PASS"] * 4 and bad == ["FAIL"] * 4
+
+
+def test_python_kernel_limit_computes_the_two_products():
+    """The pure-Python row really does q @ k^T and weights @ v (fsum: correctly rounded)."""
+    from scratch.bench import python_kernel_limit
+
+    rng = np.random.default_rng(4)
+    q, k, v, w = (rng.standard_normal(s) for s in [(3, 5), (4, 5), (4, 2), (3, 4)])
+    scores, output = python_kernel_limit(q.tolist(), k.tolist(), v.tolist(), w.tolist())
+    u = UNIT_ROUNDOFF["float64"]
+    assert_close("scores", scores, q @ k.T, 7 * u * (np.abs(q) @ np.abs(k.T)))
+    assert_close("output", output, w @ v, 6 * u * (np.abs(w) @ np.abs(v)))

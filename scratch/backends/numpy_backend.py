@@ -34,8 +34,8 @@ KERNELS = ("explicit", "chunked-online-softmax")
 NOTES = "NumPy: explicit with weights; chunked online softmax (O(chunk * block) memory) without"
 
 # Query chunk and key block of the chunked kernel. Measured at L = S = 4096, E = 64, float32
-# on 2 cores (see scratch/bench.py); 512 x 1024 keeps the (chunk, block) score buffer at 2 MiB.
-QUERY_CHUNK = 512
+# on 2 cores (see scratch/bench.py): 1024 x 1024 (a 4 MiB float32 tile) held up best under load.
+QUERY_CHUNK = 1024
 KEY_BLOCK = 1024
 
 
@@ -134,10 +134,11 @@ _FLOAT32_NAMES = ("float32", "float16", "torch.float32", "torch.float16", "torch
 def _result_dtype(dtype: object, *inputs: object) -> np.dtype:
     """`dtype=` when given, else float32 when every array input is float32, else float64."""
     if dtype is not None:
-        try:
-            chosen = np.dtype(str(dtype).replace("torch.", ""))
-        except TypeError as exc:
-            raise TypeError(f"dtype: expected one of {DTYPES}, found {_describe(dtype)}") from exc
+        text = str(dtype)
+        try:  # a torch dtype by its name; anything else as NumPy reads it
+            chosen = np.dtype(text[6:] if text.startswith("torch.") else dtype)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"dtype: expected one of {DTYPES}, found {_describe(dtype)}") from exc
         if chosen.name not in DTYPES:
             raise ValueError(f"dtype: expected one of {DTYPES}, found {chosen.name!r}")
         return chosen
@@ -273,6 +274,7 @@ def _chunked_output(
     S, Ev = v.shape[-2:]
     dtype = q.dtype
     chunk, block = _block_sizes(block_size)
+    chunk, block = min(chunk, L), min(block, S)  # buffers no bigger than the problem
     if dropout_p > 0.0:  # random draws come a whole (chunk, S) row band at a time
         chunk = max(1, min(chunk, (1 << 22) // S))
     # step 0: fold the scale into q once; k^T contiguous; v gets a column of ones so that

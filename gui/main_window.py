@@ -1,0 +1,214 @@
+"""Main window: builds the panels, menus and status bar and connects them; nothing else."""
+
+from __future__ import annotations
+
+from PyQt6.QtCore import QSettings, Qt
+from PyQt6.QtGui import QAction, QKeySequence
+from PyQt6.QtWidgets import (
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QTabWidget,
+    QWidget,
+)
+
+from gui import core_api
+from gui import session as sm
+from gui.actions import FileActions
+from gui.check_panel import CheckPanel
+from gui.inputs_panel import InputsPanel
+from gui.overview import Overview
+from gui.pipeline_view import PipelineView
+from gui.worker import TraceWorker
+
+DEFAULT_PRESET = "journey"
+
+
+def default_session() -> sm.Session:
+    """The 'journey' preset when it exists, else a seeded random example."""
+    if DEFAULT_PRESET in core_api.preset_names():
+        return sm.from_preset(core_api.get_preset(DEFAULT_PRESET))
+    return sm.random_session(0)
+
+
+def remembered_session(settings: QSettings) -> sm.Session | None:
+    """The last session stored in settings, or None when absent or no longer valid."""
+    text = settings.value("session")
+    if not isinstance(text, str):
+        return None
+    try:
+        return sm.loads(text, core_api.backend_dtypes())
+    except sm.SessionError:
+        return None
+
+
+class MainWindow(QMainWindow):
+    """Inputs on the left; pipeline, overview and check tabs in the middle."""
+
+    def __init__(self, settings: QSettings, session: sm.Session | None = None,
+                 dialogs: bool = True) -> None:  # fmt: skip
+        super().__init__()
+        self.settings = settings
+        self.dialogs = dialogs
+        self.warnings: list[str] = []
+        self.outcome = None
+        self.setWindowTitle("Attention, step by step")
+        session = session or remembered_session(settings) or default_session()
+        # step 1: the panels
+        self.inputs = InputsPanel(session)
+        self.pipeline = PipelineView()
+        self.pipeline.step_name = session.step
+        self.overview = Overview()
+        self.checks = CheckPanel()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.pipeline, "Pipeline")
+        self.tabs.addTab(self.overview, "Overview")
+        self.tabs.addTab(self.checks, "Check")
+        self.setCentralWidget(self.tabs)
+        scroll = QScrollArea()
+        scroll.setWidget(self.inputs)
+        scroll.setWidgetResizable(True)
+        scroll.setMinimumWidth(400)
+        self.dock = QDockWidget("Inputs")
+        self.dock.setObjectName("inputs")
+        self.dock.setWidget(scroll)
+        self.dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.dock)
+        # step 2: status bar: backend and dtype always visible, progress and cancel while busy
+        self.backend_label = QLabel()
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(160)
+        self.cancel_button = QPushButton("Cancel")
+        bar = self.statusBar()
+        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.cancel_button)
+        bar.addPermanentWidget(self.backend_label)
+        self._set_busy(False)
+        # step 3: the worker and the file actions
+        self.worker = TraceWorker(self)
+        self.files = FileActions(self)
+        self._menus()
+        self._connect()
+        self.resize(1400, 900)
+        geometry, size = settings.value("geometry"), settings.value("size")
+        if geometry is not None:
+            self.restoreGeometry(geometry)  # position and maximized state
+        if size is not None:
+            self.resize(size)  # Qt clamps restored geometry to the screen; the size is exact
+        self.worker.submit(session)
+
+    def _menus(self) -> None:
+        f = self.files
+        file_menu = self.menuBar().addMenu("&File")
+        entries = [
+            ("&Open session...", QKeySequence.StandardKey.Open, lambda: f.open_session()),
+            ("&Save session...", QKeySequence.StandardKey.Save, lambda: f.save_session()),
+            None,
+            ("Export view as &PNG...", None, lambda: f.export_png()),
+            ("Export view as S&VG...", None, lambda: f.export_svg()),
+            ("Export trace as &JSON...", None, lambda: f.export_trace_json()),
+            ("Export matrices as &CSV...", None, lambda: f.export_csv()),
+            None,
+            ("Copy as code (&NumPy)", None, lambda: f.copy_code("numpy")),
+            ("Copy as code (Py&Torch)", None, lambda: f.copy_code("torch")),
+            None,
+            ("&Quit", QKeySequence.StandardKey.Quit, self.close),
+        ]
+        for entry in entries:
+            if entry is None:
+                file_menu.addSeparator()
+                continue
+            text, keys, slot = entry
+            action = QAction(text, self)
+            if keys is not None:
+                action.setShortcut(keys)
+            action.triggered.connect(slot)
+            file_menu.addAction(action)
+
+    def _connect(self) -> None:
+        self.inputs.sessionChanged.connect(self.worker.submit)
+        self.inputs.message.connect(self.say)
+        self.worker.started.connect(self._on_started)
+        self.worker.progress.connect(self._on_progress)
+        self.worker.finished.connect(self._on_finished)
+        self.worker.failed.connect(self._on_failed)
+        self.worker.cancelled.connect(lambda: self._on_failed("cancelled by the user"))
+        self.cancel_button.clicked.connect(self.worker.cancel)
+        self.pipeline.headChanged.connect(self.overview.set_head)
+        self.overview.stepChosen.connect(self.open_step)
+
+    # ---------------------------------------------------------------- slots
+
+    def _set_busy(self, busy: bool) -> None:
+        self.progress.setVisible(busy)
+        self.cancel_button.setVisible(busy)
+
+    def _on_started(self, s: sm.Session) -> None:
+        self._set_busy(True)
+        self.progress.setRange(0, 3)
+        self.progress.setValue(0)
+        self.backend_label.setText(f"computing with {s.backend} ({s.dtype})...")
+
+    def _on_progress(self, done: int, total: int, what: str) -> None:
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+        self.progress.setFormat(what)
+
+    def _on_finished(self, outcome: object) -> None:
+        self._set_busy(False)
+        self.outcome = outcome
+        self.pipeline.set_trace(outcome.trace, outcome.reference)
+        self.overview.set_trace(outcome.trace, self.pipeline.head)
+        self.checks.set_outcome(outcome)
+        checks = outcome.checks
+        verdict = "" if checks is None else (" | all steps pass" if all(c.ok for c in checks)
+                                             else " | CHECK FAILED")  # fmt: skip
+        self.backend_label.setText(f"backend {outcome.backend} | dtype {outcome.dtype} | "
+                                   f"kernel {outcome.kernel}{verdict}")  # fmt: skip
+
+    def _on_failed(self, message: str) -> None:
+        self._set_busy(False)
+        shown = self.outcome
+        where = f"showing the last good trace ({shown.backend}, {shown.dtype})" if shown else ""
+        self.backend_label.setText(f"not computed | {where}")
+        self.say(message.splitlines()[0] if message else "failed")
+
+    def open_step(self, name: str) -> None:
+        """Open step `name` in the pipeline tab."""
+        self.pipeline.set_step(name)
+        self.tabs.setCurrentWidget(self.pipeline)
+
+    def load_session(self, s: sm.Session) -> None:
+        """Show and compute a session (from a file or settings)."""
+        self.inputs.set_session(s)
+        self.pipeline.step_name = s.step
+        self.worker.submit(s)
+
+    def view(self) -> QWidget:
+        """The widget of the current tab (what 'export view' captures)."""
+        return self.tabs.currentWidget()
+
+    def say(self, text: str) -> None:
+        """A status-bar message."""
+        self.statusBar().showMessage(text, 10000)
+
+    def warn(self, text: str) -> None:
+        """A problem the user must see: status bar plus a non-blocking message box."""
+        self.warnings.append(text)
+        self.say(text)
+        if self.dialogs:
+            box = QMessageBox(QMessageBox.Icon.Warning, "Attention app", text, parent=self)
+            box.setModal(False)
+            box.show()
+
+    def closeEvent(self, event) -> None:
+        self.worker.cancel()
+        self.settings.setValue("geometry", self.saveGeometry())
+        self.settings.setValue("size", self.size())
+        self.settings.setValue("session", sm.dumps(self.files.current_session()))
+        self.settings.sync()
+        super().closeEvent(event)

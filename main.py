@@ -1,0 +1,161 @@
+"""Desktop app: `python main.py`, or render one view to a PNG with --screenshot."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+
+TABS = ("pipeline", "overview", "check")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description="Transformer attention, every step on screen.")
+    p.add_argument("--preset", help="preset name, or 'random' (see --list-presets)")
+    p.add_argument("--list-presets", action="store_true", help="print the preset names and exit")
+    p.add_argument("--step", help="step to open, e.g. weights")
+    p.add_argument("--head", default=None, help="head number, 'all' or 'average'")
+    p.add_argument("--tab", choices=TABS, default="pipeline", help="which view to show")
+    p.add_argument("--backend", help="backend name (default: scratch)")
+    p.add_argument("--dtype", help="dtype name for the backend")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random example")
+    p.add_argument("--tokens", type=int, default=6, help="tokens of the random example")
+    p.add_argument("--heads", type=int, default=1, help="heads of the random example")
+    p.add_argument("--mask", default=None, help="none, causal-top-left, causal-bottom-right")
+    p.add_argument("--screenshot", metavar="FILE.png", help="render offscreen to FILE and exit")
+    p.add_argument("--size", default="1400x900", help="window size for --screenshot (WxH)")
+    return p.parse_args(argv)
+
+
+def fail(message: str) -> int:
+    """Print a clear message and return the usage-error status."""
+    print(f"main.py: error: {message}", file=sys.stderr)
+    return 2
+
+
+def build_session(args: argparse.Namespace):
+    """The session the options ask for (None: the window chooses); ValueError on bad names."""
+    from gui import core_api
+    from gui import session as sm
+
+    s = None
+    if args.preset == "random":
+        s = sm.random_session(args.seed, args.tokens, 8, 4, 4, args.heads)
+    elif args.preset is not None:
+        names = core_api.preset_names()
+        if args.preset not in names:
+            raise ValueError(f"unknown preset {args.preset!r}; presets: random, {', '.join(names)}")
+        s = sm.from_preset(core_api.get_preset(args.preset))
+    changes = {}
+    if args.backend is not None or args.dtype is not None:
+        backends = core_api.backend_dtypes()
+        backend = args.backend or "scratch"
+        if backend not in backends:
+            raise ValueError(f"unknown backend {backend!r}; available: {', '.join(backends)}")
+        dtype = args.dtype or backends[backend][0]
+        if dtype not in backends[backend]:
+            raise ValueError(f"{backend} has no dtype {dtype!r}; it has {backends[backend]}")
+        changes.update(backend=backend, dtype=dtype)
+    if args.mask is not None:
+        if args.mask not in sm.MASK_MODES[:3]:
+            raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(sm.MASK_MODES[:3])}")
+        changes["mask_mode"] = args.mask
+    if changes:
+        from gui.main_window import default_session
+
+        s = dataclasses.replace(s or default_session(), **changes)
+    return s
+
+
+def screenshot(args: argparse.Namespace, session) -> int:
+    """Render the window offscreen, open the asked step, save a PNG; 0 on success."""
+    from PyQt6.QtCore import QSettings
+    from PyQt6.QtWidgets import QApplication
+
+    from gui import export
+    from gui.main_window import MainWindow, default_session
+
+    try:
+        width, height = (int(v) for v in args.size.lower().split("x"))
+    except ValueError:
+        return fail(f"--size: expected WxH like 1400x900, found {args.size!r}")
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    folder = tempfile.mkdtemp(prefix="attention-settings-")  # never the user's settings
+    settings = QSettings(os.path.join(folder, "settings.ini"), QSettings.Format.IniFormat)
+    session = session or default_session()
+    if args.step:
+        session = dataclasses.replace(session, step=args.step)
+    window = MainWindow(settings, session, dialogs=False)
+    window.resize(width, height)
+    window.show()
+    failed: list[str] = []
+    window.worker.failed.connect(failed.append)
+    deadline = time.monotonic() + 120
+    while (window.worker.busy or window.outcome is None) and not failed:
+        app.processEvents()
+        time.sleep(0.01)
+        if time.monotonic() > deadline:
+            return fail("the trace took longer than 120 s")
+    if failed:
+        print(f"main.py: the trace failed: {failed[0]}", file=sys.stderr)
+        return 1
+    names = window.pipeline.names()
+    if args.step and args.step not in names:
+        return fail(f"unknown step {args.step!r}; steps: {', '.join(names)}")
+    if args.step:
+        window.pipeline.set_step(args.step)
+    if args.head is not None:
+        window.pipeline.set_head(args.head)
+    window.tabs.setCurrentIndex(TABS.index(args.tab))
+    for _ in range(5):
+        app.processEvents()
+    export.atomic.write_bytes(args.screenshot, export.widget_png(window))
+    print(f"wrote {args.screenshot} ({width}x{height})")
+    window.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: parse options, then the screenshot path or the interactive window."""
+    args = parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    if args.list_presets:
+        from gui import core_api
+
+        print("\n".join(["random", *core_api.preset_names()]))
+        return 0
+    if args.screenshot:
+        no_display = not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
+        if no_display and sys.platform.startswith("linux"):
+            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    try:
+        session = build_session(args)
+    except ValueError as exc:
+        return fail(str(exc))
+    if args.screenshot:
+        return screenshot(args, session)
+    import logging
+
+    from PyQt6.QtCore import QSettings
+    from PyQt6.QtWidgets import QApplication
+
+    from gui.errors import ErrorHandler
+    from gui.main_window import MainWindow
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    app = QApplication(sys.argv)
+    ErrorHandler(show_dialog=True).install()
+    settings = QSettings("scratch-attention", "attention-app")
+    window = MainWindow(settings, session)
+    if args.step:
+        window.pipeline.step_name = args.step
+    window.show()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,480 @@
+"""Benchmark: every attention kernel here on the same inputs, one table from one run.
+
+    python -m scratch.bench                 # L in 64, 256, 1024, 4096, 32768 (about 5 minutes)
+    python -m scratch.bench --quick         # a few seconds: small sizes only
+    python -m scratch.bench --sizes 256,4096 --repeats 5 --markdown
+
+Rows: the ground truth (plain Python, fsum), the pure-Python kernel limit (just the two matrix
+products q @ k^T and weights @ v as fsum dot products: the floor for any plain-Python
+attention), NumPy explicit and chunked, torch explicit (the torch backend), the torch backend's
+fast path and a bare `torch.nn.functional.scaled_dot_product_attention`. E = 64, float32 (the
+plain-Python rows take the same float32 values as Python floats). Times are medians; ratios are
+throughput relative to torch SDPA at the same L (2.0 = twice as fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import mul
+
+E = 64
+SIZES = (64, 256, 1024, 4096, 32768)
+QUICK_SIZES = (16, 64)
+PYTHON_MAX_L = 256  # plain-Python rows: L = 256 takes about a second per run
+EXPLICIT_MAX_L = 4096  # explicit kernels build (L, S) matrices: 4 GiB each at 32768
+TIME_BUDGET_S = 1.5  # per row: repeat until about this much time is spent (at least 3 runs)
+MAX_REPEATS = 30
+WARM_UP_COUNTS_S = 2.0  # a first call slower than this is also a timed run
+GIB = 2**30
+
+
+@dataclass
+class Row:
+    """One measured kernel at one size."""
+
+    L: int
+    name: str
+    seconds: float  # median
+    runs: int
+    peak_bytes: int | None  # peak memory growth during one call
+    memory_method: str  # "tracemalloc", "rss", "cuda" or "n/a"
+    ratio: float | None = None  # torch SDPA time / this time, same L
+
+    @property
+    def gflops(self) -> float:
+        """4 L S E flops (two matrix products) per call, in GFLOP/s."""
+        return 4 * self.L * self.L * E / self.seconds / 1e9
+
+
+# ---------------------------------------------------------------- memory
+
+
+def _rss_bytes() -> int | None:
+    """Resident set size of this process from /proc (None where there is no /proc)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+
+
+def _peak_rss_growth(fn: Callable[[], object]) -> int | None:
+    """Run fn while a thread samples the RSS every millisecond; peak minus the start."""
+    start = _rss_bytes()
+    if start is None:
+        fn()
+        return None
+    peak = [start]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss_bytes() or 0)
+            time.sleep(0.001)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        fn()
+    finally:
+        done.set()
+        sampler.join()
+    return max(peak[0], _rss_bytes() or 0) - start
+
+
+def _peak_traced(fn: Callable[[], object]) -> int:
+    """Peak bytes allocated during fn, as tracemalloc sees them (NumPy reports to it)."""
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _peak_cuda(fn: Callable[[], object]) -> int:
+    """Peak CUDA bytes allocated during fn, from torch's allocator statistics."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
+def measure(
+    fn: Callable[[], object], memory: str, repeats: int | None
+) -> tuple[float, int, int | None]:
+    """(median seconds, timed runs, peak memory growth of one call).
+
+    The first call warms up (lazy imports, kernel selection, page faults) and is timed only when
+    it takes over WARM_UP_COUNTS_S (warm-up effects are then small); a second, untimed call
+    measures memory, so tracing never slows a timed run.
+    """
+    times: list[float] = []
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    if first > WARM_UP_COUNTS_S:
+        times.append(first)
+    probe = {"tracemalloc": _peak_traced, "rss": _peak_rss_growth, "cuda": _peak_cuda}
+    peak = probe[memory](fn) if memory in probe else None
+    while True:
+        if repeats is not None:
+            if len(times) >= repeats:
+                break
+        elif len(times) >= 3 and (sum(times) >= TIME_BUDGET_S or len(times) >= MAX_REPEATS):
+            break
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), len(times), peak
+
+
+# ---------------------------------------------------------------- contenders
+
+
+def python_kernel_limit(q: list, k: list, v: list, weights: list) -> list:
+    """Only the two matrix products, as fsum dot products: scores and weights @ v."""
+    scores = [[math.fsum(map(mul, q_i, k_j)) for k_j in k] for q_i in q]  # (L, E) @ (E, S)
+    v_t = list(zip(*v))  # (Ev, S): columns of v
+    output = [[math.fsum(map(mul, w_i, v_c)) for v_c in v_t] for w_i in weights]  # (L, S) @ (S, Ev)
+    return [scores, output]
+
+
+def contenders(L: int, device: str) -> list[tuple[str, Callable[[], object], str]]:
+    """(name, zero-argument call, memory method) for every kernel that runs at this L."""
+    import numpy as np
+
+    import scratch
+    from scratch import backends
+
+    rng = np.random.default_rng(L)
+    q, k, v = (rng.standard_normal((L, E), dtype=np.float32) for _ in range(3))
+    numpy_be = backends.get("numpy")
+    rows: list[tuple[str, Callable[[], object], str]] = []
+    if device == "cpu" and L <= PYTHON_MAX_L:
+        lists = [a.tolist() for a in (q, k, v)]  # the same float32 values as Python floats
+        weights = numpy_be.scaled_dot_product_attention(q, k, v)[1].tolist()
+        rows.append(
+            (
+                "ground truth (scratch)",
+                lambda: scratch.scaled_dot_product_attention(*lists),
+                "tracemalloc",
+            )
+        )
+        rows.append(
+            (
+                "pure-Python kernel limit",
+                lambda: python_kernel_limit(*lists, weights),
+                "tracemalloc",
+            )
+        )
+    if device == "cpu":
+        if L <= EXPLICIT_MAX_L:
+            rows.append(
+                (
+                    "numpy explicit",
+                    lambda: numpy_be.scaled_dot_product_attention(q, k, v),
+                    "tracemalloc",
+                )
+            )
+        rows.append(
+            (
+                "numpy chunked",
+                lambda: numpy_be.scaled_dot_product_attention(q, k, v, need_weights=False),
+                "tracemalloc",
+            )
+        )
+    try:
+        import torch
+    except ImportError:
+        return rows
+    name = f"torch-{device}"
+    if name not in backends.available():
+        return rows
+    tq, tk, tv = (torch.from_numpy(a).to(device) for a in (q, k, v))
+    memory = "cuda" if device == "cuda" else "rss"
+
+    def synced(fn: Callable[[], object]) -> Callable[[], object]:
+        if device != "cuda":
+            return fn
+        return lambda: (fn(), torch.cuda.synchronize())
+
+    torch_be = backends.get(name)
+    if L <= EXPLICIT_MAX_L:
+        rows.append(
+            (
+                f"torch explicit ({device})",
+                synced(lambda: torch_be.scaled_dot_product_attention(tq, tk, tv)),
+                memory,
+            )
+        )
+    rows.append(
+        (
+            f"torch backend fast ({device})",
+            synced(lambda: torch_be.scaled_dot_product_attention(tq, tk, tv, need_weights=False)),
+            memory,
+        )
+    )
+    rows.append(
+        (
+            f"torch SDPA ({device})",
+            synced(lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)),
+            memory,
+        )
+    )
+    return rows
+
+
+def run_table(
+    sizes: tuple[int, ...], repeats: int | None = None, device: str = "cpu", progress: bool = True
+) -> list[Row]:
+    """Measure every contender at every size; ratios are to torch SDPA at the same L."""
+    rows: list[Row] = []
+    devices = ("cpu", "cuda") if device == "cuda" else ("cpu",)
+    for L in sizes:
+        here: list[Row] = []
+        for dev in devices:
+            for name, fn, memory in contenders(L, dev):
+                if progress:
+                    print(f"\r[bench] L={L:<6} {name:<32}", end="", file=sys.stderr, flush=True)
+                seconds, runs, peak = measure(fn, memory, repeats)
+                here.append(Row(L, name, seconds, runs, peak, memory))
+        sdpa = {r.name: r.seconds for r in here if r.name.startswith("torch SDPA")}
+        for r in here:
+            ref = sdpa.get("torch SDPA (cuda)" if "(cuda)" in r.name else "torch SDPA (cpu)")
+            r.ratio = ref / r.seconds if ref else None
+        rows.extend(here)
+    if progress:
+        print("\r" + " " * 50 + "\r", end="", file=sys.stderr, flush=True)
+    return rows
+
+
+# ---------------------------------------------------------------- goals and output
+
+
+def _find(rows: list[Row], L: int, name: str) -> Row | None:
+    """The row called `name` at size L, if it was measured."""
+    return next((r for r in rows if r.L == L and r.name == name), None)
+
+
+def goals(rows: list[Row]) -> list[tuple[str, str, str]]:
+    """(goal, PASS/FAIL/not measured, the measured numbers) for each goal of the project."""
+    out = []
+    gt, limit = (
+        _find(rows, 256, "ground truth (scratch)"),
+        _find(rows, 256, "pure-Python kernel limit"),
+    )
+    if gt and limit:
+        r = limit.seconds / gt.seconds
+        out.append(
+            (
+                "ground truth >= 0.9x the pure-Python kernel limit at L = 256",
+                "PASS" if r >= 0.9 else "FAIL",
+                f"{r:.2f}x",
+            )
+        )
+    else:
+        out.append(
+            (
+                "ground truth >= 0.9x the pure-Python kernel limit at L = 256",
+                "not measured",
+                "needs L = 256",
+            )
+        )
+    chunked = _find(rows, 4096, "numpy chunked")
+    if chunked and chunked.ratio:
+        out.append(
+            (
+                "numpy output-only >= 1.0x torch SDPA at L = 4096",
+                "PASS" if chunked.ratio >= 1.0 else "FAIL",
+                f"{chunked.ratio:.2f}x",
+            )
+        )
+    else:
+        out.append(
+            (
+                "numpy output-only >= 1.0x torch SDPA at L = 4096",
+                "not measured",
+                "needs L = 4096 and torch",
+            )
+        )
+    fast, sdpa = (
+        _find(rows, 4096, "torch backend fast (cpu)"),
+        _find(rows, 4096, "torch SDPA (cpu)"),
+    )
+    if fast and sdpa:
+        r = fast.seconds / sdpa.seconds
+        out.append(
+            (
+                "torch fast path within 1.05x of bare SDPA at L = 4096",
+                "PASS" if r <= 1.05 else "FAIL",
+                f"{r:.3f}x the time",
+            )
+        )
+    else:
+        out.append(
+            (
+                "torch fast path within 1.05x of bare SDPA at L = 4096",
+                "not measured",
+                "needs L = 4096 and torch",
+            )
+        )
+    big = _find(rows, 32768, "numpy chunked")
+    if big and big.peak_bytes is not None:
+        out.append(
+            (
+                "numpy at L = 32768: peak memory growth < 1 GiB",
+                "PASS" if big.peak_bytes < GIB else "FAIL",
+                _mem(big.peak_bytes),
+            )
+        )
+    else:
+        out.append(
+            ("numpy at L = 32768: peak memory growth < 1 GiB", "not measured", "needs L = 32768")
+        )
+    return out
+
+
+def _mem(n: int | None) -> str:
+    """Bytes as KiB/MiB/GiB."""
+    if n is None:
+        return "n/a"
+    for unit, size in (("GiB", GIB), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _time(s: float) -> str:
+    """Seconds with a readable unit."""
+    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def format_table(rows: list[Row], markdown: bool = False) -> str:
+    """The table, the goals and a footer saying how things were measured."""
+    head = ("L", "kernel", "median", "runs", "GFLOP/s", "x SDPA", "peak mem")
+    body = [
+        (
+            str(r.L),
+            r.name,
+            _time(r.seconds),
+            str(r.runs),
+            f"{r.gflops:.2f}",
+            "-" if r.ratio is None else f"{r.ratio:.3f}",
+            _mem(r.peak_bytes) + ("" if r.memory_method == "n/a" else f" ({r.memory_method})"),
+        )
+        for r in rows
+    ]
+    lines = []
+    if markdown:
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "|".join("---:" if i != 1 else "---" for i in range(len(head))) + "|")
+        lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    else:
+        widths = [max(len(c[i]) for c in [head, *body]) for i in range(len(head))]
+        fmt = lambda cells: "  ".join(  # noqa: E731
+            c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        )
+        lines += [fmt(head), fmt(["-" * w for w in widths]), *map(fmt, body)]
+    lines.append("")
+    for goal, status, detail in goals(rows):
+        lines.append(f"{'- ' if markdown else ''}{status}: {goal} ({detail})")
+    lines.append("")
+    lines.append(footer(markdown))
+    return "\n".join(lines)
+
+
+def footer(markdown: bool = False) -> str:
+    """How the numbers were taken."""
+    import numpy as np
+
+    threads = "?"
+    try:
+        import torch
+
+        threads = str(torch.get_num_threads())
+        versions = f"numpy {np.__version__}, torch {torch.__version__}"
+    except ImportError:
+        versions = f"numpy {np.__version__}, no torch"
+    text = (
+        f"E = {E}, S = L, float32, one head, inputs from a seeded generator, shared by every row. "
+        f"Median of the timed runs (at least 3, more until about {TIME_BUDGET_S} s per row); "
+        f"before them one warm-up call (timed too when it takes over {WARM_UP_COUNTS_S:g} s) "
+        f"and one untimed call that measures memory. "
+        f"GFLOP/s counts 4*L*S*E flops. x SDPA = torch SDPA time / row time at the same L. "
+        f"Peak memory growth: tracemalloc for NumPy and plain Python (NumPy reports its "
+        f"allocations to tracemalloc), RSS sampled every 1 ms from /proc for torch (its "
+        f"allocator is invisible to tracemalloc; cached memory is not counted again), the CUDA "
+        f"allocator's peak for cuda rows. {os.cpu_count()} CPUs, torch threads {threads}, "
+        f"{versions}. Plain Python runs only up to L = {PYTHON_MAX_L}, explicit kernels up to "
+        f"L = {EXPLICIT_MAX_L}. {_load()}"
+    )
+    return ("_" + text + "_") if markdown else text
+
+
+def _load() -> str:
+    """The 1-minute load average: other processes on the machine skew every row."""
+    try:
+        return f"Load average at the end: {os.getloadavg()[0]:.2f}."
+    except OSError:
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse options, run the table, print it."""
+    parser = argparse.ArgumentParser(
+        prog="python -m scratch.bench", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--sizes", help="comma-separated L values (default 64,...,32768)")
+    parser.add_argument("--repeats", type=int, help="timed runs per row (default: adaptive, >= 3)")
+    parser.add_argument("--quick", action="store_true", help="small sizes only (smoke test)")
+    parser.add_argument("--markdown", action="store_true", help="print a README-ready table")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda adds torch rows on the GPU (when CUDA is present)",
+    )
+    args = parser.parse_args(argv)
+    if args.sizes:
+        try:
+            sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
+        except ValueError:
+            parser.error(f"--sizes: expected comma-separated integers, found {args.sizes!r}")
+        if not sizes or min(sizes) < 1:
+            parser.error(f"--sizes: expected positive integers, found {args.sizes!r}")
+    else:
+        sizes = QUICK_SIZES if args.quick else SIZES
+    if args.repeats is not None and args.repeats < 1:
+        parser.error(f"--repeats: expected a positive integer, found {args.repeats}")
+    repeats = args.repeats if args.repeats is not None else (3 if args.quick else None)
+    device = args.device
+    if device == "cuda":
+        from scratch import backends
+
+        if "torch-cuda" not in backends.available():
+            print(
+                "[bench] --device cuda: no CUDA device here; measuring the CPU only",
+                file=sys.stderr,
+            )
+            device = "cpu"
+    rows = run_table(sizes, repeats, device)
+    print(format_table(rows, args.markdown))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,470 @@
+"""The desktop app offscreen: every preset and step on screen, edits, files, exports, monkey."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import random
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PyQt6")
+pytest.importorskip("pyqtgraph")
+
+from PyQt6.QtCore import QPointF, QSettings, Qt  # noqa: E402
+from PyQt6.QtWidgets import QApplication  # noqa: E402
+
+import scratch  # noqa: E402
+from gui import core_api, view_model  # noqa: E402
+from gui import session as sm  # noqa: E402
+from gui.check_panel import CheckPanel  # noqa: E402
+from gui.errors import ErrorHandler  # noqa: E402
+from gui.heatmap import Heatmap  # noqa: E402
+from gui.main_window import MainWindow  # noqa: E402
+from gui.matrix_table import BAD_CELL  # noqa: E402
+
+pytestmark = pytest.mark.gui
+
+
+# ---------------------------------------------------------------- fixtures and helpers
+
+
+@pytest.fixture
+def errors():
+    """Unexpected errors are recorded, never shown; every test ends with none."""
+    handler = ErrorHandler(show_dialog=False).install()
+    yield handler
+    handler.uninstall()
+    assert handler.errors == [], handler.errors[0]
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """A throwaway settings file: tests never touch the user's settings."""
+    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+
+def settle(qtbot, window) -> None:
+    """Wait until the worker has delivered the newest trace."""
+    qtbot.waitUntil(lambda: not window.worker.busy and window.outcome is not None, timeout=20000)
+
+
+@pytest.fixture
+def window(qtbot, settings, errors):
+    w = MainWindow(settings, sm.random_session(0, 4, 4, 2, 2, 1), dialogs=False)
+    qtbot.addWidget(w)
+    w.resize(1200, 800)
+    w.show()
+    settle(qtbot, w)
+    return w
+
+
+def choose(combo, data) -> None:
+    """Pick a combo entry by its data the way a user does (activated is emitted)."""
+    i = combo.findData(data)
+    assert i >= 0, f"{data!r} not offered"
+    combo.setCurrentIndex(i)
+    combo.activated.emit(i)
+
+
+def expected(trace, name: str, head: int | None = 0) -> np.ndarray:
+    """The step values straight from the trace (one head for head steps), -inf -> NaN."""
+    values = np.asarray(trace[name].tolist(), dtype=np.float64)
+    if trace[name].axes[0] == "head":
+        values = values[head]
+    if values.ndim == 1:
+        values = values[None, :]
+    return np.where(np.isneginf(values), np.nan, values)
+
+
+def assert_image(heatmap: Heatmap, want: np.ndarray, what: str) -> None:
+    """ImageItem.image holds exactly the float32 values (NaN where masked)."""
+    image = heatmap.image_item.image
+    assert image.shape == want.shape, f"{what}: image shape {image.shape} != {want.shape}"
+    assert image.dtype == np.float32 and image.flags["C_CONTIGUOUS"], what
+    assert heatmap.image_item.axisOrder == "row-major", what
+    same = np.array_equal(image, want.astype(np.float32), equal_nan=True)
+    worst = np.nanmax(np.abs(image - want.astype(np.float32))) if image.size else 0
+    assert same, f"{what}: image differs from the trace by up to {worst:.3g}"
+
+
+# ---------------------------------------------------------------- views fed known values
+
+
+def _hand_trace():
+    inf = math.inf
+    steps = (
+        scratch.Step("masked", "m", [[1.0, -inf], [0.5, -2.0]], "n", ("query", "key")),
+        scratch.Step("weights", "w", [[1.0, 0.0], [0.25, 0.75]], "n", ("query", "key")),
+    )
+    return scratch.Trace(steps, ("a", "b"), ("x", "y"), 1.0)
+
+
+def test_heatmap_shows_a_hand_made_matrix(qtbot, errors):
+    hm = Heatmap()
+    qtbot.addWidget(hm)
+    panel = view_model.panels(_hand_trace(), "masked")[0]
+    hm.show_panel(panel)
+    assert_image(hm, np.array([[1.0, np.nan], [0.5, -2.0]]), "masked")
+    assert hm.image_item.getLevels().tolist() == [-2.0, 2.0]  # fixed, symmetric, no autolevel
+    assert len(hm._texts) == 4  # small matrix: numbers in the cells
+    big = scratch.Trace((scratch.Step("weights", "w", [[0.5] * 17] * 17, "n", ("query", "key")),),
+                        tuple(f"t{i}" for i in range(17)), tuple(f"t{i}" for i in range(17)), 1.0)
+    hm.show_panel(view_model.panels(big, "weights")[0])
+    assert len(hm._texts) == 0  # 17 x 17: numbers switch off
+    assert hm.image_item.getLevels().tolist() == [0.0, 1.0]
+
+
+def test_check_panel_lists_each_step_and_marks_failures(qtbot, errors):
+    trace = _hand_trace()
+    Check = type("StepCheck", (), {})
+    rows = []
+    for name, diff, bound in (("masked", 1e-9, 1e-6), ("weights", 0.5, 1e-6)):
+        c = Check()
+        c.name, c.max_abs_diff, c.bound, c.ok = name, diff, bound, diff <= bound
+        c.diff = [[diff, 0.0], [0.0, diff / 2]]
+        rows.append(c)
+    outcome = type("O", (), dict(trace=trace, checks=rows, backend="numpy", dtype="float32",
+                                 kernel="explicit", seconds=0.001))()  # fmt: skip
+    panel = CheckPanel()
+    qtbot.addWidget(panel)
+    panel.set_outcome(outcome)
+    marks = [panel.table.item(r, 4).text() for r in range(panel.table.rowCount())]
+    assert marks == ["pass", "FAIL"]
+    assert "numpy" in panel.header.text() and "float32" in panel.header.text()
+    assert "weights" in panel.header.text()  # named as outside its bound
+    assert_image(panel.diff_map, np.array([[0.5, 0.0], [0.0, 0.25]]), "diff of weights")
+
+
+# ---------------------------------------------------------------- the whole window
+
+
+def test_every_preset_every_step_shows_the_trace_values(qtbot, window):
+    names = core_api.preset_names()
+    assert names, "scratch.presets offers no presets"
+    for name in names:
+        choose(window.inputs.preset, name)
+        settle(qtbot, window)
+        trace = window.outcome.trace
+        assert window.inputs.session.preset == name
+        window.pipeline.go(0)
+        for n, step in enumerate(trace.names()):
+            assert window.pipeline.step_name == step
+            assert_image(window.pipeline.heatmaps[0], expected(trace, step), f"{name}/{step}")
+            if n + 1 < len(trace):
+                qtbot.mouseClick(window.pipeline.next_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(window.pipeline.prev_button, Qt.MouseButton.LeftButton)
+        assert window.pipeline.step_name == trace.names()[-2]
+
+
+def test_keyboard_and_play_move_through_the_steps(qtbot, window):
+    p = window.pipeline
+    last = len(p.names()) - 1
+    p.setFocus()
+    qtbot.keyClick(p, Qt.Key.Key_Home)
+    assert p.slider.value() == 0
+    qtbot.keyClick(p, Qt.Key.Key_Right)
+    qtbot.keyClick(p, Qt.Key.Key_Right)
+    qtbot.keyClick(p, Qt.Key.Key_Left)
+    assert p.step_name == p.names()[1]
+    qtbot.keyClick(p, Qt.Key.Key_End)
+    assert p.slider.value() == last
+    qtbot.keyClick(p, Qt.Key.Key_Home)
+    p.speed.setValue(10.0)
+    qtbot.keyClick(p, Qt.Key.Key_Space)
+    assert p.play_button.isChecked()
+    qtbot.waitUntil(lambda: not p.play_button.isChecked(), timeout=5000)
+    assert p.slider.value() == last
+
+
+def test_hover_explains_the_cell_and_highlights_its_sources(qtbot, window):
+    p = window.pipeline
+    p.set_step("scores")
+    hm = p.heatmaps[0]
+    scene = hm.plot.vb.mapViewToScene(QPointF(2, 1))  # column 2, row 1
+    hm._on_mouse_moved(scene)
+    want = scratch.explain(window.outcome.reference, "scores", (1, 2))
+    assert p.explanation.text() == want.text
+    lit = {s.panel.step: [m.rect() for m in s._marks] for s in p.sources if s.isVisible()}
+    assert set(lit) == {"q", "k"}
+    cols = window.outcome.trace["q"].shape[1]
+    assert [(r.y() + 0.5, r.width()) for r in lit["q"]] == [(1, cols)]  # row 1 of q
+    assert [(r.y() + 0.5, r.width()) for r in lit["k"]] == [(2, cols)]  # row 2 of k
+
+
+def test_cell_edits_valid_and_invalid(qtbot, window):
+    model = window.inputs.tables["x"].matrix_model
+    index = model.index(1, 2)
+    assert model.setData(index, " 0.5 ")
+    settle(qtbot, window)
+    assert window.inputs.session.x[1][2] == 0.5
+    window.pipeline.set_step("x")
+    assert window.pipeline.heatmaps[0].image_item.image[1, 2] == np.float32(0.5)
+    for bad in ("abc", "nan", "inf", "-1e400", ""):
+        assert not model.setData(index, bad)
+        assert model.data(index, Qt.ItemDataRole.BackgroundRole) == BAD_CELL
+        assert "x[1][2]" in window.statusBar().currentMessage()
+        assert model.values[1][2] == 0.5 and window.inputs.session.x[1][2] == 0.5
+    assert model.setData(index, "-2")
+    assert model.data(index, Qt.ItemDataRole.BackgroundRole) is None  # mark cleared
+
+
+def test_sizes_keep_the_values_that_fit(qtbot, window):
+    before = window.inputs.session.x
+    window.inputs.num_tokens.setValue(6)
+    settle(qtbot, window)
+    s = window.inputs.session
+    assert s.x[:4] == before and s.num_tokens == 6
+    assert window.outcome.trace["x"].shape == (6, 4)
+
+
+def test_mask_cells_toggle_and_mask_the_trace(qtbot, window):
+    choose(window.inputs.mask_mode, "custom")
+    grid = window.inputs.mask_grid
+    for i, j in ((0, 1), (2, 3), (2, 3), (3, 0)):
+        qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=grid.cell_center(i, j).toPoint())
+    settle(qtbot, window)
+    trace = window.outcome.trace
+    allowed = [[not ((i, j) in ((0, 1), (3, 0))) for j in range(4)] for i in range(4)]
+    assert [list(r) for r in window.inputs.session.mask] == allowed
+    window.pipeline.set_step("masked")
+    image = window.pipeline.heatmaps[0].image_item.image
+    assert np.isnan(image).tolist() == [[not a for a in r] for r in allowed]
+    assert trace["weights"].tolist()[0][1] == 0.0
+
+
+def test_causal_grid_then_click_makes_a_custom_mask(qtbot, window):
+    choose(window.inputs.mask_mode, "causal-top-left")
+    settle(qtbot, window)
+    grid = window.inputs.mask_grid
+    assert grid.grid == [[j <= i for j in range(4)] for i in range(4)]
+    qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=grid.cell_center(0, 3).toPoint())
+    settle(qtbot, window)
+    s = window.inputs.session
+    assert s.mask_mode == "custom" and s.mask[0] == (True, False, False, True)
+
+
+def test_heads_all_average_and_backend(qtbot, window):
+    window.inputs.heads.setValue(2)
+    settle(qtbot, window)
+    trace = window.outcome.trace
+    assert trace.num_heads == 2
+    p = window.pipeline
+    p.set_step("weights")
+    p.set_head("all")
+    shown = [hm for hm in p.heatmaps if hm.isVisible()]
+    assert len(shown) == 2
+    for h, hm in enumerate(shown):
+        assert_image(hm, expected(trace, "weights", h), f"weights head {h}")
+    p.set_head("average")
+    per_head = np.asarray(trace["weights"].tolist())
+    assert_image(p.heatmaps[0], per_head.mean(axis=0), "average of heads")
+    for backend in core_api.backend_dtypes():
+        if backend == "scratch":
+            continue
+        choose(window.inputs.backend, backend)
+        choose(window.inputs.dtype, "float32")
+        settle(qtbot, window)
+        o = window.outcome
+        assert (o.backend, o.dtype) == (backend, "float32")
+        assert backend in window.backend_label.text() and "float32" in window.backend_label.text()
+        p.set_head("1")
+        assert_image(p.heatmaps[0], expected(o.trace, "weights", 1), f"{backend} weights")
+
+
+def test_session_save_and_open_round_trip(qtbot, window, tmp_path):
+    window.inputs.tables["x"].matrix_model.setData(window.inputs.tables["x"].matrix_model.index(0, 0),
+                                                   "3.25")  # fmt: skip
+    settle(qtbot, window)
+    window.pipeline.set_step("scores")
+    path = tmp_path / "mine.json"
+    assert window.files.save_session(str(path))
+    saved = window.files.current_session()
+    choose(window.inputs.preset, "random")
+    window.inputs.seed.setValue(9)
+    settle(qtbot, window)
+    assert window.inputs.session != saved
+    assert window.files.open_session(str(path))
+    settle(qtbot, window)
+    assert window.inputs.session == saved
+    assert window.pipeline.step_name == "scores" and window.outcome.trace["x"].tolist()[0][0] == 3.25
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"version": 1, "x": [[1, 2]', '{"version": 2}', "[]", '{"version": 1, "mode": "self"}'],
+)
+def test_malformed_session_shows_a_message_and_keeps_the_session(qtbot, window, tmp_path, text):
+    before = window.inputs.session
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    assert not window.files.open_session(str(path))
+    assert window.inputs.session == before
+    assert "bad.json" in window.warnings[-1] and "kept" in window.warnings[-1]
+
+
+def test_hand_edited_session_with_a_nan_cell_is_refused(qtbot, window, tmp_path):
+    data = window.files.current_session().to_dict()
+    data["x"][1][1] = "NaN"
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    before = window.inputs.session
+    assert not window.files.open_session(str(path))
+    assert "x[1][1]" in window.warnings[-1] and window.inputs.session == before
+
+
+def test_exports_write_valid_files(qtbot, window, tmp_path):
+    choose(window.inputs.mask_mode, "causal-top-left")
+    settle(qtbot, window)
+    trace = window.outcome.trace
+    f = window.files
+    assert f.export_png(str(tmp_path / "v.png"))
+    assert (tmp_path / "v.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f.export_svg(str(tmp_path / "v.svg"))
+    assert ET.parse(tmp_path / "v.svg").getroot().tag.endswith("svg")
+    assert f.export_trace_json(str(tmp_path / "t.json"))
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert [s["name"] for s in data["steps"]] == trace.names()
+    masked = data["steps"][trace.names().index("masked")]["value"]
+    assert masked[0][1] == "-inf" and masked[0][0] == trace["masked"].tolist()[0][0]
+    assert f.export_csv(str(tmp_path / "csv"))
+    files = sorted((tmp_path / "csv").iterdir())
+    assert len(files) == len(trace)
+    weights_csv = next(p for p in files if p.name.endswith("_weights.csv"))
+    rows = list(csv.reader(weights_csv.open()))
+    assert rows[0][1:] == list(trace.key_tokens)
+    values = [[float(v) for v in r[1:]] for r in rows[1:]]
+    assert values == trace["weights"].tolist()
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_copy_as_code_puts_a_running_snippet_on_the_clipboard(qtbot, window, library):
+    pytest.importorskip(library)
+    choose(window.inputs.mask_mode, "causal-bottom-right")
+    settle(qtbot, window)
+    window.files.copy_code(library)
+    namespace: dict = {}
+    exec(QApplication.clipboard().text(), namespace)  # noqa: S102
+    got = np.asarray(namespace["output"], dtype=np.float64)
+    want = np.asarray(window.outcome.trace["output"].tolist())
+    # float64 rounding: at most a few ulps per summed term (d_model + S terms, values below 4)
+    bound = 16 * (4 + 4) * np.finfo(np.float64).eps * 16
+    assert got.shape == want.shape and np.max(np.abs(got - want)) <= bound
+
+
+def test_settings_remember_geometry_and_last_session(qtbot, settings, errors):
+    first = MainWindow(settings, sm.random_session(4, 3, 4, 2, 2, 1), dialogs=False)
+    qtbot.addWidget(first)
+    first.resize(1300, 850)
+    first.show()
+    settle(qtbot, first)
+    remembered, size = first.files.current_session(), first.size()
+    assert (size.width(), size.height()) != (1400, 900)  # differs from the default size
+    first.close()
+    again = MainWindow(settings, dialogs=False)
+    qtbot.addWidget(again)
+    settle(qtbot, again)
+    assert again.inputs.session == remembered
+    assert again.size() == size
+
+
+def test_overview_click_opens_the_step(qtbot, window):
+    window.tabs.setCurrentWidget(window.overview)
+    tiles = window.overview.heatmaps
+    assert list(tiles) == window.outcome.trace.names()
+    for name in ("scores", "x"):
+        tile = tiles[name]
+        assert_image(tile, expected(window.outcome.trace, name), f"overview {name}")
+        view = tile.view
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.rect().center())
+        assert window.tabs.currentWidget() is window.pipeline
+        assert window.pipeline.step_name == name
+        window.tabs.setCurrentWidget(window.overview)
+
+
+def test_bad_sizes_show_the_core_error_and_keep_the_last_trace(qtbot, window):
+    shown = window.outcome
+    choose(window.inputs.mode, "self")
+    settle(qtbot, window)
+    window.inputs.heads.setValue(3)  # 4 columns do not split into 3 heads
+    qtbot.waitUntil(lambda: not window.worker.busy, timeout=20000)
+    assert "not computed" in window.backend_label.text()
+    assert window.statusBar().currentMessage()  # the core's message
+    assert window.outcome is not shown and window.outcome.trace.num_heads == 1
+
+
+def test_large_input_runs_in_the_worker_with_numbers_off(qtbot, window):
+    big = sm.random_session(1, 40, 4, 2, 2, 1)
+    window.load_session(big)
+    assert window.cancel_button.isVisibleTo(window) and window.progress.isVisibleTo(window)
+    settle(qtbot, window)
+    window.pipeline.set_step("weights")
+    assert window.pipeline.heatmaps[0].image_item.image.shape == (40, 40)
+    assert window.pipeline.heatmaps[0]._texts == []
+    window.load_session(sm.random_session(2, 64, 4, 2, 2, 1))
+    window.cancel_button.click()
+    assert not window.worker.busy and "cancelled" in window.statusBar().currentMessage()
+    qtbot.wait(50)
+    assert window.outcome.trace["x"].shape == (40, 4)  # the cancelled result never shows
+    window.worker.wait()
+
+
+def test_monkey_a_few_hundred_random_actions(qtbot, window):
+    rng = random.Random(20240611)
+    w, p, i = window, window.pipeline, window.inputs
+    buttons = [p.first_button, p.prev_button, p.next_button, p.last_button]
+    keys = [Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Home, Qt.Key.Key_End, Qt.Key.Key_A]
+    texts = ["1", "-0.5", "abc", "1e308", "1e999", "", " 2 ", "nan", "0x10", "3,5"]
+
+    def edit_cell():
+        table = i.tables[rng.choice(i.session.matrices_in_use())].matrix_model
+        if table.rowCount() and table.columnCount():
+            idx = table.index(rng.randrange(table.rowCount()), rng.randrange(table.columnCount()))
+            table.setData(idx, rng.choice(texts))
+
+    def hover():
+        hm = p.heatmaps[0]
+        hm._on_mouse_moved(hm.plot.vb.mapViewToScene(QPointF(rng.uniform(-2, 8),
+                                                             rng.uniform(-2, 8))))  # fmt: skip
+
+    def combo():
+        box = rng.choice([i.preset, i.mode, i.scale_mode, i.mask_mode, i.masked_rows, i.backend,
+                          i.dtype, p.head_box])  # fmt: skip
+        if box.count():
+            n = rng.randrange(box.count())
+            box.setCurrentIndex(n)
+            box.activated.emit(n)
+
+    def spin():
+        box = rng.choice([i.num_tokens, i.num_keys, i.d_model, i.d_k, i.d_v, i.heads, i.kv_heads,
+                          i.seed])  # fmt: skip
+        box.setValue(rng.randint(1, 6))
+
+    def tokens():
+        i.tokens.setText(rng.choice(["a, b", "a,b,c,d", "", "x, y, z, w, v, u"]))
+        i.tokens.editingFinished.emit()
+
+    def grid_click():
+        g = i.mask_grid
+        qtbot.mouseClick(g, Qt.MouseButton.LeftButton,
+                         pos=g.cell_center(rng.randrange(6), rng.randrange(6)).toPoint())
+
+    actions = [
+        lambda: qtbot.mouseClick(rng.choice(buttons), Qt.MouseButton.LeftButton),
+        lambda: qtbot.keyClick(p, rng.choice(keys)),
+        lambda: w.tabs.setCurrentIndex(rng.randrange(3)),
+        lambda: p.set_playing(rng.random() < 0.5),
+        edit_cell, hover, combo, spin, tokens, grid_click,
+        lambda: w.cancel_button.click(),
+    ]  # fmt: skip
+    for _ in range(300):
+        rng.choice(actions)()
+        if rng.random() < 0.2:
+            qtbot.wait(1)
+    w.worker.wait()
+    qtbot.wait(20)
+    assert w.isVisible() and w.pipeline.names()  # still alive and showing a trace

@@ -1,0 +1,57 @@
+"""`python main.py --screenshot`: renders offscreen, exits 0; bad names exit 2 with a message."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PyQt6")
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.gui
+
+
+def run_main(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """Run main.py with no display and a private HOME (so no user settings are read)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.pop("QT_QPA_PLATFORM", None)  # main.py must choose offscreen by itself
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height from the PNG header (after checking the magic bytes)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG file"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_screenshot_renders_the_preset_at_a_readable_size(tmp_path):
+    out = tmp_path / "journey.png"
+    done = run_main("--preset", "journey", "--step", "weights", "--screenshot", str(out),
+                    tmp_path=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    width, height = png_size(out)
+    assert width >= 1200 and height >= 800
+    assert not (tmp_path / "config").exists() or not any((tmp_path / "config").rglob("*.conf"))
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--preset", "no-such-preset"), "unknown preset 'no-such-preset'"),
+        (("--preset", "journey", "--step", "no-such-step"), "unknown step 'no-such-step'"),
+    ],
+)
+def test_unknown_names_exit_2_with_a_clear_message(tmp_path, args, words):
+    out = tmp_path / "x.png"
+    done = run_main(*args, "--screenshot", str(out), tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert words in done.stderr and "journey" in done.stderr  # the message lists the choices
+    assert not out.exists()

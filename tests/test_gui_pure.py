@@ -1,0 +1,238 @@
+"""The window's Qt-free modules: session files, resizing, sentences, code snippets, view model."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import scratch
+from gui import atomic, codegen, controller, sentences, view_model
+from gui import session as sm
+
+EPS64 = np.finfo(np.float64).eps
+
+
+def journey() -> sm.Session:
+    """Seed 003's six words (typed here from the notebook, not taken from the presets)."""
+    x = ((0.43, 0.15, 0.89), (0.55, 0.87, 0.66), (0.57, 0.85, 0.64),
+         (0.22, 0.58, 0.33), (0.77, 0.25, 0.10), (0.05, 0.80, 0.55))  # fmt: skip
+    tokens = ("Your", "journey", "starts", "with", "one", "step")
+    return sm.Session(tokens=tokens, key_tokens=tokens, x=x, scale_mode="none")
+
+
+# ---------------------------------------------------------------- session files
+
+
+def test_session_round_trip_keeps_every_field(tmp_path):
+    s = dataclasses.replace(sm.random_session(7, 5, 4, 2, 3, 2, 1), mask_mode="custom",
+                            mask=tuple(tuple((i + j) % 3 != 0 for j in range(5)) for i in range(5)),
+                            masked_rows="uniform", scale_mode="custom", scale_value=-0.25,
+                            step="scores")  # fmt: skip
+    path = tmp_path / "s.json"
+    sm.save(path, s)
+    assert sm.load(path) == s
+    assert json.loads(path.read_text())["version"] == sm.VERSION
+
+
+def test_atomic_write_leaves_old_file_when_the_write_fails(tmp_path, monkeypatch):
+    path = tmp_path / "keep.json"
+    path.write_text("old")
+
+    def broken_replace(src, dst):
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        atomic.write_text(path, "new")
+    assert path.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]  # no temporary left
+
+
+BAD_FIELDS = [
+    ("version", 99, "version"),
+    ("x", [[1.0, 2.0], [3.0]], "x[1]"),
+    ("x", [[1.0, "a", 3.0]] * 6, "x[0][1]"),
+    ("x", [[1.0, float("nan"), 3.0]] * 6, "x[0][1]"),
+    ("x", [[1.0, True, 3.0]] * 6, "x[0][1]"),
+    ("tokens", ["a", "b"], "tokens"),
+    ("mask_mode", "diagonal", "mask_mode"),
+    ("masked_rows", "skip", "masked_rows"),
+    ("num_heads", 0, "num_heads"),
+    ("num_heads", 2, "x"),  # 3 columns do not split into 2 heads
+    ("scale_value", float("inf"), "scale_value"),
+    ("mask", [[True] * 6] * 5, "mask"),
+    ("w_q", [[1.0]], "w_q"),
+    ("backend", "abacus", "backend"),
+    ("surprise", 1, "unknown fields"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "named"), BAD_FIELDS)
+def test_validate_rejects_a_bad_field_and_names_it(field, value, named):
+    data = journey().to_dict()
+    data[field] = value
+    with pytest.raises(sm.SessionError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        sm.validate(data, {"scratch": ("float64",)})
+
+
+def test_load_rejects_broken_json_and_binary(tmp_path):
+    (tmp_path / "a.json").write_text('{"version": 1, "x": [[1, 2]')
+    (tmp_path / "b.json").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "c.json").write_text("[1, 2, 3]")
+    for name, words in (("a", "not valid JSON"), ("b", "UTF-8"), ("c", "JSON object")):
+        with pytest.raises(sm.SessionError, match=words):
+            sm.load(tmp_path / f"{name}.json")
+    with pytest.raises(sm.SessionError, match="cannot read"):
+        sm.load(tmp_path / "missing.json")
+
+
+# ---------------------------------------------------------------- edits
+
+
+def test_resize_keeps_the_values_that_fit():
+    s = sm.random_session(3, 4, 4, 2, 2, 1)
+    bigger = sm.resized(s, num_tokens=6, d_model=5)
+    assert all(bigger.x[i][:4] == s.x[i] for i in range(4))
+    assert all(v == 0.0 for v in bigger.x[5]) and bigger.tokens[:4] == s.tokens
+    assert len(bigger.w_q) == 5 and bigger.w_q[:4] == tuple(r for r in s.w_q)
+    smaller = sm.resized(bigger, num_tokens=2)
+    assert smaller.x == tuple(r for r in bigger.x[:2]) and smaller.tokens == s.tokens[:2]
+    sm.validate(smaller.to_dict())  # still a consistent session
+
+
+def test_heads_and_kv_heads_resize_the_projection_widths():
+    s = sm.resized(sm.random_session(1, 3, 4, 2, 2, 1), num_heads=4, num_kv_heads=2)
+    assert (len(s.w_q[0]), len(s.w_k[0]), len(s.w_v[0])) == (8, 4, 4)
+    assert (s.d_k, s.d_v) == (2, 2)
+    sm.validate(s.to_dict())
+
+
+def test_with_cell_refuses_non_finite_numbers():
+    s = journey()
+    assert sm.with_cell(s, "x", 1, 2, 5.0).x[1][2] == 5.0
+    for bad in (math.inf, math.nan, "3", True):
+        with pytest.raises(sm.SessionError, match=r"x\[1\]\[2\]"):
+            sm.with_cell(s, "x", 1, 2, bad)
+
+
+def test_mode_switches_give_valid_sessions():
+    s = sm.random_session(2, 3, 4, 2, 2, 2)
+    for mode in ("qkv", "self", "project", "qkv"):
+        s = sm.with_mode(s, mode)
+        assert s.mode == mode
+        sm.validate(s.to_dict())
+        scratch.trace_attention(**controller.trace_kwargs(s))  # the core accepts it
+
+
+# ---------------------------------------------------------------- sentences
+
+
+def test_sentence_names_the_two_largest_weights():
+    row = [0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581]  # seed 003, row 'journey'
+    keys = ["Your", "journey", "starts", "with", "one", "step"]
+    text = sentences.attention_sentence(row, "journey", keys)
+    assert text == "'journey' attends most to 'journey' (0.24) and 'starts' (0.23)"
+
+
+def test_sentences_for_masked_rows_and_uniform_rows():
+    assert "nothing" in sentences.attention_sentence([0.0, 0.0], "a", ["x", "y"])
+    assert "NaN" in sentences.attention_sentence([math.nan, math.nan], "a", ["x", "y"])
+    assert "equally" in sentences.attention_sentence([0.25] * 4, "a", list("wxyz"))
+    masked = [[0.0, -math.inf], [1.0, 2.0]]
+    assert sentences.describe("masked", masked, ["a", "b"], ["x", "y"]).startswith("1 of 4")
+
+
+# ---------------------------------------------------------------- copy as code
+
+
+def _bound(trace) -> float:
+    """float64 rounding bound for the snippet vs the exact core: a few ulps per term summed."""
+    q, k, v = (np.abs(np.asarray(trace[n].tolist())) for n in ("q", "k", "v"))
+    terms = q.shape[1] + k.shape[0] + 8
+    return 16 * terms * EPS64 * max(1.0, float(v.max())) * max(1.0, float(q.max() * k.max()))
+
+
+SNIPPET_CASES = [
+    ("journey", {}),
+    ("random-2h", {"mask_mode": "causal-top-left"}),
+    ("random-gqa", {"mask_mode": "causal-bottom-right", "masked_rows": "uniform"}),
+    ("random-custom", {"mask_mode": "custom", "masked_rows": "nan", "scale_mode": "custom",
+                       "scale_value": 0.7}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("library", codegen.LIBRARIES)
+@pytest.mark.parametrize(("case", "changes"), SNIPPET_CASES)
+def test_copy_as_code_snippet_runs_and_matches_the_trace(library, case, changes):
+    if case == "journey":
+        s = journey()
+    elif case == "random-2h":
+        s = sm.random_session(5, 5, 4, 2, 3, 2)
+    else:
+        s = sm.random_session(6, 4, 6, 3, 2, 4, 2)
+    if case == "random-custom":
+        changes = dict(changes, mask=((True, False, True, False), (False,) * 4,
+                                      (True,) * 4, (False, False, False, True)))  # fmt: skip
+    s = dataclasses.replace(s, **changes)
+    trace = scratch.trace_attention(**controller.trace_kwargs(s))
+    namespace: dict = {}
+    exec(compile(codegen.snippet(s, library), "<snippet>", "exec"), namespace)  # noqa: S102
+    got = np.asarray(namespace["output"], dtype=np.float64)
+    want = np.asarray(trace["output"].tolist(), dtype=np.float64)
+    assert got.shape == want.shape, f"{library} snippet output shape {got.shape} != {want.shape}"
+    assert np.array_equal(np.isnan(got), np.isnan(want)), "NaN rows differ"
+    diff = np.nanmax(np.abs(got - want)) if np.isfinite(want).any() else 0.0
+    assert diff <= _bound(trace), f"{library} snippet output differs by {diff:.3g}"
+
+
+# ---------------------------------------------------------------- view model
+
+
+def _hand_trace():
+    """A tiny trace typed by hand: one plain step, one with a head axis, one masked."""
+    inf = math.inf
+    steps = (
+        scratch.Step("scores", "s", [[1.0, -2.0, 3.0], [0.5, 0.0, -4.0]], "n", ("query", "key")),
+        scratch.Step("masked", "m", [[1.0, -inf, 3.0], [-inf, -inf, -inf]], "n",
+                     ("query", "key")),
+        scratch.Step("weights", "w", [[[0.25, 0.75, 0.0], [1.0, 0.0, 0.0]],
+                                      [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]], "n",
+                     ("head", "query", "key")),
+    )  # fmt: skip
+    return scratch.Trace(steps, ("a", "b"), ("x", "y", "z"), 1.0, 2, 2)
+
+
+def test_panels_hold_the_step_values_row_major_float32():
+    t = _hand_trace()
+    (p,) = view_model.panels(t, "scores")
+    assert p.image.dtype == np.float32 and p.image.flags["C_CONTIGUOUS"]
+    assert p.image.tolist() == [[1.0, -2.0, 3.0], [0.5, 0.0, -4.0]]
+    assert (p.row_labels, p.col_labels) == (["a", "b"], ["x", "y", "z"])
+    assert p.levels == (-4.0, 4.0) and p.kind == "signed"
+    (m,) = view_model.panels(t, "masked")
+    assert np.isnan(m.image).tolist() == [[False, True, False], [True, True, True]]
+    heads = view_model.panels(t, "weights", view_model.HEAD_ALL)
+    assert [h.image.tolist() for h in heads] == [[[0.25, 0.75, 0.0], [1.0, 0.0, 0.0]],
+                                                 [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]]  # fmt: skip
+    assert heads[0].levels == (0.0, 1.0)
+    (avg,) = view_model.panels(t, "weights", view_model.HEAD_AVERAGE)
+    assert avg.image.tolist() == [[0.375, 0.625, 0.0], [0.5, 0.0, 0.5]]
+    (one,) = view_model.panels(t, "weights", "1")
+    assert one.head == 1 and one.image.tolist() == heads[1].image.tolist()
+
+
+def test_trace_kwargs_map_the_options():
+    s = dataclasses.replace(journey(), scale_mode="custom", scale_value=0.5,
+                            mask_mode="causal-bottom-right", masked_rows="nan")  # fmt: skip
+    kw = controller.trace_kwargs(s)
+    assert kw["scale"] == 0.5 and kw["masked_rows"] == "nan" and "w_q" not in kw
+    assert kw["attn_mask"] == [[j <= i for j in range(6)] for i in range(6)]
+    assert controller.trace_kwargs(dataclasses.replace(s, scale_mode="sqrt"))["scale"] is None
+    assert controller.trace_kwargs(dataclasses.replace(s, scale_mode="none"))["scale"] == 1.0
+    top = controller.trace_kwargs(dataclasses.replace(s, mask_mode="causal-top-left"))
+    assert top["is_causal"] is True and "attn_mask" not in top

@@ -1,0 +1,339 @@
+"""The error bound (scratch.tolerance), the reference-error rule, and trace comparison.
+
+Inputs are rounded to the dtype first; the ground truth runs on the rounded values, so what is
+left is the kernel's own rounding. Each bound is shown to hold on seeded random cases, to fail on
+a planted mistake, and to be far from vacuous (a float16 result fails the float32 bound).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import scratch
+import scratch.backends as backends
+from scratch import compare
+from scratch.compare import compare_traces
+from scratch.tolerance import (
+    UNIT_ROUNDOFF,
+    _tolerance_lists,
+    gamma,
+    reference_error_rule,
+    tolerance,
+    ulp,
+)
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover - torch is optional
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+
+
+def plain_numpy(q, k, v, scale, mask=None, dtype=np.float32):
+    """softmax(q @ k^T * scale + mask) @ v written out in numpy in `dtype`."""
+    q, k, v = (np.asarray(a, dtype=dtype) for a in (q, k, v))
+    scaled = (q @ np.swapaxes(k, -1, -2)) * dtype(scale)  # (..., L, E) @ (..., E, S) -> (L, S)
+    if mask is not None:
+        scaled = np.where(mask, scaled, -np.inf)
+    e = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)) @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+
+
+def random_case(seed: int, dtype=np.float32, size: float = 2.0):
+    """Seeded q, k, v (rounded to dtype, as float64 arrays), a bool mask or None, and a scale."""
+    rng = np.random.default_rng(seed)
+    L, S, E, Ev = (int(n) for n in rng.integers(1, 17, size=4))
+    lead = (int(rng.integers(1, 3)),) if seed % 3 == 0 else ()
+    q, k, v = (
+        rng.normal(0, size, lead + shape).astype(dtype).astype(np.float64)
+        for shape in ((L, E), (S, E), (S, Ev))
+    )
+    mask = rng.random((L, S)) < 0.7 if seed % 2 else None
+    if mask is not None:
+        mask[np.arange(L), rng.integers(0, S, L)] = True  # every row keeps a key
+    scale = float(rng.uniform(0.05, 1.5)) if seed % 4 == 1 else 1.0 / math.sqrt(E)
+    return q, k, v, mask, scale
+
+
+def truth(q, k, v, mask, scale):
+    """The ground truth (output, weights) as float64 arrays and nested weights."""
+    attn_mask = None if mask is None else mask.tolist()
+    out, w = scratch.scaled_dot_product_attention(
+        q.tolist(), k.tolist(), v.tolist(), attn_mask=attn_mask, scale=scale
+    )
+    return np.array(out), w
+
+
+# ---------------------------------------------------------------- the bound holds
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bound_holds_for_plain_numpy_on_random_cases(dtype):
+    """softmax(QK^T)V in float32/float64 stays within the bound on 40 seeded cases."""
+    name = np.dtype(dtype).name
+    worst = 0.0
+    for seed in range(40):
+        q, k, v, mask, scale = random_case(seed, dtype)
+        want, w = truth(q, k, v, mask, scale)
+        got = plain_numpy(q, k, v, scale, mask, dtype).astype(np.float64)
+        bound = np.array(tolerance(q, k, v, w, scale=scale, dtype=name))
+        ratio = np.max(np.abs(got - want) / bound)
+        assert ratio <= 1.0, f"seed {seed}: error is {ratio:.3g}x the {name} bound"
+        worst = max(worst, ratio)
+    # not vacuous: the bound is within a few thousand of the largest observed error
+    assert worst > 1e-4, f"{name} bound looks vacuous: worst error/bound {worst:.2g}"
+
+
+def test_float64_bound_is_float64_tight():
+    """The float64 bound is a few hundred float64 ulps relative to the output, no more."""
+    q, k, v, mask, scale = random_case(5, np.float64)
+    _, w = truth(q, k, v, mask, scale)
+    bound = np.array(tolerance(q, k, v, w, scale=scale, dtype="float64"))
+    size = np.array(w) @ np.abs(v)  # sum_j p_ij |v_jc|
+    assert np.max(bound / size) < 1e-13
+
+
+def test_planted_mistakes_fail_the_bound():
+    """A 1e-3 error in the scale, or 10 float32 ulps beyond the bound, fail the float32 bound."""
+    q, k, v, mask, scale = random_case(7)
+    want, w = truth(q, k, v, mask, scale)
+    bound = np.array(tolerance(q, k, v, w, scale=scale, dtype="float32"))
+    wrong_scale = plain_numpy(q, k, v, scale * 1.001, mask).astype(np.float64)
+    assert np.any(np.abs(wrong_scale - want) > bound)
+    # one element pushed 10 float32 ulps past its bound
+    got = plain_numpy(q, k, v, scale, mask).astype(np.float64)
+    i = np.unravel_index(np.argmax(np.abs(want)), want.shape)
+    got[i] = want[i] + bound[i] + 10 * ulp(want[i], "float32")
+    assert np.abs(got[i] - want[i]) > bound[i]
+    # a 1e-4 relative error in every element fails (the bound here is ~2e-5 relative)
+    assert np.any(np.abs(want * (1 + 1e-4) - want) > bound)
+
+
+def test_masked_rows_allow_no_difference():
+    """Fully masked rows: bound 0 (zero policy rows must be exact; NaN rows compare NaN-ness)."""
+    q, k, v = (np.ones((3, 2)) for _ in range(3))
+    mask = [[True, True, True], [False, False, False], [True, False, True]]
+    for policy in ("zero", "nan"):
+        _, w = scratch.scaled_dot_product_attention(q, k, v, attn_mask=mask, masked_rows=policy)
+        bound = tolerance(q, k, v, w, dtype="float32")
+        assert bound[1] == [0.0, 0.0]
+        assert min(bound[0]) > 0 and min(bound[2]) > 0
+
+
+def test_plain_python_path_matches_numpy_path():
+    """The stdlib fallback computes the same bound as the numpy path."""
+    q, k, v, mask, scale = random_case(3)
+    _, w = truth(q, k, v, mask, scale)
+    for dtype in ("float64", "float32", "float16", "bfloat16"):
+        fast = np.array(tolerance(q, k, v, w, scale=scale, dtype=dtype))
+        slow = np.array(
+            _tolerance_lists(q.tolist(), k.tolist(), v.tolist(), w, scale, dtype, None, False)
+        )
+        np.testing.assert_allclose(slow, fast, rtol=1e-12, atol=0)
+
+
+def test_float_mask_magnitude_enters_the_bound():
+    """A float mask's rounding adds |mask| to S_i, so large finite masks widen the bound."""
+    q, k, v, _, _ = random_case(2)
+    mask = np.full((q.shape[-2], k.shape[-2]), -30.0)
+    _, w = scratch.scaled_dot_product_attention(q, k, v, attn_mask=mask.tolist())
+    without = np.array(tolerance(q, k, v, w, dtype="float32"))
+    with_mask = np.array(tolerance(q, k, v, w, dtype="float32", attn_mask=mask))
+    assert np.all(with_mask > without)
+
+
+def test_bfloat16_bound_stays_finite_for_many_keys():
+    """g(n) = n u / (1 - n u) breaks for bfloat16 at 256 keys; sums in float32 keep it finite."""
+    assert gamma(300, UNIT_ROUNDOFF["bfloat16"]) == math.inf
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(2, 8)), rng.normal(size=(600, 8)), rng.normal(size=(600, 4))
+    _, w = scratch.scaled_dot_product_attention(q, k, v)
+    bound = np.array(tolerance(q, k, v, w, dtype="bfloat16"))
+    size = np.array(w) @ np.abs(v)
+    assert np.all(np.isfinite(bound)) and np.max(bound / size) < 0.05
+
+
+def test_bad_dtype_is_named():
+    with pytest.raises(ValueError, match="dtype"):
+        tolerance([[1.0]], [[1.0]], [[1.0]], [[1.0]], dtype="float8")
+
+
+# ---------------------------------------------------------------- PyTorch's own kernel
+
+
+def torch_case(seed: int, dtype, L=9, S=13, E=16, Ev=8, masked=False, causal=False):
+    """Seeded tensors in dtype, the ground truth on their values, and the bound."""
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (
+        torch.randn(2, n, d, generator=gen).mul(2).to(dtype) for n, d in ((L, E), (S, E), (S, Ev))
+    )
+    mask = (torch.rand(L, S, generator=gen) < 0.7) | torch.eye(L, S, dtype=torch.bool)
+    mask = mask if masked else None
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal).double()
+    qd, kd, vd = (t.double().tolist() for t in (q, k, v))
+    want, w = scratch.scaled_dot_product_attention(
+        qd, kd, vd, attn_mask=None if mask is None else mask.tolist(), is_causal=causal
+    )
+    return q, k, v, got.numpy(), np.array(want), w
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("masked,causal", [(False, False), (True, False), (False, True)])
+def test_torch_sdpa_passes_its_dtype_bound(dtype, masked, causal):
+    for seed in range(3):
+        q, k, v, got, want, w = torch_case(
+            seed, getattr(torch, dtype), masked=masked, causal=causal
+        )
+        bound = np.array(tolerance(q, k, v, w, dtype=dtype))
+        ratio = np.max(np.abs(got - want) / bound)
+        assert ratio <= 1.0, f"seed {seed}: torch {dtype} error is {ratio:.3g}x the bound"
+
+
+@needs_torch
+def test_float16_results_fail_the_float32_bound():
+    """The float32 bound is much smaller than float16 rounding: float16 output fails it."""
+    q, k, v, got, want, w = torch_case(0, torch.float16)
+    assert np.any(np.abs(got - want) > np.array(tolerance(q, k, v, w, dtype="float32")))
+    assert np.all(np.abs(got - want) <= np.array(tolerance(q, k, v, w, dtype="float16")))
+
+
+@needs_torch
+def test_reference_error_rule():
+    """torch SDPA in float16 is within 2x the plain float16 kernel; a 3x worse output is not."""
+    q, k, v, got, want, _ = torch_case(1, torch.float16)
+    scaled = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(q.shape[-1]))  # float16 all the way
+    plain = (torch.softmax(scaled, dim=-1) @ v).double().numpy()
+    rule = reference_error_rule(got, plain, want, dtype="float16")
+    assert rule.ok and rule.error <= rule.allowed
+    worse = want + 3 * (plain - want) + 8 * ulp(np.max(np.abs(want)), "float16")
+    assert not reference_error_rule(worse, plain, want, dtype="float16").ok
+
+
+# ---------------------------------------------------------------- trace comparison
+
+SETUPS = {
+    "plain": {},
+    "projections": {"w_q": 0, "w_k": 1, "w_v": 2},
+    "causal": {"w_q": 0, "w_k": 1, "w_v": 2, "is_causal": True},
+    "heads+w_o": {"w_q": 0, "w_k": 1, "w_v": 2, "w_o": 3, "num_heads": 2},
+    "gqa": {"w_q": 0, "w_k": 4, "w_v": 4, "num_heads": 4, "num_kv_heads": 2},
+    "masked-row": {"attn_mask": "row"},
+    "cross": {"w_q": 0, "w_k": 1, "w_v": 2, "key": "cross"},
+}
+
+
+def trace_inputs(name: str):
+    """x (6, 8) and the keyword arguments of one trace setup."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(6, 8)).tolist()
+    mats = [rng.normal(size=(8, 8)).tolist() for _ in range(4)] + [rng.normal(size=(8, 4)).tolist()]
+    kwargs = {}
+    for key, val in SETUPS[name].items():
+        kwargs[key] = mats[val] if key.startswith("w_") else val
+    if kwargs.get("key") == "cross":  # cross-attention: 5 key/value tokens
+        kwargs["key"] = rng.normal(size=(5, 8)).tolist()
+        kwargs["value"] = rng.normal(size=(5, 8)).tolist()
+    if kwargs.get("attn_mask") == "row":
+        mask = (rng.random((6, 6)) < 0.7) | np.eye(6, dtype=bool)
+        mask[2] = False
+        kwargs["attn_mask"] = mask.tolist()
+    return x, kwargs
+
+
+def backend_dtypes():
+    """(backend, dtype) for every available backend and dtype it takes."""
+    return [(b, d) for b in backends.available() for d in backends.get(b).dtypes]
+
+
+@pytest.mark.parametrize("backend,dtype", backend_dtypes())
+def test_every_backend_trace_passes(backend, dtype):
+    """Each step of each backend's trace is within its bound, for every setup."""
+    for name in SETUPS:
+        x, kwargs = trace_inputs(name)
+        reference = scratch.trace_attention(x, **kwargs)
+        trace = backends.get(backend).trace_attention(x, **kwargs, dtype=dtype)
+        checks = compare_traces(trace, reference)
+        assert [c.name for c in checks] == reference.names()
+        bad = [(c.name, c.max_abs_diff, c.ratio) for c in checks if not c.ok]
+        assert not bad, f"{backend} {dtype} {name}: {bad}"
+
+
+def test_float64_trace_bounds_are_tight():
+    """For float64 traces every bound is within 1e-12 of the step's magnitude."""
+    x, kwargs = trace_inputs("heads+w_o")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float64")
+    for check in compare_traces(trace, reference):
+        size = np.abs(np.array(reference[check.name].tolist()))
+        finite = np.isfinite(size)
+        bounds = np.array(check.bounds)
+        assert np.all(bounds[finite] <= 1e-12 * (1 + size[finite])), check.name
+
+
+def with_step(trace, name: str, f):
+    """A copy of the trace with one step's value replaced by f(value as float64 array)."""
+    steps = tuple(
+        dataclasses.replace(s, value=f(np.array(s.tolist(), dtype=np.float64)).tolist())
+        if s.name == name
+        else s
+        for s in trace.steps
+    )
+    return dataclasses.replace(trace, steps=steps)
+
+
+@pytest.mark.parametrize("step", ["q", "scores", "scaled", "weights", "output"])
+def test_planted_step_error_fails_that_step_only(step):
+    """A float32 trace with one step off by 1e-4 (relative) fails at that step and no earlier."""
+    x, kwargs = trace_inputs("projections")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float32")
+    broken = with_step(trace, step, lambda a: a * (1 + 1e-4))
+    verdicts = {c.name: c.ok for c in compare_traces(broken, reference)}
+    names = reference.names()
+    assert not verdicts[step]
+    assert all(verdicts[n] for n in names[: names.index(step)])
+
+
+def test_wrong_scale_in_a_trace_fails_scaled():
+    """scaled = scores * (scale * 1.01): the scaled step fails, scores passes."""
+    x, kwargs = trace_inputs("plain")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float32")
+    verdicts = {
+        c.name: c.ok
+        for c in compare_traces(with_step(trace, "scaled", lambda a: a * 1.01), reference)
+    }
+    assert verdicts["scores"] and not verdicts["scaled"]
+
+
+def test_shape_and_nan_mismatches_fail():
+    x, kwargs = trace_inputs("masked-row")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float32")
+    cut = with_step(trace, "v", lambda a: a[:, :3])
+    check = {c.name: c for c in compare_traces(cut, reference)}["v"]
+    assert not check.ok and "shape" in check.message and check.diff is None
+    nan_row = with_step(trace, "output", lambda a: np.where(np.arange(6)[:, None] == 2, np.nan, a))
+    check = {c.name: c for c in compare_traces(nan_row, reference)}["output"]
+    assert not check.ok and check.max_abs_diff == math.inf
+
+
+def test_plain_python_comparison_matches_numpy(monkeypatch):
+    """Without numpy the comparison gives the same verdicts and nearly the same bounds."""
+    x, kwargs = trace_inputs("heads+w_o")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float32")
+    fast = compare_traces(trace, reference)
+    monkeypatch.setattr(compare, "_ops", lambda: compare._ListOps())
+    slow = compare_traces(trace, reference)
+    assert [c.ok for c in slow] == [c.ok for c in fast]
+    for a, b in zip(slow, fast):
+        np.testing.assert_allclose(np.array(a.bounds), np.array(b.bounds), rtol=1e-9)
+        np.testing.assert_allclose(np.array(a.diff), np.array(b.diff), rtol=0, atol=0)
