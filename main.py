@@ -26,6 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=6, help="tokens of the random example")
     p.add_argument("--heads", type=int, default=1, help="heads of the random example")
     p.add_argument("--mask", default=None, help="none, causal-top-left, causal-bottom-right")
+    p.add_argument("--hover", metavar="ROW,COL", help="with --screenshot: hover this cell")
     p.add_argument("--screenshot", metavar="FILE.png", help="render offscreen to FILE and exit")
     p.add_argument("--size", default="1400x900", help="window size for --screenshot (WxH)")
     return p.parse_args(argv)
@@ -84,8 +85,8 @@ def screenshot(args: argparse.Namespace, session) -> int:
     except ValueError:
         return fail(f"--size: expected WxH like 1400x900, found {args.size!r}")
     app = QApplication.instance() or QApplication([sys.argv[0]])
-    folder = tempfile.mkdtemp(prefix="attention-settings-")  # never the user's settings
-    settings = QSettings(os.path.join(folder, "settings.ini"), QSettings.Format.IniFormat)
+    folder = tempfile.TemporaryDirectory(prefix="attention-settings-")  # never the user's
+    settings = QSettings(os.path.join(folder.name, "settings.ini"), QSettings.Format.IniFormat)
     session = session or default_session()
     if args.step:
         session = dataclasses.replace(session, step=args.step)
@@ -113,9 +114,17 @@ def screenshot(args: argparse.Namespace, session) -> int:
     window.tabs.setCurrentIndex(TABS.index(args.tab))
     for _ in range(5):
         app.processEvents()
+    if args.hover:
+        try:
+            row, col = (int(v) for v in args.hover.split(","))
+        except ValueError:
+            return fail(f"--hover: expected ROW,COL like 1,2, found {args.hover!r}")
+        window.pipeline.hover_cell(row, col)
+        app.processEvents()
     export.atomic.write_bytes(args.screenshot, export.widget_png(window))
     print(f"wrote {args.screenshot} ({width}x{height})")
     window.close()
+    folder.cleanup()
     return 0
 
 
@@ -137,6 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         return fail(str(exc))
     if args.screenshot:
+        if args.step:  # check the step name before starting Qt, so a typo fails fast
+            from gui import controller
+            from gui.main_window import default_session
+
+            try:
+                names = controller.step_names(session or default_session())
+            except (ValueError, TypeError) as exc:
+                return fail(f"the inputs are not valid: {exc}")
+            if args.step not in names:
+                return fail(f"unknown step {args.step!r}; steps: {', '.join(names)}")
         return screenshot(args, session)
     import logging
 

@@ -35,8 +35,9 @@ class FileActions:
         try:
             s = sm.load(path, core_api.backend_dtypes())
         except sm.SessionError as exc:
-            self.window.warn(f"Could not open {os.path.basename(path)}: {exc}. "
-                             "The current session is kept.")  # fmt: skip
+            self.window.warn(
+                f"Could not open {os.path.basename(path)}: {exc}. The current session is kept."
+            )
             return False
         self.window.load_session(s)
         self.window.say(f"opened {path}")

@@ -6,6 +6,16 @@ import os
 import tempfile
 
 
+def _mode_for(path: str) -> int:
+    """The existing file's permissions, else what open() would give under the umask."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` so that a crash leaves either the old file or the new one."""
     path = os.fspath(path)
@@ -13,6 +23,7 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     # step 1: the temporary file lives beside the target, so os.replace never crosses devices
     fd, tmp = tempfile.mkstemp(prefix=".", suffix=".part", dir=folder)
     try:
+        os.chmod(tmp, _mode_for(path))  # mkstemp makes 0600; keep the usual permissions
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             # step 2: push the bytes to disk before the rename makes them visible

@@ -47,33 +47,46 @@ class CheckPanel(QWidget):
         split.addWidget(self.table)
         self.diff_map = Heatmap()
         split.addWidget(self.diff_map)
+        self.table.setMinimumWidth(480)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
+        split.setSizes([520, 600])
         outer.addWidget(split, 1)
         self.table.currentCellChanged.connect(lambda row, *_: self.show_diff(row))
 
     def set_outcome(self, outcome: object) -> None:
         """Fill the table from outcome.checks; always say which backend and dtype ran."""
         self.trace, self.checks = outcome.trace, outcome.checks or []
-        ran = (f"backend <b>{outcome.backend}</b>, dtype <b>{outcome.dtype}</b>, "
-               f"kernel {outcome.kernel}, {outcome.seconds * 1000:.0f} ms")  # fmt: skip
+        ran = (
+            f"backend <b>{outcome.backend}</b>, dtype <b>{outcome.dtype}</b>, "
+            f"kernel {outcome.kernel}, {outcome.seconds * 1000:.0f} ms"
+        )
         if outcome.checks is None:
             self.header.setText(f"{ran}<br>scratch.compare_traces is not available yet: no check.")
         else:
             bad = [c.name for c in self.checks if not c.ok]
-            verdict = ("<span style='color:#1a7f37'>every step within its bound</span>" if not bad
-                       else f"<span style='color:#b00020'>outside the bound: {', '.join(bad)}"
-                       "</span>")  # fmt: skip
+            verdict = (
+                "<span style='color:#1a7f37'>every step within its bound</span>"
+                if not bad
+                else f"<span style='color:#b00020'>outside the bound: {', '.join(bad)}</span>"
+            )
             self.header.setText(f"{ran} vs the exact ground truth (scratch, float64): {verdict}")
         self.diff_map.setVisible(bool(self.checks))
         self.table.setRowCount(len(self.checks))
         for r, check in enumerate(self.checks):
             shape = outcome.trace[check.name].shape if check.name in outcome.trace else ()
-            cells = (check.name, " x ".join(map(str, shape)), f"{check.max_abs_diff:.3g}",
-                     f"{_number(check.bound):.3g}", "pass" if check.ok else "FAIL")  # fmt: skip
+            cells = (
+                check.name,
+                " x ".join(map(str, shape)),
+                f"{check.max_abs_diff:.3g}",
+                f"{_number(check.bound):.3g}",
+                "pass" if check.ok else "FAIL",
+            )
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setBackground(PASS if check.ok else FAIL)
+                if getattr(check, "message", ""):
+                    item.setToolTip(check.message)
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
         first_bad = next((r for r, c in enumerate(self.checks) if not c.ok), None)
@@ -87,23 +100,33 @@ class CheckPanel(QWidget):
         return names.index("output") if "output" in names else 0
 
     def show_diff(self, row: int) -> None:
-        """Show the |difference| of check `row` as a heatmap (0 up to the largest of diff, bound)."""
+        """Show check `row`'s |difference| as a heatmap from 0 to max(largest diff, bound)."""
         if not 0 <= row < len(self.checks):
             return
         check = self.checks[row]
+        if check.diff is None:  # e.g. a shape mismatch: nothing to draw
+            self.diff_map.setVisible(False)
+            return
+        self.diff_map.setVisible(True)
         image = view_model.diff_image(check.diff)
         finite = image[np.isfinite(image)]
-        top = max(float(finite.max()) if finite.size else 0.0, _number(check.bound), 1e-300)
+        top = max(float(finite.max()) if finite.size else 0.0, _number(check.bound))
+        top = min(max(top, view_model.LEVEL_FLOOR), view_model.DISPLAY_LIMIT)
         rows, cols = image.shape
         step = self.trace[check.name] if check.name in self.trace else None
         axes = list(step.axes[-2:]) if step is not None and len(step.axes) >= 2 else ["row", "col"]
         panel = view_model.Panel(
-            title=f"|{check.name} - ground truth|" + (" (largest over heads)" if step and
-                                                      step.axes[0] == "head" else ""),
-            image=image, raw=image.astype(np.float64),
+            title=f"|{check.name} - ground truth|"
+            + (" (largest over heads)" if step and step.axes[0] == "head" else ""),
+            image=image,
+            raw=image.astype(np.float64),
             row_labels=view_model.labels_for(self.trace, axes[0], rows),
             col_labels=view_model.labels_for(self.trace, axes[-1], cols),
-            row_axis=axes[0], col_axis=axes[-1], kind="weights", levels=(0.0, top),
-            step=check.name, head=None,
-        )  # fmt: skip
+            row_axis=axes[0],
+            col_axis=axes[-1],
+            kind="weights",
+            levels=(0.0, top),
+            step=check.name,
+            head=None,
+        )
         self.diff_map.show_panel(panel)

@@ -77,8 +77,11 @@ def softmax_rows(masked):
 {fix}    return weights
 ''',
 }
-FIX = {"zero": "", "nan": "    weights[empty] = float('nan')\n",
-       "uniform": "    weights[empty] = 1.0 / weights.shape[1]\n"}  # fmt: skip
+FIX = {
+    "zero": "",
+    "nan": "    weights[empty] = float('nan')\n",
+    "uniform": "    weights[empty] = 1.0 / weights.shape[1]\n",
+}
 
 
 def snippet(s: Session, library: str = "numpy") -> str:
@@ -100,10 +103,15 @@ def snippet(s: Session, library: str = "numpy") -> str:
     lines += _inputs(s, arr)
     # step 2: the scale and the mask
     d_k = s.d_k
-    scale = {"sqrt": f"1 / {d_k} ** 0.5  # 1/sqrt(d_k)", "none": "1.0  # no scaling",
-             "custom": f"{s.scale_value!r}  # chosen by hand"}[s.scale_mode]  # fmt: skip
+    scale = {
+        "sqrt": f"1 / {d_k} ** 0.5  # 1/sqrt(d_k)",
+        "none": "1.0  # no scaling",
+        "custom": f"{s.scale_value!r}  # chosen by hand",
+    }[s.scale_mode]
     lines.append(f"scale = {scale}")
-    ones = f"np.ones(({L}, {S}), dtype=bool)" if numpy else f"torch.ones({L}, {S}, dtype=torch.bool)"
+    ones = (
+        f"np.ones(({L}, {S}), dtype=bool)" if numpy else f"torch.ones({L}, {S}, dtype=torch.bool)"
+    )
     tril = "np.tril" if numpy else "torch.tril"
     kword = "k" if numpy else "diagonal"
     mask = None

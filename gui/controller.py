@@ -59,6 +59,11 @@ def trace_kwargs(s: Session) -> dict:
     return kwargs
 
 
+def step_names(s: Session) -> list[str]:
+    """The step names the session's trace will have (asks the ground truth once)."""
+    return core_api.ground_truth(**trace_kwargs(s)).names()
+
+
 def run(
     s: Session,
     progress: Callable[[int, int, str], None] | None = None,
@@ -85,7 +90,12 @@ def run(
     report(3, 3, "done")
     options = getattr(trace, "options", {}) or {}
     return Outcome(
-        session=s, trace=trace, reference=reference, checks=checks,
-        backend=str(options.get("backend", s.backend)), dtype=str(options.get("dtype", s.dtype)),
-        kernel=str(options.get("kernel", "?")), seconds=time.perf_counter() - start,
-    )  # fmt: skip
+        session=s,
+        trace=trace,
+        reference=reference,
+        checks=checks,
+        backend=str(options.get("backend", s.backend)),
+        dtype=str(options.get("dtype", s.dtype)),
+        kernel=str(options.get("kernel", "?")),
+        seconds=time.perf_counter() - start,
+    )

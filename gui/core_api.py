@@ -81,7 +81,10 @@ def explain(trace: object, step: str, index: tuple[int, ...]) -> object:
 def compare(trace: object, reference: object) -> list | None:
     """scratch.compare_traces(trace, reference), or None while it is missing."""
     fn = getattr(scratch, "compare_traces", None)
-    if fn is None:
+    if fn is None:  # adapter: the module exists before scratch/__init__ exports it
         ADAPTERS.add("compare_traces")
-        return None
+        try:
+            from scratch.compare import compare_traces as fn
+        except ImportError:
+            return None
     return fn(trace, reference)

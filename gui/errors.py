@@ -45,8 +45,11 @@ class ErrorHandler:
 
         if QApplication.instance() is None:
             return
-        box = QMessageBox(QMessageBox.Icon.Critical, "Unexpected error",
-                          f"{summary}\n\nThe session is kept; the details are in the log.")  # fmt: skip
+        box = QMessageBox(
+            QMessageBox.Icon.Critical,
+            "Unexpected error",
+            f"{summary}\n\nThe session is kept; the details are in the log.",
+        )
         box.setDetailedText(detail)
         box.setModal(False)
         box.show()  # non-blocking: the window keeps working

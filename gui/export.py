@@ -32,13 +32,21 @@ def trace_dict(trace: object) -> dict:
         "num_heads": trace.num_heads,
         "num_kv_heads": trace.num_kv_heads,
         "allowed": None if trace.allowed is None else [list(r) for r in trace.allowed],
-        "options": {k: v for k, v in dict(trace.options).items() if isinstance(v, str | int | float)},
+        "options": {
+            k: v for k, v in dict(trace.options).items() if isinstance(v, str | int | float)
+        },
         "steps": [
-            {"name": s.name, "formula": s.formula, "note": s.note, "axes": list(s.axes),
-             "shape": list(s.shape), "value": _plain(view_model.step_array(s).tolist())}
+            {
+                "name": s.name,
+                "formula": s.formula,
+                "note": s.note,
+                "axes": list(s.axes),
+                "shape": list(s.shape),
+                "value": _plain(view_model.step_array(s).tolist()),
+            }
             for s in trace
         ],
-    }  # fmt: skip
+    }
 
 
 def save_trace_json(path: str | os.PathLike, trace: object) -> None:

@@ -14,27 +14,33 @@ from gui.view_model import Panel
 
 pg.setConfigOptions(background="w", foreground="k", antialias=True)
 
-COLORMAPS = {"signed": "CET-D1A", "weights": "CET-L12"}
+COLORMAPS = {"signed": "CET-D1A", "weights": "viridis"}
 MASKED_BACKGROUND = (215, 215, 215)  # masked (-inf) cells are NaN in the image: grey shows through
 MAX_TICKS = 24
 
 
-def cell_text(v: float) -> str:
-    """Short number for a cell: 2 decimals (3 significant digits from 10 up), -inf if masked."""
-    if v == -math.inf:
-        return "-inf"
-    if math.isnan(v):
-        return "nan"
-    if v != 0 and abs(v) < 0.005:
+def cell_text(v: float, tiny: bool = False) -> str:
+    """Short number for a cell: whole numbers as such, else 2 decimals (3 digits from 10 up)."""
+    if not math.isfinite(v):
+        return str(v)  # '-inf' (masked), 'inf', 'nan'
+    if v == int(v) and abs(v) < 1e6:
+        return str(int(v))
+    if tiny:  # a matrix of tiny numbers (differences): scientific notation
         return f"{v:.1e}"
-    text = f"{v:.2f}" if abs(v) < 10 else f"{v:.3g}"
-    return "0" if text in ("-0.00", "0.00") else text
+    return f"{v:.2f}" if abs(v) < 10 else f"{v:.3g}"
 
 
 def tick_list(labels: list[str], most: int = MAX_TICKS) -> list[tuple[int, str]]:
     """Every label while they fit, else every n-th so at most `most` show."""
     every = max(1, math.ceil(len(labels) / most))
     return [(i, labels[i]) for i in range(0, len(labels), every)]
+
+
+def _cosmetic(colour: QColor, pixels: int) -> QPen:
+    """A pen `pixels` wide on screen whatever the zoom."""
+    pen = QPen(colour, pixels)
+    pen.setCosmetic(True)
+    return pen
 
 
 class Heatmap(QWidget):
@@ -60,19 +66,26 @@ class Heatmap(QWidget):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.vb.setMouseEnabled(x=False, y=False)
-        self.plot.vb.setBackgroundColor(MASKED_BACKGROUND)
+        self._backdrop = QGraphicsRectItem()  # grey behind the matrix only: NaN cells show it
+        self._backdrop.setBrush(QBrush(QColor(*MASKED_BACKGROUND)))
+        self._backdrop.setPen(QPen(Qt.PenStyle.NoPen))
+        self._backdrop.setZValue(-10)
+        self.plot.addItem(self._backdrop)
         self.image_item = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image_item)
         self.bar = None
         if not compact:
             self.bar = pg.ColorBarItem(
-                values=(0, 1), colorMap=COLORMAPS["weights"], interactive=False, width=18,
+                values=(0, 1),
+                colorMap=COLORMAPS["weights"],
+                interactive=False,
+                width=18,
                 colorMapMenu=False,
-            )  # fmt: skip
+            )
             self.bar.setImageItem(self.image_item)
             self.view.addItem(self.bar, row=0, col=1)
         self._hover_box = QGraphicsRectItem()
-        self._hover_box.setPen(QPen(QColor(0, 0, 0), 0.08))
+        self._hover_box.setPen(_cosmetic(QColor(255, 140, 0), 3))
         self._hover_box.setZValue(20)
         self._hover_box.hide()
         self.plot.addItem(self._hover_box)
@@ -82,6 +95,8 @@ class Heatmap(QWidget):
         small.setPointSize(7 if compact else 9)
         for side in ("left", "bottom"):
             self.plot.getAxis(side).setStyle(tickFont=small)
+            self.plot.getAxis(side).enableAutoSIPrefix(False)  # token axes have no units
+        self.plot.setAspectLocked(True)  # square cells
 
     # ---------------------------------------------------------------- content
 
@@ -94,11 +109,12 @@ class Heatmap(QWidget):
         self.image_item.setColorMap(cmap)
         self.image_item.setImage(panel.image, autoLevels=False, levels=panel.levels)
         self.image_item.setRect(QRectF(-0.5, -0.5, cols, rows))
+        self._backdrop.setRect(QRectF(-0.5, -0.5, cols, rows))
         if self.bar is not None:
             self.bar.setColorMap(cmap)
             self.bar.setLevels(values=panel.levels)
         self.plot.setTitle(panel.title, size="9pt" if self.compact else "11pt")
-        most_x = 6 if self.compact else MAX_TICKS
+        most_x = 3 if self.compact else MAX_TICKS
         self.plot.getAxis("bottom").setTicks([tick_list(panel.col_labels, most_x)])
         self.plot.getAxis("left").setTicks([tick_list(panel.row_labels)])
         if not self.compact:
@@ -121,6 +137,8 @@ class Heatmap(QWidget):
         lo, hi = panel.levels
         font = QFont()
         font.setPointSize(9 if max(panel.image.shape) <= 8 else 7)
+        finite = np.abs(panel.raw[np.isfinite(panel.raw)])
+        tiny = bool(finite.size) and float(finite.max()) < 0.01
         for (i, j), raw in np.ndenumerate(panel.raw):
             v = float(raw)
             if math.isfinite(v):
@@ -129,7 +147,7 @@ class Heatmap(QWidget):
                 pen = "k" if light > 140 else "w"
             else:
                 pen = (90, 90, 90)
-            item = pg.TextItem(cell_text(v), color=pen, anchor=(0.5, 0.5))
+            item = pg.TextItem(cell_text(v, tiny), color=pen, anchor=(0.5, 0.5))
             item.setFont(font)
             item.setPos(j, i)
             self.plot.addItem(item)
@@ -155,7 +173,7 @@ class Heatmap(QWidget):
         else:
             return
         mark = QGraphicsRectItem(rect)
-        mark.setPen(QPen(QColor(255, 140, 0), 0.1))
+        mark.setPen(_cosmetic(QColor(255, 140, 0), 3))
         mark.setBrush(QBrush(QColor(255, 165, 0, 70)))
         mark.setZValue(10)
         self.plot.addItem(mark)

@@ -28,16 +28,24 @@ from gui.session import Session
 MODE_LABELS = {"project": "x -> W_q, W_k, W_v", "qkv": "Q, K, V directly", "self": "q = k = v = x"}
 SCALE_LABELS = {"sqrt": "1/sqrt(d_k)", "none": "none (1)", "custom": "custom"}
 MASK_LABELS = {
-    "none": "none", "causal-top-left": "causal (top-left)",
-    "causal-bottom-right": "causal (bottom-right)", "custom": "custom (click the grid)",
-}  # fmt: skip
+    "none": "none",
+    "causal-top-left": "causal (top-left)",
+    "causal-bottom-right": "causal (bottom-right)",
+    "custom": "custom (click the grid)",
+}
 ROWS_LABELS = {"zero": "zero (weights 0)", "nan": "NaN", "uniform": "uniform (1/S)"}
 TABLE_TITLES = {
-    "project": {"x": "X", "key": "key input", "value": "value input", "w_q": "Wq", "w_k": "Wk",
-                "w_v": "Wv"},
+    "project": {
+        "x": "X",
+        "key": "key input",
+        "value": "value input",
+        "w_q": "Wq",
+        "w_k": "Wk",
+        "w_v": "Wv",
+    },
     "qkv": {"x": "Q", "key": "K", "value": "V"},
     "self": {"x": "X (q = k = v)"},
-}  # fmt: skip
+}
 GRID_LIMIT = 64  # the mask grid is drawn (and clickable) up to 64 x 64
 
 
@@ -100,10 +108,10 @@ class InputsPanel(QWidget):
         form.addRow("inputs", self.mode)
         self.tokens = QLineEdit()
         self.tokens.setToolTip("query token labels, comma-separated")
-        form.addRow("tokens", self.tokens)
+        form.addRow("token labels", self.tokens)
         self.key_tokens = QLineEdit()
         self.key_tokens.setToolTip("key token labels (cross-attention), comma-separated")
-        form.addRow("key tokens", self.key_tokens)
+        form.addRow("key labels", self.key_tokens)
         self.num_tokens = _spin(1, sm.MAX_TOKENS, "L: number of query tokens")
         self.num_keys = _spin(1, sm.MAX_TOKENS, "S: number of key tokens (cross-attention)")
         self.d_model = _spin(1, sm.MAX_DIM, "d_model: width of x")
@@ -115,10 +123,14 @@ class InputsPanel(QWidget):
         for label, box in (("L", self.num_tokens), ("S", self.num_keys), ("d_model", self.d_model)):
             sizes.addWidget(QLabel(label))
             sizes.addWidget(box)
-        form.addRow("tokens", sizes)
+        form.addRow("lengths", sizes)
         dims = QHBoxLayout()
-        for label, box in (("d_k", self.d_k), ("d_v", self.d_v), ("heads", self.heads),
-                           ("kv", self.kv_heads)):  # fmt: skip
+        for label, box in (
+            ("d_k", self.d_k),
+            ("d_v", self.d_v),
+            ("heads", self.heads),
+            ("kv", self.kv_heads),
+        ):
             dims.addWidget(QLabel(label))
             dims.addWidget(box)
         form.addRow("sizes", dims)
@@ -179,9 +191,15 @@ class InputsPanel(QWidget):
             model.rejected.connect(self.message)
 
     def _size_boxes(self) -> dict[str, QSpinBox]:
-        return {"num_tokens": self.num_tokens, "num_keys": self.num_keys, "d_model": self.d_model,
-                "d_k": self.d_k, "d_v": self.d_v, "num_heads": self.heads,
-                "num_kv_heads": self.kv_heads}  # fmt: skip
+        return {
+            "num_tokens": self.num_tokens,
+            "num_keys": self.num_keys,
+            "d_model": self.d_model,
+            "d_k": self.d_k,
+            "d_v": self.d_v,
+            "num_heads": self.heads,
+            "num_kv_heads": self.kv_heads,
+        }
 
     # ---------------------------------------------------------------- showing a session
 
@@ -196,9 +214,15 @@ class InputsPanel(QWidget):
             self.tokens.setText(", ".join(s.tokens))
             self.key_tokens.setText(", ".join(s.key_tokens))
             self.key_tokens.setEnabled(s.key is not None)
-            sizes = {"num_tokens": s.num_tokens, "num_keys": s.num_keys, "d_model": s.d_model,
-                     "d_k": s.d_k, "d_v": s.d_v, "num_heads": s.num_heads,
-                     "num_kv_heads": s.num_kv_heads}  # fmt: skip
+            sizes = {
+                "num_tokens": s.num_tokens,
+                "num_keys": s.num_keys,
+                "d_model": s.d_model,
+                "d_k": s.d_k,
+                "d_v": s.d_v,
+                "num_heads": s.num_heads,
+                "num_kv_heads": s.num_kv_heads,
+            }
             for field, box in self._size_boxes().items():
                 box.setValue(sizes[field])
             self.num_keys.setEnabled(s.key is not None)
@@ -269,8 +293,11 @@ class InputsPanel(QWidget):
 
     def _on_preset(self) -> None:
         name = self.preset.currentData()
-        keep = {"backend": self.session.backend, "dtype": self.session.dtype,
-                "masked_rows": self.session.masked_rows}  # fmt: skip
+        keep = {
+            "backend": self.session.backend,
+            "dtype": self.session.dtype,
+            "masked_rows": self.session.masked_rows,
+        }
         if name == "custom":
             self._apply(lambda s: dataclasses.replace(s, preset="custom"))
         elif name == "random":
@@ -281,13 +308,21 @@ class InputsPanel(QWidget):
 
     def _random(self, s: Session) -> Session:
         heads = s.num_heads if s.mode == "project" else 2
-        return sm.random_session(self.seed.value(), s.num_tokens, max(s.d_model, 2), s.d_k, s.d_v,
-                                 heads, s.num_kv_heads if s.mode == "project" else heads)  # fmt: skip
+        return sm.random_session(
+            self.seed.value(),
+            s.num_tokens,
+            max(s.d_model, 2),
+            s.d_k,
+            s.d_v,
+            heads,
+            s.num_kv_heads if s.mode == "project" else heads,
+        )
 
     def _on_seed(self, value: int) -> None:
         if self.session.preset == "random":
-            self._apply(lambda s: dataclasses.replace(self._random(s), backend=s.backend,
-                                                      dtype=s.dtype))  # fmt: skip
+            self._apply(
+                lambda s: dataclasses.replace(self._random(s), backend=s.backend, dtype=s.dtype)
+            )
         else:
             self._apply(lambda s: dataclasses.replace(s, seed=value))
 
@@ -336,9 +371,13 @@ class InputsPanel(QWidget):
             if mask_mode == "custom" and mask is None:
                 mask = tuple(tuple(True for _ in range(s.num_keys)) for _ in range(s.num_tokens))
             return dataclasses.replace(
-                s, scale_mode=self.scale_mode.currentData(), scale_value=self.scale_value.value(),
-                mask_mode=mask_mode, mask=mask, masked_rows=self.masked_rows.currentData(),
+                s,
+                scale_mode=self.scale_mode.currentData(),
+                scale_value=self.scale_value.value(),
+                mask_mode=mask_mode,
+                mask=mask,
+                masked_rows=self.masked_rows.currentData(),
                 dtype=self.dtype.currentData() or s.dtype,
-            )  # fmt: skip
+            )
 
         self._apply(edit)

@@ -49,8 +49,9 @@ def remembered_session(settings: QSettings) -> sm.Session | None:
 class MainWindow(QMainWindow):
     """Inputs on the left; pipeline, overview and check tabs in the middle."""
 
-    def __init__(self, settings: QSettings, session: sm.Session | None = None,
-                 dialogs: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self, settings: QSettings, session: sm.Session | None = None, dialogs: bool = True
+    ) -> None:
         super().__init__()
         self.settings = settings
         self.dialogs = dialogs
@@ -165,10 +166,14 @@ class MainWindow(QMainWindow):
         self.overview.set_trace(outcome.trace, self.pipeline.head)
         self.checks.set_outcome(outcome)
         checks = outcome.checks
-        verdict = "" if checks is None else (" | all steps pass" if all(c.ok for c in checks)
-                                             else " | CHECK FAILED")  # fmt: skip
-        self.backend_label.setText(f"backend {outcome.backend} | dtype {outcome.dtype} | "
-                                   f"kernel {outcome.kernel}{verdict}")  # fmt: skip
+        verdict = (
+            ""
+            if checks is None
+            else (" | all steps pass" if all(c.ok for c in checks) else " | CHECK FAILED")
+        )
+        self.backend_label.setText(
+            f"backend {outcome.backend} | dtype {outcome.dtype} | kernel {outcome.kernel}{verdict}"
+        )
 
     def _on_failed(self, message: str) -> None:
         self._set_busy(False)

@@ -20,7 +20,9 @@ class MaskGrid(QWidget):
         self.editable = False
         self.setMinimumSize(120, 120)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        self.setToolTip("mask: blue = may attend, grey = masked; choose 'custom' and click to toggle")
+        self.setToolTip(
+            "mask: blue = may attend, grey = masked; choose 'custom' and click to toggle"
+        )
 
     def sizeHint(self) -> QSize:
         return QSize(180, 180)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PyQt6.QtCore import Qt, QTimer, pyqtSignal
+from PyQt6.QtCore import QPointF, Qt, QTimer, pyqtSignal
 from PyQt6.QtGui import QFont
 from PyQt6.QtWidgets import (
     QComboBox,
@@ -67,8 +67,15 @@ class PipelineView(QWidget):
         self.speed.setSuffix(" steps/s")
         self.step_label = _label(12)
         self.step_label.setMinimumWidth(170)
-        for w in (self.first_button, self.prev_button, self.slider, self.next_button,
-                  self.last_button, self.play_button, self.speed):  # fmt: skip
+        for w in (
+            self.first_button,
+            self.prev_button,
+            self.slider,
+            self.next_button,
+            self.last_button,
+            self.play_button,
+            self.speed,
+        ):
             w.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         for w in (self.first_button, self.prev_button):
             nav.addWidget(w)
@@ -287,9 +294,15 @@ class PipelineView(QWidget):
             cols = panel.col_labels
         if self.step_name == "output" and self.trace.num_heads > 1:
             weights = None
-        text = sentences.describe(self.step_name, panel.raw.tolist(), panel.row_labels, cols,
-                                  row, weights)  # fmt: skip
+        text = sentences.describe(
+            self.step_name, panel.raw.tolist(), panel.row_labels, cols, row, weights
+        )
         self.sentence.setText(text)
+
+    def hover_cell(self, row: int, col: int, panel: int = 0) -> None:
+        """Act as if the mouse were over cell (row, col) of a panel (command line, tests)."""
+        hm = self.heatmaps[panel]
+        hm._on_mouse_moved(hm.plot.vb.mapViewToScene(QPointF(col, row)))
 
     def _on_hover(self, heatmap: Heatmap, cell: tuple[int, int] | None) -> None:
         for hm in self.sources:

@@ -9,8 +9,12 @@ Row = Sequence[float]
 
 
 def _fmt(v: float) -> str:
-    """Two decimals for everyday numbers, 3 significant digits for tiny or huge ones."""
-    if v == 0 or 0.01 <= abs(v) < 1000:
+    """Whole numbers as such, two decimals for everyday numbers, 3 digits for tiny or huge."""
+    if not math.isfinite(v):
+        return str(v)
+    if v == int(v) and abs(v) < 1e6:
+        return str(int(v))
+    if 0.01 <= abs(v) < 1000:
         return f"{v:.2f}"
     return f"{v:.3g}"
 
@@ -27,7 +31,7 @@ def _join(parts: list[str]) -> str:
 
 
 def attention_sentence(row: Row, query: str, keys: Sequence[str], top: int = 2) -> str:
-    """"'journey' attends most to 'journey' (0.24) and 'starts' (0.23)" from one weights row."""
+    """The sentence "'journey' attends most to 'journey' (0.24) and ..." for one weights row."""
     if any(math.isnan(v) for v in row):
         return f"'{query}' has no weights: every key is masked and the row is NaN."
     if all(v == 0 for v in row):

@@ -151,9 +151,18 @@ def random_session(
     w_v = random_matrix(rng, d_model, kv * d_v)  # (d_model, Hkv*d_v)
     tokens = default_tokens(num_tokens)
     return Session(
-        tokens=tokens, key_tokens=tokens, x=x, w_q=w_q, w_k=w_k, w_v=w_v, mode="project",
-        num_heads=num_heads, num_kv_heads=kv, preset="random", seed=seed,
-    )  # fmt: skip
+        tokens=tokens,
+        key_tokens=tokens,
+        x=x,
+        w_q=w_q,
+        w_k=w_k,
+        w_v=w_v,
+        mode="project",
+        num_heads=num_heads,
+        num_kv_heads=kv,
+        preset="random",
+        seed=seed,
+    )
 
 
 def from_preset(preset: object) -> Session:
@@ -190,11 +199,22 @@ def from_preset(preset: object) -> Session:
             scale_mode, scale_value = ("none", 1.0) if scale == 1.0 else ("custom", scale)
     mask_mode = "causal-top-left" if getattr(preset, "is_causal", False) else "none"
     return Session(
-        tokens=tokens, key_tokens=key_tokens, x=x, key=key if mode != "self" else None,
-        value=value if mode != "self" else None, w_q=w_q, w_k=w_k, w_v=w_v, mode=mode,
-        num_heads=heads, num_kv_heads=kv_heads, scale_mode=scale_mode, scale_value=scale_value,
-        mask_mode=mask_mode, preset=str(getattr(preset, "name", "custom")),
-    )  # fmt: skip
+        tokens=tokens,
+        key_tokens=key_tokens,
+        x=x,
+        key=key if mode != "self" else None,
+        value=value if mode != "self" else None,
+        w_q=w_q,
+        w_k=w_k,
+        w_v=w_v,
+        mode=mode,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        scale_mode=scale_mode,
+        scale_value=scale_value,
+        mask_mode=mask_mode,
+        preset=str(getattr(preset, "name", "custom")),
+    )
 
 
 # ---------------------------------------------------------------- edits (pure)
@@ -264,9 +284,15 @@ def resized(
         )
     key_tokens = _resize_labels(s.key_tokens, S) if cross else _resize_labels(s.tokens, L)
     return dataclasses.replace(
-        s, tokens=_resize_labels(s.tokens, L), key_tokens=key_tokens, mask=mask,
-        num_heads=H, num_kv_heads=Hkv, preset="custom", **changes,
-    )  # fmt: skip
+        s,
+        tokens=_resize_labels(s.tokens, L),
+        key_tokens=key_tokens,
+        mask=mask,
+        num_heads=H,
+        num_kv_heads=Hkv,
+        preset="custom",
+        **changes,
+    )
 
 
 def with_cell(s: Session, name: str, i: int, j: int, value: float) -> Session:
@@ -285,23 +311,45 @@ def with_mode(s: Session, mode: str) -> Session:
     L, S = s.num_tokens, s.num_keys
     if mode == "self":
         return dataclasses.replace(
-            s, mode=mode, key=None, value=None, w_q=None, w_k=None, w_v=None,
-            key_tokens=s.tokens, mask=resize_mask(s.mask, L, L), num_kv_heads=s.num_heads,
-        )  # fmt: skip
+            s,
+            mode=mode,
+            key=None,
+            value=None,
+            w_q=None,
+            w_k=None,
+            w_v=None,
+            key_tokens=s.tokens,
+            mask=resize_mask(s.mask, L, L),
+            num_kv_heads=s.num_heads,
+        )
     if mode == "qkv":
         width = s.num_heads * s.d_k
         key = s.key if s.key is not None else s.x
         return dataclasses.replace(
-            s, mode=mode, x=resize_matrix(s.x, L, width), key=resize_matrix(key, S, width),
+            s,
+            mode=mode,
+            x=resize_matrix(s.x, L, width),
+            key=resize_matrix(key, S, width),
             value=resize_matrix(s.value if s.value is not None else key, S, width),
-            w_q=None, w_k=None, w_v=None,
-        )  # fmt: skip
+            w_q=None,
+            w_k=None,
+            w_v=None,
+        )
     dm = s.d_model
     eye = tuple(tuple(1.0 if r == c else 0.0 for c in range(dm)) for r in range(dm))  # (dm, dm)
     return dataclasses.replace(
-        s, mode=mode, key=None, value=None, key_tokens=s.tokens, mask=resize_mask(s.mask, L, L),
-        w_q=eye, w_k=eye, w_v=eye, num_heads=1, num_kv_heads=1,
-    )  # fmt: skip
+        s,
+        mode=mode,
+        key=None,
+        value=None,
+        key_tokens=s.tokens,
+        mask=resize_mask(s.mask, L, L),
+        w_q=eye,
+        w_k=eye,
+        w_v=eye,
+        num_heads=1,
+        num_kv_heads=1,
+    )
 
 
 def resize_mask(mask, rows: int, cols: int):
@@ -382,7 +430,11 @@ def _mask(data: Mapping, rows: int, cols: int):
     if not isinstance(v, list) or len(v) != rows:
         raise _fail("mask", f"{rows} rows of booleans", v)
     for i, row in enumerate(v):
-        if not isinstance(row, list) or len(row) != cols or not all(isinstance(b, bool) for b in row):
+        if (
+            not isinstance(row, list)
+            or len(row) != cols
+            or not all(isinstance(b, bool) for b in row)
+        ):
             raise _fail(f"mask[{i}]", f"a list of {cols} booleans", row)
     return tuple(tuple(r) for r in v)
 
@@ -461,12 +513,28 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     if S > MAX_TOKENS:
         raise _fail("key", f"at most {MAX_TOKENS} rows", f"{S} rows")
     return Session(
-        tokens=_labels(data, "tokens", L), key_tokens=_labels(data, "key_tokens", S), x=x,
-        key=key, value=value, w_q=w_q, w_k=w_k, w_v=w_v, mode=mode, num_heads=heads,
-        num_kv_heads=kv_heads, scale_mode=scale_mode, scale_value=float(scale_value),
-        mask_mode=mask_mode, mask=_mask(data, L, S), masked_rows=masked_rows, backend=backend,
-        dtype=dtype, preset=data["preset"], seed=seed, step=data["step"],
-    )  # fmt: skip
+        tokens=_labels(data, "tokens", L),
+        key_tokens=_labels(data, "key_tokens", S),
+        x=x,
+        key=key,
+        value=value,
+        w_q=w_q,
+        w_k=w_k,
+        w_v=w_v,
+        mode=mode,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        scale_mode=scale_mode,
+        scale_value=float(scale_value),
+        mask_mode=mask_mode,
+        mask=_mask(data, L, S),
+        masked_rows=masked_rows,
+        backend=backend,
+        dtype=dtype,
+        preset=data["preset"],
+        seed=seed,
+        step=data["step"],
+    )
 
 
 # ---------------------------------------------------------------- files

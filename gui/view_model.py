@@ -9,6 +9,7 @@ import numpy as np
 TEXT_LIMIT = 16  # cell numbers are printed while both sides are at most this long
 HEAD_ALL, HEAD_AVERAGE = "all", "average"
 DISPLAY_LIMIT = 1e38  # below float32's largest value, so level arithmetic cannot overflow
+LEVEL_FLOOR = 1e-30  # narrowest colour range: 255 / range must stay a finite float32
 
 
 @dataclass
@@ -59,7 +60,7 @@ def levels_for(step_name: str, values: np.ndarray) -> tuple[str, tuple[float, fl
     finite = np.abs(values[np.isfinite(values)])
     top = min(float(finite.max()) if finite.size else 0.0, DISPLAY_LIMIT)
     top = top if top > 0 else 1.0
-    return "signed", (-top, top)
+    return "signed", (-max(top, LEVEL_FLOOR), max(top, LEVEL_FLOOR))
 
 
 def as_image(matrix: np.ndarray) -> np.ndarray:

@@ -6,11 +6,14 @@ of `torch.nn.functional.scaled_dot_product_attention`. Standard library only.
 """
 
 from .attention import scaled_dot_product_attention
+from .checker import CheckReport, check
+from .compare import StepCheck, compare_traces
 from .explain import Explanation, explain
 from .linalg import matmul, transpose
 from .masks import causal_mask
 from .multihead import multi_head_attention
 from .softmax import softmax
+from .tolerance import tolerance
 from .trace import Step, Trace, trace_attention
 from .validate import MASKED_ROWS, as_tensor
 
@@ -22,16 +25,21 @@ def shape_of(nested: object) -> tuple[int, ...]:
 
 __all__ = [
     "MASKED_ROWS",
+    "CheckReport",
+    "StepCheck",
     "Explanation",
     "Step",
     "Trace",
     "causal_mask",
+    "check",
+    "compare_traces",
     "explain",
     "matmul",
     "multi_head_attention",
     "scaled_dot_product_attention",
     "shape_of",
     "softmax",
+    "tolerance",
     "trace_attention",
     "transpose",
 ]

@@ -29,8 +29,10 @@ INPUTS = ("x", "key_input", "value_input", "w_q", "w_k", "w_v", "w_o")
 class StepCheck:
     """One step compared: max |difference|, the bound where it binds most, verdict, |diff| grid.
 
-    `bound` is the per-element bound at the element where |difference| / bound is largest, and
-    `ratio` that largest ratio (ok means ratio <= 1); `bounds` is the per-element bound grid.
+    `ratio` is the largest |difference| / bound over elements (ok means ratio <= 1); `bound` is
+    the per-element bound at the largest |difference| when the step passes, and at the worst
+    ratio when it fails, so `max_abs_diff` vs `bound` always reads like the verdict. `bounds` is
+    the per-element bound grid.
     """
 
     name: str
@@ -372,12 +374,13 @@ class _NumpyOps:
         return float(self.np.max(self.np.abs(a))) if a.size else 0.0
 
     def worst(self, diff, bounds):
-        """(max diff / bound, the bound there); 0/0 counts as 0, x/0 as inf."""
+        """(max diff / bound, the bound to show); see _shown_bound."""
         np = self.np
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(diff == 0, 0.0, diff / bounds)
         i = np.unravel_index(int(np.argmax(r)), r.shape)
-        return float(r[i]), float(bounds[i])
+        j = np.unravel_index(int(np.argmax(diff)), diff.shape)
+        return float(r[i]), float(bounds[i] if r[i] > 1.0 else bounds[j])
 
     def tolist(self, a):
         return a.tolist()
@@ -463,12 +466,11 @@ class _ListOps:
         return max((abs(x) for x in _flat(a)), default=0.0)
 
     def worst(self, diff, bounds):
-        best = (0.0, 0.0)
-        for d, b in zip(_flat(diff), _flat(bounds), strict=True):
-            r = 0.0 if d == 0 else (d / b if b > 0 else math.inf)
-            if r > best[0] or best == (0.0, 0.0):
-                best = max(best, (r, b))
-        return best
+        pairs = list(zip(_flat(diff), _flat(bounds), strict=True))
+        ratios = [0.0 if d == 0 else (d / b if b > 0 else math.inf) for d, b in pairs]
+        i = max(range(len(pairs)), key=ratios.__getitem__)
+        j = max(range(len(pairs)), key=lambda n: pairs[n][0])
+        return ratios[i], pairs[i][1] if ratios[i] > 1.0 else pairs[j][1]
 
     def tolist(self, a):
         return a

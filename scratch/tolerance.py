@@ -125,11 +125,13 @@ def tolerance(
     relative: each weight may lose a subnormal's worth (floor_w), each product and the stored
     output one more (floor_o). The ground truth (float64, fsum) obeys the float64 bound, which
     is added, so a float64 kernel is allowed twice the float64 bound and nothing more.
-    The first-order terms are 2 g(E+4) S_i + 2 g(S+8) + 2 u_s: the same shape as the textbook
-    2 g(E+1) S_i + 2 g(S+2) + 4u, with room for max subtraction and a few-ulp exp.
+    To first order R_i = 2 (E+4) u S_i + (2S+17) u + 2 u_s: the textbook
+    2 g(E+1) S_i + 2 g(S+2) + 4u, with room for the max subtraction and a few-ulp exp.
+    Not covered: kernels that round scores to float16/bfloat16 before softmax, and one-pass
+    (online-softmax) kernels add a few roundings per key block when they rescale running sums;
+    the checker's second rule (`reference_error_rule`) is the practical test for those.
     Rows whose weights are all zero (masked_rows="zero") get bound 0: the output must be exactly
     zero. Rows with NaN weights (masked_rows="nan") get bound 0 too; compare NaN-ness there.
-    A kernel that rounds scores to float16/bfloat16 before softmax is outside this model.
     """
     dtype = check_dtype(dtype)
     try:

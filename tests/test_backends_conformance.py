@@ -15,11 +15,12 @@ import struct
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scratch
 import scratch.backends as backends
+from scratch.compare import compare_traces
 from scratch.tolerance import (
     ACCUMULATE,
     EXP_ULPS,
@@ -247,6 +248,7 @@ def check_sdpa(backend_name: str, case: Case, need_weights: bool) -> None:
 
 
 @pytest.mark.parametrize("backend_name", AVAILABLE)
+@settings(max_examples=150)
 @given(data=st.data())
 def test_sdpa_matches_ground_truth(backend_name: str, data: st.DataObject) -> None:
     case = data.draw(sdpa_cases(backends.get(backend_name).dtypes), label="case")
@@ -477,11 +479,18 @@ def assert_traces_match(trace: scratch.Trace, ref: scratch.Trace, kwargs: dict, 
     assert trace.scale == ref.scale, context
     expected_options = dict(ref.options, backend=backend_name, dtype=dtype, kernel="explicit")
     assert trace.options == expected_options, context
-    bounds = trace_bounds(ref, kwargs, dtype)
     for step, want in zip(trace, ref, strict=True):
         assert (step.formula, step.axes) == (want.formula, want.axes), (step.name, context)
         assert step.shape == want.shape, f"step {step.name}: shape {step.shape} != {want.shape}"
         assert dtype_name(step.value) == dtype, (step.name, context)
+    # each step against its own bound, given the differences of the steps it reads (local);
+    # 16-bit: compare_traces' "masked" bound leaves out rounding the stored step (see report)
+    if dtype in ("float32", "float64"):
+        for check in compare_traces(trace, ref, dtype=dtype):
+            assert check.ok, f"step {check.name}: {check.message} ({context})"
+    # and each step against the running bound from the inputs alone (global, independent code)
+    bounds = trace_bounds(ref, kwargs, dtype)
+    for step, want in zip(trace, ref, strict=True):
         assert_within(f"step {step.name}", step.tolist(), want.tolist(), bounds[step.name].tolist(),
                       context)  # fmt: skip
 
@@ -530,6 +539,7 @@ def trace_cases(draw, dtypes=ALL_DTYPES) -> tuple[str, dict]:
 
 
 @pytest.mark.parametrize("backend_name", AVAILABLE)
+@settings(max_examples=100)
 @given(data=st.data())
 def test_trace_matches_ground_truth(backend_name: str, data: st.DataObject) -> None:
     dtype, kwargs = data.draw(trace_cases(backends.get(backend_name).dtypes), label="case")
@@ -737,8 +747,8 @@ def test_torch_dropout_explicit_path() -> None:
     """Seeded dropout: reproducible, each weight 0 or p0/(1-p), and output == weights @ v."""
     tb = _torch_backend()
     rng = random.Random(3)
-    q, k, v = (random_tensor(rng, (2, 6, 3), "float64") for _ in range(3))
-    p = 0.4
+    q, k, v = (random_tensor(rng, (4, 24, 3), "float64") for _ in range(3))
+    p = 0.2
     first = tb.scaled_dot_product_attention(q, k, v, dropout_p=p, rng=11)
     again = tb.scaled_dot_product_attention(q, k, v, dropout_p=p, rng=11)
     assert first.weights.equal(again.weights) and first.output.equal(again.output)
@@ -747,8 +757,8 @@ def test_torch_dropout_explicit_path() -> None:
     case = Case("float64", q, k, v)
     bound = weights_bound(case, p0)
     flat_w, flat_p0, flat_b = flat(kept_w), flat(p0), flat(bound)
-    dropped = [w == 0.0 for w in flat_w]
-    assert any(dropped) and not all(dropped)
+    dropped = sum(w == 0.0 for w in flat_w) / len(flat_w)  # 2304 weights, sd of the share 0.008
+    assert abs(dropped - p) < 0.05, f"dropped {dropped:.3f} of the weights, expected about {p}"
     for w, w0, b in zip(flat_w, flat_p0, flat_b, strict=True):
         assert w == 0.0 or abs(w * (1 - p) - w0) <= b + 2 * U64 * w0, (w, w0)
     # the returned weights are the dropped ones: output == weights @ v (float64 bound)
@@ -771,3 +781,21 @@ def test_torch_dropout_fused_path_is_seeded_and_leaves_global_rng() -> None:
     gen = torch.Generator().manual_seed(5)
     d = tb.scaled_dot_product_attention(q, q, q, dropout_p=0.5, rng=gen, need_weights=False)
     assert d.kernel == "torch-sdpa" and d.output.shape == (2, 8, 4)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_torch_float16_keeps_large_finite_mask_values_finite(need_weights: bool) -> None:
+    """A -1e9 mask entry means 'very unlikely', not 'masked': in float16 it must not become -inf.
+
+    Adding -1e9 in float32 wipes out the scores' differences, so no tight bound applies to row 0;
+    what must hold is that it is still a weighted average of the value rows (inside their range),
+    not the zero row of a fully masked one."""
+    tb = _torch_backend()
+    q = [[0.5, -1.0], [1.0, 0.25]]
+    v = [[1.0, 2.0], [3.0, 4.0]]  # every average of these rows is far from 0
+    mask = [[-1e9, -1e9], [0.0, -1e9]]
+    got = tb.scaled_dot_product_attention(
+        q, q, v, attn_mask=mask, dtype="float16", need_weights=need_weights
+    )
+    row = to_lists(got.output)[0]
+    assert 1.0 <= row[0] <= 3.0 and 2.0 <= row[1] <= 4.0, row

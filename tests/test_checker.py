@@ -123,6 +123,14 @@ def test_within_the_bound_but_far_from_plain_fails():
     assert all("2x the plain float32 kernel" in c.message for c in by_rule)
 
 
+def test_float16_scores_fail_the_float32_accumulation_bound():
+    """A kernel that keeps scores in float16 is as good as plain float16, but not float32-summed."""
+    report = check(kernels.attention, dtype="float16")
+    assert not report
+    assert all(c.rule.ok for c in report.failed)
+    assert report.diagnosis.startswith("scores or sums kept in float16"), report.diagnosis
+
+
 def test_nan_policy_accepts_nan_rows():
     """The same kernel passes when the user says fully masked rows should be NaN."""
     assert check(kernels.BUGGY["nan-rows"], masked_rows="nan")
@@ -233,7 +241,8 @@ report = check(scratch.scaled_dot_product_attention, array="list", dtype="float6
 assert report, str(report)
 assert all(c.rule is None for c in report.cases)  # no numpy: the reference rule is skipped
 x = [[1.0, 2.0, 0.5], [0.0, -1.0, 3.0]]
-t = scratch.trace_attention(x, w_q=[[1.0, 0.5], [0.0, 1.0], [2.0, 1.0]], is_causal=True)
+w = [[1.0, 0.5], [0.0, 1.0], [2.0, 1.0]]
+t = scratch.trace_attention(x, w_q=w, w_k=w, w_v=w, is_causal=True)
 checks = compare_traces(t, t)
 assert [c.name for c in checks] == t.names() and all(c.ok for c in checks)
 assert tolerance(x, x, x, [[1.0, 0.0], [0.5, 0.5]], dtype="float32")[1][2] > 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import math
 import random
@@ -112,8 +111,16 @@ def test_heatmap_shows_a_hand_made_matrix(qtbot, errors):
     assert_image(hm, np.array([[1.0, np.nan], [0.5, -2.0]]), "masked")
     assert hm.image_item.getLevels().tolist() == [-2.0, 2.0]  # fixed, symmetric, no autolevel
     assert len(hm._texts) == 4  # small matrix: numbers in the cells
-    big = scratch.Trace((scratch.Step("weights", "w", [[0.5] * 17] * 17, "n", ("query", "key")),),
-                        tuple(f"t{i}" for i in range(17)), tuple(f"t{i}" for i in range(17)), 1.0)
+    tile = Heatmap(compact=True)  # no colour bar that could reset the levels
+    qtbot.addWidget(tile)
+    tile.show_panel(panel)
+    assert tile.image_item.getLevels().tolist() == [-2.0, 2.0] and tile._texts == []
+    big = scratch.Trace(
+        (scratch.Step("weights", "w", [[0.5] * 17] * 17, "n", ("query", "key")),),
+        tuple(f"t{i}" for i in range(17)),
+        tuple(f"t{i}" for i in range(17)),
+        1.0,
+    )
     hm.show_panel(view_model.panels(big, "weights")[0])
     assert len(hm._texts) == 0  # 17 x 17: numbers switch off
     assert hm.image_item.getLevels().tolist() == [0.0, 1.0]
@@ -128,8 +135,18 @@ def test_check_panel_lists_each_step_and_marks_failures(qtbot, errors):
         c.name, c.max_abs_diff, c.bound, c.ok = name, diff, bound, diff <= bound
         c.diff = [[diff, 0.0], [0.0, diff / 2]]
         rows.append(c)
-    outcome = type("O", (), dict(trace=trace, checks=rows, backend="numpy", dtype="float32",
-                                 kernel="explicit", seconds=0.001))()  # fmt: skip
+    outcome = type(
+        "O",
+        (),
+        dict(
+            trace=trace,
+            checks=rows,
+            backend="numpy",
+            dtype="float32",
+            kernel="explicit",
+            seconds=0.001,
+        ),
+    )()
     panel = CheckPanel()
     qtbot.addWidget(panel)
     panel.set_outcome(outcome)
@@ -229,7 +246,7 @@ def test_mask_cells_toggle_and_mask_the_trace(qtbot, window):
         qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=grid.cell_center(i, j).toPoint())
     settle(qtbot, window)
     trace = window.outcome.trace
-    allowed = [[not ((i, j) in ((0, 1), (3, 0))) for j in range(4)] for i in range(4)]
+    allowed = [[(i, j) not in ((0, 1), (3, 0)) for j in range(4)] for i in range(4)]
     assert [list(r) for r in window.inputs.session.mask] == allowed
     window.pipeline.set_step("masked")
     image = window.pipeline.heatmaps[0].image_item.image
@@ -277,8 +294,9 @@ def test_heads_all_average_and_backend(qtbot, window):
 
 
 def test_session_save_and_open_round_trip(qtbot, window, tmp_path):
-    window.inputs.tables["x"].matrix_model.setData(window.inputs.tables["x"].matrix_model.index(0, 0),
-                                                   "3.25")  # fmt: skip
+    window.inputs.tables["x"].matrix_model.setData(
+        window.inputs.tables["x"].matrix_model.index(0, 0), "3.25"
+    )
     settle(qtbot, window)
     window.pipeline.set_step("scores")
     path = tmp_path / "mine.json"
@@ -291,7 +309,9 @@ def test_session_save_and_open_round_trip(qtbot, window, tmp_path):
     assert window.files.open_session(str(path))
     settle(qtbot, window)
     assert window.inputs.session == saved
-    assert window.pipeline.step_name == "scores" and window.outcome.trace["x"].tolist()[0][0] == 3.25
+    assert (
+        window.pipeline.step_name == "scores" and window.outcome.trace["x"].tolist()[0][0] == 3.25
+    )
 
 
 @pytest.mark.parametrize(
@@ -428,20 +448,32 @@ def test_monkey_a_few_hundred_random_actions(qtbot, window):
 
     def hover():
         hm = p.heatmaps[0]
-        hm._on_mouse_moved(hm.plot.vb.mapViewToScene(QPointF(rng.uniform(-2, 8),
-                                                             rng.uniform(-2, 8))))  # fmt: skip
+        hm._on_mouse_moved(
+            hm.plot.vb.mapViewToScene(QPointF(rng.uniform(-2, 8), rng.uniform(-2, 8)))
+        )
 
     def combo():
-        box = rng.choice([i.preset, i.mode, i.scale_mode, i.mask_mode, i.masked_rows, i.backend,
-                          i.dtype, p.head_box])  # fmt: skip
+        box = rng.choice(
+            [
+                i.preset,
+                i.mode,
+                i.scale_mode,
+                i.mask_mode,
+                i.masked_rows,
+                i.backend,
+                i.dtype,
+                p.head_box,
+            ]
+        )
         if box.count():
             n = rng.randrange(box.count())
             box.setCurrentIndex(n)
             box.activated.emit(n)
 
     def spin():
-        box = rng.choice([i.num_tokens, i.num_keys, i.d_model, i.d_k, i.d_v, i.heads, i.kv_heads,
-                          i.seed])  # fmt: skip
+        box = rng.choice(
+            [i.num_tokens, i.num_keys, i.d_model, i.d_k, i.d_v, i.heads, i.kv_heads, i.seed]
+        )
         box.setValue(rng.randint(1, 6))
 
     def tokens():
@@ -450,17 +482,25 @@ def test_monkey_a_few_hundred_random_actions(qtbot, window):
 
     def grid_click():
         g = i.mask_grid
-        qtbot.mouseClick(g, Qt.MouseButton.LeftButton,
-                         pos=g.cell_center(rng.randrange(6), rng.randrange(6)).toPoint())
+        qtbot.mouseClick(
+            g,
+            Qt.MouseButton.LeftButton,
+            pos=g.cell_center(rng.randrange(6), rng.randrange(6)).toPoint(),
+        )
 
     actions = [
         lambda: qtbot.mouseClick(rng.choice(buttons), Qt.MouseButton.LeftButton),
         lambda: qtbot.keyClick(p, rng.choice(keys)),
         lambda: w.tabs.setCurrentIndex(rng.randrange(3)),
         lambda: p.set_playing(rng.random() < 0.5),
-        edit_cell, hover, combo, spin, tokens, grid_click,
+        edit_cell,
+        hover,
+        combo,
+        spin,
+        tokens,
+        grid_click,
         lambda: w.cancel_button.click(),
-    ]  # fmt: skip
+    ]
     for _ in range(300):
         rng.choice(actions)()
         if rng.random() < 0.2:
@@ -468,3 +508,25 @@ def test_monkey_a_few_hundred_random_actions(qtbot, window):
     w.worker.wait()
     qtbot.wait(20)
     assert w.isVisible() and w.pipeline.names()  # still alive and showing a trace
+
+
+def test_an_unexpected_error_in_a_slot_is_logged_and_the_window_survives(qtbot, settings, caplog):
+    handler = ErrorHandler(show_dialog=False).install()
+    try:
+        w = MainWindow(settings, sm.random_session(0, 3, 4, 2, 2, 1), dialogs=False)
+        qtbot.addWidget(w)
+        settle(qtbot, w)
+
+        def broken() -> None:
+            raise RuntimeError("planted failure in a slot")
+
+        w.pipeline.stepChanged.connect(broken)
+        with caplog.at_level("ERROR", logger="gui"):
+            w.pipeline.go(0)
+        assert len(handler.errors) == 1 and "planted failure" in handler.errors[0]
+        assert "planted failure" in caplog.text
+        w.pipeline.stepChanged.disconnect(broken)
+        w.pipeline.go(2)  # still working
+        assert w.pipeline.step_name == w.pipeline.names()[2]
+    finally:
+        handler.uninstall()

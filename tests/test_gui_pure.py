@@ -19,8 +19,14 @@ EPS64 = np.finfo(np.float64).eps
 
 def journey() -> sm.Session:
     """Seed 003's six words (typed here from the notebook, not taken from the presets)."""
-    x = ((0.43, 0.15, 0.89), (0.55, 0.87, 0.66), (0.57, 0.85, 0.64),
-         (0.22, 0.58, 0.33), (0.77, 0.25, 0.10), (0.05, 0.80, 0.55))  # fmt: skip
+    x = (
+        (0.43, 0.15, 0.89),
+        (0.55, 0.87, 0.66),
+        (0.57, 0.85, 0.64),
+        (0.22, 0.58, 0.33),
+        (0.77, 0.25, 0.10),
+        (0.05, 0.80, 0.55),
+    )
     tokens = ("Your", "journey", "starts", "with", "one", "step")
     return sm.Session(tokens=tokens, key_tokens=tokens, x=x, scale_mode="none")
 
@@ -29,14 +35,27 @@ def journey() -> sm.Session:
 
 
 def test_session_round_trip_keeps_every_field(tmp_path):
-    s = dataclasses.replace(sm.random_session(7, 5, 4, 2, 3, 2, 1), mask_mode="custom",
-                            mask=tuple(tuple((i + j) % 3 != 0 for j in range(5)) for i in range(5)),
-                            masked_rows="uniform", scale_mode="custom", scale_value=-0.25,
-                            step="scores")  # fmt: skip
+    s = dataclasses.replace(
+        sm.random_session(7, 5, 4, 2, 3, 2, 1),
+        mask_mode="custom",
+        mask=tuple(tuple((i + j) % 3 != 0 for j in range(5)) for i in range(5)),
+        masked_rows="uniform",
+        scale_mode="custom",
+        scale_value=-0.25,
+        step="scores",
+    )
     path = tmp_path / "s.json"
     sm.save(path, s)
     assert sm.load(path) == s
     assert json.loads(path.read_text())["version"] == sm.VERSION
+
+
+def test_atomic_write_keeps_the_permissions_of_the_file_it_replaces(tmp_path):
+    path = tmp_path / "shared.json"
+    path.write_text("old")
+    path.chmod(0o640)
+    atomic.write_text(path, "new")
+    assert path.read_text() == "new" and path.stat().st_mode & 0o777 == 0o640
 
 
 def test_atomic_write_leaves_old_file_when_the_write_fails(tmp_path, monkeypatch):
@@ -159,11 +178,16 @@ def _bound(trace) -> float:
 
 SNIPPET_CASES = [
     ("journey", {}),
+    ("cross", {"mask_mode": "causal-bottom-right"}),  # L = 2 queries, S = 4 keys
     ("random-2h", {"mask_mode": "causal-top-left"}),
     ("random-gqa", {"mask_mode": "causal-bottom-right", "masked_rows": "uniform"}),
-    ("random-custom", {"mask_mode": "custom", "masked_rows": "nan", "scale_mode": "custom",
-                       "scale_value": 0.7}),
-]  # fmt: skip
+] + [  # a custom mask with a fully masked row, under each masked_rows policy
+    (
+        "random-custom",
+        {"mask_mode": "custom", "masked_rows": policy, "scale_mode": "custom", "scale_value": 0.7},
+    )
+    for policy in sm.MASKED_ROWS
+]
 
 
 @pytest.mark.parametrize("library", codegen.LIBRARIES)
@@ -171,13 +195,29 @@ SNIPPET_CASES = [
 def test_copy_as_code_snippet_runs_and_matches_the_trace(library, case, changes):
     if case == "journey":
         s = journey()
+    elif case == "cross":
+        s = sm.Session(
+            tokens=("a", "b"),
+            key_tokens=("k0", "k1", "k2", "k3"),
+            mode="qkv",
+            x=((0.0, 1.0, 0.5), (1.0, -1.0, 2.0)),
+            key=((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (0.5, 0.5, 0.5)),
+            value=((1.0, 2.0), (3.0, 4.0), (5.0, 6.0), (7.0, 8.0)),
+        )
     elif case == "random-2h":
         s = sm.random_session(5, 5, 4, 2, 3, 2)
     else:
         s = sm.random_session(6, 4, 6, 3, 2, 4, 2)
     if case == "random-custom":
-        changes = dict(changes, mask=((True, False, True, False), (False,) * 4,
-                                      (True,) * 4, (False, False, False, True)))  # fmt: skip
+        changes = dict(
+            changes,
+            mask=(
+                (True, False, True, False),
+                (False,) * 4,
+                (True,) * 4,
+                (False, False, False, True),
+            ),
+        )
     s = dataclasses.replace(s, **changes)
     trace = scratch.trace_attention(**controller.trace_kwargs(s))
     namespace: dict = {}
@@ -198,12 +238,15 @@ def _hand_trace():
     inf = math.inf
     steps = (
         scratch.Step("scores", "s", [[1.0, -2.0, 3.0], [0.5, 0.0, -4.0]], "n", ("query", "key")),
-        scratch.Step("masked", "m", [[1.0, -inf, 3.0], [-inf, -inf, -inf]], "n",
-                     ("query", "key")),
-        scratch.Step("weights", "w", [[[0.25, 0.75, 0.0], [1.0, 0.0, 0.0]],
-                                      [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]], "n",
-                     ("head", "query", "key")),
-    )  # fmt: skip
+        scratch.Step("masked", "m", [[1.0, -inf, 3.0], [-inf, -inf, -inf]], "n", ("query", "key")),
+        scratch.Step(
+            "weights",
+            "w",
+            [[[0.25, 0.75, 0.0], [1.0, 0.0, 0.0]], [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]],
+            "n",
+            ("head", "query", "key"),
+        ),
+    )
     return scratch.Trace(steps, ("a", "b"), ("x", "y", "z"), 1.0, 2, 2)
 
 
@@ -217,8 +260,10 @@ def test_panels_hold_the_step_values_row_major_float32():
     (m,) = view_model.panels(t, "masked")
     assert np.isnan(m.image).tolist() == [[False, True, False], [True, True, True]]
     heads = view_model.panels(t, "weights", view_model.HEAD_ALL)
-    assert [h.image.tolist() for h in heads] == [[[0.25, 0.75, 0.0], [1.0, 0.0, 0.0]],
-                                                 [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]]  # fmt: skip
+    assert [h.image.tolist() for h in heads] == [
+        [[0.25, 0.75, 0.0], [1.0, 0.0, 0.0]],
+        [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]],
+    ]
     assert heads[0].levels == (0.0, 1.0)
     (avg,) = view_model.panels(t, "weights", view_model.HEAD_AVERAGE)
     assert avg.image.tolist() == [[0.375, 0.625, 0.0], [0.5, 0.0, 0.5]]
@@ -227,8 +272,13 @@ def test_panels_hold_the_step_values_row_major_float32():
 
 
 def test_trace_kwargs_map_the_options():
-    s = dataclasses.replace(journey(), scale_mode="custom", scale_value=0.5,
-                            mask_mode="causal-bottom-right", masked_rows="nan")  # fmt: skip
+    s = dataclasses.replace(
+        journey(),
+        scale_mode="custom",
+        scale_value=0.5,
+        mask_mode="causal-bottom-right",
+        masked_rows="nan",
+    )
     kw = controller.trace_kwargs(s)
     assert kw["scale"] == 0.5 and kw["masked_rows"] == "nan" and "w_q" not in kw
     assert kw["attn_mask"] == [[j <= i for j in range(6)] for i in range(6)]

@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import scratch
 import scratch.backends as backends
@@ -88,6 +90,31 @@ def test_bound_holds_for_plain_numpy_on_random_cases(dtype):
         worst = max(worst, ratio)
     # not vacuous: the bound is within a few thousand of the largest observed error
     assert worst > 1e-4, f"{name} bound looks vacuous: worst error/bound {worst:.2g}"
+
+
+@given(
+    dims=st.tuples(*[st.integers(1, 8)] * 4),
+    size=st.integers(-75, 12),
+    seed=st.integers(0, 2**32 - 1),
+    masked=st.booleans(),
+)
+def test_bound_holds_for_any_magnitude(dims, size, seed, masked):
+    """Values from 2^-75 to 2^12 (underflowing products, huge logits) stay within the bound."""
+    L, S, E, Ev = dims
+    rng = np.random.default_rng(seed)
+    q, k, v = (
+        rng.normal(0, 2.0**size, shape).astype(np.float32).astype(np.float64)
+        for shape in ((L, E), (S, E), (S, Ev))
+    )
+    mask = None
+    if masked:
+        mask = rng.random((L, S)) < 0.5
+        mask[:, 0] = True
+    scale = 1.0 / math.sqrt(E)
+    want, w = truth(q, k, v, mask, scale)
+    got = plain_numpy(q, k, v, scale, mask).astype(np.float64)
+    bound = np.array(tolerance(q, k, v, w, scale=scale, dtype="float32"))
+    assert np.all(np.abs(got - want) <= bound)
 
 
 def test_float64_bound_is_float64_tight():
@@ -194,6 +221,26 @@ def test_torch_sdpa_passes_its_dtype_bound(dtype, masked, causal):
         bound = np.array(tolerance(q, k, v, w, dtype=dtype))
         ratio = np.max(np.abs(got - want) / bound)
         assert ratio <= 1.0, f"seed {seed}: torch {dtype} error is {ratio:.3g}x the bound"
+
+
+@needs_torch
+@pytest.mark.parametrize("gap", [14.0, 17.0, 20.0])
+def test_torch_float16_with_underflowing_weights(gap):
+    """One key dominates by `gap` logits and carries v = 0; 63 keys with weights ~e^-gap (float16
+    subnormals) carry v = 1. Their rounding is absolute, not relative: the floors cover it."""
+    S = 64
+    q = torch.zeros(1, 4)
+    q[0, 0] = 1.0
+    k = torch.zeros(S, 4)
+    k[0, 0] = 2 * gap  # scale 1/sqrt(4) = 1/2
+    k[1:, 0] = torch.linspace(0, 0.5, S - 1)
+    v = torch.ones(S, 3)
+    v[0] = 0.0
+    q, k, v = (t.half() for t in (q, k, v))
+    got = F.scaled_dot_product_attention(q, k, v).double().numpy()
+    want, w = scratch.scaled_dot_product_attention(*(t.double().tolist() for t in (q, k, v)))
+    bound = np.array(tolerance(q, k, v, w, dtype="float16"))
+    assert np.all(np.abs(got - np.array(want)) <= bound)
 
 
 @needs_torch

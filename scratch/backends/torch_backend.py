@@ -38,6 +38,7 @@ NOTES = (
 )
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _FLOATS = {name: getattr(torch, name) for name in DTYPES}
+_FLOAT_SET = frozenset(_FLOATS.values())
 
 
 # ---------------------------------------------------------------- input conversion
@@ -59,28 +60,32 @@ def _is_numpy(obj: object) -> bool:
     return type(obj).__module__ == "numpy" and hasattr(obj, "dtype") and hasattr(obj, "shape")
 
 
-def _as_tensor(obj: object, name: str, device: torch.device) -> torch.Tensor:
-    """A numeric input as a tensor on `device`: floats keep their dtype, lists/ints -> float64."""
+def _as_tensor(
+    obj: object, name: str, device: torch.device, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """A numeric input as a tensor on `device` in `dtype` (None: floats keep theirs, else f64)."""
     if _is_numpy(obj):
         if obj.dtype.kind not in "iuf":
             raise TypeError(f"{name}: expected a real numeric array, found dtype {obj.dtype}")
-        obj = torch.from_numpy(obj)
+        obj = torch.from_numpy(obj if obj.flags.c_contiguous else obj.copy())  # no negative strides
     if isinstance(obj, torch.Tensor):
-        if obj.is_complex() or obj.dtype == torch.bool:
+        if obj.dtype not in _FLOAT_SET and (obj.is_complex() or obj.dtype == torch.bool):
             raise TypeError(f"{name}: expected a real numeric tensor, found dtype {obj.dtype}")
         if obj.ndim == 0 or 0 in obj.shape:
             raise ValueError(f"{name}: expected a non-empty matrix, found shape {tuple(obj.shape)}")
-        if not obj.is_floating_point():
-            obj = obj.to(torch.float64)
-        return obj.to(device)
+        if dtype is None:
+            dtype = obj.dtype if obj.dtype in _FLOAT_SET else torch.float64
+        if obj.dtype != dtype or obj.device != device:  # no copy when nothing changes
+            obj = obj.to(device=device, dtype=dtype)
+        return obj
     data, _ = validate.as_tensor(obj, name, min_dims=1)  # same checks and messages as the truth
-    return torch.tensor(data, dtype=torch.float64, device=device)
+    return torch.tensor(data, dtype=dtype or torch.float64, device=device)
 
 
 def _as_mask(obj: object, device: torch.device) -> torch.Tensor:
     """attn_mask as a bool (True = may attend) or floating (added) tensor on `device`."""
-    if _is_numpy(obj):
-        obj = torch.from_numpy(obj) if obj.dtype.kind in "biuf" else obj
+    if _is_numpy(obj) and obj.dtype.kind in "biuf":
+        obj = torch.from_numpy(obj if obj.flags.c_contiguous else obj.copy())
     if isinstance(obj, torch.Tensor):
         if obj.dtype != torch.bool and not obj.is_floating_point():
             raise TypeError(
@@ -91,7 +96,7 @@ def _as_mask(obj: object, device: torch.device) -> torch.Tensor:
             raise ValueError(
                 f"attn_mask: expected a non-empty mask, found shape {tuple(obj.shape)}"
             )
-        return obj.to(device)
+        return obj if obj.device == device else obj.to(device)
     values, _, is_bool = validate.as_mask(obj, "attn_mask")
     return torch.tensor(values, dtype=torch.bool if is_bool else torch.float64, device=device)
 
@@ -102,21 +107,23 @@ def _common_dtype(raw: tuple, dtype: torch.dtype | None) -> torch.dtype:
         return dtype
     found = None
     for obj in raw:
-        if isinstance(obj, torch.Tensor) or _is_numpy(obj):
-            t = obj if isinstance(obj, torch.Tensor) else torch.empty(0, dtype=_np_dtype(obj))
-            if t.is_floating_point():
-                found = t.dtype if found is None else torch.promote_types(found, t.dtype)
-    if found is None or found not in _FLOATS.values():
-        return torch.float64
-    return found
+        if isinstance(obj, torch.Tensor):
+            kind = obj.dtype
+        elif _is_numpy(obj):
+            kind = _np_dtype(obj)
+        else:
+            continue
+        if kind in _FLOAT_SET:
+            found = kind if found is None or found == kind else torch.promote_types(found, kind)
+    return torch.float64 if found is None or found not in _FLOAT_SET else found
 
 
 def _np_dtype(arr: object) -> torch.dtype:
-    """The torch dtype matching a NumPy array's dtype (float64 for anything odd)."""
+    """The torch dtype matching a NumPy array's float dtype (integers: int64, not a float)."""
     kind, size = arr.dtype.kind, arr.dtype.itemsize
     if kind == "f":
         return {2: torch.float16, 4: torch.float32}.get(size, torch.float64)
-    return torch.float64
+    return torch.int64
 
 
 def _compute_dtype(storage: torch.dtype) -> torch.dtype:
@@ -223,6 +230,11 @@ def _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, g
         L, S = q.shape[-2], k.shape[-2]
         mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()  # top-left
         is_causal = False
+    if mask is not None and mask.dtype != torch.bool and mask.dtype != q.dtype:
+        # torch wants a float mask in q's dtype; finite entries stay finite (float16 clamps to
+        # +-65504 rather than overflowing to -inf, which would turn "very unlikely" into "masked")
+        top = torch.finfo(q.dtype).max
+        mask = torch.where(mask.isfinite(), mask.clamp(-top, top), mask).to(q.dtype)
     if dropout_p > 0.0 and gen is not None:  # SDPA takes no generator: seed a forked global RNG
         seed = int(torch.randint(2**62, (1,), generator=gen, device=gen.device))
         devices = [q.device] if q.device.type == "cuda" else []
@@ -252,13 +264,14 @@ def _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, g
     # top-left causal always leaves key 0 to row i, so only a user mask can empty a row
     if mask is None or (masked_rows == "zero" and _sdpa_zeroes_empty_rows(q.device, q.dtype)):
         return output
-    if mask.dtype == torch.bool:
-        fully = ~mask.any(dim=-1)  # (..., L): a cheap reduction over the (small) mask
+    # one reduction over the mask (not the scores): a row's largest entry says if it is empty
+    if mask.dtype == torch.bool:  # bool reductions are slow in torch: reduce the bytes instead
+        row_max, empty = mask.view(torch.uint8).amax(dim=-1), 0  # (..., L)
     else:
-        fully = mask.amax(dim=-1) == -math.inf
-    if not bool(fully.any()):
+        row_max, empty = mask.amax(dim=-1), -math.inf  # (..., L)
+    if row_max.min().item() != empty:
         return output
-    fully = fully.unsqueeze(-1)  # (..., L, 1) broadcasts over (..., L, Ev)
+    fully = (row_max == empty).unsqueeze(-1)  # (..., L, 1) broadcasts over (..., L, Ev)
     if masked_rows == "zero":
         return output.masked_fill(fully, 0.0)
     if masked_rows == "nan":
@@ -282,16 +295,15 @@ def _sdpa_zeroes_empty_rows(device: torch.device, dtype: torch.dtype) -> bool:
         if device.type != "cpu":  # GPU kernels differ by architecture: always check there
             _ZEROES_CACHE[key] = False
         else:
-            q = torch.ones(1, 2, 3, 4, dtype=dtype)
-            mask = torch.tensor([[True, True], [False, False], [True, False]])
-            bool_out = F.scaled_dot_product_attention(q, q[:, :, :2], q[:, :, :2], attn_mask=mask)
-            float_mask = torch.zeros(3, 2, dtype=dtype).masked_fill(~mask, -math.inf)
-            float_out = F.scaled_dot_product_attention(
-                q, q[:, :, :2], q[:, :, :2], attn_mask=float_mask
-            )
-            _ZEROES_CACHE[key] = bool((bool_out[..., 1, :] == 0).all()) and bool(
-                (float_out[..., 1, :] == 0).all()
-            )
+            q = torch.ones(1, 2, 3, 4, dtype=dtype)  # row 1 of the masks below is empty
+            bool_mask = torch.tensor([[True, True], [False, False], [True, False]])
+            float_mask = torch.zeros(3, 2, dtype=dtype).masked_fill(~bool_mask, -math.inf)
+            rows = []
+            for v in (q[:, :, :2], torch.ones(1, 2, 2, 3, dtype=dtype)):  # Ev = E: fused; else math
+                for mask in (bool_mask, float_mask):
+                    out = F.scaled_dot_product_attention(q, q[:, :, :2], v, attn_mask=mask)
+                    rows.append(out[..., 1, :])
+            _ZEROES_CACHE[key] = all(bool((row == 0).all()) for row in rows)
     return _ZEROES_CACHE[key]
 
 
@@ -319,12 +331,21 @@ def _prepare(
     masked_rows = validate.check_masked_rows(masked_rows)
     storage = _common_dtype((query, key, value), dtype)
     q, k, v = (
-        _as_tensor(obj, name, device).to(storage)
+        _as_tensor(obj, name, device, storage)
         for obj, name in ((query, "query"), (key, "key"), (value, "value"))
     )
-    lead, L, S, E, Ev = validate.check_attention_shapes(
-        tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa
-    )
+    qs, ks, vs = q.shape, k.shape, v.shape
+    if (
+        not enable_gqa
+        and len(qs) >= 2
+        and qs[:-2] == ks[:-2] == vs[:-2]
+        and (qs[-1] == ks[-1] and ks[-2] == vs[-2])
+    ):  # the common valid case, decided without the full check (which gives the messages)
+        lead, L, S, E = tuple(qs[:-2]), qs[-2], ks[-2], qs[-1]
+    else:
+        lead, L, S, E, _ = validate.check_attention_shapes(
+            tuple(qs), tuple(ks), tuple(vs), enable_gqa
+        )
     scale = validate.check_scale(scale, E)
     mask = None
     if attn_mask is not None:
@@ -332,8 +353,6 @@ def _prepare(
             raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
         mask = _as_mask(attn_mask, device)
         validate.check_mask_shape(tuple(mask.shape), (*lead, L, S))
-        if mask.dtype != torch.bool:
-            mask = mask.to(storage)
     return q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, storage
 
 
@@ -354,7 +373,7 @@ def scaled_dot_product_attention(
     device="cpu",
 ) -> Result:
     """Attention in torch: explicit with weights, torch's fused SDPA without (see module doc)."""
-    device = torch.device(device)
+    device = _device(device)
     q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, storage = _prepare(
         query,
         key,
@@ -369,7 +388,7 @@ def scaled_dot_product_attention(
         device,
     )
     gen = _generator(rng, device)
-    if not need_weights:
+    if not validate.check_flag(need_weights, "need_weights"):
         output = _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, gen)
         return Result(output, None, "torch-sdpa")
     wide = _compute_dtype(storage)
@@ -382,7 +401,7 @@ def scaled_dot_product_attention(
 
 def _check_weight(w, name: str, rows: int | None, device, storage) -> torch.Tensor:
     """A projection matrix (rows, cols) as a tensor; rows checked when known."""
-    t = _as_tensor(w, name, device).to(storage)
+    t = _as_tensor(w, name, device, storage)
     if t.ndim != 2:
         raise ValueError(
             f"{name}: expected a 2-D matrix (rows, columns), found shape {tuple(t.shape)}"
@@ -398,7 +417,7 @@ def _check_bias(b, name: str, length: int, device, storage) -> torch.Tensor | No
     """An optional bias of shape (length,)."""
     if b is None:
         return None
-    t = _as_tensor(b, name, device).to(storage)
+    t = _as_tensor(b, name, device, storage)
     if tuple(t.shape) != (length,):
         raise ValueError(f"{name}: expected shape ({length},), found shape {tuple(t.shape)}")
     return t
@@ -409,7 +428,7 @@ def _project(x, w, b, storage):
     wide = _compute_dtype(storage)
     out = x.to(wide) @ w.to(wide)  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
     if b is not None:
-        out = out
+        out = out + b.to(wide)
     return out.to(storage)
 
 
@@ -456,9 +475,9 @@ def _mha_parts(
     is_causal = validate.check_flag(is_causal, "is_causal")
     masked_rows = validate.check_masked_rows(masked_rows)
     storage = _common_dtype((query, key, value, w_q, w_k, w_v, w_o), dtype)
-    x = _as_tensor(query, "query", device).to(storage)
-    kx = x if key is None else _as_tensor(key, "key", device).to(storage)
-    vx = kx if value is None else _as_tensor(value, "value", device).to(storage)
+    x = _as_tensor(query, "query", device, storage)
+    kx = x if key is None else _as_tensor(key, "key", device, storage)
+    vx = kx if value is None else _as_tensor(value, "value", device, storage)
     for name, t in (("query", x), ("key", kx), ("value", vx)):
         if t.ndim < 2:
             raise ValueError(
@@ -509,8 +528,6 @@ def _mha_parts(
             raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
         mask = _as_mask(attn_mask, device)
         validate.check_mask_shape(tuple(mask.shape), (*x.shape[:-2], num_heads, L, S))
-        if mask.dtype != torch.bool:
-            mask = mask.to(storage)
     wo = bo = None
     if w_o is not None:
         wo = _check_weight(w_o, "w_o", num_heads * (v.shape[-1] // num_kv_heads), device, storage)
@@ -561,7 +578,7 @@ def multi_head_attention(
     device="cpu",
 ) -> Result:
     """Project, split heads, attend (explicit or fused), concatenate, project out -- in torch."""
-    device = torch.device(device)
+    device = _device(device)
     p = _mha_parts(
         query,
         key,
@@ -583,6 +600,7 @@ def multi_head_attention(
         dtype,
         device,
     )
+    need_weights = validate.check_flag(need_weights, "need_weights")
     storage, heads, kv_heads = p["storage"], p["num_heads"], p["num_kv_heads"]
     # step 1: split the projected q, k, v into heads
     q = _split_heads(p["q"], heads)  # (..., L, H*d) -> (..., H, L, d)
@@ -649,7 +667,7 @@ def trace_attention(
     backend_name: str = "torch-cpu",
 ) -> Trace:
     """Every intermediate of one worked example as tensors: the truth's steps, names and axes."""
-    device = torch.device(device)
+    device = _device(device)
     p = _mha_parts(
         x,
         key,
@@ -863,9 +881,20 @@ def trace_attention(
     return Trace(tuple(steps), labels, key_labels, p["scale"], H, Hkv, allowed, options)
 
 
+def _device(device: object) -> torch.device:
+    """A torch.device with its index filled in for CUDA (so tensors already there match it)."""
+    if isinstance(device, torch.device) and (device.type == "cpu" or device.index is not None):
+        return device
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def functions(device: str = "cpu") -> dict[str, Callable]:
     """The three public functions bound to one device ("cpu" or "cuda")."""
     name = f"torch-{torch.device(device).type}"
+    device = _device(device)
     return {
         "scaled_dot_product_attention": partial(scaled_dot_product_attention, device=device),
         "multi_head_attention": partial(multi_head_attention, device=device),
