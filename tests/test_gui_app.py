@@ -530,3 +530,23 @@ def test_an_unexpected_error_in_a_slot_is_logged_and_the_window_survives(qtbot, 
         assert w.pipeline.step_name == w.pipeline.names()[2]
     finally:
         handler.uninstall()
+
+
+def test_check_tab_shows_every_step_of_the_comparison(qtbot, window):
+    backends = [b for b in core_api.backend_dtypes() if b != "scratch"]
+    if not backends:
+        pytest.skip("only the scratch backend is available")
+    choose(window.inputs.backend, backends[0])
+    choose(window.inputs.dtype, "float32")
+    settle(qtbot, window)
+    checks = window.outcome.checks
+    assert checks is not None, "scratch.compare_traces is missing"
+    window.tabs.setCurrentWidget(window.checks)
+    table = window.checks.table
+    assert [table.item(r, 0).text() for r in range(table.rowCount())] == [c.name for c in checks]
+    marks = [table.item(r, 4).text() for r in range(table.rowCount())]
+    assert marks == ["pass" if c.ok else "FAIL" for c in checks]
+    row = [c.name for c in checks].index("weights")
+    table.setCurrentCell(row, 0)
+    assert_image(window.checks.diff_map, np.abs(np.asarray(checks[row].diff)), "weights diff")
+    assert "float32" in window.checks.header.text() and backends[0] in window.checks.header.text()

@@ -36,11 +36,11 @@ class Backend:
 
 def _import_problem(module: str) -> str | None:
     """None when `module` imports, else a one-line reason."""
-    if importlib.util.find_spec(module) is None:
-        return f"{module} is not installed"
     try:
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed"
         importlib.import_module(module)
-    except Exception as exc:  # a broken install is 'unavailable', not a crash
+    except Exception as exc:  # a broken or blocked install is 'unavailable', not a crash
         return f"{module} failed to import ({type(exc).__name__}: {exc})"
     return None
 
@@ -51,12 +51,7 @@ def _probe(name: str) -> str | None:
         if name == "scratch":
             reason = None
         elif name == "numpy":
-            reason = _import_problem("numpy")
-            if (
-                reason is None
-                and importlib.util.find_spec("scratch.backends.numpy_backend") is None
-            ):
-                reason = "scratch/backends/numpy_backend.py is missing"
+            reason = _import_problem("numpy") or _import_problem("scratch.backends.numpy_backend")
         elif name == "torch-cpu":
             reason = _import_problem("torch")
         elif name == "torch-cuda":
