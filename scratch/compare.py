@@ -223,7 +223,10 @@ class _Comparison:
         if name == "masked":
             bound = self.head_bound("scaled", h)
             want = self.head("masked", h)[1]
-            return ops.ew(lambda b, w: b + 2 * self.u_acc * (abs(w) + b), bound, want)
+            u_store = Rounding(self.dtype, 0, 1).u_store  # 16-bit traces store a rounded copy
+            return ops.ew(
+                lambda b, w: b + (2 * self.u_acc + u_store) * (abs(w) + b), bound, want
+            )
         if name == "weights":
             return self.weights_bound(h)
         return self.output_bound(name, h)
