@@ -15,8 +15,9 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
   `output == weights @ v` always holds.
 - Every dot product and softmax denominator is an `fsum`: each entry of `scores` and of
   `output` is the correctly rounded sum of its (individually rounded) products, so the only
-  errors are one rounding per product and one per sum, whatever the length or the order. NaN and inf in the data propagate as IEEE
-  arithmetic would: a NaN or +inf score makes its whole row of weights NaN, inf - inf is NaN.
+  errors are one rounding per product and one per sum, whatever the length or the order.
+- NaN and inf in the data propagate as IEEE arithmetic would: a NaN or +inf score makes its
+  whole row of weights NaN, and inf - inf inside a dot product is NaN.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def scaled_dot_product_attention(
     masked_rows: str = "zero",
     rng: random.Random | None = None,
 ) -> tuple[list, list]:
-    """softmax(query @ key^T * scale + mask) @ value -> (output (..., L, Ev), weights (..., L, S))."""
+    """softmax(q @ k^T * scale + mask) @ v -> (output (..., L, Ev), weights (..., L, S))."""
     q, q_shape = as_tensor(query, "query", min_dims=2)
     k, k_shape = as_tensor(key, "key", min_dims=2)
     v, v_shape = as_tensor(value, "value", min_dims=2)

@@ -32,7 +32,7 @@ def test_import_scratch_without_numpy_torch_qt():
 
 
 def test_blocker_really_blocks():
-    """The blocker itself works: importing numpy under it fails (so the test above means something)."""
+    """The blocker itself works: importing numpy under it fails."""
     done = run("import numpy")
     assert done.returncode != 0
     assert "blocked for this test" in done.stderr
