@@ -36,8 +36,10 @@ def _inputs(s: Session, arr: str) -> list[str]:
     src_k = src_v = "x"
     if s.key is not None:
         define("key_input", s.key, f"({S}, {len(s.key[0])})", s.key_tokens)
+        src_k = src_v = "key_input"  # without a value table the values come from the keys' input
+    if s.key is not None and s.value is not None:
         define("value_input", s.value, f"({S}, {len(s.value[0])})", s.key_tokens)
-        src_k, src_v = "key_input", "value_input"
+        src_v = "value_input"
     for name in ("w_q", "w_k", "w_v"):
         m = s.matrix(name)
         define(name, m, f"({len(m)}, {len(m[0])})")

@@ -43,6 +43,11 @@ def attention_sentence(row: Row, query: str, keys: Sequence[str], top: int = 2) 
     return f"'{query}' attends most to " + _join([f"'{keys[j]}' ({_fmt(row[j])})" for j in picks])
 
 
+def _period(sentence: str) -> str:
+    """End a sentence with one full stop."""
+    return sentence if sentence.endswith(".") else sentence + "."
+
+
 def sharpest_row(matrix: Sequence[Row]) -> int:
     """The row whose largest finite weight is highest: the most decided query."""
     best, best_value = 0, -math.inf
@@ -66,7 +71,7 @@ def describe(
         return ""
     if step == "weights":
         i = sharpest_row(matrix) if row is None else row
-        return attention_sentence(matrix[i], row_labels[i], col_labels) + "."
+        return _period(attention_sentence(matrix[i], row_labels[i], col_labels))
     if step in ("scores", "scaled"):
         i = sharpest_row(matrix) if row is None else row
         ranked = _ranked(matrix[i])
@@ -88,5 +93,5 @@ def describe(
         if i >= len(weights):
             return ""
         mix = attention_sentence(weights[i], row_labels[i], col_labels)
-        return mix.replace("attends most to", "takes its output mostly from the values of") + "."
+        return _period(mix.replace("attends most to", "takes its output mostly from the values of"))
     return ""

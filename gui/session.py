@@ -276,12 +276,7 @@ def resized(
         )
     else:
         changes = dict(x=resize_matrix(s.x, L, dm))  # (L, d_model)
-    mask = s.mask
-    if mask is not None:
-        mask = tuple(
-            tuple(mask[i][j] if i < len(mask) and j < len(mask[i]) else True for j in range(S))
-            for i in range(L)
-        )
+    mask = resize_mask(s.mask, L, S)
     key_tokens = _resize_labels(s.key_tokens, S) if cross else _resize_labels(s.tokens, L)
     return dataclasses.replace(
         s,
@@ -323,14 +318,14 @@ def with_mode(s: Session, mode: str) -> Session:
             num_kv_heads=s.num_heads,
         )
     if mode == "qkv":
-        width = s.num_heads * s.d_k
+        d_k, d_v, Hkv = s.d_k, s.d_v, s.num_kv_heads
         key = s.key if s.key is not None else s.x
         return dataclasses.replace(
             s,
             mode=mode,
-            x=resize_matrix(s.x, L, width),
-            key=resize_matrix(key, S, width),
-            value=resize_matrix(s.value if s.value is not None else key, S, width),
+            x=resize_matrix(s.x, L, s.num_heads * d_k),  # q (L, H*d_k)
+            key=resize_matrix(key, S, Hkv * d_k),  # k (S, Hkv*d_k)
+            value=resize_matrix(s.value if s.value is not None else key, S, Hkv * d_v),
             w_q=None,
             w_k=None,
             w_v=None,
@@ -487,6 +482,8 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
         for field in ("key", "value", "w_q", "w_k", "w_v"):
             if data.get(field) is not None:
                 raise _fail(field, "null in mode 'self'", "a matrix")
+        if kv_heads != heads:  # k = x has H*d_k columns, so it splits into H heads only
+            raise _fail("num_kv_heads", f"num_heads={heads} in mode 'self'", kv_heads)
         S = L
     elif mode == "qkv":
         key = _matrix(data, "key", None, None)  # (S, Hkv*d_k)
@@ -494,6 +491,8 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
         value = _matrix(data, "value", S, None)  # (S, Hkv*d_v)
         if len(key[0]) * heads != d_model * kv_heads:
             raise _fail("key", f"{d_model * kv_heads // heads} columns", f"{len(key[0])}")
+        if len(value[0]) % kv_heads:
+            raise _fail("value", f"a column count divisible by {kv_heads}", len(value[0]))
     else:
         key = _optional_matrix(data, "key", None, None)
         S = len(key) if key is not None else L

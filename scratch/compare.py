@@ -21,6 +21,7 @@ from .tolerance import (
     check_dtype,
     gamma,
 )
+from .trace import Trace
 
 INPUTS = ("x", "key_input", "value_input", "w_q", "w_k", "w_v", "w_o")
 
@@ -47,6 +48,9 @@ class StepCheck:
 
 def compare_traces(trace: object, reference: object, *, dtype: object = None) -> list:
     """StepCheck for every step both traces have, in the trace's order (shapes, then values)."""
+    for name, t in (("trace", trace), ("reference", reference)):
+        if not isinstance(t, Trace):
+            raise TypeError(f"{name}: expected a scratch.Trace, found {type(t).__name__}")
     dtype = check_dtype(dtype if dtype is not None else trace.options.get("dtype", "float64"))
     ops = _ops()
     run = _Comparison(ops, trace, reference, dtype)
@@ -224,9 +228,7 @@ class _Comparison:
             bound = self.head_bound("scaled", h)
             want = self.head("masked", h)[1]
             u_store = Rounding(self.dtype, 0, 1).u_store  # 16-bit traces store a rounded copy
-            return ops.ew(
-                lambda b, w: b + (2 * self.u_acc + u_store) * (abs(w) + b), bound, want
-            )
+            return ops.ew(lambda b, w: b + (2 * self.u_acc + u_store) * (abs(w) + b), bound, want)
         if name == "weights":
             return self.weights_bound(h)
         return self.output_bound(name, h)

@@ -12,6 +12,15 @@ import math
 from dataclasses import dataclass
 from itertools import product
 
+from .validate import (
+    as_mask,
+    as_tensor,
+    check_attention_shapes,
+    check_flag,
+    check_mask_shape,
+    check_scale,
+)
+
 # unit roundoff u = 2^-(mantissa bits + 1) and the smallest positive subnormal of each dtype
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 SMALLEST_SUBNORMAL = {
@@ -134,11 +143,34 @@ def tolerance(
     zero. Rows with NaN weights (masked_rows="nan") get bound 0 too; compare NaN-ness there.
     """
     dtype = check_dtype(dtype)
+    _check_inputs(query, key, value, weights, scale, attn_mask, enable_gqa)
     try:
         import numpy as np
     except ImportError:
         return _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, enable_gqa)
     return _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, enable_gqa)
+
+
+def _shape_of(x: object, name: str) -> tuple[int, ...]:
+    """Shape of an array (its .shape) or of validated nested lists (bools allowed for masks)."""
+    shape = getattr(x, "shape", None)
+    if shape is not None and not isinstance(x, (list, tuple)):
+        return tuple(int(n) for n in shape)
+    if name == "attn_mask":
+        return as_mask(x, name)[1]
+    return as_tensor(x, name, min_dims=1)[1]
+
+
+def _check_inputs(query, key, value, weights, scale, attn_mask, enable_gqa) -> None:
+    """The ground truth's shape rules, with errors naming the argument; scale finite or None."""
+    shapes = (_shape_of(x, n) for x, n in ((query, "query"), (key, "key"), (value, "value")))
+    lead, L, S, E, _ = check_attention_shapes(*shapes, check_flag(enable_gqa, "enable_gqa"))
+    found = _shape_of(weights, "weights")
+    if found != (*lead, L, S):
+        raise ValueError(f"weights: expected shape {(*lead, L, S)} (..., L, S), found {found}")
+    check_scale(scale, E)
+    if attn_mask is not None:
+        check_mask_shape(_shape_of(attn_mask, "attn_mask"), (*lead, L, S))
 
 
 def as_float64(np: object, x: object) -> object:
@@ -195,7 +227,6 @@ def _is_bool_mask(mask: object) -> bool:
 def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, enable_gqa):
     """tolerance() in plain Python, one (L, S) block at a time."""
     from .masks import Mask
-    from .validate import as_tensor
 
     q, q_shape = as_tensor(query, "query", min_dims=2)
     k, k_shape = as_tensor(key, "key", min_dims=2)

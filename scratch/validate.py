@@ -157,16 +157,21 @@ def as_mask(obj: object, name: str = "attn_mask") -> tuple[Nested, tuple[int, ..
     return _reshape(floats, shape), shape, False
 
 
+def _real(value: object, name: str, expected: str) -> float:
+    """A real number (not a bool) as a float; too large for a float gives inf."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected {expected}, found {_describe(value)}")
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
 def check_scale(scale: object, E: int) -> float:
     """The softmax scale: None means 1/sqrt(E); otherwise any finite real number."""
     if scale is None:
         return 1.0 / math.sqrt(E)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale: expected a finite number or None, found {_describe(scale)}")
-    try:
-        value = float(scale)
-    except OverflowError:
-        value = math.inf
+    value = _real(scale, "scale", "a finite number or None")
     if not math.isfinite(value):
         raise ValueError(f"scale: expected a finite number or None, found {value}")
     return value
@@ -174,12 +179,7 @@ def check_scale(scale: object, E: int) -> float:
 
 def check_dropout_p(dropout_p: object) -> float:
     """Dropout probability in [0, 1)."""
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
-        raise TypeError(f"dropout_p: expected a number in [0, 1), found {_describe(dropout_p)}")
-    try:
-        value = float(dropout_p)
-    except OverflowError:
-        value = math.inf
+    value = _real(dropout_p, "dropout_p", "a number in [0, 1)")
     if not 0.0 <= value < 1.0:
         raise ValueError(f"dropout_p: expected a number in [0, 1), found {value}")
     return value

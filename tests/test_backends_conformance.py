@@ -726,6 +726,34 @@ def test_torch_errors_match_ground_truth(name: str) -> None:
         assert str(ours.value) == str(truth.value)
 
 
+@pytest.mark.parametrize("name", ["scratch", "torch-cpu"])
+def test_need_weights_must_be_a_bool(name: str) -> None:
+    """need_weights=1 is refused with the shared check_flag message, not taken as truthy."""
+    if name not in backends.available():
+        pytest.skip(f"{name} is not available here")
+    backend = backends.get(name)
+    with pytest.raises(TypeError, match="^need_weights: expected True or False, found int 1$"):
+        backend.scaled_dot_product_attention([[1.0]], [[1.0]], [[1.0]], need_weights=1)
+
+
+TRACE_BAD_HEADS = {
+    "x width": {"x": [[1.0, 2.0, 3.0]] * 2, "num_heads": 2},
+    "value width": {"x": [[1.0, 2.0]] * 2, "value": [[1.0, 2.0, 3.0]] * 2, "num_heads": 2},
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRACE_BAD_HEADS))
+def test_torch_trace_refuses_widths_that_do_not_split_into_heads(name: str) -> None:
+    """No projections and a width that num_heads does not divide: the truth's ValueError."""
+    tb = _torch_backend()
+    kwargs = TRACE_BAD_HEADS[name]
+    with pytest.raises(ValueError) as truth:
+        scratch.trace_attention(**kwargs)
+    with pytest.raises(ValueError) as ours:  # was a RuntimeError from torch's reshape
+        tb.trace_attention(**kwargs)
+    assert str(ours.value) == str(truth.value)
+
+
 def test_torch_rejects_bad_tensors_naming_the_argument() -> None:
     import torch
 

@@ -139,13 +139,32 @@ def test_with_cell_refuses_non_finite_numbers():
             sm.with_cell(s, "x", 1, 2, bad)
 
 
-def test_mode_switches_give_valid_sessions():
-    s = sm.random_session(2, 3, 4, 2, 2, 2)
+@pytest.mark.parametrize("kv_heads", [2, 1])  # 1: grouped-query, k and v narrower than q
+def test_mode_switches_give_valid_sessions(kv_heads):
+    s = sm.random_session(2, 3, 4, 2, 3, 2, kv_heads)
     for mode in ("qkv", "self", "project", "qkv"):
         s = sm.with_mode(s, mode)
         assert s.mode == mode
         sm.validate(s.to_dict())
         scratch.trace_attention(**controller.trace_kwargs(s))  # the core accepts it
+        s = sm.random_session(2, 3, 4, 2, 3, 2, kv_heads) if mode == "self" else s
+
+
+def test_validate_rejects_qkv_values_that_do_not_split_into_kv_heads():
+    s = sm.with_mode(sm.random_session(2, 3, 4, 2, 2, 2), "qkv")
+    data = s.to_dict()
+    data["value"] = [[1.0, 2.0, 3.0]] * 3  # 3 columns, 2 kv heads
+    with pytest.raises(sm.SessionError, match="'value'"):
+        sm.validate(data)
+
+
+def test_validate_rejects_kv_heads_in_self_mode():
+    """q = k = v = x: k has num_heads * d_k columns, so it cannot split into fewer heads."""
+    data = sm.with_mode(sm.random_session(2, 3, 4, 2, 2, 2), "self").to_dict()
+    sm.validate(data)
+    data["num_kv_heads"] = 1
+    with pytest.raises(sm.SessionError, match="'num_kv_heads'"):
+        sm.validate(data)
 
 
 # ---------------------------------------------------------------- sentences
@@ -164,6 +183,11 @@ def test_sentences_for_masked_rows_and_uniform_rows():
     assert "equally" in sentences.attention_sentence([0.25] * 4, "a", list("wxyz"))
     masked = [[0.0, -math.inf], [1.0, 2.0]]
     assert sentences.describe("masked", masked, ["a", "b"], ["x", "y"]).startswith("1 of 4")
+    for row in ([0.0, 0.0], [math.nan, math.nan], [0.5, 0.5]):  # one full stop, not two
+        text = sentences.describe("weights", [row], ["a"], ["x", "y"])
+        assert text.endswith(".") and not text.endswith(".."), text
+        text = sentences.describe("output", [[1.0]], ["a"], ["x", "y"], weights=[row])
+        assert text.endswith(".") and not text.endswith(".."), text
 
 
 # ---------------------------------------------------------------- copy as code
@@ -181,6 +205,7 @@ SNIPPET_CASES = [
     ("cross", {"mask_mode": "causal-bottom-right"}),  # L = 2 queries, S = 4 keys
     ("random-2h", {"mask_mode": "causal-top-left"}),
     ("random-gqa", {"mask_mode": "causal-bottom-right", "masked_rows": "uniform"}),
+    ("project-key-no-value", {}),  # cross-attention whose values come from the key input
 ] + [  # a custom mask with a fully masked row, under each masked_rows policy
     (
         "random-custom",
@@ -206,6 +231,10 @@ def test_copy_as_code_snippet_runs_and_matches_the_trace(library, case, changes)
         )
     elif case == "random-2h":
         s = sm.random_session(5, 5, 4, 2, 3, 2)
+    elif case == "project-key-no-value":
+        key = ((1.0, 0.5, -1.0, 2.0), (0.0, 1.0, 0.25, -0.5))  # (S=2, d_kv_in=4)
+        s = dataclasses.replace(sm.random_session(7, 3), key=key, key_tokens=("k0", "k1"))
+        sm.validate(s.to_dict())
     else:
         s = sm.random_session(6, 4, 6, 3, 2, 4, 2)
     if case == "random-custom":

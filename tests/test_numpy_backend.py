@@ -9,6 +9,7 @@ exp(m_old - m_new), which adds at most 2 * EXP_ULPS + 2 roundings to numerator a
 
 from __future__ import annotations
 
+import contextlib
 import random
 import tracemalloc
 
@@ -74,6 +75,17 @@ def assert_close(name, found, truth, bound):
 # ---------------------------------------------------------------- cases
 
 
+@contextlib.contextmanager
+def fast_pass(on: bool):
+    """Run the chunked kernel with or without its no-max fast pass (the safe pass alone)."""
+    saved = nb.FAST_PASS
+    nb.FAST_PASS = on
+    try:
+        yield
+    finally:
+        nb.FAST_PASS = saved
+
+
 def make_case(seed, lead=(2,), L=5, S=7, E=4, Ev=3, mask=None, logit=1.0):
     """Seeded q, k, v (and a mask with one fully masked row per (L, S) block)."""
     rng = np.random.default_rng(seed)
@@ -125,14 +137,16 @@ def test_both_kernels_match_ground_truth(policy, opts, L, S):
     assert_close(
         "output", explicit.output, out_t, output_bound(q, k, v, w_t, scale, "float64", mask)
     )
-    for block in [(2, 3), (3, 2), (1, 1), None]:
-        chunked = nb.scaled_dot_product_attention(
-            q, k, v, need_weights=False, block_size=block, **kw
-        )
+    for block, fast in [((2, 3), True), ((2, 3), False), ((3, 2), False), ((1, 1), True),
+                        (None, True), (None, False)]:
+        with fast_pass(fast):
+            chunked = nb.scaled_dot_product_attention(
+                q, k, v, need_weights=False, block_size=block, **kw
+            )
         assert chunked.kernel == "chunked-online-softmax" and chunked.weights is None
         blocks = S if block is None else -(-S // block[1])
         assert_close(
-            f"chunked output {block}",
+            f"chunked output {block} fast={fast}",
             chunked.output,
             out_t,
             output_bound(q, k, v, w_t, scale, "float64", mask, blocks),

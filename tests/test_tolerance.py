@@ -191,6 +191,31 @@ def test_bad_dtype_is_named():
         tolerance([[1.0]], [[1.0]], [[1.0]], [[1.0]], dtype="float8")
 
 
+BAD_TOLERANCE_INPUTS = [  # (query, key, value, weights, keywords, error, argument named)
+    ([1.0, 2.0], [[1.0, 2.0]], [[1.0]], [[1.0]], {}, ValueError, "query"),
+    (None, [[1.0, 2.0]], [[1.0]], [[1.0]], {}, TypeError, "query"),
+    ([[1.0, 2.0]], [[1.0, 2.0, 3.0]], [[1.0]], [[1.0]], {}, ValueError, "key"),
+    ([[1.0, 2.0]], [[1.0, 2.0]], [[1.0], [2.0]], [[1.0]], {}, ValueError, "value"),
+    ([[1.0, 2.0]], [[1.0, 2.0]], [[1.0]], [[1.0, 0.0]], {}, ValueError, "weights"),
+    ([[1.0, 2.0]], [[1.0, 2.0]], [[1.0]], [[1.0]], {"scale": "x"}, TypeError, "scale"),
+    ([[1.0]], [[1.0]], [[1.0]], [[1.0]], {"attn_mask": [[0.0, 1.0]]}, ValueError, "attn_mask"),
+]
+
+
+@pytest.mark.parametrize(("q", "k", "v", "w", "kwargs", "error", "named"), BAD_TOLERANCE_INPUTS)
+def test_bad_tolerance_input_is_named(q, k, v, w, kwargs, error, named):
+    """Shapes the ground truth refuses are refused here too (no silent bound, no IndexError)."""
+    with pytest.raises(error, match=f"^{named}:"):
+        tolerance(q, k, v, w, **kwargs)
+
+
+def test_compare_traces_refuses_non_traces():
+    trace = scratch.trace_attention([[1.0, 2.0]])
+    for args, named in (((None, trace), "trace"), ((trace, [trace]), "reference")):
+        with pytest.raises(TypeError, match=f"^{named}: expected a scratch.Trace"):
+            compare_traces(*args)
+
+
 # ---------------------------------------------------------------- PyTorch's own kernel
 
 

@@ -266,10 +266,107 @@ def _kv_index(index: tuple[int, ...], group: int) -> tuple[int, ...]:
     return index[:-1] + (index[-1] // group,)
 
 
+class _Tiles:
+    """One (batch, head) problem cut into tiles, with buffers reused across every tile."""
+
+    def __init__(self, q_b, k_b, v_b, mask_b, is_causal, chunk, block, dtype):
+        self.q, self.k_t, self.v_ones, self.mask = q_b, k_b, v_b, mask_b  # (L,E) (E,S) (S,Ev+1)
+        self.is_causal = is_causal
+        self.S, self.block = k_b.shape[1], block
+        self.s_buf = np.empty((chunk, block), dtype=dtype)  # scores of one tile
+        self.tile = np.empty((chunk, v_b.shape[1]), dtype=dtype)  # one tile's contribution
+        self.acc = np.empty((chunk, v_b.shape[1]), dtype=dtype)  # running output | denominator
+        self.m_run, self.m_new, self.base, self.alpha, self.denom = (
+            np.empty(chunk, dtype=dtype) for _ in range(5)
+        )
+
+    def blocks(self, i0: int, i1: int):
+        """(j0, j1, masked scores of the tile) for the key blocks rows i0:i1 may see."""
+        n = i1 - i0
+        # causal (top-left): rows i < i1 see keys j <= i, so blocks from i1 on are skipped
+        stop = min(self.S, i1) if self.is_causal else self.S
+        for j0 in range(0, stop, self.block):
+            j1 = min(stop, j0 + self.block)
+            s = self.s_buf[:n, : j1 - j0]
+            np.matmul(self.q[i0:i1], self.k_t[:, j0:j1], out=s)  # (n, E) @ (E, b) -> (n, b)
+            if self.is_causal and j1 - 1 > i0:  # the tile crosses the diagonal
+                s[np.arange(j0, j1)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
+            elif self.mask is not None:
+                m_tile = self.mask[i0:i1, j0:j1]
+                if m_tile.dtype == np.bool_:
+                    np.copyto(s, -np.inf, where=~m_tile)
+                else:
+                    np.add(s, m_tile, out=s)
+            yield j0, j1, s
+
+    def fully_masked(self, i0: int, i1: int) -> np.ndarray:
+        """Rows of i0:i1 in which every key is masked (causal rows always see key 0)."""
+        if self.mask is None or self.is_causal:
+            return np.zeros(i1 - i0, dtype=bool)
+        rows = self.mask[i0:i1]
+        return ~rows.any(axis=1) if rows.dtype == np.bool_ else np.isneginf(rows).all(axis=1)
+
+    def fast(self, i0: int, i1: int) -> np.ndarray | None:
+        """exp(scores) with no max subtracted, checked; None when a row needs the safe pass.
+
+        Softmax does not depend on the offset subtracted, so offset 0 is exact whenever nothing
+        overflows (every sum finite) and the denominator is >= 1 (then underflowing terms lose
+        less than the safe pass, whose denominator is >= 1 too). Typical scores pass; huge
+        logits, or rows whose every score is very negative, fall back to `safe`.
+        """
+        n = i1 - i0
+        acc, tile = self.acc[:n], self.tile[:n]
+        acc.fill(0)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked, not warned
+            for j0, j1, s in self.blocks(i0, i1):
+                np.exp(s, out=s)  # step 4 without the max: the cheapest pass over the tile
+                np.matmul(s, self.v_ones[j0:j1], out=tile)  # (n, b) @ (b, Ev + 1) -> (n, Ev + 1)
+                if not np.isfinite(tile[:, -1]).all():  # an exp overflowed: give up early
+                    return None
+                acc += tile
+        total = acc[:, -1]
+        ok = np.isfinite(acc).all(axis=1) & ((total >= 1) | self.fully_masked(i0, i1))
+        return acc if ok.all() else None
+
+    def safe(self, i0: int, i1: int, draws, dropout_p: float) -> tuple[np.ndarray, np.ndarray]:
+        """Online softmax: running max, rescaled running sums. Returns (acc, denominator)."""
+        n = i1 - i0
+        m_r, m_n, b_r = self.m_run[:n], self.m_new[:n], self.base[:n]
+        a_r, d_r, acc = self.alpha[:n], self.denom[:n], self.acc[:n]
+        m_r.fill(-np.inf)
+        acc.fill(0)
+        d_r.fill(0)
+        for j0, j1, s in self.blocks(i0, i1):
+            # step 3: new running max; rows masked so far use base 0 so nothing is NaN
+            np.max(s, axis=1, out=m_n)
+            np.maximum(m_n, m_r, out=m_n)
+            np.copyto(b_r, m_n)
+            b_r[np.isneginf(m_n)] = 0
+            np.subtract(m_r, b_r, out=a_r)
+            np.exp(a_r, out=a_r)  # exp(m_old - m_new) <= 1; 0 when m_old = -inf
+            np.copyto(m_r, m_n)
+            # step 4: exp of the tile relative to the running max
+            np.subtract(s, b_r[:, None], out=s)
+            np.exp(s, out=s)
+            # step 5: rescale what came before and add this tile   # (n, b) @ (b, Ev + 1)
+            acc *= a_r[:, None]
+            if draws is not None:
+                d_r *= a_r
+                d_r += s.sum(axis=1)  # denominator before dropout
+                s *= draws[:, j0:j1] >= dropout_p
+                s *= s.dtype.type(1.0 / (1.0 - dropout_p))
+            np.matmul(s, self.v_ones[j0:j1], out=self.tile[:n])
+            acc += self.tile[:n]
+        return acc, (d_r if draws is not None else acc[:, -1])
+
+
+FAST_PASS = True  # try exp without the max first (tests switch it off to check `safe` alone)
+
+
 def _chunked_output(
     q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng, group, block_size
 ) -> np.ndarray:
-    """Attention output by query chunks and key blocks with an online softmax."""
+    """Attention output by query chunks and key blocks; the (L, S) scores never exist."""
     *lead, L, E = q.shape
     S, Ev = v.shape[-2:]
     dtype = q.dtype
@@ -286,75 +383,25 @@ def _chunked_output(
     if mask is not None:
         mask = np.broadcast_to(mask, tuple(lead) + (L, S))
     output = np.empty(tuple(lead) + (L, Ev), dtype=dtype)
-    # buffers reused across every chunk and block
-    s_buf = np.empty((chunk, block), dtype=dtype)  # (chunk, block) scores of one tile
-    tile = np.empty((chunk, Ev + 1), dtype=dtype)  # (chunk, Ev + 1) this tile's contribution
-    acc = np.empty((chunk, Ev + 1), dtype=dtype)  # running output | running denominator
-    m_run = np.empty(chunk, dtype=dtype)  # running row max
-    m_new = np.empty(chunk, dtype=dtype)
-    base = np.empty(chunk, dtype=dtype)  # m_new with -inf replaced by 0 (fully masked so far)
-    alpha = np.empty(chunk, dtype=dtype)  # exp(m_old - m_new): rescales what came before
-    denom = np.empty(chunk, dtype=dtype)  # undropped denominator when dropout is on
-    inv_keep = dtype.type(1.0 / (1.0 - dropout_p)) if dropout_p > 0.0 else None
     for index in np.ndindex(*lead):
         kv = _kv_index(index, group)
-        q_b, k_b, v_b = q_scaled[index], k_t[kv], v_ones[kv]  # (L, E), (E, S), (S, Ev + 1)
         mask_b = None if mask is None else mask[index]  # (L, S) view
+        tiles = _Tiles(q_scaled[index], k_t[kv], v_ones[kv], mask_b, is_causal, chunk, block, dtype)
         for i0 in range(0, L, chunk):
             i1 = min(L, i0 + chunk)
-            n = i1 - i0
-            draws = rng((n, S)) if dropout_p > 0.0 else None
-            m_r, m_n, b_r, a_r, d_r = m_run[:n], m_new[:n], base[:n], alpha[:n], denom[:n]
-            acc_r = acc[:n]
-            m_r.fill(-np.inf)
-            acc_r.fill(0)
-            d_r.fill(0)
-            # causal (top-left): rows i < i1 see keys j <= i, so blocks from i1 on are skipped
-            s_stop = min(S, i1) if is_causal else S
-            for j0 in range(0, s_stop, block):
-                j1 = min(s_stop, j0 + block)
-                s = s_buf[:n, : j1 - j0]
-                # step 1: scores of the tile        # (n, E) @ (E, b) -> (n, b)
-                np.matmul(q_b[i0:i1], k_b[:, j0:j1], out=s)
-                # step 2: mask the tile
-                if is_causal and j1 - 1 > i0:  # the tile crosses the diagonal
-                    above = np.arange(j0, j1)[None, :] > np.arange(i0, i1)[:, None]
-                    s[above] = -np.inf
-                elif mask_b is not None:
-                    m_tile = mask_b[i0:i1, j0:j1]
-                    if m_tile.dtype == np.bool_:
-                        np.copyto(s, -np.inf, where=~m_tile)
-                    else:
-                        np.add(s, m_tile, out=s)
-                # step 3: new running max; rows masked so far use base 0 so nothing is NaN
-                np.max(s, axis=1, out=m_n)
-                np.maximum(m_n, m_r, out=m_n)
-                np.copyto(b_r, m_n)
-                b_r[np.isneginf(m_n)] = 0
-                np.subtract(m_r, b_r, out=a_r)
-                np.exp(a_r, out=a_r)  # exp(m_old - m_new) <= 1; 0 when m_old = -inf
-                np.copyto(m_r, m_n)
-                # step 4: exp of the tile relative to the running max
-                np.subtract(s, b_r[:, None], out=s)
-                np.exp(s, out=s)
-                # step 5: rescale what came before and add this tile   # (n, b) @ (b, Ev+1)
-                acc_r *= a_r[:, None]
-                if draws is not None:
-                    d_r *= a_r
-                    d_r += s.sum(axis=1)  # denominator before dropout
-                    s *= draws[:, j0:j1] >= dropout_p
-                    s *= inv_keep
-                np.matmul(s, v_b[j0:j1], out=tile[:n])
-                acc_r += tile[:n]
+            draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
+            acc = tiles.fast(i0, i1) if FAST_PASS and draws is None else None
+            total = None if acc is None else acc[:, Ev]
+            if acc is None:
+                acc, total = tiles.safe(i0, i1, draws, dropout_p)
             # step 6: divide by the denominator; rows with no allowed key follow masked_rows
-            total = d_r if draws is not None else acc_r[:, Ev]
             full = total == 0
             out = output[index][i0:i1]
-            np.divide(acc_r[:, :Ev], np.where(full, 1, total)[:, None], out=out)
+            np.divide(acc[:, :Ev], np.where(full, 1, total)[:, None], out=out)
             if full.any():
                 out[full] = _masked_rows_output(
                     masked_rows,
-                    v_b[:, :Ev],
+                    v_ones[kv][:, :Ev],
                     S,
                     dtype,
                     None if draws is None else draws[full],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import scratch
 from scratch.result import Result
+from scratch.validate import check_flag
 
 NAME = "scratch"
 DTYPES = ("float64",)
@@ -17,12 +18,6 @@ def _check_dtype(dtype: object) -> None:
         raise ValueError(
             f"dtype: expected None or 'float64' (the scratch backend), found {dtype!r}"
         )
-
-
-def _check_need_weights(need_weights: object) -> None:
-    """need_weights is True or False."""
-    if not isinstance(need_weights, bool):
-        raise TypeError(f"need_weights: expected True or False, found {need_weights!r}")
 
 
 def scaled_dot_product_attention(
@@ -42,7 +37,7 @@ def scaled_dot_product_attention(
 ) -> Result:
     """scratch.scaled_dot_product_attention as a Result; weights None when not asked for."""
     _check_dtype(dtype)
-    _check_need_weights(need_weights)
+    check_flag(need_weights, "need_weights")
     output, weights = scratch.scaled_dot_product_attention(
         query,
         key,
@@ -73,7 +68,7 @@ def multi_head_attention(
 ) -> Result:
     """scratch.multi_head_attention as a Result; weights None when not asked for."""
     _check_dtype(dtype)
-    _check_need_weights(need_weights)
+    check_flag(need_weights, "need_weights")
     output, weights = scratch.multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, **options)
     return Result(output, weights if need_weights else None, "explicit")
 

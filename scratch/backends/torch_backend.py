@@ -508,6 +508,13 @@ def _mha_parts(
         bt = _check_bias(b, f"b_{name}", wt.shape[1], device, storage)
         projected[name] = (_project(t, wt, bt, storage), wt, bt)
     q, k, v = (projected[n][0] for n in "qkv")
+    for name, t, heads in (
+        ("query", q, num_heads),
+        ("key", k, num_kv_heads),
+        ("value", v, num_kv_heads),
+    ):
+        if t.shape[-1] % heads:  # only without a projection: w_* widths were checked above
+            raise ValueError(f"{name}: width {t.shape[-1]} does not split into {heads} heads")
     if q.shape[-1] // num_heads != k.shape[-1] // num_kv_heads:
         raise ValueError(
             f"w_k: head width {k.shape[-1] // num_kv_heads} differs from w_q's "
