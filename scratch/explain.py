@@ -67,6 +67,10 @@ def explain(trace: Trace, step: str, index: tuple[int, ...]) -> Explanation:
     """Explain the entry `trace[step].value[index]` with the numbers that produced it."""
     st = trace[step]
     value = st.tolist()
+    if not isinstance(index, tuple) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in index
+    ):
+        raise TypeError(f"index: expected a tuple of ints, found {index!r}")
     if len(index) != len(st.axes):
         raise ValueError(f"index: expected {len(st.axes)} indices for step {step!r}, found {index}")
     heads = st.axes[0] == "head"

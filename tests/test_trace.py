@@ -34,8 +34,26 @@ def test_single_head_steps_and_values():
     t = scratch.trace_attention(x, w_q=wq, w_k=wk, w_v=wv, tokens=list("abcd"), is_causal=True)
     assert t.names() == SINGLE
     assert t.tokens == t.key_tokens == ("a", "b", "c", "d")
-    out, w = scratch.multi_head_attention(x, x, x, wq, wk, wv, is_causal=True)
-    assert t["output"].value == out and t["weights"].value == w[0]
+    # expected values written out independently with loops and fsum (1 head, E = 2)
+    fsum = math.fsum
+    q = [[fsum(r[m] * wq[m][c] for m in range(3)) for c in range(2)] for r in x]
+    k = [[fsum(r[m] * wk[m][c] for m in range(3)) for c in range(2)] for r in x]
+    v = [[fsum(r[m] * wv[m][c] for m in range(3)) for c in range(5)] for r in x]
+    assert (t["q"].value, t["k"].value, t["v"].value) == (q, k, v)
+    scores = [[fsum(a * b for a, b in zip(qi, kj)) for kj in k] for qi in q]
+    assert t["scores"].value == scores
+    for i, row in enumerate(t["weights"].value):
+        e = [
+            math.exp(s / math.sqrt(2) - max(scores[i][: i + 1]) / math.sqrt(2))
+            for s in scores[i][: i + 1]
+        ]
+        for j in range(4):
+            expected = e[j] / fsum(e) if j <= i else 0.0
+            assert abs(row[j] - expected) <= 8 * 2.0**-53  # a few roundings of numbers <= 1
+    for i, row in enumerate(t["output"].value):
+        for c in range(5):
+            exact = fsum(t["weights"].value[i][j] * v[j][c] for j in range(4))
+            assert row[c] == exact
     assert t["scores"].shape == (4, 4) and t["scores"].axes == ("query", "key")
     assert t["output"].shape == (4, 5) and t["w_v"].axes == ("model", "feature")
     assert t.scale == 1 / math.sqrt(2)
@@ -146,6 +164,8 @@ def test_explain_long_sums_are_cut_and_bad_index_refused():
         scratch.explain(t, "scores", (0, 7))
     with pytest.raises(ValueError, match="index"):
         scratch.explain(t, "scores", (0,))
+    with pytest.raises(TypeError, match="index: expected a tuple of ints"):
+        scratch.explain(t, "scores", ("0", 0))
 
 
 def test_explain_every_cell_of_every_step_multi_head():
