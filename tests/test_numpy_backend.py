@@ -137,8 +137,14 @@ def test_both_kernels_match_ground_truth(policy, opts, L, S):
     assert_close(
         "output", explicit.output, out_t, output_bound(q, k, v, w_t, scale, "float64", mask)
     )
-    for block, fast in [((2, 3), True), ((2, 3), False), ((3, 2), False), ((1, 1), True),
-                        (None, True), (None, False)]:
+    for block, fast in [
+        ((2, 3), True),
+        ((2, 3), False),
+        ((3, 2), False),
+        ((1, 1), True),
+        (None, True),
+        (None, False),
+    ]:
         with fast_pass(fast):
             chunked = nb.scaled_dot_product_attention(
                 q, k, v, need_weights=False, block_size=block, **kw
@@ -172,6 +178,21 @@ def test_large_logits_need_the_max_subtraction(policy):
             out_t,
             output_bound(q, k, v, w_t, scale, "float64", mask, 3),
         )
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_very_negative_scores_are_not_mistaken_for_masked_rows(dtype):
+    """Scores near -1e3 underflow exp to 0 in both dtypes; the row still has a softmax."""
+    rng = np.random.default_rng(12)
+    k = np.abs(rng.standard_normal((6, 4))) + 1
+    q = np.full((3, 4), -500.0)  # every score about -1e3 or below
+    q[1] = rng.standard_normal(4)  # one ordinary row next to them
+    v = rng.standard_normal((6, 2))
+    q, k, v = (a.astype(dtype) for a in (q, k, v))
+    out_t, w_t = truth(q.astype(np.float64), k, v, scale=1.0)
+    res = nb.scaled_dot_product_attention(q, k, v, scale=1.0, need_weights=False)
+    assert_close("output", res.output, out_t, output_bound(q, k, v, w_t, 1.0, dtype, None, 1))
+    assert np.abs(out_t[0]).max() > 0.1  # the truth is not the zero of a masked row
 
 
 @pytest.mark.parametrize("need_weights", [True, False])
@@ -229,6 +250,57 @@ def test_registry_exposes_the_module():
     )
 
 
+def test_fast_pass_used_on_typical_scores_and_not_on_huge_logits(monkeypatch):
+    """Typical scores never need the safe pass; logits of 1e4 overflow exp and fall back to it."""
+    calls = []
+    safe = nb._Tiles.safe
+
+    def spy(self, *args):
+        calls.append(args[:2])
+        return safe(self, *args)
+
+    monkeypatch.setattr(nb._Tiles, "safe", spy)
+    q, k, v, mask = make_case(6, L=8, S=40, mask="bool")
+    kw = dict(need_weights=False, block_size=(4, 16))
+    nb.scaled_dot_product_attention(q, k, v, mask, **kw)
+    assert calls == []  # row 1 is fully masked: its zero denominator is expected
+    calls.clear()
+    nb.scaled_dot_product_attention(q, k, v, is_causal=True, **kw)
+    # causal rows with few keys may have a denominator sum_j exp(s_ij) below 1: only the
+    # smallest row range holding them (within its chunk of 4) is redone by the safe pass
+    scores = np.tril(np.exp(q @ np.swapaxes(k, 1, 2) / 2))  # (2, 8, 40), 0 above the diagonal
+    expected = []
+    for small in scores.sum(axis=-1) < 1:  # (8,) per batch entry
+        for c0 in (0, 4):
+            bad = np.flatnonzero(small[c0 : c0 + 4])
+            if bad.size:
+                expected.append((c0 + bad[0], c0 + bad[-1] + 1))
+    assert calls == expected and expected  # this seed has such rows
+    calls.clear()
+    nb.scaled_dot_product_attention(q * 1e4, k, v, mask, **kw)
+    assert calls == [(0, 4), (4, 8)] * 2  # overflow: each query chunk of each batch entry
+
+
+@pytest.mark.parametrize("masking", ["none", "bool", "causal"])
+def test_worker_threads_match_ground_truth(monkeypatch, masking):
+    """Query chunks on worker threads (BLAS on one thread meanwhile, restored after)."""
+    monkeypatch.setattr(nb, "PARALLEL_MIN", 0)
+    q, k, v, mask = make_case(14, lead=(2, 3), L=9, S=11, mask="bool")
+    kw = dict(attn_mask=mask if masking == "bool" else None, is_causal=masking == "causal")
+    out_t, w_t = truth(q, k, v, **kw)
+    control = nb._openblas_threads()
+    before = None if control is None else control[0]()
+    res = nb.scaled_dot_product_attention(q, k, v, need_weights=False, block_size=(2, 4), **kw)
+    assert_close(
+        "threaded output",
+        res.output,
+        out_t,
+        output_bound(q, k, v, w_t, 0.5, "float64", kw["attn_mask"], 3),
+    )
+    if control is not None:
+        assert control[0]() == before
+
+
 # ---------------------------------------------------------------- property: chunked == explicit
 
 
@@ -240,8 +312,9 @@ def test_registry_exposes_the_module():
     seed=st.integers(0, 2**16),
     masking=st.sampled_from(["none", "bool", "float", "causal"]),
     policy=st.sampled_from(POLICIES),
+    fast=st.booleans(),
 )
-def test_chunked_equals_explicit(L, S, chunk, block, seed, masking, policy):
+def test_chunked_equals_explicit(L, S, chunk, block, seed, masking, policy, fast):
     """For any shapes and tile sizes the chunked kernel agrees with the explicit one."""
     rng = np.random.default_rng(seed)
     q, k, v = (
@@ -256,9 +329,10 @@ def test_chunked_equals_explicit(L, S, chunk, block, seed, masking, policy):
         mask = np.where(rng.random((L, S)) > 0.5, rng.standard_normal((L, S)), -np.inf)
     kw = dict(attn_mask=mask, is_causal=masking == "causal", masked_rows=policy)
     out_e, w_e = nb.scaled_dot_product_attention(q, k, v, **kw)
-    out_c, _ = nb.scaled_dot_product_attention(
-        q, k, v, need_weights=False, block_size=(chunk, block), **kw
-    )
+    with fast_pass(fast):
+        out_c, _ = nb.scaled_dot_product_attention(
+            q, k, v, need_weights=False, block_size=(chunk, block), **kw
+        )
     bound = output_bound(q, k, v, w_e, 3**-0.5, "float64", mask, -(-S // block))
     assert_close("chunked vs explicit", out_c, out_e, bound)
 

@@ -6,13 +6,24 @@ Two kernels:
   the same steps as the ground truth.
 - "chunked-online-softmax" (need_weights=False): loops over query chunks and streams over key
   blocks with a running max, running denominator and running output, so the extra memory is
-  O(chunk * block) and the (L, S) score matrix is never built.
+  O(chunk * block) and the (L, S) score matrix is never built. A first pass skips the max
+  (exp of the raw scores, then checks nothing overflowed and every denominator is >= 1);
+  rows that fail it are redone by the online-softmax pass. Large problems spread query
+  chunks over worker threads, one per core, with OpenBLAS held to one thread meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
+import glob
 import math
+import os
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import product
 
 import numpy as np
 
@@ -267,18 +278,22 @@ def _kv_index(index: tuple[int, ...], group: int) -> tuple[int, ...]:
 
 
 class _Tiles:
-    """One (batch, head) problem cut into tiles, with buffers reused across every tile."""
+    """Buffers for one worker, reused across every tile of every problem it is given."""
 
-    def __init__(self, q_b, k_b, v_b, mask_b, is_causal, chunk, block, dtype):
-        self.q, self.k_t, self.v_ones, self.mask = q_b, k_b, v_b, mask_b  # (L,E) (E,S) (S,Ev+1)
-        self.is_causal = is_causal
-        self.S, self.block = k_b.shape[1], block
+    def __init__(self, chunk: int, block: int, width: int, dtype: np.dtype):
+        self.block = block
         self.s_buf = np.empty((chunk, block), dtype=dtype)  # scores of one tile
-        self.tile = np.empty((chunk, v_b.shape[1]), dtype=dtype)  # one tile's contribution
-        self.acc = np.empty((chunk, v_b.shape[1]), dtype=dtype)  # running output | denominator
+        self.tile = np.empty((chunk, width), dtype=dtype)  # one tile's contribution
+        self.acc = np.empty((chunk, width), dtype=dtype)  # running output | denominator
         self.m_run, self.m_new, self.base, self.alpha, self.denom = (
             np.empty(chunk, dtype=dtype) for _ in range(5)
         )
+
+    def bind(self, q_b, k_b, v_b, mask_b, is_causal: bool) -> _Tiles:
+        """Work on one (batch, head) problem: q (L, E), k^T (E, S), [v | 1] (S, Ev + 1)."""
+        self.q, self.k_t, self.v_ones, self.mask = q_b, k_b, v_b, mask_b
+        self.is_causal, self.S = is_causal, k_b.shape[1]
+        return self
 
     def blocks(self, i0: int, i1: int):
         """(j0, j1, masked scores of the tile) for the key blocks rows i0:i1 may see."""
@@ -306,13 +321,14 @@ class _Tiles:
         rows = self.mask[i0:i1]
         return ~rows.any(axis=1) if rows.dtype == np.bool_ else np.isneginf(rows).all(axis=1)
 
-    def fast(self, i0: int, i1: int) -> np.ndarray | None:
-        """exp(scores) with no max subtracted, checked; None when a row needs the safe pass.
+    def fast(self, i0: int, i1: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """exp(scores) with no max subtracted: (acc, rows that are ok) or None on overflow.
 
         Softmax does not depend on the offset subtracted, so offset 0 is exact whenever nothing
-        overflows (every sum finite) and the denominator is >= 1 (then underflowing terms lose
-        less than the safe pass, whose denominator is >= 1 too). Typical scores pass; huge
-        logits, or rows whose every score is very negative, fall back to `safe`.
+        overflows (every sum finite) and the denominator is >= 1 (then an underflowing term
+        costs a weight no more than in the safe pass, whose denominator is >= 1 too). Typical
+        scores pass; huge logits, and rows with only very negative scores (such as the first
+        rows under a causal mask), go to `safe`.
         """
         n = i1 - i0
         acc, tile = self.acc[:n], self.tile[:n]
@@ -326,7 +342,7 @@ class _Tiles:
                 acc += tile
         total = acc[:, -1]
         ok = np.isfinite(acc).all(axis=1) & ((total >= 1) | self.fully_masked(i0, i1))
-        return acc if ok.all() else None
+        return acc, ok
 
     def safe(self, i0: int, i1: int, draws, dropout_p: float) -> tuple[np.ndarray, np.ndarray]:
         """Online softmax: running max, rescaled running sums. Returns (acc, denominator)."""
@@ -361,6 +377,46 @@ class _Tiles:
 
 
 FAST_PASS = True  # try exp without the max first (tests switch it off to check `safe` alone)
+PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
+_BLAS_LOCK = threading.Lock()
+
+
+@functools.cache
+def _openblas_threads() -> tuple | None:
+    """(get, set) for the thread count of the OpenBLAS that NumPy loaded, or None."""
+    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
+        try:
+            lib = ctypes.CDLL(path)  # the library NumPy already loaded: same handle
+        except OSError:
+            continue
+        for prefix, suffix in product(("scipy_openblas_", "openblas_"), ("64_", "")):
+            get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+            put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+            if get is not None and put is not None:
+                return get, put
+    return None
+
+
+@contextlib.contextmanager
+def _single_threaded_blas():
+    """OpenBLAS on one thread while our own workers (one per core) run; restored after.
+
+    Two BLAS threads per worker would oversubscribe the cores, and idle OpenBLAS threads spin
+    for a while after each call. Without a known OpenBLAS this yields False (no workers).
+    """
+    control = _openblas_threads()
+    if control is None:
+        yield False
+        return
+    get, put = control
+    with _BLAS_LOCK:
+        before = get()
+        put(1)
+        try:
+            yield True
+        finally:
+            put(before)
 
 
 def _chunked_output(
@@ -383,31 +439,66 @@ def _chunked_output(
     if mask is not None:
         mask = np.broadcast_to(mask, tuple(lead) + (L, S))
     output = np.empty(tuple(lead) + (L, Ev), dtype=dtype)
-    for index in np.ndindex(*lead):
+
+    def run(tiles: _Tiles, index: tuple, i0: int, i1: int) -> None:
+        """Rows i0:i1 of one (batch, head) problem into `output`."""
         kv = _kv_index(index, group)
-        mask_b = None if mask is None else mask[index]  # (L, S) view
-        tiles = _Tiles(q_scaled[index], k_t[kv], v_ones[kv], mask_b, is_causal, chunk, block, dtype)
-        for i0 in range(0, L, chunk):
-            i1 = min(L, i0 + chunk)
-            draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
-            acc = tiles.fast(i0, i1) if FAST_PASS and draws is None else None
-            total = None if acc is None else acc[:, Ev]
-            if acc is None:
-                acc, total = tiles.safe(i0, i1, draws, dropout_p)
-            # step 6: divide by the denominator; rows with no allowed key follow masked_rows
-            full = total == 0
-            out = output[index][i0:i1]
-            np.divide(acc[:, :Ev], np.where(full, 1, total)[:, None], out=out)
-            if full.any():
-                out[full] = _masked_rows_output(
-                    masked_rows,
-                    v_ones[kv][:, :Ev],
-                    S,
-                    dtype,
-                    None if draws is None else draws[full],
-                    dropout_p,
-                )
+        tiles.bind(
+            q_scaled[index], k_t[kv], v_ones[kv], None if mask is None else mask[index], is_causal
+        )
+        out = output[index][i0:i1]
+        draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
+        first = tiles.fast(i0, i1) if FAST_PASS and draws is None else None
+        r0, r1 = i0, i1  # the rows the safe pass computes
+        if first is not None:
+            acc, ok = first
+            with np.errstate(invalid="ignore", over="ignore"):  # bad rows are redone below
+                _finish(acc, acc[:, Ev], out, masked_rows, v[kv])
+            if ok.all():
+                return
+            bad = np.flatnonzero(~ok)  # redo the smallest row range holding them
+            r0, r1 = i0 + bad[0], i0 + bad[-1] + 1
+        acc, total = tiles.safe(r0, r1, draws, dropout_p)
+        _finish(acc, total, output[index][r0:r1], masked_rows, v[kv], draws, dropout_p)
+
+    tasks = [
+        (index, i0, min(L, i0 + chunk)) for index in np.ndindex(*lead) for i0 in range(0, L, chunk)
+    ]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = min(cores or 1, len(tasks))
+    if dropout_p > 0.0 or workers < 2 or L * S * math.prod(lead) < PARALLEL_MIN:
+        tiles = _Tiles(chunk, block, Ev + 1, dtype)
+        for task in tasks:  # in order: dropout draws follow the row-major order
+            run(tiles, *task)
+        return output
+    with _single_threaded_blas() as single:
+        if not single:  # no BLAS control here: one thread, BLAS uses the cores
+            tiles = _Tiles(chunk, block, Ev + 1, dtype)
+            for task in tasks:
+                run(tiles, *task)
+            return output
+        local = threading.local()
+
+        def work(task: tuple) -> None:
+            if not hasattr(local, "tiles"):  # one set of buffers per worker thread
+                local.tiles = _Tiles(chunk, block, Ev + 1, dtype)
+            run(local.tiles, *task)
+
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(work, tasks))
     return output
+
+
+def _finish(acc, total, out, masked_rows, v_b, draws=None, dropout_p=0.0) -> None:
+    """step 6: out = acc / denominator; rows with no allowed key follow masked_rows."""
+    Ev = out.shape[-1]
+    full = total == 0
+    np.divide(acc[:, :Ev], np.where(full, 1, total)[:, None], out=out)
+    if full.any():
+        dropped = None if draws is None else draws[full]
+        out[full] = _masked_rows_output(
+            masked_rows, v_b, v_b.shape[0], out.dtype, dropped, dropout_p
+        )
 
 
 def _masked_rows_output(masked_rows, v_b, S, dtype, draws, dropout_p) -> np.ndarray | float:
