@@ -7,7 +7,8 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
 - `attn_mask` is bool (True = may attend) or float (added to the scaled scores, -inf = masked),
   of shape (L, S) or anything that broadcasts to (..., L, S). Python ints are refused as
   ambiguous. `is_causal=True` is PyTorch's top-left causal mask `tril(ones(L, S))`.
-- A row in which every key is masked follows `masked_rows`: "zero" (zero weights, zero output:
+- A row in which every key is masked (every entry of `masked` is -inf, whether the mask or
+  the data put it there, as fused kernels see it) follows `masked_rows`: "zero" (zero weights, zero output:
   PyTorch >= 2.5 and FlashAttention), "nan" (the textbook 0/0) or "uniform" (weights 1/S, what a
   finite -1e9 fill gives).
 - Dropout acts on the weights after softmax (kept values scaled by 1/(1-p), decided in row-major
@@ -74,15 +75,15 @@ def attend(
     scaled = [[s * scale for s in row] for row in scores]
     # step 3: masked = scaled + mask      (L, S); -inf where a key may not be attended
     if mask is None:
-        masked, fully_masked = scaled, [False] * L
+        masked = scaled
     elif mask.is_bool:
         masked = [
             [x if a else -inf for x, a in zip(row, allow)] for row, allow in zip(scaled, mask_rows)
         ]
-        fully_masked = [not any(allow) for allow in mask_rows]
     else:
         masked = [[x + a for x, a in zip(row, add)] for row, add in zip(scaled, mask_rows)]
-        fully_masked = [all(a == -inf for a in add) for add in mask_rows]
+    # a row is fully masked when every entry is -inf, whether the mask or the data put it there
+    fully_masked = [all(x == -inf for x in row) for row in masked]
     # step 4: weights = softmax(masked)   (L, S), each row: exp(x - max) / fsum
     weights = [softmax_row(row, masked_rows, full) for row, full in zip(masked, fully_masked)]
     # step 4b: dropout on the weights     (L, S), kept entries scaled by 1 / (1 - p)

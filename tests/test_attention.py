@@ -289,3 +289,13 @@ def test_scale_zero_and_negative():
     assert all(row == [0.5, 0.5] for row in w)
     _, wn = scratch.scaled_dot_product_attention([[1.0, 0.0]], K, V, scale=-1.0)
     assert wn[0][0] > wn[0][1]  # scores [1, 3] negated: key 0 now wins
+
+
+def test_row_of_minus_inf_scores_from_the_data_counts_as_fully_masked():
+    """As a fused kernel sees it: every entry of `masked` is -inf, whatever put it there."""
+    q, k, v = [[INF, 0.0], [1.0, 0.0]], [[-1.0, 0.0], [-2.0, 0.0]], [[1.0], [2.0]]
+    out, w = scratch.scaled_dot_product_attention(q, k, v)
+    assert w[0] == [0.0, 0.0] and out[0] == [0.0]
+    _, w_nan = scratch.scaled_dot_product_attention(q, k, v, masked_rows="nan")
+    assert all(math.isnan(x) for x in w_nan[0])
+    assert w[1] == w_nan[1]  # the finite row is untouched by the policy
