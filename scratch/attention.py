@@ -8,9 +8,9 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
   of shape (L, S) or anything that broadcasts to (..., L, S). Python ints are refused as
   ambiguous. `is_causal=True` is PyTorch's top-left causal mask `tril(ones(L, S))`.
 - A row in which every key is masked (every entry of `masked` is -inf, whether the mask or
-  the data put it there, as fused kernels see it) follows `masked_rows`: "zero" (zero weights, zero output:
-  PyTorch >= 2.5 and FlashAttention), "nan" (the textbook 0/0) or "uniform" (weights 1/S, what a
-  finite -1e9 fill gives).
+  the data put it there, as fused kernels see it) follows `masked_rows`: "zero" (zero weights,
+  zero output: PyTorch >= 2.5 and FlashAttention), "nan" (the textbook 0/0) or "uniform"
+  (weights 1/S, what a finite -1e9 fill gives).
 - Dropout acts on the weights after softmax (kept values scaled by 1/(1-p), decided in row-major
   order by `rng.random() < p`); the returned weights are the ones after dropout, so
   `output == weights @ v` always holds.
@@ -68,7 +68,6 @@ def attend(
     rng: random.Random | None = None,
 ) -> Steps:
     """One head of attention on validated matrices q (L, E), k (S, E), v (S, Ev)."""
-    L = len(q)
     # step 1: scores = q @ k^T            (L, E) @ (E, S) -> (L, S); rows of k are k^T's columns
     scores = matmul_nt(q, k)
     # step 2: scaled = scores * scale     (L, S)

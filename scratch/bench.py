@@ -250,6 +250,28 @@ def contenders(L: int, device: str) -> list[tuple[str, Callable[[], object], str
     return rows
 
 
+PYTHON_PAIR = ("ground truth (scratch)", "pure-Python kernel limit")
+PAIR_RUNS = 7  # interleaved runs of each plain-Python row (their ratio is a goal)
+
+
+def measure_pair(
+    L: int, truth: Callable[[], object], limit: Callable[[], object], repeats: int | None
+) -> list[Row]:
+    """The ground truth and the kernel limit timed alternately, so load drifts hit both alike."""
+    runs = repeats or PAIR_RUNS
+    truth(), limit()  # warm up
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(runs):
+        for fn, bucket in zip((truth, limit), times):
+            t0 = time.perf_counter()
+            fn()
+            bucket.append(time.perf_counter() - t0)
+    return [
+        Row(L, name, statistics.median(bucket), runs, _peak_traced(fn), "tracemalloc")
+        for name, fn, bucket in zip(PYTHON_PAIR, (truth, limit), times)
+    ]
+
+
 def run_table(
     sizes: tuple[int, ...], repeats: int | None = None, device: str = "cpu", progress: bool = True
 ) -> list[Row]:
@@ -259,7 +281,18 @@ def run_table(
     for L in sizes:
         here: list[Row] = []
         for dev in devices:
-            for name, fn, memory in contenders(L, dev):
+            rivals = contenders(L, dev)
+            if [name for name, _, _ in rivals[:2]] == list(PYTHON_PAIR):
+                if progress:
+                    print(
+                        f"\r[bench] L={L:<6} {'plain Python (interleaved)':<32}",
+                        end="",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                here.extend(measure_pair(L, rivals[0][1], rivals[1][1], repeats))
+                rivals = rivals[2:]
+            for name, fn, memory in rivals:
                 if progress:
                     print(f"\r[bench] L={L:<6} {name:<32}", end="", file=sys.stderr, flush=True)
                 seconds, runs, peak = measure(fn, memory, repeats)
@@ -438,7 +471,8 @@ def footer(markdown: bool = False) -> str:
         f"the (L, E) matrices as nested lists). "
         f"Median of the timed runs (at least 3, more until about {TIME_BUDGET_S} s per row); "
         f"before them one warm-up call (timed too when it takes over {WARM_UP_COUNTS_S:g} s) "
-        f"and one untimed call that measures memory. "
+        f"and one untimed call that measures memory. The two plain-Python rows are timed "
+        f"alternately ({PAIR_RUNS} runs each after a warm-up), so load drifts hit both alike. "
         f"GFLOP/s counts 4*L*S*E flops. x SDPA = torch SDPA time / row time at the same L. "
         f"Peak memory growth: tracemalloc for NumPy and plain Python (NumPy reports its "
         f"allocations to tracemalloc), RSS sampled every 1 ms from /proc for torch (its "

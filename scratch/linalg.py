@@ -34,13 +34,10 @@ def _dot_special(products: list[float]) -> float:
 
 def matmul_nt(a: list[list[float]], bt: list[list[float]]) -> list[list[float]]:
     """a @ bt^T for validated matrices: (n, m) @ (p, m)^T -> (n, p). Rows of bt are columns."""
-    out = []
-    for row in a:
-        try:  # fast path: the pure-Python kernel limit, one fsum per dot product
-            out.append([fsum(map(mul, row, col)) for col in bt])
-        except (ValueError, OverflowError):
-            out.append([dot(row, col) for col in bt])
-    return out
+    try:  # fast path: exactly the pure-Python kernel limit, one fsum per dot product
+        return [[fsum(map(mul, row, col)) for col in bt] for row in a]
+    except (ValueError, OverflowError):  # inf - inf or overflow somewhere: IEEE results
+        return [[dot(row, col) for col in bt] for row in a]
 
 
 def transpose(a: list[list[float]]) -> list[list[float]]:

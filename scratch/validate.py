@@ -114,8 +114,11 @@ def as_tensor(obj: object, name: str, *, min_dims: int = 1) -> tuple[Nested, tup
         raise ValueError(
             f"{name}: expected at least {min_dims} dims {expected}, found shape {shape}"
         )
-    floats = [v if type(v) is float else _as_float(v, name, p, shape) for p, v in enumerate(leaves)]
-    return _reshape(floats, shape), shape
+    if not all(type(v) is float for v in leaves):  # the common case needs no conversion
+        leaves = [
+            v if type(v) is float else _as_float(v, name, p, shape) for p, v in enumerate(leaves)
+        ]
+    return _reshape(leaves, shape), shape
 
 
 def as_matrix(obj: object, name: str) -> tuple[Nested, tuple[int, ...]]:
