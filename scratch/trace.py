@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from .multihead import run_multi_head
+from .validate import as_mask, as_matrix
 
 AXES = ("head", "query", "key", "model", "feature")
 
@@ -113,6 +114,224 @@ def _mask_words(attn_mask: object, is_causal: bool, is_bool: bool | None) -> tup
     return "float", "masked = scaled + attn_mask", "attn_mask is added; -inf entries mask a key"
 
 
+def _tolist(value: object) -> list:
+    """Nested lists from a list or any array with .tolist()."""
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) else value
+
+
+def layout_trace(
+    values: dict[str, object],
+    *,
+    num_heads: int,
+    num_kv_heads: int,
+    given: dict[str, bool],
+    tokens: object,
+    key_tokens: object,
+    scale_arg: object,
+    scale: float,
+    attn_mask: object,
+    is_causal: bool,
+    is_bool: bool | None,
+    masked_rows: str,
+    backend: str,
+    dtype: str,
+    kernel: str = "explicit",
+) -> Trace:
+    """Name, order and describe the matrices a backend computed (its own arrays, untouched).
+
+    Only the words are shared between backends; every number comes from the caller. `values`
+    holds x, [key_input, value_input,] [w_q, w_k, w_v,] q, k, v, per-head stacks (H, L, S) of
+    scores, scaled, masked and weights, head_outputs (H, L, d_v), [concat, w_o,] and output.
+    `given` says which of w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, key and value the user passed.
+    """
+    H, Hkv = num_heads, num_kv_heads
+    L, S = len(values["q"]), len(values["k"])
+    d_head = len(_tolist(values["q"])[0]) // H
+    labels = _labels(tokens, L, "tokens", "t")
+    cross = given["key"]
+    separate_value = cross and given["value"]
+    key_labels = _labels(key_tokens, S, "key_tokens", "k") if cross or key_tokens else labels
+    multi = H > 1 or given["w_o"]
+    steps = []
+
+    def add(name: str, formula: str, value: object, note: str, *axes: str) -> None:
+        steps.append(Step(name, formula, value, note, axes))
+
+    def per_head(name: str) -> object:
+        return values[name] if multi else values[name][0]  # (H, L, S) or (L, S)
+
+    # step 0: the inputs and the projection weights
+    add("x", "x", values["x"], f"input: {L} tokens, each a row of numbers", "query", "model")
+    if cross:
+        add(
+            "key_input",
+            "key input",
+            values["key_input"],
+            f"key-side input: {S} tokens (cross-attention)",
+            "key",
+            "model",
+        )
+        if separate_value:
+            add(
+                "value_input",
+                "value input",
+                values["value_input"],
+                "value-side input",
+                "key",
+                "model",
+            )
+    src = {"q": "x", "k": "key_input" if cross else "x"}
+    src["v"] = "value_input" if separate_value else src["k"]
+    for name, what in (("q", "queries"), ("k", "keys"), ("v", "values")):
+        if given[f"w_{name}"]:
+            add(
+                f"w_{name}",
+                f"w_{name}",
+                values[f"w_{name}"],
+                f"projection that turns inputs into {what}",
+                "model",
+                "feature",
+            )
+
+    def proj(out: str) -> str:
+        if not given[f"w_{out}"]:
+            return f"{out} = {src[out]} (no projection)"
+        return f"{out} = {src[out]} @ w_{out}" + (f" + b_{out}" if given[f"b_{out}"] else "")
+
+    # step 1: q, k, v = projections   (L, d_model) @ (d_model, H * d_head) -> (L, H * d_head)
+    add("q", proj("q"), values["q"], "queries: what each token is looking for", "query", "feature")
+    add(
+        "k", proj("k"), values["k"], "keys: what each token offers to be found by", "key", "feature"
+    )
+    add("v", proj("v"), values["v"], "values: what each token passes on", "key", "feature")
+    head_axes = ("head",) if multi else ()
+    h = "[h]" if multi else ""
+    kv = f"k_{{h // {H // Hkv}}}" if multi and Hkv < H else ("k_h" if multi else "k")
+    # step 2: scores = q @ k^T        (L, d_head) @ (d_head, S) -> (L, S)
+    add(
+        "scores",
+        f"scores{h} = {'q_h' if multi else 'q'} @ {kv}^T",
+        per_head("scores"),
+        "dot product of each query with each key: high = similar",
+        *head_axes,
+        "query",
+        "key",
+    )
+    # step 3: scaled = scores * scale
+    add(
+        "scaled",
+        f"scaled{h} = scores{h} * scale",
+        per_head("scaled"),
+        _scale_note(scale_arg, scale, d_head),
+        *head_axes,
+        "query",
+        "key",
+    )
+    # step 4: masked = scaled + mask
+    kind, formula, note = _mask_words(attn_mask, is_causal, is_bool)
+    add(
+        "masked",
+        formula.replace("masked", f"masked{h}", 1).replace("scaled", f"scaled{h}", 1),
+        per_head("masked"),
+        note,
+        *head_axes,
+        "query",
+        "key",
+    )
+    grids = [
+        tuple(tuple(x != -math.inf for x in row) for row in m) for m in _tolist(values["masked"])
+    ]  # (H, L, S) may-attend
+    # step 5: weights = softmax(masked) along each row
+    n_full = sum(not any(row) for grid in grids for row in grid)
+    w_note = "each row sums to 1: how much each query attends to each key"
+    if n_full:
+        w_note += f"; {n_full} fully masked row(s) follow masked_rows={masked_rows!r}"
+    add(
+        "weights",
+        f"weights{h} = softmax(masked{h}) along each row",
+        per_head("weights"),
+        w_note,
+        *head_axes,
+        "query",
+        "key",
+    )
+    # step 6: output = weights @ v    (L, S) @ (S, d_v) -> (L, d_v)
+    if not multi:
+        add(
+            "output",
+            "output = weights @ v",
+            values["output"],
+            "each output row is a weighted average of the value rows",
+            "query",
+            "feature",
+        )
+    else:
+        vh = f"v_{{h // {H // Hkv}}}" if Hkv < H else "v_h"
+        add(
+            "head_outputs",
+            f"head_outputs[h] = weights[h] @ {vh}",
+            values["head_outputs"],
+            "each head's weighted average of its value rows",
+            "head",
+            "query",
+            "feature",
+        )
+        if not given["w_o"]:
+            add(
+                "output",
+                "output = concat(head_outputs[0], ..., head_outputs[H-1])",
+                values["output"],
+                "the heads side by side",
+                "query",
+                "feature",
+            )
+        else:
+            add(
+                "concat",
+                "concat = [head_outputs[0] | ... | head_outputs[H-1]]",
+                values["concat"],
+                "the heads side by side",
+                "query",
+                "feature",
+            )
+            add(
+                "w_o",
+                "w_o",
+                values["w_o"],
+                "output projection that mixes the heads",
+                "feature",
+                "feature",
+            )
+            add(
+                "output",
+                "output = concat @ w_o" + (" + b_o" if given["b_o"] else ""),
+                values["output"],
+                "the heads mixed by the output projection",
+                "query",
+                "feature",
+            )
+    allowed = None
+    if kind != "none":
+        allowed = grids[0] if all(g == grids[0] for g in grids) else tuple(grids)
+    options = {
+        "is_causal": is_causal,
+        "mask": kind,
+        "masked_rows": masked_rows,
+        "scale_given": scale_arg is not None,
+        "backend": backend,
+        "dtype": dtype,
+        "kernel": kernel,
+        "cross": cross,
+    }
+    return Trace(tuple(steps), labels, key_labels, scale, H, Hkv, allowed, options)
+
+
+def given_arguments(**arguments: object) -> dict[str, bool]:
+    """Which optional arguments were passed (not None), for `layout_trace`."""
+    return {name: value is not None for name, value in arguments.items()}
+
+
 def trace_attention(
     x: object,
     key: object = None,
@@ -136,6 +355,8 @@ def trace_attention(
     masked_rows: str = "zero",
 ) -> Trace:
     """Attention on one example x (L, d_model), keeping every step; projections are optional."""
+    if key is None and value is not None:
+        raise ValueError("value: given without key; pass key as well (key=x for self-attention)")
     run = run_multi_head(
         x,
         key,
@@ -161,215 +382,52 @@ def trace_attention(
             f"found {len(run.lead) + 2} dims"
         )
     H = num_heads
-    Hkv = H if num_kv_heads is None else num_kv_heads
-    L, S = len(run.q), len(run.k)
-    d_head = len(run.q[0]) // H
-    labels = _labels(tokens, L, "tokens", "t")
-    cross = key is not None
-    key_labels = _labels(key_tokens, S, "key_tokens", "k") if cross or key_tokens else labels
-    multi = H > 1 or w_o is not None
-    steps = []
-
-    def add(name: str, formula: str, value: object, note: str, *axes: str) -> None:
-        steps.append(Step(name, formula, value, note, axes))
-
-    # step 0: the inputs and the projection weights
-    from .validate import as_matrix  # local: validated copies for display
-
-    add(
-        "x",
-        "x",
-        as_matrix(x, "x")[0],
-        f"input: {L} tokens, each a row of numbers",
-        "query",
-        "model",
-    )
-    if cross:
-        add(
-            "key_input",
-            "key input",
-            as_matrix(key, "key")[0],
-            f"key-side input: {S} tokens (cross-attention)",
-            "key",
-            "model",
-        )
-        if value is not None and value is not key:
-            add(
-                "value_input",
-                "value input",
-                as_matrix(value, "value")[0],
-                "value-side input",
-                "key",
-                "model",
-            )
-    src_k = "key_input" if cross else "x"
-    src_v = "value_input" if cross and value is not None and value is not key else src_k
-    for name, w, what in (("w_q", w_q, "queries"), ("w_k", w_k, "keys"), ("w_v", w_v, "values")):
-        if w is not None:
-            add(
-                name,
-                name,
-                as_matrix(w, name)[0],
-                f"projection that turns inputs into {what}",
-                "model",
-                "feature",
-            )
-
-    def proj(out: str, src: str, w: object, b: object) -> str:
-        if w is None:
-            return f"{out} = {src} (no projection)"
-        return f"{out} = {src} @ w_{out}" + (f" + b_{out}" if b is not None else "")
-
-    # step 1: q, k, v = projections   (L, d_model) @ (d_model, H * d_head) -> (L, H * d_head)
-    add(
-        "q",
-        proj("q", "x", w_q, b_q),
-        run.q,
-        "queries: what each token is looking for",
-        "query",
-        "feature",
-    )
-    add(
-        "k",
-        proj("k", src_k, w_k, b_k),
-        run.k,
-        "keys: what each token offers to be found by",
-        "key",
-        "feature",
-    )
-    add(
-        "v",
-        proj("v", src_v, w_v, b_v),
-        run.v,
-        "values: what each token passes on",
-        "key",
-        "feature",
-    )
-
-    def per_head(field_name: str) -> list:
-        mats = [getattr(s, field_name) for s in run.heads]
-        return mats if multi else mats[0]
-
-    head_axes = ("head",) if multi else ()
-    h = "[h]" if multi else ""
-    kv = f"k_{{h // {H // Hkv}}}" if multi and Hkv < H else ("k_h" if multi else "k")
-    # step 2: scores = q @ k^T        (L, d_head) @ (d_head, S) -> (L, S)
-    add(
-        "scores",
-        f"scores{h} = {'q_h' if multi else 'q'} @ {kv}^T",
-        per_head("scores"),
-        "dot product of each query with each key: high = similar",
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 3: scaled = scores * scale
-    add(
-        "scaled",
-        f"scaled{h} = scores{h} * scale",
-        per_head("scaled"),
-        _scale_note(scale, run.scale, d_head),
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 4: masked = scaled + mask
-    is_bool = None
-    if attn_mask is not None:
-        from .validate import as_mask
-
-        is_bool = as_mask(attn_mask)[2]
-    kind, formula, note = _mask_words(attn_mask, is_causal, is_bool)
-    add(
-        "masked",
-        formula.replace("masked", f"masked{h}", 1).replace("scaled", f"scaled{h}", 1),
-        per_head("masked"),
-        note,
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 5: weights = softmax(masked) along each row
-    n_full = sum(sum(s.fully_masked) for s in run.heads)
-    w_note = "each row sums to 1: how much each query attends to each key"
-    if n_full:
-        w_note += f"; {n_full} fully masked row(s) follow masked_rows={masked_rows!r}"
-    add(
-        "weights",
-        f"weights{h} = softmax(masked{h}) along each row",
-        per_head("weights"),
-        w_note,
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 6: output = weights @ v    (L, S) @ (S, d_v) -> (L, d_v)
-    if not multi:
-        add(
-            "output",
-            "output = weights @ v",
-            run.output,
-            "each output row is a weighted average of the value rows",
-            "query",
-            "feature",
-        )
-    else:
-        vh = f"v_{{h // {H // Hkv}}}" if Hkv < H else "v_h"
-        add(
-            "head_outputs",
-            f"head_outputs[h] = weights[h] @ {vh}",
-            per_head("output"),
-            "each head's weighted average of its value rows",
-            "head",
-            "query",
-            "feature",
-        )
-        if w_o is None:
-            add(
-                "output",
-                "output = concat(head_outputs[0], ..., head_outputs[H-1])",
-                run.output,
-                "the heads side by side",
-                "query",
-                "feature",
-            )
-        else:
-            add(
-                "concat",
-                "concat = [head_outputs[0] | ... | head_outputs[H-1]]",
-                run.concat,
-                "the heads side by side",
-                "query",
-                "feature",
-            )
-            add(
-                "w_o",
-                "w_o",
-                as_matrix(w_o, "w_o")[0],
-                "output projection that mixes the heads",
-                "feature",
-                "feature",
-            )
-            add(
-                "output",
-                "output = concat @ w_o" + (" + b_o" if b_o is not None else ""),
-                run.output,
-                "the heads mixed by the output projection",
-                "query",
-                "feature",
-            )
-    allowed = None
-    if kind != "none":
-        grids = [tuple(tuple(x != -math.inf for x in row) for row in s.masked) for s in run.heads]
-        allowed = grids[0] if all(g == grids[0] for g in grids) else tuple(grids)
-    options = {
-        "is_causal": is_causal,
-        "mask": kind,
-        "masked_rows": masked_rows,
-        "scale_given": scale is not None,
-        "backend": "scratch",
-        "dtype": "float64",
-        "kernel": "explicit",
-        "cross": cross,
+    values = {
+        "x": as_matrix(x, "x")[0],
+        "q": run.q,
+        "k": run.k,
+        "v": run.v,
+        "concat": run.concat,
+        "output": run.output,
+        "head_outputs": [s.output for s in run.heads],
     }
-    return Trace(tuple(steps), labels, key_labels, run.scale, H, Hkv, allowed, options)
+    for name in ("scores", "scaled", "masked", "weights"):
+        values[name] = [getattr(s, name) for s in run.heads]  # (H, L, S)
+    for name, data in (
+        ("key_input", key),
+        ("value_input", value),
+        ("w_q", w_q),
+        ("w_k", w_k),
+        ("w_v", w_v),
+        ("w_o", w_o),
+    ):
+        if data is not None:
+            values[name] = as_matrix(data, name.removesuffix("_input"))[0]
+    is_bool = None if attn_mask is None else as_mask(attn_mask)[2]
+    return layout_trace(
+        values,
+        num_heads=H,
+        num_kv_heads=H if num_kv_heads is None else num_kv_heads,
+        given=given_arguments(
+            key=key,
+            value=None if value is key else value,
+            w_q=w_q,
+            w_k=w_k,
+            w_v=w_v,
+            w_o=w_o,
+            b_q=b_q,
+            b_k=b_k,
+            b_v=b_v,
+            b_o=b_o,
+        ),
+        tokens=tokens,
+        key_tokens=key_tokens,
+        scale_arg=scale,
+        scale=run.scale,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        is_bool=is_bool,
+        masked_rows=masked_rows,
+        backend="scratch",
+        dtype="float64",
+    )

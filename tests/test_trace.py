@@ -188,3 +188,25 @@ def test_explain_every_cell_of_every_step_multi_head():
         index = tuple(n - 1 for n in shape)
         text = scratch.explain(t, step.name, index).text
         assert text.startswith(step.name)
+
+
+def test_every_backend_lays_out_the_same_steps_and_refuses_value_without_key():
+    from scratch import backends
+
+    rng = random.Random(8)
+    x, mem = rand(rng, 3, 4), rand(rng, 5, 4)
+    w = [rand(rng, 4, 4) for _ in range(4)]
+    reference = scratch.trace_attention(x, mem, mem, *w, num_heads=2, attn_mask=[[True] * 5] * 3)
+    for name in backends.available():
+        be = backends.get(name)
+        t = be.trace_attention(x, mem, mem, *w, num_heads=2, attn_mask=[[True] * 5] * 3)
+        assert [(s.name, s.formula, s.note, s.axes) for s in t] == [
+            (s.name, s.formula, s.note, s.axes) for s in reference
+        ], name
+        assert (t.tokens, t.key_tokens, t.allowed) == (
+            reference.tokens,
+            reference.key_tokens,
+            reference.allowed,
+        ), name
+        with pytest.raises(ValueError, match="value: given without key"):
+            be.trace_attention(x, value=mem)

@@ -28,7 +28,7 @@ from itertools import product
 import numpy as np
 
 from scratch.result import Result
-from scratch.trace import Step, Trace
+from scratch.trace import Trace, given_arguments, layout_trace
 from scratch.validate import (
     check_attention_shapes,
     check_dropout_p,
@@ -844,9 +844,8 @@ def trace_attention(
     dtype=None,
 ) -> Trace:
     """The ground truth's worked example, every step a NumPy array computed here."""
-    # the words (labels, formulas, notes) are shared with the ground truth; the numbers are not
-    from scratch.trace import _labels, _mask_words, _scale_note
-
+    if key is None and value is not None:
+        raise ValueError("value: given without key; pass key as well (key=x for self-attention)")
     run = _run_multi_head(
         x,
         key,
@@ -873,208 +872,38 @@ def trace_attention(
             f"x: a trace is one worked example, expected shape (L, d_model), "
             f"found {run['x'].ndim} dims"
         )
-    H, Hkv, steps_h = run["H"], run["Hkv"], run["steps"]
-    L, S = run["q"].shape[0], run["k"].shape[0]
-    d_head = run["q"].shape[1] // H
-    labels = _labels(tokens, L, "tokens", "t")
-    cross = key is not None
-    key_labels = _labels(key_tokens, S, "key_tokens", "k") if cross or key_tokens else labels
-    multi = H > 1 or w_o is not None
-    steps = []
-
-    def add(name: str, formula: str, value: object, note: str, *axes: str) -> None:
-        steps.append(Step(name, formula, value, note, axes))
-
-    # step 0: the inputs and the projection weights
-    add("x", "x", run["x"], f"input: {L} tokens, each a row of numbers", "query", "model")
-    separate_value = cross and value is not None and value is not key
-    if cross:
-        add(
-            "key_input",
-            "key input",
-            _as_numbers(key, "key", run["x"].dtype),
-            f"key-side input: {S} tokens (cross-attention)",
-            "key",
-            "model",
-        )
-        if separate_value:
-            add(
-                "value_input",
-                "value input",
-                _as_numbers(value, "value", run["x"].dtype),
-                "value-side input",
-                "key",
-                "model",
-            )
-    src_k = "key_input" if cross else "x"
-    src_v = "value_input" if separate_value else src_k
-    for name, what in (("w_q", "queries"), ("w_k", "keys"), ("w_v", "values")):
-        if run[name] is not None:
-            add(
-                name,
-                name,
-                run[name],
-                f"projection that turns inputs into {what}",
-                "model",
-                "feature",
-            )
-
-    def proj(out: str, src: str, w: object, b: object) -> str:
-        if w is None:
-            return f"{out} = {src} (no projection)"
-        return f"{out} = {src} @ w_{out}" + (f" + b_{out}" if b is not None else "")
-
-    # step 1: q, k, v                  # (L, d_model) @ (d_model, H * d_head) -> (L, H * d_head)
-    add(
-        "q",
-        proj("q", "x", w_q, b_q),
-        run["q"],
-        "queries: what each token is looking for",
-        "query",
-        "feature",
+    # the numbers are all computed here; scratch.trace only names and describes them
+    values = {name: run[name] for name in ("x", "q", "k", "v", "head_outputs", "concat")}
+    values.update({name: run["steps"][name] for name in ("scores", "scaled", "masked", "weights")})
+    values.update({name: run[name] for name in ("w_q", "w_k", "w_v", "w_o", "output")})
+    if key is not None:
+        values["key_input"] = _as_numbers(key, "key", run["x"].dtype)
+    if value is not None and value is not key:
+        values["value_input"] = _as_numbers(value, "value", run["x"].dtype)
+    return layout_trace(
+        values,
+        num_heads=run["H"],
+        num_kv_heads=run["Hkv"],
+        given=given_arguments(
+            key=key,
+            value=None if value is key else value,
+            w_q=w_q,
+            w_k=w_k,
+            w_v=w_v,
+            w_o=w_o,
+            b_q=b_q,
+            b_k=b_k,
+            b_v=b_v,
+            b_o=b_o,
+        ),
+        tokens=tokens,
+        key_tokens=key_tokens,
+        scale_arg=scale,
+        scale=run["scale"],
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        is_bool=None if run["mask"] is None else bool(run["mask"].dtype == np.bool_),
+        masked_rows=masked_rows,
+        backend=NAME,
+        dtype=run["x"].dtype.name,
     )
-    add(
-        "k",
-        proj("k", src_k, w_k, b_k),
-        run["k"],
-        "keys: what each token offers to be found by",
-        "key",
-        "feature",
-    )
-    add(
-        "v",
-        proj("v", src_v, w_v, b_v),
-        run["v"],
-        "values: what each token passes on",
-        "key",
-        "feature",
-    )
-
-    def per_head(name: str) -> np.ndarray:
-        return steps_h[name] if multi else steps_h[name][0]  # (H, L, S) or (L, S)
-
-    head_axes = ("head",) if multi else ()
-    h = "[h]" if multi else ""
-    kv = f"k_{{h // {H // Hkv}}}" if multi and Hkv < H else ("k_h" if multi else "k")
-    # step 2: scores = q @ k^T         # (L, d_head) @ (d_head, S) -> (L, S) per head
-    add(
-        "scores",
-        f"scores{h} = {'q_h' if multi else 'q'} @ {kv}^T",
-        per_head("scores"),
-        "dot product of each query with each key: high = similar",
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 3: scaled = scores * scale
-    add(
-        "scaled",
-        f"scaled{h} = scores{h} * scale",
-        per_head("scaled"),
-        _scale_note(scale, run["scale"], d_head),
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 4: masked
-    is_bool = None if run["mask"] is None else bool(run["mask"].dtype == np.bool_)
-    kind, formula, note = _mask_words(attn_mask, is_causal, is_bool)
-    add(
-        "masked",
-        formula.replace("masked", f"masked{h}", 1).replace("scaled", f"scaled{h}", 1),
-        per_head("masked"),
-        note,
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 5: weights
-    n_full = int(np.isneginf(steps_h["masked"]).all(axis=-1).sum())
-    w_note = "each row sums to 1: how much each query attends to each key"
-    if n_full:
-        w_note += f"; {n_full} fully masked row(s) follow masked_rows={masked_rows!r}"
-    add(
-        "weights",
-        f"weights{h} = softmax(masked{h}) along each row",
-        per_head("weights"),
-        w_note,
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 6: output
-    if not multi:
-        add(
-            "output",
-            "output = weights @ v",
-            run["output"],
-            "each output row is a weighted average of the value rows",
-            "query",
-            "feature",
-        )
-    else:
-        vh = f"v_{{h // {H // Hkv}}}" if Hkv < H else "v_h"
-        add(
-            "head_outputs",
-            f"head_outputs[h] = weights[h] @ {vh}",
-            run["head_outputs"],
-            "each head's weighted average of its value rows",
-            "head",
-            "query",
-            "feature",
-        )
-        if w_o is None:
-            add(
-                "output",
-                "output = concat(head_outputs[0], ..., head_outputs[H-1])",
-                run["output"],
-                "the heads side by side",
-                "query",
-                "feature",
-            )
-        else:
-            add(
-                "concat",
-                "concat = [head_outputs[0] | ... | head_outputs[H-1]]",
-                run["concat"],
-                "the heads side by side",
-                "query",
-                "feature",
-            )
-            add(
-                "w_o",
-                "w_o",
-                run["w_o"],
-                "output projection that mixes the heads",
-                "feature",
-                "feature",
-            )
-            add(
-                "output",
-                "output = concat @ w_o" + (" + b_o" if b_o is not None else ""),
-                run["output"],
-                "the heads mixed by the output projection",
-                "query",
-                "feature",
-            )
-    allowed = None
-    if kind != "none":
-        grids = ~np.isneginf(steps_h["masked"])  # (H, L, S)
-        same = bool((grids == grids[0]).all())
-        allowed = _as_tuples(grids[0]) if same else tuple(_as_tuples(g) for g in grids)
-    options = {
-        "is_causal": is_causal,
-        "mask": kind,
-        "masked_rows": masked_rows,
-        "scale_given": scale is not None,
-        "backend": NAME,
-        "dtype": run["x"].dtype.name,
-        "kernel": "explicit",
-        "cross": cross,
-    }
-    return Trace(tuple(steps), labels, key_labels, run["scale"], H, Hkv, allowed, options)
-
-
-def _as_tuples(grid: np.ndarray) -> tuple[tuple[bool, ...], ...]:
-    """A 2-D bool array as nested tuples of Python bools."""
-    return tuple(tuple(row) for row in grid.tolist())

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from scratch import validate
 from scratch.result import Result
-from scratch.trace import Step, Trace, _labels, _mask_words, _scale_note
+from scratch.trace import Trace, given_arguments, layout_trace
 
 NAME = "torch"
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -674,6 +674,8 @@ def trace_attention(
     backend_name: str = "torch-cpu",
 ) -> Trace:
     """Every intermediate of one worked example as tensors: the truth's steps, names and axes."""
+    if key is None and value is not None:
+        raise ValueError("value: given without key; pass key as well (key=x for self-attention)")
     device = _device(device)
     p = _mha_parts(
         x,
@@ -703,12 +705,6 @@ def trace_attention(
             f"found {p['x'].ndim} dims"
         )
     storage, H, Hkv = p["storage"], p["num_heads"], p["num_kv_heads"]
-    L, S = p["q"].shape[-2], p["k"].shape[-2]
-    d_head = p["q"].shape[-1] // H
-    labels = _labels(tokens, L, "tokens", "t")
-    cross = key is not None
-    key_labels = _labels(key_tokens, S, "key_tokens", "k") if cross or key_tokens else labels
-    multi = H > 1 or w_o is not None
     # step 1: split heads and attend, every intermediate kept (float32 math for half dtypes)
     wide = _compute_dtype(storage)
     q = _split_heads(p["q"], H).to(wide)  # (L, H*d) -> (H, L, d)
@@ -717,175 +713,60 @@ def trace_attention(
     s = _explicit(q, k, v, p["mask"], p["is_causal"], p["scale"], p["masked_rows"])
     weights, heads_out = _weighted_sum(s["weights"], s["v"], storage)  # (H, L, S), (H, L, dv)
     heads_out = _zero_empty_rows(heads_out, s, p["masked_rows"])
-    steps: list[Step] = []
-
-    def add(name: str, formula: str, value: torch.Tensor, note: str, *axes: str) -> None:
-        steps.append(Step(name, formula, value, note, axes))
-
-    def per_head(t: torch.Tensor) -> torch.Tensor:
-        return t.to(storage) if multi else t[0].to(storage)  # (H, L, S) or (L, S)
-
-    # step 2: the inputs and projection weights, as the ground truth lists them
-    add("x", "x", p["x"], f"input: {L} tokens, each a row of numbers", "query", "model")
-    separate_value = cross and value is not None and value is not key
-    if cross:
-        add(
-            "key_input",
-            "key input",
-            p["kx"],
-            f"key-side input: {S} tokens (cross-attention)",
-            "key",
-            "model",
-        )
-        if separate_value:
-            add("value_input", "value input", p["vx"], "value-side input", "key", "model")
-    src_k = "key_input" if cross else "x"
-    src_v = "value_input" if separate_value else src_k
-    for name, what in (("q", "queries"), ("k", "keys"), ("v", "values")):
-        if p["projected"][name][1] is not None:
-            add(
-                f"w_{name}",
-                f"w_{name}",
-                p["projected"][name][1],
-                f"projection that turns inputs into {what}",
-                "model",
-                "feature",
-            )
-
-    def proj(out: str, src: str) -> str:
-        _, w, b = p["projected"][out]
-        if w is None:
-            return f"{out} = {src} (no projection)"
-        return f"{out} = {src} @ w_{out}" + (f" + b_{out}" if b is not None else "")
-
-    add("q", proj("q", "x"), p["q"], "queries: what each token is looking for", "query", "feature")
-    add(
-        "k",
-        proj("k", src_k),
-        p["k"],
-        "keys: what each token offers to be found by",
-        "key",
-        "feature",
-    )
-    add("v", proj("v", src_v), p["v"], "values: what each token passes on", "key", "feature")
-    # step 3: scores, scaled, masked, weights (a leading head axis when multi-head)
-    head_axes = ("head",) if multi else ()
-    h = "[h]" if multi else ""
-    kv = f"k_{{h // {H // Hkv}}}" if multi and Hkv < H else ("k_h" if multi else "k")
-    add(
-        "scores",
-        f"scores{h} = {'q_h' if multi else 'q'} @ {kv}^T",
-        per_head(s["scores"]),
-        "dot product of each query with each key: high = similar",
-        *head_axes,
-        "query",
-        "key",
-    )
-    add(
-        "scaled",
-        f"scaled{h} = scores{h} * scale",
-        per_head(s["scaled"]),
-        _scale_note(scale, p["scale"], d_head),
-        *head_axes,
-        "query",
-        "key",
-    )
-    is_bool = None if p["mask"] is None else p["mask"].dtype == torch.bool
-    kind, formula, note = _mask_words(attn_mask, p["is_causal"], is_bool)
-    add(
-        "masked",
-        formula.replace("masked", f"masked{h}", 1).replace("scaled", f"scaled{h}", 1),
-        per_head(s["masked"]),
-        note,
-        *head_axes,
-        "query",
-        "key",
-    )
-    n_full = 0 if s["fully"] is None else int(s["fully"].sum())
-    w_note = "each row sums to 1: how much each query attends to each key"
-    if n_full:
-        w_note += f"; {n_full} fully masked row(s) follow masked_rows={p['masked_rows']!r}"
-    add(
-        "weights",
-        f"weights{h} = softmax(masked{h}) along each row",
-        per_head(weights),
-        w_note,
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 4: output, or head outputs -> concat -> w_o
+    # step 2: concatenate heads and project out
+    concat = heads_out.transpose(-3, -2).flatten(-2)  # (H, L, dv) -> (L, H*dv)
+    multi = H > 1 or p["wo"] is not None
     if not multi:
-        add(
-            "output",
-            "output = weights @ v",
-            heads_out[0],
-            "each output row is a weighted average of the value rows",
-            "query",
-            "feature",
-        )
+        output = heads_out[0]
+    elif p["wo"] is None:
+        output = concat
     else:
-        concat = heads_out.transpose(-3, -2).flatten(-2)  # (H, L, dv) -> (L, H*dv)
-        vh = f"v_{{h // {H // Hkv}}}" if Hkv < H else "v_h"
-        add(
-            "head_outputs",
-            f"head_outputs[h] = weights[h] @ {vh}",
-            heads_out,
-            "each head's weighted average of its value rows",
-            "head",
-            "query",
-            "feature",
-        )
-        if p["wo"] is None:
-            add(
-                "output",
-                "output = concat(head_outputs[0], ..., head_outputs[H-1])",
-                concat,
-                "the heads side by side",
-                "query",
-                "feature",
-            )
-        else:
-            add(
-                "concat",
-                "concat = [head_outputs[0] | ... | head_outputs[H-1]]",
-                concat,
-                "the heads side by side",
-                "query",
-                "feature",
-            )
-            add(
-                "w_o",
-                "w_o",
-                p["wo"],
-                "output projection that mixes the heads",
-                "feature",
-                "feature",
-            )
-            add(
-                "output",
-                "output = concat @ w_o" + (" + b_o" if p["bo"] is not None else ""),
-                _project(concat, p["wo"], p["bo"], storage),
-                "the heads mixed by the output projection",
-                "query",
-                "feature",
-            )
-    # step 5: the may-attend grid, one per head only when heads differ
-    allowed = None
-    if kind != "none":
-        grids = [tuple(tuple(row) for row in g) for g in (~torch.isneginf(s["masked"])).tolist()]
-        allowed = grids[0] if all(g == grids[0] for g in grids) else tuple(grids)
-    options = {
-        "is_causal": p["is_causal"],
-        "mask": kind,
-        "masked_rows": p["masked_rows"],
-        "scale_given": scale is not None,
-        "backend": backend_name,
-        "dtype": str(storage).removeprefix("torch."),
-        "kernel": "explicit",
-        "cross": cross,
+        output = _project(concat, p["wo"], p["bo"], storage)
+    # the numbers are all computed here; scratch.trace only names and describes them
+    values = {
+        "x": p["x"],
+        "q": p["q"],
+        "k": p["k"],
+        "v": p["v"],
+        "head_outputs": heads_out,
+        "concat": concat,
+        "w_o": p["wo"],
+        "output": output,
+        "weights": weights,
     }
-    return Trace(tuple(steps), labels, key_labels, p["scale"], H, Hkv, allowed, options)
+    values.update({name: s[name].to(storage) for name in ("scores", "scaled", "masked")})
+    values.update({f"w_{name}": p["projected"][name][1] for name in ("q", "k", "v")})
+    if key is not None:
+        values["key_input"] = p["kx"]
+    if value is not None and value is not key:
+        values["value_input"] = p["vx"]
+    return layout_trace(
+        values,
+        num_heads=H,
+        num_kv_heads=Hkv,
+        given=given_arguments(
+            key=key,
+            value=None if value is key else value,
+            w_q=w_q,
+            w_k=w_k,
+            w_v=w_v,
+            w_o=w_o,
+            b_q=b_q,
+            b_k=b_k,
+            b_v=b_v,
+            b_o=b_o,
+        ),
+        tokens=tokens,
+        key_tokens=key_tokens,
+        scale_arg=scale,
+        scale=p["scale"],
+        attn_mask=attn_mask,
+        is_causal=p["is_causal"],
+        is_bool=None if p["mask"] is None else p["mask"].dtype == torch.bool,
+        masked_rows=p["masked_rows"],
+        backend=backend_name,
+        dtype=str(storage).removeprefix("torch."),
+    )
 
 
 def _device(device: object) -> torch.device:
