@@ -139,11 +139,10 @@ def run_multi_head(
     bq = None if b_q is None else as_vector(b_q, "b_q", len(wq[0]) if wq else x_shape[-1])
     bk = None if b_k is None else as_vector(b_k, "b_k", len(wk[0]) if wk else k_shape[-1])
     bv = None if b_v is None else as_vector(b_v, "b_v", len(wv[0]) if wv else v_shape[-1])
-    q = project(
-        x, lead, wq, bq
-    )  # (..., L, d_model) @ (d_model, H * d_head) -> (..., L, H * d_head)
-    k = project(xk, lead, wk, bk)  # (..., S, d_kv) @ (d_kv, Hkv * d_head) -> (..., S, Hkv * d_head)
-    v = project(xv, lead, wv, bv)  # (..., S, d_kv) @ (d_kv, Hkv * d_v) -> (..., S, Hkv * d_v)
+    # step 1: projections, weights on the right as in the seed notebooks
+    q = project(x, lead, wq, bq)  # (..., L, d_model) @ (d_model, H*d_head) -> (..., L, H*d_head)
+    k = project(xk, lead, wk, bk)  # (..., S, d_kv) @ (d_kv, Hkv*d_head) -> (..., S, Hkv*d_head)
+    v = project(xv, lead, wv, bv)  # (..., S, d_kv) @ (d_kv, Hkv*d_v) -> (..., S, Hkv*d_v)
     q_width, k_width, v_width = (_width(m, lead) for m in (q, k, v))
     for name, width, heads in (
         ("query", q_width, H),
@@ -161,12 +160,14 @@ def run_multi_head(
     scale = check_scale(scale, d_head)
     head_lead = lead + (H,)
     mask = build_mask(attn_mask, is_causal, head_lead + (L, S))
+    # step 2: split the heads and attend; query head h reads kv head h // (H // Hkv)
     q_heads = split_heads(q, lead, H)  # (..., H, L, d_head)
     k_heads = split_heads(k, lead, Hkv)  # (..., Hkv, S, d_head)
     v_heads = split_heads(v, lead, Hkv)  # (..., Hkv, S, d_v)
     heads = attend_all(
         q_heads, k_heads, v_heads, head_lead, scale, mask, masked_rows, group=H // Hkv
     )
+    # step 3: heads side by side, then the output projection
     concat = concat_heads(stack([s.output for s in heads], head_lead), lead)  # (..., L, H * d_v)
     output = concat
     if w_o is not None:
