@@ -128,6 +128,16 @@ def screenshot(args: argparse.Namespace, session) -> int:
     return 0
 
 
+def no_screen() -> bool:
+    """True on Linux with no X11/Wayland display and no Qt platform chosen by hand."""
+    return (
+        sys.platform.startswith("linux")
+        and not os.environ.get("DISPLAY")
+        and not os.environ.get("WAYLAND_DISPLAY")
+        and not os.environ.get("QT_QPA_PLATFORM")
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: parse options, then the screenshot path or the interactive window."""
     args = parse_args(argv)
@@ -137,10 +147,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\n".join(["random", *core_api.preset_names()]))
         return 0
-    if args.screenshot:
-        no_display = not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
-        if no_display and sys.platform.startswith("linux"):
-            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if args.screenshot and no_screen():
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
     try:
         session = build_session(args)
     except ValueError as exc:
@@ -157,6 +165,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.step not in names:
                 return fail(f"unknown step {args.step!r}; steps: {', '.join(names)}")
         return screenshot(args, session)
+    if no_screen():
+        return fail(
+            "no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset). Run it "
+            "under a virtual screen: xvfb-run -s '-screen 0 1600x1000x24' python main.py "
+            "(Debian: apt-get install xvfb libxcb-icccm4 libxcb-keysyms1), or render a picture "
+            "with --screenshot FILE.png"
+        )
     import logging
 
     from PyQt6.QtCore import QSettings

@@ -66,3 +66,9 @@ def test_unknown_names_exit_2_with_a_clear_message(tmp_path, args, words, choice
     assert done.returncode == 2
     assert words in done.stderr and choice in done.stderr  # the message lists the choices
     assert not out.exists()
+
+
+def test_no_display_gives_a_clear_message_not_a_qt_abort(tmp_path):
+    done = run_main(tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert "no display" in done.stderr and "xvfb-run" in done.stderr
