@@ -22,6 +22,7 @@ from .validate import (
     check_flag,
     check_masked_rows,
     check_positive_int,
+    check_projections,
     check_scale,
 )
 
@@ -204,9 +205,7 @@ def multi_head_attention(
     masked_rows: str = "zero",
 ) -> tuple[list, list]:
     """Project, attend per head, concatenate, project out -> (output, weights (..., H, L, S))."""
-    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
-        if w is None:
-            raise TypeError(f"{name}: expected a projection matrix, found None")
+    check_projections(w_q, w_k, w_v)
     run = run_multi_head(
         query,
         key,

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from .multihead import run_multi_head
-from .validate import as_mask, as_matrix
+from .validate import as_mask, as_matrix, check_value_has_key
 
 AXES = ("head", "query", "key", "model", "feature")
 
@@ -355,8 +355,7 @@ def trace_attention(
     masked_rows: str = "zero",
 ) -> Trace:
     """Attention on one example x (L, d_model), keeping every step; projections are optional."""
-    if key is None and value is not None:
-        raise ValueError("value: given without key; pass key as well (key=x for self-attention)")
+    check_value_has_key(key, value)
     run = run_multi_head(
         x,
         key,

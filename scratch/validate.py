@@ -277,3 +277,16 @@ def check_mask_shape(mask_shape: tuple[int, ...], target: tuple[int, ...]) -> No
             f"attn_mask: expected shape (L, S) = {target[-2:]} or one that broadcasts to "
             f"{target}, found shape {mask_shape}"
         )
+
+
+def check_projections(w_q: object, w_k: object, w_v: object) -> None:
+    """multi_head_attention needs all three projections (a trace may leave them out)."""
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
+        if w is None:
+            raise TypeError(f"{name}: expected a projection matrix, found None")
+
+
+def check_value_has_key(key: object, value: object) -> None:
+    """A separate value input only makes sense next to a key input (cross-attention)."""
+    if key is None and value is not None:
+        raise ValueError("value: given without key; pass key as well (key=x for self-attention)")

@@ -227,3 +227,14 @@ def test_fuzz_regular_shapes(q, k, v, mask, causal, gqa):
     except (ValueError, TypeError):
         return
     assert scratch.shape_of(out)[:-1] == scratch.shape_of(w)[:-1]
+
+
+def test_every_backend_refuses_a_missing_projection_with_the_same_message():
+    from scratch import backends
+
+    messages = set()
+    for name in backends.available():
+        with pytest.raises(TypeError) as info:
+            backends.get(name).multi_head_attention(Q, Q, Q, None, W, W)
+        messages.add(str(info.value))
+    assert messages == {"w_q: expected a projection matrix, found None"}

@@ -36,7 +36,9 @@ from scratch.validate import (
     check_mask_shape,
     check_masked_rows,
     check_positive_int,
+    check_projections,
     check_scale,
+    check_value_has_key,
 )
 
 NAME = "numpy"
@@ -789,9 +791,7 @@ def multi_head_attention(
     block_size=None,
 ) -> Result:
     """Multi-head (and grouped-query) attention in NumPy; weights (..., H, L, S) when wanted."""
-    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
-        if w is None:
-            raise TypeError(f"{name}: expected a projection matrix, found None")
+    check_projections(w_q, w_k, w_v)
     run = _run_multi_head(
         query,
         key,
@@ -844,8 +844,7 @@ def trace_attention(
     dtype=None,
 ) -> Trace:
     """The ground truth's worked example, every step a NumPy array computed here."""
-    if key is None and value is not None:
-        raise ValueError("value: given without key; pass key as well (key=x for self-attention)")
+    check_value_has_key(key, value)
     run = _run_multi_head(
         x,
         key,

@@ -585,6 +585,7 @@ def multi_head_attention(
     device="cpu",
 ) -> Result:
     """Project, split heads, attend (explicit or fused), concatenate, project out -- in torch."""
+    validate.check_projections(w_q, w_k, w_v)
     device = _device(device)
     p = _mha_parts(
         query,
@@ -674,8 +675,7 @@ def trace_attention(
     backend_name: str = "torch-cpu",
 ) -> Trace:
     """Every intermediate of one worked example as tensors: the truth's steps, names and axes."""
-    if key is None and value is not None:
-        raise ValueError("value: given without key; pass key as well (key=x for self-attention)")
+    validate.check_value_has_key(key, value)
     device = _device(device)
     p = _mha_parts(
         x,
