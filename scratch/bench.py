@@ -6,10 +6,11 @@
 
 Rows: the ground truth (plain Python, fsum), the pure-Python kernel limit (just the two matrix
 products q @ k^T and weights @ v as fsum dot products: the floor for any plain-Python
-attention), NumPy explicit and chunked, torch explicit (the torch backend), the torch backend's
-fast path and a bare `torch.nn.functional.scaled_dot_product_attention`. E = 64, float32 (the
-plain-Python rows take the same float32 values as Python floats). Times are medians; ratios are
-throughput relative to torch SDPA at the same L (2.0 = twice as fast).
+attention), NumPy explicit and chunked, NumPy's two matmuls alone (q @ k^T and scores @ v, no
+softmax: roughly the ceiling for any NumPy kernel), torch explicit (the torch backend), the
+torch backend's fast path and a bare `torch.nn.functional.scaled_dot_product_attention`.
+E = 64, float32 (the plain-Python rows take the same float32 values as Python floats). Times are
+medians; ratios are throughput relative to torch SDPA at the same L (2.0 = twice as fast).
 """
 
 from __future__ import annotations
@@ -153,6 +154,24 @@ def python_kernel_limit(q: list, k: list, v: list, weights: list) -> list:
     return [scores, output]
 
 
+FLOOR_ROW = "numpy matmuls alone (no softmax)"
+
+
+def numpy_matmuls_alone(q, k, v) -> Callable[[], object]:
+    """Just q @ k^T and scores @ v into preallocated buffers, no softmax: the BLAS work that
+    every NumPy attention kernel does, so roughly the ceiling for their speed."""
+    import numpy as np
+
+    scores = np.empty((q.shape[0], k.shape[0]), dtype=q.dtype)  # (L, S)
+    output = np.empty((q.shape[0], v.shape[1]), dtype=q.dtype)  # (L, Ev)
+
+    def run() -> np.ndarray:
+        np.matmul(q, k.T, out=scores)  # (L, E) @ (E, S) -> (L, S)
+        return np.matmul(scores, v, out=output)  # (L, S) @ (S, Ev) -> (L, Ev)
+
+    return run
+
+
 def contenders(L: int, device: str) -> list[tuple[str, Callable[[], object], str]]:
     """(name, zero-argument call, memory method) for every kernel that runs at this L."""
     import numpy as np
@@ -200,6 +219,8 @@ def contenders(L: int, device: str) -> list[tuple[str, Callable[[], object], str
                 "tracemalloc",
             )
         )
+        if L <= EXPLICIT_MAX_L:
+            rows.append((FLOOR_ROW, numpy_matmuls_alone(q[0, 0], k[0, 0], v[0, 0]), "n/a"))
     try:
         import torch
     except ImportError:
@@ -254,21 +275,41 @@ PYTHON_PAIR = ("ground truth (scratch)", "pure-Python kernel limit")
 PAIR_RUNS = 7  # interleaved runs of each plain-Python row (their ratio is a goal)
 
 
-def measure_pair(
-    L: int, truth: Callable[[], object], limit: Callable[[], object], repeats: int | None
+def alternating_groups(device: str) -> tuple[tuple[str, ...], ...]:
+    """Rows whose ratio is a goal and that share one library: timed alternately, not in turn."""
+    return (PYTHON_PAIR, (f"torch backend fast ({device})", f"torch SDPA ({device})"))
+
+
+def measure_alternating(
+    L: int, rivals: list[tuple[str, Callable[[], object], str]], runs: int | None
 ) -> list[Row]:
-    """The ground truth and the kernel limit timed alternately, so load drifts hit both alike."""
-    runs = repeats or PAIR_RUNS
-    truth(), limit()  # warm up
-    times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(runs):
-        for fn, bucket in zip((truth, limit), times):
+    """Time the rivals one call each in turn, so load drifts hit them alike.
+
+    Only for rows of one library: OpenBLAS and OpenMP threads spin after a call and would
+    slow the other library's next call. After a warm-up call each and one untimed call that
+    measures memory, `runs` rounds; with runs None, rounds until every row has spent about
+    TIME_BUDGET_S (at least 3 rounds, at most MAX_REPEATS).
+    """
+    probe = {"tracemalloc": _peak_traced, "rss": _peak_rss_growth, "cuda": _peak_cuda}
+    peaks = []
+    for _, fn, memory in rivals:
+        fn()  # warm up
+        peaks.append(probe[memory](fn) if memory in probe else None)
+    times: list[list[float]] = [[] for _ in rivals]
+    while True:
+        done = len(times[0])
+        if runs is not None:
+            if done >= runs:
+                break
+        elif done >= 3 and (min(map(sum, times)) >= TIME_BUDGET_S or done >= MAX_REPEATS):
+            break
+        for (_, fn, _), bucket in zip(rivals, times):
             t0 = time.perf_counter()
             fn()
             bucket.append(time.perf_counter() - t0)
     return [
-        Row(L, name, statistics.median(bucket), runs, _peak_traced(fn), "tracemalloc")
-        for name, fn, bucket in zip(PYTHON_PAIR, (truth, limit), times)
+        Row(L, name, statistics.median(bucket), len(bucket), peak, memory)
+        for (name, _, memory), bucket, peak in zip(rivals, times, peaks)
     ]
 
 
@@ -278,25 +319,28 @@ def run_table(
     """Measure every contender at every size; ratios are to torch SDPA at the same L."""
     rows: list[Row] = []
     devices = ("cpu", "cuda") if device == "cuda" else ("cpu",)
+
+    def say(L: int, what: str) -> None:
+        if progress:
+            print(f"\r[bench] L={L:<6} {what:<32}", end="", file=sys.stderr, flush=True)
+
     for L in sizes:
         here: list[Row] = []
         for dev in devices:
             rivals = contenders(L, dev)
-            if [name for name, _, _ in rivals[:2]] == list(PYTHON_PAIR):
-                if progress:
-                    print(
-                        f"\r[bench] L={L:<6} {'plain Python (interleaved)':<32}",
-                        end="",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                here.extend(measure_pair(L, rivals[0][1], rivals[1][1], repeats))
-                rivals = rivals[2:]
+            names = [name for name, _, _ in rivals]
+            groups = [g for g in alternating_groups(dev) if set(g) <= set(names)]
             for name, fn, memory in rivals:
-                if progress:
-                    print(f"\r[bench] L={L:<6} {name:<32}", end="", file=sys.stderr, flush=True)
-                seconds, runs, peak = measure(fn, memory, repeats)
-                here.append(Row(L, name, seconds, runs, peak, memory))
+                group = next((g for g in groups if name in g), None)
+                if group is None:
+                    say(L, name)
+                    seconds, runs, peak = measure(fn, memory, repeats)
+                    here.append(Row(L, name, seconds, runs, peak, memory))
+                elif name == group[0]:  # the whole group at its first member
+                    say(L, f"{len(group)} rows, alternately")
+                    members = [r for r in rivals if r[0] in group]
+                    fixed = PAIR_RUNS if group == PYTHON_PAIR else None
+                    here.extend(measure_alternating(L, members, repeats or fixed))
         sdpa = {r.name: r.seconds for r in here if r.name.startswith("torch SDPA (")}
         for r in here:
             ref = sdpa.get("torch SDPA (cuda)" if "(cuda)" in r.name else "torch SDPA (cpu)")
@@ -354,6 +398,17 @@ def goals(rows: list[Row]) -> list[tuple[str, str, str]]:
                 "numpy output-only >= 1.0x torch SDPA at L = 4096",
                 "not measured",
                 "needs L = 4096 and torch",
+            )
+        )
+    floor = _find(rows, 4096, FLOOR_ROW)
+    if floor and floor.ratio:
+        out.append(
+            (
+                "(reference, no goal) NumPy's two matmuls alone, no softmax, vs torch SDPA at "
+                "L = 4096: roughly the ceiling for any NumPy kernel; below 1.0x the goal above "
+                "is out of reach on this machine",
+                "info",
+                f"{floor.ratio:.2f}x",
             )
         )
     plain = _find(rows, 4096, "torch SDPA, 2-D input (cpu)")
@@ -471,13 +526,18 @@ def footer(markdown: bool = False) -> str:
         f"the (L, E) matrices as nested lists). "
         f"Median of the timed runs (at least 3, more until about {TIME_BUDGET_S} s per row); "
         f"before them one warm-up call (timed too when it takes over {WARM_UP_COUNTS_S:g} s) "
-        f"and one untimed call that measures memory. The two plain-Python rows are timed "
-        f"alternately ({PAIR_RUNS} runs each after a warm-up), so load drifts hit both alike. "
+        f"and one untimed call that measures memory. Two pairs whose ratio is a goal are timed "
+        f"alternately, so load drifts hit both alike: the plain-Python rows ({PAIR_RUNS} "
+        f"runs each) and the torch backend's fast path with bare SDPA. The other rows run one "
+        f"after another, never interleaved across libraries, because OpenBLAS and OpenMP "
+        f"worker threads spin for a while after each call and would take the cores from the "
+        f"next library's call. "
         f"GFLOP/s counts 4*L*S*E flops. x SDPA = torch SDPA time / row time at the same L. "
         f"Peak memory growth: tracemalloc for NumPy and plain Python (NumPy reports its "
         f"allocations to tracemalloc), RSS sampled every 1 ms from /proc for torch (its "
         f"allocator is invisible to tracemalloc; cached memory is not counted again), the CUDA "
-        f"allocator's peak for cuda rows. {os.cpu_count()} CPUs, torch threads {threads}, "
+        f"allocator's peak for cuda rows; n/a for the matmuls-alone row, whose buffers are "
+        f"allocated beforehand. {os.cpu_count()} CPUs, torch threads {threads}, "
         f"{versions}. Plain Python runs only up to L = {PYTHON_MAX_L}, explicit kernels up to "
         f"L = {EXPLICIT_MAX_L}. {_load()}"
     )

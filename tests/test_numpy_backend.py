@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import scratch
+from scratch import bench
 from scratch.backends import numpy_backend as nb
 from scratch.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding, tolerance
 
@@ -682,6 +683,45 @@ def test_bench_goals_pass_and_fail():
     good = [status for _, status, _ in goals(rows(1.0, 0.95, 0.1, 1.04, 1.0, GIB - 1))]
     bad = [status for _, status, _ in goals(rows(1.0, 0.85, 0.2, 1.06, 0.19, GIB))]
     assert good == ["PASS"] * 4 and bad == ["FAIL"] * 4
+    floor = Row(4096, bench.FLOOR_ROW, 0.4, 3, None, "n/a", ratio=0.25)
+    info = [g for g in goals([*rows(1.0, 0.95, 0.1, 1.04, 1.0, 1), floor]) if g[1] == "info"]
+    assert len(info) == 1 and "matmuls alone" in info[0][0] and info[0][2] == "0.25x"
+
+
+def test_numpy_matmuls_alone_computes_the_two_products():
+    """The reference row really multiplies (q @ k^T) @ v, in float32 like the kernels."""
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal(s, dtype=np.float32) for s in [(6, 4), (7, 4), (7, 3)])
+    found = bench.numpy_matmuls_alone(q, k, v)()
+    q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+    u = UNIT_ROUNDOFF["float32"]
+    # float32 scores: |err| <= g(4)|q||k|^T; then scores @ v: g(7)|scores||v| + that through v
+    s_bound = 4.1 * u * (np.abs(q64) @ np.abs(k64.T))
+    bound = 7.1 * u * (np.abs(q64 @ k64.T) + s_bound) @ np.abs(v64) + s_bound @ np.abs(v64)
+    assert_close("output", found, (q64 @ k64.T) @ v64, bound)
+
+
+def test_measure_alternating_takes_turns():
+    """Rows of a group are called in turn, the same number of times, warm-up first."""
+    calls: list[str] = []
+    rivals = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b")]
+    rows = bench.measure_alternating(3, rivals, runs=4)
+    assert calls == ["a", "b"] + ["a", "b"] * 4  # warm-ups, then 4 rounds
+    assert [(r.name, r.runs, r.L) for r in rows] == [("a", 4, 3), ("b", 4, 3)]
+    calls.clear()
+    assert [r.runs for r in bench.measure_alternating(3, rivals, runs=None)] == [
+        bench.MAX_REPEATS
+    ] * 2  # instant calls never fill the time budget: capped
+
+
+def test_bench_goal_pairs_are_timed_alternately():
+    """The torch fast path and bare SDPA run in one alternating group (same run count)."""
+    rows = bench.run_table((8,), repeats=2, progress=False)
+    by_name = {r.name: r for r in rows}
+    fast, sdpa = by_name["torch backend fast (cpu)"], by_name["torch SDPA (cpu)"]
+    assert fast.runs == sdpa.runs == 2
+    names = [r.name for r in rows]
+    assert names.index(bench.FLOOR_ROW) == names.index("numpy chunked") + 1
 
 
 def test_python_kernel_limit_computes_the_two_products():
