@@ -18,7 +18,8 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
   `output` is the correctly rounded sum of its (individually rounded) products, so the only
   errors are one rounding per product and one per sum, whatever the length or the order.
 - NaN and inf in the data propagate as IEEE arithmetic would: a NaN or +inf score makes its
-  whole row of weights NaN, and inf - inf inside a dot product is NaN.
+  whole row of weights NaN, and inf - inf inside a dot product is NaN. Masks add -inf, as
+  torch's reference implementation does, so this holds at masked positions too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from itertools import product
 from math import inf
 
-from .linalg import matmul_nt, transpose
+from .linalg import matmul_nt, transpose_rows
 from .masks import Mask
 from .softmax import softmax_row
 from .validate import (
@@ -75,9 +76,10 @@ def attend(
     # step 3: masked = scaled + mask      (L, S); -inf where a key may not be attended
     if mask is None:
         masked = scaled
-    elif mask.is_bool:
+    elif mask.is_bool:  # adds -inf, as torch's reference does: a NaN or +inf score stays NaN
         masked = [
-            [x if a else -inf for x, a in zip(row, allow)] for row, allow in zip(scaled, mask_rows)
+            [x if a else x - inf for x, a in zip(row, allow)]
+            for row, allow in zip(scaled, mask_rows)
         ]
     else:
         masked = [[x + a for x, a in zip(row, add)] for row, add in zip(scaled, mask_rows)]
@@ -91,7 +93,7 @@ def attend(
         keep = 1.0 / (1.0 - dropout_p)
         weights = [[0.0 if rng.random() < dropout_p else w * keep for w in row] for row in weights]
     # step 5: output = weights @ v        (L, S) @ (S, Ev) -> (L, Ev)
-    output = matmul_nt(weights, transpose(v))
+    output = matmul_nt(weights, transpose_rows(v))
     if masked_rows == "zero":  # zero weights must give zero output even if v holds inf or NaN
         Ev = len(v[0])
         output = [[0.0] * Ev if full else row for row, full in zip(output, fully_masked)]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from itertools import product
 
 from .tolerance import UNIT_ROUNDOFF, RuleResult, check_dtype, reference_error_rule, tolerance
+from .validate import as_tensor
 
 ARRAYS = ("numpy", "torch", "list")
 CASE_SETS = ("standard", "full")
@@ -50,7 +51,7 @@ class Case:
     q_size: float = 1.0  # spread of q; large values make exp overflow without max subtraction
 
     def features(self, dtype: str) -> tuple[str, ...]:
-        """Optional features: if fn raises on a case using one, the case is 'unsupported'."""
+        """Optional features: fn may refuse a case that uses one (see `_settle_refusals`)."""
         found = []
         if len(self.q) > 2:
             found.append("leading dims")
@@ -93,6 +94,7 @@ def standard_cases(dtype: str) -> list[Case]:
         Case("batch-heads", (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5)),
         Case("bool-mask", (5, 8), (7, 8), (7, 4), mask="bool"),
         Case("float-mask", (5, 8), (7, 8), (7, 4), mask="float"),
+        Case("causal-square", (6, 8), (6, 8), (6, 4), is_causal=True),  # L == S
         Case("causal-wide", (4, 8), (7, 8), (7, 4), is_causal=True),  # L < S
         Case("causal-tall", (7, 8), (4, 8), (4, 4), is_causal=True),  # L > S
         Case("custom-scale", (5, 8), (7, 8), (7, 4), scale=0.3),
@@ -228,6 +230,8 @@ class CaseResult:
     rule: RuleResult | None = None
     message: str = ""
     diagnosis: str | None = None
+    features: tuple[str, ...] = ()  # the optional features the case uses
+    raised: bool = False  # fn raised (a refusal or a crash)
 
     @property
     def ok(self) -> bool:
@@ -372,11 +376,46 @@ def check(
         if progress is not None:
             progress(n + 1, len(todo), case.name)
         report.cases.append(_run_case(fn, case, arrays, dtype, seed, masked_rows, accepts))
+    _settle_refusals(report.cases)
     found = [c.diagnosis for c in report.failed if c.diagnosis]
     if found:  # the most frequent diagnosis first
         ranked = sorted(set(found), key=lambda d: (-found.count(d), found.index(d)))
         report.diagnosis = "; ".join(ranked)
     return report
+
+
+def _settle_refusals(results: list[CaseResult]) -> None:
+    """A raise counts as 'unsupported' only when fn never handled those features elsewhere.
+
+    NotImplementedError is always a refusal. Any other exception in a case whose features
+    another case used without fn raising (causal with L > S crashing while causal with L == S
+    ran, say) is a bug in a supported feature, so the case fails.
+    """
+    for r in results:
+        if r.status != "unsupported" or not r.raised or r.message.startswith("raised Not"):
+            continue
+        ran = next(
+            (
+                o
+                for o in results
+                if o.features
+                and not o.raised
+                and set(r.features) <= set(o.features)
+                and o.status != "unsupported"
+            ),
+            None,
+        )
+        if ran is not None:
+            r.status = "fail"
+            r.message += f"; yet fn handled {', '.join(r.features)} in case {ran.name}"
+
+
+def _read_output(out: object) -> tuple[list, tuple[int, ...]]:
+    """fn's output (array, tensor or nested lists) as nested floats and its shape."""
+    try:
+        return as_tensor(out, "output")
+    except (TypeError, ValueError) as exc:
+        raise _BadResult(f"fn's result is not an array of numbers: {exc}") from None
 
 
 def _accepted_keywords(fn: Callable) -> set[str] | None:
@@ -471,7 +510,7 @@ def _run_case(
     result = CaseResult(
         case.name, _shape_text(case.q, case.k, case.v), case.options(), cdtype, "fail"
     )
-    features = case.features(dtype)
+    features = result.features = case.features(dtype)
     if accepts is not None and case.gqa and "enable_gqa" not in accepts:
         result.status, result.message = "unsupported", "fn takes no enable_gqa keyword"
         return result
@@ -482,19 +521,23 @@ def _run_case(
         return result
     try:
         out, weights = _call(fn, x)
-        got = arrays.floats(out) if not isinstance(out, list) else _map(float, out)
     except _BadResult as exc:
         result.message = str(exc)
         return result
     except Exception as exc:  # the kernel's own error: unsupported feature, or a failure
         words = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
-        if features:
+        result.raised = True
+        if features:  # settled once every case has run: `_settle_refusals`
             result.status = "unsupported"
             result.message = f"raised {words} (uses {', '.join(features)})"
         else:
             result.message = f"raised {words}"
         return result
-    found = _shape(got)
+    try:
+        got, found = _read_output(out)
+    except _BadResult as exc:  # None, a string, ragged lists...: a wrong answer, not a refusal
+        result.message = str(exc)
+        return result
     if found != expected:
         result.message = f"output shape {found}, expected {expected} (..., L, Ev)"
         result.diagnosis = _diagnose_shape(case, found)
@@ -893,8 +936,7 @@ def _dropout_signs(
 ) -> str | None:
     """Dropout left on: a second identical call differs, or weights are p zeroed or rescaled."""
     try:
-        again, _ = _call(fn, x)
-        again = arrays.floats(again) if not isinstance(again, list) else _map(float, again)
+        again = _read_output(_call(fn, x)[0])[0]
     except Exception:
         again = got
     if _distance(again, got) > 0.0:
@@ -902,10 +944,10 @@ def _dropout_signs(
     if weights is None:
         return None
     try:
-        w = arrays.floats(weights) if not isinstance(weights, list) else weights
-    except Exception:
+        w, shape = _read_output(weights)
+    except _BadResult:
         return None
-    if _shape(w) != _shape(p):
+    if shape != _shape(p):
         return None
     ratios = [a / b for a, b in zip(_flat(w), _flat(p)) if b > 1e-6 and a != 0.0]
     zeros = sum(1 for a, b in zip(_flat(w), _flat(p)) if b > 1e-6 and a == 0.0)

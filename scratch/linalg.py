@@ -40,9 +40,14 @@ def matmul_nt(a: list[list[float]], bt: list[list[float]]) -> list[list[float]]:
         return [[dot(row, col) for col in bt] for row in a]
 
 
-def transpose(a: list[list[float]]) -> list[list[float]]:
-    """Swap rows and columns: (n, m) -> (m, n)."""
+def transpose_rows(a: list[list[float]]) -> list[list[float]]:
+    """Swap rows and columns of an already validated matrix: (n, m) -> (m, n)."""
     return [list(col) for col in zip(*a)]
+
+
+def transpose(a: object) -> list[list[float]]:
+    """Swap rows and columns: (n, m) -> (m, n); a is validated like every public input."""
+    return transpose_rows(as_matrix(a, "a")[0])
 
 
 def matmul(a: object, b: object) -> list[list[float]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import product
 
 from .attention import Steps, _at, attend_all, build_mask, stack
-from .linalg import matmul_nt, transpose
+from .linalg import matmul_nt, transpose_rows
 from .validate import (
     as_matrix,
     as_tensor,
@@ -24,6 +24,7 @@ from .validate import (
     check_positive_int,
     check_projections,
     check_scale,
+    check_value_has_key,
 )
 
 
@@ -31,7 +32,7 @@ def project(x: list, lead: tuple[int, ...], w: list | None, b: list | None) -> l
     """x @ w + b over every leading index: (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)."""
     if w is None:
         return x
-    wt = transpose(w)  # (d_out, d_in): its rows are w's columns
+    wt = transpose_rows(w)  # (d_out, d_in): its rows are w's columns
     blocks = []
     for index in product(*map(range, lead)):
         out = matmul_nt(_at(x, index), wt)  # (n, d_in) @ (d_in, d_out) -> (n, d_out)
@@ -116,6 +117,7 @@ def run_multi_head(
     masked_rows,
 ) -> Projected:
     """Validate everything, project, split heads, attend, concatenate, project out."""
+    check_value_has_key(key, value)
     H = check_positive_int(num_heads, "num_heads")
     Hkv = H if num_kv_heads is None else check_positive_int(num_kv_heads, "num_kv_heads")
     if H % Hkv:

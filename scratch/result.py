@@ -23,5 +23,9 @@ class Result(tuple):
         """The attention weights `(..., L, S)`, or None when they were not asked for."""
         return self[1]
 
+    def __getnewargs__(self) -> tuple[object, object, str]:
+        """What copy and pickle pass to __new__ to rebuild the result."""
+        return self[0], self[1], self.kernel
+
     def __repr__(self) -> str:
         return f"Result(kernel={self.kernel!r}, output={self[0]!r}, weights={self[1]!r})"

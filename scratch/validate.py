@@ -109,15 +109,16 @@ def _as_float(value: object, name: str, p: int, shape: tuple[int, ...]) -> float
 def as_tensor(obj: object, name: str, *, min_dims: int = 1) -> tuple[Nested, tuple[int, ...]]:
     """Validate a numeric input and return it as nested lists of floats with its shape."""
     leaves, shape = _leaves_and_shape(obj, name)
+    if not all(type(v) is float for v in leaves):  # the common case needs no conversion
+        # leaves first: a list of arrays is "an ndarray at query[0]", not "too few dims"
+        leaves = [
+            v if type(v) is float else _as_float(v, name, p, shape) for p, v in enumerate(leaves)
+        ]
     if len(shape) < min_dims:
         expected = {1: "(n,)", 2: "(rows, columns)"}.get(min_dims, f"{min_dims} dims")
         raise ValueError(
             f"{name}: expected at least {min_dims} dims {expected}, found shape {shape}"
         )
-    if not all(type(v) is float for v in leaves):  # the common case needs no conversion
-        leaves = [
-            v if type(v) is float else _as_float(v, name, p, shape) for p, v in enumerate(leaves)
-        ]
     return _reshape(leaves, shape), shape
 
 
@@ -137,21 +138,29 @@ def as_vector(obj: object, name: str, length: int) -> list[float]:
     return data
 
 
+def _is_bool(value: object) -> bool:
+    """A Python bool or a NumPy bool scalar (told apart from numbers without importing NumPy)."""
+    kind = type(value)
+    return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
+
+
 def as_mask(obj: object, name: str = "attn_mask") -> tuple[Nested, tuple[int, ...], bool]:
     """Validate a mask; return (values, shape, is_bool). Bool: True = may attend; float: added."""
     leaves, shape = _leaves_and_shape(obj, name)
     if all(type(v) is bool for v in leaves):
         return _reshape(list(leaves), shape), shape, True
+    if all(_is_bool(v) for v in leaves):
+        return _reshape([bool(v) for v in leaves], shape), shape, True
     any_float = False
     floats = []
     for p, v in enumerate(leaves):
-        if isinstance(v, bool):
+        if _is_bool(v):
             raise TypeError(
                 f"{name}: mixes bools and numbers (bool at {_position(name, p, shape)}"
                 f"); expected all bools (True = may attend) or all floats (added to the scores)"
             )
         floats.append(_as_float(v, name, p, shape))
-        any_float = any_float or type(v) is not int
+        any_float = any_float or not isinstance(v, numbers.Integral)  # np.int64 is an integer
     if not any_float:
         raise TypeError(
             f"{name}: found only integers, which are ambiguous; expected bools "
@@ -190,7 +199,7 @@ def check_dropout_p(dropout_p: object) -> float:
 
 def check_masked_rows(masked_rows: object) -> str:
     """Policy for fully masked rows: 'zero', 'nan' or 'uniform'."""
-    if masked_rows not in MASKED_ROWS:
+    if not isinstance(masked_rows, str) or masked_rows not in MASKED_ROWS:
         raise ValueError(
             f"masked_rows: expected one of {', '.join(map(repr, MASKED_ROWS))}, "
             f"found {_describe(masked_rows)}"
@@ -207,9 +216,9 @@ def check_flag(value: object, name: str) -> bool:
 
 def check_positive_int(value: object, name: str) -> int:
     """A count such as `num_heads`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name}: expected a positive integer, found {_describe(value)}")
-    return value
+    return int(value)
 
 
 def check_attention_shapes(

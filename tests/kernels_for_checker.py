@@ -132,3 +132,34 @@ def attention_refuses_masks(q, k, v, attn_mask=None, is_causal=False, scale=None
 
 
 NOT_A_FUNCTION = 42
+
+
+def attention_square_causal_only(q, k, v, attn_mask=None, is_causal=False, scale=None):
+    """Builds its causal mask as (L, L): right when L == S, a broadcasting crash otherwise."""
+    if is_causal:
+        L = np.shape(q)[-2]
+        attn_mask, is_causal = np.tril(np.ones((L, L), dtype=bool)), False
+    return attention(q, k, v, attn_mask, is_causal, scale)
+
+
+def attention_refuses_non_square_causal(q, k, v, attn_mask=None, is_causal=False, scale=None):
+    """Says plainly that causal masks need L == S (a refusal, not a crash)."""
+    if is_causal and np.shape(q)[-2] != np.shape(k)[-2]:
+        raise NotImplementedError("is_causal needs L == S")
+    return attention(q, k, v, attn_mask, is_causal, scale)
+
+
+def attention_forgets_return_with_masks(q, k, v, attn_mask=None, is_causal=False, scale=None):
+    """Returns None whenever a mask is involved (a forgotten `return`)."""
+    out = attention(q, k, v, attn_mask, is_causal, scale)
+    return None if attn_mask is not None or is_causal else out
+
+
+def attention_ragged_list(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """Returns nested lists whose last row is one entry short."""
+    out = attention(q, k, v, attn_mask, is_causal, scale, enable_gqa).tolist()
+    last = out
+    while isinstance(last[-1][-1], list):
+        last = last[-1]
+    last[-1] = last[-1][:-1]
+    return out

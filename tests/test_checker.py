@@ -101,7 +101,7 @@ def test_each_mistake_fails_only_the_cases_that_reveal_it():
     """Mistakes in one feature leave the other cases passing (cases are distinguishable)."""
     expected = {
         "mask-inverted": {"bool-mask", "masked-row"},
-        "causal-off-by-one": {"causal-wide", "causal-tall"},
+        "causal-off-by-one": {"causal-square", "causal-wide", "causal-tall"},
         "causal-bottom-right": {"causal-wide", "causal-tall"},
         "mask-before-scale": {"float-mask"},
         "ignore-scale": {"custom-scale"},
@@ -149,6 +149,37 @@ def test_unsupported_features_are_reported_not_failed():
     assert "masks are not implemented" in refused["causal-wide"].message
 
 
+def test_a_crash_in_a_feature_handled_elsewhere_fails():
+    """Causal crashing for L != S while causal with L == S ran is a bug, not a refusal."""
+    report = check(kernels.attention_square_causal_only)
+    assert not report, str(report)
+    status = {c.name: c for c in report.cases}
+    assert status["causal-square"].status == "pass"
+    for name in ("causal-wide", "causal-tall"):
+        assert status[name].status == "fail" and status[name].raised
+        assert "yet fn handled is_causal in case causal-square" in status[name].message
+    polite = {c.name: c for c in check(kernels.attention_refuses_non_square_causal).cases}
+    assert polite["causal-wide"].status == "unsupported"  # NotImplementedError: a refusal
+    assert polite["causal-square"].status == "pass"
+
+
+def test_a_result_that_is_not_an_array_fails():
+    """None (a forgotten return) fails even in cases with optional features."""
+    report = check(kernels.attention_forgets_return_with_masks)
+    assert not report
+    status = {c.name: c for c in report.cases}
+    for name in ("bool-mask", "causal-wide", "masked-row"):
+        assert status[name].status == "fail", str(report)
+        assert "not an array of numbers" in status[name].message
+    assert status["plain"].status == "pass"
+
+
+def test_a_ragged_list_result_fails_without_crashing():
+    report = check(kernels.attention_ragged_list, array="list")
+    assert not report and all(c.status == "fail" for c in report.cases)
+    assert "ragged rows" in report.cases[0].message
+
+
 def test_wrong_output_shape_fails_with_a_clear_message():
     report = check(kernels.BUGGY["returns-weights"])
     plain = {c.name: c for c in report.cases}["plain"]
@@ -169,10 +200,10 @@ def test_report_table():
         "causal-wide",
         "5x8 / 7x8 / 7x4",
         "pass",
-        "12 cases: 12 pass, 0 fail, 0 unsupported",
+        "13 cases: 13 pass, 0 fail, 0 unsupported",
     ):
         assert word in text, word
-    assert len(report.cases) == 12 and all(c.max_error >= 0 for c in report.cases)
+    assert len(report.cases) == 13 and all(c.max_error >= 0 for c in report.cases)
 
 
 def test_bad_arguments_are_named():
@@ -209,7 +240,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 def test_cli_pass_fail_and_bad_arguments():
     ok = run_cli("kernels_for_checker:attention")
     assert ok.returncode == 0, ok.stderr
-    assert "-> PASS" in ok.stdout and "checking case 12/12" in ok.stderr
+    assert "-> PASS" in ok.stdout and "checking case 13/13" in ok.stderr
     bad = run_cli("kernels_for_checker:missing_scale", "--dtype", "float64")
     assert bad.returncode == 1
     assert "diagnosis: missing scale" in bad.stdout

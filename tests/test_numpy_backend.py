@@ -734,3 +734,75 @@ def test_python_kernel_limit_computes_the_two_products():
     u = UNIT_ROUNDOFF["float64"]
     assert_close("scores", scores, q @ k.T, 7 * u * (np.abs(q) @ np.abs(k.T)))
     assert_close("output", output, w @ v, 6 * u * (np.abs(w) @ np.abs(v)))
+
+
+# ---------------------------------------------------------------- extreme inputs
+
+
+def test_scale_too_large_to_fold_into_q_is_applied_per_tile():
+    """q * scale overflows float32 while the scores stay finite: the chunked path must not
+    fold the scale into q (it would give NaN); equal huge logits give uniform weights exactly."""
+    q = np.full((2, 3), 1e20, dtype=np.float32)
+    k = np.full((2, 3), 1e-30, dtype=np.float32)
+    v = np.array([[2.0, 3.0], [4.0, 5.0]], dtype=np.float32)
+    truth = scratch.scaled_dot_product_attention(q.tolist(), k.tolist(), v.tolist(), scale=1e20)
+    assert truth[0] == [[3.0, 4.0], [3.0, 4.0]]  # logits 3e10 for both keys: uniform
+    for need_weights in (True, False):
+        found = nb.scaled_dot_product_attention(q, k, v, scale=1e20, need_weights=need_weights)
+        assert found.output.tolist() == truth[0], (need_weights, found.output)
+
+
+def test_float_mask_beyond_float32_range_stays_finite():
+    """A float64 mask value of -1e300 is 'very unlikely', not 'masked': in float32 it must not
+    overflow to -inf, or a row of them would count as fully masked."""
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((3, 4), dtype=np.float32) for _ in range(3))
+    mask = np.zeros((3, 3))
+    mask[0, :] = -1e300  # every key equally unlikely: uniform weights, output = mean of v
+    mask[1, 1] = -1e300  # one key as good as masked
+    truth, p = scratch.scaled_dot_product_attention(
+        q.tolist(), k.tolist(), v.tolist(), attn_mask=mask.tolist(), masked_rows="nan"
+    )
+    v64 = v.astype(np.float64)
+    np.testing.assert_array_equal(np.array(p[0]), np.full(3, 1 / 3))
+    u = UNIT_ROUNDOFF["float32"]
+    for need_weights in (True, False):
+        found = nb.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, masked_rows="nan", need_weights=need_weights
+        ).output
+        # row 0: fl(1/3) weights, a 3-term float32 sum: (u + g(3)) sum_j |v_j| / 3 <= 5u mean|v|
+        assert_close("row 0", found[0], truth[0], 5 * u * np.abs(v64).mean(axis=0))
+        assert not np.isnan(found).any()
+        q64, k64 = q.astype(np.float64), k.astype(np.float64)
+        bound = output_bound(q64, k64, v64, np.array(p), 0.5, "float32", mask)
+        assert_close("row 1", found[1], truth[1], bound[1])
+
+
+def test_need_weights_must_be_a_bool():
+    q = np.ones((2, 3))
+    for fn, extra in (
+        (nb.scaled_dot_product_attention, ()),
+        (nb.multi_head_attention, (np.eye(3), np.eye(3), np.eye(3))),
+    ):
+        with pytest.raises(TypeError, match="need_weights: expected True or False"):
+            fn(q, q, q, *extra, need_weights="no")
+
+
+def test_multi_head_result_dtype_counts_w_o():
+    """float32 data with a float64 w_o: the result is float64 (the widest input wins)."""
+    x = np.ones((2, 4), dtype=np.float32)
+    w = np.eye(4, dtype=np.float32)
+    out = nb.multi_head_attention(x, x, x, w, w, w, w.astype(np.float64), num_heads=2)[0]
+    assert out.dtype == np.float64
+    assert nb.multi_head_attention(x, x, x, w, w, w, w, num_heads=2)[0].dtype == np.float32
+
+
+def test_result_survives_copy_and_pickle():
+    import copy
+    import pickle
+
+    found = nb.scaled_dot_product_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 1)))
+    for again in (copy.copy(found), copy.deepcopy(found), pickle.loads(pickle.dumps(found))):
+        assert again.kernel == found.kernel == "explicit"
+        np.testing.assert_array_equal(again.output, found.output)
+        np.testing.assert_array_equal(again.weights, found.weights)

@@ -147,6 +147,20 @@ def test_causal_with_scale_at_most_zero(scale: float) -> None:
     assert_within("output (explicit tril mask)", got, want, bound, f"scale={scale}")
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_non_finite_score_at_a_masked_key_makes_the_row_nan_like_torch(bad: float) -> None:
+    """Masks add -inf (torch's reference): NaN or +inf behind a mask still gives NaN."""
+    q, v = [[1.0], [2.0], [0.5]], [[1.0], [2.0], [3.0]]
+    k = [[0.5], [1.0], [bad]]  # key 2: masked for rows 0 and 1 (bool mask) / rows 0, 1 (causal)
+    mask = [[True, True, False], [True, False, False], [True, True, True]]
+    for options in ({"attn_mask": mask}, {"is_causal": True}):
+        want = scratch.scaled_dot_product_attention(q, k, v, **options)[0]
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+            got = _sdpa_torch(q, k, v, **options)
+        assert [math.isnan(r[0]) for r in want] == [math.isnan(r[0]) for r in got], options
+        assert all(math.isnan(r[0]) for r in want), (options, want)
+
+
 # ---------------------------------------------------------------- planted mistakes
 
 

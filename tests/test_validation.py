@@ -28,6 +28,8 @@ CASES = [
     ({"query": 3.0}, TypeError, ["query", "expected a matrix", "float"]),
     ({"value": {"a": 1}}, TypeError, ["value", "expected a matrix", "dict"]),
     ({"query": [1.0, 2.0]}, ValueError, ["query", "at least 2 dims", "(2,)"]),
+    ({"query": [1.0, [2.0, 3.0]]}, TypeError, ["query", "number at query[1]", "list"]),
+    ({"masked_rows": ["zero"]}, ValueError, ["masked_rows", "'zero'", "list"]),
     ({"query": []}, ValueError, ["query", "empty"]),
     ({"query": [[]]}, ValueError, ["query", "empty", "(1, 0)"]),
     ({"query": [[1.0, "2"], [3.0, 4.0]]}, TypeError, ["query", "query[0][1]", "number", "str"]),
@@ -97,6 +99,7 @@ MHA_CASES = [
     ({"w_o": [[1.0, 0.0, 0.0]]}, ValueError, ["w_o", "2 rows"]),
     ({"b_o": [1.0, 2.0]}, ValueError, ["b_o", "w_o"]),
     ({"w_k": [[1.0], [0.0]]}, ValueError, ["w_k", "wide"]),
+    ({"key": None, "value": Q}, ValueError, ["value", "without key"]),
 ]
 
 
@@ -122,8 +125,32 @@ def test_deep_nesting_is_a_clear_error_not_recursion():
 def test_trace_labels_checked():
     with pytest.raises(ValueError, match="tokens: expected 2 labels"):
         scratch.trace_attention(Q, tokens=["a", "b", "c"])
-    with pytest.raises(TypeError, match="tokens"):
-        scratch.trace_attention(Q, tokens="ab")
+    for bad in ("ab", 5, (t for t in "ab")):
+        with pytest.raises(TypeError, match="tokens: expected a list of 2 strings"):
+            scratch.trace_attention(Q, tokens=bad)
+
+
+def test_transpose_validates_its_input():
+    assert scratch.transpose([[1.0, 2.0], [3.0, 4.0]]) == [[1.0, 3.0], [2.0, 4.0]]
+    with pytest.raises(ValueError, match=r"a: ragged rows at a\[1\]"):
+        scratch.transpose([[1.0, 2.0], [3.0]])
+    with pytest.raises(TypeError, match="a: expected a matrix"):
+        scratch.transpose(5)
+
+
+def test_numpy_scalars_in_nested_lists():
+    """NumPy bools mask like bools, NumPy ints are as ambiguous as ints, counts may be ints."""
+    np = pytest.importorskip("numpy")
+    allow = [[True, False, True], [True, True, False]]
+    as_numpy_bools = [[np.bool_(a) for a in row] for row in allow]
+    assert call(attn_mask=as_numpy_bools) == call(attn_mask=allow)
+    with pytest.raises(TypeError, match="attn_mask: found only integers"):
+        call(attn_mask=[[np.int64(a) for a in row] for row in allow])
+    with pytest.raises(ValueError, match="masked_rows: expected one of"):
+        call(masked_rows=np.array(["zero", "nan"]))
+    assert scratch.causal_mask(np.int64(2), np.int32(3)) == scratch.causal_mask(2, 3)
+    with pytest.raises(TypeError, match=r"query: expected a number at query\[0\], found ndarray"):
+        call(query=[np.array([1.0, 2.0]), np.array([3.0, 4.0])])
 
 
 class ArrayLike:

@@ -173,6 +173,11 @@ def _as_mask(obj: object, dtype: np.dtype) -> np.ndarray:
         )
     if arr.dtype.kind == "b":
         return arr
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > dtype.itemsize:
+        # finite values past the narrower dtype's range stay finite: "very unlikely" (-1e300)
+        # must not turn into "masked" (-inf) by overflowing in the cast
+        top = np.finfo(dtype).max
+        arr = np.where(np.isfinite(arr), np.clip(arr, -top, top), arr)
     arr = np.asarray(arr, dtype=dtype)
     _check_finite(arr, name, allow_neg_inf=True)
     return arr
@@ -232,13 +237,14 @@ def _explicit_steps(q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng
     scores = q @ np.swapaxes(k, -1, -2)
     # step 2: scaled = scores * scale
     scaled = scores * scores.dtype.type(scale)
-    # step 3: masked = scaled with -inf where a key may not be seen (float masks are added)
+    # step 3: masked = scaled + mask: -inf added where a key may not be seen (as in torch's
+    # reference, so a NaN or +inf score there still makes the row NaN); float masks are added
     if is_causal:
-        masked = np.where(_causal_allowed(L, S), scaled, -np.inf)
+        masked = np.where(_causal_allowed(L, S), scaled, scaled - np.inf)
     elif mask is None:
         masked = scaled.copy()
     elif mask.dtype == np.bool_:
-        masked = np.where(mask, scaled, -np.inf)
+        masked = np.where(mask, scaled, scaled - np.inf)
     else:
         masked = scaled + mask
     masked = masked.astype(scaled.dtype, copy=False)
@@ -291,10 +297,12 @@ class _Tiles:
             np.empty(chunk, dtype=dtype) for _ in range(5)
         )
 
-    def bind(self, q_b, k_b, v_b, mask_b, is_causal: bool) -> _Tiles:
-        """Work on one (batch, head) problem: q (L, E), k^T (E, S), [v | 1] (S, Ev + 1)."""
+    def bind(self, q_b, k_b, v_b, mask_b, is_causal: bool, scale: float | None) -> _Tiles:
+        """Work on one (batch, head) problem: q (L, E), k^T (E, S), [v | 1] (S, Ev + 1).
+
+        scale is None when q already carries it, else each tile of scores is scaled."""
         self.q, self.k_t, self.v_ones, self.mask = q_b, k_b, v_b, mask_b
-        self.is_causal, self.S = is_causal, k_b.shape[1]
+        self.is_causal, self.S, self.scale = is_causal, k_b.shape[1], scale
         return self
 
     def blocks(self, i0: int, i1: int):
@@ -306,6 +314,8 @@ class _Tiles:
             j1 = min(stop, j0 + self.block)
             s = self.s_buf[:n, : j1 - j0]
             np.matmul(self.q[i0:i1], self.k_t[:, j0:j1], out=s)  # (n, E) @ (E, b) -> (n, b)
+            if self.scale is not None:
+                s *= s.dtype.type(self.scale)
             if self.is_causal and j1 - 1 > i0:  # the tile crosses the diagonal
                 s[np.arange(j0, j1)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
             elif self.mask is not None:
@@ -432,9 +442,17 @@ def _chunked_output(
     chunk, block = min(chunk, L), min(block, S)  # buffers no bigger than the problem
     if dropout_p > 0.0:  # random draws come a whole (chunk, S) row band at a time
         chunk = max(1, min(chunk, (1 << 22) // S))
-    # step 0: fold the scale into q once; k^T contiguous; v gets a column of ones so that
-    # one matmul gives both the weighted sum of v and the softmax denominator
-    q_scaled = q * dtype.type(scale)  # (..., L, E)
+    # step 0: fold the scale into q once (unless q * scale overflows or underflows where
+    # q @ k^T * scale would not: then each tile is scaled); k^T contiguous; v gets a column of
+    # ones so that one matmul gives both the weighted sum of v and the softmax denominator
+    with np.errstate(over="ignore", under="ignore"):
+        q_scaled = q * dtype.type(scale)  # (..., L, E)
+    tiny = np.finfo(dtype).tiny
+    folds = np.isfinite(q_scaled).all() and (
+        abs(scale) >= 1.0 or not ((q != 0) & (np.abs(q_scaled) < tiny)).any()
+    )
+    tile_scale = None if folds else scale
+    q_scaled = q_scaled if folds else q
     k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))  # (..., E, S)
     v_ones = np.ones(v.shape[:-1] + (Ev + 1,), dtype=dtype)  # (..., S, Ev + 1)
     v_ones[..., :Ev] = v
@@ -445,9 +463,8 @@ def _chunked_output(
     def run(tiles: _Tiles, index: tuple, i0: int, i1: int) -> None:
         """Rows i0:i1 of one (batch, head) problem into `output`."""
         kv = _kv_index(index, group)
-        tiles.bind(
-            q_scaled[index], k_t[kv], v_ones[kv], None if mask is None else mask[index], is_causal
-        )
+        mask_b = None if mask is None else mask[index]
+        tiles.bind(q_scaled[index], k_t[kv], v_ones[kv], mask_b, is_causal, tile_scale)
         out = output[index][i0:i1]
         draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
         first = tiles.fast(i0, i1) if FAST_PASS and draws is None else None
@@ -564,6 +581,7 @@ def scaled_dot_product_attention(
     block_size=None,
 ) -> Result:
     """softmax(q @ k^T * scale + mask) @ v in NumPy; weights only when need_weights."""
+    check_flag(need_weights, "need_weights")
     dtype = _result_dtype(dtype, query, key, value)
     q = _as_numbers(query, "query", dtype)
     k = _as_numbers(key, "key", dtype)
@@ -661,13 +679,15 @@ def _run_multi_head(
     block_size=None,
 ) -> dict:
     """Project, split heads, attend, concatenate, project out; every intermediate kept."""
+    check_value_has_key(key, value)
+    check_flag(need_weights, "need_weights")
     H = check_positive_int(num_heads, "num_heads")
     Hkv = H if num_kv_heads is None else check_positive_int(num_kv_heads, "num_kv_heads")
     if H % Hkv:
         raise ValueError(f"num_kv_heads: {Hkv} does not divide num_heads = {H}")
     masked_rows = check_masked_rows(masked_rows)
     check_flag(is_causal, "is_causal")
-    dtype = _result_dtype(dtype, query, key, value, w_q, w_k, w_v)
+    dtype = _result_dtype(dtype, query, key, value, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     x = _as_numbers(query, "query", dtype)
     xk = x if key is None else _as_numbers(key, "key", dtype)
     xv = xk if value is None else _as_numbers(value, "value", dtype)
