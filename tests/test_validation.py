@@ -265,3 +265,15 @@ def test_every_backend_refuses_a_missing_projection_with_the_same_message():
             backends.get(name).multi_head_attention(Q, Q, Q, None, W, W)
         messages.add(str(info.value))
     assert messages == {"w_q: expected a projection matrix, found None"}
+
+
+def test_every_backend_refuses_a_value_without_a_key_with_the_same_message():
+    from scratch import backends
+
+    messages = set()
+    for name in backends.available():
+        for fn in (backends.get(name).multi_head_attention, backends.get(name).trace_attention):
+            with pytest.raises(ValueError) as info:
+                fn(Q, None, Q, W, W, W)
+            messages.add(str(info.value))
+    assert messages == {"value: given without key; pass key as well (key=x for self-attention)"}

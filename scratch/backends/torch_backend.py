@@ -12,7 +12,8 @@ Two kernels, chosen once per call and recorded in `Result.kernel`, never swapped
   zeros for those rows (both its fused and its math kernel); "nan" and "uniform" are patched in.
 
 Inputs may be nested lists, NumPy arrays or tensors; results are tensors on the backend's device
-in the common floating dtype of the array inputs (float64 when there is none) or in `dtype=`.
+in the common floating dtype of the data inputs (nested lists count as float64; float64 when
+there is no floating input) or in `dtype=`.
 """
 
 from __future__ import annotations
@@ -60,6 +61,22 @@ def _is_numpy(obj: object) -> bool:
     return type(obj).__module__ == "numpy" and hasattr(obj, "dtype") and hasattr(obj, "shape")
 
 
+def _from_numpy(arr: object, name: str) -> torch.Tensor:
+    """A NumPy array as a CPU tensor: native byte order, long double as float64, never read-only."""
+    if not arr.dtype.isnative:  # torch refuses big-endian arrays
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:  # long double: torch has no twin
+        arr = arr.astype("float64")
+    if not (arr.flags.c_contiguous and arr.flags.writeable):  # negative strides; read-only warns
+        arr = arr.copy()
+    try:
+        return torch.from_numpy(arr)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise TypeError(
+            f"{name}: cannot convert a NumPy array of dtype {arr.dtype} ({exc})"
+        ) from exc
+
+
 def _as_tensor(
     obj: object, name: str, device: torch.device, dtype: torch.dtype | None = None
 ) -> torch.Tensor:
@@ -67,7 +84,7 @@ def _as_tensor(
     if _is_numpy(obj):
         if obj.dtype.kind not in "iuf":
             raise TypeError(f"{name}: expected a real numeric array, found dtype {obj.dtype}")
-        obj = torch.from_numpy(obj if obj.flags.c_contiguous else obj.copy())  # no negative strides
+        obj = _from_numpy(obj, name)
     if isinstance(obj, torch.Tensor):
         if obj.dtype not in _FLOAT_SET and (obj.is_complex() or obj.dtype == torch.bool):
             raise TypeError(f"{name}: expected a real numeric tensor, found dtype {obj.dtype}")
@@ -85,7 +102,7 @@ def _as_tensor(
 def _as_mask(obj: object, device: torch.device) -> torch.Tensor:
     """attn_mask as a bool (True = may attend) or floating (added) tensor on `device`."""
     if _is_numpy(obj) and obj.dtype.kind in "biuf":
-        obj = torch.from_numpy(obj if obj.flags.c_contiguous else obj.copy())
+        obj = _from_numpy(obj, "attn_mask")
     if isinstance(obj, torch.Tensor):
         if obj.dtype != torch.bool and not obj.is_floating_point():
             raise TypeError(
@@ -102,20 +119,26 @@ def _as_mask(obj: object, device: torch.device) -> torch.Tensor:
 
 
 def _common_dtype(raw: tuple, dtype: torch.dtype | None) -> torch.dtype:
-    """`dtype` if given, else the promoted floating dtype of the array inputs, else float64."""
+    """`dtype` if given, else the promoted floating dtype of the data inputs (lists: float64)."""
+    # the rule shared with the NumPy backend: float64 when any input is float64 or a list,
+    # float32 when float32 meets a 16-bit dtype (or float16 meets bfloat16), a 16-bit dtype only
+    # when every input has it; integer arrays count as float64, like lists (exact values)
     if dtype is not None:
         return dtype
     found = None
     for obj in raw:
+        if obj is None:
+            continue
         if isinstance(obj, torch.Tensor):
             kind = obj.dtype
         elif _is_numpy(obj):
             kind = _np_dtype(obj)
-        else:
-            continue
-        if kind in _FLOAT_SET:
-            found = kind if found is None or found == kind else torch.promote_types(found, kind)
-    return torch.float64 if found is None or found not in _FLOAT_SET else found
+        else:  # nested lists (and other array-likes) are read as float64, like the truth's
+            kind = torch.float64
+        if kind not in _FLOAT_SET:
+            kind = torch.float64
+        found = kind if found is None or found == kind else torch.promote_types(found, kind)
+    return torch.float64 if found is None else found
 
 
 def _np_dtype(arr: object) -> torch.dtype:
@@ -140,6 +163,18 @@ def _generator(rng: object, device: torch.device) -> torch.Generator | None:
     gen = torch.Generator(device=device)
     gen.manual_seed(rng)
     return gen
+
+
+def _cast_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A float mask in `dtype`, finite entries clamped to its range (-inf stays -inf)."""
+    if mask.dtype == dtype:
+        return mask
+    top = torch.finfo(dtype).max
+    if torch.finfo(mask.dtype).max > top:  # a narrower range: clamp what would overflow, or
+        # -1e300 cast to float32 would become -inf, turning "very unlikely" into "masked"
+        wide = mask.to(torch.promote_types(mask.dtype, dtype))  # where `top` is exact
+        mask = torch.where(wide.isfinite(), wide.clamp(-top, top), wide)
+    return mask.to(dtype)
 
 
 # ---------------------------------------------------------------- the explicit pipeline
@@ -170,16 +205,17 @@ def _explicit(q, k, v, mask, is_causal, scale, masked_rows, dropout_p=0.0, gen=N
     scores = q @ k.transpose(-1, -2)  # (..., L, E) @ (..., E, S) -> (..., L, S)
     # step 2: scale
     scaled = scores * scale  # (..., L, S)
-    # step 3: mask -- -inf where a key is excluded (False in a bool mask, -inf in a float mask)
+    # step 3: mask -- -inf added where a key is excluded (False in a bool mask, -inf in a
+    # float mask), as torch's reference does: a NaN or +inf score there still gives NaN
     if is_causal:
         allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()  # top-left
-        masked = scaled.masked_fill(~allowed, -math.inf)
+        masked = torch.where(allowed, scaled, scaled - math.inf)
     elif mask is None:
         masked = scaled
     elif mask.dtype == torch.bool:
-        masked = scaled.masked_fill(~mask, -math.inf)  # (L, S) broadcasts over (..., L, S)
+        masked = torch.where(mask, scaled, scaled - math.inf)  # (L, S) over (..., L, S)
     else:
-        masked = scaled + mask.to(scaled.dtype)
+        masked = scaled + _cast_mask(mask, scaled.dtype)
     # step 4: softmax each row (subtract the row max so exp never overflows)
     fully = _fully_masked(masked)  # (..., L)
     top = masked.amax(dim=-1, keepdim=True)  # (..., L, 1)
@@ -224,17 +260,22 @@ def _weighted_sum(weights: torch.Tensor, v: torch.Tensor, storage: torch.dtype):
 
 def _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, gen):
     """torch's fused SDPA, then the masked_rows policy on rows whose keys are all masked."""
-    if is_causal and scale <= 0.0:
+    if is_causal and _rounds_to_nonpositive(scale, q.dtype):
         # torch 2.13's fused CPU kernel returns NaN rows for is_causal with scale <= 0 (it seems
-        # to scale after masking: -inf * 0 = NaN); the same causal mask passed explicitly is fine
+        # to scale after masking: -inf * 0 = NaN), also for a tiny scale that rounds to 0 in its
+        # compute dtype; the same causal mask passed explicitly is fine
         L, S = q.shape[-2], k.shape[-2]
         mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()  # top-left
         is_causal = False
-    if mask is not None and mask.dtype != torch.bool and mask.dtype != q.dtype:
-        # torch wants a float mask in q's dtype; finite entries stay finite (float16 clamps to
-        # +-65504 rather than overflowing to -inf, which would turn "very unlikely" into "masked")
-        top = torch.finfo(q.dtype).max
-        mask = torch.where(mask.isfinite(), mask.clamp(-top, top), mask).to(q.dtype)
+    if mask is not None and mask.dtype != torch.bool:
+        # torch's fused kernel requires mask dtype == q's dtype, so a wider float mask is rounded
+        # to q's dtype here (e.g. float32 -> float16): that rounding is on top of what
+        # scratch.tolerance bounds, which assumes the mask exactly as given
+        mask = _cast_mask(mask, q.dtype)
+    if mask is not None and mask.ndim < 2:
+        # torch 2.13's fused kernel raises IndexError on a 1-D (S,) mask with 4-D input;
+        # (1, S) broadcasts over (..., L, S) the same way
+        mask = mask.unsqueeze(0)  # (S,) -> (1, S)
     if dropout_p > 0.0 and gen is not None:  # SDPA takes no generator: seed a forked global RNG
         seed = int(torch.randint(2**62, (1,), generator=gen, device=gen.device))
         devices = [q.device] if q.device.type == "cuda" else []
@@ -283,6 +324,11 @@ def _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, g
     uniform = torch.full((*output.shape[:-1], S), 1.0 / S, dtype=wide, device=v.device)
     row = (_dropout(uniform, dropout_p, gen) @ v.to(wide)).to(output.dtype)  # (..., L, Ev)
     return torch.where(fully, row, output)
+
+
+def _rounds_to_nonpositive(scale: float, storage: torch.dtype) -> bool:
+    """True when `scale` is <= 0 once rounded to the compute dtype of `storage` data."""
+    return torch.tensor(scale, dtype=_compute_dtype(storage)).item() <= 0.0
 
 
 _ZEROES_CACHE: dict = {}
@@ -337,7 +383,7 @@ def _prepare(
     qs, ks, vs = q.shape, k.shape, v.shape
     if (
         not enable_gqa
-        and len(qs) >= 2
+        and len(qs) == len(ks) == len(vs) >= 2
         and qs[:-2] == ks[:-2] == vs[:-2]
         and (qs[-1] == ks[-1] and ks[-2] == vs[-2])
     ):  # the common valid case, decided without the full check (which gives the messages)
@@ -474,7 +520,7 @@ def _mha_parts(
         )
     is_causal = validate.check_flag(is_causal, "is_causal")
     masked_rows = validate.check_masked_rows(masked_rows)
-    storage = _common_dtype((query, key, value, w_q, w_k, w_v, w_o), dtype)
+    storage = _common_dtype((query, key, value, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o), dtype)
     x = _as_tensor(query, "query", device, storage)
     kx = x if key is None else _as_tensor(key, "key", device, storage)
     vx = kx if value is None else _as_tensor(value, "value", device, storage)
@@ -586,6 +632,7 @@ def multi_head_attention(
 ) -> Result:
     """Project, split heads, attend (explicit or fused), concatenate, project out -- in torch."""
     validate.check_projections(w_q, w_k, w_v)
+    validate.check_value_has_key(key, value)
     device = _device(device)
     p = _mha_parts(
         query,
