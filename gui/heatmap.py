@@ -120,8 +120,9 @@ class Heatmap(QWidget):
         if not self.compact:
             self.plot.setLabel("left", panel.row_axis)
             self.plot.setLabel("bottom", panel.col_axis)
-        self.plot.setXRange(-0.5, cols - 0.5, padding=0)
-        self.plot.setYRange(-0.5, rows - 0.5, padding=0)
+        # one call for both axes: with the aspect locked, setting x then y lets the second call
+        # shrink the first range to keep cells square, cutting columns off the view
+        self.plot.vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
         self.clear_highlight()
         self._hover = None
         self._hover_box.hide()

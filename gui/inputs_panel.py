@@ -98,7 +98,7 @@ class InputsPanel(QWidget):
             self.preset.addItem(name, name)
         self.preset.addItem("random", "random")
         self.preset.addItem("custom", "custom")
-        self.seed = _spin(0, 2**31 - 1, "seed of the random example")
+        self.seed = _spin(0, sm.MAX_SEED, "seed of the random example")
         row = QHBoxLayout()
         row.addWidget(self.preset, 1)
         row.addWidget(QLabel("seed"))
@@ -117,8 +117,8 @@ class InputsPanel(QWidget):
         self.d_model = _spin(1, sm.MAX_DIM, "d_model: width of x")
         self.d_k = _spin(1, sm.MAX_DIM, "d_k: query/key width of one head")
         self.d_v = _spin(1, sm.MAX_DIM, "d_v: value width of one head")
-        self.heads = _spin(1, 16, "number of heads")
-        self.kv_heads = _spin(1, 16, "number of key/value heads (grouped-query attention)")
+        self.heads = _spin(1, sm.MAX_HEADS, "number of heads")
+        self.kv_heads = _spin(1, sm.MAX_HEADS, "key/value heads (grouped-query attention)")
         sizes = QHBoxLayout()
         for label, box in (("L", self.num_tokens), ("S", self.num_keys), ("d_model", self.d_model)):
             sizes.addWidget(QLabel(label))
@@ -208,6 +208,7 @@ class InputsPanel(QWidget):
         self.session = s
         self._updating = True
         try:
+            self.kv_heads.setMaximum(s.num_heads)  # before the values: no clamping of kv
             _select(self.preset, s.preset if self.preset.findData(s.preset) >= 0 else "custom")
             self.seed.setValue(s.seed)
             _select(self.mode, s.mode)
@@ -229,7 +230,7 @@ class InputsPanel(QWidget):
             self.d_model.setEnabled(s.mode != "qkv")
             self.d_k.setEnabled(s.mode != "self")
             self.d_v.setEnabled(s.mode != "self")
-            self.kv_heads.setMaximum(s.num_heads)
+            self.kv_heads.setEnabled(s.mode != "self")  # k = x: as many kv heads as heads
             _select(self.scale_mode, s.scale_mode)
             self.scale_value.setValue(s.scale_value)
             self.scale_value.setEnabled(s.scale_mode == "custom")
@@ -275,17 +276,19 @@ class InputsPanel(QWidget):
     # ---------------------------------------------------------------- edits
 
     def _emit(self, s: Session, tables: bool = True) -> None:
+        """Show and announce an edited session, once it is one that would load from a file."""
+        sm.checked(s, self.backends)  # SessionError (a ValueError) names the field
         self.set_session(s, tables=tables)
         self.sessionChanged.emit(s)
 
-    def _apply(self, fn, *args) -> None:
+    def _apply(self, fn, *args, tables: bool = True) -> None:
         """Apply a pure session edit; a refusal goes to the status bar, the session stays."""
         if self._updating:
             return
         try:
-            self._emit(fn(self.session, *args))
+            self._emit(fn(self.session, *args), tables=tables)
         except (ValueError, TypeError, KeyError) as exc:
-            self.message.emit(str(exc))
+            self.message.emit(f"refused: {exc}; the previous values are kept")
             self.set_session(self.session)
 
     def _apply_sizes(self, field: str, value: int) -> None:
@@ -336,19 +339,18 @@ class InputsPanel(QWidget):
                 return s
             return dataclasses.replace(s, tokens=tokens, key_tokens=keys)
 
-        if not self._updating:
-            try:
-                new = edit(self.session)
-            except ValueError as exc:
-                self.message.emit(str(exc))
-                self.set_session(self.session)
-                return
-            if new is not self.session:
-                self._emit(new)
+        if self._updating:
+            return
+        try:
+            unchanged = edit(self.session) is self.session
+        except ValueError:
+            unchanged = False  # _apply shows the refusal and restores the labels
+        if not unchanged:
+            self._apply(edit)
 
     def _on_cell(self, name: str, i: int, j: int, value: float) -> None:
         if not self._updating:
-            self._emit(sm.with_cell(self.session, name, i, j, value), tables=False)
+            self._apply(lambda s: sm.with_cell(s, name, i, j, value), tables=False)
 
     def _on_toggle(self, i: int, j: int) -> None:
         """Flip one cell of the grid on screen (a causal grid becomes a custom mask)."""

@@ -42,7 +42,7 @@ def remembered_session(settings: QSettings) -> sm.Session | None:
         return None
     try:
         return sm.loads(text, core_api.backend_dtypes())
-    except sm.SessionError:
+    except Exception:  # anything wrong with stored settings: start fresh, never fail to start
         return None
 
 

@@ -22,6 +22,8 @@ MASKED_ROWS = ("zero", "nan", "uniform")
 MATRICES = ("x", "key", "value", "w_q", "w_k", "w_v")
 MAX_TOKENS = 512
 MAX_DIM = 256
+MAX_HEADS = 16  # the heads spin box's range; a file may not ask for more
+MAX_SEED = 2**31 - 1  # a Qt spin box holds a signed 32-bit int
 
 Matrix = tuple[tuple[float, ...], ...]
 
@@ -449,7 +451,7 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
         raise SessionError(f"session has unknown fields: {', '.join(unknown)}")
     # step 1: options
     mode = _choice(data, "mode", MODES)
-    heads = _int(data, "num_heads", 1, 64)
+    heads = _int(data, "num_heads", 1, MAX_HEADS)
     kv_heads = _int(data, "num_kv_heads", 1, heads)
     if heads % kv_heads:
         raise _fail("num_kv_heads", f"a divisor of num_heads={heads}", kv_heads)
@@ -469,7 +471,7 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     for field in ("preset", "step"):
         if not isinstance(data.get(field), str):
             raise _fail(field, "a string", data.get(field))
-    seed = _int(data, "seed", 0, 2**32 - 1)
+    seed = _int(data, "seed", 0, MAX_SEED)
     # step 2: matrices, with the shapes the mode implies
     x = _matrix(data, "x", None, None)
     L, d_model = len(x), len(x[0])
@@ -548,9 +550,20 @@ def loads(text: str, backends: Mapping[str, Sequence[str]] | None = None) -> Ses
     """Parse and validate JSON text; SessionError on any problem."""
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # ValueError: also Python's int digit limit
         raise SessionError(f"not valid JSON: {exc}") from exc
-    return validate(data, backends)
+    try:
+        return validate(data, backends)
+    except SessionError:
+        raise
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. 1e400 written as 1 and 400 0s
+        raise SessionError(f"not a usable session: {exc}") from exc
+
+
+def checked(s: Session, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
+    """`s` itself when it would load back from a file; SessionError naming the field if not."""
+    validate(json.loads(dumps(s)), backends)
+    return s
 
 
 def save(path: str | os.PathLike, s: Session) -> None:

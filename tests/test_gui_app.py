@@ -23,7 +23,7 @@ from gui import session as sm  # noqa: E402
 from gui.check_panel import CheckPanel  # noqa: E402
 from gui.errors import ErrorHandler  # noqa: E402
 from gui.heatmap import Heatmap  # noqa: E402
-from gui.main_window import MainWindow  # noqa: E402
+from gui.main_window import MainWindow, remembered_session  # noqa: E402
 from gui.matrix_table import BAD_CELL  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -124,6 +124,29 @@ def test_heatmap_shows_a_hand_made_matrix(qtbot, errors):
     hm.show_panel(view_model.panels(big, "weights")[0])
     assert len(hm._texts) == 0  # 17 x 17: numbers switch off
     assert hm.image_item.getLevels().tolist() == [0.0, 1.0]
+
+
+def assert_whole_matrix_in_view(hm: Heatmap) -> None:
+    """Every cell inside the view: [-0.5, cols - 0.5] x [-0.5, rows - 0.5] at least."""
+    rows, cols = hm.panel.image.shape
+    (x0, x1), (y0, y1) = hm.plot.vb.viewRange()
+    eps = 1e-6
+    assert x0 <= -0.5 + eps and x1 >= cols - 0.5 - eps, ((x0, x1), cols)
+    assert y0 <= -0.5 + eps and y1 >= rows - 0.5 - eps, ((y0, y1), rows)
+
+
+def test_wide_and_tall_matrices_are_shown_whole(qtbot, window):
+    """Square cells must not cost columns: x (4, 8), w_q (8, 2) and all heads side by side."""
+    window.load_session(sm.random_session(0, 4, 8, 2, 2, 2, 2))
+    settle(qtbot, window)
+    p = window.pipeline
+    for step in ("x", "q", "scores", "output"):
+        p.set_step(step)
+        for head in ("0", "all"):
+            p.set_head(head)
+            qtbot.wait(1)
+            for hm in (h for h in p.heatmaps if h.isVisible()):
+                assert_whole_matrix_in_view(hm)
 
 
 def test_check_panel_lists_each_step_and_marks_failures(qtbot, errors):
@@ -406,15 +429,35 @@ def test_overview_click_opens_the_step(qtbot, window):
         window.tabs.setCurrentWidget(window.overview)
 
 
-def test_bad_sizes_show_the_core_error_and_keep_the_last_trace(qtbot, window):
-    shown = window.outcome
+def test_sizes_that_do_not_fit_are_refused_and_the_work_kept(qtbot, window, settings, tmp_path):
+    """heads or kv that do not split the widths: refused with the field named, values kept;
+    what is saved or remembered always loads back."""
+    window.inputs.tables["x"].matrix_model.setData(
+        window.inputs.tables["x"].matrix_model.index(0, 0), "42"
+    )
+    settle(qtbot, window)
+    window.inputs.heads.setValue(2)  # fits: W_q's columns are resized to 2 heads
+    settle(qtbot, window)
+    before, shown = window.inputs.session, window.outcome
+    assert before.num_heads == 2 and before.x[0][0] == 42.0
+    window.inputs.kv_heads.setMaximum(4)  # as if heads were 4 a moment ago
+    window.inputs.kv_heads.setValue(3)  # 3 kv heads do not divide 2 heads
+    assert window.inputs.session is before
+    assert window.inputs.kv_heads.value() == before.num_kv_heads
+    assert window.outcome is shown and not window.worker.busy  # nothing recomputed
+    assert "refused" in window.statusBar().currentMessage()
+    assert "num_kv_heads" in window.statusBar().currentMessage()
     choose(window.inputs.mode, "self")
     settle(qtbot, window)
+    before = window.inputs.session
     window.inputs.heads.setValue(3)  # 4 columns do not split into 3 heads
-    qtbot.waitUntil(lambda: not window.worker.busy, timeout=20000)
-    assert "not computed" in window.backend_label.text()
-    assert window.statusBar().currentMessage()  # the core's message
-    assert window.outcome is not shown and window.outcome.trace.num_heads == 1
+    assert window.inputs.session is before and window.inputs.heads.value() == before.num_heads
+    assert "divisible by num_heads=3" in window.statusBar().currentMessage()
+    assert not window.inputs.kv_heads.isEnabled()  # self-attention: kv heads = heads
+    assert window.files.save_session(str(tmp_path / "s.json"))
+    assert sm.load(tmp_path / "s.json") == before
+    window.close()
+    assert remembered_session(settings) == before  # the edited x[0][0] = 42 survives
 
 
 def test_large_input_runs_in_the_worker_with_numbers_off(qtbot, window):
@@ -550,3 +593,18 @@ def test_check_tab_shows_every_step_of_the_comparison(qtbot, window):
     table.setCurrentCell(row, 0)
     assert_image(window.checks.diff_map, np.abs(np.asarray(checks[row].diff)), "weights diff")
     assert "float32" in window.checks.header.text() and backends[0] in window.checks.header.text()
+
+
+def test_size_boxes_always_show_the_session_sizes(qtbot, window):
+    """kv's maximum follows heads before kv's value is set, so kv is never clamped on screen."""
+    choose(window.inputs.mode, "qkv")
+    settle(qtbot, window)
+    for heads in (2, 4, 1, 2):
+        window.inputs.heads.setValue(heads)
+        settle(qtbot, window)
+        s = window.inputs.session
+        assert s.num_heads == heads and window.inputs.heads.value() == heads
+        assert window.inputs.kv_heads.value() == s.num_kv_heads, (heads, s.num_kv_heads)
+    window.inputs.kv_heads.setValue(1)  # grouped-query: 2 heads share one kv head
+    settle(qtbot, window)
+    assert window.inputs.session.num_kv_heads == 1 == window.outcome.trace.num_kv_heads

@@ -88,6 +88,8 @@ BAD_FIELDS = [
     ("w_q", [[1.0]], "w_q"),
     ("backend", "abacus", "backend"),
     ("surprise", 1, "unknown fields"),
+    ("seed", 2**31, "seed"),  # a Qt spin box holds at most 2**31 - 1
+    ("num_heads", 17, "num_heads.: expected an integer in [1, 16]"),  # the spin box maximum
 ]
 
 
@@ -108,6 +110,16 @@ def test_load_rejects_broken_json_and_binary(tmp_path):
             sm.load(tmp_path / f"{name}.json")
     with pytest.raises(sm.SessionError, match="cannot read"):
         sm.load(tmp_path / "missing.json")
+
+
+def test_hand_edited_numbers_too_big_for_python_are_session_errors():
+    """1e400 written out as an integer, or 5000 digits: a SessionError, not Overflow/ValueError."""
+    text = sm.dumps(journey())
+    for big in ("1" + "0" * 400, "9" * 5000):
+        for old in ('"scale_value": 1.0', '"seed": 0'):
+            assert old in text
+            with pytest.raises(sm.SessionError):
+                sm.loads(text.replace(old, old.split(":")[0] + ": " + big))
 
 
 # ---------------------------------------------------------------- edits
