@@ -82,9 +82,22 @@ class FileActions:
         return text
 
     def _trace(self) -> object:
+        """The trace on screen, only when it was computed from the inputs on screen."""
         outcome = self.window.outcome
         if outcome is None:
             self.window.warn("Nothing to export yet: no trace has been computed.")
+            return None
+        inputs = dataclasses.replace(self.window.inputs.session, step=outcome.session.step)
+        if inputs != outcome.session:
+            busy = self.window.worker.busy
+            self.window.warn(
+                "The trace on screen is from earlier inputs: the current ones are "
+                + (
+                    "still being computed; export when they are done."
+                    if busy
+                    else "not computed (see the status bar). Nothing was exported."
+                )
+            )
             return None
         return outcome.trace
 

@@ -132,6 +132,7 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         self.inputs.sessionChanged.connect(self.worker.submit)
+        self.inputs.sessionChanged.connect(self._clear_refusal)
         self.inputs.message.connect(self.say)
         self.worker.started.connect(self._on_started)
         self.worker.progress.connect(self._on_progress)
@@ -147,6 +148,11 @@ class MainWindow(QMainWindow):
     def _set_busy(self, busy: bool) -> None:
         self.progress.setVisible(busy)
         self.cancel_button.setVisible(busy)
+
+    def _clear_refusal(self, _: object) -> None:
+        """An accepted edit: a 'refused ...' message about an earlier one no longer applies."""
+        if self.statusBar().currentMessage().startswith("refused"):
+            self.statusBar().clearMessage()
 
     def _on_started(self, s: sm.Session) -> None:
         self._set_busy(True)

@@ -81,7 +81,8 @@ class MatrixModel(QAbstractTableModel):
         except ValueError as exc:
             self.bad.add((i, j))
             self.dataChanged.emit(index, index)
-            self.rejected.emit(f"{self.name}[{i}][{j}]: {exc}; kept {self.values[i][j]:.6g}")
+            kept = self.values[i][j]
+            self.rejected.emit(f"refused {self.name}[{i}][{j}]: {exc}; kept {kept:.6g}")
             return False
         self.bad.discard((i, j))
         self.values[i][j] = number

@@ -251,6 +251,7 @@ def test_cell_edits_valid_and_invalid(qtbot, window):
         assert model.values[1][2] == 0.5 and window.inputs.session.x[1][2] == 0.5
     assert model.setData(index, "-2")
     assert model.data(index, Qt.ItemDataRole.BackgroundRole) is None  # mark cleared
+    assert "refused" not in window.statusBar().currentMessage()  # the old refusal is gone
 
 
 def test_sizes_keep_the_values_that_fit(qtbot, window):
@@ -382,6 +383,25 @@ def test_exports_write_valid_files(qtbot, window, tmp_path):
     assert rows[0][1:] == list(trace.key_tokens)
     values = [[float(v) for v in r[1:]] for r in rows[1:]]
     assert values == trace["weights"].tolist()
+
+
+def test_exports_refuse_a_trace_from_earlier_inputs(qtbot, window, tmp_path):
+    """After a failed computation the window shows the last good trace; exporting it as if it
+    belonged to the new inputs would mislabel the file, so the export is refused."""
+    choose(window.inputs.backend, "numpy")
+    choose(window.inputs.dtype, "float32")
+    settle(qtbot, window)
+    model = window.inputs.tables["x"].matrix_model
+    model.setData(model.index(0, 0), "1e300")  # a float64 number, inf in float32: refused
+    qtbot.waitUntil(lambda: "not computed" in window.backend_label.text(), timeout=20000)
+    assert not window.files.export_trace_json(str(tmp_path / "t.json"))
+    assert not window.files.export_csv(str(tmp_path / "csv"))
+    assert "earlier inputs" in window.warnings[-1]
+    assert not (tmp_path / "t.json").exists() and not (tmp_path / "csv").exists()
+    model.setData(model.index(0, 0), "0.5")
+    settle(qtbot, window)
+    qtbot.waitUntil(lambda: "not computed" not in window.backend_label.text(), timeout=20000)
+    assert window.files.export_trace_json(str(tmp_path / "t.json"))
 
 
 @pytest.mark.parametrize("library", ["numpy", "torch"])

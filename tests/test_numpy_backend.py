@@ -806,3 +806,12 @@ def test_result_survives_copy_and_pickle():
         assert again.kernel == found.kernel == "explicit"
         np.testing.assert_array_equal(again.output, found.output)
         np.testing.assert_array_equal(again.weights, found.weights)
+
+
+def test_data_too_large_for_the_dtype_is_named_not_called_inf():
+    """1e300 is finite: in float32 it is 'too large', with its position, not 'found inf'."""
+    big = np.array([[0.5, 1e300], [1.0, 2.0]])
+    small = np.ones((2, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"key: 1e\+300 at key\[0\]\[1\] is too large for float32"):
+        nb.scaled_dot_product_attention(small, big, small, dtype="float32")
+    assert nb.scaled_dot_product_attention(small, big, small).output.dtype == np.float64

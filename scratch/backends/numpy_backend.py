@@ -136,9 +136,16 @@ def _as_numbers(obj: object, name: str, dtype: np.dtype) -> np.ndarray:
     _check_regular(arr, name)
     if arr.dtype.kind == "b":
         raise TypeError(f"{name}: expected numbers, found bools (dtype {arr.dtype})")
-    arr = np.asarray(arr, dtype=dtype)
     _check_finite(arr, name)
-    return arr
+    with np.errstate(over="ignore"):
+        cast = np.asarray(arr, dtype=dtype)
+    if not np.isfinite(cast).all():  # finite before the cast: too large for `dtype`
+        index = tuple(np.argwhere(~np.isfinite(cast))[0])
+        raise ValueError(
+            f"{name}: {arr[index]} at {_position(name, index)} is too large for {dtype} "
+            f"(largest {np.finfo(dtype).max:.4g}); pass dtype='float64'"
+        )
+    return cast
 
 
 _FLOAT32_NAMES = ("float32", "float16", "torch.float32", "torch.float16", "torch.bfloat16")
