@@ -8,12 +8,30 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 TABS = ("pipeline", "overview", "check")
 
 
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an integer from lo to hi, else a usage error naming the range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, found {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected {lo} to {hi}, found {value}")
+        return value
+
+    return parse
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Command-line options."""
+    """Command-line options; out-of-range numbers are usage errors (exit status 2)."""
+    from gui.session import MAX_HEADS, MAX_SEED, MAX_TOKENS  # the spin boxes' ranges
+
     p = argparse.ArgumentParser(description="Transformer attention, every step on screen.")
     p.add_argument("--preset", help="preset name, or 'random' (see --list-presets)")
     p.add_argument("--list-presets", action="store_true", help="print the preset names and exit")
@@ -22,9 +40,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tab", choices=TABS, default="pipeline", help="which view to show")
     p.add_argument("--backend", help="backend name (default: scratch)")
     p.add_argument("--dtype", help="dtype name for the backend")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random example")
-    p.add_argument("--tokens", type=int, default=6, help="tokens of the random example")
-    p.add_argument("--heads", type=int, default=1, help="heads of the random example")
+    seed, tokens, heads = int_in(0, MAX_SEED), int_in(1, MAX_TOKENS), int_in(1, MAX_HEADS)
+    p.add_argument("--seed", type=seed, default=0, help=f"random example's seed (0-{MAX_SEED})")
+    p.add_argument("--tokens", type=tokens, default=6, help=f"its tokens (1-{MAX_TOKENS})")
+    p.add_argument("--heads", type=heads, default=1, help=f"its heads (1-{MAX_HEADS})")
     p.add_argument("--mask", default=None, help="none, causal-top-left, causal-bottom-right")
     p.add_argument("--hover", metavar="ROW,COL", help="with --screenshot: hover this cell")
     p.add_argument("--screenshot", metavar="FILE.png", help="render offscreen to FILE and exit")
@@ -140,8 +159,8 @@ def no_screen() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: parse options, then the screenshot path or the interactive window."""
-    args = parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    args = parse_args(argv)
     if args.list_presets:
         from gui import core_api
 

@@ -1,4 +1,7 @@
-"""Atomic file writes: a temporary file in the same folder, flush + fsync, then os.replace."""
+"""Atomic file writes: a temporary file in the same folder, flush + fsync, then os.replace.
+
+A symbolic link is followed: its target is replaced and the link stays a link.
+"""
 
 from __future__ import annotations
 
@@ -18,18 +21,20 @@ def _mode_for(path: str) -> int:
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` so that a crash leaves either the old file or the new one."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    # step 1: the temporary file lives beside the target, so os.replace never crosses devices
+    # step 1: through a symlink, replace the file it points to (os.replace on the link path
+    # would swap the link itself for a regular file and leave its target stale)
+    path = os.path.realpath(os.fspath(path))
+    folder = os.path.dirname(path)
+    # step 2: the temporary file lives beside the target, so os.replace never crosses devices
     fd, tmp = tempfile.mkstemp(prefix=".", suffix=".part", dir=folder)
     try:
         os.chmod(tmp, _mode_for(path))  # mkstemp makes 0600; keep the usual permissions
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            # step 2: push the bytes to disk before the rename makes them visible
+            # step 3: push the bytes to disk before the rename makes them visible
             handle.flush()
             os.fsync(handle.fileno())
-        # step 3: the rename is atomic on POSIX and Windows
+        # step 4: the rename is atomic on POSIX and Windows
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -304,6 +304,18 @@ class PipelineView(QWidget):
         hm = self.heatmaps[panel]
         hm._on_mouse_moved(hm.plot.vb.mapViewToScene(QPointF(col, row)))
 
+    def _hover_text(self, explained: str, shown: float) -> str:
+        """The ground truth's arithmetic, labelled as such, and the backend's own cell value."""
+        # explain() works on the float64 ground truth; a backend in another dtype (float16, say)
+        # may show a different number in the cell, so the text says which number is which
+        if self.trace is self.reference:  # the cells show the ground truth itself
+            return explained
+        truth = self.reference.options.get("dtype", "float64")
+        options = self.trace.options
+        backend = f"{options.get('backend', 'the backend')} {options.get('dtype', '')}".strip()
+        # the same 4 significant digits as the explanation, so the two numbers compare
+        return f"ground truth ({truth}): {explained}\n{backend} shows {float(shown):.4g}"
+
     def _on_hover(self, heatmap: Heatmap, cell: tuple[int, int] | None) -> None:
         for hm in self.sources:
             hm.clear_highlight()
@@ -322,8 +334,9 @@ class PipelineView(QWidget):
         except Exception as exc:  # noqa: BLE001 - show why there is no explanation
             self.explanation.setText(f"no explanation: {exc}")
             return
-        self.explanation.setText(info.text)
-        heatmap.setToolTip(info.text)
+        text = self._hover_text(info.text, panel.raw[cell[0], cell[1]])
+        self.explanation.setText(text)
+        heatmap.setToolTip(text)
         self._show_sentence(cell[0])
         shown = {hm.panel.step: hm for hm in self.sources if hm.isVisible() and hm.panel}
         for src, axis, idx in getattr(info, "sources", ()):

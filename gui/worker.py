@@ -23,6 +23,8 @@ class _Job(QRunnable):
 
     def run(self) -> None:
         stop = lambda: self.worker.current != self.job  # noqa: E731 - a newer job or Cancel
+        if stop():
+            return  # superseded while it waited in the queue: never start a stale computation
         try:
             report = lambda d, t, w: self.signals.progress.emit(self.job, d, t, w)  # noqa: E731
             outcome = controller.run(self.session, progress=report, cancelled=stop)
@@ -59,9 +61,10 @@ class TraceWorker(QObject):
         self._signals.failed.connect(self._on_failed)
 
     def submit(self, session: Session) -> int:
-        """Start computing `session`; an older job still running is superseded."""
+        """Start computing `session`; older jobs are superseded and queued ones dropped."""
         self.current += 1
         self.busy = True
+        self.pool.clear()  # jobs still waiting for a thread are stale now: never run them
         self.started.emit(session)
         self.pool.start(_Job(self.current, session, self._signals, self))
         return self.current
@@ -70,6 +73,7 @@ class TraceWorker(QObject):
         """Drop the running job's result (the thread stops at its next checkpoint)."""
         if self.busy:
             self.current += 1
+            self.pool.clear()
             self.busy = False
             self.cancelled.emit()
 
