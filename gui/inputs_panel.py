@@ -322,10 +322,21 @@ class InputsPanel(QWidget):
         )
 
     def _on_seed(self, value: int) -> None:
-        if self.session.preset == "random":
-            self._apply(
-                lambda s: dataclasses.replace(self._random(s), backend=s.backend, dtype=s.dtype)
-            )
+        if self.session.preset == "random":  # new numbers; the options the user chose stay
+
+            def reseeded(s: Session) -> Session:
+                keep = dict(
+                    backend=s.backend,
+                    dtype=s.dtype,
+                    masked_rows=s.masked_rows,
+                    scale_mode=s.scale_mode,
+                    scale_value=s.scale_value,
+                )
+                if s.mask_mode != "custom":  # a clicked mask belongs to the old example
+                    keep["mask_mode"] = s.mask_mode
+                return dataclasses.replace(self._random(s), **keep)
+
+            self._apply(reseeded)
         else:
             self._apply(lambda s: dataclasses.replace(s, seed=value))
 

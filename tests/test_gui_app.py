@@ -628,3 +628,23 @@ def test_size_boxes_always_show_the_session_sizes(qtbot, window):
     window.inputs.kv_heads.setValue(1)  # grouped-query: 2 heads share one kv head
     settle(qtbot, window)
     assert window.inputs.session.num_kv_heads == 1 == window.outcome.trace.num_kv_heads
+
+
+def test_a_new_seed_keeps_the_chosen_options(qtbot, window):
+    """Reseeding the random example changes the numbers, not the scale, mask or policy."""
+    choose(window.inputs.preset, "random")
+    settle(qtbot, window)
+    choose(window.inputs.mask_mode, "causal-bottom-right")
+    choose(window.inputs.scale_mode, "none")
+    choose(window.inputs.masked_rows, "nan")
+    settle(qtbot, window)
+    before = window.inputs.session
+    window.inputs.seed.setValue(7)
+    settle(qtbot, window)
+    after = window.inputs.session
+    assert after.seed == 7 and after.x != before.x
+    assert (after.mask_mode, after.scale_mode, after.masked_rows) == (
+        "causal-bottom-right",
+        "none",
+        "nan",
+    )
