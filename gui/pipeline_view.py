@@ -295,7 +295,14 @@ class PipelineView(QWidget):
         if self.step_name == "output" and self.trace.num_heads > 1:
             weights = None
         text = sentences.describe(
-            self.step_name, panel.raw.tolist(), panel.row_labels, cols, row, weights
+            self.step_name,
+            panel.raw.tolist(),
+            panel.row_labels,
+            cols,
+            row,
+            weights,
+            heads=self.trace.num_heads,
+            w_o="w_o" in self.trace,
         )
         self.sentence.setText(text)
 

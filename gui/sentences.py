@@ -65,6 +65,8 @@ def describe(
     col_labels: Sequence[str],
     row: int | None = None,
     weights: Sequence[Row] | None = None,
+    heads: int = 1,
+    w_o: bool = False,
 ) -> str:
     """One sentence about `matrix` (a 2-D view of `step`), focused on query `row`."""
     if not matrix or not matrix[0]:
@@ -88,6 +90,9 @@ def describe(
         if hidden == 0:
             return "Nothing is masked: every query may attend every key."
         return f"{hidden} of {total} positions are masked (-inf); softmax gives them weight 0."
+    if step == "output" and heads > 1:  # no single row of weights: say how the heads combine
+        joined = f"the {heads} heads' outputs side by side (step head_outputs)"
+        return f"Each query's output row is {joined}" + (", then @ W_o." if w_o else ".")
     if step in ("output", "head_outputs") and weights is not None:
         i = sharpest_row(weights) if row is None else row
         if i >= len(weights):

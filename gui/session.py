@@ -392,6 +392,9 @@ def _labels(data: Mapping, field: str, count: int) -> tuple[str, ...]:
     v = data.get(field)
     if not isinstance(v, list) or len(v) != count or not all(isinstance(t, str) for t in v):
         raise _fail(field, f"a list of {count} strings", v)
+    for t in v:  # the label editor is one comma-separated line: labels must survive it
+        if "," in t or not t.strip() or t != t.strip():
+            raise _fail(field, "non-empty labels without commas or outer spaces", t)
     return tuple(v)
 
 

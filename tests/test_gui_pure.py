@@ -79,6 +79,8 @@ BAD_FIELDS = [
     ("x", [[1.0, float("nan"), 3.0]] * 6, "x[0][1]"),
     ("x", [[1.0, True, 3.0]] * 6, "x[0][1]"),
     ("tokens", ["a", "b"], "tokens"),
+    ("tokens", ["Your", "journey,", "starts", "with", "one", "step"], "without commas"),
+    ("tokens", ["Your", "", "starts", "with", "one", "step"], "non-empty labels"),
     ("mask_mode", "diagonal", "mask_mode"),
     ("masked_rows", "skip", "masked_rows"),
     ("num_heads", 0, "num_heads"),
@@ -327,3 +329,15 @@ def test_trace_kwargs_map_the_options():
     assert controller.trace_kwargs(dataclasses.replace(s, scale_mode="none"))["scale"] == 1.0
     top = controller.trace_kwargs(dataclasses.replace(s, mask_mode="causal-top-left"))
     assert top["is_causal"] is True and "attn_mask" not in top
+
+
+def test_output_sentence_with_several_heads_says_how_they_combine():
+    out = [[0.1, 0.2, 0.3, 0.4]]
+    text = sentences.describe("output", out, ["a"], list("wxyz"), heads=2, w_o=True)
+    assert (
+        text == "Each query's output row is the 2 heads' outputs side by side "
+        "(step head_outputs), then @ W_o."
+    )
+    assert sentences.describe("output", out, ["a"], list("wxyz"), heads=2).endswith("outputs).")
+    one_head = sentences.describe("output", out, ["a"], list("xy"), weights=[[0.8, 0.2]])
+    assert "takes its output mostly from" in one_head
