@@ -332,21 +332,27 @@ def with_mode(s: Session, mode: str) -> Session:
             w_k=None,
             w_v=None,
         )
-    dm = s.d_model
-    eye = tuple(tuple(1.0 if r == c else 0.0 for c in range(dm)) for r in range(dm))  # (dm, dm)
+    # to projections: identity weights, so the example computes exactly what it did before;
+    # q/k/v's K and V become the key and value inputs when they have one width (d_k == d_v)
+    cross = s.mode == "qkv" and len(s.key[0]) == len(s.value[0])
+    d_in = len(s.key[0]) if cross else s.d_model
     return dataclasses.replace(
         s,
         mode=mode,
-        key=None,
-        value=None,
-        key_tokens=s.tokens,
-        mask=resize_mask(s.mask, L, L),
-        w_q=eye,
-        w_k=eye,
-        w_v=eye,
-        num_heads=1,
-        num_kv_heads=1,
+        key=s.key if cross else None,
+        value=s.value if cross else None,
+        key_tokens=s.key_tokens if cross else s.tokens,
+        mask=s.mask if cross else resize_mask(s.mask, L, L),
+        w_q=_identity(s.d_model),  # (d_model, H*d_k): d_model = H*d_k in both other modes
+        w_k=_identity(d_in),  # (d_in, Hkv*d_k)
+        w_v=_identity(d_in),  # (d_in, Hkv*d_v)
+        num_kv_heads=s.num_kv_heads if cross else s.num_heads,
     )
+
+
+def _identity(n: int) -> Matrix:
+    """The (n, n) identity matrix."""
+    return tuple(tuple(1.0 if r == c else 0.0 for c in range(n)) for r in range(n))
 
 
 def resize_mask(mask, rows: int, cols: int):

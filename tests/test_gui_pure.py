@@ -164,6 +164,26 @@ def test_mode_switches_give_valid_sessions(kv_heads):
         s = sm.random_session(2, 3, 4, 2, 3, 2, kv_heads) if mode == "self" else s
 
 
+@pytest.mark.parametrize(("d_v", "kv_heads"), [(2, 2), (2, 1), (3, 2)])
+def test_switching_to_projections_keeps_the_result(d_v, kv_heads):
+    """qkv or self -> project uses identity weights: the output is exactly the same, heads,
+    kv heads and cross-attention kept (K and V stay inputs when d_k == d_v)."""
+    for start in ("qkv", "self"):
+        s = sm.random_session(5, 3, 4, 2, d_v, 2, kv_heads if start == "qkv" else 2)
+        s = sm.with_mode(s, start)
+        before = scratch.trace_attention(**controller.trace_kwargs(s))
+        after_s = sm.with_mode(s, "project")
+        sm.validate(after_s.to_dict())
+        after = scratch.trace_attention(**controller.trace_kwargs(after_s))
+        assert after_s.num_heads == s.num_heads == 2
+        if start == "qkv" and d_v != 2:  # K and V widths differ: they cannot both be inputs
+            assert after_s.key is None and after_s.num_kv_heads == 2
+            continue
+        assert after["output"].tolist() == before["output"].tolist(), (start, d_v, kv_heads)
+        if start == "qkv":
+            assert after_s.num_kv_heads == kv_heads and after_s.key == s.key
+
+
 def test_validate_rejects_qkv_values_that_do_not_split_into_kv_heads():
     s = sm.with_mode(sm.random_session(2, 3, 4, 2, 2, 2), "qkv")
     data = s.to_dict()
