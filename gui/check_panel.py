@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 from PyQt6.QtCore import Qt
 from PyQt6.QtGui import QColor, QFont
@@ -70,7 +72,13 @@ class CheckPanel(QWidget):
                 if not bad
                 else f"<span style='color:#b00020'>outside the bound: {', '.join(bad)}</span>"
             )
-            self.header.setText(f"{ran} vs the exact ground truth (scratch, float64): {verdict}")
+            first = next(
+                (c.message for c in self.checks if not c.ok and getattr(c, "message", "")), ""
+            )
+            why = f"<br>{html.escape(first)}" if first else ""  # e.g. the values outgrew float16
+            self.header.setText(
+                f"{ran} vs the exact ground truth (scratch, float64): {verdict}{why}"
+            )
         self.diff_map.setVisible(bool(self.checks))
         self.table.setRowCount(len(self.checks))
         for r, check in enumerate(self.checks):

@@ -23,6 +23,9 @@ from .tolerance import (
 )
 from .trace import Trace
 
+LARGEST = {"float64": 1.7976931348623157e308, "float32": 3.4028234663852886e38,
+           "float16": 65504.0, "bfloat16": 3.3895313892515355e38}  # fmt: skip
+
 INPUTS = ("x", "key_input", "value_input", "w_q", "w_k", "w_v", "w_o")
 
 
@@ -139,6 +142,12 @@ class _Comparison:
                 f"({ratio:.3g} x the bound at its worst element)"
             )
         )
+        lost = ops.ew(lambda g, w: (1.0 - g) * w, ops.finite(got), ops.finite(want))
+        if not ok and ops.maxabs(lost) > 0:  # inf/NaN where the truth is finite: out of range
+            message += (
+                f"; {self.dtype} gives inf or NaN where the ground truth is finite: the values "
+                f"outgrew {self.dtype} (largest {LARGEST[self.dtype]:.6g})"
+            )
         return StepCheck(
             name, biggest, worst_bound, ok, ops.tolist(diff), ratio, ops.tolist(bounds), message
         )

@@ -648,3 +648,16 @@ def test_a_new_seed_keeps_the_chosen_options(qtbot, window):
         "none",
         "nan",
     )
+
+
+def test_check_tab_says_when_values_outgrow_the_dtype(qtbot, window):
+    """torch float16 with x = 300: scores past 65504 fail, and the header says why."""
+    choose(window.inputs.backend, "torch-cpu")
+    choose(window.inputs.dtype, "float16")
+    settle(qtbot, window)
+    model = window.inputs.tables["x"].matrix_model
+    for j in range(model.columnCount()):
+        model.setData(model.index(0, j), "300")
+    settle(qtbot, window)
+    qtbot.waitUntil(lambda: "CHECK FAILED" in window.backend_label.text(), timeout=20000)
+    assert "outgrew float16 (largest 65504)" in window.checks.header.text()

@@ -216,6 +216,24 @@ def test_compare_traces_refuses_non_traces():
             compare_traces(*args)
 
 
+@pytest.mark.parametrize("ops", ["numpy", "lists"])
+def test_compare_traces_says_when_values_outgrew_the_dtype(ops, monkeypatch):
+    """float16 scores past 65504 are inf: the failing step says so, with the range."""
+    torch = pytest.importorskip("torch")
+    if ops == "lists":
+        monkeypatch.setattr(compare, "_ops", compare._ListOps)
+    x = [[300.0, 1.0], [2.0, 250.0], [1.0, 1.0]]  # 300 * 300 = 90000 > 65504
+    trace = backends.get("torch-cpu").trace_attention(torch.tensor(x), dtype="float16")
+    checks = {c.name: c for c in compare_traces(trace, scratch.trace_attention(x))}
+    assert not checks["scores"].ok
+    assert "outgrew float16 (largest 65504)" in checks["scores"].message
+    small = [[v / 100 for v in row] for row in x]  # in range: failing or not, no such words
+    trace = backends.get("torch-cpu").trace_attention(torch.tensor(small), dtype="float16")
+    assert all(
+        "outgrew" not in c.message for c in compare_traces(trace, scratch.trace_attention(small))
+    )
+
+
 # ---------------------------------------------------------------- PyTorch's own kernel
 
 
