@@ -231,7 +231,7 @@ class CaseResult:
     message: str = ""
     diagnosis: str | None = None
     features: tuple[str, ...] = ()  # the optional features the case uses
-    raised: bool = False  # fn raised (a refusal or a crash)
+    raised: type[BaseException] | None = None  # what fn raised (a refusal or a crash), if it did
 
     @property
     def ok(self) -> bool:
@@ -392,14 +392,16 @@ def _settle_refusals(results: list[CaseResult]) -> None:
     ran, say) is a bug in a supported feature, so the case fails.
     """
     for r in results:
-        if r.status != "unsupported" or not r.raised or r.message.startswith("raised Not"):
+        if r.status != "unsupported" or r.raised is None:
+            continue
+        if issubclass(r.raised, NotImplementedError):  # said plainly: a refusal
             continue
         ran = next(
             (
                 o
                 for o in results
                 if o.features
-                and not o.raised
+                and o.raised is None
                 and set(r.features) <= set(o.features)
                 and o.status != "unsupported"
             ),
@@ -526,7 +528,7 @@ def _run_case(
         return result
     except Exception as exc:  # the kernel's own error: unsupported feature, or a failure
         words = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
-        result.raised = True
+        result.raised = type(exc)
         if features:  # settled once every case has run: `_settle_refusals`
             result.status = "unsupported"
             result.message = f"raised {words} (uses {', '.join(features)})"
@@ -564,7 +566,7 @@ def _run_case(
             f"{cdtype} kernel's error {r.reference_error:.3g} + floor "
             f"(allowed {r.allowed:.3g})"
         )
-    result.diagnosis = _diagnose(fn, case, x, got, weights, truth, p, cdtype, masked_rows, arrays)
+    result.diagnosis = _diagnose(fn, case, x, got, weights, truth, p, cdtype, masked_rows)
     if result.diagnosis is None and cdtype in ("float16", "bfloat16") and result.rule is not None:
         if result.rule.ok:  # as accurate as the plain 16-bit kernel, but not float32-accumulated
             result.diagnosis = (
@@ -871,7 +873,6 @@ def _diagnose(
     p: list,
     dtype: str,
     masked_rows: str,
-    arrays: _Arrays,
 ) -> str | None:
     """Name the mistake: the variant of the ground truth that fn's output matches."""
     if any(math.isinf(a) or math.isnan(a) for a in _flat(got)) and case.q_size != 1.0:
@@ -890,7 +891,7 @@ def _diagnose(
             best, best_score = name, score
     if best is not None and best_score <= 2.0:
         return best
-    found = _dropout_signs(fn, x, got, weights, p, arrays)
+    found = _dropout_signs(fn, x, got, weights, p)
     if found is None and dtype in ("float32", "float64"):
         if _worst(got, truth, tolerance_for(case, x, p, dtype))[1] > 1.0:
             found = _low_precision(case, x, got, truth, p, dtype)
@@ -931,9 +932,7 @@ def _distance(a: list, b: list) -> float:
     return worst
 
 
-def _dropout_signs(
-    fn, x: _Inputs, got: list, weights: object, p: list, arrays: _Arrays
-) -> str | None:
+def _dropout_signs(fn, x: _Inputs, got: list, weights: object, p: list) -> str | None:
     """Dropout left on: a second identical call differs, or weights are p zeroed or rescaled."""
     try:
         again = _read_output(_call(fn, x)[0])[0]
