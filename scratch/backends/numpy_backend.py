@@ -137,9 +137,12 @@ def _as_numbers(obj: object, name: str, dtype: np.dtype) -> np.ndarray:
     if arr.dtype.kind == "b":
         raise TypeError(f"{name}: expected numbers, found bools (dtype {arr.dtype})")
     _check_finite(arr, name)
+    if arr.dtype == dtype:
+        return arr
     with np.errstate(over="ignore"):
         cast = np.asarray(arr, dtype=dtype)
-    if not np.isfinite(cast).all():  # finite before the cast: too large for `dtype`
+    if cast.dtype.itemsize < arr.dtype.itemsize and not np.isfinite(cast).all():
+        # finite before the cast: too large for `dtype`
         index = tuple(np.argwhere(~np.isfinite(cast))[0])
         raise ValueError(
             f"{name}: {arr[index]} at {_position(name, index)} is too large for {dtype} "
