@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from .multihead import run_multi_head
-from .validate import as_mask, as_matrix, check_value_has_key
+from .validate import _describe, as_mask, as_matrix, check_value_has_key
 
 AXES = ("head", "query", "key", "model", "feature")
 
@@ -76,18 +76,12 @@ class Trace:
         return [step.name for step in self.steps]
 
 
-def _short(obj: object) -> str:
-    """'type value' of a found object, cut to fit in a message."""
-    text = repr(obj)
-    return f"{type(obj).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
-
-
 def _labels(tokens: object, n: int, name: str, prefix: str) -> tuple[str, ...]:
     """Token labels: given strings of the right count, or prefix0, prefix1, ..."""
     if tokens is None:
         return tuple(f"{prefix}{i}" for i in range(n))
     if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
-        raise TypeError(f"{name}: expected a list of {n} strings, found {_short(tokens)}")
+        raise TypeError(f"{name}: expected a list of {n} strings, found {_describe(tokens)}")
     tokens = tuple(tokens)
     if len(tokens) != n:
         raise ValueError(f"{name}: expected {n} labels (one per row), found {len(tokens)}")
