@@ -276,8 +276,12 @@ class InputsPanel(QWidget):
     # ---------------------------------------------------------------- edits
 
     def _emit(self, s: Session, tables: bool = True) -> None:
-        """Show and announce an edited session, once it is one that would load from a file."""
-        sm.checked(s, self.backends)  # SessionError (a ValueError) names the field
+        """Show and announce an edited session, once it is one that would load from a file.
+
+        Cell edits (tables=False) keep every shape and with_cell refuses non-finite numbers,
+        so they skip the whole-session check (about 0.1 s at the largest sizes)."""
+        if tables:
+            sm.checked(s, self.backends)  # SessionError (a ValueError) names the field
         self.set_session(s, tables=tables)
         self.sessionChanged.emit(s)
 

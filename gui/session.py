@@ -571,7 +571,7 @@ def loads(text: str, backends: Mapping[str, Sequence[str]] | None = None) -> Ses
 
 def checked(s: Session, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
     """`s` itself when it would load back from a file; SessionError naming the field if not."""
-    validate(json.loads(dumps(s)), backends)
+    validate(s.to_dict(), backends)  # to_dict is what dumps writes (JSON lists and numbers)
     return s
 
 
