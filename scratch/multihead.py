@@ -20,8 +20,8 @@ from .validate import (
     as_tensor,
     as_vector,
     check_flag,
+    check_head_counts,
     check_masked_rows,
-    check_positive_int,
     check_projections,
     check_scale,
     check_value_has_key,
@@ -118,10 +118,7 @@ def run_multi_head(
 ) -> Projected:
     """Validate everything, project, split heads, attend, concatenate, project out."""
     check_value_has_key(key, value)
-    H = check_positive_int(num_heads, "num_heads")
-    Hkv = H if num_kv_heads is None else check_positive_int(num_kv_heads, "num_kv_heads")
-    if H % Hkv:
-        raise ValueError(f"num_kv_heads: {Hkv} does not divide num_heads = {H}")
+    H, Hkv = check_head_counts(num_heads, num_kv_heads)
     masked_rows = check_masked_rows(masked_rows)
     check_flag(is_causal, "is_causal")
     x, x_shape = as_tensor(query, "query", min_dims=2)

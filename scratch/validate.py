@@ -295,6 +295,15 @@ def check_projections(w_q: object, w_k: object, w_v: object) -> None:
             raise TypeError(f"{name}: expected a projection matrix, found None")
 
 
+def check_head_counts(num_heads: object, num_kv_heads: object) -> tuple[int, int]:
+    """(H, Hkv): positive counts, Hkv = H when None, and Hkv dividing H (grouped-query)."""
+    H = check_positive_int(num_heads, "num_heads")
+    Hkv = H if num_kv_heads is None else check_positive_int(num_kv_heads, "num_kv_heads")
+    if H % Hkv:
+        raise ValueError(f"num_kv_heads: {Hkv} does not divide num_heads = {H}")
+    return H, Hkv
+
+
 def check_value_has_key(key: object, value: object) -> None:
     """A separate value input only makes sense next to a key input (cross-attention)."""
     if key is None and value is not None:

@@ -277,3 +277,14 @@ def test_every_backend_refuses_a_value_without_a_key_with_the_same_message():
                 fn(Q, None, Q, W, W, W)
             messages.add(str(info.value))
     assert messages == {"value: given without key; pass key as well (key=x for self-attention)"}
+
+
+def test_every_backend_refuses_kv_heads_that_do_not_divide_with_the_same_message():
+    from scratch import backends
+
+    messages = set()
+    for name in backends.available():
+        with pytest.raises(ValueError) as info:
+            backends.get(name).multi_head_attention(Q, Q, Q, W, W, W, num_heads=2, num_kv_heads=3)
+        messages.add(str(info.value))
+    assert messages == {"num_kv_heads: 3 does not divide num_heads = 2"}

@@ -33,6 +33,7 @@ from scratch.validate import (
     check_attention_shapes,
     check_dropout_p,
     check_flag,
+    check_head_counts,
     check_mask_shape,
     check_masked_rows,
     check_positive_int,
@@ -691,10 +692,7 @@ def _run_multi_head(
     """Project, split heads, attend, concatenate, project out; every intermediate kept."""
     check_value_has_key(key, value)
     check_flag(need_weights, "need_weights")
-    H = check_positive_int(num_heads, "num_heads")
-    Hkv = H if num_kv_heads is None else check_positive_int(num_kv_heads, "num_kv_heads")
-    if H % Hkv:
-        raise ValueError(f"num_kv_heads: {Hkv} does not divide num_heads = {H}")
+    H, Hkv = check_head_counts(num_heads, num_kv_heads)
     masked_rows = check_masked_rows(masked_rows)
     check_flag(is_causal, "is_causal")
     dtype = _result_dtype(dtype, query, key, value, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)

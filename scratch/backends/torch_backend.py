@@ -508,16 +508,7 @@ def _mha_parts(
 ):
     """Validate multi-head inputs and project them; returns everything the pipeline needs."""
     dtype = _check_dtype(dtype)
-    num_heads = validate.check_positive_int(num_heads, "num_heads")
-    num_kv_heads = (
-        num_heads
-        if num_kv_heads is None
-        else validate.check_positive_int(num_kv_heads, "num_kv_heads")
-    )
-    if num_heads % num_kv_heads:
-        raise ValueError(
-            f"num_kv_heads: expected a divisor of num_heads ({num_heads}), found {num_kv_heads}"
-        )
+    num_heads, num_kv_heads = validate.check_head_counts(num_heads, num_kv_heads)
     is_causal = validate.check_flag(is_causal, "is_causal")
     masked_rows = validate.check_masked_rows(masked_rows)
     storage = _common_dtype((query, key, value, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o), dtype)
