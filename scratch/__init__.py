@@ -12,6 +12,7 @@ from .explain import Explanation, explain
 from .linalg import matmul, transpose
 from .masks import causal_mask
 from .multihead import multi_head_attention
+from .rows import attention_rows, sample_rows
 from .softmax import softmax
 from .tolerance import tolerance
 from .trace import Step, Trace, trace_attention
@@ -30,12 +31,14 @@ __all__ = [
     "Explanation",
     "Step",
     "Trace",
+    "attention_rows",
     "causal_mask",
     "check",
     "compare_traces",
     "explain",
     "matmul",
     "multi_head_attention",
+    "sample_rows",
     "scaled_dot_product_attention",
     "shape_of",
     "softmax",
