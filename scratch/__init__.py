@@ -6,6 +6,7 @@ of `torch.nn.functional.scaled_dot_product_attention`. Standard library only.
 """
 
 from .attention import scaled_dot_product_attention
+from .backward import scaled_dot_product_attention_backward
 from .checker import CheckReport, check
 from .compare import StepCheck, compare_traces
 from .explain import Explanation, explain
@@ -40,6 +41,7 @@ __all__ = [
     "multi_head_attention",
     "sample_rows",
     "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "shape_of",
     "softmax",
     "tolerance",
