@@ -19,6 +19,24 @@ from .tolerance import tolerance
 from .trace import Step, Trace, trace_attention
 from .validate import MASKED_ROWS, as_tensor
 
+# Subpackages and modules reached as attributes after a plain `import scratch`, imported on
+# first use so that `import scratch` itself stays standard-library only.
+_LAZY = ("backends", "bench", "checker", "presets")
+
+
+def __getattr__(name: str) -> object:
+    """scratch.presets, scratch.backends, ...: import the submodule on first access."""
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'scratch' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """Public names plus the lazily imported submodules."""
+    return sorted(set(globals()) | set(_LAZY))
+
 
 def shape_of(nested: object) -> tuple[int, ...]:
     """Shape of a regular nested list (or array); ValueError/TypeError if it is not one."""
