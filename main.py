@@ -102,7 +102,8 @@ def check_head(head: str | None, num_heads: int) -> None:
     if not head.isdigit() or int(head) >= num_heads:
         choices = f"0 to {num_heads - 1}, all or average" if num_heads > 1 else "0"
         raise ValueError(
-            f"--head: expected {choices} (the session has {num_heads} heads), found {head!r}"
+            f"--head: expected {choices} (the session has {num_heads} "
+            f"head{'s' if num_heads > 1 else ''}), found {head!r}"
         )
 
 
