@@ -1,0 +1,143 @@
+"""The caller's arrays (numpy, torch or nested lists): made from lists, copied, read back as floats."""
+
+from __future__ import annotations
+
+import copy
+import math
+import struct
+from collections.abc import Callable
+
+ARRAYS = ("numpy", "torch", "list")
+
+
+def round_float(x: float, dtype: str) -> float:
+    """A Python float rounded to `dtype` (round to nearest even), for array='list'."""
+    if dtype == "float64" or not math.isfinite(x):
+        return x
+    if dtype == "float32":
+        return struct.unpack("f", struct.pack("f", x))[0]
+    if dtype == "float16":
+        return struct.unpack("e", struct.pack("e", x))[0]
+    bits = struct.unpack("I", struct.pack("f", x))[0]  # bfloat16: keep the top 16 float32 bits
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("f", struct.pack("I", bits))[0]
+
+
+def nested_map(f: Callable, nested: object) -> object:
+    """f applied to every leaf of nested lists."""
+    if isinstance(nested, list):
+        return [nested_map(f, x) for x in nested]
+    return f(nested)
+
+
+def first(nested: object) -> object:
+    """The first leaf of nested lists."""
+    while isinstance(nested, (list, tuple)):
+        nested = nested[0]
+    return nested
+
+
+def shape(nested: object) -> tuple[int, ...]:
+    """Shape of nested lists (a scalar has shape ())."""
+    dims = []
+    while isinstance(nested, list):
+        dims.append(len(nested))
+        nested = nested[0] if nested else None
+    return tuple(dims)
+
+
+def flat(nested: object) -> list:
+    """Leaves of nested lists in row-major order."""
+    level = [nested]
+    while level and isinstance(level[0], list):
+        level = [y for row in level for y in row]
+    return level
+
+
+def at(nested: list, index: tuple[int, ...]) -> list:
+    """nested[i0][i1]... for a tuple of leading indices."""
+    for i in index:
+        nested = nested[i]
+    return nested
+
+
+class Arrays:
+    """Makes the caller's arrays (numpy, torch or lists) and reads results back as floats."""
+
+    def __init__(self, array: str, device: object):
+        self.array, self.device = array, device
+        if array == "numpy":
+            import numpy
+
+            self.np = numpy
+        elif array == "torch":
+            import torch
+
+            self.torch = torch
+
+    def check_device(self) -> None:
+        """ValueError unless torch can compute (not merely allocate) on the device."""
+        if self.array != "torch":
+            return
+        try:
+            probe = self.torch.ones(2, device=self.device)
+            float((probe + probe).sum().to("cpu"))  # a meta tensor has no values to read
+        except Exception as exc:
+            raise ValueError(
+                f"device: the checker needs a device that computes values; torch cannot use "
+                f"{self.device!r} ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+            ) from exc
+
+    def make(self, data: list, dtype: str) -> object:
+        """Data (nested lists of floats or bools) as the caller's array type in `dtype`."""
+        is_bool = isinstance(first(data), bool)
+        if self.array == "list":
+            return data if is_bool else nested_map(lambda x: round_float(x, dtype), data)
+        if self.array == "numpy":
+            if dtype == "bfloat16":
+                raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
+            return self.np.asarray(data, dtype=bool if is_bool else dtype)
+        kind = self.torch.bool if is_bool else getattr(self.torch, dtype)
+        return self.torch.tensor(data, dtype=kind, device=self.device)
+
+    def copy(self, x: object) -> object:
+        """A fresh copy, so that no call sees what an earlier call did to its inputs."""
+        if self.array == "list":
+            return copy.deepcopy(x)
+        return x.clone() if self.array == "torch" else x.copy()
+
+    def same(self, a: object, b: object) -> bool:
+        """Whether two arrays hold the same values (the mutation check)."""
+        if self.array == "list":
+            return a == b
+        if self.array == "torch":
+            return a.shape == b.shape and bool(self.torch.equal(a, b))
+        return a.shape == b.shape and bool(self.np.array_equal(a, b))
+
+    def floats(self, x: object) -> list:
+        """An array's values as nested lists of Python floats."""
+        if hasattr(x, "detach"):
+            x = x.detach().to("cpu").double()
+        return nested_map(float, x.tolist() if hasattr(x, "tolist") else x)
+
+    def take_rows(self, x: object, rows: list[int]) -> object:
+        """x[..., rows, :] for a result (array, tensor or nested lists); as is when it cannot."""
+        try:
+            if hasattr(x, "detach"):
+                index = self.torch.tensor(rows, device=x.device)
+                return x.index_select(x.dim() - 2, index)
+            if hasattr(x, "shape") and hasattr(x, "take"):
+                return x.take(rows, axis=x.ndim - 2)
+        except Exception:
+            return x
+        if isinstance(x, list) and len(shape(x)) >= 2:
+            lead = shape(x)[:-2]
+            return _take_nested(x, rows, len(lead))
+        return x
+
+
+def _take_nested(x: list, rows: list[int], depth: int) -> list:
+    """Rows `rows` of the second-to-last axis of nested lists."""
+    if depth == 0:
+        return [x[i] for i in rows]
+    return [_take_nested(a, rows, depth - 1) for a in x]

@@ -1,0 +1,177 @@
+"""The checker's seeded cases: small ones that tell mistakes apart, block-sized ones like real kernels."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+CASE_SETS = ("standard", "full", "large")
+# what `require=` may name, and how the verdict names a feature a kernel refused
+FEATURES = {
+    "batch": "leading dims",
+    "mask": "masks",
+    "causal": "causal",
+    "scale": "scale",
+    "gqa": "GQA",
+    "float32": "float32",
+    "float64": "float64",
+}
+RAMP = 3.0  # late-max cases: a score offset of RAMP^2 * 4 (j/S) / sqrt(E), rising along the keys
+
+
+@dataclass(frozen=True)
+class Case:
+    """One seeded test input: shapes, the keywords fn gets, and which features it needs."""
+
+    name: str
+    q: tuple[int, ...]
+    k: tuple[int, ...]
+    v: tuple[int, ...]
+    mask: str = "none"  # "none" | "bool" | "float" | "empty-row" (bool with a fully masked row)
+    is_causal: bool = False
+    scale: float | None = None
+    gqa: bool = False
+    dtype: str | None = None  # None: the dtype the checker was asked for
+    q_size: float = 1.0  # spread of q; large values make exp overflow without max subtraction
+    late_max: bool = False  # scores rise along the keys: the last key block holds each row's max
+    rows: int = 0  # > 0: the ground truth computes only this many seeded query rows per head
+
+    def features(self, dtype: str) -> tuple[str, ...]:
+        """Optional features (keys of FEATURES): fn may refuse a case that uses one."""
+        found = []
+        if len(self.q) > 2:
+            found.append("batch")
+        if self.mask != "none":
+            found.append("mask")
+        if self.is_causal:
+            found.append("causal")
+        if self.scale is not None:
+            found.append("scale")
+        if self.gqa:
+            found.append("gqa")
+        if self.dtype is not None and self.dtype != dtype:
+            found.append(self.dtype)
+        return tuple(found)
+
+    def options(self) -> str:
+        """The case's options in words, for the report."""
+        words = []
+        if self.mask != "none":
+            words.append(
+                {"empty-row": "bool mask, a fully masked row"}.get(self.mask, f"{self.mask} mask")
+            )
+        if self.is_causal:
+            words.append("is_causal")
+        if self.scale is not None:
+            words.append(f"scale={self.scale:g}")
+        if self.gqa:
+            words.append("enable_gqa")
+        if self.q_size != 1.0:
+            words.append(f"large logits (std {self.q_size:g})")  # q.k/sqrt(E) ~ N(0, q_size^2)
+        if self.late_max:
+            words.append("row max in the last key block")
+        if self.rows:
+            words.append(f"{self.rows} sampled rows per head")
+        return ", ".join(words) or "-"
+
+
+def standard_cases(dtype: str) -> list[Case]:
+    """Small cases that tell the mistakes apart, then block-sized ones shaped like real kernels."""
+    big = 1000.0 if dtype == "float64" else 100.0  # float64 exp overflows only past 709
+    cases = [
+        Case("plain", (5, 8), (7, 8), (7, 4)),
+        Case("square", (4, 6), (6, 6), (6, 5)),  # E == S: q @ k without .T would run
+        Case("batch-heads", (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5)),
+        Case("bool-mask", (5, 8), (7, 8), (7, 4), mask="bool"),
+        Case("float-mask", (5, 8), (7, 8), (7, 4), mask="float"),
+        Case("causal-square", (6, 8), (6, 8), (6, 4), is_causal=True),  # L == S
+        Case("causal-wide", (4, 8), (7, 8), (7, 4), is_causal=True),  # L < S
+        Case("causal-tall", (7, 8), (4, 8), (4, 4), is_causal=True),  # L > S
+        Case("custom-scale", (5, 8), (7, 8), (7, 4), scale=0.3),
+        Case("gqa", (1, 4, 5, 8), (1, 2, 7, 8), (1, 2, 7, 4), gqa=True),
+        Case("masked-row", (5, 8), (7, 8), (7, 4), mask="empty-row"),
+        Case("large-logits", (5, 8), (7, 8), (7, 4), q_size=big),
+    ]
+    for other in ("float32", "float64"):
+        if other != dtype:
+            cases.append(Case(other, (5, 8), (7, 8), (7, 4), dtype=other))
+    # key lengths spanning several blocks of 8..128 with a partial last block, E == Ev
+    cases += [
+        Case("keys-17", (16, 64), (17, 64), (17, 64)),
+        Case("keys-65-late-max", (9, 64), (65, 64), (65, 64), late_max=True),
+        Case("keys-131-d128", (12, 128), (131, 128), (131, 128)),
+        Case("keys-257-late-max", (6, 64), (257, 64), (257, 64), late_max=True),
+        Case("queries-70-keys-33", (70, 64), (33, 64), (33, 64)),  # L > S across blocks
+        Case("mask-65", (9, 64), (65, 64), (65, 64), mask="bool"),
+        Case("causal-131", (131, 64), (131, 64), (131, 64), is_causal=True),  # L == S
+        Case("causal-wide-131", (40, 64), (131, 64), (131, 64), is_causal=True),
+        Case("causal-tall-65", (100, 64), (65, 64), (65, 64), is_causal=True),
+        Case("gqa-65", (1, 4, 9, 64), (1, 2, 65, 64), (1, 2, 65, 64), gqa=True),
+    ]
+    return cases
+
+
+def full_cases(dtype: str) -> list[Case]:
+    """The standard cases plus more sizes."""
+    return standard_cases(dtype) + [
+        Case("tiny", (1, 1), (1, 1), (1, 1)),
+        Case("one-key", (6, 4), (1, 4), (1, 3)),
+        Case("medium", (48, 32), (48, 32), (48, 32)),
+        Case("long-keys", (3, 16), (300, 16), (300, 8)),
+        Case("wide-head", (8, 128), (8, 128), (8, 64)),
+        Case("batch-causal", (2, 2, 24, 16), (2, 2, 24, 16), (2, 2, 24, 16), is_causal=True),
+        Case("gqa-mask", (2, 6, 9, 8), (2, 2, 11, 8), (2, 2, 11, 8), mask="bool", gqa=True),
+        Case("causal-late-max", (70, 64), (129, 64), (129, 64), is_causal=True, late_max=True),
+    ]
+
+
+def large_cases(dtype: str) -> list[Case]:
+    """L = S = 4096, head dim 64: checked on a seeded sample of query rows per head."""
+    n = 4096
+    return [
+        Case("large", (n, 64), (n, 64), (n, 64), rows=24),
+        Case("large-causal", (n, 64), (n, 64), (n, 64), is_causal=True, rows=24),
+        Case("large-gqa", (1, 4, n, 64), (1, 2, n, 64), (1, 2, n, 64), gqa=True, rows=8),
+    ]
+
+
+def cases_for(name: str, dtype: str) -> list[Case]:
+    """The case set called `name` ('standard', 'full' or 'large')."""
+    return {"standard": standard_cases, "full": full_cases, "large": large_cases}[name](dtype)
+
+
+def gauss(rng: random.Random, shape: tuple[int, ...], size: float = 1.0) -> list:
+    """Nested lists of N(0, size^2) floats."""
+    if len(shape) == 1:
+        return [rng.gauss(0.0, size) for _ in range(shape[0])]
+    return [gauss(rng, shape[1:], size) for _ in range(shape[0])]
+
+
+def add_late_max(q: list, k: list) -> None:
+    """Scores rise along the keys (2-D q, k): q's last feature RAMP, key j's last 4 RAMP j/S."""
+    for row in q:
+        row[-1] = RAMP
+    for j, row in enumerate(k):
+        row[-1] = 4.0 * RAMP * j / len(k)
+
+
+def mask_values(rng: random.Random, case: Case, L: int, S: int) -> list | None:
+    """The case's (L, S) mask: bools with >= 1 True per row, or floats with some -inf."""
+    if case.mask in ("bool", "empty-row"):
+        rows = [[rng.random() < 0.6 for _ in range(S)] for _ in range(L)]
+        for i, row in enumerate(rows):
+            row[rng.randrange(S)] = True
+            if case.mask == "empty-row" and i == 1:
+                row[:] = [False] * S
+        return rows
+    if case.mask == "float":
+        rows = [
+            [rng.uniform(-3.0, 1.0) if rng.random() < 0.75 else -math.inf for _ in range(S)]
+            for _ in range(L)
+        ]
+        for row in rows:
+            j = rng.randrange(S)
+            row[j] = rng.uniform(-3.0, 1.0)
+        return rows
+    return None

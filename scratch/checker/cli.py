@@ -1,0 +1,91 @@
+"""`python -m scratch.check package.module:function [options]`: 0 pass, 1 fail, 2 usage error."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable
+
+from .arrays import ARRAYS
+from .cases import CASE_SETS, FEATURES
+from .run import check
+
+
+def load(target: str) -> Callable:
+    """'package.module:function' (or module:Class.method) -> the function; ValueError if not."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"function: expected 'package.module:function', found {target!r}")
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"function: cannot import module {module_name!r} ({exc})") from exc
+    except SyntaxError as exc:
+        raise ValueError(
+            f"function: module {module_name!r} has a syntax error: {exc.msg} "
+            f"({exc.filename}, line {exc.lineno})"
+        ) from exc
+    except Exception as exc:  # the module's own code raised while it was imported
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise ValueError(
+            f"function: importing module {module_name!r} raised {type(exc).__name__}: {first}"
+        ) from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"function: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"function: {target!r} is a {type(obj).__name__}, not a function")
+    return obj
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m scratch.check module:function [options]`: 0 pass, 1 fail, 2 bad arguments."""
+    parser = argparse.ArgumentParser(
+        prog="python -m scratch.check",
+        description="Check an attention function against the float64 ground truth.",
+    )
+    parser.add_argument("function", help="the function to check, as package.module:function")
+    parser.add_argument("--array", choices=ARRAYS, default="numpy")
+    parser.add_argument(
+        "--dtype", default="float32", help="float32 (default), float64, float16 or bfloat16"
+    )
+    parser.add_argument("--device", default=None, help="torch device, e.g. cuda")
+    parser.add_argument("--cases", choices=CASE_SETS, default="standard")
+    parser.add_argument("--masked-rows", choices=("zero", "nan", "uniform"), default="zero")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--require",
+        default="",
+        help=f"features fn must support, comma-separated: {','.join(FEATURES)}",
+    )
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad arguments, 0 on --help
+        return int(exc.code or 0)
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")  # like `python -m`: modules in the current folder can be found
+
+    def progress(n: int, total: int, name: str) -> None:
+        end = "\n" if n == total else ""
+        print(f"\rchecking case {n}/{total}: {name:<20}", end=end, file=sys.stderr, flush=True)
+
+    try:
+        fn = load(args.function)
+        report = check(
+            fn,
+            array=args.array,
+            dtype=args.dtype,
+            device=args.device,
+            cases=args.cases,
+            seed=args.seed,
+            masked_rows=args.masked_rows,
+            require=args.require,
+            progress=progress,
+        )
+    except (ValueError, TypeError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report, end="")
+    return 0 if report else 1

@@ -1,0 +1,188 @@
+"""One case made ready: seeded inputs in the caller's arrays, the ground truth and its bound.
+
+Everything here depends on the case, seed, dtype and array type only (never on the kernel), so
+it is computed once per process and reused by every kernel checked with the same settings.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from ..attention import scaled_dot_product_attention
+from ..rows import attention_rows, sample_rows
+from ..tolerance import tolerance
+from .arrays import Arrays, at, shape
+from .cases import Case, add_late_max, gauss, mask_values
+
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_SIZE = 64
+
+
+@dataclass
+class Prepared:
+    """A case's inputs (masters in the caller's arrays, float lists), truth, weights and bound."""
+
+    case: Case
+    dtype: str
+    masters: tuple  # q, k, v in the caller's array type; every call gets fresh copies
+    mask_master: object
+    kwargs: dict  # is_causal, scale, enable_gqa
+    mask: list | None  # the mask as float64 lists (bools for a bool mask)
+    rows: list[int] | None  # the sampled query rows (large cases), else None: every row
+    q_rows: list  # float64 lists of the checked query rows
+    truth: list  # (..., R, Ev) ground truth output
+    weights: list  # (..., R, S) ground truth weights
+    bound: list  # (..., R, Ev) per-element bound
+    np_ready: bool = False
+    _memo: dict = field(default_factory=dict)
+
+    def call_args(self, arrays: Arrays) -> tuple[tuple, dict]:
+        """Fresh copies of the inputs, as fn gets them."""
+        args = tuple(arrays.copy(x) for x in self.masters)
+        kwargs = dict(self.kwargs)
+        if self.mask_master is not None:
+            kwargs["attn_mask"] = arrays.copy(self.mask_master)
+        return args, kwargs
+
+    def numpy(self, k: list, v: list) -> None:
+        """float64 arrays of truth, bound, live rows and the reference Problem (needs numpy)."""
+        import numpy as np
+
+        from .reference import Problem
+        from .variants import causal
+
+        self.truth_np = np.asarray(self.truth, dtype=np.float64)
+        self.bound_np = np.asarray(self.bound, dtype=np.float64)
+        w = np.asarray(self.weights, dtype=np.float64)
+        self.live_np = np.any(w > 0, axis=-1)  # rows with at least one weight
+        case, L, S = self.case, self.case.q[-2], self.case.k[-2]
+        E = case.q[-1]
+        allowed, add = None, None
+        if case.is_causal:
+            allowed = causal(L, S, 0, self.rows)
+        elif case.mask == "float":
+            m = np.asarray(self.mask, dtype=np.float64)
+            add = m if self.rows is None else m[self.rows]
+            allowed = np.isfinite(add)
+            add = np.where(allowed, add, 0.0)
+        elif self.mask is not None:
+            m = np.asarray(self.mask, dtype=bool)
+            allowed = m if self.rows is None else m[self.rows]
+        scale = case.scale if case.scale is not None else 1.0 / math.sqrt(E)
+        self.problem = Problem(
+            np.asarray(self.q_rows, dtype=np.float64),
+            np.asarray(k, dtype=np.float64),
+            np.asarray(v, dtype=np.float64),
+            scale,
+            allowed,
+            add,
+            case.gqa,
+        )
+        self.np_ready = True
+
+    def reference_error(self) -> float:
+        """The largest error of the correct reference kernels in this dtype (the rule's yardstick)."""
+        if "ref" not in self._memo:
+            from .reference import kernel_errors
+
+            errs = kernel_errors(self.problem, self.dtype, self.truth_np, self.live_np)
+            self._memo["ref"] = max(errs)
+        return self._memo["ref"]
+
+    def variant_outputs(self, kind: str, masked_rows: str) -> list:
+        """(name, output) of every variant of this kind, computed once."""
+        key = (kind, masked_rows)
+        if key not in self._memo:
+            from . import diagnosis
+
+            if kind == "structure":
+                made = diagnosis.candidates(self.case, self.problem, masked_rows, self.rows)
+            else:
+                made = diagnosis.precision_candidates(self.problem, self.dtype)
+            outs = []
+            for name, make in made:
+                try:
+                    outs.append((name, make()))
+                except (ValueError, TypeError, FloatingPointError):
+                    continue
+            self._memo[key] = outs
+        return self._memo[key]
+
+
+def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
+    """The case's Prepared, from the cache when this process made it before."""
+    key = (case, dtype, seed, arrays.array, str(arrays.device), masked_rows)
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    made = _prepare(case, arrays, dtype, seed, masked_rows)
+    if not case.rows:  # the 4096-token cases are too big to keep
+        _CACHE[key] = made
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return made
+
+
+def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
+    """Seeded inputs made in the caller's array type, read back, and the ground truth on them."""
+    rng = random.Random(f"{seed}:{case.name}")
+    q = gauss(rng, case.q, case.q_size)
+    k, v = gauss(rng, case.k), gauss(rng, case.v)
+    if case.late_max:
+        add_late_max(q, k)
+    L, S = case.q[-2], case.k[-2]
+    mask = mask_values(rng, case, L, S)
+    masters = tuple(arrays.make(x, dtype) for x in (q, k, v))
+    q, k, v = (arrays.floats(x) for x in masters)
+    mask_master = None
+    if mask is not None:
+        mask_master = arrays.make(mask, dtype)
+        if case.mask == "float":
+            mask = arrays.floats(mask_master)
+    kwargs = {}
+    if case.is_causal:
+        kwargs["is_causal"] = True
+    if case.scale is not None:
+        kwargs["scale"] = case.scale
+    if case.gqa:
+        kwargs["enable_gqa"] = True
+    options = dict(
+        attn_mask=mask,
+        is_causal=case.is_causal,
+        scale=case.scale,
+        enable_gqa=case.gqa,
+        masked_rows=masked_rows,
+    )
+    rows = None
+    if case.rows:
+        rows = sample_rows(L, case.rows, seed)
+        truth, weights = attention_rows(q, k, v, rows, **options)
+        q_rows = _rows_of(q, rows, len(case.q) - 2)
+    else:
+        truth, weights = scaled_dot_product_attention(q, k, v, **options)
+        q_rows = q
+    float_mask = None
+    if case.mask == "float":
+        float_mask = mask if rows is None else [mask[i] for i in rows]
+    bound = tolerance(
+        q_rows, k, v, weights, scale=case.scale, dtype=dtype, attn_mask=float_mask, enable_gqa=case.gqa
+    )
+    prep = Prepared(case, dtype, masters, mask_master, kwargs, mask, rows, q_rows, truth, weights, bound)
+    try:
+        prep.numpy(k, v)
+    except ImportError:
+        pass  # no numpy: the bound alone decides, and only shape mistakes are named
+    return prep
+
+
+def _rows_of(x: list, rows: list[int], depth: int) -> list:
+    """x[..., rows, :] of nested lists with `depth` leading dims."""
+    if depth == 0:
+        return [x[i] for i in rows]
+    return [_rows_of(a, rows, depth - 1) for a in x]
+
+
+__all__ = ["Prepared", "prepare", "at", "shape"]

@@ -1,0 +1,137 @@
+"""Reference kernels in NumPy: correct kernels in the checked dtype (the rule's yardstick).
+
+A `Problem` holds one case's inputs as float64 arrays (already rounded to the checked dtype).
+`kernel_errors` runs several correct kernels that differ only in summation order - plain
+softmax(q @ k^T) @ v, the same with the keys reversed, and online-softmax (FlashAttention-style)
+loops over key blocks of 1, 16 and 64 with exp or exp2 - and returns each one's max error against
+the ground truth. The checker's rule allows a kernel twice the largest of them (see the README).
+For float16/bfloat16 every reference sums in float32 and stores weights and output in 16 bits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tolerance import ACCUMULATE
+
+LOG2E = 1.0 / math.log(2.0)
+
+
+@dataclass
+class Problem:
+    """One case's inputs: float64 arrays with GQA heads not yet repeated, and the options."""
+
+    q: np.ndarray  # (..., L, E): only the checked query rows
+    k: np.ndarray  # (..., S, E)
+    v: np.ndarray  # (..., S, Ev)
+    scale: float  # resolved: 1/sqrt(E) when the case passes none
+    allowed: np.ndarray | None  # (L, S) bool, None: every key
+    add: np.ndarray | None  # (L, S) float mask added to the scaled scores
+    gqa: bool
+
+    def heads(self, interleave: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """k, v with grouped-query heads repeated to q's heads (h // group, or h % Hkv)."""
+        k, v = self.k, self.v
+        if self.gqa and k.ndim >= 3 and k.shape[-3] != self.q.shape[-3]:
+            group = self.q.shape[-3] // k.shape[-3]
+            if interleave:
+                reps = [1] * k.ndim
+                reps[-3] = group
+                return np.tile(k, reps), np.tile(v, reps)
+            return np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
+        return k, v
+
+
+def store(x: np.ndarray, dtype: str) -> np.ndarray:
+    """x rounded to `dtype` storage (round to nearest even), kept in x's float type."""
+    if dtype == "float16":
+        return x.astype(np.float16).astype(x.dtype)
+    if dtype == "bfloat16":
+        bits = x.astype(np.float32).view(np.uint32)
+        bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(
+            0xFFFF0000
+        )
+        return bits.view(np.float32).astype(x.dtype)
+    return x.astype(dtype).astype(x.dtype)
+
+
+def scores(p: Problem, q, k, acc, *, exp2: bool = False) -> np.ndarray:
+    """Scaled, masked scores in `acc`: (..., L, E) @ (..., E, S) -> (..., L, S)."""
+    factor = p.scale * (LOG2E if exp2 else 1.0)
+    s = (q @ np.swapaxes(k, -1, -2)) * acc(factor)
+    if p.add is not None:
+        s = s + (p.add * (LOG2E if exp2 else 1.0)).astype(acc)
+    if p.allowed is not None:
+        s = np.where(p.allowed, s, -np.inf)
+    return s
+
+
+def plain(p: Problem, dtype: str, *, reverse: bool = False) -> np.ndarray:
+    """softmax(q @ k^T * scale + mask) @ v: sums in ACCUMULATE[dtype], weights stored in dtype."""
+    acc = np.dtype(ACCUMULATE[dtype]).type
+    k, v = p.heads()
+    q, k, v = p.q.astype(acc), k.astype(acc), v.astype(acc)
+    sub = p
+    if reverse:  # the same attention with keys in the opposite order: other summation orders
+        k, v = k[..., ::-1, :], v[..., ::-1, :]
+        sub = Problem(
+            p.q,
+            p.k,
+            p.v,
+            p.scale,
+            None if p.allowed is None else p.allowed[..., ::-1],
+            None if p.add is None else p.add[..., ::-1],
+            p.gqa,
+        )
+    with np.errstate(all="ignore"):
+        s = scores(sub, q, k, acc)  # (..., L, S)
+        top = np.max(s, axis=-1, keepdims=True)
+        e = np.exp(s - np.where(np.isfinite(top), top, 0))
+        w = store(e / np.sum(e, axis=-1, keepdims=True), dtype)
+        return store(w @ v, dtype).astype(np.float64)  # (..., L, S) @ (..., S, Ev)
+
+
+def online(p: Problem, dtype: str, block: int, *, exp2: bool = False) -> np.ndarray:
+    """One pass over key blocks with a running max, running sum and rescaled accumulator."""
+    acc = np.dtype(ACCUMULATE[dtype]).type
+    k, v = p.heads()
+    q, k, v = p.q.astype(acc), k.astype(acc), v.astype(acc)
+    S = k.shape[-2]
+    exp = np.exp2 if exp2 else np.exp
+    top = np.full(q.shape[:-1] + (1,), -np.inf, dtype=acc)  # (..., L, 1) running max
+    total = np.zeros_like(top)  # (..., L, 1) running sum of exp
+    out = np.zeros(q.shape[:-1] + (v.shape[-1],), dtype=acc)  # (..., L, Ev)
+    with np.errstate(all="ignore"):
+        s_all = scores(p, q, k, acc, exp2=exp2)  # (..., L, S); blocks are column slices of it
+        for j in range(0, S, block):
+            s = s_all[..., j : j + block]
+            new = np.maximum(top, np.max(s, axis=-1, keepdims=True))
+            safe = np.where(np.isfinite(new), new, 0)
+            alpha = exp(top - safe)  # rescales what was summed under the old max
+            e = exp(s - safe)
+            total = total * alpha + np.sum(e, axis=-1, keepdims=True)
+            out = out * alpha + store(e, dtype) @ v[..., j : j + block, :]
+            top = new
+        return store(out / total, dtype).astype(np.float64)
+
+
+def kernel_errors(p: Problem, dtype: str, truth: np.ndarray, live: np.ndarray) -> list[float]:
+    """Max |reference - truth| over live rows, for each correct reference kernel in `dtype`."""
+    S = p.k.shape[-2]
+    outs = [plain(p, dtype), plain(p, dtype, reverse=True), online(p, dtype, 16, exp2=True)]
+    outs.append(online(p, dtype, 64))
+    if S <= 512:  # key by key: S numpy steps, too slow for the 4096-key cases
+        outs.append(online(p, dtype, 1))
+    return [max_error(o, truth, live) for o in outs]
+
+
+def max_error(got: np.ndarray, truth: np.ndarray, live: np.ndarray) -> float:
+    """max |got - truth| over the live rows (rows with at least one weight); inf for non-finite."""
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(got - truth)[live]
+    if diff.size == 0:
+        return 0.0
+    return math.inf if not np.all(np.isfinite(diff)) else float(np.max(diff))

@@ -1,0 +1,143 @@
+"""The checker's results: one CaseResult per case, and the CheckReport that prints as a table."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..tolerance import RuleResult
+from .cases import FEATURES
+
+
+@dataclass
+class CaseResult:
+    """The outcome of one case: status is 'pass', 'fail' or 'unsupported'."""
+
+    name: str
+    shapes: str
+    options: str
+    dtype: str
+    status: str
+    max_error: float = math.nan
+    bound: float = math.nan  # the bound at the max error (pass) or at the worst ratio (fail)
+    ratio: float = math.nan  # max error/bound over elements (<= 1 passes)
+    rule: RuleResult | None = None
+    message: str = ""
+    diagnosis: str | None = None
+    features: tuple[str, ...] = ()  # the optional features the case uses (keys of FEATURES)
+    raised: type[BaseException] | None = None  # what fn raised (a refusal or a crash), if it did
+    diff: list | None = None  # |output - truth| per element (..., R, Ev), for the window's heatmap
+
+    @property
+    def ok(self) -> bool:
+        """Pass or unsupported (an unsupported feature is not a wrong answer)."""
+        return self.status != "fail"
+
+
+@dataclass
+class CheckReport:
+    """All case results; truthy when no case fails and one passes. str() is a readable table."""
+
+    target: str
+    settings: str
+    cases: list[CaseResult] = field(default_factory=list)
+    diagnosis: str | None = None
+
+    def __bool__(self) -> bool:
+        return all(c.ok for c in self.cases) and any(c.status == "pass" for c in self.cases)
+
+    @property
+    def failed(self) -> list[CaseResult]:
+        """The failing cases."""
+        return [c for c in self.cases if c.status == "fail"]
+
+    @property
+    def unsupported_features(self) -> list[str]:
+        """The features of the unsupported cases, in words (masks, causal, GQA, ...)."""
+        seen: list[str] = []
+        for c in self.cases:
+            if c.status == "unsupported":
+                for f in c.features or ("?",):
+                    word = FEATURES.get(f, f)
+                    if word not in seen:
+                        seen.append(word)
+        return seen
+
+    @property
+    def verdict(self) -> str:
+        """What was verified, in one line: 'PASS on 5 of 13 cases; masks, causal unsupported'."""
+        n = len(self.cases)
+        passed = sum(c.status == "pass" for c in self.cases)
+        failed = len(self.failed)
+        head = f"PASS on {passed} of {n} cases" if self else f"FAIL: {failed} of {n} cases fail"
+        if not self and failed == 0:
+            head = f"FAIL: no case passed ({n} cases)"
+        missing = self.unsupported_features
+        return head + (f"; {', '.join(missing)} unsupported" if missing else "")
+
+    def __str__(self) -> str:
+        head = (
+            "case",
+            "dtype",
+            "shapes q / k / v",
+            "options",
+            "max error",
+            "bound",
+            "err/bound",
+            "rule",
+            "verdict",
+        )
+        rows = [head]
+        for c in self.cases:
+            rule = c.rule.allowed if c.rule is not None else math.nan
+            verdict = {"pass": "pass", "fail": "FAIL", "unsupported": "unsupported"}[c.status]
+            rows.append(
+                (
+                    c.name,
+                    c.dtype,
+                    c.shapes,
+                    c.options,
+                    num(c.max_error),
+                    num(c.bound),
+                    ratio_text(c.ratio),
+                    num(rule),
+                    verdict,
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines = [f"check {self.target}  ({self.settings})"]
+        for n, r in enumerate(rows):
+            lines.append("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip())
+            if n == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        counts = {
+            s: sum(c.status == s for c in self.cases) for s in ("pass", "fail", "unsupported")
+        }
+        lines.append("")
+        lines.append(
+            f"{len(self.cases)} cases: {counts['pass']} pass, {counts['fail']} fail, "
+            f"{counts['unsupported']} unsupported -> {self.verdict}"
+        )
+        for c in self.cases:
+            if c.message:
+                lines.append(f"  {c.name}: {c.message}")
+        if self.diagnosis:
+            lines.append(f"diagnosis: {self.diagnosis}")
+        elif not self:
+            lines.append("diagnosis: no known mistake matches")
+        return "\n".join(lines).rstrip() + "\n"
+
+
+def num(x: float) -> str:
+    """A number for the table."""
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2e}"
+
+
+def ratio_text(x: float) -> str:
+    """error/bound for the table (<= 1 is within the bound)."""
+    return "-" if math.isnan(x) else ("inf" if math.isinf(x) else f"{x:.3g}")
+
+
+def shape_text(*shapes: tuple[int, ...]) -> str:
+    """(5, 8) (7, 8) (7, 4) -> '5x8 / 7x8 / 7x4'."""
+    return " / ".join("x".join(map(str, s)) for s in shapes)

@@ -1,0 +1,365 @@
+"""scratch.check: run a kernel on the cases, compare with the ground truth, diagnose failures."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+
+from ..tolerance import UNIT_ROUNDOFF, RuleResult, check_dtype, ulp
+from ..validate import as_tensor, check_masked_rows
+from .arrays import ARRAYS, Arrays, flat, shape
+from .cases import CASE_SETS, FEATURES, Case, cases_for
+from .prepare import Prepared, prepare
+from .report import CaseResult, CheckReport, shape_text
+
+RULE_FACTOR = 2.0  # a kernel may have twice the largest error of the correct reference kernels
+FLOOR_ULPS = 4.0  # plus this many units in the last place of max |truth|
+
+
+class BadResult(Exception):
+    """fn returned something that is not an output."""
+
+
+def check(
+    fn: Callable,
+    *,
+    array: str = "numpy",
+    dtype: object = "float32",
+    device: object = None,
+    cases: str = "standard",
+    seed: int = 0,
+    masked_rows: str = "zero",
+    require: object = (),
+    progress: Callable[[int, int, str], None] | None = None,
+) -> CheckReport:
+    """Run fn on seeded cases and compare each output with the float64 ground truth.
+
+    fn(q, k, v, attn_mask=..., is_causal=..., scale=..., enable_gqa=...) gets only the keywords a
+    case needs and returns the output or (output, weights). `require` (e.g. ("mask", "causal"))
+    turns cases fn refuses for those features into failures. See the README's checker section.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable attention function, found {type(fn).__name__}")
+    if array not in ARRAYS:
+        raise ValueError(f"array: expected one of {', '.join(ARRAYS)}, found {array!r}")
+    if cases not in CASE_SETS:
+        raise ValueError(f"cases: expected one of {', '.join(CASE_SETS)}, found {cases!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an int, found {type(seed).__name__} {seed!r}")
+    if device is not None and array != "torch":
+        raise ValueError(f"device: only meaningful with array='torch', found array={array!r}")
+    required = check_require(require)
+    dtype = check_dtype(dtype)
+    masked_rows = check_masked_rows(masked_rows)
+    if dtype == "bfloat16" and array == "numpy":
+        raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
+    if cases == "large" and array == "list":
+        raise ValueError("cases: 'large' needs array='numpy' or 'torch' (4096-token lists are slow)")
+    arrays = Arrays(array, device)
+    arrays.check_device()
+    todo = cases_for(cases, dtype)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    module = getattr(fn, "__module__", None)
+    target = f"{module}:{name}" if module else name
+    settings = (
+        f"array={array}, dtype={dtype}, device={device or 'default'}, cases={cases}, "
+        f"seed={seed}, masked_rows={masked_rows}"
+        + (f", require={','.join(required)}" if required else "")
+    )
+    report = CheckReport(target, settings)
+    accepts = accepted_keywords(fn)
+    for n, case in enumerate(todo):
+        if progress is not None:
+            progress(n + 1, len(todo), case.name)
+        report.cases.append(run_case(fn, case, arrays, dtype, seed, masked_rows, accepts))
+    settle_refusals(report.cases)
+    for r in report.cases:
+        needed = [f for f in r.features if f in required]
+        if r.status == "unsupported" and needed:
+            r.status = "fail"
+            r.message += f"; {', '.join(needed)} required"
+    found = [c.diagnosis for c in report.failed if c.diagnosis]
+    if found:  # the most frequent diagnosis first
+        ranked = sorted(set(found), key=lambda d: (-found.count(d), found.index(d)))
+        report.diagnosis = "; ".join(ranked)
+    return report
+
+
+def check_require(require: object) -> tuple[str, ...]:
+    """'mask,causal' or ('mask', 'causal') -> a tuple of FEATURES keys; ValueError if unknown."""
+    if isinstance(require, str):
+        require = [w.strip() for w in require.split(",") if w.strip()]
+    if not isinstance(require, (list, tuple, set, frozenset)):
+        raise TypeError(f"require: expected feature names, found {type(require).__name__}")
+    for word in require:
+        if word not in FEATURES:
+            raise ValueError(
+                f"require: expected names from {', '.join(FEATURES)}, found {word!r}"
+            )
+    return tuple(require)
+
+
+def settle_refusals(results: list[CaseResult]) -> None:
+    """A raise counts as 'unsupported' only when fn never handled those features elsewhere.
+
+    NotImplementedError is always a refusal. Any other exception in a case whose features
+    another case used without fn raising (causal with L > S crashing while causal with L == S
+    ran, say) is a bug in a supported feature, so the case fails.
+    """
+    for r in results:
+        if r.status != "unsupported" or r.raised is None:
+            continue
+        if issubclass(r.raised, NotImplementedError):  # said plainly: a refusal
+            continue
+        ran = next(
+            (
+                o
+                for o in results
+                if o.features
+                and o.raised is None
+                and set(r.features) <= set(o.features)
+                and o.status != "unsupported"
+            ),
+            None,
+        )
+        if ran is not None:
+            r.status = "fail"
+            r.message += f"; yet fn handled {', '.join(r.features)} in case {ran.name}"
+
+
+def accepted_keywords(fn: Callable) -> set[str] | None:
+    """The keyword names fn accepts, or None when it takes **kwargs or has no signature."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params}
+
+
+def call(fn: Callable, args: tuple, kwargs: dict) -> tuple[object, object]:
+    """fn on the case's arrays: (output, weights or None)."""
+    result = fn(*args, **kwargs)
+    if isinstance(result, tuple):
+        if len(result) != 2:
+            raise BadResult(
+                f"fn returned a tuple of {len(result)} items; expected output or (output, weights)"
+            )
+        return result[0], result[1]
+    return result, None
+
+
+def read_output(out: object) -> tuple[list, tuple[int, ...]]:
+    """fn's output (array, tensor or nested lists) as nested floats and its shape."""
+    try:
+        return as_tensor(out, "output")
+    except (TypeError, ValueError) as exc:
+        raise BadResult(f"fn's result is not an array of numbers: {exc}") from None
+
+
+def mutated(arrays: Arrays, prep: Prepared, args: tuple, kwargs: dict) -> list[str]:
+    """The inputs fn changed in place (compared with the masters they were copied from)."""
+    names = []
+    for name, got, master in zip(("query", "key", "value"), args, prep.masters):
+        if not arrays.same(got, master):
+            names.append(name)
+    if prep.mask_master is not None and not arrays.same(kwargs["attn_mask"], prep.mask_master):
+        names.append("attn_mask")
+    return names
+
+
+def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str, accepts):
+    """Run one case: call fn, compare with the ground truth, diagnose a failure."""
+    cdtype = case.dtype or dtype
+    lead, L, Ev = case.q[:-2], case.q[-2], case.v[-1]
+    expected = lead + (L, Ev)
+    result = CaseResult(case.name, shape_text(case.q, case.k, case.v), case.options(), cdtype, "fail")
+    features = result.features = case.features(dtype)
+    if accepts is not None and case.gqa and "enable_gqa" not in accepts:
+        result.status, result.message = "unsupported", "fn takes no enable_gqa keyword"
+        return result
+    try:
+        prep = prepare(case, arrays, cdtype, seed, masked_rows)
+    except (ValueError, TypeError) as exc:  # e.g. float64 on a device without it
+        result.status, result.message = "unsupported", f"cannot make {cdtype} inputs: {exc}"
+        return result
+    args, kwargs = prep.call_args(arrays)
+    try:
+        out, weights = call(fn, args, kwargs)
+    except BadResult as exc:
+        result.message = str(exc)
+        return result
+    except Exception as exc:  # the kernel's own error: unsupported feature, or a failure
+        words = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
+        result.raised = type(exc)
+        if features:  # settled once every case has run: `settle_refusals`
+            result.status = "unsupported"
+            result.message = f"raised {words} (uses {', '.join(features)})"
+        else:
+            result.message = f"raised {words}"
+        return result
+    changed = mutated(arrays, prep, args, kwargs)
+    full = _shape_of(out)
+    if full is not None and full != expected:
+        result.message = f"output shape {full}, expected {expected} (..., L, Ev)"
+        result.diagnosis = _diagnose_shape(case, full, out, prep, arrays)
+        return result
+    if prep.rows is not None:
+        out = arrays.take_rows(out, prep.rows)
+    try:
+        got, found = read_output(out)
+    except BadResult as exc:  # None, a string, ragged lists...: a wrong answer, not a refusal
+        result.message = str(exc)
+        return result
+    want = shape(prep.truth)
+    if found != want:
+        result.message = f"output shape {found}, expected {expected} (..., L, Ev)"
+        result.diagnosis = _diagnose_shape(case, found, out, prep, arrays)
+        return result
+    result.max_error, result.ratio, result.bound = worst(got, prep.truth, prep.bound)
+    got_np = None
+    if prep.np_ready:
+        import numpy as np
+
+        got_np = np.asarray(got, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            result.diff = np.abs(got_np - prep.truth_np).tolist()
+        result.rule = rule(got_np, prep)
+    within = result.ratio <= 1.0
+    if within and (result.rule is None or result.rule.ok) and not changed:
+        result.status = "pass"
+        return result
+    if changed:
+        result.message = f"fn changed its {', '.join(changed)} input in place"
+        result.diagnosis = (
+            f"fn modifies its inputs in place ({', '.join(changed)}): the caller's tensors change"
+        )
+        return result
+    if not within:
+        times = "infinitely far from" if math.isinf(result.ratio) else f"{result.ratio:.3g}x"
+        result.message = f"max error {result.max_error:.3g} is {times} the bound at the worst element"
+    else:
+        r = result.rule
+        result.message = (
+            f"within the bound, but error {r.error:.3g} > {RULE_FACTOR:g}x the largest error of "
+            f"the correct reference {cdtype} kernels {r.reference_error:.3g} + floor "
+            f"(allowed {r.allowed:.3g})"
+        )
+    result.diagnosis = _behaviour(fn, prep, arrays, got, weights, cdtype)
+    if result.diagnosis is None and got_np is not None:
+        from .diagnosis import diagnose
+
+        result.diagnosis = diagnose(prep, got_np, masked_rows, cdtype)
+    return result
+
+
+def rule(got_np, prep: Prepared) -> RuleResult:
+    """The reference rule: max error <= 2 x the largest reference kernel's error + 4 ulps."""
+    from .reference import max_error
+
+    err = max_error(got_np, prep.truth_np, prep.live_np)
+    ref = prep.reference_error()
+    live = prep.truth_np[prep.live_np]
+    top = float(abs(live).max()) if live.size else 0.0
+    allowed = RULE_FACTOR * (ref if math.isfinite(ref) else 0.0) + FLOOR_ULPS * ulp(top, prep.dtype)
+    return RuleResult(err <= allowed, err, ref, allowed)
+
+
+def _shape_of(out: object) -> tuple[int, ...] | None:
+    """An array's shape without reading its values (None for lists and the like)."""
+    found = getattr(out, "shape", None)
+    if found is None or isinstance(out, (list, tuple)):
+        return shape(out) if isinstance(out, list) else None
+    try:
+        return tuple(int(n) for n in found)
+    except (TypeError, ValueError):
+        return None
+
+
+def _diagnose_shape(case: Case, found: tuple, out: object, prep: Prepared, arrays: Arrays):
+    """Name a mistake from a wrong output shape, checking the values where it can."""
+    L, S, E, Ev = case.q[-2], case.k[-2], case.q[-1], case.v[-1]
+    if found[-2:] == (S, Ev) and L != S:
+        return "softmax over the wrong axis (queries instead of keys): output has S rows"
+    if found[-2:] not in ((L, S), (L, E)) or prep.rows is not None or not prep.np_ready:
+        return None
+    import numpy as np
+
+    try:
+        got = np.asarray(arrays.floats(out), dtype=np.float64)
+    except Exception:
+        return None
+    from . import variants
+
+    candidates = []
+    if found[-2:] == (L, S):
+        candidates.append(
+            ("returned the weights instead of the output (weights @ v missing)", prep.weights)
+        )
+    if found[-2:] == (L, E):
+        candidates.append(
+            ("k read where v belongs (weights @ k)", variants.attend(prep.problem, read_k_as_v=True))
+        )
+    u = UNIT_ROUNDOFF[prep.dtype]
+    for name, want in candidates:
+        want = np.asarray(want, dtype=np.float64)
+        if want.shape == got.shape and np.nanmax(np.abs(got - want)) <= 64 * u * max(
+            1.0, float(np.nanmax(np.abs(want)))
+        ):
+            return name
+    return None
+
+
+def _behaviour(fn, prep: Prepared, arrays: Arrays, got: list, weights: object, dtype: str):
+    """Dropout left on: a second call on fresh copies differs by more than rounding, or the
+    returned weights are the truth's zeroed and rescaled."""
+    args, kwargs = prep.call_args(arrays)
+    try:
+        out = call(fn, args, kwargs)[0]
+        if prep.rows is not None:
+            out = arrays.take_rows(out, prep.rows)
+        again = read_output(out)[0]
+    except Exception:
+        again = got
+    if worst(again, got, prep.bound)[1] > 4.0:
+        return "dropout left on (two identical calls differ by more than rounding)"
+    if weights is None or prep.rows is not None:
+        return None
+    try:
+        w, found = read_output(weights)
+    except BadResult:
+        return None
+    if found != shape(prep.weights):
+        return None
+    pairs = [(a, b) for a, b in zip(flat(w), flat(prep.weights)) if b > 1e-6]
+    ratios = [a / b for a, b in pairs if a != 0.0]
+    zeros = sum(1 for a, _ in pairs if a == 0.0)
+    if zeros and ratios and max(ratios) - min(ratios) < 1e-2 * max(ratios) and min(ratios) > 1.0:
+        return (
+            f"dropout left on (weights zeroed or rescaled by {ratios[0]:.3g} = "
+            f"1/(1-{1 - 1 / ratios[0]:.2g}))"
+        )
+    return None
+
+
+def worst(got: list, want: list, bound: list) -> tuple[float, float, float]:
+    """(max |got - want|, max |got - want| / bound, the bound to show).
+
+    NaN must match NaN; an exact-zero bound needs an exact match. The bound shown is the one at
+    the largest error when every element passes, else the one at the worst ratio, so "max
+    error vs bound" in the table always reads like the verdict."""
+    worst_err, worst_ratio, at_err, at_ratio = 0.0, 0.0, 0.0, 0.0
+    for g, w, b in zip(flat(got), flat(want), flat(bound), strict=True):
+        if math.isnan(g) or math.isnan(w):
+            err = 0.0 if math.isnan(g) and math.isnan(w) else math.inf
+        else:
+            err = 0.0 if g == w else abs(g - w)
+            err = math.inf if math.isnan(err) else err
+        ratio = 0.0 if err == 0 else (err / b if b > 0 else math.inf)
+        if err > worst_err or (err == worst_err and at_err == 0.0):
+            worst_err, at_err = err, b
+        if ratio > worst_ratio:
+            worst_ratio, at_ratio = ratio, b
+    return worst_err, worst_ratio, at_ratio if worst_ratio > 1.0 else at_err
