@@ -104,7 +104,9 @@ def precision_candidates(p, dtype: str) -> list[tuple[str, object]]:
                 f"float32 accumulation with {dtype} storage (as PyTorch's kernels do)"
             )
             stages = ("scores computed", "scores") if narrow == "float16" else ("scores",)
-            found += [(what, lambda st=st, n=narrow: var.attend(p, narrow=(st, n))) for st in stages]
+            found += [
+                (what, lambda st=st, n=narrow: var.attend(p, narrow=(st, n))) for st in stages
+            ]
             continue
         if narrow == "float16":
             found.append(

@@ -55,7 +55,9 @@ def check(
     if dtype == "bfloat16" and array == "numpy":
         raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
     if cases == "large" and array == "list":
-        raise ValueError("cases: 'large' needs array='numpy' or 'torch' (4096-token lists are slow)")
+        raise ValueError(
+            "cases: 'large' needs array='numpy' or 'torch' (4096-token lists are slow)"
+        )
     arrays = Arrays(array, device)
     arrays.check_device()
     todo = cases_for(cases, dtype)
@@ -94,9 +96,7 @@ def check_require(require: object) -> tuple[str, ...]:
         raise TypeError(f"require: expected feature names, found {type(require).__name__}")
     for word in require:
         if word not in FEATURES:
-            raise ValueError(
-                f"require: expected names from {', '.join(FEATURES)}, found {word!r}"
-            )
+            raise ValueError(f"require: expected names from {', '.join(FEATURES)}, found {word!r}")
     return tuple(require)
 
 
@@ -162,10 +162,11 @@ def read_output(out: object) -> tuple[list, tuple[int, ...]]:
 def mutated(arrays: Arrays, prep: Prepared, args: tuple, kwargs: dict) -> list[str]:
     """The inputs fn changed in place (compared with the masters they were copied from)."""
     names = []
-    for name, got, master in zip(("query", "key", "value"), args, prep.masters):
+    *masters, mask_master = prep.masters(arrays)
+    for name, got, master in zip(("query", "key", "value"), args, masters):
         if not arrays.same(got, master):
             names.append(name)
-    if prep.mask_master is not None and not arrays.same(kwargs["attn_mask"], prep.mask_master):
+    if mask_master is not None and not arrays.same(kwargs["attn_mask"], mask_master):
         names.append("attn_mask")
     return names
 
@@ -175,17 +176,19 @@ def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows:
     cdtype = case.dtype or dtype
     lead, L, Ev = case.q[:-2], case.q[-2], case.v[-1]
     expected = lead + (L, Ev)
-    result = CaseResult(case.name, shape_text(case.q, case.k, case.v), case.options(), cdtype, "fail")
+    result = CaseResult(
+        case.name, shape_text(case.q, case.k, case.v), case.options(), cdtype, "fail"
+    )
     features = result.features = case.features(dtype)
     if accepts is not None and case.gqa and "enable_gqa" not in accepts:
         result.status, result.message = "unsupported", "fn takes no enable_gqa keyword"
         return result
     try:
         prep = prepare(case, arrays, cdtype, seed, masked_rows)
+        args, kwargs = prep.call_args(arrays)
     except (ValueError, TypeError) as exc:  # e.g. float64 on a device without it
         result.status, result.message = "unsupported", f"cannot make {cdtype} inputs: {exc}"
         return result
-    args, kwargs = prep.call_args(arrays)
     try:
         out, weights = call(fn, args, kwargs)
     except BadResult as exc:
@@ -239,7 +242,9 @@ def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows:
         return result
     if not within:
         times = "infinitely far from" if math.isinf(result.ratio) else f"{result.ratio:.3g}x"
-        result.message = f"max error {result.max_error:.3g} is {times} the bound at the worst element"
+        result.message = (
+            f"max error {result.max_error:.3g} is {times} the bound at the worst element"
+        )
     else:
         r = result.rule
         result.message = (
@@ -300,7 +305,10 @@ def _diagnose_shape(case: Case, found: tuple, out: object, prep: Prepared, array
         )
     if found[-2:] == (L, E):
         candidates.append(
-            ("k read where v belongs (weights @ k)", variants.attend(prep.problem, read_k_as_v=True))
+            (
+                "k read where v belongs (weights @ k)",
+                variants.attend(prep.problem, read_k_as_v=True),
+            )
         )
     u = UNIT_ROUNDOFF[prep.dtype]
     for name, want in candidates:

@@ -35,7 +35,7 @@ def attend(
     keep = p.allowed if isinstance(allowed, str) else allowed
     with np.errstate(all="ignore"):
         if narrow and narrow[0] == "scores computed":  # q @ k^T multiplied and summed in 16 bits
-            s = (store(q, narrow[1]).astype(np.float16) @ np.swapaxes(k, -1, -2).astype(np.float16))
+            s = store(q, narrow[1]).astype(np.float16) @ np.swapaxes(k, -1, -2).astype(np.float16)
             s = s.astype(np.float64)
         else:
             s = q @ (np.swapaxes(k, -1, -2) if transpose else k)  # (..., L, E) @ (..., E, S)
