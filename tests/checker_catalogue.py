@@ -87,3 +87,126 @@ def _correct() -> dict:
 
 
 CORRECT = _correct()
+
+
+def textbook_torch(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """nanoGPT's manual attention: scores, softmax and output all in the input dtype."""
+    if enable_gqa and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
+        group = q.shape[-3] // k.shape[-3]
+        k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
+    L, S = q.shape[-2], k.shape[-2]
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    s = (q @ k.transpose(-2, -1)) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    if is_causal:
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    elif attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
+    return torch.softmax(s, dim=-1) @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+
+
+def output_to_float16(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """A float32 kernel that rounds its output through float16 (an intermediate cast)."""
+    out = kernels.attention(q, k, v, attn_mask, is_causal, scale, enable_gqa)
+    return out.astype("float16").astype(out.dtype)
+
+
+def shuffled_missing_scale(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """Sums keys in a different order on every call, and forgets the scale."""
+    return tk.reordered(q, k, v, attn_mask, is_causal, 1.0, enable_gqa, order="shuffled")
+
+
+def _planted() -> dict:
+    expected = {
+        "missing-scale": "missing scale",
+        "scale-1/d": "scale 1/d instead of 1/sqrt(d)",
+        "wrong-axis": "softmax over the wrong axis",
+        "no-transpose": "without the transpose",
+        "mask-inverted": "mask convention inverted",
+        "causal-off-by-one": "diagonal excluded",
+        "causal-bottom-right": "bottom-right causal alignment",
+        "mask-before-scale": "mask added before scaling",
+        "dropout": "dropout left on",
+        "dropout-seeded": "dropout left on (weights zeroed or rescaled by 1.25",
+        "no-max": "subtract the row max",
+        "ignore-scale": "scale argument is ignored",
+        "gqa-interleaved": "h % Hkv",
+        "nan-rows": "masked_rows='nan'",
+        "float16": "lower precision",
+        "returns-weights": "returned the weights instead of the output",
+        "sloppy": None,  # a uniform 2^-20 relative error: no known mistake, nothing to name
+    }
+    found = {f"numpy {b}": (kernels.BUGGY[b], "numpy", "float32", w) for b, w in expected.items()}
+    tiled = {
+        ("no-rescale", 16): "accumulator not rescaled",
+        ("no-rescale", 64): "accumulator not rescaled",
+        ("rescale-inverted", 16): "rescale factor inverted",
+        ("rescale-inverted", 32): "rescale factor inverted",
+        ("drop-last", 16): "last partial key block dropped",
+        ("drop-last", 64): "last partial key block dropped",
+        ("causal-future", 16): "one future key allowed",
+        ("causal-diag", 32): "diagonal excluded",
+        ("k-as-v", 16): "k read where v belongs",
+        ("scores-fp16", 16): "scores q @ k^T computed in float16",
+        ("mutate-q", 16): "modifies its inputs in place",
+    }
+    for (bug, block), words in tiled.items():
+        fn = named(functools.partial(tk.tiled, block=block, bug=bug), f"tiled_{bug}")
+        found[f"tiled-{block} {bug}"] = (fn, "numpy", "float32", words)
+    cast = named(functools.partial(tk.tiled, bug="scores-f32"), "tiled_scores_f32")
+    found["tiled float64 scores cast to float32"] = (cast, "numpy", "float64", "lower precision")
+    eps = named(functools.partial(tk.tiled, bug="eps"), "tiled_eps")
+    found["tiled float64 +1e-12 in the denominator"] = (eps, "numpy", "float64", None)
+    found["numpy float32 output through float16"] = (
+        output_to_float16,
+        "numpy",
+        "float32",
+        "lower precision",
+    )
+    found["numpy float16 textbook (scores in float16)"] = (
+        kernels.attention,
+        "numpy",
+        "float16",
+        "16-bit scores",
+    )
+    found["numpy shuffled order, missing scale"] = (
+        shuffled_missing_scale,
+        "numpy",
+        "float32",
+        "missing scale",
+    )
+    if torch is not None:
+        for dtype in ("float16", "bfloat16"):
+            found[f"torch {dtype} textbook (nanoGPT manual)"] = (
+                textbook_torch,
+                "torch",
+                dtype,
+                "16-bit scores",
+            )
+    return found
+
+
+PLANTED = _planted()
+
+
+def diagnosis_counts(seed: int = 0, cases: str = "standard") -> dict:
+    """{'named': [...], 'unnamed': [...], 'misnamed': [...], 'passed': [...]} over PLANTED.
+
+    A mistake expected to be named is named when the first diagnosis holds the expected words,
+    unnamed when there is none, misnamed otherwise; one expected to stay unnamed (None) is
+    misnamed by any diagnosis. 'passed' lists planted mistakes the checker did not fail."""
+    from scratch.checker import check
+
+    counts: dict[str, list] = {"named": [], "unnamed": [], "misnamed": [], "passed": []}
+    for name, (fn, array, dtype, words) in PLANTED.items():
+        report = check(fn, array=array, dtype=dtype, seed=seed, cases=cases)
+        if report:
+            counts["passed"].append(name)
+            continue
+        first = report.diagnosis.split("; ")[0] if report.diagnosis else None
+        if first is None:
+            counts["unnamed"].append(name)
+        elif words is not None and words in report.diagnosis:
+            counts["named"].append(name)
+        else:
+            counts["misnamed"].append((name, report.diagnosis))
+    return counts
