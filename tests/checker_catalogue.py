@@ -100,7 +100,11 @@ def textbook_torch(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_
     if is_causal:
         s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
     elif attn_mask is not None:
-        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
+        s = (
+            s.masked_fill(~attn_mask, float("-inf"))
+            if attn_mask.dtype == torch.bool
+            else s + attn_mask
+        )
     return torch.softmax(s, dim=-1) @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
 
 

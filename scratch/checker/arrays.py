@@ -1,4 +1,4 @@
-"""The caller's arrays (numpy, torch or nested lists): made from lists, copied, read back as floats."""
+"""The caller's arrays (numpy, torch or lists): made from lists, copied, read back as floats."""
 
 from __future__ import annotations
 

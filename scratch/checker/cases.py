@@ -1,4 +1,4 @@
-"""The checker's seeded cases: small ones that tell mistakes apart, block-sized ones like real kernels."""
+"""The checker's seeded cases: small ones that tell mistakes apart, block-sized ones."""
 
 from __future__ import annotations
 

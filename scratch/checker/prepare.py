@@ -95,7 +95,7 @@ class Prepared:
         self.np_ready = True
 
     def reference_error(self) -> float:
-        """The largest error of the correct reference kernels in this dtype (the rule's yardstick)."""
+        """The largest error of the correct reference kernels in this dtype."""
         if "ref" not in self._memo:
             from .reference import kernel_errors
 

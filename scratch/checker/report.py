@@ -26,7 +26,9 @@ class CaseResult:
     diagnosis: str | None = None
     features: tuple[str, ...] = ()  # the optional features the case uses (keys of FEATURES)
     raised: type[BaseException] | None = None  # what fn raised (a refusal or a crash), if it did
-    diff: list | None = None  # |output - truth| per element (..., R, Ev), for the window's heatmap
+    diff: list | None = field(
+        default=None, repr=False
+    )  # |output - truth| per element (..., R, Ev), for the window's heatmap
 
     @property
     def ok(self) -> bool:
@@ -53,11 +55,12 @@ class CheckReport:
 
     @property
     def unsupported_features(self) -> list[str]:
-        """The features of the unsupported cases, in words (masks, causal, GQA, ...)."""
+        """Features of the unsupported cases that no passing case used, in words (masks, GQA)."""
+        handled = {f for c in self.cases if c.status == "pass" for f in c.features}
         seen: list[str] = []
         for c in self.cases:
             if c.status == "unsupported":
-                for f in c.features or ("?",):
+                for f in [f for f in c.features if f not in handled] or c.features:
                     word = FEATURES.get(f, f)
                     if word not in seen:
                         seen.append(word)
