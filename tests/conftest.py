@@ -22,7 +22,6 @@ settings.register_profile("dev", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-
 @pytest.fixture(autouse=True)
 def _qt_leaves_nothing_behind(request):
     """After a Qt test: every computation joined, collection back on, no window left behind."""
