@@ -6,12 +6,14 @@ of `torch.nn.functional.scaled_dot_product_attention`. Standard library only.
 """
 
 from .attention import scaled_dot_product_attention
+from .backward import scaled_dot_product_attention_backward
 from .checker import CheckReport, check
 from .compare import StepCheck, compare_traces
 from .explain import Explanation, explain
 from .linalg import matmul, transpose
 from .masks import causal_mask
 from .multihead import multi_head_attention
+from .rows import attention_rows, sample_rows
 from .softmax import softmax
 from .tolerance import tolerance
 from .trace import Step, Trace, trace_attention
@@ -30,13 +32,16 @@ __all__ = [
     "Explanation",
     "Step",
     "Trace",
+    "attention_rows",
     "causal_mask",
     "check",
     "compare_traces",
     "explain",
     "matmul",
     "multi_head_attention",
+    "sample_rows",
     "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "shape_of",
     "softmax",
     "tolerance",
