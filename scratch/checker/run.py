@@ -241,10 +241,18 @@ def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows:
         )
         return result
     if not within:
-        times = "infinitely far from" if math.isinf(result.ratio) else f"{result.ratio:.3g}x"
-        result.message = (
-            f"max error {result.max_error:.3g} is {times} the bound at the worst element"
-        )
+        if math.isinf(result.max_error):
+            result.message = "NaN or inf where the ground truth has a number (or the reverse)"
+        elif math.isinf(result.ratio):
+            result.message = (
+                f"max error {result.max_error:.3g} where the bound is 0 (an exact answer, e.g. a "
+                f"fully masked row)"
+            )
+        else:
+            result.message = (
+                f"max error {result.max_error:.3g} is {result.ratio:.3g}x the bound at the worst "
+                f"element"
+            )
     else:
         r = result.rule
         result.message = (
