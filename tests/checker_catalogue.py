@@ -79,14 +79,14 @@ def _correct() -> dict:
     for name in backends.available():
         array = "torch" if name.startswith("torch") else "numpy"
         found[f"backend {name} float32"] = (backend_fn(name), array, "float32")
+    found["numpy float16 textbook"] = (kernels.attention, "numpy", "float16")
     if torch is not None:
+        for dtype in ("float16", "bfloat16"):
+            found[f"torch {dtype} textbook (nanoGPT manual)"] = (textbook_zero_rows, "torch", dtype)
         for n in (3, 4):
             for dtype in ("float32", "float16", "bfloat16", "float64"):
                 found[f"torch sdpa {n}-D {dtype}"] = (sdpa_nd(n), "torch", dtype)
     return found
-
-
-CORRECT = _correct()
 
 
 def textbook_torch(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
@@ -106,6 +106,12 @@ def textbook_torch(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_
             else s + attn_mask
         )
     return torch.softmax(s, dim=-1) @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+
+
+def textbook_zero_rows(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """The textbook kernel with fully masked rows set to 0 (masked_rows='zero')."""
+    out = textbook_torch(q, k, v, attn_mask, is_causal, scale, enable_gqa)
+    return torch.nan_to_num(out, nan=0.0)
 
 
 def output_to_float16(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
@@ -166,11 +172,12 @@ def _planted() -> dict:
         "float32",
         "lower precision",
     )
-    found["numpy float16 textbook (scores in float16)"] = (
-        kernels.attention,
+    acc16 = named(functools.partial(tk.tiled, bug="scores-16-sum"), "tiled_scores_16_sum")
+    found["tiled float16 q @ k^T summed in float16"] = (
+        acc16,
         "numpy",
         "float16",
-        "16-bit scores",
+        "16-bit accumulation",
     )
     found["numpy shuffled order, missing scale"] = (
         shuffled_missing_scale,
@@ -179,16 +186,38 @@ def _planted() -> dict:
         "missing scale",
     )
     if torch is not None:
-        for dtype in ("float16", "bfloat16"):
-            found[f"torch {dtype} textbook (nanoGPT manual)"] = (
-                textbook_torch,
-                "torch",
-                dtype,
-                "16-bit scores",
-            )
+        found["torch sdpa, scale argument dropped"] = (
+            sdpa_without_scale,
+            "torch",
+            "float32",
+            "scale argument is ignored",
+        )
+        found["torch sdpa, bool mask inverted"] = (
+            sdpa_mask_inverted,
+            "torch",
+            "float32",
+            "mask convention inverted",
+        )
     return found
 
 
+def sdpa_without_scale(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """PyTorch's SDPA called without passing the scale on."""
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=enable_gqa
+    )
+
+
+def sdpa_mask_inverted(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """PyTorch's SDPA given ~mask (a 'True means masked' convention)."""
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = ~attn_mask
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
+    )
+
+
+CORRECT = _correct()
 PLANTED = _planted()
 
 

@@ -75,7 +75,13 @@ def _tiled(q, k, v, attn_mask, is_causal, scale, enable_gqa, block, exp2, bug):
     for j in range(0, end, block):
         kb, vb = k[..., j : j + block, :], v[..., j : j + block, :]
         # step 1: scores of this block   (..., L, E) @ (..., E, B) -> (..., L, B)
-        if bug == "scores-fp16":  # q @ k^T multiplied and summed in float16
+        if bug == "scores-16-sum":  # a float16 kernel that sums q @ k^T in float16, term by term
+            qh, kh = q.astype(np.float16), np.swapaxes(kb, -1, -2).astype(np.float16)
+            s = np.zeros(q.shape[:-1] + (kh.shape[-1],), dtype=np.float16)
+            for i in range(q.shape[-1]):
+                s = s + qh[..., :, i : i + 1] * kh[..., i : i + 1, :]
+            s = s.astype(acc)
+        elif bug == "scores-fp16":  # q @ k^T multiplied and summed in float16
             s = (q.astype(np.float16) @ np.swapaxes(kb, -1, -2).astype(np.float16)).astype(acc)
         else:
             s = q @ np.swapaxes(kb, -1, -2)

@@ -99,14 +99,12 @@ def precision_candidates(p, dtype: str) -> list[tuple[str, object]]:
         if UNIT_ROUNDOFF[narrow] <= UNIT_ROUNDOFF[acc]:
             continue
         if narrow in DTYPE_16 and dtype in DTYPE_16:
-            what = (
-                f"16-bit scores: scores kept in {narrow} before softmax; the bound assumes "
-                f"float32 accumulation with {dtype} storage (as PyTorch's kernels do)"
-            )
-            stages = ("scores computed", "scores") if narrow == "float16" else ("scores",)
-            found += [
-                (what, lambda st=st, n=narrow: var.attend(p, narrow=(st, n))) for st in stages
-            ]
+            if narrow == dtype:
+                what = (
+                    f"16-bit accumulation: q @ k^T summed in {narrow}; the bound assumes float32 "
+                    f"sums with {dtype} storage (PyTorch's policy)"
+                )
+                found.append((what, lambda n=narrow: var.attend(p, narrow=("scores summed", n))))
             continue
         if narrow == "float16":
             found.append(

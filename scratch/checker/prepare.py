@@ -92,6 +92,9 @@ class Prepared:
             add,
             case.gqa,
         )
+        if self.dtype in ("float16", "bfloat16"):
+            self.bound_np = self.bound_np + score_storage_term(self.problem, w, self.dtype)
+            self.bound = self.bound_np.tolist()
         self.np_ready = True
 
     def reference_error(self) -> float:
@@ -209,3 +212,26 @@ def _rows_of(x: list, rows: list[int], depth: int) -> list:
 
 
 __all__ = ["Prepared", "prepare", "at", "shape"]
+
+
+def score_storage_term(p, weights, dtype: str):
+    """The bound's extra term for scores stored in 16 bits between q @ k^T and softmax.
+
+    PyTorch's math path (and the textbook kernel) keep the scores in float16/bfloat16: each
+    score moves by at most u |s_ij| <= u S_i, each weight by a factor e^(+-2 u S_i), so the
+    output by at most expm1(2 u S_i) sum_j p_ij |v_jc| (times 1.25 for the product with the
+    other roundings). S_i as in `tolerance`: max over live keys of |scale| sum_l |q_il k_jl|
+    + |mask_ij|. Sums must still be float32: 16-bit accumulation grows with E and fails.
+    """
+    import numpy as np
+
+    from ..tolerance import UNIT_ROUNDOFF
+
+    k, v = p.heads()
+    size = abs(p.scale) * (np.abs(p.q) @ np.swapaxes(np.abs(k), -1, -2))  # (..., R, S)
+    if p.add is not None:
+        size = size + np.abs(p.add)
+    live = weights > 0
+    S_i = np.max(np.where(live, size, 0.0), axis=-1, keepdims=True)  # (..., R, 1)
+    spread = np.expm1(np.minimum(2 * UNIT_ROUNDOFF[dtype] * S_i, 700.0))
+    return 1.25 * spread * (np.where(live, weights, 0.0) @ np.abs(v))  # (..., R, Ev)

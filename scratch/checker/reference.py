@@ -5,7 +5,8 @@ A `Problem` holds one case's inputs as float64 arrays (already rounded to the ch
 softmax(q @ k^T) @ v, the same with the keys reversed, and online-softmax (FlashAttention-style)
 loops over key blocks of 1, 16 and 64 with exp or exp2 - and returns each one's max error against
 the ground truth. The checker's rule allows a kernel twice the largest of them (see the README).
-For float16/bfloat16 every reference sums in float32 and stores weights and output in 16 bits.
+For float16/bfloat16 every reference sums in float32 and stores scores, weights and output in
+16 bits (PyTorch's policy).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def plain(p: Problem, dtype: str, *, reverse: bool = False) -> np.ndarray:
             p.gqa,
         )
     with np.errstate(all="ignore"):
-        s = scores(sub, q, k, acc)  # (..., L, S)
+        s = store(scores(sub, q, k, acc), dtype)  # (..., L, S), kept in the dtype
         top = np.max(s, axis=-1, keepdims=True)
         e = np.exp(s - np.where(np.isfinite(top), top, 0))
         w = store(e / np.sum(e, axis=-1, keepdims=True), dtype)
@@ -107,7 +108,7 @@ def online(p: Problem, dtype: str, block: int, *, exp2: bool = False) -> np.ndar
     with np.errstate(all="ignore"):
         s_all = scores(p, q, k, acc, exp2=exp2)  # (..., L, S); blocks are column slices of it
         for j in range(0, S, block):
-            s = s_all[..., j : j + block]
+            s = store(s_all[..., j : j + block], dtype)  # kept in the dtype
             new = np.maximum(top, np.max(s, axis=-1, keepdims=True))
             safe = np.where(np.isfinite(new), new, 0)
             alpha = exp(top - safe)  # rescales what was summed under the old max

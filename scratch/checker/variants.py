@@ -34,7 +34,15 @@ def attend(
     scale = p.scale if scale is None else scale
     keep = p.allowed if isinstance(allowed, str) else allowed
     with np.errstate(all="ignore"):
-        if narrow and narrow[0] == "scores computed":  # q @ k^T multiplied and summed in 16 bits
+        if narrow and narrow[0] == "scores summed":  # each product and partial sum rounded
+            kt = np.swapaxes(store(k, narrow[1]), -1, -2)  # (..., E, S)
+            qn = store(q, narrow[1])
+            s = np.zeros(q.shape[:-1] + (kt.shape[-1],))
+            for i in range(q.shape[-1]):  # (..., L, 1) * (..., 1, S) -> (..., L, S)
+                s = store(
+                    s + store(qn[..., :, i : i + 1] * kt[..., i : i + 1, :], narrow[1]), narrow[1]
+                )
+        elif narrow and narrow[0] == "scores computed":  # numpy's float16 matmul
             s = store(q, narrow[1]).astype(np.float16) @ np.swapaxes(k, -1, -2).astype(np.float16)
             s = s.astype(np.float64)
         else:
@@ -43,7 +51,7 @@ def attend(
             s = (s + p.add) * scale if mask_first else s * scale + p.add
         else:
             s = s * scale
-        if narrow and narrow[0] in ("scores", "scores computed"):
+        if narrow and narrow[0] in ("scores", "scores computed", "scores summed"):
             s = store(s, narrow[1])
         if keep is not None:
             s = np.where(keep, s, -np.inf)
