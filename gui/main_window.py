@@ -21,6 +21,7 @@ from gui import session as sm
 from gui.actions import FileActions
 from gui.check_panel import CheckPanel
 from gui.inputs_panel import InputsPanel
+from gui.kernel_check import KernelCheckPanel
 from gui.model_panel import ModelPanel
 from gui.overview import Overview
 from gui.pipeline_view import PipelineView
@@ -67,10 +68,12 @@ class MainWindow(QMainWindow):
         self.overview = Overview()
         self.checks = CheckPanel()
         self.model = ModelPanel()
+        self.kernel_check = KernelCheckPanel()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.pipeline, "Pipeline")
         self.tabs.addTab(self.overview, "Overview")
         self.tabs.addTab(self.checks, "Check")
+        self.tabs.addTab(self.kernel_check, "Check a kernel")
         self.tabs.addTab(self.model, "Model")
         self.setCentralWidget(self.tabs)
         scroll = QScrollArea()
@@ -237,4 +240,5 @@ class MainWindow(QMainWindow):
         self.settings.sync()
         self.worker.wait()  # ... and is joined: no computation thread outlives the window
         self.model.worker.wait()
+        self.kernel_check.worker.wait()
         super().closeEvent(event)

@@ -1,0 +1,302 @@
+"""Kernel check tab: load your attention kernel, run scratch.check in a thread, show the report."""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from PyQt6.QtCore import QObject, QRunnable, Qt, QThreadPool, pyqtSignal
+from PyQt6.QtGui import QColor
+from PyQt6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui import view_model
+from gui.heatmap import Heatmap
+from gui.worker import collector_pause
+
+COLOURS = {"pass": QColor(200, 240, 200), "fail": QColor(255, 190, 190)}
+COLOURS["unsupported"] = QColor(235, 235, 235)
+HEADERS = ("case", "dtype", "shapes q / k / v", "max error", "bound", "err/bound", "verdict")
+
+
+def load_kernel(source: str, function: str = "") -> Callable:
+    """`package.module:function`, or a .py file plus a function name -> the function.
+
+    ValueError (one line) for anything that does not give a callable."""
+    source = source.strip()
+    if source.endswith(".py"):
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise ValueError(f"kernel file: no such file {str(path)!r}")
+        name = function.strip()
+        if not name:
+            raise ValueError("function: name the function to check in the file")
+        spec = importlib.util.spec_from_file_location(f"user_kernel_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # the user's file: a syntax error or its own exception
+            raise ValueError(
+                f"kernel file: loading {path.name} raised {type(exc).__name__}: {exc}"
+            ) from exc
+        fn = getattr(module, name, None)
+        if not callable(fn):
+            raise ValueError(f"function: {path.name} has no function {name!r}")
+        return fn
+    from scratch.checker.cli import load
+
+    if function.strip() and ":" not in source:
+        source = f"{source}:{function.strip()}"
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # modules in the current folder, as on the command line
+    return load(source)
+
+
+class _Signals(QObject):
+    progress = pyqtSignal(int, int, int, str)  # job, done, total, case
+    finished = pyqtSignal(int, object)  # job, CheckReport
+    failed = pyqtSignal(int, str)  # job, message
+
+
+class _Job(QRunnable):
+    def __init__(self, job: int, fn: Callable, options: dict, signals: _Signals) -> None:
+        super().__init__()
+        self.job, self.fn, self.options, self.signals = job, fn, options, signals
+
+    def run(self) -> None:
+        try:
+            from scratch.checker import check
+
+            report = check(
+                self.fn,
+                progress=lambda n, total, name: self.signals.progress.emit(
+                    self.job, n, total, name
+                ),
+                **self.options,
+            )
+        except (ValueError, TypeError, ImportError) as exc:
+            self.signals.failed.emit(self.job, str(exc))
+        else:
+            self.signals.finished.emit(self.job, report)
+        finally:
+            collector_pause().release()  # garbage collection resumes in the GUI thread
+
+
+class KernelCheckWorker(QObject):
+    """Runs scratch.check in a pool thread; only the newest request's report arrives."""
+
+    progress = pyqtSignal(int, int, str)
+    finished = pyqtSignal(object)
+    failed = pyqtSignal(str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.pool = QThreadPool(self)
+        self.pool.setMaxThreadCount(1)
+        self.current = 0
+        self._signals = _Signals()
+        self._signals.progress.connect(self._on_progress)
+        self._signals.finished.connect(self._on_finished)
+        self._signals.failed.connect(self._on_failed)
+
+    def submit(self, fn: Callable, **options) -> int:
+        """Check fn with scratch.check(**options) off the GUI thread."""
+        self.current += 1
+        collector_pause().hold()
+        self.pool.start(_Job(self.current, fn, options, self._signals))
+        return self.current
+
+    def wait(self, msecs: int = 300000) -> bool:
+        """Block until idle (closing the window, tests)."""
+        return self.pool.waitForDone(msecs)
+
+    def _on_progress(self, job: int, done: int, total: int, name: str) -> None:
+        if job == self.current:
+            self.progress.emit(done, total, name)
+
+    def _on_finished(self, job: int, report: object) -> None:
+        if job == self.current:
+            self.finished.emit(report)
+
+    def _on_failed(self, job: int, message: str) -> None:
+        if job == self.current:
+            self.failed.emit(message)
+
+
+class KernelCheckPanel(QWidget):
+    """Kernel source, options and Check; then the case table, a diff heatmap and the diagnosis."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.report = None
+        self.worker = KernelCheckWorker(self)
+        outer = QVBoxLayout(self)
+        # step 1: what to check and how
+        row = QHBoxLayout()
+        self.source = QLineEdit()
+        self.source.setPlaceholderText("package.module:function  or  path/to/kernel.py")
+        self.function = QLineEdit()
+        self.function.setPlaceholderText("function (for a .py file)")
+        self.function.setMaximumWidth(200)
+        self.array = QComboBox()
+        self.array.addItems(["numpy", "torch", "list"])
+        self.dtype = QComboBox()
+        self.dtype.addItems(["float32", "float64", "float16", "bfloat16"])
+        self.cases = QComboBox()
+        self.cases.addItems(["standard", "full", "large"])
+        self.run_button = QPushButton("Check")
+        for w in (self.source, self.function, self.array, self.dtype, self.cases, self.run_button):
+            row.addWidget(w)
+        row.setStretch(0, 1)
+        outer.addLayout(row)
+        self.progress = QProgressBar()
+        self.progress.setVisible(False)
+        outer.addWidget(self.progress)
+        self.header = QLabel("Load your attention kernel and press Check.")
+        self.header.setWordWrap(True)
+        self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.header.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.header.setMinimumHeight(3 * self.header.fontMetrics().height())
+        outer.addWidget(self.header)
+        # step 2: the report
+        split = QSplitter(Qt.Orientation.Horizontal)
+        self.table = QTableWidget(0, len(HEADERS))
+        self.table.setHorizontalHeaderLabels(HEADERS)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setMinimumWidth(420)
+        split.addWidget(self.table)
+        self.diff_map = Heatmap()
+        split.addWidget(self.diff_map)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setSizes([560, 340])
+        outer.addWidget(split, 1)
+        self.run_button.clicked.connect(self.start)
+        self.table.currentCellChanged.connect(lambda r, *_: self.show_case(r))
+        self.worker.progress.connect(self._on_progress)
+        self.worker.finished.connect(self.show_report)
+        self.worker.failed.connect(self._say_error)
+
+    def start(self) -> bool:
+        """Load the kernel and start the check; a bad source is said in the header."""
+        try:
+            fn = load_kernel(self.source.text(), self.function.text())
+        except ValueError as exc:
+            self._say_error(str(exc))
+            return False
+        self.run_button.setEnabled(False)
+        self.progress.setVisible(True)
+        self.progress.setValue(0)
+        self.header.setText(f"checking {html.escape(self.source.text().strip())} ...")
+        self.worker.submit(
+            fn,
+            array=self.array.currentText(),
+            dtype=self.dtype.currentText(),
+            cases=self.cases.currentText(),
+        )
+        return True
+
+    def _on_progress(self, done: int, total: int, name: str) -> None:
+        self.progress.setMaximum(total)
+        self.progress.setValue(done)
+        self.progress.setFormat(f"case {done}/{total}: {name}")
+
+    def _say_error(self, message: str) -> None:
+        self.run_button.setEnabled(True)
+        self.progress.setVisible(False)
+        self.header.setText(f"<span style='color:#b00020'>{html.escape(message)}</span>")
+
+    def show_report(self, report: object) -> None:
+        """The verdict and diagnosis in the header, one row per case, the worst case's diff."""
+        self.report = report
+        self.run_button.setEnabled(True)
+        self.progress.setVisible(False)
+        colour = "#1a7f37" if report else "#b00020"
+        lines = [f"<b style='color:{colour}'>{html.escape(report.verdict)}</b>"]
+        if report.diagnosis:
+            lines.append(f"diagnosis: {html.escape(report.diagnosis)}")
+        elif not report:
+            lines.append("diagnosis: no known mistake matches")
+        self.header.setText("<br>".join(lines))
+        self.table.setRowCount(len(report.cases))
+        for r, case in enumerate(report.cases):
+            cells = (
+                case.name,
+                case.dtype,
+                case.shapes,
+                _num(case.max_error),
+                _num(case.bound),
+                "-" if math.isnan(case.ratio) else f"{case.ratio:.3g}",
+                {"pass": "pass", "fail": "FAIL"}.get(case.status, case.status),
+            )
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setBackground(COLOURS[case.status])
+                if case.message:
+                    item.setToolTip(case.message)
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+        failed = [r for r, c in enumerate(report.cases) if c.status == "fail" and c.diff]
+        shown = [r for r, c in enumerate(report.cases) if c.diff]
+        row = (failed or shown or [0])[0]
+        if report.cases:
+            self.table.setCurrentCell(row, 0)
+            self.show_case(row)
+
+    def show_case(self, row: int) -> None:
+        """Case `row`'s |output - truth| (largest over heads) from 0 to max(error, bound)."""
+        cases = self.report.cases if self.report is not None else []
+        if not 0 <= row < len(cases) or not cases[row].diff:
+            self.diff_map.setVisible(False)
+            return
+        case = cases[row]
+        self.diff_map.setVisible(True)
+        image = view_model.diff_image(case.diff)
+        finite = image[np.isfinite(image)]
+        bound = case.bound if math.isfinite(case.bound) else 0.0
+        top = max(float(finite.max()) if finite.size else 0.0, bound)
+        top = min(max(top, view_model.LEVEL_FLOOR), view_model.DISPLAY_LIMIT)
+        rows, cols = image.shape
+        panel = view_model.Panel(
+            title=f"|output - truth|, {case.name}",
+            image=image,
+            raw=image.astype(np.float64),
+            row_labels=_sparse_labels("q", rows),
+            col_labels=_sparse_labels("c", cols),
+            row_axis="query",
+            col_axis="feature",
+            kind="weights",
+            levels=(0.0, top),
+            step="output",
+            head=None,
+        )
+        self.diff_map.show_panel(panel)
+
+
+def _num(x: float) -> str:
+    """A number for the table."""
+    return "-" if math.isnan(x) else f"{x:.2e}"
+
+
+def _sparse_labels(prefix: str, n: int, most: int = 8) -> list[str]:
+    """Labels for n rows or columns, at most `most` of them written (the rest left blank)."""
+    every = max(1, math.ceil(n / most))
+    return [f"{prefix}{i}" if i % every == 0 else "" for i in range(n)]
