@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..attention import scaled_dot_product_attention
 from ..rows import attention_rows, sample_rows
 from ..tolerance import tolerance
-from .arrays import Arrays, at, shape
+from .arrays import Arrays
 from .cases import Case, add_late_max, gauss, mask_values
 
 _CACHE: OrderedDict = OrderedDict()
@@ -211,7 +211,7 @@ def _rows_of(x: list, rows: list[int], depth: int) -> list:
     return [_rows_of(a, rows, depth - 1) for a in x]
 
 
-__all__ = ["Prepared", "prepare", "at", "shape"]
+__all__ = ["Prepared", "prepare"]
 
 
 def score_storage_term(p, weights, dtype: str):
