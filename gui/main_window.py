@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from PyQt6.QtCore import QSettings, Qt
-from PyQt6.QtGui import QAction, QKeySequence
+from PyQt6.QtGui import QAction, QKeyEvent, QKeySequence, QShortcut
 from PyQt6.QtWidgets import (
+    QAbstractItemView,
+    QAbstractSpinBox,
+    QApplication,
+    QComboBox,
     QDockWidget,
     QLabel,
+    QLineEdit,
     QMainWindow,
     QMessageBox,
     QProgressBar,
     QPushButton,
     QScrollArea,
     QTabWidget,
+    QTextEdit,
     QWidget,
 )
 
@@ -26,6 +32,8 @@ from gui.pipeline_view import PipelineView
 from gui.worker import TraceWorker
 
 DEFAULT_PRESET = "journey"
+NAVIGATION_KEYS = (Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Home, Qt.Key.Key_End)
+EDITORS = (QLineEdit, QAbstractSpinBox, QAbstractItemView, QTextEdit, QComboBox)
 
 
 def default_session() -> sm.Session:
@@ -73,7 +81,7 @@ class MainWindow(QMainWindow):
         scroll = QScrollArea()
         scroll.setWidget(self.inputs)
         scroll.setWidgetResizable(True)
-        scroll.setMinimumWidth(400)
+        scroll.setMinimumWidth(330)
         self.dock = QDockWidget("Inputs")
         self.dock.setObjectName("inputs")
         self.dock.setWidget(scroll)
@@ -93,6 +101,7 @@ class MainWindow(QMainWindow):
         self.worker = TraceWorker(self)
         self.files = FileActions(self)
         self._menus()
+        self._shortcuts()
         self._connect()
         self.resize(1400, 900)
         geometry, size = settings.value("geometry"), settings.value("size")
@@ -129,6 +138,24 @@ class MainWindow(QMainWindow):
                 action.setShortcut(keys)
             action.triggered.connect(slot)
             file_menu.addAction(action)
+
+    def _shortcuts(self) -> None:
+        """Left/Right/Home/End move through the steps anywhere in the window."""
+        for key in NAVIGATION_KEYS:
+            shortcut = QShortcut(QKeySequence(key), self)
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(lambda k=key: self.navigation_key(k))
+
+    def navigation_key(self, key: int) -> None:
+        """Step through the pipeline, unless an editor has the focus: then the key is its own."""
+        focus = QApplication.focusWidget()
+        if isinstance(focus, EDITORS):
+            event = QKeyEvent(QKeyEvent.Type.KeyPress, key, Qt.KeyboardModifier.NoModifier)
+            QApplication.sendEvent(focus, event)  # straight to the editor, past the shortcut
+            return
+        action = self.pipeline.key_action(key)
+        if action is not None:
+            action()
 
     def _connect(self) -> None:
         self.inputs.sessionChanged.connect(self.worker.submit)
@@ -200,8 +227,9 @@ class MainWindow(QMainWindow):
         self.worker.submit(s)
 
     def view(self) -> QWidget:
-        """The widget of the current tab (what 'export view' captures)."""
-        return self.tabs.currentWidget()
+        """What 'export view' captures: the current tab, less the pipeline's controls."""
+        current = self.tabs.currentWidget()
+        return self.pipeline.content if current is self.pipeline else current
 
     def say(self, text: str) -> None:
         """A status-bar message."""
