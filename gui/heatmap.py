@@ -134,6 +134,7 @@ class Heatmap(QWidget):
                 colorMapMenu=False,
             )
             self.bar.setImageItem(self.image_item)
+            self.bar.axis.enableAutoSIPrefix(False)
             self.view.addItem(self.bar, row=0, col=1)
         self._hover_box = QGraphicsRectItem()
         self._hover_box.setPen(_cosmetic(QColor(255, 140, 0), 3))
@@ -164,6 +165,7 @@ class Heatmap(QWidget):
         if self.bar is not None:
             self.bar.setColorMap(cmap)
             self.bar.setLevels(values=panel.levels)
+            self.bar.axis.setWidth(self._bar_axis_width(panel.levels))
         self.plot.getAxis("bottom").set_labels(panel.col_labels)
         self.plot.getAxis("left").set_labels(panel.row_labels)
         if not self.compact:
@@ -177,10 +179,23 @@ class Heatmap(QWidget):
         self._hover = None
         self._hover_box.hide()
         factor = self._update_texts(panel, cmap)
-        title = panel.title + (f" (numbers in cells x {factor})" if factor else "")
-        if panel.colour_note and not self.compact:
-            title += f"<br><span style='font-size:8pt'>{panel.colour_note}</span>"
+        # second-line notes in small type: a long title would widen the plot past its room
+        notes = [f"numbers in cells x {factor}"] if factor else []
+        notes += [panel.colour_note] if panel.colour_note and not self.compact else []
+        title = panel.title + "".join(f"<br><span style='font-size:8pt'>{n}</span>" for n in notes)
         self.plot.setTitle(title, size="9pt" if self.compact else "11pt")
+
+    def _bar_axis_width(self, levels: tuple[float, float]) -> int:
+        """Pixels the colour bar's tick labels need (pyqtgraph fixes 45: '0.0005' was cut)."""
+        axis = self.bar.axis
+        metrics = QFontMetrics(axis.style.get("tickFont") or axis.font())
+        texts = [
+            text
+            for spacing, values in axis.tickValues(levels[0], levels[1], 400)
+            for text in axis.tickStrings(values, 1.0, spacing)
+        ]
+        widest = max((metrics.horizontalAdvance(t) for t in texts), default=0)
+        return max(45, widest + 16)
 
     def reset_zoom(self) -> None:
         """Show the whole matrix (double-click does the same)."""

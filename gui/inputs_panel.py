@@ -123,11 +123,8 @@ class InputsPanel(QWidget):
         self.preset.setMinimumContentsLength(14)
         self.preset.view().setMinimumWidth(520)
         self.seed = _spin(0, sm.MAX_SEED, "seed of the random example")
-        row = QHBoxLayout()
-        row.addWidget(self.preset, 1)
-        row.addWidget(QLabel("seed"))
-        row.addWidget(self.seed)
-        form.addRow("preset", row)
+        form.addRow("preset", self.preset)
+        form.addRow("seed", self.seed)
         self.preset_notes = QLabel()  # the notebook's title and notes, slips included
         self.preset_notes.setWordWrap(True)
         self.preset_notes.setTextFormat(Qt.TextFormat.RichText)
@@ -237,6 +234,7 @@ class InputsPanel(QWidget):
             self.kv_heads.setMaximum(s.num_heads)  # before the values: no clamping of kv
             _select(self.preset, s.preset if self.preset.findData(s.preset) >= 0 else "custom")
             self.preset_notes.setText(preset_html(s.preset))
+            self.preset_notes.setVisible(bool(self.preset_notes.text()))
             self.seed.setValue(s.seed)
             _select(self.mode, s.mode)
             self.tokens.setText(", ".join(s.tokens))

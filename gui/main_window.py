@@ -81,7 +81,9 @@ class MainWindow(QMainWindow):
         scroll = QScrollArea()
         scroll.setWidget(self.inputs)
         scroll.setWidgetResizable(True)
-        scroll.setMinimumWidth(330)
+        # wide enough for the inputs plus the scroll bar: nothing clipped at 1024 x 700
+        bar = scroll.verticalScrollBar().sizeHint().width()
+        scroll.setMinimumWidth(self.inputs.minimumSizeHint().width() + bar + 4)
         self.dock = QDockWidget("Inputs")
         self.dock.setObjectName("inputs")
         self.dock.setWidget(scroll)

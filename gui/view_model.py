@@ -166,3 +166,56 @@ def diff_image(diff: object) -> np.ndarray:
     if d.ndim == 1:
         d = d[None, :]
     return np.ascontiguousarray(d, dtype=np.float32)
+
+
+# ---------------------------------------------------------------- the flow of the overview
+
+INPUT_STEPS = ("x", "key_input", "value_input")
+WEIGHT_STEPS = ("w_q", "w_k", "w_v")
+PROJECTED_STEPS = ("q", "k", "v")
+# the operation on the arrow into each stage, keyed by the stage's first step
+ARROWS = {
+    "w_q": "with",
+    "q": "x @ W",
+    "scores": "q @ k^T",
+    "scaled": "x scale",
+    "masked": "mask",
+    "weights": "softmax",
+    "head_outputs": "weights @ v",
+    "w_o": "concat",
+}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Steps drawn together in the overview's flow, and the operation on the arrow into them."""
+
+    names: tuple[str, ...]
+    arrow: str  # '' for the first stage
+
+
+def shape_text(shape: tuple[int, ...], axes: tuple[str, ...]) -> str:
+    """'6x3', or '2 heads, 6x6' for a step with a head axis."""
+    if axes and axes[0] == "head":
+        return f"{shape[0]} heads, " + "x".join(map(str, shape[1:]))
+    return "x".join(map(str, shape))
+
+
+def flow_stages(names: list[str]) -> list[Stage]:
+    """The trace's steps grouped into the stages of the flow x -> q, k, v -> ... -> output."""
+    stages: list[Stage] = []
+    done: set[str] = set()
+    for group in (INPUT_STEPS, WEIGHT_STEPS, PROJECTED_STEPS):
+        present = tuple(n for n in names if n in group)
+        if present:
+            stages.append(Stage(present, ARROWS.get(present[0], "->") if stages else ""))
+            done.update(present)
+    for name in names:  # every other step, in trace order, a stage of its own
+        if name in done:
+            continue
+        if name == "output":
+            arrow = "@ W_o" if "w_o" in names else ("concat" if "head_outputs" in names else "@ v")
+        else:
+            arrow = ARROWS.get(name, "->")
+        stages.append(Stage((name,), arrow if stages else ""))
+    return stages
