@@ -46,6 +46,7 @@ def visible_ticks(
     labels: list[str], lo: float, hi: float, pixels: float, room: float
 ) -> list[tuple[int, str]]:
     """Labels of the cells in view [lo, hi], every n-th so each gets `room` pixels on screen."""
+    lo, hi = min(lo, hi), max(lo, hi)  # an inverted axis (rows down) gives them swapped
     first, last = max(0, math.ceil(lo)), min(len(labels) - 1, math.floor(hi))
     if last < first or pixels <= 0 or hi <= lo:
         return []

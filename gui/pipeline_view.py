@@ -73,6 +73,7 @@ class PipelineView(QWidget):
         self.speed.setValue(1.0)
         self.speed.setSuffix(" steps/s")
         self.step_label = _label(12)
+        self.step_label.setWordWrap(False)
         self.head_label = QLabel("head")
         self.head_box = QComboBox()
         self.colour_box = QComboBox()
@@ -94,10 +95,15 @@ class PipelineView(QWidget):
             self.colour_box,
         ):
             w.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        for w in (self.first_button, self.prev_button, self.next_button, self.last_button):
-            w.setMaximumWidth(64)
+        for w, most in (
+            (self.first_button, 36),
+            (self.prev_button, 64),
+            (self.next_button, 64),
+            (self.last_button, 36),
+            (self.play_button, 64),
+        ):
+            w.setMaximumWidth(most)  # narrow buttons: the row fits 1024-pixel windows
             nav.addWidget(w)
-        nav.addWidget(self.play_button)
         nav.addWidget(self.speed)
         nav.addStretch(1)
         nav.addWidget(self.step_label)

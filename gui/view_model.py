@@ -10,11 +10,12 @@ TEXT_LIMIT = 16  # cell numbers are printed while both sides are at most this lo
 HEAD_ALL, HEAD_AVERAGE = "all", "average"
 DISPLAY_LIMIT = 1e38  # below float32's largest value, so level arithmetic cannot overflow
 LEVEL_FLOOR = 1e-30  # narrowest colour range: 255 / range must stay a finite float32
+AUTO_PERCENTILE = 99
 # how the weights are coloured: the choice is said on screen (Panel.colour_note)
 COLOUR_RANGES = {
-    "fixed": "fixed 0..1",
-    "row": "per row: each row / its largest weight",
-    "auto": "auto: smallest..largest unmasked weight",
+    "fixed": "fixed: 0..1",
+    "row": "per row: row / its max",
+    "auto": "auto: min..99th percentile",
 }
 
 
@@ -95,7 +96,8 @@ def colour_weights(
             scaled = np.where(top > 0, shown / top, shown)  # (rows, cols) / (rows, 1)
         return as_image(scaled), (0.0, 1.0)
     if colour == "auto" and finite.size:
-        lo, hi = float(finite.min()), float(finite.max())
+        # one outlier must not make the other 99% one flat colour (512 tokens: ~0.002 each)
+        lo, hi = float(finite.min()), float(np.percentile(finite, AUTO_PERCENTILE))
         if hi - lo < LEVEL_FLOOR:
             hi = lo + max(abs(lo) * 1e-6, LEVEL_FLOOR)
         return as_image(shown), (lo, hi)
