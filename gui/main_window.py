@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from PyQt6.QtCore import QSettings, Qt
-from PyQt6.QtGui import QAction, QKeyEvent, QKeySequence, QShortcut
+from PyQt6.QtCore import QEvent, QSettings, Qt
+from PyQt6.QtGui import QAction, QKeySequence, QShortcut
 from PyQt6.QtWidgets import (
     QAbstractItemView,
     QAbstractSpinBox,
@@ -147,17 +147,25 @@ class MainWindow(QMainWindow):
             shortcut = QShortcut(QKeySequence(key), self)
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
             shortcut.activated.connect(lambda k=key: self.navigation_key(k))
+        QApplication.instance().installEventFilter(self)  # removed when the window goes
 
     def navigation_key(self, key: int) -> None:
-        """Step through the pipeline, unless an editor has the focus: then the key is its own."""
-        focus = QApplication.focusWidget()
-        if isinstance(focus, EDITORS):
-            event = QKeyEvent(QKeyEvent.Type.KeyPress, key, Qt.KeyboardModifier.NoModifier)
-            QApplication.sendEvent(focus, event)  # straight to the editor, past the shortcut
-            return
+        """Step through the pipeline (Left, Right, Home, End)."""
         action = self.pipeline.key_action(key)
         if action is not None:
             action()
+
+    def eventFilter(self, watched, event) -> bool:
+        """While an editor has the focus, the navigation keys are its own (cursor, cells)."""
+        if (
+            event.type() == QEvent.Type.ShortcutOverride
+            and event.key() in NAVIGATION_KEYS
+            and isinstance(watched, EDITORS)
+            and watched.window() is self
+        ):
+            event.accept()  # an accepted override: Qt gives the key to the editor
+            return True
+        return super().eventFilter(watched, event)
 
     def _connect(self) -> None:
         self.inputs.sessionChanged.connect(self.worker.submit)
@@ -247,6 +255,7 @@ class MainWindow(QMainWindow):
             box.show()
 
     def closeEvent(self, event) -> None:
+        QApplication.instance().removeEventFilter(self)
         self.worker.cancel()
         self.settings.setValue("geometry", self.saveGeometry())
         self.settings.setValue("size", self.size())
