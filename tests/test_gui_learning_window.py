@@ -306,6 +306,7 @@ def test_check_tab_numbers_fit_their_cells_and_the_colour_bar_is_labelled(qtbot,
     qtbot.wait(10)
     cell = hm.image_item.sceneBoundingRect().width() / 3
     assert len(hm._texts) == 6
+    assert len({t.textItem.toPlainText() for t in hm._texts}) == 6  # six values, six readings
     for item in hm._texts:
         assert item.sceneBoundingRect().width() <= cell, (item.textItem.toPlainText(), cell)
     axis = hm.bar.axis
