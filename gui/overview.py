@@ -99,7 +99,7 @@ class Overview(QWidget):
                 hm = self._tile(n)
                 n += 1
                 step = trace[name]
-                panel = view_model.panels(trace, name, head)[0]
+                panel = view_model.panels(trace, name, head, "auto")[0]  # as the pipeline opens
                 size = view_model.shape_text(step.shape, step.axes)
                 title = f"{name}<br><span style='font-size:7pt'>{size}</span>"
                 hm.show_panel(dataclasses.replace(panel, title=title))
