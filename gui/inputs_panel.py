@@ -159,6 +159,7 @@ class InputsPanel(QWidget):
         # step 2: options
         options = QGroupBox("Options")
         oform = QFormLayout(options)
+        oform.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow dock: wrap
         self.scale_mode = _combo(SCALE_LABELS)
         self.scale_value = QDoubleSpinBox()
         self.scale_value.setRange(-1e6, 1e6)
@@ -188,7 +189,11 @@ class InputsPanel(QWidget):
         outer.addWidget(options)
         # step 3: the matrices
         self.tabs = QTabWidget()
-        self.tables = {name: MatrixTable(name) for name in sm.MATRICES}
+        # parented, so tables not shown in this mode die with the panel (never left to the
+        # garbage collector); hidden until a tab holds them
+        self.tables = {name: MatrixTable(name, self) for name in sm.MATRICES}
+        for table in self.tables.values():
+            table.hide()
         outer.addWidget(self.tabs, 1)
         self._connect()
         self.set_session(session)

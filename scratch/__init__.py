@@ -21,7 +21,7 @@ from .validate import MASKED_ROWS, as_tensor
 
 # Subpackages and modules reached as attributes after a plain `import scratch`, imported on
 # first use so that `import scratch` itself stays standard-library only.
-_LAZY = ("backends", "bench", "checker", "presets")
+_LAZY = ("backends", "bench", "checker", "models", "presets")
 
 
 def __getattr__(name: str) -> object:

@@ -135,16 +135,16 @@ def test_a_custom_example_resized_keeps_its_values():
 @pytest.mark.parametrize(
     ("sizes", "message"),
     [
-        (dict(num_heads=16, d_k=32), "heads x d_k = 512 exceeds 256"),
-        (dict(d_k=257), "heads x d_k = 257 exceeds 256"),
-        (dict(d_v=300), "kv heads x d_v = 300 exceeds 256"),
+        (dict(num_heads=16, d_k=sm.MAX_DIM // 8), f"heads x d_k = {2 * sm.MAX_DIM} exceeds"),
+        (dict(d_k=sm.MAX_DIM + 1), f"heads x d_k = {sm.MAX_DIM + 1} exceeds {sm.MAX_DIM}"),
+        (dict(d_v=sm.MAX_DIM + 5), f"kv heads x d_v = {sm.MAX_DIM + 5} exceeds {sm.MAX_DIM}"),
     ],
 )
 def test_widths_over_the_limit_are_named_not_dumped(sizes, message):
     s = sm.random_session(0, 4, 4, 2, 2, 1)
     with pytest.raises(sm.SessionError, match=re.escape(message)):
         sm.regenerated(s, **sizes)
-    sm.regenerated(s, num_heads=16, d_k=16)  # 256 exactly is allowed
+    sm.regenerated(s, num_heads=16, d_k=sm.MAX_DIM // 16)  # MAX_DIM exactly is allowed
 
 
 # ---------------------------------------------------------------- the overview's flow

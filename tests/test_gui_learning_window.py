@@ -192,8 +192,9 @@ def test_changing_sizes_of_a_random_example_draws_it_again(qtbot, settings, erro
     assert all(any(row) for row in s.x) and len(s.x) == 64
     assert w.outcome.trace["x"].shape == (64, 8)
     w.inputs.heads.setValue(16)
-    w.inputs.d_k.setValue(32)
-    assert "heads x d_k = 512 exceeds 256" in w.statusBar().currentMessage()
+    w.inputs.d_k.setValue(sm.MAX_DIM // 8)
+    message = f"heads x d_k = {2 * sm.MAX_DIM} exceeds {sm.MAX_DIM}"
+    assert message in w.statusBar().currentMessage()
     assert w.inputs.d_k.value() == 4 and w.inputs.session.d_k == 4  # the work is kept
 
 
