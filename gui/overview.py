@@ -71,12 +71,14 @@ class Overview(QWidget):
         return self.pool[n]
 
     def _clear(self) -> None:
+        """Take the tiles out of the old columns (kept, hidden, as children of the overview)."""
         for hm in self.pool:
-            hm.setParent(None)  # kept in the pool; out of the old columns
-            hm.setVisible(False)
+            hm.hide()
+            hm.setParent(self)  # never a parentless (top-level) widget
         for w in self.arrows + self.columns:
             self.grid.removeWidget(w)
-            w.deleteLater()
+            w.hide()
+            w.deleteLater()  # still a child of the overview until Qt deletes it
         self.arrows, self.columns = [], []
 
     def render_all(self) -> None:
@@ -92,7 +94,7 @@ class Overview(QWidget):
         n = 0
         for s, stage in enumerate(self.stages):
             row, col = divmod(s, per_row)
-            column = QWidget()
+            column = QWidget(self)
             box = QVBoxLayout(column)
             box.setContentsMargins(0, 0, 0, 0)
             for name in stage.names:
@@ -109,6 +111,7 @@ class Overview(QWidget):
                 self.heatmaps[name] = hm
             if stage.arrow:
                 arrow = _arrow(stage.arrow, first_in_row=col == 0)
+                arrow.setParent(self)
                 self.grid.addWidget(arrow, row, 2 * col)
                 self.arrows.append(arrow)
             self.grid.addWidget(column, row, 2 * col + 1)
