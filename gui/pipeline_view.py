@@ -23,6 +23,7 @@ from gui.heatmap import Heatmap
 
 MAX_SOURCES = 3
 SOURCE_SIZE = 200  # the side panel's input heatmaps: at least this many pixels each way
+PANEL_ROOM = 300  # pixels one of several large heatmaps needs (axes, colour bar, title)
 
 
 def _label(point_size: int, mono: bool = False) -> QLabel:
@@ -289,6 +290,17 @@ class PipelineView(QWidget):
         self._show_sentence(None)
         self.explanation.setText("hover a cell to see where its number comes from")
 
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_sources()
+
+    def _fit_sources(self) -> None:
+        """Several heads side by side take the side panel's room when the window is narrow."""
+        shown = sum(1 for hm in self.heatmaps if not hm.isHidden())
+        per_row = 1 if shown == 1 else 2 if shown <= 4 else 4
+        room = per_row * PANEL_ROOM + SOURCE_SIZE + 40
+        self.source_area.setVisible(shown <= 1 or self.width() >= room)
+
     def _ensure_heatmaps(self, count: int) -> None:
         while len(self.heatmaps) < count:
             hm = Heatmap()
@@ -300,6 +312,7 @@ class PipelineView(QWidget):
             if i < count:
                 self.main_grid.addWidget(hm, i // cols, i % cols)  # reparent first, then show
             hm.setVisible(i < count)
+        self._fit_sources()
 
     def _source_steps(self) -> list[str]:
         """The steps that feed the current one, learnt from explain on its first cell."""

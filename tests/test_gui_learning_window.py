@@ -355,3 +355,18 @@ def test_file_dialogs_open_in_documents_then_in_the_last_folder(qtbot, settings,
     folder.mkdir()
     assert w.files.export_png(str(folder / "v.png"))
     assert w.files.start_folder() == str(folder)
+
+
+def test_several_heads_at_1024_get_the_side_panels_room(qtbot, settings, errors):
+    session = dataclasses.replace(sm.random_session(0, 6, 8, 4, 4, 2), mask_mode="causal-top-left")
+    w = open_window(qtbot, settings, session, size=(1024, 700))
+    p = w.pipeline
+    p.set_head("all")
+    qtbot.wait(20)
+    shown = [hm for hm in p.heatmaps if hm.isVisible()]
+    assert len(shown) == 2 and not p.source_area.isVisible()
+    for hm in shown:  # each heatmap's colour bar lies inside its widget: nothing cut off
+        assert hm.bar.sceneBoundingRect().right() <= hm.view.width() + 1
+    p.set_head("0")
+    qtbot.wait(20)
+    assert p.source_area.isVisible()  # one heatmap: the inputs of the step are back
