@@ -105,6 +105,7 @@ class Heatmap(QWidget):
         self.panel: Panel | None = None
         self._hover: tuple[int, int] | None = None
         self._texts: list[pg.TextItem] = []
+        self._text_width = 0  # pixels the widest cell number needs
         self._marks: list[QGraphicsRectItem] = []
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -142,6 +143,8 @@ class Heatmap(QWidget):
         self._hover_box.setZValue(20)
         self._hover_box.hide()
         self.plot.addItem(self._hover_box)
+        self.plot.vb.sigResized.connect(self._fit_texts)
+        self.plot.vb.sigRangeChanged.connect(self._fit_texts)
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.view.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         small = QFont()
@@ -167,6 +170,8 @@ class Heatmap(QWidget):
             self.bar.setColorMap(cmap)
             self.bar.setLevels(values=panel.levels)
             self.bar.axis.setWidth(self._bar_axis_width(panel.levels))
+            # which colour range is on, written along the bar (weights only)
+            self.bar.getAxis("left").setLabel(panel.colour_note or None)
         self.plot.getAxis("bottom").set_labels(panel.col_labels)
         self.plot.getAxis("left").set_labels(panel.row_labels)
         if not self.compact:
@@ -180,10 +185,9 @@ class Heatmap(QWidget):
         self._hover = None
         self._hover_box.hide()
         factor = self._update_texts(panel, cmap)
-        # second-line notes in small type: a long title would widen the plot past its room
-        notes = [f"numbers in cells x {factor}"] if factor else []
-        notes += [panel.colour_note] if panel.colour_note and not self.compact else []
-        title = panel.title + "".join(f"<br><span style='font-size:8pt'>{n}</span>" for n in notes)
+        # a second line in small type: a long title would widen the plot past its room
+        note = f"<br><span style='font-size:8pt'>numbers in cells x {factor}</span>"
+        title = panel.title + (note if factor else "")
         self.plot.setTitle(title, size="9pt" if self.compact else "11pt")
 
     def _bar_axis_width(self, levels: tuple[float, float]) -> int:
@@ -237,7 +241,23 @@ class Heatmap(QWidget):
             item.setPos(j, i)
             self.plot.addItem(item)
             self._texts.append(item)
+        self._text_width = (
+            max(QFontMetrics(font).horizontalAdvance(t.textItem.toPlainText()) for t in self._texts)
+            if self._texts
+            else 0
+        )
+        self._fit_texts()
         return f"1e{exponent:03d}" if exponent else ""
+
+    def _fit_texts(self, *_: object) -> None:
+        """Numbers show only while a cell on screen is wide enough for them (no overlaps)."""
+        if not self._texts:
+            return
+        (x0, x1), _ = self.plot.vb.viewRange()
+        cell = self.plot.vb.width() / max(x1 - x0, 1e-9)  # pixels per column
+        fits = cell >= self._text_width + 4
+        for item in self._texts:
+            item.setVisible(fits)
 
     @contextmanager
     def crisp(self) -> Iterator[None]:

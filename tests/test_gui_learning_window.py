@@ -309,6 +309,7 @@ def test_check_tab_numbers_fit_their_cells_and_the_colour_bar_is_labelled(qtbot,
     assert len(hm._texts) == 6
     assert len({t.textItem.toPlainText() for t in hm._texts}) == 6  # six values, six readings
     for item in hm._texts:
+        assert item.isVisible(), item.textItem.toPlainText()
         assert item.sceneBoundingRect().width() <= cell, (item.textItem.toPlainText(), cell)
     axis = hm.bar.axis
     metrics = QFontMetrics(axis.style.get("tickFont") or axis.font())
@@ -365,8 +366,13 @@ def test_several_heads_at_1024_get_the_side_panels_room(qtbot, settings, errors)
     qtbot.wait(20)
     shown = [hm for hm in p.heatmaps if hm.isVisible()]
     assert len(shown) == 2 and not p.source_area.isVisible()
-    for hm in shown:  # each heatmap's colour bar lies inside its widget: nothing cut off
+    for hm in shown:  # each heatmap's whole layout (axes, colour bar) fits: nothing cut off
+        least = hm.view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
+        assert least <= hm.view.width(), (least, hm.view.width())
         assert hm.bar.sceneBoundingRect().right() <= hm.view.width() + 1
+        cell = hm.image_item.sceneBoundingRect().width() / 6
+        for item in hm._texts:  # a number shows only where its cell holds it
+            assert not item.isVisible() or item.sceneBoundingRect().width() <= cell
     p.set_head("0")
     qtbot.wait(20)
     assert p.source_area.isVisible()  # one heatmap: the inputs of the step are back
