@@ -6,12 +6,8 @@ from PyQt6.QtCore import QEvent, QSettings, Qt
 from PyQt6.QtGui import QAction, QKeySequence, QShortcut
 from PyQt6.QtWidgets import (
     QAbstractItemView,
-    QAbstractSpinBox,
-    QApplication,
-    QComboBox,
     QDockWidget,
     QLabel,
-    QLineEdit,
     QMainWindow,
     QMessageBox,
     QProgressBar,
@@ -34,7 +30,8 @@ from gui.worker import TraceWorker
 
 DEFAULT_PRESET = "journey"
 NAVIGATION_KEYS = (Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Home, Qt.Key.Key_End)
-EDITORS = (QLineEdit, QAbstractSpinBox, QAbstractItemView, QTextEdit, QComboBox)
+# line edits and spin boxes claim these keys themselves; tables and text areas are told to
+EDITORS = (QAbstractItemView, QTextEdit)
 
 
 def default_session() -> sm.Session:
@@ -150,7 +147,8 @@ class MainWindow(QMainWindow):
             shortcut = QShortcut(QKeySequence(key), self)
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
             shortcut.activated.connect(lambda k=key: self.navigation_key(k))
-        QApplication.instance().installEventFilter(self)  # removed when the window goes
+        for editor in self.findChildren(EDITORS):
+            editor.installEventFilter(self)
 
     def navigation_key(self, key: int) -> None:
         """Step through the pipeline (Left, Right, Home, End)."""
@@ -164,7 +162,6 @@ class MainWindow(QMainWindow):
             event.type() == QEvent.Type.ShortcutOverride
             and event.key() in NAVIGATION_KEYS
             and isinstance(watched, EDITORS)
-            and watched.window() is self
         ):
             event.accept()  # an accepted override: Qt gives the key to the editor
             return True
@@ -268,7 +265,6 @@ class MainWindow(QMainWindow):
             box.show()
 
     def closeEvent(self, event) -> None:
-        QApplication.instance().removeEventFilter(self)
         self.worker.cancel()  # the running job stops at its next checkpoint ...
         self.settings.setValue("geometry", self.saveGeometry())
         self.settings.setValue("size", self.size())

@@ -277,6 +277,11 @@ def test_arrow_keys_step_anywhere_but_in_an_editor(qtbot, settings, errors):
     qtbot.keyClick(editor, Qt.Key.Key_Right)
     qtbot.keyClick(editor, Qt.Key.Key_End)
     assert p.slider.value() == 0 and editor.cursorPosition() == len(editor.text())
+    spin = w.inputs.num_tokens
+    spin.setFocus()
+    qtbot.keyClick(spin, Qt.Key.Key_Home)
+    qtbot.keyClick(spin, Qt.Key.Key_Right)
+    assert p.slider.value() == 0 and spin.value() == 6
     table = w.inputs.tables["x"]
     table.setFocus()
     table.setCurrentIndex(table.model().index(0, 0))
