@@ -247,9 +247,11 @@ class MainWindow(QMainWindow):
         self.worker.submit(s)
 
     def view(self) -> QWidget:
-        """What 'export view' captures: the current tab, less the pipeline's controls."""
+        """What 'export view' captures: the current tab without its controls."""
         current = self.tabs.currentWidget()
-        return self.pipeline.content if current is self.pipeline else current
+        return {self.pipeline: self.pipeline.content, self.model: self.model.content}.get(
+            current, current
+        )
 
     def say(self, text: str) -> None:
         """A status-bar message."""

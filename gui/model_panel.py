@@ -93,10 +93,15 @@ class ModelPanel(QWidget):
         split.addWidget(left)
         split.addWidget(right)
         split.setSizes([600, 400])
-        outer.addWidget(split, 1)
         self.sinks = QLabel()
         self.sinks.setWordWrap(True)
-        outer.addWidget(self.sinks)
+        # what "export view" captures: both views and the sink note, not the text controls
+        self.content = QWidget()
+        views = QVBoxLayout(self.content)
+        views.setContentsMargins(0, 0, 0, 0)
+        views.addWidget(split, 1)
+        views.addWidget(self.sinks)
+        outer.addWidget(self.content, 1)
         # step 3: wiring
         self.run_button.clicked.connect(self.start)
         self.text.returnPressed.connect(self.start)
