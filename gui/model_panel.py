@@ -129,6 +129,7 @@ class ModelPanel(QWidget):
         self.run_button.setEnabled(True)
         self.run = run
         model = run.model
+        self.text.setText(run.text)  # the text on screen is the one these views come from
         self.status.setText(
             f"{model.name}: {model.layers} layers x {model.heads} heads, {len(run.tokens)} "
             f"tokens{', causal' if model.causal else ''}. Click a head to open it in the pipeline."
