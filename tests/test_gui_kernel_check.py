@@ -46,6 +46,7 @@ def window(qtbot, tmp_path):
     assert handler.errors == [], handler.errors[0]
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the user's kernel: exp(-inf - -inf)
 def test_a_kernel_file_is_checked_in_the_worker_and_its_report_shown(window, qtbot, tmp_path):
     path = tmp_path / "my_kernel.py"
     path.write_text(KERNEL)
