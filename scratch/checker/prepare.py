@@ -217,10 +217,10 @@ __all__ = ["Prepared", "prepare"]
 def score_storage_term(p, weights, dtype: str):
     """The bound's extra term for scores stored in 16 bits between q @ k^T and softmax.
 
-    PyTorch's math path (and the textbook kernel) keep the scores in float16/bfloat16: each
-    score moves by at most u |s_ij| <= u S_i, each weight by a factor e^(+-2 u S_i), so the
-    output by at most expm1(2 u S_i) sum_j p_ij |v_jc| (times 1.25 for the product with the
-    other roundings). S_i as in `tolerance`: max over live keys of |scale| sum_l |q_il k_jl|
+    PyTorch's math path (and the textbook kernel) keep the scores in float16/bfloat16: storing
+    a score moves it by at most u |s_ij| <= u S_i, storing s_ij - max by at most 2u S_i more, so
+    each weight moves by a factor e^(+-2 x 3u S_i) and the output by at most
+    expm1(6u S_i) sum_j p_ij |v_jc| (times 1.25 for the product with the other roundings). S_i as in `tolerance`: max over live keys of |scale| sum_l |q_il k_jl|
     + |mask_ij|. Sums must still be float32: 16-bit accumulation grows with E and fails.
     """
     import numpy as np
@@ -233,5 +233,5 @@ def score_storage_term(p, weights, dtype: str):
         size = size + np.abs(p.add)
     live = weights > 0
     S_i = np.max(np.where(live, size, 0.0), axis=-1, keepdims=True)  # (..., R, 1)
-    spread = np.expm1(np.minimum(2 * UNIT_ROUNDOFF[dtype] * S_i, 700.0))
+    spread = np.expm1(np.minimum(6 * UNIT_ROUNDOFF[dtype] * S_i, 700.0))  # 2 x (u + 2u) S_i
     return 1.25 * spread * (np.where(live, weights, 0.0) @ np.abs(v))  # (..., R, Ev)
