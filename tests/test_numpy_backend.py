@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import scratch
 from scratch import bench
 from scratch.backends import numpy_backend as nb
+from scratch.backends import numpy_chunked as nc
 from scratch.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding, tolerance
 
 POLICIES = ("zero", "nan", "uniform")
@@ -79,12 +80,12 @@ def assert_close(name, found, truth, bound):
 @contextlib.contextmanager
 def fast_pass(on: bool):
     """Run the chunked kernel with or without its no-max fast pass (the safe pass alone)."""
-    saved = nb.FAST_PASS
-    nb.FAST_PASS = on
+    saved = nc.FAST_PASS
+    nc.FAST_PASS = on
     try:
         yield
     finally:
-        nb.FAST_PASS = saved
+        nc.FAST_PASS = saved
 
 
 def make_case(seed, lead=(2,), L=5, S=7, E=4, Ev=3, mask=None, logit=1.0):
@@ -254,13 +255,13 @@ def test_registry_exposes_the_module():
 def test_fast_pass_used_on_typical_scores_and_not_on_huge_logits(monkeypatch):
     """Typical scores never need the safe pass; logits of 1e4 overflow exp and fall back to it."""
     calls = []
-    safe = nb._Tiles.safe
+    safe = nc._Tiles.safe
 
     def spy(self, *args):
         calls.append(args[:2])
         return safe(self, *args)
 
-    monkeypatch.setattr(nb._Tiles, "safe", spy)
+    monkeypatch.setattr(nc._Tiles, "safe", spy)
     q, k, v, mask = make_case(6, L=8, S=40, mask="bool")
     kw = dict(need_weights=False, block_size=(4, 16))
     nb.scaled_dot_product_attention(q, k, v, mask, **kw)
@@ -285,11 +286,11 @@ def test_fast_pass_used_on_typical_scores_and_not_on_huge_logits(monkeypatch):
 @pytest.mark.parametrize("masking", ["none", "bool", "causal"])
 def test_worker_threads_match_ground_truth(monkeypatch, masking):
     """Query chunks on worker threads (BLAS on one thread meanwhile, restored after)."""
-    monkeypatch.setattr(nb, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(nc, "PARALLEL_MIN", 0)
     q, k, v, mask = make_case(14, lead=(2, 3), L=9, S=11, mask="bool")
     kw = dict(attn_mask=mask if masking == "bool" else None, is_causal=masking == "causal")
     out_t, w_t = truth(q, k, v, **kw)
-    control = nb._openblas_threads()
+    control = nc._openblas_threads()
     before = None if control is None else control[0]()
     res = nb.scaled_dot_product_attention(q, k, v, need_weights=False, block_size=(2, 4), **kw)
     assert_close(
