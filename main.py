@@ -91,6 +91,22 @@ def build_session(args: argparse.Namespace):
     return s
 
 
+def check_head(head: str | None, num_heads: int) -> None:
+    """--head must name a head of the session: 0..H-1, or 'all'/'average' with several heads."""
+    if head is None:
+        return
+    if head in ("all", "average"):
+        if num_heads == 1:
+            raise ValueError(f"--head {head}: the session has one head; use --heads 2 or more")
+        return
+    if not head.isdigit() or int(head) >= num_heads:
+        choices = f"0 to {num_heads - 1}, all or average" if num_heads > 1 else "0"
+        raise ValueError(
+            f"--head: expected {choices} (the session has {num_heads} "
+            f"head{'s' if num_heads > 1 else ''}), found {head!r}"
+        )
+
+
 def screenshot(args: argparse.Namespace, session) -> int:
     """Render the window offscreen, open the asked step, save a PNG; 0 on success."""
     from PyQt6.QtCore import QSettings
@@ -170,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     try:
         session = build_session(args)
+        if args.head is not None:
+            from gui.main_window import default_session
+
+            check_head(args.head, (session or default_session()).num_heads)
     except ValueError as exc:
         return fail(str(exc))
     if args.screenshot:

@@ -165,7 +165,11 @@ class InputsPanel(QWidget):
         outer.addWidget(options)
         # step 3: the matrices
         self.tabs = QTabWidget()
-        self.tables = {name: MatrixTable(name) for name in sm.MATRICES}
+        # parented, so tables not shown in this mode die with the panel (never left to the
+        # garbage collector); hidden until a tab holds them
+        self.tables = {name: MatrixTable(name, self) for name in sm.MATRICES}
+        for table in self.tables.values():
+            table.hide()
         outer.addWidget(self.tabs, 1)
         self._connect()
         self.set_session(session)

@@ -217,9 +217,10 @@ class MainWindow(QMainWindow):
             box.show()
 
     def closeEvent(self, event) -> None:
-        self.worker.cancel()
+        self.worker.cancel()  # the running job stops at its next checkpoint ...
         self.settings.setValue("geometry", self.saveGeometry())
         self.settings.setValue("size", self.size())
         self.settings.setValue("session", sm.dumps(self.files.current_session()))
         self.settings.sync()
+        self.worker.wait()  # ... and is joined: no computation thread outlives the window
         super().closeEvent(event)

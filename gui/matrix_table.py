@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from PyQt6.QtCore import QAbstractTableModel, QModelIndex, Qt, pyqtSignal
+from PyQt6.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt, pyqtSignal
 from PyQt6.QtGui import QColor
 from PyQt6.QtWidgets import QHeaderView, QTableView, QWidget
 
@@ -30,8 +30,8 @@ class MatrixModel(QAbstractTableModel):
     cellEdited = pyqtSignal(int, int, float)
     rejected = pyqtSignal(str)
 
-    def __init__(self, name: str) -> None:
-        super().__init__()
+    def __init__(self, name: str, parent: QObject | None = None) -> None:
+        super().__init__(parent)
         self.name = name
         self.values: list[list[float]] = []
         self.row_labels: list[str] = []
@@ -96,7 +96,7 @@ class MatrixTable(QTableView):
 
     def __init__(self, name: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.matrix_model = MatrixModel(name)
+        self.matrix_model = MatrixModel(name, self)  # dies with its table, in the GUI thread
         self.setModel(self.matrix_model)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.horizontalHeader().setDefaultSectionSize(58)

@@ -2,12 +2,73 @@
 
 from __future__ import annotations
 
+import gc
+import threading
 import traceback
 
 from PyQt6.QtCore import QObject, QRunnable, QThreadPool, pyqtSignal
 
 from gui import controller
 from gui.session import Session
+
+
+class _CollectorPause(QObject):
+    """Python's automatic garbage collection is off while any job is queued or running.
+
+    A collection runs in whichever thread allocates when a threshold trips. In a worker thread it
+    would destroy garbage Qt objects there (a closed window's widgets and menus) while the GUI
+    thread paints, and Qt crashes. The GUI thread turns collection back on after the last job.
+    """
+
+    _resume = pyqtSignal()
+
+    def __init__(self) -> None:
+        super().__init__()  # made in the GUI thread: _resume is delivered there
+        self._lock = threading.Lock()
+        self._jobs = 0
+        self._paused = False
+        self._was_enabled = False
+        self._resume.connect(self._on_resume)
+
+    def hold(self) -> None:
+        """A job is about to be queued (GUI thread)."""
+        with self._lock:
+            if not self._paused:
+                self._paused, self._was_enabled = True, gc.isenabled()
+                gc.disable()
+            self._jobs += 1
+
+    def release(self) -> None:
+        """A job has ended (any thread); the last one hands collection back to the GUI thread."""
+        with self._lock:
+            self._jobs -= 1
+            last = self._jobs == 0
+        if last:
+            self._resume.emit()
+
+    def jobs(self) -> int:
+        """Jobs queued or running in every TraceWorker."""
+        with self._lock:
+            return self._jobs
+
+    def _on_resume(self) -> None:
+        with self._lock:
+            if self._jobs or not self._paused:
+                return  # a new job started meanwhile: it resumes collection when it ends
+            self._paused = False
+            if self._was_enabled:
+                gc.enable()
+
+
+_pause: _CollectorPause | None = None
+
+
+def collector_pause() -> _CollectorPause:
+    """The one pause shared by every TraceWorker (made on first use, in the GUI thread)."""
+    global _pause
+    if _pause is None:
+        _pause = _CollectorPause()
+    return _pause
 
 
 class _Signals(QObject):
@@ -22,6 +83,12 @@ class _Job(QRunnable):
         self.job, self.session, self.signals, self.worker = job, session, signals, worker
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            collector_pause().release()
+
+    def _run(self) -> None:
         stop = lambda: self.worker.current != self.job  # noqa: E731 - a newer job or Cancel
         if stop():
             return  # superseded while it waited in the queue: never start a stale computation
@@ -53,6 +120,7 @@ class TraceWorker(QObject):
         super().__init__(parent)
         self.pool = QThreadPool(self)
         self.pool.setMaxThreadCount(2)  # a cancelled job may still be finishing
+        self._pause = collector_pause()
         self.current = 0
         self.busy = False
         self._signals = _Signals()
@@ -61,11 +129,12 @@ class TraceWorker(QObject):
         self._signals.failed.connect(self._on_failed)
 
     def submit(self, session: Session) -> int:
-        """Start computing `session`; older jobs are superseded and queued ones dropped."""
+        """Start computing `session`; older jobs are superseded and queued ones skipped."""
         self.current += 1
         self.busy = True
-        self.pool.clear()  # jobs still waiting for a thread are stale now: never run them
         self.started.emit(session)
+        # queued older jobs stay queued: each ends at once, unrun, and releases its pause
+        self._pause.hold()
         self.pool.start(_Job(self.current, session, self._signals, self))
         return self.current
 
@@ -73,7 +142,6 @@ class TraceWorker(QObject):
         """Drop the running job's result (the thread stops at its next checkpoint)."""
         if self.busy:
             self.current += 1
-            self.pool.clear()
             self.busy = False
             self.cancelled.emit()
 

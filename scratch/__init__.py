@@ -6,16 +6,36 @@ of `torch.nn.functional.scaled_dot_product_attention`. Standard library only.
 """
 
 from .attention import scaled_dot_product_attention
+from .backward import scaled_dot_product_attention_backward
 from .checker import CheckReport, check
 from .compare import StepCheck, compare_traces
 from .explain import Explanation, explain
 from .linalg import matmul, transpose
 from .masks import causal_mask
 from .multihead import multi_head_attention
+from .rows import attention_rows, sample_rows
 from .softmax import softmax
 from .tolerance import tolerance
 from .trace import Step, Trace, trace_attention
 from .validate import MASKED_ROWS, as_tensor
+
+# Subpackages and modules reached as attributes after a plain `import scratch`, imported on
+# first use so that `import scratch` itself stays standard-library only.
+_LAZY = ("backends", "bench", "checker", "models", "presets")
+
+
+def __getattr__(name: str) -> object:
+    """scratch.presets, scratch.backends, ...: import the submodule on first access."""
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'scratch' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """Public names plus the lazily imported submodules."""
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def shape_of(nested: object) -> tuple[int, ...]:
@@ -30,13 +50,16 @@ __all__ = [
     "Explanation",
     "Step",
     "Trace",
+    "attention_rows",
     "causal_mask",
     "check",
     "compare_traces",
     "explain",
     "matmul",
     "multi_head_attention",
+    "sample_rows",
     "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "shape_of",
     "softmax",
     "tolerance",

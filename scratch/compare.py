@@ -189,8 +189,11 @@ class _Comparison:
         prop = ops.add(ops.mm(da, ops.abs(b)), ops.mm(ops.abs(a_ref), db))
         size = ops.mm(ops.abs(a), ops.abs(b))  # sum_l |a_il b_lc|
         g = gamma(n + 2, self.u_acc)
-        # an unknown bias b_c is at most |want| + size, so rounding sees at most 2 size + |want|
-        b0 = ops.ew(lambda p, s, w: p + g * (2 * s + abs(w)), prop, size, want)
+        # an unknown bias b_c is at most |want| + size, so rounding sees at most 2 size + |want|;
+        # a 16-bit trace also stores the bias itself rounded to 16 bits: u_store |b_c| more
+        # (the trace does not record whether a bias was given, so this slack is always there)
+        us = self.u_store
+        b0 = ops.ew(lambda p, s, w: p + (g + us) * (2 * s + abs(w)), prop, size, want)
         full = ops.ew(lambda s, w: 2 * s + abs(w), size, want)
         return self.chain(b0, want, 2, n + 2, full)
 

@@ -65,6 +65,11 @@ def _why_masked(trace: Trace, i: int, j: int) -> str:
 
 def explain(trace: Trace, step: str, index: tuple[int, ...]) -> Explanation:
     """Explain the entry `trace[step].value[index]` with the numbers that produced it."""
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace: expected a scratch.Trace, found {type(trace).__name__}")
+    names = trace.names()
+    if not isinstance(step, str) or step not in names:
+        raise ValueError(f"step: expected one of {', '.join(names)}, found {step!r}")
     st = trace[step]
     value = st.tolist()
     if not isinstance(index, tuple) or not all(

@@ -19,6 +19,7 @@ from .validate import (
     check_flag,
     check_mask_shape,
     check_scale,
+    refuse_valueless_arrays,
 )
 
 # unit roundoff u = 2^-(mantissa bits + 1) and the smallest positive subnormal of each dtype
@@ -155,7 +156,16 @@ def _shape_of(x: object, name: str) -> tuple[int, ...]:
     """Shape of an array (its .shape) or of validated nested lists (bools allowed for masks)."""
     shape = getattr(x, "shape", None)
     if shape is not None and not isinstance(x, (list, tuple)):
-        return tuple(int(n) for n in shape)
+        refuse_valueless_arrays(x, name)  # meta tensors, masked arrays
+        kind = str(getattr(x, "dtype", ""))
+        if "complex" in kind or kind in ("object", "str", "bytes") or kind.startswith("<U"):
+            raise TypeError(f"{name}: expected real numbers, found an array of dtype {kind}")
+        shape = tuple(int(n) for n in shape)
+        if not shape or 0 in shape:
+            raise ValueError(
+                f"{name}: expected a non-empty array of at least one axis, found shape {shape}"
+            )
+        return shape
     if name == "attn_mask":
         return as_mask(x, name)[1]
     return as_tensor(x, name, min_dims=1)[1]

@@ -34,10 +34,29 @@ def _position(name: str, flat_index: int, shape: Sequence[int]) -> str:
     return name + "".join(f"[{i}]" for i in reversed(index))
 
 
+def refuse_valueless_arrays(obj: object, name: str) -> None:
+    """Arrays that hold no values for some entries are refused by every backend alike.
+
+    A tensor on torch's meta device has a shape but no data; a NumPy masked array has entries
+    whose value is hidden. Both are told apart by duck typing, without importing the libraries.
+    """
+    if getattr(obj, "is_meta", False) is True:
+        raise TypeError(
+            f"{name}: a tensor on the meta device has a shape but no values; expected data "
+            f"(a tensor on cpu or cuda, an array or nested lists)"
+        )
+    if type(obj).__name__ == "MaskedArray" and callable(getattr(obj, "filled", None)):
+        raise TypeError(
+            f"{name}: a NumPy masked array has entries without a value; expected a plain array "
+            f"(e.g. arr.filled(0.0)) or nested lists"
+        )
+
+
 def _unwrap(obj: object, name: str) -> object:
     """Call `.tolist()` on array-likes (NumPy, torch) without importing their libraries."""
     if isinstance(obj, (list, tuple)):
         return obj
+    refuse_valueless_arrays(obj, name)
     tolist = getattr(obj, "tolist", None)
     if callable(tolist):
         try:

@@ -72,3 +72,32 @@ def test_no_display_gives_a_clear_message_not_a_qt_abort(tmp_path):
     done = run_main(tmp_path=tmp_path)
     assert done.returncode == 2
     assert "no display" in done.stderr and "xvfb-run" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--preset", "random", "--heads", "4", "--head", "7"), "--head: expected 0 to 3, all or"),
+        (("--preset", "random", "--heads", "4", "--head", "x"), "found 'x'"),
+        (("--preset", "journey", "--head", "all"), "--head all: the session has one head"),
+        (("--preset", "journey", "--head", "average"), "--head average: the session has one"),
+        (("--preset", "journey", "--head", "1"), "--head: expected 0 (the session has 1 head)"),
+    ],
+)
+def test_a_head_the_session_lacks_is_a_usage_error(tmp_path, args, words):
+    out = tmp_path / "x.png"
+    done = run_main(*args, "--screenshot", str(out), tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr and done.stderr.count("\n") == 1  # one clear line
+    assert not out.exists()
+
+
+def test_a_head_the_session_has_is_accepted():
+    sys.path.insert(0, str(ROOT))
+    from main import check_head
+
+    check_head("3", 4)
+    check_head("all", 2)
+    check_head(None, 1)
+    with pytest.raises(ValueError, match="--head: expected 0 to 3"):
+        check_head("4", 4)

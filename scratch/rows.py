@@ -1,0 +1,104 @@
+"""The ground truth for a sample of query rows: exact attention at sizes the full one cannot reach.
+
+Query rows are independent: row i of the output reads q[i], every key and value, and row i of
+the mask, nothing else. So the exact answer for a few rows costs (rows x S x E) work instead of
+(L x S x E), and a 4096-token kernel can be checked against the ground truth on, say, 32 rows.
+Dropout is not offered: its mask is drawn in row-major order over the whole matrix, so a row's
+dropout depends on the rows before it.
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import product
+
+from .attention import _at, attend, build_mask, stack
+from .masks import Mask
+from .validate import (
+    as_tensor,
+    check_attention_shapes,
+    check_flag,
+    check_masked_rows,
+    check_positive_int,
+    check_scale,
+)
+
+
+def sample_rows(L: int, count: int, seed: int = 0) -> list[int]:
+    """`count` distinct query rows of 0..L-1, sorted; the first and last rows are always in."""
+    L, count = check_positive_int(L, "L"), check_positive_int(count, "count")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an int, found {type(seed).__name__} {seed!r}")
+    if count >= L:
+        return list(range(L))
+    if count == 1:
+        return [L - 1]  # the last row sees the most keys (and every key block) under a causal mask
+    middle = random.Random(seed).sample(range(1, L - 1), count - 2)
+    return sorted([0, L - 1, *middle])
+
+
+def _check_rows(rows: object, L: int) -> list[int]:
+    """`rows` is a non-empty sequence of ints in 0..L-1 (repeats and any order allowed)."""
+    if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
+        raise TypeError(f"rows: expected a list of row indices, found {type(rows).__name__}")
+    found = list(rows)
+    if not found:
+        raise ValueError("rows: expected at least one row index, found an empty list")
+    for n, i in enumerate(found):
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TypeError(f"rows[{n}]: expected an int row index, found {type(i).__name__} {i!r}")
+        if not 0 <= i < L:
+            raise ValueError(f"rows[{n}]: expected a query row in 0..{L - 1}, found {i}")
+    return found
+
+
+def attention_rows(
+    query: object,
+    key: object,
+    value: object,
+    rows: object,
+    attn_mask: object = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    enable_gqa: bool = False,
+    masked_rows: str = "zero",
+) -> tuple[list, list]:
+    """Rows `rows` of scaled_dot_product_attention's (output, weights), computed alone.
+
+    Returns (output (..., R, Ev), weights (..., R, S)) with R = len(rows): entry n is exactly
+    row rows[n] of the full ground truth, bit for bit, for the same arguments.
+    """
+    q, q_shape = as_tensor(query, "query", min_dims=2)
+    k, k_shape = as_tensor(key, "key", min_dims=2)
+    v, v_shape = as_tensor(value, "value", min_dims=2)
+    check_flag(enable_gqa, "enable_gqa")
+    lead, L, S, E, _ = check_attention_shapes(q_shape, k_shape, v_shape, enable_gqa)
+    picked = _check_rows(rows, L)
+    scale = check_scale(scale, E)
+    masked_rows = check_masked_rows(masked_rows)
+    check_flag(is_causal, "is_causal")
+    if is_causal and attn_mask is not None:
+        raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
+    if is_causal:  # only the sampled rows of tril(ones(L, S)), never the whole (L, S) grid
+        causal = [[j <= i for j in range(S)] for i in picked]  # (R, S)
+        mask = Mask(causal, (len(picked), S), True, lead + (len(picked), S))
+    else:
+        mask = build_mask(attn_mask, False, lead + (L, S))
+    group = q_shape[-3] // k_shape[-3] if enable_gqa else 1
+    outputs, weights = [], []
+    for index in product(*map(range, lead)):
+        kv_index = index[:-1] + (index[-1] // group,) if group > 1 else index
+        q_rows = [_at(q, index)[i] for i in picked]  # (R, E): only the sampled query rows
+        mask_rows = None
+        if is_causal:
+            mask_rows = causal
+        elif mask is not None:
+            full = mask.slice(index)  # (L, S) views of the broadcast mask, no copies
+            mask_rows = [full[i] for i in picked]  # (R, S)
+        steps = attend(
+            q_rows, _at(k, kv_index), _at(v, kv_index), scale, mask, mask_rows, masked_rows
+        )
+        outputs.append(steps.output)  # (R, Ev)
+        weights.append(steps.weights)  # (R, S)
+    return stack(outputs, lead), stack(weights, lead)

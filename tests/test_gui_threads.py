@@ -1,0 +1,188 @@
+"""Threads and Qt: garbage is collected in the GUI thread, windows join their computations."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("PyQt6")
+pytest.importorskip("pyqtgraph")
+
+from PyQt6.QtCore import QObject, QSettings  # noqa: E402
+
+from gui import controller, core_api  # noqa: E402
+from gui import session as sm  # noqa: E402
+from gui.errors import ErrorHandler  # noqa: E402
+from gui.main_window import MainWindow  # noqa: E402
+from gui.worker import TraceWorker, collector_pause  # noqa: E402
+
+pytestmark = pytest.mark.gui
+GUI_THREAD = threading.main_thread().name
+
+
+@pytest.fixture
+def errors():
+    """Unexpected errors are recorded, never shown; every test ends with none."""
+    handler = ErrorHandler(show_dialog=False).install()
+    yield handler
+    handler.uninstall()
+    assert handler.errors == [], handler.errors[0]
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """A throwaway settings file: tests never touch the user's settings."""
+    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def collections_off_the_gui_thread():
+    """Names of the threads, other than the GUI thread, in which a garbage collection started."""
+    seen: list[str] = []
+
+    def note(phase: str, info: dict) -> None:
+        name = threading.current_thread().name
+        if phase == "start" and name != GUI_THREAD:
+            seen.append(name)
+
+    gc.callbacks.append(note)
+    yield seen
+    gc.callbacks.remove(note)
+
+
+def allocate_like_the_ground_truth() -> int:
+    """Many small lists, as scratch's pure-Python ground truth builds: trips the collector."""
+    rows = [[float(i)] for i in range(100_000)]
+    return len(rows)
+
+
+def settle(qtbot, window) -> None:
+    """Wait until the worker has delivered the newest trace."""
+    qtbot.waitUntil(lambda: not window.worker.busy and window.outcome is not None, timeout=20000)
+
+
+class _Garbage(QObject):
+    """A Qt object in a reference cycle: only the cyclic collector frees it; notes the thread."""
+
+    def __init__(self, died_in: list[str]) -> None:
+        super().__init__()
+        self.died_in = died_in
+        self.cycle = self
+
+    def __del__(self) -> None:
+        self.died_in.append(threading.current_thread().name)
+
+
+# ---------------------------------------------------------------- the collector's thread
+
+
+def test_qt_garbage_is_destroyed_in_the_gui_thread_not_in_a_computation_thread(
+    qtbot, monkeypatch, collections_off_the_gui_thread
+):
+    # a collection started by a worker's allocations would destroy garbage Qt objects (a closed
+    # window's widgets) in that worker while the GUI thread paints: the crash in ImageItem.paint
+    monkeypatch.setattr(controller, "run", lambda s, progress=None, cancelled=None: s())
+    worker = TraceWorker()
+    shown: list[object] = []
+    worker.finished.connect(shown.append)
+    died_in: list[str] = []
+    gc.collect()  # nothing young is left: the next collection anywhere frees the garbage below
+    _Garbage(died_in)
+    worker.submit(allocate_like_the_ground_truth)
+    assert worker.wait(20000)  # the GUI thread waits inside Qt, allocating nothing meanwhile
+    qtbot.waitUntil(lambda: shown == [100_000], timeout=5000)
+    qtbot.waitUntil(gc.isenabled, timeout=5000)  # the GUI thread resumes automatic collection
+    gc.collect()
+    assert died_in == [GUI_THREAD], f"a Qt object was destroyed in thread {died_in}"
+    assert collections_off_the_gui_thread == [], "the collector ran in a computation thread"
+
+
+def test_collection_stays_paused_until_the_last_job_of_every_worker_ends(qtbot, monkeypatch):
+    release = threading.Event()
+
+    def blocked(session, progress=None, cancelled=None):
+        assert release.wait(10), "the test never released the job"
+        return session
+
+    monkeypatch.setattr(controller, "run", blocked)
+    first, second = TraceWorker(), TraceWorker()
+    try:
+        first.submit("a")
+        second.submit("b")
+        assert not gc.isenabled() and collector_pause().jobs() == 2
+        release.set()
+        assert first.wait(5000) and second.wait(5000)
+        assert collector_pause().jobs() == 0
+        qtbot.waitUntil(gc.isenabled, timeout=5000)
+    finally:
+        release.set()
+        first.wait(5000)
+        second.wait(5000)
+
+
+# ---------------------------------------------------------------- the window
+
+
+def test_closing_the_window_mid_computation_joins_it_and_drops_its_result(
+    qtbot, settings, monkeypatch, errors
+):
+    real_run = controller.run
+    slow, started, close_returned = threading.Event(), threading.Event(), threading.Event()
+    running_after_close: list[bool] = []
+
+    def slow_run(session, progress=None, cancelled=None):
+        if not slow.is_set():
+            return real_run(session, progress, cancelled)
+        started.set()
+        while not cancelled():  # a long computation: it checks for Cancel between steps
+            time.sleep(0.005)
+        time.sleep(0.2)  # the rest of a step that cannot stop midway
+        running_after_close.append(close_returned.is_set())
+        return real_run(session, progress, cancelled)
+
+    monkeypatch.setattr(controller, "run", slow_run)
+    first = sm.random_session(0, 4, 4, 2, 2, 1)
+    window = MainWindow(settings, first, dialogs=False)
+    qtbot.addWidget(window)
+    window.show()
+    settle(qtbot, window)
+    slow.set()
+    window.load_session(sm.random_session(1, 5, 4, 2, 2, 1))
+    qtbot.waitUntil(started.is_set, timeout=20000)
+    window.close()
+    close_returned.set()
+    assert window.worker.wait(20000)
+    assert running_after_close == [False], "close() returned while its computation still ran"
+    qtbot.wait(50)  # any late signal would arrive now
+    assert window.outcome.session == first, "a result reached the closed window"
+    assert collector_pause().jobs() == 0 and gc.isenabled()
+
+
+def test_switching_presets_quickly_while_computing_shows_the_last_one(
+    qtbot, settings, monkeypatch, errors, collections_off_the_gui_thread
+):
+    real_run = controller.run
+
+    def heavy_run(session, progress=None, cancelled=None):
+        allocate_like_the_ground_truth()
+        return real_run(session, progress, cancelled)
+
+    monkeypatch.setattr(controller, "run", heavy_run)
+    window = MainWindow(settings, sm.random_session(0, 4, 4, 2, 2, 1), dialogs=False)
+    qtbot.addWidget(window)
+    window.show()
+    settle(qtbot, window)
+    combo = window.inputs.preset
+    names = [n for n in core_api.preset_names() if combo.findData(n) >= 0]
+    assert len(names) >= 3, names
+    for name in names * 2:  # each choice supersedes the one still computing
+        combo.setCurrentIndex(combo.findData(name))
+        combo.activated.emit(combo.currentIndex())
+        qtbot.wait(1)
+    settle(qtbot, window)
+    assert window.inputs.session.preset == names[-1]
+    assert window.outcome.session == window.inputs.session, "an older preset's trace is shown"
+    assert collections_off_the_gui_thread == [], "the collector ran in a computation thread"
