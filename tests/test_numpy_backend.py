@@ -650,7 +650,7 @@ def test_bench_table_runs_on_a_tiny_size():
     """run_table + format_table on L = 8: every row present, goals not measured, no timing."""
     from scratch import bench
 
-    rows = bench.run_table((8,), repeats=1, progress=False)
+    rows = bench.run_table((8,), repeats=1, progress=False, load_wait_s=None)
     names = [r.name for r in rows]
     assert names[:4] == [
         "ground truth (scratch)",
@@ -660,36 +660,59 @@ def test_bench_table_runs_on_a_tiny_size():
     ]
     assert "torch SDPA (cpu)" in names and all(r.L == 8 and r.runs == 1 for r in rows)
     sdpa = next(r for r in rows if r.name == "torch SDPA (cpu)")
-    assert all(r.ratio == sdpa.seconds / r.seconds for r in rows)  # throughput vs SDPA
+    assert all(r.ratio == sdpa.best / r.best for r in rows)  # throughput vs SDPA, best runs
     assert all(r.peak_bytes is None or r.peak_bytes >= 0 for r in rows)
     text = bench.format_table(rows, markdown=True, repeats=1)
     assert text.count("\n| 8 |") == len(rows)
     assert "No goal was measured" in text and "PASS" not in text and "FAIL" not in text
     # the footer tells the runs that were made (a --quick table once claimed "7 runs each")
-    assert "Median of 1 timed runs per row" in text and "(1 runs each)" in text
-    assert "7 runs" not in text and "at least 3" not in text
+    assert "1 timed runs per row" in text and "(1 rounds for the plain-Python pair)" in text
+    assert "7 rounds" not in text and "at least 3" not in text
+    assert "Host: " in text and "CPU capability" in text and "SIMD baseline" in text
 
 
 def test_bench_goals_pass_and_fail():
-    """The goal checks compare the right rows at the right sizes."""
+    """The goal checks compare the right rows at the right sizes, best run against best run."""
     from scratch.bench import GIB, Row, goals
 
-    def rows(gt, limit, numpy_t, fast, sdpa, mem):
+    def rows(gt, limit, numpy_t, big_numpy_t, fast, sdpa, mem):
+        def row(L, name, t):  # three rounds: the best is t, the others slower
+            return Row(L, name, t * 1.5, 3, None, "n/a", times=[t * 2, t, t * 1.5], load=0.5)
+
         return [
-            Row(256, "ground truth (scratch)", gt, 3, None, "n/a"),
-            Row(256, "pure-Python kernel limit", limit, 3, None, "n/a"),
-            Row(4096, "numpy chunked", numpy_t, 3, None, "n/a", ratio=sdpa / numpy_t),
-            Row(4096, "torch backend fast (cpu)", fast, 3, None, "n/a"),
-            Row(4096, "torch SDPA (cpu)", sdpa, 3, None, "n/a"),
+            row(256, "ground truth (scratch)", gt),
+            row(256, "pure-Python kernel limit", limit),
+            row(4096, "numpy chunked", numpy_t),
+            row(4096, "torch backend fast (cpu)", fast),
+            row(4096, "torch SDPA (cpu)", sdpa),
+            row(16384, "numpy chunked", big_numpy_t),
+            row(16384, "torch SDPA (cpu)", 1.0),
             Row(32768, "numpy chunked", 5.0, 3, mem, "tracemalloc"),
         ]
 
-    good = [status for _, status, _ in goals(rows(1.0, 0.95, 0.1, 1.04, 1.0, GIB - 1))]
-    bad = [status for _, status, _ in goals(rows(1.0, 0.85, 0.2, 1.06, 0.19, GIB))]
-    assert good == ["PASS"] * 4 and bad == ["FAIL"] * 4
-    floor = Row(4096, bench.FLOOR_ROW, 0.4, 3, None, "n/a", ratio=0.25)
-    info = [g for g in goals([*rows(1.0, 0.95, 0.1, 1.04, 1.0, 1), floor]) if g[1] == "info"]
-    assert len(info) == 1 and "matmuls alone" in info[0][0] and info[0][2] == "0.25x"
+    good = goals(rows(1.0, 0.9, 1.0 / 0.95, 1.0, 1.05, 1.0, GIB - 1), avx512=True)
+    bad = goals(rows(1.0, 0.89, 1.0 / 0.94, 1.01, 1.06, 1.0, GIB), avx512=True)
+    assert [g[1] for g in good] == ["PASS"] * 5 and [g[1] for g in bad] == ["FAIL"] * 5
+    assert (
+        "0.90x best vs best; median of 3 interleaved rounds 0.90x (range 0.90-0.90x)"
+        in (good[0][2])
+    )
+    assert "other processes used 0.5 CPUs" in good[0][2]
+    # without AVX-512 the NumPy goals are 0.75x at both sizes
+    host = goals(rows(1.0, 0.9, 1.0 / 0.76, 1.0 / 0.76, 1.0, 1.0, 1), avx512=False)
+    assert [g[1] for g in host] == ["PASS"] * 5 and "0.75x" in host[1][0]
+    slow = goals(rows(1.0, 0.9, 1.0 / 0.74, 1.0, 1.0, 1.0, 1), avx512=False)
+    assert [g[1] for g in slow] == ["PASS", "FAIL", "PASS", "PASS", "PASS"]
+
+
+def test_pair_ratio_pairs_runs_of_the_same_round():
+    """Per-round ratios divide the two rows' runs of one round, not sorted or shuffled runs."""
+    from scratch.bench import Row, pair_ratio
+
+    a = Row(8, "a", 2.0, 3, None, "n/a", times=[1.0, 2.0, 4.0], load=1.0)
+    b = Row(8, "b", 2.0, 3, None, "n/a", times=[4.0, 2.0, 1.0], load=1.0)
+    r = pair_ratio(a, b)
+    assert (r.best, r.median, r.low, r.high, r.rounds) == (1.0, 1.0, 0.25, 4.0, 3)
 
 
 def test_numpy_matmuls_alone_computes_the_two_products():
@@ -709,22 +732,37 @@ def test_measure_alternating_takes_turns():
     """Rows of a group are called in turn, the same number of times, warm-up first."""
     calls: list[str] = []
     rivals = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b")]
-    rows = bench.measure_alternating(3, rivals, runs=4)
-    assert calls == ["a", "b"] + ["a", "b"] * 4  # warm-ups, then 4 rounds
-    assert [(r.name, r.runs, r.L) for r in rows] == [("a", 4, 3), ("b", 4, 3)]
+    rows = bench.measure_alternating(3, rivals, runs=4, load_wait_s=None)
+    assert calls == ["a", "b"] + ["a", "b", "b", "a"] * 2  # warm-ups, then 4 rotated rounds
+    assert [(r.name, r.runs, r.L, len(r.times)) for r in rows] == [("a", 4, 3, 4), ("b", 4, 3, 4)]
     calls.clear()
-    assert [r.runs for r in bench.measure_alternating(3, rivals, runs=None)] == [
+    three = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b", "c")]
+    bench.measure_alternating(3, three, runs=3, load_wait_s=None)
+    assert calls[3:] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]  # each first once
+    assert [r.runs for r in bench.measure_alternating(3, rivals, None, load_wait_s=None)] == [
         bench.MAX_REPEATS
     ] * 2  # instant calls never fill the time budget: capped
 
 
 def test_bench_goal_pairs_are_timed_alternately():
-    """The torch fast path and bare SDPA run in one alternating group (same run count)."""
-    rows = bench.run_table((8,), repeats=2, progress=False)
+    """Each goal's rows form one interleaved group at its size (same rounds, same load)."""
+    assert bench.goal_groups(4096, "cpu") == (
+        ("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),
+    )
+    assert bench.goal_groups(16384, "cpu") == (("numpy chunked", "torch SDPA (cpu)"),)
+    assert bench.goal_groups(256, "cpu") == (bench.PYTHON_PAIR,)
+    assert bench.goal_groups(8, "cpu") == ()
+    groups = {16: (("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),)}
+    saved = bench.goal_groups
+    bench.goal_groups = lambda L, device: groups.get(L, ())
+    try:
+        rows = bench.run_table((16,), repeats=2, progress=False, load_wait_s=None)
+    finally:
+        bench.goal_groups = saved
     by_name = {r.name: r for r in rows}
-    fast, sdpa = by_name["torch backend fast (cpu)"], by_name["torch SDPA (cpu)"]
-    assert fast.runs == sdpa.runs == 2
-    names = [r.name for r in rows]
+    group = [by_name[n] for n in groups[16][0]]
+    assert all(r.runs == 2 and len(r.times) == 2 for r in group)
+    names = [r.name for r in rows]  # in the table's order, not the order measured
     assert names.index(bench.FLOOR_ROW) == names.index("numpy chunked") + 1
 
 

@@ -197,9 +197,8 @@ def _tiles(chunk: int, block: int, width: int, dtype: np.dtype) -> _Tiles:
     return cache[key]
 
 
-@functools.cache
-def _openblas_threads() -> tuple | None:
-    """(get, set) for the thread count of the OpenBLAS that NumPy loaded, or None."""
+def _openblas_function(name: str):
+    """A function of the OpenBLAS that NumPy loaded (any of its symbol spellings), or None."""
     libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
     for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
         try:
@@ -207,11 +206,27 @@ def _openblas_threads() -> tuple | None:
         except OSError:
             continue
         for prefix, suffix in product(("scipy_openblas_", "openblas_"), ("64_", "")):
-            get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-            put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-            if get is not None and put is not None:
-                return get, put
+            found = getattr(lib, f"{prefix}{name}{suffix}", None)
+            if found is not None:
+                return found
     return None
+
+
+@functools.cache
+def _openblas_threads() -> tuple | None:
+    """(get, set) for the thread count of the OpenBLAS that NumPy loaded, or None."""
+    get, put = _openblas_function("get_num_threads"), _openblas_function("set_num_threads")
+    return None if get is None or put is None else (get, put)
+
+
+@functools.cache
+def openblas_core() -> str | None:
+    """The core type OpenBLAS chose its kernels for (e.g. SkylakeX, Haswell, Zen), or None."""
+    get = _openblas_function("get_corename")
+    if get is None:
+        return None
+    get.restype = ctypes.c_char_p
+    return get().decode(errors="replace")
 
 
 @contextlib.contextmanager
