@@ -857,3 +857,80 @@ def test_data_too_large_for_the_dtype_is_named_not_called_inf():
     with pytest.raises(ValueError, match=r"key: 1e\+300 at key\[0\]\[1\] is too large for float32"):
         nb.scaled_dot_product_attention(small, big, small, dtype="float32")
     assert nb.scaled_dot_product_attention(small, big, small).output.dtype == np.float64
+
+
+# ---------------------------------------------------------------- host-dependent exponential
+
+
+@pytest.mark.parametrize("choice", ["exp2", "exp"])
+@pytest.mark.parametrize("masking", ["none", "bool", "causal", "gqa"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_float32_chunked_kernel_with_either_exponential(monkeypatch, choice, masking, policy):
+    """float32 with exp2 (scale * log2(e) folded into q) and with exp: both within the bound
+    whatever the host picks, with masks, causal, GQA and every masked_rows policy."""
+    monkeypatch.setattr(nc, "exp_choice", lambda: (choice, f"{choice} (test)"))
+    lead = (2, 6) if masking == "gqa" else (2,)
+    q, k, v, mask = make_case(31, lead=lead, L=9, S=11, E=8, mask="bool")
+    if masking == "gqa":
+        k, v = k[:, :2], v[:, :2]  # 6 query heads share 2 key/value heads
+    q32, k32, v32 = (a.astype(np.float32) for a in (q * 3, k, v))  # logits up to about 30
+    kw = dict(
+        attn_mask=mask if masking == "bool" else None,
+        is_causal=masking == "causal",
+        enable_gqa=masking == "gqa",
+        masked_rows=policy,
+    )
+    out_t, w_t = truth(q32.astype(np.float64), k32, v32, **kw)
+    res = nb.scaled_dot_product_attention(
+        q32, k32, v32, need_weights=False, block_size=(4, 4), **kw
+    )
+    assert res.detail.startswith(f"{choice} (test)")
+    k_r, v_r = k32, v32
+    if masking == "gqa":
+        k_r, v_r = np.repeat(k32, 3, axis=1), np.repeat(v32, 3, axis=1)
+    bound = output_bound(q32, k_r, v_r, w_t, 1 / np.sqrt(8), "float32", kw["attn_mask"], 3)
+    assert_close(f"{choice} {masking} {policy}", res.output, out_t, bound)
+
+
+def test_the_host_choice_is_recorded_in_the_result():
+    """float32 without a float mask uses the host's choice; float64 and float masks use exp."""
+    q, k, v, mask = make_case(2, L=4, S=5, mask="float")
+    q32, k32, v32 = (a.astype(np.float32) for a in (q, k, v))
+    name, why = nc.exp_choice()
+    assert nb.scaled_dot_product_attention(q32, k32, v32, need_weights=False).detail == why
+    with_mask = nb.scaled_dot_product_attention(
+        q32, k32, v32, mask.astype(np.float32), need_weights=False
+    )
+    in_64 = nb.scaled_dot_product_attention(q, k, v, need_weights=False)
+    if name == "exp2":
+        assert with_mask.detail.startswith("exp (a float mask") and in_64.detail.startswith(
+            "exp (float64"
+        )
+    else:
+        assert with_mask.detail == in_64.detail == why
+    assert nb.scaled_dot_product_attention(q32, k32, v32).detail == ""  # explicit: no choice
+
+
+def test_rows_with_a_large_bound_subtract_it_and_skip_the_safe_pass(monkeypatch):
+    """Logits of 200 overflow float32's exp; the per-row offset keeps them in range, so the
+    fast pass alone gives the answer (no safe pass) and it matches the ground truth."""
+    calls = []
+    safe = nc._Tiles.safe
+
+    def spy(self, *args):
+        calls.append(args[:2])
+        return safe(self, *args)
+
+    monkeypatch.setattr(nc._Tiles, "safe", spy)
+    rng = np.random.default_rng(8)
+    k = rng.standard_normal((1, 16, 4))
+    k = (2 * k / np.linalg.norm(k, axis=-1, keepdims=True)).astype(np.float32)  # |k_j| = 2
+    q = (k[:, :6] * 100).astype(np.float32)  # q_i parallel to k_i: score_ii = 200 = the bound
+    v = rng.standard_normal((1, 16, 3)).astype(np.float32)
+    out_t, w_t = truth(q.astype(np.float64), k, v)
+    res = nb.scaled_dot_product_attention(q, k, v, need_weights=False, block_size=(3, 8))
+    assert calls == []
+    assert_close(
+        "large logits", res.output, out_t, output_bound(q, k, v, w_t, 0.5, "float32", None, 2)
+    )
+    assert np.max(q.astype(np.float64) @ k[0].T.astype(np.float64) * 0.5) > 199
