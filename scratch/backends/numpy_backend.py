@@ -42,7 +42,6 @@ KERNELS = ("explicit", "chunked-online-softmax")
 NOTES = "NumPy: explicit with weights; chunked online softmax (O(chunk * block) memory) without"
 
 
-
 # ---------------------------------------------------------------- input conversion
 
 
