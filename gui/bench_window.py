@@ -62,7 +62,7 @@ def _recompute(app, worker, session) -> tuple[float, float]:
     return seconds, gap[0]
 
 
-def measure(rounds: int = 3, tokens: int = WINDOW_TOKENS) -> dict:
+def measure(rounds: int = 5, tokens: int = WINDOW_TOKENS) -> dict:
     """Best and every time of trace alone and recompute, the largest gap, the sample note."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PyQt6.QtWidgets import QApplication

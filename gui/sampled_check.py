@@ -35,9 +35,14 @@ def describe(num_tokens: int) -> str:
     )
 
 
-def _per_head(value: object, heads: int) -> np.ndarray:
-    """A trace step as float64 (heads, rows, cols); one-head steps get a leading axis."""
-    arr = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value, np.float64)
+def _per_head(value: object, heads: int, rows: list[int] | None = None) -> np.ndarray:
+    """A trace step's `rows` (all when None) as float64 (heads, rows, cols); one-head steps get
+    a leading axis. Rows are picked before the float64 copy (the whole weights are 16.7 M
+    numbers per head at 4096 tokens)."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu()
+    picked = value if rows is None else value[..., rows, :]
+    arr = np.asarray(picked, np.float64)
     return arr if arr.ndim == 3 else arr.reshape(heads, *arr.shape[-2:])
 
 
@@ -67,12 +72,12 @@ def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarr
     )
 
 
-def _weights_bound(q_rows, k, p, scale, dtype, mask, rows) -> np.ndarray:
+def _weights_bound(q_rows, k, p, scale, dtype, mask_rows) -> np.ndarray:
     """|weights - truth| <= R_i p_ij + floor with S_i the largest live |scale| |q_i| . |k_j|."""
     E, S = q_rows.shape[-1], k.shape[-2]
     size = abs(scale) * (np.abs(q_rows) @ np.abs(k).transpose(0, 2, 1))  # (H, R, S)
-    if mask is not None and not isinstance(mask[0][0], bool):
-        m = np.asarray([mask[i] for i in rows], np.float64)  # (R, S)
+    if mask_rows is not None and not isinstance(mask_rows[0][0], bool):
+        m = np.asarray(mask_rows, np.float64)  # (R, S)
         size = size + np.where(np.isfinite(m), np.abs(m), 0.0)
     p = np.nan_to_num(p)
     live = np.max(np.where(p > 0, size, 0.0), axis=-1, keepdims=True)  # (H, R, 1)
@@ -89,27 +94,32 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
     q = _split(np.asarray(_per_head(trace["q"].value, 1)[0]), H)  # (H, L, d_k)
     k = _split(np.asarray(_per_head(trace["k"].value, 1)[0]), Hkv)  # (Hkv, S, d_k)
     v = _split(np.asarray(_per_head(trace["v"].value, 1)[0]), Hkv)  # (Hkv, S, d_v)
-    weights = _per_head(trace["weights"].value, H)[:, rows]  # (H, R, S)
+    weights = _per_head(trace["weights"].value, H, rows)  # (H, R, S)
     name = "head_outputs" if "head_outputs" in trace else "output"
-    outputs = _per_head(trace[name].value, H)[:, rows]  # (H, R, d_v)
+    outputs = _per_head(trace[name].value, H, rows)  # (H, R, d_v)
     mask = kwargs.get("attn_mask")
+    mask_rows = None if mask is None else [mask[i] for i in rows]  # (R, S)
+    if kwargs.get("is_causal"):  # top-left causal: row i may see keys j <= i
+        mask_rows = [[j <= i for j in range(k.shape[1])] for i in rows]
     options = dict(
-        attn_mask=mask,
-        is_causal=bool(kwargs.get("is_causal", False)),
+        attn_mask=mask_rows,
         scale=trace.scale,
         enable_gqa=H != Hkv,
         masked_rows=kwargs.get("masked_rows", "zero"),
     )
-    # step 1: the ground truth for the sampled rows of every head (exact, from q, k, v)
-    out_t, w_t = scratch.attention_rows(q.tolist(), k.tolist(), v.tolist(), rows, **options)
+    # step 1: the ground truth for the sampled rows of every head (exact, from q, k, v);
+    # only those query rows are passed (rows are independent), with their mask rows
+    q_rows = q[:, rows].tolist()  # (H, R, d_k)
+    everyone = list(range(len(rows)))
+    out_t, w_t = scratch.attention_rows(q_rows, k.tolist(), v.tolist(), everyone, **options)
     out_t, w_t = np.asarray(out_t, np.float64), np.asarray(w_t, np.float64)  # (H, R, .)
     # step 2: the bound per output element (row-independent, so the sampled rows alone)
     group = H // Hkv
     bounds = []
     for h in range(H):
         float_mask = None
-        if mask is not None and not isinstance(mask[0][0], bool):
-            float_mask = [mask[i] for i in rows]  # (R, S)
+        if mask_rows is not None and not isinstance(mask_rows[0][0], bool):
+            float_mask = mask_rows
         bounds.append(
             scratch.tolerance(
                 q[h][rows].tolist(),
@@ -125,7 +135,7 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
     # step 3: weights within R_i p_ij + floor (scratch.tolerance's row factor), the kernel's
     # rounding in `dtype` plus the ground truth's own in float64
     w_bound = _weights_bound(
-        q[:, rows], k[np.arange(H) // group], w_t, trace.scale, dtype, mask, rows
+        q[:, rows], k[np.arange(H) // group], w_t, trace.scale, dtype, mask_rows
     )
     return [
         _step_check(f"weights ({len(rows)} sampled rows)", weights, w_t, w_bound),
