@@ -10,7 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-TABS = ("pipeline", "overview", "check")
+TABS = ("pipeline", "overview", "check", "model")
 
 
 def int_in(lo: int, hi: int) -> Callable[[str], int]:
@@ -48,6 +48,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hover", metavar="ROW,COL", help="with --screenshot: hover this cell")
     p.add_argument("--screenshot", metavar="FILE.png", help="render offscreen to FILE and exit")
     p.add_argument("--size", default="1400x900", help="window size for --screenshot (WxH)")
+    p.add_argument("--model", help="a real model: 'default' (all-MiniLM-L6-v2) or a directory")
+    p.add_argument("--text", help="the text to run the model on (implies --model default)")
+    p.add_argument(
+        "--layer", type=int, help="with --model: open this layer's --head in the pipeline"
+    )
     return p.parse_args(argv)
 
 
@@ -57,15 +62,44 @@ def fail(message: str) -> int:
     return 2
 
 
-def build_session(args: argparse.Namespace):
+def model_run(args: argparse.Namespace):
+    """The model run that --model/--text ask for, or None; ValueError with a clear message."""
+    if args.model is None and args.text is None:
+        if args.layer is not None:
+            raise ValueError("--layer: needs --model (or --text)")
+        return None
+    from gui.model_panel import DEFAULT_TEXT
+
+    try:
+        from scratch import models
+    except ImportError as exc:
+        raise ValueError(f"--model: real models need {exc.name}; run make run once") from exc
+    path = None if args.model in (None, "default") else args.model
+    run = models.load(path).run(args.text if args.text is not None else DEFAULT_TEXT)
+    if args.layer is not None or (args.head is not None and args.head.isdigit()):
+        layer = 0 if args.layer is None else args.layer
+        head = int(args.head) if args.head is not None and args.head.isdigit() else 0
+        try:
+            run.model.check_head(layer, head)
+        except ValueError as exc:  # "layer: expected 0 to 5, found 9" -> "--layer: ..."
+            raise ValueError(f"--{exc}") from None
+    return run
+
+
+def build_session(args: argparse.Namespace, run=None):
     """The session the options ask for (None: the window chooses); ValueError on bad names."""
     from gui import core_api
     from gui import session as sm
 
     s = None
+    if run is not None and (args.layer is not None or args.head is not None):
+        from gui.model_session import head_session
+
+        head = int(args.head) if args.head is not None and args.head.isdigit() else 0
+        s = head_session(run, 0 if args.layer is None else args.layer, head)
     if args.preset == "random":
         s = sm.random_session(args.seed, args.tokens, 8, 4, 4, args.heads)
-    elif args.preset is not None:
+    elif args.preset is not None and s is None:
         names = core_api.preset_names()
         if args.preset not in names:
             raise ValueError(f"unknown preset {args.preset!r}; presets: random, {', '.join(names)}")
@@ -107,7 +141,7 @@ def check_head(head: str | None, num_heads: int) -> None:
         )
 
 
-def screenshot(args: argparse.Namespace, session) -> int:
+def screenshot(args: argparse.Namespace, session, run=None) -> int:
     """Render the window offscreen, open the asked step, save a PNG; 0 on success."""
     from PyQt6.QtCore import QSettings
     from PyQt6.QtWidgets import QApplication
@@ -126,6 +160,10 @@ def screenshot(args: argparse.Namespace, session) -> int:
     if args.step:
         session = dataclasses.replace(session, step=args.step)
     window = MainWindow(settings, session, dialogs=False)
+    if run is not None:
+        window.model.show_run(run)
+        if session is not None and args.layer is not None:
+            window.model.grid.select(args.layer, int(args.head) if args.head else 0)
     window.resize(width, height)
     window.show()
     failed: list[str] = []
@@ -144,7 +182,7 @@ def screenshot(args: argparse.Namespace, session) -> int:
         return fail(f"unknown step {args.step!r}; steps: {', '.join(names)}")
     if args.step:
         window.pipeline.set_step(args.step)
-    if args.head is not None:
+    if args.head is not None and run is None:
         window.pipeline.set_head(args.head)
     window.tabs.setCurrentIndex(TABS.index(args.tab))
     for _ in range(5):
@@ -185,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.screenshot and no_screen():
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     try:
-        session = build_session(args)
-        if args.head is not None:
+        run = model_run(args)
+        session = build_session(args, run)
+        if args.head is not None and run is None:  # a model's head was checked by model_run
             from gui.main_window import default_session
 
             check_head(args.head, (session or default_session()).num_heads)
@@ -203,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 return fail(f"the inputs are not valid: {exc}")
             if args.step not in names:
                 return fail(f"unknown step {args.step!r}; steps: {', '.join(names)}")
-        return screenshot(args, session)
+        return screenshot(args, session, run)
     if no_screen():
         return fail(
             "no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset). Run it "
@@ -224,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     ErrorHandler(show_dialog=True).install()
     settings = QSettings("scratch-attention", "attention-app")
     window = MainWindow(settings, session)
+    if run is not None:
+        window.model.show_run(run)
     if args.step:
         window.pipeline.step_name = args.step
     window.show()

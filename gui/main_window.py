@@ -21,6 +21,7 @@ from gui import session as sm
 from gui.actions import FileActions
 from gui.check_panel import CheckPanel
 from gui.inputs_panel import InputsPanel
+from gui.model_panel import ModelPanel
 from gui.overview import Overview
 from gui.pipeline_view import PipelineView
 from gui.worker import TraceWorker
@@ -65,10 +66,12 @@ class MainWindow(QMainWindow):
         self.pipeline.step_name = session.step
         self.overview = Overview()
         self.checks = CheckPanel()
+        self.model = ModelPanel()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.pipeline, "Pipeline")
         self.tabs.addTab(self.overview, "Overview")
         self.tabs.addTab(self.checks, "Check")
+        self.tabs.addTab(self.model, "Model")
         self.setCentralWidget(self.tabs)
         scroll = QScrollArea()
         scroll.setWidget(self.inputs)
@@ -142,6 +145,8 @@ class MainWindow(QMainWindow):
         self.cancel_button.clicked.connect(self.worker.cancel)
         self.pipeline.headChanged.connect(self.overview.set_head)
         self.overview.stepChosen.connect(self.open_step)
+        self.model.headChosen.connect(self.open_model_head)
+        self.model.message.connect(self.say)
 
     # ---------------------------------------------------------------- slots
 
@@ -193,6 +198,14 @@ class MainWindow(QMainWindow):
         self.pipeline.set_step(name)
         self.tabs.setCurrentWidget(self.pipeline)
 
+    def open_model_head(self, run: object, layer: int, head: int) -> None:
+        """Open one head of a model run in the pipeline, with its real x, W and biases."""
+        from gui.model_session import head_session
+
+        self.load_session(head_session(run, layer, head))
+        self.tabs.setCurrentWidget(self.pipeline)
+        self.say(f"{run.model.name} layer {layer} head {head}: {run.model.name}'s own weights")
+
     def load_session(self, s: sm.Session) -> None:
         """Show and compute a session (from a file or settings)."""
         self.inputs.set_session(s)
@@ -223,4 +236,5 @@ class MainWindow(QMainWindow):
         self.settings.setValue("session", sm.dumps(self.files.current_session()))
         self.settings.sync()
         self.worker.wait()  # ... and is joined: no computation thread outlives the window
+        self.model.worker.wait()
         super().closeEvent(event)

@@ -20,8 +20,8 @@ SCALE_MODES = ("sqrt", "none", "custom")
 MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
 MASKED_ROWS = ("zero", "nan", "uniform")
 MATRICES = ("x", "key", "value", "w_q", "w_k", "w_v")
-MAX_TOKENS = 4096
-MAX_DIM = 256
+MAX_TOKENS = 4096  # above 256 a NumPy/torch trace is checked on sampled rows (sampled_check)
+MAX_DIM = 1024  # a real model head: all-MiniLM-L6-v2 has d_model 384 (+1 for the bias column)
 MAX_HEADS = 16  # the heads spin box's range; a file may not ask for more
 MAX_SEED = 2**31 - 1  # a Qt spin box holds a signed 32-bit int
 

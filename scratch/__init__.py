@@ -13,6 +13,7 @@ from .explain import Explanation, explain
 from .linalg import matmul, transpose
 from .masks import causal_mask
 from .multihead import multi_head_attention
+from .multihead_backward import MultiHeadGradients, multi_head_attention_backward
 from .rows import attention_rows, sample_rows
 from .softmax import softmax
 from .tolerance import tolerance
@@ -57,6 +58,8 @@ __all__ = [
     "explain",
     "matmul",
     "multi_head_attention",
+    "multi_head_attention_backward",
+    "MultiHeadGradients",
     "sample_rows",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",

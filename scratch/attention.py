@@ -164,6 +164,53 @@ def check_rng(rng: object) -> None:
         raise TypeError(f"rng: expected a random.Random or None, found {type(rng).__name__}")
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """The validated inputs of one attention call, shared by the forward, rows and backward."""
+
+    q: list  # (..., L, E)
+    k: list  # (..., Hkv?, S, E)
+    v: list  # (..., Hkv?, S, Ev)
+    lead: tuple[int, ...]  # query's leading dims
+    kv_lead: tuple[int, ...]  # key's leading dims (fewer heads with GQA)
+    L: int
+    S: int
+    E: int
+    Ev: int
+    scale: float
+    mask: Mask | None
+    masked_rows: str
+    group: int  # query heads per key/value head (1 without GQA)
+
+    def kv_index(self, index: tuple[int, ...]) -> tuple[int, ...]:
+        """The key/value leading index that query index `index` reads."""
+        return index[:-1] + (index[-1] // self.group,) if self.group > 1 else index
+
+
+def prepare(
+    query: object,
+    key: object,
+    value: object,
+    attn_mask: object,
+    is_causal: object,
+    scale: object,
+    enable_gqa: object,
+    masked_rows: object,
+) -> Prepared:
+    """Validate every argument once (errors name the argument) and build the mask."""
+    q, q_shape = as_tensor(query, "query", min_dims=2)
+    k, k_shape = as_tensor(key, "key", min_dims=2)
+    v, v_shape = as_tensor(value, "value", min_dims=2)
+    check_flag(enable_gqa, "enable_gqa")
+    lead, L, S, E, Ev = check_attention_shapes(q_shape, k_shape, v_shape, enable_gqa)
+    scale = check_scale(scale, E)
+    masked_rows = check_masked_rows(masked_rows)
+    check_flag(is_causal, "is_causal")
+    mask = build_mask(attn_mask, is_causal, lead + (L, S))
+    group = q_shape[-3] // k_shape[-3] if enable_gqa else 1
+    return Prepared(q, k, v, lead, k_shape[:-2], L, S, E, Ev, scale, mask, masked_rows, group)
+
+
 def scaled_dot_product_attention(
     query: object,
     key: object,
@@ -178,19 +225,12 @@ def scaled_dot_product_attention(
     rng: random.Random | None = None,
 ) -> tuple[list, list]:
     """softmax(q @ k^T * scale + mask) @ v -> (output (..., L, Ev), weights (..., L, S))."""
-    q, q_shape = as_tensor(query, "query", min_dims=2)
-    k, k_shape = as_tensor(key, "key", min_dims=2)
-    v, v_shape = as_tensor(value, "value", min_dims=2)
-    check_flag(enable_gqa, "enable_gqa")
-    lead, L, S, E, _ = check_attention_shapes(q_shape, k_shape, v_shape, enable_gqa)
-    scale = check_scale(scale, E)
     dropout_p = check_dropout_p(dropout_p)
-    masked_rows = check_masked_rows(masked_rows)
-    check_flag(is_causal, "is_causal")
     check_rng(rng)
-    mask = build_mask(attn_mask, is_causal, lead + (L, S))
-    group = q_shape[-3] // k_shape[-3] if enable_gqa else 1
-    steps = attend_all(q, k, v, lead, scale, mask, masked_rows, dropout_p, rng, group)
-    output = stack([s.output for s in steps], lead)  # (..., L, Ev)
-    weights = stack([s.weights for s in steps], lead)  # (..., L, S)
+    p = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, masked_rows)
+    steps = attend_all(
+        p.q, p.k, p.v, p.lead, p.scale, p.mask, p.masked_rows, dropout_p, rng, p.group
+    )
+    output = stack([s.output for s in steps], p.lead)  # (..., L, Ev)
+    weights = stack([s.weights for s in steps], p.lead)  # (..., L, S)
     return output, weights

@@ -30,17 +30,10 @@ import random
 from dataclasses import dataclass
 from itertools import product
 
-from .attention import _at, attend, build_mask, check_rng, stack
+from .attention import _at, attend, check_rng, prepare, stack
 from .linalg import dot, matmul_nt, transpose_rows
 from .masks import Mask
-from .validate import (
-    as_tensor,
-    check_attention_shapes,
-    check_dropout_p,
-    check_flag,
-    check_masked_rows,
-    check_scale,
-)
+from .validate import as_tensor, check_dropout_p
 
 Matrix = list[list[float]]
 
@@ -176,50 +169,40 @@ def scaled_dot_product_attention_backward(
 
     Same arguments as the forward; the same `rng` state reproduces the forward's dropout mask.
     """
-    q, q_shape = as_tensor(query, "query", min_dims=2)
-    k, k_shape = as_tensor(key, "key", min_dims=2)
-    v, v_shape = as_tensor(value, "value", min_dims=2)
-    g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
-    check_flag(enable_gqa, "enable_gqa")
-    lead, L, S, E, Ev = check_attention_shapes(q_shape, k_shape, v_shape, enable_gqa)
-    if g_shape != lead + (L, Ev):
-        raise ValueError(
-            f"grad_output: expected the output's shape {lead + (L, Ev)}, found {g_shape}"
-        )
-    scale = check_scale(scale, E)
     dropout_p = check_dropout_p(dropout_p)
-    masked_rows = check_masked_rows(masked_rows)
-    check_flag(is_causal, "is_causal")
     check_rng(rng)
-    mask = build_mask(attn_mask, is_causal, lead + (L, S))
-    group = q_shape[-3] // k_shape[-3] if enable_gqa else 1
+    p = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, masked_rows)
+    g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
+    if g_shape != p.lead + (p.L, p.Ev):
+        raise ValueError(
+            f"grad_output: expected the output's shape {p.lead + (p.L, p.Ev)}, found {g_shape}"
+        )
     grad_query = []
     kv_shares: dict[tuple[int, ...], list[Gradients]] = {}  # kv head -> its query heads
-    for index in product(*map(range, lead)):  # row-major, as the forward draws its dropout
-        kv_index = index[:-1] + (index[-1] // group,) if group > 1 else index
-        mask_rows = mask.slice(index) if mask is not None else None
+    for index in product(*map(range, p.lead)):  # row-major, as the forward draws its dropout
+        kv = p.kv_index(index)
+        mask_rows = p.mask.slice(index) if p.mask is not None else None
         head = backward_head(
-            _at(q, index),
-            _at(k, kv_index),
-            _at(v, kv_index),
+            _at(p.q, index),
+            _at(p.k, kv),
+            _at(p.v, kv),
             _at(g, index),
-            scale,
-            mask,
+            p.scale,
+            p.mask,
             mask_rows,
-            masked_rows,
+            p.masked_rows,
             dropout_p,
             rng,
         )
         grad_query.append(head.grad_query)
-        kv_shares.setdefault(kv_index, []).append(head)
-    kv_lead = k_shape[:-2]
+        kv_shares.setdefault(kv, []).append(head)
     grad_key, grad_value = [], []
-    for i in product(*map(range, kv_lead)):  # every kv head is read by >= 1 query head
+    for i in product(*map(range, p.kv_lead)):  # every kv head is read by >= 1 query head
         shares = kv_shares[i]
         if len(shares) == 1:
             dK, dV = shares[0].grad_key, shares[0].grad_value
         else:  # grouped-query attention: one fsum over the rows of every head in the group
-            dK, dV = key_value_grads([h.rows() for h in shares], scale)
+            dK, dV = key_value_grads([h.rows() for h in shares], p.scale)
         grad_key.append(dK)
         grad_value.append(dV)
-    return stack(grad_query, lead), stack(grad_key, kv_lead), stack(grad_value, kv_lead)
+    return stack(grad_query, p.lead), stack(grad_key, p.kv_lead), stack(grad_value, p.kv_lead)

@@ -12,16 +12,9 @@ from __future__ import annotations
 import random
 from itertools import product
 
-from .attention import _at, attend, build_mask, stack
+from .attention import _at, attend, prepare, stack
 from .masks import Mask
-from .validate import (
-    as_tensor,
-    check_attention_shapes,
-    check_flag,
-    check_masked_rows,
-    check_positive_int,
-    check_scale,
-)
+from .validate import check_flag, check_positive_int
 
 
 def sample_rows(L: int, count: int, seed: int = 0) -> list[int]:
@@ -69,36 +62,27 @@ def attention_rows(
     Returns (output (..., R, Ev), weights (..., R, S)) with R = len(rows): entry n is exactly
     row rows[n] of the full ground truth, bit for bit, for the same arguments.
     """
-    q, q_shape = as_tensor(query, "query", min_dims=2)
-    k, k_shape = as_tensor(key, "key", min_dims=2)
-    v, v_shape = as_tensor(value, "value", min_dims=2)
-    check_flag(enable_gqa, "enable_gqa")
-    lead, L, S, E, _ = check_attention_shapes(q_shape, k_shape, v_shape, enable_gqa)
-    picked = _check_rows(rows, L)
-    scale = check_scale(scale, E)
-    masked_rows = check_masked_rows(masked_rows)
-    check_flag(is_causal, "is_causal")
-    if is_causal and attn_mask is not None:
+    if is_causal is True and attn_mask is not None:
         raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
-    if is_causal:  # only the sampled rows of tril(ones(L, S)), never the whole (L, S) grid
-        causal = [[j <= i for j in range(S)] for i in picked]  # (R, S)
-        mask = Mask(causal, (len(picked), S), True, lead + (len(picked), S))
-    else:
-        mask = build_mask(attn_mask, False, lead + (L, S))
-    group = q_shape[-3] // k_shape[-3] if enable_gqa else 1
+    # the causal mask is built below for the sampled rows only, never as a whole (L, S) grid
+    p = prepare(query, key, value, attn_mask, False, scale, enable_gqa, masked_rows)
+    check_flag(is_causal, "is_causal")
+    picked = _check_rows(rows, p.L)
+    mask = p.mask
+    if is_causal:  # only the sampled rows of tril(ones(L, S))
+        causal = [[j <= i for j in range(p.S)] for i in picked]  # (R, S)
+        mask = Mask(causal, (len(picked), p.S), True, p.lead + (len(picked), p.S))
     outputs, weights = [], []
-    for index in product(*map(range, lead)):
-        kv_index = index[:-1] + (index[-1] // group,) if group > 1 else index
-        q_rows = [_at(q, index)[i] for i in picked]  # (R, E): only the sampled query rows
+    for index in product(*map(range, p.lead)):
+        q_rows = [_at(p.q, index)[i] for i in picked]  # (R, E): only the sampled query rows
         mask_rows = None
         if is_causal:
             mask_rows = causal
         elif mask is not None:
             full = mask.slice(index)  # (L, S) views of the broadcast mask, no copies
             mask_rows = [full[i] for i in picked]  # (R, S)
-        steps = attend(
-            q_rows, _at(k, kv_index), _at(v, kv_index), scale, mask, mask_rows, masked_rows
-        )
+        kv = p.kv_index(index)
+        steps = attend(q_rows, _at(p.k, kv), _at(p.v, kv), p.scale, mask, mask_rows, p.masked_rows)
         outputs.append(steps.output)  # (R, Ev)
         weights.append(steps.weights)  # (R, S)
-    return stack(outputs, lead), stack(weights, lead)
+    return stack(outputs, p.lead), stack(weights, p.lead)

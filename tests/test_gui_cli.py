@@ -101,3 +101,50 @@ def test_a_head_the_session_has_is_accepted():
     check_head(None, 1)
     with pytest.raises(ValueError, match="--head: expected 0 to 3"):
         check_head("4", 4)
+
+
+def test_a_model_head_and_the_model_view_render_offscreen(tmp_path):
+    pytest.importorskip("safetensors")
+    pytest.importorskip("tokenizers")
+    text = "Your journey starts with one step"
+    for extra in (("--layer", "3", "--head", "7", "--step", "weights"), ("--tab", "model")):
+        out = tmp_path / f"{extra[0].strip('-')}.png"
+        done = run_main(
+            "--model",
+            "default",
+            "--text",
+            text,
+            *extra,
+            "--screenshot",
+            str(out),
+            tmp_path=tmp_path,
+        )
+        if "not installed" in done.stderr:
+            pytest.skip("the default model is not installed")
+        assert done.returncode == 0, done.stderr
+        assert png_size(out) == (1400, 900)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--model", "default", "--layer", "9"), "--layer: expected 0 to 5, found 9"),
+        (("--model", "default", "--layer", "1", "--head", "12"), "--head: expected 0 to 11"),
+        (("--model", "/no/such/dir"), "model directory /no/such/dir: not found"),
+        (("--text", "   "), "text: empty"),
+        (
+            (
+                "--layer",
+                "1",
+            ),
+            "--layer: needs --model",
+        ),
+    ],
+)
+def test_bad_model_options_are_usage_errors(tmp_path, args, words):
+    pytest.importorskip("safetensors")
+    out = tmp_path / "x.png"
+    done = run_main(*args, "--screenshot", str(out), tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr
+    assert not out.exists()

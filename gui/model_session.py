@@ -1,0 +1,44 @@
+"""A real model's head as a window session (no Qt): its x, W_q, W_k, W_v and biases.
+
+The session has no bias fields, so each bias rides in the weights: x gets a last column of
+ones and W_q, W_k, W_v a last row holding b_q, b_k, b_v, so x @ W is exactly x @ W + b (one more
+term in each sum, 1 * b_c) and the hover arithmetic shows the bias like any other term.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gui import session as sm
+
+
+def head_session(run: object, layer: int, head: int) -> sm.Session:
+    """The session that recomputes head `head` of layer `layer` of a model run."""
+    model = run.model
+    p = model.head_projections(layer, head)
+    x = np.asarray(run.inputs[layer], dtype=np.float64)  # (T, d_model): the layer's attention input
+    ones = np.ones((x.shape[0], 1))
+    x1 = np.hstack([x, ones])  # (T, d_model + 1): the last column multiplies the bias row
+    weights = {
+        name: np.vstack([p[f"w_{name}"], p[f"b_{name}"][None, :]])  # (d_model + 1, d_head)
+        for name in ("q", "k", "v")
+    }
+    return sm.Session(
+        tokens=tuple(run.tokens),
+        key_tokens=tuple(run.tokens),
+        x=_matrix(x1),
+        w_q=_matrix(weights["q"]),
+        w_k=_matrix(weights["k"]),
+        w_v=_matrix(weights["v"]),
+        mode="project",
+        num_heads=1,
+        num_kv_heads=1,
+        scale_mode="sqrt",  # 1/sqrt(d_head), the model's own scale
+        mask_mode="causal-top-left" if model.causal else "none",
+        preset=f"model:{model.name}:layer {layer}:head {head}",
+    )
+
+
+def _matrix(a: np.ndarray) -> sm.Matrix:
+    """A float64 array as the session's tuple of tuples."""
+    return tuple(tuple(float(v) for v in row) for row in a)

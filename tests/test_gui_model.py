@@ -1,0 +1,128 @@
+"""The window's Model tab: run a real model, the model view, the head view, open a head."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PyQt6")
+pytest.importorskip("pyqtgraph")
+pytest.importorskip("safetensors")
+pytest.importorskip("tokenizers")
+
+from PyQt6.QtCore import QPointF, QSettings, Qt  # noqa: E402
+
+from gui import session as sm  # noqa: E402
+from gui.errors import ErrorHandler  # noqa: E402
+from gui.main_window import MainWindow  # noqa: E402
+from gui.model_session import head_session  # noqa: E402
+from scratch import models  # noqa: E402
+
+pytestmark = pytest.mark.gui
+TEXT = "Your journey starts with one step"
+
+
+@pytest.fixture(scope="module")
+def run():
+    try:
+        return models.load().run(TEXT)
+    except models.ModelError as exc:
+        pytest.skip(f"default model not installed: {exc}")
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    handler = ErrorHandler(show_dialog=False).install()
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    w = MainWindow(settings, sm.random_session(0, 4, 4, 2, 2, 1), dialogs=False)
+    qtbot.addWidget(w)
+    w.resize(1200, 800)
+    w.show()
+    qtbot.waitUntil(lambda: not w.worker.busy and w.outcome is not None, timeout=20000)
+    yield w
+    handler.uninstall()
+    assert handler.errors == [], handler.errors[0]
+
+
+def test_the_model_runs_in_the_worker_and_fills_both_views(qtbot, window, run):
+    panel = window.model
+    panel.text.setText(TEXT)
+    with qtbot.waitSignal(panel.worker.finished, timeout=60000):
+        panel.run_button.click()
+    assert panel.run.tokens == run.tokens
+    assert np.array_equal(panel.grid.attentions, panel.run.attentions)
+    assert len(panel.grid.images) == 6 and len(panel.grid.images[0]) == 12
+    # the head view shows layer 0, all heads, as the layer/head pickers say
+    assert panel.lines.heads == list(range(12))
+    assert np.array_equal(panel.lines.weights, panel.run.attentions[0])
+    panel.layer.setValue(4)
+    panel.head.setCurrentIndex(panel.head.findData(5))
+    assert panel.lines.heads == [5] and np.array_equal(panel.lines.weights, run.attentions[4])
+    assert "[CLS]" in panel.sinks.text() and "sink" in panel.sinks.text()
+
+
+def test_clicking_a_head_in_the_grid_opens_it_in_the_pipeline(qtbot, window, run):
+    panel = window.model
+    panel.show_run(run)
+    window.tabs.setCurrentWidget(panel)
+    qtbot.waitExposed(panel.grid)
+    rect = panel.grid.cell_rect(3, 7)
+    qtbot.mouseClick(panel.grid, Qt.MouseButton.LeftButton, pos=rect.center().toPoint())
+    qtbot.waitUntil(
+        lambda: not window.worker.busy and window.outcome.session.preset.endswith("layer 3:head 7"),
+        timeout=30000,
+    )
+    assert window.tabs.currentWidget() is window.pipeline
+    assert panel.grid.selected == (3, 7)
+    weights = np.asarray(window.outcome.trace["weights"].value)
+    assert np.abs(weights - run.attentions[3, 7]).max() <= 1e-12
+    assert all(c.ok for c in window.outcome.checks)
+
+
+def test_the_grid_maps_points_to_heads(qtbot, window, run):
+    grid = window.model.grid
+    grid.set_attentions(run.attentions)
+    grid.resize(800, 500)
+    for layer, head in [(0, 0), (5, 11), (2, 6)]:
+        assert grid.head_at(grid.cell_rect(layer, head).center()) == (layer, head)
+    assert grid.head_at(QPointF(1.0, 1.0)) is None  # the label margin is no head
+
+
+def test_a_head_session_reproduces_the_model_with_biases_in_the_weights(run):
+    s = head_session(run, 2, 4)
+    assert len(s.x[0]) == 385 and all(row[-1] == 1.0 for row in s.x)  # the bias column
+    assert len(s.w_q) == 385 and len(s.w_q[0]) == 32
+    assert sm.validate(s.to_dict()) == s  # a session that saves and loads back
+    from gui import controller
+
+    out = controller.run(s)
+    assert np.abs(np.asarray(out.trace["weights"].value) - run.attentions[2, 4]).max() <= 1e-12
+
+
+def test_a_bad_model_directory_is_refused_and_the_last_run_stays(qtbot, window, run, tmp_path):
+    panel = window.model
+    panel.show_run(run)
+    panel.model_path.setText(str(tmp_path / "nowhere"))
+    with qtbot.waitSignal(panel.worker.failed, timeout=30000):
+        panel.run_button.click()
+    assert panel.status.text().startswith("refused: model directory")
+    assert "last run stays" in panel.status.text()
+    assert panel.run is run and panel.run_button.isEnabled()
+    panel.model_path.setText("default")
+    panel.text.setText("   ")
+    with qtbot.waitSignal(panel.worker.failed, timeout=30000):
+        panel.run_button.click()
+    assert "text: empty" in panel.status.text() and panel.run is run
+
+
+def test_the_views_render_pixels(qtbot, window, run):
+    panel = window.model
+    panel.show_run(run)
+    window.tabs.setCurrentWidget(panel)
+    qtbot.waitExposed(panel)
+    for widget in (panel.grid, panel.lines):
+        image = widget.grab().toImage()
+        colours = {
+            image.pixel(x, y)
+            for x in range(0, image.width(), 7)
+            for y in range(0, image.height(), 7)
+        }
+        assert len(colours) > 20, f"{type(widget).__name__} looks flat"
