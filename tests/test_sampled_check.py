@@ -103,3 +103,9 @@ def test_may_attend_grid_from_arrays_matches_the_ground_truths(masking):
     assert found["weights"].note == truth["weights"].note
     if masking == "bool":
         assert "2 fully masked row(s)" in found["weights"].note  # one row, two heads
+
+
+def test_a_passing_check_shows_the_bound_where_the_difference_is_largest():
+    """As compare_traces: max |difference| <= the bound shown whenever the step passes."""
+    for check in controller.run(_session(3)).checks:
+        assert check.ok and check.max_abs_diff <= check.bound
