@@ -91,7 +91,7 @@ def _weights_bound(q_rows, k, p, scale, dtype, mask_rows) -> np.ndarray:
 
 
 def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
-    """Checks of the sampled rows' weights and head outputs, every head."""
+    """Checks of the sampled rows' head outputs and weights, every head."""
     H, Hkv = trace.num_heads, trace.num_kv_heads
     L = len(trace.tokens)
     rows = scratch.sample_rows(L, min(SAMPLE_ROWS, L), SAMPLE_SEED)
@@ -141,7 +141,7 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
     w_bound = _weights_bound(
         q[:, rows], k[np.arange(H) // group], w_t, trace.scale, dtype, mask_rows
     )
-    return [
-        _step_check(f"weights ({len(rows)} sampled rows)", weights, w_t, w_bound),
+    return [  # outputs first: the Check tab opens on the first row, a readable (R, d_v) image
         _step_check(f"{name} ({len(rows)} sampled rows)", outputs, out_t, out_bound),
+        _step_check(f"weights ({len(rows)} sampled rows)", weights, w_t, w_bound),
     ]

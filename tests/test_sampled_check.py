@@ -35,8 +35,8 @@ def test_a_correct_backend_passes_the_sampled_check(seed, changes):
     """NumPy float32 traces pass on every seed and option, and the outcome says it sampled."""
     outcome = controller.run(_session(seed, **changes))
     assert [c.name for c in outcome.checks] == [
-        f"weights ({sampled_check.SAMPLE_ROWS} sampled rows)",
         f"head_outputs ({sampled_check.SAMPLE_ROWS} sampled rows)",
+        f"weights ({sampled_check.SAMPLE_ROWS} sampled rows)",
     ]
     assert all(c.ok and 0 <= c.ratio <= 1 for c in outcome.checks), outcome.checks
     assert outcome.reference is outcome.trace  # no full ground truth was built
@@ -50,7 +50,7 @@ def test_the_sampled_rows_match_the_ground_truth_exactly_in_float64():
     assert all(c.ok for c in checks) and max(c.ratio for c in checks) < 0.1
 
 
-@pytest.mark.parametrize("step,index", [("weights", 0), ("head_outputs", 1)])
+@pytest.mark.parametrize("step,index", [("head_outputs", 0), ("weights", 1)])
 def test_a_wrong_value_in_a_sampled_row_fails(step, index):
     """One entry of a sampled row moved by 1e-3 fails its check (and only that one)."""
     s = _session(1)
