@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from PyQt6.QtCore import QStandardPaths
 from PyQt6.QtWidgets import QApplication, QFileDialog
 
 from gui import codegen, core_api, export
@@ -17,9 +18,22 @@ class FileActions:
     def __init__(self, window: object) -> None:
         self.window = window
 
+    def start_folder(self) -> str:
+        """Where file dialogs open: the folder last used, else the user's documents folder."""
+        last = self.window.settings.value("last_folder")
+        if isinstance(last, str) and os.path.isdir(last):
+            return last
+        docs = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+        return docs if docs and os.path.isdir(docs) else os.path.expanduser("~")
+
+    def remember_folder(self, path: str) -> None:
+        """The folder of a chosen file (or a chosen folder) opens the next dialog."""
+        folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+        self.window.settings.setValue("last_folder", folder)
+
     def _ask(self, save: bool, title: str, pattern: str) -> str | None:
         dialog = QFileDialog.getSaveFileName if save else QFileDialog.getOpenFileName
-        path, _ = dialog(self.window, title, "", pattern)
+        path, _ = dialog(self.window, title, self.start_folder(), pattern)
         return path or None
 
     def current_session(self) -> sm.Session:
@@ -40,6 +54,7 @@ class FileActions:
             )
             return False
         self.window.load_session(s)
+        self.remember_folder(path)
         self.window.say(f"opened {path}")
         return True
 
@@ -71,7 +86,9 @@ class FileActions:
         trace = self._trace()
         if trace is None:
             return False
-        folder = folder or QFileDialog.getExistingDirectory(self.window, "Export CSV to folder")
+        folder = folder or QFileDialog.getExistingDirectory(
+            self.window, "Export CSV to folder", self.start_folder()
+        )
         return bool(folder) and self._write(folder, lambda: export.save_csvs(folder, trace))
 
     def copy_code(self, library: str) -> str:
@@ -107,5 +124,6 @@ class FileActions:
         except (OSError, ValueError) as exc:
             self.window.warn(f"Could not write {path}: {exc}")
             return False
+        self.remember_folder(path)
         self.window.say(f"wrote {path}")
         return True

@@ -49,7 +49,7 @@ class CheckPanel(QWidget):
         split.addWidget(self.table)
         self.diff_map = Heatmap()
         split.addWidget(self.diff_map)
-        self.table.setMinimumWidth(480)
+        self.table.setMinimumWidth(300)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
         split.setSizes([520, 600])

@@ -18,6 +18,21 @@ def get_preset(name: str) -> object:
     return presets.get(name)
 
 
+def preset_title(name: str) -> str:
+    """The preset's one-line title ('Seed 003: "Your journey starts ..."')."""
+    return str(get_preset(name).title)
+
+
+def preset_notes(name: str) -> list[str]:
+    """The preset's notes (slips included), then what the notebook printed where it slipped."""
+    preset = get_preset(name)
+    notes = [str(n) for n in preset.notes]
+    for key, printed in preset.printed.items():
+        if key.startswith("slip"):
+            notes.append(f"Slip printed by the notebook ({printed.cell}): {printed.expr}")
+    return notes
+
+
 def backend_dtypes() -> dict[str, tuple[str, ...]]:
     """{backend name: dtype names} for every entry of scratch.backends.available()."""
     return {name: tuple(backends.get(name).dtypes) for name in backends.available()}

@@ -99,11 +99,20 @@ def save_png(path: str | os.PathLike, widget: object) -> None:
     atomic.write_bytes(path, widget_png(widget))
 
 
+def pixelated(svg: bytes) -> bytes:
+    """Ask every SVG viewer to draw embedded images nearest-neighbour (no smoothing)."""
+    return svg.replace(b"<image ", b'<image style="image-rendering:pixelated" ')
+
+
 def widget_svg(widget: object, title: str = "attention") -> bytes:
-    """The widget painted into an SVG document (QSvgGenerator)."""
+    """The widget painted into an SVG document (QSvgGenerator); heatmap cells stay sharp."""
+    from contextlib import ExitStack
+
     from PyQt6.QtCore import QBuffer, QIODevice, QRect
     from PyQt6.QtGui import QPainter
     from PyQt6.QtSvg import QSvgGenerator
+
+    from gui.heatmap import Heatmap
 
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
@@ -112,10 +121,13 @@ def widget_svg(widget: object, title: str = "attention") -> bytes:
     gen.setSize(widget.size())
     gen.setViewBox(QRect(0, 0, widget.width(), widget.height()))
     gen.setTitle(title)
-    painter = QPainter(gen)
-    widget.render(painter)
-    painter.end()
-    return bytes(buffer.data())
+    with ExitStack() as stack:
+        for heatmap in widget.findChildren(Heatmap):
+            stack.enter_context(heatmap.crisp())
+        painter = QPainter(gen)
+        widget.render(painter)
+        painter.end()
+    return pixelated(bytes(buffer.data()))
 
 
 def save_svg(path: str | os.PathLike, widget: object) -> None:

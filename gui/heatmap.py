@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pyqtgraph as pg
 from PyQt6.QtCore import QRectF, Qt, pyqtSignal
-from PyQt6.QtGui import QBrush, QColor, QFont, QPen
+from PyQt6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPen
 from PyQt6.QtWidgets import QGraphicsRectItem, QVBoxLayout, QWidget
 
 from gui.view_model import Panel
@@ -16,24 +18,72 @@ pg.setConfigOptions(background="w", foreground="k", antialias=True)
 
 COLORMAPS = {"signed": "CET-D1A", "weights": "viridis"}
 MASKED_BACKGROUND = (215, 215, 215)  # masked (-inf) cells are NaN in the image: grey shows through
-MAX_TICKS = 24
+ASPECT_LIMIT = 4  # square cells up to 4:1 matrices; a 512 x 3 matrix gets wide cells instead
+CRISP_PIXELS = 1024  # vector export: each side of a heatmap image upsampled to about this
+NICE_STEPS = (1, 2, 5)  # tick spacing 1, 2, 5, 10, 20, 50, ... tokens
 
 
-def cell_text(v: float, tiny: bool = False) -> str:
+def cell_text(v: float) -> str:
     """Short number for a cell: whole numbers as such, else 2 decimals (3 digits from 10 up)."""
     if not math.isfinite(v):
         return str(v)  # '-inf' (masked), 'inf', 'nan'
     if v == int(v) and abs(v) < 1e6:
         return str(int(v))
-    if tiny:  # a matrix of tiny numbers (differences): scientific notation
-        return f"{v:.1e}"
     return f"{v:.2f}" if abs(v) < 10 else f"{v:.3g}"
 
 
-def tick_list(labels: list[str], most: int = MAX_TICKS) -> list[tuple[int, str]]:
-    """Every label while they fit, else every n-th so at most `most` show."""
-    every = max(1, math.ceil(len(labels) / most))
-    return [(i, labels[i]) for i in range(0, len(labels), every)]
+def nice_every(every: float) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that is at least `every`."""
+    scale = 1
+    while True:
+        for step in NICE_STEPS:
+            if step * scale >= every:
+                return step * scale
+        scale *= 10
+
+
+def visible_ticks(
+    labels: list[str], lo: float, hi: float, pixels: float, room: float
+) -> list[tuple[int, str]]:
+    """Labels of the cells in view [lo, hi], every n-th so each gets `room` pixels on screen."""
+    lo, hi = min(lo, hi), max(lo, hi)  # an inverted axis (rows down) gives them swapped
+    first, last = max(0, math.ceil(lo)), min(len(labels) - 1, math.floor(hi))
+    if last < first or pixels <= 0 or hi <= lo:
+        return []
+    per_cell = pixels / (hi - lo)  # pixels one cell takes at this zoom
+    every = nice_every(room / per_cell)
+    start = math.ceil(first / every) * every
+    return [(i, labels[i]) for i in range(start, last + 1, every)]
+
+
+class TokenAxis(pg.AxisItem):
+    """An axis that names cells by their labels and thins them to what fits at any zoom."""
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self.labels: list[str] = []
+
+    def set_labels(self, labels: list[str]) -> None:
+        """The label of each cell along this axis."""
+        self.labels = list(labels)
+        self.picture = None
+        self.update()
+
+    def _room(self) -> float:
+        """Pixels one label needs along the axis (its width across, its height down)."""
+        metrics = QFontMetrics(self.style.get("tickFont") or self.font())
+        if self.orientation in ("left", "right"):
+            return metrics.height() + 2
+        widest = max((metrics.horizontalAdvance(t) for t in self.labels), default=0)
+        return widest + metrics.horizontalAdvance("  ")
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
+        ticks = visible_ticks(self.labels, minVal, maxVal, size, self._room())
+        return [(1, [float(i) for i, _ in ticks])] if ticks else []
+
+    def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:
+        n = len(self.labels)
+        return [self.labels[int(round(v))] if 0 <= round(v) < n else "" for v in values]
 
 
 def _cosmetic(colour: QColor, pixels: int) -> QPen:
@@ -55,17 +105,20 @@ class Heatmap(QWidget):
         self.panel: Panel | None = None
         self._hover: tuple[int, int] | None = None
         self._texts: list[pg.TextItem] = []
+        self._text_width = 0  # pixels the widest cell number needs
         self._marks: list[QGraphicsRectItem] = []
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.view = pg.GraphicsLayoutWidget()
         self.view.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         layout.addWidget(self.view)
-        self.plot = self.view.addPlot(row=0, col=0)
+        axes = {"left": TokenAxis("left"), "bottom": TokenAxis("bottom")}
+        self.plot = self.view.addPlot(row=0, col=0, axisItems=axes)
         self.plot.invertY(True)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
-        self.plot.vb.setMouseEnabled(x=False, y=False)
+        # the large views zoom with the mouse wheel and pan by dragging; tiles only click
+        self.plot.vb.setMouseEnabled(x=not compact, y=not compact)
         self._backdrop = QGraphicsRectItem()  # grey behind the matrix only: NaN cells show it
         self._backdrop.setBrush(QBrush(QColor(*MASKED_BACKGROUND)))
         self._backdrop.setPen(QPen(Qt.PenStyle.NoPen))
@@ -83,12 +136,15 @@ class Heatmap(QWidget):
                 colorMapMenu=False,
             )
             self.bar.setImageItem(self.image_item)
+            self.bar.axis.enableAutoSIPrefix(False)
             self.view.addItem(self.bar, row=0, col=1)
         self._hover_box = QGraphicsRectItem()
         self._hover_box.setPen(_cosmetic(QColor(255, 140, 0), 3))
         self._hover_box.setZValue(20)
         self._hover_box.hide()
         self.plot.addItem(self._hover_box)
+        self.plot.vb.sigResized.connect(self._fit_texts)
+        self.plot.vb.sigRangeChanged.connect(self._fit_texts)
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.view.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         small = QFont()
@@ -113,46 +169,114 @@ class Heatmap(QWidget):
         if self.bar is not None:
             self.bar.setColorMap(cmap)
             self.bar.setLevels(values=panel.levels)
-        self.plot.setTitle(panel.title, size="9pt" if self.compact else "11pt")
-        most_x = 3 if self.compact else MAX_TICKS
-        self.plot.getAxis("bottom").setTicks([tick_list(panel.col_labels, most_x)])
-        self.plot.getAxis("left").setTicks([tick_list(panel.row_labels)])
+            self.bar.axis.setWidth(self._bar_axis_width(panel.levels))
+            # which colour range is on, written along the bar (weights only)
+            self.bar.getAxis("left").setLabel(panel.colour_note or None)
+        self.plot.getAxis("bottom").set_labels(panel.col_labels)
+        self.plot.getAxis("left").set_labels(panel.row_labels)
         if not self.compact:
             self.plot.setLabel("left", panel.row_axis)
             self.plot.setLabel("bottom", panel.col_axis)
-        # one call for both axes: with the aspect locked, setting x then y lets the second call
-        # shrink the first range to keep cells square, cutting columns off the view
-        self.plot.vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
+        # square cells unless the matrix is long and thin: then a hairline would be unreadable
+        self.plot.setAspectLocked(max(rows, cols) <= ASPECT_LIMIT * min(rows, cols))
+        # no pan/zoom limits: with the aspect locked they would cut the whole-matrix view
+        self.reset_zoom()
         self.clear_highlight()
         self._hover = None
         self._hover_box.hide()
-        self._update_texts(panel, cmap)
+        factor = self._update_texts(panel, cmap)
+        # a second line in small type: a long title would widen the plot past its room
+        note = f"<br><span style='font-size:8pt'>numbers in cells x {factor}</span>"
+        title = panel.title + (note if factor else "")
+        self.plot.setTitle(title, size="9pt" if self.compact else "11pt")
 
-    def _update_texts(self, panel: Panel, cmap: pg.ColorMap) -> None:
-        """Numbers in the cells for small matrices (text colour chosen for contrast)."""
+    def _bar_axis_width(self, levels: tuple[float, float]) -> int:
+        """Pixels the colour bar's tick labels need (pyqtgraph fixes 45: '0.0005' was cut)."""
+        axis = self.bar.axis
+        metrics = QFontMetrics(axis.style.get("tickFont") or axis.font())
+        texts = [
+            text
+            for spacing, values in axis.tickValues(levels[0], levels[1], 400)
+            for text in axis.tickStrings(values, 1.0, spacing)
+        ]
+        widest = max((metrics.horizontalAdvance(t) for t in texts), default=0)
+        return max(45, widest + 16)
+
+    def reset_zoom(self) -> None:
+        """Show the whole matrix (double-click does the same)."""
+        if self.panel is None:
+            return
+        rows, cols = self.panel.image.shape
+        # one call for both axes: with the aspect locked, setting x then y lets the second call
+        # shrink the first range to keep cells square, cutting columns off the view
+        self.plot.vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
+
+    def _update_texts(self, panel: Panel, cmap: pg.ColorMap) -> str:
+        """Numbers in the cells for small matrices (text colour chosen for contrast).
+
+        A matrix of tiny numbers (differences) prints mantissas and returns their common
+        factor ('1e-04') for the title, so '3.6e-04' and '8.6e-04' never collide in a cell."""
         for item in self._texts:
             self.plot.removeItem(item)
         self._texts = []
         if self.compact or not panel.show_text:
-            return
+            return ""
         lo, hi = panel.levels
         font = QFont()
         font.setPointSize(9 if max(panel.image.shape) <= 8 else 7)
         finite = np.abs(panel.raw[np.isfinite(panel.raw)])
-        tiny = bool(finite.size) and float(finite.max()) < 0.01
+        top = float(finite.max()) if finite.size else 0.0
+        exponent = math.floor(math.log10(top)) if 0 < top < 0.01 else 0
         for (i, j), raw in np.ndenumerate(panel.raw):
-            v = float(raw)
-            if math.isfinite(v):
-                colour = cmap.map((min(max(v, lo), hi) - lo) / (hi - lo), mode="qcolor")
+            v, shade = float(raw), float(panel.image[i, j])
+            if math.isfinite(shade):  # the text colour follows the cell colour on screen
+                colour = cmap.map((min(max(shade, lo), hi) - lo) / (hi - lo), mode="qcolor")
                 light = 0.299 * colour.red() + 0.587 * colour.green() + 0.114 * colour.blue()
                 pen = "k" if light > 140 else "w"
             else:
-                pen = (90, 90, 90)
-            item = pg.TextItem(cell_text(v, tiny), color=pen, anchor=(0.5, 0.5))
+                pen = (90, 90, 90)  # on the grey of a masked cell
+            text = cell_text(v / 10.0**exponent) if exponent and math.isfinite(v) else cell_text(v)
+            item = pg.TextItem(text, color=pen, anchor=(0.5, 0.5))
             item.setFont(font)
             item.setPos(j, i)
             self.plot.addItem(item)
             self._texts.append(item)
+        self._text_width = (
+            max(QFontMetrics(font).horizontalAdvance(t.textItem.toPlainText()) for t in self._texts)
+            if self._texts
+            else 0
+        )
+        self._fit_texts()
+        return f"1e{exponent:03d}" if exponent else ""
+
+    def _fit_texts(self, *_: object) -> None:
+        """Numbers show only while a cell on screen is wide enough for them (no overlaps)."""
+        if not self._texts:
+            return
+        (x0, x1), _ = self.plot.vb.viewRange()
+        cell = self.plot.vb.width() / max(x1 - x0, 1e-9)  # pixels per column
+        fits = cell >= self._text_width + 4
+        for item in self._texts:
+            item.setVisible(fits)
+
+    @contextmanager
+    def crisp(self) -> Iterator[None]:
+        """While painting into SVG: the image upsampled nearest-neighbour, so no viewer blurs it."""
+        panel = self.panel
+        if panel is None or not self.isVisible():
+            yield
+            return
+        rows, cols = panel.image.shape
+        k = max(1, CRISP_PIXELS // max(rows, cols))  # whole cells of k x k pixels
+        big = np.repeat(np.repeat(panel.image, k, axis=0), k, axis=1)  # (rows*k, cols*k)
+        rect = QRectF(-0.5, -0.5, cols, rows)
+        self.image_item.setImage(big, autoLevels=False, levels=panel.levels)
+        self.image_item.setRect(rect)
+        try:
+            yield
+        finally:
+            self.image_item.setImage(panel.image, autoLevels=False, levels=panel.levels)
+            self.image_item.setRect(rect)
 
     # ---------------------------------------------------------------- highlight and hover
 
@@ -204,3 +328,5 @@ class Heatmap(QWidget):
     def _on_mouse_clicked(self, event) -> None:
         if self.compact:
             self.clicked.emit()
+        elif event.double():
+            self.reset_zoom()

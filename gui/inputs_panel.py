@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 
-from PyQt6.QtCore import pyqtSignal
+from PyQt6.QtCore import Qt, pyqtSignal
 from PyQt6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -78,6 +79,19 @@ def parse_tokens(text: str, count: int, field: str) -> tuple[str, ...]:
     return labels
 
 
+def preset_html(name: str) -> str:
+    """The preset's title and notes as rich text (slips in red); '' for random and custom."""
+    if name not in core_api.preset_names():
+        return ""
+    items = []
+    for note in core_api.preset_notes(name):
+        text = html.escape(note)
+        slip = note.lower().startswith("slip")
+        items.append(f"<li style='color:#a0301d'>{text}</li>" if slip else f"<li>{text}</li>")
+    title = html.escape(core_api.preset_title(name))
+    return f"<b>{title}</b><ul style='margin-left:-20px'>{''.join(items)}</ul>"
+
+
 class InputsPanel(QWidget):
     """Edits a Session; emits sessionChanged with each new one and message for refusals."""
 
@@ -94,16 +108,27 @@ class InputsPanel(QWidget):
         example = QGroupBox("Example")
         form = QFormLayout(example)
         self.preset = QComboBox()
-        for name in core_api.preset_names():
-            self.preset.addItem(name, name)
-        self.preset.addItem("random", "random")
+        for name in core_api.preset_names():  # the title shows; the id stays the data
+            title = core_api.preset_title(name)
+            self.preset.addItem(title, name)
+            self.preset.setItemData(
+                self.preset.count() - 1, f"{title} ({name})", Qt.ItemDataRole.ToolTipRole
+            )
+        self.preset.addItem("random example", "random")
         self.preset.addItem("custom", "custom")
+        # long titles elide in the box (the list shows them whole): the panel stays narrow
+        self.preset.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.preset.setMinimumContentsLength(14)
+        self.preset.view().setMinimumWidth(520)
         self.seed = _spin(0, sm.MAX_SEED, "seed of the random example")
-        row = QHBoxLayout()
-        row.addWidget(self.preset, 1)
-        row.addWidget(QLabel("seed"))
-        row.addWidget(self.seed)
-        form.addRow("preset", row)
+        form.addRow("preset", self.preset)
+        form.addRow("seed", self.seed)
+        self.preset_notes = QLabel()  # the notebook's title and notes, slips included
+        self.preset_notes.setWordWrap(True)
+        self.preset_notes.setTextFormat(Qt.TextFormat.RichText)
+        form.addRow(self.preset_notes)
         self.mode = _combo(MODE_LABELS)
         form.addRow("inputs", self.mode)
         self.tokens = QLineEdit()
@@ -119,25 +144,22 @@ class InputsPanel(QWidget):
         self.d_v = _spin(1, sm.MAX_DIM, "d_v: value width of one head")
         self.heads = _spin(1, sm.MAX_HEADS, "number of heads")
         self.kv_heads = _spin(1, sm.MAX_HEADS, "key/value heads (grouped-query attention)")
-        sizes = QHBoxLayout()
-        for label, box in (("L", self.num_tokens), ("S", self.num_keys), ("d_model", self.d_model)):
-            sizes.addWidget(QLabel(label))
-            sizes.addWidget(box)
-        form.addRow("lengths", sizes)
-        dims = QHBoxLayout()
-        for label, box in (
-            ("d_k", self.d_k),
-            ("d_v", self.d_v),
-            ("heads", self.heads),
-            ("kv", self.kv_heads),
+        for title, pairs in (  # two or three boxes a row: the panel fits 330 pixels
+            ("lengths", (("L", self.num_tokens), ("S", self.num_keys), ("d_model", self.d_model))),
+            ("widths", (("d_k", self.d_k), ("d_v", self.d_v))),
+            ("heads", (("heads", self.heads), ("kv", self.kv_heads))),
         ):
-            dims.addWidget(QLabel(label))
-            dims.addWidget(box)
-        form.addRow("sizes", dims)
+            line = QHBoxLayout()
+            for label, box in pairs:
+                line.addWidget(QLabel(label))
+                line.addWidget(box)
+            line.addStretch(1)
+            form.addRow(title, line)
         outer.addWidget(example)
         # step 2: options
         options = QGroupBox("Options")
         oform = QFormLayout(options)
+        oform.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow dock: wrap
         self.scale_mode = _combo(SCALE_LABELS)
         self.scale_value = QDoubleSpinBox()
         self.scale_value.setRange(-1e6, 1e6)
@@ -158,6 +180,8 @@ class InputsPanel(QWidget):
         for name in self.backends:
             self.backend.addItem(name, name)
         self.dtype = QComboBox()
+        self.dtype.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.dtype.setMinimumContentsLength(len("bfloat16"))  # never 'bfloat1('
         brow = QHBoxLayout()
         brow.addWidget(self.backend, 1)
         brow.addWidget(self.dtype)
@@ -214,6 +238,8 @@ class InputsPanel(QWidget):
         try:
             self.kv_heads.setMaximum(s.num_heads)  # before the values: no clamping of kv
             _select(self.preset, s.preset if self.preset.findData(s.preset) >= 0 else "custom")
+            self.preset_notes.setText(preset_html(s.preset))
+            self.preset_notes.setVisible(bool(self.preset_notes.text()))
             self.seed.setValue(s.seed)
             _select(self.mode, s.mode)
             self.tokens.setText(", ".join(s.tokens))
@@ -300,7 +326,8 @@ class InputsPanel(QWidget):
             self.set_session(self.session)
 
     def _apply_sizes(self, field: str, value: int) -> None:
-        self._apply(lambda s: sm.resized(s, **{field: value}))
+        # a random example is drawn again at the new sizes; others keep the values that fit
+        self._apply(lambda s: sm.regenerated(s, **{field: value}))
 
     def _on_preset(self) -> None:
         name = self.preset.currentData()

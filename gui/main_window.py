@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from PyQt6.QtCore import QSettings, Qt
-from PyQt6.QtGui import QAction, QKeySequence
+from PyQt6.QtCore import QEvent, QSettings, Qt
+from PyQt6.QtGui import QAction, QKeySequence, QShortcut
 from PyQt6.QtWidgets import (
+    QAbstractItemView,
     QDockWidget,
     QLabel,
     QMainWindow,
@@ -13,6 +14,7 @@ from PyQt6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QTabWidget,
+    QTextEdit,
     QWidget,
 )
 
@@ -27,6 +29,9 @@ from gui.pipeline_view import PipelineView
 from gui.worker import TraceWorker
 
 DEFAULT_PRESET = "journey"
+NAVIGATION_KEYS = (Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Home, Qt.Key.Key_End)
+# line edits and spin boxes claim these keys themselves; tables and text areas are told to
+EDITORS = (QAbstractItemView, QTextEdit)
 
 
 def default_session() -> sm.Session:
@@ -76,7 +81,9 @@ class MainWindow(QMainWindow):
         scroll = QScrollArea()
         scroll.setWidget(self.inputs)
         scroll.setWidgetResizable(True)
-        scroll.setMinimumWidth(400)
+        # wide enough for the inputs plus the scroll bar: nothing clipped at 1024 x 700
+        bar = scroll.verticalScrollBar().sizeHint().width()
+        scroll.setMinimumWidth(self.inputs.minimumSizeHint().width() + bar + 4)
         self.dock = QDockWidget("Inputs")
         self.dock.setObjectName("inputs")
         self.dock.setWidget(scroll)
@@ -96,6 +103,7 @@ class MainWindow(QMainWindow):
         self.worker = TraceWorker(self)
         self.files = FileActions(self)
         self._menus()
+        self._shortcuts()
         self._connect()
         self.resize(1400, 900)
         geometry, size = settings.value("geometry"), settings.value("size")
@@ -132,6 +140,32 @@ class MainWindow(QMainWindow):
                 action.setShortcut(keys)
             action.triggered.connect(slot)
             file_menu.addAction(action)
+
+    def _shortcuts(self) -> None:
+        """Left/Right/Home/End move through the steps anywhere in the window."""
+        for key in NAVIGATION_KEYS:
+            shortcut = QShortcut(QKeySequence(key), self)
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(lambda k=key: self.navigation_key(k))
+        for editor in self.findChildren(EDITORS):
+            editor.installEventFilter(self)
+
+    def navigation_key(self, key: int) -> None:
+        """Step through the pipeline (Left, Right, Home, End)."""
+        action = self.pipeline.key_action(key)
+        if action is not None:
+            action()
+
+    def eventFilter(self, watched, event) -> bool:
+        """While an editor has the focus, the navigation keys are its own (cursor, cells)."""
+        if (
+            event.type() == QEvent.Type.ShortcutOverride
+            and event.key() in NAVIGATION_KEYS
+            and isinstance(watched, EDITORS)
+        ):
+            event.accept()  # an accepted override: Qt gives the key to the editor
+            return True
+        return super().eventFilter(watched, event)
 
     def _connect(self) -> None:
         self.inputs.sessionChanged.connect(self.worker.submit)
@@ -213,8 +247,11 @@ class MainWindow(QMainWindow):
         self.worker.submit(s)
 
     def view(self) -> QWidget:
-        """The widget of the current tab (what 'export view' captures)."""
-        return self.tabs.currentWidget()
+        """What 'export view' captures: the current tab without its controls."""
+        current = self.tabs.currentWidget()
+        return {self.pipeline: self.pipeline.content, self.model: self.model.content}.get(
+            current, current
+        )
 
     def say(self, text: str) -> None:
         """A status-bar message."""

@@ -64,9 +64,11 @@ class ModelPanel(QWidget):
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
-        left_layout.addWidget(
-            QLabel("Model view: rows are layers, columns heads (each scaled to its own maximum)")
+        title = QLabel(
+            "Model view: rows are layers, columns heads (each scaled to its own maximum)"
         )
+        title.setWordWrap(True)  # a one-line title would widen the tab past a 1024-pixel window
+        left_layout.addWidget(title)
         self.grid = ModelGrid()
         left_layout.addWidget(self.grid, 1)
         right = QWidget()
@@ -80,18 +82,26 @@ class ModelPanel(QWidget):
         pick.addWidget(QLabel("head"))
         pick.addWidget(self.head)
         self.open_button = QPushButton("Open in pipeline")
-        pick.addWidget(self.open_button)
         pick.addStretch(1)
         right_layout.addLayout(pick)
+        opening = QHBoxLayout()  # a row of its own: the head view fits beside the grid at 1024
+        opening.addWidget(self.open_button)
+        opening.addStretch(1)
+        right_layout.addLayout(opening)
         self.lines = HeadView()
         right_layout.addWidget(self.lines, 1)
         split.addWidget(left)
         split.addWidget(right)
         split.setSizes([600, 400])
-        outer.addWidget(split, 1)
         self.sinks = QLabel()
         self.sinks.setWordWrap(True)
-        outer.addWidget(self.sinks)
+        # what "export view" captures: both views and the sink note, not the text controls
+        self.content = QWidget()
+        views = QVBoxLayout(self.content)
+        views.setContentsMargins(0, 0, 0, 0)
+        views.addWidget(split, 1)
+        views.addWidget(self.sinks)
+        outer.addWidget(self.content, 1)
         # step 3: wiring
         self.run_button.clicked.connect(self.start)
         self.text.returnPressed.connect(self.start)
@@ -119,6 +129,7 @@ class ModelPanel(QWidget):
         self.run_button.setEnabled(True)
         self.run = run
         model = run.model
+        self.text.setText(run.text)  # the text on screen is the one these views come from
         self.status.setText(
             f"{model.name}: {model.layers} layers x {model.heads} heads, {len(run.tokens)} "
             f"tokens{', causal' if model.causal else ''}. Click a head to open it in the pipeline."

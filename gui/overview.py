@@ -1,26 +1,45 @@
-"""Overview: every step of the trace at once as small multiples; click one to open it."""
+"""Overview: the flow x -> q, k, v -> scores -> ... -> output, each step a small heatmap."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from PyQt6.QtCore import pyqtSignal
-from PyQt6.QtWidgets import QGridLayout, QWidget
+from PyQt6.QtCore import Qt, pyqtSignal
+from PyQt6.QtGui import QFont
+from PyQt6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from gui import view_model
 from gui.heatmap import Heatmap
 
+STAGES_PER_ROW = 4  # a long flow wraps onto more rows, each entered by a turning arrow
+
+
+def _arrow(text: str, first_in_row: bool) -> QLabel:
+    """An arrow with the operation it stands for written on it."""
+    label = QLabel(f"{'↳' if first_in_row else '→'}\n{text}")
+    label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+    font = QFont()
+    font.setPointSize(9)
+    label.setFont(font)
+    label.setStyleSheet("color: #114477;")
+    return label
+
 
 class Overview(QWidget):
-    """A grid of small heatmaps, one per step; emits stepChosen(name) on a click."""
+    """Every step as a small heatmap in flow order with arrows; emits stepChosen on a click."""
 
     stepChosen = pyqtSignal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.grid = QGridLayout(self)
+        self.grid.setHorizontalSpacing(4)
         self.pool: list[Heatmap] = []
         self.heatmaps: dict[str, Heatmap] = {}
+        self.arrows: list[QLabel] = []
+        self.columns: list[QWidget] = []
+        self.stages: list[view_model.Stage] = []
         self.trace = None
         self.head = "0"
         self._dirty = False
@@ -43,27 +62,60 @@ class Overview(QWidget):
         if self._dirty:
             self.render_all()
 
-    def render_all(self) -> None:
-        """Draw one small heatmap per step."""
-        self._dirty = False
-        trace = self.trace
-        names = trace.names()
-        while len(self.pool) < len(names):
+    def _tile(self, n: int) -> Heatmap:
+        while len(self.pool) <= n:
             hm = Heatmap(compact=True)
-            hm.setMinimumSize(140, 120)
+            hm.setMinimumSize(80, 80)
             hm.clicked.connect(lambda h=hm: self.stepChosen.emit(h.panel.step))
             self.pool.append(hm)
-        cols = max(1, math.ceil(math.sqrt(len(names) * 1.5)))
+        return self.pool[n]
+
+    def _clear(self) -> None:
+        """Take the tiles out of the old columns (kept, hidden, as children of the overview)."""
+        for hm in self.pool:
+            hm.hide()
+            hm.setParent(self)  # never a parentless (top-level) widget
+        for w in self.arrows + self.columns:
+            self.grid.removeWidget(w)
+            w.hide()
+            w.deleteLater()  # still a child of the overview until Qt deletes it
+        self.arrows, self.columns = [], []
+
+    def render_all(self) -> None:
+        """Lay the stages out left to right (wrapping) with an arrow before each."""
+        self._dirty = False
+        trace = self.trace
+        self._clear()
+        self.stages = view_model.flow_stages(trace.names())
         head = self.head if self.head.isdigit() else view_model.HEAD_AVERAGE
         self.heatmaps = {}
-        for n, hm in enumerate(self.pool):
-            self.grid.removeWidget(hm)
-            if n >= len(names):
-                hm.setVisible(False)
-                continue
-            name = names[n]
-            hm.show_panel(view_model.panels(trace, name, head)[0])
-            hm.setToolTip(f"{trace[name].formula}\nclick to open this step")
-            self.grid.addWidget(hm, n // cols, n % cols)  # reparent first, then show
-            hm.setVisible(True)
-            self.heatmaps[name] = hm
+        per_row = min(STAGES_PER_ROW, max(1, math.ceil(len(self.stages) / 2)))
+        tallest: dict[int, int] = {}  # a row's height follows its tallest stage
+        n = 0
+        for s, stage in enumerate(self.stages):
+            row, col = divmod(s, per_row)
+            column = QWidget(self)
+            box = QVBoxLayout(column)
+            box.setContentsMargins(0, 0, 0, 0)
+            for name in stage.names:
+                hm = self._tile(n)
+                n += 1
+                step = trace[name]
+                panel = view_model.panels(trace, name, head, "auto")[0]  # as the pipeline opens
+                size = view_model.shape_text(step.shape, step.axes)
+                title = f"{name}<br><span style='font-size:7pt'>{size}</span>"
+                hm.show_panel(dataclasses.replace(panel, title=title))
+                hm.setToolTip(f"{step.formula}\nshape {size}\nclick to open this step")
+                box.addWidget(hm)
+                hm.setVisible(True)
+                self.heatmaps[name] = hm
+            if stage.arrow:
+                arrow = _arrow(stage.arrow, first_in_row=col == 0)
+                arrow.setParent(self)
+                self.grid.addWidget(arrow, row, 2 * col)
+                self.arrows.append(arrow)
+            self.grid.addWidget(column, row, 2 * col + 1)
+            self.grid.setColumnStretch(2 * col + 1, 1)
+            tallest[row] = max(tallest.get(row, 1), len(stage.names))
+            self.grid.setRowStretch(row, tallest[row])
+            self.columns.append(column)

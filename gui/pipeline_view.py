@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from PyQt6.QtCore import QPointF, Qt, QTimer, pyqtSignal
 from PyQt6.QtGui import QFont
 from PyQt6.QtWidgets import (
@@ -21,6 +22,8 @@ from gui import core_api, sentences, view_model
 from gui.heatmap import Heatmap
 
 MAX_SOURCES = 3
+SOURCE_SIZE = 200  # the side panel's input heatmaps: at least this many pixels each way
+PANEL_ROOM = 300  # pixels one of several large heatmaps needs (axes, colour bar, title)
 
 
 def _label(point_size: int, mono: bool = False) -> QLabel:
@@ -47,11 +50,16 @@ class PipelineView(QWidget):
         self.reference = None
         self.step_name = "weights"
         self.head = "0"
+        self.colour = "auto"  # weights colour range: one of view_model.COLOUR_RANGES
         self.heatmaps: list[Heatmap] = []
         self.sources: list[Heatmap] = []
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         outer = QVBoxLayout(self)
-        # step 1: navigation
+        outer.setContentsMargins(4, 4, 4, 4)
+        # step 1: navigation (the controls widget: left out of exported pictures)
+        self.controls = QWidget()
+        rows = QVBoxLayout(self.controls)
+        rows.setContentsMargins(0, 0, 0, 0)
         nav = QHBoxLayout()
         self.first_button = QPushButton("|<")
         self.prev_button = QPushButton("< Prev")
@@ -66,7 +74,16 @@ class PipelineView(QWidget):
         self.speed.setValue(1.0)
         self.speed.setSuffix(" steps/s")
         self.step_label = _label(12)
-        self.step_label.setMinimumWidth(170)
+        self.step_label.setWordWrap(False)
+        self.head_label = QLabel("head")
+        self.head_box = QComboBox()
+        self.colour_box = QComboBox()
+        for key, text in view_model.COLOUR_RANGES.items():
+            self.colour_box.addItem(f"colour {text.split(':')[0]}", key)
+        self.colour_box.setToolTip(
+            "how the weights are coloured: " + "; ".join(view_model.COLOUR_RANGES.values())
+        )
+        self.colour_box.setCurrentIndex(self.colour_box.findData(self.colour))
         for w in (
             self.first_button,
             self.prev_button,
@@ -75,25 +92,35 @@ class PipelineView(QWidget):
             self.last_button,
             self.play_button,
             self.speed,
+            self.head_box,
+            self.colour_box,
         ):
             w.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        for w in (self.first_button, self.prev_button):
+        for w, most in (
+            (self.first_button, 36),
+            (self.prev_button, 64),
+            (self.next_button, 64),
+            (self.last_button, 36),
+            (self.play_button, 64),
+        ):
+            w.setMaximumWidth(most)  # narrow buttons: the row fits 1024-pixel windows
             nav.addWidget(w)
-        nav.addWidget(self.slider, 1)
-        for w in (self.next_button, self.last_button, self.play_button, self.speed):
-            nav.addWidget(w)
+        nav.addWidget(self.speed)
+        nav.addStretch(1)
         nav.addWidget(self.step_label)
-        outer.addLayout(nav)
-        # step 2: formula and the head selector
-        top = QHBoxLayout()
+        rows.addLayout(nav)
+        slide = QHBoxLayout()  # the slider gets most of a row: never squeezed to a stub
+        slide.addWidget(self.slider, 1)
+        for w in (self.head_label, self.head_box, self.colour_box):
+            slide.addWidget(w)
+        rows.addLayout(slide)
+        outer.addWidget(self.controls)
+        # step 2: the content: formula, heatmaps, words (what "export view" draws)
+        self.content = QWidget()
+        body = QVBoxLayout(self.content)
+        body.setContentsMargins(0, 0, 0, 0)
         self.formula = _label(14, mono=True)
-        top.addWidget(self.formula, 1)
-        self.head_label = QLabel("head")
-        self.head_box = QComboBox()
-        self.head_box.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        top.addWidget(self.head_label)
-        top.addWidget(self.head_box)
-        outer.addLayout(top)
+        body.addWidget(self.formula)
         # step 3: the large heatmaps and, beside them, the inputs that feed the step
         split = QSplitter(Qt.Orientation.Horizontal)
         self.main_area = QWidget()
@@ -104,19 +131,20 @@ class PipelineView(QWidget):
         self.source_box = QVBoxLayout(self.source_area)
         self.source_box.setContentsMargins(0, 0, 0, 0)
         self.source_title = QLabel("inputs of this step (hover a cell)")
+        self.source_title.setWordWrap(True)
         self.source_box.addWidget(self.source_title)
         for _ in range(MAX_SOURCES):
             hm = Heatmap(compact=True)
-            hm.setMinimumSize(160, 120)
+            hm.setMinimumSize(SOURCE_SIZE, 140)
             self.sources.append(hm)
             self.source_box.addWidget(hm, 1)
         split.addWidget(self.source_area)
         split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 1)
-        split.setSizes([900, 280])
-        self.main_area.setMinimumWidth(420)
-        self.source_area.setMaximumWidth(360)
-        outer.addWidget(split, 1)
+        split.setStretchFactor(1, 2)
+        split.setSizes([700, 420])
+        self.main_area.setMinimumWidth(320)
+        self.source_area.setMaximumWidth(520)
+        body.addWidget(split, 1)
         # step 4: words: the note, a generated sentence, the hovered cell's explanation
         self.note = _label(11)
         self.sentence = _label(12)
@@ -124,7 +152,8 @@ class PipelineView(QWidget):
         self.explanation = _label(11, mono=True)
         self.explanation.setMinimumHeight(40)
         for w in (self.note, self.sentence, self.explanation):
-            outer.addWidget(w)
+            body.addWidget(w)
+        outer.addWidget(self.content, 1)
         self.timer = QTimer(self)
         self._connect()
 
@@ -138,6 +167,7 @@ class PipelineView(QWidget):
         self.speed.valueChanged.connect(lambda _: self._update_timer())
         self.timer.timeout.connect(self._tick)
         self.head_box.activated.connect(lambda _: self.set_head(self.head_box.currentData()))
+        self.colour_box.activated.connect(lambda _: self.set_colour(self.colour_box.currentData()))
 
     # ---------------------------------------------------------------- state
 
@@ -183,6 +213,15 @@ class PipelineView(QWidget):
                 self._render()
             self.headChanged.emit(choice)
 
+    def set_colour(self, colour: str) -> None:
+        """Colour the weights with one of view_model.COLOUR_RANGES (fixed, row, auto)."""
+        if colour not in view_model.COLOUR_RANGES:
+            raise ValueError(f"colour: expected one of {', '.join(view_model.COLOUR_RANGES)}")
+        self.colour = colour
+        self.colour_box.setCurrentIndex(self.colour_box.findData(colour))
+        if self.trace is not None:
+            self._render()
+
     def set_playing(self, on: bool) -> None:
         """Start or stop stepping forward at the chosen speed."""
         self.play_button.blockSignals(True)
@@ -207,8 +246,8 @@ class PipelineView(QWidget):
         else:
             self.go(self.slider.value() + 1)
 
-    def keyPressEvent(self, event) -> None:
-        key = event.key()
+    def key_action(self, key: int):
+        """What a navigation key does (Left, Right, Home, End, Space), or None."""
         actions = {
             Qt.Key.Key_Left: lambda: self.go(self.slider.value() - 1),
             Qt.Key.Key_Right: lambda: self.go(self.slider.value() + 1),
@@ -216,8 +255,12 @@ class PipelineView(QWidget):
             Qt.Key.Key_End: lambda: self.go(self.slider.maximum()),
             Qt.Key.Key_Space: lambda: self.set_playing(not self.play_button.isChecked()),
         }
-        if key in actions and self.trace is not None:
-            actions[key]()
+        return actions.get(key) if self.trace is not None else None
+
+    def keyPressEvent(self, event) -> None:
+        action = self.key_action(event.key())
+        if action is not None:
+            action()
         else:
             super().keyPressEvent(event)
 
@@ -239,13 +282,24 @@ class PipelineView(QWidget):
         self.head_box.setCurrentIndex(max(0, self.head_box.findData(self.head)))
         self.head_box.setVisible(bool(choices))
         self.head_label.setVisible(bool(choices))
-        panels = view_model.panels(trace, name, self.head)
+        panels = view_model.panels(trace, name, self.head, self.colour)
         self._ensure_heatmaps(len(panels))
         for hm, panel in zip(self.heatmaps, panels):
             hm.show_panel(panel)
         self._show_sources()
         self._show_sentence(None)
         self.explanation.setText("hover a cell to see where its number comes from")
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_sources()
+
+    def _fit_sources(self) -> None:
+        """Several heads side by side take the side panel's room when the window is narrow."""
+        shown = sum(1 for hm in self.heatmaps if not hm.isHidden())
+        per_row = 1 if shown == 1 else 2 if shown <= 4 else 4
+        room = per_row * PANEL_ROOM + SOURCE_SIZE + 40
+        self.source_area.setVisible(shown <= 1 or self.width() >= room)
 
     def _ensure_heatmaps(self, count: int) -> None:
         while len(self.heatmaps) < count:
@@ -258,6 +312,7 @@ class PipelineView(QWidget):
             if i < count:
                 self.main_grid.addWidget(hm, i // cols, i % cols)  # reparent first, then show
             hm.setVisible(i < count)
+        self._fit_sources()
 
     def _source_steps(self) -> list[str]:
         """The steps that feed the current one, learnt from explain on its first cell."""
@@ -279,19 +334,23 @@ class PipelineView(QWidget):
             hm.setVisible(src is not None)
             if src is not None:
                 head = self.head if self.head.isdigit() else "0"
-                hm.show_panel(view_model.panels(self.trace, src, head)[0])
+                hm.show_panel(view_model.panels(self.trace, src, head, self.colour)[0])
 
     def _show_sentence(self, row: int | None) -> None:
         panel = self.heatmaps[0].panel if self.heatmaps else None
         if panel is None:
             return
-        weights = None
+        weights, wp = None, panel
         if self.step_name in ("output", "head_outputs") and "weights" in self.trace:
             head = str(panel.head) if panel.head is not None else "0"
             wp = view_model.panels(self.trace, "weights", head)[0]
             weights, cols = wp.raw.tolist(), wp.col_labels
         else:
             cols = panel.col_labels
+        # the weights panel greys masked cells (NaN in its image, a 0 in the trace)
+        hidden = (
+            (np.isnan(wp.image) & np.isfinite(wp.raw)).tolist() if wp.step == "weights" else None
+        )
         if self.step_name == "output" and self.trace.num_heads > 1:
             weights = None
         text = sentences.describe(
@@ -303,6 +362,7 @@ class PipelineView(QWidget):
             weights,
             heads=self.trace.num_heads,
             w_o="w_o" in self.trace,
+            hidden=hidden,
         )
         self.sentence.setText(text)
 
@@ -351,5 +411,5 @@ class PipelineView(QWidget):
             if hm is None:
                 continue
             if hm.panel.head is not None and panel.head is not None and hm.panel.head != panel.head:
-                hm.show_panel(view_model.panels(self.trace, src, str(panel.head))[0])
+                hm.show_panel(view_model.panels(self.trace, src, str(panel.head), self.colour)[0])
             hm.highlight(axis, idx)  # axis 0 = a row, 1 = a column of the (per-head) matrix

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 Row = Sequence[float]
+NOTABLE = 0.01  # a runner-up weight below this reads as "0.00": it is left out of a sentence
 
 
 def _fmt(v: float) -> str:
@@ -19,6 +20,11 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
+def _weight(v: float) -> str:
+    """A weight always with two decimals ('1.00' beside '0.24'), so the numbers compare."""
+    return f"{v:.2f}"
+
+
 def _ranked(row: Row) -> list[int]:
     """Column indices of the finite entries, largest first (ties keep column order)."""
     finite = [j for j, v in enumerate(row) if math.isfinite(v)]
@@ -30,17 +36,32 @@ def _join(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def attention_sentence(row: Row, query: str, keys: Sequence[str], top: int = 2) -> str:
-    """The sentence "'journey' attends most to 'journey' (0.24) and ..." for one weights row."""
+def attention_sentence(
+    row: Row, query: str, keys: Sequence[str], top: int = 2, hidden: Sequence[bool] = ()
+) -> str:
+    """The sentence "'journey' attends most to 'journey' (0.24) and ..." for one weights row.
+
+    Runners-up under NOTABLE are left out; `hidden[j]` marks keys the mask hides."""
     if any(math.isnan(v) for v in row):
         return f"'{query}' has no weights: every key is masked and the row is NaN."
     if all(v == 0 for v in row):
         return f"'{query}' attends to nothing: every key is masked, so its weights are all 0."
-    ranked = _ranked(row)
-    if row[ranked[0]] - row[ranked[-1]] < 5e-3 and len(ranked) > 1:
-        return f"'{query}' attends to all {len(ranked)} keys about equally ({_fmt(row[0])} each)."
-    picks = [j for j in ranked[:top] if row[j] > 0]
-    return f"'{query}' attends most to " + _join([f"'{keys[j]}' ({_fmt(row[j])})" for j in picks])
+    visible = [j for j in _ranked(row) if not (j < len(hidden) and hidden[j])]
+    if len(visible) == 1:
+        j = visible[0]
+        return (
+            f"'{query}' may see only '{keys[j]}' (the mask hides the other keys), "
+            f"so all its weight goes there ({_weight(row[j])})"
+        )
+    first, last = visible[0], visible[-1]
+    if row[first] - row[last] < 5e-3:
+        each = _weight(row[first])
+        return f"'{query}' attends to all {len(visible)} keys about equally ({each} each)"
+    picks = [first] + [j for j in visible[1:top] if row[j] >= NOTABLE]
+    said = _join([f"'{keys[j]}' ({_weight(row[j])})" for j in picks])
+    if len(picks) == 1:
+        return f"'{query}' attends almost only to {said}; every other key gets under {NOTABLE}"
+    return f"'{query}' attends most to {said}"
 
 
 def _period(sentence: str) -> str:
@@ -58,6 +79,15 @@ def sharpest_row(matrix: Sequence[Row]) -> int:
     return best
 
 
+def teaching_row(matrix: Sequence[Row]) -> int:
+    """A row worth a sentence: the most decided query among those that weigh at least two keys
+    (a causal first row, all weight on itself, teaches nothing); else the most decided one."""
+    mixed = [i for i, row in enumerate(matrix) if sum(1 for v in row if v >= NOTABLE) >= 2]
+    if not mixed:
+        return sharpest_row(matrix)
+    return mixed[sharpest_row([matrix[i] for i in mixed])]
+
+
 def describe(
     step: str,
     matrix: Sequence[Row],
@@ -67,13 +97,17 @@ def describe(
     weights: Sequence[Row] | None = None,
     heads: int = 1,
     w_o: bool = False,
+    hidden: Sequence[Sequence[bool]] | None = None,
 ) -> str:
-    """One sentence about `matrix` (a 2-D view of `step`), focused on query `row`."""
+    """One sentence about `matrix` (a 2-D view of `step`), focused on query `row`.
+
+    `hidden[i][j]` marks the keys the mask hides from each query (weights steps)."""
     if not matrix or not matrix[0]:
         return ""
     if step == "weights":
-        i = sharpest_row(matrix) if row is None else row
-        return _period(attention_sentence(matrix[i], row_labels[i], col_labels))
+        i = teaching_row(matrix) if row is None else row
+        mask = hidden[i] if hidden is not None and i < len(hidden) else ()
+        return _period(attention_sentence(matrix[i], row_labels[i], col_labels, hidden=mask))
     if step in ("scores", "scaled"):
         i = sharpest_row(matrix) if row is None else row
         ranked = _ranked(matrix[i])
@@ -94,9 +128,13 @@ def describe(
         joined = f"the {heads} heads' outputs side by side (step head_outputs)"
         return f"Each query's output row is {joined}" + (", then @ W_o." if w_o else ".")
     if step in ("output", "head_outputs") and weights is not None:
-        i = sharpest_row(weights) if row is None else row
+        i = teaching_row(weights) if row is None else row
         if i >= len(weights):
             return ""
-        mix = attention_sentence(weights[i], row_labels[i], col_labels)
+        mask = hidden[i] if hidden is not None and i < len(hidden) else ()
+        mix = attention_sentence(weights[i], row_labels[i], col_labels, hidden=mask)
+        mix = mix.replace(
+            "attends almost only to", "takes its output almost only from the values of"
+        )
         return _period(mix.replace("attends most to", "takes its output mostly from the values of"))
     return ""

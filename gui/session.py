@@ -260,6 +260,7 @@ def resized(
     dm = d_model or s.d_model
     dk = d_k or s.d_k
     dv = d_v or s.d_v
+    check_widths(H, Hkv, dk, dv)
     if s.mode == "project":
         d_kv_in = len(s.key[0]) if cross else dm
         changes = dict(
@@ -290,6 +291,45 @@ def resized(
         preset="custom",
         **changes,
     )
+
+
+def check_widths(heads: int, kv_heads: int, d_k: int, d_v: int) -> None:
+    """Every head's columns side by side must fit a matrix: SessionError says which product."""
+    for what, width in (
+        ("heads x d_k", heads * d_k),
+        ("kv heads x d_k", kv_heads * d_k),
+        ("kv heads x d_v", kv_heads * d_v),
+    ):
+        if width > MAX_DIM:
+            raise SessionError(f"{what} = {width} exceeds {MAX_DIM}")
+
+
+def regenerated(s: Session, **sizes: int) -> Session:
+    """New sizes for a session: a random example is drawn again at those sizes (its options
+    kept); any other session is resized, keeping the values that still fit."""
+    if s.preset != "random" or s.mode != "project" or s.key is not None:
+        return resized(s, **sizes)
+    shape = resized(s, **sizes)  # the same size rules (kv heads follow heads, limits)
+    fresh = random_session(
+        s.seed,
+        shape.num_tokens,
+        shape.d_model,
+        shape.d_k,
+        shape.d_v,
+        shape.num_heads,
+        shape.num_kv_heads,
+    )
+    keep = dict(
+        backend=s.backend,
+        dtype=s.dtype,
+        masked_rows=s.masked_rows,
+        scale_mode=s.scale_mode,
+        scale_value=s.scale_value,
+        step=s.step,
+    )
+    if s.mask_mode != "custom":  # a clicked mask belongs to the old example
+        keep["mask_mode"] = s.mask_mode
+    return dataclasses.replace(fresh, **keep)
 
 
 def with_cell(s: Session, name: str, i: int, j: int, value: float) -> Session:

@@ -10,6 +10,13 @@ TEXT_LIMIT = 16  # cell numbers are printed while both sides are at most this lo
 HEAD_ALL, HEAD_AVERAGE = "all", "average"
 DISPLAY_LIMIT = 1e38  # below float32's largest value, so level arithmetic cannot overflow
 LEVEL_FLOOR = 1e-30  # narrowest colour range: 255 / range must stay a finite float32
+AUTO_PERCENTILE = 99
+# how the weights are coloured: the choice is said on screen (Panel.colour_note)
+COLOUR_RANGES = {
+    "fixed": "fixed: 0..1",
+    "row": "per row: row / its max",
+    "auto": "auto: min..99th percentile",
+}
 
 
 @dataclass
@@ -27,6 +34,7 @@ class Panel:
     step: str
     head: int | None  # which head the panel shows (None: no head axis or the average)
     raw: np.ndarray  # (rows, cols) float64 values as the trace holds them (-inf kept)
+    colour_note: str = ""  # for weights: which colour range is on (said on screen)
 
     @property
     def show_text(self) -> bool:
@@ -72,6 +80,30 @@ def as_image(matrix: np.ndarray) -> np.ndarray:
     return image
 
 
+def colour_weights(
+    weights: np.ndarray, masked: np.ndarray | None, colour: str
+) -> tuple[np.ndarray, tuple[float, float]]:
+    """Weights as an image in one of COLOUR_RANGES; masked cells (-inf in `masked`) become NaN."""
+    if colour not in COLOUR_RANGES:
+        raise ValueError(f"colour: expected one of {', '.join(COLOUR_RANGES)}, found {colour!r}")
+    w = np.asarray(weights, dtype=np.float64)  # (rows, cols)
+    hidden = np.zeros(w.shape, bool) if masked is None else np.isneginf(masked)
+    shown = np.where(hidden, np.nan, w)  # masked weights are 0 by rule: grey, not colour 0
+    finite = shown[np.isfinite(shown)]
+    if colour == "row":
+        top = np.max(np.where(np.isfinite(shown), shown, -np.inf), axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scaled = np.where(top > 0, shown / top, shown)  # (rows, cols) / (rows, 1)
+        return as_image(scaled), (0.0, 1.0)
+    if colour == "auto" and finite.size:
+        # one outlier must not make the other 99% one flat colour (512 tokens: ~0.002 each)
+        lo, hi = float(finite.min()), float(np.percentile(finite, AUTO_PERCENTILE))
+        if hi - lo < LEVEL_FLOOR:
+            hi = lo + max(abs(lo) * 1e-6, LEVEL_FLOOR)
+        return as_image(shown), (lo, hi)
+    return as_image(shown), (0.0, 1.0)
+
+
 def head_choices(trace: object, step_name: str) -> list[str]:
     """Head selector entries for a step: none without a head axis."""
     step = trace[step_name]
@@ -80,7 +112,17 @@ def head_choices(trace: object, step_name: str) -> list[str]:
     return [str(h) for h in range(step.shape[0])] + [HEAD_ALL, HEAD_AVERAGE]
 
 
-def panels(trace: object, step_name: str, head: str = "0") -> list[Panel]:
+def _masked_like(trace: object, step_name: str, values: np.ndarray) -> np.ndarray | None:
+    """The masked step (same shape) for the weights panel: its -inf cells are greyed out."""
+    if step_name != "weights" or "masked" not in trace:
+        return None
+    masked = step_array(trace["masked"])
+    if masked.ndim == 1:
+        masked = masked[None, :]
+    return masked if masked.shape == values.shape else None
+
+
+def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed") -> list[Panel]:
     """The panels for one step: one, or one per head, or the head average."""
     step = trace[step_name]
     values = step_array(step)
@@ -91,22 +133,31 @@ def panels(trace: object, step_name: str, head: str = "0") -> list[Panel]:
         values = values[None, :]  # a lone vector shows as one row
     rows, cols = values.shape[-2:]
     rl, cl = labels_for(trace, row_axis, rows), labels_for(trace, col_axis, cols)
+    masked = _masked_like(trace, step_name, values)
+    note = f"colour: {COLOUR_RANGES[colour]}" if kind == "weights" else ""
+    if kind == "weights" and colour not in COLOUR_RANGES:
+        raise ValueError(f"colour: expected one of {', '.join(COLOUR_RANGES)}, found {colour!r}")
 
-    def make(title: str, m: np.ndarray, h: int | None) -> Panel:
-        image, raw = as_image(m), np.asarray(m, dtype=np.float64)
-        return Panel(title, image, rl, cl, row_axis, col_axis, kind, levels, step_name, h, raw)
+    def make(title: str, m: np.ndarray, h: int | None, mask: np.ndarray | None) -> Panel:
+        raw = np.asarray(m, dtype=np.float64)
+        image, lv = (as_image(m), levels) if kind != "weights" else colour_weights(m, mask, colour)
+        return Panel(title, image, rl, cl, row_axis, col_axis, kind, lv, step_name, h, raw, note)
 
     if axes[0] != "head":
-        return [make(step.name, values, None)]
+        return [make(step.name, values, None, masked)]
     if head == HEAD_ALL:
-        return [make(f"{step.name} head {h}", values[h], h) for h in range(values.shape[0])]
+        return [
+            make(f"{step.name} head {h}", values[h], h, None if masked is None else masked[h])
+            for h in range(values.shape[0])
+        ]
     if head == HEAD_AVERAGE:
         # display only: the mean of the trace's per-head matrices; NaN rows stay NaN
         with np.errstate(invalid="ignore"):
             mean = values.mean(axis=0)  # (H, rows, cols) -> (rows, cols)
-        return [make(f"{step.name}, average of {values.shape[0]} heads", mean, None)]
+            hidden = None if masked is None else masked.min(axis=0)  # -inf: masked in a head
+        return [make(f"{step.name}, average of {values.shape[0]} heads", mean, None, hidden)]
     h = min(int(head), values.shape[0] - 1)
-    return [make(f"{step.name} head {h}", values[h], h)]
+    return [make(f"{step.name} head {h}", values[h], h, None if masked is None else masked[h])]
 
 
 def diff_image(diff: object) -> np.ndarray:
@@ -117,3 +168,56 @@ def diff_image(diff: object) -> np.ndarray:
     if d.ndim == 1:
         d = d[None, :]
     return np.ascontiguousarray(d, dtype=np.float32)
+
+
+# ---------------------------------------------------------------- the flow of the overview
+
+INPUT_STEPS = ("x", "key_input", "value_input")
+WEIGHT_STEPS = ("w_q", "w_k", "w_v")
+PROJECTED_STEPS = ("q", "k", "v")
+# the operation on the arrow into each stage, keyed by the stage's first step
+ARROWS = {
+    "w_q": "with",
+    "q": "x @ W",
+    "scores": "q @ k^T",
+    "scaled": "x scale",
+    "masked": "mask",
+    "weights": "softmax",
+    "head_outputs": "weights @ v",
+    "w_o": "concat",
+}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Steps drawn together in the overview's flow, and the operation on the arrow into them."""
+
+    names: tuple[str, ...]
+    arrow: str  # '' for the first stage
+
+
+def shape_text(shape: tuple[int, ...], axes: tuple[str, ...]) -> str:
+    """'6x3', or '2 heads, 6x6' for a step with a head axis."""
+    if axes and axes[0] == "head":
+        return f"{shape[0]} heads, " + "x".join(map(str, shape[1:]))
+    return "x".join(map(str, shape))
+
+
+def flow_stages(names: list[str]) -> list[Stage]:
+    """The trace's steps grouped into the stages of the flow x -> q, k, v -> ... -> output."""
+    stages: list[Stage] = []
+    done: set[str] = set()
+    for group in (INPUT_STEPS, WEIGHT_STEPS, PROJECTED_STEPS):
+        present = tuple(n for n in names if n in group)
+        if present:
+            stages.append(Stage(present, ARROWS.get(present[0], "->") if stages else ""))
+            done.update(present)
+    for name in names:  # every other step, in trace order, a stage of its own
+        if name in done:
+            continue
+        if name == "output":
+            arrow = "@ W_o" if "w_o" in names else ("concat" if "head_outputs" in names else "@ v")
+        else:
+            arrow = ARROWS.get(name, "->")
+        stages.append(Stage((name,), arrow if stages else ""))
+    return stages

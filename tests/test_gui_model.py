@@ -126,3 +126,19 @@ def test_the_views_render_pixels(qtbot, window, run):
             for y in range(0, image.height(), 7)
         }
         assert len(colours) > 20, f"{type(widget).__name__} looks flat"
+
+
+def test_the_model_and_head_views_export_without_the_text_controls(qtbot, window, run, tmp_path):
+    from PyQt6.QtGui import QImage
+
+    panel = window.model
+    panel.show_run(run)
+    window.tabs.setCurrentWidget(panel)
+    qtbot.waitExposed(panel)
+    assert window.view() is panel.content
+    assert not panel.content.isAncestorOf(panel.text) and panel.content.isAncestorOf(panel.grid)
+    png, svg = tmp_path / "model.png", tmp_path / "model.svg"
+    assert window.files.export_png(str(png)) and window.files.export_svg(str(svg))
+    image = QImage(str(png))
+    assert (image.width(), image.height()) == (panel.content.width(), panel.content.height())
+    assert b"<svg" in svg.read_bytes()[:400]
