@@ -306,7 +306,7 @@ class PairRatio:
 
     def text(self, unit: str = "x") -> str:
         """'1.02x best vs best; median of 8 rounds 0.97x (0.71-1.20x); others' load ...'."""
-        parts = [f"{self.best:.2f}{unit} best vs best"]
+        parts = [f"{self.best:.3f}{unit} best vs best"]  # 3 places: 0.996x is not 1.00x
         if self.median is not None:
             parts.append(
                 f"median of {self.rounds} interleaved rounds {self.median:.2f}{unit} "

@@ -694,7 +694,7 @@ def test_bench_goals_pass_and_fail():
     bad = goals(rows(1.0, 0.89, 1.0 / 0.94, 1.01, 1.06, 1.0, GIB), avx512=True)
     assert [g[1] for g in good] == ["PASS"] * 5 and [g[1] for g in bad] == ["FAIL"] * 5
     assert (
-        "0.90x best vs best; median of 3 interleaved rounds 0.90x (range 0.90-0.90x)"
+        "0.900x best vs best; median of 3 interleaved rounds 0.90x (range 0.90-0.90x)"
         in (good[0][2])
     )
     assert "other processes used 0.5 CPUs" in good[0][2]
