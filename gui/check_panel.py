@@ -76,8 +76,10 @@ class CheckPanel(QWidget):
                 (c.message for c in self.checks if not c.ok and getattr(c, "message", "")), ""
             )
             why = f"<br>{html.escape(first)}" if first else ""  # e.g. the values outgrew float16
+            sampled = getattr(outcome, "sampled", "")
+            how = f"<br>Sampled check: {html.escape(sampled)}." if sampled else ""
             self.header.setText(
-                f"{ran} vs the exact ground truth (scratch, float64): {verdict}{why}"
+                f"{ran} vs the exact ground truth (scratch, float64): {verdict}{why}{how}"
             )
         self.diff_map.setVisible(bool(self.checks))
         self.table.setRowCount(len(self.checks))

@@ -144,8 +144,9 @@ class InputsPanel(QWidget):
         self.d_v = _spin(1, sm.MAX_DIM, "d_v: value width of one head")
         self.heads = _spin(1, sm.MAX_HEADS, "number of heads")
         self.kv_heads = _spin(1, sm.MAX_HEADS, "key/value heads (grouped-query attention)")
-        for title, pairs in (  # two or three boxes a row: the panel fits 330 pixels
-            ("lengths", (("L", self.num_tokens), ("S", self.num_keys), ("d_model", self.d_model))),
+        for title, pairs in (  # at most two 4-digit boxes a row: the panel fits 330 pixels
+            ("lengths", (("L", self.num_tokens), ("S", self.num_keys))),
+            ("model", (("d_model", self.d_model),)),
             ("widths", (("d_k", self.d_k), ("d_v", self.d_v))),
             ("heads", (("heads", self.heads), ("kv", self.kv_heads))),
         ):

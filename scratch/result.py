@@ -7,10 +7,12 @@ class Result(tuple):
     """An `(output, weights)` pair that also records which kernel produced it."""
 
     kernel: str
+    detail: str  # how the kernel ran where that depends on the host ("" when it does not)
 
-    def __new__(cls, output: object, weights: object, kernel: str) -> Result:
+    def __new__(cls, output: object, weights: object, kernel: str, detail: str = "") -> Result:
         self = super().__new__(cls, (output, weights))
         self.kernel = kernel
+        self.detail = detail
         return self
 
     @property
@@ -23,9 +25,9 @@ class Result(tuple):
         """The attention weights `(..., L, S)`, or None when they were not asked for."""
         return self[1]
 
-    def __getnewargs__(self) -> tuple[object, object, str]:
+    def __getnewargs__(self) -> tuple[object, object, str, str]:
         """What copy and pickle pass to __new__ to rebuild the result."""
-        return self[0], self[1], self.kernel
+        return self[0], self[1], self.kernel, self.detail
 
     def __repr__(self) -> str:
         return f"Result(kernel={self.kernel!r}, output={self[0]!r}, weights={self[1]!r})"

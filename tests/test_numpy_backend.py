@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import scratch
 from scratch import bench
 from scratch.backends import numpy_backend as nb
+from scratch.backends import numpy_chunked as nc
 from scratch.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding, tolerance
 
 POLICIES = ("zero", "nan", "uniform")
@@ -79,12 +80,12 @@ def assert_close(name, found, truth, bound):
 @contextlib.contextmanager
 def fast_pass(on: bool):
     """Run the chunked kernel with or without its no-max fast pass (the safe pass alone)."""
-    saved = nb.FAST_PASS
-    nb.FAST_PASS = on
+    saved = nc.FAST_PASS
+    nc.FAST_PASS = on
     try:
         yield
     finally:
-        nb.FAST_PASS = saved
+        nc.FAST_PASS = saved
 
 
 def make_case(seed, lead=(2,), L=5, S=7, E=4, Ev=3, mask=None, logit=1.0):
@@ -254,13 +255,13 @@ def test_registry_exposes_the_module():
 def test_fast_pass_used_on_typical_scores_and_not_on_huge_logits(monkeypatch):
     """Typical scores never need the safe pass; logits of 1e4 overflow exp and fall back to it."""
     calls = []
-    safe = nb._Tiles.safe
+    safe = nc._Tiles.safe
 
     def spy(self, *args):
         calls.append(args[:2])
         return safe(self, *args)
 
-    monkeypatch.setattr(nb._Tiles, "safe", spy)
+    monkeypatch.setattr(nc._Tiles, "safe", spy)
     q, k, v, mask = make_case(6, L=8, S=40, mask="bool")
     kw = dict(need_weights=False, block_size=(4, 16))
     nb.scaled_dot_product_attention(q, k, v, mask, **kw)
@@ -285,11 +286,11 @@ def test_fast_pass_used_on_typical_scores_and_not_on_huge_logits(monkeypatch):
 @pytest.mark.parametrize("masking", ["none", "bool", "causal"])
 def test_worker_threads_match_ground_truth(monkeypatch, masking):
     """Query chunks on worker threads (BLAS on one thread meanwhile, restored after)."""
-    monkeypatch.setattr(nb, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(nc, "PARALLEL_MIN", 0)
     q, k, v, mask = make_case(14, lead=(2, 3), L=9, S=11, mask="bool")
     kw = dict(attn_mask=mask if masking == "bool" else None, is_causal=masking == "causal")
     out_t, w_t = truth(q, k, v, **kw)
-    control = nb._openblas_threads()
+    control = nc._openblas_threads()
     before = None if control is None else control[0]()
     res = nb.scaled_dot_product_attention(q, k, v, need_weights=False, block_size=(2, 4), **kw)
     assert_close(
@@ -649,7 +650,7 @@ def test_bench_table_runs_on_a_tiny_size():
     """run_table + format_table on L = 8: every row present, goals not measured, no timing."""
     from scratch import bench
 
-    rows = bench.run_table((8,), repeats=1, progress=False)
+    rows = bench.run_table((8,), repeats=1, progress=False, load_wait_s=None)
     names = [r.name for r in rows]
     assert names[:4] == [
         "ground truth (scratch)",
@@ -659,36 +660,59 @@ def test_bench_table_runs_on_a_tiny_size():
     ]
     assert "torch SDPA (cpu)" in names and all(r.L == 8 and r.runs == 1 for r in rows)
     sdpa = next(r for r in rows if r.name == "torch SDPA (cpu)")
-    assert all(r.ratio == sdpa.seconds / r.seconds for r in rows)  # throughput vs SDPA
+    assert all(r.ratio == sdpa.best / r.best for r in rows)  # throughput vs SDPA, best runs
     assert all(r.peak_bytes is None or r.peak_bytes >= 0 for r in rows)
     text = bench.format_table(rows, markdown=True, repeats=1)
     assert text.count("\n| 8 |") == len(rows)
     assert "No goal was measured" in text and "PASS" not in text and "FAIL" not in text
     # the footer tells the runs that were made (a --quick table once claimed "7 runs each")
-    assert "Median of 1 timed runs per row" in text and "(1 runs each)" in text
-    assert "7 runs" not in text and "at least 3" not in text
+    assert "1 timed runs per row" in text and "(1 rounds for the plain-Python pair)" in text
+    assert "7 rounds" not in text and "at least 3" not in text
+    assert "Host: " in text and "CPU capability" in text and "SIMD baseline" in text
 
 
 def test_bench_goals_pass_and_fail():
-    """The goal checks compare the right rows at the right sizes."""
+    """The goal checks compare the right rows at the right sizes, best run against best run."""
     from scratch.bench import GIB, Row, goals
 
-    def rows(gt, limit, numpy_t, fast, sdpa, mem):
+    def rows(gt, limit, numpy_t, big_numpy_t, fast, sdpa, mem):
+        def row(L, name, t):  # three rounds: the best is t, the others slower
+            return Row(L, name, t * 1.5, 3, None, "n/a", times=[t * 2, t, t * 1.5], load=0.5)
+
         return [
-            Row(256, "ground truth (scratch)", gt, 3, None, "n/a"),
-            Row(256, "pure-Python kernel limit", limit, 3, None, "n/a"),
-            Row(4096, "numpy chunked", numpy_t, 3, None, "n/a", ratio=sdpa / numpy_t),
-            Row(4096, "torch backend fast (cpu)", fast, 3, None, "n/a"),
-            Row(4096, "torch SDPA (cpu)", sdpa, 3, None, "n/a"),
+            row(256, "ground truth (scratch)", gt),
+            row(256, "pure-Python kernel limit", limit),
+            row(4096, "numpy chunked", numpy_t),
+            row(4096, "torch backend fast (cpu)", fast),
+            row(4096, "torch SDPA (cpu)", sdpa),
+            row(16384, "numpy chunked", big_numpy_t),
+            row(16384, "torch SDPA (cpu)", 1.0),
             Row(32768, "numpy chunked", 5.0, 3, mem, "tracemalloc"),
         ]
 
-    good = [status for _, status, _ in goals(rows(1.0, 0.95, 0.1, 1.04, 1.0, GIB - 1))]
-    bad = [status for _, status, _ in goals(rows(1.0, 0.85, 0.2, 1.06, 0.19, GIB))]
-    assert good == ["PASS"] * 4 and bad == ["FAIL"] * 4
-    floor = Row(4096, bench.FLOOR_ROW, 0.4, 3, None, "n/a", ratio=0.25)
-    info = [g for g in goals([*rows(1.0, 0.95, 0.1, 1.04, 1.0, 1), floor]) if g[1] == "info"]
-    assert len(info) == 1 and "matmuls alone" in info[0][0] and info[0][2] == "0.25x"
+    good = goals(rows(1.0, 0.9, 1.0 / 0.95, 1.0, 1.05, 1.0, GIB - 1), avx512=True)
+    bad = goals(rows(1.0, 0.89, 1.0 / 0.94, 1.01, 1.06, 1.0, GIB), avx512=True)
+    assert [g[1] for g in good] == ["PASS"] * 5 and [g[1] for g in bad] == ["FAIL"] * 5
+    assert (
+        "0.900x best vs best; median of 3 interleaved rounds 0.90x (range 0.90-0.90x)"
+        in (good[0][2])
+    )
+    assert "other processes used 0.5 CPUs" in good[0][2]
+    # without AVX-512 the NumPy goals are 0.75x at both sizes
+    host = goals(rows(1.0, 0.9, 1.0 / 0.76, 1.0 / 0.76, 1.0, 1.0, 1), avx512=False)
+    assert [g[1] for g in host] == ["PASS"] * 5 and "0.75x" in host[1][0]
+    slow = goals(rows(1.0, 0.9, 1.0 / 0.74, 1.0, 1.0, 1.0, 1), avx512=False)
+    assert [g[1] for g in slow] == ["PASS", "FAIL", "PASS", "PASS", "PASS"]
+
+
+def test_pair_ratio_pairs_runs_of_the_same_round():
+    """Per-round ratios divide the two rows' runs of one round, not sorted or shuffled runs."""
+    from scratch.bench import Row, pair_ratio
+
+    a = Row(8, "a", 2.0, 3, None, "n/a", times=[1.0, 2.0, 4.0], load=1.0)
+    b = Row(8, "b", 2.0, 3, None, "n/a", times=[4.0, 2.0, 1.0], load=1.0)
+    r = pair_ratio(a, b)
+    assert (r.best, r.median, r.low, r.high, r.rounds) == (1.0, 1.0, 0.25, 4.0, 3)
 
 
 def test_numpy_matmuls_alone_computes_the_two_products():
@@ -708,22 +732,37 @@ def test_measure_alternating_takes_turns():
     """Rows of a group are called in turn, the same number of times, warm-up first."""
     calls: list[str] = []
     rivals = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b")]
-    rows = bench.measure_alternating(3, rivals, runs=4)
-    assert calls == ["a", "b"] + ["a", "b"] * 4  # warm-ups, then 4 rounds
-    assert [(r.name, r.runs, r.L) for r in rows] == [("a", 4, 3), ("b", 4, 3)]
+    rows = bench.measure_alternating(3, rivals, runs=4, load_wait_s=None)
+    assert calls == ["a", "b"] + ["a", "b", "b", "a"] * 2  # warm-ups, then 4 rotated rounds
+    assert [(r.name, r.runs, r.L, len(r.times)) for r in rows] == [("a", 4, 3, 4), ("b", 4, 3, 4)]
     calls.clear()
-    assert [r.runs for r in bench.measure_alternating(3, rivals, runs=None)] == [
+    three = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b", "c")]
+    bench.measure_alternating(3, three, runs=3, load_wait_s=None)
+    assert calls[3:] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]  # each first once
+    assert [r.runs for r in bench.measure_alternating(3, rivals, None, load_wait_s=None)] == [
         bench.MAX_REPEATS
     ] * 2  # instant calls never fill the time budget: capped
 
 
 def test_bench_goal_pairs_are_timed_alternately():
-    """The torch fast path and bare SDPA run in one alternating group (same run count)."""
-    rows = bench.run_table((8,), repeats=2, progress=False)
+    """Each goal's rows form one interleaved group at its size (same rounds, same load)."""
+    assert bench.goal_groups(4096, "cpu") == (
+        ("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),
+    )
+    assert bench.goal_groups(16384, "cpu") == (("numpy chunked", "torch SDPA (cpu)"),)
+    assert bench.goal_groups(256, "cpu") == (bench.PYTHON_PAIR,)
+    assert bench.goal_groups(8, "cpu") == ()
+    groups = {16: (("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),)}
+    saved = bench.goal_groups
+    bench.goal_groups = lambda L, device: groups.get(L, ())
+    try:
+        rows = bench.run_table((16,), repeats=2, progress=False, load_wait_s=None)
+    finally:
+        bench.goal_groups = saved
     by_name = {r.name: r for r in rows}
-    fast, sdpa = by_name["torch backend fast (cpu)"], by_name["torch SDPA (cpu)"]
-    assert fast.runs == sdpa.runs == 2
-    names = [r.name for r in rows]
+    group = [by_name[n] for n in groups[16][0]]
+    assert all(r.runs == 2 and len(r.times) == 2 for r in group)
+    names = [r.name for r in rows]  # in the table's order, not the order measured
     assert names.index(bench.FLOOR_ROW) == names.index("numpy chunked") + 1
 
 
@@ -818,3 +857,80 @@ def test_data_too_large_for_the_dtype_is_named_not_called_inf():
     with pytest.raises(ValueError, match=r"key: 1e\+300 at key\[0\]\[1\] is too large for float32"):
         nb.scaled_dot_product_attention(small, big, small, dtype="float32")
     assert nb.scaled_dot_product_attention(small, big, small).output.dtype == np.float64
+
+
+# ---------------------------------------------------------------- host-dependent exponential
+
+
+@pytest.mark.parametrize("choice", ["exp2", "exp"])
+@pytest.mark.parametrize("masking", ["none", "bool", "causal", "gqa"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_float32_chunked_kernel_with_either_exponential(monkeypatch, choice, masking, policy):
+    """float32 with exp2 (scale * log2(e) folded into q) and with exp: both within the bound
+    whatever the host picks, with masks, causal, GQA and every masked_rows policy."""
+    monkeypatch.setattr(nc, "exp_choice", lambda: (choice, f"{choice} (test)"))
+    lead = (2, 6) if masking == "gqa" else (2,)
+    q, k, v, mask = make_case(31, lead=lead, L=9, S=11, E=8, mask="bool")
+    if masking == "gqa":
+        k, v = k[:, :2], v[:, :2]  # 6 query heads share 2 key/value heads
+    q32, k32, v32 = (a.astype(np.float32) for a in (q * 3, k, v))  # logits up to about 30
+    kw = dict(
+        attn_mask=mask if masking == "bool" else None,
+        is_causal=masking == "causal",
+        enable_gqa=masking == "gqa",
+        masked_rows=policy,
+    )
+    out_t, w_t = truth(q32.astype(np.float64), k32, v32, **kw)
+    res = nb.scaled_dot_product_attention(
+        q32, k32, v32, need_weights=False, block_size=(4, 4), **kw
+    )
+    assert res.detail.startswith(f"{choice} (test)")
+    k_r, v_r = k32, v32
+    if masking == "gqa":
+        k_r, v_r = np.repeat(k32, 3, axis=1), np.repeat(v32, 3, axis=1)
+    bound = output_bound(q32, k_r, v_r, w_t, 1 / np.sqrt(8), "float32", kw["attn_mask"], 3)
+    assert_close(f"{choice} {masking} {policy}", res.output, out_t, bound)
+
+
+def test_the_host_choice_is_recorded_in_the_result():
+    """float32 without a float mask uses the host's choice; float64 and float masks use exp."""
+    q, k, v, mask = make_case(2, L=4, S=5, mask="float")
+    q32, k32, v32 = (a.astype(np.float32) for a in (q, k, v))
+    name, why = nc.exp_choice()
+    assert nb.scaled_dot_product_attention(q32, k32, v32, need_weights=False).detail == why
+    with_mask = nb.scaled_dot_product_attention(
+        q32, k32, v32, mask.astype(np.float32), need_weights=False
+    )
+    in_64 = nb.scaled_dot_product_attention(q, k, v, need_weights=False)
+    if name == "exp2":
+        assert with_mask.detail.startswith("exp (a float mask") and in_64.detail.startswith(
+            "exp (float64"
+        )
+    else:
+        assert with_mask.detail == in_64.detail == why
+    assert nb.scaled_dot_product_attention(q32, k32, v32).detail == ""  # explicit: no choice
+
+
+def test_rows_with_a_large_bound_subtract_it_and_skip_the_safe_pass(monkeypatch):
+    """Logits of 200 overflow float32's exp; the per-row offset keeps them in range, so the
+    fast pass alone gives the answer (no safe pass) and it matches the ground truth."""
+    calls = []
+    safe = nc._Tiles.safe
+
+    def spy(self, *args):
+        calls.append(args[:2])
+        return safe(self, *args)
+
+    monkeypatch.setattr(nc._Tiles, "safe", spy)
+    rng = np.random.default_rng(8)
+    k = rng.standard_normal((1, 16, 4))
+    k = (2 * k / np.linalg.norm(k, axis=-1, keepdims=True)).astype(np.float32)  # |k_j| = 2
+    q = (k[:, :6] * 100).astype(np.float32)  # q_i parallel to k_i: score_ii = 200 = the bound
+    v = rng.standard_normal((1, 16, 3)).astype(np.float32)
+    out_t, w_t = truth(q.astype(np.float64), k, v)
+    res = nb.scaled_dot_product_attention(q, k, v, need_weights=False, block_size=(3, 8))
+    assert calls == []
+    assert_close(
+        "large logits", res.output, out_t, output_bound(q, k, v, w_t, 0.5, "float32", None, 2)
+    )
+    assert np.max(q.astype(np.float64) @ k[0].T.astype(np.float64) * 0.5) > 199

@@ -14,20 +14,13 @@ Two kernels:
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import functools
-import glob
 import math
-import os
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from itertools import product
 
 import numpy as np
 
 from scratch import validate
+from scratch.backends import numpy_chunked
 from scratch.result import Result
 from scratch.trace import Trace, given_arguments, layout_trace
 from scratch.validate import (
@@ -47,11 +40,6 @@ NAME = "numpy"
 DTYPES = ("float64", "float32")
 KERNELS = ("explicit", "chunked-online-softmax")
 NOTES = "NumPy: explicit with weights; chunked online softmax (O(chunk * block) memory) without"
-
-# Query chunk and key block of the chunked kernel. Measured at L = S = 4096, E = 64, float32
-# on 2 cores (see scratch/bench.py): 1024 x 1024 (a 4 MiB float32 tile) held up best under load.
-QUERY_CHUNK = 1024
-KEY_BLOCK = 1024
 
 
 # ---------------------------------------------------------------- input conversion
@@ -222,7 +210,7 @@ class _Draws:
 def _block_sizes(block_size: object) -> tuple[int, int]:
     """(query chunk, key block) from None, one int (both) or a pair."""
     if block_size is None:
-        return QUERY_CHUNK, KEY_BLOCK
+        return numpy_chunked.QUERY_CHUNK, numpy_chunked.KEY_BLOCK
     pair = (block_size, block_size) if not isinstance(block_size, (tuple, list)) else block_size
     if len(pair) != 2:
         raise ValueError(f"block_size: expected an int or (query_chunk, key_block), found {pair}")
@@ -284,265 +272,17 @@ def _explicit_steps(q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng
     }
 
 
-# ---------------------------------------------------------------- chunked kernel
-
-
-def _kv_index(index: tuple[int, ...], group: int) -> tuple[int, ...]:
-    """The key/value leading index for a query leading index (GQA: head h -> h // group)."""
-    if group == 1:
-        return index
-    return index[:-1] + (index[-1] // group,)
-
-
-class _Tiles:
-    """Buffers for one worker, reused across every tile of every problem it is given."""
-
-    def __init__(self, chunk: int, block: int, width: int, dtype: np.dtype):
-        self.block = block
-        self.s_buf = np.empty((chunk, block), dtype=dtype)  # scores of one tile
-        self.tile = np.empty((chunk, width), dtype=dtype)  # one tile's contribution
-        self.acc = np.empty((chunk, width), dtype=dtype)  # running output | denominator
-        self.m_run, self.m_new, self.base, self.alpha, self.denom = (
-            np.empty(chunk, dtype=dtype) for _ in range(5)
-        )
-
-    def bind(self, q_b, k_b, v_b, mask_b, is_causal: bool, scale: float | None) -> _Tiles:
-        """Work on one (batch, head) problem: q (L, E), k^T (E, S), [v | 1] (S, Ev + 1).
-
-        scale is None when q already carries it, else each tile of scores is scaled."""
-        self.q, self.k_t, self.v_ones, self.mask = q_b, k_b, v_b, mask_b
-        self.is_causal, self.S, self.scale = is_causal, k_b.shape[1], scale
-        return self
-
-    def blocks(self, i0: int, i1: int):
-        """(j0, j1, masked scores of the tile) for the key blocks rows i0:i1 may see."""
-        n = i1 - i0
-        # causal (top-left): rows i < i1 see keys j <= i, so blocks from i1 on are skipped
-        stop = min(self.S, i1) if self.is_causal else self.S
-        for j0 in range(0, stop, self.block):
-            j1 = min(stop, j0 + self.block)
-            s = self.s_buf[:n, : j1 - j0]
-            np.matmul(self.q[i0:i1], self.k_t[:, j0:j1], out=s)  # (n, E) @ (E, b) -> (n, b)
-            if self.scale is not None:
-                s *= s.dtype.type(self.scale)
-            if self.is_causal and j1 - 1 > i0:  # the tile crosses the diagonal
-                s[np.arange(j0, j1)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
-            elif self.mask is not None:
-                m_tile = self.mask[i0:i1, j0:j1]
-                if m_tile.dtype == np.bool_:
-                    np.copyto(s, -np.inf, where=~m_tile)
-                else:
-                    np.add(s, m_tile, out=s)
-            yield j0, j1, s
-
-    def fully_masked(self, i0: int, i1: int) -> np.ndarray:
-        """Rows of i0:i1 in which every key is masked (causal rows always see key 0)."""
-        if self.mask is None or self.is_causal:
-            return np.zeros(i1 - i0, dtype=bool)
-        rows = self.mask[i0:i1]
-        return ~rows.any(axis=1) if rows.dtype == np.bool_ else np.isneginf(rows).all(axis=1)
-
-    def fast(self, i0: int, i1: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """exp(scores) with no max subtracted: (acc, rows that are ok) or None on overflow.
-
-        Softmax does not depend on the offset subtracted, so offset 0 is exact whenever nothing
-        overflows (every sum finite) and the denominator is >= 1 (then an underflowing term
-        costs a weight no more than in the safe pass, whose denominator is >= 1 too). Typical
-        scores pass; huge logits, and rows with only very negative scores (such as the first
-        rows under a causal mask), go to `safe`.
-        """
-        n = i1 - i0
-        acc, tile = self.acc[:n], self.tile[:n]
-        acc.fill(0)
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked, not warned
-            for j0, j1, s in self.blocks(i0, i1):
-                np.exp(s, out=s)  # step 4 without the max: the cheapest pass over the tile
-                np.matmul(s, self.v_ones[j0:j1], out=tile)  # (n, b) @ (b, Ev + 1) -> (n, Ev + 1)
-                if not np.isfinite(tile[:, -1]).all():  # an exp overflowed: give up early
-                    return None
-                acc += tile
-        total = acc[:, -1]
-        ok = np.isfinite(acc).all(axis=1) & ((total >= 1) | self.fully_masked(i0, i1))
-        return acc, ok
-
-    def safe(self, i0: int, i1: int, draws, dropout_p: float) -> tuple[np.ndarray, np.ndarray]:
-        """Online softmax: running max, rescaled running sums. Returns (acc, denominator)."""
-        n = i1 - i0
-        m_r, m_n, b_r = self.m_run[:n], self.m_new[:n], self.base[:n]
-        a_r, d_r, acc = self.alpha[:n], self.denom[:n], self.acc[:n]
-        m_r.fill(-np.inf)
-        acc.fill(0)
-        d_r.fill(0)
-        for j0, j1, s in self.blocks(i0, i1):
-            # step 3: new running max; rows masked so far use base 0 so nothing is NaN
-            np.max(s, axis=1, out=m_n)
-            np.maximum(m_n, m_r, out=m_n)
-            np.copyto(b_r, m_n)
-            b_r[np.isneginf(m_n)] = 0
-            np.subtract(m_r, b_r, out=a_r)
-            np.exp(a_r, out=a_r)  # exp(m_old - m_new) <= 1; 0 when m_old = -inf
-            np.copyto(m_r, m_n)
-            # step 4: exp of the tile relative to the running max
-            np.subtract(s, b_r[:, None], out=s)
-            np.exp(s, out=s)
-            # step 5: rescale what came before and add this tile   # (n, b) @ (b, Ev + 1)
-            acc *= a_r[:, None]
-            if draws is not None:
-                d_r *= a_r
-                d_r += s.sum(axis=1)  # denominator before dropout
-                s *= draws[:, j0:j1] >= dropout_p
-                s *= s.dtype.type(1.0 / (1.0 - dropout_p))
-            np.matmul(s, self.v_ones[j0:j1], out=self.tile[:n])
-            acc += self.tile[:n]
-        return acc, (d_r if draws is not None else acc[:, -1])
-
-
-FAST_PASS = True  # try exp without the max first (tests switch it off to check `safe` alone)
-PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
-_BLAS_LOCK = threading.Lock()
-
-
-@functools.cache
-def _openblas_threads() -> tuple | None:
-    """(get, set) for the thread count of the OpenBLAS that NumPy loaded, or None."""
-    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
-        try:
-            lib = ctypes.CDLL(path)  # the library NumPy already loaded: same handle
-        except OSError:
-            continue
-        for prefix, suffix in product(("scipy_openblas_", "openblas_"), ("64_", "")):
-            get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-            put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-            if get is not None and put is not None:
-                return get, put
-    return None
-
-
-@contextlib.contextmanager
-def _single_threaded_blas():
-    """OpenBLAS on one thread while our own workers (one per core) run; restored after.
-
-    Two BLAS threads per worker would oversubscribe the cores, and idle OpenBLAS threads spin
-    for a while after each call. Without a known OpenBLAS this yields False (no workers).
-    """
-    control = _openblas_threads()
-    if control is None:
-        yield False
-        return
-    get, put = control
-    with _BLAS_LOCK:
-        before = get()
-        put(1)
-        try:
-            yield True
-        finally:
-            put(before)
+# ---------------------------------------------------------------- public functions
 
 
 def _chunked_output(
-    q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng, group, block_size
-) -> np.ndarray:
-    """Attention output by query chunks and key blocks; the (L, S) scores never exist."""
-    *lead, L, E = q.shape
-    S, Ev = v.shape[-2:]
-    dtype = q.dtype
+    q, k, v, scale, mask, is_causal, masked_rows, dropout_p, draws, group, block_size
+) -> tuple[np.ndarray, str]:
+    """(output, kernel detail) from the chunked kernel (scratch/backends/numpy_chunked.py)."""
     chunk, block = _block_sizes(block_size)
-    chunk, block = min(chunk, L), min(block, S)  # buffers no bigger than the problem
-    if dropout_p > 0.0:  # random draws come a whole (chunk, S) row band at a time
-        chunk = max(1, min(chunk, (1 << 22) // S))
-    # step 0: fold the scale into q once (unless q * scale overflows or underflows where
-    # q @ k^T * scale would not: then each tile is scaled); k^T contiguous; v gets a column of
-    # ones so that one matmul gives both the weighted sum of v and the softmax denominator
-    with np.errstate(over="ignore", under="ignore"):
-        q_scaled = q * dtype.type(scale)  # (..., L, E)
-    tiny = np.finfo(dtype).tiny
-    folds = np.isfinite(q_scaled).all() and (
-        abs(scale) >= 1.0 or not ((q != 0) & (np.abs(q_scaled) < tiny)).any()
+    return numpy_chunked.chunked_output(
+        q, k, v, scale, mask, is_causal, masked_rows, dropout_p, draws, group, chunk, block
     )
-    tile_scale = None if folds else scale
-    q_scaled = q_scaled if folds else q
-    k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))  # (..., E, S)
-    v_ones = np.ones(v.shape[:-1] + (Ev + 1,), dtype=dtype)  # (..., S, Ev + 1)
-    v_ones[..., :Ev] = v
-    if mask is not None:
-        mask = np.broadcast_to(mask, tuple(lead) + (L, S))
-    output = np.empty(tuple(lead) + (L, Ev), dtype=dtype)
-
-    def run(tiles: _Tiles, index: tuple, i0: int, i1: int) -> None:
-        """Rows i0:i1 of one (batch, head) problem into `output`."""
-        kv = _kv_index(index, group)
-        mask_b = None if mask is None else mask[index]
-        tiles.bind(q_scaled[index], k_t[kv], v_ones[kv], mask_b, is_causal, tile_scale)
-        out = output[index][i0:i1]
-        draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
-        first = tiles.fast(i0, i1) if FAST_PASS and draws is None else None
-        r0, r1 = i0, i1  # the rows the safe pass computes
-        if first is not None:
-            acc, ok = first
-            with np.errstate(invalid="ignore", over="ignore"):  # bad rows are redone below
-                _finish(acc, acc[:, Ev], out, masked_rows, v[kv])
-            if ok.all():
-                return
-            bad = np.flatnonzero(~ok)  # redo the smallest row range holding them
-            r0, r1 = i0 + bad[0], i0 + bad[-1] + 1
-        acc, total = tiles.safe(r0, r1, draws, dropout_p)
-        _finish(acc, total, output[index][r0:r1], masked_rows, v[kv], draws, dropout_p)
-
-    tasks = [
-        (index, i0, min(L, i0 + chunk)) for index in np.ndindex(*lead) for i0 in range(0, L, chunk)
-    ]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = min(cores or 1, len(tasks))
-    if dropout_p > 0.0 or workers < 2 or L * S * math.prod(lead) < PARALLEL_MIN:
-        tiles = _Tiles(chunk, block, Ev + 1, dtype)
-        for task in tasks:  # in order: dropout draws follow the row-major order
-            run(tiles, *task)
-        return output
-    with _single_threaded_blas() as single:
-        if not single:  # no BLAS control here: one thread, BLAS uses the cores
-            tiles = _Tiles(chunk, block, Ev + 1, dtype)
-            for task in tasks:
-                run(tiles, *task)
-            return output
-        local = threading.local()
-
-        def work(task: tuple) -> None:
-            if not hasattr(local, "tiles"):  # one set of buffers per worker thread
-                local.tiles = _Tiles(chunk, block, Ev + 1, dtype)
-            run(local.tiles, *task)
-
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(work, tasks))
-    return output
-
-
-def _finish(acc, total, out, masked_rows, v_b, draws=None, dropout_p=0.0) -> None:
-    """step 6: out = acc / denominator; rows with no allowed key follow masked_rows."""
-    Ev = out.shape[-1]
-    full = total == 0
-    np.divide(acc[:, :Ev], np.where(full, 1, total)[:, None], out=out)
-    if full.any():
-        dropped = None if draws is None else draws[full]
-        out[full] = _masked_rows_output(
-            masked_rows, v_b, v_b.shape[0], out.dtype, dropped, dropout_p
-        )
-
-
-def _masked_rows_output(masked_rows, v_b, S, dtype, draws, dropout_p) -> np.ndarray | float:
-    """Output of fully masked rows: 0, NaN, or the mean of v; after dropout when it is on."""
-    if masked_rows == "zero":
-        return 0.0
-    if draws is None:
-        return np.nan if masked_rows == "nan" else v_b.mean(axis=0, dtype=np.float64).astype(dtype)
-    keep = draws >= dropout_p  # (r, S)
-    if masked_rows == "nan":  # NaN weights where kept, 0 where dropped
-        return np.where(keep.any(axis=1), np.nan, 0.0)[:, None]
-    weights = keep.astype(dtype) / dtype.type(S * (1.0 - dropout_p))  # (r, S)
-    return weights @ v_b  # (r, S) @ (S, Ev) -> (r, Ev)
-
-
-# ---------------------------------------------------------------- public functions
 
 
 def _attend(
@@ -550,10 +290,10 @@ def _attend(
 ) -> Result:
     """Pick the kernel: explicit when the weights are wanted, chunked otherwise."""
     if not need_weights:
-        output = _chunked_output(
+        output, detail = _chunked_output(
             q, k, v, scale, mask, is_causal, masked_rows, dropout_p, draws, group, block_size
         )
-        return Result(output, None, "chunked-online-softmax")
+        return Result(output, None, "chunked-online-softmax", detail)
     if group > 1:  # query head h uses key/value head h // group
         k = np.repeat(k, group, axis=-3)  # (..., Hkv, S, E) -> (..., Hq, S, E)
         v = np.repeat(v, group, axis=-3)  # (..., Hkv, S, Ev) -> (..., Hq, S, Ev)
@@ -740,9 +480,9 @@ def _run_multi_head(
         k_r = np.repeat(k_h, group, axis=-3)  # (..., Hkv, S, d) -> (..., H, S, d)
         v_r = np.repeat(v_h, group, axis=-3)
         steps = _explicit_steps(q_h, k_r, v_r, scale, mask, is_causal, masked_rows, 0.0, None)
-        kernel = "explicit"
+        kernel, run_detail = "explicit", ""
     else:
-        out = _chunked_output(
+        out, detail = _chunked_output(
             np.ascontiguousarray(q_h),
             k_h,
             v_h,
@@ -756,6 +496,7 @@ def _run_multi_head(
             block_size,
         )
         steps, kernel = {"output": out, "weights": None}, "chunked-online-softmax"
+        run_detail = detail
     head_outputs = steps["output"]  # (..., H, L, d_v)
     # step 3: concatenate heads                  # (..., H, L, d_v) -> (..., L, H * d_v)
     concat = np.swapaxes(head_outputs, -2, -3).reshape(*lead, L, -1)
@@ -788,6 +529,7 @@ def _run_multi_head(
         "scale": scale,
         "mask": mask,
         "kernel": kernel,
+        "detail": run_detail,
         "H": H,
         "Hkv": Hkv,
     }
@@ -840,7 +582,7 @@ def multi_head_attention(
         dtype=dtype,
         block_size=block_size,
     )
-    return Result(run["output"], run["steps"]["weights"], run["kernel"])
+    return Result(run["output"], run["steps"]["weights"], run["kernel"], run["detail"])
 
 
 # ---------------------------------------------------------------- trace

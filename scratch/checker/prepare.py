@@ -221,7 +221,8 @@ def score_storage_term(p, weights, dtype: str):
     a score moves it by at most u |s_ij| <= u S_i, storing s_ij - max by at most 2u S_i more, so
     each weight moves by a factor e^(+-2 x 3u S_i) and the output by at most
     expm1(6u S_i) sum_j p_ij |v_jc| (times 1.25 for the product with the other roundings).
-    S_i as in `tolerance`: max over live keys of |scale| sum_l |q_il k_jl| + |mask_ij|. Sums must still be float32: 16-bit accumulation grows with E and fails.
+    S_i as in `tolerance`: max over live keys of |scale| sum_l |q_il k_jl| + |mask_ij|. Sums
+    must still be float32: 16-bit accumulation grows with E and fails.
     """
     import numpy as np
 

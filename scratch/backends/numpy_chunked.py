@@ -1,0 +1,374 @@
+"""The NumPy backend's output-only kernel: query chunks x key blocks, the (L, S) scores never built.
+
+For each query chunk it streams over the key blocks the chunk may see (causal: blocks above
+the diagonal are skipped) and keeps a running output (chunk, Ev) and a running denominator
+(chunk,), so the extra memory is O(chunk * block). Two passes:
+
+- fast: no max. A per-row bound |q_i| * max_j |k_j| >= every score of row i (Cauchy-Schwarz)
+  says whether exp can overflow; rows whose bound is too large subtract (bound - LIMIT), the
+  others nothing. One pass per tile: scores, exp, p @ v and p @ 1. Rows whose denominator
+  ends below 1 (terms may have underflowed) or that overflowed anyway (float masks may add
+  large values) are redone by the safe pass.
+- safe: online softmax with a running max, rescaling what came before (also dropout).
+
+On a host where NumPy has SIMD exp2 (AVX-512: NumPy's float32 exp2 costs half its exp),
+scale * log2(e) is folded into q and exp2 is used; elsewhere scale alone and exp. Detected
+once (`EXP_CHOICE`) and recorded in the Result's `detail`. Large problems spread query
+chunks over worker threads, one per core, with OpenBLAS held to one thread meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import glob
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from itertools import product
+
+import numpy as np
+
+# Query chunk and key block. Measured interleaved with torch SDPA at L = S = 4096 and 16384,
+# E = 64, float32, two loaded AVX-512 cores: 1024 x 256, 512 x 256 and 512 x 512 (1 MiB float32
+# tiles, in a core's L2 cache) within noise of each other, 1024 x 1024 and 2048 x 256 behind.
+QUERY_CHUNK = 1024
+KEY_BLOCK = 256
+FAST_PASS = True  # try exp without the max first (tests switch it off to check `safe` alone)
+PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
+LIMIT_LOG2 = 64.0  # largest exponent (base 2) the fast pass lets exp reach: 2^64 * S is finite
+_BLAS_LOCK = threading.Lock()
+_LOCAL = threading.local()  # each thread's buffers, kept between calls
+
+
+@functools.cache
+def exp_choice() -> tuple[str, str]:
+    """("exp2" or "exp", why): exp2 where NumPy has its SIMD (SVML, AVX512_SKX) float32 exp2."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # NumPy 1.x
+        from numpy.core._multiarray_umath import __cpu_features__ as features
+    if features.get("AVX512_SKX"):
+        return "exp2", "exp2 with scale*log2(e) folded into q (NumPy reports AVX512_SKX)"
+    return "exp", "exp (no AVX512_SKX: NumPy's float32 exp2 has no SIMD path here)"
+
+
+def kernel_detail(dtype: np.dtype, float_mask: bool) -> tuple[str, str]:
+    """The exponential this call uses and the sentence recorded in the Result."""
+    name, why = exp_choice()
+    if name == "exp2" and (dtype != np.float32 or float_mask):
+        reason = "float64" if dtype != np.float32 else "a float mask (log2(e) * mask would round)"
+        return "exp", f"exp ({reason}; exp2 is used for float32 on this host)"
+    return name, why
+
+
+def _kv_index(index: tuple[int, ...], group: int) -> tuple[int, ...]:
+    """The key/value leading index for a query leading index (GQA: head h -> h // group)."""
+    if group == 1:
+        return index
+    return index[:-1] + (index[-1] // group,)
+
+
+class _Tiles:
+    """Buffers for one worker, reused across every tile of every problem it is given."""
+
+    def __init__(self, chunk: int, block: int, width: int, dtype: np.dtype):
+        self.block = block
+        self.s_buf = np.empty((chunk, block), dtype=dtype)  # scores of one tile
+        self.tile = np.empty((chunk, width), dtype=dtype)  # one tile's p @ v
+        self.acc = np.empty((chunk, width), dtype=dtype)  # running output (not yet divided)
+        self.ones = np.ones(block, dtype=dtype)  # p @ 1 = the tile's row sums
+        self.m_run, self.m_new, self.base, self.alpha, self.denom, self.part = (
+            np.empty(chunk, dtype=dtype) for _ in range(6)
+        )
+
+    def bind(self, q_b, k_b, v_b, mask_b, is_causal, scale, offset, exp) -> _Tiles:
+        """Work on one (batch, head) problem: q (L, E), k^T (E, S), v (S, Ev).
+
+        scale is None when q already carries it, else each tile of scores is scaled; offset
+        (L,) is subtracted from the fast pass's scores (None: nothing); exp is np.exp or
+        np.exp2, matching what q carries."""
+        self.q, self.k_t, self.v, self.mask = q_b, k_b, v_b, mask_b
+        self.is_causal, self.S, self.scale = is_causal, k_b.shape[1], scale
+        self.offset, self.exp = offset, exp
+        return self
+
+    def blocks(self, i0: int, i1: int):
+        """(j0, j1, masked scores of the tile) for the key blocks rows i0:i1 may see."""
+        n = i1 - i0
+        # causal (top-left): rows i < i1 see keys j <= i, so blocks from i1 on are skipped
+        stop = min(self.S, i1) if self.is_causal else self.S
+        for j0 in range(0, stop, self.block):
+            j1 = min(stop, j0 + self.block)
+            s = self.s_buf[:n, : j1 - j0]
+            np.matmul(self.q[i0:i1], self.k_t[:, j0:j1], out=s)  # (n, E) @ (E, b) -> (n, b)
+            if self.scale is not None:
+                s *= s.dtype.type(self.scale)
+            if self.is_causal and j1 - 1 > i0:  # the tile crosses the diagonal
+                s[np.arange(j0, j1)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
+            elif self.mask is not None:
+                m_tile = self.mask[i0:i1, j0:j1]
+                if m_tile.dtype == np.bool_:
+                    np.copyto(s, -np.inf, where=~m_tile)
+                else:
+                    np.add(s, m_tile, out=s)
+            yield j0, j1, s
+
+    def fully_masked(self, i0: int, i1: int) -> np.ndarray:
+        """Rows of i0:i1 in which every key is masked (causal rows always see key 0)."""
+        if self.mask is None or self.is_causal:
+            return np.zeros(i1 - i0, dtype=bool)
+        rows = self.mask[i0:i1]
+        return ~rows.any(axis=1) if rows.dtype == np.bool_ else np.isneginf(rows).all(axis=1)
+
+    def fast(self, i0: int, i1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """exp(scores - offset) with no max: (acc, denominator, rows that are ok) or None.
+
+        Softmax does not depend on the offset subtracted, so this is exact whenever nothing
+        overflows (every sum finite) and the denominator is >= 1 (then an underflowing term
+        costs a weight no more than in the safe pass, whose denominator is >= 1 too). The
+        offset keeps exp below 2^LIMIT_LOG2 wherever the bound allows; rows with only very
+        negative scores (such as the first rows under a causal mask) go to `safe`. None when
+        an exp overflowed (a float mask can add large values the bound does not see).
+        """
+        n = i1 - i0
+        acc, tile, den, part = self.acc[:n], self.tile[:n], self.denom[:n], self.part[:n]
+        acc.fill(0)
+        den.fill(0)
+        offset = None if self.offset is None else self.offset[i0:i1, None]
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked, not warned
+            for j0, j1, s in self.blocks(i0, i1):
+                if offset is not None:
+                    np.subtract(s, offset, out=s)
+                self.exp(s, out=s)  # step 4 without the max: one cheap pass over the tile
+                np.matmul(s, self.ones[: j1 - j0], out=part)  # (n, b) @ (b,) -> (n,)
+                if not np.isfinite(part).all():  # an exp overflowed: give up early
+                    return None
+                np.matmul(s, self.v[j0:j1], out=tile)  # (n, b) @ (b, Ev) -> (n, Ev)
+                acc += tile
+                den += part
+        ok = np.isfinite(acc).all(axis=1) & ((den >= 1) | self.fully_masked(i0, i1))
+        return acc, den, ok
+
+    def safe(self, i0: int, i1: int, draws, dropout_p: float) -> tuple[np.ndarray, np.ndarray]:
+        """Online softmax: running max, rescaled running sums. Returns (acc, denominator)."""
+        n = i1 - i0
+        m_r, m_n, b_r = self.m_run[:n], self.m_new[:n], self.base[:n]
+        a_r, d_r, acc, part = self.alpha[:n], self.denom[:n], self.acc[:n], self.part[:n]
+        m_r.fill(-np.inf)
+        acc.fill(0)
+        d_r.fill(0)
+        for j0, j1, s in self.blocks(i0, i1):
+            # step 3: new running max; rows masked so far use base 0 so nothing is NaN
+            np.max(s, axis=1, out=m_n)
+            np.maximum(m_n, m_r, out=m_n)
+            np.copyto(b_r, m_n)
+            b_r[np.isneginf(m_n)] = 0
+            np.subtract(m_r, b_r, out=a_r)
+            self.exp(a_r, out=a_r)  # exp(m_old - m_new) <= 1; 0 when m_old = -inf
+            np.copyto(m_r, m_n)
+            # step 4: exp of the tile relative to the running max
+            np.subtract(s, b_r[:, None], out=s)
+            self.exp(s, out=s)
+            # step 5: rescale what came before and add this tile
+            acc *= a_r[:, None]
+            d_r *= a_r
+            np.matmul(s, self.ones[: j1 - j0], out=part)  # (n, b) @ (b,): before dropout
+            d_r += part
+            if draws is not None:
+                s *= draws[:, j0:j1] >= dropout_p
+                s *= s.dtype.type(1.0 / (1.0 - dropout_p))
+            np.matmul(s, self.v[j0:j1], out=self.tile[:n])  # (n, b) @ (b, Ev) -> (n, Ev)
+            acc += self.tile[:n]
+        return acc, d_r
+
+
+def _tiles(chunk: int, block: int, width: int, dtype: np.dtype) -> _Tiles:
+    """This thread's buffers for these sizes, made once (a fresh 1 MiB array costs page faults)."""
+    cache = getattr(_LOCAL, "tiles", None)
+    if cache is None:
+        cache = _LOCAL.tiles = {}
+    key = (chunk, block, width, np.dtype(dtype).name)
+    if key not in cache:
+        cache.clear()  # keep one set per thread: memory stays O(chunk * block)
+        cache[key] = _Tiles(chunk, block, width, dtype)
+    return cache[key]
+
+
+def _openblas_function(name: str):
+    """A function of the OpenBLAS that NumPy loaded (any of its symbol spellings), or None."""
+    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
+        try:
+            lib = ctypes.CDLL(path)  # the library NumPy already loaded: same handle
+        except OSError:
+            continue
+        for prefix, suffix in product(("scipy_openblas_", "openblas_"), ("64_", "")):
+            found = getattr(lib, f"{prefix}{name}{suffix}", None)
+            if found is not None:
+                return found
+    return None
+
+
+@functools.cache
+def _openblas_threads() -> tuple | None:
+    """(get, set) for the thread count of the OpenBLAS that NumPy loaded, or None."""
+    get, put = _openblas_function("get_num_threads"), _openblas_function("set_num_threads")
+    return None if get is None or put is None else (get, put)
+
+
+@functools.cache
+def openblas_core() -> str | None:
+    """The core type OpenBLAS chose its kernels for (e.g. SkylakeX, Haswell, Zen), or None."""
+    get = _openblas_function("get_corename")
+    if get is None:
+        return None
+    get.restype = ctypes.c_char_p
+    return get().decode(errors="replace")
+
+
+@contextlib.contextmanager
+def _single_threaded_blas():
+    """OpenBLAS on one thread while our own workers (one per core) run; restored after.
+
+    Two BLAS threads per worker would oversubscribe the cores, and idle OpenBLAS threads spin
+    for a while after each call. Without a known OpenBLAS this yields False (no workers).
+    """
+    control = _openblas_threads()
+    if control is None:
+        yield False
+        return
+    get, put = control
+    with _BLAS_LOCK:
+        before = get()
+        put(1)
+        try:
+            yield True
+        finally:
+            put(before)
+
+
+@functools.cache
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """One pool per worker count, kept for the life of the process (threads start once)."""
+    return ThreadPoolExecutor(workers, thread_name_prefix="scratch-numpy")
+
+
+def _cores() -> int:
+    """CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def chunked_output(
+    q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng, group, chunk, block
+) -> tuple[np.ndarray, str]:
+    """(attention output, what the kernel chose) by query chunks and key blocks."""
+    *lead, L, E = q.shape
+    S, Ev = v.shape[-2:]
+    dtype = q.dtype
+    chunk, block = min(chunk, L), min(block, S)  # buffers no bigger than the problem
+    if dropout_p > 0.0:  # random draws come a whole (chunk, S) row band at a time
+        chunk = max(1, min(chunk, (1 << 22) // S))
+    float_mask = mask is not None and mask.dtype != np.bool_
+    exp_name, detail = kernel_detail(dtype, float_mask)
+    exp = np.exp2 if exp_name == "exp2" else np.exp
+    factor = scale * (math.log2(math.e) if exp_name == "exp2" else 1.0)  # in float64
+    # step 0: fold scale (and log2(e)) into q once, unless q * factor overflows or underflows
+    # where q @ k^T * factor would not: then each tile is scaled; k^T and v contiguous
+    with np.errstate(over="ignore", under="ignore"):
+        q_scaled = q * dtype.type(factor)  # (..., L, E)
+    tiny = np.finfo(dtype).tiny
+    folds = np.isfinite(q_scaled).all() and (
+        abs(factor) >= 1.0 or not ((q != 0) & (np.abs(q_scaled) < tiny)).any()
+    )
+    tile_scale = None if folds else factor
+    q_scaled = q_scaled if folds else q
+    k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))  # (..., E, S)
+    v_c = np.ascontiguousarray(v)  # (..., S, Ev)
+    # the fast pass's per-row offset: scores of row i are <= |q_i| max_j |k_j| |tile_scale|
+    limit = LIMIT_LOG2 if exp_name == "exp2" else LIMIT_LOG2 * math.log(2.0)
+    with np.errstate(over="ignore"):
+        q_norm = np.sqrt(np.einsum("...e,...e->...", q_scaled, q_scaled, dtype=np.float64))
+        k_norm = np.sqrt(np.einsum("...e,...e->...", k, k, dtype=np.float64)).max(axis=-1)
+    if mask is not None:
+        mask = np.broadcast_to(mask, tuple(lead) + (L, S))
+    output = np.empty(tuple(lead) + (L, Ev), dtype=dtype)
+
+    def run(tiles: _Tiles, index: tuple, i0: int, i1: int) -> None:
+        """Rows i0:i1 of one (batch, head) problem into `output`."""
+        kv = _kv_index(index, group)
+        mask_b = None if mask is None else mask[index]
+        # (1 + 1e-6) covers the rounding of the bound itself
+        per_tile = 1.0 if tile_scale is None else abs(tile_scale)
+        bound = q_norm[index] * k_norm[kv] * per_tile * (1 + 1e-6)  # (L,)
+        offset = None
+        if (bound > limit).any():
+            offset = np.where(bound > limit, bound - limit, 0.0).astype(dtype)
+            if not np.isfinite(offset).all():
+                offset = None  # beyond float range: the fast pass overflows and gives up
+        tiles.bind(q_scaled[index], k_t[kv], v_c[kv], mask_b, is_causal, tile_scale, offset, exp)
+        out = output[index][i0:i1]
+        draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
+        first = tiles.fast(i0, i1) if FAST_PASS and draws is None else None
+        r0, r1 = i0, i1  # the rows the safe pass computes
+        if first is not None:
+            acc, den, ok = first
+            with np.errstate(invalid="ignore", over="ignore"):  # bad rows are redone below
+                finish(acc, den, out, masked_rows, v[kv])
+            if ok.all():
+                return
+            bad = np.flatnonzero(~ok)  # redo the smallest row range holding them
+            r0, r1 = i0 + bad[0], i0 + bad[-1] + 1
+        acc, den = tiles.safe(r0, r1, draws, dropout_p)
+        finish(acc, den, output[index][r0:r1], masked_rows, v[kv], draws, dropout_p)
+
+    tasks = [
+        (index, i0, min(L, i0 + chunk)) for index in np.ndindex(*lead) for i0 in range(0, L, chunk)
+    ]
+    workers = min(_cores(), len(tasks))
+    if dropout_p > 0.0 or workers < 2 or L * S * math.prod(lead) < PARALLEL_MIN:
+        tiles = _tiles(chunk, block, Ev, dtype)
+        for task in tasks:  # in order: dropout draws follow the row-major order
+            run(tiles, *task)
+        return output, detail
+    with _single_threaded_blas() as single:
+        if not single:  # no BLAS control here: one thread, BLAS uses the cores
+            tiles = _tiles(chunk, block, Ev, dtype)
+            for task in tasks:
+                run(tiles, *task)
+            return output, detail
+
+        def work(task: tuple) -> None:
+            run(_tiles(chunk, block, Ev, dtype), *task)
+
+        list(_pool(workers).map(work, tasks))
+    return output, detail + f"; {workers} worker threads, OpenBLAS on one thread"
+
+
+def finish(acc, total, out, masked_rows, v_b, draws=None, dropout_p=0.0) -> None:
+    """step 6: out = acc / denominator (one division); rows with no allowed key follow
+    masked_rows."""
+    full = total == 0
+    np.divide(acc, np.where(full, 1, total)[:, None], out=out)
+    if full.any():
+        dropped = None if draws is None else draws[full]
+        out[full] = _masked_rows_output(
+            masked_rows, v_b, v_b.shape[0], out.dtype, dropped, dropout_p
+        )
+
+
+def _masked_rows_output(masked_rows, v_b, S, dtype, draws, dropout_p) -> np.ndarray | float:
+    """Output of fully masked rows: 0, NaN, or the mean of v; after dropout when it is on."""
+    if masked_rows == "zero":
+        return 0.0
+    if draws is None:
+        return np.nan if masked_rows == "nan" else v_b.mean(axis=0, dtype=np.float64).astype(dtype)
+    keep = draws >= dropout_p  # (r, S)
+    if masked_rows == "nan":  # NaN weights where kept, 0 where dropped
+        return np.where(keep.any(axis=1), np.nan, 0.0)[:, None]
+    weights = keep.astype(dtype) / dtype.type(S * (1.0 - dropout_p))  # (r, S)
+    return weights @ v_b  # (r, S) @ (S, Ev) -> (r, Ev)

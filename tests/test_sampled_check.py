@@ -1,0 +1,113 @@
+"""The window's row-sampled check at large sizes, and the vectorized may-attend grid."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import scratch
+from gui import controller, sampled_check
+from gui.session import MAX_TOKENS, random_session
+from scratch.backends import numpy_backend as nb
+
+L_SAMPLED = sampled_check.SAMPLE_FROM_TOKENS + 20  # just past the size where sampling starts
+
+
+def _session(seed, **changes):
+    s = random_session(seed, num_tokens=L_SAMPLED, num_heads=2, num_kv_heads=changes.pop("kv", 2))
+    return dataclasses.replace(s, backend="numpy", dtype="float32", **changes)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"mask_mode": "causal-top-left"},
+        {"mask_mode": "causal-bottom-right", "masked_rows": "nan"},
+        {"kv": 1, "masked_rows": "uniform"},
+    ],
+    ids=["plain", "causal", "bottom-right-nan", "gqa-uniform"],
+)
+def test_a_correct_backend_passes_the_sampled_check(seed, changes):
+    """NumPy float32 traces pass on every seed and option, and the outcome says it sampled."""
+    outcome = controller.run(_session(seed, **changes))
+    assert [c.name for c in outcome.checks] == [
+        f"head_outputs ({sampled_check.SAMPLE_ROWS} sampled rows)",
+        f"weights ({sampled_check.SAMPLE_ROWS} sampled rows)",
+    ]
+    assert all(c.ok and 0 <= c.ratio <= 1 for c in outcome.checks), outcome.checks
+    assert outcome.reference is outcome.trace  # no full ground truth was built
+    assert outcome.sampled.startswith(f"16 of {L_SAMPLED} query rows checked (seeded sample")
+
+
+def test_the_sampled_rows_match_the_ground_truth_exactly_in_float64():
+    """float64: the backend and the truth differ by rounding only (ratios far below 1)."""
+    s = dataclasses.replace(_session(5), dtype="float64")
+    checks = controller.run(s).checks
+    assert all(c.ok for c in checks) and max(c.ratio for c in checks) < 0.1
+
+
+@pytest.mark.parametrize("step,index", [("head_outputs", 0), ("weights", 1)])
+def test_a_wrong_value_in_a_sampled_row_fails(step, index):
+    """One entry of a sampled row moved by 1e-3 fails its check (and only that one)."""
+    s = _session(1)
+    trace = nb.trace_attention(**controller.trace_kwargs(s), dtype="float32")
+    row = scratch.sample_rows(L_SAMPLED, sampled_check.SAMPLE_ROWS, sampled_check.SAMPLE_SEED)[3]
+    trace[step].value[1, row, 0] += 1e-3  # head 1, a sampled row
+    checks = sampled_check.sampled_checks(trace, controller.trace_kwargs(s), "float32")
+    assert [c.ok for c in checks] == [index != 0, index != 1]
+    assert checks[index].max_abs_diff == pytest.approx(1e-3, rel=1e-2)
+
+
+def test_a_wrong_value_outside_the_sample_is_not_seen():
+    """What sampling gives up, shown: a mistake in an unsampled row passes."""
+    s = _session(1)
+    trace = nb.trace_attention(**controller.trace_kwargs(s), dtype="float32")
+    picked = set(scratch.sample_rows(L_SAMPLED, 16, 0))
+    row = next(i for i in range(L_SAMPLED) if i not in picked)
+    trace["head_outputs"].value[0, row, 0] += 1.0
+    assert all(
+        c.ok for c in sampled_check.sampled_checks(trace, controller.trace_kwargs(s), "float32")
+    )
+
+
+def test_small_sessions_and_the_ground_truth_backend_check_every_step():
+    """At or below SAMPLE_FROM_TOKENS, and for scratch itself, the full comparison runs."""
+    assert not sampled_check.wanted("numpy", sampled_check.SAMPLE_FROM_TOKENS)
+    assert not sampled_check.wanted("scratch", 4096)
+    assert sampled_check.wanted("torch-cpu", sampled_check.SAMPLE_FROM_TOKENS + 1)
+    small = dataclasses.replace(random_session(2, num_tokens=8), backend="numpy")
+    outcome = controller.run(small)
+    assert outcome.sampled == "" and outcome.reference is not outcome.trace
+    assert "weights" in [c.name for c in outcome.checks]
+
+
+def test_the_session_takes_4096_tokens():
+    assert MAX_TOKENS == 4096
+
+
+@pytest.mark.parametrize("masking", ["bool", "causal", "none"])
+def test_may_attend_grid_from_arrays_matches_the_ground_truths(masking):
+    """The vectorized grid (NumPy arrays) equals the one the list path builds."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 4))
+    mask = rng.random((6, 6)) > 0.5
+    mask[2] = False  # one fully masked row
+    kw = {"bool": {"attn_mask": mask.tolist()}, "causal": {"is_causal": True}, "none": {}}[masking]
+    found = nb.trace_attention(x, num_heads=2, **kw)
+    truth = scratch.trace_attention(x.tolist(), num_heads=2, **kw)
+    assert found.allowed == truth.allowed
+    assert found["weights"].note == truth["weights"].note
+    if masking == "bool":
+        assert "2 fully masked row(s)" in found["weights"].note  # one row, two heads
+
+
+def test_a_passing_check_shows_the_bound_where_the_difference_is_largest():
+    """As compare_traces: max |difference| <= the bound shown whenever the step passes."""
+    s = random_session(1, 300, 8, 4, 4, 2)  # a case whose worst ratio is not its largest diff
+    s = dataclasses.replace(s, backend="numpy", dtype="float32")
+    for check in controller.run(s).checks:
+        assert check.ok and check.max_abs_diff <= check.bound
