@@ -361,16 +361,7 @@ class InputsPanel(QWidget):
         if self.session.preset == "random":  # new numbers; the options the user chose stay
 
             def reseeded(s: Session) -> Session:
-                keep = dict(
-                    backend=s.backend,
-                    dtype=s.dtype,
-                    masked_rows=s.masked_rows,
-                    scale_mode=s.scale_mode,
-                    scale_value=s.scale_value,
-                )
-                if s.mask_mode != "custom":  # a clicked mask belongs to the old example
-                    keep["mask_mode"] = s.mask_mode
-                return dataclasses.replace(self._random(s), **keep)
+                return dataclasses.replace(self._random(s), **sm.kept_options(s))
 
             self._apply(reseeded)
         else:

@@ -319,17 +319,21 @@ def regenerated(s: Session, **sizes: int) -> Session:
         shape.num_heads,
         shape.num_kv_heads,
     )
+    return dataclasses.replace(fresh, **kept_options(s), step=s.step)
+
+
+def kept_options(s: Session) -> dict:
+    """The options a new random example keeps from the old one (a clicked mask does not)."""
     keep = dict(
         backend=s.backend,
         dtype=s.dtype,
         masked_rows=s.masked_rows,
         scale_mode=s.scale_mode,
         scale_value=s.scale_value,
-        step=s.step,
     )
     if s.mask_mode != "custom":  # a clicked mask belongs to the old example
         keep["mask_mode"] = s.mask_mode
-    return dataclasses.replace(fresh, **keep)
+    return keep
 
 
 def with_cell(s: Session, name: str, i: int, j: int, value: float) -> Session:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import product
 from math import fsum
 
-from .attention import _at, build_mask
+from .attention import _at, build_mask, stack
 from .backward import backward_head, key_value_grads
 from .linalg import matmul_nt, transpose_rows
 from .multihead import run_multi_head, split_heads
@@ -50,10 +50,7 @@ def _rows(nested: list, lead: tuple[int, ...]) -> list[list[float]]:
 
 def _nest(rows: list, lead: tuple[int, ...], n: int) -> list:
     """Undo _rows: n rows per leading index, nested back into the leading dims."""
-    blocks = [rows[i : i + n] for i in range(0, len(rows), n)]
-    for size in reversed(lead[1:]):
-        blocks = [blocks[i : i + size] for i in range(0, len(blocks), size)]
-    return blocks if lead else blocks[0]
+    return stack([rows[i : i + n] for i in range(0, len(rows), n)], lead)
 
 
 def _weight_grads(inputs: list, grads: list) -> tuple[list, list]:

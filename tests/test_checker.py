@@ -28,21 +28,10 @@ except ImportError:  # pragma: no cover - torch is optional
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def backend_fn(name: str):
-    """A backend's scaled_dot_product_attention as a checker-style fn."""
-    sdpa = backends.get(name).scaled_dot_product_attention
-
-    def fn(q, k, v, **kwargs):
-        return sdpa(q, k, v, **kwargs)
-
-    fn.__name__ = fn.__qualname__ = f"{name}_sdpa"
-    return fn
-
-
 @pytest.mark.parametrize("name", backends.available())
 def test_every_backend_passes(name):
     array = "torch" if name.startswith("torch") else "numpy"
-    report = check(backend_fn(name), array=array, dtype="float32")
+    report = check(catalogue.backend_fn(name), array=array, dtype="float32")
     assert report, str(report)
     assert report.diagnosis is None
     assert all(c.status == "pass" for c in report.cases), str(report)
