@@ -15,21 +15,22 @@ def projections(w: dict, layer: int) -> dict[str, np.ndarray]:
     p = f"encoder.layer.{layer}.attention.self."
     out = {}
     for name, part in (("q", "query"), ("k", "key"), ("v", "value")):
-        out[f"w_{name}"] = w[p + part + ".weight"].astype(np.float64).T  # (out, in) -> (in, out)
-        out[f"b_{name}"] = w[p + part + ".bias"].astype(np.float64)
+        weight = w[p + part + ".weight"].astype(np.float64, copy=False)  # (out, in)
+        out[f"w_{name}"] = weight.T  # (in, out): right-multiplied
+        out[f"b_{name}"] = w[p + part + ".bias"].astype(np.float64, copy=False)
     return out
 
 
 def forward(config: dict, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
     """(attentions (layers, heads, T, T), each layer's attention input x (T, d_model))."""
-    f64 = lambda name: w[name].astype(np.float64)  # noqa: E731
+    f64 = lambda name: w[name].astype(np.float64, copy=False)  # noqa: E731
     eps = float(config.get("layer_norm_eps", 1e-12))
     act = ACTIVATIONS[config.get("hidden_act", "gelu")]
     heads = int(config["num_attention_heads"])
     T = len(ids)
     # embeddings: word + position + token type 0, then LayerNorm          (T, d_model)
     h = (
-        w["embeddings.word_embeddings.weight"][ids].astype(np.float64)
+        w["embeddings.word_embeddings.weight"][ids].astype(np.float64, copy=False)
         + f64("embeddings.position_embeddings.weight")[:T]
         + f64("embeddings.token_type_embeddings.weight")[0]
     )

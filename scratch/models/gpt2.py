@@ -13,8 +13,8 @@ from .layers import ACTIVATIONS, attention_heads, layer_norm
 
 def projections(w: dict, layer: int, d_model: int) -> dict[str, np.ndarray]:
     """Layer `layer`'s w_q, w_k, w_v (d_model, d_model) and biases, cut out of c_attn."""
-    W = w[f"h.{layer}.attn.c_attn.weight"].astype(np.float64)  # (d, 3d)
-    b = w[f"h.{layer}.attn.c_attn.bias"].astype(np.float64)  # (3d,)
+    W = w[f"h.{layer}.attn.c_attn.weight"].astype(np.float64, copy=False)  # (d, 3d)
+    b = w[f"h.{layer}.attn.c_attn.bias"].astype(np.float64, copy=False)  # (3d,)
     out = {}
     for n, name in enumerate("qkv"):
         cols = slice(n * d_model, (n + 1) * d_model)
@@ -24,12 +24,12 @@ def projections(w: dict, layer: int, d_model: int) -> dict[str, np.ndarray]:
 
 def forward(config: dict, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
     """(attentions (layers, heads, T, T), each layer's attention input ln_1(h) (T, d_model))."""
-    f64 = lambda name: w[name].astype(np.float64)  # noqa: E731
+    f64 = lambda name: w[name].astype(np.float64, copy=False)  # noqa: E731
     eps = float(config.get("layer_norm_epsilon", 1e-5))
     act = ACTIVATIONS[config.get("activation_function", "gelu_new")]
     heads, d = int(config["n_head"]), int(config["n_embd"])
     T = len(ids)
-    h = w["wte.weight"][ids].astype(np.float64) + f64("wpe.weight")[:T]  # (T, d)
+    h = w["wte.weight"][ids].astype(np.float64, copy=False) + f64("wpe.weight")[:T]  # (T, d)
     attentions, inputs = [], []
     for n in range(int(config["n_layer"])):
         p = f"h.{n}."

@@ -190,7 +190,12 @@ def _load(path: str, verify: bool) -> Model:
         )
     if verify:
         verify_default_weights(folder / "model.safetensors")
-    weights = read_weights(folder / "model.safetensors")
+    # float64 once here, not on every run; the token tables stay float32 (rows are gathered)
+    tables = ("embeddings.word_embeddings.weight", "wte.weight")
+    weights = {
+        name: w if name in tables or w.dtype.kind != "f" else w.astype(np.float64)
+        for name, w in read_weights(folder / "model.safetensors").items()
+    }
     tokenizer = read_tokenizer(folder / "tokenizer.json")
     name = "all-MiniLM-L6-v2" if verify else folder.name
     model = Model(name, folder, family, config, weights, tokenizer)
