@@ -17,17 +17,15 @@ from .tolerance import (
     EXP_ULPS,
     SMALLEST_SUBNORMAL,
     UNIT_ROUNDOFF,
-    Rounding,
+    as_float64,
     check_dtype,
     gamma,
 )
+from .steps import call_of, spec_for
 from .trace import Trace
 
 LARGEST = {"float64": 1.7976931348623157e308, "float32": 3.4028234663852886e38,
            "float16": 65504.0, "bfloat16": 3.3895313892515355e38}  # fmt: skip
-
-INPUTS = ("x", "key_input", "value_input", "w_q", "w_k", "w_v", "w_o")
-
 
 @dataclass(frozen=True)
 class StepCheck:
@@ -78,6 +76,7 @@ class _Comparison:
         self.u_store = UNIT_ROUNDOFF[dtype]  # every stored step may be rounded to dtype
         self.floor = SMALLEST_SUBNORMAL[dtype] + SMALLEST_SUBNORMAL[ACCUMULATE[dtype]]
         self.H, self.Hkv = trace.num_heads, trace.num_kv_heads
+        self.call = call_of(trace)
         self.scale = abs(float(trace.scale))
         self.got, self.want, self.diff = {}, {}, {}
         self.scores_cache = {}
@@ -87,7 +86,7 @@ class _Comparison:
     def values(self, name: str) -> tuple[object, object, object]:
         """(trace value, reference value, |difference|) of a step already checked."""
         if name not in self.diff:
-            raise KeyError(name)
+            raise KeyError(f"step {name!r} could not be compared")
         return self.got[name], self.want[name], self.diff[name]
 
     def chain(self, b0, want, roundings: int, n_truth: float, size):
@@ -118,8 +117,8 @@ class _Comparison:
         diff = ops.absdiff(got, want)
         self.diff[name] = diff
         try:
-            bounds = self.bound(name, len(step.shape))
-        except KeyError as exc:  # a step it reads is missing or had the wrong shape
+            bounds = self.bound(name)
+        except KeyError as exc:  # a step it reads is missing or had the wrong shape, or no entry
             return StepCheck(
                 name,
                 ops.maxabs(diff),
@@ -128,7 +127,7 @@ class _Comparison:
                 ops.tolist(diff),
                 math.inf,
                 None,
-                f"{name}: no bound, step {exc} could not be compared",
+                f"{name}: no bound, {exc.args[0]}",
             )
         bounds = ops.where(ops.finite(want), bounds, 0.0)
         ratio, worst_bound = ops.worst(diff, bounds)
@@ -152,50 +151,13 @@ class _Comparison:
             name, biggest, worst_bound, ok, ops.tolist(diff), ratio, ops.tolist(bounds), message
         )
 
-    def bound(self, name: str, ndim: int):
-        """Per-element bound of one step (each step's own rounding + propagated differences)."""
-        if name in INPUTS:  # the backend stored the input in its dtype: one rounding
-            return self.ops.ew(lambda w: self.u_store * abs(w) + self.floor, self.want[name])
-        if name in ("q", "k", "v"):
-            return self.projection(name)
-        if name in ("scores", "scaled", "masked", "weights", "head_outputs"):
-            per_head = [self.head_bound(name, h) for h in range(self.H)]
-            return self.ops.stack(per_head) if ndim == 3 else per_head[0]
-        if name == "output" and "head_outputs" not in self.trace:
-            return self.head_bound("output", 0)
-        if name == "concat" or (name == "output" and "w_o" not in self.trace):
-            return self.ops.concat_heads(self.diff["head_outputs"])  # an exact rearrangement
-        if name == "output":
-            return self.dense("concat", "w_o", self.want["output"])
-        return self.ops.ew(lambda w: 4 * self.u_store * abs(w) + self.floor, self.want[name])
-
-    def projection(self, name: str):
-        """q/k/v: a dense layer of its input, or the input itself when there is no w."""
-        src = {"q": "x", "k": "key_input", "v": "value_input"}[name]
-        if src not in self.trace:  # self-attention: keys and values come from x
-            src = "key_input" if name == "v" and "key_input" in self.trace else "x"
-        if f"w_{name}" not in self.trace:
-            return self.ops.ew(
-                lambda d, w: d + self.u_store * abs(w) + self.floor, self.diff[src], self.want[name]
-            )
-        return self.dense(src, f"w_{name}", self.want[name])
-
-    def dense(self, src: str, w: str, want):
-        """src @ w (+ bias): propagated differences + rounding of n products (bias unknown)."""
-        ops = self.ops
-        (a, a_ref, da), (b, _, db) = self.values(src), self.values(w)
-        n = ops.shape(a)[-1]
-        # (L, n) @ (n, m) -> (L, m): how far the inputs' differences can move the product
-        prop = ops.add(ops.mm(da, ops.abs(b)), ops.mm(ops.abs(a_ref), db))
-        size = ops.mm(ops.abs(a), ops.abs(b))  # sum_l |a_il b_lc|
-        g = gamma(n + 2, self.u_acc)
-        # an unknown bias b_c is at most |want| + size, so rounding sees at most 2 size + |want|;
-        # a 16-bit trace also stores the bias itself rounded to 16 bits: u_store |b_c| more
-        # (the trace does not record whether a bias was given, so this slack is always there)
-        us = self.u_store
-        b0 = ops.ew(lambda p, s, w: p + (g + us) * (2 * s + abs(w)), prop, size, want)
-        full = ops.ew(lambda s, w: 2 * s + abs(w), size, want)
-        return self.chain(b0, want, 2, n + 2, full)
+    def bound(self, name: str):
+        """Per-element bound of one step: its registry entry's bound, head by head."""
+        spec = spec_for(self.call, name)
+        reads = spec.reads(self.call)
+        if spec.axes_for(self.call)[0] == "head":
+            return self.ops.stack([spec.bound(self, name, reads, h) for h in range(self.H)])
+        return spec.bound(self, name, reads, 0)
 
     def head_slices(self, h: int, name: str) -> tuple[object, object, object]:
         """Columns of q (query head h) or k/v (its kv head) for head h: (got, want, diff)."""
@@ -212,103 +174,6 @@ class _Comparison:
             return got[h], want[h], diff[h]
         return got, want, diff
 
-    def score_parts(self, h: int):
-        """For head h: (propagated |scores difference|, sum_l |q_il k_jl|, E); cached."""
-        if h not in self.scores_cache:
-            self.scores_cache[h] = self._score_parts(h)
-        return self.scores_cache[h]
-
-    def _score_parts(self, h: int):
-        """score_parts, computed."""
-        ops = self.ops
-        (q, q_ref, dq), (k, _, dk) = self.head_slices(h, "q"), self.head_slices(h, "k")
-        # (L, E) @ (E, S) -> (L, S)
-        prop = ops.add(ops.mm(dq, ops.T(ops.abs(k))), ops.mm(ops.abs(q_ref), ops.T(dk)))
-        size = ops.mm(ops.abs(q), ops.T(ops.abs(k)))
-        return prop, size, ops.shape(q)[-1]
-
-    def head_bound(self, name: str, h: int):
-        """Bound of one head of scores, scaled, masked, weights or the output."""
-        ops = self.ops
-        if name in ("scores", "scaled"):
-            prop, size, E = self.score_parts(h)
-            c = 1.0 if name == "scores" else self.scale
-            g = gamma(E + 2, self.u_acc)
-            b0 = ops.ew(lambda p, s: c * (p + g * s), prop, size)
-            return self.chain(b0, self.head(name, h)[1], 2, E + 2, ops.ew(lambda s: c * s, size))
-        if name == "masked":
-            bound = self.head_bound("scaled", h)
-            want = self.head("masked", h)[1]
-            u_store = Rounding(self.dtype, 0, 1).u_store  # 16-bit traces store a rounded copy
-            return ops.ew(lambda b, w: b + (2 * self.u_acc + u_store) * (abs(w) + b), bound, want)
-        if name == "weights":
-            return self.weights_bound(h)
-        return self.output_bound(name, h)
-
-    def weights_bound(self, h: int):
-        """softmax of the backend's masked row vs the truth's: exponents moved by delta_i."""
-        ops = self.ops
-        masked, _, d_masked = self.head("masked", h)
-        _, p_ref, _ = self.head("weights", h)
-        S = ops.shape(p_ref)[-1]
-        live = ops.positive(p_ref)
-        # 16-bit traces store rounded copies of float32 scores: the exponents used may sit u_s|m|
-        # away from the stored masked values
-        slack = Rounding(self.dtype, 0, S).u_store
-        moved = ops.ew(lambda d, m: d + slack * m, d_masked, ops.finite_abs(masked))
-        moved = ops.rowmax(ops.where(live, moved, 0.0))
-        top = ops.rowmax(ops.where(live, ops.finite_abs(masked), 0.0))
-        kernel, truth = Rounding(self.dtype, 0, S), Rounding("float64", 0, S)
-        factors = [
-            kernel.factor(d + gamma(4, self.u_acc) * t) + truth.factor(gamma(4, truth.u_acc) * t)
-            for d, t in zip(moved, top)
-        ]
-        floor = kernel.weight_floor + truth.weight_floor
-        return ops.where(live, ops.ew(lambda f, p: f * p + floor, ops.rows(factors, S), p_ref), 0.0)
-
-    def output_bound(self, name: str, h: int):
-        """weights @ v: the larger of a propagated bound (from the trace's weights) and an
-        end-to-end one (from its q, k, v, as `tolerance` does)."""
-        ops = self.ops
-        p, p_ref, dp = self.head("weights", h)
-        v, v_ref, dv = self.head_slices(h, "v")
-        S = ops.shape(p_ref)[-1]
-        clean = ops.nan_to_zero(p_ref)
-        dp = ops.nan_to_zero(dp)
-        absv = ops.abs(v)
-        # (L, S) @ (S, Ev) -> (L, Ev): propagated from the trace's own weights and v
-        p_abs = ops.abs(ops.nan_to_zero(p))
-        acc = ops.mm(p_abs, absv)
-        prop = ops.add(ops.mm(dp, absv), ops.mm(clean, dv))
-        g = gamma(S + 1, self.u_acc)
-        out_ref = self.head(name, h)[1]
-        via_weights = self.chain(ops.ew(lambda a, b: a + g * b, prop, acc), out_ref, 2, S + 1, acc)
-        # end to end: exponents moved by the q/k differences, the scores' rounding and the mask
-        s_prop, size, E = self.score_parts(h)
-        masked_ref, scaled_ref = self.head("masked", h)[1], self.head("scaled", h)[1]
-        live = ops.positive(clean)
-        kernel, truth = Rounding(self.dtype, E, S), Rounding("float64", E, S)
-        added = ops.finite_abs(ops.ew(lambda m, sc: m - sc, masked_ref, scaled_ref))  # |mask|
-        g = kernel.score_gamma
-        moved = ops.ew(
-            lambda pr, s, a: self.scale * pr + g * (self.scale * s + a), s_prop, size, added
-        )
-        delta = ops.rowmax(ops.where(live, moved, 0.0))
-        top = ops.rowmax(ops.where(live, ops.ew(lambda s: self.scale * s, size), 0.0))
-        factors = [
-            kernel.factor(d) + truth.factor(truth.score_gamma * t) for d, t in zip(delta, top)
-        ]
-        Ev = ops.shape(v)[-1]
-        weighted = ops.mm(clean, ops.abs(v_ref))
-        floor = (kernel.weight_floor + truth.weight_floor) * ops.maxabs(v_ref) * S
-        floor += kernel.output_floor + truth.output_floor
-        end_to_end = ops.ew(
-            lambda f, w, pd: f * w + pd + floor, ops.rows(factors, Ev), weighted, ops.mm(clean, dv)
-        )
-        both = ops.maximum(via_weights, end_to_end)
-        nonzero = ops.rows([float(x > 0) for x in ops.rowmax(clean)], Ev)  # zero and NaN rows: 0
-        return ops.where(nonzero, both, 0.0)
-
 
 class _NumpyOps:
     """Array operations on numpy float64 arrays."""
@@ -318,8 +183,6 @@ class _NumpyOps:
 
     def array(self, value):
         """A step value (nested lists, numpy array or tensor) as float64 numpy."""
-        from .tolerance import as_float64
-
         return as_float64(self.np, value)
 
     def absdiff(self, a, b):
@@ -391,7 +254,7 @@ class _NumpyOps:
         return float(self.np.max(self.np.abs(a))) if a.size else 0.0
 
     def worst(self, diff, bounds):
-        """(max diff / bound, the bound to show); see _shown_bound."""
+        """(max diff / bound, the bound to show: at the worst ratio on failure, else at max diff)."""
         np = self.np
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(diff == 0, 0.0, diff / bounds)

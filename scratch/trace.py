@@ -10,9 +10,10 @@ import math
 from dataclasses import dataclass, field
 
 from .multihead import run_multi_head
+from .steps import AXES, Call, steps_of
 from .validate import _describe, as_mask, as_matrix, check_value_has_key
 
-AXES = ("head", "query", "key", "model", "feature")
+__all__ = ["AXES", "Step", "Trace", "given_arguments", "layout_trace", "trace_attention"]
 
 
 @dataclass(frozen=True)
@@ -95,23 +96,13 @@ def _scale_note(scale: object, value: float, d_head: int) -> str:
     return f"scale = {value:.6g} (given)"
 
 
-def _mask_words(attn_mask: object, is_causal: bool, is_bool: bool | None) -> tuple[str, str, str]:
-    """(kind, formula, note) for the masked step."""
+def _mask_kind(attn_mask: object, is_causal: bool, is_bool: bool | None) -> str:
+    """The mask kind of a call: causal, none, bool or float."""
     if is_causal:
-        return (
-            "causal",
-            "masked = scaled, with -inf where key j > query i (causal)",
-            "causal: each token sees itself and the tokens before it",
-        )
+        return "causal"
     if attn_mask is None:
-        return "none", "masked = scaled (no mask)", "no mask: every query may attend every key"
-    if is_bool:
-        return (
-            "bool",
-            "masked = scaled, with -inf where attn_mask is False",
-            "attn_mask: True = may attend, False = masked (-inf)",
-        )
-    return "float", "masked = scaled + attn_mask", "attn_mask is added; -inf entries mask a key"
+        return "none"
+    return "bool" if is_bool else "float"
 
 
 def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
@@ -161,169 +152,32 @@ def layout_trace(
     scores, scaled, masked and weights, head_outputs (H, L, d_v), [concat, w_o,] and output.
     `given` says which of w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, key and value the user passed.
     """
-    H, Hkv = num_heads, num_kv_heads
     L, S = len(values["q"]), len(values["k"])
-    d_head = len(_tolist(values["q"])[0]) // H
+    d_head = len(_tolist(values["q"])[0]) // num_heads
     labels = _labels(tokens, L, "tokens", "t")
     cross = given["key"]
-    separate_value = cross and given["value"]
     key_labels = _labels(key_tokens, S, "key_tokens", "k") if cross or key_tokens else labels
-    multi = H > 1 or given["w_o"]
-    steps = []
-
-    def add(name: str, formula: str, value: object, note: str, *axes: str) -> None:
-        steps.append(Step(name, formula, value, note, axes))
-
-    def per_head(name: str) -> object:
-        return values[name] if multi else values[name][0]  # (H, L, S) or (L, S)
-
-    # step 0: the inputs and the projection weights
-    add("x", "x", values["x"], f"input: {L} tokens, each a row of numbers", "query", "model")
-    if cross:
-        add(
-            "key_input",
-            "key input",
-            values["key_input"],
-            f"key-side input: {S} tokens (cross-attention)",
-            "key",
-            "model",
-        )
-        if separate_value:
-            add(
-                "value_input",
-                "value input",
-                values["value_input"],
-                "value-side input",
-                "key",
-                "model",
-            )
-    src = {"q": "x", "k": "key_input" if cross else "x"}
-    src["v"] = "value_input" if separate_value else src["k"]
-    for name, what in (("q", "queries"), ("k", "keys"), ("v", "values")):
-        if given[f"w_{name}"]:
-            add(
-                f"w_{name}",
-                f"w_{name}",
-                values[f"w_{name}"],
-                f"projection that turns inputs into {what}",
-                "model",
-                "feature",
-            )
-
-    def proj(out: str) -> str:
-        if not given[f"w_{out}"]:
-            return f"{out} = {src[out]} (no projection)"
-        return f"{out} = {src[out]} @ w_{out}" + (f" + b_{out}" if given[f"b_{out}"] else "")
-
-    # step 1: q, k, v = projections   (L, d_model) @ (d_model, H * d_head) -> (L, H * d_head)
-    add("q", proj("q"), values["q"], "queries: what each token is looking for", "query", "feature")
-    add(
-        "k", proj("k"), values["k"], "keys: what each token offers to be found by", "key", "feature"
-    )
-    add("v", proj("v"), values["v"], "values: what each token passes on", "key", "feature")
-    head_axes = ("head",) if multi else ()
-    h = "[h]" if multi else ""
-    kv = f"k_{{h // {H // Hkv}}}" if multi and Hkv < H else ("k_h" if multi else "k")
-    # step 2: scores = q @ k^T        (L, d_head) @ (d_head, S) -> (L, S)
-    add(
-        "scores",
-        f"scores{h} = {'q_h' if multi else 'q'} @ {kv}^T",
-        per_head("scores"),
-        "dot product of each query with each key: high = similar",
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 3: scaled = scores * scale
-    add(
-        "scaled",
-        f"scaled{h} = scores{h} * scale",
-        per_head("scaled"),
-        _scale_note(scale_arg, scale, d_head),
-        *head_axes,
-        "query",
-        "key",
-    )
-    # step 4: masked = scaled + mask
-    kind, formula, note = _mask_words(attn_mask, is_causal, is_bool)
-    add(
-        "masked",
-        formula.replace("masked", f"masked{h}", 1).replace("scaled", f"scaled{h}", 1),
-        per_head("masked"),
-        note,
-        *head_axes,
-        "query",
-        "key",
-    )
+    kind = _mask_kind(attn_mask, is_causal, is_bool)
     n_full, grids = _may_attend(values["masked"], kind != "none")
-    # step 5: weights = softmax(masked) along each row
-    w_note = "each row sums to 1: how much each query attends to each key"
-    if n_full:
-        w_note += f"; {n_full} fully masked row(s) follow masked_rows={masked_rows!r}"
-    add(
-        "weights",
-        f"weights{h} = softmax(masked{h}) along each row",
-        per_head("weights"),
-        w_note,
-        *head_axes,
-        "query",
-        "key",
+    call = Call(
+        num_heads,
+        num_kv_heads,
+        frozenset(name for name, was_given in given.items() if was_given),
+        kind,
+        tokens=L,
+        key_tokens=S,
+        scale_note=_scale_note(scale_arg, scale, d_head),
+        masked_rows=masked_rows,
+        fully_masked=n_full,
     )
-    # step 6: output = weights @ v    (L, S) @ (S, d_v) -> (L, d_v)
-    if not multi:
-        add(
-            "output",
-            "output = weights @ v",
-            values["output"],
-            "each output row is a weighted average of the value rows",
-            "query",
-            "feature",
+    steps = []
+    for spec in steps_of(call):  # the registry's steps 0 to 8, in trace order
+        value = values[spec.name]
+        if spec.per_head and not call.multi:
+            value = value[0]  # (H, L, S) -> (L, S) for one head
+        steps.append(
+            Step(spec.name, spec.formula(call), value, spec.note(call), spec.axes_for(call))
         )
-    else:
-        vh = f"v_{{h // {H // Hkv}}}" if Hkv < H else "v_h"
-        add(
-            "head_outputs",
-            f"head_outputs[h] = weights[h] @ {vh}",
-            values["head_outputs"],
-            "each head's weighted average of its value rows",
-            "head",
-            "query",
-            "feature",
-        )
-        if not given["w_o"]:
-            add(
-                "output",
-                "output = concat(head_outputs[0], ..., head_outputs[H-1])",
-                values["output"],
-                "the heads side by side",
-                "query",
-                "feature",
-            )
-        else:
-            add(
-                "concat",
-                "concat = [head_outputs[0] | ... | head_outputs[H-1]]",
-                values["concat"],
-                "the heads side by side",
-                "query",
-                "feature",
-            )
-            add(
-                "w_o",
-                "w_o",
-                values["w_o"],
-                "output projection that mixes the heads",
-                "feature",
-                "feature",
-            )
-            add(
-                "output",
-                "output = concat @ w_o" + (" + b_o" if given["b_o"] else ""),
-                values["output"],
-                "the heads mixed by the output projection",
-                "query",
-                "feature",
-            )
     allowed = None
     if kind != "none":
         allowed = grids[0] if all(g == grids[0] for g in grids) else tuple(grids)
@@ -336,8 +190,9 @@ def layout_trace(
         "dtype": dtype,
         "kernel": kernel,
         "cross": cross,
+        "biases": tuple(sorted(name for name in call.given if name.startswith("b_"))),
     }
-    return Trace(tuple(steps), labels, key_labels, scale, H, Hkv, allowed, options)
+    return Trace(tuple(steps), labels, key_labels, scale, num_heads, num_kv_heads, allowed, options)
 
 
 def given_arguments(**arguments: object) -> dict[str, bool]:

@@ -1,0 +1,158 @@
+"""How each step's error bound propagates: one function per kind of step, read by the registry.
+
+Each function returns the per-element bound of one step (of head h for a step with a head axis):
+the step's own rounding plus the differences already measured on the steps it `reads`, pushed
+through it. `cmp` is the running comparison of `scratch.compare` (its array ops, the values and
+differences of the steps checked so far, and the dtype's unit roundoffs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .tolerance import Rounding, gamma
+
+Bound = Callable[[object, str, tuple[str, ...], int], object]
+
+
+def stored_input(cmp, name: str, reads: tuple[str, ...], h: int):
+    """An input the backend stored in its dtype: one rounding."""
+    return cmp.ops.ew(lambda w: cmp.u_store * abs(w) + cmp.floor, cmp.want[name])
+
+
+def projection(cmp, name: str, reads: tuple[str, ...], h: int):
+    """q/k/v: a dense layer of its input, or the input itself when there is no weight."""
+    if len(reads) == 1:
+        return cmp.ops.ew(
+            lambda d, w: d + cmp.u_store * abs(w) + cmp.floor, cmp.diff[reads[0]], cmp.want[name]
+        )
+    return dense(cmp, reads[0], reads[1], cmp.want[name])
+
+
+def output_projection(cmp, name: str, reads: tuple[str, ...], h: int):
+    """output = concat @ w_o (+ b_o)."""
+    return dense(cmp, reads[0], reads[1], cmp.want[name])
+
+
+def dense(cmp, src: str, w: str, want):
+    """src @ w (+ bias): propagated differences + rounding of n products (bias unknown)."""
+    ops = cmp.ops
+    (a, a_ref, da), (b, _, db) = cmp.values(src), cmp.values(w)
+    n = ops.shape(a)[-1]
+    # (L, n) @ (n, m) -> (L, m): how far the inputs' differences can move the product
+    prop = ops.add(ops.mm(da, ops.abs(b)), ops.mm(ops.abs(a_ref), db))
+    size = ops.mm(ops.abs(a), ops.abs(b))  # sum_l |a_il b_lc|
+    g = gamma(n + 2, cmp.u_acc)
+    # an unknown bias b_c is at most |want| + size, so rounding sees at most 2 size + |want|;
+    # a 16-bit trace also stores the bias itself rounded to 16 bits: u_store |b_c| more
+    # (the bound does not ask whether a bias was given, so this slack is always there)
+    us = cmp.u_store
+    b0 = ops.ew(lambda p, s, w: p + (g + us) * (2 * s + abs(w)), prop, size, want)
+    full = ops.ew(lambda s, w: 2 * s + abs(w), size, want)
+    return cmp.chain(b0, want, 2, n + 2, full)
+
+
+def side_by_side(cmp, name: str, reads: tuple[str, ...], h: int):
+    """The heads' outputs laid side by side: an exact rearrangement of their differences."""
+    return cmp.ops.concat_heads(cmp.diff[reads[0]])
+
+
+def score_parts(cmp, h: int):
+    """For head h: (propagated |scores difference|, sum_l |q_il k_jl|, E); cached on cmp."""
+    if h not in cmp.scores_cache:
+        ops = cmp.ops
+        (q, q_ref, dq), (k, _, dk) = cmp.head_slices(h, "q"), cmp.head_slices(h, "k")
+        # (L, E) @ (E, S) -> (L, S)
+        prop = ops.add(ops.mm(dq, ops.T(ops.abs(k))), ops.mm(ops.abs(q_ref), ops.T(dk)))
+        size = ops.mm(ops.abs(q), ops.T(ops.abs(k)))
+        cmp.scores_cache[h] = prop, size, ops.shape(q)[-1]
+    return cmp.scores_cache[h]
+
+
+def scores(cmp, name: str, reads: tuple[str, ...], h: int):
+    """q_h @ k^T: the q/k differences pushed through the product, plus its rounding."""
+    return _scored(cmp, name, h, 1.0)
+
+
+def scaled(cmp, name: str, reads: tuple[str, ...], h: int):
+    """scores * scale, bounded from q and k as scores are, times |scale|."""
+    return _scored(cmp, name, h, cmp.scale)
+
+
+def _scored(cmp, name: str, h: int, c: float):
+    """c * (propagated + rounding of the E products) for scores (c = 1) and scaled (|scale|)."""
+    ops = cmp.ops
+    prop, size, E = score_parts(cmp, h)
+    g = gamma(E + 2, cmp.u_acc)
+    b0 = ops.ew(lambda p, s: c * (p + g * s), prop, size)
+    return cmp.chain(b0, cmp.head(name, h)[1], 2, E + 2, ops.ew(lambda s: c * s, size))
+
+
+def masked(cmp, name: str, reads: tuple[str, ...], h: int):
+    """scaled + mask: the scaled bound plus the rounding of the addition."""
+    bound = scaled(cmp, reads[0], (), h)
+    want = cmp.head(name, h)[1]
+    u_store = Rounding(cmp.dtype, 0, 1).u_store  # 16-bit traces store a rounded copy
+    return cmp.ops.ew(lambda b, w: b + (2 * cmp.u_acc + u_store) * (abs(w) + b), bound, want)
+
+
+def weights(cmp, name: str, reads: tuple[str, ...], h: int):
+    """softmax of the backend's masked row vs the truth's: exponents moved by delta_i."""
+    ops = cmp.ops
+    masked_got, _, d_masked = cmp.head(reads[0], h)
+    _, p_ref, _ = cmp.head(name, h)
+    S = ops.shape(p_ref)[-1]
+    live = ops.positive(p_ref)
+    # 16-bit traces store rounded copies of float32 scores: the exponents used may sit u_s|m|
+    # away from the stored masked values
+    slack = Rounding(cmp.dtype, 0, S).u_store
+    moved = ops.ew(lambda d, m: d + slack * m, d_masked, ops.finite_abs(masked_got))
+    moved = ops.rowmax(ops.where(live, moved, 0.0))
+    top = ops.rowmax(ops.where(live, ops.finite_abs(masked_got), 0.0))
+    kernel, truth = Rounding(cmp.dtype, 0, S), Rounding("float64", 0, S)
+    factors = [
+        kernel.factor(d + gamma(4, cmp.u_acc) * t) + truth.factor(gamma(4, truth.u_acc) * t)
+        for d, t in zip(moved, top)
+    ]
+    floor = kernel.weight_floor + truth.weight_floor
+    return ops.where(live, ops.ew(lambda f, p: f * p + floor, ops.rows(factors, S), p_ref), 0.0)
+
+
+def weighted_values(cmp, name: str, reads: tuple[str, ...], h: int):
+    """weights @ v: the larger of a propagated bound (from the trace's weights) and an
+    end-to-end one (from its q, k, v, as `tolerance` does)."""
+    ops = cmp.ops
+    p, p_ref, dp = cmp.head(reads[0], h)  # weights
+    v, v_ref, dv = cmp.head_slices(h, reads[1])  # v
+    S = ops.shape(p_ref)[-1]
+    clean = ops.nan_to_zero(p_ref)
+    dp = ops.nan_to_zero(dp)
+    absv = ops.abs(v)
+    # (L, S) @ (S, Ev) -> (L, Ev): propagated from the trace's own weights and v
+    p_abs = ops.abs(ops.nan_to_zero(p))
+    acc = ops.mm(p_abs, absv)
+    prop = ops.add(ops.mm(dp, absv), ops.mm(clean, dv))
+    g = gamma(S + 1, cmp.u_acc)
+    out_ref = cmp.head(name, h)[1]
+    via_weights = cmp.chain(ops.ew(lambda a, b: a + g * b, prop, acc), out_ref, 2, S + 1, acc)
+    # end to end: exponents moved by the q/k differences, the scores' rounding and the mask
+    s_prop, size, E = score_parts(cmp, h)
+    masked_ref, scaled_ref = cmp.head("masked", h)[1], cmp.head("scaled", h)[1]
+    live = ops.positive(clean)
+    kernel, truth = Rounding(cmp.dtype, E, S), Rounding("float64", E, S)
+    added = ops.finite_abs(ops.ew(lambda m, sc: m - sc, masked_ref, scaled_ref))  # |mask|
+    g = kernel.score_gamma
+    moved = ops.ew(lambda pr, s, a: cmp.scale * pr + g * (cmp.scale * s + a), s_prop, size, added)
+    delta = ops.rowmax(ops.where(live, moved, 0.0))
+    top = ops.rowmax(ops.where(live, ops.ew(lambda s: cmp.scale * s, size), 0.0))
+    factors = [kernel.factor(d) + truth.factor(truth.score_gamma * t) for d, t in zip(delta, top)]
+    Ev = ops.shape(v)[-1]
+    weighted = ops.mm(clean, ops.abs(v_ref))
+    floor = (kernel.weight_floor + truth.weight_floor) * ops.maxabs(v_ref) * S
+    floor += kernel.output_floor + truth.output_floor
+    end_to_end = ops.ew(
+        lambda f, w, pd: f * w + pd + floor, ops.rows(factors, Ev), weighted, ops.mm(clean, dv)
+    )
+    both = ops.maximum(via_weights, end_to_end)
+    nonzero = ops.rows([float(x > 0) for x in ops.rowmax(clean)], Ev)  # zero and NaN rows: 0
+    return ops.where(nonzero, both, 0.0)

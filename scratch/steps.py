@@ -1,0 +1,306 @@
+"""One registry of the trace's steps: what each step is, reads, means, and how it is checked.
+
+`STEPS` lists every step a trace can hold, in trace order. An entry (`StepSpec`) says when a call
+has the step, its number, axes, formula and note (built from what the call had: heads,
+projections and biases given, mask kind), which steps it reads, how its error bound propagates
+(`scratch.step_bounds`) and how one of its entries is explained (`scratch.step_explain`).
+`layout_trace`, `explain`, `compare_traces` and the window all read it; a new step is one entry.
+
+The numbers are the computation's steps, the same in every comment of the code base:
+0 the inputs and weights given, 1 the projections q, k, v, 2 scores, 3 scaled, 4 masked,
+5 weights (softmax, then dropout when asked: the weights a call returns are the dropped ones),
+6 weights @ v (output, or head_outputs with several heads), 7 the heads side by side, 8 @ w_o.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import step_bounds as bounds
+from . import step_explain as explains
+
+AXES = ("head", "query", "key", "model", "feature")
+INPUT_NAMES = ("x", "key_input", "value_input", "w_q", "w_k", "w_v", "w_o")
+
+
+@dataclass(frozen=True)
+class Call:
+    """What one call had, as far as the registry needs it (counts and words, no values)."""
+
+    num_heads: int = 1
+    num_kv_heads: int = 1
+    given: frozenset[str] = frozenset()  # of w_q w_k w_v w_o b_q b_k b_v b_o key value
+    mask: str = "none"  # none, causal, bool or float
+    tokens: int = 0  # L, for the notes
+    key_tokens: int = 0  # S
+    scale_note: str = ""
+    masked_rows: str = "zero"
+    fully_masked: int = 0  # rows where every key is masked
+
+    @property
+    def multi(self) -> bool:
+        """Whether the trace keeps a head axis (several heads, or an output projection)."""
+        return self.num_heads > 1 or "w_o" in self.given
+
+    @property
+    def cross(self) -> bool:
+        """Whether keys (and values) come from their own input."""
+        return "key" in self.given
+
+    @property
+    def separate_value(self) -> bool:
+        """Whether values come from an input of their own (not the key input)."""
+        return self.cross and "value" in self.given
+
+    @property
+    def group(self) -> int:
+        """Query heads per key/value head."""
+        return self.num_heads // self.num_kv_heads
+
+    def source(self, out: str) -> str:
+        """The input step that q, k or v is computed from."""
+        if out == "q" or not self.cross:
+            return "x"
+        return "value_input" if out == "v" and self.separate_value else "key_input"
+
+
+Words = Callable[[Call], str]
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One step of the registry; `present`, `reads`, `formula` and `note` read the call."""
+
+    name: str
+    number: int
+    axes: tuple[str, ...]  # without the head axis that `per_head` adds to several heads
+    present: Callable[[Call], bool]
+    reads: Callable[[Call], tuple[str, ...]]
+    formula: Words
+    note: Words
+    bound: bounds.Bound
+    explain: explains.Explainer
+    per_head: bool = False  # scores..weights: (H, L, S) with several heads, (L, S) with one
+    biased: str = ""  # the bias argument added to this step, if any
+
+    def axes_for(self, call: Call) -> tuple[str, ...]:
+        """The step's axes in this call."""
+        return (("head",) if self.per_head and call.multi else ()) + self.axes
+
+
+def _always(call: Call) -> bool:
+    return True
+
+
+def _reads(*names: str) -> Callable[[Call], tuple[str, ...]]:
+    """A fixed list of steps read."""
+    return lambda call: names
+
+
+def _text(words: str) -> Words:
+    """Words that do not depend on the call."""
+    return lambda call: words
+
+
+def _h(call: Call) -> str:
+    """'[h]' when the step has a head axis."""
+    return "[h]" if call.multi else ""
+
+
+def _input(name: str, number: int, axes: tuple[str, ...], present, formula: str, note) -> StepSpec:
+    """An input or weight the caller gave."""
+    note = note if callable(note) else _text(note)
+    return StepSpec(
+        name, number, axes, present, _reads(), _text(formula), note,
+        bounds.stored_input, explains.given,
+    )  # fmt: skip
+
+
+def _projection(out: str, what: str) -> StepSpec:
+    """q, k or v: the source input @ w (+ b), or the input itself with no w."""
+
+    def reads(call: Call) -> tuple[str, ...]:
+        w = (f"w_{out}",) if f"w_{out}" in call.given else ()
+        return (call.source(out), *w)
+
+    def formula(call: Call) -> str:
+        if f"w_{out}" not in call.given:
+            return f"{out} = {call.source(out)} (no projection)"
+        bias = f" + b_{out}" if f"b_{out}" in call.given else ""
+        return f"{out} = {call.source(out)} @ w_{out}{bias}"
+
+    side = "query" if out == "q" else "key"
+    return StepSpec(
+        out, 1, (side, "feature"), _always, reads, formula, _text(what),
+        bounds.projection, explains.projection, biased=f"b_{out}",
+    )  # fmt: skip
+
+
+def _scores_formula(call: Call) -> str:
+    if not call.multi:
+        return "scores = q @ k^T"
+    kv = f"k_{{h // {call.group}}}" if call.num_kv_heads < call.num_heads else "k_h"
+    return f"scores[h] = q_h @ {kv}^T"
+
+
+def _masked_formula(call: Call) -> str:
+    s, h = f"scaled{_h(call)}", _h(call)
+    return {
+        "causal": f"masked{h} = {s}, with -inf where key j > query i (causal)",
+        "none": f"masked{h} = {s} (no mask)",
+        "bool": f"masked{h} = {s}, with -inf where attn_mask is False",
+        "float": f"masked{h} = {s} + attn_mask",
+    }[call.mask]
+
+
+MASK_NOTES = {
+    "causal": "causal: each token sees itself and the tokens before it",
+    "none": "no mask: every query may attend every key",
+    "bool": "attn_mask: True = may attend, False = masked (-inf)",
+    "float": "attn_mask is added; -inf entries mask a key",
+}
+
+
+def _weights_note(call: Call) -> str:
+    note = "each row sums to 1: how much each query attends to each key"
+    if call.fully_masked:
+        note += (
+            f"; {call.fully_masked} fully masked row(s) follow masked_rows={call.masked_rows!r}"
+        )
+    return note
+
+
+def _head_outputs_formula(call: Call) -> str:
+    vh = f"v_{{h // {call.group}}}" if call.num_kv_heads < call.num_heads else "v_h"
+    return f"head_outputs[h] = weights[h] @ {vh}"
+
+
+def _single(call: Call) -> bool:
+    return not call.multi
+
+
+def _heads_only(call: Call) -> bool:
+    return call.multi and "w_o" not in call.given
+
+
+def _projected(call: Call) -> bool:
+    return "w_o" in call.given
+
+
+_QK = ("query", "key")
+
+STEPS: tuple[StepSpec, ...] = (
+    # step 0: the inputs and the projection weights
+    _input(
+        "x", 0, ("query", "model"), _always, "x",
+        lambda call: f"input: {call.tokens} tokens, each a row of numbers",
+    ),
+    _input(
+        "key_input", 0, ("key", "model"), lambda call: call.cross, "key input",
+        lambda call: f"key-side input: {call.key_tokens} tokens (cross-attention)",
+    ),
+    _input(
+        "value_input", 0, ("key", "model"), lambda call: call.separate_value, "value input",
+        "value-side input",
+    ),
+    *(
+        _input(
+            f"w_{n}", 0, ("model", "feature"), lambda call, n=n: f"w_{n}" in call.given,
+            f"w_{n}", f"projection that turns inputs into {what}",
+        )
+        for n, what in (("q", "queries"), ("k", "keys"), ("v", "values"))
+    ),
+    # step 1: q, k, v = projections     (L, d_model) @ (d_model, H * d_head) -> (L, H * d_head)
+    _projection("q", "queries: what each token is looking for"),
+    _projection("k", "keys: what each token offers to be found by"),
+    _projection("v", "values: what each token passes on"),
+    # step 2: scores = q @ k^T          (L, d_head) @ (d_head, S) -> (L, S) per head
+    StepSpec(
+        "scores", 2, _QK, _always, _reads("q", "k"), _scores_formula,
+        _text("dot product of each query with each key: high = similar"),
+        bounds.scores, explains.scores, per_head=True,
+    ),
+    # step 3: scaled = scores * scale
+    StepSpec(
+        "scaled", 3, _QK, _always, _reads("scores"),
+        lambda call: f"scaled{_h(call)} = scores{_h(call)} * scale",
+        lambda call: call.scale_note, bounds.scaled, explains.scaled, per_head=True,
+    ),
+    # step 4: masked = scaled + mask (-inf where a key may not be attended)
+    StepSpec(
+        "masked", 4, _QK, _always, _reads("scaled"), _masked_formula,
+        lambda call: MASK_NOTES[call.mask], bounds.masked, explains.masked, per_head=True,
+    ),
+    # step 5: weights = softmax(masked) along each row (then dropout, when asked)
+    StepSpec(
+        "weights", 5, _QK, _always, _reads("masked"),
+        lambda call: f"weights{_h(call)} = softmax(masked{_h(call)}) along each row",
+        _weights_note, bounds.weights, explains.weights, per_head=True,
+    ),
+    # step 6: weights @ v               (L, S) @ (S, d_v) -> (L, d_v) per head
+    StepSpec(
+        "output", 6, ("query", "feature"), _single, _reads("weights", "v"),
+        _text("output = weights @ v"),
+        _text("each output row is a weighted average of the value rows"),
+        bounds.weighted_values, explains.weighted_values,
+    ),
+    StepSpec(
+        "head_outputs", 6, ("head", "query", "feature"), lambda call: call.multi,
+        _reads("weights", "v"), _head_outputs_formula,
+        _text("each head's weighted average of its value rows"),
+        bounds.weighted_values, explains.weighted_values,
+    ),
+    # step 7: the heads side by side    (H, L, d_v) -> (L, H * d_v)
+    StepSpec(
+        "output", 7, ("query", "feature"), _heads_only, _reads("head_outputs"),
+        _text("output = concat(head_outputs[0], ..., head_outputs[H-1])"),
+        _text("the heads side by side"), bounds.side_by_side, explains.side_by_side,
+    ),
+    StepSpec(
+        "concat", 7, ("query", "feature"), _projected, _reads("head_outputs"),
+        _text("concat = [head_outputs[0] | ... | head_outputs[H-1]]"),
+        _text("the heads side by side"), bounds.side_by_side, explains.side_by_side,
+    ),
+    _input(
+        "w_o", 0, ("feature", "feature"), _projected, "w_o",
+        "output projection that mixes the heads",
+    ),
+    # step 8: output = concat @ w_o (+ b_o)   (L, H * d_v) @ (H * d_v, d_out) -> (L, d_out)
+    StepSpec(
+        "output", 8, ("query", "feature"), _projected, _reads("concat", "w_o"),
+        lambda call: "output = concat @ w_o" + (" + b_o" if "b_o" in call.given else ""),
+        _text("the heads mixed by the output projection"),
+        bounds.output_projection, explains.output_projection, biased="b_o",
+    ),
+)  # fmt: skip
+
+
+def steps_of(call: Call) -> tuple[StepSpec, ...]:
+    """The registry entries a call has, in trace order."""
+    return tuple(spec for spec in STEPS if spec.present(call))
+
+
+def spec_for(call: Call, name: str) -> StepSpec:
+    """The registry entry of step `name` in a call; KeyError naming the steps it has."""
+    for spec in steps_of(call):
+        if spec.name == name:
+            return spec
+    have = ", ".join(spec.name for spec in steps_of(call))
+    raise KeyError(f"no registry entry for step {name!r} in this call; it has: {have}")
+
+
+def call_of(trace: object) -> Call:
+    """The Call a trace was made by, read from its steps, heads and options."""
+    names = set(trace.names())
+    given = {name for name in ("w_q", "w_k", "w_v", "w_o") if name in names}
+    given.update(arg for arg, step in (("key", "key_input"), ("value", "value_input"))
+                 if step in names)  # fmt: skip
+    given.update(trace.options.get("biases", ()))
+    return Call(
+        trace.num_heads,
+        trace.num_kv_heads,
+        frozenset(given),
+        trace.options.get("mask", "none"),
+        masked_rows=trace.options.get("masked_rows", "zero"),
+    )
