@@ -58,29 +58,24 @@ class CheckPanel(QWidget):
 
     def set_outcome(self, outcome: object) -> None:
         """Fill the table from outcome.checks; always say which backend and dtype ran."""
-        self.trace, self.checks = outcome.trace, outcome.checks or []
+        self.trace, self.checks = outcome.trace, outcome.checks
         ran = (
             f"backend <b>{outcome.backend}</b>, dtype <b>{outcome.dtype}</b>, "
             f"kernel {outcome.kernel}, {outcome.seconds * 1000:.0f} ms"
         )
-        if outcome.checks is None:
-            self.header.setText(f"{ran}<br>scratch.compare_traces is not available yet: no check.")
-        else:
-            bad = [c.name for c in self.checks if not c.ok]
-            verdict = (
-                "<span style='color:#1a7f37'>every step within its bound</span>"
-                if not bad
-                else f"<span style='color:#b00020'>outside the bound: {', '.join(bad)}</span>"
-            )
-            first = next(
-                (c.message for c in self.checks if not c.ok and getattr(c, "message", "")), ""
-            )
-            why = f"<br>{html.escape(first)}" if first else ""  # e.g. the values outgrew float16
-            sampled = getattr(outcome, "sampled", "")
-            how = f"<br>Sampled check: {html.escape(sampled)}." if sampled else ""
-            self.header.setText(
-                f"{ran} vs the exact ground truth (scratch, float64): {verdict}{why}{how}"
-            )
+        bad = [c.name for c in self.checks if not c.ok]
+        verdict = (
+            "<span style='color:#1a7f37'>every step within its bound</span>"
+            if not bad
+            else f"<span style='color:#b00020'>outside the bound: {', '.join(bad)}</span>"
+        )
+        first = next((c.message for c in self.checks if not c.ok and c.message), "")
+        why = f"<br>{html.escape(first)}" if first else ""  # e.g. the values outgrew float16
+        sampled = getattr(outcome, "sampled", "")
+        how = f"<br>Sampled check: {html.escape(sampled)}." if sampled else ""
+        self.header.setText(
+            f"{ran} vs the exact ground truth (scratch, float64): {verdict}{why}{how}"
+        )
         self.diff_map.setVisible(bool(self.checks))
         self.table.setRowCount(len(self.checks))
         for r, check in enumerate(self.checks):
@@ -95,7 +90,7 @@ class CheckPanel(QWidget):
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setBackground(PASS if check.ok else FAIL)
-                if getattr(check, "message", ""):
+                if check.message:
                     item.setToolTip(check.message)
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()

@@ -21,7 +21,7 @@ class Outcome:
     session: Session
     trace: object
     reference: object
-    checks: list | None  # scratch.compare_traces result, None while it is missing
+    checks: list  # StepChecks: scratch.compare_traces, or the sampled check at large sizes
     backend: str
     dtype: str
     kernel: str

@@ -213,12 +213,7 @@ class MainWindow(QMainWindow):
         self.pipeline.set_trace(outcome.trace, outcome.reference)
         self.overview.set_trace(outcome.trace, self.pipeline.head)
         self.checks.set_outcome(outcome)
-        checks = outcome.checks
-        verdict = (
-            ""
-            if checks is None
-            else (" | all steps pass" if all(c.ok for c in checks) else " | CHECK FAILED")
-        )
+        verdict = " | all steps pass" if all(c.ok for c in outcome.checks) else " | CHECK FAILED"
         self.backend_label.setText(
             f"backend {outcome.backend} | dtype {outcome.dtype} | kernel {outcome.kernel}{verdict}"
         )

@@ -69,11 +69,11 @@ def attend(
     rng: random.Random | None = None,
 ) -> Steps:
     """One head of attention on validated matrices q (L, E), k (S, E), v (S, Ev)."""
-    # step 1: scores = q @ k^T            (L, E) @ (E, S) -> (L, S); rows of k are k^T's columns
+    # step 2: scores = q @ k^T            (L, E) @ (E, S) -> (L, S); rows of k are k^T's columns
     scores = matmul_nt(q, k)
-    # step 2: scaled = scores * scale     (L, S)
+    # step 3: scaled = scores * scale     (L, S)
     scaled = [[s * scale for s in row] for row in scores]
-    # step 3: masked = scaled + mask      (L, S); -inf where a key may not be attended
+    # step 4: masked = scaled + mask      (L, S); -inf where a key may not be attended
     if mask is None:
         masked = scaled
     elif mask.is_bool:  # adds -inf, as torch's reference does: a NaN or +inf score stays NaN
@@ -85,14 +85,14 @@ def attend(
         masked = [[x + a for x, a in zip(row, add)] for row, add in zip(scaled, mask_rows)]
     # a row is fully masked when every entry is -inf, whether the mask or the data put it there
     fully_masked = [all(x == -inf for x in row) for row in masked]
-    # step 4: weights = softmax(masked)   (L, S), each row: exp(x - max) / fsum
+    # step 5: weights = softmax(masked)   (L, S), each row: exp(x - max) / fsum
     weights = [softmax_row(row, masked_rows, full) for row, full in zip(masked, fully_masked)]
-    # step 4b: dropout on the weights     (L, S), kept entries scaled by 1 / (1 - p)
+    # step 5, then: dropout on weights   (L, S), kept entries scaled by 1 / (1 - p)
     if dropout_p > 0.0:
         rng = rng if rng is not None else random
         keep = 1.0 / (1.0 - dropout_p)
         weights = [[0.0 if rng.random() < dropout_p else w * keep for w in row] for row in weights]
-    # step 5: output = weights @ v        (L, S) @ (S, Ev) -> (L, Ev)
+    # step 6: output = weights @ v        (L, S) @ (S, Ev) -> (L, Ev)
     output = matmul_nt(weights, transpose_rows(v))
     if masked_rows == "zero":  # zero weights must give zero output even if v holds inf or NaN
         Ev = len(v[0])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .steps import call_of, spec_for
 from .tolerance import (
     ACCUMULATE,
     EXP_ULPS,
@@ -21,11 +22,11 @@ from .tolerance import (
     check_dtype,
     gamma,
 )
-from .steps import call_of, spec_for
 from .trace import Trace
 
 LARGEST = {"float64": 1.7976931348623157e308, "float32": 3.4028234663852886e38,
            "float16": 65504.0, "bfloat16": 3.3895313892515355e38}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class StepCheck:
@@ -254,7 +255,7 @@ class _NumpyOps:
         return float(self.np.max(self.np.abs(a))) if a.size else 0.0
 
     def worst(self, diff, bounds):
-        """(max diff / bound, the bound to show: at the worst ratio on failure, else at max diff)."""
+        """(max diff / bound, the bound shown: at the worst ratio on failure, else at max diff)."""
         np = self.np
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(diff == 0, 0.0, diff / bounds)

@@ -160,14 +160,14 @@ def run_multi_head(
     scale = check_scale(scale, d_head)
     head_lead = lead + (H,)
     mask = build_mask(attn_mask, is_causal, head_lead + (L, S))
-    # step 2: split the heads and attend; query head h reads kv head h // (H // Hkv)
+    # steps 2-6: split the heads and attend; query head h reads kv head h // (H // Hkv)
     q_heads = split_heads(q, lead, H)  # (..., H, L, d_head)
     k_heads = split_heads(k, lead, Hkv)  # (..., Hkv, S, d_head)
     v_heads = split_heads(v, lead, Hkv)  # (..., Hkv, S, d_v)
     heads = attend_all(
         q_heads, k_heads, v_heads, head_lead, scale, mask, masked_rows, group=H // Hkv
     )
-    # step 3: heads side by side, then the output projection
+    # steps 7-8: heads side by side, then the output projection
     concat = concat_heads(stack([s.output for s in heads], head_lead), lead)  # (..., L, H * d_v)
     output = concat
     if w_o is not None:

@@ -165,9 +165,7 @@ MASK_NOTES = {
 def _weights_note(call: Call) -> str:
     note = "each row sums to 1: how much each query attends to each key"
     if call.fully_masked:
-        note += (
-            f"; {call.fully_masked} fully masked row(s) follow masked_rows={call.masked_rows!r}"
-        )
+        note += f"; {call.fully_masked} fully masked row(s) follow masked_rows={call.masked_rows!r}"
     return note
 
 

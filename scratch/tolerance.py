@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from itertools import product
 
+from .masks import Mask
 from .validate import (
     as_mask,
     as_tensor,
@@ -236,8 +237,6 @@ def _is_bool_mask(mask: object) -> bool:
 
 def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, enable_gqa):
     """tolerance() in plain Python, one (L, S) block at a time."""
-    from .masks import Mask
-
     q, q_shape = as_tensor(query, "query", min_dims=2)
     k, k_shape = as_tensor(key, "key", min_dims=2)
     v, _ = as_tensor(value, "value", min_dims=2)

@@ -151,13 +151,10 @@ def test_wide_and_tall_matrices_are_shown_whole(qtbot, window):
 
 def test_check_panel_lists_each_step_and_marks_failures(qtbot, errors):
     trace = _hand_trace()
-    Check = type("StepCheck", (), {})
-    rows = []
-    for name, diff, bound in (("masked", 1e-9, 1e-6), ("weights", 0.5, 1e-6)):
-        c = Check()
-        c.name, c.max_abs_diff, c.bound, c.ok = name, diff, bound, diff <= bound
-        c.diff = [[diff, 0.0], [0.0, diff / 2]]
-        rows.append(c)
+    rows = [
+        scratch.StepCheck(name, diff, bound, diff <= bound, [[diff, 0.0], [0.0, diff / 2]])
+        for name, diff, bound in (("masked", 1e-9, 1e-6), ("weights", 0.5, 1e-6))
+    ]
     outcome = type(
         "O",
         (),

@@ -230,11 +230,11 @@ def _causal_allowed(L: int, S: int) -> np.ndarray:
 def _explicit_steps(q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng) -> dict:
     """Every intermediate of attention as whole arrays; q (..., L, E), k/v (..., S, E/Ev)."""
     L, S = q.shape[-2], k.shape[-2]
-    # step 1: scores = q @ k^T                      # (..., L, E) @ (..., E, S) -> (..., L, S)
+    # step 2: scores = q @ k^T                      # (..., L, E) @ (..., E, S) -> (..., L, S)
     scores = q @ np.swapaxes(k, -1, -2)
-    # step 2: scaled = scores * scale
+    # step 3: scaled = scores * scale
     scaled = scores * scores.dtype.type(scale)
-    # step 3: masked = scaled + mask: -inf added where a key may not be seen (as in torch's
+    # step 4: masked = scaled + mask: -inf added where a key may not be seen (as in torch's
     # reference, so a NaN or +inf score there still makes the row NaN); float masks are added
     if is_causal:
         masked = np.where(_causal_allowed(L, S), scaled, scaled - np.inf)
@@ -245,7 +245,7 @@ def _explicit_steps(q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng
     else:
         masked = scaled + mask
     masked = masked.astype(scaled.dtype, copy=False)
-    # step 4: weights = softmax of each row (subtract the row max so exp never overflows)
+    # step 5: weights = softmax of each row (subtract the row max so exp never overflows)
     row_max = masked.max(axis=-1, keepdims=True)  # (..., L, 1)
     full = np.isneginf(row_max)  # rows where every key is masked
     exps = np.exp(masked - np.where(full, 0, row_max))  # exp(-inf) = 0 on masked keys
@@ -256,7 +256,7 @@ def _explicit_steps(q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng
     elif masked_rows == "uniform":
         weights = np.where(full, 1.0 / S, weights)
     weights = weights.astype(scaled.dtype, copy=False)
-    # step 5: dropout on the weights (kept entries scaled by 1 / (1 - p), dropped ones are 0)
+    # step 5, then: dropout on the weights (kept entries scaled by 1 / (1 - p), dropped: 0)
     if dropout_p > 0.0:
         keep = rng(weights.shape) >= dropout_p
         weights = np.where(keep, weights * weights.dtype.type(1.0 / (1.0 - dropout_p)), 0)
@@ -473,7 +473,7 @@ def _run_multi_head(
         )
     scale = check_scale(scale, d_head)
     mask = _check_mask_args(attn_mask, is_causal, dtype, lead + (H, L, S))
-    # step 2: split heads and attend             # (..., H, L, d_head), (..., Hkv, S, d_head)
+    # steps 2-6: split heads and attend          # (..., H, L, d_head), (..., Hkv, S, d_head)
     q_h, k_h, v_h = _split_heads(q, H), _split_heads(k, Hkv), _split_heads(v, Hkv)
     group = H // Hkv
     if need_weights:  # keep every intermediate for the trace
@@ -498,7 +498,7 @@ def _run_multi_head(
         steps, kernel = {"output": out, "weights": None}, "chunked-online-softmax"
         run_detail = detail
     head_outputs = steps["output"]  # (..., H, L, d_v)
-    # step 3: concatenate heads                  # (..., H, L, d_v) -> (..., L, H * d_v)
+    # step 7: concatenate heads                  # (..., H, L, d_v) -> (..., L, H * d_v)
     concat = np.swapaxes(head_outputs, -2, -3).reshape(*lead, L, -1)
     output = concat
     wo = None
@@ -509,7 +509,7 @@ def _run_multi_head(
                 f"w_o: expected {concat.shape[-1]} rows (num_heads * d_v), found shape {wo.shape}"
             )
         bo = _bias(b_o, "b_o", wo.shape[1], dtype)
-        # step 4: output projection              # (..., L, H * d_v) @ (H * d_v, d_out)
+        # step 8: output projection              # (..., L, H * d_v) @ (H * d_v, d_out)
         output = _project(concat, wo, bo)
     elif b_o is not None:
         raise ValueError("b_o: given without w_o; expected w_o as well")

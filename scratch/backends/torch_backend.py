@@ -222,11 +222,11 @@ def _explicit(q, k, v, mask, is_causal, scale, masked_rows, dropout_p=0.0, gen=N
         group = q.shape[-3] // k.shape[-3]
         k = k.repeat_interleave(group, dim=-3)  # (..., Hkv, S, E) -> (..., Hq, S, E)
         v = v.repeat_interleave(group, dim=-3)  # (..., Hkv, S, Ev) -> (..., Hq, S, Ev)
-    # step 1: raw scores, one dot product per (query, key) pair
+    # step 2: raw scores, one dot product per (query, key) pair
     scores = q @ k.transpose(-1, -2)  # (..., L, E) @ (..., E, S) -> (..., L, S)
-    # step 2: scale
+    # step 3: scale
     scaled = scores * scale  # (..., L, S)
-    # step 3: mask -- -inf added where a key is excluded (False in a bool mask, -inf in a
+    # step 4: mask -- -inf added where a key is excluded (False in a bool mask, -inf in a
     # float mask), as torch's reference does: a NaN or +inf score there still gives NaN
     if is_causal:
         allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()  # top-left
@@ -237,19 +237,19 @@ def _explicit(q, k, v, mask, is_causal, scale, masked_rows, dropout_p=0.0, gen=N
         masked = torch.where(mask, scaled, scaled - math.inf)  # (L, S) over (..., L, S)
     else:
         masked = scaled + _cast_mask(mask, scaled.dtype)
-    # step 4: softmax each row (subtract the row max so exp never overflows)
+    # step 5: softmax each row (subtract the row max so exp never overflows)
     fully = _fully_masked(masked)  # (..., L)
     top = masked.amax(dim=-1, keepdim=True)  # (..., L, 1)
     top = torch.where(fully.unsqueeze(-1), torch.zeros((), dtype=top.dtype), top)
     e = torch.exp(masked - top)  # (..., L, S), each in [0, 1]
     weights = e / e.sum(dim=-1, keepdim=True)
-    # step 5: rows with every key masked follow the policy instead of 0 / 0
+    # step 5, then: rows with every key masked follow the policy instead of 0 / 0
     if bool(fully.any()):
         fill = {"zero": 0.0, "nan": math.nan, "uniform": 1.0 / S}[masked_rows]
         weights = weights.masked_fill(fully.unsqueeze(-1), fill)
     else:
         fully = None
-    # step 6: dropout on the weights (the returned weights are the dropped ones)
+    # step 5, then: dropout on the weights (the returned weights are the dropped ones)
     weights = _dropout(weights, dropout_p, gen)
     return {
         "k": k,
@@ -704,11 +704,11 @@ def multi_head_attention(
     )
     need_weights = validate.check_flag(need_weights, "need_weights")
     storage, heads, kv_heads = p["storage"], p["num_heads"], p["num_kv_heads"]
-    # step 1: split the projected q, k, v into heads
+    # split the projected q, k, v (step 1) into heads for steps 2-6
     q = _split_heads(p["q"], heads)  # (..., L, H*d) -> (..., H, L, d)
     k = _split_heads(p["k"], kv_heads)  # (..., S, Hkv*d) -> (..., Hkv, S, d)
     v = _split_heads(p["v"], kv_heads)  # (..., S, Hkv*dv) -> (..., Hkv, S, dv)
-    # step 2: attention per head
+    # steps 2-6: attention per head
     if need_weights:
         wide = _compute_dtype(storage)
         steps = _explicit(
@@ -737,7 +737,7 @@ def multi_head_attention(
             None,
         )
         weights, kernel = None, "torch-sdpa"
-    # step 3: concatenate heads and project out
+    # steps 7-8: concatenate heads and project out
     concat = heads_out.transpose(-3, -2).flatten(-2)  # (..., H, L, dv) -> (..., L, H*dv)
     output = concat if p["wo"] is None else _project(concat, p["wo"], p["bo"], storage)
     return Result(output, weights, kernel)
@@ -799,7 +799,7 @@ def trace_attention(
             f"found {p['x'].ndim} dims"
         )
     storage, H, Hkv = p["storage"], p["num_heads"], p["num_kv_heads"]
-    # step 1: split heads and attend, every intermediate kept (float32 math for half dtypes)
+    # steps 2-6: split heads and attend, every intermediate kept (float32 math for half dtypes)
     wide = _compute_dtype(storage)
     q = _split_heads(p["q"], H).to(wide)  # (L, H*d) -> (H, L, d)
     k = _split_heads(p["k"], Hkv).to(wide)  # (S, Hkv*d) -> (Hkv, S, d)
@@ -807,7 +807,7 @@ def trace_attention(
     s = _explicit(q, k, v, p["mask"], p["is_causal"], p["scale"], p["masked_rows"])
     weights, heads_out = _weighted_sum(s["weights"], s["v"], storage)  # (H, L, S), (H, L, dv)
     heads_out = _zero_empty_rows(heads_out, s, p["masked_rows"])
-    # step 2: concatenate heads and project out
+    # steps 7-8: concatenate heads and project out
     concat = heads_out.transpose(-3, -2).flatten(-2)  # (H, L, dv) -> (L, H*dv)
     multi = H > 1 or p["wo"] is not None
     if not multi:
