@@ -1,4 +1,4 @@
-"""matmul / dot / transpose / softmax: exactly rounded sums and IEEE special values."""
+"""matmul / dot / transpose: exactly rounded sums and IEEE special values (softmax: test_softmax)."""
 
 import math
 import random
@@ -8,7 +8,6 @@ import pytest
 
 import scratch
 from scratch.linalg import dot
-from scratch.softmax import softmax_row
 
 
 def exact_round(a, b):
@@ -63,24 +62,6 @@ def test_dot_special_values(a, b, expected):
         assert math.isnan(got)
     else:
         assert got == expected
-
-
-def test_softmax_large_logits_do_not_overflow():
-    w = softmax_row([1e4, 1e4 - 1.0, -1e4])
-    e = math.exp(-1.0)
-    assert w[0] == pytest.approx(1 / (1 + e), rel=4e-16)
-    assert w[1] == pytest.approx(e / (1 + e), rel=4e-16)
-    assert w[2] == 0.0
-
-
-def test_softmax_public_rows_and_policies():
-    inf = math.inf
-    out = scratch.softmax([[0.0, 0.0], [-inf, -inf]])
-    assert out == [[0.5, 0.5], [0.0, 0.0]]
-    assert scratch.softmax([[-inf, -inf]], masked_rows="uniform") == [[0.5, 0.5]]
-    assert all(math.isnan(x) for x in scratch.softmax([-inf, -inf], masked_rows="nan"))
-    with pytest.raises(ValueError, match="masked_rows"):
-        scratch.softmax([1.0], masked_rows="ignore")
 
 
 def test_shape_of():

@@ -1,0 +1,166 @@
+"""compare_traces: each step of a backend's trace against its own bound, read from the registry.
+
+Every backend's trace passes for every setup; a planted error fails at the planted step and no
+earlier; the plain-Python comparison gives the numpy one's verdicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import scratch
+import scratch.backends as backends
+from scratch import compare
+from scratch.compare import compare_traces
+
+
+def test_compare_traces_refuses_non_traces():
+    trace = scratch.trace_attention([[1.0, 2.0]])
+    for args, named in (((None, trace), "trace"), ((trace, [trace]), "reference")):
+        with pytest.raises(TypeError, match=f"^{named}: expected a scratch.Trace"):
+            compare_traces(*args)
+
+
+@pytest.mark.parametrize("ops", ["numpy", "lists"])
+def test_compare_traces_says_when_values_outgrew_the_dtype(ops, monkeypatch):
+    """float16 scores past 65504 are inf: the failing step says so, with the range."""
+    torch = pytest.importorskip("torch")
+    if ops == "lists":
+        monkeypatch.setattr(compare, "_ops", compare._ListOps)
+    x = [[300.0, 1.0], [2.0, 250.0], [1.0, 1.0]]  # 300 * 300 = 90000 > 65504
+    trace = backends.get("torch-cpu").trace_attention(torch.tensor(x), dtype="float16")
+    checks = {c.name: c for c in compare_traces(trace, scratch.trace_attention(x))}
+    assert not checks["scores"].ok
+    assert "outgrew float16 (largest 65504)" in checks["scores"].message
+    small = [[v / 100 for v in row] for row in x]  # in range: failing or not, no such words
+    trace = backends.get("torch-cpu").trace_attention(torch.tensor(small), dtype="float16")
+    assert all(
+        "outgrew" not in c.message for c in compare_traces(trace, scratch.trace_attention(small))
+    )
+
+
+# ---------------------------------------------------------------- trace comparison
+
+SETUPS = {
+    "plain": {},
+    "projections": {"w_q": 0, "w_k": 1, "w_v": 2},
+    "causal": {"w_q": 0, "w_k": 1, "w_v": 2, "is_causal": True},
+    "heads+w_o": {"w_q": 0, "w_k": 1, "w_v": 2, "w_o": 3, "num_heads": 2},
+    "gqa": {"w_q": 0, "w_k": 4, "w_v": 4, "num_heads": 4, "num_kv_heads": 2},
+    "masked-row": {"attn_mask": "row"},
+    "cross": {"w_q": 0, "w_k": 1, "w_v": 2, "key": "cross"},
+}
+
+
+def trace_inputs(name: str):
+    """x (6, 8) and the keyword arguments of one trace setup."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(6, 8)).tolist()
+    mats = [rng.normal(size=(8, 8)).tolist() for _ in range(4)] + [rng.normal(size=(8, 4)).tolist()]
+    kwargs = {}
+    for key, val in SETUPS[name].items():
+        kwargs[key] = mats[val] if key.startswith("w_") else val
+    if kwargs.get("key") == "cross":  # cross-attention: 5 key/value tokens
+        kwargs["key"] = rng.normal(size=(5, 8)).tolist()
+        kwargs["value"] = rng.normal(size=(5, 8)).tolist()
+    if kwargs.get("attn_mask") == "row":
+        mask = (rng.random((6, 6)) < 0.7) | np.eye(6, dtype=bool)
+        mask[2] = False
+        kwargs["attn_mask"] = mask.tolist()
+    return x, kwargs
+
+
+def backend_dtypes():
+    """(backend, dtype) for every available backend and dtype it takes."""
+    return [(b, d) for b in backends.available() for d in backends.get(b).dtypes]
+
+
+@pytest.mark.parametrize("backend,dtype", backend_dtypes())
+def test_every_backend_trace_passes(backend, dtype):
+    """Each step of each backend's trace is within its bound, for every setup."""
+    for name in SETUPS:
+        x, kwargs = trace_inputs(name)
+        reference = scratch.trace_attention(x, **kwargs)
+        trace = backends.get(backend).trace_attention(x, **kwargs, dtype=dtype)
+        checks = compare_traces(trace, reference)
+        assert [c.name for c in checks] == reference.names()
+        bad = [(c.name, c.max_abs_diff, c.ratio) for c in checks if not c.ok]
+        assert not bad, f"{backend} {dtype} {name}: {bad}"
+
+
+def test_float64_trace_bounds_are_tight():
+    """For float64 traces every bound is within 1e-12 of the step's magnitude."""
+    x, kwargs = trace_inputs("heads+w_o")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float64")
+    for check in compare_traces(trace, reference):
+        size = np.abs(np.array(reference[check.name].tolist()))
+        finite = np.isfinite(size)
+        bounds = np.array(check.bounds)
+        assert np.all(bounds[finite] <= 1e-12 * (1 + size[finite])), check.name
+
+
+def with_step(trace, name: str, f):
+    """A copy of the trace with one step's value replaced by f(value as float64 array)."""
+    steps = tuple(
+        dataclasses.replace(s, value=f(np.array(s.tolist(), dtype=np.float64)).tolist())
+        if s.name == name
+        else s
+        for s in trace.steps
+    )
+    return dataclasses.replace(trace, steps=steps)
+
+
+@pytest.mark.parametrize("step", ["q", "scores", "scaled", "weights", "output"])
+def test_planted_step_error_fails_that_step_only(step):
+    """A float32 trace with one step off by 1e-4 (relative) fails at that step and no earlier."""
+    x, kwargs = trace_inputs("projections")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float32")
+    broken = with_step(trace, step, lambda a: a * (1 + 1e-4))
+    verdicts = {c.name: c.ok for c in compare_traces(broken, reference)}
+    names = reference.names()
+    assert not verdicts[step]
+    assert all(verdicts[n] for n in names[: names.index(step)])
+
+
+def test_wrong_scale_in_a_trace_fails_scaled():
+    """scaled = scores * (scale * 1.01): the scaled step fails, scores passes."""
+    x, kwargs = trace_inputs("plain")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float32")
+    verdicts = {
+        c.name: c.ok
+        for c in compare_traces(with_step(trace, "scaled", lambda a: a * 1.01), reference)
+    }
+    assert verdicts["scores"] and not verdicts["scaled"]
+
+
+def test_shape_and_nan_mismatches_fail():
+    x, kwargs = trace_inputs("masked-row")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float32")
+    cut = with_step(trace, "v", lambda a: a[:, :3])
+    check = {c.name: c for c in compare_traces(cut, reference)}["v"]
+    assert not check.ok and "shape" in check.message and check.diff is None
+    nan_row = with_step(trace, "output", lambda a: np.where(np.arange(6)[:, None] == 2, np.nan, a))
+    check = {c.name: c for c in compare_traces(nan_row, reference)}["output"]
+    assert not check.ok and check.max_abs_diff == math.inf
+
+
+def test_plain_python_comparison_matches_numpy(monkeypatch):
+    """Without numpy the comparison gives the same verdicts and nearly the same bounds."""
+    x, kwargs = trace_inputs("heads+w_o")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float32")
+    fast = compare_traces(trace, reference)
+    monkeypatch.setattr(compare, "_ops", lambda: compare._ListOps())
+    slow = compare_traces(trace, reference)
+    assert [c.ok for c in slow] == [c.ok for c in fast]
+    for a, b in zip(slow, fast):
+        np.testing.assert_allclose(np.array(a.bounds), np.array(b.bounds), rtol=1e-9)
+        np.testing.assert_allclose(np.array(a.diff), np.array(b.diff), rtol=0, atol=0)
