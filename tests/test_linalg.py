@@ -1,4 +1,4 @@
-"""matmul / dot / transpose: exactly rounded sums and IEEE special values (softmax: test_softmax)."""
+"""matmul / dot / transpose: exactly rounded sums and IEEE special values."""
 
 import math
 import random
