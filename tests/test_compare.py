@@ -164,3 +164,36 @@ def test_plain_python_comparison_matches_numpy(monkeypatch):
     for a, b in zip(slow, fast):
         np.testing.assert_allclose(np.array(a.bounds), np.array(b.bounds), rtol=1e-9)
         np.testing.assert_allclose(np.array(a.diff), np.array(b.diff), rtol=0, atol=0)
+
+
+COMPUTED = ("q", "k", "v", "scores", "scaled", "masked", "weights", "head_outputs", "concat",
+            "output")  # fmt: skip
+
+
+@pytest.mark.parametrize("setup", ["plain", "causal", "heads+w_o", "gqa", "masked-row"])
+def test_every_step_s_bound_catches_84_ulps(setup):
+    """Each computed step of a float32 trace, off by 1e-5 relative (about 84 float32 ulps),
+    fails at that step: no entry's bound is loose enough to hide it (a step given another
+    step's bound fails here)."""
+    x, kwargs = trace_inputs(setup)
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float32")
+    hidden = []
+    for name in (n for n in trace.names() if n in COMPUTED):
+        broken = with_step(trace, name, lambda a: a * (1 + 1e-5))
+        if {c.name: c.ok for c in compare_traces(broken, reference)}[name]:
+            hidden.append(name)
+    assert hidden == [], f"{setup}: 1e-5 relative error passes the bound of {hidden}"
+
+
+def test_masked_keys_and_rows_allow_no_difference():
+    """A masked key's weight is exactly 0 in every backend, and a fully masked row's output is
+    exactly 0 (masked_rows='zero'): the bound there is 0, not the rounding of a score."""
+    x, kwargs = trace_inputs("masked-row")
+    reference = scratch.trace_attention(x, **kwargs)
+    trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float32")
+    checks = {c.name: c for c in compare_traces(trace, reference)}
+    allowed = np.array(kwargs["attn_mask"])
+    assert np.all(np.array(checks["weights"].bounds)[~allowed] == 0.0)
+    assert np.all(np.array(checks["weights"].bounds)[allowed] > 0.0)
+    assert np.all(np.array(checks["output"].bounds)[2] == 0.0)  # row 2 masks every key

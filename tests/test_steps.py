@@ -1,0 +1,183 @@
+"""The registry of steps (scratch.steps) is the single source of what each step is.
+
+Every step of every backend's trace is a registry entry with the entry's formula and axes; the
+steps an entry reads are exactly the ones its explanations point at, come earlier in the trace
+and appear in its formula; explain and compare_traces call the entry's functions; the `# step N`
+comments of the code use the registry's numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import scratch
+import scratch.backends as backends
+from scratch import steps
+from scratch.step_explain import Explanation
+from scratch.steps import STEPS, Call, call_of, spec_for, steps_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _setups() -> dict[str, dict]:
+    """Keyword arguments of calls that between them reach every registry entry."""
+    rng = np.random.default_rng(3)
+
+    def m(rows: int, cols: int) -> list:
+        return rng.normal(size=(rows, cols)).round(3).tolist()
+
+    mask = (rng.random((4, 4)) < 0.6) | np.eye(4, dtype=bool)
+    mem = m(3, 4)
+    return {
+        "plain": {},
+        "projections+biases": {"w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4), "b_q": [0.5] * 4,
+                               "b_k": [0.25] * 4, "b_v": [-1.0] * 4},  # fmt: skip
+        "causal": {"w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 2), "is_causal": True},
+        "bool mask, heads": {"w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4), "num_heads": 2,
+                             "attn_mask": mask.tolist()},  # fmt: skip
+        "float mask, w_o, b_o": {"w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4),
+                                 "w_o": m(4, 3), "b_o": [1.0] * 3, "num_heads": 2,
+                                 "attn_mask": np.where(mask, 0.5, -np.inf).tolist()},  # fmt: skip
+        "gqa": {"w_q": m(4, 4), "w_k": m(4, 2), "w_v": m(4, 2), "num_heads": 2,
+                "num_kv_heads": 1},  # fmt: skip
+        "cross, one input": {"key": mem, "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4)},
+        "cross, two inputs": {"key": mem, "value": m(3, 4), "w_o": m(4, 4)},
+        "w_o, one head": {"w_o": m(4, 4)},
+    }
+
+
+SETUPS = _setups()
+X = np.random.default_rng(4).normal(size=(4, 4)).round(3).tolist()
+
+
+def _traces():
+    """(setup, backend, trace) for every setup and every available backend (its first dtype)."""
+    for name, kwargs in SETUPS.items():
+        for backend in backends.available():
+            b = backends.get(backend)
+            yield name, backend, b.trace_attention(X, **kwargs, dtype=b.dtypes[0])
+
+
+def test_every_registry_entry_is_reached_by_some_setup():
+    reached = {
+        id(spec) for kwargs in SETUPS.values()
+        for spec in steps_of(call_of(scratch.trace_attention(X, **kwargs)))
+    }  # fmt: skip
+    assert [s.name for s in STEPS if id(s) not in reached] == []
+
+
+def test_every_step_of_every_backend_is_a_registry_entry():
+    """Names, order, formulas and axes of each trace are the registry's, for every backend."""
+    for setup, backend, trace in _traces():
+        call = call_of(trace)
+        where = f"{backend}, {setup}"
+        assert trace.names() == [s.name for s in steps_of(call)], where
+        for step in trace:
+            spec = spec_for(call, step.name)
+            assert step.formula == spec.formula(call), (step.name, where)
+            assert step.axes == spec.axes_for(call), (step.name, where)
+            assert step.note, (step.name, where)
+
+
+def test_reads_are_what_explain_points_at_and_come_earlier():
+    """An entry's reads: exactly the steps its explanations cite, earlier in the trace, named
+    in its formula."""
+    for setup, kwargs in SETUPS.items():
+        trace = scratch.trace_attention(X, **kwargs)
+        call, names = call_of(trace), trace.names()
+        for step in trace:
+            reads = spec_for(call, step.name).reads(call)
+            where = (setup, step.name, reads)
+            assert all(names.index(r) < names.index(step.name) for r in reads), where
+            assert all(re.search(rf"\b{r}", step.formula) for r in reads), where
+            cited = set()
+            for index in np.ndindex(*step.shape):
+                cited |= {s for s, _, _ in scratch.explain(trace, step.name, index).sources}
+            assert cited == set(reads), where
+
+
+def test_biases_come_from_the_call_not_the_formula_text():
+    with_bias = scratch.trace_attention(X, **SETUPS["projections+biases"])
+    assert with_bias.options["biases"] == ("b_k", "b_q", "b_v")
+    assert scratch.explain(with_bias, "q", (0, 0)).text.count("+ b_q[0]") == 1
+    out = scratch.explain(scratch.trace_attention(X, **SETUPS["float mask, w_o, b_o"]), "output",
+                          (0, 0))  # fmt: skip
+    assert "+ b_o =" in out.text
+
+
+def _replaced(monkeypatch, name: str, **changes) -> None:
+    """The registry with every entry called `name` changed (restored after the test)."""
+    new = tuple(dataclasses.replace(s, **changes) if s.name == name else s for s in STEPS)
+    monkeypatch.setattr(steps, "STEPS", new)
+
+
+def test_explain_calls_the_entry_s_function(monkeypatch):
+    trace = scratch.trace_attention(X, **SETUPS["causal"])
+    seen = []
+
+    def fake(cell):
+        seen.append((cell.step, cell.i, cell.j, cell.reads))
+        return Explanation("from the registry")
+
+    _replaced(monkeypatch, "scaled", explain=fake)
+    assert scratch.explain(trace, "scaled", (1, 2)).text == "from the registry"
+    assert seen == [("scaled", 1, 2, ("scores",))]
+    assert scratch.explain(trace, "scores", (1, 2)).text.startswith("scores[1][2] = q[1] . k[2]")
+
+
+def test_compare_traces_uses_the_entry_s_bound(monkeypatch):
+    """An entry whose bound is zero fails its step (a float32 trace differs) and no other."""
+    kwargs = SETUPS["bool mask, heads"]
+    reference = scratch.trace_attention(X, **kwargs)
+    trace = backends.get("numpy").trace_attention(X, **kwargs, dtype="float32")
+    assert all(c.ok for c in scratch.compare_traces(trace, reference))
+    calls = []
+
+    def zero(cmp, name, reads, h):
+        calls.append((name, reads, h))
+        return cmp.ops.ew(lambda w: 0.0 * w, cmp.head(name, h)[1])
+
+    _replaced(monkeypatch, "scores", bound=zero)
+    verdicts = {c.name: c.ok for c in scratch.compare_traces(trace, reference)}
+    assert calls == [("scores", ("q", "k"), 0), ("scores", ("q", "k"), 1)]
+    assert [n for n, ok in verdicts.items() if not ok] == ["scores"]
+
+
+def test_a_step_with_no_entry_is_named():
+    call = Call(num_heads=1)
+    with pytest.raises(KeyError, match="no registry entry for step 'concat'"):
+        spec_for(call, "concat")
+
+
+def test_numbers_follow_the_computation():
+    """Inputs are step 0; every computed step's number is at least that of each step it reads."""
+    for kwargs in SETUPS.values():
+        call = call_of(scratch.trace_attention(X, **kwargs))
+        for spec in steps_of(call):
+            if spec.number == 0:
+                assert spec.reads(call) == (), spec.name
+                continue
+            for read in spec.reads(call):
+                assert spec_for(call, read).number < spec.number, (spec.name, read)
+
+
+COMMENTED = ("scratch/attention.py", "scratch/trace.py", "scratch/steps.py",
+             "scratch/multihead.py", "scratch/backends/numpy_backend.py",
+             "scratch/backends/torch_backend.py")  # fmt: skip
+
+
+def test_step_comments_use_the_registry_numbers():
+    """Each '# step N: name = ...' comment names a step the registry numbers N."""
+    numbers = {(s.name, s.number) for s in STEPS}
+    found = 0
+    for path in COMMENTED:
+        text = (ROOT / path).read_text()
+        for n, name in re.findall(r"# step (\d+): (\w+) =", text):
+            found += 1
+            assert (name, int(n)) in numbers, f"{path}: '# step {n}: {name} =' disagrees"
+    assert found >= 10
