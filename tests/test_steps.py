@@ -35,16 +35,32 @@ def _setups() -> dict[str, dict]:
     mem = m(3, 4)
     return {
         "plain": {},
-        "projections+biases": {"w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4), "b_q": [0.5] * 4,
-                               "b_k": [0.25] * 4, "b_v": [-1.0] * 4},  # fmt: skip
+        "projections+biases": {
+            "w_q": m(4, 4),
+            "w_k": m(4, 4),
+            "w_v": m(4, 4),
+            "b_q": [0.5] * 4,
+            "b_k": [0.25] * 4,
+            "b_v": [-1.0] * 4,
+        },
         "causal": {"w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 2), "is_causal": True},
-        "bool mask, heads": {"w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4), "num_heads": 2,
-                             "attn_mask": mask.tolist()},  # fmt: skip
-        "float mask, w_o, b_o": {"w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4),
-                                 "w_o": m(4, 3), "b_o": [1.0] * 3, "num_heads": 2,
-                                 "attn_mask": np.where(mask, 0.5, -np.inf).tolist()},  # fmt: skip
-        "gqa": {"w_q": m(4, 4), "w_k": m(4, 2), "w_v": m(4, 2), "num_heads": 2,
-                "num_kv_heads": 1},  # fmt: skip
+        "bool mask, heads": {
+            "w_q": m(4, 4),
+            "w_k": m(4, 4),
+            "w_v": m(4, 4),
+            "num_heads": 2,
+            "attn_mask": mask.tolist(),
+        },
+        "float mask, w_o, b_o": {
+            "w_q": m(4, 4),
+            "w_k": m(4, 4),
+            "w_v": m(4, 4),
+            "w_o": m(4, 3),
+            "b_o": [1.0] * 3,
+            "num_heads": 2,
+            "attn_mask": np.where(mask, 0.5, -np.inf).tolist(),
+        },
+        "gqa": {"w_q": m(4, 4), "w_k": m(4, 2), "w_v": m(4, 2), "num_heads": 2, "num_kv_heads": 1},
         "cross, one input": {"key": mem, "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4)},
         "cross, two inputs": {"key": mem, "value": m(3, 4), "w_o": m(4, 4)},
         "w_o, one head": {"w_o": m(4, 4)},
