@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import scratch
-from scratch import backends, presets
+from scratch import backends, presets, steps
 
 
 def preset_names() -> list[str]:
@@ -63,3 +63,9 @@ def explain(trace: object, step: str, index: tuple[int, ...]) -> object:
 def compare(trace: object, reference: object) -> list:
     """scratch.compare_traces(trace, reference): one StepCheck per step."""
     return scratch.compare_traces(trace, reference)
+
+
+def step_stages(names: list[str]) -> list[tuple[int, str]]:
+    """(step number, arrow text) of each step name, from scratch's registry of steps."""
+    call = steps.call_of_names(names)
+    return [(spec.number, spec.arrow) for spec in (steps.spec_for(call, n) for n in names)]

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import core_api
+
 TEXT_LIMIT = 16  # cell numbers are printed while both sides are at most this long
 HEAD_ALL, HEAD_AVERAGE = "all", "average"
 DISPLAY_LIMIT = 1e38  # below float32's largest value, so level arithmetic cannot overflow
@@ -172,21 +174,6 @@ def diff_image(diff: object) -> np.ndarray:
 
 # ---------------------------------------------------------------- the flow of the overview
 
-INPUT_STEPS = ("x", "key_input", "value_input")
-WEIGHT_STEPS = ("w_q", "w_k", "w_v")
-PROJECTED_STEPS = ("q", "k", "v")
-# the operation on the arrow into each stage, keyed by the stage's first step
-ARROWS = {
-    "w_q": "with",
-    "q": "x @ W",
-    "scores": "q @ k^T",
-    "scaled": "x scale",
-    "masked": "mask",
-    "weights": "softmax",
-    "head_outputs": "weights @ v",
-    "w_o": "concat",
-}
-
 
 @dataclass(frozen=True)
 class Stage:
@@ -204,20 +191,16 @@ def shape_text(shape: tuple[int, ...], axes: tuple[str, ...]) -> str:
 
 
 def flow_stages(names: list[str]) -> list[Stage]:
-    """The trace's steps grouped into the stages of the flow x -> q, k, v -> ... -> output."""
+    """The trace's steps grouped into the stages of the flow x -> q, k, v -> ... -> output.
+
+    The arrows and the groups (inputs, weights, projections) come from scratch's registry of
+    steps: steps 0 and 1 with the same arrow share a stage, every later step has its own."""
     stages: list[Stage] = []
-    done: set[str] = set()
-    for group in (INPUT_STEPS, WEIGHT_STEPS, PROJECTED_STEPS):
-        present = tuple(n for n in names if n in group)
-        if present:
-            stages.append(Stage(present, ARROWS.get(present[0], "->") if stages else ""))
-            done.update(present)
-    for name in names:  # every other step, in trace order, a stage of its own
-        if name in done:
-            continue
-        if name == "output":
-            arrow = "@ W_o" if "w_o" in names else ("concat" if "head_outputs" in names else "@ v")
+    last = None
+    for name, (number, arrow) in zip(names, core_api.step_stages(names)):
+        if stages and number <= 1 and (number, arrow) == last:
+            stages[-1] = Stage(stages[-1].names + (name,), stages[-1].arrow)
         else:
-            arrow = ARROWS.get(name, "->")
-        stages.append(Stage((name,), arrow if stages else ""))
+            stages.append(Stage((name,), arrow if stages else ""))
+        last = (number, arrow)
     return stages

@@ -14,7 +14,7 @@ The numbers are the computation's steps, the same in every comment of the code b
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from . import step_bounds as bounds
@@ -31,17 +31,13 @@ class Call:
     num_heads: int = 1
     num_kv_heads: int = 1
     given: frozenset[str] = frozenset()  # of w_q w_k w_v w_o b_q b_k b_v b_o key value
+    multi: bool = False  # the trace keeps a head axis (several heads, or an output projection)
     mask: str = "none"  # none, causal, bool or float
     tokens: int = 0  # L, for the notes
     key_tokens: int = 0  # S
     scale_note: str = ""
     masked_rows: str = "zero"
     fully_masked: int = 0  # rows where every key is masked
-
-    @property
-    def multi(self) -> bool:
-        """Whether the trace keeps a head axis (several heads, or an output projection)."""
-        return self.num_heads > 1 or "w_o" in self.given
 
     @property
     def cross(self) -> bool:
@@ -82,6 +78,7 @@ class StepSpec:
     bound: bounds.Bound
     explain: explains.Explainer
     per_head: bool = False  # scores..weights: (H, L, S) with several heads, (L, S) with one
+    arrow: str = ""  # the operation on the window's arrow into this step ("q @ k^T")
     biased: str = ""  # the bias argument added to this step, if any
 
     def axes_for(self, call: Call) -> tuple[str, ...]:
@@ -108,12 +105,12 @@ def _h(call: Call) -> str:
     return "[h]" if call.multi else ""
 
 
-def _input(name: str, number: int, axes: tuple[str, ...], present, formula: str, note) -> StepSpec:
-    """An input or weight the caller gave."""
+def _input(name: str, axes: tuple[str, ...], present, formula: str, note) -> StepSpec:
+    """An input (x, key_input, value_input) or a weight (w_q, w_k, w_v, w_o) the caller gave."""
     note = note if callable(note) else _text(note)
     return StepSpec(
-        name, number, axes, present, _reads(), _text(formula), note,
-        bounds.stored_input, explains.given,
+        name, 0, axes, present, _reads(), _text(formula), note, bounds.stored_input,
+        explains.given, arrow="with" if name.startswith("w_") else "",
     )  # fmt: skip
 
 
@@ -133,7 +130,7 @@ def _projection(out: str, what: str) -> StepSpec:
     side = "query" if out == "q" else "key"
     return StepSpec(
         out, 1, (side, "feature"), _always, reads, formula, _text(what),
-        bounds.projection, explains.projection, biased=f"b_{out}",
+        bounds.projection, explains.projection, biased=f"b_{out}", arrow="x @ W",
     )  # fmt: skip
 
 
@@ -191,20 +188,20 @@ _QK = ("query", "key")
 STEPS: tuple[StepSpec, ...] = (
     # step 0: the inputs and the projection weights
     _input(
-        "x", 0, ("query", "model"), _always, "x",
+        "x", ("query", "model"), _always, "x",
         lambda call: f"input: {call.tokens} tokens, each a row of numbers",
     ),
     _input(
-        "key_input", 0, ("key", "model"), lambda call: call.cross, "key input",
+        "key_input", ("key", "model"), lambda call: call.cross, "key input",
         lambda call: f"key-side input: {call.key_tokens} tokens (cross-attention)",
     ),
     _input(
-        "value_input", 0, ("key", "model"), lambda call: call.separate_value, "value input",
+        "value_input", ("key", "model"), lambda call: call.separate_value, "value input",
         "value-side input",
     ),
     *(
         _input(
-            f"w_{n}", 0, ("model", "feature"), lambda call, n=n: f"w_{n}" in call.given,
+            f"w_{n}", ("model", "feature"), lambda call, n=n: f"w_{n}" in call.given,
             f"w_{n}", f"projection that turns inputs into {what}",
         )
         for n, what in (("q", "queries"), ("k", "keys"), ("v", "values"))
@@ -217,51 +214,55 @@ STEPS: tuple[StepSpec, ...] = (
     StepSpec(
         "scores", 2, _QK, _always, _reads("q", "k"), _scores_formula,
         _text("dot product of each query with each key: high = similar"),
-        bounds.scores, explains.scores, per_head=True,
+        bounds.scores, explains.scores, per_head=True, arrow="q @ k^T",
     ),
     # step 3: scaled = scores * scale
     StepSpec(
         "scaled", 3, _QK, _always, _reads("scores"),
         lambda call: f"scaled{_h(call)} = scores{_h(call)} * scale",
         lambda call: call.scale_note, bounds.scaled, explains.scaled, per_head=True,
+        arrow="x scale",
     ),
     # step 4: masked = scaled + mask (-inf where a key may not be attended)
     StepSpec(
         "masked", 4, _QK, _always, _reads("scaled"), _masked_formula,
         lambda call: MASK_NOTES[call.mask], bounds.masked, explains.masked, per_head=True,
+        arrow="mask",
     ),
     # step 5: weights = softmax(masked) along each row (then dropout, when asked)
     StepSpec(
         "weights", 5, _QK, _always, _reads("masked"),
         lambda call: f"weights{_h(call)} = softmax(masked{_h(call)}) along each row",
-        _weights_note, bounds.weights, explains.weights, per_head=True,
+        _weights_note, bounds.weights, explains.weights, per_head=True, arrow="softmax",
     ),
     # step 6: weights @ v               (L, S) @ (S, d_v) -> (L, d_v) per head
     StepSpec(
         "output", 6, ("query", "feature"), _single, _reads("weights", "v"),
         _text("output = weights @ v"),
         _text("each output row is a weighted average of the value rows"),
-        bounds.weighted_values, explains.weighted_values,
+        bounds.weighted_values, explains.weighted_values, arrow="@ v",
     ),
     StepSpec(
         "head_outputs", 6, ("head", "query", "feature"), lambda call: call.multi,
         _reads("weights", "v"), _head_outputs_formula,
         _text("each head's weighted average of its value rows"),
-        bounds.weighted_values, explains.weighted_values,
+        bounds.weighted_values, explains.weighted_values, arrow="weights @ v",
     ),
     # step 7: the heads side by side    (H, L, d_v) -> (L, H * d_v)
     StepSpec(
         "output", 7, ("query", "feature"), _heads_only, _reads("head_outputs"),
         _text("output = concat(head_outputs[0], ..., head_outputs[H-1])"),
         _text("the heads side by side"), bounds.side_by_side, explains.side_by_side,
+        arrow="concat",
     ),
     StepSpec(
         "concat", 7, ("query", "feature"), _projected, _reads("head_outputs"),
         _text("concat = [head_outputs[0] | ... | head_outputs[H-1]]"),
         _text("the heads side by side"), bounds.side_by_side, explains.side_by_side,
+        arrow="concat",
     ),
     _input(
-        "w_o", 0, ("feature", "feature"), _projected, "w_o",
+        "w_o", ("feature", "feature"), _projected, "w_o",
         "output projection that mixes the heads",
     ),
     # step 8: output = concat @ w_o (+ b_o)   (L, H * d_v) @ (H * d_v, d_out) -> (L, d_out)
@@ -269,7 +270,7 @@ STEPS: tuple[StepSpec, ...] = (
         "output", 8, ("query", "feature"), _projected, _reads("concat", "w_o"),
         lambda call: "output = concat @ w_o" + (" + b_o" if "b_o" in call.given else ""),
         _text("the heads mixed by the output projection"),
-        bounds.output_projection, explains.output_projection, biased="b_o",
+        bounds.output_projection, explains.output_projection, biased="b_o", arrow="@ W_o",
     ),
 )  # fmt: skip
 
@@ -290,15 +291,30 @@ def spec_for(call: Call, name: str) -> StepSpec:
 
 def call_of(trace: object) -> Call:
     """The Call a trace was made by, read from its steps, heads and options."""
-    names = set(trace.names())
+    options = trace.options
+    return call_of_names(
+        trace.names(),
+        trace.num_heads,
+        trace.num_kv_heads,
+        biases=options.get("biases", ()),
+        mask=options.get("mask", "none"),
+        masked_rows=options.get("masked_rows", "zero"),
+    )
+
+
+def call_of_names(
+    names: Sequence[str],
+    num_heads: int = 1,
+    num_kv_heads: int = 1,
+    *,
+    biases: Sequence[str] = (),
+    mask: str = "none",
+    masked_rows: str = "zero",
+) -> Call:
+    """The Call that lays out steps `names` (which weights and inputs were given, head axis)."""
     given = {name for name in ("w_q", "w_k", "w_v", "w_o") if name in names}
     given.update(arg for arg, step in (("key", "key_input"), ("value", "value_input"))
                  if step in names)  # fmt: skip
-    given.update(trace.options.get("biases", ()))
-    return Call(
-        trace.num_heads,
-        trace.num_kv_heads,
-        frozenset(given),
-        trace.options.get("mask", "none"),
-        masked_rows=trace.options.get("masked_rows", "zero"),
-    )
+    given.update(biases)
+    multi = "head_outputs" in names
+    return Call(num_heads, num_kv_heads, frozenset(given), multi, mask, masked_rows=masked_rows)

@@ -163,6 +163,7 @@ def layout_trace(
         num_heads,
         num_kv_heads,
         frozenset(name for name, was_given in given.items() if was_given),
+        num_heads > 1 or given["w_o"],
         kind,
         tokens=L,
         key_tokens=S,

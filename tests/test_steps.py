@@ -197,3 +197,24 @@ def test_step_comments_use_the_registry_numbers():
             found += 1
             assert (name, int(n)) in numbers, f"{path}: '# step {n}: {name} =' disagrees"
     assert found >= 10
+
+
+def test_the_window_s_flow_reads_the_registry():
+    """The overview's stages and arrows follow the registry's numbers and arrows."""
+    from gui import view_model
+
+    trace = scratch.trace_attention(X, **SETUPS["float mask, w_o, b_o"])
+    stages = view_model.flow_stages(trace.names())
+    assert [(s.names, s.arrow) for s in stages] == [
+        (("x",), ""),
+        (("w_q", "w_k", "w_v"), "with"),
+        (("q", "k", "v"), "x @ W"),
+        (("scores",), "q @ k^T"),
+        (("scaled",), "x scale"),
+        (("masked",), "mask"),
+        (("weights",), "softmax"),
+        (("head_outputs",), "weights @ v"),
+        (("concat",), "concat"),
+        (("w_o",), "with"),
+        (("output",), "@ W_o"),
+    ]
