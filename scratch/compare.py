@@ -4,7 +4,9 @@ Each step's bound is the rounding error of that step alone, with the differences
 measured on the steps it reads PROPAGATED through it (the choice the issue leaves open): the
 scores of a backend are judged from the backend's own rounded q and k, plus how far those q and k
 already are from the ground truth's. So one wrong step fails by itself, and the first failing
-step is where the mistake is. numpy is used when installed; otherwise plain Python.
+step is where the mistake is. Which steps a step reads and how its bound propagates come from
+its entry in the registry of steps (`scratch.steps`, functions in `scratch.step_bounds`).
+numpy is used when installed; otherwise plain Python.
 """
 
 from __future__ import annotations

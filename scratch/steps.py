@@ -21,7 +21,6 @@ from . import step_bounds as bounds
 from . import step_explain as explains
 
 AXES = ("head", "query", "key", "model", "feature")
-INPUT_NAMES = ("x", "key_input", "value_input", "w_q", "w_k", "w_v", "w_o")
 
 
 @dataclass(frozen=True)
@@ -87,6 +86,7 @@ class StepSpec:
 
 
 def _always(call: Call) -> bool:
+    """Every call has this step."""
     return True
 
 
@@ -135,6 +135,7 @@ def _projection(out: str, what: str) -> StepSpec:
 
 
 def _scores_formula(call: Call) -> str:
+    """scores = q @ k^T, per head with the kv head each query head reads."""
     if not call.multi:
         return "scores = q @ k^T"
     kv = f"k_{{h // {call.group}}}" if call.num_kv_heads < call.num_heads else "k_h"
@@ -142,6 +143,7 @@ def _scores_formula(call: Call) -> str:
 
 
 def _masked_formula(call: Call) -> str:
+    """masked = scaled with the call's kind of mask."""
     s, h = f"scaled{_h(call)}", _h(call)
     return {
         "causal": f"masked{h} = {s}, with -inf where key j > query i (causal)",
@@ -160,6 +162,7 @@ MASK_NOTES = {
 
 
 def _weights_note(call: Call) -> str:
+    """Rows sum to 1; how many rows are fully masked and what fills them."""
     note = "each row sums to 1: how much each query attends to each key"
     if call.fully_masked:
         note += f"; {call.fully_masked} fully masked row(s) follow masked_rows={call.masked_rows!r}"
@@ -167,19 +170,23 @@ def _weights_note(call: Call) -> str:
 
 
 def _head_outputs_formula(call: Call) -> str:
+    """head_outputs[h] = weights[h] @ the v head it reads."""
     vh = f"v_{{h // {call.group}}}" if call.num_kv_heads < call.num_heads else "v_h"
     return f"head_outputs[h] = weights[h] @ {vh}"
 
 
 def _single(call: Call) -> bool:
+    """One head and no output projection: weights @ v is the output."""
     return not call.multi
 
 
 def _heads_only(call: Call) -> bool:
+    """Several heads and no output projection: the heads side by side are the output."""
     return call.multi and "w_o" not in call.given
 
 
 def _projected(call: Call) -> bool:
+    """An output projection w_o was given."""
     return "w_o" in call.given
 
 
