@@ -31,9 +31,9 @@ from math import inf
 
 from .linalg import matmul_nt, transpose_rows
 from .masks import Mask
+from .nested import at, stack
 from .softmax import softmax_row
 from .validate import (
-    _reshape,
     as_tensor,
     check_attention_shapes,
     check_dropout_p,
@@ -100,13 +100,6 @@ def attend(
     return Steps(scores, scaled, masked, weights, output, fully_masked)
 
 
-def _at(nested: list, index: tuple[int, ...]) -> list:
-    """nested[i0][i1]... for a tuple of leading indices."""
-    for i in index:
-        nested = nested[i]
-    return nested
-
-
 def attend_all(
     q: list,
     k: list,
@@ -128,9 +121,9 @@ def attend_all(
         mask_rows = mask.slice(index) if mask is not None else None
         results.append(
             attend(
-                _at(q, index),
-                _at(k, kv_index),
-                _at(v, kv_index),
+                at(q, index),
+                at(k, kv_index),
+                at(v, kv_index),
                 scale,
                 mask,
                 mask_rows,
@@ -140,11 +133,6 @@ def attend_all(
             )
         )
     return results
-
-
-def stack(blocks: list, lead: tuple[int, ...]) -> list:
-    """Nest a row-major list of per-index blocks back into the leading dims."""
-    return _reshape(blocks, lead) if lead else blocks[0]
 
 
 def build_mask(attn_mask: object, is_causal: bool, target: tuple[int, ...]) -> Mask | None:

@@ -30,9 +30,10 @@ import random
 from dataclasses import dataclass
 from itertools import product
 
-from .attention import _at, attend, check_rng, prepare, stack
+from .attention import attend, check_rng, prepare
 from .linalg import dot, matmul_nt, transpose_rows
 from .masks import Mask
+from .nested import at, stack
 from .validate import as_tensor, check_dropout_p
 
 Matrix = list[list[float]]
@@ -183,10 +184,10 @@ def scaled_dot_product_attention_backward(
         kv = p.kv_index(index)
         mask_rows = p.mask.slice(index) if p.mask is not None else None
         head = backward_head(
-            _at(p.q, index),
-            _at(p.k, kv),
-            _at(p.v, kv),
-            _at(g, index),
+            at(p.q, index),
+            at(p.k, kv),
+            at(p.v, kv),
+            at(g, index),
             p.scale,
             p.mask,
             mask_rows,

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import product
 
-from .attention import Steps, _at, attend_all, build_mask, stack
+from .attention import Steps, attend_all, build_mask
 from .linalg import matmul_nt, transpose_rows
+from .nested import at, stack
 from .validate import (
     as_matrix,
     as_tensor,
@@ -35,7 +36,7 @@ def project(x: list, lead: tuple[int, ...], w: list | None, b: list | None) -> l
     wt = transpose_rows(w)  # (d_out, d_in): its rows are w's columns
     blocks = []
     for index in product(*map(range, lead)):
-        out = matmul_nt(_at(x, index), wt)  # (n, d_in) @ (d_in, d_out) -> (n, d_out)
+        out = matmul_nt(at(x, index), wt)  # (n, d_in) @ (d_in, d_out) -> (n, d_out)
         if b is not None:
             out = [[o + c for o, c in zip(row, b)] for row in out]
         blocks.append(out)
@@ -44,14 +45,14 @@ def project(x: list, lead: tuple[int, ...], w: list | None, b: list | None) -> l
 
 def _width(m: list, lead: tuple[int, ...]) -> int:
     """Size of the last axis of a (..., n, width) nested list."""
-    return len(_at(m, (0,) * len(lead))[0])
+    return len(at(m, (0,) * len(lead))[0])
 
 
 def split_heads(m: list, lead: tuple[int, ...], heads: int) -> list:
     """(..., n, heads * d) -> (..., heads, n, d): head h is the column block h*d:(h+1)*d."""
     blocks = []
     for index in product(*map(range, lead)):
-        rows = _at(m, index)  # (n, heads * d)
+        rows = at(m, index)  # (n, heads * d)
         d = len(rows[0]) // heads
         blocks.append([[row[h * d : (h + 1) * d] for row in rows] for h in range(heads)])
     return stack(blocks, lead)
@@ -61,7 +62,7 @@ def concat_heads(heads_out: list, lead: tuple[int, ...]) -> list:
     """(..., heads, L, d) -> (..., L, heads * d), heads side by side."""
     blocks = []
     for index in product(*map(range, lead)):
-        per_head = _at(heads_out, index)  # (heads, L, d)
+        per_head = at(heads_out, index)  # (heads, L, d)
         blocks.append([[c for h in per_head for c in h[i]] for i in range(len(per_head[0]))])
     return stack(blocks, lead)
 

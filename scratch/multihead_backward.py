@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from itertools import product
 from math import fsum
 
-from .attention import _at, build_mask, stack
+from .attention import build_mask
 from .backward import backward_head, key_value_grads
 from .linalg import matmul_nt, transpose_rows
 from .multihead import run_multi_head, split_heads
+from .nested import at, rows, unrows
 from .validate import as_matrix, as_tensor, check_projections
 
 
@@ -41,16 +42,6 @@ class MultiHeadGradients:
     grad_b_k: list | None
     grad_b_v: list | None
     grad_b_o: list | None
-
-
-def _rows(nested: list, lead: tuple[int, ...]) -> list[list[float]]:
-    """Every row of a (..., n, width) nested list, leading indices in row-major order."""
-    return [row for index in product(*map(range, lead)) for row in _at(nested, index)]
-
-
-def _nest(rows: list, lead: tuple[int, ...], n: int) -> list:
-    """Undo _rows: n rows per leading index, nested back into the leading dims."""
-    return stack([rows[i : i + n] for i in range(0, len(rows), n)], lead)
 
 
 def _weight_grads(inputs: list, grads: list) -> tuple[list, list]:
@@ -94,12 +85,12 @@ def multi_head_attention_backward(
     xv = xk if value is None else as_tensor(value, "value", min_dims=2)[0]
     wq, wk, wv = (as_matrix(w, name)[0] for w, name in ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
     dO, dO_shape = as_tensor(grad_output, "grad_output", min_dims=2)
-    L, S = x_shape[-2], len(_at(run.k, (0,) * len(lead)))
-    expected = lead + (L, len(_at(run.output, (0,) * len(lead))[0]))  # (..., L, d_out)
+    L, S = x_shape[-2], len(at(run.k, (0,) * len(lead)))
+    expected = lead + (L, len(at(run.output, (0,) * len(lead))[0]))  # (..., L, d_out)
     if dO_shape != expected:
         raise ValueError(f"grad_output: expected the output's shape {expected}, found {dO_shape}")
     # step 1: through the output projection     d_concat = dO @ w_o^T   (..., L, H * d_v)
-    dO_rows, concat_rows = _rows(dO, lead), _rows(run.concat, lead)
+    dO_rows, concat_rows = rows(dO, lead), rows(run.concat, lead)
     grad_w_o = grad_b_o = None
     if w_o is not None:
         wo = as_matrix(w_o, "w_o")[0]
@@ -108,7 +99,7 @@ def multi_head_attention_backward(
         d_concat = matmul_nt(dO_rows, wo)  # (N, d_out) @ (d_out, H*d_v): rows of w_o are w_o^T's
     else:
         d_concat = dO_rows
-    d_concat = _nest(d_concat, lead, L)
+    d_concat = unrows(d_concat, lead, L)
     # step 2: every head's backward; kv heads of a group summed in one fsum
     mask = build_mask(attn_mask, is_causal, lead + (H, L, S))
     q_heads = split_heads(run.q, lead, H)  # (..., H, L, d_head)
@@ -121,10 +112,10 @@ def multi_head_attention_backward(
             head_index = index + (h,)
             g = h // (H // Hkv)
             head = backward_head(
-                _at(q_heads, head_index),
-                _at(k_heads, index + (g,)),
-                _at(v_heads, index + (g,)),
-                _at(dO_heads, head_index),
+                at(q_heads, head_index),
+                at(k_heads, index + (g,)),
+                at(v_heads, index + (g,)),
+                at(dO_heads, head_index),
                 run.scale,
                 mask,
                 mask.slice(head_index) if mask is not None else None,
@@ -138,7 +129,7 @@ def multi_head_attention_backward(
         dv_blocks.append([[c for _, dV in kv for c in dV[j]] for j in range(S)])  # (S, Hkv*d_v)
     dq, dk, dv = (sum(blocks, []) for blocks in (dq_blocks, dk_blocks, dv_blocks))  # all rows
     # step 3: through the input projections     d_w = x^T @ d, d_b = column sums of d
-    x_rows, xk_rows, xv_rows = _rows(x, lead), _rows(xk, lead), _rows(xv, lead)
+    x_rows, xk_rows, xv_rows = rows(x, lead), rows(xk, lead), rows(xv, lead)
     grad_w_q, grad_b_q = _weight_grads(x_rows, dq)
     grad_w_k, grad_b_k = _weight_grads(xk_rows, dk)
     grad_w_v, grad_b_v = _weight_grads(xv_rows, dv)
@@ -155,7 +146,7 @@ def multi_head_attention_backward(
             continue
         d = [sum((g[i] for g, _ in pairs), []) for i in range(len(pairs[0][0]))]  # (N, sum m)
         w = [sum((wm[c] for _, wm in pairs), []) for c in range(len(pairs[0][1]))]  # (d_in, sum m)
-        grads[name] = _nest(matmul_nt(d, w), lead, L if name == "query" else S)
+        grads[name] = unrows(matmul_nt(d, w), lead, L if name == "query" else S)
     return MultiHeadGradients(
         grads["query"],
         grads["key"],

@@ -12,8 +12,9 @@ from __future__ import annotations
 import random
 from itertools import product
 
-from .attention import _at, attend, prepare, stack
+from .attention import attend, prepare
 from .masks import Mask
+from .nested import at, stack
 from .validate import check_flag, check_positive_int
 
 
@@ -74,7 +75,7 @@ def attention_rows(
         mask = Mask(causal, (len(picked), p.S), True, p.lead + (len(picked), p.S))
     outputs, weights = [], []
     for index in product(*map(range, p.lead)):
-        q_rows = [_at(p.q, index)[i] for i in picked]  # (R, E): only the sampled query rows
+        q_rows = [at(p.q, index)[i] for i in picked]  # (R, E): only the sampled query rows
         mask_rows = None
         if is_causal:
             mask_rows = causal
@@ -82,7 +83,7 @@ def attention_rows(
             full = mask.slice(index)  # (L, S) views of the broadcast mask, no copies
             mask_rows = [full[i] for i in picked]  # (R, S)
         kv = p.kv_index(index)
-        steps = attend(q_rows, _at(p.k, kv), _at(p.v, kv), p.scale, mask, mask_rows, p.masked_rows)
+        steps = attend(q_rows, at(p.k, kv), at(p.v, kv), p.scale, mask, mask_rows, p.masked_rows)
         outputs.append(steps.output)  # (R, Ev)
         weights.append(steps.weights)  # (R, S)
     return stack(outputs, p.lead), stack(weights, p.lead)

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from .multihead import run_multi_head
+from .nested import tolist
 from .validate import _describe, as_mask, as_matrix, check_value_has_key
 
 AXES = ("head", "query", "key", "model", "feature")
@@ -130,12 +131,6 @@ def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
     return sum(not any(row) for grid in grids for row in grid), grids if want_grids else None
 
 
-def _tolist(value: object) -> list:
-    """Nested lists from a list or any array with .tolist()."""
-    tolist = getattr(value, "tolist", None)
-    return tolist() if callable(tolist) else value
-
-
 def layout_trace(
     values: dict[str, object],
     *,
@@ -163,7 +158,7 @@ def layout_trace(
     """
     H, Hkv = num_heads, num_kv_heads
     L, S = len(values["q"]), len(values["k"])
-    d_head = len(_tolist(values["q"])[0]) // H
+    d_head = len(tolist(values["q"])[0]) // H
     labels = _labels(tokens, L, "tokens", "t")
     cross = given["key"]
     separate_value = cross and given["value"]
