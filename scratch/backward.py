@@ -30,11 +30,12 @@ import random
 from dataclasses import dataclass
 from itertools import product
 
-from .attention import attend, check_rng, prepare
+from .attention import attend, prepare
 from .linalg import dot, matmul_nt, transpose_rows
 from .masks import Mask
 from .nested import at, stack
-from .validate import as_tensor, check_dropout_p
+from .options import Options
+from .validate import as_tensor
 
 Matrix = list[list[float]]
 
@@ -170,9 +171,8 @@ def scaled_dot_product_attention_backward(
 
     Same arguments as the forward; the same `rng` state reproduces the forward's dropout mask.
     """
-    dropout_p = check_dropout_p(dropout_p)
-    check_rng(rng)
-    p = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, masked_rows)
+    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng)
+    p = prepare(query, key, value, options)
     g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
     if g_shape != p.lead + (p.L, p.Ev):
         raise ValueError(

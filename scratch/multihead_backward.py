@@ -24,7 +24,8 @@ from .backward import backward_head, key_value_grads
 from .linalg import matmul_nt, transpose_rows
 from .multihead import run_multi_head, split_heads
 from .nested import at, rows, unrows
-from .validate import as_matrix, as_tensor, check_projections
+from .options import Options
+from .validate import as_tensor, check_projections
 
 
 @dataclass(frozen=True)
@@ -78,22 +79,19 @@ def multi_head_attention_backward(
         b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o, attn_mask=attn_mask, is_causal=is_causal,
         scale=scale, masked_rows=masked_rows,
     )  # fmt: skip
-    lead, H = run.lead, num_heads
-    Hkv = H if num_kv_heads is None else num_kv_heads
-    x, x_shape = as_tensor(query, "query", min_dims=2)
-    xk = x if key is None else as_tensor(key, "key", min_dims=2)[0]
-    xv = xk if value is None else as_tensor(value, "value", min_dims=2)[0]
-    wq, wk, wv = (as_matrix(w, name)[0] for w, name in ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
+    plan, inputs, params = run.plan, run.inputs, run.params
+    lead, H, Hkv, L, S = plan.lead, plan.num_heads, plan.num_kv_heads, plan.L, plan.S
+    x, xk, xv = inputs["x"], inputs["key_input"], inputs["value_input"]
+    wq, wk, wv = params["w_q"], params["w_k"], params["w_v"]
     dO, dO_shape = as_tensor(grad_output, "grad_output", min_dims=2)
-    L, S = x_shape[-2], len(at(run.k, (0,) * len(lead)))
-    expected = lead + (L, len(at(run.output, (0,) * len(lead))[0]))  # (..., L, d_out)
+    expected = lead + (L, plan.d_out)  # (..., L, d_out)
     if dO_shape != expected:
         raise ValueError(f"grad_output: expected the output's shape {expected}, found {dO_shape}")
     # step 1: through the output projection     d_concat = dO @ w_o^T   (..., L, H * d_v)
     dO_rows, concat_rows = rows(dO, lead), rows(run.concat, lead)
     grad_w_o = grad_b_o = None
     if w_o is not None:
-        wo = as_matrix(w_o, "w_o")[0]
+        wo = params["w_o"]
         grad_w_o, grad_b_o = _weight_grads(concat_rows, dO_rows)
         grad_b_o = grad_b_o if b_o is not None else None
         d_concat = matmul_nt(dO_rows, wo)  # (N, d_out) @ (d_out, H*d_v): rows of w_o are w_o^T's
@@ -101,7 +99,7 @@ def multi_head_attention_backward(
         d_concat = dO_rows
     d_concat = unrows(d_concat, lead, L)
     # step 2: every head's backward; kv heads of a group summed in one fsum
-    mask = build_mask(attn_mask, is_causal, lead + (H, L, S))
+    mask = build_mask(Options(attn_mask, is_causal), plan.scores_shape)
     q_heads = split_heads(run.q, lead, H)  # (..., H, L, d_head)
     k_heads, v_heads = split_heads(run.k, lead, Hkv), split_heads(run.v, lead, Hkv)
     dO_heads = split_heads(d_concat, lead, H)  # (..., H, L, d_v)
@@ -110,7 +108,7 @@ def multi_head_attention_backward(
         per_head, groups = [], {}
         for h in range(H):
             head_index = index + (h,)
-            g = h // (H // Hkv)
+            g = h // plan.group
             head = backward_head(
                 at(q_heads, head_index),
                 at(k_heads, index + (g,)),
