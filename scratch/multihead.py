@@ -15,6 +15,7 @@ from itertools import product
 
 from .attention import Steps, attend_all, build_mask
 from .linalg import matmul_nt, transpose_rows
+from .masks import Mask
 from .nested import at, stack
 from .options import Options
 from .plan import HeadPlan, plan_multi_head
@@ -65,6 +66,8 @@ class Projected:
     plan: HeadPlan
     inputs: dict[str, list]  # x (..., L, d_model), key_input and value_input (..., S, d)
     params: dict[str, list]  # the projections and biases given: w_q, ..., b_o
+    options: Options
+    mask: Mask | None  # broadcast to the per-head scores (..., H, L, S)
     q: list  # (..., L, num_heads * d_head)
     k: list  # (..., S, num_kv_heads * d_head)
     v: list  # (..., S, num_kv_heads * d_v)
@@ -149,7 +152,7 @@ def run_multi_head(
     concat = concat_heads(stack([s.output for s in heads], plan.head_lead), lead)  # (..., L, H*d_v)
     output = concat if wo is None else project(concat, lead, wo, bo)  # (..., L, d_out)
     inputs = {"x": x, "key_input": xk, "value_input": xv}
-    return Projected(plan, inputs, params, q, k, v, heads, concat, output, scale)
+    return Projected(plan, inputs, params, options, mask, q, k, v, heads, concat, output, scale)
 
 
 def multi_head_attention(
