@@ -18,7 +18,7 @@ from PyQt6.QtCore import QPointF, QSettings, Qt  # noqa: E402
 from PyQt6.QtWidgets import QApplication  # noqa: E402
 
 import scratch  # noqa: E402
-from gui import core_api, view_model  # noqa: E402
+from gui import core_api, session_file, view_model  # noqa: E402
 from gui import session as sm  # noqa: E402
 from gui.check_panel import CheckPanel  # noqa: E402
 from gui.errors import ErrorHandler  # noqa: E402
@@ -475,7 +475,7 @@ def test_sizes_that_do_not_fit_are_refused_and_the_work_kept(qtbot, window, sett
     assert "divisible by num_heads=3" in window.statusBar().currentMessage()
     assert not window.inputs.kv_heads.isEnabled()  # self-attention: kv heads = heads
     assert window.files.save_session(str(tmp_path / "s.json"))
-    assert sm.load(tmp_path / "s.json") == before
+    assert session_file.load(tmp_path / "s.json") == before
     window.close()
     assert remembered_session(settings) == before  # the edited x[0][0] = 42 survives
 

@@ -11,6 +11,7 @@ pytest.importorskip("tokenizers")
 from PyQt6.QtCore import QPointF, QSettings, Qt  # noqa: E402
 
 from gui import session as sm  # noqa: E402
+from gui import session_file  # noqa: E402
 from gui.errors import ErrorHandler  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
 from gui.model_session import head_session  # noqa: E402
@@ -90,7 +91,7 @@ def test_a_head_session_reproduces_the_model_with_biases_in_the_weights(run):
     s = head_session(run, 2, 4)
     assert len(s.x[0]) == 385 and all(row[-1] == 1.0 for row in s.x)  # the bias column
     assert len(s.w_q) == 385 and len(s.w_q[0]) == 32
-    assert sm.validate(s.to_dict()) == s  # a session that saves and loads back
+    assert session_file.validate(s.to_dict()) == s  # a session that saves and loads back
     from gui import controller
 
     out = controller.run(s)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import scratch
-from gui import atomic, codegen, controller, sentences, view_model
+from gui import atomic, codegen, controller, sentences, session_file, view_model
 from gui import session as sm
 
 EPS64 = np.finfo(np.float64).eps
@@ -45,8 +45,8 @@ def test_session_round_trip_keeps_every_field(tmp_path):
         step="scores",
     )
     path = tmp_path / "s.json"
-    sm.save(path, s)
-    assert sm.load(path) == s
+    session_file.save(path, s)
+    assert session_file.load(path) == s
     assert json.loads(path.read_text())["version"] == sm.VERSION
 
 
@@ -100,7 +100,7 @@ def test_validate_rejects_a_bad_field_and_names_it(field, value, named):
     data = journey().to_dict()
     data[field] = value
     with pytest.raises(sm.SessionError, match=named.replace("[", r"\[").replace("]", r"\]")):
-        sm.validate(data, {"scratch": ("float64",)})
+        session_file.validate(data, {"scratch": ("float64",)})
 
 
 def test_load_rejects_broken_json_and_binary(tmp_path):
@@ -109,19 +109,19 @@ def test_load_rejects_broken_json_and_binary(tmp_path):
     (tmp_path / "c.json").write_text("[1, 2, 3]")
     for name, words in (("a", "not valid JSON"), ("b", "UTF-8"), ("c", "JSON object")):
         with pytest.raises(sm.SessionError, match=words):
-            sm.load(tmp_path / f"{name}.json")
+            session_file.load(tmp_path / f"{name}.json")
     with pytest.raises(sm.SessionError, match="cannot read"):
-        sm.load(tmp_path / "missing.json")
+        session_file.load(tmp_path / "missing.json")
 
 
 def test_hand_edited_numbers_too_big_for_python_are_session_errors():
     """1e400 written out as an integer, or 5000 digits: a SessionError, not Overflow/ValueError."""
-    text = sm.dumps(journey())
+    text = session_file.dumps(journey())
     for big in ("1" + "0" * 400, "9" * 5000):
         for old in ('"scale_value": 1.0', '"seed": 0'):
             assert old in text
             with pytest.raises(sm.SessionError):
-                sm.loads(text.replace(old, old.split(":")[0] + ": " + big))
+                session_file.loads(text.replace(old, old.split(":")[0] + ": " + big))
 
 
 # ---------------------------------------------------------------- edits
@@ -135,14 +135,14 @@ def test_resize_keeps_the_values_that_fit():
     assert len(bigger.w_q) == 5 and bigger.w_q[:4] == tuple(r for r in s.w_q)
     smaller = sm.resized(bigger, num_tokens=2)
     assert smaller.x == tuple(r for r in bigger.x[:2]) and smaller.tokens == s.tokens[:2]
-    sm.validate(smaller.to_dict())  # still a consistent session
+    session_file.validate(smaller.to_dict())  # still a consistent session
 
 
 def test_heads_and_kv_heads_resize_the_projection_widths():
     s = sm.resized(sm.random_session(1, 3, 4, 2, 2, 1), num_heads=4, num_kv_heads=2)
     assert (len(s.w_q[0]), len(s.w_k[0]), len(s.w_v[0])) == (8, 4, 4)
     assert (s.d_k, s.d_v) == (2, 2)
-    sm.validate(s.to_dict())
+    session_file.validate(s.to_dict())
 
 
 def test_with_cell_refuses_non_finite_numbers():
@@ -159,7 +159,7 @@ def test_mode_switches_give_valid_sessions(kv_heads):
     for mode in ("qkv", "self", "project", "qkv"):
         s = sm.with_mode(s, mode)
         assert s.mode == mode
-        sm.validate(s.to_dict())
+        session_file.validate(s.to_dict())
         scratch.trace_attention(**controller.trace_kwargs(s))  # the core accepts it
         s = sm.random_session(2, 3, 4, 2, 3, 2, kv_heads) if mode == "self" else s
 
@@ -173,7 +173,7 @@ def test_switching_to_projections_keeps_the_result(d_v, kv_heads):
         s = sm.with_mode(s, start)
         before = scratch.trace_attention(**controller.trace_kwargs(s))
         after_s = sm.with_mode(s, "project")
-        sm.validate(after_s.to_dict())
+        session_file.validate(after_s.to_dict())
         after = scratch.trace_attention(**controller.trace_kwargs(after_s))
         assert after_s.num_heads == s.num_heads == 2
         if start == "qkv" and d_v != 2:  # K and V widths differ: they cannot both be inputs
@@ -189,16 +189,16 @@ def test_validate_rejects_qkv_values_that_do_not_split_into_kv_heads():
     data = s.to_dict()
     data["value"] = [[1.0, 2.0, 3.0]] * 3  # 3 columns, 2 kv heads
     with pytest.raises(sm.SessionError, match="'value'"):
-        sm.validate(data)
+        session_file.validate(data)
 
 
 def test_validate_rejects_kv_heads_in_self_mode():
     """q = k = v = x: k has num_heads * d_k columns, so it cannot split into fewer heads."""
     data = sm.with_mode(sm.random_session(2, 3, 4, 2, 2, 2), "self").to_dict()
-    sm.validate(data)
+    session_file.validate(data)
     data["num_kv_heads"] = 1
     with pytest.raises(sm.SessionError, match="'num_kv_heads'"):
-        sm.validate(data)
+        session_file.validate(data)
 
 
 # ---------------------------------------------------------------- sentences
@@ -268,7 +268,7 @@ def test_copy_as_code_snippet_runs_and_matches_the_trace(library, case, changes)
     elif case == "project-key-no-value":
         key = ((1.0, 0.5, -1.0, 2.0), (0.0, 1.0, 0.25, -0.5))  # (S=2, d_kv_in=4)
         s = dataclasses.replace(sm.random_session(7, 3), key=key, key_tokens=("k0", "k1"))
-        sm.validate(s.to_dict())
+        session_file.validate(s.to_dict())
     else:
         s = sm.random_session(6, 4, 6, 3, 2, 4, 2)
     if case == "random-custom":
