@@ -37,15 +37,15 @@ MASK_LABELS = {
 ROWS_LABELS = {"zero": "zero (weights 0)", "nan": "NaN", "uniform": "uniform (1/S)"}
 TABLE_TITLES = {
     "project": {
-        "x": "X",
+        "query": "X",
         "key": "key input",
         "value": "value input",
         "w_q": "Wq",
         "w_k": "Wk",
         "w_v": "Wv",
     },
-    "qkv": {"x": "Q", "key": "K", "value": "V"},
-    "self": {"x": "X (q = k = v)"},
+    "qkv": {"query": "Q", "key": "K", "value": "V"},
+    "self": {"query": "X (q = k = v)"},
 }
 GRID_LIMIT = 64  # the mask grid is drawn (and clickable) up to 64 x 64
 
@@ -290,7 +290,7 @@ class InputsPanel(QWidget):
         self.tabs.clear()
         for name in s.matrices_in_use():
             labels = s.key_tokens if name in ("key", "value") else None
-            labels = s.tokens if name == "x" else labels
+            labels = s.tokens if name == "query" else labels
             self.tables[name].matrix_model.set_matrix(s.matrix(name), labels)
             self.tabs.addTab(self.tables[name], TABLE_TITLES[s.mode][name])
         for i in range(self.tabs.count()):

@@ -11,14 +11,14 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-VERSION = 1
+VERSION = 2  # 2: the query-side table is "query" (version 1 files call it "x")
 # project: q = x @ w_q, k = x @ w_k, v = x @ w_v (x also feeds key/value unless key is given)
 # qkv: the tables are q, k, v themselves; self: q = k = v = x (no weights)
 MODES = ("project", "qkv", "self")
 SCALE_MODES = ("sqrt", "none", "custom")
 MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
 MASKED_ROWS = ("zero", "nan", "uniform")
-MATRICES = ("x", "key", "value", "w_q", "w_k", "w_v")
+MATRICES = ("query", "key", "value", "w_q", "w_k", "w_v")
 MAX_TOKENS = 4096  # above 256 a NumPy/torch trace is checked on sampled rows (sampled_check)
 MAX_DIM = 1024  # a real model head: all-MiniLM-L6-v2 has d_model 384 (+1 for the bias column)
 MAX_HEADS = 16  # the heads spin box's range; a file may not ask for more
@@ -37,9 +37,12 @@ class Session:
 
     tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
-    x: Matrix  # (L, d_model); in qkv mode this table is q (L, H*d_k)
-    key: Matrix | None = None  # (S, d_kv_in); in qkv mode k (S, Hkv*d_k)
-    value: Matrix | None = None  # (S, d_kv_in); in qkv mode v (S, Hkv*d_v)
+    # query, key, value: the tables each side of attention reads, as in PyTorch's
+    # MultiheadAttention: inputs to project (x, key and value inputs) in mode 'project' and
+    # 'self', the projected q, k, v themselves in mode 'qkv'
+    query: Matrix  # (L, d_model): x; in mode 'qkv' q (L, H*d_k)
+    key: Matrix | None = None  # (S, d_kv_in); in mode 'qkv' k (S, Hkv*d_k)
+    value: Matrix | None = None  # (S, d_kv_in); in mode 'qkv' v (S, Hkv*d_v)
     w_q: Matrix | None = None  # (d_model, H*d_k)
     w_k: Matrix | None = None  # (d_kv_in, Hkv*d_k)
     w_v: Matrix | None = None  # (d_kv_in, Hkv*d_v)
@@ -60,17 +63,17 @@ class Session:
     @property
     def num_tokens(self) -> int:
         """L, the number of queries."""
-        return len(self.x)
+        return len(self.query)
 
     @property
     def num_keys(self) -> int:
         """S, the number of keys."""
-        return len(self.key) if self.key is not None else len(self.x)
+        return len(self.key) if self.key is not None else len(self.query)
 
     @property
     def d_model(self) -> int:
-        """Width of x (of q in qkv mode)."""
-        return len(self.x[0])
+        """Width of the query table: x's, or q's in mode 'qkv'."""
+        return len(self.query[0])
 
     @property
     def d_k(self) -> int:
@@ -95,10 +98,10 @@ class Session:
     def matrices_in_use(self) -> list[str]:
         """Names of the matrices the current mode uses, in table order."""
         if self.mode == "self":
-            return ["x"]
+            return ["query"]
         if self.mode == "qkv":
-            return ["x", "key", "value"]
-        names = ["x"] + [n for n in ("key", "value") if self.matrix(n) is not None]
+            return ["query", "key", "value"]
+        names = ["query"] + [n for n in ("key", "value") if self.matrix(n) is not None]
         return names + ["w_q", "w_k", "w_v"]
 
     def to_dict(self) -> dict:
@@ -154,7 +157,7 @@ def random_session(
     return Session(
         tokens=tokens,
         key_tokens=tokens,
-        x=x,
+        query=x,
         w_q=w_q,
         w_k=w_k,
         w_v=w_v,
@@ -202,7 +205,7 @@ def from_preset(preset: object) -> Session:
     return Session(
         tokens=tokens,
         key_tokens=key_tokens,
-        x=x,
+        query=x,
         key=key if mode != "self" else None,
         value=value if mode != "self" else None,
         w_q=w_q,
@@ -263,7 +266,7 @@ def resized(
     if s.mode == "project":
         d_kv_in = len(s.key[0]) if cross else dm
         changes = dict(
-            x=resize_matrix(s.x, L, dm),  # (L, d_model)
+            query=resize_matrix(s.query, L, dm),  # x (L, d_model)
             key=resize_matrix(s.key, S, d_kv_in),  # (S, d_kv_in)
             value=resize_matrix(s.value, S, d_kv_in),  # (S, d_kv_in)
             w_q=resize_matrix(s.w_q, dm, H * dk),  # (d_model, H*d_k)
@@ -272,12 +275,12 @@ def resized(
         )
     elif s.mode == "qkv":
         changes = dict(
-            x=resize_matrix(s.x, L, H * dk),  # q (L, H*d_k)
+            query=resize_matrix(s.query, L, H * dk),  # q (L, H*d_k)
             key=resize_matrix(s.key, S, Hkv * dk),  # k (S, Hkv*d_k)
             value=resize_matrix(s.value, S, Hkv * dv),  # v (S, Hkv*d_v)
         )
     else:
-        changes = dict(x=resize_matrix(s.x, L, dm))  # (L, d_model)
+        changes = dict(query=resize_matrix(s.query, L, dm))  # x (L, d_model)
     mask = resize_mask(s.mask, L, S)
     key_tokens = _resize_labels(s.key_tokens, S) if cross else _resize_labels(s.tokens, L)
     return dataclasses.replace(
@@ -450,11 +453,11 @@ def with_mode(s: Session, mode: str) -> Session:
         )
     if mode == "qkv":
         d_k, d_v, Hkv = s.d_k, s.d_v, s.num_kv_heads
-        key = s.key if s.key is not None else s.x
+        key = s.key if s.key is not None else s.query
         return dataclasses.replace(
             s,
             mode=mode,
-            x=resize_matrix(s.x, L, s.num_heads * d_k),  # q (L, H*d_k)
+            query=resize_matrix(s.query, L, s.num_heads * d_k),  # q (L, H*d_k)
             key=resize_matrix(key, S, Hkv * d_k),  # k (S, Hkv*d_k)
             value=resize_matrix(s.value if s.value is not None else key, S, Hkv * d_v),
             w_q=None,

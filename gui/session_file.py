@@ -101,11 +101,11 @@ def _shape(m: Matrix | None) -> tuple[int, int] | None:
     return None if m is None else (len(m), len(m[0]))
 
 
-def _plan_heads(mode, x, key, value, w_q, w_k, w_v, heads: int, kv_heads: int) -> None:
+def _plan_heads(mode, query, key, value, w_q, w_k, w_v, heads: int, kv_heads: int) -> None:
     """plan_multi_head on the shapes the backends will get; SessionError names the field."""
     try:
         plan_multi_head(
-            _shape(x),
+            _shape(query),
             _shape(key),
             _shape(value),
             w_q=_shape(w_q),
@@ -117,10 +117,18 @@ def _plan_heads(mode, x, key, value, w_q, w_k, w_v, heads: int, kv_heads: int) -
     except ValueError as exc:
         argument = str(exc).split(":", 1)[0]
         # without projections the tables are q, k, v themselves: their columns are the heads
-        fields = {"query": "x", "w_q": "x", "w_k": "key", "w_v": "value"}
+        fields = {"w_q": "query", "w_k": "key", "w_v": "value"}
         field = argument if mode == "project" and argument.startswith("w_") else None
         field = field or fields.get(argument, argument)
         raise SessionError(f"session field '{field}': {exc}") from exc
+
+
+def _upgraded(data: dict) -> dict:
+    """A version 1 session (the query table stored as "x") as version 2; others unchanged."""
+    if data.get("version") != 1 or "query" in data:
+        return data
+    upgraded = {k: v for k, v in data.items() if k != "x"}
+    return {**upgraded, "version": VERSION, "query": data.get("x")}
 
 
 def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
@@ -130,8 +138,9 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     """
     if not isinstance(data, dict):
         raise _fail("<top level>", "a JSON object", type(data).__name__)
+    data = _upgraded(data)
     if data.get("version") != VERSION:
-        raise _fail("version", str(VERSION), data.get("version"))
+        raise _fail("version", f"{VERSION} (or 1, read as {VERSION})", data.get("version"))
     known = {f.name for f in dataclasses.fields(Session)} | {"version"}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -160,17 +169,15 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
             raise _fail(field, "a string", data.get(field))
     seed = _int(data, "seed", 0, MAX_SEED)
     # step 2: matrices, with the shapes the mode implies
-    x = _matrix(data, "x", None, None)
-    L, d_model = len(x), len(x[0])
+    query = _matrix(data, "query", None, None)  # x, or q in mode 'qkv'
+    L, d_model = len(query), len(query[0])
     if L > MAX_TOKENS:
-        raise _fail("x", f"at most {MAX_TOKENS} rows", f"{L} rows")
+        raise _fail("query", f"at most {MAX_TOKENS} rows", f"{L} rows")
     key = value = w_q = w_k = w_v = None
     if mode == "self":
         for field in ("key", "value", "w_q", "w_k", "w_v"):
             if data.get(field) is not None:
                 raise _fail(field, "null in mode 'self'", "a matrix")
-        if kv_heads != heads:  # k = x has H*d_k columns, so it splits into H heads only
-            raise _fail("num_kv_heads", f"num_heads={heads} in mode 'self'", kv_heads)
         S = L
     elif mode == "qkv":
         key = _matrix(data, "key", None, None)  # (S, Hkv*d_k)
@@ -189,11 +196,16 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     if S > MAX_TOKENS:
         raise _fail("key", f"at most {MAX_TOKENS} rows", f"{S} rows")
     # step 3: how the heads split the widths: the backends' own plan and messages
-    _plan_heads(mode, x, key, value, w_q, w_k, w_v, heads, kv_heads)
+    # (in mode 'self' k = x has H*d_k columns, so it splits into H heads only: said below)
+    _plan_heads(
+        mode, query, key, value, w_q, w_k, w_v, heads, heads if mode == "self" else kv_heads
+    )
+    if mode == "self" and kv_heads != heads:
+        raise _fail("num_kv_heads", f"num_heads={heads} in mode 'self'", kv_heads)
     return Session(
         tokens=_labels(data, "tokens", L),
         key_tokens=_labels(data, "key_tokens", S),
-        x=x,
+        query=query,
         key=key,
         value=value,
         w_q=w_q,

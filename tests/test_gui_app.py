@@ -237,29 +237,29 @@ def test_hover_explains_the_cell_and_highlights_its_sources(qtbot, window):
 
 
 def test_cell_edits_valid_and_invalid(qtbot, window):
-    model = window.inputs.tables["x"].matrix_model
+    model = window.inputs.tables["query"].matrix_model
     index = model.index(1, 2)
     assert model.setData(index, " 0.5 ")
     settle(qtbot, window)
-    assert window.inputs.session.x[1][2] == 0.5
+    assert window.inputs.session.query[1][2] == 0.5
     window.pipeline.set_step("x")
     assert window.pipeline.heatmaps[0].image_item.image[1, 2] == np.float32(0.5)
     for bad in ("abc", "nan", "inf", "-1e400", ""):
         assert not model.setData(index, bad)
         assert model.data(index, Qt.ItemDataRole.BackgroundRole) == BAD_CELL
         assert "x[1][2]" in window.statusBar().currentMessage()
-        assert model.values[1][2] == 0.5 and window.inputs.session.x[1][2] == 0.5
+        assert model.values[1][2] == 0.5 and window.inputs.session.query[1][2] == 0.5
     assert model.setData(index, "-2")
     assert model.data(index, Qt.ItemDataRole.BackgroundRole) is None  # mark cleared
     assert "refused" not in window.statusBar().currentMessage()  # the old refusal is gone
 
 
 def test_sizes_keep_the_values_that_fit(qtbot, window):
-    before = window.inputs.session.x
+    before = window.inputs.session.query
     window.inputs.num_tokens.setValue(6)
     settle(qtbot, window)
     s = window.inputs.session
-    assert s.x[:4] == before and s.num_tokens == 6
+    assert s.query[:4] == before and s.num_tokens == 6
     assert window.outcome.trace["x"].shape == (6, 4)
 
 
@@ -318,8 +318,8 @@ def test_heads_all_average_and_backend(qtbot, window):
 
 
 def test_session_save_and_open_round_trip(qtbot, window, tmp_path):
-    window.inputs.tables["x"].matrix_model.setData(
-        window.inputs.tables["x"].matrix_model.index(0, 0), "3.25"
+    window.inputs.tables["query"].matrix_model.setData(
+        window.inputs.tables["query"].matrix_model.index(0, 0), "3.25"
     )
     settle(qtbot, window)
     window.pipeline.set_step("scores")
@@ -340,7 +340,7 @@ def test_session_save_and_open_round_trip(qtbot, window, tmp_path):
 
 @pytest.mark.parametrize(
     "text",
-    ['{"version": 1, "x": [[1, 2]', '{"version": 2}', "[]", '{"version": 1, "mode": "self"}'],
+    ['{"version": 1, "x": [[1, 2]', '{"version": 3}', "[]", '{"version": 1, "mode": "self"}'],
 )
 def test_malformed_session_shows_a_message_and_keeps_the_session(qtbot, window, tmp_path, text):
     before = window.inputs.session
@@ -353,12 +353,12 @@ def test_malformed_session_shows_a_message_and_keeps_the_session(qtbot, window, 
 
 def test_hand_edited_session_with_a_nan_cell_is_refused(qtbot, window, tmp_path):
     data = window.files.current_session().to_dict()
-    data["x"][1][1] = "NaN"
+    data["query"][1][1] = "NaN"
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(data))
     before = window.inputs.session
     assert not window.files.open_session(str(path))
-    assert "x[1][1]" in window.warnings[-1] and window.inputs.session == before
+    assert "query[1][1]" in window.warnings[-1] and window.inputs.session == before
 
 
 def test_exports_write_valid_files(qtbot, window, tmp_path):
@@ -391,7 +391,7 @@ def test_exports_refuse_a_trace_from_earlier_inputs(qtbot, window, tmp_path):
     choose(window.inputs.backend, "numpy")
     choose(window.inputs.dtype, "float32")
     settle(qtbot, window)
-    model = window.inputs.tables["x"].matrix_model
+    model = window.inputs.tables["query"].matrix_model
     model.setData(model.index(0, 0), "1e300")  # a float64 number, inf in float32: refused
     qtbot.waitUntil(lambda: "not computed" in window.backend_label.text(), timeout=20000)
     assert not window.files.export_trace_json(str(tmp_path / "t.json"))
@@ -452,14 +452,14 @@ def test_overview_click_opens_the_step(qtbot, window):
 def test_sizes_that_do_not_fit_are_refused_and_the_work_kept(qtbot, window, settings, tmp_path):
     """heads or kv that do not split the widths: refused with the field named, values kept;
     what is saved or remembered always loads back."""
-    window.inputs.tables["x"].matrix_model.setData(
-        window.inputs.tables["x"].matrix_model.index(0, 0), "42"
+    window.inputs.tables["query"].matrix_model.setData(
+        window.inputs.tables["query"].matrix_model.index(0, 0), "42"
     )
     settle(qtbot, window)
     window.inputs.heads.setValue(2)  # fits: W_q's columns are resized to 2 heads
     settle(qtbot, window)
     before, shown = window.inputs.session, window.outcome
-    assert before.num_heads == 2 and before.x[0][0] == 42.0
+    assert before.num_heads == 2 and before.query[0][0] == 42.0
     window.inputs.kv_heads.setMaximum(4)  # as if heads were 4 a moment ago
     window.inputs.kv_heads.setValue(3)  # 3 kv heads do not divide 2 heads
     assert window.inputs.session is before
@@ -643,7 +643,7 @@ def test_a_new_seed_keeps_the_chosen_options(qtbot, window):
     window.inputs.seed.setValue(7)
     settle(qtbot, window)
     after = window.inputs.session
-    assert after.seed == 7 and after.x != before.x
+    assert after.seed == 7 and after.query != before.query
     assert (after.mask_mode, after.scale_mode, after.masked_rows) == (
         "causal-bottom-right",
         "none",
@@ -656,7 +656,7 @@ def test_check_tab_says_when_values_outgrow_the_dtype(qtbot, window):
     choose(window.inputs.backend, "torch-cpu")
     choose(window.inputs.dtype, "float16")
     settle(qtbot, window)
-    model = window.inputs.tables["x"].matrix_model
+    model = window.inputs.tables["query"].matrix_model
     for j in range(model.columnCount()):
         model.setData(model.index(0, j), "300")
     settle(qtbot, window)

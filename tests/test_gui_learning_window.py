@@ -189,7 +189,7 @@ def test_changing_sizes_of_a_random_example_draws_it_again(qtbot, settings, erro
     settle(qtbot, w)
     s = w.inputs.session
     assert s.preset == "random" and w.inputs.preset.currentData() == "random"
-    assert all(any(row) for row in s.x) and len(s.x) == 64
+    assert all(any(row) for row in s.query) and len(s.query) == 64
     assert w.outcome.trace["x"].shape == (64, 8)
     w.inputs.heads.setValue(16)
     w.inputs.d_k.setValue(sm.MAX_DIM // 8)
@@ -282,7 +282,7 @@ def test_arrow_keys_step_anywhere_but_in_an_editor(qtbot, settings, errors):
     qtbot.keyClick(spin, Qt.Key.Key_Home)
     qtbot.keyClick(spin, Qt.Key.Key_Right)
     assert p.slider.value() == 0 and spin.value() == 6
-    table = w.inputs.tables["x"]
+    table = w.inputs.tables["query"]
     table.setFocus()
     table.setCurrentIndex(table.model().index(0, 0))
     qtbot.keyClick(table, Qt.Key.Key_Right)

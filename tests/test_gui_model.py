@@ -89,7 +89,7 @@ def test_the_grid_maps_points_to_heads(qtbot, window, run):
 
 def test_a_head_session_reproduces_the_model_with_biases_in_the_weights(run):
     s = head_session(run, 2, 4)
-    assert len(s.x[0]) == 385 and all(row[-1] == 1.0 for row in s.x)  # the bias column
+    assert len(s.query[0]) == 385 and all(row[-1] == 1.0 for row in s.query)  # the bias column
     assert len(s.w_q) == 385 and len(s.w_q[0]) == 32
     assert session_file.validate(s.to_dict()) == s  # a session that saves and loads back
     from gui import controller

@@ -28,7 +28,7 @@ def journey() -> sm.Session:
         (0.05, 0.80, 0.55),
     )
     tokens = ("Your", "journey", "starts", "with", "one", "step")
-    return sm.Session(tokens=tokens, key_tokens=tokens, x=x, scale_mode="none")
+    return sm.Session(tokens=tokens, key_tokens=tokens, query=x, scale_mode="none")
 
 
 # ---------------------------------------------------------------- session files
@@ -74,17 +74,17 @@ def test_atomic_write_leaves_old_file_when_the_write_fails(tmp_path, monkeypatch
 
 BAD_FIELDS = [
     ("version", 99, "version"),
-    ("x", [[1.0, 2.0], [3.0]], "x[1]"),
-    ("x", [[1.0, "a", 3.0]] * 6, "x[0][1]"),
-    ("x", [[1.0, float("nan"), 3.0]] * 6, "x[0][1]"),
-    ("x", [[1.0, True, 3.0]] * 6, "x[0][1]"),
+    ("query", [[1.0, 2.0], [3.0]], "query[1]"),
+    ("query", [[1.0, "a", 3.0]] * 6, "query[0][1]"),
+    ("query", [[1.0, float("nan"), 3.0]] * 6, "query[0][1]"),
+    ("query", [[1.0, True, 3.0]] * 6, "query[0][1]"),
     ("tokens", ["a", "b"], "tokens"),
     ("tokens", ["Your", "journey,", "starts", "with", "one", "step"], "without commas"),
     ("tokens", ["Your", "", "starts", "with", "one", "step"], "non-empty labels"),
     ("mask_mode", "diagonal", "mask_mode"),
     ("masked_rows", "skip", "masked_rows"),
     ("num_heads", 0, "num_heads"),
-    ("num_heads", 2, "x"),  # 3 columns do not split into 2 heads
+    ("num_heads", 2, "'query': query: width 3 does not split into 2 heads"),  # scratch.plan's
     ("scale_value", float("inf"), "scale_value"),
     ("mask", [[True] * 6] * 5, "mask"),
     ("w_q", [[1.0]], "w_q"),
@@ -130,11 +130,11 @@ def test_hand_edited_numbers_too_big_for_python_are_session_errors():
 def test_resize_keeps_the_values_that_fit():
     s = sm.random_session(3, 4, 4, 2, 2, 1)
     bigger = sm.resized(s, num_tokens=6, d_model=5)
-    assert all(bigger.x[i][:4] == s.x[i] for i in range(4))
-    assert all(v == 0.0 for v in bigger.x[5]) and bigger.tokens[:4] == s.tokens
+    assert all(bigger.query[i][:4] == s.query[i] for i in range(4))
+    assert all(v == 0.0 for v in bigger.query[5]) and bigger.tokens[:4] == s.tokens
     assert len(bigger.w_q) == 5 and bigger.w_q[:4] == tuple(r for r in s.w_q)
     smaller = sm.resized(bigger, num_tokens=2)
-    assert smaller.x == tuple(r for r in bigger.x[:2]) and smaller.tokens == s.tokens[:2]
+    assert smaller.query == tuple(r for r in bigger.query[:2]) and smaller.tokens == s.tokens[:2]
     session_file.validate(smaller.to_dict())  # still a consistent session
 
 
@@ -147,10 +147,10 @@ def test_heads_and_kv_heads_resize_the_projection_widths():
 
 def test_with_cell_refuses_non_finite_numbers():
     s = journey()
-    assert sm.with_cell(s, "x", 1, 2, 5.0).x[1][2] == 5.0
+    assert sm.with_cell(s, "query", 1, 2, 5.0).query[1][2] == 5.0
     for bad in (math.inf, math.nan, "3", True):
-        with pytest.raises(sm.SessionError, match=r"x\[1\]\[2\]"):
-            sm.with_cell(s, "x", 1, 2, bad)
+        with pytest.raises(sm.SessionError, match=r"query\[1\]\[2\]"):
+            sm.with_cell(s, "query", 1, 2, bad)
 
 
 @pytest.mark.parametrize("kv_heads", [2, 1])  # 1: grouped-query, k and v narrower than q
@@ -259,7 +259,7 @@ def test_copy_as_code_snippet_runs_and_matches_the_trace(library, case, changes)
             tokens=("a", "b"),
             key_tokens=("k0", "k1", "k2", "k3"),
             mode="qkv",
-            x=((0.0, 1.0, 0.5), (1.0, -1.0, 2.0)),
+            query=((0.0, 1.0, 0.5), (1.0, -1.0, 2.0)),
             key=((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (0.5, 0.5, 0.5)),
             value=((1.0, 2.0), (3.0, 4.0), (5.0, 6.0), (7.0, 8.0)),
         )

@@ -121,8 +121,8 @@ def test_hover_labels_the_ground_truth_and_states_the_backends_own_value(qtbot, 
     if "float16" not in core_api.backend_dtypes().get("torch-cpu", ()):
         pytest.skip("needs the torch-cpu backend in float16")
     s = sm.random_session(3, 6, 8, 4, 4, 1)
-    big_x = tuple(tuple(v * 40 for v in row) for row in s.x)  # large sums: float16 rounds them
-    s = dataclasses.replace(s, x=big_x, backend="torch-cpu", dtype="float16")
+    big_x = tuple(tuple(v * 40 for v in row) for row in s.query)  # large sums: float16 rounds them
+    s = dataclasses.replace(s, query=big_x, backend="torch-cpu", dtype="float16")
     window = MainWindow(settings, s, dialogs=False)
     qtbot.addWidget(window)
     window.resize(1200, 800)
