@@ -8,12 +8,10 @@ pytest.importorskip("pyqtgraph")
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-from PyQt6.QtCore import QPointF, QSettings, Qt  # noqa: E402
+from PyQt6.QtCore import QPointF, Qt  # noqa: E402
 
 from gui import session as sm  # noqa: E402
 from gui import session_file  # noqa: E402
-from gui.errors import ErrorHandler  # noqa: E402
-from gui.main_window import MainWindow  # noqa: E402
 from gui.model_session import head_session  # noqa: E402
 from scratch import models  # noqa: E402
 
@@ -30,17 +28,9 @@ def run():
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
-    handler = ErrorHandler(show_dialog=False).install()
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings, sm.random_session(0, 4, 4, 2, 2, 1), dialogs=False)
-    qtbot.addWidget(w)
-    w.resize(1200, 800)
-    w.show()
-    qtbot.waitUntil(lambda: not w.worker.busy and w.outcome is not None, timeout=20000)
-    yield w
-    handler.uninstall()
-    assert handler.errors == [], handler.errors[0]
+def window(open_window):
+    """A small random example, its first trace shown."""
+    return open_window(sm.random_session(0, 4, 4, 2, 2, 1))
 
 
 def test_the_model_runs_in_the_worker_and_fills_both_views(qtbot, window, run):

@@ -6,12 +6,13 @@ import dataclasses
 import json
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import scratch
-from gui import atomic, codegen, controller, sentences, session_file, view_model
+from gui import atomic, codegen, controller, numbers, sentences, session_file, view_model
 from gui import session as sm
 
 EPS64 = np.finfo(np.float64).eps
@@ -66,7 +67,7 @@ def test_atomic_write_leaves_old_file_when_the_write_fails(tmp_path, monkeypatch
         raise OSError("disk on fire")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="disk on fire"):
         atomic.write_text(path, "new")
     assert path.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]  # no temporary left
@@ -120,7 +121,7 @@ def test_hand_edited_numbers_too_big_for_python_are_session_errors():
     for big in ("1" + "0" * 400, "9" * 5000):
         for old in ('"scale_value": 1.0', '"seed": 0'):
             assert old in text
-            with pytest.raises(sm.SessionError):
+            with pytest.raises(sm.SessionError, match="not a usable session|not valid JSON|seed"):
                 session_file.loads(text.replace(old, old.split(":")[0] + ": " + big))
 
 
@@ -334,6 +335,35 @@ def test_panels_hold_the_step_values_row_major_float32():
     assert one.head == 1 and one.image.tolist() == heads[1].image.tolist()
 
 
+def test_the_head_average_panel_shows_the_traces_own_head_average(monkeypatch):
+    """The window computes no number: the average panel is trace.head_average, as given."""
+    t = scratch.trace_attention(x=[[1.0, 0.0, 0.5, 2.0], [0.0, 1.0, -1.0, 0.5]], num_heads=2)
+    marked = [[0.125, 0.875], [0.625, 0.375]]  # no mean of the heads: only the trace says so
+    asked: list[str] = []
+
+    def head_average(self, name):
+        asked.append(name)
+        return marked
+
+    monkeypatch.setattr(type(t), "head_average", head_average)
+    (avg,) = view_model.panels(t, "weights", view_model.HEAD_AVERAGE)
+    assert asked == ["weights"] and avg.raw.tolist() == marked
+
+
+def test_the_window_writes_numbers_one_way_per_room():
+    """A cell is narrow (3 digits from 10 up), a sentence keeps 2 decimals up to 1000."""
+    assert [numbers.cell(v) for v in (12.3456, 0.4567, 3.0, -math.inf, 2.5e-5)] == [
+        "12.3", "0.46", "3", "-inf", "0.00",
+    ]  # fmt: skip
+    assert [numbers.prose(v) for v in (12.3456, 0.4567, 3.0, math.nan, 2.5e-5)] == [
+        "12.35", "0.46", "3", "nan", "2.5e-05",
+    ]  # fmt: skip
+    assert (numbers.weight(1.0), numbers.error(math.nan), numbers.error(3.14159e-7)) == (
+        "1.00", "-", "3.14e-07",
+    )  # fmt: skip
+    assert numbers.significant(3.14159, 4) == "3.142"
+
+
 def test_trace_kwargs_map_the_options():
     s = dataclasses.replace(
         journey(),
@@ -361,3 +391,21 @@ def test_output_sentence_with_several_heads_says_how_they_combine():
     assert sentences.describe("output", out, ["a"], list("wxyz"), heads=2).endswith("outputs).")
     one_head = sentences.describe("output", out, ["a"], list("xy"), weights=[[0.8, 0.2]])
     assert "takes its output mostly from" in one_head
+
+
+def test_saving_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path):
+    folder = tmp_path / "real"
+    folder.mkdir()
+    target = folder / "session.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    try:
+        link.symlink_to(Path("real") / "session.json")  # relative, as `ln -s` makes them
+    except OSError as exc:
+        pytest.skip(f"no symlinks here: {exc}")
+    atomic.write_text(link, "new")
+    assert link.is_symlink(), "the link was replaced by a regular file"
+    assert os.readlink(link) == os.path.join("real", "session.json")
+    assert target.read_text() == "new", "the link's target still holds the old contents"
+    assert sorted(os.listdir(tmp_path)) == ["link.json", "real"]
+    assert os.listdir(folder) == ["session.json"], "a temporary file was left behind"
