@@ -8,7 +8,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 
-from gui import atomic
+from gui import atomic, core_api
 from gui.session import (
     MASK_MODES,
     MASKED_ROWS,
@@ -23,7 +23,6 @@ from gui.session import (
     Session,
     SessionError,
 )
-from scratch.plan import plan_multi_head
 
 
 def _fail(field: str, expected: str, found: object) -> SessionError:
@@ -104,7 +103,7 @@ def _shape(m: Matrix | None) -> tuple[int, int] | None:
 def _plan_heads(mode, query, key, value, w_q, w_k, w_v, heads: int, kv_heads: int) -> None:
     """plan_multi_head on the shapes the backends will get; SessionError names the field."""
     try:
-        plan_multi_head(
+        core_api.plan_heads(
             _shape(query),
             _shape(key),
             _shape(value),
