@@ -9,7 +9,7 @@ from PyQt6.QtCore import Qt
 from PyQt6.QtGui import QColor, QFont
 from PyQt6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-from gui import numbers, view_model
+from gui import view_model
 from gui.heatmap import Heatmap
 
 PASS, FAIL = QColor(200, 240, 200), QColor(255, 190, 190)
@@ -88,8 +88,8 @@ class CheckPanel(QWidget):
             cells = (
                 check.name,
                 " x ".join(map(str, shape)),
-                numbers.significant(check.max_abs_diff),
-                numbers.significant(_number(check.bound)),
+                f"{check.max_abs_diff:.3g}",
+                f"{_number(check.bound):.3g}",
                 "pass" if check.ok else "FAIL",
             )
             for c, text in enumerate(cells):
