@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import html
 
 from PyQt6.QtCore import Qt, pyqtSignal
@@ -277,13 +276,7 @@ class InputsPanel(QWidget):
             self.mask_grid.set_grid([[True]], editable=False)
             self.mask_grid.setToolTip(f"the grid is drawn up to {GRID_LIMIT} x {GRID_LIMIT}")
             return
-        if s.mask_mode == "custom" and s.mask is not None:
-            grid = s.mask
-        elif s.mask_mode.startswith("causal"):
-            grid = core_api.causal_mask(L, S, s.mask_mode.removeprefix("causal-"))
-        else:
-            grid = [[True] * S for _ in range(L)]
-        self.mask_grid.set_grid(grid, editable=True)
+        self.mask_grid.set_grid([list(row) for row in sm.shown_mask(s)], editable=True)
 
     def _show_tables(self, s: Session) -> None:
         current = self.tabs.tabText(self.tabs.currentIndex())
@@ -348,8 +341,7 @@ class InputsPanel(QWidget):
 
     def _on_toggle(self, i: int, j: int) -> None:
         """Flip one cell of the grid on screen (a causal grid becomes a custom mask)."""
-        shown = tuple(tuple(r) for r in self.mask_grid.grid)
-        self._apply(lambda s: sm.toggled_mask_cell(dataclasses.replace(s, mask=shown), i, j))
+        self._apply(sm.toggled_mask_cell, i, j)
 
     def _on_backend(self) -> None:
         name = self.backend.currentData()

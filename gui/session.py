@@ -11,6 +11,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gui import core_api
+
 VERSION = 2  # 2: the query-side table is "query" (version 1 files call it "x")
 # project: q = x @ w_q, k = x @ w_k, v = x @ w_v (x also feeds key/value unless key is given)
 # qkv: the tables are q, k, v themselves; self: q = k = v = x (no weights)
@@ -497,9 +499,20 @@ def resize_mask(mask, rows: int, cols: int):
     )
 
 
+def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
+    """The (L, S) grid the mask option means, True = may attend: the custom mask, the causal
+    one, or every key allowed."""
+    L, S = s.num_tokens, s.num_keys
+    if s.mask_mode == "custom" and s.mask is not None:
+        return s.mask
+    if s.mask_mode.startswith("causal"):
+        causal = core_api.causal_mask(L, S, s.mask_mode.removeprefix("causal-"))
+        return tuple(tuple(row) for row in causal)
+    return tuple(tuple(True for _ in range(S)) for _ in range(L))
+
+
 def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
-    """A copy with custom mask cell (i, j) flipped (the mask starts all True)."""
-    mask = s.mask or tuple(tuple(True for _ in range(s.num_keys)) for _ in range(s.num_tokens))
-    rows = [list(r) for r in mask]
+    """A copy with cell (i, j) of the shown mask flipped: a causal or no mask becomes custom."""
+    rows = [list(r) for r in shown_mask(s)]
     rows[i][j] = not rows[i][j]
     return dataclasses.replace(s, mask_mode="custom", mask=tuple(tuple(r) for r in rows))

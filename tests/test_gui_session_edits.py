@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+import scratch
 from gui import session as sm
 from gui import session_file
 from scratch import presets
@@ -129,3 +130,15 @@ def test_a_version_1_file_with_x_loads_as_the_query_table(tmp_path):
     path.write_text(json.dumps(old))
     assert session_file.load(path) == s
     assert json.loads(session_file.dumps(s))["version"] == 2 and "x" not in s.to_dict()
+
+
+@pytest.mark.parametrize("align", ["top-left", "bottom-right"])
+def test_a_click_on_a_causal_grid_starts_the_custom_mask_from_the_causal_one(align):
+    s = dataclasses.replace(sm.random_session(5, num_tokens=3), mask_mode=f"causal-{align}")
+    causal = tuple(tuple(r) for r in scratch.causal_mask(3, 3, align))
+    assert sm.shown_mask(s) == causal
+    clicked = sm.toggled_mask_cell(s, 0, 2)
+    flipped = [list(r) for r in causal]
+    flipped[0][2] = not flipped[0][2]
+    assert clicked.mask_mode == "custom" and clicked.mask == tuple(map(tuple, flipped))
+    assert sm.shown_mask(dataclasses.replace(s, mask_mode="none")) == ((True,) * 3,) * 3
