@@ -39,9 +39,9 @@ class Session:
 
     tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
-    # query, key, value: the tables each side of attention reads, as in PyTorch's
-    # MultiheadAttention: inputs to project (x, key and value inputs) in mode 'project' and
-    # 'self', the projected q, k, v themselves in mode 'qkv'
+    # query, key, value: the tables each side of attention reads, named as in PyTorch's
+    # MultiheadAttention: x and the key/value inputs in mode 'project' (key None: x feeds
+    # them), x alone in mode 'self' (q = k = v = x), q, k and v themselves in mode 'qkv'
     query: Matrix  # (L, d_model): x; in mode 'qkv' q (L, H*d_k)
     key: Matrix | None = None  # (S, d_kv_in); in mode 'qkv' k (S, Hkv*d_k)
     value: Matrix | None = None  # (S, d_kv_in); in mode 'qkv' v (S, Hkv*d_v)
