@@ -8,7 +8,7 @@ import os
 from PyQt6.QtCore import QStandardPaths
 from PyQt6.QtWidgets import QApplication, QFileDialog
 
-from gui import codegen, core_api, export
+from gui import codegen, core_api, export, session_file
 from gui import session as sm
 
 
@@ -47,7 +47,7 @@ class FileActions:
         if not path:
             return False
         try:
-            s = sm.load(path, core_api.backend_dtypes())
+            s = session_file.load(path, core_api.backend_dtypes())
         except sm.SessionError as exc:
             self.window.warn(
                 f"Could not open {os.path.basename(path)}: {exc}. The current session is kept."
@@ -63,7 +63,7 @@ class FileActions:
         path = path or self._ask(True, "Save session", "Session (*.json)")
         if not path:
             return False
-        return self._write(path, lambda: sm.save(path, self.current_session()))
+        return self._write(path, lambda: session_file.save(path, self.current_session()))
 
     def export_png(self, path: str | None = None) -> bool:
         """The current tab as a PNG image."""

@@ -26,11 +26,11 @@ def _inputs(s: Session, arr: str) -> list[str]:
         out[-1] += f"  # {shape}"
 
     if s.mode == "qkv":
-        define("q", s.x, f"({L}, {len(s.x[0])})", s.tokens)
+        define("q", s.query, f"({L}, {len(s.query[0])})", s.tokens)
         define("k", s.key, f"({S}, {len(s.key[0])})", s.key_tokens)
         define("v", s.value, f"({S}, {len(s.value[0])})", s.key_tokens)
         return out
-    define("x", s.x, f"({L}, {s.d_model})", s.tokens)
+    define("x", s.query, f"({L}, {s.d_model})", s.tokens)
     if s.mode == "self":
         return out + ["q = k = v = x  # no projections: every token is its own query, key, value"]
     src_k = src_v = "x"

@@ -35,8 +35,8 @@ class Cancelled(Exception):
 
 def trace_kwargs(s: Session) -> dict:
     """The keyword arguments of scratch.trace_attention for this session."""
-    # step 1: inputs; in qkv mode the x table holds q and key/value hold k, v
-    kwargs = dict(x=[list(r) for r in s.x], tokens=list(s.tokens), num_heads=s.num_heads)
+    # step 1: inputs; scratch's x is the query table (q itself in qkv mode: no w_q)
+    kwargs = dict(x=[list(r) for r in s.query], tokens=list(s.tokens), num_heads=s.num_heads)
     if s.num_kv_heads != s.num_heads:
         kwargs["num_kv_heads"] = s.num_kv_heads
     if s.key is not None:

@@ -50,6 +50,11 @@ def ground_truth(**kwargs) -> object:
     return scratch.trace_attention(**kwargs)
 
 
+def plan_heads(query: tuple, key: tuple | None, value: tuple | None, **kwargs) -> object:
+    """scratch.plan.plan_multi_head on shapes: the head rules and messages every backend uses."""
+    return scratch.plan.plan_multi_head(query, key, value, **kwargs)
+
+
 def causal_mask(L: int, S: int, align: str) -> list[list[bool]]:
     """scratch.causal_mask."""
     return scratch.causal_mask(L, S, align)

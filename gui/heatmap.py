@@ -8,10 +8,11 @@ from contextlib import contextmanager
 
 import numpy as np
 import pyqtgraph as pg
-from PyQt6.QtCore import QRectF, Qt, pyqtSignal
+from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSignal
 from PyQt6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPen
 from PyQt6.QtWidgets import QGraphicsRectItem, QVBoxLayout, QWidget
 
+from gui import numbers
 from gui.view_model import Panel
 
 pg.setConfigOptions(background="w", foreground="k", antialias=True)
@@ -21,15 +22,6 @@ MASKED_BACKGROUND = (215, 215, 215)  # masked (-inf) cells are NaN in the image:
 ASPECT_LIMIT = 4  # square cells up to 4:1 matrices; a 512 x 3 matrix gets wide cells instead
 CRISP_PIXELS = 1024  # vector export: each side of a heatmap image upsampled to about this
 NICE_STEPS = (1, 2, 5)  # tick spacing 1, 2, 5, 10, 20, 50, ... tokens
-
-
-def cell_text(v: float) -> str:
-    """Short number for a cell: whole numbers as such, else 2 decimals (3 digits from 10 up)."""
-    if not math.isfinite(v):
-        return str(v)  # '-inf' (masked), 'inf', 'nan'
-    if v == int(v) and abs(v) < 1e6:
-        return str(int(v))
-    return f"{v:.2f}" if abs(v) < 10 else f"{v:.3g}"
 
 
 def nice_every(every: float) -> int:
@@ -66,8 +58,7 @@ class TokenAxis(pg.AxisItem):
     def set_labels(self, labels: list[str]) -> None:
         """The label of each cell along this axis."""
         self.labels = list(labels)
-        self.picture = None
-        self.update()
+        self.setTicks(None)  # automatic ticks (tickValues below), redrawn with the new labels
 
     def _room(self) -> float:
         """Pixels one label needs along the axis (its width across, its height down)."""
@@ -118,7 +109,7 @@ class Heatmap(QWidget):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         # the large views zoom with the mouse wheel and pan by dragging; tiles only click
-        self.plot.vb.setMouseEnabled(x=not compact, y=not compact)
+        self.plot.getViewBox().setMouseEnabled(x=not compact, y=not compact)
         self._backdrop = QGraphicsRectItem()  # grey behind the matrix only: NaN cells show it
         self._backdrop.setBrush(QBrush(QColor(*MASKED_BACKGROUND)))
         self._backdrop.setPen(QPen(Qt.PenStyle.NoPen))
@@ -136,15 +127,15 @@ class Heatmap(QWidget):
                 colorMapMenu=False,
             )
             self.bar.setImageItem(self.image_item)
-            self.bar.axis.enableAutoSIPrefix(False)
+            self.bar.getAxis("right").enableAutoSIPrefix(False)  # the bar's value axis
             self.view.addItem(self.bar, row=0, col=1)
         self._hover_box = QGraphicsRectItem()
         self._hover_box.setPen(_cosmetic(QColor(255, 140, 0), 3))
         self._hover_box.setZValue(20)
         self._hover_box.hide()
         self.plot.addItem(self._hover_box)
-        self.plot.vb.sigResized.connect(self._fit_texts)
-        self.plot.vb.sigRangeChanged.connect(self._fit_texts)
+        self.plot.getViewBox().sigResized.connect(self._fit_texts)
+        self.plot.getViewBox().sigRangeChanged.connect(self._fit_texts)
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.view.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         small = QFont()
@@ -169,7 +160,7 @@ class Heatmap(QWidget):
         if self.bar is not None:
             self.bar.setColorMap(cmap)
             self.bar.setLevels(values=panel.levels)
-            self.bar.axis.setWidth(self._bar_axis_width(panel.levels))
+            self.bar.getAxis("right").setWidth(self._bar_axis_width(panel.levels))
             # which colour range is on, written along the bar (weights only)
             self.bar.getAxis("left").setLabel(panel.colour_note or None)
         self.plot.getAxis("bottom").set_labels(panel.col_labels)
@@ -192,7 +183,7 @@ class Heatmap(QWidget):
 
     def _bar_axis_width(self, levels: tuple[float, float]) -> int:
         """Pixels the colour bar's tick labels need (pyqtgraph fixes 45: '0.0005' was cut)."""
-        axis = self.bar.axis
+        axis = self.bar.getAxis("right")
         metrics = QFontMetrics(axis.style.get("tickFont") or axis.font())
         texts = [
             text
@@ -209,7 +200,8 @@ class Heatmap(QWidget):
         rows, cols = self.panel.image.shape
         # one call for both axes: with the aspect locked, setting x then y lets the second call
         # shrink the first range to keep cells square, cutting columns off the view
-        self.plot.vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
+        box = self.plot.getViewBox()
+        box.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
 
     def _update_texts(self, panel: Panel, cmap: pg.ColorMap) -> str:
         """Numbers in the cells for small matrices (text colour chosen for contrast).
@@ -235,14 +227,18 @@ class Heatmap(QWidget):
                 pen = "k" if light > 140 else "w"
             else:
                 pen = (90, 90, 90)  # on the grey of a masked cell
-            text = cell_text(v / 10.0**exponent) if exponent and math.isfinite(v) else cell_text(v)
+            text = (
+                numbers.cell(v / 10.0**exponent)
+                if exponent and math.isfinite(v)
+                else numbers.cell(v)
+            )
             item = pg.TextItem(text, color=pen, anchor=(0.5, 0.5))
             item.setFont(font)
             item.setPos(j, i)
             self.plot.addItem(item)
             self._texts.append(item)
         self._text_width = (
-            max(QFontMetrics(font).horizontalAdvance(t.textItem.toPlainText()) for t in self._texts)
+            max(QFontMetrics(font).horizontalAdvance(t.toPlainText()) for t in self._texts)
             if self._texts
             else 0
         )
@@ -253,8 +249,8 @@ class Heatmap(QWidget):
         """Numbers show only while a cell on screen is wide enough for them (no overlaps)."""
         if not self._texts:
             return
-        (x0, x1), _ = self.plot.vb.viewRange()
-        cell = self.plot.vb.width() / max(x1 - x0, 1e-9)  # pixels per column
+        (x0, x1), _ = self.plot.getViewBox().viewRange()
+        cell = self.plot.getViewBox().width() / max(x1 - x0, 1e-9)  # pixels per column
         fits = cell >= self._text_width + 4
         for item in self._texts:
             item.setVisible(fits)
@@ -306,12 +302,21 @@ class Heatmap(QWidget):
 
     def cell_at(self, scene_pos) -> tuple[int, int] | None:
         """The (row, col) under a scene position, or None outside the matrix."""
-        if self.panel is None or not self.plot.vb.sceneBoundingRect().contains(scene_pos):
+        box = self.plot.getViewBox()
+        if self.panel is None or not box.sceneBoundingRect().contains(scene_pos):
             return None
-        p = self.plot.vb.mapSceneToView(scene_pos)
+        p = box.mapSceneToView(scene_pos)
         row, col = math.floor(p.y() + 0.5), math.floor(p.x() + 0.5)
         rows, cols = self.panel.image.shape
         return (row, col) if 0 <= row < rows and 0 <= col < cols else None
+
+    def hover(self, row: int, col: int) -> None:
+        """Act as if the mouse were over cell (row, col) (command line, tests)."""
+        self._on_mouse_moved(self.scene_position(row, col))
+
+    def scene_position(self, row: int, col: int) -> QPointF:
+        """The scene position of the centre of cell (row, col)."""
+        return self.plot.getViewBox().mapViewToScene(QPointF(col, row))
 
     def _on_mouse_moved(self, scene_pos) -> None:
         cell = self.cell_at(scene_pos)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import html
 
 from PyQt6.QtCore import Qt, pyqtSignal
@@ -20,7 +19,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api
+from gui import core_api, session_file
 from gui import session as sm
 from gui.mask_grid import MaskGrid
 from gui.matrix_table import MatrixTable
@@ -37,15 +36,15 @@ MASK_LABELS = {
 ROWS_LABELS = {"zero": "zero (weights 0)", "nan": "NaN", "uniform": "uniform (1/S)"}
 TABLE_TITLES = {
     "project": {
-        "x": "X",
+        "query": "X",
         "key": "key input",
         "value": "value input",
         "w_q": "Wq",
         "w_k": "Wk",
         "w_v": "Wv",
     },
-    "qkv": {"x": "Q", "key": "K", "value": "V"},
-    "self": {"x": "X (q = k = v)"},
+    "qkv": {"query": "Q", "key": "K", "value": "V"},
+    "self": {"query": "X (q = k = v)"},
 }
 GRID_LIMIT = 64  # the mask grid is drawn (and clickable) up to 64 x 64
 
@@ -71,14 +70,6 @@ def _select(box: QComboBox, key: str) -> None:
         box.setCurrentIndex(i)
 
 
-def parse_tokens(text: str, count: int, field: str) -> tuple[str, ...]:
-    """Comma-separated labels; ValueError says how many were expected and found."""
-    labels = tuple(t.strip() for t in text.split(",")) if text.strip() else ()
-    if len(labels) != count or any(not t for t in labels):
-        raise ValueError(f"{field}: expected {count} comma-separated labels, found {len(labels)}")
-    return labels
-
-
 def preset_html(name: str) -> str:
     """The preset's title and notes as rich text (slips in red); '' for random and custom."""
     if name not in core_api.preset_names():
@@ -93,10 +84,11 @@ def preset_html(name: str) -> str:
 
 
 class InputsPanel(QWidget):
-    """Edits a Session; emits sessionChanged with each new one and message for refusals."""
+    """Edits a Session; emits sessionChanged with each new one, refused with each refusal."""
 
     sessionChanged = pyqtSignal(object)
-    message = pyqtSignal(str)
+    message = pyqtSignal(str)  # news about an accepted edit
+    refused = pyqtSignal(str)  # an edit that was refused: the session stayed as it was
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -217,7 +209,7 @@ class InputsPanel(QWidget):
         for name, table in self.tables.items():
             model = table.matrix_model
             model.cellEdited.connect(lambda i, j, v, n=name: self._on_cell(n, i, j, v))
-            model.rejected.connect(self.message)
+            model.rejected.connect(self.refused)
 
     def _size_boxes(self) -> dict[str, QSpinBox]:
         return {
@@ -284,20 +276,14 @@ class InputsPanel(QWidget):
             self.mask_grid.set_grid([[True]], editable=False)
             self.mask_grid.setToolTip(f"the grid is drawn up to {GRID_LIMIT} x {GRID_LIMIT}")
             return
-        if s.mask_mode == "custom" and s.mask is not None:
-            grid = s.mask
-        elif s.mask_mode.startswith("causal"):
-            grid = core_api.causal_mask(L, S, s.mask_mode.removeprefix("causal-"))
-        else:
-            grid = [[True] * S for _ in range(L)]
-        self.mask_grid.set_grid(grid, editable=True)
+        self.mask_grid.set_grid([list(row) for row in sm.shown_mask(s)], editable=True)
 
     def _show_tables(self, s: Session) -> None:
         current = self.tabs.tabText(self.tabs.currentIndex())
         self.tabs.clear()
         for name in s.matrices_in_use():
             labels = s.key_tokens if name in ("key", "value") else None
-            labels = s.tokens if name == "x" else labels
+            labels = s.tokens if name == "query" else labels
             self.tables[name].matrix_model.set_matrix(s.matrix(name), labels)
             self.tabs.addTab(self.tables[name], TABLE_TITLES[s.mode][name])
         for i in range(self.tabs.count()):
@@ -312,7 +298,7 @@ class InputsPanel(QWidget):
         Cell edits (tables=False) keep every shape and with_cell refuses non-finite numbers,
         so they skip the whole-session check (about 0.1 s at the largest sizes)."""
         if tables:
-            sm.checked(s, self.backends)  # SessionError (a ValueError) names the field
+            session_file.checked(s, self.backends)  # SessionError (a ValueError) names the field
         self.set_session(s, tables=tables)
         self.sessionChanged.emit(s)
 
@@ -323,7 +309,7 @@ class InputsPanel(QWidget):
         try:
             self._emit(fn(self.session, *args), tables=tables)
         except (ValueError, TypeError, KeyError) as exc:
-            self.message.emit(f"refused: {exc}; the previous values are kept")
+            self.refused.emit(f"refused: {exc}; the previous values are kept")
             self.set_session(self.session)
 
     def _apply_sizes(self, field: str, value: int) -> None:
@@ -332,59 +318,22 @@ class InputsPanel(QWidget):
 
     def _on_preset(self) -> None:
         name = self.preset.currentData()
-        keep = {
-            "backend": self.session.backend,
-            "dtype": self.session.dtype,
-            "masked_rows": self.session.masked_rows,
-        }
-        if name == "custom":
-            self._apply(lambda s: dataclasses.replace(s, preset="custom"))
-        elif name == "random":
-            self._apply(lambda s: dataclasses.replace(self._random(s), **keep))
-        else:
-            preset = core_api.get_preset(name)
-            self._apply(lambda s: dataclasses.replace(sm.from_preset(preset), **keep))
-
-    def _random(self, s: Session) -> Session:
-        heads = s.num_heads if s.mode == "project" else 2
-        return sm.random_session(
-            self.seed.value(),
-            s.num_tokens,
-            max(s.d_model, 2),
-            s.d_k,
-            s.d_v,
-            heads,
-            s.num_kv_heads if s.mode == "project" else heads,
-        )
+        preset = None if name in ("custom", "random") else core_api.get_preset(name)
+        self._apply(sm.with_preset, name, preset)
 
     def _on_seed(self, value: int) -> None:
-        if self.session.preset == "random":  # new numbers; the options the user chose stay
-
-            def reseeded(s: Session) -> Session:
-                return dataclasses.replace(self._random(s), **sm.kept_options(s))
-
-            self._apply(reseeded)
-        else:
-            self._apply(lambda s: dataclasses.replace(s, seed=value))
+        self._apply(sm.reseeded, value)
 
     def _on_tokens(self) -> None:
-        def edit(s: Session) -> Session:
-            tokens = parse_tokens(self.tokens.text(), s.num_tokens, "tokens")
-            keys = tokens
-            if s.key is not None:
-                keys = parse_tokens(self.key_tokens.text(), s.num_keys, "key tokens")
-            if (tokens, keys) == (s.tokens, s.key_tokens):
-                return s
-            return dataclasses.replace(s, tokens=tokens, key_tokens=keys)
-
         if self._updating:
             return
+        texts = (self.tokens.text(), self.key_tokens.text())
         try:
-            unchanged = edit(self.session) is self.session
+            unchanged = sm.with_labels(self.session, *texts) is self.session
         except ValueError:
             unchanged = False  # _apply shows the refusal and restores the labels
         if not unchanged:
-            self._apply(edit)
+            self._apply(sm.with_labels, *texts)
 
     def _on_cell(self, name: str, i: int, j: int, value: float) -> None:
         if not self._updating:
@@ -392,32 +341,21 @@ class InputsPanel(QWidget):
 
     def _on_toggle(self, i: int, j: int) -> None:
         """Flip one cell of the grid on screen (a causal grid becomes a custom mask)."""
-        shown = tuple(tuple(r) for r in self.mask_grid.grid)
-        self._apply(lambda s: sm.toggled_mask_cell(dataclasses.replace(s, mask=shown), i, j))
+        self._apply(sm.toggled_mask_cell, i, j)
 
     def _on_backend(self) -> None:
         name = self.backend.currentData()
-        dtypes = self.backends[name]
-        dtype = self.session.dtype if self.session.dtype in dtypes else dtypes[0]
-        if dtype != self.session.dtype:
-            self.message.emit(f"{name} has no {self.session.dtype}; dtype is now {dtype}")
-        self._apply(lambda s: dataclasses.replace(s, backend=name, dtype=dtype))
+        edited = sm.with_backend(self.session, name, self.backends[name])
+        if edited.dtype != self.session.dtype:
+            self.message.emit(f"{name} has no {self.session.dtype}; dtype is now {edited.dtype}")
+        self._apply(sm.with_backend, name, self.backends[name])
 
     def _options(self) -> None:
-        mask_mode = self.mask_mode.currentData()
-
-        def edit(s: Session) -> Session:
-            mask = s.mask
-            if mask_mode == "custom" and mask is None:
-                mask = tuple(tuple(True for _ in range(s.num_keys)) for _ in range(s.num_tokens))
-            return dataclasses.replace(
-                s,
-                scale_mode=self.scale_mode.currentData(),
-                scale_value=self.scale_value.value(),
-                mask_mode=mask_mode,
-                mask=mask,
-                masked_rows=self.masked_rows.currentData(),
-                dtype=self.dtype.currentData() or s.dtype,
-            )
-
-        self._apply(edit)
+        self._apply(
+            sm.with_options,
+            self.scale_mode.currentData(),
+            self.scale_value.value(),
+            self.mask_mode.currentData(),
+            self.masked_rows.currentData(),
+            self.dtype.currentData(),
+        )

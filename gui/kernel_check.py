@@ -26,7 +26,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import view_model
+from gui import numbers, view_model
 from gui.heatmap import Heatmap
 from gui.worker import collector_pause
 
@@ -242,9 +242,9 @@ class KernelCheckPanel(QWidget):
                 case.name,
                 case.dtype,
                 case.shapes,
-                _num(case.max_error),
-                _num(case.bound),
-                "-" if math.isnan(case.ratio) else f"{case.ratio:.3g}",
+                numbers.error(case.max_error),
+                numbers.error(case.bound),
+                "-" if math.isnan(case.ratio) else numbers.significant(case.ratio),
                 {"pass": "pass", "fail": "FAIL"}.get(case.status, case.status),
             )
             for c, text in enumerate(cells):
@@ -289,11 +289,6 @@ class KernelCheckPanel(QWidget):
             head=None,
         )
         self.diff_map.show_panel(panel)
-
-
-def _num(x: float) -> str:
-    """A number for the table."""
-    return "-" if math.isnan(x) else f"{x:.2e}"
 
 
 def _sparse_labels(prefix: str, n: int, most: int = 8) -> list[str]:

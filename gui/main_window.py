@@ -18,7 +18,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api
+from gui import core_api, session_file
 from gui import session as sm
 from gui.actions import FileActions
 from gui.check_panel import CheckPanel
@@ -48,7 +48,7 @@ def remembered_session(settings: QSettings) -> sm.Session | None:
     if not isinstance(text, str):
         return None
     try:
-        return sm.loads(text, core_api.backend_dtypes())
+        return session_file.loads(text, core_api.backend_dtypes())
     except Exception:  # anything wrong with stored settings: start fresh, never fail to start
         return None
 
@@ -64,6 +64,7 @@ class MainWindow(QMainWindow):
         self.dialogs = dialogs
         self.warnings: list[str] = []
         self.outcome = None
+        self.refusal: str | None = None  # the refused edit the status bar shows, if any
         self.setWindowTitle("Attention, step by step")
         session = session or remembered_session(settings) or default_session()
         # step 1: the panels
@@ -174,6 +175,7 @@ class MainWindow(QMainWindow):
         self.inputs.sessionChanged.connect(self.worker.submit)
         self.inputs.sessionChanged.connect(self._clear_refusal)
         self.inputs.message.connect(self.say)
+        self.inputs.refused.connect(self.refuse)
         self.worker.started.connect(self._on_started)
         self.worker.progress.connect(self._on_progress)
         self.worker.finished.connect(self._on_finished)
@@ -184,6 +186,7 @@ class MainWindow(QMainWindow):
         self.overview.stepChosen.connect(self.open_step)
         self.model.headChosen.connect(self.open_model_head)
         self.model.message.connect(self.say)
+        self.model.refused.connect(self.refuse)
 
     # ---------------------------------------------------------------- slots
 
@@ -192,9 +195,10 @@ class MainWindow(QMainWindow):
         self.cancel_button.setVisible(busy)
 
     def _clear_refusal(self, _: object) -> None:
-        """An accepted edit: a 'refused ...' message about an earlier one no longer applies."""
-        if self.statusBar().currentMessage().startswith("refused"):
+        """An accepted edit: the refusal of an earlier one, still shown, no longer applies."""
+        if self.refusal is not None and self.statusBar().currentMessage() == self.refusal:
             self.statusBar().clearMessage()
+        self.refusal = None
 
     def _on_started(self, s: sm.Session) -> None:
         self._set_busy(True)
@@ -255,6 +259,11 @@ class MainWindow(QMainWindow):
         """A status-bar message."""
         self.statusBar().showMessage(text, 10000)
 
+    def refuse(self, text: str) -> None:
+        """A refused edit, said in the status bar until an accepted edit replaces it."""
+        self.say(text)
+        self.refusal = text
+
     def warn(self, text: str) -> None:
         """A problem the user must see: status bar plus a non-blocking message box."""
         self.warnings.append(text)
@@ -268,7 +277,7 @@ class MainWindow(QMainWindow):
         self.worker.cancel()  # the running job stops at its next checkpoint ...
         self.settings.setValue("geometry", self.saveGeometry())
         self.settings.setValue("size", self.size())
-        self.settings.setValue("session", sm.dumps(self.files.current_session()))
+        self.settings.setValue("session", session_file.dumps(self.files.current_session()))
         self.settings.sync()
         self.worker.wait()  # ... and is joined: no computation thread outlives the window
         self.model.worker.wait()

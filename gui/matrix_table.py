@@ -8,6 +8,8 @@ from PyQt6.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt, pyqtSign
 from PyQt6.QtGui import QColor
 from PyQt6.QtWidgets import QHeaderView, QTableView, QWidget
 
+from gui import numbers
+
 BAD_CELL = QColor(255, 190, 190)
 
 
@@ -54,7 +56,9 @@ class MatrixModel(QAbstractTableModel):
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
         i, j = index.row(), index.column()
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
-            return f"{self.values[i][j]:.6g}"  # a string, so the editor accepts any text
+            return numbers.significant(
+                self.values[i][j], 6
+            )  # a string, so the editor accepts any text
         if role == Qt.ItemDataRole.BackgroundRole and (i, j) in self.bad:
             return BAD_CELL
         if role == Qt.ItemDataRole.ToolTipRole and (i, j) in self.bad:
@@ -82,7 +86,9 @@ class MatrixModel(QAbstractTableModel):
             self.bad.add((i, j))
             self.dataChanged.emit(index, index)
             kept = self.values[i][j]
-            self.rejected.emit(f"refused {self.name}[{i}][{j}]: {exc}; kept {kept:.6g}")
+            self.rejected.emit(
+                f"refused {self.name}[{i}][{j}]: {exc}; kept {numbers.significant(kept, 6)}"
+            )
             return False
         self.bad.discard((i, j))
         self.values[i][j] = number

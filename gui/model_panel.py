@@ -33,6 +33,7 @@ class ModelPanel(QWidget):
 
     headChosen = pyqtSignal(object, int, int)  # Run, layer, head
     message = pyqtSignal(str)
+    refused = pyqtSignal(str)  # a model or text that could not be run: the last run stays
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -122,7 +123,7 @@ class ModelPanel(QWidget):
         self.run_button.setEnabled(True)
         kept = " (the last run stays on screen)" if self.run is not None else ""
         self.status.setText(f"refused: {message}{kept}")
-        self.message.emit(f"refused: {message}")
+        self.refused.emit(f"refused: {message}")
 
     def show_run(self, run: object) -> None:
         """Show a finished run: the grid, the head view of layer 0, the sink note."""

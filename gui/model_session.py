@@ -26,7 +26,7 @@ def head_session(run: object, layer: int, head: int) -> sm.Session:
     return sm.Session(
         tokens=tuple(run.tokens),
         key_tokens=tuple(run.tokens),
-        x=_matrix(x1),
+        query=_matrix(x1),
         w_q=_matrix(weights["q"]),
         w_k=_matrix(weights["k"]),
         w_v=_matrix(weights["v"]),

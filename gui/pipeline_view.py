@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from PyQt6.QtCore import QPointF, Qt, QTimer, pyqtSignal
+from PyQt6.QtCore import Qt, QTimer, pyqtSignal
 from PyQt6.QtGui import QFont
 from PyQt6.QtWidgets import (
     QComboBox,
@@ -18,7 +18,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api, sentences, view_model
+from gui import core_api, numbers, sentences, view_model
 from gui.heatmap import Heatmap
 
 MAX_SOURCES = 3
@@ -368,8 +368,7 @@ class PipelineView(QWidget):
 
     def hover_cell(self, row: int, col: int, panel: int = 0) -> None:
         """Act as if the mouse were over cell (row, col) of a panel (command line, tests)."""
-        hm = self.heatmaps[panel]
-        hm._on_mouse_moved(hm.plot.vb.mapViewToScene(QPointF(col, row)))
+        self.heatmaps[panel].hover(row, col)
 
     def _hover_text(self, explained: str, shown: float) -> str:
         """The ground truth's arithmetic, labelled as such, and the backend's own cell value."""
@@ -381,7 +380,8 @@ class PipelineView(QWidget):
         options = self.trace.options
         backend = f"{options.get('backend', 'the backend')} {options.get('dtype', '')}".strip()
         # the same 4 significant digits as the explanation, so the two numbers compare
-        return f"ground truth ({truth}): {explained}\n{backend} shows {float(shown):.4g}"
+        value = numbers.significant(float(shown), 4)
+        return f"ground truth ({truth}): {explained}\n{backend} shows {value}"
 
     def _on_hover(self, heatmap: Heatmap, cell: tuple[int, int] | None) -> None:
         for hm in self.sources:

@@ -5,24 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from gui import numbers
+
 Row = Sequence[float]
 NOTABLE = 0.01  # a runner-up weight below this reads as "0.00": it is left out of a sentence
-
-
-def _fmt(v: float) -> str:
-    """Whole numbers as such, two decimals for everyday numbers, 3 digits for tiny or huge."""
-    if not math.isfinite(v):
-        return str(v)
-    if v == int(v) and abs(v) < 1e6:
-        return str(int(v))
-    if 0.01 <= abs(v) < 1000:
-        return f"{v:.2f}"
-    return f"{v:.3g}"
-
-
-def _weight(v: float) -> str:
-    """A weight always with two decimals ('1.00' beside '0.24'), so the numbers compare."""
-    return f"{v:.2f}"
 
 
 def _ranked(row: Row) -> list[int]:
@@ -51,14 +37,14 @@ def attention_sentence(
         j = visible[0]
         return (
             f"'{query}' may see only '{keys[j]}' (the mask hides the other keys), "
-            f"so all its weight goes there ({_weight(row[j])})"
+            f"so all its weight goes there ({numbers.weight(row[j])})"
         )
     first, last = visible[0], visible[-1]
     if row[first] - row[last] < 5e-3:
-        each = _weight(row[first])
+        each = numbers.weight(row[first])
         return f"'{query}' attends to all {len(visible)} keys about equally ({each} each)"
     picks = [first] + [j for j in visible[1:top] if row[j] >= NOTABLE]
-    said = _join([f"'{keys[j]}' ({_weight(row[j])})" for j in picks])
+    said = _join([f"'{keys[j]}' ({numbers.weight(row[j])})" for j in picks])
     if len(picks) == 1:
         return f"'{query}' attends almost only to {said}; every other key gets under {NOTABLE}"
     return f"'{query}' attends most to {said}"
@@ -115,8 +101,8 @@ def describe(
             return ""
         hi, lo = ranked[0], ranked[-1]
         return (
-            f"'{row_labels[i]}' matches '{col_labels[hi]}' best ({_fmt(matrix[i][hi])}) "
-            f"and '{col_labels[lo]}' least ({_fmt(matrix[i][lo])})."
+            f"'{row_labels[i]}' matches '{col_labels[hi]}' best ({numbers.prose(matrix[i][hi])}) "
+            f"and '{col_labels[lo]}' least ({numbers.prose(matrix[i][lo])})."
         )
     if step == "masked":
         total = sum(len(r) for r in matrix)

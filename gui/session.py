@@ -1,25 +1,26 @@
-"""Session model: every input and option of the window, with JSON load/validate/save (no Qt)."""
+"""Session model: every input and option of the window, and the pure edits the window makes.
+
+Reading, validating and saving session files is gui/session_file.py. No Qt here.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gui import atomic
+from gui import core_api
 
-VERSION = 1
+VERSION = 2  # 2: the query-side table is "query" (version 1 files call it "x")
 # project: q = x @ w_q, k = x @ w_k, v = x @ w_v (x also feeds key/value unless key is given)
 # qkv: the tables are q, k, v themselves; self: q = k = v = x (no weights)
 MODES = ("project", "qkv", "self")
 SCALE_MODES = ("sqrt", "none", "custom")
 MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
 MASKED_ROWS = ("zero", "nan", "uniform")
-MATRICES = ("x", "key", "value", "w_q", "w_k", "w_v")
+MATRICES = ("query", "key", "value", "w_q", "w_k", "w_v")
 MAX_TOKENS = 4096  # above 256 a NumPy/torch trace is checked on sampled rows (sampled_check)
 MAX_DIM = 1024  # a real model head: all-MiniLM-L6-v2 has d_model 384 (+1 for the bias column)
 MAX_HEADS = 16  # the heads spin box's range; a file may not ask for more
@@ -38,9 +39,12 @@ class Session:
 
     tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
-    x: Matrix  # (L, d_model); in qkv mode this table is q (L, H*d_k)
-    key: Matrix | None = None  # (S, d_kv_in); in qkv mode k (S, Hkv*d_k)
-    value: Matrix | None = None  # (S, d_kv_in); in qkv mode v (S, Hkv*d_v)
+    # query, key, value: the tables each side of attention reads, named as in PyTorch's
+    # MultiheadAttention: x and the key/value inputs in mode 'project' (key None: x feeds
+    # them), x alone in mode 'self' (q = k = v = x), q, k and v themselves in mode 'qkv'
+    query: Matrix  # (L, d_model): x; in mode 'qkv' q (L, H*d_k)
+    key: Matrix | None = None  # (S, d_kv_in); in mode 'qkv' k (S, Hkv*d_k)
+    value: Matrix | None = None  # (S, d_kv_in); in mode 'qkv' v (S, Hkv*d_v)
     w_q: Matrix | None = None  # (d_model, H*d_k)
     w_k: Matrix | None = None  # (d_kv_in, Hkv*d_k)
     w_v: Matrix | None = None  # (d_kv_in, Hkv*d_v)
@@ -61,17 +65,17 @@ class Session:
     @property
     def num_tokens(self) -> int:
         """L, the number of queries."""
-        return len(self.x)
+        return len(self.query)
 
     @property
     def num_keys(self) -> int:
         """S, the number of keys."""
-        return len(self.key) if self.key is not None else len(self.x)
+        return len(self.key) if self.key is not None else len(self.query)
 
     @property
     def d_model(self) -> int:
-        """Width of x (of q in qkv mode)."""
-        return len(self.x[0])
+        """Width of the query table: x's, or q's in mode 'qkv'."""
+        return len(self.query[0])
 
     @property
     def d_k(self) -> int:
@@ -96,10 +100,10 @@ class Session:
     def matrices_in_use(self) -> list[str]:
         """Names of the matrices the current mode uses, in table order."""
         if self.mode == "self":
-            return ["x"]
+            return ["query"]
         if self.mode == "qkv":
-            return ["x", "key", "value"]
-        names = ["x"] + [n for n in ("key", "value") if self.matrix(n) is not None]
+            return ["query", "key", "value"]
+        names = ["query"] + [n for n in ("key", "value") if self.matrix(n) is not None]
         return names + ["w_q", "w_k", "w_v"]
 
     def to_dict(self) -> dict:
@@ -155,7 +159,7 @@ def random_session(
     return Session(
         tokens=tokens,
         key_tokens=tokens,
-        x=x,
+        query=x,
         w_q=w_q,
         w_k=w_k,
         w_v=w_v,
@@ -203,7 +207,7 @@ def from_preset(preset: object) -> Session:
     return Session(
         tokens=tokens,
         key_tokens=key_tokens,
-        x=x,
+        query=x,
         key=key if mode != "self" else None,
         value=value if mode != "self" else None,
         w_q=w_q,
@@ -264,7 +268,7 @@ def resized(
     if s.mode == "project":
         d_kv_in = len(s.key[0]) if cross else dm
         changes = dict(
-            x=resize_matrix(s.x, L, dm),  # (L, d_model)
+            query=resize_matrix(s.query, L, dm),  # x (L, d_model)
             key=resize_matrix(s.key, S, d_kv_in),  # (S, d_kv_in)
             value=resize_matrix(s.value, S, d_kv_in),  # (S, d_kv_in)
             w_q=resize_matrix(s.w_q, dm, H * dk),  # (d_model, H*d_k)
@@ -273,12 +277,12 @@ def resized(
         )
     elif s.mode == "qkv":
         changes = dict(
-            x=resize_matrix(s.x, L, H * dk),  # q (L, H*d_k)
+            query=resize_matrix(s.query, L, H * dk),  # q (L, H*d_k)
             key=resize_matrix(s.key, S, Hkv * dk),  # k (S, Hkv*d_k)
             value=resize_matrix(s.value, S, Hkv * dv),  # v (S, Hkv*d_v)
         )
     else:
-        changes = dict(x=resize_matrix(s.x, L, dm))  # (L, d_model)
+        changes = dict(query=resize_matrix(s.query, L, dm))  # x (L, d_model)
     mask = resize_mask(s.mask, L, S)
     key_tokens = _resize_labels(s.key_tokens, S) if cross else _resize_labels(s.tokens, L)
     return dataclasses.replace(
@@ -320,6 +324,92 @@ def regenerated(s: Session, **sizes: int) -> Session:
         shape.num_kv_heads,
     )
     return dataclasses.replace(fresh, **kept_options(s), step=s.step)
+
+
+def random_like(s: Session, seed: int) -> Session:
+    """A random example drawn from `seed` at the sizes of `s` (2 heads unless `s` projects)."""
+    heads = s.num_heads if s.mode == "project" else 2
+    return random_session(
+        seed,
+        s.num_tokens,
+        max(s.d_model, 2),
+        s.d_k,
+        s.d_v,
+        heads,
+        s.num_kv_heads if s.mode == "project" else heads,
+    )
+
+
+def kept_on_preset(s: Session) -> dict:
+    """What a newly chosen example keeps from the old session: backend, dtype, masked rows."""
+    return dict(backend=s.backend, dtype=s.dtype, masked_rows=s.masked_rows)
+
+
+def with_preset(s: Session, name: str, preset: object = None) -> Session:
+    """The session after choosing `name` in the preset box ('custom', 'random' or a preset).
+
+    'custom' only renames; 'random' draws a random example at the current sizes and seed;
+    a preset (the scratch Preset object `preset`) replaces the example."""
+    if name == "custom":
+        return dataclasses.replace(s, preset="custom")
+    if name == "random":
+        fresh = random_like(s, s.seed)
+    elif preset is None:
+        raise SessionError(f"preset: expected the scratch Preset for {name!r}, found None")
+    else:
+        fresh = from_preset(preset)
+    return dataclasses.replace(fresh, **kept_on_preset(s))
+
+
+def reseeded(s: Session, seed: int) -> Session:
+    """A new seed: a random example is drawn again (its options kept); others only store it."""
+    if s.preset != "random":
+        return dataclasses.replace(s, seed=seed)
+    return dataclasses.replace(random_like(s, seed), **kept_options(s))
+
+
+def with_backend(s: Session, backend: str, dtypes: Sequence[str]) -> Session:
+    """Another backend; the dtype stays when the backend has it, else its first dtype."""
+    dtype = s.dtype if s.dtype in dtypes else dtypes[0]
+    return dataclasses.replace(s, backend=backend, dtype=dtype)
+
+
+def with_options(
+    s: Session, scale_mode: str, scale_value: float, mask_mode: str, masked_rows: str, dtype: str
+) -> Session:
+    """New scale, mask and dtype options; a custom mask starts all True (every key allowed)."""
+    mask = s.mask
+    if mask_mode == "custom" and mask is None:
+        mask = tuple(tuple(True for _ in range(s.num_keys)) for _ in range(s.num_tokens))
+    return dataclasses.replace(
+        s,
+        scale_mode=scale_mode,
+        scale_value=scale_value,
+        mask_mode=mask_mode,
+        mask=mask,
+        masked_rows=masked_rows,
+        dtype=dtype or s.dtype,
+    )
+
+
+def parse_tokens(text: str, count: int, field: str) -> tuple[str, ...]:
+    """Comma-separated labels; ValueError says how many were expected and found."""
+    labels = tuple(t.strip() for t in text.split(",")) if text.strip() else ()
+    if len(labels) != count or any(not t for t in labels):
+        raise ValueError(f"{field}: expected {count} comma-separated labels, found {len(labels)}")
+    return labels
+
+
+def with_labels(s: Session, tokens_text: str, key_tokens_text: str) -> Session:
+    """New token labels from the two comma-separated lines (key labels only with a key input);
+    `s` itself when nothing changed."""
+    tokens = parse_tokens(tokens_text, s.num_tokens, "tokens")
+    keys = tokens
+    if s.key is not None:
+        keys = parse_tokens(key_tokens_text, s.num_keys, "key tokens")
+    if (tokens, keys) == (s.tokens, s.key_tokens):
+        return s
+    return dataclasses.replace(s, tokens=tokens, key_tokens=keys)
 
 
 def kept_options(s: Session) -> dict:
@@ -365,11 +455,11 @@ def with_mode(s: Session, mode: str) -> Session:
         )
     if mode == "qkv":
         d_k, d_v, Hkv = s.d_k, s.d_v, s.num_kv_heads
-        key = s.key if s.key is not None else s.x
+        key = s.key if s.key is not None else s.query
         return dataclasses.replace(
             s,
             mode=mode,
-            x=resize_matrix(s.x, L, s.num_heads * d_k),  # q (L, H*d_k)
+            query=resize_matrix(s.query, L, s.num_heads * d_k),  # q (L, H*d_k)
             key=resize_matrix(key, S, Hkv * d_k),  # k (S, Hkv*d_k)
             value=resize_matrix(s.value if s.value is not None else key, S, Hkv * d_v),
             w_q=None,
@@ -409,232 +499,20 @@ def resize_mask(mask, rows: int, cols: int):
     )
 
 
+def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
+    """The (L, S) grid the mask option means, True = may attend: the custom mask, the causal
+    one, or every key allowed."""
+    L, S = s.num_tokens, s.num_keys
+    if s.mask_mode == "custom" and s.mask is not None:
+        return s.mask
+    if s.mask_mode.startswith("causal"):
+        causal = core_api.causal_mask(L, S, s.mask_mode.removeprefix("causal-"))
+        return tuple(tuple(row) for row in causal)
+    return tuple(tuple(True for _ in range(S)) for _ in range(L))
+
+
 def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
-    """A copy with custom mask cell (i, j) flipped (the mask starts all True)."""
-    mask = s.mask or tuple(tuple(True for _ in range(s.num_keys)) for _ in range(s.num_tokens))
-    rows = [list(r) for r in mask]
+    """A copy with cell (i, j) of the shown mask flipped: a causal or no mask becomes custom."""
+    rows = [list(r) for r in shown_mask(s)]
     rows[i][j] = not rows[i][j]
     return dataclasses.replace(s, mask_mode="custom", mask=tuple(tuple(r) for r in rows))
-
-
-# ---------------------------------------------------------------- validation
-
-
-def _fail(field: str, expected: str, found: object) -> SessionError:
-    return SessionError(f"session field '{field}': expected {expected}, found {found!r}")
-
-
-def _int(data: Mapping, field: str, lo: int, hi: int) -> int:
-    v = data.get(field)
-    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-        raise _fail(field, f"an integer in [{lo}, {hi}]", v)
-    return v
-
-
-def _choice(data: Mapping, field: str, choices: Sequence[str]) -> str:
-    v = data.get(field)
-    if v not in choices:
-        raise _fail(field, "one of " + ", ".join(repr(c) for c in choices), v)
-    return v
-
-
-def _labels(data: Mapping, field: str, count: int) -> tuple[str, ...]:
-    v = data.get(field)
-    if not isinstance(v, list) or len(v) != count or not all(isinstance(t, str) for t in v):
-        raise _fail(field, f"a list of {count} strings", v)
-    for t in v:  # the label editor is one comma-separated line: labels must survive it
-        if "," in t or not t.strip() or t != t.strip():
-            raise _fail(field, "non-empty labels without commas or outer spaces", t)
-    return tuple(v)
-
-
-def _matrix(data: Mapping, field: str, rows: int | None, cols: int | None) -> Matrix:
-    v = data.get(field)
-    if not isinstance(v, list) or not v:
-        raise _fail(field, "a non-empty list of rows", v)
-    if rows is not None and len(v) != rows:
-        raise _fail(field, f"{rows} rows", f"{len(v)} rows")
-    width = cols if cols is not None else (len(v[0]) if isinstance(v[0], list) else -1)
-    if not 1 <= width <= MAX_DIM:
-        raise _fail(f"{field}[0]", f"a list of 1 to {MAX_DIM} numbers", v[0])
-    out = []
-    for i, row in enumerate(v):
-        if not isinstance(row, list) or len(row) != width:
-            raise _fail(f"{field}[{i}]", f"a list of {width} numbers", row)
-        for j, cell in enumerate(row):
-            ok = isinstance(cell, int | float) and not isinstance(cell, bool)
-            if not ok or not math.isfinite(cell):
-                raise _fail(f"{field}[{i}][{j}]", "a finite number", cell)
-        out.append(tuple(float(c) for c in row))
-    return tuple(out)
-
-
-def _optional_matrix(data: Mapping, field: str, rows: int | None, cols: int | None):
-    return None if data.get(field) is None else _matrix(data, field, rows, cols)
-
-
-def _mask(data: Mapping, rows: int, cols: int):
-    v = data.get("mask")
-    if v is None:
-        return None
-    if not isinstance(v, list) or len(v) != rows:
-        raise _fail("mask", f"{rows} rows of booleans", v)
-    for i, row in enumerate(v):
-        if (
-            not isinstance(row, list)
-            or len(row) != cols
-            or not all(isinstance(b, bool) for b in row)
-        ):
-            raise _fail(f"mask[{i}]", f"a list of {cols} booleans", row)
-    return tuple(tuple(r) for r in v)
-
-
-def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
-    """Check every field of a session dict and build the Session; SessionError names the field.
-
-    `backends` maps each available backend name to its dtype names; None skips that check.
-    """
-    if not isinstance(data, dict):
-        raise _fail("<top level>", "a JSON object", type(data).__name__)
-    if data.get("version") != VERSION:
-        raise _fail("version", str(VERSION), data.get("version"))
-    known = {f.name for f in dataclasses.fields(Session)} | {"version"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise SessionError(f"session has unknown fields: {', '.join(unknown)}")
-    # step 1: options
-    mode = _choice(data, "mode", MODES)
-    heads = _int(data, "num_heads", 1, MAX_HEADS)
-    kv_heads = _int(data, "num_kv_heads", 1, heads)
-    if heads % kv_heads:
-        raise _fail("num_kv_heads", f"a divisor of num_heads={heads}", kv_heads)
-    scale_mode = _choice(data, "scale_mode", SCALE_MODES)
-    scale_value = data.get("scale_value")
-    ok = isinstance(scale_value, int | float) and not isinstance(scale_value, bool)
-    if not ok or not math.isfinite(scale_value):
-        raise _fail("scale_value", "a finite number", scale_value)
-    mask_mode = _choice(data, "mask_mode", MASK_MODES)
-    masked_rows = _choice(data, "masked_rows", MASKED_ROWS)
-    backend, dtype = data.get("backend"), data.get("dtype")
-    if backends is not None:
-        backend = _choice(data, "backend", list(backends))
-        dtype = _choice(data, "dtype", list(backends[backend]))
-    elif not isinstance(backend, str) or not isinstance(dtype, str):
-        raise _fail("backend/dtype", "strings", (backend, dtype))
-    for field in ("preset", "step"):
-        if not isinstance(data.get(field), str):
-            raise _fail(field, "a string", data.get(field))
-    seed = _int(data, "seed", 0, MAX_SEED)
-    # step 2: matrices, with the shapes the mode implies
-    x = _matrix(data, "x", None, None)
-    L, d_model = len(x), len(x[0])
-    if L > MAX_TOKENS:
-        raise _fail("x", f"at most {MAX_TOKENS} rows", f"{L} rows")
-    key = value = w_q = w_k = w_v = None
-    if mode != "project" and d_model % heads:
-        raise _fail("x", f"a column count divisible by num_heads={heads}", d_model)
-    if mode == "self":
-        for field in ("key", "value", "w_q", "w_k", "w_v"):
-            if data.get(field) is not None:
-                raise _fail(field, "null in mode 'self'", "a matrix")
-        if kv_heads != heads:  # k = x has H*d_k columns, so it splits into H heads only
-            raise _fail("num_kv_heads", f"num_heads={heads} in mode 'self'", kv_heads)
-        S = L
-    elif mode == "qkv":
-        key = _matrix(data, "key", None, None)  # (S, Hkv*d_k)
-        S = len(key)
-        value = _matrix(data, "value", S, None)  # (S, Hkv*d_v)
-        if len(key[0]) * heads != d_model * kv_heads:
-            raise _fail("key", f"{d_model * kv_heads // heads} columns", f"{len(key[0])}")
-        if len(value[0]) % kv_heads:
-            raise _fail("value", f"a column count divisible by {kv_heads}", len(value[0]))
-    else:
-        key = _optional_matrix(data, "key", None, None)
-        S = len(key) if key is not None else L
-        d_kv_in = len(key[0]) if key is not None else d_model
-        value = _optional_matrix(data, "value", S, d_kv_in) if key is not None else None
-        if key is None and data.get("value") is not None:
-            raise _fail("value", "null when key is null", "a matrix")
-        w_q = _matrix(data, "w_q", d_model, None)  # (d_model, H*d_k)
-        w_k = _matrix(data, "w_k", d_kv_in, None)  # (d_kv_in, Hkv*d_k)
-        w_v = _matrix(data, "w_v", d_kv_in, None)  # (d_kv_in, Hkv*d_v)
-        if len(w_q[0]) % heads:
-            raise _fail("w_q", f"a column count divisible by num_heads={heads}", len(w_q[0]))
-        if len(w_k[0]) * heads != len(w_q[0]) * kv_heads:
-            raise _fail("w_k", f"{len(w_q[0]) * kv_heads // heads} columns", len(w_k[0]))
-        if len(w_v[0]) % kv_heads:
-            raise _fail("w_v", f"a column count divisible by {kv_heads}", len(w_v[0]))
-    if S > MAX_TOKENS:
-        raise _fail("key", f"at most {MAX_TOKENS} rows", f"{S} rows")
-    return Session(
-        tokens=_labels(data, "tokens", L),
-        key_tokens=_labels(data, "key_tokens", S),
-        x=x,
-        key=key,
-        value=value,
-        w_q=w_q,
-        w_k=w_k,
-        w_v=w_v,
-        mode=mode,
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        scale_mode=scale_mode,
-        scale_value=float(scale_value),
-        mask_mode=mask_mode,
-        mask=_mask(data, L, S),
-        masked_rows=masked_rows,
-        backend=backend,
-        dtype=dtype,
-        preset=data["preset"],
-        seed=seed,
-        step=data["step"],
-    )
-
-
-# ---------------------------------------------------------------- files
-
-
-def dumps(s: Session) -> str:
-    """The session as indented JSON text."""
-    return json.dumps(s.to_dict(), indent=1, allow_nan=False)
-
-
-def loads(text: str, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
-    """Parse and validate JSON text; SessionError on any problem."""
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:  # ValueError: also Python's int digit limit
-        raise SessionError(f"not valid JSON: {exc}") from exc
-    try:
-        return validate(data, backends)
-    except SessionError:
-        raise
-    except (ValueError, TypeError, OverflowError) as exc:  # e.g. 1e400 written as 1 and 400 0s
-        raise SessionError(f"not a usable session: {exc}") from exc
-
-
-def checked(s: Session, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
-    """`s` itself when it would load back from a file; SessionError naming the field if not."""
-    validate(s.to_dict(), backends)  # to_dict is what dumps writes (JSON lists and numbers)
-    return s
-
-
-def save(path: str | os.PathLike, s: Session) -> None:
-    """Write the session atomically."""
-    atomic.write_text(path, dumps(s))
-
-
-def load(path: str | os.PathLike, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
-    """Read and validate a session file; SessionError names the problem."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(64 * 1024 * 1024 + 1)
-    except OSError as exc:
-        raise SessionError(f"cannot read {os.fspath(path)!r}: {exc.strerror}") from exc
-    if len(raw) > 64 * 1024 * 1024:
-        raise SessionError("session file is larger than 64 MiB")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SessionError(f"not UTF-8 text: {exc}") from exc
-    return loads(text, backends)

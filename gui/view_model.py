@@ -46,12 +46,16 @@ class Panel:
 
 def step_array(step: object) -> np.ndarray:
     """The step value as float64 numpy, whatever array type the backend used."""
-    value = step.value
+    return as_float64(step.value)
+
+
+def as_float64(value: object) -> np.ndarray:
+    """A trace's value (nested lists, NumPy array or torch tensor) as float64 numpy."""
     if isinstance(value, np.ndarray):
         return value.astype(np.float64, copy=False)
     if hasattr(value, "detach"):  # a torch tensor, maybe on the GPU
         return np.asarray(value.detach().cpu().double().numpy())
-    return np.asarray(step.tolist(), dtype=np.float64)
+    return np.asarray(value, dtype=np.float64)
 
 
 def labels_for(trace: object, axis: str, n: int) -> list[str]:
@@ -153,9 +157,9 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
             for h in range(values.shape[0])
         ]
     if head == HEAD_AVERAGE:
-        # display only: the mean of the trace's per-head matrices; NaN rows stay NaN
+        # the trace's own head average; NaN rows stay NaN
         with np.errstate(invalid="ignore"):
-            mean = values.mean(axis=0)  # (H, rows, cols) -> (rows, cols)
+            mean = as_float64(trace.head_average(step_name))  # (H, rows, cols) -> (rows, cols)
             hidden = None if masked is None else masked.min(axis=0)  # -inf: masked in a head
         return [make(f"{step.name}, average of {values.shape[0]} heads", mean, None, hidden)]
     h = min(int(head), values.shape[0] - 1)

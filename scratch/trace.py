@@ -77,6 +77,33 @@ class Trace:
         """Step names in order."""
         return [step.name for step in self.steps]
 
+    def head_average(self, name: str) -> object:
+        """Step `name` averaged over its head axis, in float64 (NaN where a head has NaN)."""
+        step = self[name]
+        if not step.axes or step.axes[0] != "head":
+            raise ValueError(f"name: step {name!r} has no head axis (its axes: {step.axes})")
+        value = step.value
+        if hasattr(value, "detach"):  # a torch tensor: averaged where it lives
+            return value.detach().double().mean(dim=0)
+        if hasattr(value, "astype"):  # a NumPy array: (H, ...) -> (...)
+            return value.astype("float64", copy=False).mean(axis=0)
+        return _mean_over_heads(value)
+
+
+def _mean_over_heads(heads: list) -> object:
+    """The elementwise mean of equally shaped nested lists (mean([inf, -inf]) is NaN)."""
+    if isinstance(heads[0], (list, tuple)):
+        return [_mean_over_heads([h[i] for h in heads]) for i in range(len(heads[0]))]
+    values = [float(v) for v in heads]
+    if any(math.isnan(v) for v in values) or {math.inf, -math.inf} <= set(values):
+        return math.nan
+    if any(math.isinf(v) for v in values):
+        return math.copysign(math.inf, sum(values))
+    try:
+        return math.fsum(values) / len(values)
+    except OverflowError:  # finite values whose exact sum passes float64's largest: +-inf
+        return sum(values) / len(values)
+
 
 def _labels(tokens: object, n: int, name: str, prefix: str) -> tuple[str, ...]:
     """Token labels: given strings of the right count, or prefix0, prefix1, ..."""

@@ -52,3 +52,54 @@ def _qt_leaves_nothing_behind(request):
         if not sip.isdeleted(w) and not (isinstance(w, QMenu) and not w.isVisible())
     ]
     assert not left, f"top-level widgets outlived the test: {[type(w).__name__ for w in left]}"
+
+
+# ---------------------------------------------------------------- the window's tests (Qt imports
+# stay inside the fixtures: the rest of the suite runs without PyQt6)
+
+
+@pytest.fixture
+def errors():
+    """Unexpected errors are recorded, never shown; every test ends with none."""
+    from gui.errors import ErrorHandler
+
+    handler = ErrorHandler(show_dialog=False).install()
+    yield handler
+    handler.uninstall()
+    assert handler.errors == [], handler.errors[0]
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """A throwaway settings file: tests never touch the user's settings."""
+    from PyQt6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def settle(qtbot):
+    """settle(window): wait until the window's worker has delivered the newest trace."""
+
+    def wait(window) -> None:
+        qtbot.waitUntil(
+            lambda: not window.worker.busy and window.outcome is not None, timeout=20000
+        )
+
+    return wait
+
+
+@pytest.fixture
+def open_window(qtbot, settings, errors, settle):
+    """open_window(session, size): a MainWindow shown at `size`, its first trace delivered."""
+    from gui.main_window import MainWindow
+
+    def make(session, size=(1200, 800)) -> MainWindow:
+        w = MainWindow(settings, session, dialogs=False)
+        qtbot.addWidget(w)
+        w.resize(*size)
+        w.show()
+        settle(w)
+        return w
+
+    return make

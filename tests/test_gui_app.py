@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import random
@@ -14,11 +15,11 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from PyQt6.QtCore import QPointF, QSettings, Qt  # noqa: E402
+from PyQt6.QtCore import QPointF, Qt  # noqa: E402
 from PyQt6.QtWidgets import QApplication  # noqa: E402
 
 import scratch  # noqa: E402
-from gui import core_api, view_model  # noqa: E402
+from gui import core_api, session_file, view_model  # noqa: E402
 from gui import session as sm  # noqa: E402
 from gui.check_panel import CheckPanel  # noqa: E402
 from gui.errors import ErrorHandler  # noqa: E402
@@ -33,33 +34,9 @@ pytestmark = pytest.mark.gui
 
 
 @pytest.fixture
-def errors():
-    """Unexpected errors are recorded, never shown; every test ends with none."""
-    handler = ErrorHandler(show_dialog=False).install()
-    yield handler
-    handler.uninstall()
-    assert handler.errors == [], handler.errors[0]
-
-
-@pytest.fixture
-def settings(tmp_path):
-    """A throwaway settings file: tests never touch the user's settings."""
-    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-
-
-def settle(qtbot, window) -> None:
-    """Wait until the worker has delivered the newest trace."""
-    qtbot.waitUntil(lambda: not window.worker.busy and window.outcome is not None, timeout=20000)
-
-
-@pytest.fixture
-def window(qtbot, settings, errors):
-    w = MainWindow(settings, sm.random_session(0, 4, 4, 2, 2, 1), dialogs=False)
-    qtbot.addWidget(w)
-    w.resize(1200, 800)
-    w.show()
-    settle(qtbot, w)
-    return w
+def window(open_window):
+    """A small random example with one head, its first trace shown."""
+    return open_window(sm.random_session(0, 4, 4, 2, 2, 1))
 
 
 def choose(combo, data) -> None:
@@ -129,16 +106,16 @@ def test_heatmap_shows_a_hand_made_matrix(qtbot, errors):
 def assert_whole_matrix_in_view(hm: Heatmap) -> None:
     """Every cell inside the view: [-0.5, cols - 0.5] x [-0.5, rows - 0.5] at least."""
     rows, cols = hm.panel.image.shape
-    (x0, x1), (y0, y1) = hm.plot.vb.viewRange()
+    (x0, x1), (y0, y1) = hm.plot.getViewBox().viewRange()
     eps = 1e-6
     assert x0 <= -0.5 + eps and x1 >= cols - 0.5 - eps, ((x0, x1), cols)
     assert y0 <= -0.5 + eps and y1 >= rows - 0.5 - eps, ((y0, y1), rows)
 
 
-def test_wide_and_tall_matrices_are_shown_whole(qtbot, window):
+def test_wide_and_tall_matrices_are_shown_whole(qtbot, window, settle):
     """Square cells must not cost columns: x (4, 8), w_q (8, 2) and all heads side by side."""
     window.load_session(sm.random_session(0, 4, 8, 2, 2, 2, 2))
-    settle(qtbot, window)
+    settle(window)
     p = window.pipeline
     for step in ("x", "q", "scores", "output"):
         p.set_step(step)
@@ -180,12 +157,12 @@ def test_check_panel_lists_each_step_and_marks_failures(qtbot, errors):
 # ---------------------------------------------------------------- the whole window
 
 
-def test_every_preset_every_step_shows_the_trace_values(qtbot, window):
+def test_every_preset_every_step_shows_the_trace_values(qtbot, window, settle):
     names = core_api.preset_names()
     assert names, "scratch.presets offers no presets"
     for name in names:
         choose(window.inputs.preset, name)
-        settle(qtbot, window)
+        settle(window)
         trace = window.outcome.trace
         assert window.inputs.session.preset == name
         window.pipeline.go(0)
@@ -222,8 +199,8 @@ def test_hover_explains_the_cell_and_highlights_its_sources(qtbot, window):
     p = window.pipeline
     p.set_step("scores")
     hm = p.heatmaps[0]
-    scene = hm.plot.vb.mapViewToScene(QPointF(2, 1))  # column 2, row 1
-    hm._on_mouse_moved(scene)
+    scene = hm.plot.getViewBox().mapViewToScene(QPointF(2, 1))  # column 2, row 1
+    hm.view.scene().sigMouseMoved.emit(scene)
     want = scratch.explain(window.outcome.reference, "scores", (1, 2))
     assert p.explanation.text() == want.text
     lit = {s.panel.step: [m.rect() for m in s._marks] for s in p.sources if s.isVisible()}
@@ -233,39 +210,69 @@ def test_hover_explains_the_cell_and_highlights_its_sources(qtbot, window):
     assert [(r.y() + 0.5, r.width()) for r in lit["k"]] == [(2, cols)]  # row 2 of k
 
 
-def test_cell_edits_valid_and_invalid(qtbot, window):
-    model = window.inputs.tables["x"].matrix_model
+def test_cell_edits_valid_and_invalid(qtbot, window, settle):
+    model = window.inputs.tables["query"].matrix_model
     index = model.index(1, 2)
     assert model.setData(index, " 0.5 ")
-    settle(qtbot, window)
-    assert window.inputs.session.x[1][2] == 0.5
+    settle(window)
+    assert window.inputs.session.query[1][2] == 0.5
     window.pipeline.set_step("x")
     assert window.pipeline.heatmaps[0].image_item.image[1, 2] == np.float32(0.5)
     for bad in ("abc", "nan", "inf", "-1e400", ""):
         assert not model.setData(index, bad)
         assert model.data(index, Qt.ItemDataRole.BackgroundRole) == BAD_CELL
-        assert "x[1][2]" in window.statusBar().currentMessage()
-        assert model.values[1][2] == 0.5 and window.inputs.session.x[1][2] == 0.5
+        assert "query[1][2]" in window.statusBar().currentMessage()
+        assert model.values[1][2] == 0.5 and window.inputs.session.query[1][2] == 0.5
     assert model.setData(index, "-2")
     assert model.data(index, Qt.ItemDataRole.BackgroundRole) is None  # mark cleared
     assert "refused" not in window.statusBar().currentMessage()  # the old refusal is gone
 
 
-def test_sizes_keep_the_values_that_fit(qtbot, window):
-    before = window.inputs.session.x
+def test_a_refusal_is_signalled_and_only_a_refusal_is_cleared_by_an_accepted_edit(
+    qtbot, window, settle
+):
+    """The status bar knows a refusal by the panel's refused signal, never by its wording."""
+    panel, bar = window.inputs, window.statusBar()
+    refused, news = [], []
+    panel.refused.connect(refused.append)
+    panel.message.connect(news.append)
+    before = panel.session
+    panel.kv_heads.setMaximum(4)  # as if heads were 4 a moment ago
+    panel.kv_heads.setValue(3)  # 3 kv heads for 1 head: refused
+    assert panel.session is before and news == []
+    assert len(refused) == 1 and "num_kv_heads" in refused[0]
+    assert bar.currentMessage() == refused[0]
+    panel.num_tokens.setValue(5)  # accepted: the refusal no longer applies
+    settle(window)
+    assert bar.currentMessage() == ""
+    # news worded like a refusal is not one: an accepted edit leaves it
+    window.say("refused nothing: 3 files exported")
+    panel.num_tokens.setValue(6)
+    settle(window)
+    assert bar.currentMessage() == "refused nothing: 3 files exported"
+    # a refusal in other words is still one: the next accepted edit clears it
+    panel.refused.emit("that cell holds no number; it stays 0.5")
+    assert bar.currentMessage() == "that cell holds no number; it stays 0.5"
+    panel.num_tokens.setValue(4)
+    settle(window)
+    assert bar.currentMessage() == ""
+
+
+def test_sizes_keep_the_values_that_fit(qtbot, window, settle):
+    before = window.inputs.session.query
     window.inputs.num_tokens.setValue(6)
-    settle(qtbot, window)
+    settle(window)
     s = window.inputs.session
-    assert s.x[:4] == before and s.num_tokens == 6
+    assert s.query[:4] == before and s.num_tokens == 6
     assert window.outcome.trace["x"].shape == (6, 4)
 
 
-def test_mask_cells_toggle_and_mask_the_trace(qtbot, window):
+def test_mask_cells_toggle_and_mask_the_trace(qtbot, window, settle):
     choose(window.inputs.mask_mode, "custom")
     grid = window.inputs.mask_grid
     for i, j in ((0, 1), (2, 3), (2, 3), (3, 0)):
         qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=grid.cell_center(i, j).toPoint())
-    settle(qtbot, window)
+    settle(window)
     trace = window.outcome.trace
     allowed = [[(i, j) not in ((0, 1), (3, 0)) for j in range(4)] for i in range(4)]
     assert [list(r) for r in window.inputs.session.mask] == allowed
@@ -275,20 +282,20 @@ def test_mask_cells_toggle_and_mask_the_trace(qtbot, window):
     assert trace["weights"].tolist()[0][1] == 0.0
 
 
-def test_causal_grid_then_click_makes_a_custom_mask(qtbot, window):
+def test_causal_grid_then_click_makes_a_custom_mask(qtbot, window, settle):
     choose(window.inputs.mask_mode, "causal-top-left")
-    settle(qtbot, window)
+    settle(window)
     grid = window.inputs.mask_grid
     assert grid.grid == [[j <= i for j in range(4)] for i in range(4)]
     qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=grid.cell_center(0, 3).toPoint())
-    settle(qtbot, window)
+    settle(window)
     s = window.inputs.session
     assert s.mask_mode == "custom" and s.mask[0] == (True, False, False, True)
 
 
-def test_heads_all_average_and_backend(qtbot, window):
+def test_heads_all_average_and_backend(qtbot, window, settle):
     window.inputs.heads.setValue(2)
-    settle(qtbot, window)
+    settle(window)
     trace = window.outcome.trace
     assert trace.num_heads == 2
     p = window.pipeline
@@ -306,7 +313,7 @@ def test_heads_all_average_and_backend(qtbot, window):
             continue
         choose(window.inputs.backend, backend)
         choose(window.inputs.dtype, "float32")
-        settle(qtbot, window)
+        settle(window)
         o = window.outcome
         assert (o.backend, o.dtype) == (backend, "float32")
         assert backend in window.backend_label.text() and "float32" in window.backend_label.text()
@@ -314,21 +321,21 @@ def test_heads_all_average_and_backend(qtbot, window):
         assert_image(p.heatmaps[0], expected(o.trace, "weights", 1), f"{backend} weights")
 
 
-def test_session_save_and_open_round_trip(qtbot, window, tmp_path):
-    window.inputs.tables["x"].matrix_model.setData(
-        window.inputs.tables["x"].matrix_model.index(0, 0), "3.25"
+def test_session_save_and_open_round_trip(qtbot, window, tmp_path, settle):
+    window.inputs.tables["query"].matrix_model.setData(
+        window.inputs.tables["query"].matrix_model.index(0, 0), "3.25"
     )
-    settle(qtbot, window)
+    settle(window)
     window.pipeline.set_step("scores")
     path = tmp_path / "mine.json"
     assert window.files.save_session(str(path))
     saved = window.files.current_session()
     choose(window.inputs.preset, "random")
     window.inputs.seed.setValue(9)
-    settle(qtbot, window)
+    settle(window)
     assert window.inputs.session != saved
     assert window.files.open_session(str(path))
-    settle(qtbot, window)
+    settle(window)
     assert window.inputs.session == saved
     assert (
         window.pipeline.step_name == "scores" and window.outcome.trace["x"].tolist()[0][0] == 3.25
@@ -337,7 +344,7 @@ def test_session_save_and_open_round_trip(qtbot, window, tmp_path):
 
 @pytest.mark.parametrize(
     "text",
-    ['{"version": 1, "x": [[1, 2]', '{"version": 2}', "[]", '{"version": 1, "mode": "self"}'],
+    ['{"version": 1, "x": [[1, 2]', '{"version": 3}', "[]", '{"version": 1, "mode": "self"}'],
 )
 def test_malformed_session_shows_a_message_and_keeps_the_session(qtbot, window, tmp_path, text):
     before = window.inputs.session
@@ -350,17 +357,17 @@ def test_malformed_session_shows_a_message_and_keeps_the_session(qtbot, window, 
 
 def test_hand_edited_session_with_a_nan_cell_is_refused(qtbot, window, tmp_path):
     data = window.files.current_session().to_dict()
-    data["x"][1][1] = "NaN"
+    data["query"][1][1] = "NaN"
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(data))
     before = window.inputs.session
     assert not window.files.open_session(str(path))
-    assert "x[1][1]" in window.warnings[-1] and window.inputs.session == before
+    assert "query[1][1]" in window.warnings[-1] and window.inputs.session == before
 
 
-def test_exports_write_valid_files(qtbot, window, tmp_path):
+def test_exports_write_valid_files(qtbot, window, tmp_path, settle):
     choose(window.inputs.mask_mode, "causal-top-left")
-    settle(qtbot, window)
+    settle(window)
     trace = window.outcome.trace
     f = window.files
     assert f.export_png(str(tmp_path / "v.png"))
@@ -382,13 +389,13 @@ def test_exports_write_valid_files(qtbot, window, tmp_path):
     assert values == trace["weights"].tolist()
 
 
-def test_exports_refuse_a_trace_from_earlier_inputs(qtbot, window, tmp_path):
+def test_exports_refuse_a_trace_from_earlier_inputs(qtbot, window, tmp_path, settle):
     """After a failed computation the window shows the last good trace; exporting it as if it
     belonged to the new inputs would mislabel the file, so the export is refused."""
     choose(window.inputs.backend, "numpy")
     choose(window.inputs.dtype, "float32")
-    settle(qtbot, window)
-    model = window.inputs.tables["x"].matrix_model
+    settle(window)
+    model = window.inputs.tables["query"].matrix_model
     model.setData(model.index(0, 0), "1e300")  # a float64 number, inf in float32: refused
     qtbot.waitUntil(lambda: "not computed" in window.backend_label.text(), timeout=20000)
     assert not window.files.export_trace_json(str(tmp_path / "t.json"))
@@ -396,16 +403,16 @@ def test_exports_refuse_a_trace_from_earlier_inputs(qtbot, window, tmp_path):
     assert "earlier inputs" in window.warnings[-1]
     assert not (tmp_path / "t.json").exists() and not (tmp_path / "csv").exists()
     model.setData(model.index(0, 0), "0.5")
-    settle(qtbot, window)
+    settle(window)
     qtbot.waitUntil(lambda: "not computed" not in window.backend_label.text(), timeout=20000)
     assert window.files.export_trace_json(str(tmp_path / "t.json"))
 
 
 @pytest.mark.parametrize("library", ["numpy", "torch"])
-def test_copy_as_code_puts_a_running_snippet_on_the_clipboard(qtbot, window, library):
+def test_copy_as_code_puts_a_running_snippet_on_the_clipboard(qtbot, window, library, settle):
     pytest.importorskip(library)
     choose(window.inputs.mask_mode, "causal-bottom-right")
-    settle(qtbot, window)
+    settle(window)
     window.files.copy_code(library)
     namespace: dict = {}
     exec(QApplication.clipboard().text(), namespace)  # noqa: S102
@@ -416,18 +423,18 @@ def test_copy_as_code_puts_a_running_snippet_on_the_clipboard(qtbot, window, lib
     assert got.shape == want.shape and np.max(np.abs(got - want)) <= bound
 
 
-def test_settings_remember_geometry_and_last_session(qtbot, settings, errors):
+def test_settings_remember_geometry_and_last_session(qtbot, settings, errors, settle):
     first = MainWindow(settings, sm.random_session(4, 3, 4, 2, 2, 1), dialogs=False)
     qtbot.addWidget(first)
     first.resize(1300, 850)
     first.show()
-    settle(qtbot, first)
+    settle(first)
     remembered, size = first.files.current_session(), first.size()
     assert (size.width(), size.height()) != (1400, 900)  # differs from the default size
     first.close()
     again = MainWindow(settings, dialogs=False)
     qtbot.addWidget(again)
-    settle(qtbot, again)
+    settle(again)
     assert again.inputs.session == remembered
     assert again.size() == size
 
@@ -446,17 +453,19 @@ def test_overview_click_opens_the_step(qtbot, window):
         window.tabs.setCurrentWidget(window.overview)
 
 
-def test_sizes_that_do_not_fit_are_refused_and_the_work_kept(qtbot, window, settings, tmp_path):
+def test_sizes_that_do_not_fit_are_refused_and_the_work_kept(
+    qtbot, window, settings, tmp_path, settle
+):
     """heads or kv that do not split the widths: refused with the field named, values kept;
     what is saved or remembered always loads back."""
-    window.inputs.tables["x"].matrix_model.setData(
-        window.inputs.tables["x"].matrix_model.index(0, 0), "42"
+    window.inputs.tables["query"].matrix_model.setData(
+        window.inputs.tables["query"].matrix_model.index(0, 0), "42"
     )
-    settle(qtbot, window)
+    settle(window)
     window.inputs.heads.setValue(2)  # fits: W_q's columns are resized to 2 heads
-    settle(qtbot, window)
+    settle(window)
     before, shown = window.inputs.session, window.outcome
-    assert before.num_heads == 2 and before.x[0][0] == 42.0
+    assert before.num_heads == 2 and before.query[0][0] == 42.0
     window.inputs.kv_heads.setMaximum(4)  # as if heads were 4 a moment ago
     window.inputs.kv_heads.setValue(3)  # 3 kv heads do not divide 2 heads
     assert window.inputs.session is before
@@ -465,23 +474,25 @@ def test_sizes_that_do_not_fit_are_refused_and_the_work_kept(qtbot, window, sett
     assert "refused" in window.statusBar().currentMessage()
     assert "num_kv_heads" in window.statusBar().currentMessage()
     choose(window.inputs.mode, "self")
-    settle(qtbot, window)
+    settle(window)
     before = window.inputs.session
     window.inputs.heads.setValue(3)  # 4 columns do not split into 3 heads
     assert window.inputs.session is before and window.inputs.heads.value() == before.num_heads
-    assert "divisible by num_heads=3" in window.statusBar().currentMessage()
+    # the message of scratch.plan, as the backends say it, naming the session's field
+    said = window.statusBar().currentMessage()
+    assert "'query': query: width 4 does not split into 3 heads" in said
     assert not window.inputs.kv_heads.isEnabled()  # self-attention: kv heads = heads
     assert window.files.save_session(str(tmp_path / "s.json"))
-    assert sm.load(tmp_path / "s.json") == before
+    assert session_file.load(tmp_path / "s.json") == before
     window.close()
     assert remembered_session(settings) == before  # the edited x[0][0] = 42 survives
 
 
-def test_large_input_runs_in_the_worker_with_numbers_off(qtbot, window):
+def test_large_input_runs_in_the_worker_with_numbers_off(qtbot, window, settle):
     big = sm.random_session(1, 40, 4, 2, 2, 1)
     window.load_session(big)
     assert window.cancel_button.isVisibleTo(window) and window.progress.isVisibleTo(window)
-    settle(qtbot, window)
+    settle(window)
     window.pipeline.set_step("weights")
     assert window.pipeline.heatmaps[0].image_item.image.shape == (40, 40)
     assert window.pipeline.heatmaps[0]._texts == []
@@ -508,8 +519,8 @@ def test_monkey_a_few_hundred_random_actions(qtbot, window):
 
     def hover():
         hm = p.heatmaps[0]
-        hm._on_mouse_moved(
-            hm.plot.vb.mapViewToScene(QPointF(rng.uniform(-2, 8), rng.uniform(-2, 8)))
+        hm.view.scene().sigMouseMoved.emit(
+            hm.plot.getViewBox().mapViewToScene(QPointF(rng.uniform(-2, 8), rng.uniform(-2, 8)))
         )
 
     def combo():
@@ -570,12 +581,14 @@ def test_monkey_a_few_hundred_random_actions(qtbot, window):
     assert w.isVisible() and w.pipeline.names()  # still alive and showing a trace
 
 
-def test_an_unexpected_error_in_a_slot_is_logged_and_the_window_survives(qtbot, settings, caplog):
+def test_an_unexpected_error_in_a_slot_is_logged_and_the_window_survives(
+    qtbot, settings, caplog, settle
+):
     handler = ErrorHandler(show_dialog=False).install()
     try:
         w = MainWindow(settings, sm.random_session(0, 3, 4, 2, 2, 1), dialogs=False)
         qtbot.addWidget(w)
-        settle(qtbot, w)
+        settle(w)
 
         def broken() -> None:
             raise RuntimeError("planted failure in a slot")
@@ -592,13 +605,13 @@ def test_an_unexpected_error_in_a_slot_is_logged_and_the_window_survives(qtbot, 
         handler.uninstall()
 
 
-def test_check_tab_shows_every_step_of_the_comparison(qtbot, window):
+def test_check_tab_shows_every_step_of_the_comparison(qtbot, window, settle):
     backends = [b for b in core_api.backend_dtypes() if b != "scratch"]
     if not backends:
         pytest.skip("only the scratch backend is available")
     choose(window.inputs.backend, backends[0])
     choose(window.inputs.dtype, "float32")
-    settle(qtbot, window)
+    settle(window)
     checks = window.outcome.checks
     assert checks is not None, "scratch.compare_traces is missing"
     window.tabs.setCurrentWidget(window.checks)
@@ -612,34 +625,34 @@ def test_check_tab_shows_every_step_of_the_comparison(qtbot, window):
     assert "float32" in window.checks.header.text() and backends[0] in window.checks.header.text()
 
 
-def test_size_boxes_always_show_the_session_sizes(qtbot, window):
+def test_size_boxes_always_show_the_session_sizes(qtbot, window, settle):
     """kv's maximum follows heads before kv's value is set, so kv is never clamped on screen."""
     choose(window.inputs.mode, "qkv")
-    settle(qtbot, window)
+    settle(window)
     for heads in (2, 4, 1, 2):
         window.inputs.heads.setValue(heads)
-        settle(qtbot, window)
+        settle(window)
         s = window.inputs.session
         assert s.num_heads == heads and window.inputs.heads.value() == heads
         assert window.inputs.kv_heads.value() == s.num_kv_heads, (heads, s.num_kv_heads)
     window.inputs.kv_heads.setValue(1)  # grouped-query: 2 heads share one kv head
-    settle(qtbot, window)
+    settle(window)
     assert window.inputs.session.num_kv_heads == 1 == window.outcome.trace.num_kv_heads
 
 
-def test_a_new_seed_keeps_the_chosen_options(qtbot, window):
+def test_a_new_seed_keeps_the_chosen_options(qtbot, window, settle):
     """Reseeding the random example changes the numbers, not the scale, mask or policy."""
     choose(window.inputs.preset, "random")
-    settle(qtbot, window)
+    settle(window)
     choose(window.inputs.mask_mode, "causal-bottom-right")
     choose(window.inputs.scale_mode, "none")
     choose(window.inputs.masked_rows, "nan")
-    settle(qtbot, window)
+    settle(window)
     before = window.inputs.session
     window.inputs.seed.setValue(7)
-    settle(qtbot, window)
+    settle(window)
     after = window.inputs.session
-    assert after.seed == 7 and after.x != before.x
+    assert after.seed == 7 and after.query != before.query
     assert (after.mask_mode, after.scale_mode, after.masked_rows) == (
         "causal-bottom-right",
         "none",
@@ -647,14 +660,34 @@ def test_a_new_seed_keeps_the_chosen_options(qtbot, window):
     )
 
 
-def test_check_tab_says_when_values_outgrow_the_dtype(qtbot, window):
+def test_check_tab_says_when_values_outgrow_the_dtype(qtbot, window, settle):
     """torch float16 with x = 300: scores past 65504 fail, and the header says why."""
     choose(window.inputs.backend, "torch-cpu")
     choose(window.inputs.dtype, "float16")
-    settle(qtbot, window)
-    model = window.inputs.tables["x"].matrix_model
+    settle(window)
+    model = window.inputs.tables["query"].matrix_model
     for j in range(model.columnCount()):
         model.setData(model.index(0, j), "300")
-    settle(qtbot, window)
+    settle(window)
     qtbot.waitUntil(lambda: "CHECK FAILED" in window.backend_label.text(), timeout=20000)
     assert "outgrew float16 (largest 65504)" in window.checks.header.text()
+
+
+def test_hover_labels_the_ground_truth_and_states_the_backends_own_value(open_window):
+    if "float16" not in core_api.backend_dtypes().get("torch-cpu", ()):
+        pytest.skip("needs the torch-cpu backend in float16")
+    s = sm.random_session(3, 6, 8, 4, 4, 1)
+    big_x = tuple(tuple(v * 40 for v in row) for row in s.query)  # large sums: float16 rounds them
+    s = dataclasses.replace(s, query=big_x, backend="torch-cpu", dtype="float16")
+    window = open_window(s)
+    p = window.pipeline
+    p.set_step("scores")
+    p.hover_cell(0, 0)
+    shown = float(view_model.step_array(window.outcome.trace["scores"])[0, 0])  # one head: (L, S)
+    truth = float(view_model.step_array(window.outcome.reference["scores"])[0, 0])
+    assert f"{shown:.4g}" != f"{truth:.4g}", "the example must make float16 differ"
+    want = scratch.explain(window.outcome.reference, "scores", (0, 0)).text
+    text = p.explanation.text()
+    assert text.startswith(f"ground truth (float64): {want}"), text
+    assert text.endswith(f"torch-cpu float16 shows {shown:.4g}"), text
+    assert p.heatmaps[0].toolTip() == text

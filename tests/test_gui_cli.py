@@ -1,7 +1,8 @@
-"""`python main.py --screenshot`: renders offscreen, exits 0; bad names exit 2 with a message."""
+"""The command line: `--screenshot` renders offscreen and exits 0; bad names and numbers exit 2."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import struct
 import subprocess
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("PyQt6")
+
+from gui import session as sm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.gui
@@ -148,3 +151,46 @@ def test_bad_model_options_are_usage_errors(tmp_path, args, words):
     assert done.returncode == 2, done.stderr
     assert words in done.stderr
     assert not out.exists()
+
+
+def load_main():
+    """main.py as a module (it is a script beside the packages, not an installed module)."""
+    spec = importlib.util.spec_from_file_location("attention_main", ROOT / "main.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        ("--tokens", "0", f"1 to {sm.MAX_TOKENS}"),
+        ("--tokens", str(sm.MAX_TOKENS + 1), f"1 to {sm.MAX_TOKENS}"),
+        ("--seed", "3000000000", "0 to 2147483647"),
+        ("--seed", "-1", "0 to 2147483647"),
+        ("--heads", "0", "1 to 16"),
+        ("--heads", "17", "1 to 16"),
+    ],
+)
+def test_out_of_range_numbers_are_usage_errors(capsys, option, value, allowed):
+    main = load_main()
+    with pytest.raises(SystemExit, match="^2$") as exit_info:
+        main.parse_args(["--preset", "random", option, value])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: expected {allowed}, found {value}" in err, err
+
+
+def test_the_command_line_limits_are_the_spin_box_limits(qtbot):
+    main = load_main()
+    top = [str(sm.MAX_SEED), str(sm.MAX_TOKENS), str(sm.MAX_HEADS)]
+    args = main.parse_args(["--preset", "random", "--seed", top[0], "--tokens", top[1]])
+    assert (args.seed, args.tokens) == (sm.MAX_SEED, sm.MAX_TOKENS)
+    assert main.parse_args(["--heads", top[2]]).heads == sm.MAX_HEADS
+    from gui.inputs_panel import InputsPanel
+
+    panel = InputsPanel(sm.random_session(0, 4, 4, 2, 2, 1))
+    qtbot.addWidget(panel)
+    assert panel.seed.maximum() == sm.MAX_SEED
+    assert panel.num_tokens.maximum() == sm.MAX_TOKENS
+    assert panel.heads.maximum() == sm.MAX_HEADS

@@ -5,12 +5,9 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from PyQt6.QtCore import QSettings  # noqa: E402
 
 from gui import session as sm  # noqa: E402
-from gui.errors import ErrorHandler  # noqa: E402
 from gui.kernel_check import KernelCheckPanel, load_kernel  # noqa: E402
-from gui.main_window import MainWindow  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -32,18 +29,11 @@ def attention(q, k, v, attn_mask=None, is_causal=False, scale=None):
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
-    handler = ErrorHandler(show_dialog=False).install()
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings, sm.random_session(0, 4, 4, 2, 2, 1), dialogs=False)
-    qtbot.addWidget(w)
-    w.resize(1024, 700)
-    w.show()
-    qtbot.waitUntil(lambda: not w.worker.busy and w.outcome is not None, timeout=20000)
+def window(open_window):
+    """The window at 1024 x 700, closed (its workers joined) before errors are counted."""
+    w = open_window(sm.random_session(0, 4, 4, 2, 2, 1), size=(1024, 700))
     yield w
     w.close()
-    handler.uninstall()
-    assert handler.errors == [], handler.errors[0]
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the user's kernel: exp(-inf - -inf)

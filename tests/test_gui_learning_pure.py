@@ -113,7 +113,7 @@ def test_a_random_example_resized_is_drawn_again_not_zero_padded():
     )
     bigger = sm.regenerated(s, num_tokens=64)
     assert bigger.preset == "random" and bigger.num_tokens == 64
-    zero_rows = [i for i, row in enumerate(bigger.x) if not any(row)]
+    zero_rows = [i for i, row in enumerate(bigger.query) if not any(row)]
     assert zero_rows == []  # rows 6-63 used to be 0
     assert (bigger.backend, bigger.dtype, bigger.mask_mode) == (
         "numpy",
@@ -127,9 +127,9 @@ def test_a_random_example_resized_is_drawn_again_not_zero_padded():
 
 def test_a_custom_example_resized_keeps_its_values():
     s = sm.random_session(1, 4, 4, 2, 2, 1)
-    custom = sm.with_cell(s, "x", 0, 0, 5.0)
+    custom = sm.with_cell(s, "query", 0, 0, 5.0)
     bigger = sm.regenerated(custom, num_tokens=6)
-    assert bigger.preset == "custom" and bigger.x[0][0] == 5.0 and bigger.x[5] == (0.0,) * 4
+    assert bigger.preset == "custom" and bigger.query[0][0] == 5.0 and bigger.query[5] == (0.0,) * 4
 
 
 @pytest.mark.parametrize(

@@ -14,48 +14,17 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from PyQt6.QtCore import QPoint, QPointF, QSettings, Qt  # noqa: E402
+from PyQt6.QtCore import QPoint, QPointF, Qt  # noqa: E402
 from PyQt6.QtGui import QFontMetrics, QImage, QWheelEvent  # noqa: E402
 from PyQt6.QtWidgets import QApplication  # noqa: E402
 
 import scratch  # noqa: E402
 from gui import core_api, view_model  # noqa: E402
 from gui import session as sm  # noqa: E402
-from gui.errors import ErrorHandler  # noqa: E402
 from gui.heatmap import CRISP_PIXELS, Heatmap  # noqa: E402
-from gui.main_window import MainWindow  # noqa: E402
 from gui.pipeline_view import SOURCE_SIZE  # noqa: E402
 
 pytestmark = pytest.mark.gui
-
-
-@pytest.fixture
-def errors():
-    """Unexpected errors are recorded, never shown; every test ends with none."""
-    handler = ErrorHandler(show_dialog=False).install()
-    yield handler
-    handler.uninstall()
-    assert handler.errors == [], handler.errors[0]
-
-
-@pytest.fixture
-def settings(tmp_path):
-    """A throwaway settings file: tests never touch the user's settings."""
-    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-
-
-def settle(qtbot, window) -> None:
-    """Wait until the worker has delivered the newest trace."""
-    qtbot.waitUntil(lambda: not window.worker.busy and window.outcome is not None, timeout=20000)
-
-
-def open_window(qtbot, settings, session, size=(1200, 800)) -> MainWindow:
-    w = MainWindow(settings, session, dialogs=False)
-    qtbot.addWidget(w)
-    w.resize(*size)
-    w.show()
-    settle(qtbot, w)
-    return w
 
 
 def journey(**changes) -> sm.Session:
@@ -73,8 +42,8 @@ def big_trace(rows: int, cols: int) -> object:
 # ---------------------------------------------------------------- (a) colour
 
 
-def test_colour_ranges_change_the_image_and_say_which_is_on(qtbot, settings, errors):
-    w = open_window(qtbot, settings, journey(step="weights"))
+def test_colour_ranges_change_the_image_and_say_which_is_on(qtbot, errors, open_window):
+    w = open_window(journey(step="weights"))
     p = w.pipeline
     hm = p.heatmaps[0]
     weights = np.asarray(w.outcome.trace["weights"].tolist())
@@ -96,8 +65,8 @@ def test_colour_ranges_change_the_image_and_say_which_is_on(qtbot, settings, err
         p.set_colour("plasma")
 
 
-def test_masked_weights_are_greyed_out_not_coloured_as_zero(qtbot, settings, errors):
-    w = open_window(qtbot, settings, journey(step="weights", mask_mode="causal-top-left"))
+def test_masked_weights_are_greyed_out_not_coloured_as_zero(qtbot, errors, open_window):
+    w = open_window(journey(step="weights", mask_mode="causal-top-left"))
     image = w.pipeline.heatmaps[0].image_item.image
     upper = np.triu(np.ones((6, 6), bool), k=1)
     assert np.isnan(image[upper]).all() and np.isfinite(image[~upper]).all()
@@ -119,18 +88,18 @@ def test_ticks_on_a_512_token_axis_never_overlap_and_follow_the_zoom(qtbot, erro
     metrics = QFontMetrics(axis.style["tickFont"])
 
     def shown() -> list[float]:
-        lo, hi = hm.plot.vb.viewRange()[0]
+        lo, hi = hm.plot.getViewBox().viewRange()[0]
         return [v for _, vs in axis.tickValues(lo, hi, axis.width()) for v in vs]
 
     def gaps_fit(values: list[float]) -> bool:
         widest = max(metrics.horizontalAdvance(axis.labels[int(v)]) for v in values)
-        px = [hm.plot.vb.mapViewToScene(QPointF(v, 0)).x() for v in values]
+        px = [hm.plot.getViewBox().mapViewToScene(QPointF(v, 0)).x() for v in values]
         return all(b - a >= widest for a, b in zip(px, px[1:]))
 
     whole = shown()
     assert 3 <= len(whole) <= 30 and gaps_fit(whole)
     # a mouse-wheel turn over the matrix zooms in: a narrower range, denser labels
-    centre = hm.view.mapFromScene(hm.plot.vb.sceneBoundingRect().center())
+    centre = hm.view.mapFromScene(hm.plot.getViewBox().sceneBoundingRect().center())
     for _ in range(6):
         wheel = QWheelEvent(
             QPointF(centre),
@@ -143,12 +112,12 @@ def test_ticks_on_a_512_token_axis_never_overlap_and_follow_the_zoom(qtbot, erro
             False,
         )
         QApplication.sendEvent(hm.view.viewport(), wheel)
-    lo, hi = hm.plot.vb.viewRange()[0]
+    lo, hi = hm.plot.getViewBox().viewRange()[0]
     assert hi - lo < 511 / 2, (lo, hi)
     zoomed = shown()
     assert gaps_fit(zoomed) and (zoomed[1] - zoomed[0]) < (whole[1] - whole[0])
     hm.reset_zoom()
-    lo, hi = hm.plot.vb.viewRange()[0]
+    lo, hi = hm.plot.getViewBox().viewRange()[0]
     assert lo <= -0.5 + 1e-6 and hi >= 511.5 - 1e-6
 
 
@@ -167,15 +136,15 @@ def test_a_tall_thin_matrix_gets_readable_cells(qtbot, errors):
     assert rect.width() / 3 == pytest.approx(rect.height() / 4, rel=0.02)
 
 
-def test_the_side_panel_inputs_are_large_enough_to_read(qtbot, settings, errors):
-    w = open_window(qtbot, settings, sm.random_session(0, 64, 8, 4, 4, 1), size=(1024, 700))
+def test_the_side_panel_inputs_are_large_enough_to_read(qtbot, errors, open_window):
+    w = open_window(sm.random_session(0, 64, 8, 4, 4, 1), size=(1024, 700))
     w.pipeline.set_step("v")
     qtbot.wait(10)
     shown = [hm for hm in w.pipeline.sources if hm.isVisible()]
     assert len(shown) == 2  # x and w_v feed v
     for hm in shown:
         assert hm.width() >= SOURCE_SIZE and hm.height() >= 140
-        image, box = hm.image_item.sceneBoundingRect(), hm.plot.vb.sceneBoundingRect()
+        image, box = hm.image_item.sceneBoundingRect(), hm.plot.getViewBox().sceneBoundingRect()
         # the matrix fills its tile along its long side (no small picture in a big frame)
         assert max(image.width() / box.width(), image.height() / box.height()) >= 0.95
 
@@ -183,13 +152,13 @@ def test_the_side_panel_inputs_are_large_enough_to_read(qtbot, settings, errors)
 # ---------------------------------------------------------------- (c) random example
 
 
-def test_changing_sizes_of_a_random_example_draws_it_again(qtbot, settings, errors):
-    w = open_window(qtbot, settings, sm.random_session(0, 6, 8, 4, 4, 1))
+def test_changing_sizes_of_a_random_example_draws_it_again(qtbot, errors, settle, open_window):
+    w = open_window(sm.random_session(0, 6, 8, 4, 4, 1))
     w.inputs.num_tokens.setValue(64)
-    settle(qtbot, w)
+    settle(w)
     s = w.inputs.session
     assert s.preset == "random" and w.inputs.preset.currentData() == "random"
-    assert all(any(row) for row in s.x) and len(s.x) == 64
+    assert all(any(row) for row in s.query) and len(s.query) == 64
     assert w.outcome.trace["x"].shape == (64, 8)
     w.inputs.heads.setValue(16)
     w.inputs.d_k.setValue(sm.MAX_DIM // 8)
@@ -201,8 +170,8 @@ def test_changing_sizes_of_a_random_example_draws_it_again(qtbot, settings, erro
 # ---------------------------------------------------------------- (d) presets
 
 
-def test_presets_show_titles_and_the_notebook_notes(qtbot, settings, errors):
-    w = open_window(qtbot, settings, journey())
+def test_presets_show_titles_and_the_notebook_notes(qtbot, errors, settle, open_window):
+    w = open_window(journey())
     box = w.inputs.preset
     for name in core_api.preset_names():
         i = box.findData(name)
@@ -210,7 +179,7 @@ def test_presets_show_titles_and_the_notebook_notes(qtbot, settings, errors):
     i = box.findData("seed001-example2b")
     box.setCurrentIndex(i)
     box.activated.emit(i)
-    settle(qtbot, w)
+    settle(w)
     notes = w.inputs.preset_notes
     assert notes.isVisible()
     for note in core_api.preset_notes("seed001-example2b"):
@@ -223,8 +192,8 @@ def test_presets_show_titles_and_the_notebook_notes(qtbot, settings, errors):
 # ---------------------------------------------------------------- (e) overview
 
 
-def test_the_overview_draws_the_flow_with_an_arrow_between_stages(qtbot, settings, errors):
-    w = open_window(qtbot, settings, sm.random_session(0, 4, 4, 2, 2, 2), size=(1024, 700))
+def test_the_overview_draws_the_flow_with_an_arrow_between_stages(qtbot, errors, open_window):
+    w = open_window(sm.random_session(0, 4, 4, 2, 2, 2), size=(1024, 700))
     w.tabs.setCurrentWidget(w.overview)
     qtbot.wait(10)
     ov = w.overview
@@ -245,8 +214,8 @@ def test_the_overview_draws_the_flow_with_an_arrow_between_stages(qtbot, setting
 # ---------------------------------------------------------------- (g) layout and keys
 
 
-def test_at_1024_by_700_nothing_is_clipped(qtbot, settings, errors):
-    w = open_window(qtbot, settings, journey(backend="torch-cpu", dtype="bfloat16"))
+def test_at_1024_by_700_nothing_is_clipped(qtbot, errors, open_window):
+    w = open_window(journey(backend="torch-cpu", dtype="bfloat16"))
     w.resize(1024, 700)
     qtbot.wait(20)
     assert w.width() == 1024  # the window's minimum fits
@@ -260,8 +229,8 @@ def test_at_1024_by_700_nothing_is_clipped(qtbot, settings, errors):
     assert dtype.width() >= text + 20  # room for the text and the arrow
 
 
-def test_arrow_keys_step_anywhere_but_in_an_editor(qtbot, settings, errors):
-    w = open_window(qtbot, settings, journey(step="weights"))
+def test_arrow_keys_step_anywhere_but_in_an_editor(qtbot, errors, open_window):
+    w = open_window(journey(step="weights"))
     p = w.pipeline
     start = p.slider.value()
     w.tabs.setFocus()
@@ -282,7 +251,7 @@ def test_arrow_keys_step_anywhere_but_in_an_editor(qtbot, settings, errors):
     qtbot.keyClick(spin, Qt.Key.Key_Home)
     qtbot.keyClick(spin, Qt.Key.Key_Right)
     assert p.slider.value() == 0 and spin.value() == 6
-    table = w.inputs.tables["x"]
+    table = w.inputs.tables["query"]
     table.setFocus()
     table.setCurrentIndex(table.model().index(0, 0))
     qtbot.keyClick(table, Qt.Key.Key_Right)
@@ -312,10 +281,10 @@ def test_check_tab_numbers_fit_their_cells_and_the_colour_bar_is_labelled(qtbot,
     qtbot.wait(10)
     cell = hm.image_item.sceneBoundingRect().width() / 3
     assert len(hm._texts) == 6
-    assert len({t.textItem.toPlainText() for t in hm._texts}) == 6  # six values, six readings
+    assert len({t.toPlainText() for t in hm._texts}) == 6  # six values, six readings
     for item in hm._texts:
-        assert item.isVisible(), item.textItem.toPlainText()
-        assert item.sceneBoundingRect().width() <= cell, (item.textItem.toPlainText(), cell)
+        assert item.isVisible(), item.toPlainText()
+        assert item.sceneBoundingRect().width() <= cell, (item.toPlainText(), cell)
     axis = hm.bar.axis
     metrics = QFontMetrics(axis.style.get("tickFont") or axis.font())
     labels = [t for sp, vs in axis.tickValues(0.0, 3e-3, 400) for t in axis.tickStrings(vs, 1, sp)]
@@ -326,8 +295,8 @@ def test_check_tab_numbers_fit_their_cells_and_the_colour_bar_is_labelled(qtbot,
 # ---------------------------------------------------------------- (h) export
 
 
-def test_png_export_leaves_the_controls_out(qtbot, settings, errors, tmp_path):
-    w = open_window(qtbot, settings, journey(step="weights"))
+def test_png_export_leaves_the_controls_out(qtbot, errors, tmp_path, open_window):
+    w = open_window(journey(step="weights"))
     assert w.files.export_png(str(tmp_path / "v.png"))
     image = QImage(str(tmp_path / "v.png"))
     content = w.pipeline.content
@@ -335,8 +304,8 @@ def test_png_export_leaves_the_controls_out(qtbot, settings, errors, tmp_path):
     assert image.height() <= w.pipeline.height() - w.pipeline.controls.height()
 
 
-def test_svg_export_keeps_heatmap_cells_sharp(qtbot, settings, errors, tmp_path):
-    w = open_window(qtbot, settings, journey(step="weights"))
+def test_svg_export_keeps_heatmap_cells_sharp(qtbot, errors, tmp_path, open_window):
+    w = open_window(journey(step="weights"))
     assert w.files.export_svg(str(tmp_path / "v.svg"))
     root = ET.parse(tmp_path / "v.svg").getroot()
     images = [e for e in root.iter() if e.tag.endswith("image")]
@@ -352,8 +321,10 @@ def test_svg_export_keeps_heatmap_cells_sharp(qtbot, settings, errors, tmp_path)
     assert w.pipeline.heatmaps[0].image_item.image.shape == (6, 6)  # the view is restored
 
 
-def test_file_dialogs_open_in_documents_then_in_the_last_folder(qtbot, settings, errors, tmp_path):
-    w = open_window(qtbot, settings, journey())
+def test_file_dialogs_open_in_documents_then_in_the_last_folder(
+    qtbot, errors, tmp_path, open_window
+):
+    w = open_window(journey())
     first = w.files.start_folder()
     checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     assert os.path.isdir(first) and os.path.abspath(first) != checkout
@@ -363,9 +334,9 @@ def test_file_dialogs_open_in_documents_then_in_the_last_folder(qtbot, settings,
     assert w.files.start_folder() == str(folder)
 
 
-def test_several_heads_at_1024_get_the_side_panels_room(qtbot, settings, errors):
+def test_several_heads_at_1024_get_the_side_panels_room(qtbot, errors, open_window):
     session = dataclasses.replace(sm.random_session(0, 6, 8, 4, 4, 2), mask_mode="causal-top-left")
-    w = open_window(qtbot, settings, session, size=(1024, 700))
+    w = open_window(session, size=(1024, 700))
     p = w.pipeline
     p.set_head("all")
     qtbot.wait(20)

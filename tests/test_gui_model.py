@@ -8,11 +8,10 @@ pytest.importorskip("pyqtgraph")
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-from PyQt6.QtCore import QPointF, QSettings, Qt  # noqa: E402
+from PyQt6.QtCore import QPointF, Qt  # noqa: E402
 
 from gui import session as sm  # noqa: E402
-from gui.errors import ErrorHandler  # noqa: E402
-from gui.main_window import MainWindow  # noqa: E402
+from gui import session_file  # noqa: E402
 from gui.model_session import head_session  # noqa: E402
 from scratch import models  # noqa: E402
 
@@ -29,17 +28,9 @@ def run():
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
-    handler = ErrorHandler(show_dialog=False).install()
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings, sm.random_session(0, 4, 4, 2, 2, 1), dialogs=False)
-    qtbot.addWidget(w)
-    w.resize(1200, 800)
-    w.show()
-    qtbot.waitUntil(lambda: not w.worker.busy and w.outcome is not None, timeout=20000)
-    yield w
-    handler.uninstall()
-    assert handler.errors == [], handler.errors[0]
+def window(open_window):
+    """A small random example, its first trace shown."""
+    return open_window(sm.random_session(0, 4, 4, 2, 2, 1))
 
 
 def test_the_model_runs_in_the_worker_and_fills_both_views(qtbot, window, run):
@@ -88,9 +79,9 @@ def test_the_grid_maps_points_to_heads(qtbot, window, run):
 
 def test_a_head_session_reproduces_the_model_with_biases_in_the_weights(run):
     s = head_session(run, 2, 4)
-    assert len(s.x[0]) == 385 and all(row[-1] == 1.0 for row in s.x)  # the bias column
+    assert len(s.query[0]) == 385 and all(row[-1] == 1.0 for row in s.query)  # the bias column
     assert len(s.w_q) == 385 and len(s.w_q[0]) == 32
-    assert sm.validate(s.to_dict()) == s  # a session that saves and loads back
+    assert session_file.validate(s.to_dict()) == s  # a session that saves and loads back
     from gui import controller
 
     out = controller.run(s)

@@ -6,12 +6,13 @@ import dataclasses
 import json
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import scratch
-from gui import atomic, codegen, controller, sentences, view_model
+from gui import atomic, codegen, controller, numbers, sentences, session_file, view_model
 from gui import session as sm
 
 EPS64 = np.finfo(np.float64).eps
@@ -28,7 +29,7 @@ def journey() -> sm.Session:
         (0.05, 0.80, 0.55),
     )
     tokens = ("Your", "journey", "starts", "with", "one", "step")
-    return sm.Session(tokens=tokens, key_tokens=tokens, x=x, scale_mode="none")
+    return sm.Session(tokens=tokens, key_tokens=tokens, query=x, scale_mode="none")
 
 
 # ---------------------------------------------------------------- session files
@@ -45,8 +46,8 @@ def test_session_round_trip_keeps_every_field(tmp_path):
         step="scores",
     )
     path = tmp_path / "s.json"
-    sm.save(path, s)
-    assert sm.load(path) == s
+    session_file.save(path, s)
+    assert session_file.load(path) == s
     assert json.loads(path.read_text())["version"] == sm.VERSION
 
 
@@ -66,7 +67,7 @@ def test_atomic_write_leaves_old_file_when_the_write_fails(tmp_path, monkeypatch
         raise OSError("disk on fire")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="disk on fire"):
         atomic.write_text(path, "new")
     assert path.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]  # no temporary left
@@ -74,17 +75,17 @@ def test_atomic_write_leaves_old_file_when_the_write_fails(tmp_path, monkeypatch
 
 BAD_FIELDS = [
     ("version", 99, "version"),
-    ("x", [[1.0, 2.0], [3.0]], "x[1]"),
-    ("x", [[1.0, "a", 3.0]] * 6, "x[0][1]"),
-    ("x", [[1.0, float("nan"), 3.0]] * 6, "x[0][1]"),
-    ("x", [[1.0, True, 3.0]] * 6, "x[0][1]"),
+    ("query", [[1.0, 2.0], [3.0]], "query[1]"),
+    ("query", [[1.0, "a", 3.0]] * 6, "query[0][1]"),
+    ("query", [[1.0, float("nan"), 3.0]] * 6, "query[0][1]"),
+    ("query", [[1.0, True, 3.0]] * 6, "query[0][1]"),
     ("tokens", ["a", "b"], "tokens"),
     ("tokens", ["Your", "journey,", "starts", "with", "one", "step"], "without commas"),
     ("tokens", ["Your", "", "starts", "with", "one", "step"], "non-empty labels"),
     ("mask_mode", "diagonal", "mask_mode"),
     ("masked_rows", "skip", "masked_rows"),
     ("num_heads", 0, "num_heads"),
-    ("num_heads", 2, "x"),  # 3 columns do not split into 2 heads
+    ("num_heads", 2, "'query': query: width 3 does not split into 2 heads"),  # scratch.plan's
     ("scale_value", float("inf"), "scale_value"),
     ("mask", [[True] * 6] * 5, "mask"),
     ("w_q", [[1.0]], "w_q"),
@@ -100,7 +101,7 @@ def test_validate_rejects_a_bad_field_and_names_it(field, value, named):
     data = journey().to_dict()
     data[field] = value
     with pytest.raises(sm.SessionError, match=named.replace("[", r"\[").replace("]", r"\]")):
-        sm.validate(data, {"scratch": ("float64",)})
+        session_file.validate(data, {"scratch": ("float64",)})
 
 
 def test_load_rejects_broken_json_and_binary(tmp_path):
@@ -109,19 +110,19 @@ def test_load_rejects_broken_json_and_binary(tmp_path):
     (tmp_path / "c.json").write_text("[1, 2, 3]")
     for name, words in (("a", "not valid JSON"), ("b", "UTF-8"), ("c", "JSON object")):
         with pytest.raises(sm.SessionError, match=words):
-            sm.load(tmp_path / f"{name}.json")
+            session_file.load(tmp_path / f"{name}.json")
     with pytest.raises(sm.SessionError, match="cannot read"):
-        sm.load(tmp_path / "missing.json")
+        session_file.load(tmp_path / "missing.json")
 
 
 def test_hand_edited_numbers_too_big_for_python_are_session_errors():
     """1e400 written out as an integer, or 5000 digits: a SessionError, not Overflow/ValueError."""
-    text = sm.dumps(journey())
+    text = session_file.dumps(journey())
     for big in ("1" + "0" * 400, "9" * 5000):
         for old in ('"scale_value": 1.0', '"seed": 0'):
             assert old in text
-            with pytest.raises(sm.SessionError):
-                sm.loads(text.replace(old, old.split(":")[0] + ": " + big))
+            with pytest.raises(sm.SessionError, match="not a usable session|not valid JSON|seed"):
+                session_file.loads(text.replace(old, old.split(":")[0] + ": " + big))
 
 
 # ---------------------------------------------------------------- edits
@@ -130,27 +131,27 @@ def test_hand_edited_numbers_too_big_for_python_are_session_errors():
 def test_resize_keeps_the_values_that_fit():
     s = sm.random_session(3, 4, 4, 2, 2, 1)
     bigger = sm.resized(s, num_tokens=6, d_model=5)
-    assert all(bigger.x[i][:4] == s.x[i] for i in range(4))
-    assert all(v == 0.0 for v in bigger.x[5]) and bigger.tokens[:4] == s.tokens
+    assert all(bigger.query[i][:4] == s.query[i] for i in range(4))
+    assert all(v == 0.0 for v in bigger.query[5]) and bigger.tokens[:4] == s.tokens
     assert len(bigger.w_q) == 5 and bigger.w_q[:4] == tuple(r for r in s.w_q)
     smaller = sm.resized(bigger, num_tokens=2)
-    assert smaller.x == tuple(r for r in bigger.x[:2]) and smaller.tokens == s.tokens[:2]
-    sm.validate(smaller.to_dict())  # still a consistent session
+    assert smaller.query == tuple(r for r in bigger.query[:2]) and smaller.tokens == s.tokens[:2]
+    session_file.validate(smaller.to_dict())  # still a consistent session
 
 
 def test_heads_and_kv_heads_resize_the_projection_widths():
     s = sm.resized(sm.random_session(1, 3, 4, 2, 2, 1), num_heads=4, num_kv_heads=2)
     assert (len(s.w_q[0]), len(s.w_k[0]), len(s.w_v[0])) == (8, 4, 4)
     assert (s.d_k, s.d_v) == (2, 2)
-    sm.validate(s.to_dict())
+    session_file.validate(s.to_dict())
 
 
 def test_with_cell_refuses_non_finite_numbers():
     s = journey()
-    assert sm.with_cell(s, "x", 1, 2, 5.0).x[1][2] == 5.0
+    assert sm.with_cell(s, "query", 1, 2, 5.0).query[1][2] == 5.0
     for bad in (math.inf, math.nan, "3", True):
-        with pytest.raises(sm.SessionError, match=r"x\[1\]\[2\]"):
-            sm.with_cell(s, "x", 1, 2, bad)
+        with pytest.raises(sm.SessionError, match=r"query\[1\]\[2\]"):
+            sm.with_cell(s, "query", 1, 2, bad)
 
 
 @pytest.mark.parametrize("kv_heads", [2, 1])  # 1: grouped-query, k and v narrower than q
@@ -159,7 +160,7 @@ def test_mode_switches_give_valid_sessions(kv_heads):
     for mode in ("qkv", "self", "project", "qkv"):
         s = sm.with_mode(s, mode)
         assert s.mode == mode
-        sm.validate(s.to_dict())
+        session_file.validate(s.to_dict())
         scratch.trace_attention(**controller.trace_kwargs(s))  # the core accepts it
         s = sm.random_session(2, 3, 4, 2, 3, 2, kv_heads) if mode == "self" else s
 
@@ -173,7 +174,7 @@ def test_switching_to_projections_keeps_the_result(d_v, kv_heads):
         s = sm.with_mode(s, start)
         before = scratch.trace_attention(**controller.trace_kwargs(s))
         after_s = sm.with_mode(s, "project")
-        sm.validate(after_s.to_dict())
+        session_file.validate(after_s.to_dict())
         after = scratch.trace_attention(**controller.trace_kwargs(after_s))
         assert after_s.num_heads == s.num_heads == 2
         if start == "qkv" and d_v != 2:  # K and V widths differ: they cannot both be inputs
@@ -189,16 +190,16 @@ def test_validate_rejects_qkv_values_that_do_not_split_into_kv_heads():
     data = s.to_dict()
     data["value"] = [[1.0, 2.0, 3.0]] * 3  # 3 columns, 2 kv heads
     with pytest.raises(sm.SessionError, match="'value'"):
-        sm.validate(data)
+        session_file.validate(data)
 
 
 def test_validate_rejects_kv_heads_in_self_mode():
     """q = k = v = x: k has num_heads * d_k columns, so it cannot split into fewer heads."""
     data = sm.with_mode(sm.random_session(2, 3, 4, 2, 2, 2), "self").to_dict()
-    sm.validate(data)
+    session_file.validate(data)
     data["num_kv_heads"] = 1
     with pytest.raises(sm.SessionError, match="'num_kv_heads'"):
-        sm.validate(data)
+        session_file.validate(data)
 
 
 # ---------------------------------------------------------------- sentences
@@ -259,7 +260,7 @@ def test_copy_as_code_snippet_runs_and_matches_the_trace(library, case, changes)
             tokens=("a", "b"),
             key_tokens=("k0", "k1", "k2", "k3"),
             mode="qkv",
-            x=((0.0, 1.0, 0.5), (1.0, -1.0, 2.0)),
+            query=((0.0, 1.0, 0.5), (1.0, -1.0, 2.0)),
             key=((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (0.5, 0.5, 0.5)),
             value=((1.0, 2.0), (3.0, 4.0), (5.0, 6.0), (7.0, 8.0)),
         )
@@ -268,7 +269,7 @@ def test_copy_as_code_snippet_runs_and_matches_the_trace(library, case, changes)
     elif case == "project-key-no-value":
         key = ((1.0, 0.5, -1.0, 2.0), (0.0, 1.0, 0.25, -0.5))  # (S=2, d_kv_in=4)
         s = dataclasses.replace(sm.random_session(7, 3), key=key, key_tokens=("k0", "k1"))
-        sm.validate(s.to_dict())
+        session_file.validate(s.to_dict())
     else:
         s = sm.random_session(6, 4, 6, 3, 2, 4, 2)
     if case == "random-custom":
@@ -334,6 +335,35 @@ def test_panels_hold_the_step_values_row_major_float32():
     assert one.head == 1 and one.image.tolist() == heads[1].image.tolist()
 
 
+def test_the_head_average_panel_shows_the_traces_own_head_average(monkeypatch):
+    """The window computes no number: the average panel is trace.head_average, as given."""
+    t = scratch.trace_attention(x=[[1.0, 0.0, 0.5, 2.0], [0.0, 1.0, -1.0, 0.5]], num_heads=2)
+    marked = [[0.125, 0.875], [0.625, 0.375]]  # no mean of the heads: only the trace says so
+    asked: list[str] = []
+
+    def head_average(self, name):
+        asked.append(name)
+        return marked
+
+    monkeypatch.setattr(type(t), "head_average", head_average)
+    (avg,) = view_model.panels(t, "weights", view_model.HEAD_AVERAGE)
+    assert asked == ["weights"] and avg.raw.tolist() == marked
+
+
+def test_the_window_writes_numbers_one_way_per_room():
+    """A cell is narrow (3 digits from 10 up), a sentence keeps 2 decimals up to 1000."""
+    assert [numbers.cell(v) for v in (12.3456, 0.4567, 3.0, -math.inf, 2.5e-5)] == [
+        "12.3", "0.46", "3", "-inf", "0.00",
+    ]  # fmt: skip
+    assert [numbers.prose(v) for v in (12.3456, 0.4567, 3.0, math.nan, 2.5e-5)] == [
+        "12.35", "0.46", "3", "nan", "2.5e-05",
+    ]  # fmt: skip
+    assert (numbers.weight(1.0), numbers.error(math.nan), numbers.error(3.14159e-7)) == (
+        "1.00", "-", "3.14e-07",
+    )  # fmt: skip
+    assert numbers.significant(3.14159, 4) == "3.142"
+
+
 def test_trace_kwargs_map_the_options():
     s = dataclasses.replace(
         journey(),
@@ -361,3 +391,21 @@ def test_output_sentence_with_several_heads_says_how_they_combine():
     assert sentences.describe("output", out, ["a"], list("wxyz"), heads=2).endswith("outputs).")
     one_head = sentences.describe("output", out, ["a"], list("xy"), weights=[[0.8, 0.2]])
     assert "takes its output mostly from" in one_head
+
+
+def test_saving_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path):
+    folder = tmp_path / "real"
+    folder.mkdir()
+    target = folder / "session.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    try:
+        link.symlink_to(Path("real") / "session.json")  # relative, as `ln -s` makes them
+    except OSError as exc:
+        pytest.skip(f"no symlinks here: {exc}")
+    atomic.write_text(link, "new")
+    assert link.is_symlink(), "the link was replaced by a regular file"
+    assert os.readlink(link) == os.path.join("real", "session.json")
+    assert target.read_text() == "new", "the link's target still holds the old contents"
+    assert sorted(os.listdir(tmp_path)) == ["link.json", "real"]
+    assert os.listdir(folder) == ["session.json"], "a temporary file was left behind"

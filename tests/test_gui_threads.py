@@ -11,31 +11,15 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from PyQt6.QtCore import QObject, QSettings  # noqa: E402
+from PyQt6.QtCore import QObject  # noqa: E402
 
 from gui import controller, core_api  # noqa: E402
 from gui import session as sm  # noqa: E402
-from gui.errors import ErrorHandler  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
 from gui.worker import TraceWorker, collector_pause  # noqa: E402
 
 pytestmark = pytest.mark.gui
 GUI_THREAD = threading.main_thread().name
-
-
-@pytest.fixture
-def errors():
-    """Unexpected errors are recorded, never shown; every test ends with none."""
-    handler = ErrorHandler(show_dialog=False).install()
-    yield handler
-    handler.uninstall()
-    assert handler.errors == [], handler.errors[0]
-
-
-@pytest.fixture
-def settings(tmp_path):
-    """A throwaway settings file: tests never touch the user's settings."""
-    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
 
 
 @pytest.fixture
@@ -57,11 +41,6 @@ def allocate_like_the_ground_truth() -> int:
     """Many small lists, as scratch's pure-Python ground truth builds: trips the collector."""
     rows = [[float(i)] for i in range(100_000)]
     return len(rows)
-
-
-def settle(qtbot, window) -> None:
-    """Wait until the worker has delivered the newest trace."""
-    qtbot.waitUntil(lambda: not window.worker.busy and window.outcome is not None, timeout=20000)
 
 
 class _Garbage(QObject):
@@ -127,7 +106,7 @@ def test_collection_stays_paused_until_the_last_job_of_every_worker_ends(qtbot, 
 
 
 def test_closing_the_window_mid_computation_joins_it_and_drops_its_result(
-    qtbot, settings, monkeypatch, errors
+    qtbot, settings, monkeypatch, errors, settle
 ):
     real_run = controller.run
     slow, started, close_returned = threading.Event(), threading.Event(), threading.Event()
@@ -148,7 +127,7 @@ def test_closing_the_window_mid_computation_joins_it_and_drops_its_result(
     window = MainWindow(settings, first, dialogs=False)
     qtbot.addWidget(window)
     window.show()
-    settle(qtbot, window)
+    settle(window)
     slow.set()
     window.load_session(sm.random_session(1, 5, 4, 2, 2, 1))
     qtbot.waitUntil(started.is_set, timeout=20000)
@@ -162,7 +141,7 @@ def test_closing_the_window_mid_computation_joins_it_and_drops_its_result(
 
 
 def test_switching_presets_quickly_while_computing_shows_the_last_one(
-    qtbot, settings, monkeypatch, errors, collections_off_the_gui_thread
+    qtbot, settings, monkeypatch, errors, collections_off_the_gui_thread, settle
 ):
     real_run = controller.run
 
@@ -174,7 +153,7 @@ def test_switching_presets_quickly_while_computing_shows_the_last_one(
     window = MainWindow(settings, sm.random_session(0, 4, 4, 2, 2, 1), dialogs=False)
     qtbot.addWidget(window)
     window.show()
-    settle(qtbot, window)
+    settle(window)
     combo = window.inputs.preset
     names = [n for n in core_api.preset_names() if combo.findData(n) >= 0]
     assert len(names) >= 3, names
@@ -182,7 +161,39 @@ def test_switching_presets_quickly_while_computing_shows_the_last_one(
         combo.setCurrentIndex(combo.findData(name))
         combo.activated.emit(combo.currentIndex())
         qtbot.wait(1)
-    settle(qtbot, window)
+    settle(window)
     assert window.inputs.session.preset == names[-1]
     assert window.outcome.session == window.inputs.session, "an older preset's trace is shown"
     assert collections_off_the_gui_thread == [], "the collector ran in a computation thread"
+
+
+def test_a_newer_submit_drops_queued_jobs_and_only_the_newest_is_shown(qtbot, monkeypatch):
+    release = threading.Event()
+    computed: list[str] = []
+
+    def fake_run(session, progress=None, cancelled=None):
+        computed.append(session)  # list.append is atomic: safe from the pool's threads
+        assert release.wait(10), "the test never released the job"
+        if cancelled():
+            raise controller.Cancelled
+        return f"outcome of {session}"
+
+    monkeypatch.setattr(controller, "run", fake_run)
+    worker = TraceWorker()
+    shown: list[object] = []
+    worker.finished.connect(shown.append)
+    try:
+        # step 1: two jobs take both of the pool's threads and block there
+        for name in ("a", "b"):
+            worker.submit(name)
+            qtbot.waitUntil(lambda n=name: n in computed, timeout=5000)
+        # step 2: rapid edits queue three more; only the newest may ever be computed
+        for name in ("c", "d", "e"):
+            worker.submit(name)
+        release.set()
+        qtbot.waitUntil(lambda: not worker.busy, timeout=5000)
+    finally:
+        release.set()
+        assert worker.wait(5000)
+    assert sorted(computed) == ["a", "b", "e"], f"stale queued jobs were computed: {computed}"
+    assert shown == ["outcome of e"], f"a superseded result was delivered: {shown}"

@@ -1,0 +1,144 @@
+"""The window's session edits as pure functions: preset change, reseed, backend, options, labels."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+
+import pytest
+
+import scratch
+from gui import session as sm
+from gui import session_file
+from scratch import presets
+
+SEEDS = range(40)
+
+
+def random_sizes(seed: int) -> sm.Session:
+    """A random example at seeded sizes, with options the user might have chosen."""
+    rng = random.Random(seed)
+    heads = rng.choice((1, 2, 4))
+    s = sm.random_session(
+        seed,
+        rng.randint(1, 7),
+        rng.randint(2, 6),
+        rng.randint(1, 4),
+        rng.randint(1, 4),
+        heads,
+        rng.choice([h for h in (1, 2, 4) if heads % h == 0]),
+    )
+    return dataclasses.replace(
+        s,
+        backend=rng.choice(("scratch", "numpy")),
+        dtype=rng.choice(("float64", "float32")),
+        masked_rows=rng.choice(sm.MASKED_ROWS),
+        scale_mode="custom",
+        scale_value=rng.uniform(0.1, 2.0),
+        mask_mode=rng.choice(("none", "causal-top-left", "custom")),
+        step="scores",
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_reseeding_a_random_example_draws_new_numbers_and_keeps_sizes_and_options(seed):
+    s = random_sizes(seed)
+    new = sm.reseeded(s, seed + 1000)
+    assert new.seed == seed + 1000 and new.preset == "random"
+    # the sizes stay (a random example always projects)
+    for size in ("num_tokens", "d_model", "d_k", "d_v", "num_heads", "num_kv_heads"):
+        assert getattr(new, size) == getattr(s, size), size
+    assert new.query != s.query  # new numbers ...
+    assert (
+        new.query
+        == sm.random_session(
+            seed + 1000, s.num_tokens, s.d_model, s.d_k, s.d_v, s.num_heads, s.num_kv_heads
+        ).query
+    )  # ... the ones that seed draws
+    # the user's options stay; a clicked mask belonged to the old numbers
+    for option in ("backend", "dtype", "masked_rows", "scale_mode", "scale_value"):
+        assert getattr(new, option) == getattr(s, option), option
+    assert new.mask_mode == ("none" if s.mask_mode == "custom" else s.mask_mode)
+    session_file.validate(new.to_dict())
+
+
+def test_reseeding_anything_but_a_random_example_only_stores_the_seed():
+    s = sm.from_preset(presets.get("journey"))
+    assert sm.reseeded(s, 5) == dataclasses.replace(s, seed=5)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_choosing_a_preset_replaces_the_example_and_keeps_backend_dtype_and_rows(seed):
+    s = random_sizes(seed)
+    name = random.Random(seed).choice(presets.names())
+    new = sm.with_preset(s, name, presets.get(name))
+    expected = sm.from_preset(presets.get(name))
+    kept = dict(backend=s.backend, dtype=s.dtype, masked_rows=s.masked_rows)
+    assert new == dataclasses.replace(expected, **kept)
+    assert new.preset == name
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_choosing_random_draws_at_the_current_sizes_and_seed(seed):
+    s = dataclasses.replace(sm.from_preset(presets.get("journey")), seed=seed, dtype="float32")
+    new = sm.with_preset(s, "random")
+    assert new.preset == "random" and new.seed == seed and new.dtype == "float32"
+    assert (new.num_tokens, new.d_model) == (s.num_tokens, s.d_model)
+    assert new.num_heads == 2  # journey has no projections: a random example gets two heads
+    session_file.validate(new.to_dict())
+
+
+def test_choosing_custom_only_renames_and_a_missing_preset_is_refused():
+    s = sm.random_session(3)
+    assert sm.with_preset(s, "custom") == dataclasses.replace(s, preset="custom")
+    with pytest.raises(sm.SessionError, match="preset: expected the scratch Preset for 'journey'"):
+        sm.with_preset(s, "journey")
+
+
+def test_another_backend_keeps_the_dtype_it_has_else_takes_its_first():
+    s = dataclasses.replace(sm.random_session(1), dtype="float16")
+    assert sm.with_backend(s, "torch-cpu", ("float32", "float16")).dtype == "float16"
+    moved = sm.with_backend(s, "numpy", ("float64", "float32"))
+    assert (moved.backend, moved.dtype) == ("numpy", "float64")
+
+
+def test_options_start_a_custom_mask_all_true_and_keep_a_clicked_one():
+    s = sm.random_session(2, num_tokens=3)
+    custom = sm.with_options(s, "sqrt", 1.0, "custom", "nan", "float64")
+    assert custom.mask == ((True,) * 3,) * 3 and custom.masked_rows == "nan"
+    clicked = sm.toggled_mask_cell(custom, 1, 2)
+    again = sm.with_options(clicked, "none", 1.0, "custom", "zero", "")
+    assert again.mask == clicked.mask and again.dtype == s.dtype  # no dtype chosen: kept
+
+
+def test_labels_are_parsed_from_the_two_lines_and_unchanged_labels_give_the_same_session():
+    s = sm.random_session(4, num_tokens=3)
+    assert sm.with_labels(s, "t0, t1, t2", "ignored") is s
+    new = sm.with_labels(s, "a, b, c", "")
+    assert new.tokens == new.key_tokens == ("a", "b", "c")
+    with pytest.raises(ValueError, match="tokens: expected 3 comma-separated labels, found 2"):
+        sm.with_labels(s, "a, b", "")
+
+
+def test_a_version_1_file_with_x_loads_as_the_query_table(tmp_path):
+    s = sm.random_session(6)
+    old = s.to_dict()
+    old["version"] = 1
+    old["x"] = old.pop("query")
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    assert session_file.load(path) == s
+    assert json.loads(session_file.dumps(s))["version"] == 2 and "x" not in s.to_dict()
+
+
+@pytest.mark.parametrize("align", ["top-left", "bottom-right"])
+def test_a_click_on_a_causal_grid_starts_the_custom_mask_from_the_causal_one(align):
+    s = dataclasses.replace(sm.random_session(5, num_tokens=3), mask_mode=f"causal-{align}")
+    causal = tuple(tuple(r) for r in scratch.causal_mask(3, 3, align))
+    assert sm.shown_mask(s) == causal
+    clicked = sm.toggled_mask_cell(s, 0, 2)
+    flipped = [list(r) for r in causal]
+    flipped[0][2] = not flipped[0][2]
+    assert clicked.mask_mode == "custom" and clicked.mask == tuple(map(tuple, flipped))
+    assert sm.shown_mask(dataclasses.replace(s, mask_mode="none")) == ((True,) * 3,) * 3
