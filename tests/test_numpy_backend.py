@@ -16,7 +16,6 @@ import tracemalloc
 import pytest
 
 np = pytest.importorskip("numpy")
-torch = pytest.importorskip("torch")  # float32 tensors as inputs
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -234,12 +233,22 @@ def test_float32_inputs_and_dtype_argument():
             out_t,
             output_bound(q32, k32, v32, w_t, 0.5, "float32", m32, blocks),
         )
-    tensors = [torch.from_numpy(a) for a in (q32, k32, v32)]
-    assert nb.scaled_dot_product_attention(*tensors)[0].dtype == np.float32
     assert (
         nb.scaled_dot_product_attention(q.tolist(), k.tolist(), v.tolist())[0].dtype == np.float64
     )
     assert nb.scaled_dot_product_attention(q, k, v, dtype="float32")[1].dtype == np.float32
+
+
+def test_float32_tensors_give_float32():
+    """torch float32 tensors are read without torch imported here, and stay float32."""
+    torch = pytest.importorskip("torch")
+    q, k, v, _ = make_case(5, L=6, S=9, mask="float")
+    tensors = [torch.from_numpy(a.astype(np.float32)) for a in (q, k, v)]
+    found = nb.scaled_dot_product_attention(*tensors)
+    assert found.output.dtype == np.float32 and found.weights.dtype == np.float32
+    assert np.array_equal(
+        found.output, nb.scaled_dot_product_attention(*(t.numpy() for t in tensors)).output
+    )
 
 
 def test_registry_exposes_the_module():
