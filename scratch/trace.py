@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from .multihead import run_multi_head
 from .nested import tolist
 from .steps import AXES, Call, steps_of
-from .validate import _describe, as_mask, check_value_has_key
+from .validate import _describe
 
 __all__ = ["AXES", "Step", "Trace", "given_arguments", "layout_trace", "trace_attention"]
 
@@ -246,7 +246,6 @@ def trace_attention(
     masked_rows: str = "zero",
 ) -> Trace:
     """Attention on one example x (L, d_model), keeping every step; projections are optional."""
-    check_value_has_key(key, value)
     run = run_multi_head(
         x,
         key,
@@ -288,7 +287,7 @@ def trace_attention(
     if value is not None:
         values["value_input"] = run.inputs["value_input"]
     values.update(run.params)
-    is_bool = None if attn_mask is None else as_mask(attn_mask)[2]
+    is_bool = None if attn_mask is None else run.mask.is_bool  # read once, by run_multi_head
     return layout_trace(
         values,
         num_heads=H,

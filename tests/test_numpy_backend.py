@@ -13,17 +13,16 @@ import contextlib
 import random
 import tracemalloc
 
-import numpy as np
 import pytest
-import torch
-from hypothesis import given
-from hypothesis import strategies as st
 
-import scratch
-from scratch import bench
-from scratch.backends import numpy_backend as nb
-from scratch.backends import numpy_chunked as nc
-from scratch.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding, tolerance
+np = pytest.importorskip("numpy")
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import scratch  # noqa: E402
+from scratch.backends import numpy_backend as nb  # noqa: E402
+from scratch.backends import numpy_chunked as nc  # noqa: E402
+from scratch.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding, tolerance  # noqa: E402
 
 POLICIES = ("zero", "nan", "uniform")
 
@@ -234,12 +233,22 @@ def test_float32_inputs_and_dtype_argument():
             out_t,
             output_bound(q32, k32, v32, w_t, 0.5, "float32", m32, blocks),
         )
-    tensors = [torch.from_numpy(a) for a in (q32, k32, v32)]
-    assert nb.scaled_dot_product_attention(*tensors)[0].dtype == np.float32
     assert (
         nb.scaled_dot_product_attention(q.tolist(), k.tolist(), v.tolist())[0].dtype == np.float64
     )
     assert nb.scaled_dot_product_attention(q, k, v, dtype="float32")[1].dtype == np.float32
+
+
+def test_float32_tensors_give_float32():
+    """torch float32 tensors are read without torch imported here, and stay float32."""
+    torch = pytest.importorskip("torch")
+    q, k, v, _ = make_case(5, L=6, S=9, mask="float")
+    tensors = [torch.from_numpy(a.astype(np.float32)) for a in (q, k, v)]
+    found = nb.scaled_dot_product_attention(*tensors)
+    assert found.output.dtype == np.float32 and found.weights.dtype == np.float32
+    assert np.array_equal(
+        found.output, nb.scaled_dot_product_attention(*(t.numpy() for t in tensors)).output
+    )
 
 
 def test_registry_exposes_the_module():
@@ -554,8 +563,8 @@ def test_chunked_kernel_never_builds_the_score_matrix():
 
 
 def _message(fn, *args, **kw):
-    """The (type, message) an exception carries."""
-    with pytest.raises((ValueError, TypeError)) as info:
+    """The (type, message) an exception carries; every message starts by naming an argument."""
+    with pytest.raises((ValueError, TypeError), match=r"^[a-z_]+: ") as info:
         fn(*args, **kw)
     return type(info.value), str(info.value)
 
@@ -643,139 +652,32 @@ def test_multi_head_bad_input():
     assert text.startswith("x")
 
 
-# ---------------------------------------------------------------- benchmark script
-
-
-def test_bench_table_runs_on_a_tiny_size():
-    """run_table + format_table on L = 8: every row present, goals not measured, no timing."""
-    from scratch import bench
-
-    rows = bench.run_table((8,), repeats=1, progress=False, load_wait_s=None)
-    names = [r.name for r in rows]
-    assert names[:4] == [
-        "ground truth (scratch)",
-        "pure-Python kernel limit",
-        "numpy explicit",
-        "numpy chunked",
-    ]
-    assert "torch SDPA (cpu)" in names and all(r.L == 8 and r.runs == 1 for r in rows)
-    sdpa = next(r for r in rows if r.name == "torch SDPA (cpu)")
-    assert all(r.ratio == sdpa.best / r.best for r in rows)  # throughput vs SDPA, best runs
-    assert all(r.peak_bytes is None or r.peak_bytes >= 0 for r in rows)
-    text = bench.format_table(rows, markdown=True, repeats=1)
-    assert text.count("\n| 8 |") == len(rows)
-    assert "No goal was measured" in text and "PASS" not in text and "FAIL" not in text
-    # the footer tells the runs that were made (a --quick table once claimed "7 runs each")
-    assert "1 timed runs per row" in text and "(1 rounds for the plain-Python pair)" in text
-    assert "7 rounds" not in text and "at least 3" not in text
-    assert "Host: " in text and "CPU capability" in text and "SIMD baseline" in text
-
-
-def test_bench_goals_pass_and_fail():
-    """The goal checks compare the right rows at the right sizes, best run against best run."""
-    from scratch.bench import GIB, Row, goals
-
-    def rows(gt, limit, numpy_t, big_numpy_t, fast, sdpa, mem):
-        def row(L, name, t):  # three rounds: the best is t, the others slower
-            return Row(L, name, t * 1.5, 3, None, "n/a", times=[t * 2, t, t * 1.5], load=0.5)
-
-        return [
-            row(256, "ground truth (scratch)", gt),
-            row(256, "pure-Python kernel limit", limit),
-            row(4096, "numpy chunked", numpy_t),
-            row(4096, "torch backend fast (cpu)", fast),
-            row(4096, "torch SDPA (cpu)", sdpa),
-            row(16384, "numpy chunked", big_numpy_t),
-            row(16384, "torch SDPA (cpu)", 1.0),
-            Row(32768, "numpy chunked", 5.0, 3, mem, "tracemalloc"),
-        ]
-
-    good = goals(rows(1.0, 0.9, 1.0 / 0.95, 1.0, 1.05, 1.0, GIB - 1), avx512=True)
-    bad = goals(rows(1.0, 0.89, 1.0 / 0.94, 1.01, 1.06, 1.0, GIB), avx512=True)
-    assert [g[1] for g in good] == ["PASS"] * 5 and [g[1] for g in bad] == ["FAIL"] * 5
-    assert (
-        "0.900x best vs best; median of 3 interleaved rounds 0.90x (range 0.90-0.90x)"
-        in (good[0][2])
-    )
-    assert "other processes used 0.5 CPUs" in good[0][2]
-    # without AVX-512 the NumPy goals are 0.75x at both sizes
-    host = goals(rows(1.0, 0.9, 1.0 / 0.76, 1.0 / 0.76, 1.0, 1.0, 1), avx512=False)
-    assert [g[1] for g in host] == ["PASS"] * 5 and "0.75x" in host[1][0]
-    slow = goals(rows(1.0, 0.9, 1.0 / 0.74, 1.0, 1.0, 1.0, 1), avx512=False)
-    assert [g[1] for g in slow] == ["PASS", "FAIL", "PASS", "PASS", "PASS"]
-
-
-def test_pair_ratio_pairs_runs_of_the_same_round():
-    """Per-round ratios divide the two rows' runs of one round, not sorted or shuffled runs."""
-    from scratch.bench import Row, pair_ratio
-
-    a = Row(8, "a", 2.0, 3, None, "n/a", times=[1.0, 2.0, 4.0], load=1.0)
-    b = Row(8, "b", 2.0, 3, None, "n/a", times=[4.0, 2.0, 1.0], load=1.0)
-    r = pair_ratio(a, b)
-    assert (r.best, r.median, r.low, r.high, r.rounds) == (1.0, 1.0, 0.25, 4.0, 3)
-
-
-def test_numpy_matmuls_alone_computes_the_two_products():
-    """The reference row really multiplies (q @ k^T) @ v, in float32 like the kernels."""
-    rng = np.random.default_rng(5)
-    q, k, v = (rng.standard_normal(s, dtype=np.float32) for s in [(6, 4), (7, 4), (7, 3)])
-    found = bench.numpy_matmuls_alone(q, k, v)()
-    q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
-    u = UNIT_ROUNDOFF["float32"]
-    # float32 scores: |err| <= g(4)|q||k|^T; then scores @ v: g(7)|scores||v| + that through v
-    s_bound = 4.1 * u * (np.abs(q64) @ np.abs(k64.T))
-    bound = 7.1 * u * (np.abs(q64 @ k64.T) + s_bound) @ np.abs(v64) + s_bound @ np.abs(v64)
-    assert_close("output", found, (q64 @ k64.T) @ v64, bound)
-
-
-def test_measure_alternating_takes_turns():
-    """Rows of a group are called in turn, the same number of times, warm-up first."""
-    calls: list[str] = []
-    rivals = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b")]
-    rows = bench.measure_alternating(3, rivals, runs=4, load_wait_s=None)
-    assert calls == ["a", "b"] + ["a", "b", "b", "a"] * 2  # warm-ups, then 4 rotated rounds
-    assert [(r.name, r.runs, r.L, len(r.times)) for r in rows] == [("a", 4, 3, 4), ("b", 4, 3, 4)]
-    calls.clear()
-    three = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b", "c")]
-    bench.measure_alternating(3, three, runs=3, load_wait_s=None)
-    assert calls[3:] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]  # each first once
-    assert [r.runs for r in bench.measure_alternating(3, rivals, None, load_wait_s=None)] == [
-        bench.MAX_REPEATS
-    ] * 2  # instant calls never fill the time budget: capped
-
-
-def test_bench_goal_pairs_are_timed_alternately():
-    """Each goal's rows form one interleaved group at its size (same rounds, same load)."""
-    assert bench.goal_groups(4096, "cpu") == (
-        ("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),
-    )
-    assert bench.goal_groups(16384, "cpu") == (("numpy chunked", "torch SDPA (cpu)"),)
-    assert bench.goal_groups(256, "cpu") == (bench.PYTHON_PAIR,)
-    assert bench.goal_groups(8, "cpu") == ()
-    groups = {16: (("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),)}
-    saved = bench.goal_groups
-    bench.goal_groups = lambda L, device: groups.get(L, ())
-    try:
-        rows = bench.run_table((16,), repeats=2, progress=False, load_wait_s=None)
-    finally:
-        bench.goal_groups = saved
-    by_name = {r.name: r for r in rows}
-    group = [by_name[n] for n in groups[16][0]]
-    assert all(r.runs == 2 and len(r.times) == 2 for r in group)
-    names = [r.name for r in rows]  # in the table's order, not the order measured
-    assert names.index(bench.FLOOR_ROW) == names.index("numpy chunked") + 1
-
-
-def test_python_kernel_limit_computes_the_two_products():
-    """The pure-Python row really does q @ k^T and weights @ v (fsum: correctly rounded)."""
-    from scratch.bench import python_kernel_limit
-
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"w_q": (7, 12)},  # rows differ from the input width
+        {"w_k": (8, 4)},  # key heads 2 wide, query heads 3
+        {"w_v": (8, 3)},  # 3 columns for 2 kv heads
+        {"w_o": (6, 5)},  # rows != num_heads * d_v
+        {"b_q": (11,)},
+        {"b_o": (4,)},
+        {"value": (2, 5, 8)},  # value length differs from key's
+        {"key": (3, 6, 8)},  # leading dims differ from query's
+        {"num_kv_heads": 3},
+        {"w_o": None},  # b_o without w_o
+    ],
+    ids=lambda c: ",".join(c),
+)
+def test_multi_head_shape_errors_are_the_ground_truths(change):
+    """One shape plan: a bad multi-head shape gets the ground truth's message, word for word."""
+    x, xk, w, extras, _ = mha_case(3)
     rng = np.random.default_rng(4)
-    q, k, v, w = (rng.standard_normal(s) for s in [(3, 5), (4, 5), (4, 2), (3, 4)])
-    scores, output = python_kernel_limit(q.tolist(), k.tolist(), v.tolist(), w.tolist())
-    u = UNIT_ROUNDOFF["float64"]
-    assert_close("scores", scores, q @ k.T, 7 * u * (np.abs(q) @ np.abs(k.T)))
-    assert_close("output", output, w @ v, 6 * u * (np.abs(w) @ np.abs(v)))
+    args = dict(query=x, key=xk, value=xk, **w, **extras)
+    for name, shape in change.items():
+        args[name] = shape if name == "num_kv_heads" or shape is None else rng.random(shape)
+    kind_t, text_t = _message(scratch.multi_head_attention, **_lists(args))
+    kind_n, text_n = _message(nb.multi_head_attention, **args)
+    assert (kind_n, text_n) == (kind_t, text_t)
 
 
 # ---------------------------------------------------------------- extreme inputs

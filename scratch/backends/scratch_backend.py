@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import scratch
+from scratch import attention, multihead, trace
 from scratch.result import Result
 from scratch.validate import check_flag
 
@@ -38,7 +38,7 @@ def scaled_dot_product_attention(
     """scratch.scaled_dot_product_attention as a Result; weights None when not asked for."""
     _check_dtype(dtype)
     check_flag(need_weights, "need_weights")
-    output, weights = scratch.scaled_dot_product_attention(
+    output, weights = attention.scaled_dot_product_attention(
         query,
         key,
         value,
@@ -69,13 +69,15 @@ def multi_head_attention(
     """scratch.multi_head_attention as a Result; weights None when not asked for."""
     _check_dtype(dtype)
     check_flag(need_weights, "need_weights")
-    output, weights = scratch.multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, **options)
+    output, weights = multihead.multi_head_attention(
+        query, key, value, w_q, w_k, w_v, w_o, **options
+    )
     return Result(output, weights if need_weights else None, "explicit")
 
 
 def trace_attention(
     x, key=None, value=None, w_q=None, w_k=None, w_v=None, w_o=None, *, dtype=None, **options
-) -> scratch.Trace:
+) -> trace.Trace:
     """scratch.trace_attention (its options already say backend "scratch", dtype "float64")."""
     _check_dtype(dtype)
-    return scratch.trace_attention(x, key, value, w_q, w_k, w_v, w_o, **options)
+    return trace.trace_attention(x, key, value, w_q, w_k, w_v, w_o, **options)

@@ -1,0 +1,192 @@
+"""NumPy backend's input conversion: lists, arrays and tensors in, checked NumPy arrays out.
+
+Lists go through the ground truth's own reader (scratch.validate), so every backend accepts and
+refuses the same inputs with the same messages; arrays and tensors are checked here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scratch import validate
+from scratch.backends import numpy_chunked
+from scratch.validate import check_positive_int
+
+DTYPES = ("float64", "float32")
+
+
+def _where(name: str, index: tuple, shape: tuple[int, ...]) -> str:
+    """`name[i][j]...` for an index tuple, by the ground truth's own renderer."""
+    return validate._position(name, int(np.ravel_multi_index(index, shape)), shape)
+
+
+def _raw_array(obj: object, name: str) -> np.ndarray:
+    """A nested list, NumPy array or torch tensor as a NumPy array (no dtype change yet).
+
+    Lists and tuples are read by the ground truth's own reader, so every backend accepts and
+    refuses the same lists (Fractions and big ints yes; Decimals, bools among numbers, arrays
+    or ranges inside lists no) with the same messages.
+    """
+    validate.refuse_valueless_arrays(obj, name)
+    if hasattr(obj, "detach") and hasattr(obj, "cpu"):  # a torch tensor, without importing torch
+        tensor = obj.detach().cpu()
+        if tensor.is_floating_point() and str(tensor.dtype) not in (
+            "torch.float32",
+            "torch.float64",
+        ):
+            tensor = tensor.float()  # float16 / bfloat16 have no exact NumPy twin here
+        return tensor.numpy()
+    if isinstance(obj, np.ndarray):
+        return obj
+    if not isinstance(obj, (list, tuple)):
+        raise TypeError(
+            f"{name}: expected a matrix (nested lists of numbers or an array), "
+            f"found {validate._describe(obj)}"
+        )
+    if name == "attn_mask":
+        values, _, is_bool = validate.as_mask(obj, name)
+        return np.asarray(values, dtype=bool if is_bool else np.float64)
+    data, _ = validate.as_tensor(obj, name, min_dims=1)
+    return np.asarray(data, dtype=np.float64)
+
+
+def _check_regular(arr: np.ndarray, name: str) -> None:
+    """Refuse object/string arrays, empty axes and scalars."""
+    if arr.ndim == 0:
+        raise TypeError(
+            f"{name}: expected a matrix, found a scalar {validate._describe(arr.item())}"
+        )
+    if arr.dtype.kind == "O":
+        raise ValueError(
+            f"{name}: ragged or mixed nesting (object array of shape {arr.shape}); "
+            f"expected a regular matrix of numbers"
+        )
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: expected numbers, found dtype {arr.dtype}")
+    if 0 in arr.shape:
+        raise ValueError(
+            f"{name}: empty dimension in shape {arr.shape}; expected at least one entry "
+            f"along every axis"
+        )
+
+
+def _check_finite(arr: np.ndarray, name: str, allow_neg_inf: bool = False) -> None:
+    """Refuse NaN and +-inf (a float mask may hold -inf) naming the first bad position."""
+    bad = ~np.isfinite(arr)
+    if allow_neg_inf:
+        bad &= ~np.isneginf(arr)
+    if bad.any():
+        index = tuple(np.argwhere(bad)[0])
+        expected = "finite numbers or -inf" if allow_neg_inf else "finite numbers"
+        raise ValueError(
+            f"{name}: expected {expected}, found {arr[index]} at {_where(name, index, arr.shape)}"
+        )
+
+
+def as_numbers(obj: object, name: str, dtype: np.dtype) -> np.ndarray:
+    """Validate a data input and return it as a finite float array of `dtype`."""
+    arr = _raw_array(obj, name)
+    _check_regular(arr, name)
+    if arr.dtype.kind == "b":
+        raise TypeError(f"{name}: expected numbers, found bools (dtype {arr.dtype})")
+    _check_finite(arr, name)
+    if arr.dtype == dtype:
+        return arr
+    with np.errstate(over="ignore"):
+        cast = np.asarray(arr, dtype=dtype)
+    if cast.dtype.itemsize < arr.dtype.itemsize and not np.isfinite(cast).all():
+        # finite before the cast: too large for `dtype`
+        index = tuple(np.argwhere(~np.isfinite(cast))[0])
+        raise ValueError(
+            f"{name}: {arr[index]} at {_where(name, index, arr.shape)} is too large for {dtype} "
+            f"(largest {np.finfo(dtype).max:.4g}); pass dtype='float64'"
+        )
+    return cast
+
+
+_FLOAT32_NAMES = ("float32", "float16", "torch.float32", "torch.float16", "torch.bfloat16")
+
+
+def result_dtype(dtype: object, *inputs: object) -> np.dtype:
+    """`dtype=` when given, else float32 when every array input is float32, else float64."""
+    if dtype is not None:
+        text = str(dtype)
+        try:  # a torch dtype by its name; anything else as NumPy reads it
+            chosen = np.dtype(text[6:] if text.startswith("torch.") else dtype)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"dtype: expected one of {DTYPES}, found {validate._describe(dtype)}"
+            ) from exc
+        if chosen.name not in DTYPES:
+            raise ValueError(f"dtype: expected one of {DTYPES}, found {chosen.name!r}")
+        return chosen
+    given = [obj for obj in inputs if obj is not None]
+    if given and all(str(getattr(obj, "dtype", "")) in _FLOAT32_NAMES for obj in given):
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
+
+
+def as_mask(obj: object, dtype: np.dtype) -> np.ndarray:
+    """Validate a mask: bools (True = may attend) stay bool; floats (added) become `dtype`."""
+    name = "attn_mask"
+    arr = _raw_array(obj, name)
+    _check_regular(arr, name)
+    if arr.dtype.kind in "iu":
+        raise TypeError(
+            f"{name}: found only integers (dtype {arr.dtype}), which are ambiguous; expected "
+            f"bools (True = may attend) or floats (added to the scaled scores, -inf = masked)"
+        )
+    if arr.dtype.kind == "b":
+        return arr
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > dtype.itemsize:
+        # finite values past the narrower dtype's range stay finite: "very unlikely" (-1e300)
+        # must not turn into "masked" (-inf) by overflowing in the cast
+        top = np.finfo(dtype).max
+        arr = np.where(np.isfinite(arr), np.clip(arr, -top, top), arr)
+    arr = np.asarray(arr, dtype=dtype)
+    _check_finite(arr, name, allow_neg_inf=True)
+    return arr
+
+
+class Draws:
+    """Uniform [0, 1) draws for dropout, row-major, from a Generator or a random.Random."""
+
+    def __init__(self, rng: object):
+        if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+            rng = np.random.default_rng(int(rng))
+        elif rng is None:
+            rng = np.random.default_rng()  # fresh entropy: unseeded, like the ground truth's
+        elif not isinstance(rng, np.random.Generator) and not callable(
+            getattr(rng, "random", None)
+        ):
+            raise TypeError(
+                f"rng: expected a numpy.random.Generator, an int seed, a random.Random"
+                f" or None, found {validate._describe(rng)}"
+            )
+        self.rng = rng
+
+    def __call__(self, shape: tuple[int, ...]) -> np.ndarray:
+        """An array of draws; a random.Random gives the same stream as the ground truth."""
+        if isinstance(self.rng, np.random.Generator):
+            return self.rng.random(shape)
+        draw = self.rng.random
+        return np.fromiter(
+            (draw() for _ in range(math.prod(shape))), np.float64, math.prod(shape)
+        ).reshape(shape)
+
+
+def block_sizes(block_size: object) -> tuple[int, int]:
+    """(query chunk, key block) from None, one int (both) or a pair."""
+    if block_size is None:
+        return numpy_chunked.QUERY_CHUNK, numpy_chunked.KEY_BLOCK
+    pair = (block_size, block_size) if not isinstance(block_size, (tuple, list)) else block_size
+    if len(pair) != 2:
+        raise ValueError(f"block_size: expected an int or (query_chunk, key_block), found {pair}")
+    for p in pair:
+        check_positive_int(p, "block_size")
+    return int(pair[0]), int(pair[1])
+
+
+__all__ = ["DTYPES", "Draws", "as_mask", "as_numbers", "block_sizes", "result_dtype"]

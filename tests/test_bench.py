@@ -1,0 +1,145 @@
+"""scratch.bench, the benchmark script: its table, goals and pairing on tiny sizes (no timing)."""
+
+from __future__ import annotations
+
+import pytest
+
+np = pytest.importorskip("numpy")
+pytest.importorskip("torch")  # the table has torch rows
+
+from scratch import bench  # noqa: E402
+from scratch.tolerance import UNIT_ROUNDOFF  # noqa: E402
+
+# ---------------------------------------------------------------- benchmark script
+
+
+def test_bench_table_runs_on_a_tiny_size():
+    """run_table + format_table on L = 8: every row present, goals not measured, no timing."""
+    from scratch import bench
+
+    rows = bench.run_table((8,), repeats=1, progress=False, load_wait_s=None)
+    names = [r.name for r in rows]
+    assert names[:4] == [
+        "ground truth (scratch)",
+        "pure-Python kernel limit",
+        "numpy explicit",
+        "numpy chunked",
+    ]
+    assert "torch SDPA (cpu)" in names and all(r.L == 8 and r.runs == 1 for r in rows)
+    sdpa = next(r for r in rows if r.name == "torch SDPA (cpu)")
+    assert all(r.ratio == sdpa.best / r.best for r in rows)  # throughput vs SDPA, best runs
+    assert all(r.peak_bytes is None or r.peak_bytes >= 0 for r in rows)
+    text = bench.format_table(rows, markdown=True, repeats=1)
+    assert text.count("\n| 8 |") == len(rows)
+    assert "No goal was measured" in text and "PASS" not in text and "FAIL" not in text
+    # the footer tells the runs that were made (a --quick table once claimed "7 runs each")
+    assert "1 timed runs per row" in text and "(1 rounds for the plain-Python pair)" in text
+    assert "7 rounds" not in text and "at least 3" not in text
+    assert "Host: " in text and "CPU capability" in text and "SIMD baseline" in text
+
+
+def test_bench_goals_pass_and_fail():
+    """The goal checks compare the right rows at the right sizes, best run against best run."""
+    from scratch.bench import GIB, Row, goals
+
+    def rows(gt, limit, numpy_t, big_numpy_t, fast, sdpa, mem):
+        def row(L, name, t):  # three rounds: the best is t, the others slower
+            return Row(L, name, t * 1.5, 3, None, "n/a", times=[t * 2, t, t * 1.5], load=0.5)
+
+        return [
+            row(256, "ground truth (scratch)", gt),
+            row(256, "pure-Python kernel limit", limit),
+            row(4096, "numpy chunked", numpy_t),
+            row(4096, "torch backend fast (cpu)", fast),
+            row(4096, "torch SDPA (cpu)", sdpa),
+            row(16384, "numpy chunked", big_numpy_t),
+            row(16384, "torch SDPA (cpu)", 1.0),
+            Row(32768, "numpy chunked", 5.0, 3, mem, "tracemalloc"),
+        ]
+
+    good = goals(rows(1.0, 0.9, 1.0 / 0.95, 1.0, 1.05, 1.0, GIB - 1), avx512=True)
+    bad = goals(rows(1.0, 0.89, 1.0 / 0.94, 1.01, 1.06, 1.0, GIB), avx512=True)
+    assert [g[1] for g in good] == ["PASS"] * 5 and [g[1] for g in bad] == ["FAIL"] * 5
+    assert (
+        "0.900x best vs best; median of 3 interleaved rounds 0.90x (range 0.90-0.90x)"
+        in (good[0][2])
+    )
+    assert "other processes used 0.5 CPUs" in good[0][2]
+    # without AVX-512 the NumPy goals are 0.75x at both sizes
+    host = goals(rows(1.0, 0.9, 1.0 / 0.76, 1.0 / 0.76, 1.0, 1.0, 1), avx512=False)
+    assert [g[1] for g in host] == ["PASS"] * 5 and "0.75x" in host[1][0]
+    slow = goals(rows(1.0, 0.9, 1.0 / 0.74, 1.0, 1.0, 1.0, 1), avx512=False)
+    assert [g[1] for g in slow] == ["PASS", "FAIL", "PASS", "PASS", "PASS"]
+
+
+def test_pair_ratio_pairs_runs_of_the_same_round():
+    """Per-round ratios divide the two rows' runs of one round, not sorted or shuffled runs."""
+    from scratch.bench import Row, pair_ratio
+
+    a = Row(8, "a", 2.0, 3, None, "n/a", times=[1.0, 2.0, 4.0], load=1.0)
+    b = Row(8, "b", 2.0, 3, None, "n/a", times=[4.0, 2.0, 1.0], load=1.0)
+    r = pair_ratio(a, b)
+    assert (r.best, r.median, r.low, r.high, r.rounds) == (1.0, 1.0, 0.25, 4.0, 3)
+
+
+def test_numpy_matmuls_alone_computes_the_two_products():
+    """The reference row really multiplies (q @ k^T) @ v, in float32 like the kernels."""
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal(s, dtype=np.float32) for s in [(6, 4), (7, 4), (7, 3)])
+    found = bench.numpy_matmuls_alone(q, k, v)()
+    q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+    u = UNIT_ROUNDOFF["float32"]
+    # float32 scores: |err| <= g(4)|q||k|^T; then scores @ v: g(7)|scores||v| + that through v
+    s_bound = 4.1 * u * (np.abs(q64) @ np.abs(k64.T))
+    bound = 7.1 * u * (np.abs(q64 @ k64.T) + s_bound) @ np.abs(v64) + s_bound @ np.abs(v64)
+    assert np.all(np.abs(found.astype(np.float64) - (q64 @ k64.T) @ v64) <= bound)
+
+
+def test_measure_alternating_takes_turns():
+    """Rows of a group are called in turn, the same number of times, warm-up first."""
+    calls: list[str] = []
+    rivals = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b")]
+    rows = bench.measure_alternating(3, rivals, runs=4, load_wait_s=None)
+    assert calls == ["a", "b"] + ["a", "b", "b", "a"] * 2  # warm-ups, then 4 rotated rounds
+    assert [(r.name, r.runs, r.L, len(r.times)) for r in rows] == [("a", 4, 3, 4), ("b", 4, 3, 4)]
+    calls.clear()
+    three = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b", "c")]
+    bench.measure_alternating(3, three, runs=3, load_wait_s=None)
+    assert calls[3:] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]  # each first once
+    assert [r.runs for r in bench.measure_alternating(3, rivals, None, load_wait_s=None)] == [
+        bench.MAX_REPEATS
+    ] * 2  # instant calls never fill the time budget: capped
+
+
+def test_bench_goal_pairs_are_timed_alternately():
+    """Each goal's rows form one interleaved group at its size (same rounds, same load)."""
+    assert bench.goal_groups(4096, "cpu") == (
+        ("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),
+    )
+    assert bench.goal_groups(16384, "cpu") == (("numpy chunked", "torch SDPA (cpu)"),)
+    assert bench.goal_groups(256, "cpu") == (bench.PYTHON_PAIR,)
+    assert bench.goal_groups(8, "cpu") == ()
+    groups = {16: (("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),)}
+    saved = bench.goal_groups
+    bench.goal_groups = lambda L, device: groups.get(L, ())
+    try:
+        rows = bench.run_table((16,), repeats=2, progress=False, load_wait_s=None)
+    finally:
+        bench.goal_groups = saved
+    by_name = {r.name: r for r in rows}
+    group = [by_name[n] for n in groups[16][0]]
+    assert all(r.runs == 2 and len(r.times) == 2 for r in group)
+    names = [r.name for r in rows]  # in the table's order, not the order measured
+    assert names.index(bench.FLOOR_ROW) == names.index("numpy chunked") + 1
+
+
+def test_python_kernel_limit_computes_the_two_products():
+    """The pure-Python row really does q @ k^T and weights @ v (fsum: correctly rounded)."""
+    from scratch.bench import python_kernel_limit
+
+    rng = np.random.default_rng(4)
+    q, k, v, w = (rng.standard_normal(s) for s in [(3, 5), (4, 5), (4, 2), (3, 4)])
+    scores, output = python_kernel_limit(q.tolist(), k.tolist(), v.tolist(), w.tolist())
+    u = UNIT_ROUNDOFF["float64"]
+    assert np.all(np.abs(np.array(scores) - q @ k.T) <= 7 * u * (np.abs(q) @ np.abs(k.T)))
+    assert np.all(np.abs(np.array(output) - w @ v) <= 6 * u * (np.abs(w) @ np.abs(v)))
