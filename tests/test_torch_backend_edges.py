@@ -123,7 +123,7 @@ def test_float64_mask_beyond_float32_range_is_not_a_masked_row(need_weights: boo
 
 def test_narrowing_a_mask_keeps_finite_values_finite() -> None:
     """float64 -> float32 / float16 and bfloat16 -> float16: finite entries clamp, -inf stays."""
-    from scratch.backends import torch_backend
+    from scratch.backends import torch_inputs
 
     cases = [
         (torch.float64, torch.float32),
@@ -134,7 +134,7 @@ def test_narrowing_a_mask_keeps_finite_values_finite() -> None:
     for wide, narrow in cases:
         big = torch.finfo(wide).max
         mask = torch.tensor([-big, big, -math.inf, 0.5], dtype=wide)
-        got = torch_backend._cast_mask(mask, narrow)
+        got = torch_inputs.cast_mask(mask, narrow)
         top = torch.finfo(narrow).max
         assert got.dtype == narrow
         assert got.tolist() == [-top, top, -math.inf, 0.5], (wide, narrow, got)
@@ -159,9 +159,9 @@ def test_fused_causal_scale_that_rounds_to_zero(dtype: str, scale: float) -> Non
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_one_dimensional_key_and_value_name_the_argument(need_weights: bool) -> None:
     """key (6,) with query (4, 6): the shared shape check's ValueError, not an IndexError."""
-    with pytest.raises(ValueError) as truth:
+    with pytest.raises(ValueError, match="^key: expected at least 2 dims") as truth:
         validate.check_attention_shapes((4, 6), (6,), (6,))
-    with pytest.raises(ValueError) as ours:
+    with pytest.raises(ValueError, match="^key: expected at least 2 dims") as ours:
         TC.scaled_dot_product_attention(
             np.ones((4, 6)), np.ones(6), np.ones(6), need_weights=need_weights
         )
