@@ -122,10 +122,14 @@ def _run_multi_head(
 ) -> MultiHead:
     """Convert the inputs, plan the heads once from their shapes, project."""
     place = placement((query, key, value, *params.values()), dtype, device)
-    x = place.tensor(query, "query")
-    kx = x if key is None else place.tensor(key, "key")
-    vx = kx if value is None else place.tensor(value, "value")
-    tensors = {n: None if o is None else place.tensor(o, n) for n, o in params.items()}
+    # read as the ground truth reads them: inputs and projections at least 2-D, biases 1-D
+    x = place.tensor(query, "query", 2)
+    kx = x if key is None else place.tensor(key, "key", 2)
+    vx = kx if value is None else place.tensor(value, "value", 2)
+    tensors = {
+        name: None if obj is None else place.tensor(obj, name, 1 if name[0] == "b" else 2)
+        for name, obj in params.items()
+    }
     shapes = {name: tuple(t.shape) for name, t in tensors.items() if t is not None}
     plan = plan_multi_head(
         tuple(x.shape),

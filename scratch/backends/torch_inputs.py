@@ -52,7 +52,11 @@ def _from_numpy(arr: object, name: str) -> torch.Tensor:
 
 
 def as_tensor(
-    obj: object, name: str, device: torch.device, dtype: torch.dtype | None = None
+    obj: object,
+    name: str,
+    device: torch.device,
+    dtype: torch.dtype | None = None,
+    min_dims: int = 1,
 ) -> torch.Tensor:
     """A numeric input as a tensor on `device` in `dtype` (None: floats keep theirs, else f64)."""
     validate.refuse_valueless_arrays(obj, name)  # meta tensors, NumPy masked arrays
@@ -65,12 +69,16 @@ def as_tensor(
             raise TypeError(f"{name}: expected a real numeric tensor, found dtype {obj.dtype}")
         if obj.ndim == 0 or 0 in obj.shape:
             raise ValueError(f"{name}: expected a non-empty matrix, found shape {tuple(obj.shape)}")
+        if obj.ndim < min_dims:  # too few dims: the truth's message (it raises on this shape)
+            validate.as_tensor(obj.tolist(), name, min_dims=min_dims)
         if dtype is None:
             dtype = obj.dtype if obj.dtype in _FLOAT_SET else torch.float64
         if obj.dtype != dtype or obj.device != device:  # no copy when nothing changes
             obj = _narrow(obj, name, device, dtype)
         return obj
-    data, _ = validate.as_tensor(obj, name, min_dims=1)  # same checks and messages as the truth
+    data, _ = validate.as_tensor(
+        obj, name, min_dims=min_dims
+    )  # same checks and messages as the truth
     wide = torch.tensor(data, dtype=torch.float64, device=device)
     return wide if dtype in (None, torch.float64) else _narrow(wide, name, device, dtype)
 
@@ -194,9 +202,9 @@ class Placement:
         """The math dtype: float32 for float16/bfloat16 data, else the storage dtype."""
         return compute_dtype(self.storage)
 
-    def tensor(self, obj: object, name: str) -> torch.Tensor:
+    def tensor(self, obj: object, name: str, min_dims: int = 1) -> torch.Tensor:
         """A numeric input as a tensor here, in the storage dtype."""
-        return as_tensor(obj, name, self.device, self.storage)
+        return as_tensor(obj, name, self.device, self.storage, min_dims)
 
 
 def placement(raw: tuple, dtype: object, device: object) -> Placement:
