@@ -88,8 +88,7 @@ def scaled_dot_product_attention(
         )
     scale = options.scale_for(E)
     fast = not validate.check_flag(need_weights, "need_weights")
-    # the fused kernel takes causal as its own flag; every other mask kind as a tensor
-    mask = None if fast and options.is_causal else build_mask(options, (*lead, L, S), place.device)
+    mask = build_mask(options, (*lead, L, S), place.device, fused=fast)
     gen = generator(rng, place.device)
     if fast:
         output = fused(q, k, v, mask, scale, options, gen, options.enable_gqa)
@@ -118,9 +117,9 @@ class MultiHead:
 
 
 def _run_multi_head(
-    query, key, value, params: dict, num_heads, num_kv_heads, options: Options, dtype, device
+    query, key, value, params: dict, heads: tuple, options: Options, dtype, device, fast: bool
 ) -> MultiHead:
-    """Convert the inputs, plan the heads once from their shapes, project."""
+    """Convert the inputs, plan the heads once from their shapes, project (`fast`: for SDPA)."""
     place = placement((query, key, value, *params.values()), dtype, device)
     # read as the ground truth reads them: inputs and projections at least 2-D, biases 1-D
     x = place.tensor(query, "query", 2)
@@ -135,8 +134,8 @@ def _run_multi_head(
         tuple(x.shape),
         tuple(kx.shape),
         tuple(vx.shape),
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
+        num_heads=heads[0],
+        num_kv_heads=heads[1],
         **shapes,
     )
     # step 1: projections (an input without one is used as it is, as in a trace)
@@ -145,7 +144,7 @@ def _run_multi_head(
         for n, t in zip("qkv", (x, kx, vx))
     )  # (..., n, d_in) @ (d_in, heads * d) -> (..., n, heads * d)
     scale = options.scale_for(plan.d_head)
-    mask = build_mask(options, plan.scores_shape, place.device)  # (..., H, L, S) or broadcast
+    mask = build_mask(options, plan.scores_shape, place.device, fast)  # (..., H, L, S) or less
     inputs = {"x": x, "key_input": kx, "value_input": vx}
     return MultiHead(plan, options, place, inputs, tensors, q, k, v, mask, scale)
 
@@ -161,8 +160,7 @@ def _attend_heads(run: MultiHead, need_weights: bool) -> tuple[torch.Tensor, Att
     if need_weights:
         steps = attend(q, k, v, run.mask, run.scale, run.options, run.place)
         return steps.output, steps  # (..., H, L, dv)
-    mask = None if run.options.is_causal else run.mask  # causal: the fused kernel's own flag
-    return fused(q, k, v, mask, run.scale, run.options, None, Hkv != H), None
+    return fused(q, k, v, run.mask, run.scale, run.options, None, Hkv != H), None
 
 
 def _project_out(run: MultiHead, concat: torch.Tensor) -> torch.Tensor:
@@ -199,10 +197,11 @@ def multi_head_attention(
     validate.check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     params = dict(zip(_PARAMS, (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)))
-    run = _run_multi_head(
-        query, key, value, params, num_heads, num_kv_heads, options, dtype, device
-    )
     need_weights = validate.check_flag(need_weights, "need_weights")
+    heads = (num_heads, num_kv_heads)
+    run = _run_multi_head(
+        query, key, value, params, heads, options, dtype, device, not need_weights
+    )
     heads_out, steps = _attend_heads(run, need_weights)
     output = _project_out(run, concat_heads(heads_out))  # (..., L, H*dv) -> (..., L, d_out)
     if steps is None:
@@ -239,7 +238,8 @@ def trace_attention(
     validate.check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     params = dict(zip(_PARAMS, (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)))
-    run = _run_multi_head(x, key, value, params, num_heads, num_kv_heads, options, dtype, device)
+    heads = (num_heads, num_kv_heads)
+    run = _run_multi_head(x, key, value, params, heads, options, dtype, device, fast=False)
     if run.inputs["x"].ndim != 2:
         raise ValueError(
             f"x: a trace is one worked example, expected shape (L, d_model), "

@@ -17,11 +17,15 @@ from scratch.backends.torch_inputs import Placement, as_mask, cast_mask
 from scratch.options import Options
 
 
-def build_mask(options: Options, target: tuple, device: torch.device) -> torch.Tensor | None:
+def build_mask(
+    options: Options, target: tuple, device: torch.device, fused: bool = False
+) -> torch.Tensor | None:
     """The mask of `options.mask_kind` for scores of shape `target`: bool (True = may attend),
-    float (added), or None; a new mask kind is one more branch here."""
+    float (added), or None. A new mask kind is one more branch here, in both kernels."""
     L, S = target[-2:]
     if options.mask_kind == "causal":  # PyTorch's top-left causal mask
+        if fused:
+            return None  # torch's fused kernel builds it itself from is_causal=True
         return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
     if options.mask_kind == "given":
         mask = as_mask(options.attn_mask, device)
