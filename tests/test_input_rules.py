@@ -116,15 +116,15 @@ def test_fast_paths_apply_the_policy_to_rows_the_data_empties(policy, causal, ba
 
 
 def test_the_overflow_check_stays_out_of_the_way_of_ordinary_data():
-    from scratch.backends import torch_backend as tb
+    from scratch.backends import torch_compat as tc
 
     q = torch.randn(1, 2, 64, 32)
-    assert not tb._scores_may_overflow(q, q, 0.2)
-    assert tb._scores_may_overflow(q * 1e300, q * 1e300, 0.2)
+    assert not tc._scores_may_overflow(q, q, 0.2)
+    assert tc._scores_may_overflow(q * 1e300, q * 1e300, 0.2)
     # float16 data are summed in float32: scores of 1e7 are fine there, 1e39 are not
-    assert not tb._scores_may_overflow(q.half() * 1e3, q.half() * 1e3, 1.0)
-    assert tb._scores_may_overflow(q.half() * 6e4, q.half() * 6e4, 1e30)
-    assert tb._scores_may_overflow(torch.full((1, 1), math.nan), q[0, 0, :1, :1], 1.0)
+    assert not tc._scores_may_overflow(q.half() * 1e3, q.half() * 1e3, 1.0)
+    assert tc._scores_may_overflow(q.half() * 6e4, q.half() * 6e4, 1e30)
+    assert tc._scores_may_overflow(torch.full((1, 1), math.nan), q[0, 0, :1, :1], 1.0)
 
 
 # --- float32 that cannot hold the data ------------------------------------------------------------

@@ -1,6 +1,6 @@
 """torch backend edge cases found in review: odd masks, huge mask values, tiny scales, odd arrays.
 
-Each test pins one fix in scratch/backends/torch_backend.py; numbers are checked against the
+Each test pins one fix in scratch/backends/torch_*.py; numbers are checked against the
 ground truth within `scratch.tolerance`, or exactly where the answer is exact.
 """
 
@@ -123,7 +123,7 @@ def test_float64_mask_beyond_float32_range_is_not_a_masked_row(need_weights: boo
 
 def test_narrowing_a_mask_keeps_finite_values_finite() -> None:
     """float64 -> float32 / float16 and bfloat16 -> float16: finite entries clamp, -inf stays."""
-    from scratch.backends import torch_backend
+    from scratch.backends import torch_inputs
 
     cases = [
         (torch.float64, torch.float32),
@@ -134,7 +134,7 @@ def test_narrowing_a_mask_keeps_finite_values_finite() -> None:
     for wide, narrow in cases:
         big = torch.finfo(wide).max
         mask = torch.tensor([-big, big, -math.inf, 0.5], dtype=wide)
-        got = torch_backend._cast_mask(mask, narrow)
+        got = torch_inputs.cast_mask(mask, narrow)
         top = torch.finfo(narrow).max
         assert got.dtype == narrow
         assert got.tolist() == [-top, top, -math.inf, 0.5], (wide, narrow, got)
@@ -159,9 +159,9 @@ def test_fused_causal_scale_that_rounds_to_zero(dtype: str, scale: float) -> Non
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_one_dimensional_key_and_value_name_the_argument(need_weights: bool) -> None:
     """key (6,) with query (4, 6): the shared shape check's ValueError, not an IndexError."""
-    with pytest.raises(ValueError) as truth:
+    with pytest.raises(ValueError, match="^key: expected at least 2 dims") as truth:
         validate.check_attention_shapes((4, 6), (6,), (6,))
-    with pytest.raises(ValueError) as ours:
+    with pytest.raises(ValueError, match="^key: expected at least 2 dims") as ours:
         TC.scaled_dot_product_attention(
             np.ones((4, 6)), np.ones(6), np.ones(6), need_weights=need_weights
         )
@@ -303,3 +303,86 @@ def test_multi_head_dtype_counts_projections_and_biases(extra: str, need_weights
         x, x, x, w, w, w, **kwargs, need_weights=need_weights, dtype="float32"
     )
     assert forced.output.dtype == torch.float32
+
+
+# ---------------------------------------------------------------- 7. one shape plan
+
+_ROWS = [[0.1 * (i + j) for j in range(4)] for i in range(3)]  # (3, 4)
+
+
+def _matrix(rows: int, cols: int) -> list:
+    """A (rows, cols) nested list of small distinct values."""
+    return [[0.01 * (i * cols + j) for j in range(cols)] for i in range(rows)]
+
+
+_W = _matrix(4, 4)
+_BAD_MULTI_HEAD = {
+    "key heads narrower": dict(w_k=_matrix(4, 6), num_heads=2),
+    "w_q rows": dict(w_q=_matrix(5, 4)),
+    "w_q columns": dict(w_q=_matrix(4, 5), num_heads=2),
+    "b_q length": dict(b_q=[0.0] * 3),
+    "w_o rows": dict(w_o=_matrix(3, 4)),
+    "b_o without w_o": dict(b_o=[0.0] * 4),
+    "value length": dict(key=_ROWS, value=_ROWS[:2]),
+    "key lead": dict(query=[_ROWS, _ROWS], key=[_ROWS], value=[_ROWS]),
+    "kv heads": dict(num_heads=2, num_kv_heads=3),
+    "one-dim query": dict(query=[0.0] * 4),
+    "mask shape": dict(attn_mask=[[True] * 2] * 3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_MULTI_HEAD))
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multi_head_shape_errors_are_the_ground_truths(case: str, need_weights: bool) -> None:
+    """Bad multi-head shapes: the ground truth's exception type and message, word for word."""
+    kwargs = dict(query=_ROWS, key=_ROWS, value=_ROWS, w_q=_W, w_k=_W, w_v=_W)
+    kwargs.update(_BAD_MULTI_HEAD[case])
+    with pytest.raises((ValueError, TypeError), match=r"^\w+: ") as truth:
+        scratch.multi_head_attention(**kwargs)
+    with pytest.raises(truth.type, match=r"^\w+: ") as ours:
+        TC.multi_head_attention(**kwargs, need_weights=need_weights)
+    assert str(ours.value) == str(truth.value), case
+    if case in ("key lead", "one-dim query"):
+        return  # a trace is one (L, d_model) example: those refuse for that reason first
+    trace_kwargs = dict(kwargs, x=kwargs.pop("query"))
+    with pytest.raises(truth.type, match=r"^\w+: ") as traced:
+        TC.trace_attention(**trace_kwargs)
+    assert str(traced.value) == str(truth.value), case
+
+
+def _mask_examples(target: tuple) -> dict[str, dict]:
+    """Options keyword arguments giving each mask kind (a new kind needs an example here)."""
+    rng = random.Random(5)
+    lead, (L, S) = target[:-2], target[-2:]
+    bools = [[rng.random() < 0.6 for _ in range(S)] for _ in range(L)]  # (L, S)
+    floats = [[[rng.choice([0.0, -1.5, -math.inf]) for _ in range(S)]] for _ in range(lead[-1])]
+    return {
+        "none": {},
+        "causal": {"is_causal": True},
+        "given": {"attn_mask": bools},
+        "given (float, (H, 1, S))": {"attn_mask": floats},
+    }
+
+
+@pytest.mark.parametrize("target", [(3, 4), (2, 3, 4), (2, 3, 5, 4)])
+def test_build_mask_gives_the_ground_truths_mask_for_every_kind(target: tuple) -> None:
+    """torch's one mask builder against the truth's, entry by entry, for each Options.mask_kind."""
+    from scratch.attention import build_mask as truth_mask
+    from scratch.backends.torch_math import build_mask
+    from scratch.options import MASK_KINDS, Options
+
+    examples = _mask_examples(target if len(target) > 2 else (1, *target))
+    kinds = {Options(**kwargs).mask_kind for kwargs in examples.values()}
+    assert kinds == set(MASK_KINDS)  # a new kind fails here until it has an example
+    for name, kwargs in examples.items():
+        if len(target) == 2 and "float" in name:
+            continue  # (H, 1, S) needs a head axis
+        options = Options(**kwargs)
+        ours, truth = build_mask(options, target, torch.device("cpu")), truth_mask(options, target)
+        if truth is None:
+            assert ours is None, name
+            continue
+        full = torch.broadcast_to(ours, target)
+        assert (full.dtype == torch.bool) == truth.is_bool, name
+        for index in np.ndindex(*target[:-2]):
+            assert full[index].tolist() == truth.slice(index), (name, index)

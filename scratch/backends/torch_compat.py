@@ -1,0 +1,154 @@
+"""Torch backend, floor 2: torch's fused SDPA and what torch 2.13 needs around it.
+
+`fused` calls `torch.nn.functional.scaled_dot_product_attention` and then applies the masked_rows
+policy to rows whose keys are all masked. On CPU, torch 2.13 already returns zeros for those rows
+(both its fused and its math kernel); "nan" and "uniform" are patched in. The helpers below find
+those rows cheaply and work around the fused kernel's corner cases (causal with scale <= 0, 1-D
+masks, float masks of another dtype, no generator argument).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from scratch.backends.torch_inputs import cast_mask, compute_dtype
+from scratch.backends.torch_math import dropout
+from scratch.options import Options
+
+
+def fused(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float,
+    options: Options,
+    gen: torch.Generator | None,
+    enable_gqa: bool,
+) -> torch.Tensor:
+    """torch's fused SDPA (causal by its own flag, `mask` None), then the masked_rows policy."""
+    is_causal = options.is_causal
+    if is_causal and _rounds_to_nonpositive(scale, q.dtype):
+        # torch 2.13's fused CPU kernel returns NaN rows for is_causal with scale <= 0 (it seems
+        # to scale after masking: -inf * 0 = NaN), also for a tiny scale that rounds to 0 in its
+        # compute dtype; the same causal mask passed explicitly is fine
+        L, S = q.shape[-2], k.shape[-2]
+        mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()  # top-left
+        is_causal = False
+    if mask is not None and mask.dtype != torch.bool:
+        # torch's fused kernel requires mask dtype == q's dtype, so a wider float mask is rounded
+        # to q's dtype here (e.g. float32 -> float16): that rounding is on top of what
+        # scratch.tolerance bounds, which assumes the mask exactly as given
+        mask = cast_mask(mask, q.dtype)
+    if mask is not None and mask.ndim < 2:
+        # torch 2.13's fused kernel raises IndexError on a 1-D (S,) mask with 4-D input;
+        # (1, S) broadcasts over (..., L, S) the same way
+        mask = mask.unsqueeze(0)  # (S,) -> (1, S)
+    p = options.dropout_p
+    call = dict(
+        attn_mask=mask, dropout_p=p, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
+    )
+    if p > 0.0 and gen is not None:  # SDPA takes no generator: seed a forked global RNG
+        seed = int(torch.randint(2**62, (1,), generator=gen, device=gen.device))
+        devices = [q.device] if q.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices, device_type=q.device.type):
+            torch.manual_seed(seed)
+            output = F.scaled_dot_product_attention(q, k, v, **call)
+    else:
+        output = F.scaled_dot_product_attention(q, k, v, **call)  # (..., L, Ev)
+    return _empty_rows_policy(output, q, k, v, mask, is_causal, scale, options, gen)
+
+
+def _empty_rows_policy(output, q, k, v, mask, is_causal, scale, options, gen) -> torch.Tensor:
+    """The masked_rows policy on the rows of `output` whose keys are all masked."""
+    masked_rows = options.masked_rows
+    if masked_rows == "zero" and _sdpa_zeroes_empty_rows(q.device, q.dtype):
+        return output  # the kernel itself gives zero rows, whatever emptied them
+    # top-left causal always leaves key 0 to row i, so a row is emptied by a user mask, or by
+    # the data when a score can overflow to -inf (huge or non-finite q and k: rare, checked
+    # in O((L + S) E) before any O(L S) work)
+    from_data = _scores_may_overflow(q, k, scale)
+    if mask is None and not from_data:
+        return output
+    fully = _empty_rows(q, k, mask, is_causal, scale) if from_data else _mask_empty_rows(mask)
+    if fully is None:
+        return output
+    if masked_rows == "zero":
+        return output.masked_fill(fully, 0.0)
+    if masked_rows == "nan":
+        return output.masked_fill(fully, math.nan)
+    S = k.shape[-2]  # "uniform": weights 1/S over all keys (then dropout), output = weights @ v
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        v = v.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)  # (..., Hq, S, Ev)
+    wide = compute_dtype(v.dtype)
+    uniform = torch.full((*output.shape[:-1], S), 1.0 / S, dtype=wide, device=v.device)
+    row = (dropout(uniform, options.dropout_p, gen) @ v.to(wide)).to(output.dtype)  # (..., L, Ev)
+    return torch.where(fully, row, output)
+
+
+def _mask_empty_rows(mask: torch.Tensor) -> torch.Tensor | None:
+    """(..., L, 1) True where the mask leaves a row no key; None when no row is empty."""
+    # one reduction over the mask (not the scores): a row's largest entry says if it is empty
+    if mask.dtype == torch.bool:  # bool reductions are slow in torch: reduce the bytes instead
+        row_max, empty = mask.view(torch.uint8).amax(dim=-1), 0  # (..., L)
+    else:
+        row_max, empty = mask.amax(dim=-1), -math.inf  # (..., L)
+    if row_max.min().item() != empty:
+        return None
+    return (row_max == empty).unsqueeze(-1)  # (..., L, 1) broadcasts over (..., L, Ev)
+
+
+def _scores_may_overflow(q: torch.Tensor, k: torch.Tensor, scale: float) -> bool:
+    """Whether some |scale * q_i . k_j| may reach the compute dtype's largest finite value."""
+    wide = torch.float64
+    rows = q.to(wide).abs().sum(dim=-1).amax()  # max_i sum_c |q_ic|
+    keys = k.to(wide).abs().amax()  # max_jc |k_jc|
+    bound = abs(scale) * rows * keys  # >= every |scaled score| (NaN or inf if the data are)
+    return not bool(bound < torch.finfo(compute_dtype(q.dtype)).max)
+
+
+def _empty_rows(q, k, mask, is_causal, scale) -> torch.Tensor | None:
+    """(..., L, 1) True where every masked score is -inf, from the data or the mask."""
+    wide = compute_dtype(q.dtype)
+    if is_causal:  # top-left, as SDPA's is_causal
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)  # (..., Hq, S, E)
+    masked = (q.to(wide) @ k.to(wide).transpose(-2, -1)) * scale  # (..., L, S)
+    if mask is not None:
+        masked = masked.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else masked + mask
+    fully = (masked == -math.inf).all(dim=-1, keepdim=True)  # (..., L, 1)
+    return fully if bool(fully.any()) else None
+
+
+def _rounds_to_nonpositive(scale: float, storage: torch.dtype) -> bool:
+    """True when `scale` is <= 0 once rounded to the compute dtype of `storage` data."""
+    return torch.tensor(scale, dtype=compute_dtype(storage)).item() <= 0.0
+
+
+_ZEROES_CACHE: dict = {}
+
+
+def _sdpa_zeroes_empty_rows(device: torch.device, dtype: torch.dtype) -> bool:
+    """Probe once per device type and dtype: does SDPA return exact zeros for empty rows?"""
+    key = (device.type, dtype)
+    if key not in _ZEROES_CACHE:
+        if device.type != "cpu":  # GPU kernels differ by architecture: always check there
+            _ZEROES_CACHE[key] = False
+        else:
+            q = torch.ones(1, 2, 3, 4, dtype=dtype)  # row 1 of the masks below is empty
+            bool_mask = torch.tensor([[True, True], [False, False], [True, False]])
+            float_mask = torch.zeros(3, 2, dtype=dtype).masked_fill(~bool_mask, -math.inf)
+            rows = []
+            for v in (q[:, :, :2], torch.ones(1, 2, 2, 3, dtype=dtype)):  # Ev = E: fused; else math
+                for mask in (bool_mask, float_mask):
+                    out = F.scaled_dot_product_attention(q, q[:, :, :2], v, attn_mask=mask)
+                    rows.append(out[..., 1, :])
+            _ZEROES_CACHE[key] = all(bool((row == 0).all()) for row in rows)
+    return _ZEROES_CACHE[key]
+
+
+__all__ = ["fused"]

@@ -1,0 +1,124 @@
+"""Torch backend, floor 1: the explicit pipeline (mask, scores, softmax, dropout, weights @ v).
+
+For float16/bfloat16 it does what fused GPU kernels do: q, k, v are widened to float32, scores and
+softmax are computed in float32, the weights are rounded to the storage dtype (these are the
+returned weights), and output = rounded weights @ v is accumulated in float32 and rounded once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from scratch import validate
+from scratch.backends.torch_inputs import Placement, as_mask, cast_mask
+from scratch.options import Options
+
+
+def build_mask(
+    options: Options, target: tuple, device: torch.device, fused: bool = False
+) -> torch.Tensor | None:
+    """The mask of `options.mask_kind` for scores of shape `target`: bool (True = may attend),
+    float (added), or None. A new mask kind is one more branch here, in both kernels."""
+    L, S = target[-2:]
+    if options.mask_kind == "causal":  # PyTorch's top-left causal mask
+        if fused:
+            return None  # torch's fused kernel builds it itself from is_causal=True
+        return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
+    if options.mask_kind == "given":
+        mask = as_mask(options.attn_mask, device)
+        validate.check_mask_shape(tuple(mask.shape), target)
+        return mask
+    return None
+
+
+def dropout(weights: torch.Tensor, p: float, gen: torch.Generator | None) -> torch.Tensor:
+    """Zero each weight with probability p and scale the kept ones by 1/(1-p)."""
+    if p == 0.0:
+        return weights
+    where = gen.device if gen is not None else weights.device
+    keep = torch.rand(weights.shape, generator=gen, device=where).to(weights.device) >= p
+    return torch.where(keep, weights / (1.0 - p), torch.zeros((), dtype=weights.dtype))
+
+
+@dataclass(frozen=True)
+class Attended:
+    """Every intermediate of attention on (..., H, L, E) heads."""
+
+    scores: torch.Tensor  # (..., L, S) in the math dtype
+    scaled: torch.Tensor  # (..., L, S) in the math dtype
+    masked: torch.Tensor  # (..., L, S) in the math dtype
+    weights: torch.Tensor  # (..., L, S) in the storage dtype, after dropout
+    output: torch.Tensor  # (..., L, Ev) in the storage dtype
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float,
+    options: Options,
+    place: Placement,
+    gen: torch.Generator | None = None,
+) -> Attended:
+    """Attention on (..., H, L, E) tensors in the storage dtype, every intermediate kept."""
+    q, k, v = q.to(place.wide), k.to(place.wide), v.to(place.wide)
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:  # GQA: kv head h // group serves query head h
+        group = q.shape[-3] // k.shape[-3]
+        k = k.repeat_interleave(group, dim=-3)  # (..., Hkv, S, E) -> (..., Hq, S, E)
+        v = v.repeat_interleave(group, dim=-3)  # (..., Hkv, S, Ev) -> (..., Hq, S, Ev)
+    # step 2: scores = q @ k^T, one dot product per (query, key) pair
+    scores = q @ k.transpose(-1, -2)  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    # step 3: scaled = scores * scale
+    scaled = scores * scale  # (..., L, S)
+    # step 4: masked = scaled + mask: -inf added where a key is excluded (False in a bool mask,
+    # -inf in a float mask), as torch's reference does: a NaN or +inf score there gives NaN
+    if mask is None:
+        masked = scaled
+    elif mask.dtype == torch.bool:
+        masked = torch.where(mask, scaled, scaled - math.inf)  # (L, S) over (..., L, S)
+    else:
+        masked = scaled + cast_mask(mask, scaled.dtype)
+    # step 5: weights = softmax of each row (subtract the row max so exp never overflows)
+    fully = torch.isneginf(masked).all(dim=-1)  # (..., L) True where every key is -inf
+    top = masked.amax(dim=-1, keepdim=True)  # (..., L, 1)
+    top = torch.where(fully.unsqueeze(-1), torch.zeros((), dtype=top.dtype), top)
+    e = torch.exp(masked - top)  # (..., L, S), each in [0, 1]
+    weights = e / e.sum(dim=-1, keepdim=True)
+    # step 5, then: rows with every key masked follow the policy instead of 0 / 0
+    empty = bool(fully.any())
+    if empty:
+        fill = {"zero": 0.0, "nan": math.nan, "uniform": 1.0 / k.shape[-2]}[options.masked_rows]
+        weights = weights.masked_fill(fully.unsqueeze(-1), fill)
+    # step 5, then: dropout on the weights (the returned weights are the dropped ones)
+    weights = dropout(weights, options.dropout_p, gen).to(place.storage)
+    # step 6: output = rounded weights @ v, accumulated wide and rounded once
+    output = (weights.to(v.dtype) @ v).to(place.storage)  # (..., L, S) @ (..., S, Ev)
+    if empty and options.masked_rows == "zero":  # exactly 0 even if v holds inf or NaN
+        output = output.masked_fill(fully.unsqueeze(-1), 0.0)  # (..., L, 1) over (..., L, Ev)
+    return Attended(scores, scaled, masked, weights, output)
+
+
+def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, place: Placement):
+    """x @ w (+ b), accumulated wide and rounded to storage once, like a fused linear layer."""
+    out = x.to(place.wide) @ w.to(place.wide)  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
+    if b is not None:
+        out = out + b.to(place.wide)
+    return out.to(place.storage)
+
+
+def split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
+    """(..., n, heads*d) -> (..., heads, n, d): head h is columns h*d:(h+1)*d."""
+    *lead, n, width = t.shape
+    return t.reshape(*lead, n, heads, width // heads).transpose(-3, -2)
+
+
+def concat_heads(heads_out: torch.Tensor) -> torch.Tensor:
+    """(..., H, L, dv) -> (..., L, H*dv): the heads side by side."""
+    return heads_out.transpose(-3, -2).flatten(-2)
+
+
+__all__ = ["Attended", "attend", "build_mask", "concat_heads", "dropout", "project", "split_heads"]
