@@ -197,9 +197,12 @@ def test_very_negative_scores_are_not_mistaken_for_masked_rows(dtype):
     assert np.abs(out_t[0]).max() > 0.1  # the truth is not the zero of a masked row
 
 
+@pytest.mark.parametrize("threads", [False, True])
 @pytest.mark.parametrize("need_weights", [True, False])
-def test_grouped_query_attention(need_weights):
-    """Query head h reads key/value head h // (Hq // Hkv)."""
+def test_grouped_query_attention(monkeypatch, need_weights, threads):
+    """Query head h reads key/value head h // (Hq // Hkv), on one thread or spread over cores."""
+    if threads:
+        monkeypatch.setattr(nc, "PARALLEL_MIN", 0)
     rng = np.random.default_rng(11)
     q = rng.standard_normal((2, 6, 5, 4))
     k = rng.standard_normal((2, 2, 7, 4))
@@ -299,13 +302,17 @@ def test_shared_tasks_run_once_each_and_a_failure_is_raised():
 
 
 @pytest.mark.parametrize("lead,blocks", [((2, 3), (2, 4)), ((1,), None)])
-@pytest.mark.parametrize("masking", ["none", "bool", "causal"])
+@pytest.mark.parametrize("masking", ["none", "bool", "float", "causal"])
 def test_worker_threads_match_ground_truth(monkeypatch, masking, lead, blocks):
     """Query chunks on worker threads (BLAS on one thread meanwhile, restored after); one
     problem with the default sizes is cut into one chunk per core."""
     monkeypatch.setattr(nc, "PARALLEL_MIN", 0)
-    q, k, v, mask = make_case(14, lead=lead, L=9, S=11, mask="bool")
-    kw = dict(attn_mask=mask if masking == "bool" else None, is_causal=masking == "causal")
+    q, k, v, mask = make_case(
+        14, lead=lead, L=9, S=11, mask="float" if masking == "float" else "bool"
+    )
+    kw = dict(
+        attn_mask=mask if masking in ("bool", "float") else None, is_causal=masking == "causal"
+    )
     out_t, w_t = truth(q, k, v, **kw)
     control = nc._openblas_threads()
     before = None if control is None else control[0]()
