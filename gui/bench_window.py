@@ -17,6 +17,7 @@ TICK_MS = 5
 WINDOW_TOKENS = 4096
 RECOMPUTE_GOAL = 1.5  # recompute (trace + check) <= this x the backend's trace alone
 GAP_GOAL_S = 0.100  # the event loop is never blocked longer than this
+_app = None  # the QApplication measure() made or found
 
 
 def _session(tokens: int):
@@ -70,7 +71,8 @@ def measure(rounds: int = 5, tokens: int = WINDOW_TOKENS) -> dict:
     from gui import controller, core_api, sampled_check
     from gui.worker import TraceWorker
 
-    app = QApplication.instance() or QApplication([])
+    global _app  # kept alive: a second measure() in this process reuses it (Qt's objects too)
+    app = _app = QApplication.instance() or QApplication([])
     worker = TraceWorker()
     session = _session(tokens)
     kwargs = controller.trace_kwargs(session)

@@ -9,7 +9,7 @@ from PyQt6.QtCore import Qt
 from PyQt6.QtGui import QColor, QFont
 from PyQt6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-from gui import view_model
+from gui import sampled_check, view_model
 from gui.heatmap import Heatmap
 
 PASS, FAIL = QColor(200, 240, 200), QColor(255, 190, 190)
@@ -23,6 +23,26 @@ def _number(v: object) -> float:
     except TypeError:
         a = np.asarray(v, dtype=np.float64)
         return float(np.nanmax(a)) if a.size else 0.0
+
+
+def shape_text(trace: object, name: str) -> str:
+    """The shape of the step a check compares; for a sampled check the query axis reads
+    "16 of 4096"."""
+    sampled = sampled_check.sampled_view(name, trace)
+    if sampled is None:
+        return " x ".join(map(str, trace[name].shape)) if name in trace else ""
+    step, rows = sampled
+    parts = [str(n) for n in trace[step].shape]
+    if "query" in trace[step].axes:
+        axis = trace[step].axes.index("query")
+        parts[axis] = f"{len(rows)} of {parts[axis]}"
+    return " x ".join(parts)
+
+
+def _token_label(tokens: list[str], i: int) -> str:
+    """Query row i's label: its token, with the row number when the token does not say it."""
+    token = str(tokens[i])
+    return token if token == f"t{i}" else f"{i}: {token}"
 
 
 class CheckPanel(QWidget):
@@ -79,10 +99,9 @@ class CheckPanel(QWidget):
         self.diff_map.setVisible(bool(self.checks))
         self.table.setRowCount(len(self.checks))
         for r, check in enumerate(self.checks):
-            shape = outcome.trace[check.name].shape if check.name in outcome.trace else ()
             cells = (
                 check.name,
-                " x ".join(map(str, shape)),
+                shape_text(outcome.trace, check.name),
                 f"{check.max_abs_diff:.3g}",
                 f"{_number(check.bound):.3g}",
                 "pass" if check.ok else "FAIL",
@@ -118,17 +137,24 @@ class CheckPanel(QWidget):
         top = max(float(finite.max()) if finite.size else 0.0, _number(check.bound))
         top = min(max(top, view_model.LEVEL_FLOOR), view_model.DISPLAY_LIMIT)
         rows, cols = image.shape
-        step = self.trace[check.name] if check.name in self.trace else None
+        sampled = sampled_check.sampled_view(check.name, self.trace)
+        name = sampled[0] if sampled else check.name
+        step = self.trace[name] if name in self.trace else None
         axes = list(step.axes[-2:]) if step is not None and len(step.axes) >= 2 else ["row", "col"]
+        row_labels = view_model.labels_for(self.trace, axes[0], rows)
+        row_axis = axes[0]
+        if sampled and axes[0] == "query" and len(sampled[1]) == rows:
+            row_labels = [_token_label(self.trace.tokens, i) for i in sampled[1]]
+            row_axis = f"query ({rows} sampled of {len(self.trace.tokens)})"
         panel = view_model.Panel(
-            title=f"|{check.name} - ground truth|"
-            + (" (largest over heads)" if step and step.axes[0] == "head" else ""),
+            # a short title: a long one widens the plot past the room this panel has
+            title=f"|{name} - ground truth|",
             image=image,
             raw=image.astype(np.float64),
-            row_labels=view_model.labels_for(self.trace, axes[0], rows),
+            row_labels=row_labels,
             col_labels=view_model.labels_for(self.trace, axes[-1], cols),
-            row_axis=axes[0],
-            col_axis=axes[-1],
+            row_axis=row_axis,
+            col_axis=axes[-1] + (", largest over heads" if step and step.axes[0] == "head" else ""),
             kind="weights",
             levels=(0.0, top),
             step=check.name,

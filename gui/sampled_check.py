@@ -10,6 +10,9 @@ and v are not checked in this mode, and the window says so.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+
 import numpy as np
 
 import scratch
@@ -33,6 +36,25 @@ def describe(num_tokens: int) -> str:
         f"{rows} of {num_tokens} query rows checked (seeded sample, seed {SAMPLE_SEED}, first "
         f"and last row included) from the backend's own q, k, v; projections not checked"
     )
+
+
+def check_name(step: str, count: int) -> str:
+    """The name of a sampled check of `step` over `count` rows (read back by `sampled_view`)."""
+    return f"{step} ({count} sampled rows)"
+
+
+def sampled_view(name: str, trace: object) -> tuple[str, list[int]] | None:
+    """(the trace step a sampled check compares, the query rows it checked), or None when
+    `name` is not a sampled check's."""
+    step, _, rest = name.partition(" (")
+    if not rest.endswith(" sampled rows)") or step not in trace:
+        return None
+    return step, checked_rows(len(trace.tokens))
+
+
+def checked_rows(num_tokens: int) -> list[int]:
+    """The query rows a sampled check looks at: seeded, first and last included, sorted."""
+    return scratch.sample_rows(num_tokens, min(SAMPLE_ROWS, num_tokens), SAMPLE_SEED)
 
 
 def _per_head(value: object, heads: int, rows: list[int] | None = None) -> np.ndarray:
@@ -90,11 +112,26 @@ def _weights_bound(q_rows, k, p, scale, dtype, mask_rows) -> np.ndarray:
     return factor * p + sum(r.weight_floor for r in parts)
 
 
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off meanwhile (restored after, unless it was off).
+
+    The ground truth makes about a million floats and lists at 4096 tokens and no cycles; the
+    collections their allocations set off cost about a quarter of its time."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
     """Checks of the sampled rows' head outputs and weights, every head."""
     H, Hkv = trace.num_heads, trace.num_kv_heads
     L = len(trace.tokens)
-    rows = scratch.sample_rows(L, min(SAMPLE_ROWS, L), SAMPLE_SEED)
+    rows = checked_rows(L)
     q = _split(np.asarray(_per_head(trace["q"].value, 1)[0]), H)  # (H, L, d_k)
     k = _split(np.asarray(_per_head(trace["k"].value, 1)[0]), Hkv)  # (Hkv, S, d_k)
     v = _split(np.asarray(_per_head(trace["v"].value, 1)[0]), Hkv)  # (Hkv, S, d_v)
@@ -115,33 +152,35 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
     # only those query rows are passed (rows are independent), with their mask rows
     q_rows = q[:, rows].tolist()  # (H, R, d_k)
     everyone = list(range(len(rows)))
-    out_t, w_t = scratch.attention_rows(q_rows, k.tolist(), v.tolist(), everyone, **options)
+    with _collector_paused():
+        out_t, w_t = scratch.attention_rows(q_rows, k.tolist(), v.tolist(), everyone, **options)
     out_t, w_t = np.asarray(out_t, np.float64), np.asarray(w_t, np.float64)  # (H, R, .)
-    # step 2: the bound per output element (row-independent, so the sampled rows alone)
-    group = H // Hkv
-    bounds = []
-    for h in range(H):
-        float_mask = None
-        if mask_rows is not None and not isinstance(mask_rows[0][0], bool):
-            float_mask = mask_rows
-        bounds.append(
-            scratch.tolerance(
-                q[h][rows].tolist(),
-                k[h // group].tolist(),
-                v[h // group].tolist(),
-                np.nan_to_num(w_t[h]).tolist(),
-                scale=trace.scale,
-                dtype=dtype,
-                attn_mask=float_mask,
-            )
-        )
-    out_bound = np.asarray(bounds, np.float64)  # (H, R, d_v)
+    # step 2: the bound per output element (row-independent, so the sampled rows alone), every
+    # head in one call on float64 arrays (nested lists would be walked and checked element by
+    # element: 131k weights at 4096 tokens and two heads)
+    float_mask = None
+    if mask_rows is not None and not isinstance(mask_rows[0][0], bool):
+        float_mask = np.asarray(mask_rows, np.float64)  # (R, S), the same for every head
+    out_bound = np.asarray(
+        scratch.tolerance(
+            q[:, rows],
+            k,
+            v,
+            np.nan_to_num(w_t),
+            scale=trace.scale,
+            dtype=dtype,
+            attn_mask=float_mask,
+            enable_gqa=H != Hkv,
+        ),
+        np.float64,
+    )  # (H, R, d_v)
     # step 3: weights within R_i p_ij + floor (scratch.tolerance's row factor), the kernel's
     # rounding in `dtype` plus the ground truth's own in float64
+    group = H // Hkv
     w_bound = _weights_bound(
         q[:, rows], k[np.arange(H) // group], w_t, trace.scale, dtype, mask_rows
     )
     return [  # outputs first: the Check tab opens on the first row, a readable (R, d_v) image
-        _step_check(f"{name} ({len(rows)} sampled rows)", outputs, out_t, out_bound),
-        _step_check(f"weights ({len(rows)} sampled rows)", weights, w_t, w_bound),
+        _step_check(check_name(name, len(rows)), outputs, out_t, out_bound),
+        _step_check(check_name("weights", len(rows)), weights, w_t, w_bound),
     ]

@@ -501,7 +501,9 @@ def footer(markdown: bool = False, repeats: int | None = None) -> str:
         f"threads, no softmax) is a reference, not a ceiling: the tiled kernel's products on "
         f"one worker per core run faster. Peak memory growth: tracemalloc for NumPy and plain "
         f"Python, RSS sampled every 1 ms from /proc for torch, the CUDA allocator's peak for "
-        f"cuda rows; n/a for the matmuls-alone row. Plain Python runs only up to "
+        f"cuda rows, during a call after the warm-up (buffers a kernel keeps between calls, "
+        f"such as numpy chunked's few MiB per thread, are made by the warm-up and not counted); "
+        f"n/a for the matmuls-alone row. Plain Python runs only up to "
         f"L = {PYTHON_MAX_L}, explicit kernels up to L = {EXPLICIT_MAX_L}. "
         f"{bench_host.host_line()} {_load()}"
     )

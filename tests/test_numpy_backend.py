@@ -196,9 +196,12 @@ def test_very_negative_scores_are_not_mistaken_for_masked_rows(dtype):
     assert np.abs(out_t[0]).max() > 0.1  # the truth is not the zero of a masked row
 
 
+@pytest.mark.parametrize("threads", [False, True])
 @pytest.mark.parametrize("need_weights", [True, False])
-def test_grouped_query_attention(need_weights):
-    """Query head h reads key/value head h // (Hq // Hkv)."""
+def test_grouped_query_attention(monkeypatch, need_weights, threads):
+    """Query head h reads key/value head h // (Hq // Hkv), on one thread or spread over cores."""
+    if threads:
+        monkeypatch.setattr(nc, "PARALLEL_MIN", 0)
     rng = np.random.default_rng(11)
     q = rng.standard_normal((2, 6, 5, 4))
     k = rng.standard_normal((2, 2, 7, 4))
@@ -292,22 +295,45 @@ def test_fast_pass_used_on_typical_scores_and_not_on_huge_logits(monkeypatch):
     assert calls == [(0, 4), (4, 8)] * 2  # overflow: each query chunk of each batch entry
 
 
-@pytest.mark.parametrize("masking", ["none", "bool", "causal"])
-def test_worker_threads_match_ground_truth(monkeypatch, masking):
-    """Query chunks on worker threads (BLAS on one thread meanwhile, restored after)."""
+def test_shared_tasks_run_once_each_and_a_failure_is_raised():
+    """The calling thread and the pool's threads take every task exactly once; an exception
+    in any of them reaches the caller."""
+    seen: list[int] = []
+    nc._share(list(range(40)), 2, seen.append)  # list.append is atomic under the GIL
+    assert sorted(seen) == list(range(40))
+
+    def fail_on_7(task: int) -> None:
+        if task == 7:
+            raise ValueError("task 7 failed")
+
+    with pytest.raises(ValueError, match="task 7 failed"):
+        nc._share(list(range(40)), 2, fail_on_7)
+
+
+@pytest.mark.parametrize("lead,blocks", [((2, 3), (2, 4)), ((1,), None)])
+@pytest.mark.parametrize("masking", ["none", "bool", "float", "causal"])
+def test_worker_threads_match_ground_truth(monkeypatch, masking, lead, blocks):
+    """Query chunks on worker threads (BLAS on one thread meanwhile, restored after); one
+    problem with the default sizes is cut into one chunk per core."""
     monkeypatch.setattr(nc, "PARALLEL_MIN", 0)
-    q, k, v, mask = make_case(14, lead=(2, 3), L=9, S=11, mask="bool")
-    kw = dict(attn_mask=mask if masking == "bool" else None, is_causal=masking == "causal")
+    q, k, v, mask = make_case(
+        14, lead=lead, L=9, S=11, mask="float" if masking == "float" else "bool"
+    )
+    kw = dict(
+        attn_mask=mask if masking in ("bool", "float") else None, is_causal=masking == "causal"
+    )
     out_t, w_t = truth(q, k, v, **kw)
     control = nc._openblas_threads()
     before = None if control is None else control[0]()
-    res = nb.scaled_dot_product_attention(q, k, v, need_weights=False, block_size=(2, 4), **kw)
+    res = nb.scaled_dot_product_attention(q, k, v, need_weights=False, block_size=blocks, **kw)
     assert_close(
         "threaded output",
         res.output,
         out_t,
         output_bound(q, k, v, w_t, 0.5, "float64", kw["attn_mask"], 3),
     )
+    if nc._cores() > 1 and control is not None:
+        assert "threads (this one included)" in res.detail
     if control is not None:
         assert control[0]() == before
 
@@ -694,6 +720,19 @@ def test_scale_too_large_to_fold_into_q_is_applied_per_tile():
     for need_weights in (True, False):
         found = nb.scaled_dot_product_attention(q, k, v, scale=1e20, need_weights=need_weights)
         assert found.output.tolist() == truth[0], (need_weights, found.output)
+
+
+def test_scale_is_folded_into_q_only_where_no_element_overflows_or_goes_subnormal():
+    """Each worker folds the scale into its chunk of q unless a product overflows or lands
+    below float32's smallest normal number (bits of q lost); a zero stays zero and is fine."""
+    tiles = nc._Tiles(4, 4, 2, np.dtype(np.float32), 3)
+    fine = np.array([[1e-30, 0.0, 2.0], [-3.0, 4.0, 0.0]], dtype=np.float32)
+    folded, tile_scale = tiles.fold(fine, 0.01)
+    assert tile_scale is None and np.array_equal(folded, fine * np.float32(0.01))
+    for q, factor in (([[1e-37, 0.0, 2.0]], 0.01), ([[1e38, 1.0, 0.0]], 10.0)):
+        q = np.array(q, dtype=np.float32)
+        folded, tile_scale = tiles.fold(q, factor)
+        assert tile_scale == factor and folded is q, (q, factor)
 
 
 def test_float_mask_beyond_float32_range_stays_finite():

@@ -111,3 +111,34 @@ def test_a_passing_check_shows_the_bound_where_the_difference_is_largest():
     s = dataclasses.replace(s, backend="numpy", dtype="float32")
     for check in controller.run(s).checks:
         assert check.ok and check.max_abs_diff <= check.bound
+
+
+def test_the_check_tab_names_the_sampled_tokens_and_shapes(qtbot):
+    """The Check tab labels the sampled check's rows with their tokens and says "16 of L"."""
+    pytest.importorskip("pyqtgraph")
+    from gui.check_panel import CheckPanel
+
+    outcome = controller.run(_session(3))
+    rows = sampled_check.checked_rows(L_SAMPLED)
+    assert rows[0] == 0 and rows[-1] == L_SAMPLED - 1 and rows != list(range(len(rows)))
+    panel = CheckPanel()
+    qtbot.addWidget(panel)
+    panel.set_outcome(outcome)
+    shapes = [panel.table.item(r, 1).text() for r in range(panel.table.rowCount())]
+    assert shapes == [f"2 x 16 of {L_SAMPLED} x 2", f"2 x 16 of {L_SAMPLED} x {L_SAMPLED}"]
+    for row, columns in ((0, ["0", "1"]), (1, [f"t{j}" for j in range(L_SAMPLED)])):
+        panel.table.setCurrentCell(row, 0)
+        shown = panel.diff_map.panel
+        assert shown.row_labels == [f"t{i}" for i in rows]  # the tokens checked, in order
+        assert shown.row_axis == f"query (16 sampled of {L_SAMPLED})"
+        assert shown.col_labels == columns
+        assert shown.image.shape == (16, len(columns))
+
+
+def test_sampled_rows_of_a_real_text_are_labelled_with_their_position():
+    """A token that does not spell its own position gets the row number in front."""
+    pytest.importorskip("PyQt6")
+    from gui.check_panel import _token_label
+
+    assert _token_label(["t0", "t1"], 1) == "t1"
+    assert _token_label(["the", "cat"], 1) == "1: cat"

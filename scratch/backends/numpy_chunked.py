@@ -13,8 +13,10 @@ the diagonal are skipped) and keeps a running output (chunk, Ev) and a running d
 
 On a host where NumPy has SIMD exp2 (AVX-512: NumPy's float32 exp2 costs half its exp),
 scale * log2(e) is folded into q and exp2 is used; elsewhere scale alone and exp. Detected
-once (`EXP_CHOICE`) and recorded in the Result's `detail`. Large problems spread query
-chunks over worker threads, one per core, with OpenBLAS held to one thread meanwhile.
+once (`exp_choice`) and recorded in the Result's `detail`. Large problems spread query
+chunks over one thread per core (the calling thread is one of them, each takes the next chunk
+when it is free), with OpenBLAS held to one thread meanwhile. Each worker folds the scale into
+its chunk of q in a buffer it keeps, and reads k^T as k[j0:j1].T: no per-call copy of q or k.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ from itertools import product
 
 import numpy as np
 
-# Query chunk and key block. Measured interleaved with torch SDPA at L = S = 4096 and 16384,
-# E = 64, float32, two loaded AVX-512 cores: 1024 x 256, 512 x 256 and 512 x 512 (1 MiB float32
-# tiles, in a core's L2 cache) within noise of each other, 1024 x 1024 and 2048 x 256 behind.
-QUERY_CHUNK = 1024
+# Query chunk and key block. Measured interleaved with torch SDPA at L = S = 4096, E = 64,
+# float32, two AVX-512 cores (1 MiB L2 each): 2048 x 256 and 2048 x 128 ahead of 1024 x 256 and
+# 512 x 512 by 1-6%; with fewer chunks than cores the chunk shrinks to ceil(L / cores).
+QUERY_CHUNK = 2048
 KEY_BLOCK = 256
 FAST_PASS = True  # try exp without the max first (tests switch it off to check `safe` alone)
 PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
@@ -74,8 +76,11 @@ def _kv_index(index: tuple[int, ...], group: int) -> tuple[int, ...]:
 class _Tiles:
     """Buffers for one worker, reused across every tile of every problem it is given."""
 
-    def __init__(self, chunk: int, block: int, width: int, dtype: np.dtype):
+    def __init__(self, chunk: int, block: int, width: int, dtype: np.dtype, features: int):
         self.block = block
+        self.q_buf = np.empty((chunk, features), dtype=dtype)  # the chunk's q * scale
+        self.q_abs = np.empty((chunk, features), dtype=dtype)  # |q * scale| (underflow test)
+        self.q_tiny = np.empty((chunk, features), dtype=bool)
         self.s_buf = np.empty((chunk, block), dtype=dtype)  # scores of one tile
         self.tile = np.empty((chunk, width), dtype=dtype)  # one tile's p @ v
         self.acc = np.empty((chunk, width), dtype=dtype)  # running output (not yet divided)
@@ -84,14 +89,29 @@ class _Tiles:
             np.empty(chunk, dtype=dtype) for _ in range(6)
         )
 
-    def bind(self, q_b, k_b, v_b, mask_b, is_causal, scale, offset, exp) -> _Tiles:
-        """Work on one (batch, head) problem: q (L, E), k^T (E, S), v (S, Ev).
+    def fold(self, q_rows: np.ndarray, factor: float) -> tuple[np.ndarray, float | None]:
+        """(q_rows * factor, None) in this worker's buffer, or (q_rows, factor) when the product
+        overflows, or underflows where q @ k^T * factor would not: then each tile is scaled."""
+        n = len(q_rows)
+        folded = self.q_buf[:n]
+        with np.errstate(over="ignore", under="ignore"):
+            np.multiply(q_rows, folded.dtype.type(factor), out=folded)  # (n, E)
+        # max and min are NaN or +-inf exactly when some element is: no (n, E) temporary
+        fits = bool(np.isfinite(folded.max()) and np.isfinite(folded.min()))
+        if fits and abs(factor) < 1.0:  # below tiny only where q was 0 (0 * factor = 0)
+            tiny = np.finfo(folded.dtype).tiny
+            below = np.less(np.abs(folded, out=self.q_abs[:n]), tiny, out=self.q_tiny[:n])
+            fits = np.count_nonzero(below) == q_rows.size - np.count_nonzero(q_rows)
+        return (folded, None) if fits else (q_rows, factor)
 
-        scale is None when q already carries it, else each tile of scores is scaled; offset
-        (L,) is subtracted from the fast pass's scores (None: nothing); exp is np.exp or
-        np.exp2, matching what q carries."""
-        self.q, self.k_t, self.v, self.mask = q_b, k_b, v_b, mask_b
-        self.is_causal, self.S, self.scale = is_causal, k_b.shape[1], scale
+    def bind(self, q_rows, i0, k_b, v_b, mask_b, is_causal, scale, offset, exp) -> _Tiles:
+        """Work on rows i0:i0+n of one (batch, head) problem: q_rows (n, E), k (S, E), v (S, Ev).
+
+        scale is None when q_rows already carries it, else each tile of scores is scaled;
+        offset (n,) is subtracted from the fast pass's scores (None: nothing); exp is np.exp
+        or np.exp2, matching what q carries."""
+        self.q, self.first, self.k, self.v, self.mask = q_rows, i0, k_b, v_b, mask_b
+        self.is_causal, self.S, self.scale = is_causal, k_b.shape[0], scale
         self.offset, self.exp = offset, exp
         return self
 
@@ -103,7 +123,8 @@ class _Tiles:
         for j0 in range(0, stop, self.block):
             j1 = min(stop, j0 + self.block)
             s = self.s_buf[:n, : j1 - j0]
-            np.matmul(self.q[i0:i1], self.k_t[:, j0:j1], out=s)  # (n, E) @ (E, b) -> (n, b)
+            q_rows = self.q[i0 - self.first : i1 - self.first]
+            np.matmul(q_rows, self.k[j0:j1].T, out=s)  # (n, E) @ (E, b) -> (n, b)
             if self.scale is not None:
                 s *= s.dtype.type(self.scale)
             if self.is_causal and j1 - 1 > i0:  # the tile crosses the diagonal
@@ -137,7 +158,9 @@ class _Tiles:
         acc, tile, den, part = self.acc[:n], self.tile[:n], self.denom[:n], self.part[:n]
         acc.fill(0)
         den.fill(0)
-        offset = None if self.offset is None else self.offset[i0:i1, None]
+        offset = None
+        if self.offset is not None:
+            offset = self.offset[i0 - self.first : i1 - self.first, None]  # (n, 1)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked, not warned
             for j0, j1, s in self.blocks(i0, i1):
                 if offset is not None:
@@ -185,15 +208,15 @@ class _Tiles:
         return acc, d_r
 
 
-def _tiles(chunk: int, block: int, width: int, dtype: np.dtype) -> _Tiles:
+def _tiles(chunk: int, block: int, width: int, dtype: np.dtype, features: int) -> _Tiles:
     """This thread's buffers for these sizes, made once (a fresh 1 MiB array costs page faults)."""
     cache = getattr(_LOCAL, "tiles", None)
     if cache is None:
         cache = _LOCAL.tiles = {}
-    key = (chunk, block, width, np.dtype(dtype).name)
+    key = (chunk, block, width, np.dtype(dtype).name, features)
     if key not in cache:
-        cache.clear()  # keep one set per thread: memory stays O(chunk * block)
-        cache[key] = _Tiles(chunk, block, width, dtype)
+        cache.clear()  # keep one set per thread: memory stays O(chunk * (block + E))
+        cache[key] = _Tiles(chunk, block, width, dtype, features)
     return cache[key]
 
 
@@ -277,23 +300,10 @@ def chunked_output(
     exp_name, detail = kernel_detail(dtype, float_mask)
     exp = np.exp2 if exp_name == "exp2" else np.exp
     factor = scale * (math.log2(math.e) if exp_name == "exp2" else 1.0)  # in float64
-    # step 0: fold scale (and log2(e)) into q once, unless q * factor overflows or underflows
-    # where q @ k^T * factor would not: then each tile is scaled; k^T and v contiguous
-    with np.errstate(over="ignore", under="ignore"):
-        q_scaled = q * dtype.type(factor)  # (..., L, E)
-    tiny = np.finfo(dtype).tiny
-    folds = np.isfinite(q_scaled).all() and (
-        abs(factor) >= 1.0 or not ((q != 0) & (np.abs(q_scaled) < tiny)).any()
-    )
-    tile_scale = None if folds else factor
-    q_scaled = q_scaled if folds else q
-    k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))  # (..., E, S)
-    v_c = np.ascontiguousarray(v)  # (..., S, Ev)
-    # the fast pass's per-row offset: scores of row i are <= |q_i| max_j |k_j| |tile_scale|
+    v_c = np.ascontiguousarray(v)  # (..., S, Ev); k is read as k[j0:j1].T (BLAS transposes)
+    # the fast pass's per-row offset: scores of row i are <= |q_i| max_j |k_j| |factor|
     limit = LIMIT_LOG2 if exp_name == "exp2" else LIMIT_LOG2 * math.log(2.0)
-    with np.errstate(over="ignore"):
-        q_norm = np.sqrt(np.einsum("...e,...e->...", q_scaled, q_scaled, dtype=np.float64))
-        k_norm = np.sqrt(np.einsum("...e,...e->...", k, k, dtype=np.float64)).max(axis=-1)
+    k_norm = _row_norms(k).max(axis=-1)  # (...,)
     if mask is not None:
         mask = np.broadcast_to(mask, tuple(lead) + (L, S))
     output = np.empty(tuple(lead) + (L, Ev), dtype=dtype)
@@ -302,15 +312,17 @@ def chunked_output(
         """Rows i0:i1 of one (batch, head) problem into `output`."""
         kv = _kv_index(index, group)
         mask_b = None if mask is None else mask[index]
-        # (1 + 1e-6) covers the rounding of the bound itself
-        per_tile = 1.0 if tile_scale is None else abs(tile_scale)
-        bound = q_norm[index] * k_norm[kv] * per_tile * (1 + 1e-6)  # (L,)
+        q_rows = q[index][i0:i1]  # (n, E)
+        # step 0: fold scale (and log2(e)) into this chunk of q, in the worker's buffer
+        q_rows, tile_scale = tiles.fold(q_rows, factor)
+        # (1 + 1e-4) covers the rounding of the bound itself (float32 norms: E u < 1e-5)
+        bound = _row_norms(q[index][i0:i1]) * (k_norm[kv] * abs(factor) * (1 + 1e-4))  # (n,)
         offset = None
         if (bound > limit).any():
             offset = np.where(bound > limit, bound - limit, 0.0).astype(dtype)
             if not np.isfinite(offset).all():
                 offset = None  # beyond float range: the fast pass overflows and gives up
-        tiles.bind(q_scaled[index], k_t[kv], v_c[kv], mask_b, is_causal, tile_scale, offset, exp)
+        tiles.bind(q_rows, i0, k[kv], v_c[kv], mask_b, is_causal, tile_scale, offset, exp)
         out = output[index][i0:i1]
         draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
         first = tiles.fast(i0, i1) if FAST_PASS and draws is None else None
@@ -326,27 +338,63 @@ def chunked_output(
         acc, den = tiles.safe(r0, r1, draws, dropout_p)
         finish(acc, den, output[index][r0:r1], masked_rows, v[kv], draws, dropout_p)
 
+    parallel = dropout_p == 0.0 and _cores() > 1 and L * S * math.prod(lead) >= PARALLEL_MIN
+    if parallel:  # at least one task per core: chunks of ceil(L / n) rows when there are few
+        per_problem = -(-_cores() // math.prod(lead))  # query chunks each (batch, head) needs
+        chunk = min(chunk, -(-L // per_problem))
     tasks = [
         (index, i0, min(L, i0 + chunk)) for index in np.ndindex(*lead) for i0 in range(0, L, chunk)
     ]
     workers = min(_cores(), len(tasks))
-    if dropout_p > 0.0 or workers < 2 or L * S * math.prod(lead) < PARALLEL_MIN:
-        tiles = _tiles(chunk, block, Ev, dtype)
+    if not parallel or workers < 2:
+        tiles = _tiles(chunk, block, Ev, dtype, E)
         for task in tasks:  # in order: dropout draws follow the row-major order
             run(tiles, *task)
         return output, detail
     with _single_threaded_blas() as single:
         if not single:  # no BLAS control here: one thread, BLAS uses the cores
-            tiles = _tiles(chunk, block, Ev, dtype)
+            tiles = _tiles(chunk, block, Ev, dtype, E)
             for task in tasks:
                 run(tiles, *task)
             return output, detail
+        _share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
+    return output, detail + f"; {workers} threads (this one included), OpenBLAS on one thread"
 
-        def work(task: tuple) -> None:
-            run(_tiles(chunk, block, Ev, dtype), *task)
 
-        list(_pool(workers).map(work, tasks))
-    return output, detail + f"; {workers} worker threads, OpenBLAS on one thread"
+def _share(tasks: list, workers: int, work) -> None:
+    """Run work(task) for every task on `workers` threads, this one among them: each takes the
+    next task when it is free (no thread waits idle while the others work)."""
+    pending = iter(tasks)
+    lock = threading.Lock()
+
+    def drain() -> None:
+        while True:
+            with lock:
+                task = next(pending, None)
+            if task is None:
+                return
+            work(task)
+
+    helpers = [_pool(workers - 1).submit(drain) for _ in range(workers - 1)]
+    try:
+        drain()
+    except BaseException:
+        with lock:  # the helpers stop after their current task
+            for _ in pending:
+                pass
+        raise
+    finally:
+        for future in helpers:
+            future.result()  # waits for each helper (and raises what it raised)
+
+
+def _row_norms(a: np.ndarray) -> np.ndarray:
+    """|a_i| of each row (last axis) in float32 when that is finite, else in float64."""
+    with np.errstate(over="ignore"):
+        norms = np.sqrt(np.einsum("...e,...e->...", a, a))
+    if norms.dtype == np.float64 or np.isfinite(norms).all():
+        return norms.astype(np.float64)
+    return np.sqrt(np.einsum("...e,...e->...", a, a, dtype=np.float64))
 
 
 def finish(acc, total, out, masked_rows, v_b, draws=None, dropout_p=0.0) -> None:
