@@ -39,7 +39,9 @@ import math
 from dataclasses import dataclass
 from itertools import product
 
-from .attention import _at, attend, prepare, stack
+from .attention import attend, prepare
+from .nested import at, stack
+from .options import Options
 from .tolerance import SMALLEST_SUBNORMAL, Rounding, check_dtype, gamma
 from .validate import as_tensor, check_dropout_p
 
@@ -205,7 +207,8 @@ def gradient_tolerance(
     """
     dtype = check_dtype(dtype)
     dropout_p = check_dropout_p(dropout_p)
-    p = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, masked_rows)
+    options = Options(attn_mask, is_causal, scale, 0.0, enable_gqa, masked_rows)
+    p = prepare(query, key, value, options)
     g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
     if g_shape != p.lead + (p.L, p.Ev):
         raise ValueError(
@@ -221,10 +224,10 @@ def gradient_tolerance(
         mask_rows = p.mask.slice(index) if p.mask is not None else None
         per_part = [
             _head_terms(
-                _at(p.q, index),
-                _at(p.k, kv),
-                _at(p.v, kv),
-                _at(g, index),
+                at(p.q, index),
+                at(p.k, kv),
+                at(p.v, kv),
+                at(g, index),
                 p.scale,
                 p.mask,
                 mask_rows,
