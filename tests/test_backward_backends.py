@@ -358,3 +358,25 @@ def test_flash_attention_rule_for_gradients():
         for name, a, p, t in zip(GRADS, tiled, plain, truth):
             result = reference_error_rule(a, p.numpy(), t, dtype="float32", factor=3.0)
             assert result.ok, (seed, name, result)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_intermediate_steps_within_their_bounds(seed):
+    """dP, D and dS of a plain float32 backward (one head) within their bounds of backward_head."""
+    from scratch.backward import backward_head
+
+    inputs, _ = problem(seed, 5, 6, 4, 3, (1, 1), "none", 3.0, "float32")
+    q, k, v, g = (x[0] for x in inputs)
+    s = np.float32(0.5)
+    z = q @ k.T * s  # (L, E) @ (E, S) -> (L, S)
+    P = np.exp(z - z.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    steps = {"grad_weights": g @ v.T}  # (L, Ev) @ (Ev, S)
+    steps["row_dot"] = (g * (P @ v)).sum(-1)
+    steps["grad_scores"] = P * (steps["grad_weights"] - steps["row_dot"][:, None])
+    truth = backward_head(*(x.astype(float).tolist() for x in (q, k, v, g)), 0.5)
+    tol = gradient_tolerance(*(x[None].tolist() for x in (q, k, v, g)), scale=0.5)
+    for name, ours in steps.items():
+        assert compare(ours, getattr(truth, name), tol[name][0]).ok, name
+    wrong = steps["grad_scores"] + P * steps["row_dot"][:, None]  # D left out
+    assert not compare(wrong, truth.grad_scores, tol["grad_scores"][0]).ok
