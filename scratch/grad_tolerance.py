@@ -50,15 +50,14 @@ NAMES = ("grad_value", "grad_weights", "row_dot", "grad_scores", "grad_query", "
 
 @dataclass(frozen=True)
 class GradientTolerance:
-    """Per-element bounds, each shaped like its step: dV (..Hkv, S, Ev), dP (.., L, S), D (.., L),
-    dS (.., L, S), dQ (.., L, E), dK (..Hkv, S, E)."""
+    """Per-element bounds on every backward step, each shaped like the step itself."""
 
-    grad_value: list
-    grad_weights: list
-    row_dot: list
-    grad_scores: list
-    grad_query: list
-    grad_key: list
+    grad_value: list  # dV (..., Hkv, S, Ev)
+    grad_weights: list  # dP (..., L, S)
+    row_dot: list  # D (..., L)
+    grad_scores: list  # dS (..., L, S)
+    grad_query: list  # dQ (..., L, E)
+    grad_key: list  # dK (..., Hkv, S, E)
 
     def __getitem__(self, name: str) -> list:
         """The bound of one step by name ("grad_query", ...)."""
@@ -305,8 +304,10 @@ def compare(computed: object, truth: object, bound: object) -> Comparison:
             continue
         err = 0.0 if a == t else abs(a - t)
         ratio = err / b if b > 0 else (0.0 if err == 0 else math.inf)
-        if not ratio <= worst:  # catches NaN from inf - inf too
-            worst, where = ratio if ratio == ratio else math.inf, index
+        if math.isnan(ratio):  # inf - inf
+            ratio = math.inf
+        if ratio > worst:
+            worst, where = ratio, index
     return Comparison(worst <= 1.0 and nan_bad == 0, worst, where, nan_bad)
 
 

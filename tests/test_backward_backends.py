@@ -380,3 +380,16 @@ def test_intermediate_steps_within_their_bounds(seed):
         assert compare(ours, getattr(truth, name), tol[name][0]).ok, name
     wrong = steps["grad_scores"] + P * steps["row_dot"][:, None]  # D left out
     assert not compare(wrong, truth.grad_scores, tol["grad_scores"][0]).ok
+
+
+def test_compare_names_the_worst_entry_and_nan_mismatches():
+    truth = [[1.0, math.nan], [2.0, 3.0]]
+    bound = [[0.1, 0.0], [0.1, 0.1]]
+    assert compare([[1.05, math.nan], [2.0, 3.0]], truth, bound).ok
+    off = compare([[1.0, math.nan], [2.0, 3.5]], truth, bound)
+    assert not off.ok and off.worst_index == (1, 1) and off.worst_ratio == pytest.approx(5.0)
+    nan = compare([[1.0, 0.0], [2.0, 3.0]], truth, bound)
+    assert not nan.ok and nan.nan_mismatches == 1 and nan.worst_index == (0, 1)
+    assert not compare([[math.inf, math.nan], [2.0, 3.0]], truth, bound).ok
+    with pytest.raises(ValueError, match="expected equal sizes"):
+        compare([1.0], truth, bound)
