@@ -29,6 +29,8 @@ class Backend:
     scaled_dot_product_attention: Callable
     multi_head_attention: Callable
     trace_attention: Callable
+    # the gradients of scaled_dot_product_attention (numpy_backward.py, torch_backward.py)
+    scaled_dot_product_attention_backward: Callable | None = None
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r}, dtypes={self.dtypes}, kernels={self.kernels})"
@@ -91,6 +93,7 @@ def _build(name: str) -> Backend:
         from . import torch_backend as mod
 
         fns = mod.functions(name.removeprefix("torch-"))
+    fns["scaled_dot_product_attention_backward"] = _backward(name)
     return Backend(
         name=name,
         dtypes=tuple(getattr(mod, "DTYPES", ("float64",))),
@@ -98,6 +101,23 @@ def _build(name: str) -> Backend:
         notes=str(getattr(mod, "NOTES", "")),
         **fns,
     )
+
+
+def _backward(name: str) -> Callable:
+    """The backward function of backend `name` (imported lazily, like the forward)."""
+    if name == "scratch":
+        from ..backward import scaled_dot_product_attention_backward
+
+        return scaled_dot_product_attention_backward
+    if name == "numpy":
+        from .numpy_backward import scaled_dot_product_attention_backward
+
+        return scaled_dot_product_attention_backward
+    from functools import partial
+
+    from .torch_backward import scaled_dot_product_attention_backward
+
+    return partial(scaled_dot_product_attention_backward, device=name.removeprefix("torch-"))
 
 
 def get(name: str) -> Backend:

@@ -1,0 +1,400 @@
+"""The backward pass of attention in NumPy: explicit (whole P) and tiled (FlashAttention-2 style).
+
+For one head, with P = softmax(S), S = scale * Q K^T + mask, P_d = P after dropout, O = P_d V:
+dV = P_d^T dO; dP = (dO V^T) * keep / (1-p); D = rowsum(dO * O); dS = P * (dP - D);
+dQ = scale * dS K; dK = scale * dS^T Q. GQA sums dK and dV over each group's query heads.
+
+- `explicit` keeps the whole (L, S) P, as the ground truth does.
+- `tiled` never holds more than a (block, block) tile of P: it recomputes P_ij = exp(S_ij - lse_i)
+  from the forward's log-sum-exp per row (`forward_with_lse`), loops over key blocks outside and
+  query blocks inside, accumulates dK, dV per key block and dQ across key blocks, and skips the
+  blocks above the causal diagonal. Memory O(L * block) beyond the inputs and gradients. With
+  dropout it reads the forward's keep mask (L * S bools): the project's rng rule is one sequential
+  stream (the ground truth's), which cannot be regenerated per tile the way FlashAttention's
+  counter-based Philox can.
+Rows with every key masked follow `masked_rows` as in the ground truth (scratch/backward.py).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+
+from ..validate import (
+    check_attention_shapes,
+    check_dropout_p,
+    check_flag,
+    check_mask_shape,
+    check_masked_rows,
+    check_positive_int,
+    check_scale,
+)
+
+KERNELS = ("explicit", "tiled")
+BLOCK = 64  # default tile edge of the tiled kernel
+DTYPES = ("float32", "float64")
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def _array(x: object, name: str, dtype: np.dtype) -> np.ndarray:
+    """x as a finite float array of `dtype` with at least 2 axes; errors name the argument."""
+    if hasattr(x, "detach"):  # a torch tensor
+        x = x.detach().cpu().numpy()
+    try:
+        arr = np.asarray(x)
+    except ValueError as exc:
+        raise ValueError(f"{name}: expected a regular (rectangular) array of numbers") from exc
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name}: expected real numbers, found an array of dtype {arr.dtype}")
+    if arr.ndim < 2 or 0 in arr.shape:
+        raise ValueError(
+            f"{name}: expected a non-empty (..., length, width) array, found shape {arr.shape}"
+        )
+    arr = arr.astype(dtype, copy=False)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: expected finite numbers, found inf or NaN")
+    return arr
+
+
+def _dtype(dtype: object, *inputs: object) -> np.dtype:
+    """float32 when asked or when every input is a float32 array, else float64."""
+    if dtype is not None:
+        text = str(dtype).replace("torch.", "")
+        if text not in DTYPES:
+            raise ValueError(f"dtype: expected one of {', '.join(DTYPES)} or None, found {dtype!r}")
+        return np.dtype(text)
+    kinds = {str(getattr(x, "dtype", "")).replace("torch.", "") for x in inputs}
+    return np.dtype(np.float32) if kinds == {"float32"} else np.dtype(np.float64)
+
+
+def _mask(attn_mask: object, is_causal: bool, target: tuple, dtype: np.dtype):
+    """(mask broadcast to `target` or None): bool True = attend, or float added to the scores."""
+    if attn_mask is None:
+        return None  # (is_causal builds its tiles on the fly: _Problem.masked)
+    if is_causal:
+        raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
+    if hasattr(attn_mask, "detach"):
+        attn_mask = attn_mask.detach().cpu().numpy()
+    mask = np.asarray(attn_mask)
+    if mask.dtype != np.bool_:
+        if mask.dtype.kind not in "iuf":
+            raise TypeError(f"attn_mask: expected bools or real numbers, found {mask.dtype}")
+        mask = mask.astype(dtype)
+        if np.any(np.isnan(mask)) or np.any(mask == np.inf):
+            raise ValueError("attn_mask: expected finite numbers or -inf, found NaN or +inf")
+    check_mask_shape(mask.shape, target)
+    return mask
+
+
+def _draws(rng: object, shape: tuple) -> np.ndarray:
+    """Uniform [0, 1) draws, row-major, by the numpy forward's rule (Generator, seed, Random)."""
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        rng = np.random.default_rng(int(rng))
+    if rng is None:
+        rng = random
+    if isinstance(rng, np.random.Generator):
+        return rng.random(shape)
+    if not callable(getattr(rng, "random", None)):
+        raise TypeError(
+            f"rng: expected a numpy.random.Generator, an int seed, a random.Random or None, "
+            f"found {type(rng).__name__}"
+        )
+    n = math.prod(shape)
+    return np.fromiter((rng.random() for _ in range(n)), np.float64, n).reshape(shape)
+
+
+class _Problem:
+    """Validated inputs of one call, as arrays, with the GQA group size."""
+
+    def __init__(
+        self,
+        query,
+        key,
+        value,
+        attn_mask,
+        dropout_p,
+        is_causal,
+        scale,
+        enable_gqa,
+        masked_rows,
+        dtype,
+    ):
+        dtype = _dtype(dtype, query, key, value)
+        self.q = _array(query, "query", dtype)
+        self.k = _array(key, "key", dtype)
+        self.v = _array(value, "value", dtype)
+        check_flag(enable_gqa, "enable_gqa")
+        check_flag(is_causal, "is_causal")
+        lead, L, S, E, Ev = check_attention_shapes(
+            self.q.shape, self.k.shape, self.v.shape, enable_gqa
+        )
+        self.lead, self.L, self.S, self.E, self.Ev = tuple(lead), L, S, E, Ev
+        self.scale = check_scale(scale, E)
+        self.dropout_p = check_dropout_p(dropout_p)
+        self.masked_rows = check_masked_rows(masked_rows)
+        self.mask = _mask(attn_mask, is_causal, self.lead + (L, S), dtype)
+        self.causal = is_causal
+        self.group = self.q.shape[-3] // self.k.shape[-3] if enable_gqa else 1
+        self.dtype = dtype
+
+    def grad_output(self, grad_output: object) -> np.ndarray:
+        """dO checked against the output's shape."""
+        g = _array(grad_output, "grad_output", self.dtype)
+        if g.shape != self.lead + (self.L, self.Ev):
+            raise ValueError(
+                f"grad_output: expected the output's shape {self.lead + (self.L, self.Ev)}, "
+                f"found {g.shape}"
+            )
+        return g
+
+    def masked(self, q, k, rows=slice(None), cols=slice(None)) -> np.ndarray:
+        """S = scale * q k^T + mask for a tile of query rows and key columns."""
+        # step 1: scores, scaled               (..., l, E) @ (..., E, s) -> (..., l, s)
+        scaled = (q @ np.swapaxes(k, -1, -2)) * self.dtype.type(self.scale)
+        if self.causal:  # top-left: key j allowed for query i iff j <= i
+            i, j = np.arange(self.L)[rows], np.arange(self.S)[cols]
+            m = j[None, :] <= i[:, None]  # (l, s) bool
+        elif self.mask is None:
+            return scaled
+        else:
+            m = np.broadcast_to(self.mask, self.lead + (self.L, self.S))[..., rows, cols]
+        # step 2: -inf added where masked (a bool mask), or the float mask added
+        if m.dtype == np.bool_:
+            return np.where(m, scaled, scaled - np.inf).astype(self.dtype, copy=False)
+        return (scaled + m).astype(self.dtype, copy=False)
+
+    def repeat_kv(self, x: np.ndarray) -> np.ndarray:
+        """(..., Hkv, n, c) -> (..., Hq, n, c): query head h reads kv head h // group."""
+        return np.repeat(x, self.group, axis=-3) if self.group > 1 else x
+
+    def sum_groups(self, x: np.ndarray) -> np.ndarray:
+        """(..., Hq, n, c) -> (..., Hkv, n, c): the kv gradient sums its group's query heads."""
+        if self.group == 1:
+            return x
+        return x.reshape(x.shape[:-3] + (-1, self.group) + x.shape[-2:]).sum(axis=-3)
+
+
+# ---------------------------------------------------------------- forward with log-sum-exp
+
+
+def _keep_mask(p: _Problem, rng: object) -> np.ndarray | None:
+    """The forward's dropout factors (0 or 1/(1-p)) for every (..., L, S) weight, or None."""
+    if p.dropout_p == 0.0:
+        return None
+    keep = _draws(rng, p.lead + (p.L, p.S)) >= p.dropout_p
+    return np.where(keep, p.dtype.type(1.0 / (1.0 - p.dropout_p)), p.dtype.type(0.0))
+
+
+def _weights(p: _Problem, masked: np.ndarray, lse: np.ndarray) -> np.ndarray:
+    """P = exp(S - lse) on rows with a live key; fully masked rows follow the policy."""
+    full = np.isneginf(lse)  # (..., l, 1)
+    P = np.exp(masked - np.where(full, 0, lse))  # exp(-inf) = 0 on masked keys
+    fill = {"zero": 0.0, "nan": np.nan, "uniform": 1.0 / p.S}[p.masked_rows]
+    return np.where(full, p.dtype.type(fill), P).astype(p.dtype, copy=False)
+
+
+def _forward(p: _Problem, keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(output, lse) with the whole P; lse = -inf on fully masked rows."""
+    k, v = p.repeat_kv(p.k), p.repeat_kv(p.v)
+    masked = p.masked(p.q, k)  # (..., L, S)
+    # step 3: lse_i = max_i + log(sum_j exp(S_ij - max_i)), the row's softmax denominator
+    top = masked.max(axis=-1, keepdims=True)  # (..., L, 1)
+    full = np.isneginf(top)
+    total = np.exp(masked - np.where(full, 0, top)).sum(axis=-1, keepdims=True)
+    lse = np.where(full, -np.inf, top + np.log(np.where(full, 1, total)))
+    P = _weights(p, masked, lse)
+    Pd = P if keep is None else P * keep
+    # step 4: output = P_d @ v                (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+    output = Pd @ v
+    if p.masked_rows == "zero":
+        output = np.where(full, p.dtype.type(0.0), output)
+    return output, lse[..., 0].astype(p.dtype, copy=False)
+
+
+def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
+    """(output, lse) by online softmax over key blocks: O(L * block) memory, no whole P."""
+    output = np.zeros(p.lead + (p.L, p.Ev), p.dtype)
+    lse = np.full(p.lead + (p.L,), -np.inf, p.dtype)
+    for i0 in range(0, p.L, block):
+        rows = slice(i0, min(i0 + block, p.L))
+        q_i = p.q[..., rows, :]
+        top = np.full(q_i.shape[:-1] + (1,), -np.inf, p.dtype)  # running max  (..., b, 1)
+        total = np.zeros_like(top)  # running sum of exp(S - top)
+        acc = np.zeros(q_i.shape[:-1] + (p.Ev,), p.dtype)  # running sum of exp * keep * v
+        last = min(i0 + block, p.L) if p.causal else p.S  # top-left causal: keys j <= i only
+        for j0 in range(0, min(last, p.S), block):
+            cols = slice(j0, min(j0 + block, p.S))
+            masked = p.masked(q_i, p.repeat_kv(p.k[..., cols, :]), rows, cols)  # (..., b, b)
+            # step 1: new running max; rescale what was summed under the old one
+            new_top = np.maximum(top, masked.max(axis=-1, keepdims=True))
+            safe = np.where(np.isneginf(new_top), 0, new_top)
+            shrink = np.exp(np.where(np.isneginf(top), -np.inf, top - safe))
+            e = np.exp(masked - safe)  # (..., b, b)
+            total = total * shrink + e.sum(axis=-1, keepdims=True)
+            ed = e if keep is None else e * keep[..., rows, cols]
+            # step 2: acc = acc * shrink + e @ v_j     (..., b, b) @ (..., b, Ev) -> (..., b, Ev)
+            acc = acc * shrink + ed @ p.repeat_kv(p.v[..., cols, :])
+            top = new_top
+        full = np.isneginf(top)
+        lse[..., rows] = np.where(full, -np.inf, top + np.log(np.where(full, 1, total)))[..., 0]
+        out = acc / np.where(full, 1, total)
+        if p.masked_rows == "nan":
+            out = np.where(full, np.nan, out)
+        elif p.masked_rows == "uniform":  # weights 1/S on every key (times the dropout factors)
+            w = np.full(q_i.shape[:-1] + (p.S,), 1.0 / p.S, p.dtype)
+            w = w if keep is None else w * keep[..., rows, :]
+            out = np.where(full, w @ p.repeat_kv(p.v), out)
+        output[..., rows, :] = out
+    return output, lse
+
+
+def forward_with_lse(
+    query: object,
+    key: object,
+    value: object,
+    attn_mask: object = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    enable_gqa: bool = False,
+    masked_rows: str = "zero",
+    rng: object = None,
+    dtype: object = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(output (..., L, Ev), lse (..., L)): attention and the log-sum-exp of each row's scores.
+
+    lse_i = log sum_j exp(S_ij), -inf on fully masked rows; dropout draws as the numpy forward.
+    """
+    p = _Problem(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, dtype
+    )
+    return _forward(p, _keep_mask(p, rng))
+
+
+# ---------------------------------------------------------------- the explicit backward
+
+
+def _explicit(p: _Problem, g: np.ndarray, keep: np.ndarray | None):
+    """dQ, dK, dV with the whole (..., L, S) P."""
+    k, v = p.repeat_kv(p.k), p.repeat_kv(p.v)  # (..., Hq, S, E), (..., Hq, S, Ev)
+    output, lse = _forward(p, keep)
+    lse = lse[..., None]  # (..., L, 1)
+    full = np.isneginf(lse)
+    P = _weights(p, p.masked(p.q, k), lse)  # (..., L, S)
+    Pd = P if keep is None else P * keep
+    # step 1: dV = P_d^T dO                   (..., S, L) @ (..., L, Ev) -> (..., S, Ev)
+    grad_value = np.swapaxes(Pd, -1, -2) @ g
+    # step 2: dP = dO V^T, times the forward's dropout factors
+    grad_weights = g @ np.swapaxes(v, -1, -2)  # (..., L, Ev) @ (..., Ev, S) -> (..., L, S)
+    if keep is not None:
+        grad_weights = grad_weights * keep
+    # step 3: D_i = sum_c dO_ic O_ic          (..., L, 1)
+    row_dot = np.sum(g * output, axis=-1, keepdims=True)
+    # step 4: dS = P * (dP - D); a constant row ("zero", "uniform") gets no gradient
+    grad_scores = P * (grad_weights - row_dot)
+    if p.masked_rows != "nan":
+        grad_scores = np.where(full, p.dtype.type(0.0), grad_scores)
+    # step 5: dQ = scale * dS K               (..., L, S) @ (..., S, E) -> (..., L, E)
+    grad_query = (grad_scores @ k) * p.dtype.type(p.scale)
+    # step 6: dK = scale * dS^T Q             (..., S, L) @ (..., L, E) -> (..., S, E)
+    grad_key = (np.swapaxes(grad_scores, -1, -2) @ p.q) * p.dtype.type(p.scale)
+    return grad_query, p.sum_groups(grad_key), p.sum_groups(grad_value)
+
+
+# ---------------------------------------------------------------- the tiled backward
+
+
+def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
+    """dQ, dK, dV one (block, block) tile of P at a time, P recomputed from lse."""
+    L, S = p.L, p.S
+    q, dtype, scale = p.q, p.dtype, p.dtype.type(p.scale)
+    full = np.isneginf(lse)[..., None]  # (..., L, 1)
+    # step 0: D_i = sum_c dO_ic O_ic once per row (O(L) memory)
+    row_dot = np.sum(g * output, axis=-1, keepdims=True)  # (..., L, 1)
+    grad_query = np.zeros(q.shape, dtype)  # (..., L, E), accumulated over key blocks
+    grad_key = np.zeros(p.lead + (S, p.E), dtype)  # per query head, summed over groups at the end
+    grad_value = np.zeros(p.lead + (S, p.Ev), dtype)
+    for j0 in range(0, S, block):  # outer loop: one block of keys, its dK and dV stay local
+        cols = slice(j0, min(j0 + block, S))
+        k_j = p.repeat_kv(p.k[..., cols, :])  # (..., Hq, b, E)
+        v_j = p.repeat_kv(p.v[..., cols, :])  # (..., Hq, b, Ev)
+        first_row = j0 if p.causal else 0  # rows above j0 see none of these keys (top-left)
+        for i0 in range(first_row - first_row % block, L, block):  # inner loop: query blocks
+            rows = slice(i0, min(i0 + block, L))
+            # step 1: recompute the tile of P from the stored log-sum-exp
+            lse_i = lse[..., rows, None]  # (..., b, 1)
+            P = _weights(p, p.masked(q[..., rows, :], k_j, rows, cols), lse_i)  # (..., b, b)
+            Pd = P if keep is None else P * keep[..., rows, cols]
+            g_i = g[..., rows, :]  # (..., b, Ev)
+            # step 2: dV_j += P_d^T dO_i          (..., b, b) @ (..., b, Ev) -> (..., b, Ev)
+            grad_value[..., cols, :] += np.swapaxes(Pd, -1, -2) @ g_i
+            # step 3: dP = dO_i V_j^T (times the dropout factors)   -> (..., b, b)
+            dP = g_i @ np.swapaxes(v_j, -1, -2)
+            if keep is not None:
+                dP = dP * keep[..., rows, cols]
+            # step 4: dS = P * (dP - D_i), 0 on constant rows unless the policy is "nan"
+            dS = P * (dP - row_dot[..., rows, :])
+            if p.masked_rows != "nan":
+                dS = np.where(full[..., rows, :], dtype.type(0.0), dS)
+            # step 5: dQ_i += scale * dS K_j      (..., b, b) @ (..., b, E) -> (..., b, E)
+            grad_query[..., rows, :] += (dS @ k_j) * scale
+            # step 6: dK_j += scale * dS^T Q_i    (..., b, b) @ (..., b, E) -> (..., b, E)
+            grad_key[..., cols, :] += (np.swapaxes(dS, -1, -2) @ q[..., rows, :]) * scale
+    return grad_query, p.sum_groups(grad_key), p.sum_groups(grad_value)
+
+
+# ---------------------------------------------------------------- public entry point
+
+
+def scaled_dot_product_attention_backward(
+    query: object,
+    key: object,
+    value: object,
+    grad_output: object,
+    attn_mask: object = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    enable_gqa: bool = False,
+    masked_rows: str = "zero",
+    rng: object = None,
+    dtype: object = None,
+    kernel: str = "explicit",
+    block_size: int = BLOCK,
+    output: object = None,
+    lse: object = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(grad_query, grad_key, grad_value) in NumPy, the ground truth's arguments and meanings.
+
+    `kernel` is "explicit" or "tiled"; the tiled kernel takes the forward's `output` and `lse`
+    (from forward_with_lse, same arguments) or computes them itself. The same `rng` state
+    reproduces the forward's dropout mask (numpy forward's rule).
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
+    p = _Problem(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, dtype
+    )
+    g = p.grad_output(grad_output)
+    keep = _keep_mask(p, rng)
+    if kernel == "explicit":
+        return _explicit(p, g, keep)
+    block = check_positive_int(block_size, "block_size")
+    if (output is None) != (lse is None):
+        raise ValueError("output, lse: pass both (from forward_with_lse) or neither")
+    if output is None:
+        output, lse = _forward_tiled(p, keep, block)
+    else:
+        output = np.asarray(output, dtype=p.dtype)
+        lse = np.asarray(lse, dtype=p.dtype)
+        if output.shape != g.shape:
+            raise ValueError(f"output: expected shape {g.shape}, found {output.shape}")
+        if lse.shape != g.shape[:-1]:
+            raise ValueError(f"lse: expected shape {g.shape[:-1]} (..., L), found {lse.shape}")
+    return _tiled(p, g, keep, output, lse, block)
