@@ -47,7 +47,11 @@ def _np_grads(q, k, v, dO, attn_mask, is_causal, scale, enable_gqa, dropout_p, d
         top = np.max(s, axis=-1, keepdims=True)
         e = np.exp(s - (top if bug == "nan_rows" else np.where(np.isfinite(top), top, 0)))
         total = np.sum(e, axis=-1, keepdims=True)
-        P = e / total if bug == "nan_rows" else np.where(total > 0, e / np.where(total > 0, total, 1), 0)
+        P = (
+            e / total
+            if bug == "nan_rows"
+            else np.where(total > 0, e / np.where(total > 0, total, 1), 0)
+        )
         if bug == "block_softmax":  # softmax within each key block of 16
             parts = []
             for j in range(0, S, 16):
@@ -130,8 +134,18 @@ def numpy_backward(bug: str | None = None):
     return backward
 
 
-def torch_explicit_backward(q, k, v, grad_output, attn_mask=None, is_causal=False, scale=None,
-                            enable_gqa=False, dropout_p=0.0, dropout_mask=None):
+def torch_explicit_backward(
+    q,
+    k,
+    v,
+    grad_output,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    dropout_p=0.0,
+    dropout_mask=None,
+):
     """The backward written out in torch: sums in float32 for 16-bit inputs, outputs stored."""
     dt = q.dtype
     wide = torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
@@ -187,6 +201,12 @@ def torch_manual_forward(q, k, v, attn_mask=None, is_causal=False, scale=None, e
         s = s.masked_fill(~attn_mask, -math.inf)
     elif attn_mask is not None:
         s = s + attn_mask
-    w = torch.softmax(s.float(), dim=-1)
+    wide = s.float() if s.dtype in (torch.float16, torch.bfloat16) else s  # float32 sums
+    w = torch.softmax(wide, dim=-1)
     w = torch.nan_to_num(w, nan=0.0).to(q.dtype)  # a fully masked row: zero weights
     return w @ v
+
+
+# module-level kernels for the command line (`--backward tests.backward_kernels:NAME`)
+correct_numpy_backward = numpy_backward()
+no_d_numpy_backward = numpy_backward("no_d")

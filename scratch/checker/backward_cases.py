@@ -99,7 +99,9 @@ class BackwardPrepared:
         if key not in self._masters:
             q, k, v, g, mask = self.raw
             made = tuple(arrays.make(x, self.dtype) for x in (q, k, v, g))
-            extra = tuple(None if x is None else arrays.make(x, self.dtype) for x in (mask, self.keep))
+            extra = tuple(
+                None if x is None else arrays.make(x, self.dtype) for x in (mask, self.keep)
+            )
             self._masters = {key: made + extra}  # one array type at a time
         return self._masters[key]
 

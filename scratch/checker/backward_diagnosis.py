@@ -186,7 +186,11 @@ def match_score(got: tuple, grads: tuple, truth: tuple, allowed: tuple) -> float
         differs = bool(np.any(np.isnan(v) != np.isnan(t)) or np.any(far > 4 * bound))
         if differs:
             told_apart = True
-            score = structural_score(g, v, t, bound)
+            nan = np.isnan(v)
+            if np.all(nan):  # every entry NaN (a NaN row summed into dk, dv): NaN must match
+                score = 0.0 if np.all(np.isnan(g)) else math.inf
+            else:
+                score = structural_score(g, v, t, bound)
         else:  # this gradient is right in the mistake too: the kernel's must be right as well
             with np.errstate(all="ignore"):
                 err = np.where(np.isnan(g) & np.isnan(t), 0.0, np.abs(g - t))

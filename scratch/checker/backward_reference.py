@@ -28,7 +28,9 @@ def group_sum(x: np.ndarray, kv_heads: int) -> np.ndarray:
 
 
 def weights_of(p: Problem, q, k, acc, dtype: str, masked_rows: str, *, reverse: bool = False):
-    """P = softmax(scale q k^T + mask) in `acc`, stored in `dtype`; (P, rows with no key)."""
+    """P = softmax(scale q k^T + mask) in `acc`, stored in `dtype`; (P, rows with no key).
+
+    reverse: keys (and features, so q k^T sums in another order) in the opposite order."""
     sub = p
     if reverse:
         sub = Problem(
@@ -41,6 +43,8 @@ def weights_of(p: Problem, q, k, acc, dtype: str, masked_rows: str, *, reverse: 
             p.gqa,
         )
     with np.errstate(all="ignore"):
+        if reverse:
+            q, k = q[..., ::-1], k[..., ::-1]
         s = store(scores(sub, q, k, acc), dtype)  # (..., L, S)
         top = np.max(s, axis=-1, keepdims=True)
         e = np.exp(s - np.where(np.isfinite(top), top, 0))
@@ -114,7 +118,13 @@ def tiled(
     keep = None if factors is None else factors.astype(acc)
     S = k.shape[-2]
     with np.errstate(all="ignore"):
-        s_all = scores(p, q, k, acc)  # (..., L, S), read block by block
+        # (..., L, 1, E) * (..., 1, S, E) summed over E: q k^T in numpy's own order, not BLAS's
+        products = np.sum(q[..., :, None, :] * k[..., None, :, :], axis=-1)
+        s_all = products * acc(p.scale)  # (..., L, S), read block by block
+        if p.add is not None:
+            s_all = s_all + p.add.astype(acc)
+        if p.allowed is not None:
+            s_all = np.where(p.allowed, s_all, -np.inf)
         top = np.max(s_all, axis=-1, keepdims=True)
         safe = np.where(np.isfinite(top), top, 0)
         total = np.sum(np.exp(s_all - safe), axis=-1, keepdims=True)
@@ -183,3 +193,40 @@ def max_error(got: np.ndarray, truth: np.ndarray) -> float:
     if diff.size == 0:
         return 0.0
     return math.inf if not np.all(np.isfinite(diff)) else float(np.max(diff))
+
+
+def rounding_scale(p: Problem, dO: np.ndarray, factors: np.ndarray | None) -> tuple:
+    """Per element of (dq, dk, dv): the size of the terms whose rounding moves it (float64).
+
+    First order, not a rigorous bound: a score rounded by u S_ij (S_ij = |scale| sum_c |q_ic
+    k_jc| + |mask_ij|) moves P_ij by about u P_ij (S_ij + sum_l P_il S_il + 1); dS = P (dP - D)
+    then moves by that times |dP - D| plus u P (|dP| + |D|) from its own sums, and dq, dk, dv
+    by those sizes times |k|, |q| and |dO|. The rule lets an element pass when its error is at
+    most (E + Ev + S) u times this scale (run.py): rounding at the size of the terms, which
+    no real mistake stays under (a mistake moves a gradient by about its own size).
+    """
+    k, v = p.heads()
+    q = p.q
+    keep = 1.0 if factors is None else factors
+    with np.errstate(all="ignore"):
+        P, _ = weights_of(p, q, k, np.float64, "float64", "zero")  # (..., L, S)
+        P = np.nan_to_num(P)
+        Pd = P * keep
+        O = Pd @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+        dP = (dO @ v.swapaxes(-1, -2)) * keep  # (..., L, S)
+        D = np.sum(dO * O, axis=-1, keepdims=True)  # (..., L, 1)
+        size = abs(p.scale) * (np.abs(q) @ np.abs(k).swapaxes(-1, -2))  # (..., L, S)
+        if p.add is not None:
+            size = size + np.abs(p.add)
+        if p.allowed is not None:
+            size = np.where(p.allowed, size, 0.0)
+        moved = P * (size + np.sum(P * size, axis=-1, keepdims=True) + 1.0)  # |dP_ij| / u
+        terms = (np.abs(dO) @ np.abs(v).swapaxes(-1, -2)) * np.abs(keep)  # |dP| by terms
+        D_terms = np.sum(Pd * terms, axis=-1, keepdims=True)  # |D| by terms (..., L, 1)
+        dS = P * (dP - D)
+        W = moved * np.abs(dP - D) + P * (terms + D_terms) + np.abs(dS)  # (..., L, S)
+        sq = abs(p.scale) * (W @ np.abs(k))  # (..., L, S) @ (..., S, E)
+        sk = abs(p.scale) * (W.swapaxes(-1, -2) @ np.abs(q))  # (..., S, L) @ (..., L, E)
+        sv = ((moved + P) * np.abs(keep)).swapaxes(-1, -2) @ np.abs(dO)  # (..., S, Ev)
+    kv = p.k.shape[-3] if p.k.ndim >= 3 else 1
+    return tuple(np.nan_to_num(x) for x in (sq, group_sum(sk, kv), group_sum(sv, kv)))
