@@ -264,11 +264,10 @@ def run_case(kernel, case, arrays: Arrays, dtype: str, seed: int, masked_rows: s
         )
         return result
     result.message = "; ".join(
-        f"{GRADIENTS[i]}: error {errors[i]:.3g} > {RULE_FACTOR:g}x the largest error of the "
-        f"correct reference {cdtype} backward kernels {refs[i]:.3g} + floor (allowed "
-        f"{allowed[i]:.3g})"
+        f"{GRADIENTS[i]} error {errors[i]:.3g} > {allowed[i]:.3g} ({RULE_FACTOR:g}x the worst "
+        f"reference {cdtype} backward's {refs[i]:.3g} + floor)"
         if math.isfinite(errors[i])
-        else f"{GRADIENTS[i]}: NaN or inf where the ground truth has a number (or the reverse)"
+        else f"{GRADIENTS[i]} NaN or inf where the ground truth has a number (or the reverse)"
         for i in bad
     )
     result.diagnosis = _behaviour(kernel, prep, arrays, got, allowed) or diagnose(
