@@ -155,13 +155,7 @@ def _prepare(case: BackwardCase, arrays: Arrays, dtype: str, seed: int, masked_r
         mask_master = arrays.make(mask, dtype)
         if case.mask == "float":
             mask = arrays.floats(mask_master)
-    kwargs: dict = {}
-    if case.is_causal:
-        kwargs["is_causal"] = True
-    if case.scale is not None:
-        kwargs["scale"] = case.scale
-    if case.gqa:
-        kwargs["enable_gqa"] = True
+    kwargs = case.keywords()
     keep, factors = None, None
     if case.dropout_p:
         kwargs["dropout_p"] = case.dropout_p

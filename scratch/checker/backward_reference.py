@@ -31,17 +31,7 @@ def weights_of(p: Problem, q, k, acc, dtype: str, masked_rows: str, *, reverse: 
     """P = softmax(scale q k^T + mask) in `acc`, stored in `dtype`; (P, rows with no key).
 
     reverse: keys (and features, so q k^T sums in another order) in the opposite order."""
-    sub = p
-    if reverse:
-        sub = Problem(
-            p.q,
-            p.k,
-            p.v,
-            p.scale,
-            None if p.allowed is None else p.allowed[..., ::-1],
-            None if p.add is None else p.add[..., ::-1],
-            p.gqa,
-        )
+    sub = p.reversed_keys() if reverse else p
     with np.errstate(all="ignore"):
         if reverse:
             q, k = q[..., ::-1], k[..., ::-1]

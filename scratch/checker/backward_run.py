@@ -13,14 +13,21 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..tolerance import UNIT_ROUNDOFF, RuleResult, check_dtype, ulp
-from ..validate import check_masked_rows
+from ..tolerance import UNIT_ROUNDOFF, RuleResult, ulp
 from .arrays import Arrays
 from .backward_cases import BackwardPrepared, backward_cases, prepare_backward
 from .backward_diagnosis import diagnose, diagnose_shapes
 from .backward_reference import max_error, reference_grads, rounding_scale
 from .report import CaseResult, CheckReport, shape_text
-from .run import FLOOR_ULPS, RULE_FACTOR, accepted_keywords, check_require, settle_refusals
+from .run import (
+    FLOOR_ULPS,
+    RULE_FACTOR,
+    accepted_keywords,
+    check_require,
+    check_settings,
+    finish,
+    target_name,
+)
 
 BACKWARD_ARRAYS = ("numpy", "torch")
 BACKWARD_CASE_SETS = ("standard",)
@@ -59,19 +66,10 @@ def check_backward(
         raise TypeError(f"fn: expected a callable attention function, found {type(fn).__name__}")
     if fn is None and backward is None:
         raise TypeError("fn: expected a function (or backward=), found None")
-    if array not in BACKWARD_ARRAYS:
-        raise ValueError(f"array: expected one of {', '.join(BACKWARD_ARRAYS)}, found {array!r}")
-    if cases not in BACKWARD_CASE_SETS:
-        raise ValueError(f"cases: expected one of {', '.join(BACKWARD_CASE_SETS)}, found {cases!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed: expected an int, found {type(seed).__name__} {seed!r}")
-    if device is not None and array != "torch":
-        raise ValueError(f"device: only meaningful with array='torch', found array={array!r}")
+    dtype, masked_rows = check_settings(
+        array, BACKWARD_ARRAYS, cases, BACKWARD_CASE_SETS, seed, device, dtype, masked_rows
+    )
     required = _require(require)
-    dtype = check_dtype(dtype)
-    masked_rows = check_masked_rows(masked_rows)
-    if dtype == "bfloat16" and array == "numpy":
-        raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
     arrays = Arrays(array, device)
     arrays.check_device()
     kernel, target = _kernel(fn, backward, array)
@@ -87,17 +85,7 @@ def check_backward(
         if progress is not None:
             progress(n + 1, len(todo), case.name)
         report.cases.append(run_case(kernel, case, arrays, dtype, seed, masked_rows, accepts))
-    settle_refusals(report.cases)
-    for r in report.cases:
-        needed = [f for f in r.features if f in required]
-        if r.status == "unsupported" and needed:
-            r.status = "fail"
-            r.message += f"; {', '.join(needed)} required"
-    found = [c.diagnosis for c in report.failed if c.diagnosis]
-    if found:  # the most frequent diagnosis first
-        ranked = sorted(set(found), key=lambda d: (-found.count(d), found.index(d)))
-        report.diagnosis = "; ".join(ranked)
-    return report
+    return finish(report, required)
 
 
 def _require(require: object) -> tuple[str, ...]:
@@ -110,20 +98,13 @@ def _require(require: object) -> tuple[str, ...]:
     return check_require([w for w in require if w != "dropout"]) + dropout
 
 
-def _name(f: Callable) -> str:
-    """module:qualname of a function, for the report."""
-    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
-    module = getattr(f, "__module__", None)
-    return f"{module}:{name}" if module else name
-
-
 def _kernel(fn, backward, array: str) -> tuple[Callable, str]:
     """The function that returns (dq, dk, dv), and the report's name for it."""
     if backward is not None:
-        return backward, _name(backward) + (f" (backward of {_name(fn)})" if fn else "")
+        return backward, target_name(backward) + (f" (backward of {target_name(fn)})" if fn else "")
     if array == "torch":
-        return autograd_backward(fn), f"torch.autograd.grad through {_name(fn)}"
-    return fn, _name(fn)
+        return autograd_backward(fn), f"torch.autograd.grad through {target_name(fn)}"
+    return fn, target_name(fn)
 
 
 def autograd_backward(forward: Callable) -> Callable:

@@ -87,45 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         end = "\n" if n == total else ""
         print(f"\rchecking case {n}/{total}: {name:<20}", end=end, file=sys.stderr, flush=True)
 
-    try:
-        if args.backward or args.autograd:
-            report = _check_backward(args, progress)
-            print(report, end="")
-            return 0 if report else 1
-        if args.function is None:
-            raise ValueError("function: expected package.module:function (or --backward)")
-        fn = load(args.function)
-        report = check(
-            fn,
-            array=args.array,
-            dtype=args.dtype,
-            device=args.device,
-            cases=args.cases,
-            seed=args.seed,
-            masked_rows=args.masked_rows,
-            require=args.require,
-            progress=progress,
-        )
-    except (ValueError, TypeError, ImportError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(report, end="")
-    return 0 if report else 1
-
-
-def _check_backward(args: argparse.Namespace, progress: Callable) -> object:
-    """check_backward for --backward or --autograd; ValueError for a clash of options."""
-    from .backward_run import check_backward
-
-    if args.backward and args.autograd:
-        raise ValueError("--backward and --autograd: give one of them")
-    if args.autograd and args.array != "torch":
-        raise ValueError(f"--autograd: needs --array torch, found --array {args.array}")
-    forward = load(args.autograd or args.function) if (args.autograd or args.function) else None
-    backward = load(args.backward) if args.backward else None
-    return check_backward(
-        forward,
-        backward=backward,
+    settings = dict(
         array=args.array,
         dtype=args.dtype,
         device=args.device,
@@ -135,3 +97,28 @@ def _check_backward(args: argparse.Namespace, progress: Callable) -> object:
         require=args.require,
         progress=progress,
     )
+    try:
+        if args.backward or args.autograd:
+            report = _check_backward(args, settings)
+        elif args.function is None:
+            raise ValueError("function: expected package.module:function (or --backward)")
+        else:
+            report = check(load(args.function), **settings)
+    except (ValueError, TypeError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report, end="")
+    return 0 if report else 1
+
+
+def _check_backward(args: argparse.Namespace, settings: dict) -> object:
+    """check_backward for --backward or --autograd; ValueError for a clash of options."""
+    from .backward_run import check_backward
+
+    if args.backward and args.autograd:
+        raise ValueError("--backward and --autograd: give one of them")
+    if args.autograd and args.array != "torch":
+        raise ValueError(f"--autograd: needs --array torch, found --array {args.array}")
+    forward = load(args.autograd or args.function) if (args.autograd or args.function) else None
+    backward = load(args.backward) if args.backward else None
+    return check_backward(forward, backward=backward, **settings)
