@@ -134,6 +134,23 @@ def numpy_backward(bug: str | None = None):
     return backward
 
 
+def _torch_scores(q, k, v, attn_mask, is_causal, scale, enable_gqa):
+    """(masked scaled scores, k, v with GQA heads repeated) in q's dtype."""
+    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
+    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    if enable_gqa and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
+        group = q.shape[-3] // k.shape[-3]
+        k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
+    s = q @ k.transpose(-1, -2) * scale  # (..., L, E) @ (..., E, S)
+    if is_causal:
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), -math.inf)
+    elif attn_mask is not None and attn_mask.dtype == torch.bool:
+        s = s.masked_fill(~attn_mask, -math.inf)
+    elif attn_mask is not None:
+        s = s + attn_mask.to(s.dtype)
+    return s, k, v, scale
+
+
 def torch_explicit_backward(
     q,
     k,
@@ -149,20 +166,9 @@ def torch_explicit_backward(
     """The backward written out in torch: sums in float32 for 16-bit inputs, outputs stored."""
     dt = q.dtype
     wide = torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
-    q, k, v, dO = (x.to(wide) for x in (q, k, v, grad_output))
-    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
-    scale = 1.0 / math.sqrt(E) if scale is None else scale
     kv_heads = k.shape[-3] if k.dim() >= 3 else 1
-    if enable_gqa and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
-        group = q.shape[-3] // k.shape[-3]
-        k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
-    s = q @ k.transpose(-1, -2) * scale  # (..., L, E) @ (..., E, S)
-    if is_causal:
-        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), -math.inf)
-    elif attn_mask is not None and attn_mask.dtype == torch.bool:
-        s = s.masked_fill(~attn_mask, -math.inf)
-    elif attn_mask is not None:
-        s = s + attn_mask.to(wide)
+    q, k, v, dO = (x.to(wide) for x in (q, k, v, grad_output))
+    s, k, v, scale = _torch_scores(q, k, v, attn_mask, is_causal, scale, enable_gqa)
     top = s.amax(dim=-1, keepdim=True)
     e = torch.exp(s - torch.where(torch.isfinite(top), top, torch.zeros_like(top)))
     total = e.sum(dim=-1, keepdim=True)
@@ -189,18 +195,7 @@ def torch_explicit_backward(
 
 def torch_manual_forward(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
     """A textbook torch forward (for autograd): softmax(q k^T scale + mask) v."""
-    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
-    scale = 1.0 / math.sqrt(E) if scale is None else scale
-    if enable_gqa and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
-        group = q.shape[-3] // k.shape[-3]
-        k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
-    s = q @ k.transpose(-1, -2) * scale
-    if is_causal:
-        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), -math.inf)
-    elif attn_mask is not None and attn_mask.dtype == torch.bool:
-        s = s.masked_fill(~attn_mask, -math.inf)
-    elif attn_mask is not None:
-        s = s + attn_mask
+    s, k, v, _ = _torch_scores(q, k, v, attn_mask, is_causal, scale, enable_gqa)
     wide = s.float() if s.dtype in (torch.float16, torch.bfloat16) else s  # float32 sums
     w = torch.softmax(wide, dim=-1)
     w = torch.nan_to_num(w, nan=0.0).to(q.dtype)  # a fully masked row: zero weights
