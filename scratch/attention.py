@@ -31,15 +31,12 @@ from math import inf
 
 from .linalg import matmul_nt, transpose_rows
 from .masks import Mask
+from .nested import at, stack
+from .options import Options
 from .softmax import softmax_row
 from .validate import (
-    _reshape,
     as_tensor,
     check_attention_shapes,
-    check_dropout_p,
-    check_flag,
-    check_masked_rows,
-    check_scale,
 )
 
 Matrix = list[list[float]]
@@ -100,13 +97,6 @@ def attend(
     return Steps(scores, scaled, masked, weights, output, fully_masked)
 
 
-def _at(nested: list, index: tuple[int, ...]) -> list:
-    """nested[i0][i1]... for a tuple of leading indices."""
-    for i in index:
-        nested = nested[i]
-    return nested
-
-
 def attend_all(
     q: list,
     k: list,
@@ -128,9 +118,9 @@ def attend_all(
         mask_rows = mask.slice(index) if mask is not None else None
         results.append(
             attend(
-                _at(q, index),
-                _at(k, kv_index),
-                _at(v, kv_index),
+                at(q, index),
+                at(k, kv_index),
+                at(v, kv_index),
                 scale,
                 mask,
                 mask_rows,
@@ -142,26 +132,13 @@ def attend_all(
     return results
 
 
-def stack(blocks: list, lead: tuple[int, ...]) -> list:
-    """Nest a row-major list of per-index blocks back into the leading dims."""
-    return _reshape(blocks, lead) if lead else blocks[0]
-
-
-def build_mask(attn_mask: object, is_causal: bool, target: tuple[int, ...]) -> Mask | None:
-    """The Mask for scores of shape `target` from `attn_mask` / `is_causal` (not both)."""
-    if is_causal and attn_mask is not None:
-        raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
-    if is_causal:
+def build_mask(options: Options, target: tuple[int, ...]) -> Mask | None:
+    """The Mask for scores of shape `target` from the options' mask kind."""
+    if options.mask_kind == "causal":
         return Mask.causal(target)
-    if attn_mask is None:
-        return None
-    return Mask.from_user(attn_mask, target)
-
-
-def check_rng(rng: object) -> None:
-    """`rng` is None or a `random.Random`-like object with a .random() method."""
-    if rng is not None and not callable(getattr(rng, "random", None)):
-        raise TypeError(f"rng: expected a random.Random or None, found {type(rng).__name__}")
+    if options.mask_kind == "given":
+        return Mask.from_user(options.attn_mask, target)
+    return None
 
 
 @dataclass(frozen=True)
@@ -187,28 +164,18 @@ class Prepared:
         return index[:-1] + (index[-1] // self.group,) if self.group > 1 else index
 
 
-def prepare(
-    query: object,
-    key: object,
-    value: object,
-    attn_mask: object,
-    is_causal: object,
-    scale: object,
-    enable_gqa: object,
-    masked_rows: object,
-) -> Prepared:
-    """Validate every argument once (errors name the argument) and build the mask."""
+def prepare(query: object, key: object, value: object, options: Options) -> Prepared:
+    """Validate the arrays once (errors name the argument) and build the mask."""
     q, q_shape = as_tensor(query, "query", min_dims=2)
     k, k_shape = as_tensor(key, "key", min_dims=2)
     v, v_shape = as_tensor(value, "value", min_dims=2)
-    check_flag(enable_gqa, "enable_gqa")
-    lead, L, S, E, Ev = check_attention_shapes(q_shape, k_shape, v_shape, enable_gqa)
-    scale = check_scale(scale, E)
-    masked_rows = check_masked_rows(masked_rows)
-    check_flag(is_causal, "is_causal")
-    mask = build_mask(attn_mask, is_causal, lead + (L, S))
-    group = q_shape[-3] // k_shape[-3] if enable_gqa else 1
-    return Prepared(q, k, v, lead, k_shape[:-2], L, S, E, Ev, scale, mask, masked_rows, group)
+    lead, L, S, E, Ev = check_attention_shapes(q_shape, k_shape, v_shape, options.enable_gqa)
+    scale = options.scale_for(E)
+    mask = build_mask(options, lead + (L, S))
+    group = q_shape[-3] // k_shape[-3] if options.enable_gqa else 1
+    return Prepared(
+        q, k, v, lead, k_shape[:-2], L, S, E, Ev, scale, mask, options.masked_rows, group
+    )
 
 
 def scaled_dot_product_attention(
@@ -225,9 +192,8 @@ def scaled_dot_product_attention(
     rng: random.Random | None = None,
 ) -> tuple[list, list]:
     """softmax(q @ k^T * scale + mask) @ v -> (output (..., L, Ev), weights (..., L, S))."""
-    dropout_p = check_dropout_p(dropout_p)
-    check_rng(rng)
-    p = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, masked_rows)
+    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng)
+    p = prepare(query, key, value, options)
     steps = attend_all(
         p.q, p.k, p.v, p.lead, p.scale, p.mask, p.masked_rows, dropout_p, rng, p.group
     )

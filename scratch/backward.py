@@ -30,10 +30,12 @@ import random
 from dataclasses import dataclass
 from itertools import product
 
-from .attention import _at, attend, check_rng, prepare, stack
+from .attention import attend, prepare
 from .linalg import dot, matmul_nt, transpose_rows
 from .masks import Mask
-from .validate import as_tensor, check_dropout_p
+from .nested import at, stack
+from .options import Options
+from .validate import as_tensor
 
 Matrix = list[list[float]]
 
@@ -169,9 +171,8 @@ def scaled_dot_product_attention_backward(
 
     Same arguments as the forward; the same `rng` state reproduces the forward's dropout mask.
     """
-    dropout_p = check_dropout_p(dropout_p)
-    check_rng(rng)
-    p = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, masked_rows)
+    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng)
+    p = prepare(query, key, value, options)
     g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
     if g_shape != p.lead + (p.L, p.Ev):
         raise ValueError(
@@ -183,10 +184,10 @@ def scaled_dot_product_attention_backward(
         kv = p.kv_index(index)
         mask_rows = p.mask.slice(index) if p.mask is not None else None
         head = backward_head(
-            _at(p.q, index),
-            _at(p.k, kv),
-            _at(p.v, kv),
-            _at(g, index),
+            at(p.q, index),
+            at(p.k, kv),
+            at(p.v, kv),
+            at(g, index),
             p.scale,
             p.mask,
             mask_rows,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .nested import flat, map_leaves
 from .tolerance import (
     ACCUMULATE,
     EXP_ULPS,
@@ -408,7 +409,7 @@ class _ListOps:
 
     def array(self, value):
         value = value.tolist() if hasattr(value, "tolist") else value
-        return _map(float, value)
+        return map_leaves(float, value)
 
     def absdiff(self, a, b):
         def one(x, y):
@@ -426,26 +427,26 @@ class _ListOps:
         return f(*arrays)
 
     def where(self, cond, a, b):
-        full = _map(lambda _: b, cond) if not isinstance(b, list) else b
+        full = map_leaves(lambda _: b, cond) if not isinstance(b, list) else b
         return self.ew(lambda c, x, y: x if c else y, cond, a, full)
 
     def finite(self, a):
-        return _map(lambda x: float(math.isfinite(x)), a)
+        return map_leaves(lambda x: float(math.isfinite(x)), a)
 
     def positive(self, a):
-        return _map(lambda x: float(x > 0), a)
+        return map_leaves(lambda x: float(x > 0), a)
 
     def finite_abs(self, a):
-        return _map(lambda x: abs(x) if math.isfinite(x) else 0.0, a)
+        return map_leaves(lambda x: abs(x) if math.isfinite(x) else 0.0, a)
 
     def nan_to_zero(self, a):
-        return _map(lambda x: 0.0 if math.isnan(x) else x, a)
+        return map_leaves(lambda x: 0.0 if math.isnan(x) else x, a)
 
     def maximum(self, a, b):
         return self.ew(max, a, b)
 
     def abs(self, a):
-        return _map(abs, a)
+        return map_leaves(abs, a)
 
     def add(self, a, b):
         return self.ew(lambda x, y: x + y, a, b)
@@ -480,10 +481,10 @@ class _ListOps:
         return [[x for head in a for x in head[i]] for i in range(len(a[0]))]
 
     def maxabs(self, a):
-        return max((abs(x) for x in _flat(a)), default=0.0)
+        return max((abs(x) for x in flat(a)), default=0.0)
 
     def worst(self, diff, bounds):
-        pairs = list(zip(_flat(diff), _flat(bounds), strict=True))
+        pairs = list(zip(flat(diff), flat(bounds), strict=True))
         ratios = [0.0 if d == 0 else (d / b if b > 0 else math.inf) for d, b in pairs]
         i = max(range(len(pairs)), key=ratios.__getitem__)
         j = max(range(len(pairs)), key=lambda n: pairs[n][0])
@@ -491,21 +492,6 @@ class _ListOps:
 
     def tolist(self, a):
         return a
-
-
-def _map(f, nested):
-    """f applied to every leaf of nested lists."""
-    if isinstance(nested, list):
-        return [_map(f, x) for x in nested]
-    return f(nested)
-
-
-def _flat(nested) -> list:
-    """Leaves of nested lists in row-major order."""
-    level = [nested]
-    while level and isinstance(level[0], list):
-        level = [y for row in level for y in row]
-    return level
 
 
 __all__ = ["StepCheck", "compare_traces", "EXP_ULPS"]

@@ -13,17 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import product
 
-from .attention import Steps, _at, attend_all, build_mask, stack
+from .attention import Steps, attend_all, build_mask
 from .linalg import matmul_nt, transpose_rows
+from .masks import Mask
+from .nested import at, stack
+from .options import Options
+from .plan import HeadPlan, plan_multi_head
 from .validate import (
-    as_matrix,
     as_tensor,
-    as_vector,
-    check_flag,
-    check_head_counts,
-    check_masked_rows,
     check_projections,
-    check_scale,
     check_value_has_key,
 )
 
@@ -35,23 +33,18 @@ def project(x: list, lead: tuple[int, ...], w: list | None, b: list | None) -> l
     wt = transpose_rows(w)  # (d_out, d_in): its rows are w's columns
     blocks = []
     for index in product(*map(range, lead)):
-        out = matmul_nt(_at(x, index), wt)  # (n, d_in) @ (d_in, d_out) -> (n, d_out)
+        out = matmul_nt(at(x, index), wt)  # (n, d_in) @ (d_in, d_out) -> (n, d_out)
         if b is not None:
             out = [[o + c for o, c in zip(row, b)] for row in out]
         blocks.append(out)
     return stack(blocks, lead)
 
 
-def _width(m: list, lead: tuple[int, ...]) -> int:
-    """Size of the last axis of a (..., n, width) nested list."""
-    return len(_at(m, (0,) * len(lead))[0])
-
-
 def split_heads(m: list, lead: tuple[int, ...], heads: int) -> list:
     """(..., n, heads * d) -> (..., heads, n, d): head h is the column block h*d:(h+1)*d."""
     blocks = []
     for index in product(*map(range, lead)):
-        rows = _at(m, index)  # (n, heads * d)
+        rows = at(m, index)  # (n, heads * d)
         d = len(rows[0]) // heads
         blocks.append([[row[h * d : (h + 1) * d] for row in rows] for h in range(heads)])
     return stack(blocks, lead)
@@ -61,16 +54,20 @@ def concat_heads(heads_out: list, lead: tuple[int, ...]) -> list:
     """(..., heads, L, d) -> (..., L, heads * d), heads side by side."""
     blocks = []
     for index in product(*map(range, lead)):
-        per_head = _at(heads_out, index)  # (heads, L, d)
+        per_head = at(heads_out, index)  # (heads, L, d)
         blocks.append([[c for h in per_head for c in h[i]] for i in range(len(per_head[0]))])
     return stack(blocks, lead)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Projected:
     """Validated multi-head inputs and every intermediate of the computation."""
 
-    lead: tuple[int, ...]
+    plan: HeadPlan
+    inputs: dict[str, list]  # x (..., L, d_model), key_input and value_input (..., S, d)
+    params: dict[str, list]  # the projections and biases given: w_q, ..., b_o
+    options: Options
+    mask: Mask | None  # broadcast to the per-head scores (..., H, L, S)
     q: list  # (..., L, num_heads * d_head)
     k: list  # (..., S, num_kv_heads * d_head)
     v: list  # (..., S, num_kv_heads * d_v)
@@ -79,21 +76,15 @@ class Projected:
     output: list  # (..., L, d_out)
     scale: float
 
+    @property
+    def lead(self) -> tuple[int, ...]:
+        """The batch dims shared by every input."""
+        return self.plan.lead
 
-def _weight(w: object, name: str, rows: int, heads: int, width_name: str):
-    """Validate a projection (rows, heads * d); return (matrix, d)."""
-    if w is None:
-        return None, None
-    m, (r, c) = as_matrix(w, name)
-    if r != rows:
-        raise ValueError(
-            f"{name}: expected {rows} rows to match the input width, found shape {(r, c)}"
-        )
-    if c % heads:
-        raise ValueError(
-            f"{name}: {c} columns do not split into {heads} heads of equal width ({width_name})"
-        )
-    return m, c // heads
+
+def _read(obj: object, name: str, min_dims: int) -> tuple[list | None, tuple[int, ...] | None]:
+    """An optional numeric input as nested lists with its shape; (None, None) when not given."""
+    return (None, None) if obj is None else as_tensor(obj, name, min_dims=min_dims)
 
 
 def run_multi_head(
@@ -118,69 +109,50 @@ def run_multi_head(
 ) -> Projected:
     """Validate everything, project, split heads, attend, concatenate, project out."""
     check_value_has_key(key, value)
-    H, Hkv = check_head_counts(num_heads, num_kv_heads)
-    masked_rows = check_masked_rows(masked_rows)
-    check_flag(is_causal, "is_causal")
+    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     x, x_shape = as_tensor(query, "query", min_dims=2)
     xk, k_shape = (x, x_shape) if key is None else as_tensor(key, "key", min_dims=2)
     xv, v_shape = (xk, k_shape) if value is None else as_tensor(value, "value", min_dims=2)
-    lead = x_shape[:-2]
-    for name, shape in (("key", k_shape), ("value", v_shape)):
-        if shape[:-2] != lead:
-            raise ValueError(f"{name}: leading dims must match query's {lead}, found shape {shape}")
-    if k_shape[-2] != v_shape[-2]:
-        raise ValueError(
-            f"value: length must match key's (S = {k_shape[-2]}), found shape {v_shape}"
-        )
-    L, S = x_shape[-2], k_shape[-2]
-    wq, dq = _weight(w_q, "w_q", x_shape[-1], H, "num_heads")
-    wk, dk = _weight(w_k, "w_k", k_shape[-1], Hkv, "num_kv_heads")
-    wv, _ = _weight(w_v, "w_v", v_shape[-1], Hkv, "num_kv_heads")
-    bq = None if b_q is None else as_vector(b_q, "b_q", len(wq[0]) if wq else x_shape[-1])
-    bk = None if b_k is None else as_vector(b_k, "b_k", len(wk[0]) if wk else k_shape[-1])
-    bv = None if b_v is None else as_vector(b_v, "b_v", len(wv[0]) if wv else v_shape[-1])
+    optional = {"w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o}
+    optional.update({"b_q": b_q, "b_k": b_k, "b_v": b_v, "b_o": b_o})
+    read = {
+        name: as_tensor(obj, name, min_dims=1 if name[0] == "b" else 2)
+        for name, obj in optional.items()
+        if obj is not None
+    }
+    shapes = {name: shape for name, (_, shape) in read.items()}
+    plan = plan_multi_head(
+        x_shape, k_shape, v_shape, num_heads=num_heads, num_kv_heads=num_kv_heads, **shapes
+    )
+    params = {name: data for name, (data, _) in read.items()}
+    wq, wk, wv, wo = (params.get(name) for name in ("w_q", "w_k", "w_v", "w_o"))
+    bq, bk, bv, bo = (params.get(name) for name in ("b_q", "b_k", "b_v", "b_o"))
+    lead, H, Hkv = plan.lead, plan.num_heads, plan.num_kv_heads
     # step 1: projections, weights on the right as in the seed notebooks
     q = project(x, lead, wq, bq)  # (..., L, d_model) @ (d_model, H*d_head) -> (..., L, H*d_head)
     k = project(xk, lead, wk, bk)  # (..., S, d_kv) @ (d_kv, Hkv*d_head) -> (..., S, Hkv*d_head)
     v = project(xv, lead, wv, bv)  # (..., S, d_kv) @ (d_kv, Hkv*d_v) -> (..., S, Hkv*d_v)
-    q_width, k_width, v_width = (_width(m, lead) for m in (q, k, v))
-    for name, width, heads in (
-        ("query", q_width, H),
-        ("key", k_width, Hkv),
-        ("value", v_width, Hkv),
-    ):
-        if width % heads:
-            raise ValueError(f"{name}: width {width} does not split into {heads} heads")
-    d_head = q_width // H
-    if k_width // Hkv != d_head:
-        raise ValueError(
-            f"w_k: key heads are {k_width // Hkv} wide but query heads are {d_head} wide "
-            f"(w_q gives {dq}, w_k gives {dk})"
-        )
-    scale = check_scale(scale, d_head)
-    head_lead = lead + (H,)
-    mask = build_mask(attn_mask, is_causal, head_lead + (L, S))
+    scale = options.scale_for(plan.d_head)
+    mask = build_mask(options, plan.scores_shape)
     # step 2: split the heads and attend; query head h reads kv head h // (H // Hkv)
     q_heads = split_heads(q, lead, H)  # (..., H, L, d_head)
     k_heads = split_heads(k, lead, Hkv)  # (..., Hkv, S, d_head)
     v_heads = split_heads(v, lead, Hkv)  # (..., Hkv, S, d_v)
     heads = attend_all(
-        q_heads, k_heads, v_heads, head_lead, scale, mask, masked_rows, group=H // Hkv
+        q_heads,
+        k_heads,
+        v_heads,
+        plan.head_lead,
+        scale,
+        mask,
+        options.masked_rows,
+        group=plan.group,
     )
     # step 3: heads side by side, then the output projection
-    concat = concat_heads(stack([s.output for s in heads], head_lead), lead)  # (..., L, H * d_v)
-    output = concat
-    if w_o is not None:
-        wo, (r, c) = as_matrix(w_o, "w_o")
-        if r != _width(concat, lead):
-            raise ValueError(
-                f"w_o: expected {_width(concat, lead)} rows (num_heads * d_v), found shape {(r, c)}"
-            )
-        bo = None if b_o is None else as_vector(b_o, "b_o", c)
-        output = project(concat, lead, wo, bo)  # (..., L, H * d_v) @ (H * d_v, d_out)
-    elif b_o is not None:
-        raise ValueError("b_o: given without w_o; expected w_o as well")
-    return Projected(lead, q, k, v, heads, concat, output, scale)
+    concat = concat_heads(stack([s.output for s in heads], plan.head_lead), lead)  # (..., L, H*d_v)
+    output = concat if wo is None else project(concat, lead, wo, bo)  # (..., L, d_out)
+    inputs = {"x": x, "key_input": xk, "value_input": xv}
+    return Projected(plan, inputs, params, options, mask, q, k, v, heads, concat, output, scale)
 
 
 def multi_head_attention(
@@ -224,5 +196,5 @@ def multi_head_attention(
         scale=scale,
         masked_rows=masked_rows,
     )
-    weights = stack([s.weights for s in run.heads], run.lead + (num_heads,))  # (..., H, L, S)
+    weights = stack([s.weights for s in run.heads], run.plan.head_lead)  # (..., H, L, S)
     return run.output, weights

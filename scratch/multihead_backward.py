@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from itertools import product
 from math import fsum
 
-from .attention import _at, build_mask, stack
-from .backward import backward_head, key_value_grads
+from .backward import Gradients, backward_head, key_value_grads
 from .linalg import matmul_nt, transpose_rows
-from .multihead import run_multi_head, split_heads
-from .validate import as_matrix, as_tensor, check_projections
+from .multihead import Projected, run_multi_head, split_heads
+from .nested import at, rows, unrows
+from .validate import as_tensor, check_projections
 
 
 @dataclass(frozen=True)
@@ -43,20 +43,115 @@ class MultiHeadGradients:
     grad_b_o: list | None
 
 
-def _rows(nested: list, lead: tuple[int, ...]) -> list[list[float]]:
-    """Every row of a (..., n, width) nested list, leading indices in row-major order."""
-    return [row for index in product(*map(range, lead)) for row in _at(nested, index)]
+@dataclass(frozen=True)
+class BackwardRun:
+    """Every intermediate of the multi-head backward, each in its forward step's layout."""
 
-
-def _nest(rows: list, lead: tuple[int, ...], n: int) -> list:
-    """Undo _rows: n rows per leading index, nested back into the leading dims."""
-    return stack([rows[i : i + n] for i in range(0, len(rows), n)], lead)
+    forward: Projected
+    grad_output: list  # dO (..., L, d_out)
+    grad_concat: list  # (..., L, H * d_v): dO @ w_o^T, or dO itself without w_o
+    heads: list[Gradients]  # one per (..., head), row-major: dP, D, dS, dQ of each head
+    grad_q: list  # (..., L, H * d_head)
+    grad_k: list  # (..., S, Hkv * d_head), each kv head summed over its group
+    grad_v: list  # (..., S, Hkv * d_v)
+    grad_params: dict[str, list]  # grad_w_q, ..., grad_b_o for the weights and biases given
+    grad_inputs: dict[str, list | None]  # grad of query, key and value inputs (None: not given)
 
 
 def _weight_grads(inputs: list, grads: list) -> tuple[list, list]:
     """(inputs^T @ grads, column sums of grads) over all rows: (d_in, d_out), (d_out,)."""
     grad_w = matmul_nt(transpose_rows(inputs), transpose_rows(grads))  # (d_in, N) @ (N, d_out)
     return grad_w, [fsum(col) for col in zip(*grads)]
+
+
+def run_backward(run: Projected, grad_output: object) -> BackwardRun:
+    """The backward of one validated forward run for dO = `grad_output` (..., L, d_out)."""
+    plan, params, options = run.plan, run.params, run.options
+    lead, H, Hkv, L, S = plan.lead, plan.num_heads, plan.num_kv_heads, plan.L, plan.S
+    dO, dO_shape = as_tensor(grad_output, "grad_output", min_dims=2)
+    expected = lead + (L, plan.d_out)  # (..., L, d_out)
+    if dO_shape != expected:
+        raise ValueError(f"grad_output: expected the output's shape {expected}, found {dO_shape}")
+    grads = {}
+    # step 1: through the output projection     d_concat = dO @ w_o^T   (..., L, H * d_v)
+    dO_rows = rows(dO, lead)
+    d_concat = dO_rows
+    if "w_o" in params:
+        grads["grad_w_o"], grad_b_o = _weight_grads(rows(run.concat, lead), dO_rows)
+        if "b_o" in params:
+            grads["grad_b_o"] = grad_b_o
+        d_concat = matmul_nt(dO_rows, params["w_o"])  # (N, d_out) @ (d_out, H*d_v)
+    d_concat = unrows(d_concat, lead, L)
+    # step 2: every head's backward; kv heads of a group summed in one fsum
+    q_heads = split_heads(run.q, lead, H)  # (..., H, L, d_head)
+    k_heads, v_heads = split_heads(run.k, lead, Hkv), split_heads(run.v, lead, Hkv)
+    dO_heads = split_heads(d_concat, lead, H)  # (..., H, L, d_v)
+    heads, dq_blocks, dk_blocks, dv_blocks = [], [], [], []
+    for index in product(*map(range, lead)):
+        per_head, groups = [], {}
+        for h in range(H):
+            head_index, kv_index = index + (h,), index + (h // plan.group,)
+            head = backward_head(
+                at(q_heads, head_index),
+                at(k_heads, kv_index),
+                at(v_heads, kv_index),
+                at(dO_heads, head_index),
+                run.scale,
+                run.mask,
+                run.mask.slice(head_index) if run.mask is not None else None,
+                options.masked_rows,
+            )
+            heads.append(head)
+            per_head.append(head.grad_query)
+            groups.setdefault(h // plan.group, []).append(head)
+        dq_blocks.append([[c for h in per_head for c in h[i]] for i in range(L)])  # (L, H*d_head)
+        kv = [key_value_grads([h.rows() for h in groups[g]], run.scale) for g in range(Hkv)]
+        dk_blocks.append([[c for dK, _ in kv for c in dK[j]] for j in range(S)])  # (S, Hkv*d_head)
+        dv_blocks.append([[c for _, dV in kv for c in dV[j]] for j in range(S)])  # (S, Hkv*d_v)
+    dq, dk, dv = (sum(blocks, []) for blocks in (dq_blocks, dk_blocks, dv_blocks))  # all rows
+    # step 3: through the input projections     d_w = x^T @ d, d_b = column sums of d
+    x_rows = {name: rows(data, lead) for name, data in run.inputs.items()}
+    sources = {"q": "x", "k": "key_input", "v": "value_input"}
+    for name, d in (("q", dq), ("k", dk), ("v", dv)):
+        if f"w_{name}" in params:
+            grads[f"grad_w_{name}"], grad_b = _weight_grads(x_rows[sources[name]], d)
+        else:
+            grad_b = [fsum(col) for col in zip(*d)]
+        if f"b_{name}" in params:
+            grads[f"grad_b_{name}"] = grad_b
+    # step 4: the inputs: one fsum over every projection an input feeds
+    #   d_x = [dq | dk | dv] @ [w_q | w_k | w_v]^T when x made queries, keys and values
+    cross = run.inputs["key_input"] is not run.inputs["x"]  # key given: its own gradient
+    separate_value = run.inputs["value_input"] is not run.inputs["key_input"]
+    paths = {"query": [(dq, "w_q")], "key": [], "value": []}
+    paths["key" if cross else "query"].append((dk, "w_k"))
+    paths["value" if separate_value else ("key" if cross else "query")].append((dv, "w_v"))
+    grad_inputs = {}
+    for name, pairs in paths.items():
+        if not pairs:
+            grad_inputs[name] = None
+            continue
+        # d @ w^T per path, all paths in one fsum: [d1 | d2] @ [w1 | w2]^T; no w: the identity
+        d = [sum((g[i] for g, _ in pairs), []) for i in range(len(pairs[0][0]))]  # (N, sum m)
+        ws = [params.get(w) or _identity(len(g[0])) for g, w in pairs]
+        w = [sum((wm[c] for wm in ws), []) for c in range(len(ws[0]))]  # (d_in, sum m)
+        grad_inputs[name] = unrows(matmul_nt(d, w), lead, L if name == "query" else S)
+    return BackwardRun(
+        run,
+        dO,
+        d_concat,
+        heads,
+        unrows(dq, lead, L),
+        unrows(dk, lead, S),
+        unrows(dv, lead, S),
+        grads,
+        grad_inputs,
+    )
+
+
+def _identity(n: int) -> list[list[float]]:
+    """The (n, n) identity: the 'projection' of an input used as it is."""
+    return [[float(i == j) for j in range(n)] for i in range(n)]
 
 
 def multi_head_attention_backward(
@@ -87,85 +182,18 @@ def multi_head_attention_backward(
         b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o, attn_mask=attn_mask, is_causal=is_causal,
         scale=scale, masked_rows=masked_rows,
     )  # fmt: skip
-    lead, H = run.lead, num_heads
-    Hkv = H if num_kv_heads is None else num_kv_heads
-    x, x_shape = as_tensor(query, "query", min_dims=2)
-    xk = x if key is None else as_tensor(key, "key", min_dims=2)[0]
-    xv = xk if value is None else as_tensor(value, "value", min_dims=2)[0]
-    wq, wk, wv = (as_matrix(w, name)[0] for w, name in ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
-    dO, dO_shape = as_tensor(grad_output, "grad_output", min_dims=2)
-    L, S = x_shape[-2], len(_at(run.k, (0,) * len(lead)))
-    expected = lead + (L, len(_at(run.output, (0,) * len(lead))[0]))  # (..., L, d_out)
-    if dO_shape != expected:
-        raise ValueError(f"grad_output: expected the output's shape {expected}, found {dO_shape}")
-    # step 1: through the output projection     d_concat = dO @ w_o^T   (..., L, H * d_v)
-    dO_rows, concat_rows = _rows(dO, lead), _rows(run.concat, lead)
-    grad_w_o = grad_b_o = None
-    if w_o is not None:
-        wo = as_matrix(w_o, "w_o")[0]
-        grad_w_o, grad_b_o = _weight_grads(concat_rows, dO_rows)
-        grad_b_o = grad_b_o if b_o is not None else None
-        d_concat = matmul_nt(dO_rows, wo)  # (N, d_out) @ (d_out, H*d_v): rows of w_o are w_o^T's
-    else:
-        d_concat = dO_rows
-    d_concat = _nest(d_concat, lead, L)
-    # step 2: every head's backward; kv heads of a group summed in one fsum
-    mask = build_mask(attn_mask, is_causal, lead + (H, L, S))
-    q_heads = split_heads(run.q, lead, H)  # (..., H, L, d_head)
-    k_heads, v_heads = split_heads(run.k, lead, Hkv), split_heads(run.v, lead, Hkv)
-    dO_heads = split_heads(d_concat, lead, H)  # (..., H, L, d_v)
-    dq_blocks, dk_blocks, dv_blocks = [], [], []
-    for index in product(*map(range, lead)):
-        per_head, groups = [], {}
-        for h in range(H):
-            head_index = index + (h,)
-            g = h // (H // Hkv)
-            head = backward_head(
-                _at(q_heads, head_index),
-                _at(k_heads, index + (g,)),
-                _at(v_heads, index + (g,)),
-                _at(dO_heads, head_index),
-                run.scale,
-                mask,
-                mask.slice(head_index) if mask is not None else None,
-                masked_rows,
-            )
-            per_head.append(head.grad_query)
-            groups.setdefault(g, []).append(head)
-        dq_blocks.append([[c for h in per_head for c in h[i]] for i in range(L)])  # (L, H*d_head)
-        kv = [key_value_grads([h.rows() for h in groups[g]], run.scale) for g in range(Hkv)]
-        dk_blocks.append([[c for dK, _ in kv for c in dK[j]] for j in range(S)])  # (S, Hkv*d_head)
-        dv_blocks.append([[c for _, dV in kv for c in dV[j]] for j in range(S)])  # (S, Hkv*d_v)
-    dq, dk, dv = (sum(blocks, []) for blocks in (dq_blocks, dk_blocks, dv_blocks))  # all rows
-    # step 3: through the input projections     d_w = x^T @ d, d_b = column sums of d
-    x_rows, xk_rows, xv_rows = _rows(x, lead), _rows(xk, lead), _rows(xv, lead)
-    grad_w_q, grad_b_q = _weight_grads(x_rows, dq)
-    grad_w_k, grad_b_k = _weight_grads(xk_rows, dk)
-    grad_w_v, grad_b_v = _weight_grads(xv_rows, dv)
-    # step 4: the inputs: one fsum over every projection an input feeds
-    #   d_x = [dq | dk | dv] @ [w_q | w_k | w_v]^T when x made queries, keys and values
-    paths = {"query": [(dq, wq)], "key": [], "value": []}
-    paths["query" if key is None else "key"].append((dk, wk))
-    source_v = "query" if key is None else ("key" if value is None else "value")
-    paths[source_v].append((dv, wv))
-    grads = {}
-    for name, pairs in paths.items():
-        if not pairs:
-            grads[name] = None
-            continue
-        d = [sum((g[i] for g, _ in pairs), []) for i in range(len(pairs[0][0]))]  # (N, sum m)
-        w = [sum((wm[c] for _, wm in pairs), []) for c in range(len(pairs[0][1]))]  # (d_in, sum m)
-        grads[name] = _nest(matmul_nt(d, w), lead, L if name == "query" else S)
+    back = run_backward(run, grad_output)
+    g = back.grad_params
     return MultiHeadGradients(
-        grads["query"],
-        grads["key"],
-        grads["value"],
-        grad_w_q,
-        grad_w_k,
-        grad_w_v,
-        grad_w_o,
-        grad_b_q if b_q is not None else None,
-        grad_b_k if b_k is not None else None,
-        grad_b_v if b_v is not None else None,
-        grad_b_o,
+        back.grad_inputs["query"],
+        back.grad_inputs["key"] if key is not None else None,
+        back.grad_inputs["value"] if value is not None else None,
+        g["grad_w_q"],
+        g["grad_w_k"],
+        g["grad_w_v"],
+        g.get("grad_w_o"),
+        g.get("grad_b_q"),
+        g.get("grad_b_k"),
+        g.get("grad_b_v"),
+        g.get("grad_b_o"),
     )

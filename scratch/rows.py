@@ -10,11 +10,14 @@ dropout depends on the rows before it.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from itertools import product
 
-from .attention import _at, attend, prepare, stack
+from .attention import attend, prepare
 from .masks import Mask
-from .validate import check_flag, check_positive_int
+from .nested import at, stack
+from .options import Options
+from .validate import check_positive_int
 
 
 def sample_rows(L: int, count: int, seed: int = 0) -> list[int]:
@@ -62,11 +65,9 @@ def attention_rows(
     Returns (output (..., R, Ev), weights (..., R, S)) with R = len(rows): entry n is exactly
     row rows[n] of the full ground truth, bit for bit, for the same arguments.
     """
-    if is_causal is True and attn_mask is not None:
-        raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
+    options = Options(attn_mask, is_causal, scale, 0.0, enable_gqa, masked_rows)
     # the causal mask is built below for the sampled rows only, never as a whole (L, S) grid
-    p = prepare(query, key, value, attn_mask, False, scale, enable_gqa, masked_rows)
-    check_flag(is_causal, "is_causal")
+    p = prepare(query, key, value, replace(options, is_causal=False))
     picked = _check_rows(rows, p.L)
     mask = p.mask
     if is_causal:  # only the sampled rows of tril(ones(L, S))
@@ -74,7 +75,7 @@ def attention_rows(
         mask = Mask(causal, (len(picked), p.S), True, p.lead + (len(picked), p.S))
     outputs, weights = [], []
     for index in product(*map(range, p.lead)):
-        q_rows = [_at(p.q, index)[i] for i in picked]  # (R, E): only the sampled query rows
+        q_rows = [at(p.q, index)[i] for i in picked]  # (R, E): only the sampled query rows
         mask_rows = None
         if is_causal:
             mask_rows = causal
@@ -82,7 +83,7 @@ def attention_rows(
             full = mask.slice(index)  # (L, S) views of the broadcast mask, no copies
             mask_rows = [full[i] for i in picked]  # (R, S)
         kv = p.kv_index(index)
-        steps = attend(q_rows, _at(p.k, kv), _at(p.v, kv), p.scale, mask, mask_rows, p.masked_rows)
+        steps = attend(q_rows, at(p.k, kv), at(p.v, kv), p.scale, mask, mask_rows, p.masked_rows)
         outputs.append(steps.output)  # (R, Ev)
         weights.append(steps.weights)  # (R, S)
     return stack(outputs, p.lead), stack(weights, p.lead)

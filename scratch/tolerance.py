@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from itertools import product
 
+from .nested import at, flat, stack
 from .validate import (
     as_mask,
     as_tensor,
@@ -253,7 +254,7 @@ def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, enable
         kv = tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index))
         if enable_gqa and lead and k_shape[-3] != q_shape[-3]:
             kv = kv[:-1] + (index[-1] // (q_shape[-3] // k_shape[-3]),)
-        qb, kb, vb, pb = _at(q, index), _at(k, kv), _at(v, kv), _at(p, index)
+        qb, kb, vb, pb = at(q, index), at(k, kv), at(v, kv), at(p, index)
         add = mask.slice(index) if mask is not None and not mask.is_bool else None
         v_sum = [math.fsum(abs(row[c]) for row in vb) for c in range(len(vb[0]))]
         rows = []
@@ -280,23 +281,7 @@ def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, enable
                 ]
             )
         blocks.append(rows)
-    return _nest(blocks, lead)
-
-
-def _at(nested: list, index: tuple[int, ...]) -> list:
-    """nested[i0][i1]... for a tuple of leading indices."""
-    for i in index:
-        nested = nested[i]
-    return nested
-
-
-def _nest(blocks: list, lead: tuple[int, ...]) -> list:
-    """Nest a row-major list of per-index blocks into the leading dims."""
-    if not lead:
-        return blocks[0]
-    for size in reversed(lead[1:]):
-        blocks = [blocks[i : i + size] for i in range(0, len(blocks), size)]
-    return blocks
+    return stack(blocks, lead)
 
 
 def ulp(x: float, dtype: str) -> float:
@@ -337,24 +322,15 @@ def reference_error_rule(
     dtype = check_dtype(dtype)
     err = _max_abs_diff(output, truth)
     ref = _max_abs_diff(plain, truth)
-    top = max((abs(t) for t in _flat(truth) if math.isfinite(t)), default=0.0)
+    top = max((abs(t) for t in flat(truth) if math.isfinite(t)), default=0.0)
     allowed = factor * (ref if math.isfinite(ref) else 0.0) + floor_ulps * ulp(top, dtype)
     return RuleResult(err <= allowed, err, ref, allowed)
-
-
-def _flat(x: object) -> list[float]:
-    """All entries of a nested list or array, flattened."""
-    x = x.tolist() if hasattr(x, "tolist") else x
-    level = [x]
-    while level and isinstance(level[0], (list, tuple)):
-        level = [y for row in level for y in row]
-    return [float(y) for y in level]
 
 
 def _max_abs_diff(a: object, b: object) -> float:
     """max |a - b| over all elements; NaN vs NaN is 0, NaN vs a number is inf."""
     worst = 0.0
-    for x, y in zip(_flat(a), _flat(b), strict=True):
+    for x, y in zip(flat(a), flat(b), strict=True):
         if math.isnan(x) or math.isnan(y):
             d = 0.0 if math.isnan(x) and math.isnan(y) else math.inf
         elif x == y:

@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass, field
 
 from .multihead import run_multi_head
-from .validate import _describe, as_mask, as_matrix, check_value_has_key
+from .nested import tolist
+from .validate import _describe, as_mask, check_value_has_key
 
 AXES = ("head", "query", "key", "model", "feature")
 
@@ -130,12 +131,6 @@ def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
     return sum(not any(row) for grid in grids for row in grid), grids if want_grids else None
 
 
-def _tolist(value: object) -> list:
-    """Nested lists from a list or any array with .tolist()."""
-    tolist = getattr(value, "tolist", None)
-    return tolist() if callable(tolist) else value
-
-
 def layout_trace(
     values: dict[str, object],
     *,
@@ -163,7 +158,7 @@ def layout_trace(
     """
     H, Hkv = num_heads, num_kv_heads
     L, S = len(values["q"]), len(values["k"])
-    d_head = len(_tolist(values["q"])[0]) // H
+    d_head = len(tolist(values["q"])[0]) // H
     labels = _labels(tokens, L, "tokens", "t")
     cross = given["key"]
     separate_value = cross and given["value"]
@@ -393,9 +388,9 @@ def trace_attention(
             f"x: a trace is one worked example, expected shape (L, d_model), "
             f"found {len(run.lead) + 2} dims"
         )
-    H = num_heads
+    H = run.plan.num_heads
     values = {
-        "x": as_matrix(x, "x")[0],
+        "x": run.inputs["x"],
         "q": run.q,
         "k": run.k,
         "v": run.v,
@@ -405,21 +400,16 @@ def trace_attention(
     }
     for name in ("scores", "scaled", "masked", "weights"):
         values[name] = [getattr(s, name) for s in run.heads]  # (H, L, S)
-    for name, data in (
-        ("key_input", key),
-        ("value_input", value),
-        ("w_q", w_q),
-        ("w_k", w_k),
-        ("w_v", w_v),
-        ("w_o", w_o),
-    ):
-        if data is not None:
-            values[name] = as_matrix(data, name.removesuffix("_input"))[0]
+    if key is not None:
+        values["key_input"] = run.inputs["key_input"]
+    if value is not None:
+        values["value_input"] = run.inputs["value_input"]
+    values.update(run.params)
     is_bool = None if attn_mask is None else as_mask(attn_mask)[2]
     return layout_trace(
         values,
         num_heads=H,
-        num_kv_heads=H if num_kv_heads is None else num_kv_heads,
+        num_kv_heads=run.plan.num_kv_heads,
         given=given_arguments(
             key=key,
             value=None if value is key else value,

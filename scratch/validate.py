@@ -11,6 +11,8 @@ import math
 import numbers
 from collections.abc import Sequence
 
+from .nested import reshape
+
 MASKED_ROWS = ("zero", "nan", "uniform")
 MAX_DIMS = 32  # deeper than any real attention tensor; guards against runaway nesting
 
@@ -101,13 +103,6 @@ def _leaves_and_shape(obj: object, name: str) -> tuple[list, tuple[int, ...]]:
     return level, tuple(shape)
 
 
-def _reshape(flat: list, shape: tuple[int, ...]) -> Nested:
-    """Nest a flat list into lists of the given shape (innermost axis first)."""
-    for size in reversed(shape[1:]):
-        flat = [flat[i : i + size] for i in range(0, len(flat), size)]
-    return flat
-
-
 def _as_float(value: object, name: str, p: int, shape: tuple[int, ...]) -> float:
     """One data entry as a float; bools, strings, None and complex are refused."""
     kind = type(value)
@@ -138,7 +133,7 @@ def as_tensor(obj: object, name: str, *, min_dims: int = 1) -> tuple[Nested, tup
         raise ValueError(
             f"{name}: expected at least {min_dims} dims {expected}, found shape {shape}"
         )
-    return _reshape(leaves, shape), shape
+    return reshape(leaves, shape), shape
 
 
 def as_matrix(obj: object, name: str) -> tuple[Nested, tuple[int, ...]]:
@@ -167,9 +162,9 @@ def as_mask(obj: object, name: str = "attn_mask") -> tuple[Nested, tuple[int, ..
     """Validate a mask; return (values, shape, is_bool). Bool: True = may attend; float: added."""
     leaves, shape = _leaves_and_shape(obj, name)
     if all(type(v) is bool for v in leaves):
-        return _reshape(list(leaves), shape), shape, True
+        return reshape(list(leaves), shape), shape, True
     if all(_is_bool(v) for v in leaves):
-        return _reshape([bool(v) for v in leaves], shape), shape, True
+        return reshape([bool(v) for v in leaves], shape), shape, True
     any_float = False
     floats = []
     for p, v in enumerate(leaves):
@@ -185,7 +180,7 @@ def as_mask(obj: object, name: str = "attn_mask") -> tuple[Nested, tuple[int, ..
             f"{name}: found only integers, which are ambiguous; expected bools "
             f"(True = may attend) or floats (added to the scaled scores, -inf = masked)"
         )
-    return _reshape(floats, shape), shape, False
+    return reshape(floats, shape), shape, False
 
 
 def _real(value: object, name: str, expected: str) -> float:

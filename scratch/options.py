@@ -1,0 +1,74 @@
+"""Options: everything about one attention call except its arrays, checked once, passed inward.
+
+The public functions keep PyTorch's keyword arguments; the first thing each does is build one
+`Options` from them, and only that value travels further in. A new option (a mask kind, a score
+modifier, a flag for the backward pass) is a field here plus the code that reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .validate import _describe, check_dropout_p, check_flag, check_masked_rows, check_scale
+
+MASK_KINDS = ("none", "causal", "given")
+
+
+def check_rng(rng: object) -> None:
+    """`rng` is None or a `random.Random`-like object with a .random() method."""
+    if rng is not None and not callable(getattr(rng, "random", None)):
+        raise TypeError(f"rng: expected a random.Random or None, found {type(rng).__name__}")
+
+
+@dataclass(frozen=True)
+class Options:
+    """How one attention call computes: mask, scale, empty-row policy, dropout, GQA."""
+
+    attn_mask: object = None  # bool (True = may attend) or float (added), broadcast to scores
+    is_causal: bool = False  # PyTorch's top-left causal mask, tril(ones(L, S))
+    scale: float | None = None  # None: 1 / sqrt(E)
+    dropout_p: float = 0.0  # probability of dropping each weight after softmax
+    enable_gqa: bool = False  # key/value may have fewer heads than query
+    masked_rows: str = "zero"  # policy for rows in which every key is masked
+    rng: object = None  # random.Random (or a backend's generator) for dropout
+
+    def __post_init__(self) -> None:
+        """Check every field once; errors name the keyword argument."""
+        check_flag(self.is_causal, "is_causal")
+        check_flag(self.enable_gqa, "enable_gqa")
+        object.__setattr__(self, "masked_rows", check_masked_rows(self.masked_rows))
+        object.__setattr__(self, "dropout_p", check_dropout_p(self.dropout_p))
+        check_rng(self.rng)
+        if self.scale is not None:
+            object.__setattr__(self, "scale", check_scale(self.scale, 1))
+        if self.is_causal and self.attn_mask is not None:
+            raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
+
+    @property
+    def mask_kind(self) -> str:
+        """'none', 'causal' or 'given' (a user's attn_mask): what a mask builder reads."""
+        if self.is_causal:
+            return "causal"
+        return "none" if self.attn_mask is None else "given"
+
+    def scale_for(self, E: int) -> float:
+        """The softmax scale for head width E: the given scale, or 1 / sqrt(E)."""
+        return check_scale(self.scale, E)
+
+    def describe(self) -> str:
+        """One line for reports and the window: the options that differ from the defaults."""
+        parts = [f"mask={self.mask_kind}"]
+        if self.scale is not None:
+            parts.append(f"scale={self.scale:g}")
+        if self.dropout_p:
+            parts.append(f"dropout_p={self.dropout_p:g}")
+        if self.enable_gqa:
+            parts.append("enable_gqa")
+        if self.masked_rows != "zero":
+            parts.append(f"masked_rows={self.masked_rows}")
+        if self.rng is not None:
+            parts.append(f"rng={_describe(self.rng)}")
+        return ", ".join(parts)
+
+
+__all__ = ["MASK_KINDS", "Options", "check_rng"]

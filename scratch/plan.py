@@ -1,0 +1,146 @@
+"""The multi-head shape rules, decided once from shapes alone (no numbers, no arrays).
+
+Every backend (and the window's session) converts its inputs to its own arrays, hands their
+shapes to `plan_multi_head`, and then writes its own math for the plan it gets back. So the
+rules (how heads split, which widths must agree) and their error messages exist once, while a
+bug in one backend's arithmetic still cannot hide in all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .validate import check_head_counts
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class HeadPlan:
+    """The shapes of one multi-head attention call."""
+
+    lead: Shape  # batch dims shared by query, key and value
+    L: int  # query length
+    S: int  # key/value length
+    num_heads: int  # H: query heads
+    num_kv_heads: int  # Hkv: key/value heads (Hkv < H: grouped-query attention)
+    d_model: int  # query input width
+    d_key: int  # key input width (d_model unless cross-attention)
+    d_value: int  # value input width
+    d_head: int  # width of one query (and key) head
+    d_v: int  # width of one value head
+    d_out: int  # output width: w_o's columns, or H * d_v without w_o
+
+    @property
+    def group(self) -> int:
+        """Query heads per key/value head: query head h reads key/value head h // group."""
+        return self.num_heads // self.num_kv_heads
+
+    @property
+    def head_lead(self) -> Shape:
+        """Leading dims of the per-head matrices: (..., H)."""
+        return self.lead + (self.num_heads,)
+
+    @property
+    def scores_shape(self) -> Shape:
+        """Shape of the per-head scores and weights: (..., H, L, S)."""
+        return self.head_lead + (self.L, self.S)
+
+
+def _input(shape: Shape, name: str) -> Shape:
+    """An input is (..., length, width)."""
+    if len(shape) < 2:
+        raise ValueError(f"{name}: expected at least 2 dims (..., length, width), found {shape}")
+    return shape
+
+
+def _weight_width(w: Shape | None, name: str, rows: int, heads: int, heads_name: str) -> int:
+    """Columns of projection `w` (rows, heads * d); `rows` itself when `w` is None."""
+    if w is None:
+        return rows
+    if len(w) != 2:
+        raise ValueError(f"{name}: expected a 2-D matrix (rows, columns), found shape {w}")
+    if w[0] != rows:
+        raise ValueError(f"{name}: expected {rows} rows to match the input width, found shape {w}")
+    if w[1] % heads:
+        raise ValueError(
+            f"{name}: {w[1]} columns do not split into {heads} heads of equal width ({heads_name})"
+        )
+    return w[1]
+
+
+def _bias(b: Shape | None, name: str, length: int) -> None:
+    """A bias is a vector as long as the projection's output."""
+    if b is not None and tuple(b) != (length,):
+        raise ValueError(f"{name}: expected shape ({length},), found shape {b}")
+
+
+def plan_multi_head(
+    query: Shape,
+    key: Shape | None = None,
+    value: Shape | None = None,
+    *,
+    w_q: Shape | None = None,
+    w_k: Shape | None = None,
+    w_v: Shape | None = None,
+    w_o: Shape | None = None,
+    b_q: Shape | None = None,
+    b_k: Shape | None = None,
+    b_v: Shape | None = None,
+    b_o: Shape | None = None,
+    num_heads: object = 1,
+    num_kv_heads: object = None,
+) -> HeadPlan:
+    """Check the shapes of a multi-head call (errors name the argument) and plan its heads.
+
+    Arguments are shapes (tuples), None where the argument was not given: key None means
+    self-attention (key = value = query), value None means value = key.
+    """
+    if key is None and value is not None:
+        raise ValueError("value: given without key; pass key as well (key=x for self-attention)")
+    H, Hkv = check_head_counts(num_heads, num_kv_heads)
+    query = _input(tuple(query), "query")
+    key = query if key is None else _input(tuple(key), "key")
+    value = key if value is None else _input(tuple(value), "value")
+    lead = query[:-2]
+    for name, shape in (("key", key), ("value", value)):
+        if shape[:-2] != lead:
+            raise ValueError(f"{name}: leading dims must match query's {lead}, found shape {shape}")
+    if key[-2] != value[-2]:
+        raise ValueError(f"value: length must match key's (S = {key[-2]}), found shape {value}")
+    d_model, d_key, d_value = query[-1], key[-1], value[-1]
+    # step 1: the projections' widths: (..., n, d_in) @ (d_in, heads * d) -> (..., n, heads * d)
+    q_width = _weight_width(w_q, "w_q", d_model, H, "num_heads")
+    k_width = _weight_width(w_k, "w_k", d_key, Hkv, "num_kv_heads")
+    v_width = _weight_width(w_v, "w_v", d_value, Hkv, "num_kv_heads")
+    for name, b, width in (("b_q", b_q, q_width), ("b_k", b_k, k_width), ("b_v", b_v, v_width)):
+        _bias(b, name, width)
+    for name, width, heads in (
+        ("query", q_width, H),
+        ("key", k_width, Hkv),
+        ("value", v_width, Hkv),
+    ):
+        if width % heads:
+            raise ValueError(f"{name}: width {width} does not split into {heads} heads")
+    # step 2: the heads: query and key heads must be equally wide to take dot products
+    d_head, d_v = q_width // H, v_width // Hkv
+    if k_width // Hkv != d_head:
+        raise ValueError(
+            f"w_k: key heads are {k_width // Hkv} wide but query heads are {d_head} wide "
+            f"(w_q gives {q_width} columns for {H} heads, w_k {k_width} for {Hkv})"
+        )
+    # step 3: the output projection: (..., L, H * d_v) @ (H * d_v, d_out)
+    d_out = H * d_v
+    if w_o is not None:
+        if len(w_o) != 2 or w_o[0] != H * d_v:
+            raise ValueError(
+                f"w_o: expected {H * d_v} rows (num_heads * d_v), found shape {tuple(w_o)}"
+            )
+        d_out = w_o[1]
+        _bias(b_o, "b_o", d_out)
+    elif b_o is not None:
+        raise ValueError("b_o: given without w_o; expected w_o as well")
+    return HeadPlan(lead, query[-2], key[-2], H, Hkv, d_model, d_key, d_value, d_head, d_v, d_out)
+
+
+__all__ = ["HeadPlan", "plan_multi_head"]
