@@ -233,3 +233,14 @@ def test_cli_backward_from_the_terminal():
     )
     assert done.returncode == 1, done.stderr
     assert "diagnosis: the D term left out" in done.stdout
+
+
+def test_nan_rows_pass_under_the_nan_policy_they_are_pointed_to():
+    """The diagnosis for NaN rows points to masked_rows='nan'; under it that kernel passes."""
+    nan_kernel = kernels.numpy_backward("nan_rows")
+    assert not scratch.check_backward(nan_kernel, seed=5)
+    report = scratch.check_backward(nan_kernel, seed=5, masked_rows="nan")
+    assert report, str(report)
+    masked = next(c for c in report.cases if c.name == "masked-row")
+    assert masked.status == "pass"
+    assert not scratch.check_backward(kernels.numpy_backward(), seed=5, masked_rows="nan")
