@@ -23,6 +23,8 @@ from .validate import MASKED_ROWS, as_tensor
 # Subpackages and modules reached as attributes after a plain `import scratch`, imported on
 # first use so that `import scratch` itself stays standard-library only.
 _LAZY = ("backends", "bench", "checker", "models", "presets")
+# functions that need numpy, imported from their module on first use
+_LAZY_FUNCTIONS = {"check_backward": ".checker.backward_run"}
 
 
 def __getattr__(name: str) -> object:
@@ -31,12 +33,16 @@ def __getattr__(name: str) -> object:
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_FUNCTIONS:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY_FUNCTIONS[name], __name__), name)
     raise AttributeError(f"module 'scratch' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     """Public names plus the lazily imported submodules."""
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_FUNCTIONS))
 
 
 def shape_of(nested: object) -> tuple[int, ...]:
@@ -54,6 +60,7 @@ __all__ = [
     "attention_rows",
     "causal_mask",
     "check",
+    "check_backward",
     "compare_traces",
     "explain",
     "matmul",

@@ -7,6 +7,8 @@
 Modules: cases (the seeded cases), arrays (the caller's array types), prepare (inputs, ground
 truth and bound per case), reference (correct kernels in the checked dtype: the rule's
 yardstick), variants and diagnosis (known mistakes), run (check itself), report, cli.
+The backward checker (`check_backward`, needs numpy): backward_cases, backward_reference,
+backward_diagnosis, backward_run; imported on first use so the forward checker runs without numpy.
 """
 
 from .cases import Case, full_cases, large_cases, standard_cases
@@ -14,7 +16,18 @@ from .cli import main
 from .report import CaseResult, CheckReport
 from .run import check
 
+
+def __getattr__(name: str) -> object:
+    """check_backward, imported on first use (it needs numpy)."""
+    if name == "check_backward":
+        from .backward_run import check_backward
+
+        return check_backward
+    raise AttributeError(f"module 'scratch.checker' has no attribute {name!r}")
+
+
 __all__ = [
+    "check_backward",
     "Case",
     "CaseResult",
     "CheckReport",

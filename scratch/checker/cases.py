@@ -54,6 +54,17 @@ class Case:
             found.append(self.dtype)
         return tuple(found)
 
+    def keywords(self) -> dict:
+        """The keywords fn gets for this case (besides a mask): is_causal, scale, enable_gqa."""
+        found: dict = {}
+        if self.is_causal:
+            found["is_causal"] = True
+        if self.scale is not None:
+            found["scale"] = self.scale
+        if self.gqa:
+            found["enable_gqa"] = True
+        return found
+
     def options(self) -> str:
         """The case's options in words, for the report."""
         words = []

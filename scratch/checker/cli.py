@@ -1,4 +1,8 @@
-"""`python -m scratch.check package.module:function [options]`: 0 pass, 1 fail, 2 usage error."""
+"""`python -m scratch.check package.module:function [options]`: 0 pass, 1 fail, 2 usage error.
+
+`--backward package.module:function` checks a backward function's (dq, dk, dv) instead, and
+`--autograd package.module:function` the gradients torch.autograd takes through a forward.
+"""
 
 from __future__ import annotations
 
@@ -46,7 +50,19 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m scratch.check",
         description="Check an attention function against the float64 ground truth.",
     )
-    parser.add_argument("function", help="the function to check, as package.module:function")
+    parser.add_argument(
+        "function", nargs="?", help="the function to check, as package.module:function"
+    )
+    parser.add_argument(
+        "--backward",
+        metavar="MODULE:FUNCTION",
+        help="check this backward function (q, k, v, grad_output, ...) -> (dq, dk, dv)",
+    )
+    parser.add_argument(
+        "--autograd",
+        metavar="MODULE:FUNCTION",
+        help="check the gradients torch.autograd takes through this forward (--array torch)",
+    )
     parser.add_argument("--array", choices=ARRAYS, default="numpy")
     parser.add_argument(
         "--dtype", default="float32", help="float32 (default), float64, float16 or bfloat16"
@@ -71,21 +87,38 @@ def main(argv: list[str] | None = None) -> int:
         end = "\n" if n == total else ""
         print(f"\rchecking case {n}/{total}: {name:<20}", end=end, file=sys.stderr, flush=True)
 
+    settings = dict(
+        array=args.array,
+        dtype=args.dtype,
+        device=args.device,
+        cases=args.cases,
+        seed=args.seed,
+        masked_rows=args.masked_rows,
+        require=args.require,
+        progress=progress,
+    )
     try:
-        fn = load(args.function)
-        report = check(
-            fn,
-            array=args.array,
-            dtype=args.dtype,
-            device=args.device,
-            cases=args.cases,
-            seed=args.seed,
-            masked_rows=args.masked_rows,
-            require=args.require,
-            progress=progress,
-        )
+        if args.backward or args.autograd:
+            report = _check_backward(args, settings)
+        elif args.function is None:
+            raise ValueError("function: expected package.module:function (or --backward)")
+        else:
+            report = check(load(args.function), **settings)
     except (ValueError, TypeError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report, end="")
     return 0 if report else 1
+
+
+def _check_backward(args: argparse.Namespace, settings: dict) -> object:
+    """check_backward for --backward or --autograd; ValueError for a clash of options."""
+    from .backward_run import check_backward
+
+    if args.backward and args.autograd:
+        raise ValueError("--backward and --autograd: give one of them")
+    if args.autograd and args.array != "torch":
+        raise ValueError(f"--autograd: needs --array torch, found --array {args.array}")
+    forward = load(args.autograd or args.function) if (args.autograd or args.function) else None
+    backward = load(args.backward) if args.backward else None
+    return check_backward(forward, backward=backward, **settings)

@@ -160,13 +160,7 @@ def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
         mask_master = arrays.make(mask, dtype)
         if case.mask == "float":
             mask = arrays.floats(mask_master)
-    kwargs = {}
-    if case.is_causal:
-        kwargs["is_causal"] = True
-    if case.scale is not None:
-        kwargs["scale"] = case.scale
-    if case.gqa:
-        kwargs["enable_gqa"] = True
+    kwargs = case.keywords()
     options = dict(
         attn_mask=mask,
         is_causal=case.is_causal,

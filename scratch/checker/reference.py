@@ -33,6 +33,18 @@ class Problem:
     add: np.ndarray | None  # (L, S) float mask added to the scaled scores
     gqa: bool
 
+    def reversed_keys(self) -> Problem:
+        """The same problem with the mask's key axis reversed (k and v are reversed by callers)."""
+        return Problem(
+            self.q,
+            self.k,
+            self.v,
+            self.scale,
+            None if self.allowed is None else self.allowed[..., ::-1],
+            None if self.add is None else self.add[..., ::-1],
+            self.gqa,
+        )
+
     def heads(self, interleave: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """k, v with grouped-query heads repeated to q's heads (h // group, or h % Hkv)."""
         k, v = self.k, self.v
@@ -78,15 +90,7 @@ def plain(p: Problem, dtype: str, *, reverse: bool = False) -> np.ndarray:
     sub = p
     if reverse:  # the same attention with keys in the opposite order: other summation orders
         k, v = k[..., ::-1, :], v[..., ::-1, :]
-        sub = Problem(
-            p.q,
-            p.k,
-            p.v,
-            p.scale,
-            None if p.allowed is None else p.allowed[..., ::-1],
-            None if p.add is None else p.add[..., ::-1],
-            p.gqa,
-        )
+        sub = p.reversed_keys()
     with np.errstate(all="ignore"):
         s = store(scores(sub, q, k, acc), dtype)  # (..., L, S), kept in the dtype
         top = np.max(s, axis=-1, keepdims=True)

@@ -42,19 +42,10 @@ def check(
     """
     if not callable(fn):
         raise TypeError(f"fn: expected a callable attention function, found {type(fn).__name__}")
-    if array not in ARRAYS:
-        raise ValueError(f"array: expected one of {', '.join(ARRAYS)}, found {array!r}")
-    if cases not in CASE_SETS:
-        raise ValueError(f"cases: expected one of {', '.join(CASE_SETS)}, found {cases!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed: expected an int, found {type(seed).__name__} {seed!r}")
-    if device is not None and array != "torch":
-        raise ValueError(f"device: only meaningful with array='torch', found array={array!r}")
+    dtype, masked_rows = check_settings(
+        array, ARRAYS, cases, CASE_SETS, seed, device, dtype, masked_rows
+    )
     required = check_require(require)
-    dtype = check_dtype(dtype)
-    masked_rows = check_masked_rows(masked_rows)
-    if dtype == "bfloat16" and array == "numpy":
-        raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
     if cases == "large" and array == "list":
         raise ValueError(
             "cases: 'large' needs array='numpy' or 'torch' (4096-token lists are slow)"
@@ -62,9 +53,7 @@ def check(
     arrays = Arrays(array, device)
     arrays.check_device()
     todo = cases_for(cases, dtype)
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    module = getattr(fn, "__module__", None)
-    target = f"{module}:{name}" if module else name
+    target = target_name(fn)
     settings = (
         f"array={array}, dtype={dtype}, device={device or 'default'}, cases={cases}, "
         f"seed={seed}, masked_rows={masked_rows}"
@@ -76,6 +65,43 @@ def check(
         if progress is not None:
             progress(n + 1, len(todo), case.name)
         report.cases.append(run_case(fn, case, arrays, dtype, seed, masked_rows, accepts))
+    return finish(report, required)
+
+
+def check_settings(
+    array: str,
+    arrays: tuple,
+    cases: str,
+    case_sets: tuple,
+    seed: int,
+    device: object,
+    dtype: object,
+    masked_rows: str,
+) -> tuple[str, str]:
+    """ValueError/TypeError for a bad setting; the dtype and masked_rows policy, normalised."""
+    if array not in arrays:
+        raise ValueError(f"array: expected one of {', '.join(arrays)}, found {array!r}")
+    if cases not in case_sets:
+        raise ValueError(f"cases: expected one of {', '.join(case_sets)}, found {cases!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an int, found {type(seed).__name__} {seed!r}")
+    if device is not None and array != "torch":
+        raise ValueError(f"device: only meaningful with array='torch', found array={array!r}")
+    dtype = check_dtype(dtype)
+    if dtype == "bfloat16" and array == "numpy":
+        raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
+    return dtype, check_masked_rows(masked_rows)
+
+
+def target_name(fn: Callable) -> str:
+    """module:qualname of a function, for the report."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    module = getattr(fn, "__module__", None)
+    return f"{module}:{name}" if module else name
+
+
+def finish(report: CheckReport, required: tuple[str, ...]) -> CheckReport:
+    """Settle refusals, fail required features, and put the most frequent diagnosis first."""
     settle_refusals(report.cases)
     for r in report.cases:
         needed = [f for f in r.features if f in required]
@@ -83,7 +109,7 @@ def check(
             r.status = "fail"
             r.message += f"; {', '.join(needed)} required"
     found = [c.diagnosis for c in report.failed if c.diagnosis]
-    if found:  # the most frequent diagnosis first
+    if found:
         ranked = sorted(set(found), key=lambda d: (-found.count(d), found.index(d)))
         report.diagnosis = "; ".join(ranked)
     return report
