@@ -84,10 +84,10 @@ def _blas() -> str:
         name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
     except Exception:  # noqa: BLE001 - older NumPy: no dicts mode
         name = "unknown BLAS"
-    from scratch.backends import numpy_chunked
+    from scratch.backends import numpy_threads
 
-    control = numpy_chunked._openblas_threads()
-    core = numpy_chunked.openblas_core()
+    control = numpy_threads.openblas_threads()
+    core = numpy_threads.openblas_core()
     threads = f", {control[0]()} threads" if control else ""
     return f"{name}" + (f" (core type {core}{threads})" if core else threads)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import struct
 from dataclasses import dataclass, field
 
@@ -641,7 +642,7 @@ def test_torch_alias_and_cuda_reason() -> None:
 
 def test_backend_is_frozen() -> None:
     backend = backends.get("scratch")
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match="cannot assign"):
         backend.name = "other"  # type: ignore[misc]
     assert backend.kernels == ("explicit",)
 
@@ -718,10 +719,10 @@ def test_torch_errors_match_ground_truth(name: str) -> None:
     """Bad list input raises the ground truth's exception type and message, word for word."""
     tb = _torch_backend()
     args, kwargs = BAD_INPUTS[name]
-    with pytest.raises((ValueError, TypeError)) as truth:
+    with pytest.raises((ValueError, TypeError), match=r"^[a-z_]+\b") as truth:
         scratch.scaled_dot_product_attention(*args, **kwargs)
     for need_weights in (True, False):
-        with pytest.raises(truth.type) as ours:
+        with pytest.raises(truth.type, match=re.escape(str(truth.value))) as ours:
             tb.scaled_dot_product_attention(*args, **kwargs, need_weights=need_weights)
         assert str(ours.value) == str(truth.value)
 
@@ -747,9 +748,10 @@ def test_torch_trace_refuses_widths_that_do_not_split_into_heads(name: str) -> N
     """No projections and a width that num_heads does not divide: the truth's ValueError."""
     tb = _torch_backend()
     kwargs = TRACE_BAD_HEADS[name]
-    with pytest.raises(ValueError) as truth:
+    with pytest.raises(ValueError, match=r"^[a-z_]+\b") as truth:
         scratch.trace_attention(**kwargs)
-    with pytest.raises(ValueError) as ours:  # was a RuntimeError from torch's reshape
+    # this was a RuntimeError from torch's reshape
+    with pytest.raises(ValueError, match=re.escape(str(truth.value))) as ours:
         tb.trace_attention(**kwargs)
     assert str(ours.value) == str(truth.value)
 

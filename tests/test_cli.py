@@ -131,7 +131,7 @@ def test_masked_heads_and_fully_masked_rows():
 
 @pytest.mark.parametrize("bad", [["--decimals", "20"], ["--bogus"]])
 def test_bad_options_exit_2(bad, capsys):
-    with pytest.raises(SystemExit) as exc:
+    with pytest.raises(SystemExit, match="2") as exc:
         main(bad)
     assert exc.value.code == 2
     assert "usage:" in capsys.readouterr().err

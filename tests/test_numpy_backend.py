@@ -9,7 +9,6 @@ exp(m_old - m_new), which adds at most 2 * EXP_ULPS + 2 roundings to numerator a
 
 from __future__ import annotations
 
-import contextlib
 import random
 import tracemalloc
 
@@ -22,6 +21,7 @@ from hypothesis import strategies as st  # noqa: E402
 import scratch  # noqa: E402
 from scratch.backends import numpy_backend as nb  # noqa: E402
 from scratch.backends import numpy_chunked as nc  # noqa: E402
+from scratch.backends import numpy_threads as nt  # noqa: E402
 from scratch.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding, tolerance  # noqa: E402
 
 POLICIES = ("zero", "nan", "uniform")
@@ -76,15 +76,7 @@ def assert_close(name, found, truth, bound):
 # ---------------------------------------------------------------- cases
 
 
-@contextlib.contextmanager
-def fast_pass(on: bool):
-    """Run the chunked kernel with or without its no-max fast pass (the safe pass alone)."""
-    saved = nc.FAST_PASS
-    nc.FAST_PASS = on
-    try:
-        yield
-    finally:
-        nc.FAST_PASS = saved
+fast_pass = nc.fast_pass  # the kernel's own switch: with or without the no-max pass
 
 
 def make_case(seed, lead=(2,), L=5, S=7, E=4, Ev=3, mask=None, logit=1.0):
@@ -299,7 +291,7 @@ def test_shared_tasks_run_once_each_and_a_failure_is_raised():
     """The calling thread and the pool's threads take every task exactly once; an exception
     in any of them reaches the caller."""
     seen: list[int] = []
-    nc._share(list(range(40)), 2, seen.append)  # list.append is atomic under the GIL
+    nt.share(list(range(40)), 2, seen.append)  # list.append is atomic under the GIL
     assert sorted(seen) == list(range(40))
 
     def fail_on_7(task: int) -> None:
@@ -307,7 +299,7 @@ def test_shared_tasks_run_once_each_and_a_failure_is_raised():
             raise ValueError("task 7 failed")
 
     with pytest.raises(ValueError, match="task 7 failed"):
-        nc._share(list(range(40)), 2, fail_on_7)
+        nt.share(list(range(40)), 2, fail_on_7)
 
 
 @pytest.mark.parametrize("lead,blocks", [((2, 3), (2, 4)), ((1,), None)])
@@ -323,7 +315,7 @@ def test_worker_threads_match_ground_truth(monkeypatch, masking, lead, blocks):
         attn_mask=mask if masking in ("bool", "float") else None, is_causal=masking == "causal"
     )
     out_t, w_t = truth(q, k, v, **kw)
-    control = nc._openblas_threads()
+    control = nt.openblas_threads()
     before = None if control is None else control[0]()
     res = nb.scaled_dot_product_attention(q, k, v, need_weights=False, block_size=blocks, **kw)
     assert_close(
@@ -332,7 +324,7 @@ def test_worker_threads_match_ground_truth(monkeypatch, masking, lead, blocks):
         out_t,
         output_bound(q, k, v, w_t, 0.5, "float64", kw["attn_mask"], 3),
     )
-    if nc._cores() > 1 and control is not None:
+    if nt.cores() > 1 and control is not None:
         assert "threads (this one included)" in res.detail
     if control is not None:
         assert control[0]() == before

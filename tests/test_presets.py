@@ -145,7 +145,7 @@ def test_get_unknown_and_wrong_type():
 
 def test_preset_is_frozen_and_get_returns_a_fresh_copy():
     p = presets.get("journey")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign"):
         p.scale = 2.0
     p.x[0][0] = 99.0
     assert presets.get("journey").x[0][0] == 0.43

@@ -22,27 +22,34 @@ its chunk of q in a buffer it keeps, and reads k^T as k[j0:j1].T: no per-call co
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import contextvars
 import functools
-import glob
 import math
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from itertools import product
 
 import numpy as np
+
+from .numpy_threads import cores, share, single_threaded_blas
 
 # Query chunk and key block. Measured interleaved with torch SDPA at L = S = 4096, E = 64,
 # float32, two AVX-512 cores (1 MiB L2 each): 2048 x 256 and 2048 x 128 ahead of 1024 x 256 and
 # 512 x 512 by 1-6%; with fewer chunks than cores the chunk shrinks to ceil(L / cores).
 QUERY_CHUNK = 2048
 KEY_BLOCK = 256
-FAST_PASS = True  # try exp without the max first (tests switch it off to check `safe` alone)
 PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
 LIMIT_LOG2 = 64.0  # largest exponent (base 2) the fast pass lets exp reach: 2^64 * S is finite
-_BLAS_LOCK = threading.Lock()
+_FAST_PASS = contextvars.ContextVar("fast_pass", default=True)
 _LOCAL = threading.local()  # each thread's buffers, kept between calls
+
+
+@contextlib.contextmanager
+def fast_pass(on: bool):
+    """Within the block, run with (True, the default) or without the no-max fast pass."""
+    token = _FAST_PASS.set(bool(on))
+    try:
+        yield
+    finally:
+        _FAST_PASS.reset(token)
 
 
 @functools.cache
@@ -220,72 +227,6 @@ def _tiles(chunk: int, block: int, width: int, dtype: np.dtype, features: int) -
     return cache[key]
 
 
-def _openblas_function(name: str):
-    """A function of the OpenBLAS that NumPy loaded (any of its symbol spellings), or None."""
-    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
-        try:
-            lib = ctypes.CDLL(path)  # the library NumPy already loaded: same handle
-        except OSError:
-            continue
-        for prefix, suffix in product(("scipy_openblas_", "openblas_"), ("64_", "")):
-            found = getattr(lib, f"{prefix}{name}{suffix}", None)
-            if found is not None:
-                return found
-    return None
-
-
-@functools.cache
-def _openblas_threads() -> tuple | None:
-    """(get, set) for the thread count of the OpenBLAS that NumPy loaded, or None."""
-    get, put = _openblas_function("get_num_threads"), _openblas_function("set_num_threads")
-    return None if get is None or put is None else (get, put)
-
-
-@functools.cache
-def openblas_core() -> str | None:
-    """The core type OpenBLAS chose its kernels for (e.g. SkylakeX, Haswell, Zen), or None."""
-    get = _openblas_function("get_corename")
-    if get is None:
-        return None
-    get.restype = ctypes.c_char_p
-    return get().decode(errors="replace")
-
-
-@contextlib.contextmanager
-def _single_threaded_blas():
-    """OpenBLAS on one thread while our own workers (one per core) run; restored after.
-
-    Two BLAS threads per worker would oversubscribe the cores, and idle OpenBLAS threads spin
-    for a while after each call. Without a known OpenBLAS this yields False (no workers).
-    """
-    control = _openblas_threads()
-    if control is None:
-        yield False
-        return
-    get, put = control
-    with _BLAS_LOCK:
-        before = get()
-        put(1)
-        try:
-            yield True
-        finally:
-            put(before)
-
-
-@functools.cache
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """One pool per worker count, kept for the life of the process (threads start once)."""
-    return ThreadPoolExecutor(workers, thread_name_prefix="scratch-numpy")
-
-
-def _cores() -> int:
-    """CPU cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def chunked_output(
     q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng, group, chunk, block
 ) -> tuple[np.ndarray, str]:
@@ -307,6 +248,7 @@ def chunked_output(
     if mask is not None:
         mask = np.broadcast_to(mask, tuple(lead) + (L, S))
     output = np.empty(tuple(lead) + (L, Ev), dtype=dtype)
+    try_fast = _FAST_PASS.get()  # read here: worker threads do not see this thread's context
 
     def run(tiles: _Tiles, index: tuple, i0: int, i1: int) -> None:
         """Rows i0:i1 of one (batch, head) problem into `output`."""
@@ -325,7 +267,7 @@ def chunked_output(
         tiles.bind(q_rows, i0, k[kv], v_c[kv], mask_b, is_causal, tile_scale, offset, exp)
         out = output[index][i0:i1]
         draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
-        first = tiles.fast(i0, i1) if FAST_PASS and draws is None else None
+        first = tiles.fast(i0, i1) if try_fast and draws is None else None
         r0, r1 = i0, i1  # the rows the safe pass computes
         if first is not None:
             acc, den, ok = first
@@ -338,54 +280,27 @@ def chunked_output(
         acc, den = tiles.safe(r0, r1, draws, dropout_p)
         finish(acc, den, output[index][r0:r1], masked_rows, v[kv], draws, dropout_p)
 
-    parallel = dropout_p == 0.0 and _cores() > 1 and L * S * math.prod(lead) >= PARALLEL_MIN
+    parallel = dropout_p == 0.0 and cores() > 1 and L * S * math.prod(lead) >= PARALLEL_MIN
     if parallel:  # at least one task per core: chunks of ceil(L / n) rows when there are few
-        per_problem = -(-_cores() // math.prod(lead))  # query chunks each (batch, head) needs
+        per_problem = -(-cores() // math.prod(lead))  # query chunks each (batch, head) needs
         chunk = min(chunk, -(-L // per_problem))
     tasks = [
         (index, i0, min(L, i0 + chunk)) for index in np.ndindex(*lead) for i0 in range(0, L, chunk)
     ]
-    workers = min(_cores(), len(tasks))
+    workers = min(cores(), len(tasks))
     if not parallel or workers < 2:
         tiles = _tiles(chunk, block, Ev, dtype, E)
         for task in tasks:  # in order: dropout draws follow the row-major order
             run(tiles, *task)
         return output, detail
-    with _single_threaded_blas() as single:
+    with single_threaded_blas() as single:
         if not single:  # no BLAS control here: one thread, BLAS uses the cores
             tiles = _tiles(chunk, block, Ev, dtype, E)
             for task in tasks:
                 run(tiles, *task)
             return output, detail
-        _share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
+        share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
     return output, detail + f"; {workers} threads (this one included), OpenBLAS on one thread"
-
-
-def _share(tasks: list, workers: int, work) -> None:
-    """Run work(task) for every task on `workers` threads, this one among them: each takes the
-    next task when it is free (no thread waits idle while the others work)."""
-    pending = iter(tasks)
-    lock = threading.Lock()
-
-    def drain() -> None:
-        while True:
-            with lock:
-                task = next(pending, None)
-            if task is None:
-                return
-            work(task)
-
-    helpers = [_pool(workers - 1).submit(drain) for _ in range(workers - 1)]
-    try:
-        drain()
-    except BaseException:
-        with lock:  # the helpers stop after their current task
-            for _ in pending:
-                pass
-        raise
-    finally:
-        for future in helpers:
-            future.result()  # waits for each helper (and raises what it raised)
 
 
 def _row_norms(a: np.ndarray) -> np.ndarray:

@@ -124,11 +124,11 @@ class Run:
         and biases; its weights must agree with the NumPy forward's to AGREEMENT, else this
         raises (a mismatch would be a bug in one of them).
         """
-        import scratch
+        from ..trace import trace_attention
 
         p = self.model.head_projections(layer, head)
         d_head = self.model.d_model // self.model.heads
-        trace = scratch.trace_attention(
+        trace = trace_attention(
             self.inputs[layer].tolist(),
             w_q=p["w_q"].tolist(),
             w_k=p["w_k"].tolist(),
