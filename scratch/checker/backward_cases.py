@@ -18,6 +18,7 @@ import numpy as np
 from ..backward import scaled_dot_product_attention_backward
 from .arrays import Arrays
 from .cases import Case, add_late_max, gauss, mask_values
+from .prepare import made_in
 from .reference import Problem
 from .variants import causal
 
@@ -148,13 +149,8 @@ def _prepare(case: BackwardCase, arrays: Arrays, dtype: str, seed: int, masked_r
     mask = mask_values(rng, case, L, S)
     grad_output = gauss(rng, lead + (L, case.v[-1]))
     raw = (q, k, v, grad_output, mask)
-    masters = tuple(arrays.make(x, dtype) for x in (q, k, v, grad_output))
-    q, k, v, grad_output = (arrays.floats(x) for x in masters)
-    mask_master = None
-    if mask is not None:
-        mask_master = arrays.make(mask, dtype)
-        if case.mask == "float":
-            mask = arrays.floats(mask_master)
+    tensors = (q, k, v, grad_output)
+    masters, (q, k, v, grad_output), mask_master, mask = made_in(arrays, dtype, tensors, mask, case)
     kwargs = case.keywords()
     keep, factors = None, None
     if case.dropout_p:

@@ -26,6 +26,8 @@ from .run import (
     check_require,
     check_settings,
     finish,
+    run_all,
+    settings_line,
     target_name,
 )
 
@@ -74,17 +76,16 @@ def check_backward(
     arrays.check_device()
     kernel, target = _kernel(fn, backward, array)
     settings = (
-        f"backward, array={array}, dtype={dtype}, device={device or 'default'}, "
-        f"cases={cases}, seed={seed}, masked_rows={masked_rows}"
-        + (f", require={','.join(required)}" if required else "")
+        f"backward, array={array}, dtype={dtype}, device={device or 'default'}, cases={cases}"
     )
-    report = CheckReport(target, settings)
+    report = CheckReport(target, settings_line(settings, seed, masked_rows, required))
     accepts = accepted_keywords(kernel)
-    todo = backward_cases(dtype)
-    for n, case in enumerate(todo):
-        if progress is not None:
-            progress(n + 1, len(todo), case.name)
-        report.cases.append(run_case(kernel, case, arrays, dtype, seed, masked_rows, accepts))
+    run_all(
+        report,
+        backward_cases(dtype),
+        progress,
+        lambda c: run_case(kernel, c, arrays, dtype, seed, masked_rows, accepts),
+    )
     return finish(report, required)
 
 

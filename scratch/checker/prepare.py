@@ -143,6 +143,19 @@ def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str)
     return made
 
 
+def made_in(arrays: Arrays, dtype: str, tensors: tuple, mask: object, case: Case) -> tuple:
+    """The tensors (and mask) made in the caller's array type and read back as the kernel sees
+    them: (masters, floats read back, mask master, mask as the ground truth should take it)."""
+    masters = tuple(arrays.make(x, dtype) for x in tensors)
+    floats = tuple(arrays.floats(x) for x in masters)
+    mask_master = None
+    if mask is not None:
+        mask_master = arrays.make(mask, dtype)
+        if case.mask == "float":
+            mask = arrays.floats(mask_master)
+    return masters, floats, mask_master, mask
+
+
 def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
     """Seeded inputs made in the caller's array type, read back, and the ground truth on them."""
     rng = random.Random(f"{seed}:{case.name}")
@@ -153,13 +166,7 @@ def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
     L, S = case.q[-2], case.k[-2]
     mask = mask_values(rng, case, L, S)
     raw = (q, k, v, mask)
-    masters = tuple(arrays.make(x, dtype) for x in (q, k, v))
-    q, k, v = (arrays.floats(x) for x in masters)
-    mask_master = None
-    if mask is not None:
-        mask_master = arrays.make(mask, dtype)
-        if case.mask == "float":
-            mask = arrays.floats(mask_master)
+    masters, (q, k, v), mask_master, mask = made_in(arrays, dtype, (q, k, v), mask, case)
     kwargs = case.keywords()
     options = dict(
         attn_mask=mask,

@@ -53,19 +53,28 @@ def check(
     arrays = Arrays(array, device)
     arrays.check_device()
     todo = cases_for(cases, dtype)
-    target = target_name(fn)
-    settings = (
-        f"array={array}, dtype={dtype}, device={device or 'default'}, cases={cases}, "
-        f"seed={seed}, masked_rows={masked_rows}"
-        + (f", require={','.join(required)}" if required else "")
-    )
-    report = CheckReport(target, settings)
+    settings = f"array={array}, dtype={dtype}, device={device or 'default'}, cases={cases}"
+    report = CheckReport(target_name(fn), settings_line(settings, seed, masked_rows, required))
     accepts = accepted_keywords(fn)
+    run_all(
+        report, todo, progress, lambda c: run_case(fn, c, arrays, dtype, seed, masked_rows, accepts)
+    )
+    return finish(report, required)
+
+
+def settings_line(settings: str, seed: int, masked_rows: str, required: tuple[str, ...]) -> str:
+    """The report's settings line: what was checked, the seed, the policy, required features."""
+    return f"{settings}, seed={seed}, masked_rows={masked_rows}" + (
+        f", require={','.join(required)}" if required else ""
+    )
+
+
+def run_all(report: CheckReport, todo: list, progress, run_one: Callable) -> None:
+    """run_one(case) for every case into the report, telling `progress` before each."""
     for n, case in enumerate(todo):
         if progress is not None:
             progress(n + 1, len(todo), case.name)
-        report.cases.append(run_case(fn, case, arrays, dtype, seed, masked_rows, accepts))
-    return finish(report, required)
+        report.cases.append(run_one(case))
 
 
 def check_settings(
