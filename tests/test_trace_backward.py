@@ -1,0 +1,413 @@
+"""The backward steps of a trace: which steps, their shapes, their numbers (against the ground
+truth's backward functions and against torch.autograd), explain's arithmetic and the bounds."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import scratch
+from scratch.step_explain import number
+from scratch.steps import STEPS, call_of
+
+rng0 = np.random.default_rng(21)
+
+
+def m(rows: int, cols: int) -> list:
+    """A seeded (rows, cols) matrix of O(1) numbers."""
+    return rng0.normal(size=(rows, cols)).round(3).tolist()
+
+
+X = m(4, 4)
+MEM = m(3, 4)
+ALLOW = (rng0.random((4, 4)) < 0.6) | np.eye(4, dtype=bool)
+SETUPS = {
+    "plain": {},
+    "projections+biases": {
+        "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4),
+        "b_q": [0.5, -0.5, 0.25, 0.0], "b_k": [0.25] * 4, "b_v": [-1.0, 0.5, 0.0, 1.0],
+    },
+    "causal, heads, w_o, b_o": {
+        "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4), "w_o": m(4, 3), "b_o": [1.0] * 3,
+        "num_heads": 2, "is_causal": True,
+    },
+    "gqa, bool mask": {
+        "w_q": m(4, 4), "w_k": m(4, 2), "w_v": m(4, 2), "num_heads": 2, "num_kv_heads": 1,
+        "attn_mask": ALLOW.tolist(),
+    },
+    "float mask, four heads, gqa": {
+        "w_q": m(4, 8), "w_k": m(4, 4), "w_v": m(4, 4), "num_heads": 4, "num_kv_heads": 2,
+        "attn_mask": np.where(ALLOW, 0.5, -np.inf).tolist(),
+    },
+    "cross, one input": {"key": MEM, "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4)},
+    "cross, two inputs, projections": {
+        "key": MEM, "value": m(3, 2), "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(2, 4),
+        "b_k": [0.5] * 4, "num_heads": 2,
+    },
+    "cross, two inputs, w_o": {"key": MEM, "value": m(3, 4), "w_o": m(4, 4)},
+    "w_o, one head": {"w_o": m(4, 4), "b_o": [0.5, 0.0, -0.5, 1.0]},
+}  # fmt: skip
+FORWARD_ONLY = {name: scratch.trace_attention(X, **kw) for name, kw in SETUPS.items()}
+
+
+def dO_for(name: str, seed: int = 0) -> list:
+    """A seeded dO shaped like the output of setup `name`."""
+    shape = FORWARD_ONLY[name]["output"].shape
+    return np.random.default_rng(seed).normal(size=shape).round(2).tolist()
+
+
+def traced(name: str, seed: int = 0, **more) -> scratch.Trace:
+    """Setup `name` traced forward and backward for a seeded dO."""
+    return scratch.trace_attention(X, **SETUPS[name], **more, grad_output=dO_for(name, seed))
+
+
+BASE = ["grad_output", "grad_value", "grad_weights", "row_dot", "grad_scores", "grad_query",
+        "grad_key"]  # fmt: skip
+EXPECTED = {
+    "plain": BASE,
+    "projections+biases": BASE + ["grad_w_q", "grad_w_k", "grad_w_v", "grad_b_q", "grad_b_k",
+                                  "grad_b_v", "grad_x"],
+    "causal, heads, w_o, b_o": ["grad_output", "grad_w_o", "grad_b_o", "grad_head_outputs",
+                                *BASE[1:], "grad_w_q", "grad_w_k", "grad_w_v", "grad_x"],
+    "gqa, bool mask": ["grad_output", "grad_head_outputs", *BASE[1:], "grad_w_q", "grad_w_k",
+                       "grad_w_v", "grad_x"],
+    "cross, one input": BASE + ["grad_w_q", "grad_w_k", "grad_w_v", "grad_x", "grad_key_input"],
+    "cross, two inputs, projections": ["grad_output", "grad_head_outputs", *BASE[1:], "grad_w_q",
+                                       "grad_w_k", "grad_w_v", "grad_b_k", "grad_x",
+                                       "grad_key_input", "grad_value_input"],
+    "cross, two inputs, w_o": ["grad_output", "grad_w_o", "grad_head_outputs", *BASE[1:]],
+    "w_o, one head": ["grad_output", "grad_w_o", "grad_b_o", "grad_head_outputs", *BASE[1:]],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_backward_steps_follow_the_forward_exactly_when_they_should(name):
+    forward, trace = FORWARD_ONLY[name], traced(name)
+    assert trace.names()[: len(forward)] == forward.names()
+    assert trace.names()[len(forward) :] == EXPECTED[name]
+    for step in forward:  # the forward part is untouched
+        assert trace[step.name] == step, step.name
+    call = call_of(trace)
+    assert call.backward and not call_of(forward).backward
+    backward = [s.name for s in STEPS if s.backward]
+    assert [n for n in trace.names() if n in backward] == EXPECTED[name]
+    assert not any(n in backward for n in forward.names())
+
+
+def test_the_registry_marks_every_gradient_and_nothing_else_as_backward():
+    names = {s.name for s in STEPS if s.backward}
+    assert names == {s.name for s in STEPS if s.name.startswith("grad_")} | {"row_dot"}
+    assert all(s.number >= 9 for s in STEPS if s.backward)
+    assert all(s.number <= 8 for s in STEPS if not s.backward)
+
+
+@pytest.mark.parametrize("name", SETUPS)
+def test_every_gradient_has_the_shape_and_axes_of_what_it_is_the_gradient_of(name):
+    t = traced(name)
+    of = {"grad_output": "output", "grad_value": "v", "grad_query": "q", "grad_key": "k",
+          "grad_weights": "weights", "grad_scores": "weights", "grad_head_outputs": "head_outputs",
+          "grad_x": "x", "grad_key_input": "key_input", "grad_value_input": "value_input",
+          **{f"grad_w_{n}": f"w_{n}" for n in "qkvo"}}  # fmt: skip
+    for grad, forward in of.items():
+        if grad in t:
+            assert t[grad].shape == t[forward].shape, grad
+            assert t[grad].axes == t[forward].axes, grad
+    kwargs = SETUPS[name]
+    for n in "qkvo":
+        if f"b_{n}" in kwargs:
+            assert t[f"grad_b_{n}"].shape == (len(kwargs[f"b_{n}"]),)
+    assert t["row_dot"].shape == t["weights"].shape[:-1]
+    assert t["row_dot"].axes == t["weights"].axes[:-1]
+
+
+# -- the numbers: the ground truth's own backward functions -----------------------------------
+
+
+def heads_of(matrix: list, heads: int) -> np.ndarray:
+    """(n, heads * d) -> (heads, n, d)."""
+    a = np.asarray(matrix, dtype=float)
+    return a.reshape(a.shape[0], heads, -1).transpose(1, 0, 2)
+
+
+def side_by_side(a: list) -> np.ndarray:
+    """(heads, n, d) -> (n, heads * d)."""
+    a = np.asarray(a, dtype=float)
+    return a.transpose(1, 0, 2).reshape(a.shape[1], -1)
+
+
+def same(name: str, ours: object, theirs: object) -> None:
+    """Equal to float64 rounding, NaN exactly where the other has NaN."""
+    a, b = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
+    assert a.shape == b.shape, f"{name}: shape {a.shape} vs {b.shape}"
+    np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14, equal_nan=True, err_msg=name)
+
+
+def mask_args(kwargs: dict) -> dict:
+    """The mask keywords of a setup."""
+    return {k: kwargs[k] for k in ("attn_mask", "is_causal") if k in kwargs}
+
+
+@pytest.mark.parametrize("policy", ["zero", "nan", "uniform"])
+@pytest.mark.parametrize("name", SETUPS)
+def test_steps_11_to_14_equal_scaled_dot_product_attention_backward(name, policy):
+    """dV, dQ, dK of the trace: sdpa_backward's for the trace's own q, k, v and heads' dO."""
+    t = traced(name, masked_rows=policy)
+    H, Hkv = t.num_heads, t.num_kv_heads
+    dO = t["grad_head_outputs"].value if "grad_head_outputs" in t else [t["grad_output"].value]
+    dq, dk, dv = scratch.scaled_dot_product_attention_backward(
+        heads_of(t["q"].value, H).tolist(), heads_of(t["k"].value, Hkv).tolist(),
+        heads_of(t["v"].value, Hkv).tolist(), dO, scale=t.scale, enable_gqa=Hkv < H,
+        masked_rows=policy, **mask_args(SETUPS[name]),
+    )  # fmt: skip
+    same("grad_query", t["grad_query"].value, side_by_side(dq))
+    same("grad_key", t["grad_key"].value, side_by_side(dk))
+    same("grad_value", t["grad_value"].value, side_by_side(dv))
+
+
+@pytest.mark.parametrize("policy", ["zero", "nan", "uniform"])
+@pytest.mark.parametrize("name", [n for n, kw in SETUPS.items() if "w_q" in kw])
+def test_weight_and_input_gradients_equal_multi_head_attention_backward(name, policy):
+    kwargs = dict(SETUPS[name])
+    t = traced(name, masked_rows=policy)
+    g = scratch.multi_head_attention_backward(
+        X, kwargs.pop("key", None), kwargs.pop("value", None), kwargs.pop("w_q"),
+        kwargs.pop("w_k"), kwargs.pop("w_v"), kwargs.pop("w_o", None),
+        grad_output=t["grad_output"].value, masked_rows=policy, **kwargs,
+    )  # fmt: skip
+    same("grad_x", t["grad_x"].value, g.grad_query)
+    for step, theirs in (("grad_key_input", g.grad_key), ("grad_value_input", g.grad_value)):
+        assert (step in t) == (theirs is not None), step
+        if theirs is not None:
+            same(step, t[step].value, theirs)
+    for n in "qkvo":
+        for kind in "wb":
+            theirs = getattr(g, f"grad_{kind}_{n}")
+            assert (f"grad_{kind}_{n}" in t) == (theirs is not None), f"grad_{kind}_{n}"
+            if theirs is not None:
+                same(f"grad_{kind}_{n}", t[f"grad_{kind}_{n}"].value, theirs)
+
+
+def test_a_fully_masked_row_follows_masked_rows():
+    allow = [[True, True, False, True], [False] * 4, [True, False, True, True], [True] * 4]
+    kwargs = {"w_q": SETUPS["projections+biases"]["w_q"], "attn_mask": allow}
+    dO = np.random.default_rng(5).normal(size=(4, 4)).round(2).tolist()
+    zero, nan, uniform = (
+        scratch.trace_attention(X, **kwargs, masked_rows=p, grad_output=dO)
+        for p in ("zero", "nan", "uniform")
+    )
+    for step in ("grad_query", "grad_key", "grad_value", "grad_x", "grad_w_q", "grad_scores"):
+        assert not np.isnan(np.asarray(zero[step].value)).any(), step
+    assert np.asarray(zero["grad_query"].value)[1].tolist() == [0.0] * 4
+    assert np.asarray(zero["grad_scores"].value)[1].tolist() == [0.0] * 4
+    assert np.asarray(uniform["grad_scores"].value)[1].tolist() == [0.0] * 4
+    assert np.isnan(np.asarray(nan["grad_query"].value)[1]).all()
+    assert np.isnan(np.asarray(nan["grad_key"].value)).all()
+    assert not np.isnan(np.asarray(nan["grad_query"].value)[[0, 2, 3]]).any()
+    # uniform: weights 1/S give value rows dO_1 / S each, on top of the other rows' shares
+    share = np.asarray(uniform["grad_value"].value) - np.asarray(zero["grad_value"].value)
+    np.testing.assert_allclose(share, np.tile(np.asarray(dO[1]) / 4, (4, 1)), rtol=1e-12)
+
+
+# -- the numbers: torch.autograd, an independent implementation -------------------------------
+
+
+def autograd(kwargs: dict, dO: list) -> dict:
+    """Every gradient of sum(output * dO) by torch.autograd in float64, named as the trace's."""
+    torch = pytest.importorskip("torch")
+
+    def leaf(value):
+        return torch.tensor(value, dtype=torch.float64, requires_grad=True)
+
+    x = leaf(X)
+    key = leaf(kwargs["key"]) if "key" in kwargs else None
+    value = leaf(kwargs["value"]) if "value" in kwargs else None
+    params = {n: leaf(kwargs[n]) for n in ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v",
+                                           "b_o") if n in kwargs}  # fmt: skip
+    H = kwargs.get("num_heads", 1)
+    Hkv = kwargs.get("num_kv_heads") or H
+    src = {"q": x, "k": x if key is None else key, "v": x if key is None else key}
+    if value is not None:
+        src["v"] = value
+    proj = {}
+    for n in "qkv":
+        out = src[n] @ params[f"w_{n}"] if f"w_{n}" in params else src[n] * 1.0
+        if f"b_{n}" in params:
+            out = out + params[f"b_{n}"]
+        out.retain_grad()
+        proj[n] = out
+    L, S = proj["q"].shape[0], proj["k"].shape[0]
+    q = proj["q"].reshape(L, H, -1).transpose(0, 1)  # (H, L, d)
+    k = proj["k"].reshape(S, Hkv, -1).transpose(0, 1).repeat_interleave(H // Hkv, 0)
+    v = proj["v"].reshape(S, Hkv, -1).transpose(0, 1).repeat_interleave(H // Hkv, 0)
+    scale = 1 / math.sqrt(q.shape[-1])
+    masked = q @ k.transpose(1, 2) * scale  # (H, L, S)
+    if kwargs.get("is_causal"):
+        masked = masked.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), -math.inf)
+    elif "attn_mask" in kwargs:
+        mask = torch.tensor(kwargs["attn_mask"])
+        masked = masked.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else masked + mask
+    masked.retain_grad()
+    weights = torch.softmax(masked, dim=-1)
+    weights.retain_grad()
+    head_outputs = weights @ v  # (H, L, d_v)
+    head_outputs.retain_grad()
+    concat = head_outputs.transpose(0, 1).reshape(L, -1)
+    output = concat @ params["w_o"] if "w_o" in params else concat
+    if "b_o" in params:
+        output = output + params["b_o"]
+    (output * torch.tensor(dO, dtype=torch.float64)).sum().backward()
+    dO_h = head_outputs.grad
+    got = {
+        "grad_head_outputs": dO_h,
+        "grad_weights": weights.grad,
+        "row_dot": (dO_h * head_outputs).sum(-1),
+        "grad_scores": masked.grad,
+        "grad_query": proj["q"].grad,
+        "grad_key": proj["k"].grad,
+        "grad_value": proj["v"].grad,
+        "grad_x": x.grad,
+        "grad_key_input": None if key is None else key.grad,
+        "grad_value_input": None if value is None else value.grad,
+    }
+    got.update({f"grad_{n}": p.grad for n, p in params.items()})
+    return {n: g.detach().numpy() for n, g in got.items() if g is not None}
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("name", SETUPS)
+def test_every_gradient_equals_torch_autograd_in_float64(name, seed):
+    t = traced(name, seed)
+    want = autograd(SETUPS[name], dO_for(name, seed))
+    checked = 0
+    for step in t.steps[t.names().index("grad_output") + 1 :]:
+        theirs = want[step.name]
+        if step.name in ("grad_weights", "grad_scores", "row_dot") and step.axes[0] != "head":
+            theirs = theirs[0]  # one head: (L, S) and (L,), no head axis
+        a = np.asarray(step.value, dtype=float)
+        assert a.shape == theirs.shape, f"{name}: {step.name} shape {a.shape} vs {theirs.shape}"
+        size = np.abs(theirs).max() + 1.0  # sums of O(1) terms that may cancel to ~0
+        gap = np.abs(a - theirs).max()
+        assert gap <= 1e-12 * size, f"{name}: {step.name} max diff {gap:.3g}"
+        checked += 1
+    assert checked == len([s for s in STEPS if s.backward and s.name in t]) - 1  # all but dO
+
+
+# -- explain: every cell, its arithmetic re-evaluated from its own printed terms -------------
+
+
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def reevaluate(text: str) -> tuple[float, float, float] | None:
+    """(printed result, the printed arithmetic evaluated, the size of its terms), or None when the
+    text shows no complete arithmetic (a cut sum, a given value, inf or nan)."""
+    parts = text.split(" = ")
+    if len(parts) < 3 or "more terms" in text or re.search(r"inf|nan", parts[-2] + parts[-1]):
+        return None
+    expr, result = parts[-2], float(parts[-1].split()[0])
+    if re.search(r"[A-Za-z_\[]", expr):
+        return None
+    size = eval(NUMBER.sub(lambda mt: repr(abs(float(mt.group()))), expr).replace(" - ", " + "))
+    return result, eval(expr), size
+
+
+@pytest.mark.parametrize("name", SETUPS)
+def test_explain_arithmetic_of_every_backward_cell_reevaluates_to_its_value(name):
+    t = traced(name, 1)
+    checked = 0
+    for step in t.steps[t.names().index("grad_output") :]:
+        values = np.asarray(step.value, dtype=float)
+        for index in np.ndindex(*step.shape):
+            e = scratch.explain(t, step.name, index)
+            label = step.name + "".join(f"[{n}]" for n in index)
+            assert e.text.startswith(label + " = "), e.text
+            got = reevaluate(e.text)
+            if got is None:
+                continue
+            result, evaluated, size = got
+            # every printed number carries 4 significant digits: relative error <= 5e-4 each
+            assert abs(evaluated - result) <= 2e-3 * size + 1e-12, e.text
+            assert abs(result - values[index]) <= 5e-4 * abs(values[index]) + 1e-12, e.text
+            checked += 1
+    assert checked >= 40
+
+
+def test_explain_grad_scores_names_its_terms_and_sources():
+    t = traced("causal, heads, w_o, b_o", 2)
+    P, dP = t["weights"].value[1][2][1], t["grad_weights"].value[1][2][1]
+    D, dS = t["row_dot"].value[1][2], t["grad_scores"].value[1][2][1]
+    n = number
+    e = scratch.explain(t, "grad_scores", (1, 2, 1))
+    assert e.text == (
+        "grad_scores[1][2][1] = weights[1][2][1] * (grad_weights[1][2][1] - row_dot[1][2]) = "
+        f"{n(P)} * ({n(dP)} - {n(D)}) = {n(dS)}"
+    )
+    assert e.sources == (("weights", 0, 2), ("grad_weights", 0, 2), ("row_dot", 0, 2))
+
+
+def test_explain_grad_key_sums_every_head_of_its_group():
+    t = traced("gqa, bool mask", 0)
+    e = scratch.explain(t, "grad_key", (3, 1))
+    assert "sum over heads h in [0, 1]" in e.text
+    assert e.sources == (("grad_scores", 1, 3), ("q", 1, 1), ("q", 1, 3))
+
+
+def test_explain_a_fully_masked_row_names_the_policy():
+    allow = [[True] * 4, [False] * 4, [True] * 4, [True] * 4]
+    dO = [[1.0] * 4] * 4
+    t = scratch.trace_attention(X, attn_mask=allow, masked_rows="uniform", grad_output=dO)
+    text = scratch.explain(t, "grad_scores", (1, 2)).text
+    assert text.startswith("grad_scores[1][2] = 0: every key is masked for query 't1'")
+    assert "masked_rows='uniform'" in text
+
+
+# -- bounds: compare_traces on gradients ------------------------------------------------------
+
+
+def rounded(trace: scratch.Trace, dtype: str = "float32", plant: dict | None = None):
+    """`trace` with every step stored in `dtype` (what a backend in that dtype keeps at least),
+    and the steps in `plant` replaced."""
+    import dataclasses
+
+    steps = []
+    for step in trace:
+        value = np.asarray(step.value, dtype=float).astype(dtype).astype(float)
+        if plant and step.name in plant:
+            value = np.asarray(plant[step.name], dtype=float)
+        steps.append(dataclasses.replace(step, value=value))
+    options = {**trace.options, "dtype": dtype, "backend": "numpy"}
+    return dataclasses.replace(trace, steps=tuple(steps), options=options)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", SETUPS)
+def test_a_float32_copy_of_every_gradient_passes_its_bound(name, seed):
+    t = traced(name, seed)
+    checks = scratch.compare_traces(rounded(t), t)
+    assert [c.name for c in checks] == t.names()
+    assert [c.message for c in checks if not c.ok] == []
+
+
+@pytest.mark.parametrize("name", ["plain", "causal, heads, w_o, b_o", "gqa, bool mask"])
+def test_a_planted_gradient_mistake_fails_its_own_step_only(name):
+    t = traced(name, 1)
+    P = np.asarray(t["weights"].value)
+    no_D = P * np.asarray(t["grad_weights"].value)  # dS with the D term left out
+    checks = scratch.compare_traces(rounded(t, plant={"grad_scores": no_D}), t)
+    assert [c.name for c in checks if not c.ok] == ["grad_scores"]
+    wrong_scale = np.asarray(t["grad_query"].value) * 2.0  # scale applied twice (scale 1/2)
+    checks = scratch.compare_traces(rounded(t, plant={"grad_query": wrong_scale}), t)
+    assert [c.name for c in checks if not c.ok] == ["grad_query"]
+
+
+# -- input errors -----------------------------------------------------------------------------
+
+
+def test_a_grad_output_of_the_wrong_shape_is_refused():
+    with pytest.raises(ValueError, match=r"grad_output: expected the output's shape \(4, 4\)"):
+        scratch.trace_attention(X, grad_output=[[1.0] * 3] * 4)
+    with pytest.raises(TypeError, match="grad_output"):
+        scratch.trace_attention(X, grad_output="ones")
