@@ -49,6 +49,7 @@ SETUPS = {
     },
     "cross, two inputs, w_o": {"key": MEM, "value": m(3, 4), "w_o": m(4, 4)},
     "w_o, one head": {"w_o": m(4, 4), "b_o": [0.5, 0.0, -0.5, 1.0]},
+    "w_q only, two heads": {"w_q": m(4, 4), "b_q": [0.5] * 4, "num_heads": 2},
 }  # fmt: skip
 FORWARD_ONLY = {name: scratch.trace_attention(X, **kw) for name, kw in SETUPS.items()}
 
@@ -80,6 +81,8 @@ EXPECTED = {
                                        "grad_key_input", "grad_value_input"],
     "cross, two inputs, w_o": ["grad_output", "grad_w_o", "grad_head_outputs", *BASE[1:]],
     "w_o, one head": ["grad_output", "grad_w_o", "grad_b_o", "grad_head_outputs", *BASE[1:]],
+    "w_q only, two heads": ["grad_output", "grad_head_outputs", *BASE[1:], "grad_w_q",
+                            "grad_b_q", "grad_x"],
 }  # fmt: skip
 
 
@@ -168,7 +171,9 @@ def test_steps_11_to_14_equal_scaled_dot_product_attention_backward(name, policy
 
 
 @pytest.mark.parametrize("policy", ["zero", "nan", "uniform"])
-@pytest.mark.parametrize("name", [n for n, kw in SETUPS.items() if "w_q" in kw])
+@pytest.mark.parametrize(
+    "name", [n for n, kw in SETUPS.items() if {"w_q", "w_k", "w_v"} <= set(kw)]
+)
 def test_weight_and_input_gradients_equal_multi_head_attention_backward(name, policy):
     kwargs = dict(SETUPS[name])
     t = traced(name, masked_rows=policy)
@@ -367,40 +372,102 @@ def test_explain_a_fully_masked_row_names_the_policy():
 # -- bounds: compare_traces on gradients ------------------------------------------------------
 
 
-def rounded(trace: scratch.Trace, dtype: str = "float32", plant: dict | None = None):
-    """`trace` with every step stored in `dtype` (what a backend in that dtype keeps at least),
-    and the steps in `plant` replaced."""
+def float32_trace(name: str, seed: int, mistake: str = "") -> scratch.Trace:
+    """Setup `name` computed in float32 by NumPy, forward (the numpy backend) and backward
+    (written out below, with an optional planted `mistake`), laid out like the ground truth's."""
     import dataclasses
 
-    steps = []
-    for step in trace:
-        value = np.asarray(step.value, dtype=float).astype(dtype).astype(float)
-        if plant and step.name in plant:
-            value = np.asarray(plant[step.name], dtype=float)
-        steps.append(dataclasses.replace(step, value=value))
-    options = {**trace.options, "dtype": dtype, "backend": "numpy"}
-    return dataclasses.replace(trace, steps=tuple(steps), options=options)
+    kwargs, dO = SETUPS[name], dO_for(name, seed)
+    fwd = scratch.backends.get("numpy").trace_attention(X, **kwargs, dtype="float32")
+    grads = numpy_backward(fwd, kwargs, np.asarray(dO, dtype=np.float32), mistake)
+    reference = traced(name, seed)
+    steps = [dataclasses.replace(s, value=fwd[s.name].value) for s in reference if s.name in fwd]
+    steps += [dataclasses.replace(reference[n], value=v) for n, v in grads.items()]
+    return dataclasses.replace(reference, steps=tuple(steps), options=fwd.options)
 
 
-@pytest.mark.parametrize("seed", range(4))
+def numpy_backward(t: scratch.Trace, kwargs: dict, dO: np.ndarray, mistake: str) -> dict:
+    """Every backward step of float32 trace `t`, in float32 (step numbers as in the registry)."""
+    f32 = np.float32
+
+    def a(name):
+        return np.asarray(t[name].value, dtype=f32)
+
+    H, Hkv = t.num_heads, t.num_kv_heads
+    g, scale, L = H // Hkv, f32(t.scale), dO.shape[0]
+    multi = "head_outputs" in t
+    out = {"grad_output": dO}
+    d_concat = dO
+    if "w_o" in t:  # step 10
+        out["grad_w_o"] = a("concat").T @ dO
+        if "b_o" in kwargs:
+            out["grad_b_o"] = dO.sum(0)
+        d_concat = dO @ a("w_o").T
+    dOh = d_concat.reshape(L, H, -1).transpose(1, 0, 2)  # (H, L, d_v)
+    if multi:
+        out["grad_head_outputs"] = dOh
+    P = a("weights") if multi else a("weights")[None]  # (H, L, S)
+    O = a("head_outputs") if multi else a("output")[None]
+    S = P.shape[-1]
+    q = a("q").reshape(L, H, -1).transpose(1, 0, 2)
+    k = a("k").reshape(S, Hkv, -1).transpose(1, 0, 2).repeat(g, 0)  # (H, S, d)
+    v = a("v").reshape(S, Hkv, -1).transpose(1, 0, 2).repeat(g, 0)
+    dV = (P.transpose(0, 2, 1) @ dOh).reshape(Hkv, g, S, -1).sum(1)  # step 11: (Hkv, S, d_v)
+    dP = dOh @ v.transpose(0, 2, 1)
+    D = (dOh * O).sum(-1)  # step 12
+    dS = P * dP if mistake == "D left out" else P * (dP - D[..., None])  # step 13
+    dq = scale * dS @ k  # step 14
+    if mistake == "scale twice":
+        dq = dq * scale
+    dk = (scale * dS.transpose(0, 2, 1) @ q).reshape(Hkv, g, S, -1).sum(1)
+    if mistake == "GQA not summed":
+        dk = (scale * dS.transpose(0, 2, 1) @ q)[::g]
+    one = (lambda x: x) if multi else (lambda x: x[0])
+    out.update(grad_value=dV.transpose(1, 0, 2).reshape(S, -1), grad_weights=one(dP),
+               row_dot=one(D), grad_scores=one(dS), grad_query=dq.transpose(1, 0, 2).reshape(L, -1),
+               grad_key=dk.transpose(1, 0, 2).reshape(S, -1))  # fmt: skip
+    source = {"q": "x", "k": "key_input" if "key_input" in t else "x"}
+    source["v"] = "value_input" if "value_input" in t else source["k"]
+    grad = {"q": out["grad_query"], "k": out["grad_key"], "v": out["grad_value"]}
+    for n in "qkv":  # step 15
+        if f"w_{n}" in t:
+            out[f"grad_w_{n}"] = a(source[n]).T @ grad[n]
+    for n in "qkv":
+        if f"b_{n}" in kwargs:
+            out[f"grad_b_{n}"] = grad[n].sum(0)
+    if any(f"w_{n}" in t for n in "qkv"):  # step 16
+        for step in ("x", "key_input", "value_input"):
+            paths = [grad[n] @ a(f"w_{n}").T if f"w_{n}" in t else grad[n]
+                     for n in "qkv" if source[n] == step]  # fmt: skip
+            if paths and step in t:
+                out[f"grad_{step}"] = sum(paths[1:], paths[0])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("name", SETUPS)
-def test_a_float32_copy_of_every_gradient_passes_its_bound(name, seed):
-    t = traced(name, seed)
-    checks = scratch.compare_traces(rounded(t), t)
-    assert [c.name for c in checks] == t.names()
+def test_a_float32_backward_passes_every_bound(name, seed):
+    t = float32_trace(name, seed)
+    checks = scratch.compare_traces(t, traced(name, seed))
+    assert [c.name for c in checks] == traced(name, seed).names()
     assert [c.message for c in checks if not c.ok] == []
 
 
-@pytest.mark.parametrize("name", ["plain", "causal, heads, w_o, b_o", "gqa, bool mask"])
-def test_a_planted_gradient_mistake_fails_its_own_step_only(name):
-    t = traced(name, 1)
-    P = np.asarray(t["weights"].value)
-    no_D = P * np.asarray(t["grad_weights"].value)  # dS with the D term left out
-    checks = scratch.compare_traces(rounded(t, plant={"grad_scores": no_D}), t)
-    assert [c.name for c in checks if not c.ok] == ["grad_scores"]
-    wrong_scale = np.asarray(t["grad_query"].value) * 2.0  # scale applied twice (scale 1/2)
-    checks = scratch.compare_traces(rounded(t, plant={"grad_query": wrong_scale}), t)
-    assert [c.name for c in checks if not c.ok] == ["grad_query"]
+@pytest.mark.parametrize(
+    "name, mistake, step",
+    [
+        ("plain", "D left out", "grad_scores"),
+        ("causal, heads, w_o, b_o", "D left out", "grad_scores"),
+        ("plain", "scale twice", "grad_query"),
+        ("gqa, bool mask", "scale twice", "grad_query"),
+        ("gqa, bool mask", "GQA not summed", "grad_key"),
+        ("float mask, four heads, gqa", "GQA not summed", "grad_key"),
+    ],
+)
+def test_a_planted_gradient_mistake_fails_its_own_step_first(name, mistake, step):
+    failed = [c.name for c in scratch.compare_traces(float32_trace(name, 1, mistake),
+                                                     traced(name, 1)) if not c.ok]  # fmt: skip
+    assert failed[:1] == [step]
 
 
 # -- input errors -----------------------------------------------------------------------------
