@@ -478,3 +478,70 @@ def test_a_grad_output_of_the_wrong_shape_is_refused():
         scratch.trace_attention(X, grad_output=[[1.0] * 3] * 4)
     with pytest.raises(TypeError, match="grad_output"):
         scratch.trace_attention(X, grad_output="ones")
+
+
+# -- the README's worked example, reproduced without the code under test ----------------------
+
+README_X = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+README_DO = [[0.5, 1.0], [1.0, -1.0], [0.0, 2.0]]
+README_NUMBERS = {  # as printed in README.md, section "Backward: the gradients, traced"
+    "grad_value": [[0.8302, 1.1663], [0.6698, -0.1733], [0, 1.007]],
+    "grad_weights": [[0.5, 1, 1.5], [1, -1, 0], [0, 2, 2]],
+    "row_dot": [0.5, -0.3395, 1.5035],
+    "grad_scores": [[0, 0, 0], [0.4424, -0.4424, 0], [-0.3732, 0.1233, 0.25]],
+    "grad_query": [[0, 0], [0.3128, -0.3128], [-0.0872, 0.2639]],
+    "grad_key": [[-0.2639, 0.0489], [0.0872, -0.2256], [0.1768, 0.1768]],
+}
+
+
+def test_the_readme_numbers_are_what_autograd_gives():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    q, k, v = (torch.tensor(README_X, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    dO = torch.tensor(README_DO, dtype=torch.float64)
+    # the gradients of q, k and v separately (the trace's q = k = v = x has no projection)
+    out = F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)[0]
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), dO)
+    scores = (q @ k.T / math.sqrt(2)).masked_fill(~torch.ones(3, 3).bool().tril(), -math.inf)
+    scores.retain_grad()
+    weights = torch.softmax(scores, -1)
+    weights.retain_grad()
+    o = weights @ v
+    (o * dO).sum().backward()
+    want = {"grad_value": dv, "grad_query": dq, "grad_key": dk, "grad_weights": weights.grad,
+            "grad_scores": scores.grad, "row_dot": (dO * o).sum(-1)}  # fmt: skip
+    for name, value in want.items():
+        np.testing.assert_allclose(value.detach().numpy(), README_NUMBERS[name], atol=5e-5,
+                                   err_msg=name)  # fmt: skip
+    trace = scratch.trace_attention(README_X, is_causal=True, grad_output=README_DO)
+    for name, printed in README_NUMBERS.items():
+        np.testing.assert_allclose(trace[name].value, printed, atol=5e-5, err_msg=name)
+
+
+def test_the_readme_grad_scores_cell_by_hand():
+    """dS[2][1] from the forward weights alone: P = softmax(c's causal scores), dP = dO V^T,
+    D = sum_j P_j dP_j (= rowsum(dO * O)), dS = P (dP - D)."""
+    s = [sum(a * b for a, b in zip(README_X[2], kj)) / math.sqrt(2) for kj in README_X]
+    e = [math.exp(x - max(s)) for x in s]
+    P = [x / sum(e) for x in e]
+    dP = [sum(a * b for a, b in zip(README_DO[2], vj)) for vj in README_X]
+    D = sum(p * d for p, d in zip(P, dP))
+    dS = P[1] * (dP[1] - D)
+    assert round(dS, 4) == README_NUMBERS["grad_scores"][2][1] == 0.1233
+    trace = scratch.trace_attention(README_X, is_causal=True, grad_output=README_DO)
+    assert trace["grad_scores"].value[2][1] == pytest.approx(dS, rel=1e-14)
+    text = scratch.explain(trace, "grad_scores", (2, 1)).text
+    assert text == ("grad_scores[2][1] = weights[2][1] * (grad_weights[2][1] - row_dot[2]) = "
+                    "0.2483 * (2 - 1.503) = 0.1233")  # fmt: skip
+
+
+def test_the_readme_prints_these_numbers():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    fmt = lambda x: f"{x:g}"  # noqa: E731
+    for name, printed in README_NUMBERS.items():
+        rows = printed if isinstance(printed[0], list) else [printed]
+        text = ", ".join("[" + ", ".join(fmt(x) for x in row) + "]" for row in rows)
+        text = f"[{text}]" if isinstance(printed[0], list) else text
+        assert f"# {name.ljust(12)} {text}" in readme, name
