@@ -27,30 +27,61 @@ ALLOW = (rng0.random((4, 4)) < 0.6) | np.eye(4, dtype=bool)
 SETUPS = {
     "plain": {},
     "projections+biases": {
-        "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4),
-        "b_q": [0.5, -0.5, 0.25, 0.0], "b_k": [0.25] * 4, "b_v": [-1.0, 0.5, 0.0, 1.0],
+        "w_q": m(4, 4),
+        "w_k": m(4, 4),
+        "w_v": m(4, 4),
+        "b_q": [0.5, -0.5, 0.25, 0.0],
+        "b_k": [0.25] * 4,
+        "b_v": [-1.0, 0.5, 0.0, 1.0],
     },
     "causal, heads, w_o, b_o": {
-        "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4), "w_o": m(4, 3), "b_o": [1.0] * 3,
-        "num_heads": 2, "is_causal": True,
+        "w_q": m(4, 4),
+        "w_k": m(4, 4),
+        "w_v": m(4, 4),
+        "w_o": m(4, 3),
+        "b_o": [1.0] * 3,
+        "num_heads": 2,
+        "is_causal": True,
     },
     "gqa, bool mask": {
-        "w_q": m(4, 4), "w_k": m(4, 2), "w_v": m(4, 2), "num_heads": 2, "num_kv_heads": 1,
+        "w_q": m(4, 4),
+        "w_k": m(4, 2),
+        "w_v": m(4, 2),
+        "num_heads": 2,
+        "num_kv_heads": 1,
         "attn_mask": ALLOW.tolist(),
     },
     "float mask, four heads, gqa": {
-        "w_q": m(4, 8), "w_k": m(4, 4), "w_v": m(4, 4), "num_heads": 4, "num_kv_heads": 2,
+        "w_q": m(4, 8),
+        "w_k": m(4, 4),
+        "w_v": m(4, 4),
+        "num_heads": 4,
+        "num_kv_heads": 2,
         "attn_mask": np.where(ALLOW, 0.5, -np.inf).tolist(),
     },
     "cross, one input": {"key": MEM, "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4)},
     "cross, two inputs, projections": {
-        "key": MEM, "value": m(3, 2), "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(2, 4),
-        "b_k": [0.5] * 4, "num_heads": 2,
+        "key": MEM,
+        "value": m(3, 2),
+        "w_q": m(4, 4),
+        "w_k": m(4, 4),
+        "w_v": m(2, 4),
+        "b_k": [0.5] * 4,
+        "num_heads": 2,
     },
     "cross, two inputs, w_o": {"key": MEM, "value": m(3, 4), "w_o": m(4, 4)},
     "w_o, one head": {"w_o": m(4, 4), "b_o": [0.5, 0.0, -0.5, 1.0]},
     "w_q only, two heads": {"w_q": m(4, 4), "b_q": [0.5] * 4, "num_heads": 2},
+    "a fully masked row, heads": {
+        "w_q": m(4, 4),
+        "w_k": m(4, 4),
+        "w_v": m(4, 4),
+        "w_o": m(4, 4),
+        "num_heads": 2,
+        "attn_mask": [[True, False, True, True], [False] * 4, [True] * 4, [False, True] * 2],
+    },
 }  # fmt: skip
+AUTOGRAD_NAN = {"a fully masked row, heads"}  # autograd's softmax of all -inf: NaN everywhere
 FORWARD_ONLY = {name: scratch.trace_attention(X, **kw) for name, kw in SETUPS.items()}
 
 
@@ -282,7 +313,7 @@ def autograd(kwargs: dict, dO: list) -> dict:
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("name", SETUPS)
+@pytest.mark.parametrize("name", [n for n in SETUPS if n not in AUTOGRAD_NAN])
 def test_every_gradient_equals_torch_autograd_in_float64(name, seed):
     t = traced(name, seed)
     want = autograd(SETUPS[name], dO_for(name, seed))
