@@ -100,15 +100,16 @@ def fused_with_lse(
 
 def _flash_cpu(q, k, v, mask, scale, options: Options):
     """(output, lse) from torch's CPU flash op, or None where it is absent or cannot be used:
-    not CPU, dropout, E != Ev, more than 4 dims, huge data (rows the data may empty), or the
-    op refusing the call (a private op may change between versions)."""
+    not CPU, dropout, E != Ev, not 4-D (SDPA runs its math kernel then: the output would
+    differ by rounding from the call without return_lse), huge data (rows the data may empty),
+    or the op refusing the call (a private op may change between versions)."""
     op = getattr(torch.ops.aten, _FLASH_CPU, None)
     usable = (
         op is not None
         and q.device.type == "cpu"
         and options.dropout_p == 0.0
         and q.shape[-1] == v.shape[-1]
-        and q.ndim <= 4
+        and q.ndim == 4
         and (mask is None or mask.ndim <= 4)
         and not _scores_may_overflow(q, k, scale)
         and not (options.is_causal and _rounds_to_nonpositive(scale, q.dtype))
@@ -118,8 +119,6 @@ def _flash_cpu(q, k, v, mask, scale, options: Options):
     if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:  # GQA: kv head h // group for query head h
         group = q.shape[-3] // k.shape[-3]
         k, v = (t.repeat_interleave(group, dim=-3) for t in (k, v))  # (..., Hq, S, E)
-    lead = q.shape[:-2]
-    q4, k4, v4 = (t.reshape((1,) * (4 - t.ndim) + tuple(t.shape)) for t in (q, k, v))
     m4 = None
     if mask is not None:  # the op takes a float mask of q's dtype with 2 or 4 dims
         m4 = cast_mask(mask, q.dtype) if mask.dtype != torch.bool else None
@@ -129,10 +128,10 @@ def _flash_cpu(q, k, v, mask, scale, options: Options):
             )
         m4 = m4.reshape((1,) * (4 - m4.ndim) + tuple(m4.shape))
     try:
-        output, lse = op(q4, k4, v4, 0.0, options.is_causal, attn_mask=m4, scale=scale)
+        output, lse = op(q, k, v, 0.0, options.is_causal, attn_mask=m4, scale=scale)
     except (RuntimeError, TypeError, ValueError):
         return None
-    return output.reshape(*lead, *output.shape[-2:]), lse.reshape(*lead, lse.shape[-1])
+    return output, lse  # (B, H, L, Ev), (B, H, L)
 
 
 def _lse_by_chunks(q, k, mask, is_causal, scale) -> torch.Tensor:
