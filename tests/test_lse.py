@@ -141,6 +141,7 @@ KERNELS = {  # name: (call, need_weights, dtypes)
     "scratch": (_scratch, True, ("float64",)),
     "numpy-explicit": (_numpy(True), True, DTYPES),
     "numpy-chunked": (_numpy(True), False, DTYPES),
+    "numpy-chunked-blocks": (_numpy(True, (2, 3)), False, DTYPES),
     "numpy-chunked-safe": (_numpy(False, (2, 3)), False, DTYPES),
     "torch-explicit": (_torch, True, DTYPES),
     "torch-sdpa": (_torch, False, DTYPES),
@@ -189,19 +190,21 @@ cases = st.tuples(
     st.integers(1, 5),  # E
     st.sampled_from(["none", "causal", "bool", "float"]),
     st.sampled_from([0.1, 1.0, 30.0]),  # size of q and k
+    st.sampled_from([None, -0.7, 0.0]),  # scale (0 with causal: torch's fused kernel's NaN case)
 )
 
 
 @given(cases)
 def test_lse_of_every_kernel_and_dtype_within_the_bound(case):
-    seed, lead, heads, L, S, E, mask, size = case
+    seed, lead, heads, L, S, E, mask, size, scale = case
     for dtype in DTYPES:
         q, k, v, kwargs = make_case(seed, lead, heads, L, S, E, mask, size, dtype)
-        scale = 1.0 / math.sqrt(E)
+        kwargs["scale"] = scale
+        value = 1.0 / math.sqrt(E) if scale is None else scale
         reference = reference_lse(q, k, v, **kwargs)
         given_mask = kwargs.get("attn_mask")
-        bound = lse_bound(q, k, given_mask, scale, dtype) + lse_bound(
-            q, k, given_mask, scale, "float64"
+        bound = lse_bound(q, k, given_mask, value, dtype) + lse_bound(
+            q, k, given_mask, value, "float64"
         )
         for name, (_, _, dtypes) in KERNELS.items():
             if dtype in dtypes:
@@ -212,8 +215,10 @@ def test_lse_of_every_kernel_and_dtype_within_the_bound(case):
 
 @given(cases)
 def test_truth_lse_matches_torch_logsumexp_in_float64(case):
-    seed, lead, heads, L, S, E, mask, size = case
+    seed, lead, heads, L, S, E, mask, size, scale = case
     q, k, v, kwargs = make_case(seed, lead, heads, L, S, E, mask, size, "float64")
+    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    kwargs["scale"] = scale
     _, lse = scratch.scaled_dot_product_attention(
         q.tolist(), k.tolist(), v.tolist(), return_lse=True, **kwargs
     )
@@ -221,14 +226,14 @@ def test_truth_lse_matches_torch_logsumexp_in_float64(case):
     qt, kt = torch.from_numpy(q), torch.from_numpy(k)
     if kwargs["enable_gqa"]:
         kt = kt.repeat_interleave(heads[0] // heads[1], dim=-3)
-    scores = (qt @ kt.transpose(-1, -2)) / math.sqrt(E)
+    scores = (qt @ kt.transpose(-1, -2)) * scale
     if mask == "causal":
         scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), -math.inf)
     elif mask in ("bool", "float"):
         m = torch.from_numpy(np.asarray(kwargs["attn_mask"]))
         scores = scores.masked_fill(~m, -math.inf) if mask == "bool" else scores + m
     expected = torch.logsumexp(scores, dim=-1).numpy()
-    bound = 2 * lse_bound(q, k, kwargs.get("attn_mask"), 1.0 / math.sqrt(E), "float64")
+    bound = 2 * lse_bound(q, k, kwargs.get("attn_mask"), scale, "float64")
     assert_lse("scratch vs torch.logsumexp", np.array(lse), expected, bound)
 
 
