@@ -415,3 +415,39 @@ def test_tiled_backward_uses_the_forwards_lse(dtype, mask, monkeypatch):
     live = np.isfinite(forward.lse)
     for wrong in (forward.lse + np.where(live, 0.5, 0.0), forward.lse / math.log(2.0)):
         assert not _grads_ok(tiled(wrong.astype(dtype)), truth, tol)
+
+
+def test_tiled_backward_with_the_forwards_lse_under_dropout():
+    # one random.Random stream rule everywhere: the forward, the backward and the truth draw the
+    # same keep mask from the same seed, and lse stays the pre-dropout one the tiled kernel needs
+    q, k, v, kwargs = make_case(12, (), (2, 2), 6, 7, 3, "causal", 1.0, "float64")
+    g = np.random.default_rng(3).standard_normal((2, 6, 3))
+    kwargs["dropout_p"] = 0.3
+    forward = get("numpy").scaled_dot_product_attention(
+        q, k, v, **kwargs, need_weights=False, return_lse=True, rng=random.Random(4)
+    )
+    inputs = (q, k, v, g)
+    truth = scratch.scaled_dot_product_attention_backward(
+        *(x.tolist() for x in inputs), **kwargs, rng=random.Random(4)
+    )
+    tol = gradient_tolerance(*(x.tolist() for x in inputs), **kwargs, dtype="float64")
+    found = nbw.scaled_dot_product_attention_backward(
+        *inputs,
+        **kwargs,
+        rng=random.Random(4),
+        kernel="tiled",
+        block_size=4,
+        output=forward.output,
+        lse=forward.lse,
+    )
+    assert _grads_ok(found, truth, tol)
+    other_mask = nbw.scaled_dot_product_attention_backward(
+        *inputs,
+        **kwargs,
+        rng=random.Random(5),
+        kernel="tiled",
+        block_size=4,
+        output=forward.output,
+        lse=forward.lse,
+    )
+    assert not _grads_ok(other_mask, truth, tol)  # the check can tell a different keep mask
