@@ -451,3 +451,21 @@ def test_tiled_backward_with_the_forwards_lse_under_dropout():
         lse=forward.lse,
     )
     assert not _grads_ok(other_mask, truth, tol)  # the check can tell a different keep mask
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU (torch.cuda.is_available())")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mask", ["none", "causal", "bool", "float"])
+def test_lse_on_cuda_within_the_bound(dtype, mask):
+    q, k, v, kwargs = make_case(7, (2,), (4, 2), 5, 6, 3, mask, 1.0, dtype)
+    reference = reference_lse(q, k, v, **kwargs)
+    m = kwargs.get("attn_mask")
+    bound = lse_bound(q, k, m, 1 / math.sqrt(3), dtype) + lse_bound(
+        q, k, m, 1 / math.sqrt(3), "float64"
+    )
+    for need_weights in (True, False):  # explicit, and SDPA + torch.logsumexp by query chunks
+        result = get("torch-cuda").scaled_dot_product_attention(
+            q, k, v, **kwargs, need_weights=need_weights, dtype=dtype, return_lse=True
+        )
+        assert result.lse.device.type == "cuda"
+        assert_lse(f"cuda {need_weights} {dtype}", as_array(result.lse.cpu()), reference, bound)
