@@ -335,8 +335,8 @@ def scaled_dot_product_attention_backward(
 
     `kernel` is "explicit" or "tiled"; the tiled kernel takes the forward's `output` and `lse`
     (from forward_with_lse, or any backend's forward with return_lse=True, same arguments) or
-    computes them itself. The same `rng` state
-    reproduces the forward's dropout mask (numpy forward's rule).
+    computes them itself. The same `rng` state reproduces the forward's dropout mask (numpy
+    forward's rule).
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
