@@ -320,6 +320,27 @@ def test_torch_sdpa_without_the_private_op_falls_back(monkeypatch):
     assert_lse("5-D", as_array(five.lse), reference[None], bound[None])
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("mask", ["none", "causal", "bool", "float"])
+def test_torch_16_bit_lse_is_float32_within_the_float32_bound(dtype, mask):
+    # 16-bit storage, sums in float32 (as torch's kernels): the lse is a float32 tensor, and the
+    # inputs (and float mask) are exact in float32, so the float32 bound on them applies
+    q, k, v, kwargs = make_case(21, (2,), (4, 2), 5, 6, 3, mask, 1.0, "float32")
+    wide = getattr(torch, dtype)
+    q, k, v = (torch.from_numpy(x).to(wide).double().numpy() for x in (q, k, v))
+    m = kwargs.get("attn_mask")
+    if m is not None and m.dtype != np.bool_:
+        kwargs["attn_mask"] = m = torch.from_numpy(m).to(wide).double().numpy()
+    reference = reference_lse(q, k, v, **kwargs)
+    bound = lse_bound(q, k, m, 1 / math.sqrt(3), "float32") + lse_bound(
+        q, k, m, 1 / math.sqrt(3), "float64"
+    )
+    for need_weights in (True, False):
+        result = _torch(q, k, v, need_weights, dtype=dtype, return_lse=True, **kwargs)
+        assert result.output.dtype == wide and result.lse.dtype == torch.float32
+        assert_lse(f"{dtype} {result.kernel}", as_array(result.lse), reference, bound)
+
+
 @pytest.mark.parametrize("bad", [1, 0, "yes", None, np.bool_(True)])
 def test_bad_return_lse_is_a_type_error_naming_it(bad):
     q = [[1.0, 0.0], [0.0, 1.0]]
