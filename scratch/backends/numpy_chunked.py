@@ -334,8 +334,9 @@ def _row_norms(a: np.ndarray) -> np.ndarray:
 def log_sum_exp(base, total, to_natural, out) -> None:
     """out = (base + log(total)) * to_natural: the log-sum-exp of rows whose exps, taken
     relative to `base` (in the exponential's base), sum to `total`; -inf where total is 0."""
+    log = np.log2 if to_natural != 1 else np.log  # the exponential's own base
     with np.errstate(divide="ignore"):  # log(0) = -inf: a row with every key masked
-        np.log2(total, out=out) if to_natural != 1 else np.log(total, out=out)
+        log(total, out=out)
     out += base
     if to_natural != 1:
         out *= to_natural
