@@ -351,9 +351,15 @@ def test_bad_return_lse_is_a_type_error_naming_it(bad):
             calls.append(
                 lambda fn=fn, nw=need_weights: fn(q, q, q, return_lse=bad, need_weights=nw)
             )
+    calls.append(lambda: Options(return_lse=bad))
     for call in calls:
         with pytest.raises(TypeError, match="^return_lse: expected True or False, found"):
             call()
+
+
+def test_options_carry_return_lse():
+    assert Options().return_lse is False
+    assert Options(is_causal=True, return_lse=True).describe() == "mask=causal, return_lse"
 
 
 # ---------------------------------------------------------------- the bound rejects mistakes
