@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .mask_words import trace_mask_kind
 from .multihead import run_multi_head
 from .options import Options
 from .plan import PARAMS, HeadPlan, projections
@@ -126,15 +127,6 @@ def _scale_note(scale: object, value: float, d_head: int) -> str:
     return f"scale = {value:.6g} (given)"
 
 
-def _mask_kind(attn_mask: object, is_causal: bool, is_bool: bool | None) -> str:
-    """The mask kind of a call: causal, none, bool or float."""
-    if is_causal:
-        return "causal"
-    if attn_mask is None:
-        return "none"
-    return "bool" if is_bool else "float"
-
-
 def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
     """(rows where every key is -inf, the (H, L, S) may-attend grids when wanted).
 
@@ -176,7 +168,7 @@ def layout_trace(
     given |= {name for name in ("key", "value") if f"{name}_input" in values}
     cross = "key" in given
     key_labels = _labels(key_tokens, S, "key_tokens", "k") if cross or key_tokens else labels
-    kind = _mask_kind(options.attn_mask, options.is_causal, is_bool)
+    kind = trace_mask_kind(options.mask_kind, is_bool)
     n_full, grids = _may_attend(values["masked"], kind != "none")
     call = Call(
         plan.num_heads,
