@@ -15,6 +15,8 @@ from .steps import call_of, steps_of
 
 def add_backward(trace: object, run: Projected, grad_output: object) -> object:
     """`trace` (the forward of `run`) followed by its backward steps for dO = `grad_output`."""
+    from .trace import Step  # trace.py imports this module: Step is read at call time
+
     back = run_backward(run, grad_output)
     heads = back.heads  # one Gradients per head, in head order
     values = {
@@ -42,8 +44,6 @@ def add_backward(trace: object, run: Projected, grad_output: object) -> object:
         if spec.per_head and not call.multi:
             value = value[0]  # (H, ...) -> (...) for one head
         steps.append(
-            type(trace.steps[0])(
-                spec.name, spec.formula(call), value, spec.note(call), spec.axes_for(call)
-            )
+            Step(spec.name, spec.formula(call), value, spec.note(call), spec.axes_for(call))
         )
     return dataclasses.replace(trace, steps=trace.steps + tuple(steps))

@@ -586,3 +586,15 @@ def test_the_readme_prints_these_numbers():
         text = ", ".join("[" + ", ".join(fmt(x) for x in row) + "]" for row in rows)
         text = f"[{text}]" if isinstance(printed[0], list) else text
         assert f"# {name.ljust(12)} {text}" in readme, name
+
+
+def test_value_passed_as_the_key_itself_is_one_input():
+    kwargs = {k: SETUPS["cross, one input"][k] for k in ("w_q", "w_k", "w_v")}
+    dO = dO_for("cross, one input")
+    one = scratch.trace_attention(X, MEM, **kwargs, grad_output=dO)
+    same_object = scratch.trace_attention(X, MEM, MEM, **kwargs, grad_output=dO)
+    assert same_object.names() == one.names()
+    assert "grad_value_input" not in one
+    assert same_object["grad_key_input"].value == one["grad_key_input"].value
+    g = scratch.multi_head_attention_backward(X, MEM, None, **kwargs, grad_output=dO)
+    same("grad_key_input", one["grad_key_input"].value, g.grad_key)
