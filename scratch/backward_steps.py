@@ -157,10 +157,7 @@ NOTES = {
     "grad_value": "each value row's gradient: the dO rows of the queries that used it, weighted",
     "grad_weights": "how the loss changes with each attention weight (dP)",
     "row_dot": "D, one number per query row: the weights' average of grad_weights on the row",
-    "grad_scores": (
-        "softmax's Jacobian row by row (dS): 0 wherever the weight is 0; rows with every key "
-        "masked get 0 (masked_rows 'zero' and 'uniform') or NaN ('nan')"
-    ),
+    "grad_scores": "dS, softmax's Jacobian row by row: 0 where a weight is 0 or a row fully masked",
     "grad_query": "each query's gradient: the keys, weighted by grad_scores, times the scale",
     "grad_key": "each key's gradient: the queries, weighted by grad_scores, times the scale",
     "grad_x": "the gradient of the input: every projection it fed, carried back",
