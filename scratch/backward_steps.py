@@ -157,7 +157,10 @@ NOTES = {
     "grad_value": "each value row's gradient: the dO rows of the queries that used it, weighted",
     "grad_weights": "how the loss changes with each attention weight (dP)",
     "row_dot": "D, one number per query row: the weights' average of grad_weights on the row",
-    "grad_scores": "dS, softmax's Jacobian row by row: 0 where a weight is 0 or a row fully masked",
+    "grad_scores": (
+        "dS, softmax's Jacobian row by row: 0 where a weight is 0 and on a fully masked row "
+        "(NaN there under masked_rows='nan')"
+    ),
     "grad_query": "each query's gradient: the keys, weighted by grad_scores, times the scale",
     "grad_key": "each key's gradient: the queries, weighted by grad_scores, times the scale",
     "grad_x": "the gradient of the input: every projection it fed, carried back",
