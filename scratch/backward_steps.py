@@ -76,7 +76,8 @@ def reads(name: str):
             "grad_value": ("weights", g),
             "grad_weights": (g, "v"),
             "row_dot": (g, head_output(call)),
-            "grad_scores": ("weights", "grad_weights", "row_dot"),
+            "grad_scores": (("masked",) if call.dropout_p else ()) + ("weights", "grad_weights",
+                                                                      "row_dot"),
             "grad_query": ("grad_scores", "k"),
             "grad_key": ("grad_scores", "q"),
         }  # fmt: skip
@@ -125,6 +126,11 @@ def formula(name: str):
             i = f"{h}[i]"
             return f"row_dot{i} = sum_c {g}{i}[c] * {head_output(call)}{i}[c]"
         if name == "grad_scores":
+            if call.dropout_p:  # the weights before dropout, and dropout's factor on dP
+                return (
+                    f"grad_scores{h} = softmax(masked{h}) * (grad_weights{h} * keep - row_dot{h}),"
+                    " keep = 1/(1-p) where weights kept the entry, 0 where dropout dropped it"
+                )
             return f"grad_scores{h} = weights{h} * (grad_weights{h} - row_dot{h}) (row by row)"
         if name == "grad_query":
             if not call.multi:
