@@ -133,10 +133,17 @@ def test_backward_steps_follow_the_forward_exactly_when_they_should(name):
 
 
 def test_the_registry_marks_every_gradient_and_nothing_else_as_backward():
-    names = {s.name for s in STEPS if s.backward}
-    assert names == {s.name for s in STEPS if s.name.startswith("grad_")} | {"row_dot"}
-    assert all(s.number >= 9 for s in STEPS if s.backward)
+    numbers = {s.name: s.number for s in STEPS if s.backward}
+    assert numbers == {
+        "grad_output": 9, "grad_w_o": 10, "grad_b_o": 10, "grad_head_outputs": 10,
+        "grad_value": 11, "grad_weights": 11, "row_dot": 12, "grad_scores": 13,
+        "grad_query": 14, "grad_key": 14, "grad_w_q": 15, "grad_w_k": 15, "grad_w_v": 15,
+        "grad_b_q": 15, "grad_b_k": 15, "grad_b_v": 15, "grad_x": 16, "grad_key_input": 16,
+        "grad_value_input": 16,
+    }  # fmt: skip
     assert all(s.number <= 8 for s in STEPS if not s.backward)
+    per_head = {s.name for s in STEPS if s.backward and s.per_head}
+    assert per_head == {"grad_weights", "row_dot", "grad_scores"}
 
 
 @pytest.mark.parametrize("name", SETUPS)
