@@ -44,8 +44,9 @@ class PipelineView(QWidget):
     stepChanged = pyqtSignal(str)
     headChanged = pyqtSignal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, names_of=None) -> None:
         super().__init__(parent)
+        self.names_of = names_of  # trace -> the step names to show (None: every step)
         self.trace = None
         self.reference = None
         self.step_name = "weights"
@@ -172,8 +173,10 @@ class PipelineView(QWidget):
     # ---------------------------------------------------------------- state
 
     def names(self) -> list[str]:
-        """Step names of the shown trace."""
-        return self.trace.names() if self.trace is not None else []
+        """Step names of the shown trace (those `names_of` picks, when given)."""
+        if self.trace is None:
+            return []
+        return self.names_of(self.trace) if self.names_of is not None else self.trace.names()
 
     def set_trace(self, trace: object, reference: object | None = None) -> None:
         """Show a new trace, staying on the same step name when it still exists."""
@@ -394,8 +397,8 @@ class PipelineView(QWidget):
             self.explanation.setText("the average of the heads: choose one head to see its sums")
             return
         index = ((panel.head,) if step.axes[0] == "head" else ()) + tuple(cell)
-        if len(step.axes) == 1:
-            index = (cell[1],)
+        if panel.vector:  # a vector step: the cell's row (a column vector) or column (a row)
+            index = index[:-2] + ((cell[0],) if panel.vector == "column" else (cell[1],))
         try:
             info = core_api.explain(self.reference, self.step_name, index)
         except Exception as exc:  # noqa: BLE001 - show why there is no explanation
@@ -412,4 +415,6 @@ class PipelineView(QWidget):
                 continue
             if hm.panel.head is not None and panel.head is not None and hm.panel.head != panel.head:
                 hm.show_panel(view_model.panels(self.trace, src, str(panel.head), self.colour)[0])
+            if hm.panel.vector:  # a vector has one axis, drawn as a column or a row
+                axis = 0 if hm.panel.vector == "column" else 1
             hm.highlight(axis, idx)  # axis 0 = a row, 1 = a column of the (per-head) matrix

@@ -37,6 +37,7 @@ class Panel:
     head: int | None  # which head the panel shows (None: no head axis or the average)
     raw: np.ndarray  # (rows, cols) float64 values as the trace holds them (-inf kept)
     colour_note: str = ""  # for weights: which colour range is on (said on screen)
+    vector: str = ""  # a step with one axis (besides heads): "column" (per token) or "row"
 
     @property
     def show_text(self) -> bool:
@@ -135,10 +136,16 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
     axes = list(step.axes)
     kind, levels = levels_for(step_name, values)
     row_axis, col_axis = axes[-2:] if len(axes) >= 2 else ("query", axes[-1])
-    if values.ndim == 1:
-        values = values[None, :]  # a lone vector shows as one row
+    vector = ""
+    if len(axes) - (axes[0] == "head") == 1:  # one number per token or per feature
+        # per token (D: one per query row) a column beside the token labels, else one row
+        vector = "column" if axes[-1] in ("query", "key") else "row"
+        values = values[..., :, None] if vector == "column" else values[..., None, :]
+        row_axis, col_axis = (axes[-1], step_name) if vector == "column" else ("query", axes[-1])
     rows, cols = values.shape[-2:]
     rl, cl = labels_for(trace, row_axis, rows), labels_for(trace, col_axis, cols)
+    if vector == "column":
+        cl = [step_name]
     masked = _masked_like(trace, step_name, values)
     note = f"colour: {COLOUR_RANGES[colour]}" if kind == "weights" else ""
     if kind == "weights" and colour not in COLOUR_RANGES:
@@ -147,7 +154,9 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
     def make(title: str, m: np.ndarray, h: int | None, mask: np.ndarray | None) -> Panel:
         raw = np.asarray(m, dtype=np.float64)
         image, lv = (as_image(m), levels) if kind != "weights" else colour_weights(m, mask, colour)
-        return Panel(title, image, rl, cl, row_axis, col_axis, kind, lv, step_name, h, raw, note)
+        return Panel(
+            title, image, rl, cl, row_axis, col_axis, kind, lv, step_name, h, raw, note, vector
+        )
 
     if axes[0] != "head":
         return [make(step.name, values, None, masked)]
@@ -160,6 +169,7 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
         # the trace's own head average; NaN rows stay NaN
         with np.errstate(invalid="ignore"):
             mean = as_float64(trace.head_average(step_name))  # (H, rows, cols) -> (rows, cols)
+            mean = mean.reshape(values.shape[1:])  # a vector step: its column or row again
             hidden = None if masked is None else masked.min(axis=0)  # -inf: masked in a head
         return [make(f"{step.name}, average of {values.shape[0]} heads", mean, None, hidden)]
     h = min(int(head), values.shape[0] - 1)
