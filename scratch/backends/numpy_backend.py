@@ -22,9 +22,9 @@ from scratch.backends import numpy_chunked
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
 from scratch.options import Options
-from scratch.plan import HeadPlan, plan_multi_head
+from scratch.plan import PARAMS, HeadPlan, plan_multi_head, projections
 from scratch.result import Result
-from scratch.trace import Trace, given_arguments, layout_trace
+from scratch.trace import Trace, layout_trace
 from scratch.validate import (
     check_attention_shapes,
     check_flag,
@@ -316,8 +316,7 @@ def multi_head_attention(
     check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     check_flag(need_weights, "need_weights")
-    params = {"w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o}
-    params.update({"b_q": b_q, "b_k": b_k, "b_v": b_v, "b_o": b_o})
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     dtype = result_dtype(dtype, query, key, value, *params.values())
     settings = Settings(dtype, need_weights, block_size)
     run = _run_multi_head(query, key, value, params, (num_heads, num_kv_heads), options, settings)
@@ -354,8 +353,7 @@ def trace_attention(
     """The ground truth's worked example, every step a NumPy array computed here."""
     check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = {"w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o}
-    params.update({"b_q": b_q, "b_k": b_k, "b_v": b_v, "b_o": b_o})
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     settings = Settings(result_dtype(dtype, x, key, value, *params.values()))
     run = _run_multi_head(x, key, value, params, (num_heads, num_kv_heads), options, settings)
     if run.x.ndim != 2:
@@ -369,36 +367,14 @@ def trace_attention(
     values.update({"head_outputs": run.head_outputs, "concat": run.concat})
     values.update({"scores": steps.scores, "scaled": steps.scaled, "masked": steps.masked})
     values["weights"] = steps.weights
-    values.update({name: run.params.get(name) for name in ("w_q", "w_k", "w_v", "w_o")})
+    values.update({name: run.params.get(name) for name in PARAMS})
     values["output"] = run.output
     if key is not None:
         values["key_input"] = run.key_input
     if value is not None and value is not key:
         values["value_input"] = run.value_input
+    is_bool = None if run.mask is None else bool(run.mask.dtype == np.bool_)
     return layout_trace(
-        values,
-        num_heads=run.plan.num_heads,
-        num_kv_heads=run.plan.num_kv_heads,
-        given=given_arguments(
-            key=key,
-            value=None if value is key else value,
-            w_q=w_q,
-            w_k=w_k,
-            w_v=w_v,
-            w_o=w_o,
-            b_q=b_q,
-            b_k=b_k,
-            b_v=b_v,
-            b_o=b_o,
-        ),
-        tokens=tokens,
-        key_tokens=key_tokens,
-        scale_arg=scale,
-        scale=run.scale,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        is_bool=None if run.mask is None else bool(run.mask.dtype == np.bool_),
-        masked_rows=masked_rows,
-        backend=NAME,
-        dtype=run.x.dtype.name,
-    )
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
+        key_tokens=key_tokens, source=(NAME, run.x.dtype.name),
+    )  # fmt: skip

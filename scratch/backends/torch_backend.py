@@ -35,9 +35,9 @@ from scratch.backends.torch_math import (
     split_heads,
 )
 from scratch.options import Options
-from scratch.plan import HeadPlan, plan_multi_head
+from scratch.plan import HeadPlan, plan_multi_head, projections
 from scratch.result import Result
-from scratch.trace import Trace, given_arguments, layout_trace
+from scratch.trace import Trace, layout_trace
 
 NAME = "torch"
 KERNELS = ("explicit", "torch-sdpa")
@@ -47,7 +47,6 @@ NOTES = (
     "(need_weights=False) with the masked_rows policy applied afterwards"
 )
 _QKV = ("query", "key", "value")
-_PARAMS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
 
 
 # ---------------------------------------------------------------- one head (or a stack of them)
@@ -196,7 +195,7 @@ def multi_head_attention(
     validate.check_projections(w_q, w_k, w_v)
     validate.check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = dict(zip(_PARAMS, (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)))
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     need_weights = validate.check_flag(need_weights, "need_weights")
     heads = (num_heads, num_kv_heads)
     run = _run_multi_head(
@@ -237,7 +236,7 @@ def trace_attention(
     """Every intermediate of one worked example as tensors: the truth's steps, names and axes."""
     validate.check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = dict(zip(_PARAMS, (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)))
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     heads = (num_heads, num_kv_heads)
     run = _run_multi_head(x, key, value, params, heads, options, dtype, device, fast=False)
     if run.inputs["x"].ndim != 2:
@@ -251,7 +250,7 @@ def trace_attention(
     output = heads_out[0] if H == 1 and w_o is None else _project_out(run, concat)
     # the numbers are all computed here; scratch.trace only names and describes them
     values = {"x": run.inputs["x"], "q": run.q, "k": run.k, "v": run.v}
-    values.update({name: run.params[name] for name in ("w_q", "w_k", "w_v", "w_o")})
+    values.update(run.params)  # w_q ... b_o, None where not given
     values.update(head_outputs=heads_out, concat=concat, output=output, weights=s.weights)
     values.update(scores=s.scores.to(storage), scaled=s.scaled.to(storage))
     values.update(masked=s.masked.to(storage))
@@ -259,26 +258,11 @@ def trace_attention(
         values["key_input"] = run.inputs["key_input"]
     if value is not None and value is not key:
         values["value_input"] = run.inputs["value_input"]
+    is_bool = None if options.mask_kind != "given" else run.mask.dtype == torch.bool
     return layout_trace(
-        values,
-        num_heads=H,
-        num_kv_heads=run.plan.num_kv_heads,
-        given=given_arguments(
-            key=key,
-            value=None if value is key else value,
-            **params,
-        ),
-        tokens=tokens,
-        key_tokens=key_tokens,
-        scale_arg=scale,
-        scale=run.scale,
-        attn_mask=attn_mask,
-        is_causal=options.is_causal,
-        is_bool=None if options.mask_kind != "given" else run.mask.dtype == torch.bool,
-        masked_rows=options.masked_rows,
-        backend=backend_name,
-        dtype=str(storage).removeprefix("torch."),
-    )
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
+        key_tokens=key_tokens, source=(backend_name, str(storage).removeprefix("torch.")),
+    )  # fmt: skip
 
 
 def functions(device: str = "cpu") -> dict[str, Callable]:
