@@ -17,11 +17,7 @@ from gui import backward_check, core_api
 from gui import session as sm
 from gui.pipeline_view import PipelineView
 
-GRAD_LABELS = {
-    "ones": "ones: d sum(output)",
-    "random": "random (seed)",
-    "target": "d sum(output * target), one-hot target (seed)",
-}
+GRAD_LABELS = {"ones": "ones", "random": "random", "target": "one-hot target"}
 
 
 class BackwardView(QWidget):
@@ -44,12 +40,17 @@ class BackwardView(QWidget):
         self.kind = QComboBox()
         for key, text in GRAD_LABELS.items():
             self.kind.addItem(text, key)
-        self.kind.setToolTip("the gradient of the loss with respect to the output")
+        self.kind.setToolTip(
+            "dO, the gradient of the loss with respect to the output: ones (loss = sum(output)), "
+            "random (seeded), or a one-hot target (loss = sum(output * target), cell from the seed)"
+        )
         self.seed = QSpinBox()
         self.seed.setRange(0, sm.MAX_SEED)
         self.seed.setKeyboardTracking(False)
         self.seed.setToolTip("seed of the random dO, or of the one-hot target's cell")
         self.status = QLabel()
+        self.status.setWordWrap(True)  # a long progress text wraps: the row fits 1024 pixels
+        self.status.setMinimumWidth(80)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setVisible(False)
         row.addWidget(self.kind)

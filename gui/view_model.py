@@ -141,7 +141,7 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
         # per token (D: one per query row) a column beside the token labels, else one row
         vector = "column" if axes[-1] in ("query", "key") else "row"
         values = values[..., :, None] if vector == "column" else values[..., None, :]
-        row_axis, col_axis = (axes[-1], step_name) if vector == "column" else ("query", axes[-1])
+        row_axis, col_axis = (axes[-1], "") if vector == "column" else ("query", axes[-1])
     rows, cols = values.shape[-2:]
     rl, cl = labels_for(trace, row_axis, rows), labels_for(trace, col_axis, cols)
     if vector == "column":
