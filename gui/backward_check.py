@@ -141,19 +141,37 @@ def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarr
     )
 
 
+def head_inputs(trace: object, dtype: str) -> tuple[list, list, list, list]:
+    """The heads' q (H, L, d_k), k (Hkv, S, d_k), v (Hkv, S, d_v) and dO (H, L, d_v) of a
+    backward trace, rounded to `dtype` (what a backend computing in it works on)."""
+    H, Hkv = trace.num_heads, trace.num_kv_heads
+    q, k, v = (_heads(trace[n].value, h) for n, h in (("q", H), ("k", Hkv), ("v", Hkv)))
+    if "grad_head_outputs" in trace:
+        dO = np.asarray(trace["grad_head_outputs"].value, np.float64)
+    else:
+        dO = np.asarray(trace["grad_output"].value, np.float64)[None]
+    return tuple(_rounded(a, dtype).tolist() for a in (q, k, v, dO))
+
+
+def check_heads(q, k, v, dO, options: dict, backend: str, dtype: str) -> list[StepCheck]:
+    """StepChecks of `backend`'s dQ, dK, dV on the heads' inputs against the ground truth's."""
+    # step 1: the backend's own backward function, in the session's dtype
+    found = core_api.backward_with_backend(backend, dtype, q, k, v, dO, **options)
+    # step 2: the ground truth's backward on the same inputs, and the bound for `dtype`
+    truth = core_api.ground_truth_backward(q, k, v, dO, **options)
+    bound = core_api.gradient_bound(q, k, v, dO, **options, dtype=dtype)
+    return [
+        _step_check(name, _as_array(f), np.asarray(t, np.float64), np.asarray(bound[name]))
+        for name, f, t in zip(GRADIENTS, found, truth)
+    ]
+
+
 def gradient_checks(trace: object, kwargs: dict, backend: str, dtype: str) -> tuple[list, str]:
     """([StepCheck] for dQ, dK, dV, the sentence saying what was compared) for `backend`.
 
     `trace` is the ground truth's backward trace of the session (its q, k, v and the heads' dO
     are the backend's inputs); `kwargs` are its trace_attention keywords (mask options)."""
     H, Hkv = trace.num_heads, trace.num_kv_heads
-    # step 1: the heads' inputs: q (H, L, d_k), k (Hkv, S, d_k), v (Hkv, S, d_v), dO (H, L, d_v)
-    q, k, v = (_heads(trace[n].value, h) for n, h in (("q", H), ("k", Hkv), ("v", Hkv)))
-    if "grad_head_outputs" in trace:
-        dO = np.asarray(trace["grad_head_outputs"].value, np.float64)
-    else:
-        dO = np.asarray(trace["grad_output"].value, np.float64)[None]
-    q, k, v, dO = (_rounded(a, dtype) for a in (q, k, v, dO))
     options = dict(
         attn_mask=kwargs.get("attn_mask"),
         is_causal=bool(kwargs.get("is_causal", False)),
@@ -161,16 +179,7 @@ def gradient_checks(trace: object, kwargs: dict, backend: str, dtype: str) -> tu
         enable_gqa=H != Hkv,
         masked_rows=kwargs.get("masked_rows", "zero"),
     )
-    lists = [a.tolist() for a in (q, k, v, dO)]
-    # step 2: the backend's own backward function, in the session's dtype
-    found = core_api.backward_with_backend(backend, dtype, *lists, **options)
-    # step 3: the ground truth's backward on the same (rounded) inputs, and the bound
-    truth = core_api.ground_truth_backward(*lists, **options)
-    bound = core_api.gradient_bound(*lists, **options, dtype=dtype)
-    checks = [
-        _step_check(name, _as_array(f), np.asarray(t, np.float64), np.asarray(bound[name]))
-        for name, f, t in zip(GRADIENTS, found, truth)
-    ]
+    checks = check_heads(*head_inputs(trace, dtype), options, backend, dtype)
     rounding = "" if dtype == "float64" else f", rounded to {dtype} first"
     compared = (
         f"{backend}'s scaled_dot_product_attention_backward ({dtype}) on the heads' q, k, v and "
