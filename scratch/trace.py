@@ -14,6 +14,7 @@ from .multihead import run_multi_head
 from .options import Options
 from .plan import PARAMS, HeadPlan, projections
 from .steps import AXES, Call, steps_of
+from .trace_backward import add_backward
 from .validate import _describe
 
 __all__ = ["AXES", "Step", "Trace", "layout_trace", "trace_attention"]
@@ -231,10 +232,14 @@ def trace_attention(
     is_causal: bool = False,
     scale: float | None = None,
     masked_rows: str = "zero",
+    grad_output: object = None,
 ) -> Trace:
-    """Attention on one example x (L, d_model), keeping every step; projections are optional."""
+    """Attention on one example x (L, d_model), keeping every step; projections are optional.
+
+    With `grad_output` (dO, shaped like the output) the backward steps follow the forward's."""
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    value = None if value is key else value  # value=key: one input, as with value=None
     run = run_multi_head(x, key, value, params, (num_heads, num_kv_heads), options)
     if run.lead:
         raise ValueError(
@@ -251,7 +256,8 @@ def trace_attention(
     if value is not None and value is not key:
         values["value_input"] = run.inputs["value_input"]
     is_bool = None if attn_mask is None else run.mask.is_bool  # read once, by run_multi_head
-    return layout_trace(
+    trace = layout_trace(
         values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
         key_tokens=key_tokens, source=("scratch", "float64"),
     )  # fmt: skip
+    return trace if grad_output is None else add_backward(trace, run, grad_output)
