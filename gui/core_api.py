@@ -86,10 +86,8 @@ def backward_trace(grad_output: list, **kwargs) -> object:
 
 def backward_steps(trace: object) -> list[str]:
     """The names of the trace's backward steps (dO onwards), in trace order."""
-    names = trace.names()
-    if "grad_output" not in names:
-        return []
-    return names[names.index("grad_output") :]  # PROVISIONAL until the registry marks them
+    call = steps.call_of(trace)
+    return [n for n in trace.names() if steps.spec_for(call, n).backward]
 
 
 def make_grad_output(kind: str, rows: int, cols: int, **options) -> list[list[float]]:

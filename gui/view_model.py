@@ -68,12 +68,19 @@ def labels_for(trace: object, axis: str, n: int) -> list[str]:
     return [str(i) for i in range(n)]
 
 
-def levels_for(step_name: str, values: np.ndarray) -> tuple[str, tuple[float, float]]:
-    """Colour scale: 0..1 for weights, symmetric around 0 for everything signed."""
+def levels_for(
+    step_name: str, values: np.ndarray, robust: bool = False
+) -> tuple[str, tuple[float, float]]:
+    """Colour scale: 0..1 for weights, symmetric around 0 for everything signed; `robust`:
+    up to the AUTO_PERCENTILE-th percentile of |values|, so a few large entries (a gradient's
+    few big cells among 262 k small ones at 512 tokens) do not make the rest one flat colour."""
     if step_name == "weights":
         return "weights", (0.0, 1.0)
     finite = np.abs(values[np.isfinite(values)])
-    top = min(float(finite.max()) if finite.size else 0.0, DISPLAY_LIMIT)
+    top = float(finite.max()) if finite.size else 0.0
+    if robust and finite.size:
+        top = float(np.percentile(finite, AUTO_PERCENTILE)) or top  # all but 1% near 0: max
+    top = min(top, DISPLAY_LIMIT)
     top = top if top > 0 else 1.0
     return "signed", (-max(top, LEVEL_FLOOR), max(top, LEVEL_FLOOR))
 
@@ -134,7 +141,8 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
     step = trace[step_name]
     values = step_array(step)
     axes = list(step.axes)
-    kind, levels = levels_for(step_name, values)
+    robust = step_name in core_api.backward_steps(trace)  # gradients: a few cells dominate
+    kind, levels = levels_for(step_name, values, robust)
     row_axis, col_axis = axes[-2:] if len(axes) >= 2 else ("query", axes[-1])
     vector = ""
     if len(axes) - (axes[0] == "head") == 1:  # one number per token or per feature
@@ -148,6 +156,8 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
         cl = [step_name]
     masked = _masked_like(trace, step_name, values)
     note = f"colour: {COLOUR_RANGES[colour]}" if kind == "weights" else ""
+    if robust and float(np.nanmax(np.abs(np.where(np.isfinite(values), values, 0)))) > levels[1]:
+        note = f"colour: +-{AUTO_PERCENTILE}th percentile of |values| (larger ones saturate)"
     if kind == "weights" and colour not in COLOUR_RANGES:
         raise ValueError(f"colour: expected one of {', '.join(COLOUR_RANGES)}, found {colour!r}")
 
