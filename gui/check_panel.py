@@ -68,7 +68,7 @@ def _gradient_text(gradients: object) -> str:
     )
     first = next((c.message for c in gradients.checks if not c.ok and c.message), "")
     why = f" {html.escape(first)}." if first else ""
-    return f"Gradients: {verdict}.{why} Compared {html.escape(gradients.compared)}."
+    return f"Gradients: {verdict}.{why} Compared {html.escape(gradients.compared, quote=False)}."
 
 
 class CheckPanel(QWidget):
