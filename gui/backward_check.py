@@ -180,12 +180,11 @@ def gradient_checks(trace: object, kwargs: dict, backend: str, dtype: str) -> tu
         masked_rows=kwargs.get("masked_rows", "zero"),
     )
     checks = check_heads(*head_inputs(trace, dtype), options, backend, dtype)
-    rounding = "" if dtype == "float64" else f", rounded to {dtype} first"
+    rounding = "" if dtype == "float64" else f", rounded to {dtype}"
+    heads = f"{H} head{'s' if H > 1 else ''}" + (f", {Hkv} kv" if Hkv != H else "")
     compared = (
-        f"{backend}'s scaled_dot_product_attention_backward ({dtype}) on the heads' q, k, v and "
-        f"dO ({H} head{'s' if H > 1 else ''}, {Hkv} kv) against the ground truth's backward on "
-        f"the same inputs{rounding}: dQ, dK, dV within scratch.grad_tolerance's bound for "
-        f"{dtype} (a backward function returns only these three; dP, D and dS are the ground "
-        f"truth's, shown in the Backward view)"
+        f"{backend}'s scaled_dot_product_attention_backward ({dtype}) vs the ground truth's on "
+        f"the same q, k, v and dO ({heads}{rounding}), within scratch.grad_tolerance's bound; "
+        f"dP, D and dS are not compared (a backward function returns only dQ, dK, dV)"
     )
     return checks, compared

@@ -70,7 +70,8 @@ class BackwardView(QWidget):
         self.message.setContentsMargins(12, 12, 12, 12)
         self.message.setVisible(False)
         outer.addWidget(self.message)
-        self.pipeline = PipelineView(names_of=core_api.backward_steps)
+        # lower input panels than the forward view's: the dO rows above fit 700 pixels too
+        self.pipeline = PipelineView(names_of=core_api.backward_steps, source_height=100)
         self.pipeline.step_name = "grad_output"
         self.pipeline.setVisible(False)
         outer.addWidget(self.pipeline, 1)

@@ -6,8 +6,17 @@ import html
 
 import numpy as np
 from PyQt6.QtCore import Qt
-from PyQt6.QtGui import QColor, QFont
-from PyQt6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PyQt6.QtGui import QColor, QFont, QFontMetrics
+from PyQt6.QtWidgets import (
+    QFrame,
+    QLabel,
+    QScrollArea,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gui import sampled_check, view_model
 from gui.heatmap import Heatmap
@@ -86,7 +95,14 @@ class CheckPanel(QWidget):
         font.setPointSize(12)
         self.header.setFont(font)
         self.header.setWordWrap(True)
-        outer.addWidget(self.header)
+        # the header scrolls when its lines outgrow the room: never pushes the window taller
+        header_box = QScrollArea()
+        header_box.setWidget(self.header)
+        header_box.setWidgetResizable(True)
+        header_box.setFrameShape(QFrame.Shape.NoFrame)
+        header_box.setMinimumHeight(QFontMetrics(font).lineSpacing() * 4)
+        header_box.setMaximumHeight(QFontMetrics(font).lineSpacing() * 6 + 8)
+        outer.addWidget(header_box)
         split = QSplitter(Qt.Orientation.Horizontal)
         self.table = QTableWidget(0, len(HEADERS))
         self.table.setHorizontalHeaderLabels(HEADERS)

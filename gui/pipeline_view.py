@@ -44,7 +44,9 @@ class PipelineView(QWidget):
     stepChanged = pyqtSignal(str)
     headChanged = pyqtSignal(str)
 
-    def __init__(self, parent: QWidget | None = None, names_of=None) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, names_of=None, source_height: int = 120
+    ) -> None:
         super().__init__(parent)
         self.names_of = names_of  # trace -> the step names to show (None: every step)
         self.trace = None
@@ -136,7 +138,7 @@ class PipelineView(QWidget):
         self.source_box.addWidget(self.source_title)
         for _ in range(MAX_SOURCES):
             hm = Heatmap(compact=True)
-            hm.setMinimumSize(SOURCE_SIZE, 140)
+            hm.setMinimumSize(SOURCE_SIZE, source_height)
             self.sources.append(hm)
             self.source_box.addWidget(hm, 1)
         split.addWidget(self.source_area)

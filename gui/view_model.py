@@ -141,7 +141,8 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
     step = trace[step_name]
     values = step_array(step)
     axes = list(step.axes)
-    robust = step_name in core_api.backward_steps(trace)  # gradients: a few cells dominate
+    # gradients at large sizes: a few large cells would leave the rest one flat colour
+    robust = values.size > TEXT_LIMIT**2 and step_name in core_api.backward_steps(trace)
     kind, levels = levels_for(step_name, values, robust)
     row_axis, col_axis = axes[-2:] if len(axes) >= 2 else ("query", axes[-1])
     vector = ""
@@ -157,7 +158,7 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
     masked = _masked_like(trace, step_name, values)
     note = f"colour: {COLOUR_RANGES[colour]}" if kind == "weights" else ""
     if robust and float(np.nanmax(np.abs(np.where(np.isfinite(values), values, 0)))) > levels[1]:
-        note = f"colour: +-{AUTO_PERCENTILE}th percentile of |values| (larger ones saturate)"
+        note = f"colour: to the {AUTO_PERCENTILE}th percentile of |values|"
     if kind == "weights" and colour not in COLOUR_RANGES:
         raise ValueError(f"colour: expected one of {', '.join(COLOUR_RANGES)}, found {colour!r}")
 
