@@ -133,6 +133,30 @@ def test_reads_are_what_explain_points_at_and_come_earlier():
             assert cited == set(reads), where
 
 
+def test_backward_entries_match_the_trace_and_read_what_explain_points_at():
+    """The backward steps too: names, order, formulas and axes from the registry; reads come
+    earlier, are named in the formula and are exactly the steps the explanations cite."""
+    for setup, kwargs in SETUPS.items():
+        trace = backward_trace(kwargs)
+        call, names = call_of(trace), trace.names()
+        assert call.backward and names == [s.name for s in steps_of(call)], setup
+        for step in trace:
+            spec = spec_for(call, step.name)
+            if not spec.backward:
+                continue
+            reads = spec.reads(call)
+            where = (setup, step.name, reads)
+            assert step.formula == spec.formula(call) and step.axes == spec.axes_for(call), where
+            assert step.note, where
+            assert all(names.index(r) < names.index(step.name) for r in reads), where
+            assert all(re.search(rf"\b{r}", step.formula) for r in reads), where
+            assert all(spec_for(call, r).number < spec.number for r in reads), where
+            cited = set()
+            for index in np.ndindex(*step.shape):
+                cited |= {s for s, _, _ in scratch.explain(trace, step.name, index).sources}
+            assert cited == set(reads), where
+
+
 def test_biases_come_from_the_call_not_the_formula_text():
     with_bias = scratch.trace_attention(X, **SETUPS["projections+biases"])
     assert with_bias.options["biases"] == ("b_k", "b_q", "b_v")

@@ -8,6 +8,11 @@ Two kernels, chosen once per call and recorded in `Result.kernel`, never swapped
 - "torch-sdpa" (need_weights=False): `torch.nn.functional.scaled_dot_product_attention`, then the
   masked_rows policy applied to rows whose keys are all masked (torch_compat.fused).
 
+`return_lse=True` (scaled_dot_product_attention) returns `(output, lse)` as an LseResult: lse
+(..., L) is each row's natural-log log-sum-exp of the masked scores in the math dtype (float32
+for 16-bit storage, as torch's flash kernels keep it), -inf on rows with every key masked; from
+the explicit kernel's row max and sum, or beside the fused output (torch_compat.fused_with_lse).
+
 Each public function keeps PyTorch's keyword arguments and turns them into one `Options` (mask,
 scale, masked_rows, dropout), one `Placement` (device, storage dtype) and, for multi-head, one
 `HeadPlan` from `plan_multi_head`; only those travel inward. Inputs may be nested lists, NumPy
@@ -24,7 +29,7 @@ from functools import partial
 import torch
 
 from scratch import validate
-from scratch.backends.torch_compat import fused
+from scratch.backends.torch_compat import fused, fused_with_lse
 from scratch.backends.torch_inputs import DTYPES, Placement, as_device, generator, placement
 from scratch.backends.torch_math import (
     Attended,
@@ -36,7 +41,7 @@ from scratch.backends.torch_math import (
 )
 from scratch.options import Options
 from scratch.plan import HeadPlan, plan_multi_head, projections
-from scratch.result import Result
+from scratch.result import LseResult, Result
 from scratch.trace import Trace, layout_trace
 
 NAME = "torch"
@@ -67,10 +72,13 @@ def scaled_dot_product_attention(
     need_weights=True,
     dtype=None,
     device="cpu",
-) -> Result:
+    return_lse=False,
+) -> Result | LseResult:
     """Attention in torch: explicit with weights, torch's fused SDPA without (see module doc)."""
     # rng stays out of Options: here it is an int seed or a torch.Generator, not a random.Random
-    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows)
+    options = Options(
+        attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, return_lse=return_lse
+    )
     place = placement((query, key, value), dtype, device)
     q, k, v = (place.tensor(obj, name) for obj, name in zip((query, key, value), _QKV))
     qs, ks, vs = q.shape, k.shape, v.shape
@@ -89,10 +97,15 @@ def scaled_dot_product_attention(
     fast = not validate.check_flag(need_weights, "need_weights")
     mask = build_mask(options, (*lead, L, S), place.device, fused=fast)
     gen = generator(rng, place.device)
+    if fast and options.return_lse:
+        output, lse, how = fused_with_lse(q, k, v, mask, scale, options, gen, options.enable_gqa)
+        return LseResult(output, lse, None, "torch-sdpa", how)
     if fast:
         output = fused(q, k, v, mask, scale, options, gen, options.enable_gqa)
         return Result(output, None, "torch-sdpa")
     steps = attend(q, k, v, mask, scale, options, place, gen)
+    if options.return_lse:
+        return LseResult(steps.output, steps.lse, steps.weights, "explicit")
     return Result(steps.output, steps.weights, "explicit")
 
 
