@@ -18,12 +18,13 @@ from gui.session import Session
 from scratch.compare import StepCheck
 
 # above this many query x key pairs the pure-Python backward is not computed in the window:
-# measured (2 cores, d_model 8, 2 heads) 0.03 s at 64 tokens, 0.7 s at 256, 2.7 s at 512 for
-# the gradients, plus about as much for the trace and the bound; 4096 tokens would take minutes
+# the backward trace (forward included) measured 0.03 s at 64 tokens, 0.45 s at 256 and 1.7 s
+# at 512 (2 shared cores, d_model 8, 2 heads of d_k = d_v = 4); it grows with L x S, so 4096
+# tokens (64 times 512's pairs) would take about 2 minutes
 MAX_PAIRS = 512 * 512
 # the Check tab's gradient check adds the backend's backward, the ground truth's on the rounded
-# inputs and scratch.grad_tolerance's bound, all but the backend's in pure Python: measured 0.1 s
-# at 64 tokens, 2.8 s at 256 and 14 s at 512 (the bound alone 12.5 s), so it stops at 256
+# inputs and scratch.grad_tolerance's bound, all but the backend's in pure Python: measured
+# 0.15 s at 64 tokens, 1.7 s at 256 and 8.8 s at 512 (mostly the bound), so it stops at 256
 CHECK_PAIRS = 256 * 256
 GRADIENTS = ("grad_query", "grad_key", "grad_value")  # what a backend's backward returns
 
@@ -36,7 +37,7 @@ def too_large(s: Session) -> str:
     return (
         f"The backward pass is computed up to {MAX_PAIRS:,} query-key pairs (512 x 512 tokens); "
         f"this example has {s.num_tokens} x {s.num_keys} = {pairs:,}. The exact pure-Python "
-        f"gradients took 2.7 s at 512 tokens here and grow with L x S (about 3 minutes at 4096), "
+        f"gradients took 1.7 s at 512 tokens here and grow with L x S (about 2 minutes at 4096), "
         f"so lower the number of tokens to see them."
     )
 
@@ -49,7 +50,7 @@ def check_skipped(s: Session) -> str:
     return (
         f"Gradients not checked above {CHECK_PAIRS:,} query-key pairs (256 x 256 tokens; this "
         f"example has {pairs:,}): the pure-Python ground truth and error bound of the check took "
-        f"14 s at 512 tokens here. The Backward view still shows the exact gradients."
+        f"8.8 s at 512 tokens here. The Backward view still shows the exact gradients."
     )
 
 
