@@ -154,6 +154,17 @@ def head_inputs(trace: object, dtype: str) -> tuple[list, list, list, list]:
     return tuple(_rounded(a, dtype).tolist() for a in (q, k, v, dO))
 
 
+def check_options(trace: object, kwargs: dict) -> dict:
+    """scaled_dot_product_attention_backward's options for the heads of the session's trace."""
+    return dict(
+        attn_mask=kwargs.get("attn_mask"),
+        is_causal=bool(kwargs.get("is_causal", False)),
+        scale=trace.scale,
+        enable_gqa=trace.num_heads != trace.num_kv_heads,
+        masked_rows=kwargs.get("masked_rows", "zero"),
+    )
+
+
 def check_heads(q, k, v, dO, options: dict, backend: str, dtype: str) -> list[StepCheck]:
     """StepChecks of `backend`'s dQ, dK, dV on the heads' inputs against the ground truth's."""
     # step 1: the backend's own backward function, in the session's dtype
@@ -173,14 +184,7 @@ def gradient_checks(trace: object, kwargs: dict, backend: str, dtype: str) -> tu
     `trace` is the ground truth's backward trace of the session (its q, k, v and the heads' dO
     are the backend's inputs); `kwargs` are its trace_attention keywords (mask options)."""
     H, Hkv = trace.num_heads, trace.num_kv_heads
-    options = dict(
-        attn_mask=kwargs.get("attn_mask"),
-        is_causal=bool(kwargs.get("is_causal", False)),
-        scale=trace.scale,
-        enable_gqa=H != Hkv,
-        masked_rows=kwargs.get("masked_rows", "zero"),
-    )
-    checks = check_heads(*head_inputs(trace, dtype), options, backend, dtype)
+    checks = check_heads(*head_inputs(trace, dtype), check_options(trace, kwargs), backend, dtype)
     rounding = "" if dtype == "float64" else f", rounded to {dtype}"
     heads = f"{H} head{'s' if H > 1 else ''}" + (f", {Hkv} kv" if Hkv != H else "")
     compared = (

@@ -252,3 +252,56 @@ def test_too_many_tokens_show_why_instead_of_the_steps(qtbot, open_window):
     assert w.backward.message.isVisibleTo(w) and not w.backward.pipeline.isVisibleTo(w)
     assert "513 x 513 = 263,169" in w.backward.message.text()
     assert "Gradients: not computed" in w.checks.header.text()
+
+
+@pytest.mark.parametrize("policy", ["zero", "nan"])
+def test_a_fully_masked_row_gets_no_gradient_and_the_check_agrees(qtbot, open_window, policy):
+    s = dataclasses.replace(projected(heads=2), backend="numpy", dtype="float64")
+    s = sm.toggled_mask_cell(s, 0, 0)  # the grid starts all True: row 2 loses every key below
+    for j in range(4):
+        s = sm.toggled_mask_cell(s, 2, j)
+    w = open_window(dataclasses.replace(s, masked_rows=policy))
+    outcome = open_backward(qtbot, w)
+    dS = np.asarray(outcome.trace["grad_scores"].tolist())  # (H, L, S)
+    dQ = np.asarray(outcome.trace["grad_query"].tolist())  # (L, H * d_k)
+    if policy == "zero":
+        assert np.array_equal(dS[:, 2], np.zeros((2, 4))) and np.array_equal(dQ[2], np.zeros(4))
+    else:
+        assert np.isnan(dQ[2]).all() and not np.isnan(dQ[[0, 1, 3]]).any()
+    assert [c.ok for c in outcome.checks] == [True, True, True]
+    view = w.backward.pipeline
+    view.set_step("grad_query")
+    assert np.array_equal(view.heatmaps[0].image_item.image[2], dQ[2].astype(np.float32),
+                          equal_nan=True)  # fmt: skip
+
+
+MASKS = {
+    "causal": dict(mask_mode="causal-top-left"),
+    "bottom-right": dict(mask_mode="causal-bottom-right"),
+    "custom, row 1 fully masked, nan": dict(
+        mask_mode="custom",
+        mask=((True,) * 4, (False,) * 4, (True, False, True, False), (True,) * 4),
+        masked_rows="nan",
+    ),
+}
+
+
+@pytest.mark.parametrize("mask", MASKS)
+@pytest.mark.parametrize("heads, kv", [(1, 1), (2, 2), (4, 2)])
+def test_the_check_compares_the_problem_the_view_shows(mask, heads, kv):
+    """The check's ground truth on its inputs (float64: not rounded) is the trace's own
+    gradients, head by head: it checks the mask, scale and heads the view shows."""
+    from gui import controller
+
+    s = dataclasses.replace(projected(heads=heads, kv=kv), scale_mode="custom", scale_value=0.7,
+                            **MASKS[mask])  # fmt: skip
+    kwargs = controller.trace_kwargs(s)
+    trace = core_api.backward_trace(backward_check.grad_output_for(s), **kwargs)
+    q, k, v, dO = backward_check.head_inputs(trace, "float64")
+    truth = core_api.ground_truth_backward(
+        q, k, v, dO, **backward_check.check_options(trace, kwargs)
+    )
+    for name, h, got in zip(("grad_query", "grad_key", "grad_value"), (heads, kv, kv), truth):
+        layout = np.asarray(trace[name].tolist())  # (n, h * d): head h is a column block
+        want = layout.reshape(layout.shape[0], h, -1).transpose(1, 0, 2)
+        assert np.array_equal(np.asarray(got), want, equal_nan=True), name
