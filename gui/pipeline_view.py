@@ -330,11 +330,15 @@ class PipelineView(QWidget):
         for src, _axis, _idx in getattr(first, "sources", ()):
             if src not in seen and src != self.step_name and src in self.trace:
                 seen.append(src)
-        return seen[:MAX_SOURCES]
+        return seen
 
     def _show_sources(self) -> None:
-        names = self._source_steps()
-        self.source_title.setText("inputs of this step: " + (", ".join(names) or "none"))
+        every = self._source_steps()
+        names = every[:MAX_SOURCES]
+        more = (
+            f" (the first {MAX_SOURCES} of {len(every)} drawn)" if len(every) > MAX_SOURCES else ""
+        )
+        self.source_title.setText("inputs of this step: " + (", ".join(every) or "none") + more)
         for hm, src in zip(self.sources, names + [None] * MAX_SOURCES):
             hm.setVisible(src is not None)
             if src is not None:

@@ -305,3 +305,18 @@ def test_the_check_compares_the_problem_the_view_shows(mask, heads, kv):
         layout = np.asarray(trace[name].tolist())  # (n, h * d): head h is a column block
         want = layout.reshape(layout.shape[0], h, -1).transpose(1, 0, 2)
         assert np.array_equal(np.asarray(got), want, equal_nan=True), name
+
+
+def test_grad_x_names_all_six_inputs_and_draws_the_first_three(qtbot, open_window):
+    w = open_window(projected(heads=2))
+    open_backward(qtbot, w)
+    view = w.backward.pipeline
+    view.set_step("grad_x")
+    title = view.source_title.text()
+    assert title == (
+        "inputs of this step: grad_query, w_q, grad_key, w_k, grad_value, w_v "
+        "(the first 3 of 6 drawn)"
+    )
+    assert [hm.panel.step for hm in view.sources if hm.isVisibleTo(w)] == [
+        "grad_query", "w_q", "grad_key",
+    ]  # fmt: skip
