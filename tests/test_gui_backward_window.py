@@ -320,3 +320,29 @@ def test_grad_x_names_all_six_inputs_and_draws_the_first_three(qtbot, open_windo
     assert [hm.panel.step for hm in view.sources if hm.isVisibleTo(w)] == [
         "grad_query", "w_q", "grad_key",
     ]  # fmt: skip
+
+
+def test_cancel_drops_a_running_backward_and_says_so(qtbot, open_window, monkeypatch):
+    import threading
+
+    from gui import controller
+
+    release, real = threading.Event(), controller.run_backward
+
+    def held(s, progress=None, cancelled=None):
+        assert release.wait(10), "the test never released the job"
+        return real(s, progress, cancelled)
+
+    monkeypatch.setattr(controller, "run_backward", held)  # before the window makes its worker
+    w = open_window(projected())
+    try:
+        w.tabs.setCurrentWidget(w.backward)
+        assert w.backward_worker.busy and w.backward.cancel_button.isVisibleTo(w)
+        w.backward.cancel_button.click()
+        assert "The backward pass was not computed: cancelled" in w.backward.message.text()
+        assert not w.backward.cancel_button.isVisibleTo(w)
+    finally:
+        release.set()
+        assert w.backward_worker.wait(10000)  # joined: its result is dropped
+    qtbot.wait(50)
+    assert w.backward_outcome is None
