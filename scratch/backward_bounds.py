@@ -46,15 +46,20 @@ def _parts(ops, a: tuple, b: tuple) -> tuple:
 
 
 def _finish(cmp, prop, size, n: int, want, c: float = 1.0):
-    """c * (propagated + rounding of n products and their sum), then storage and truth."""
-    g = gamma(n + 2, cmp.u_acc)
-    b0 = cmp.ops.ew(lambda p, s: c * (p + g * s), prop, size)
+    """c * (propagated + rounding of n products and their sum), then storage and truth.
+
+    Each product may also underflow into the subnormals, an absolute error up to one subnormal
+    spacing (`cmp.floor`) each, whatever its size: n + 2 of them."""
+    g, tiny = gamma(n + 2, cmp.u_acc), (n + 2) * cmp.floor
+    b0 = cmp.ops.ew(lambda p, s: c * (p + g * s) + tiny, prop, size)
     return cmp.chain(b0, want, 2, n + 2, cmp.ops.ew(lambda s: c * s, size))
 
 
 def _product(cmp, a: tuple, b: tuple, want, c: float = 1.0):
-    """The bound of c * a @ b."""
-    return _finish(cmp, *_parts(cmp.ops, a, b), want, c)
+    """The bound of c * a @ b (a scale c adds two roundings: c itself stored in the backend's
+    dtype, and its product, which a backend may take before the sum or after)."""
+    prop, size, n = _parts(cmp.ops, a, b)
+    return _finish(cmp, prop, size, n + (2 if c != 1.0 else 0), want, c)
 
 
 def _first_column(ops, a):
