@@ -78,8 +78,9 @@ def format_matrix(
 def _format_value(trace: Trace, step: Step, decimals: int) -> str:
     """A step's value: one table for a matrix, one table per head (or leading index) above."""
     value, axes = step.tolist(), step.axes
-    if len(axes) == 1:  # a single row: show it as a 1 x n matrix
-        value, axes = [value], ("", *axes)
+    if len(axes) == 1:  # a single row (row_dot, a bias's gradient): a 1 x n matrix
+        labels = _axis_labels(trace, axes[0], len(value))
+        return format_matrix([value], [step.name], labels, decimals)
     if len(axes) > 2:
         blocks = []
         for label, sub in zip(_axis_labels(trace, axes[0], len(value)), value, strict=True):

@@ -153,6 +153,8 @@ def row_dot(cmp, name: str, reads: tuple[str, ...], h: int):
 
 def scores(cmp, name: str, reads: tuple[str, ...], h: int):
     """dS = P * (dP - D): each factor's difference times the other's size, plus 2 roundings."""
+    if cmp.call.dropout_p:  # P before dropout is not a step of the trace: nothing to propagate
+        raise KeyError("grad_scores with dropout: no propagated bound (P before dropout)")
     ops = cmp.ops
     (pg, pr, pd), (dg, dr, dd) = cmp.head("weights", h), cmp.head("grad_weights", h)
     Dg, Dr, Dd = _vector(cmp, "row_dot", h)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from math import inf
 
-from .step_explain import MAX_TERMS, Cell, Explanation, column, number, terms
+from .step_explain import MAX_TERMS, Cell, Explanation, column, number, softmax_of, terms
 
 
 def _listed(values: list[float]) -> str:
@@ -153,6 +153,20 @@ def scores(cell: Cell) -> Explanation:
     dp = cell.head_row("grad_weights")[j]
     rd = cell.rows("row_dot")
     d = rd[cell.h][i] if cell.heads else rd[i]
+    dropout = cell.trace.options.get("dropout_p", 0.0)
+    if dropout:  # P before dropout (from masked), dP after dropout's factor
+        keep = 1 / (1 - dropout) if p != 0 else 0  # NaN (masked_rows="nan") counts as kept
+        row = cell.head_row("masked")
+        if row[j] != -inf:
+            p = softmax_of(row, j)[2]
+        elif not _fully_masked(cell, cell.h, i):
+            p = 0.0  # a masked key: no weight before dropout either
+        text = (
+            f"{cell.label} = softmax(masked{hs}[{i}])[{j}] * (grad_weights{hs}[{i}][{j}] * keep"
+            f" - row_dot{hs}[{i}]) = {number(p)} * ({number(dp)} * {number(keep)} - {number(d)})"
+            f" = {number(cell.value)}"
+        )
+        return Explanation(text, (("masked", 0, i), *sources))
     text = (
         f"{cell.label} = weights{hs}[{i}][{j}] * (grad_weights{hs}[{i}][{j}] - row_dot{hs}[{i}])"
         f" = {number(p)} * ({number(dp)} - {number(d)}) = {number(cell.value)}"

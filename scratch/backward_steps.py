@@ -76,7 +76,8 @@ def reads(name: str):
             "grad_value": ("weights", g),
             "grad_weights": (g, "v"),
             "row_dot": (g, head_output(call)),
-            "grad_scores": ("weights", "grad_weights", "row_dot"),
+            "grad_scores": (("masked",) if call.dropout_p else ()) + ("weights", "grad_weights",
+                                                                      "row_dot"),
             "grad_query": ("grad_scores", "k"),
             "grad_key": ("grad_scores", "q"),
         }  # fmt: skip
@@ -125,6 +126,11 @@ def formula(name: str):
             i = f"{h}[i]"
             return f"row_dot{i} = sum_c {g}{i}[c] * {head_output(call)}{i}[c]"
         if name == "grad_scores":
+            if call.dropout_p:  # the weights before dropout, and dropout's factor on dP
+                return (
+                    f"grad_scores{h} = softmax(masked{h}) * (grad_weights{h} * keep - row_dot{h}),"
+                    " keep = 1/(1-p) where weights kept the entry, 0 where dropout dropped it"
+                )
             return f"grad_scores{h} = weights{h} * (grad_weights{h} - row_dot{h}) (row by row)"
         if name == "grad_query":
             if not call.multi:
@@ -158,8 +164,8 @@ NOTES = {
     "grad_weights": "how the loss changes with each attention weight (dP)",
     "row_dot": "D, one number per query row: the weights' average of grad_weights on the row",
     "grad_scores": (
-        "softmax's Jacobian row by row (dS): 0 wherever the weight is 0; rows with every key "
-        "masked get 0 (masked_rows 'zero' and 'uniform') or NaN ('nan')"
+        "dS, softmax's Jacobian row by row: 0 where a weight is 0 and on a fully masked row "
+        "(NaN there under masked_rows='nan')"
     ),
     "grad_query": "each query's gradient: the keys, weighted by grad_scores, times the scale",
     "grad_key": "each key's gradient: the queries, weighted by grad_scores, times the scale",

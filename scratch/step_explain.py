@@ -177,17 +177,29 @@ def weights(cell: Cell) -> Explanation:
             f"'{cell.trace.tokens[i]}', so masked_rows={policy!r} decides",
             source,
         )
-    top = max(row)
-    total = fsum(exp(x - top) for x in row)
+    top, total, soft = softmax_of(row, j)
     m = row[j]
+    p = cell.trace.options.get("dropout_p", 0.0)
+    factor = product = ""
+    if p and m != -inf:  # then dropout's factor: 1 / (1 - p) for a kept weight, 0 for a dropped one
+        kept = cell.value != 0
+        factor = " * 1/(1-p)" if kept else " * 0 (dropped)"
+        product = f" = {number(soft)} * {number(1 / (1 - p)) if kept else 0}"
     text = (
         f"{cell.label} = exp(masked{hs}[{i}][{j}] - max_row) / "
-        f"sum_j exp(masked{hs}[{i}][j] - max_row)"
-        f" = exp({number(m)} - {number(top)}) / {number(total)} = {number(cell.value)}"
+        f"sum_j exp(masked{hs}[{i}][j] - max_row){factor}"
+        f" = exp({number(m)} - {number(top)}) / {number(total)}{product} = {number(cell.value)}"
     )
     if m == -inf:
         text += f" (masked: {_why_masked(cell)})"
     return Explanation(text, source)
+
+
+def softmax_of(row: list[float], j: int) -> tuple[float, float, float]:
+    """(row max, sum_j exp(x_j - max), softmax of entry j) for a row with a finite entry."""
+    top = max(row)
+    total = fsum(exp(x - top) for x in row)
+    return top, total, exp(row[j] - top) / total
 
 
 def weighted_values(cell: Cell) -> Explanation:

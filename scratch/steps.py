@@ -46,6 +46,7 @@ class Call:
     masked_rows: str = "zero"
     fully_masked: int = 0  # rows where every key is masked
     backward: bool = False  # a grad_output was given: the backward steps follow the forward
+    dropout_p: float = 0.0  # dropout on the weights (the ground truth's traces only)
 
     @property
     def cross(self) -> bool:
@@ -157,9 +158,19 @@ def _masked_formula(call: Call) -> str:
     return f"masked{_h(call)} = " + MASK_WORDS[call.mask].formula.format(s=f"scaled{_h(call)}")
 
 
+def _weights_formula(call: Call) -> str:
+    """weights = softmax(masked) along each row (then dropout, when asked)."""
+    text = f"weights{_h(call)} = softmax(masked{_h(call)}) along each row"
+    if call.dropout_p:
+        text += f", then dropout (p = {call.dropout_p:g}): kept x 1/(1-p), dropped 0"
+    return text
+
+
 def _weights_note(call: Call) -> str:
     """Rows sum to 1; how many rows are fully masked and what fills them."""
     note = "each row sums to 1: how much each query attends to each key"
+    if call.dropout_p:
+        note = "before dropout each row sums to 1: how much each query attends to each key"
     if call.fully_masked:
         note += f"; {call.fully_masked} fully masked row(s) follow masked_rows={call.masked_rows!r}"
     return note
@@ -244,8 +255,8 @@ STEPS: tuple[StepSpec, ...] = (
     # step 5: weights = softmax(masked) along each row (then dropout, when asked)
     StepSpec(
         "weights", 5, _QK, _always, _reads("masked"),
-        lambda call: f"weights{_h(call)} = softmax(masked{_h(call)}) along each row",
-        _weights_note, bounds.weights, explains.weights, per_head=True, arrow="softmax",
+        _weights_formula, _weights_note, bounds.weights, explains.weights, per_head=True,
+        arrow="softmax",
     ),
     # step 6: weights @ v               (L, S) @ (S, d_v) -> (L, d_v) per head
     StepSpec(
@@ -355,6 +366,7 @@ def call_of(trace: object) -> Call:
         biases=options.get("biases", ()),
         mask=options.get("mask", "none"),
         masked_rows=options.get("masked_rows", "zero"),
+        dropout_p=options.get("dropout_p", 0.0),
     )
 
 
@@ -366,6 +378,7 @@ def call_of_names(
     biases: Sequence[str] = (),
     mask: str = "none",
     masked_rows: str = "zero",
+    dropout_p: float = 0.0,
 ) -> Call:
     """The Call that lays out steps `names` (which weights and inputs were given, head axis)."""
     given = {name for name in ("w_q", "w_k", "w_v", "w_o") if name in names}
@@ -375,5 +388,5 @@ def call_of_names(
     multi = "head_outputs" in names
     return Call(
         num_heads, num_kv_heads, frozenset(given), multi, mask, masked_rows=masked_rows,
-        backward="grad_output" in names,
+        backward="grad_output" in names, dropout_p=dropout_p,
     )  # fmt: skip

@@ -4,6 +4,7 @@ truth's backward functions and against torch.autograd), explain's arithmetic and
 from __future__ import annotations
 
 import math
+import random
 import re
 
 import numpy as np
@@ -132,10 +133,17 @@ def test_backward_steps_follow_the_forward_exactly_when_they_should(name):
 
 
 def test_the_registry_marks_every_gradient_and_nothing_else_as_backward():
-    names = {s.name for s in STEPS if s.backward}
-    assert names == {s.name for s in STEPS if s.name.startswith("grad_")} | {"row_dot"}
-    assert all(s.number >= 9 for s in STEPS if s.backward)
+    numbers = {s.name: s.number for s in STEPS if s.backward}
+    assert numbers == {
+        "grad_output": 9, "grad_w_o": 10, "grad_b_o": 10, "grad_head_outputs": 10,
+        "grad_value": 11, "grad_weights": 11, "row_dot": 12, "grad_scores": 13,
+        "grad_query": 14, "grad_key": 14, "grad_w_q": 15, "grad_w_k": 15, "grad_w_v": 15,
+        "grad_b_q": 15, "grad_b_k": 15, "grad_b_v": 15, "grad_x": 16, "grad_key_input": 16,
+        "grad_value_input": 16,
+    }  # fmt: skip
     assert all(s.number <= 8 for s in STEPS if not s.backward)
+    per_head = {s.name for s in STEPS if s.backward and s.per_head}
+    assert per_head == {"grad_weights", "row_dot", "grad_scores"}
 
 
 @pytest.mark.parametrize("name", SETUPS)
@@ -250,14 +258,15 @@ def test_a_fully_masked_row_follows_masked_rows():
 # -- the numbers: torch.autograd, an independent implementation -------------------------------
 
 
-def autograd(kwargs: dict, dO: list) -> dict:
-    """Every gradient of sum(output * dO) by torch.autograd in float64, named as the trace's."""
+def autograd(kwargs: dict, dO: list, keep: list | None = None, x: list = X) -> dict:
+    """Every gradient of sum(output * dO) by torch.autograd in float64, named as the trace's;
+    `keep` (H, L, S): dropout's factors (0 or 1/(1-p)) on the weights after softmax."""
     torch = pytest.importorskip("torch")
 
     def leaf(value):
         return torch.tensor(value, dtype=torch.float64, requires_grad=True)
 
-    x = leaf(X)
+    x = leaf(x)
     key = leaf(kwargs["key"]) if "key" in kwargs else None
     value = leaf(kwargs["value"]) if "value" in kwargs else None
     params = {n: leaf(kwargs[n]) for n in ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v",
@@ -287,6 +296,8 @@ def autograd(kwargs: dict, dO: list) -> dict:
         masked = masked.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else masked + mask
     masked.retain_grad()
     weights = torch.softmax(masked, dim=-1)
+    if keep is not None:
+        weights = weights * torch.tensor(keep, dtype=torch.float64)  # the trace's weights
     weights.retain_grad()
     head_outputs = weights @ v  # (H, L, d_v)
     head_outputs.retain_grad()
@@ -586,3 +597,106 @@ def test_the_readme_prints_these_numbers():
         text = ", ".join("[" + ", ".join(fmt(x) for x in row) + "]" for row in rows)
         text = f"[{text}]" if isinstance(printed[0], list) else text
         assert f"# {name.ljust(12)} {text}" in readme, name
+
+
+def test_value_passed_as_the_key_itself_is_one_input():
+    kwargs = {k: SETUPS["cross, one input"][k] for k in ("w_q", "w_k", "w_v")}
+    dO = dO_for("cross, one input")
+    one = scratch.trace_attention(X, MEM, **kwargs, grad_output=dO)
+    same_object = scratch.trace_attention(X, MEM, MEM, **kwargs, grad_output=dO)
+    assert same_object.names() == one.names()
+    assert "grad_value_input" not in one
+    assert same_object["grad_key_input"].value == one["grad_key_input"].value
+    g = scratch.multi_head_attention_backward(X, MEM, None, **kwargs, grad_output=dO)
+    same("grad_key_input", one["grad_key_input"].value, g.grad_key)
+
+
+# -- dropout: the forward's mask, reused -------------------------------------------------------
+
+DROPOUT = ["plain", "causal, heads, w_o, b_o", "gqa, bool mask", "a fully masked row, heads"]
+
+
+def keep_mask(seed: int, heads: int, L: int, S: int, p: float) -> list:
+    """Dropout's factors as the ground truth draws them: row-major, head by head."""
+    rng = random.Random(seed)
+    return [[[0.0 if rng.random() < p else 1 / (1 - p) for _ in range(S)] for _ in range(L)]
+            for _ in range(heads)]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("name", DROPOUT)
+def test_dropout_weights_and_gradients_equal_the_ground_truth_functions(name, seed):
+    t = traced(name, seed, dropout_p=0.3, rng=random.Random(seed))
+    H, Hkv = t.num_heads, t.num_kv_heads
+    heads = [heads_of(t[n].value, h).tolist() for n, h in (("q", H), ("k", Hkv), ("v", Hkv))]
+    args = dict(scale=t.scale, enable_gqa=Hkv < H, dropout_p=0.3, **mask_args(SETUPS[name]))
+    _, weights = scratch.scaled_dot_product_attention(*heads, **args, rng=random.Random(seed))
+    same("weights", t["weights"].value, weights if t["weights"].axes[0] == "head" else weights[0])
+    dO = t["grad_head_outputs"].value if "grad_head_outputs" in t else [t["grad_output"].value]
+    dq, dk, dv = scratch.scaled_dot_product_attention_backward(
+        *heads, dO, **args, rng=random.Random(seed)
+    )
+    same("grad_query", t["grad_query"].value, side_by_side(dq))
+    same("grad_key", t["grad_key"].value, side_by_side(dk))
+    same("grad_value", t["grad_value"].value, side_by_side(dv))
+    assert 0.0 in np.asarray(t["weights"].value)  # some weights were dropped
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("name", [n for n in DROPOUT if n not in AUTOGRAD_NAN])
+def test_dropout_gradients_equal_torch_autograd_with_the_same_mask(name, seed):
+    t = traced(name, seed, dropout_p=0.25, rng=random.Random(seed))
+    L, S = t["weights"].shape[-2:]
+    want = autograd(SETUPS[name], dO_for(name, seed), keep_mask(seed, t.num_heads, L, S, 0.25))
+    for step in t.steps[t.names().index("grad_output") + 1 :]:
+        theirs = want[step.name]
+        if step.name in ("grad_weights", "grad_scores", "row_dot") and step.axes[0] != "head":
+            theirs = theirs[0]
+        gap = np.abs(np.asarray(step.value, dtype=float) - theirs).max()
+        assert gap <= 1e-12 * (np.abs(theirs).max() + 1.0), f"{name}: {step.name} {gap:.3g}"
+
+
+def test_dropout_from_the_global_generator_is_reused_and_not_consumed_twice():
+    random.seed(11)
+    t = scratch.trace_attention(X, dropout_p=0.5, grad_output=dO_for("plain"))
+    after = random.random()
+    random.seed(11)
+    _, weights = scratch.scaled_dot_product_attention(X, X, X, dropout_p=0.5)
+    assert random.random() == after  # the trace drew the forward's mask once, as sdpa does
+    random.seed(11)
+    dq, dk, dv = scratch.scaled_dot_product_attention_backward(X, X, X, dO_for("plain"),
+                                                               dropout_p=0.5)  # fmt: skip
+    assert t["weights"].value == weights
+    assert (t["grad_query"].value, t["grad_key"].value, t["grad_value"].value) == (dq, dk, dv)
+
+
+@pytest.mark.parametrize("name", DROPOUT)
+def test_dropout_explain_reads_and_arithmetic(name):
+    t = traced(name, 2, dropout_p=0.3, rng=random.Random(4))
+    call, names = call_of(t), t.names()
+    assert "dropout (p = 0.3)" in t["weights"].formula
+    assert t["grad_scores"].formula.startswith("grad_scores")
+    assert "softmax(masked" in t["grad_scores"].formula
+    checked = 0
+    for step in t.steps[names.index("weights") :]:
+        spec = [s for s in STEPS if s.name == step.name and s.present(call)][0]
+        cited = set()
+        for index in np.ndindex(*step.shape):
+            e = scratch.explain(t, step.name, index)
+            cited |= {s for s, _, _ in e.sources}
+            got = reevaluate(e.text)
+            if got is not None:
+                result, evaluated, size = got
+                assert abs(evaluated - result) <= 2e-3 * size + 1e-12, e.text
+                value = np.asarray(step.value, dtype=float)[index]
+                assert abs(result - value) <= 5e-4 * abs(value) + 1e-12, e.text
+                checked += 1
+        assert cited == set(spec.reads(call)), step.name
+    assert checked >= 40
+
+
+def test_a_dropout_trace_has_no_bound_for_grad_scores_and_says_so():
+    t = traced("plain", 0, dropout_p=0.3, rng=random.Random(1))
+    failed = {c.name: c.message for c in scratch.compare_traces(t, t) if not c.ok}
+    assert list(failed) == ["grad_scores"]
+    assert "no propagated bound (P before dropout)" in failed["grad_scores"]
