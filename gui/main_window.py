@@ -50,6 +50,11 @@ def _same(a: sm.Session | None, b: sm.Session) -> bool:
     return a is not None and dataclasses.replace(a, step="") == dataclasses.replace(b, step="")
 
 
+def _same_forward(a: sm.Session, b: sm.Session) -> bool:
+    """Whether two sessions differ at most in the dO choice (the forward trace is the same)."""
+    return _same(dataclasses.replace(a, grad_output=b.grad_output, grad_seed=b.grad_seed), b)
+
+
 def remembered_session(settings: QSettings) -> sm.Session | None:
     """The last session stored in settings, or None when absent or no longer valid."""
     text = settings.value("session")
@@ -187,7 +192,7 @@ class MainWindow(QMainWindow):
         return super().eventFilter(watched, event)
 
     def _connect(self) -> None:
-        self.inputs.sessionChanged.connect(self.worker.submit)
+        self.inputs.sessionChanged.connect(self._on_inputs)
         self.inputs.sessionChanged.connect(self._clear_refusal)
         self.inputs.message.connect(self.say)
         self.inputs.refused.connect(self.refuse)
@@ -217,6 +222,14 @@ class MainWindow(QMainWindow):
         self.backward_worker.cancelled.connect(lambda: self._on_backward_failed("cancelled"))
 
     # ---------------------------------------------------------------- slots
+
+    def _on_inputs(self, s: sm.Session) -> None:
+        """Compute the forward trace of new inputs; a new dO alone keeps the trace on screen."""
+        shown = self.outcome
+        if shown is not None and not self.worker.busy and _same_forward(shown.session, s):
+            self.outcome = dataclasses.replace(shown, session=s)  # same trace, the new dO noted
+            return
+        self.worker.submit(s)
 
     def _set_busy(self, busy: bool) -> None:
         self.progress.setVisible(busy)

@@ -346,3 +346,17 @@ def test_cancel_drops_a_running_backward_and_says_so(qtbot, open_window, monkeyp
         assert w.backward_worker.wait(10000)  # joined: its result is dropped
     qtbot.wait(50)
     assert w.backward_outcome is None
+
+
+def test_a_new_dO_recomputes_the_backward_only(qtbot, open_window, tmp_path):
+    w = open_window(projected())
+    open_backward(qtbot, w)
+    forward_jobs, trace = w.worker.current, w.outcome.trace
+    outcome = choose_grad_output(qtbot, w, "random", 4)
+    assert w.worker.current == forward_jobs and w.outcome.trace is trace  # no forward again
+    assert w.outcome.session == w.inputs.session  # ... and it counts as the current inputs:
+    assert w.files.export_trace_json(str(tmp_path / "t.json"))  # exports are not refused
+    assert outcome.trace["grad_output"].tolist() == backward_check.grad_output_for(w.inputs.session)
+    w.inputs.apply_edit(sm.with_cell, "query", 0, 0, 0.5)  # a new input: both again
+    assert w.worker.current == forward_jobs + 1
+    open_backward(qtbot, w)
