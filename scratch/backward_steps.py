@@ -1,14 +1,39 @@
 """The words of the backward steps (9-16): when a call has each, what it reads, its formula.
 
-`scratch.steps` builds the registry entries from these functions; each takes the registry's
-`Call` (with `backward` set when the trace was given a grad_output). The math, for one head
-(scratch.backward): dV = P^T dO, dP = dO V^T, D_i = sum_c dO_ic O_ic, dS = P * (dP - D),
-dQ = scale * dS K, dK = scale * dS^T Q; then the projections' gradients and the inputs'.
+`scratch.steps` builds one registry entry per backward step from the `Words` made here: each
+entry gets its own reads, formula and note functions (families such as grad_w_q/k/v are built
+from what the entry is given: the weight, its input, its gradient), so nothing here looks a step
+up by its name. Each function takes the registry's `Call` (with `backward` set when the trace was
+given a grad_output). The math, for one head (scratch.backward): dV = P^T dO, dP = dO V^T,
+D_i = sum_c dO_ic O_ic, dS = P * (dP - D), dQ = scale * dS K, dK = scale * dS^T Q; then the
+projections' gradients and the inputs'.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 GRAD_OF = {"q": "grad_query", "k": "grad_key", "v": "grad_value"}
+
+
+@dataclass(frozen=True)
+class Words:
+    """What one backward step reads, its formula and its note, each a function of the call."""
+
+    reads: Callable[..., tuple[str, ...]]
+    formula: Callable[..., str]
+    note: Callable[..., str]
+
+
+def _fixed(*names: str) -> Callable[..., tuple[str, ...]]:
+    """Reads that do not depend on the call."""
+    return lambda call: names
+
+
+def _said(text: str) -> Callable[..., str]:
+    """Words that do not depend on the call."""
+    return lambda call: text
 
 
 def _h(call) -> str:
@@ -46,11 +71,9 @@ def multi_backward(call) -> bool:
     return call.backward and call.multi
 
 
-def input_grad_present(step: str):
-    """grad_x, grad_key_input, grad_value_input: with a projection, when that input exists."""
-    need = {"x": lambda c: True, "key_input": lambda c: c.cross,
-            "value_input": lambda c: c.separate_value}[step]  # fmt: skip
-    return lambda call: call.backward and projected(call) and need(call)
+def input_grad_present(has_input: Callable[..., bool]):
+    """grad_x, grad_key_input, grad_value_input: with a projection, when the call has the input."""
+    return lambda call: call.backward and projected(call) and has_input(call)
 
 
 def input_paths(call, step: str) -> list[tuple[str, str | None]]:
@@ -62,125 +85,187 @@ def input_paths(call, step: str) -> list[tuple[str, str | None]]:
     ]
 
 
-def reads(name: str):
-    """The steps backward step `name` reads, for a call."""
-
-    def of(call) -> tuple[str, ...]:
-        g = head_grad(call)
-        fixed = {
-            "grad_output": (),
-            "grad_w_o": ("concat", "grad_output"),
-            "grad_b_o": ("grad_output",),
-            "grad_head_outputs": ("grad_output", "w_o") if "w_o" in call.given
-            else ("grad_output",),
-            "grad_value": ("weights", g),
-            "grad_weights": (g, "v"),
-            "row_dot": (g, head_output(call)),
-            "grad_scores": (("masked",) if call.dropout_p else ()) + ("weights", "grad_weights",
-                                                                      "row_dot"),
-            "grad_query": ("grad_scores", "k"),
-            "grad_key": ("grad_scores", "q"),
-        }  # fmt: skip
-        if name in fixed:
-            return fixed[name]
-        if name.startswith("grad_w_"):
-            out = name[-1]
-            return (call.source(out), GRAD_OF[out])
-        if name.startswith("grad_b_"):
-            return (GRAD_OF[name[-1]],)
-        step = name.removeprefix("grad_")  # x, key_input, value_input
-        return tuple(s for pair in input_paths(call, step) for s in pair if s is not None)
-
-    return of
-
-
 def _group_heads(call, what: str) -> str:
     """'h' or 'h // g': which query heads share a key/value head."""
     return f"{what}_{{h // {call.group}}}" if call.num_kv_heads < call.num_heads else f"{what}_h"
 
 
-def formula(name: str):
-    """The formula line of backward step `name`, for a call."""
-
-    def of(call) -> str:
-        h, g = _h(call), head_grad(call)
-        if name == "grad_output":
-            return "grad_output = dO = d loss / d output (given)"
-        if name == "grad_w_o":
-            return "grad_w_o = concat^T @ grad_output"
-        if name == "grad_head_outputs":
-            if "w_o" in call.given:
-                return "grad_head_outputs[h] = (grad_output @ w_o^T)[:, head h's columns]"
-            return "grad_head_outputs[h] = grad_output[:, head h's columns]"
-        if name == "grad_value":
-            if not call.multi:
-                return "grad_value = weights^T @ grad_output"
-            return (
-                "grad_value[:, kv head] = sum over the heads h reading it of "
-                "weights[h]^T @ grad_head_outputs[h]"
-            )
-        if name == "grad_weights":
-            v = f"{_group_heads(call, 'v')}^T" if call.multi else "v^T"
-            return f"grad_weights{h} = {g}{h} @ {v}"
-        if name == "row_dot":
-            i = f"{h}[i]"
-            return f"row_dot{i} = sum_c {g}{i}[c] * {head_output(call)}{i}[c]"
-        if name == "grad_scores":
-            if call.dropout_p:  # the weights before dropout, and dropout's factor on dP
-                return (
-                    f"grad_scores{h} = softmax(masked{h}) * (grad_weights{h} * keep - row_dot{h}),"
-                    " keep = 1/(1-p) where weights kept the entry, 0 where dropout dropped it"
-                )
-            return f"grad_scores{h} = weights{h} * (grad_weights{h} - row_dot{h}) (row by row)"
-        if name == "grad_query":
-            if not call.multi:
-                return "grad_query = scale * grad_scores @ k"
-            return f"grad_query[:, head h] = scale * grad_scores[h] @ {_group_heads(call, 'k')}"
-        if name == "grad_key":
-            if not call.multi:
-                return "grad_key = scale * grad_scores^T @ q"
-            return (
-                "grad_key[:, kv head] = scale * sum over the heads h reading it of "
-                "grad_scores[h]^T @ q_h"
-            )
-        if name.startswith("grad_w_"):
-            return f"{name} = {call.source(name[-1])}^T @ {GRAD_OF[name[-1]]}"
-        if name.startswith("grad_b_"):
-            src = "grad_output" if name == "grad_b_o" else GRAD_OF[name[-1]]
-            return f"{name} = sum_i {src}[i] (column sums)"
-        paths = input_paths(call, name.removeprefix("grad_"))
-        terms = [f"{grad} @ {w}^T" if w else grad for grad, w in paths]
-        return f"{name} = " + " + ".join(terms)
-
-    return of
+# step 9: grad_output, the dO the backward starts from
+GRAD_OUTPUT = Words(
+    _fixed(),
+    _said("grad_output = dO = d loss / d output (given)"),
+    _said("how the loss changes with each output entry: where the backward starts"),
+)
 
 
-NOTES = {
-    "grad_output": "how the loss changes with each output entry: where the backward starts",
-    "grad_w_o": "how the loss changes with each entry of the output projection",
-    "grad_b_o": "how the loss changes with each entry of the output bias",
-    "grad_head_outputs": "dO carried back through the output projection, split by heads",
-    "grad_value": "each value row's gradient: the dO rows of the queries that used it, weighted",
-    "grad_weights": "how the loss changes with each attention weight (dP)",
-    "row_dot": "D, one number per query row: the weights' average of grad_weights on the row",
-    "grad_scores": (
+def weight_grad(weight: str, source: Callable[..., str], grad: str, what: str) -> Words:
+    """grad_w = source^T @ grad, for the weight `weight` (w_o, w_q, ...) that is `what`."""
+    return Words(
+        lambda call: (source(call), grad),
+        lambda call: f"grad_{weight} = {source(call)}^T @ {grad}",
+        _said(f"how the loss changes with each entry of {what}"),
+    )
+
+
+def bias_grad(bias: str, grad: str, what: str) -> Words:
+    """grad_b = the column sums of `grad`, for the bias `bias` (b_o, b_q, ...) that is `what`."""
+    return Words(
+        _fixed(grad),
+        _said(f"grad_{bias} = sum_i {grad}[i] (column sums)"),
+        _said(f"how the loss changes with each entry of {what}"),
+    )
+
+
+def projection_weight_grad(out: str) -> Words:
+    """grad_w_q, grad_w_k or grad_w_v (`out` is q, k or v): its input^T @ its output's gradient."""
+    return weight_grad(f"w_{out}", lambda call: call.source(out), GRAD_OF[out], f"w_{out}")
+
+
+def projection_bias_grad(out: str) -> Words:
+    """grad_b_q, grad_b_k or grad_b_v (`out` is q, k or v): the column sums of its gradient."""
+    return bias_grad(f"b_{out}", GRAD_OF[out], f"b_{out}")
+
+
+# step 10: through w_o
+GRAD_W_O = weight_grad("w_o", lambda call: "concat", "grad_output", "the output projection")
+GRAD_B_O = bias_grad("b_o", "grad_output", "the output bias")
+
+
+def _head_outputs_reads(call) -> tuple[str, ...]:
+    """dO, and w_o when the heads were mixed by it."""
+    return ("grad_output", "w_o") if "w_o" in call.given else ("grad_output",)
+
+
+def _head_outputs_formula(call) -> str:
+    """dO back through w_o (when given), cut into the heads' columns."""
+    if "w_o" in call.given:
+        return "grad_head_outputs[h] = (grad_output @ w_o^T)[:, head h's columns]"
+    return "grad_head_outputs[h] = grad_output[:, head h's columns]"
+
+
+GRAD_HEAD_OUTPUTS = Words(
+    _head_outputs_reads,
+    _head_outputs_formula,
+    _said("dO carried back through the output projection, split by heads"),
+)
+
+
+# step 11: grad_value and grad_weights
+def _value_formula(call) -> str:
+    """dV = P^T dO, summed over the query heads that read each kv head."""
+    if not call.multi:
+        return "grad_value = weights^T @ grad_output"
+    return (
+        "grad_value[:, kv head] = sum over the heads h reading it of "
+        "weights[h]^T @ grad_head_outputs[h]"
+    )
+
+
+GRAD_VALUE = Words(
+    lambda call: ("weights", head_grad(call)),
+    _value_formula,
+    _said("each value row's gradient: the dO rows of the queries that used it, weighted"),
+)
+
+
+def _weights_formula(call) -> str:
+    """dP = dO V^T, per head."""
+    h = _h(call)
+    v = f"{_group_heads(call, 'v')}^T" if call.multi else "v^T"
+    return f"grad_weights{h} = {head_grad(call)}{h} @ {v}"
+
+
+GRAD_WEIGHTS = Words(
+    lambda call: (head_grad(call), "v"),
+    _weights_formula,
+    _said("how the loss changes with each attention weight (dP)"),
+)
+
+
+# step 12: row_dot (D)
+def _row_dot_formula(call) -> str:
+    """D_i = sum_c dO_ic O_ic."""
+    i = f"{_h(call)}[i]"
+    return f"row_dot{i} = sum_c {head_grad(call)}{i}[c] * {head_output(call)}{i}[c]"
+
+
+ROW_DOT = Words(
+    lambda call: (head_grad(call), head_output(call)),
+    _row_dot_formula,
+    _said("D, one number per query row: the weights' average of grad_weights on the row"),
+)
+
+
+# step 13: grad_scores (dS)
+def _scores_reads(call) -> tuple[str, ...]:
+    """P, dP and D; with dropout also masked (P before dropout comes from it)."""
+    return (("masked",) if call.dropout_p else ()) + ("weights", "grad_weights", "row_dot")
+
+
+def _scores_formula(call) -> str:
+    """dS = P * (dP - D), with dropout's factor on dP when asked."""
+    h = _h(call)
+    if call.dropout_p:  # the weights before dropout, and dropout's factor on dP
+        return (
+            f"grad_scores{h} = softmax(masked{h}) * (grad_weights{h} * keep - row_dot{h}),"
+            " keep = 1/(1-p) where weights kept the entry, 0 where dropout dropped it"
+        )
+    return f"grad_scores{h} = weights{h} * (grad_weights{h} - row_dot{h}) (row by row)"
+
+
+GRAD_SCORES = Words(
+    _scores_reads,
+    _scores_formula,
+    _said(
         "dS, softmax's Jacobian row by row: 0 where a weight is 0 and on a fully masked row "
         "(NaN there under masked_rows='nan')"
     ),
-    "grad_query": "each query's gradient: the keys, weighted by grad_scores, times the scale",
-    "grad_key": "each key's gradient: the queries, weighted by grad_scores, times the scale",
-    "grad_x": "the gradient of the input: every projection it fed, carried back",
-    "grad_key_input": "the gradient of the key-side input",
-    "grad_value_input": "the gradient of the value-side input",
-}
+)
 
 
-def note(name: str):
-    """The note of backward step `name` (weights and biases: one sentence for all)."""
-    if name in NOTES:
-        text = NOTES[name]
-    elif name.startswith("grad_w_"):
-        text = f"how the loss changes with each entry of w_{name[-1]}"
-    else:
-        text = f"how the loss changes with each entry of b_{name[-1]}"
-    return lambda call: text
+# step 14: grad_query and grad_key
+def _query_formula(call) -> str:
+    """dQ = scale * dS K, per head."""
+    if not call.multi:
+        return "grad_query = scale * grad_scores @ k"
+    return f"grad_query[:, head h] = scale * grad_scores[h] @ {_group_heads(call, 'k')}"
+
+
+def _key_formula(call) -> str:
+    """dK = scale * dS^T Q, summed over the query heads that read each kv head."""
+    if not call.multi:
+        return "grad_key = scale * grad_scores^T @ q"
+    return (
+        "grad_key[:, kv head] = scale * sum over the heads h reading it of grad_scores[h]^T @ q_h"
+    )
+
+
+GRAD_QUERY = Words(
+    _fixed("grad_scores", "k"),
+    _query_formula,
+    _said("each query's gradient: the keys, weighted by grad_scores, times the scale"),
+)
+GRAD_KEY = Words(
+    _fixed("grad_scores", "q"),
+    _key_formula,
+    _said("each key's gradient: the queries, weighted by grad_scores, times the scale"),
+)
+
+
+# step 16: the inputs' gradients
+def input_grad(step: str, note: str) -> Words:
+    """grad_x, grad_key_input or grad_value_input: the paths of q, k, v computed from `step`."""
+
+    def reads(call) -> tuple[str, ...]:
+        return tuple(s for pair in input_paths(call, step) for s in pair if s is not None)
+
+    def formula(call) -> str:
+        terms = [f"{grad} @ {w}^T" if w else grad for grad, w in input_paths(call, step)]
+        return f"grad_{step} = " + " + ".join(terms)
+
+    return Words(reads, formula, _said(note))
+
+
+GRAD_X = input_grad("x", "the gradient of the input: every projection it fed, carried back")
+GRAD_KEY_INPUT = input_grad("key_input", "the gradient of the key-side input")
+GRAD_VALUE_INPUT = input_grad("value_input", "the gradient of the value-side input")

@@ -111,17 +111,27 @@ def _text(words: str) -> Words:
     return lambda call: words
 
 
+def _cross(call: Call) -> bool:
+    """Keys (and values) come from their own input: the call has key_input."""
+    return call.cross
+
+
+def _separate_value(call: Call) -> bool:
+    """Values come from an input of their own: the call has value_input."""
+    return call.separate_value
+
+
 def _h(call: Call) -> str:
     """'[h]' when the step has a head axis."""
     return "[h]" if call.multi else ""
 
 
-def _input(name: str, axes: tuple[str, ...], present, formula: str, note) -> StepSpec:
-    """An input (x, key_input, value_input) or a weight (w_q, w_k, w_v, w_o) the caller gave."""
+def _input(name: str, axes: tuple[str, ...], present, formula: str, note, arrow="") -> StepSpec:
+    """An input (x, key_input, value_input) or a weight (w_q, w_k, w_v, w_o, arrow 'with')."""
     note = note if callable(note) else _text(note)
     return StepSpec(
         name, 0, axes, present, _reads(), _text(formula), note, bounds.stored_input,
-        explains.given, arrow="with" if name.startswith("w_") else "",
+        explains.given, arrow=arrow,
     )  # fmt: skip
 
 
@@ -200,11 +210,11 @@ def _projected(call: Call) -> bool:
 _QK = ("query", "key")
 
 
-def _backward(name, number, axes, present, bound, explain, per_head=False) -> StepSpec:
-    """A backward step: its words from scratch.backward_steps, `backward=True`."""
+def _backward(name, number, axes, present, words, bound, explain, per_head=False) -> StepSpec:
+    """A backward step with its own words (reads, formula, note) from scratch.backward_steps."""
     return StepSpec(
-        name, number, axes, present, back.reads(name), back.formula(name), back.note(name),
-        bound, explain, per_head=per_head, backward=True,
+        name, number, axes, present, words.reads, words.formula, words.note, bound, explain,
+        per_head=per_head, backward=True,
     )  # fmt: skip
 
 
@@ -215,17 +225,17 @@ STEPS: tuple[StepSpec, ...] = (
         lambda call: f"input: {call.tokens} tokens, each a row of numbers",
     ),
     _input(
-        "key_input", ("key", "model"), lambda call: call.cross, "key input",
+        "key_input", ("key", "model"), _cross, "key input",
         lambda call: f"key-side input: {call.key_tokens} tokens (cross-attention)",
     ),
     _input(
-        "value_input", ("key", "model"), lambda call: call.separate_value, "value input",
+        "value_input", ("key", "model"), _separate_value, "value input",
         "value-side input",
     ),
     *(
         _input(
             f"w_{n}", ("model", "feature"), lambda call, n=n: f"w_{n}" in call.given,
-            f"w_{n}", f"projection that turns inputs into {what}",
+            f"w_{n}", f"projection that turns inputs into {what}", arrow="with",
         )
         for n, what in (("q", "queries"), ("k", "keys"), ("v", "values"))
     ),
@@ -286,7 +296,7 @@ STEPS: tuple[StepSpec, ...] = (
     ),
     _input(
         "w_o", ("feature", "feature"), _projected, "w_o",
-        "output projection that mixes the heads",
+        "output projection that mixes the heads", arrow="with",
     ),
     # step 8: output = concat @ w_o (+ b_o)   (L, H * d_v) @ (H * d_v, d_out) -> (L, d_out)
     StepSpec(
@@ -296,49 +306,49 @@ STEPS: tuple[StepSpec, ...] = (
         bounds.output_projection, explains.output_projection, biased="b_o", arrow="@ W_o",
     ),
     # step 9: grad_output = dO, the gradient the backward starts from   (L, d_out)
-    _backward("grad_output", 9, ("query", "feature"), back.backward, back_bounds.given,
-              back_explains.given),
+    _backward("grad_output", 9, ("query", "feature"), back.backward, back.GRAD_OUTPUT,
+              back_bounds.given, back_explains.given),
     # step 10: grad_w_o = concat^T @ grad_output, and back through w_o   (L, d_out) -> (H, L, d_v)
     _backward("grad_w_o", 10, ("feature", "feature"), back.given_and_backward("w_o"),
-              back_bounds.weight, back_explains.weight),
-    _backward("grad_b_o", 10, ("feature",), back.given_and_backward("b_o"), back_bounds.bias,
-              back_explains.bias),
+              back.GRAD_W_O, back_bounds.weight, back_explains.weight),
+    _backward("grad_b_o", 10, ("feature",), back.given_and_backward("b_o"), back.GRAD_B_O,
+              back_bounds.bias, back_explains.bias),
     _backward("grad_head_outputs", 10, ("head", "query", "feature"), back.multi_backward,
-              back_bounds.head_outputs, back_explains.head_outputs),
+              back.GRAD_HEAD_OUTPUTS, back_bounds.head_outputs, back_explains.head_outputs),
     # step 11: grad_value = weights^T @ dO, grad_weights = dO @ v^T    (S, L) @ (L, d_v) -> (S, d_v)
-    _backward("grad_value", 11, ("key", "feature"), back.backward, back_bounds.value,
-              back_explains.value),
-    _backward("grad_weights", 11, _QK, back.backward, back_bounds.weights, back_explains.weights,
-              per_head=True),
+    _backward("grad_value", 11, ("key", "feature"), back.backward, back.GRAD_VALUE,
+              back_bounds.value, back_explains.value),
+    _backward("grad_weights", 11, _QK, back.backward, back.GRAD_WEIGHTS, back_bounds.weights,
+              back_explains.weights, per_head=True),
     # step 12: row_dot = sum_c dO * O along each row (D)               (L, d_v) -> (L,)
-    _backward("row_dot", 12, ("query",), back.backward, back_bounds.row_dot,
+    _backward("row_dot", 12, ("query",), back.backward, back.ROW_DOT, back_bounds.row_dot,
               back_explains.row_dot, per_head=True),
     # step 13: grad_scores = weights * (grad_weights - row_dot)        (L, S)
-    _backward("grad_scores", 13, _QK, back.backward, back_bounds.scores, back_explains.scores,
-              per_head=True),
+    _backward("grad_scores", 13, _QK, back.backward, back.GRAD_SCORES, back_bounds.scores,
+              back_explains.scores, per_head=True),
     # step 14: grad_query = scale * dS @ k, grad_key = scale * dS^T @ q  (L, S) @ (S, E) -> (L, E)
-    _backward("grad_query", 14, ("query", "feature"), back.backward, back_bounds.query,
-              back_explains.query),
-    _backward("grad_key", 14, ("key", "feature"), back.backward, back_bounds.key,
+    _backward("grad_query", 14, ("query", "feature"), back.backward, back.GRAD_QUERY,
+              back_bounds.query, back_explains.query),
+    _backward("grad_key", 14, ("key", "feature"), back.backward, back.GRAD_KEY, back_bounds.key,
               back_explains.key),
     # step 15: grad_w_q = x^T @ grad_query (k, v alike), grad_b = column sums   (d, L) @ (L, m)
     *(
         _backward(f"grad_w_{n}", 15, ("model", "feature"), back.given_and_backward(f"w_{n}"),
-                  back_bounds.weight, back_explains.weight)
+                  back.projection_weight_grad(n), back_bounds.weight, back_explains.weight)
         for n in ("q", "k", "v")
     ),
     *(
         _backward(f"grad_b_{n}", 15, ("feature",), back.given_and_backward(f"b_{n}"),
-                  back_bounds.bias, back_explains.bias)
+                  back.projection_bias_grad(n), back_bounds.bias, back_explains.bias)
         for n in ("q", "k", "v")
     ),
     # step 16: grad_x = grad_query @ w_q^T (+ the paths of k and v)   (L, m) @ (m, d) -> (L, d)
-    _backward("grad_x", 16, ("query", "model"), back.input_grad_present("x"), back_bounds.inputs,
-              back_explains.inputs),
-    _backward("grad_key_input", 16, ("key", "model"), back.input_grad_present("key_input"),
-              back_bounds.inputs, back_explains.inputs),
-    _backward("grad_value_input", 16, ("key", "model"), back.input_grad_present("value_input"),
-              back_bounds.inputs, back_explains.inputs),
+    _backward("grad_x", 16, ("query", "model"), back.input_grad_present(_always),
+              back.GRAD_X, back_bounds.inputs, back_explains.inputs),
+    _backward("grad_key_input", 16, ("key", "model"), back.input_grad_present(_cross),
+              back.GRAD_KEY_INPUT, back_bounds.inputs, back_explains.inputs),
+    _backward("grad_value_input", 16, ("key", "model"), back.input_grad_present(_separate_value),
+              back.GRAD_VALUE_INPUT, back_bounds.inputs, back_explains.inputs),
 )  # fmt: skip
 
 
