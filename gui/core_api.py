@@ -76,6 +76,12 @@ def step_stages(names: list[str]) -> list[tuple[int, str]]:
     return [(spec.number, spec.arrow) for spec in (steps.spec_for(call, n) for n in names)]
 
 
+def sentence_kind(names: list[str], step: str) -> str:
+    """The kind of sentence the window writes about `step` (gui.sentences.KINDS), from the
+    registry entry of that step among steps `names`; "" for none."""
+    return steps.spec_for(steps.call_of_names(names), step).sentence
+
+
 # ---------------------------------------------------------------- the backward pass
 
 

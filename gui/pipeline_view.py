@@ -349,8 +349,9 @@ class PipelineView(QWidget):
         panel = self.heatmaps[0].panel if self.heatmaps else None
         if panel is None:
             return
+        kind = core_api.sentence_kind(self.trace.names(), self.step_name)
         weights, wp = None, panel
-        if self.step_name in ("output", "head_outputs") and "weights" in self.trace:
+        if kind in ("mix", "heads") and "weights" in self.trace:
             head = str(panel.head) if panel.head is not None else "0"
             wp = view_model.panels(self.trace, "weights", head)[0]
             weights, cols = wp.raw.tolist(), wp.col_labels
@@ -360,10 +361,10 @@ class PipelineView(QWidget):
         hidden = (
             (np.isnan(wp.image) & np.isfinite(wp.raw)).tolist() if wp.step == "weights" else None
         )
-        if self.step_name == "output" and self.trace.num_heads > 1:
+        if kind == "heads" and self.trace.num_heads > 1:
             weights = None
         text = sentences.describe(
-            self.step_name,
+            kind,
             panel.raw.tolist(),
             panel.row_labels,
             cols,

@@ -9,6 +9,10 @@ from gui import numbers
 
 Row = Sequence[float]
 NOTABLE = 0.01  # a runner-up weight below this reads as "0.00": it is left out of a sentence
+# the kinds of sentence `describe` writes, named by the registry entries (scratch.steps StepSpec
+# .sentence): where each query looks (weights), its best and worst match (scores, scaled), how
+# much is masked, whose values an output row mixes, how the heads combine (several heads)
+KINDS = ("attention", "match", "mask", "mix", "heads")
 
 
 def _ranked(row: Row) -> list[int]:
@@ -75,7 +79,7 @@ def teaching_row(matrix: Sequence[Row]) -> int:
 
 
 def describe(
-    step: str,
+    kind: str,
     matrix: Sequence[Row],
     row_labels: Sequence[str],
     col_labels: Sequence[str],
@@ -85,16 +89,17 @@ def describe(
     w_o: bool = False,
     hidden: Sequence[Sequence[bool]] | None = None,
 ) -> str:
-    """One sentence about `matrix` (a 2-D view of `step`), focused on query `row`.
+    """One sentence of kind `kind` (one of KINDS, or "" for none) about `matrix`, a 2-D view of
+    a step, focused on query `row`.
 
     `hidden[i][j]` marks the keys the mask hides from each query (weights steps)."""
     if not matrix or not matrix[0]:
         return ""
-    if step == "weights":
+    if kind == "attention":
         i = teaching_row(matrix) if row is None else row
         mask = hidden[i] if hidden is not None and i < len(hidden) else ()
         return _period(attention_sentence(matrix[i], row_labels[i], col_labels, hidden=mask))
-    if step in ("scores", "scaled"):
+    if kind == "match":
         i = sharpest_row(matrix) if row is None else row
         ranked = _ranked(matrix[i])
         if not ranked:
@@ -104,16 +109,16 @@ def describe(
             f"'{row_labels[i]}' matches '{col_labels[hi]}' best ({numbers.prose(matrix[i][hi])}) "
             f"and '{col_labels[lo]}' least ({numbers.prose(matrix[i][lo])})."
         )
-    if step == "masked":
+    if kind == "mask":
         total = sum(len(r) for r in matrix)
         hidden = sum(1 for r in matrix for v in r if v == -math.inf)
         if hidden == 0:
             return "Nothing is masked: every query may attend every key."
         return f"{hidden} of {total} positions are masked (-inf); softmax gives them weight 0."
-    if step == "output" and heads > 1:  # no single row of weights: say how the heads combine
+    if kind == "heads" and heads > 1:  # no single row of weights: say how the heads combine
         joined = f"the {heads} heads' outputs side by side (step head_outputs)"
         return f"Each query's output row is {joined}" + (", then @ W_o." if w_o else ".")
-    if step in ("output", "head_outputs") and weights is not None:
+    if kind in ("mix", "heads") and weights is not None:  # one head: the weights' mix
         i = teaching_row(weights) if row is None else row
         if i >= len(weights):
             return ""

@@ -90,6 +90,7 @@ class StepSpec:
     arrow: str = ""  # the operation on the window's arrow into this step ("q @ k^T")
     biased: str = ""  # the bias argument added to this step, if any
     backward: bool = False  # a gradient (steps 9-16), shown in the window's Backward view
+    sentence: str = ""  # the kind of sentence the window writes about it (gui.sentences.KINDS)
 
     def axes_for(self, call: Call) -> tuple[str, ...]:
         """The step's axes in this call."""
@@ -247,46 +248,46 @@ STEPS: tuple[StepSpec, ...] = (
     StepSpec(
         "scores", 2, _QK, _always, _reads("q", "k"), _scores_formula,
         _text("dot product of each query with each key: high = similar"),
-        bounds.scores, explains.scores, per_head=True, arrow="q @ k^T",
+        bounds.scores, explains.scores, per_head=True, arrow="q @ k^T", sentence="match",
     ),
     # step 3: scaled = scores * scale
     StepSpec(
         "scaled", 3, _QK, _always, _reads("scores"),
         lambda call: f"scaled{_h(call)} = scores{_h(call)} * scale",
         lambda call: call.scale_note, bounds.scaled, explains.scaled, per_head=True,
-        arrow="x scale",
+        arrow="x scale", sentence="match",
     ),
     # step 4: masked = scaled + mask (-inf where a key may not be attended)
     StepSpec(
         "masked", 4, _QK, _always, _reads("scaled"), _masked_formula,
         lambda call: MASK_WORDS[call.mask].note, bounds.masked, explains.masked, per_head=True,
-        arrow="mask",
+        arrow="mask", sentence="mask",
     ),
     # step 5: weights = softmax(masked) along each row (then dropout, when asked)
     StepSpec(
         "weights", 5, _QK, _always, _reads("masked"),
         _weights_formula, _weights_note, bounds.weights, explains.weights, per_head=True,
-        arrow="softmax",
+        arrow="softmax", sentence="attention",
     ),
     # step 6: weights @ v               (L, S) @ (S, d_v) -> (L, d_v) per head
     StepSpec(
         "output", 6, ("query", "feature"), _single, _reads("weights", "v"),
         _text("output = weights @ v"),
         _text("each output row is a weighted average of the value rows"),
-        bounds.weighted_values, explains.weighted_values, arrow="@ v",
+        bounds.weighted_values, explains.weighted_values, arrow="@ v", sentence="mix",
     ),
     StepSpec(
         "head_outputs", 6, ("head", "query", "feature"), lambda call: call.multi,
         _reads("weights", "v"), _head_outputs_formula,
         _text("each head's weighted average of its value rows"),
-        bounds.weighted_values, explains.weighted_values, arrow="weights @ v",
+        bounds.weighted_values, explains.weighted_values, arrow="weights @ v", sentence="mix",
     ),
     # step 7: the heads side by side    (H, L, d_v) -> (L, H * d_v)
     StepSpec(
         "output", 7, ("query", "feature"), _heads_only, _reads("head_outputs"),
         _text("output = concat(head_outputs[0], ..., head_outputs[H-1])"),
         _text("the heads side by side"), bounds.side_by_side, explains.side_by_side,
-        arrow="concat",
+        arrow="concat", sentence="heads",
     ),
     StepSpec(
         "concat", 7, ("query", "feature"), _projected, _reads("head_outputs"),
@@ -304,6 +305,7 @@ STEPS: tuple[StepSpec, ...] = (
         lambda call: "output = concat @ w_o" + (" + b_o" if "b_o" in call.given else ""),
         _text("the heads mixed by the output projection"),
         bounds.output_projection, explains.output_projection, biased="b_o", arrow="@ W_o",
+        sentence="heads",
     ),
     # step 9: grad_output = dO, the gradient the backward starts from   (L, d_out)
     _backward("grad_output", 9, ("query", "feature"), back.backward, back.GRAD_OUTPUT,

@@ -212,8 +212,8 @@ def test_under_a_causal_mask_the_sentence_picks_a_row_that_teaches():
     weights = [[1.0, 0.0, 0.0], [0.3, 0.7, 0.0], [0.2, 0.3, 0.5]]
     hidden = [[False, True, True], [False, False, True], [False, False, False]]
     tokens = ["Your", "journey", "starts"]
-    text = sentences.describe("weights", weights, tokens, tokens, hidden=hidden)
+    text = sentences.describe("attention", weights, tokens, tokens, hidden=hidden)
     assert text == "'journey' attends most to 'journey' (0.70) and 'Your' (0.30)."
-    first = sentences.describe("weights", weights, tokens, tokens, row=0, hidden=hidden)
+    first = sentences.describe("attention", weights, tokens, tokens, row=0, hidden=hidden)
     assert first.startswith("'Your' may see only 'Your' (the mask hides the other keys)")
     assert sentences.teaching_row([[1.0, 0.0], [1.0, 0.0]]) == 0  # nothing better: sharpest

@@ -217,11 +217,11 @@ def test_sentences_for_masked_rows_and_uniform_rows():
     assert "NaN" in sentences.attention_sentence([math.nan, math.nan], "a", ["x", "y"])
     assert "equally" in sentences.attention_sentence([0.25] * 4, "a", list("wxyz"))
     masked = [[0.0, -math.inf], [1.0, 2.0]]
-    assert sentences.describe("masked", masked, ["a", "b"], ["x", "y"]).startswith("1 of 4")
+    assert sentences.describe("mask", masked, ["a", "b"], ["x", "y"]).startswith("1 of 4")
     for row in ([0.0, 0.0], [math.nan, math.nan], [0.5, 0.5]):  # one full stop, not two
-        text = sentences.describe("weights", [row], ["a"], ["x", "y"])
+        text = sentences.describe("attention", [row], ["a"], ["x", "y"])
         assert text.endswith(".") and not text.endswith(".."), text
-        text = sentences.describe("output", [[1.0]], ["a"], ["x", "y"], weights=[row])
+        text = sentences.describe("mix", [[1.0]], ["a"], ["x", "y"], weights=[row])
         assert text.endswith(".") and not text.endswith(".."), text
 
 
@@ -383,13 +383,13 @@ def test_trace_kwargs_map_the_options():
 
 def test_output_sentence_with_several_heads_says_how_they_combine():
     out = [[0.1, 0.2, 0.3, 0.4]]
-    text = sentences.describe("output", out, ["a"], list("wxyz"), heads=2, w_o=True)
+    text = sentences.describe("heads", out, ["a"], list("wxyz"), heads=2, w_o=True)
     assert (
         text == "Each query's output row is the 2 heads' outputs side by side "
         "(step head_outputs), then @ W_o."
     )
-    assert sentences.describe("output", out, ["a"], list("wxyz"), heads=2).endswith("outputs).")
-    one_head = sentences.describe("output", out, ["a"], list("xy"), weights=[[0.8, 0.2]])
+    assert sentences.describe("heads", out, ["a"], list("wxyz"), heads=2).endswith("outputs).")
+    one_head = sentences.describe("mix", out, ["a"], list("xy"), weights=[[0.8, 0.2]])
     assert "takes its output mostly from" in one_head
 
 
