@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -202,6 +204,41 @@ def test_compare_traces_uses_the_entry_s_bound(monkeypatch):
     verdicts = {c.name: c.ok for c in scratch.compare_traces(trace, reference)}
     assert calls == [("scores", ("q", "k"), 0), ("scores", ("q", "k"), 1)]
     assert [n for n, ok in verdicts.items() if not ok] == ["scores"]
+
+
+def _renamed_registry(monkeypatch) -> tuple:
+    """STEPS built again from steps.py with every entry that `_input` or `_backward` builds
+    given another name ('renamed_' + its name), in a module of its own."""
+    source = (ROOT / "scratch/steps.py").read_text()
+    renamed, count = re.subn(r'\b(_input|_backward)\((\s*)(f?)"', r'\1(\2\3"renamed_', source)
+    module = types.ModuleType("scratch.renamed_steps")
+    module.__package__ = "scratch"
+    monkeypatch.setitem(sys.modules, module.__name__, module)  # dataclasses look it up there
+    exec(compile(renamed, "renamed steps.py", "exec"), module.__dict__)
+    return module.STEPS, count
+
+
+def test_an_entry_s_words_do_not_depend_on_its_name(monkeypatch):
+    """Renaming the inputs, weights and backward steps in a copy of the registry changes none of
+    their words: each entry carries its own reads, formula, note and arrow, none looked up by
+    the step's name (grad_w_q's formula is built from the weight it is given, not its name)."""
+    renamed, count = _renamed_registry(monkeypatch)
+    assert count >= 19, count  # 5 inputs and weights, 14 backward steps
+    assert all(s.name.startswith("renamed_") for s in renamed if s.backward or s.number == 0)
+    for setup, kwargs in SETUPS.items():
+        for dropout in (0.0, 0.25):
+            call = dataclasses.replace(call_of(backward_trace(kwargs)), dropout_p=dropout)
+            copies = [s for s in renamed if s.present(call)]
+            assert len(copies) == len(steps_of(call)), setup
+            for spec, copy in zip(steps_of(call), copies):
+                where = (setup, spec.name, copy.name)
+                assert copy.name in (spec.name, "renamed_" + spec.name), where
+                assert copy.formula(call) == spec.formula(call), where
+                assert copy.note(call) == spec.note(call), where
+                assert copy.reads(call) == spec.reads(call), where
+                assert (copy.number, copy.axes_for(call)) == (spec.number, spec.axes_for(call))
+                assert (copy.arrow, copy.sentence) == (spec.arrow, spec.sentence), where
+                assert (copy.bound, copy.explain) == (spec.bound, spec.explain), where
 
 
 def test_a_step_with_no_entry_is_named():
