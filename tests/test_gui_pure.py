@@ -225,6 +225,54 @@ def test_sentences_for_masked_rows_and_uniform_rows():
         assert text.endswith(".") and not text.endswith(".."), text
 
 
+def test_the_registry_s_sentence_kinds_are_exactly_those_describe_knows():
+    """Every kind a registry entry names has its own sentence; no other kind has one."""
+    from scratch.steps import STEPS
+
+    assert {spec.sentence for spec in STEPS} - {""} == set(sentences.KINDS)
+    m, rows, cols = [[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]], ["a", "b"], ["x", "y", "z"]
+    said = {
+        kind: sentences.describe(kind, m, rows, cols, weights=m, heads=2 if kind == "heads" else 1)
+        for kind in sentences.KINDS
+    }
+    assert said == {
+        "attention": "'a' attends most to 'x' (0.70) and 'y' (0.20).",
+        "match": "'a' matches 'x' best (0.70) and 'z' least (0.10).",
+        "mask": "Nothing is masked: every query may attend every key.",
+        "mix": "'a' takes its output mostly from the values of 'x' (0.70) and 'y' (0.20).",
+        "heads": "Each query's output row is the 2 heads' outputs side by side "
+        "(step head_outputs).",
+    }
+    for other in ("", "weights", "scores", "output"):  # a step's name is not a kind
+        assert sentences.describe(other, m, rows, cols, weights=m) == "", other
+
+
+def test_each_step_gets_the_sentence_of_its_kind():
+    """The kinds the registry gives the forward steps: weights say where a query attends,
+    scores and scaled its best and worst match, masked how much is hidden, an output what it
+    mixes, several heads how they combine; nothing else gets a sentence."""
+    from scratch.steps import call_of, steps_of
+
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(size=(3, 4)).round(3).tolist(), {}
+    for n in ("w_q", "w_k", "w_v", "w_o"):
+        w[n] = rng.normal(size=(4, 4)).round(3).tolist()
+    calls = [
+        scratch.trace_attention(x, is_causal=True),
+        scratch.trace_attention(x, w_q=w["w_q"], w_k=w["w_k"], w_v=w["w_v"], num_heads=2),
+        scratch.trace_attention(x, **w, num_heads=2),
+    ]
+    kinds = [[(s.name, s.number, s.sentence) for s in steps_of(call_of(t)) if s.sentence]
+             for t in calls]  # fmt: skip
+    forward = [("scores", 2, "match"), ("scaled", 3, "match"), ("masked", 4, "mask"),
+               ("weights", 5, "attention")]  # fmt: skip
+    assert kinds == [
+        forward + [("output", 6, "mix")],
+        forward + [("head_outputs", 6, "mix"), ("output", 7, "heads")],
+        forward + [("head_outputs", 6, "mix"), ("output", 8, "heads")],
+    ]
+
+
 # ---------------------------------------------------------------- copy as code
 
 
