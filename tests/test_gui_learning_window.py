@@ -352,3 +352,41 @@ def test_several_heads_at_1024_get_the_side_panels_room(qtbot, errors, open_wind
     p.set_head("0")
     qtbot.wait(20)
     assert p.source_area.isVisible()  # one heatmap: the inputs of the step are back
+
+
+def test_the_pipeline_writes_each_step_s_kind_of_sentence(qtbot, errors):
+    """The sentence under a step is the kind its registry entry names (none for q, concat, a
+    gradient), for one head and for several heads with w_o."""
+    from gui.pipeline_view import PipelineView
+
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(4, 4)).round(3).tolist()
+    w = {n: rng.normal(size=(4, 4)).round(3).tolist() for n in ("w_q", "w_k", "w_v", "w_o")}
+    dO = rng.normal(size=(4, 4)).round(3).tolist()
+    one = scratch.trace_attention(x, is_causal=True, grad_output=dO)
+    heads = scratch.trace_attention(x, **w, num_heads=2, attn_mask=[[True] * 4] * 4)
+    view = PipelineView()
+    qtbot.addWidget(view)
+    view.resize(900, 700)
+    said = {}
+    for label, trace in (("one", one), ("heads", heads)):
+        view.set_trace(trace)
+        for name in ("q", "scores", "scaled", "masked", "weights", "head_outputs", "concat",
+                     "output", "grad_scores"):  # fmt: skip
+            if name in trace:
+                view.set_step(name, force=True)
+                said[label, name] = view.sentence.text()
+    verbs = {
+        n: re.findall(r"^'[^']*' (\w+)", said["one", n]) for n in ("scores", "scaled", "weights")
+    }
+    assert verbs == {"scores": ["matches"], "scaled": ["matches"], "weights": ["attends"]}, said
+    assert re.fullmatch(r"\d+ of 16 positions are masked \(-inf\); .*", said["one", "masked"])
+    assert " takes its output " in said["one", "output"]
+    assert said["heads", "masked"] == "Nothing is masked: every query may attend every key."
+    assert " takes its output " in said["heads", "head_outputs"]
+    assert said["heads", "output"] == (
+        "Each query's output row is the 2 heads' outputs side by side (step head_outputs), "
+        "then @ W_o."
+    )
+    silent = [k for k in said if k[1] in ("q", "concat", "grad_scores")]
+    assert len(silent) == 4 and all(said[k] == "" for k in silent), said
