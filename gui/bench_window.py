@@ -71,8 +71,9 @@ def _trace_alone_job(pool, session, kwargs: dict):
     return start, signals
 
 
-def _timed(start: Callable[[], object], signals) -> tuple[float, float]:
-    """(seconds from start() to `signals.finished`, largest event-loop gap meanwhile)."""
+def _timed(start: Callable[[], object], signals) -> tuple[float, float, float]:
+    """(seconds from start() to `signals.finished`, the process's CPU seconds meanwhile (every
+    thread: the job's, BLAS's, the timer's), the largest event-loop gap meanwhile)."""
     from PyQt6.QtCore import QEventLoop, QTimer
 
     loop = QEventLoop()
@@ -98,10 +99,12 @@ def _timed(start: Callable[[], object], signals) -> tuple[float, float]:
     signals.finished.connect(finish)
     signals.failed.connect(fail)
     timer.start()
+    cpu0 = time.process_time()
     t0 = last[0] = time.perf_counter()
     start()
     loop.exec()
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
     tick()  # the gap up to the end
     timer.stop()
     # both handlers go: one left connected would keep `done`, and with it the result's
@@ -110,7 +113,7 @@ def _timed(start: Callable[[], object], signals) -> tuple[float, float]:
     signals.failed.disconnect(fail)
     if isinstance(done[0], Exception):
         raise done[0]
-    return seconds, gap[0]
+    return seconds, cpu, gap[0]
 
 
 def measure(
@@ -138,6 +141,7 @@ def measure(
     trace_alone = _trace_alone_job(worker.pool, session, kwargs)
     recompute = (lambda: worker.submit(session)), worker
     times: dict[str, list[float]] = {"trace": [], "recompute": []}
+    cpu: dict[str, list[float]] = {"trace": [], "recompute": []}
     gaps: list[float] = []
     loads: list[float] = []
     for job in (trace_alone, recompute):  # warm-up (imports, first allocations)
@@ -157,8 +161,9 @@ def measure(
                 if load is not None:
                     loads.append(load)
             for what in ("trace", "recompute") if done % 2 == 0 else ("recompute", "trace"):
-                seconds, gap = _timed(*(trace_alone if what == "trace" else recompute))
+                seconds, cpu_s, gap = _timed(*(trace_alone if what == "trace" else recompute))
                 times[what].append(seconds)
+                cpu[what].append(cpu_s)
                 if what == "recompute":
                     gaps.append(gap)
     finally:
@@ -167,6 +172,8 @@ def measure(
         "tokens": tokens,
         "trace": times["trace"],
         "recompute": times["recompute"],
+        "cpu_trace": cpu["trace"],
+        "cpu_recompute": cpu["recompute"],
         "gaps": gaps,
         "load": statistics.median(loads) if loads else None,
         "sampled": sampled_check.describe(tokens) if sampled_check.wanted("numpy", tokens) else "",
@@ -182,6 +189,7 @@ def goal_lines(result: dict) -> list[tuple[str, str, str]]:
     ratio = recompute / trace
     per_round = [r / t for r, t in zip(result["recompute"], result["trace"])]
     n = result["tokens"]
+    cpu_ratios = [r / t for r, t in zip(result["cpu_recompute"], result["cpu_trace"])]
     load = result.get("load")
     load_text = "" if load is None else f"; other processes used {load:.1f} CPUs"
     return [
@@ -191,8 +199,10 @@ def goal_lines(result: dict) -> list[tuple[str, str, str]]:
             "PASS" if ratio <= RECOMPUTE_GOAL else "FAIL",
             f"{ratio:.2f}x best vs best ({recompute:.3f} s vs {trace:.3f} s); median of "
             f"{len(per_round)} interleaved rounds {statistics.median(per_round):.2f}x (range "
-            f"{min(per_round):.2f}-{max(per_round):.2f}x){load_text}; both timed as jobs on "
-            f"the worker's thread with the event loop running; check: "
+            f"{min(per_round):.2f}-{max(per_round):.2f}x){load_text}; process CPU time per "
+            f"round {statistics.median(cpu_ratios):.2f}x (median; range {min(cpu_ratios):.2f}-"
+            f"{max(cpu_ratios):.2f}x); both timed as jobs on the "
+            f"worker's thread with the event loop running; check: "
             f"{result['sampled'] or 'full ground truth'}",
         ),
         (
