@@ -152,9 +152,7 @@ def measure(
             if rounds is not None:
                 if done >= rounds:
                     break
-            elif done >= MIN_ROUNDS and (
-                sum(times["recompute"]) >= BUDGET_S or done >= MAX_ROUNDS
-            ):
+            elif done >= MIN_ROUNDS and (sum(times["recompute"]) >= BUDGET_S or done >= MAX_ROUNDS):
                 break
             if wait_s > 0:
                 load = bench_host.wait_for_idle(wait_s)

@@ -1,4 +1,4 @@
-"""gui.bench_window, the window's goals in the benchmark: pairing, verdicts and no leak (no timing)."""
+"""gui.bench_window, the window's goals in the bench: pairing, verdicts, no leak (no timing)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def test_window_goals_judge_best_against_best_and_show_the_rounds():
     bad = bench_window.goal_lines(_result([0.2, 0.4], [0.301, 0.5], [0.01, 0.101]))
     assert [g[1] for g in good] == ["PASS", "PASS"] and [g[1] for g in bad] == ["FAIL", "FAIL"]
     assert good[0][2].startswith("1.50x best vs best (0.300 s vs 0.200 s); median of 3 ")
-    assert "interleaved rounds 1.50x (range 1.00-2.25x); other processes used 0.2 CPUs" in (
-        good[0][2]
+    assert (
+        "interleaved rounds 1.50x (range 1.00-2.25x); other processes used 0.2 CPUs" in (good[0][2])
     )
     assert "check: 16 of 4096 query rows checked" in good[0][2]
     assert "largest gap between 5 ms timer ticks 101 ms over 2 recomputes" in bad[1][2]
