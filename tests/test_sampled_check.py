@@ -89,17 +89,26 @@ def test_the_session_takes_4096_tokens():
     assert MAX_TOKENS == 4096
 
 
-@pytest.mark.parametrize("masking", ["bool", "causal", "none"])
+@pytest.mark.parametrize("masking", ["bool", "causal", "none", "per-head"])
 def test_may_attend_grid_from_arrays_matches_the_ground_truths(masking):
-    """The vectorized grid (NumPy arrays) equals the one the list path builds."""
+    """The vectorized grid (NumPy arrays) equals the one the list path builds: one grid when
+    every head shares it, one per head when they differ."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((6, 4))
     mask = rng.random((6, 6)) > 0.5
     mask[2] = False  # one fully masked row
-    kw = {"bool": {"attn_mask": mask.tolist()}, "causal": {"is_causal": True}, "none": {}}[masking]
+    per_head = np.stack([mask, ~mask])  # (H, L, S): head 1 sees what head 0 may not
+    kw = {
+        "bool": {"attn_mask": mask.tolist()},
+        "causal": {"is_causal": True},
+        "none": {},
+        "per-head": {"attn_mask": per_head.tolist()},
+    }[masking]
     found = nb.trace_attention(x, num_heads=2, **kw)
     truth = scratch.trace_attention(x.tolist(), num_heads=2, **kw)
     assert found.allowed == truth.allowed
+    if masking == "per-head":
+        assert found.allowed == tuple(tuple(map(tuple, m)) for m in per_head.tolist())
     assert found["weights"].note == truth["weights"].note
     if masking == "bool":
         assert "2 fully masked row(s)" in found["weights"].note  # one row, two heads
