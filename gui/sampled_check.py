@@ -141,7 +141,8 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
     mask = kwargs.get("attn_mask")
     mask_rows = None if mask is None else [mask[i] for i in rows]  # (R, S)
     if kwargs.get("is_causal"):  # top-left causal: row i may see keys j <= i
-        mask_rows = [[j <= i for j in range(k.shape[1])] for i in rows]
+        keys = np.arange(k.shape[1])  # (S,); one comparison for the (R, S) grid, not R * S
+        mask_rows = (keys[None, :] <= np.asarray(rows)[:, None]).tolist()  # (R, S) bools
     options = dict(
         attn_mask=mask_rows,
         scale=trace.scale,
