@@ -147,7 +147,9 @@ def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
             return n_full, None
         if bool((may == may[:1]).all()):  # every head sees the same grid (a mask, no -inf
             may = may[:1]  # in the data): one grid to turn into tuples, not one per head
-        return n_full, [tuple(map(tuple, grid)) for grid in may.tolist()]
+        # row by row: one tolist of a 4096 x 4096 grid is a single call that holds the GIL
+        # for a quarter second (the window's event loop waits meanwhile); rows let it in
+        return n_full, [tuple(tuple(row.tolist()) for row in grid) for grid in may]
     grids = [tuple(tuple(x != -math.inf for x in row) for row in m) for m in masked]
     return sum(not any(row) for grid in grids for row in grid), grids if want_grids else None
 
