@@ -60,6 +60,18 @@ def causal_mask(L: int, S: int, align: str) -> list[list[bool]]:
     return scratch.causal_mask(L, S, align)
 
 
+def causal_mask_array(L: int, S: int, align: str) -> object:
+    """scratch.causal_mask as a NumPy bool array (j <= i, or j <= i + S - L bottom-right).
+
+    For a backend's call: at 4096 tokens the nested lists are 16.7 M Python bools, seconds to
+    build, and a backend's conversion of them holds the GIL (the window's event loop waits)."""
+    import numpy as np
+
+    scratch.causal_mask(1, 1, align)  # the same refusal of an unknown align
+    offset = S - L if align == "bottom-right" else 0
+    return np.tri(L, S, offset, dtype=bool)  # (L, S): True where j <= i + offset
+
+
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:
     """scratch.explain(trace, step, index) -> Explanation with .text and .sources."""
     return scratch.explain(trace, step, tuple(index))

@@ -61,9 +61,9 @@ def test_the_trace_alone_and_the_recompute_take_turns(monkeypatch, qapp):
 def test_measuring_keeps_no_outcome_alive(qapp):
     """Every round's Outcome (0.5 GiB of arrays at 4096 tokens) is freed once it is timed."""
     gc.collect()
-    before = sum(isinstance(o, Outcome) for o in gc.get_objects())
+    before = sum(type(o) is Outcome for o in gc.get_objects())
     result = bench_window.measure(rounds=2, tokens=300, load_wait_s=0)
     gc.collect()
-    after = sum(isinstance(o, Outcome) for o in gc.get_objects())
+    after = sum(type(o) is Outcome for o in gc.get_objects())
     assert after == before, f"{after - before} Outcome(s) still alive after measuring"
     assert len(result["recompute"]) == 2 and all(t > 0 for t in result["trace"])
