@@ -14,6 +14,10 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
 - Dropout acts on the weights after softmax (kept values scaled by 1/(1-p), decided in row-major
   order by `rng.random() < p`); the returned weights are the ones after dropout, so
   `output == weights @ v` always holds.
+- `return_lse=True` returns `(output, lse)` instead: lse (..., L) is the natural-log
+  log-sum-exp of each row of `masked`, the log of softmax's denominator (PyTorch's flash and
+  flex kernels' convention), taken before dropout; -inf on fully masked rows whatever
+  `masked_rows` says, since their sum of exp is 0 (the policy only replaces the 0/0 weights).
 - Every dot product and softmax denominator is an `fsum`: each entry of `scores` and of
   `output` is the correctly rounded sum of its (individually rounded) products, so the only
   errors are one rounding per product and one per sum, whatever the length or the order.
@@ -33,7 +37,7 @@ from .linalg import matmul_nt, transpose_rows
 from .masks import Mask
 from .nested import at, stack
 from .options import Options
-from .softmax import softmax_row
+from .softmax import log_sum_exp_row, softmax_row
 from .validate import (
     as_tensor,
     check_attention_shapes,
@@ -178,6 +182,29 @@ def prepare(query: object, key: object, value: object, options: Options) -> Prep
     )
 
 
+def forward(query: object, key: object, value: object, options: Options) -> tuple:
+    """(output (..., L, Ev), weights (..., L, S), lse (..., L) or None without return_lse)."""
+    p = prepare(query, key, value, options)
+    steps = attend_all(
+        p.q,
+        p.k,
+        p.v,
+        p.lead,
+        p.scale,
+        p.mask,
+        p.masked_rows,
+        options.dropout_p,
+        options.rng,
+        p.group,
+    )
+    output = stack([s.output for s in steps], p.lead)  # (..., L, Ev)
+    weights = stack([s.weights for s in steps], p.lead)  # (..., L, S)
+    lse = None
+    if options.return_lse:  # step 5's log-denominator: log sum_j exp(masked_ij), fsum inside
+        lse = stack([[log_sum_exp_row(row) for row in s.masked] for s in steps], p.lead)
+    return output, weights, lse
+
+
 def scaled_dot_product_attention(
     query: object,
     key: object,
@@ -190,13 +217,12 @@ def scaled_dot_product_attention(
     enable_gqa: bool = False,
     masked_rows: str = "zero",
     rng: random.Random | None = None,
+    return_lse: bool = False,
 ) -> tuple[list, list]:
-    """softmax(q @ k^T * scale + mask) @ v -> (output (..., L, Ev), weights (..., L, S))."""
-    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng)
-    p = prepare(query, key, value, options)
-    steps = attend_all(
-        p.q, p.k, p.v, p.lead, p.scale, p.mask, p.masked_rows, dropout_p, rng, p.group
+    """softmax(q @ k^T * scale + mask) @ v -> (output (..., L, Ev), weights (..., L, S)),
+    or (output, lse (..., L)) with return_lse=True."""
+    options = Options(
+        attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng, return_lse
     )
-    output = stack([s.output for s in steps], p.lead)  # (..., L, Ev)
-    weights = stack([s.weights for s in steps], p.lead)  # (..., L, S)
-    return output, weights
+    output, weights, lse = forward(query, key, value, options)
+    return (output, lse) if options.return_lse else (output, weights)

@@ -18,7 +18,7 @@ from .linalg import matmul_nt, transpose_rows
 from .masks import Mask
 from .nested import at, stack
 from .options import Options
-from .plan import HeadPlan, plan_multi_head
+from .plan import HeadPlan, plan_multi_head, projections
 from .validate import (
     as_tensor,
     check_projections,
@@ -88,42 +88,26 @@ def _read(obj: object, name: str, min_dims: int) -> tuple[list | None, tuple[int
 
 
 def run_multi_head(
-    query,
-    key,
-    value,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    *,
-    num_heads,
-    num_kv_heads,
-    b_q,
-    b_k,
-    b_v,
-    b_o,
-    attn_mask,
-    is_causal,
-    scale,
-    masked_rows,
+    query: object,
+    key: object,
+    value: object,
+    params: dict[str, object],
+    heads: tuple[object, object],
+    options: Options,
 ) -> Projected:
     """Validate everything, project, split heads, attend, concatenate, project out."""
     check_value_has_key(key, value)
-    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     x, x_shape = as_tensor(query, "query", min_dims=2)
     xk, k_shape = (x, x_shape) if key is None else as_tensor(key, "key", min_dims=2)
     xv, v_shape = (xk, k_shape) if value is None else as_tensor(value, "value", min_dims=2)
-    optional = {"w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o}
-    optional.update({"b_q": b_q, "b_k": b_k, "b_v": b_v, "b_o": b_o})
     read = {
         name: as_tensor(obj, name, min_dims=1 if name[0] == "b" else 2)
-        for name, obj in optional.items()
+        for name, obj in params.items()
         if obj is not None
     }
     shapes = {name: shape for name, (_, shape) in read.items()}
-    plan = plan_multi_head(
-        x_shape, k_shape, v_shape, num_heads=num_heads, num_kv_heads=num_kv_heads, **shapes
-    )
+    H, Hkv = heads
+    plan = plan_multi_head(x_shape, k_shape, v_shape, num_heads=H, num_kv_heads=Hkv, **shapes)
     params = {name: data for name, (data, _) in read.items()}
     wq, wk, wv, wo = (params.get(name) for name in ("w_q", "w_k", "w_v", "w_o"))
     bq, bk, bv, bo = (params.get(name) for name in ("b_q", "b_k", "b_v", "b_o"))
@@ -177,24 +161,8 @@ def multi_head_attention(
 ) -> tuple[list, list]:
     """Project, attend per head, concatenate, project out -> (output, weights (..., H, L, S))."""
     check_projections(w_q, w_k, w_v)
-    run = run_multi_head(
-        query,
-        key,
-        value,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
-        b_q=b_q,
-        b_k=b_k,
-        b_v=b_v,
-        b_o=b_o,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        scale=scale,
-        masked_rows=masked_rows,
-    )
+    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    run = run_multi_head(query, key, value, params, (num_heads, num_kv_heads), options)
     weights = stack([s.weights for s in run.heads], run.plan.head_lead)  # (..., H, L, S)
     return run.output, weights

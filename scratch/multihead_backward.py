@@ -23,6 +23,8 @@ from .backward import Gradients, backward_head, key_value_grads
 from .linalg import matmul_nt, transpose_rows
 from .multihead import Projected, run_multi_head, split_heads
 from .nested import at, rows, unrows
+from .options import Options
+from .plan import projections
 from .validate import as_tensor, check_projections
 
 
@@ -177,11 +179,9 @@ def multi_head_attention_backward(
 ) -> MultiHeadGradients:
     """Gradients of multi_head_attention's output (same arguments) for `grad_output`."""
     check_projections(w_q, w_k, w_v)
-    run = run_multi_head(
-        query, key, value, w_q, w_k, w_v, w_o, num_heads=num_heads, num_kv_heads=num_kv_heads,
-        b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o, attn_mask=attn_mask, is_causal=is_causal,
-        scale=scale, masked_rows=masked_rows,
-    )  # fmt: skip
+    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    run = run_multi_head(query, key, value, params, (num_heads, num_kv_heads), options)
     back = run_backward(run, grad_output)
     g = back.grad_params
     return MultiHeadGradients(

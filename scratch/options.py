@@ -22,7 +22,7 @@ def check_rng(rng: object) -> None:
 
 @dataclass(frozen=True)
 class Options:
-    """How one attention call computes: mask, scale, empty-row policy, dropout, GQA."""
+    """How one attention call computes: mask, scale, empty-row policy, dropout, GQA, lse."""
 
     attn_mask: object = None  # bool (True = may attend) or float (added), broadcast to scores
     is_causal: bool = False  # PyTorch's top-left causal mask, tril(ones(L, S))
@@ -31,11 +31,13 @@ class Options:
     enable_gqa: bool = False  # key/value may have fewer heads than query
     masked_rows: str = "zero"  # policy for rows in which every key is masked
     rng: object = None  # random.Random (or a backend's generator) for dropout
+    return_lse: bool = False  # also return each row's log-sum-exp of the masked scores
 
     def __post_init__(self) -> None:
         """Check every field once; errors name the keyword argument."""
         check_flag(self.is_causal, "is_causal")
         check_flag(self.enable_gqa, "enable_gqa")
+        check_flag(self.return_lse, "return_lse")
         object.__setattr__(self, "masked_rows", check_masked_rows(self.masked_rows))
         object.__setattr__(self, "dropout_p", check_dropout_p(self.dropout_p))
         check_rng(self.rng)
@@ -68,6 +70,8 @@ class Options:
             parts.append(f"masked_rows={self.masked_rows}")
         if self.rng is not None:
             parts.append(f"rng={_describe(self.rng)}")
+        if self.return_lse:
+            parts.append("return_lse")
         return ", ".join(parts)
 
 

@@ -13,6 +13,14 @@ from dataclasses import dataclass
 from .validate import check_head_counts
 
 Shape = tuple[int, ...]
+PARAMS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
+
+
+def projections(*values: object) -> dict[str, object]:
+    """A call's projections and biases by name, given in PARAMS order (None: not given)."""
+    if len(values) != len(PARAMS):
+        raise TypeError(f"projections: expected {len(PARAMS)} values {PARAMS}, found {len(values)}")
+    return dict(zip(PARAMS, values))
 
 
 @dataclass(frozen=True)

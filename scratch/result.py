@@ -1,4 +1,5 @@
-"""Result of an attention call: unpacks as (output, weights) and says which kernel ran."""
+"""Result of an attention call: unpacks as (output, weights), or (output, lse) with
+return_lse=True, and says which kernel ran."""
 
 from __future__ import annotations
 
@@ -31,3 +32,35 @@ class Result(tuple):
 
     def __repr__(self) -> str:
         return f"Result(kernel={self.kernel!r}, output={self[0]!r}, weights={self[1]!r})"
+
+
+class LseResult(tuple):
+    """An `(output, lse)` pair from `return_lse=True`, with the weights and the kernel too."""
+
+    kernel: str
+    detail: str
+    weights: object  # (..., L, S) from the explicit kernels, None from the output-only ones
+
+    def __new__(
+        cls, output: object, lse: object, weights: object, kernel: str, detail: str = ""
+    ) -> LseResult:
+        self = super().__new__(cls, (output, lse))
+        self.weights, self.kernel, self.detail = weights, kernel, detail
+        return self
+
+    @property
+    def output(self) -> object:
+        """The attention output `(..., L, Ev)`."""
+        return self[0]
+
+    @property
+    def lse(self) -> object:
+        """log sum_j exp(masked_ij) per row `(..., L)`: natural log, -inf on fully masked rows."""
+        return self[1]
+
+    def __getnewargs__(self) -> tuple[object, object, object, str, str]:
+        """What copy and pickle pass to __new__ to rebuild the result."""
+        return self[0], self[1], self.weights, self.kernel, self.detail
+
+    def __repr__(self) -> str:
+        return f"LseResult(kernel={self.kernel!r}, output={self[0]!r}, lse={self[1]!r})"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from math import exp, fsum, inf, nan
+from math import exp, fsum, inf, log, nan
 
 from .validate import as_tensor, check_masked_rows
 
@@ -26,6 +26,20 @@ def softmax_row(row: list[float], masked_rows: str = "zero", fully_masked: bool 
     e = [exp(x - top) for x in row]  # each in [0, 1]; NaN/inf in the row give NaN (IEEE)
     total = fsum(e)
     return [x / total for x in e]
+
+
+def log_sum_exp_row(row: list[float]) -> float:
+    """log sum_j exp(x_j) = max + log(fsum(exp(x - max))): softmax's log-denominator.
+
+    -inf for a row whose entries are all -inf (the sum is 0, whatever masked_rows says the
+    weights are); NaN and +inf in the row give NaN, as in softmax_row.
+    """
+    top = max(row)
+    if top == -inf:
+        return -inf
+    # subtract the row max so exp never overflows; the largest term is exp(0) = 1, so the
+    # fsum is in [1, len(row)] and its log in [0, log(len(row))]
+    return top + log(fsum(exp(x - top) for x in row))
 
 
 def softmax(x: object, masked_rows: str = "zero") -> list:

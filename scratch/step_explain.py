@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from math import exp, fsum, inf
 
+from .mask_words import MASK_WORDS
+
 MAX_TERMS = 6  # longer sums show the first terms and a count of the rest
 
 
@@ -96,13 +98,8 @@ def _head_block(row: list[float], h: int, heads: int) -> list[float]:
 def _why_masked(cell: Cell) -> str:
     """Plain-English reason a position is masked."""
     t = cell.trace
-    q_tok, k_tok = t.tokens[cell.i], t.key_tokens[cell.j]
-    kind = t.options.get("mask")
-    if kind == "causal":
-        return f"key '{k_tok}' comes after query '{q_tok}' (causal mask)"
-    if kind == "bool":
-        return f"attn_mask is False for query '{q_tok}', key '{k_tok}'"
-    return f"attn_mask is -inf for query '{q_tok}', key '{k_tok}'"
+    why = MASK_WORDS[t.options.get("mask", "float")].why
+    return why.format(q=t.tokens[cell.i], k=t.key_tokens[cell.j])
 
 
 def given(cell: Cell) -> Explanation:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from . import step_bounds as bounds
 from . import step_explain as explains
+from .mask_words import MASK_WORDS
 
 AXES = ("head", "query", "key", "model", "feature")
 
@@ -144,21 +145,7 @@ def _scores_formula(call: Call) -> str:
 
 def _masked_formula(call: Call) -> str:
     """masked = scaled with the call's kind of mask."""
-    s, h = f"scaled{_h(call)}", _h(call)
-    return {
-        "causal": f"masked{h} = {s}, with -inf where key j > query i (causal)",
-        "none": f"masked{h} = {s} (no mask)",
-        "bool": f"masked{h} = {s}, with -inf where attn_mask is False",
-        "float": f"masked{h} = {s} + attn_mask",
-    }[call.mask]
-
-
-MASK_NOTES = {
-    "causal": "causal: each token sees itself and the tokens before it",
-    "none": "no mask: every query may attend every key",
-    "bool": "attn_mask: True = may attend, False = masked (-inf)",
-    "float": "attn_mask is added; -inf entries mask a key",
-}
+    return f"masked{_h(call)} = " + MASK_WORDS[call.mask].formula.format(s=f"scaled{_h(call)}")
 
 
 def _weights_note(call: Call) -> str:
@@ -233,7 +220,7 @@ STEPS: tuple[StepSpec, ...] = (
     # step 4: masked = scaled + mask (-inf where a key may not be attended)
     StepSpec(
         "masked", 4, _QK, _always, _reads("scaled"), _masked_formula,
-        lambda call: MASK_NOTES[call.mask], bounds.masked, explains.masked, per_head=True,
+        lambda call: MASK_WORDS[call.mask].note, bounds.masked, explains.masked, per_head=True,
         arrow="mask",
     ),
     # step 5: weights = softmax(masked) along each row (then dropout, when asked)

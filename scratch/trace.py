@@ -9,12 +9,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .mask_words import trace_mask_kind
 from .multihead import run_multi_head
-from .nested import tolist
+from .options import Options
+from .plan import PARAMS, HeadPlan, projections
 from .steps import AXES, Call, steps_of
 from .validate import _describe
 
-__all__ = ["AXES", "Step", "Trace", "given_arguments", "layout_trace", "trace_attention"]
+__all__ = ["AXES", "Step", "Trace", "layout_trace", "trace_attention"]
 
 
 @dataclass(frozen=True)
@@ -124,15 +126,6 @@ def _scale_note(scale: object, value: float, d_head: int) -> str:
     return f"scale = {value:.6g} (given)"
 
 
-def _mask_kind(attn_mask: object, is_causal: bool, is_bool: bool | None) -> str:
-    """The mask kind of a call: causal, none, bool or float."""
-    if is_causal:
-        return "causal"
-    if attn_mask is None:
-        return "none"
-    return "bool" if is_bool else "float"
-
-
 def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
     """(rows where every key is -inf, the may-attend grids when wanted: one per head, or one
     when every head's is the same).
@@ -156,46 +149,41 @@ def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
 
 def layout_trace(
     values: dict[str, object],
+    plan: HeadPlan,
+    options: Options,
+    scale: float,
     *,
-    num_heads: int,
-    num_kv_heads: int,
-    given: dict[str, bool],
+    is_bool: bool | None,
     tokens: object,
     key_tokens: object,
-    scale_arg: object,
-    scale: float,
-    attn_mask: object,
-    is_causal: bool,
-    is_bool: bool | None,
-    masked_rows: str,
-    backend: str,
-    dtype: str,
-    kernel: str = "explicit",
+    source: tuple[str, ...],
 ) -> Trace:
     """Name, order and describe the matrices a backend computed (its own arrays, untouched).
 
     Only the words are shared between backends; every number comes from the caller. `values`
-    holds x, [key_input, value_input,] [w_q, w_k, w_v,] q, k, v, per-head stacks (H, L, S) of
-    scores, scaled, masked and weights, head_outputs (H, L, d_v), [concat, w_o,] and output.
-    `given` says which of w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, key and value the user passed.
+    holds x, [key_input, value_input,] w_q ... b_o (None where not given), q, k, v, per-head
+    stacks (H, L, S) of scores, scaled, masked and weights, head_outputs (H, L, d_v), concat and
+    output; key_input and value_input are there only when the user passed key and value.
+    `source` is (backend, dtype) or (backend, dtype, kernel).
     """
-    L, S = len(values["q"]), len(values["k"])
-    d_head = len(tolist(values["q"])[0]) // num_heads
+    L, S = plan.L, plan.S
     labels = _labels(tokens, L, "tokens", "t")
-    cross = given["key"]
+    given = {name for name in PARAMS if values.get(name) is not None}
+    given |= {name for name in ("key", "value") if f"{name}_input" in values}
+    cross = "key" in given
     key_labels = _labels(key_tokens, S, "key_tokens", "k") if cross or key_tokens else labels
-    kind = _mask_kind(attn_mask, is_causal, is_bool)
+    kind = trace_mask_kind(options.mask_kind, is_bool)
     n_full, grids = _may_attend(values["masked"], kind != "none")
     call = Call(
-        num_heads,
-        num_kv_heads,
-        frozenset(name for name, was_given in given.items() if was_given),
-        num_heads > 1 or given["w_o"],
+        plan.num_heads,
+        plan.num_kv_heads,
+        frozenset(given),
+        plan.num_heads > 1 or "w_o" in given,
         kind,
         tokens=L,
         key_tokens=S,
-        scale_note=_scale_note(scale_arg, scale, d_head),
-        masked_rows=masked_rows,
+        scale_note=_scale_note(options.scale, scale, plan.d_head),
+        masked_rows=options.masked_rows,
         fully_masked=n_full,
     )
     steps = []
@@ -209,23 +197,22 @@ def layout_trace(
     allowed = None
     if kind != "none":
         allowed = grids[0] if all(g == grids[0] for g in grids) else tuple(grids)
-    options = {
-        "is_causal": is_causal,
+    backend, dtype, kernel = (*source, "explicit")[:3]
+    described = {
+        "is_causal": options.is_causal,
         "mask": kind,
-        "masked_rows": masked_rows,
-        "scale_given": scale_arg is not None,
+        "masked_rows": options.masked_rows,
+        "scale_given": options.scale is not None,
         "backend": backend,
         "dtype": dtype,
         "kernel": kernel,
         "cross": cross,
-        "biases": tuple(sorted(name for name in call.given if name.startswith("b_"))),
+        "biases": tuple(sorted(name for name in given if name.startswith("b_"))),
     }
-    return Trace(tuple(steps), labels, key_labels, scale, num_heads, num_kv_heads, allowed, options)
-
-
-def given_arguments(**arguments: object) -> dict[str, bool]:
-    """Which optional arguments were passed (not None), for `layout_trace`."""
-    return {name: value is not None for name, value in arguments.items()}
+    return Trace(
+        tuple(steps), labels, key_labels, scale, plan.num_heads, plan.num_kv_heads, allowed,
+        described,
+    )  # fmt: skip
 
 
 def trace_attention(
@@ -251,72 +238,25 @@ def trace_attention(
     masked_rows: str = "zero",
 ) -> Trace:
     """Attention on one example x (L, d_model), keeping every step; projections are optional."""
-    run = run_multi_head(
-        x,
-        key,
-        value,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
-        b_q=b_q,
-        b_k=b_k,
-        b_v=b_v,
-        b_o=b_o,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        scale=scale,
-        masked_rows=masked_rows,
-    )
+    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    run = run_multi_head(x, key, value, params, (num_heads, num_kv_heads), options)
     if run.lead:
         raise ValueError(
             f"x: a trace is one worked example, expected shape (L, d_model), "
             f"found {len(run.lead) + 2} dims"
         )
-    H = run.plan.num_heads
-    values = {
-        "x": run.inputs["x"],
-        "q": run.q,
-        "k": run.k,
-        "v": run.v,
-        "concat": run.concat,
-        "output": run.output,
-        "head_outputs": [s.output for s in run.heads],
-    }
+    values = {"x": run.inputs["x"], "q": run.q, "k": run.k, "v": run.v, **run.params}
+    values.update(concat=run.concat, output=run.output)
+    values["head_outputs"] = [s.output for s in run.heads]  # (H, L, d_v)
     for name in ("scores", "scaled", "masked", "weights"):
         values[name] = [getattr(s, name) for s in run.heads]  # (H, L, S)
     if key is not None:
         values["key_input"] = run.inputs["key_input"]
-    if value is not None:
+    if value is not None and value is not key:
         values["value_input"] = run.inputs["value_input"]
-    values.update(run.params)
     is_bool = None if attn_mask is None else run.mask.is_bool  # read once, by run_multi_head
     return layout_trace(
-        values,
-        num_heads=H,
-        num_kv_heads=run.plan.num_kv_heads,
-        given=given_arguments(
-            key=key,
-            value=None if value is key else value,
-            w_q=w_q,
-            w_k=w_k,
-            w_v=w_v,
-            w_o=w_o,
-            b_q=b_q,
-            b_k=b_k,
-            b_v=b_v,
-            b_o=b_o,
-        ),
-        tokens=tokens,
-        key_tokens=key_tokens,
-        scale_arg=scale,
-        scale=run.scale,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        is_bool=is_bool,
-        masked_rows=masked_rows,
-        backend="scratch",
-        dtype="float64",
-    )
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
+        key_tokens=key_tokens, source=("scratch", "float64"),
+    )  # fmt: skip

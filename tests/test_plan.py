@@ -2,7 +2,7 @@
 
 import pytest
 
-from scratch.plan import HeadPlan, plan_multi_head
+from scratch.plan import PARAMS, HeadPlan, plan_multi_head, projections
 
 
 def test_self_attention_with_projections():
@@ -49,3 +49,15 @@ def test_no_projections_split_the_inputs_themselves():
 def test_each_rule_names_its_argument(args, error, match):
     with pytest.raises(error, match=match):
         plan_multi_head((3, 4), **args)
+
+
+def test_projections_names_the_values_in_params_order():
+    values = [object() for _ in PARAMS]
+    assert projections(*values) == dict(zip(PARAMS, values))
+    names = ["w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"]
+    assert list(projections(*[None] * 8)) == names
+
+
+def test_projections_refuses_the_wrong_count():
+    with pytest.raises(TypeError, match="projections: expected 8 values"):
+        projections(None, None, None)

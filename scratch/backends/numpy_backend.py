@@ -10,6 +10,10 @@ Two kernels:
   (exp of the raw scores, then checks nothing overflowed and every denominator is >= 1);
   rows that fail it are redone by the online-softmax pass. Large problems spread query
   chunks over worker threads, one per core, with OpenBLAS held to one thread meanwhile.
+
+`return_lse=True` (scaled_dot_product_attention) returns `(output, lse)` as an LseResult: lse
+(..., L) is each row's natural-log log-sum-exp of the masked scores, from the explicit kernel's
+row max and sum or the chunked kernel's running ones, -inf on rows with every key masked.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from scratch.backends import numpy_chunked
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
 from scratch.options import Options
-from scratch.plan import HeadPlan, plan_multi_head
-from scratch.result import Result
-from scratch.trace import Trace, given_arguments, layout_trace
+from scratch.plan import PARAMS, HeadPlan, plan_multi_head, projections
+from scratch.result import LseResult, Result
+from scratch.trace import Trace, layout_trace
 from scratch.validate import (
     check_attention_shapes,
     check_flag,
@@ -57,6 +61,7 @@ class Steps:
     masked: np.ndarray  # (..., L, S)
     weights: np.ndarray  # (..., L, S)
     output: np.ndarray  # (..., L, Ev)
+    lse: np.ndarray | None = None  # (..., L) with options.return_lse: row max + log(row sum)
 
 
 # ---------------------------------------------------------------- mask
@@ -113,6 +118,10 @@ def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Ste
     elif options.masked_rows == "uniform":
         weights = np.where(full, 1.0 / S, weights)
     weights = weights.astype(scaled.dtype, copy=False)
+    lse = None
+    if options.return_lse:  # log of the denominator: max + log(sum), -inf on empty rows
+        with np.errstate(divide="ignore"):
+            lse = (np.where(full, 0, row_max) + np.log(total))[..., 0].astype(scaled.dtype)
     # step 5, then: dropout on the weights (kept entries scaled by 1 / (1 - p), dropped: 0)
     p = options.dropout_p
     if p > 0.0:
@@ -121,38 +130,28 @@ def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Ste
         weights = weights.astype(scaled.dtype, copy=False)
     # step 6: output = weights @ v                  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
     output = weights @ v
-    return Steps(scores, scaled, masked, weights, output)
+    return Steps(scores, scaled, masked, weights, output, lse)
 
 
 def _chunked_output(q, k, v, scale, mask, options: Options, settings: Settings, group: int):
-    """(output, kernel detail) from the chunked kernel (scratch/backends/numpy_chunked.py)."""
+    """(output, lse or None, kernel detail) from the chunked kernel (numpy_chunked.py)."""
     chunk, block = block_sizes(settings.block_size)
     return numpy_chunked.chunked_output(
-        q,
-        k,
-        v,
-        scale,
-        mask,
-        options.is_causal,
-        options.masked_rows,
-        options.dropout_p,
-        settings.draws,
-        group,
-        chunk,
-        block,
+        q, k, v, scale, mask, options, settings.draws, group, chunk, block
     )
 
 
 def _attend(q, k, v, scale, mask, options: Options, settings: Settings, group: int):
-    """(Steps or None, output, kernel, detail): explicit when weights are wanted, else chunked."""
+    """(Steps or None, output, lse or None, kernel, detail): explicit when weights are wanted,
+    else chunked; lse only with options.return_lse."""
     if not settings.need_weights:
-        output, detail = _chunked_output(q, k, v, scale, mask, options, settings, group)
-        return None, output, "chunked-online-softmax", detail
+        output, lse, detail = _chunked_output(q, k, v, scale, mask, options, settings, group)
+        return None, output, lse, "chunked-online-softmax", detail
     if group > 1:  # query head h uses key/value head h // group
         k = np.repeat(k, group, axis=-3)  # (..., Hkv, S, E) -> (..., Hq, S, E)
         v = np.repeat(v, group, axis=-3)  # (..., Hkv, S, Ev) -> (..., Hq, S, Ev)
     steps = _explicit_steps(q, k, v, scale, mask, options, settings.draws)
-    return steps, steps.output, "explicit", ""
+    return steps, steps.output, steps.lse, "explicit", ""
 
 
 # ---------------------------------------------------------------- public functions
@@ -173,9 +172,12 @@ def scaled_dot_product_attention(
     need_weights=True,
     dtype=None,
     block_size=None,
-) -> Result:
+    return_lse=False,
+) -> Result | LseResult:
     """softmax(q @ k^T * scale + mask) @ v in NumPy; weights only when need_weights."""
-    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows)
+    options = Options(
+        attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, return_lse=return_lse
+    )
     check_flag(need_weights, "need_weights")
     dtype = result_dtype(dtype, query, key, value)
     q = as_numbers(query, "query", dtype)
@@ -186,10 +188,13 @@ def scaled_dot_product_attention(
     settings = Settings(dtype, need_weights, block_size, draws)
     mask = build_mask(options, dtype, tuple(lead) + (L, S), need_weights)
     group = q.shape[-3] // k.shape[-3] if enable_gqa else 1
-    steps, output, kernel, detail = _attend(
+    steps, output, lse, kernel, detail = _attend(
         q, k, v, options.scale_for(E), mask, options, settings, group
     )
-    return Result(output, None if steps is None else steps.weights, kernel, detail)
+    weights = None if steps is None else steps.weights
+    if options.return_lse:
+        return LseResult(output, lse, weights, kernel, detail)
+    return Result(output, weights, kernel, detail)
 
 
 # ---------------------------------------------------------------- multi-head
@@ -263,7 +268,7 @@ def _run_multi_head(
     q_h, k_h, v_h = _split_heads(q, H), _split_heads(k, Hkv), _split_heads(v, Hkv)
     if not settings.need_weights:
         q_h = np.ascontiguousarray(q_h)
-    steps, head_outputs, kernel, detail = _attend(
+    steps, head_outputs, _, kernel, detail = _attend(
         q_h, k_h, v_h, scale, mask, options, settings, plan.group
     )
     # step 7: concatenate heads                  # (..., H, L, d_v) -> (..., L, H * d_v)
@@ -319,8 +324,7 @@ def multi_head_attention(
     check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     check_flag(need_weights, "need_weights")
-    params = {"w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o}
-    params.update({"b_q": b_q, "b_k": b_k, "b_v": b_v, "b_o": b_o})
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     dtype = result_dtype(dtype, query, key, value, *params.values())
     settings = Settings(dtype, need_weights, block_size)
     run = _run_multi_head(query, key, value, params, (num_heads, num_kv_heads), options, settings)
@@ -357,8 +361,7 @@ def trace_attention(
     """The ground truth's worked example, every step a NumPy array computed here."""
     check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = {"w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o}
-    params.update({"b_q": b_q, "b_k": b_k, "b_v": b_v, "b_o": b_o})
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     settings = Settings(result_dtype(dtype, x, key, value, *params.values()))
     run = _run_multi_head(x, key, value, params, (num_heads, num_kv_heads), options, settings)
     if run.x.ndim != 2:
@@ -372,36 +375,14 @@ def trace_attention(
     values.update({"head_outputs": run.head_outputs, "concat": run.concat})
     values.update({"scores": steps.scores, "scaled": steps.scaled, "masked": steps.masked})
     values["weights"] = steps.weights
-    values.update({name: run.params.get(name) for name in ("w_q", "w_k", "w_v", "w_o")})
+    values.update({name: run.params.get(name) for name in PARAMS})
     values["output"] = run.output
     if key is not None:
         values["key_input"] = run.key_input
     if value is not None and value is not key:
         values["value_input"] = run.value_input
+    is_bool = None if run.mask is None else bool(run.mask.dtype == np.bool_)
     return layout_trace(
-        values,
-        num_heads=run.plan.num_heads,
-        num_kv_heads=run.plan.num_kv_heads,
-        given=given_arguments(
-            key=key,
-            value=None if value is key else value,
-            w_q=w_q,
-            w_k=w_k,
-            w_v=w_v,
-            w_o=w_o,
-            b_q=b_q,
-            b_k=b_k,
-            b_v=b_v,
-            b_o=b_o,
-        ),
-        tokens=tokens,
-        key_tokens=key_tokens,
-        scale_arg=scale,
-        scale=run.scale,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        is_bool=None if run.mask is None else bool(run.mask.dtype == np.bool_),
-        masked_rows=masked_rows,
-        backend=NAME,
-        dtype=run.x.dtype.name,
-    )
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
+        key_tokens=key_tokens, source=(NAME, run.x.dtype.name),
+    )  # fmt: skip

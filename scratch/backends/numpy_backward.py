@@ -22,15 +22,9 @@ import random
 
 import numpy as np
 
-from ..validate import (
-    check_attention_shapes,
-    check_dropout_p,
-    check_flag,
-    check_mask_shape,
-    check_masked_rows,
-    check_positive_int,
-    check_scale,
-)
+from ..options import Options
+from ..validate import check_attention_shapes, check_positive_int
+from .numpy_backend import build_mask
 
 KERNELS = ("explicit", "tiled")
 BLOCK = 64  # default tile edge of the tiled kernel
@@ -71,25 +65,6 @@ def _dtype(dtype: object, *inputs: object) -> np.dtype:
     return np.dtype(np.float32) if kinds == {"float32"} else np.dtype(np.float64)
 
 
-def _mask(attn_mask: object, is_causal: bool, target: tuple, dtype: np.dtype):
-    """(mask broadcast to `target` or None): bool True = attend, or float added to the scores."""
-    if attn_mask is None:
-        return None  # (is_causal builds its tiles on the fly: _Problem.masked)
-    if is_causal:
-        raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
-    if hasattr(attn_mask, "detach"):
-        attn_mask = attn_mask.detach().cpu().numpy()
-    mask = np.asarray(attn_mask)
-    if mask.dtype != np.bool_:
-        if mask.dtype.kind not in "iuf":
-            raise TypeError(f"attn_mask: expected bools or real numbers, found {mask.dtype}")
-        mask = mask.astype(dtype)
-        if np.any(np.isnan(mask)) or np.any(mask == np.inf):
-            raise ValueError("attn_mask: expected finite numbers or -inf, found NaN or +inf")
-    check_mask_shape(mask.shape, target)
-    return mask
-
-
 def _draws(rng: object, shape: tuple) -> np.ndarray:
     """Uniform [0, 1) draws, row-major, by the numpy forward's rule (Generator, seed, Random)."""
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
@@ -110,35 +85,22 @@ def _draws(rng: object, shape: tuple) -> np.ndarray:
 class _Problem:
     """Validated inputs of one call, as arrays, with the GQA group size."""
 
-    def __init__(
-        self,
-        query,
-        key,
-        value,
-        attn_mask,
-        dropout_p,
-        is_causal,
-        scale,
-        enable_gqa,
-        masked_rows,
-        dtype,
-    ):
+    def __init__(self, query, key, value, options: Options, dtype):
         dtype = _dtype(dtype, query, key, value)
         self.q = _array(query, "query", dtype)
         self.k = _array(key, "key", dtype)
         self.v = _array(value, "value", dtype)
-        check_flag(enable_gqa, "enable_gqa")
-        check_flag(is_causal, "is_causal")
         lead, L, S, E, Ev = check_attention_shapes(
-            self.q.shape, self.k.shape, self.v.shape, enable_gqa
+            self.q.shape, self.k.shape, self.v.shape, options.enable_gqa
         )
         self.lead, self.L, self.S, self.E, self.Ev = tuple(lead), L, S, E, Ev
-        self.scale = check_scale(scale, E)
-        self.dropout_p = check_dropout_p(dropout_p)
-        self.masked_rows = check_masked_rows(masked_rows)
-        self.mask = _mask(attn_mask, is_causal, self.lead + (L, S), dtype)
-        self.causal = is_causal
-        self.group = self.q.shape[-3] // self.k.shape[-3] if enable_gqa else 1
+        self.scale = options.scale_for(E)
+        self.dropout_p = options.dropout_p
+        self.masked_rows = options.masked_rows
+        # causal: None here, tiles built on the fly (masked); another kind: its full mask
+        self.mask = build_mask(options, dtype, self.lead + (L, S), explicit=False)
+        self.causal = options.mask_kind == "causal"
+        self.group = self.q.shape[-3] // self.k.shape[-3] if options.enable_gqa else 1
         self.dtype = dtype
 
     def grad_output(self, grad_output: object) -> np.ndarray:
@@ -270,9 +232,8 @@ def forward_with_lse(
 
     lse_i = log sum_j exp(S_ij), -inf on fully masked rows; dropout draws as the numpy forward.
     """
-    p = _Problem(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, dtype
-    )
+    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows)
+    p = _Problem(query, key, value, options, dtype)
     return _forward(p, _keep_mask(p, rng))
 
 
@@ -373,14 +334,14 @@ def scaled_dot_product_attention_backward(
     """(grad_query, grad_key, grad_value) in NumPy, the ground truth's arguments and meanings.
 
     `kernel` is "explicit" or "tiled"; the tiled kernel takes the forward's `output` and `lse`
-    (from forward_with_lse, same arguments) or computes them itself. The same `rng` state
-    reproduces the forward's dropout mask (numpy forward's rule).
+    (from forward_with_lse, or any backend's forward with return_lse=True, same arguments) or
+    computes them itself. The same `rng` state reproduces the forward's dropout mask (numpy
+    forward's rule).
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
-    p = _Problem(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, masked_rows, dtype
-    )
+    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows)
+    p = _Problem(query, key, value, options, dtype)
     g = p.grad_output(grad_output)
     keep = _keep_mask(p, rng)
     if kernel == "explicit":

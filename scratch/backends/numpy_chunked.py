@@ -11,6 +11,11 @@ the diagonal are skipped) and keeps a running output (chunk, Ev) and a running d
   large values) are redone by the safe pass.
 - safe: online softmax with a running max, rescaling what came before (also dropout).
 
+With `options.return_lse` each row's log-sum-exp comes from what the passes already hold, no
+extra pass over the scores: offset + log(denominator) from the fast pass, running max +
+log(denominator) from the safe one (times ln 2 where exp2 was used: the running values are then
+in base 2), -inf where the denominator is 0 (every key masked).
+
 On a host where NumPy has SIMD exp2 (AVX-512: NumPy's float32 exp2 costs half its exp),
 scale * log2(e) is folded into q and exp2 is used; elsewhere scale alone and exp. Detected
 once (`exp_choice`) and recorded in the Result's `detail`. Large problems spread query
@@ -29,6 +34,7 @@ import threading
 
 import numpy as np
 
+from ..options import Options
 from .numpy_threads import cores, share, single_threaded_blas
 
 # Query chunk and key block. Measured interleaved with torch SDPA at L = S = 4096, E = 64,
@@ -214,6 +220,10 @@ class _Tiles:
             acc += self.tile[:n]
         return acc, d_r
 
+    def safe_base(self, n: int) -> np.ndarray:
+        """The safe pass's final running max per row, 0 where the row saw no key (its base)."""
+        return np.where(np.isneginf(self.m_run[:n]), 0, self.m_run[:n])
+
 
 def _tiles(chunk: int, block: int, width: int, dtype: np.dtype, features: int) -> _Tiles:
     """This thread's buffers for these sizes, made once (a fresh 1 MiB array costs page faults)."""
@@ -228,9 +238,10 @@ def _tiles(chunk: int, block: int, width: int, dtype: np.dtype, features: int) -
 
 
 def chunked_output(
-    q, k, v, scale, mask, is_causal, masked_rows, dropout_p, rng, group, chunk, block
-) -> tuple[np.ndarray, str]:
-    """(attention output, what the kernel chose) by query chunks and key blocks."""
+    q, k, v, scale, mask, options: Options, rng, group, chunk, block
+) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """(attention output, lse or None, what the kernel chose) by query chunks and key blocks."""
+    is_causal, masked_rows, dropout_p = options.is_causal, options.masked_rows, options.dropout_p
     *lead, L, E = q.shape
     S, Ev = v.shape[-2:]
     dtype = q.dtype
@@ -248,6 +259,8 @@ def chunked_output(
     if mask is not None:
         mask = np.broadcast_to(mask, tuple(lead) + (L, S))
     output = np.empty(tuple(lead) + (L, Ev), dtype=dtype)
+    lse = np.empty(tuple(lead) + (L,), dtype=dtype) if options.return_lse else None
+    to_natural = dtype.type(math.log(2.0) if exp_name == "exp2" else 1.0)  # base 2 -> base e
     try_fast = _FAST_PASS.get()  # read here: worker threads do not see this thread's context
 
     def run(tiles: _Tiles, index: tuple, i0: int, i1: int) -> None:
@@ -273,12 +286,17 @@ def chunked_output(
             acc, den, ok = first
             with np.errstate(invalid="ignore", over="ignore"):  # bad rows are redone below
                 finish(acc, den, out, masked_rows, v[kv])
+            if lse is not None:  # sum_j exp(s_ij - offset_i) = den_i
+                base = 0 if offset is None else offset[: i1 - i0]
+                log_sum_exp(base, den, to_natural, lse[index][i0:i1])
             if ok.all():
                 return
             bad = np.flatnonzero(~ok)  # redo the smallest row range holding them
             r0, r1 = i0 + bad[0], i0 + bad[-1] + 1
         acc, den = tiles.safe(r0, r1, draws, dropout_p)
         finish(acc, den, output[index][r0:r1], masked_rows, v[kv], draws, dropout_p)
+        if lse is not None:  # sum_j exp(s_ij - max_i) = den_i, the max in the buffer m_run
+            log_sum_exp(tiles.safe_base(r1 - r0), den, to_natural, lse[index][r0:r1])
 
     parallel = dropout_p == 0.0 and cores() > 1 and L * S * math.prod(lead) >= PARALLEL_MIN
     if parallel:  # at least one task per core: chunks of ceil(L / n) rows when there are few
@@ -292,15 +310,16 @@ def chunked_output(
         tiles = _tiles(chunk, block, Ev, dtype, E)
         for task in tasks:  # in order: dropout draws follow the row-major order
             run(tiles, *task)
-        return output, detail
+        return output, lse, detail
     with single_threaded_blas() as single:
         if not single:  # no BLAS control here: one thread, BLAS uses the cores
             tiles = _tiles(chunk, block, Ev, dtype, E)
             for task in tasks:
                 run(tiles, *task)
-            return output, detail
+            return output, lse, detail
         share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
-    return output, detail + f"; {workers} threads (this one included), OpenBLAS on one thread"
+    detail += f"; {workers} threads (this one included), OpenBLAS on one thread"
+    return output, lse, detail
 
 
 def _row_norms(a: np.ndarray) -> np.ndarray:
@@ -310,6 +329,17 @@ def _row_norms(a: np.ndarray) -> np.ndarray:
     if norms.dtype == np.float64 or np.isfinite(norms).all():
         return norms.astype(np.float64)
     return np.sqrt(np.einsum("...e,...e->...", a, a, dtype=np.float64))
+
+
+def log_sum_exp(base, total, to_natural, out) -> None:
+    """out = (base + log(total)) * to_natural: the log-sum-exp of rows whose exps, taken
+    relative to `base` (in the exponential's base), sum to `total`; -inf where total is 0."""
+    log = np.log2 if to_natural != 1 else np.log  # the exponential's own base
+    with np.errstate(divide="ignore"):  # log(0) = -inf: a row with every key masked
+        log(total, out=out)
+    out += base
+    if to_natural != 1:
+        out *= to_natural
 
 
 def finish(acc, total, out, masked_rows, v_b, draws=None, dropout_p=0.0) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from scratch import attention, multihead, trace
-from scratch.result import Result
+from scratch.options import Options
+from scratch.result import LseResult, Result
 from scratch.validate import check_flag
 
 NAME = "scratch"
@@ -34,10 +35,17 @@ def scaled_dot_product_attention(
     rng=None,
     need_weights=True,
     dtype=None,
-) -> Result:
-    """scratch.scaled_dot_product_attention as a Result; weights None when not asked for."""
+    return_lse=False,
+) -> Result | LseResult:
+    """scratch.scaled_dot_product_attention as a Result (LseResult with return_lse=True)."""
     _check_dtype(dtype)
     check_flag(need_weights, "need_weights")
+    if check_flag(return_lse, "return_lse"):
+        options = Options(
+            attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng, return_lse
+        )
+        output, weights, lse = attention.forward(query, key, value, options)
+        return LseResult(output, lse, weights if need_weights else None, "explicit")
     output, weights = attention.scaled_dot_product_attention(
         query,
         key,

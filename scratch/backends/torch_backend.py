@@ -8,6 +8,11 @@ Two kernels, chosen once per call and recorded in `Result.kernel`, never swapped
 - "torch-sdpa" (need_weights=False): `torch.nn.functional.scaled_dot_product_attention`, then the
   masked_rows policy applied to rows whose keys are all masked (torch_compat.fused).
 
+`return_lse=True` (scaled_dot_product_attention) returns `(output, lse)` as an LseResult: lse
+(..., L) is each row's natural-log log-sum-exp of the masked scores in the math dtype (float32
+for 16-bit storage, as torch's flash kernels keep it), -inf on rows with every key masked; from
+the explicit kernel's row max and sum, or beside the fused output (torch_compat.fused_with_lse).
+
 Each public function keeps PyTorch's keyword arguments and turns them into one `Options` (mask,
 scale, masked_rows, dropout), one `Placement` (device, storage dtype) and, for multi-head, one
 `HeadPlan` from `plan_multi_head`; only those travel inward. Inputs may be nested lists, NumPy
@@ -24,7 +29,7 @@ from functools import partial
 import torch
 
 from scratch import validate
-from scratch.backends.torch_compat import fused
+from scratch.backends.torch_compat import fused, fused_with_lse
 from scratch.backends.torch_inputs import DTYPES, Placement, as_device, generator, placement
 from scratch.backends.torch_math import (
     Attended,
@@ -35,9 +40,9 @@ from scratch.backends.torch_math import (
     split_heads,
 )
 from scratch.options import Options
-from scratch.plan import HeadPlan, plan_multi_head
-from scratch.result import Result
-from scratch.trace import Trace, given_arguments, layout_trace
+from scratch.plan import HeadPlan, plan_multi_head, projections
+from scratch.result import LseResult, Result
+from scratch.trace import Trace, layout_trace
 
 NAME = "torch"
 KERNELS = ("explicit", "torch-sdpa")
@@ -47,7 +52,6 @@ NOTES = (
     "(need_weights=False) with the masked_rows policy applied afterwards"
 )
 _QKV = ("query", "key", "value")
-_PARAMS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
 
 
 # ---------------------------------------------------------------- one head (or a stack of them)
@@ -68,10 +72,13 @@ def scaled_dot_product_attention(
     need_weights=True,
     dtype=None,
     device="cpu",
-) -> Result:
+    return_lse=False,
+) -> Result | LseResult:
     """Attention in torch: explicit with weights, torch's fused SDPA without (see module doc)."""
     # rng stays out of Options: here it is an int seed or a torch.Generator, not a random.Random
-    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows)
+    options = Options(
+        attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, return_lse=return_lse
+    )
     place = placement((query, key, value), dtype, device)
     q, k, v = (place.tensor(obj, name) for obj, name in zip((query, key, value), _QKV))
     qs, ks, vs = q.shape, k.shape, v.shape
@@ -90,10 +97,15 @@ def scaled_dot_product_attention(
     fast = not validate.check_flag(need_weights, "need_weights")
     mask = build_mask(options, (*lead, L, S), place.device, fused=fast)
     gen = generator(rng, place.device)
+    if fast and options.return_lse:
+        output, lse, how = fused_with_lse(q, k, v, mask, scale, options, gen, options.enable_gqa)
+        return LseResult(output, lse, None, "torch-sdpa", how)
     if fast:
         output = fused(q, k, v, mask, scale, options, gen, options.enable_gqa)
         return Result(output, None, "torch-sdpa")
     steps = attend(q, k, v, mask, scale, options, place, gen)
+    if options.return_lse:
+        return LseResult(steps.output, steps.lse, steps.weights, "explicit")
     return Result(steps.output, steps.weights, "explicit")
 
 
@@ -196,7 +208,7 @@ def multi_head_attention(
     validate.check_projections(w_q, w_k, w_v)
     validate.check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = dict(zip(_PARAMS, (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)))
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     need_weights = validate.check_flag(need_weights, "need_weights")
     heads = (num_heads, num_kv_heads)
     run = _run_multi_head(
@@ -237,7 +249,7 @@ def trace_attention(
     """Every intermediate of one worked example as tensors: the truth's steps, names and axes."""
     validate.check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = dict(zip(_PARAMS, (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)))
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     heads = (num_heads, num_kv_heads)
     run = _run_multi_head(x, key, value, params, heads, options, dtype, device, fast=False)
     if run.inputs["x"].ndim != 2:
@@ -251,7 +263,7 @@ def trace_attention(
     output = heads_out[0] if H == 1 and w_o is None else _project_out(run, concat)
     # the numbers are all computed here; scratch.trace only names and describes them
     values = {"x": run.inputs["x"], "q": run.q, "k": run.k, "v": run.v}
-    values.update({name: run.params[name] for name in ("w_q", "w_k", "w_v", "w_o")})
+    values.update(run.params)  # w_q ... b_o, None where not given
     values.update(head_outputs=heads_out, concat=concat, output=output, weights=s.weights)
     values.update(scores=s.scores.to(storage), scaled=s.scaled.to(storage))
     values.update(masked=s.masked.to(storage))
@@ -259,26 +271,11 @@ def trace_attention(
         values["key_input"] = run.inputs["key_input"]
     if value is not None and value is not key:
         values["value_input"] = run.inputs["value_input"]
+    is_bool = None if options.mask_kind != "given" else run.mask.dtype == torch.bool
     return layout_trace(
-        values,
-        num_heads=H,
-        num_kv_heads=run.plan.num_kv_heads,
-        given=given_arguments(
-            key=key,
-            value=None if value is key else value,
-            **params,
-        ),
-        tokens=tokens,
-        key_tokens=key_tokens,
-        scale_arg=scale,
-        scale=run.scale,
-        attn_mask=attn_mask,
-        is_causal=options.is_causal,
-        is_bool=None if options.mask_kind != "given" else run.mask.dtype == torch.bool,
-        masked_rows=options.masked_rows,
-        backend=backend_name,
-        dtype=str(storage).removeprefix("torch."),
-    )
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
+        key_tokens=key_tokens, source=(backend_name, str(storage).removeprefix("torch.")),
+    )  # fmt: skip
 
 
 def functions(device: str = "cpu") -> dict[str, Callable]:

@@ -18,14 +18,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..validate import (
-    check_attention_shapes,
-    check_dropout_p,
-    check_flag,
-    check_mask_shape,
-    check_masked_rows,
-    check_scale,
-)
+from ..options import Options
+from ..validate import check_attention_shapes
+from .torch_math import build_mask
 
 KERNELS = ("autograd", "explicit")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -61,27 +56,6 @@ def _tensor(x: object, name: str, dtype: torch.dtype, device: torch.device) -> t
     if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name}: expected finite numbers, found inf or NaN")
     return t
-
-
-def _mask(attn_mask: object, is_causal: bool, target: tuple, device) -> torch.Tensor | None:
-    """The mask: bool (True = attend) or float (added), top-left causal as a bool (L, S)."""
-    L, S = target[-2:]
-    if attn_mask is None:
-        if is_causal:
-            return torch.ones(L, S, dtype=torch.bool, device=device).tril()
-        return None
-    if is_causal:
-        raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
-    m = torch.as_tensor(attn_mask.detach() if isinstance(attn_mask, torch.Tensor) else attn_mask)
-    m = m.to(device)
-    if m.dtype != torch.bool:
-        if m.is_complex():
-            raise TypeError(f"attn_mask: expected bools or real numbers, found {m.dtype}")
-        m = m.to(torch.float64)
-        if bool(torch.isnan(m).any()) or bool((m == math.inf).any()):
-            raise ValueError("attn_mask: expected finite numbers or -inf, found NaN or +inf")
-    check_mask_shape(tuple(m.shape), target)
-    return m
 
 
 def _keep(rng: object, shape: tuple, p: float, dtype, device) -> torch.Tensor | None:
@@ -244,20 +218,17 @@ def scaled_dot_product_attention_backward(
         _tensor(x, n, storage, device).to(wide)
         for x, n in ((query, "query"), (key, "key"), (value, "value"))
     )
-    check_flag(enable_gqa, "enable_gqa")
-    check_flag(is_causal, "is_causal")
+    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows)
     lead, L, S, E, Ev = check_attention_shapes(
-        tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa
+        tuple(q.shape), tuple(k.shape), tuple(v.shape), options.enable_gqa
     )
-    scale = check_scale(scale, E)
-    dropout_p = check_dropout_p(dropout_p)
-    masked_rows = check_masked_rows(masked_rows)
+    scale, dropout_p, masked_rows = options.scale_for(E), options.dropout_p, options.masked_rows
     g = _tensor(grad_output, "grad_output", storage, device).to(wide)
     if tuple(g.shape) != (*lead, L, Ev):
         raise ValueError(
             f"grad_output: expected the output's shape {(*lead, L, Ev)}, found {tuple(g.shape)}"
         )
-    mask = _mask(attn_mask, is_causal, (*lead, L, S), device)
+    mask = build_mask(options, (*lead, L, S), device)
     if mask is not None and mask.dtype != torch.bool:
         mask = mask.to(wide)
     group = q.shape[-3] // k.shape[-3] if enable_gqa else 1

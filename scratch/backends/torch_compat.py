@@ -5,6 +5,14 @@ policy to rows whose keys are all masked. On CPU, torch 2.13 already returns zer
 (both its fused and its math kernel); "nan" and "uniform" are patched in. The helpers below find
 those rows cheaply and work around the fused kernel's corner cases (causal with scale <= 0, 1-D
 masks, float masks of another dtype, no generator argument).
+
+`fused_with_lse` also returns each row's log-sum-exp. torch 2.13 has no public fused call that
+returns it on CPU (flex_attention's lse is public, but in eager mode it builds the whole score
+matrix), so it asks the op that torch's CPU SDPA runs for 4-D inputs,
+`aten._scaled_dot_product_flash_attention_for_cpu` (returns (output, logsumexp), natural log,
+float32 for 16-bit inputs; 0 on fully masked rows, made -inf here), where that op exists and
+takes the call, and otherwise falls back to SDPA for the output and `torch.logsumexp` over query
+chunks of the scores for the lse.
 """
 
 from __future__ import annotations
@@ -60,6 +68,109 @@ def fused(
     else:
         output = F.scaled_dot_product_attention(q, k, v, **call)  # (..., L, Ev)
     return _empty_rows_policy(output, q, k, v, mask, is_causal, scale, options, gen)
+
+
+_FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"  # private: looked up, never assumed
+LSE_CHUNK = 256  # query rows per torch.logsumexp in the fallback: O(LSE_CHUNK * S) memory
+
+
+def fused_with_lse(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float,
+    options: Options,
+    gen: torch.Generator | None,
+    enable_gqa: bool,
+) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """(output, lse (..., L), how the lse was found): `fused`, plus the log-sum-exp of each row
+    of the masked scores in the compute dtype (-inf on rows with every key masked).
+
+    With 4-D inputs SDPA itself runs the CPU flash op, so its output is taken with the lse
+    (the same numbers as without return_lse). With 2-D or 3-D inputs SDPA runs its math kernel:
+    the output comes from `fused` as without return_lse, the lse from the op on a 4-D view."""
+    found = _flash_cpu(q, k, v, mask, scale, options)
+    if found is None:
+        output = fused(q, k, v, mask, scale, options, gen, enable_gqa)
+        lse = _lse_by_chunks(q, k, mask, options.is_causal, scale)
+        return output, lse, "lse by torch.logsumexp over query chunks of the scores"
+    output, lse = found
+    if q.ndim == 4:
+        output = _empty_rows_policy(output, q, k, v, mask, options.is_causal, scale, options, gen)
+    else:
+        output = fused(q, k, v, mask, scale, options, gen, enable_gqa)
+    fully = _mask_empty_rows(mask) if mask is not None else None
+    if fully is not None:  # the op reports 0 there; the sum of exp is 0, its log -inf
+        lse = lse.masked_fill(fully.squeeze(-1), -math.inf)
+    return output, lse, f"lse from torch's fused CPU kernel (aten.{_FLASH_CPU})"
+
+
+def _flash_cpu(q, k, v, mask, scale, options: Options):
+    """(output, lse) from torch's CPU flash op on 4-D views, or None where the op is absent or
+    cannot be used: not CPU, dropout, E != Ev, more than 4 dims, huge data (rows the data may
+    empty), or the op refusing the call (a private op may change between versions)."""
+    op = getattr(torch.ops.aten, _FLASH_CPU, None)
+    usable = (
+        op is not None
+        and q.device.type == "cpu"
+        and options.dropout_p == 0.0
+        and q.shape[-1] == v.shape[-1]
+        and q.ndim <= 4
+        and (mask is None or mask.ndim <= 4)
+        and _scores_surely_finite(q, k, scale)
+        and not (options.is_causal and _rounds_to_nonpositive(scale, q.dtype))
+    )
+    if not usable:
+        return None
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:  # GQA: kv head h // group for query head h
+        group = q.shape[-3] // k.shape[-3]
+        k, v = (t.repeat_interleave(group, dim=-3) for t in (k, v))  # (..., Hq, S, E)
+    lead = q.shape[:-2]
+    q4, k4, v4 = (t.reshape((1,) * (4 - t.ndim) + tuple(t.shape)) for t in (q, k, v))
+    m4 = None
+    if mask is not None:  # the op takes a float mask of q's dtype with 2 or 4 dims
+        m4 = cast_mask(mask, q.dtype) if mask.dtype != torch.bool else None
+        if m4 is None:  # True = attend -> 0, False -> -inf
+            m4 = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(
+                ~mask, -math.inf
+            )
+        m4 = m4.reshape((1,) * (4 - m4.ndim) + tuple(m4.shape))
+    try:
+        output, lse = op(q4, k4, v4, 0.0, options.is_causal, attn_mask=m4, scale=scale)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return output.reshape(*lead, *output.shape[-2:]), lse.reshape(*lead, lse.shape[-1])
+
+
+def _scores_surely_finite(q: torch.Tensor, k: torch.Tensor, scale: float) -> bool:
+    """|scale| E max|q| max|k| below the compute dtype's largest value: no score overflows (a
+    looser bound than _scores_may_overflow's, one pass over q and k, no float64 copies)."""
+    top = abs(scale) * q.shape[-1] * float(q.abs().amax()) * float(k.abs().amax())
+    return top < torch.finfo(compute_dtype(q.dtype)).max  # False for NaN and inf too
+
+
+def _lse_by_chunks(q, k, mask, is_causal, scale) -> torch.Tensor:
+    """log sum_j exp(masked_ij) per row in the compute dtype, LSE_CHUNK query rows at a time."""
+    wide = compute_dtype(q.dtype)
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)  # (..., Hq, S, E)
+    L, S = q.shape[-2], k.shape[-2]
+    kt = k.to(wide).transpose(-2, -1)  # (..., E, S)
+    if is_causal:  # top-left, as SDPA's is_causal
+        mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
+    parts = []
+    for i0 in range(0, L, LSE_CHUNK):
+        rows = slice(i0, min(L, i0 + LSE_CHUNK))
+        masked = (q[..., rows, :].to(wide) @ kt) * scale  # (..., c, E) @ (..., E, S) -> (..., c, S)
+        if mask is not None:
+            m = mask if mask.ndim < 2 or mask.shape[-2] == 1 else mask[..., rows, :]
+            if m.dtype == torch.bool:
+                masked = torch.where(m, masked, masked - math.inf)
+            else:
+                masked = masked + cast_mask(m, wide)
+        parts.append(torch.logsumexp(masked, dim=-1))  # (..., c); -inf where all are -inf
+    return torch.cat(parts, dim=-1)  # (..., L)
 
 
 def _empty_rows_policy(output, q, k, v, mask, is_causal, scale, options, gen) -> torch.Tensor:
@@ -151,4 +262,4 @@ def _sdpa_zeroes_empty_rows(device: torch.device, dtype: torch.dtype) -> bool:
     return _ZEROES_CACHE[key]
 
 
-__all__ = ["fused"]
+__all__ = ["fused", "fused_with_lse"]

@@ -52,6 +52,7 @@ class Attended:
     masked: torch.Tensor  # (..., L, S) in the math dtype
     weights: torch.Tensor  # (..., L, S) in the storage dtype, after dropout
     output: torch.Tensor  # (..., L, Ev) in the storage dtype
+    lse: torch.Tensor | None = None  # (..., L) in the math dtype, with options.return_lse
 
 
 def attend(
@@ -87,7 +88,11 @@ def attend(
     top = masked.amax(dim=-1, keepdim=True)  # (..., L, 1)
     top = torch.where(fully.unsqueeze(-1), torch.zeros((), dtype=top.dtype), top)
     e = torch.exp(masked - top)  # (..., L, S), each in [0, 1]
-    weights = e / e.sum(dim=-1, keepdim=True)
+    total = e.sum(dim=-1, keepdim=True)  # (..., L, 1), 0 on fully masked rows
+    weights = e / total
+    # the log of softmax's denominator, log sum_j exp(masked_ij) = max + log(sum), -inf on
+    # fully masked rows (top 0 there, log 0 = -inf); before dropout
+    lse = (top + torch.log(total)).squeeze(-1) if options.return_lse else None
     # step 5, then: rows with every key masked follow the policy instead of 0 / 0
     empty = bool(fully.any())
     if empty:
@@ -99,7 +104,7 @@ def attend(
     output = (weights.to(v.dtype) @ v).to(place.storage)  # (..., L, S) @ (..., S, Ev)
     if empty and options.masked_rows == "zero":  # exactly 0 even if v holds inf or NaN
         output = output.masked_fill(fully.unsqueeze(-1), 0.0)  # (..., L, 1) over (..., L, Ev)
-    return Attended(scores, scaled, masked, weights, output)
+    return Attended(scores, scaled, masked, weights, output, lse)
 
 
 def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, place: Placement):

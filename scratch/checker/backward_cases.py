@@ -7,7 +7,6 @@ process and reused by every kernel checked with the same settings.
 
 from __future__ import annotations
 
-import math
 import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -19,8 +18,7 @@ from ..backward import scaled_dot_product_attention_backward
 from .arrays import Arrays
 from .cases import Case, add_late_max, gauss, mask_values
 from .prepare import made_in
-from .reference import Problem
-from .variants import causal
+from .reference import Problem, problem_for
 
 DROPOUT_P = 0.25  # the dropout cases' probability; the kept entries are scaled by 1 / (1 - p)
 _CACHE: OrderedDict = OrderedDict()
@@ -169,7 +167,7 @@ def _prepare(case: BackwardCase, arrays: Arrays, dtype: str, seed: int, masked_r
         masked_rows=masked_rows,
         rng=random.Random(f"{seed}:{case.name}:dropout") if case.dropout_p else None,
     )
-    problem = _problem(case, q, k, v, mask)
+    problem = problem_for(case, q, k, v, mask)
     prep = BackwardPrepared(
         case,
         dtype,
@@ -196,27 +194,3 @@ def _dropout(seed: str, lead: tuple, L: int, S: int, p: float) -> tuple[list, np
     ]
     kept = np.asarray(heads, dtype=bool).reshape(lead + (L, S))
     return kept.tolist(), np.where(kept, 1.0 / (1.0 - p), 0.0)
-
-
-def _problem(case: BackwardCase, q: list, k: list, v: list, mask: list | None) -> Problem:
-    """The reference kernels' float64 view of the case (as the forward checker builds it)."""
-    L, S, E = case.q[-2], case.k[-2], case.q[-1]
-    allowed, add = None, None
-    if case.is_causal:
-        allowed = causal(L, S, 0)
-    elif case.mask == "float":
-        add = np.asarray(mask, dtype=np.float64)
-        allowed = np.isfinite(add)
-        add = np.where(allowed, add, 0.0)
-    elif mask is not None:
-        allowed = np.asarray(mask, dtype=bool)
-    scale = case.scale if case.scale is not None else 1.0 / math.sqrt(E)
-    return Problem(
-        np.asarray(q, dtype=np.float64),
-        np.asarray(k, dtype=np.float64),
-        np.asarray(v, dtype=np.float64),
-        scale,
-        allowed,
-        add,
-        case.gqa,
-    )

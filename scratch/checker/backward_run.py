@@ -18,16 +18,20 @@ from .arrays import Arrays
 from .backward_cases import BackwardPrepared, backward_cases, prepare_backward
 from .backward_diagnosis import diagnose, diagnose_shapes
 from .backward_reference import max_error, reference_grads, rounding_scale
-from .report import CaseResult, CheckReport, shape_text
+from .report import CheckReport
 from .run import (
     FLOOR_ULPS,
     RULE_FACTOR,
     accepted_keywords,
+    changed_in_place,
     check_require,
     check_settings,
     finish,
+    kernel_raised,
+    made_inputs,
     run_all,
     settings_line,
+    start_case,
     target_name,
 )
 
@@ -187,34 +191,24 @@ def within(got: np.ndarray, truth: np.ndarray, allowed: float, element: np.ndarr
 
 def run_case(kernel, case, arrays: Arrays, dtype: str, seed: int, masked_rows: str, accepts):
     """Run one case: call the kernel, compare each gradient, diagnose a failure."""
-    cdtype = case.dtype or dtype
-    result = CaseResult(
-        case.name, shape_text(case.q, case.k, case.v), case.options(), cdtype, "fail"
+    needs = {"enable_gqa": case.gqa, "dropout_mask": bool(case.dropout_p)}
+    result = start_case(case, dtype, needs, accepts)
+    if result.status == "unsupported":
+        return result
+    cdtype = result.dtype
+    made = made_inputs(
+        result, lambda: prepare_backward(case, arrays, cdtype, seed, masked_rows), arrays
     )
-    features = result.features = case.features(dtype)
-    needs = [w for w, on in (("enable_gqa", case.gqa), ("dropout_mask", case.dropout_p)) if on]
-    missing = [w for w in needs if accepts is not None and w not in accepts]
-    if missing:
-        result.status, result.message = "unsupported", f"fn takes no {missing[0]} keyword"
+    if made is None:
         return result
-    try:
-        prep = prepare_backward(case, arrays, cdtype, seed, masked_rows)
-        args, kwargs = prep.call_args(arrays)
-    except (ValueError, TypeError) as exc:  # e.g. float64 on a device without it
-        result.status, result.message = "unsupported", f"cannot make {cdtype} inputs: {exc}"
-        return result
+    prep, args, kwargs = made
     try:
         got = read_gradients(kernel(*args, **kwargs), arrays)
     except BadGradients as exc:
         result.message = str(exc)
         return result
     except Exception as exc:  # the kernel's own error: unsupported feature, or a failure
-        words = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
-        result.raised = type(exc)
-        result.status = "unsupported" if features else "fail"
-        uses = f" (uses {', '.join(features)})" if features else ""
-        result.message = f"raised {words}{uses}"
-        return result
+        return kernel_raised(result, exc)
     changed = _mutated(arrays, prep, args, kwargs)
     shapes = tuple(g.shape for g in got)
     want = tuple(t.shape for t in prep.truth)
@@ -246,11 +240,7 @@ def run_case(kernel, case, arrays: Arrays, dtype: str, seed: int, masked_rows: s
             )
         return result
     if changed:
-        result.message = f"fn changed its {', '.join(changed)} input in place"
-        result.diagnosis = (
-            f"fn modifies its inputs in place ({', '.join(changed)}): the caller's tensors change"
-        )
-        return result
+        return changed_in_place(result, changed)
     result.message = "; ".join(
         f"{GRADIENTS[i]} error {errors[i]:.3g} > {allowed[i]:.3g} ({RULE_FACTOR:g}x the worst "
         f"reference {cdtype} backward's {refs[i]:.3g} + floor)"

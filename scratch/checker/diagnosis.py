@@ -18,6 +18,7 @@ import numpy as np
 
 from ..tolerance import ACCUMULATE, UNIT_ROUNDOFF
 from . import variants as var
+from .reference import causal
 
 DTYPE_16 = ("float16", "bfloat16")
 
@@ -63,11 +64,11 @@ def candidates(case, p, masked_rows: str, rows: np.ndarray | None) -> list[tuple
             shifts.append((S - L, "bottom-right causal alignment instead of top-left (PyTorch's)"))
         Lq = case.q[-2]
         for shift, name in shifts:
-            found.append((name, lambda s=shift: attend(allowed=var.causal(Lq, S, s, rows))))
+            found.append((name, lambda s=shift: attend(allowed=causal(Lq, S, s, rows))))
         found.append(
             (
                 "causal mask inverted (attends to later keys: j >= i)",
-                lambda: attend(allowed=~var.causal(Lq, S, -1, rows)),
+                lambda: attend(allowed=~causal(Lq, S, -1, rows)),
             )
         )
     if case.gqa:

@@ -6,7 +6,6 @@ it is computed once per process and reused by every kernel checked with the same
 
 from __future__ import annotations
 
-import math
 import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -62,36 +61,13 @@ class Prepared:
         """float64 arrays of truth, bound, live rows and the reference Problem (needs numpy)."""
         import numpy as np
 
-        from .reference import Problem
-        from .variants import causal
+        from .reference import problem_for
 
         self.truth_np = np.asarray(self.truth, dtype=np.float64)
         self.bound_np = np.asarray(self.bound, dtype=np.float64)
         w = np.asarray(self.weights, dtype=np.float64)
         self.live_np = np.any(w > 0, axis=-1)  # rows with at least one weight
-        case, L, S = self.case, self.case.q[-2], self.case.k[-2]
-        E = case.q[-1]
-        allowed, add = None, None
-        if case.is_causal:
-            allowed = causal(L, S, 0, self.rows)
-        elif case.mask == "float":
-            m = np.asarray(self.mask, dtype=np.float64)
-            add = m if self.rows is None else m[self.rows]
-            allowed = np.isfinite(add)
-            add = np.where(allowed, add, 0.0)
-        elif self.mask is not None:
-            m = np.asarray(self.mask, dtype=bool)
-            allowed = m if self.rows is None else m[self.rows]
-        scale = case.scale if case.scale is not None else 1.0 / math.sqrt(E)
-        self.problem = Problem(
-            np.asarray(self.q_rows, dtype=np.float64),
-            np.asarray(k, dtype=np.float64),
-            np.asarray(v, dtype=np.float64),
-            scale,
-            allowed,
-            add,
-            case.gqa,
-        )
+        self.problem = problem_for(self.case, self.q_rows, k, v, self.mask, self.rows)
         if self.dtype in ("float16", "bfloat16"):
             self.bound_np = self.bound_np + score_storage_term(self.problem, w, self.dtype)
             self.bound = self.bound_np.tolist()

@@ -21,6 +21,12 @@ from ..tolerance import ACCUMULATE
 LOG2E = 1.0 / math.log(2.0)
 
 
+def causal(L: int, S: int, shift: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """(L, S) bool: key j allowed for query row i when j <= i + shift."""
+    i = np.arange(L) if rows is None else np.asarray(rows)
+    return np.arange(S)[None, :] <= i[:, None] + shift
+
+
 @dataclass
 class Problem:
     """One case's inputs: float64 arrays with GQA heads not yet repeated, and the options."""
@@ -56,6 +62,25 @@ class Problem:
                 return np.tile(k, reps), np.tile(v, reps)
             return np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
         return k, v
+
+
+def problem_for(case, q: list, k: list, v: list, mask: list | None, rows=None) -> Problem:
+    """A case's float64 Problem: the checked query rows (all when `rows` is None), its mask."""
+    L, S, E = case.q[-2], case.k[-2], case.q[-1]
+    allowed, add = None, None
+    if case.is_causal:
+        allowed = causal(L, S, 0, rows)
+    elif case.mask == "float":
+        m = np.asarray(mask, dtype=np.float64)
+        add = m if rows is None else m[rows]
+        allowed = np.isfinite(add)
+        add = np.where(allowed, add, 0.0)
+    elif mask is not None:
+        m = np.asarray(mask, dtype=bool)
+        allowed = m if rows is None else m[rows]
+    scale = case.scale if case.scale is not None else 1.0 / math.sqrt(E)
+    arrays = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    return Problem(*arrays, scale, allowed, add, case.gqa)
 
 
 def store(x: np.ndarray, dtype: str) -> np.ndarray:

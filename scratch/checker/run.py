@@ -207,38 +207,68 @@ def mutated(arrays: Arrays, prep: Prepared, args: tuple, kwargs: dict) -> list[s
     return names
 
 
+def start_case(case, dtype: str, needs: dict[str, bool], accepts) -> CaseResult:
+    """A case's result, 'unsupported' already when fn lacks a keyword the case needs."""
+    result = CaseResult(
+        case.name, shape_text(case.q, case.k, case.v), case.options(), case.dtype or dtype, "fail"
+    )
+    result.features = case.features(dtype)
+    missing = [w for w, on in needs.items() if on and accepts is not None and w not in accepts]
+    if missing:
+        result.status, result.message = "unsupported", f"fn takes no {missing[0]} keyword"
+    return result
+
+
+def made_inputs(result: CaseResult, make: Callable, arrays: Arrays) -> tuple | None:
+    """(prep, args, kwargs) from `make()`; None (the case unsupported) when inputs fail."""
+    try:
+        prep = make()
+        return (prep, *prep.call_args(arrays))
+    except (ValueError, TypeError) as exc:  # e.g. float64 on a device without it
+        result.status = "unsupported"
+        result.message = f"cannot make {result.dtype} inputs: {exc}"
+        return None
+
+
+def changed_in_place(result: CaseResult, changed: list[str]) -> CaseResult:
+    """A failure: fn wrote into the inputs it was given."""
+    names = ", ".join(changed)
+    result.message = f"fn changed its {names} input in place"
+    result.diagnosis = f"fn modifies its inputs in place ({names}): the caller's tensors change"
+    return result
+
+
+def kernel_raised(result: CaseResult, exc: Exception) -> CaseResult:
+    """fn's own error: unsupported when the case uses a feature (settled later), else failed."""
+    words = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
+    result.raised = type(exc)
+    if result.features:  # settled once every case has run: `settle_refusals`
+        result.status = "unsupported"
+        result.message = f"raised {words} (uses {', '.join(result.features)})"
+    else:
+        result.message = f"raised {words}"
+    return result
+
+
 def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str, accepts):
     """Run one case: call fn, compare with the ground truth, diagnose a failure."""
-    cdtype = case.dtype or dtype
+    result = start_case(case, dtype, {"enable_gqa": case.gqa}, accepts)
+    if result.status == "unsupported":
+        return result
+    cdtype = result.dtype
     lead, L, Ev = case.q[:-2], case.q[-2], case.v[-1]
     expected = lead + (L, Ev)
-    result = CaseResult(
-        case.name, shape_text(case.q, case.k, case.v), case.options(), cdtype, "fail"
-    )
-    features = result.features = case.features(dtype)
-    if accepts is not None and case.gqa and "enable_gqa" not in accepts:
-        result.status, result.message = "unsupported", "fn takes no enable_gqa keyword"
+    made = made_inputs(result, lambda: prepare(case, arrays, cdtype, seed, masked_rows), arrays)
+    if made is None:
         return result
-    try:
-        prep = prepare(case, arrays, cdtype, seed, masked_rows)
-        args, kwargs = prep.call_args(arrays)
-    except (ValueError, TypeError) as exc:  # e.g. float64 on a device without it
-        result.status, result.message = "unsupported", f"cannot make {cdtype} inputs: {exc}"
-        return result
+    prep, args, kwargs = made
     try:
         out, weights = call(fn, args, kwargs)
     except BadResult as exc:
         result.message = str(exc)
         return result
     except Exception as exc:  # the kernel's own error: unsupported feature, or a failure
-        words = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
-        result.raised = type(exc)
-        if features:  # settled once every case has run: `settle_refusals`
-            result.status = "unsupported"
-            result.message = f"raised {words} (uses {', '.join(features)})"
-        else:
-            result.message = f"raised {words}"
-        return result
+        return kernel_raised(result, exc)
     changed = mutated(arrays, prep, args, kwargs)
     full = _shape_of(out)
     if full is not None and full != expected:
@@ -271,11 +301,7 @@ def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows:
         result.status = "pass"
         return result
     if changed:
-        result.message = f"fn changed its {', '.join(changed)} input in place"
-        result.diagnosis = (
-            f"fn modifies its inputs in place ({', '.join(changed)}): the caller's tensors change"
-        )
-        return result
+        return changed_in_place(result, changed)
     if not within:
         if math.isinf(result.max_error):
             result.message = "NaN or inf where the ground truth has a number (or the reverse)"

@@ -102,12 +102,6 @@ def tiled(p: Problem, block: int, *, rescale: str = "right", drop_last: bool = F
         return out / np.where(total > 0, total, 1.0)
 
 
-def causal(L: int, S: int, shift: int, rows: np.ndarray | None = None) -> np.ndarray:
-    """(L, S) bool: key j allowed for query row i when j <= i + shift."""
-    i = np.arange(L) if rows is None else np.asarray(rows)
-    return np.arange(S)[None, :] <= i[:, None] + shift
-
-
 BLOCKS = (8, 16, 32, 64, 128)
 
 
