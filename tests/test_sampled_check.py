@@ -50,10 +50,12 @@ def test_the_sampled_rows_match_the_ground_truth_exactly_in_float64():
     assert all(c.ok for c in checks) and max(c.ratio for c in checks) < 0.1
 
 
+@pytest.mark.parametrize("mask_mode", ["none", "causal-top-left", "causal-bottom-right"])
 @pytest.mark.parametrize("step,index", [("head_outputs", 0), ("weights", 1)])
-def test_a_wrong_value_in_a_sampled_row_fails(step, index):
-    """One entry of a sampled row moved by 1e-3 fails its check (and only that one)."""
-    s = _session(1)
+def test_a_wrong_value_in_a_sampled_row_fails(step, index, mask_mode):
+    """One entry of a sampled row moved by 1e-3 fails its check (and only that one), with the
+    mask as a NumPy array (bottom-right), a causal flag or none."""
+    s = _session(1, mask_mode=mask_mode)
     trace = nb.trace_attention(**controller.trace_kwargs(s), dtype="float32")
     row = scratch.sample_rows(L_SAMPLED, sampled_check.SAMPLE_ROWS, sampled_check.SAMPLE_SEED)[3]
     trace[step].value[1, row, 0] += 1e-3  # head 1, a sampled row
