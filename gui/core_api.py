@@ -72,6 +72,20 @@ def causal_mask_array(L: int, S: int, align: str) -> object:
     return np.tri(L, S, offset, dtype=bool)  # (L, S): True where j <= i + offset
 
 
+def mask_array(grid: object) -> object:
+    """An (L, S) grid of bools (rows of Python bools) as a NumPy bool array, row by row.
+
+    One conversion of 16.7 M bools (4096 tokens) is a single call that holds the GIL for
+    seconds; row by row the window's event loop gets its turns."""
+    import numpy as np
+
+    rows = list(grid)
+    out = np.empty((len(rows), len(rows[0]) if rows else 0), dtype=bool)
+    for i, row in enumerate(rows):
+        out[i] = row
+    return out
+
+
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:
     """scratch.explain(trace, step, index) -> Explanation with .text and .sources."""
     return scratch.explain(trace, step, tuple(index))

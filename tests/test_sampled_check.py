@@ -153,3 +153,21 @@ def test_sampled_rows_of_a_real_text_are_labelled_with_their_position():
 
     assert _token_label(["t0", "t1"], 1) == "t1"
     assert _token_label(["the", "cat"], 1) == "1: cat"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_custom_mask_reaches_backend_and_check_as_the_same_grid(seed):
+    """A custom mask (a NumPy array for the backend, built row by row) passes the sampled
+    check, and a wrong weight on a sampled row under it fails."""
+    grid = np.random.default_rng(seed).random((L_SAMPLED, L_SAMPLED)) > 0.3
+    grid[:, 0] = True  # every row sees key 0: the planted weight below is on an allowed key
+    mask = tuple(map(tuple, grid.tolist()))
+    s = _session(seed, mask_mode="custom", mask=mask)
+    kwargs = controller.trace_kwargs(s)
+    assert kwargs["attn_mask"].dtype == bool and (kwargs["attn_mask"] == grid).all()
+    outcome = controller.run(s)
+    assert all(c.ok for c in outcome.checks), outcome.checks
+    row = sampled_check.checked_rows(L_SAMPLED)[5]
+    outcome.trace["weights"].value[0, row, 0] += 1e-3
+    checks = sampled_check.sampled_checks(outcome.trace, kwargs, "float32")
+    assert [c.ok for c in checks] == [True, False]
