@@ -553,7 +553,8 @@ def window_goals(full: bool) -> list[tuple[str, str, str]]:
     """The window's goals at 4096 tokens (gui.bench_window), or why they were not measured."""
     what = "the window's recompute at 4096 tokens"
     if not full:
-        return [(what, "not measured", "only in a full run, without --quick or --sizes")]
+        why = "in a full run or with --only window, not with --quick or --sizes"
+        return [(what, "not measured", why)]
     try:
         from gui import bench_window
     except ImportError as exc:  # no PyQt6 here
