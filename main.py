@@ -10,7 +10,8 @@ import tempfile
 import time
 from collections.abc import Callable
 
-TABS = ("pipeline", "overview", "check", "model")
+TABS = ("pipeline", "backward", "overview", "check", "model")
+GRAD_OUTPUTS = ("ones", "random", "target")  # gui.session.GRAD_OUTPUTS (Qt-free import later)
 
 
 def int_in(lo: int, hi: int) -> Callable[[str], int]:
@@ -45,6 +46,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tokens", type=tokens, default=6, help=f"its tokens (1-{MAX_TOKENS})")
     p.add_argument("--heads", type=heads, default=1, help=f"its heads (1-{MAX_HEADS})")
     p.add_argument("--mask", default=None, help="none, causal-top-left, causal-bottom-right")
+    p.add_argument(
+        "--grad-output", choices=GRAD_OUTPUTS, help="dO of the backward view (default: ones)"
+    )
+    p.add_argument("--grad-seed", type=seed, default=0, help="seed of a random dO or target")
     p.add_argument("--hover", metavar="ROW,COL", help="with --screenshot: hover this cell")
     p.add_argument("--screenshot", metavar="FILE.png", help="render offscreen to FILE and exit")
     p.add_argument("--size", default="1400x900", help="window size for --screenshot (WxH)")
@@ -114,6 +119,8 @@ def build_session(args: argparse.Namespace, run=None):
         if dtype not in backends[backend]:
             raise ValueError(f"{backend} has no dtype {dtype!r}; it has {backends[backend]}")
         changes.update(backend=backend, dtype=dtype)
+    if args.grad_output is not None:
+        changes.update(grad_output=args.grad_output, grad_seed=args.grad_seed)
     if args.mask is not None:
         if args.mask not in sm.MASK_MODES[:3]:
             raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(sm.MASK_MODES[:3])}")
@@ -177,14 +184,29 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
     if failed:
         print(f"main.py: the trace failed: {failed[0]}", file=sys.stderr)
         return 1
-    names = window.pipeline.names()
+    tabs = {
+        "pipeline": window.pipeline,
+        "backward": window.backward,
+        "overview": window.overview,
+        "check": window.checks,
+        "model": window.model,
+    }
+    window.tabs.setCurrentWidget(tabs[args.tab])  # the Backward tab starts its computation
+    pipeline = window.pipeline
+    if args.tab == "backward":
+        while window.backward_worker.busy or window.backward_outcome is None:
+            app.processEvents()
+            time.sleep(0.01)
+            if time.monotonic() > deadline:
+                return fail("the backward pass took longer than 120 s")
+        pipeline = window.backward.pipeline
+    names = pipeline.names()
     if args.step and args.step not in names:
         return fail(f"unknown step {args.step!r}; steps: {', '.join(names)}")
-    if args.step:
-        window.pipeline.set_step(args.step)
+    if args.step and args.step in names:
+        pipeline.set_step(args.step)
     if args.head is not None and run is None:
-        window.pipeline.set_head(args.head)
-    window.tabs.setCurrentIndex(TABS.index(args.tab))
+        pipeline.set_head(args.head)
     for _ in range(5):
         app.processEvents()
     if args.hover:
@@ -192,7 +214,7 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
             row, col = (int(v) for v in args.hover.split(","))
         except ValueError:
             return fail(f"--hover: expected ROW,COL like 1,2, found {args.hover!r}")
-        window.pipeline.hover_cell(row, col)
+        pipeline.hover_cell(row, col)
         app.processEvents()
     export.atomic.write_bytes(args.screenshot, export.widget_png(window))
     print(f"wrote {args.screenshot} ({width}x{height})")
@@ -232,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         return fail(str(exc))
     if args.screenshot:
-        if args.step:  # check the step name before starting Qt, so a typo fails fast
+        if args.step and args.tab != "backward":  # check the step name before starting Qt
             from gui import controller
             from gui.main_window import default_session
 

@@ -6,8 +6,17 @@ import html
 
 import numpy as np
 from PyQt6.QtCore import Qt
-from PyQt6.QtGui import QColor, QFont
-from PyQt6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PyQt6.QtGui import QColor, QFont, QFontMetrics
+from PyQt6.QtWidgets import (
+    QFrame,
+    QLabel,
+    QScrollArea,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gui import sampled_check, view_model
 from gui.heatmap import Heatmap
@@ -45,6 +54,32 @@ def _token_label(tokens: list[str], i: int) -> str:
     return token if token == f"t{i}" else f"{i}: {token}"
 
 
+def _per_head(step: object, row: int, panel: CheckPanel) -> bool:
+    """Whether a check's |difference| grid has a head axis (drawn as its largest over heads)."""
+    if row >= panel.forward_rows:  # the gradient checks compare (heads, n, d) per head
+        return True
+    return step is not None and step.axes[0] == "head"
+
+
+def _gradient_text(gradients: object) -> str:
+    """The gradient check's line of the header: what it compared and the verdict."""
+    if gradients is None:
+        return "Gradients: open the Backward tab to compute and check them."
+    if gradients.refused:
+        return f"Gradients: not computed. {html.escape(gradients.refused)}"
+    if not gradients.checks:
+        return f"Gradients: {html.escape(gradients.compared)}"
+    bad = [c.name for c in gradients.checks if not c.ok]
+    verdict = (
+        "<span style='color:#1a7f37'>dQ, dK, dV within their bounds</span>"
+        if not bad
+        else f"<span style='color:#b00020'>gradient outside the bound: {', '.join(bad)}</span>"
+    )
+    first = next((c.message for c in gradients.checks if not c.ok and c.message), "")
+    why = f" {html.escape(first)}." if first else ""
+    return f"Gradients: {verdict}.{why} Compared {html.escape(gradients.compared, quote=False)}."
+
+
 class CheckPanel(QWidget):
     """A table of StepChecks plus the |difference| heatmap of the selected step."""
 
@@ -52,13 +87,22 @@ class CheckPanel(QWidget):
         super().__init__(parent)
         self.checks: list = []
         self.trace = None
+        self.forward_rows = 0  # the first rows are the forward checks, then the gradients'
+        self.gradient_trace = None  # the backward trace the gradient rows belong to
         outer = QVBoxLayout(self)
         self.header = QLabel()
         font = QFont()
         font.setPointSize(12)
         self.header.setFont(font)
         self.header.setWordWrap(True)
-        outer.addWidget(self.header)
+        # the header scrolls when its lines outgrow the room: never pushes the window taller
+        header_box = QScrollArea()
+        header_box.setWidget(self.header)
+        header_box.setWidgetResizable(True)
+        header_box.setFrameShape(QFrame.Shape.NoFrame)
+        header_box.setMinimumHeight(QFontMetrics(font).lineSpacing() * 4)
+        header_box.setMaximumHeight(QFontMetrics(font).lineSpacing() * 6 + 8)
+        outer.addWidget(header_box)
         split = QSplitter(Qt.Orientation.Horizontal)
         self.table = QTableWidget(0, len(HEADERS))
         self.table.setHorizontalHeaderLabels(HEADERS)
@@ -76,32 +120,40 @@ class CheckPanel(QWidget):
         outer.addWidget(split, 1)
         self.table.currentCellChanged.connect(lambda row, *_: self.show_diff(row))
 
-    def set_outcome(self, outcome: object) -> None:
-        """Fill the table from outcome.checks; always say which backend and dtype ran."""
-        self.trace, self.checks = outcome.trace, outcome.checks
+    def set_outcome(self, outcome: object, gradients: object = None) -> None:
+        """Fill the table from outcome.checks, then the gradient checks of `gradients` (a
+        BackwardOutcome of the same inputs, or None); always say which backend and dtype ran."""
+        self.trace, self.checks = outcome.trace, list(outcome.checks)
+        self.forward_rows = len(self.checks)
+        self.gradient_trace = gradients.trace if gradients is not None else None
+        if gradients is not None:
+            self.checks += gradients.checks
         ran = (
             f"backend <b>{outcome.backend}</b>, dtype <b>{outcome.dtype}</b>, "
             f"kernel {outcome.kernel}, {outcome.seconds * 1000:.0f} ms"
         )
-        bad = [c.name for c in self.checks if not c.ok]
+        bad = [c.name for c in outcome.checks if not c.ok]
         verdict = (
             "<span style='color:#1a7f37'>every step within its bound</span>"
             if not bad
             else f"<span style='color:#b00020'>outside the bound: {', '.join(bad)}</span>"
         )
-        first = next((c.message for c in self.checks if not c.ok and c.message), "")
+        first = next((c.message for c in outcome.checks if not c.ok and c.message), "")
         why = f"<br>{html.escape(first)}" if first else ""  # e.g. the values outgrew float16
         sampled = getattr(outcome, "sampled", "")
         how = f"<br>Sampled check: {html.escape(sampled)}." if sampled else ""
         self.header.setText(
             f"{ran} vs the exact ground truth (scratch, float64): {verdict}{why}{how}"
+            f"<br>{_gradient_text(gradients)}"
         )
         self.diff_map.setVisible(bool(self.checks))
         self.table.setRowCount(len(self.checks))
         for r, check in enumerate(self.checks):
             cells = (
                 check.name,
-                shape_text(outcome.trace, check.name),
+                shape_text(self.trace, check.name)
+                if r < self.forward_rows
+                else " x ".join(map(str, np.shape(check.diff))),  # (heads, n, d)
                 f"{check.max_abs_diff:.3g}",
                 f"{_number(check.bound):.3g}",
                 "pass" if check.ok else "FAIL",
@@ -118,6 +170,10 @@ class CheckPanel(QWidget):
         if self.checks:
             self.table.setCurrentCell(row, 0)
             self.show_diff(row)
+
+    def _trace_of(self, row: int) -> object:
+        """The trace a table row's check belongs to: the backend's, or the backward trace."""
+        return self.trace if row < self.forward_rows else self.gradient_trace
 
     def _default_row(self) -> int:
         names = [c.name for c in self.checks]
@@ -137,24 +193,27 @@ class CheckPanel(QWidget):
         top = max(float(finite.max()) if finite.size else 0.0, _number(check.bound))
         top = min(max(top, view_model.LEVEL_FLOOR), view_model.DISPLAY_LIMIT)
         rows, cols = image.shape
-        sampled = sampled_check.sampled_view(check.name, self.trace)
+        trace = self._trace_of(row)
+        sampled = sampled_check.sampled_view(check.name, trace)
         name = sampled[0] if sampled else check.name
-        step = self.trace[name] if name in self.trace else None
+        step = trace[name] if name in trace else None
         axes = list(step.axes[-2:]) if step is not None and len(step.axes) >= 2 else ["row", "col"]
-        row_labels = view_model.labels_for(self.trace, axes[0], rows)
+        if row >= self.forward_rows:  # a gradient per head (H, n, d): its rows are tokens
+            axes = ["query" if name == "grad_query" else "key", "feature"]
+        row_labels = view_model.labels_for(trace, axes[0], rows)
         row_axis = axes[0]
         if sampled and axes[0] == "query" and len(sampled[1]) == rows:
-            row_labels = [_token_label(self.trace.tokens, i) for i in sampled[1]]
-            row_axis = f"query ({rows} sampled of {len(self.trace.tokens)})"
+            row_labels = [_token_label(trace.tokens, i) for i in sampled[1]]
+            row_axis = f"query ({rows} sampled of {len(trace.tokens)})"
         panel = view_model.Panel(
             # a short title: a long one widens the plot past the room this panel has
             title=f"|{name} - ground truth|",
             image=image,
             raw=image.astype(np.float64),
             row_labels=row_labels,
-            col_labels=view_model.labels_for(self.trace, axes[-1], cols),
+            col_labels=view_model.labels_for(trace, axes[-1], cols),
             row_axis=row_axis,
-            col_axis=axes[-1] + (", largest over heads" if step and step.axes[0] == "head" else ""),
+            col_axis=axes[-1] + (", largest over heads" if _per_head(step, row, self) else ""),
             kind="weights",
             levels=(0.0, top),
             step=check.name,

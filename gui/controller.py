@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gui import core_api, sampled_check
+from gui import backward_check, core_api, sampled_check
 from gui.session import Session
 
 
@@ -115,3 +115,44 @@ def _outcome(s: Session, trace, reference, checks, start: float, sampled: str) -
         seconds=time.perf_counter() - start,
         sampled=sampled,
     )
+
+
+@dataclass(frozen=True)
+class BackwardOutcome:
+    """The backward view's computation: the ground truth's backward trace and the gradient check."""
+
+    session: Session
+    trace: object  # scratch.trace_attention(..., grad_output=dO); None when refused
+    checks: list  # StepChecks of the backend's dQ, dK, dV ([] when not checked)
+    compared: str  # what the gradient check compared, or why it did not run
+    refused: str  # why the backward was not computed ("" when it was)
+    seconds: float
+
+
+def run_backward(
+    s: Session,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> BackwardOutcome:
+    """The ground truth's backward trace for the session's dO, then the backend's gradients
+    checked against it; raises Cancelled."""
+    report = progress or (lambda done, total, what: None)
+    stop = cancelled or (lambda: False)
+    start = time.perf_counter()
+    refused = backward_check.too_large(s)
+    if refused:
+        return BackwardOutcome(s, None, [], "", refused, time.perf_counter() - start)
+    kwargs = trace_kwargs(s)
+    # step 1: the exact backward trace (the forward steps, then dO -> dV, dP, D, dS -> dQ, dK)
+    report(0, 2, "ground truth backward")
+    trace = core_api.backward_trace(backward_check.grad_output_for(s), **kwargs)
+    if stop():
+        raise Cancelled
+    # step 2: the chosen backend's gradients against it (small enough sizes only)
+    compared = backward_check.check_skipped(s)
+    checks: list = []
+    if not compared:
+        report(1, 2, f"{s.backend} ({s.dtype}) gradients")
+        checks, compared = backward_check.gradient_checks(trace, kwargs, s.backend, s.dtype)
+    report(2, 2, "done")
+    return BackwardOutcome(s, trace, checks, compared, "", time.perf_counter() - start)

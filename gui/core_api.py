@@ -100,3 +100,58 @@ def step_stages(names: list[str]) -> list[tuple[int, str]]:
     """(step number, arrow text) of each step name, from scratch's registry of steps."""
     call = steps.call_of_names(names)
     return [(spec.number, spec.arrow) for spec in (steps.spec_for(call, n) for n in names)]
+
+
+# ---------------------------------------------------------------- the backward pass
+
+
+def backward_trace(grad_output: list, **kwargs) -> object:
+    """scratch.trace_attention(..., grad_output=dO): the forward steps, then the backward's."""
+    return scratch.trace_attention(**kwargs, grad_output=grad_output)
+
+
+def backward_steps(trace: object) -> list[str]:
+    """The names of the trace's backward steps (dO onwards), in trace order."""
+    call = steps.call_of(trace)
+    return [n for n in trace.names() if steps.spec_for(call, n).backward]
+
+
+def make_grad_output(kind: str, rows: int, cols: int, **options) -> list[list[float]]:
+    """scratch.grad_output.make_grad_output."""
+    from scratch.grad_output import make_grad_output
+
+    return make_grad_output(kind, rows, cols, **options)
+
+
+def one_hot(rows: int, cols: int, i: int, c: int) -> list[list[float]]:
+    """scratch.grad_output.one_hot."""
+    from scratch.grad_output import one_hot
+
+    return one_hot(rows, cols, i, c)
+
+
+def backward_with_backend(name: str, dtype: str, q, k, v, grad_output, **options) -> tuple:
+    """Backend `name`'s scaled_dot_product_attention_backward in `dtype`: (dq, dk, dv)."""
+    fn = backends.get(name).scaled_dot_product_attention_backward
+    if name == "scratch":  # the ground truth has one dtype and no dtype argument
+        return fn(q, k, v, grad_output, **options)
+    return fn(q, k, v, grad_output, **options, dtype=dtype)
+
+
+def ground_truth_backward(q, k, v, grad_output, **options) -> tuple:
+    """scratch.scaled_dot_product_attention_backward: the exact (dq, dk, dv)."""
+    return scratch.scaled_dot_product_attention_backward(q, k, v, grad_output, **options)
+
+
+def gradient_bound(q, k, v, grad_output, **options) -> object:
+    """scratch.grad_tolerance.gradient_tolerance: per-element bounds on every gradient."""
+    from scratch.grad_tolerance import gradient_tolerance
+
+    return gradient_tolerance(q, k, v, grad_output, **options)
+
+
+def compare_gradient(computed, truth, bound) -> object:
+    """scratch.grad_tolerance.compare: within the bound, NaN exactly where the truth has it."""
+    from scratch.grad_tolerance import compare
+
+    return compare(computed, truth, bound)

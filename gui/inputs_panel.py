@@ -312,6 +312,10 @@ class InputsPanel(QWidget):
             self.refused.emit(f"refused: {exc}; the previous values are kept")
             self.set_session(self.session)
 
+    def apply_edit(self, fn, *args) -> None:
+        """Apply a pure session edit made elsewhere (the backward view's dO choice)."""
+        self._apply(fn, *args)
+
     def _apply_sizes(self, field: str, value: int) -> None:
         # a random example is drawn again at the new sizes; others keep the values that fit
         self._apply(lambda s: sm.regenerated(s, **{field: value}))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from PyQt6.QtCore import QEvent, QSettings, Qt
 from PyQt6.QtGui import QAction, QKeySequence, QShortcut
 from PyQt6.QtWidgets import (
@@ -18,9 +20,10 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api, session_file
+from gui import controller, core_api, session_file
 from gui import session as sm
 from gui.actions import FileActions
+from gui.backward_view import BackwardView
 from gui.check_panel import CheckPanel
 from gui.inputs_panel import InputsPanel
 from gui.kernel_check import KernelCheckPanel
@@ -40,6 +43,16 @@ def default_session() -> sm.Session:
     if DEFAULT_PRESET in core_api.preset_names():
         return sm.from_preset(core_api.get_preset(DEFAULT_PRESET))
     return sm.random_session(0)
+
+
+def _same(a: sm.Session | None, b: sm.Session) -> bool:
+    """Whether two sessions have the same inputs and options (the step on screen aside)."""
+    return a is not None and dataclasses.replace(a, step="") == dataclasses.replace(b, step="")
+
+
+def _same_forward(a: sm.Session, b: sm.Session) -> bool:
+    """Whether two sessions differ at most in the dO choice (the forward trace is the same)."""
+    return _same(dataclasses.replace(a, grad_output=b.grad_output, grad_seed=b.grad_seed), b)
 
 
 def remembered_session(settings: QSettings) -> sm.Session | None:
@@ -71,12 +84,16 @@ class MainWindow(QMainWindow):
         self.inputs = InputsPanel(session)
         self.pipeline = PipelineView()
         self.pipeline.step_name = session.step
+        self.backward = BackwardView()
+        self.backward.set_session(session)
+        self.backward_outcome = None  # the newest BackwardOutcome (maybe of earlier inputs)
         self.overview = Overview()
         self.checks = CheckPanel()
         self.model = ModelPanel()
         self.kernel_check = KernelCheckPanel()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.pipeline, "Pipeline")
+        self.tabs.addTab(self.backward, "Backward")
         self.tabs.addTab(self.overview, "Overview")
         self.tabs.addTab(self.checks, "Check")
         self.tabs.addTab(self.kernel_check, "Check a kernel")
@@ -105,6 +122,8 @@ class MainWindow(QMainWindow):
         self._set_busy(False)
         # step 3: the worker and the file actions
         self.worker = TraceWorker(self)
+        # the backward pass: computed only while the Backward tab is open (it costs seconds)
+        self.backward_worker = TraceWorker(self, compute=controller.run_backward)
         self.files = FileActions(self)
         self._menus()
         self._shortcuts()
@@ -156,7 +175,8 @@ class MainWindow(QMainWindow):
 
     def navigation_key(self, key: int) -> None:
         """Step through the pipeline (Left, Right, Home, End)."""
-        action = self.pipeline.key_action(key)
+        view = self.backward.pipeline if self.tabs.currentWidget() is self.backward else None
+        action = (view or self.pipeline).key_action(key)
         if action is not None:
             action()
 
@@ -172,7 +192,7 @@ class MainWindow(QMainWindow):
         return super().eventFilter(watched, event)
 
     def _connect(self) -> None:
-        self.inputs.sessionChanged.connect(self.worker.submit)
+        self.inputs.sessionChanged.connect(self._on_inputs)
         self.inputs.sessionChanged.connect(self._clear_refusal)
         self.inputs.message.connect(self.say)
         self.inputs.refused.connect(self.refuse)
@@ -187,8 +207,29 @@ class MainWindow(QMainWindow):
         self.model.headChosen.connect(self.open_model_head)
         self.model.message.connect(self.say)
         self.model.refused.connect(self.refuse)
+        self.inputs.sessionChanged.connect(self.backward.set_session)
+        self.inputs.sessionChanged.connect(lambda _: self.refresh_backward())
+        self.tabs.currentChanged.connect(lambda _: self.refresh_backward())
+        self.backward.gradOutputChosen.connect(
+            lambda kind, seed: self.inputs.apply_edit(sm.with_grad_output, kind, seed)
+        )
+        self.backward.cancelRequested.connect(self.backward_worker.cancel)
+        self.backward_worker.progress.connect(
+            lambda done, total, what: self.backward.set_busy(f"computing: {what} ({done}/{total})")
+        )
+        self.backward_worker.finished.connect(self._on_backward_finished)
+        self.backward_worker.failed.connect(self._on_backward_failed)
+        self.backward_worker.cancelled.connect(lambda: self._on_backward_failed("cancelled"))
 
     # ---------------------------------------------------------------- slots
+
+    def _on_inputs(self, s: sm.Session) -> None:
+        """Compute the forward trace of new inputs; a new dO alone keeps the trace on screen."""
+        shown = self.outcome
+        if shown is not None and not self.worker.busy and _same_forward(shown.session, s):
+            self.outcome = dataclasses.replace(shown, session=s)  # same trace, the new dO noted
+            return
+        self.worker.submit(s)
 
     def _set_busy(self, busy: bool) -> None:
         self.progress.setVisible(busy)
@@ -216,7 +257,7 @@ class MainWindow(QMainWindow):
         self.outcome = outcome
         self.pipeline.set_trace(outcome.trace, outcome.reference)
         self.overview.set_trace(outcome.trace, self.pipeline.head)
-        self.checks.set_outcome(outcome)
+        self.checks.set_outcome(outcome, self._gradients_for(outcome.session))
         verdict = " | all steps pass" if all(c.ok for c in outcome.checks) else " | CHECK FAILED"
         self.backend_label.setText(
             f"backend {outcome.backend} | dtype {outcome.dtype} | kernel {outcome.kernel}{verdict}"
@@ -228,6 +269,41 @@ class MainWindow(QMainWindow):
         where = f"showing the last good trace ({shown.backend}, {shown.dtype})" if shown else ""
         self.backend_label.setText(f"not computed | {where}")
         self.say(message.splitlines()[0] if message else "failed")
+
+    # ---------------------------------------------------------------- the backward pass
+
+    def refresh_backward(self) -> None:
+        """Compute the backward pass of the inputs on screen, if the Backward tab is open and
+        it is not already shown or on its way."""
+        if self.tabs.currentWidget() is not self.backward:
+            return
+        s = self.inputs.session
+        if self._gradients_for(s) is not None and not self.backward_worker.busy:
+            return
+        if self.backward_worker.busy and _same(self._backward_asked, s):
+            return
+        self._backward_asked = s
+        self.backward.set_busy(f"computing the backward pass ({s.num_tokens} tokens)...")
+        self.backward_worker.submit(s)
+
+    _backward_asked: sm.Session | None = None
+
+    def _gradients_for(self, s: sm.Session) -> object:
+        """The BackwardOutcome of session `s` (the step shown aside), or None."""
+        done = self.backward_outcome
+        return done if done is not None and _same(done.session, s) else None
+
+    def _on_backward_finished(self, outcome: object) -> None:
+        self.backward_outcome = outcome
+        self.backward.set_outcome(outcome)
+        if self.outcome is not None and _same(self.outcome.session, outcome.session):
+            self.checks.set_outcome(self.outcome, outcome)
+
+    def _on_backward_failed(self, message: str) -> None:
+        first = message.splitlines()[0] if message else "failed"
+        self.backward.set_busy("")
+        self.backward.show_message(f"The backward pass was not computed: {first}")
+        self.say(f"backward: {first}")
 
     def open_step(self, name: str) -> None:
         """Open step `name` in the pipeline tab."""
@@ -245,15 +321,20 @@ class MainWindow(QMainWindow):
     def load_session(self, s: sm.Session) -> None:
         """Show and compute a session (from a file or settings)."""
         self.inputs.set_session(s)
+        self.backward.set_session(s)
         self.pipeline.step_name = s.step
         self.worker.submit(s)
+        self.refresh_backward()
 
     def view(self) -> QWidget:
         """What 'export view' captures: the current tab without its controls."""
         current = self.tabs.currentWidget()
-        return {self.pipeline: self.pipeline.content, self.model: self.model.content}.get(
-            current, current
-        )
+        contents = {
+            self.pipeline: self.pipeline.content,
+            self.backward: self.backward.pipeline.content,
+            self.model: self.model.content,
+        }
+        return contents.get(current, current)
 
     def say(self, text: str) -> None:
         """A status-bar message."""
@@ -279,7 +360,9 @@ class MainWindow(QMainWindow):
         self.settings.setValue("size", self.size())
         self.settings.setValue("session", session_file.dumps(self.files.current_session()))
         self.settings.sync()
+        self.backward_worker.cancel()
         self.worker.wait()  # ... and is joined: no computation thread outlives the window
+        self.backward_worker.wait()
         self.model.worker.wait()
         self.kernel_check.worker.wait()
         super().closeEvent(event)

@@ -44,8 +44,11 @@ class PipelineView(QWidget):
     stepChanged = pyqtSignal(str)
     headChanged = pyqtSignal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, names_of=None, source_height: int = 120
+    ) -> None:
         super().__init__(parent)
+        self.names_of = names_of  # trace -> the step names to show (None: every step)
         self.trace = None
         self.reference = None
         self.step_name = "weights"
@@ -135,7 +138,7 @@ class PipelineView(QWidget):
         self.source_box.addWidget(self.source_title)
         for _ in range(MAX_SOURCES):
             hm = Heatmap(compact=True)
-            hm.setMinimumSize(SOURCE_SIZE, 140)
+            hm.setMinimumSize(SOURCE_SIZE, source_height)
             self.sources.append(hm)
             self.source_box.addWidget(hm, 1)
         split.addWidget(self.source_area)
@@ -172,8 +175,10 @@ class PipelineView(QWidget):
     # ---------------------------------------------------------------- state
 
     def names(self) -> list[str]:
-        """Step names of the shown trace."""
-        return self.trace.names() if self.trace is not None else []
+        """Step names of the shown trace (those `names_of` picks, when given)."""
+        if self.trace is None:
+            return []
+        return self.names_of(self.trace) if self.names_of is not None else self.trace.names()
 
     def set_trace(self, trace: object, reference: object | None = None) -> None:
         """Show a new trace, staying on the same step name when it still exists."""
@@ -325,11 +330,15 @@ class PipelineView(QWidget):
         for src, _axis, _idx in getattr(first, "sources", ()):
             if src not in seen and src != self.step_name and src in self.trace:
                 seen.append(src)
-        return seen[:MAX_SOURCES]
+        return seen
 
     def _show_sources(self) -> None:
-        names = self._source_steps()
-        self.source_title.setText("inputs of this step: " + (", ".join(names) or "none"))
+        every = self._source_steps()
+        names = every[:MAX_SOURCES]
+        more = (
+            f" (the first {MAX_SOURCES} of {len(every)} drawn)" if len(every) > MAX_SOURCES else ""
+        )
+        self.source_title.setText("inputs of this step: " + (", ".join(every) or "none") + more)
         for hm, src in zip(self.sources, names + [None] * MAX_SOURCES):
             hm.setVisible(src is not None)
             if src is not None:
@@ -394,8 +403,8 @@ class PipelineView(QWidget):
             self.explanation.setText("the average of the heads: choose one head to see its sums")
             return
         index = ((panel.head,) if step.axes[0] == "head" else ()) + tuple(cell)
-        if len(step.axes) == 1:
-            index = (cell[1],)
+        if panel.vector:  # a vector step: the cell's row (a column vector) or column (a row)
+            index = index[:-2] + ((cell[0],) if panel.vector == "column" else (cell[1],))
         try:
             info = core_api.explain(self.reference, self.step_name, index)
         except Exception as exc:  # noqa: BLE001 - show why there is no explanation
@@ -412,4 +421,6 @@ class PipelineView(QWidget):
                 continue
             if hm.panel.head is not None and panel.head is not None and hm.panel.head != panel.head:
                 hm.show_panel(view_model.panels(self.trace, src, str(panel.head), self.colour)[0])
+            if hm.panel.vector:  # a vector has one axis, drawn as a column or a row
+                axis = 0 if hm.panel.vector == "column" else 1
             hm.highlight(axis, idx)  # axis 0 = a row, 1 = a column of the (per-head) matrix

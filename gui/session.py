@@ -20,6 +20,9 @@ MODES = ("project", "qkv", "self")
 SCALE_MODES = ("sqrt", "none", "custom")
 MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
 MASKED_ROWS = ("zero", "nan", "uniform")
+# dO, the gradient the backward view starts from: d sum(output) (ones), a seeded random
+# matrix, or d sum(output * target) = target, a one-hot target whose cell the seed picks
+GRAD_OUTPUTS = ("ones", "random", "target")
 MATRICES = ("query", "key", "value", "w_q", "w_k", "w_v")
 MAX_TOKENS = 4096  # above 256 a NumPy/torch trace is checked on sampled rows (sampled_check)
 MAX_DIM = 1024  # a real model head: all-MiniLM-L6-v2 has d_model 384 (+1 for the bias column)
@@ -61,6 +64,13 @@ class Session:
     preset: str = "custom"
     seed: int = 0
     step: str = "weights"
+    grad_output: str = "ones"  # one of GRAD_OUTPUTS (files without it load as "ones")
+    grad_seed: int = 0  # seed of the random dO or of the one-hot target
+
+    @property
+    def d_out(self) -> int:
+        """Width of the output (and of dO): the heads side by side, H * d_v (no w_o here)."""
+        return self.num_heads * self.d_v
 
     @property
     def num_tokens(self) -> int:
@@ -341,8 +351,15 @@ def random_like(s: Session, seed: int) -> Session:
 
 
 def kept_on_preset(s: Session) -> dict:
-    """What a newly chosen example keeps from the old session: backend, dtype, masked rows."""
-    return dict(backend=s.backend, dtype=s.dtype, masked_rows=s.masked_rows)
+    """What a newly chosen example keeps from the old session: backend, dtype, masked rows
+    and the dO choice."""
+    return dict(
+        backend=s.backend,
+        dtype=s.dtype,
+        masked_rows=s.masked_rows,
+        grad_output=s.grad_output,
+        grad_seed=s.grad_seed,
+    )
 
 
 def with_preset(s: Session, name: str, preset: object = None) -> Session:
@@ -392,6 +409,15 @@ def with_options(
     )
 
 
+def with_grad_output(s: Session, kind: str, seed: int) -> Session:
+    """Another dO for the backward view: `kind` one of GRAD_OUTPUTS, `seed` in [0, MAX_SEED]."""
+    if kind not in GRAD_OUTPUTS:
+        raise SessionError(f"dO: expected one of {', '.join(GRAD_OUTPUTS)}, found {kind!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise SessionError(f"dO seed: expected an integer in [0, {MAX_SEED}], found {seed!r}")
+    return dataclasses.replace(s, grad_output=kind, grad_seed=seed)
+
+
 def parse_tokens(text: str, count: int, field: str) -> tuple[str, ...]:
     """Comma-separated labels; ValueError says how many were expected and found."""
     labels = tuple(t.strip() for t in text.split(",")) if text.strip() else ()
@@ -420,6 +446,8 @@ def kept_options(s: Session) -> dict:
         masked_rows=s.masked_rows,
         scale_mode=s.scale_mode,
         scale_value=s.scale_value,
+        grad_output=s.grad_output,
+        grad_seed=s.grad_seed,
     )
     if s.mask_mode != "custom":  # a clicked mask belongs to the old example
         keep["mask_mode"] = s.mask_mode

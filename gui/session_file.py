@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from gui import atomic, core_api
 from gui.session import (
+    GRAD_OUTPUTS,
     MASK_MODES,
     MASKED_ROWS,
     MAX_DIM,
@@ -167,6 +168,10 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
         if not isinstance(data.get(field), str):
             raise _fail(field, "a string", data.get(field))
     seed = _int(data, "seed", 0, MAX_SEED)
+    # the dO choice of the backward view: absent in files written before it existed
+    grads = {"grad_output": "ones", "grad_seed": 0, **data}
+    grad_output = _choice(grads, "grad_output", GRAD_OUTPUTS)
+    grad_seed = _int(grads, "grad_seed", 0, MAX_SEED)
     # step 2: matrices, with the shapes the mode implies
     query = _matrix(data, "query", None, None)  # x, or q in mode 'qkv'
     L, d_model = len(query), len(query[0])
@@ -223,6 +228,8 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
         preset=data["preset"],
         seed=seed,
         step=data["step"],
+        grad_output=grad_output,
+        grad_seed=grad_seed,
     )
 
 

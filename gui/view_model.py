@@ -37,6 +37,7 @@ class Panel:
     head: int | None  # which head the panel shows (None: no head axis or the average)
     raw: np.ndarray  # (rows, cols) float64 values as the trace holds them (-inf kept)
     colour_note: str = ""  # for weights: which colour range is on (said on screen)
+    vector: str = ""  # a step with one axis (besides heads): "column" (per token) or "row"
 
     @property
     def show_text(self) -> bool:
@@ -67,12 +68,19 @@ def labels_for(trace: object, axis: str, n: int) -> list[str]:
     return [str(i) for i in range(n)]
 
 
-def levels_for(step_name: str, values: np.ndarray) -> tuple[str, tuple[float, float]]:
-    """Colour scale: 0..1 for weights, symmetric around 0 for everything signed."""
+def levels_for(
+    step_name: str, values: np.ndarray, robust: bool = False
+) -> tuple[str, tuple[float, float]]:
+    """Colour scale: 0..1 for weights, symmetric around 0 for everything signed; `robust`:
+    up to the AUTO_PERCENTILE-th percentile of |values|, so a few large entries (a gradient's
+    few big cells among 262 k small ones at 512 tokens) do not make the rest one flat colour."""
     if step_name == "weights":
         return "weights", (0.0, 1.0)
     finite = np.abs(values[np.isfinite(values)])
-    top = min(float(finite.max()) if finite.size else 0.0, DISPLAY_LIMIT)
+    top = float(finite.max()) if finite.size else 0.0
+    if robust and finite.size:
+        top = float(np.percentile(finite, AUTO_PERCENTILE)) or top  # all but 1% near 0: max
+    top = min(top, DISPLAY_LIMIT)
     top = top if top > 0 else 1.0
     return "signed", (-max(top, LEVEL_FLOOR), max(top, LEVEL_FLOOR))
 
@@ -133,21 +141,33 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
     step = trace[step_name]
     values = step_array(step)
     axes = list(step.axes)
-    kind, levels = levels_for(step_name, values)
+    # gradients at large sizes: a few large cells would leave the rest one flat colour
+    robust = values.size > TEXT_LIMIT**2 and step_name in core_api.backward_steps(trace)
+    kind, levels = levels_for(step_name, values, robust)
     row_axis, col_axis = axes[-2:] if len(axes) >= 2 else ("query", axes[-1])
-    if values.ndim == 1:
-        values = values[None, :]  # a lone vector shows as one row
+    vector = ""
+    if len(axes) - (axes[0] == "head") == 1:  # one number per token or per feature
+        # per token (D: one per query row) a column beside the token labels, else one row
+        vector = "column" if axes[-1] in ("query", "key") else "row"
+        values = values[..., :, None] if vector == "column" else values[..., None, :]
+        row_axis, col_axis = (axes[-1], "") if vector == "column" else ("query", axes[-1])
     rows, cols = values.shape[-2:]
     rl, cl = labels_for(trace, row_axis, rows), labels_for(trace, col_axis, cols)
+    if vector == "column":
+        cl = [step_name]
     masked = _masked_like(trace, step_name, values)
     note = f"colour: {COLOUR_RANGES[colour]}" if kind == "weights" else ""
+    if robust and float(np.nanmax(np.abs(np.where(np.isfinite(values), values, 0)))) > levels[1]:
+        note = f"colour: to the {AUTO_PERCENTILE}th percentile of |values|"
     if kind == "weights" and colour not in COLOUR_RANGES:
         raise ValueError(f"colour: expected one of {', '.join(COLOUR_RANGES)}, found {colour!r}")
 
     def make(title: str, m: np.ndarray, h: int | None, mask: np.ndarray | None) -> Panel:
         raw = np.asarray(m, dtype=np.float64)
         image, lv = (as_image(m), levels) if kind != "weights" else colour_weights(m, mask, colour)
-        return Panel(title, image, rl, cl, row_axis, col_axis, kind, lv, step_name, h, raw, note)
+        return Panel(
+            title, image, rl, cl, row_axis, col_axis, kind, lv, step_name, h, raw, note, vector
+        )
 
     if axes[0] != "head":
         return [make(step.name, values, None, masked)]
@@ -160,6 +180,7 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
         # the trace's own head average; NaN rows stay NaN
         with np.errstate(invalid="ignore"):
             mean = as_float64(trace.head_average(step_name))  # (H, rows, cols) -> (rows, cols)
+            mean = mean.reshape(values.shape[1:])  # a vector step: its column or row again
             hidden = None if masked is None else masked.min(axis=0)  # -inf: masked in a head
         return [make(f"{step.name}, average of {values.shape[0]} heads", mean, None, hidden)]
     h = min(int(head), values.shape[0] - 1)

@@ -94,7 +94,8 @@ class _Job(QRunnable):
             return  # superseded while it waited in the queue: never start a stale computation
         try:
             report = lambda d, t, w: self.signals.progress.emit(self.job, d, t, w)  # noqa: E731
-            outcome = controller.run(self.session, progress=report, cancelled=stop)
+            compute = self.worker.compute or controller.run  # looked up now: tests replace it
+            outcome = compute(self.session, progress=report, cancelled=stop)
         except controller.Cancelled:
             return
         except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
@@ -116,8 +117,10 @@ class TraceWorker(QObject):
     failed = pyqtSignal(str)
     cancelled = pyqtSignal()
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, compute=None) -> None:
         super().__init__(parent)
+        # compute(session, progress=, cancelled=) -> an outcome; None: controller.run
+        self.compute = compute
         self.pool = QThreadPool(self)
         self.pool.setMaxThreadCount(2)  # a cancelled job may still be finishing
         self._pause = collector_pause()

@@ -2,7 +2,9 @@
 
 Each step shows its name, formula, note and matrix (aligned columns, token labels on the
 query and key axes); the weights get a `sum` column (each row should sum to 1), and the end
-says which key each query attends to most. `--list` lists the presets.
+says which key each query attends to most. `--list` lists the presets. `--backward` goes on
+with the backward steps for a dO chosen by `--grad-output` (ones, random with `--seed`, or the
+gradient of one output entry, `target` at `--target-cell I,C`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import presets
+from .grad_output import GRAD_OUTPUT_KINDS, make_grad_output, one_hot
+from .trace import trace_attention
 
 if TYPE_CHECKING:
     from .trace import Step, Trace
@@ -74,8 +78,9 @@ def format_matrix(
 def _format_value(trace: Trace, step: Step, decimals: int) -> str:
     """A step's value: one table for a matrix, one table per head (or leading index) above."""
     value, axes = step.tolist(), step.axes
-    if len(axes) == 1:  # a single row: show it as a 1 x n matrix
-        value, axes = [value], ("", *axes)
+    if len(axes) == 1:  # a single row (row_dot, a bias's gradient): a 1 x n matrix
+        labels = _axis_labels(trace, axes[0], len(value))
+        return format_matrix([value], [step.name], labels, decimals)
     if len(axes) > 2:
         blocks = []
         for label, sub in zip(_axis_labels(trace, axes[0], len(value)), value, strict=True):
@@ -121,9 +126,22 @@ def attends_most(trace: Trace, decimals: int = 4) -> list[str]:
 
 
 def format_trace(trace: Trace, decimals: int = 4) -> str:
-    """The whole trace as text, step by step, then who attends to whom."""
+    """The whole trace as text, step by step, then who attends to whom (then the backward)."""
+    names = trace.names()
+    split = names.index("grad_output") if "grad_output" in names else len(names)
+    parts = _format_steps(trace, trace.steps[:split], 1, decimals)
+    if "weights" in trace:
+        parts.append("who attends to whom\n" + "\n".join("  " + s for s in attends_most(trace)))
+    if split < len(names):
+        parts.append("backward: the gradients, from dO = grad_output back to the inputs")
+        parts += _format_steps(trace, trace.steps[split:], split + 1, decimals)
+    return "\n\n".join(parts) + "\n"
+
+
+def _format_steps(trace: Trace, steps: Sequence[Step], first: int, decimals: int) -> list[str]:
+    """One text block per step, numbered from `first`."""
     parts = []
-    for n, step in enumerate(trace, start=1):
+    for n, step in enumerate(steps, start=first):
         shape = " x ".join(str(d) for d in step.shape)
         axes = " x ".join(step.axes)
         parts.append(
@@ -131,9 +149,7 @@ def format_trace(trace: Trace, decimals: int = 4) -> str:
             f"  {step.formula}\n"
             f"  {step.note}\n" + _format_value(trace, step, decimals)
         )
-    if "weights" in trace:
-        parts.append("who attends to whom\n" + "\n".join("  " + s for s in attends_most(trace)))
-    return "\n\n".join(parts) + "\n"
+    return parts
 
 
 def format_header(preset: presets.Preset) -> str:
@@ -162,12 +178,50 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--decimals", type=int, default=4, choices=range(0, 13), metavar="N", help="0..12"
     )
+    parser.add_argument(
+        "--backward", action="store_true", help="go on with the backward steps (the gradients)"
+    )
+    parser.add_argument(
+        "--grad-output", choices=GRAD_OUTPUT_KINDS, default=None,
+        help="dO for --backward: ones (default), random (with --seed), or target",
+    )  # fmt: skip
+    parser.add_argument("--seed", type=int, default=None, help="seed of --grad-output random")
+    parser.add_argument(
+        "--target-cell", default=None, metavar="I,C",
+        help="--grad-output target: dO is 1 at output[I][C], 0 elsewhere (default 0,0)",
+    )  # fmt: skip
     return parser
+
+
+def _grad_output(parser: argparse.ArgumentParser, args: argparse.Namespace, trace: Trace) -> list:
+    """The dO the options ask for, shaped like the trace's output; parser.error on a bad choice."""
+    kind = args.grad_output or "ones"
+    if args.seed is not None and kind != "random":
+        parser.error(f"--seed is read only with --grad-output random, found --grad-output {kind}")
+    if args.target_cell is not None and kind != "target":
+        parser.error(f"--target-cell is read only with --grad-output target, found {kind}")
+    rows, cols = trace["output"].shape
+    target = None
+    if kind == "target":
+        cell = args.target_cell or "0,0"
+        try:
+            i, c = (int(part) for part in cell.split(","))
+            target = one_hot(rows, cols, i, c)
+        except ValueError:
+            parser.error(
+                f"--target-cell: expected I,C inside the output's shape ({rows}, {cols}), "
+                f"found {cell!r}"
+            )
+    seed = 0 if args.seed is None else args.seed
+    return make_grad_output(kind, rows, cols, seed=seed, target=target)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the terminal trace; returns the exit status (2 for an unknown preset)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.backward and (args.grad_output or args.seed is not None or args.target_cell):
+        parser.error("--grad-output, --seed and --target-cell choose dO: they need --backward")
     if args.list:
         sys.stdout.write(format_list())
         return 0
@@ -176,7 +230,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m scratch: unknown preset {args.preset!r}; known: {known}", file=sys.stderr)
         return 2
     preset = presets.get(args.preset)
-    sys.stdout.write(format_header(preset) + "\n" + format_trace(preset.trace(), args.decimals))
+    trace = preset.trace()
+    if args.backward:
+        dO = _grad_output(parser, args, trace)
+        trace = trace_attention(**preset.kwargs(), grad_output=dO)
+    sys.stdout.write(format_header(preset) + "\n" + format_trace(trace, args.decimals))
     return 0
 
 

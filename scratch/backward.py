@@ -56,6 +56,7 @@ class Gradients:
     grad_query: Matrix  # dQ (L, E)
     grad_key: Matrix  # dK (S, E), this query head's share
     live: list[int]  # the rows that take part (all but fully masked rows under "zero")
+    grad_dropped: Matrix | None = None  # dP_d = dO V^T (L, S), before dropout's factors
 
     def rows(self) -> tuple:
         """(P_d, dO, dS, Q, live rows): what key_value_grads needs from this head."""
@@ -128,6 +129,7 @@ def backward_head(
         grad_query,
         grad_key,
         live,
+        grad_dropped,
     )
 
 

@@ -38,16 +38,18 @@ def explain(trace: Trace, step: str, index: tuple[int, ...]) -> Explanation:
     call = call_of(trace)
     spec = spec_for(call, step)
     heads = st.axes[0] == "head"
+    rest = index[1:] if heads else index  # (i, j), or (i,) for a step with one such axis
     return spec.explain(
         Cell(
             trace,
             step,
             cell,
             index[0] if heads else 0,
-            index[-2],
-            index[-1],
+            rest[0],
+            rest[-1] if len(rest) > 1 else 0,
             heads,
             spec.reads(call),
             spec.biased in call.given,
+            index,
         )
     )

@@ -130,6 +130,8 @@ def run_multi_head(
         scale,
         mask,
         options.masked_rows,
+        options.dropout_p,  # 0 from multi_head_attention; trace_attention may ask for dropout
+        options.rng,
         group=plan.group,
     )
     # steps 7-8: heads side by side, then the output projection

@@ -66,8 +66,10 @@ def _weight_grads(inputs: list, grads: list) -> tuple[list, list]:
     return grad_w, [fsum(col) for col in zip(*grads)]
 
 
-def run_backward(run: Projected, grad_output: object) -> BackwardRun:
-    """The backward of one validated forward run for dO = `grad_output` (..., L, d_out)."""
+def run_backward(run: Projected, grad_output: object, rng: object = None) -> BackwardRun:
+    """The backward of one validated forward run for dO = `grad_output` (..., L, d_out).
+
+    With dropout, `rng` must be in the state the forward's rng was in before the forward."""
     plan, params, options = run.plan, run.params, run.options
     lead, H, Hkv, L, S = plan.lead, plan.num_heads, plan.num_kv_heads, plan.L, plan.S
     dO, dO_shape = as_tensor(grad_output, "grad_output", min_dims=2)
@@ -102,6 +104,8 @@ def run_backward(run: Projected, grad_output: object) -> BackwardRun:
                 run.mask,
                 run.mask.slice(head_index) if run.mask is not None else None,
                 options.masked_rows,
+                options.dropout_p,
+                rng,
             )
             heads.append(head)
             per_head.append(head.grad_query)

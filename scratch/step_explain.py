@@ -36,6 +36,7 @@ class Cell:
     heads: bool  # whether the step has a head axis
     reads: tuple[str, ...]  # the steps this one reads, from the registry
     biased: bool  # whether the call added a bias to this step
+    index: tuple[int, ...] = ()  # the whole index (steps with one axis besides the head)
 
     @property
     def hs(self) -> str:
@@ -44,7 +45,9 @@ class Cell:
 
     @property
     def label(self) -> str:
-        """'scores[0][1]' or 'scores[1][0][1]'."""
+        """'scores[0][1]' or 'scores[1][0][1]' (or 'row_dot[2]': the index as given)."""
+        if self.index:
+            return self.step + "".join(f"[{n}]" for n in self.index)
         return f"{self.step}{self.hs}[{self.i}][{self.j}]"
 
     @property
@@ -75,7 +78,7 @@ def number(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _terms(a: list[float], b: list[float], op: str = "*") -> str:
+def terms(a: list[float], b: list[float], op: str = "*") -> str:
     """'a0*b0 + a1*b1 + ...', cut after MAX_TERMS terms."""
     parts = [f"{number(x)}{op}{number(y)}" for x, y in zip(a[:MAX_TERMS], b[:MAX_TERMS])]
     text = " + ".join(parts)
@@ -84,7 +87,7 @@ def _terms(a: list[float], b: list[float], op: str = "*") -> str:
     return text
 
 
-def _column(matrix: list[list[float]], c: int) -> list[float]:
+def column(matrix: list[list[float]], c: int) -> list[float]:
     """Column c of a matrix."""
     return [row[c] for row in matrix]
 
@@ -121,8 +124,8 @@ def projection(cell: Cell) -> Explanation:
             ((src, 0, i),),
         )
     w_name = cell.reads[1]
-    xi, wc = cell.rows(src)[i], _column(cell.rows(w_name), j)
-    text = f"{cell.label} = {src}[{i}] . {w_name}[:, {j}] = {_terms(xi, wc)}"
+    xi, wc = cell.rows(src)[i], column(cell.rows(w_name), j)
+    text = f"{cell.label} = {src}[{i}] . {w_name}[:, {j}] = {terms(xi, wc)}"
     if cell.biased:
         text += f" + b_{cell.step}[{j}]"
     return Explanation(text + f" = {number(cell.value)}", ((src, 0, i), (w_name, 1, j)))
@@ -134,7 +137,7 @@ def scores(cell: Cell) -> Explanation:
     qi = _head_block(cell.rows("q")[i], cell.h, t.num_heads)
     kj = _head_block(cell.rows("k")[j], cell.kv_head, t.num_kv_heads)
     sub = f"_{cell.h}" if cell.heads else ""
-    text = f"{cell.label} = q{sub}[{i}] . k{sub}[{j}] = {_terms(qi, kj)} = {number(cell.value)}"
+    text = f"{cell.label} = q{sub}[{i}] . k{sub}[{j}] = {terms(qi, kj)} = {number(cell.value)}"
     return Explanation(text, (("q", 0, i), ("k", 0, j)))
 
 
@@ -174,17 +177,29 @@ def weights(cell: Cell) -> Explanation:
             f"'{cell.trace.tokens[i]}', so masked_rows={policy!r} decides",
             source,
         )
-    top = max(row)
-    total = fsum(exp(x - top) for x in row)
+    top, total, soft = softmax_of(row, j)
     m = row[j]
+    p = cell.trace.options.get("dropout_p", 0.0)
+    factor = product = ""
+    if p and m != -inf:  # then dropout's factor: 1 / (1 - p) for a kept weight, 0 for a dropped one
+        kept = cell.value != 0
+        factor = " * 1/(1-p)" if kept else " * 0 (dropped)"
+        product = f" = {number(soft)} * {number(1 / (1 - p)) if kept else 0}"
     text = (
         f"{cell.label} = exp(masked{hs}[{i}][{j}] - max_row) / "
-        f"sum_j exp(masked{hs}[{i}][j] - max_row)"
-        f" = exp({number(m)} - {number(top)}) / {number(total)} = {number(cell.value)}"
+        f"sum_j exp(masked{hs}[{i}][j] - max_row){factor}"
+        f" = exp({number(m)} - {number(top)}) / {number(total)}{product} = {number(cell.value)}"
     )
     if m == -inf:
         text += f" (masked: {_why_masked(cell)})"
     return Explanation(text, source)
+
+
+def softmax_of(row: list[float], j: int) -> tuple[float, float, float]:
+    """(row max, sum_j exp(x_j - max), softmax of entry j) for a row with a finite entry."""
+    top = max(row)
+    total = fsum(exp(x - top) for x in row)
+    return top, total, exp(row[j] - top) / total
 
 
 def weighted_values(cell: Cell) -> Explanation:
@@ -195,7 +210,7 @@ def weighted_values(cell: Cell) -> Explanation:
     vc = [_head_block(r, hk, t.num_kv_heads)[j] for r in v]
     col = hk * (len(v[0]) // t.num_kv_heads) + j
     text = (
-        f"{cell.label} = sum_j weights{cell.hs}[{i}][j] * v[j][{col}] = {_terms(wi, vc)}"
+        f"{cell.label} = sum_j weights{cell.hs}[{i}][j] * v[j][{col}] = {terms(wi, vc)}"
         f" = {number(cell.value)}"
     )
     return Explanation(text, (("weights", 0, i), ("v", 1, col)))
@@ -214,8 +229,8 @@ def side_by_side(cell: Cell) -> Explanation:
 def output_projection(cell: Cell) -> Explanation:
     """A row of concat times a column of w_o (plus b_o)."""
     i, j = cell.i, cell.j
-    ci, wc = cell.rows("concat")[i], _column(cell.rows("w_o"), j)
-    text = f"{cell.label} = sum_m concat[{i}][m] * w_o[m][{j}] = {_terms(ci, wc)}"
+    ci, wc = cell.rows("concat")[i], column(cell.rows("w_o"), j)
+    text = f"{cell.label} = sum_m concat[{i}][m] * w_o[m][{j}] = {terms(ci, wc)}"
     if cell.biased:
         text += " + b_o"
     return Explanation(text + f" = {number(cell.value)}", (("concat", 0, i), ("w_o", 1, j)))

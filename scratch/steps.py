@@ -10,6 +10,10 @@ The numbers are the computation's steps, the same in every comment of the code b
 0 the inputs and weights given, 1 the projections q, k, v, 2 scores, 3 scaled, 4 masked,
 5 weights (softmax, then dropout when asked: the weights a call returns are the dropped ones),
 6 weights @ v (output, or head_outputs with several heads), 7 the heads side by side, 8 @ w_o.
+With a grad_output (dO) the trace goes on backward (`StepSpec.backward`, words in
+`scratch.backward_steps`): 9 grad_output, 10 through w_o (grad_w_o, grad_b_o, grad_head_outputs),
+11 grad_value and grad_weights, 12 row_dot (D), 13 grad_scores, 14 grad_query and grad_key,
+15 the projections' gradients, 16 the inputs' gradients.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from . import backward_bounds as back_bounds
+from . import backward_explain as back_explains
+from . import backward_steps as back
 from . import step_bounds as bounds
 from . import step_explain as explains
 from .mask_words import MASK_WORDS
@@ -38,6 +45,8 @@ class Call:
     scale_note: str = ""
     masked_rows: str = "zero"
     fully_masked: int = 0  # rows where every key is masked
+    backward: bool = False  # a grad_output was given: the backward steps follow the forward
+    dropout_p: float = 0.0  # dropout on the weights (the ground truth's traces only)
 
     @property
     def cross(self) -> bool:
@@ -80,6 +89,7 @@ class StepSpec:
     per_head: bool = False  # scores..weights: (H, L, S) with several heads, (L, S) with one
     arrow: str = ""  # the operation on the window's arrow into this step ("q @ k^T")
     biased: str = ""  # the bias argument added to this step, if any
+    backward: bool = False  # a gradient (steps 9-16), shown in the window's Backward view
 
     def axes_for(self, call: Call) -> tuple[str, ...]:
         """The step's axes in this call."""
@@ -148,9 +158,19 @@ def _masked_formula(call: Call) -> str:
     return f"masked{_h(call)} = " + MASK_WORDS[call.mask].formula.format(s=f"scaled{_h(call)}")
 
 
+def _weights_formula(call: Call) -> str:
+    """weights = softmax(masked) along each row (then dropout, when asked)."""
+    text = f"weights{_h(call)} = softmax(masked{_h(call)}) along each row"
+    if call.dropout_p:
+        text += f", then dropout (p = {call.dropout_p:g}): kept x 1/(1-p), dropped 0"
+    return text
+
+
 def _weights_note(call: Call) -> str:
     """Rows sum to 1; how many rows are fully masked and what fills them."""
     note = "each row sums to 1: how much each query attends to each key"
+    if call.dropout_p:
+        note = "before dropout each row sums to 1: how much each query attends to each key"
     if call.fully_masked:
         note += f"; {call.fully_masked} fully masked row(s) follow masked_rows={call.masked_rows!r}"
     return note
@@ -178,6 +198,15 @@ def _projected(call: Call) -> bool:
 
 
 _QK = ("query", "key")
+
+
+def _backward(name, number, axes, present, bound, explain, per_head=False) -> StepSpec:
+    """A backward step: its words from scratch.backward_steps, `backward=True`."""
+    return StepSpec(
+        name, number, axes, present, back.reads(name), back.formula(name), back.note(name),
+        bound, explain, per_head=per_head, backward=True,
+    )  # fmt: skip
+
 
 STEPS: tuple[StepSpec, ...] = (
     # step 0: the inputs and the projection weights
@@ -226,8 +255,8 @@ STEPS: tuple[StepSpec, ...] = (
     # step 5: weights = softmax(masked) along each row (then dropout, when asked)
     StepSpec(
         "weights", 5, _QK, _always, _reads("masked"),
-        lambda call: f"weights{_h(call)} = softmax(masked{_h(call)}) along each row",
-        _weights_note, bounds.weights, explains.weights, per_head=True, arrow="softmax",
+        _weights_formula, _weights_note, bounds.weights, explains.weights, per_head=True,
+        arrow="softmax",
     ),
     # step 6: weights @ v               (L, S) @ (S, d_v) -> (L, d_v) per head
     StepSpec(
@@ -266,6 +295,50 @@ STEPS: tuple[StepSpec, ...] = (
         _text("the heads mixed by the output projection"),
         bounds.output_projection, explains.output_projection, biased="b_o", arrow="@ W_o",
     ),
+    # step 9: grad_output = dO, the gradient the backward starts from   (L, d_out)
+    _backward("grad_output", 9, ("query", "feature"), back.backward, back_bounds.given,
+              back_explains.given),
+    # step 10: grad_w_o = concat^T @ grad_output, and back through w_o   (L, d_out) -> (H, L, d_v)
+    _backward("grad_w_o", 10, ("feature", "feature"), back.given_and_backward("w_o"),
+              back_bounds.weight, back_explains.weight),
+    _backward("grad_b_o", 10, ("feature",), back.given_and_backward("b_o"), back_bounds.bias,
+              back_explains.bias),
+    _backward("grad_head_outputs", 10, ("head", "query", "feature"), back.multi_backward,
+              back_bounds.head_outputs, back_explains.head_outputs),
+    # step 11: grad_value = weights^T @ dO, grad_weights = dO @ v^T    (S, L) @ (L, d_v) -> (S, d_v)
+    _backward("grad_value", 11, ("key", "feature"), back.backward, back_bounds.value,
+              back_explains.value),
+    _backward("grad_weights", 11, _QK, back.backward, back_bounds.weights, back_explains.weights,
+              per_head=True),
+    # step 12: row_dot = sum_c dO * O along each row (D)               (L, d_v) -> (L,)
+    _backward("row_dot", 12, ("query",), back.backward, back_bounds.row_dot,
+              back_explains.row_dot, per_head=True),
+    # step 13: grad_scores = weights * (grad_weights - row_dot)        (L, S)
+    _backward("grad_scores", 13, _QK, back.backward, back_bounds.scores, back_explains.scores,
+              per_head=True),
+    # step 14: grad_query = scale * dS @ k, grad_key = scale * dS^T @ q  (L, S) @ (S, E) -> (L, E)
+    _backward("grad_query", 14, ("query", "feature"), back.backward, back_bounds.query,
+              back_explains.query),
+    _backward("grad_key", 14, ("key", "feature"), back.backward, back_bounds.key,
+              back_explains.key),
+    # step 15: grad_w_q = x^T @ grad_query (k, v alike), grad_b = column sums   (d, L) @ (L, m)
+    *(
+        _backward(f"grad_w_{n}", 15, ("model", "feature"), back.given_and_backward(f"w_{n}"),
+                  back_bounds.weight, back_explains.weight)
+        for n in ("q", "k", "v")
+    ),
+    *(
+        _backward(f"grad_b_{n}", 15, ("feature",), back.given_and_backward(f"b_{n}"),
+                  back_bounds.bias, back_explains.bias)
+        for n in ("q", "k", "v")
+    ),
+    # step 16: grad_x = grad_query @ w_q^T (+ the paths of k and v)   (L, m) @ (m, d) -> (L, d)
+    _backward("grad_x", 16, ("query", "model"), back.input_grad_present("x"), back_bounds.inputs,
+              back_explains.inputs),
+    _backward("grad_key_input", 16, ("key", "model"), back.input_grad_present("key_input"),
+              back_bounds.inputs, back_explains.inputs),
+    _backward("grad_value_input", 16, ("key", "model"), back.input_grad_present("value_input"),
+              back_bounds.inputs, back_explains.inputs),
 )  # fmt: skip
 
 
@@ -293,6 +366,7 @@ def call_of(trace: object) -> Call:
         biases=options.get("biases", ()),
         mask=options.get("mask", "none"),
         masked_rows=options.get("masked_rows", "zero"),
+        dropout_p=options.get("dropout_p", 0.0),
     )
 
 
@@ -304,6 +378,7 @@ def call_of_names(
     biases: Sequence[str] = (),
     mask: str = "none",
     masked_rows: str = "zero",
+    dropout_p: float = 0.0,
 ) -> Call:
     """The Call that lays out steps `names` (which weights and inputs were given, head axis)."""
     given = {name for name in ("w_q", "w_k", "w_v", "w_o") if name in names}
@@ -311,4 +386,7 @@ def call_of_names(
                  if step in names)  # fmt: skip
     given.update(biases)
     multi = "head_outputs" in names
-    return Call(num_heads, num_kv_heads, frozenset(given), multi, mask, masked_rows=masked_rows)
+    return Call(
+        num_heads, num_kv_heads, frozenset(given), multi, mask, masked_rows=masked_rows,
+        backward="grad_output" in names, dropout_p=dropout_p,
+    )  # fmt: skip

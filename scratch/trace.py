@@ -14,6 +14,7 @@ from .multihead import run_multi_head
 from .options import Options
 from .plan import PARAMS, HeadPlan, projections
 from .steps import AXES, Call, steps_of
+from .trace_backward import add_backward, replay_of
 from .validate import _describe
 
 __all__ = ["AXES", "Step", "Trace", "layout_trace", "trace_attention"]
@@ -185,6 +186,7 @@ def layout_trace(
         scale_note=_scale_note(options.scale, scale, plan.d_head),
         masked_rows=options.masked_rows,
         fully_masked=n_full,
+        dropout_p=options.dropout_p,
     )
     steps = []
     for spec in steps_of(call):  # the registry's steps 0 to 8, in trace order
@@ -208,6 +210,7 @@ def layout_trace(
         "kernel": kernel,
         "cross": cross,
         "biases": tuple(sorted(name for name in given if name.startswith("b_"))),
+        "dropout_p": options.dropout_p,
     }
     return Trace(
         tuple(steps), labels, key_labels, scale, plan.num_heads, plan.num_kv_heads, allowed,
@@ -236,10 +239,19 @@ def trace_attention(
     is_causal: bool = False,
     scale: float | None = None,
     masked_rows: str = "zero",
+    dropout_p: float = 0.0,
+    rng: object = None,
+    grad_output: object = None,
 ) -> Trace:
-    """Attention on one example x (L, d_model), keeping every step; projections are optional."""
-    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
+    """Attention on one example x (L, d_model), keeping every step; projections are optional.
+
+    With `grad_output` (dO, shaped like the output) the backward steps follow the forward's;
+    with `dropout_p` the weights are the dropped ones, drawn from `rng` as the ground truth's
+    scaled_dot_product_attention draws them (and the backward reuses that mask)."""
+    options = Options(attn_mask, is_causal, scale, dropout_p, masked_rows=masked_rows, rng=rng)
+    replay = replay_of(rng) if grad_output is not None and options.dropout_p else None
     params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    value = None if value is key else value  # value=key: one input, as with value=None
     run = run_multi_head(x, key, value, params, (num_heads, num_kv_heads), options)
     if run.lead:
         raise ValueError(
@@ -256,7 +268,8 @@ def trace_attention(
     if value is not None and value is not key:
         values["value_input"] = run.inputs["value_input"]
     is_bool = None if attn_mask is None else run.mask.is_bool  # read once, by run_multi_head
-    return layout_trace(
+    trace = layout_trace(
         values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
         key_tokens=key_tokens, source=("scratch", "float64"),
     )  # fmt: skip
+    return trace if grad_output is None else add_backward(trace, run, grad_output, replay)

@@ -135,3 +135,79 @@ def test_bad_options_exit_2(bad, capsys):
         main(bad)
     assert exc.value.code == 2
     assert "usage:" in capsys.readouterr().err
+
+
+# -- --backward: the gradients after the forward steps ----------------------------------------
+
+
+def numbers(lines: list[str]) -> list[list[float]]:
+    """The numbers of a printed matrix block (the lines after header, formula, note, columns)."""
+    return [[float(v) for v in line.split()[1:]] for line in lines[4:]]
+
+
+def test_backward_prints_every_gradient_after_who_attends_to_whom(capsys):
+    assert main(["journey", "--backward"]) == 0
+    out = capsys.readouterr().out
+    trace = presets.get("journey").trace()
+    L, d = trace["output"].shape
+    backward = scratch.trace_attention(
+        **presets.get("journey").kwargs(), grad_output=[[1.0] * d] * L
+    )
+    names = backward.names()
+    heads = [line.split()[2] for line in out.splitlines() if line.startswith("step ")]
+    assert heads == names
+    first = f"step {names.index('grad_output') + 1}: grad_output"
+    assert out.index("who attends to whom") < out.index(first)
+    assert numbers(block(out, "grad_output")) == [[1.0] * d] * L
+    for step in ("grad_value", "grad_scores", "grad_query", "grad_key"):
+        want = [round(x, 4) for row in backward[step].value for x in row]
+        got = [x for row in numbers(block(out, step)) for x in row]
+        assert got == pytest.approx(want, abs=1e-12), step
+    row_dot = block(out, "row_dot")
+    assert row_dot[4].split()[1:] == [f"{x:.4f}" for x in backward["row_dot"].value]
+
+
+def test_backward_grad_output_choices(capsys):
+    assert main(["journey", "--backward", "--grad-output", "random", "--seed", "3"]) == 0
+    first = block(capsys.readouterr().out, "grad_output")
+    assert main(["journey", "--backward", "--grad-output", "random", "--seed", "3"]) == 0
+    assert block(capsys.readouterr().out, "grad_output") == first
+    assert main(["journey", "--backward", "--grad-output", "random", "--seed", "4"]) == 0
+    assert block(capsys.readouterr().out, "grad_output") != first
+    assert len({v for row in numbers(first) for v in row}) > 3
+    assert main(["journey", "--backward", "--grad-output", "target", "--target-cell", "2,1"]) == 0
+    target = numbers(block(capsys.readouterr().out, "grad_output"))
+    assert [(i, c) for i, row in enumerate(target) for c, v in enumerate(row) if v] == [(2, 1)]
+    assert sum(v for row in target for v in row) == 1.0
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (["--grad-output", "ones"], "need --backward"),
+        (["--seed", "2"], "need --backward"),
+        (["--backward", "--seed", "2"], "--seed is read only with --grad-output random"),
+        (["--backward", "--grad-output", "ones", "--target-cell", "0,0"], "--target-cell is read"),
+        (
+            ["--backward", "--grad-output", "target", "--target-cell", "9,0"],
+            "--target-cell: expected I,C",
+        ),
+        (
+            ["--backward", "--grad-output", "target", "--target-cell", "a"],
+            "--target-cell: expected I,C",
+        ),
+        (["--backward", "--grad-output", "zeros"], "invalid choice: 'zeros'"),
+    ],
+)
+def test_backward_bad_choices_exit_2_with_a_clear_message(bad, match, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["journey", *bad])
+    assert stop.value.code == 2
+    assert match in capsys.readouterr().err
+
+
+def test_backward_from_the_terminal():
+    done = run_cli("seed004", "--backward", "--decimals", "3")
+    assert done.returncode == 0, done.stderr
+    assert "grad_scores = weights * (grad_weights - row_dot)" in done.stdout
+    assert "step 23: grad_x  (4 x 3: query x model)" in done.stdout

@@ -194,3 +194,18 @@ def test_the_command_line_limits_are_the_spin_box_limits(qtbot):
     assert panel.seed.maximum() == sm.MAX_SEED
     assert panel.num_tokens.maximum() == sm.MAX_TOKENS
     assert panel.heads.maximum() == sm.MAX_HEADS
+
+
+def test_the_backward_view_renders_at_1024x700_and_names_a_bad_step(tmp_path):
+    out = tmp_path / "backward.png"
+    args = ("--preset", "random", "--tokens", "4", "--heads", "2", "--tab", "backward")
+    done = run_main(
+        *args, "--grad-output", "target", "--grad-seed", "3", "--step", "grad_scores",
+        "--hover", "1,2", "--size", "1024x700", "--screenshot", str(out), tmp_path=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert png_size(out) == (1024, 700)  # nothing in the Backward tab needs a larger window
+    bad = run_main(*args, "--step", "scores", "--screenshot", str(out), tmp_path=tmp_path)
+    assert bad.returncode == 2 and "unknown step 'scores'; steps: grad_output" in bad.stderr
+    wrong = run_main(*args, "--grad-output", "twos", "--screenshot", str(out), tmp_path=tmp_path)
+    assert wrong.returncode == 2 and "--grad-output: invalid choice: 'twos'" in wrong.stderr

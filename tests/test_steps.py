@@ -64,11 +64,27 @@ def _setups() -> dict[str, dict]:
         "cross, one input": {"key": mem, "w_q": m(4, 4), "w_k": m(4, 4), "w_v": m(4, 4)},
         "cross, two inputs": {"key": mem, "value": m(3, 4), "w_o": m(4, 4)},
         "w_o, one head": {"w_o": m(4, 4)},
+        "cross, two inputs, projections": {
+            "key": mem,
+            "value": m(3, 2),
+            "w_q": m(4, 4),
+            "w_k": m(4, 4),
+            "w_v": m(2, 4),
+            "b_k": [0.5] * 4,
+            "num_heads": 2,
+        },
     }
 
 
 SETUPS = _setups()
 X = np.random.default_rng(4).normal(size=(4, 4)).round(3).tolist()
+
+
+def backward_trace(kwargs: dict, seed: int = 0, **more) -> scratch.Trace:
+    """The ground truth's trace of X, forward and backward, for a seeded dO."""
+    shape = scratch.trace_attention(X, **kwargs, **more)["output"].shape
+    dO = np.random.default_rng(seed).normal(size=shape).round(2).tolist()
+    return scratch.trace_attention(X, **kwargs, **more, grad_output=dO)
 
 
 def _traces():
@@ -82,7 +98,7 @@ def _traces():
 def test_every_registry_entry_is_reached_by_some_setup():
     reached = {
         id(spec) for kwargs in SETUPS.values()
-        for spec in steps_of(call_of(scratch.trace_attention(X, **kwargs)))
+        for spec in steps_of(call_of(backward_trace(kwargs)))
     }  # fmt: skip
     assert [s.name for s in STEPS if id(s) not in reached] == []
 
@@ -111,6 +127,30 @@ def test_reads_are_what_explain_points_at_and_come_earlier():
             where = (setup, step.name, reads)
             assert all(names.index(r) < names.index(step.name) for r in reads), where
             assert all(re.search(rf"\b{r}", step.formula) for r in reads), where
+            cited = set()
+            for index in np.ndindex(*step.shape):
+                cited |= {s for s, _, _ in scratch.explain(trace, step.name, index).sources}
+            assert cited == set(reads), where
+
+
+def test_backward_entries_match_the_trace_and_read_what_explain_points_at():
+    """The backward steps too: names, order, formulas and axes from the registry; reads come
+    earlier, are named in the formula and are exactly the steps the explanations cite."""
+    for setup, kwargs in SETUPS.items():
+        trace = backward_trace(kwargs)
+        call, names = call_of(trace), trace.names()
+        assert call.backward and names == [s.name for s in steps_of(call)], setup
+        for step in trace:
+            spec = spec_for(call, step.name)
+            if not spec.backward:
+                continue
+            reads = spec.reads(call)
+            where = (setup, step.name, reads)
+            assert step.formula == spec.formula(call) and step.axes == spec.axes_for(call), where
+            assert step.note, where
+            assert all(names.index(r) < names.index(step.name) for r in reads), where
+            assert all(re.search(rf"\b{r}", step.formula) for r in reads), where
+            assert all(spec_for(call, r).number < spec.number for r in reads), where
             cited = set()
             for index in np.ndindex(*step.shape):
                 cited |= {s for s, _, _ in scratch.explain(trace, step.name, index).sources}

@@ -44,6 +44,8 @@ def _tensor(x: object, name: str, dtype: torch.dtype, device: torch.device) -> t
     """x as a finite float tensor with at least 2 axes; errors name the argument."""
     try:
         t = torch.as_tensor(x.detach() if isinstance(x, torch.Tensor) else x)
+        if isinstance(x, (list, tuple)) and t.is_floating_point():
+            t = torch.as_tensor(x, dtype=torch.float64)  # not torch's float32 default
     except (ValueError, TypeError, RuntimeError) as exc:
         raise ValueError(f"{name}: expected a regular (rectangular) array of numbers") from exc
     if t.dtype == torch.bool or t.is_complex():

@@ -1,0 +1,195 @@
+"""The backward view's numbers: dO from the session, and the backend's gradients checked (no Qt).
+
+The ground truth's backward trace (`scratch.trace_attention(..., grad_output=dO)`) is what the
+Backward view shows. The Check tab compares the chosen backend's own backward function
+(`scaled_dot_product_attention_backward`, run on the heads' q, k, v and dO) with the ground
+truth's backward on the same inputs rounded to the backend's dtype, within
+`scratch.grad_tolerance`'s bound for that dtype.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from gui import core_api
+from gui.session import Session
+from scratch.compare import StepCheck
+
+# above this many query x key pairs the pure-Python backward is not computed in the window:
+# the backward trace (forward included) measured 0.03 s at 64 tokens, 0.45 s at 256 and 1.7 s
+# at 512 (2 shared cores, d_model 8, 2 heads of d_k = d_v = 4); it grows with L x S, so 4096
+# tokens (64 times 512's pairs) would take about 2 minutes
+MAX_PAIRS = 512 * 512
+# the Check tab's gradient check adds the backend's backward, the ground truth's on the rounded
+# inputs and scratch.grad_tolerance's bound, all but the backend's in pure Python: measured
+# 0.15 s at 64 tokens, 1.7 s at 256 and 8.8 s at 512 (mostly the bound), so it stops at 256
+CHECK_PAIRS = 256 * 256
+GRADIENTS = ("grad_query", "grad_key", "grad_value")  # what a backend's backward returns
+
+
+def too_large(s: Session) -> str:
+    """Why the backward is not computed for `s` ('' when it is)."""
+    pairs = s.num_tokens * s.num_keys
+    if pairs <= MAX_PAIRS:
+        return ""
+    return (
+        f"The backward pass is computed up to {MAX_PAIRS:,} query-key pairs (512 x 512 tokens); "
+        f"this example has {s.num_tokens} x {s.num_keys} = {pairs:,}. The exact pure-Python "
+        f"gradients took 1.7 s at 512 tokens here and grow with L x S (about 2 minutes at 4096), "
+        f"so lower the number of tokens to see them."
+    )
+
+
+def check_skipped(s: Session) -> str:
+    """Why the Check tab's gradient check is not run for `s` ('' when it is)."""
+    pairs = s.num_tokens * s.num_keys
+    if pairs <= CHECK_PAIRS:
+        return ""
+    return (
+        f"Gradients not checked above {CHECK_PAIRS:,} query-key pairs (256 x 256 tokens; this "
+        f"example has {pairs:,}): the pure-Python ground truth and error bound of the check took "
+        f"8.8 s at 512 tokens here. The Backward view still shows the exact gradients."
+    )
+
+
+def target_cell(s: Session) -> tuple[int, int]:
+    """The cell (i, c) of the one-hot target that seed `grad_seed` picks."""
+    rng = random.Random(s.grad_seed)
+    return rng.randrange(s.num_tokens), rng.randrange(s.d_out)
+
+
+def grad_output_for(s: Session) -> list[list[float]]:
+    """dO (L, d_out) for the session's choice, made by scratch.grad_output.make_grad_output."""
+    rows, cols = s.num_tokens, s.d_out
+    if s.grad_output == "target":
+        target = core_api.one_hot(rows, cols, *target_cell(s))
+        return core_api.make_grad_output("target", rows, cols, target=target)
+    return core_api.make_grad_output(s.grad_output, rows, cols, seed=s.grad_seed)
+
+
+def describe_grad_output(s: Session) -> str:
+    """What dO is, in words."""
+    if s.grad_output == "ones":
+        return "dO = 1 everywhere: the gradient of loss = sum(output)"
+    if s.grad_output == "random":
+        return f"dO random in [-1, 1] (seed {s.grad_seed})"
+    i, c = target_cell(s)
+    return (
+        f"dO = target, the gradient of loss = sum(output * target); the target is one-hot at "
+        f"output[{i}][{c}] (seed {s.grad_seed}), so every gradient says how output[{i}][{c}] "
+        f"depends on it"
+    )
+
+
+# ---------------------------------------------------------------- the backend's gradients
+
+
+def _heads(m: object, heads: int) -> np.ndarray:
+    """(n, heads * d) -> (heads, n, d): head h is the column block h*d:(h+1)*d."""
+    a = np.asarray(m, np.float64)
+    n, width = a.shape
+    return np.ascontiguousarray(a.reshape(n, heads, width // heads).transpose(1, 0, 2))
+
+
+def _rounded(a: np.ndarray, dtype: str) -> np.ndarray:
+    """`a` rounded to `dtype` and back to float64: the inputs a backend computes on."""
+    if dtype == "float64":
+        return a
+    if dtype == "bfloat16":  # NumPy has no bfloat16
+        import torch
+
+        return torch.from_numpy(a).to(torch.bfloat16).double().numpy()
+    return a.astype(dtype).astype(np.float64)
+
+
+def _as_array(x: object) -> np.ndarray:
+    """A backend's result (nested lists, array or tensor) as float64 NumPy."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().double().numpy()
+    return np.asarray(x, np.float64)
+
+
+def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray) -> StepCheck:
+    """A StepCheck from grad_tolerance.compare's verdict plus the |difference| grid to draw."""
+    verdict = core_api.compare_gradient(found, truth, bound)
+    same = (np.isnan(found) & np.isnan(truth)) | (found == truth)
+    diff = np.where(same, 0.0, np.abs(found - truth))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    # as compare_traces: the bound at the worst ratio when it fails, else at the largest diff
+    where = verdict.worst_index
+    if verdict.ok or where is None:
+        where = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else None
+    message = ""
+    if verdict.nan_mismatches:
+        message = f"{name}: NaN where the ground truth has a number (or the reverse) "
+        message += f"at {verdict.nan_mismatches} entries"
+    elif not verdict.ok:
+        message = (
+            f"{name}: |difference| {diff[where]:.3g} at {list(where)} is {verdict.worst_ratio:.3g}"
+            f" times its bound {bound[where]:.3g}"
+        )
+    return StepCheck(
+        name,
+        float(diff.max()) if diff.size else 0.0,
+        float(bound[where]) if where is not None else 0.0,
+        verdict.ok,
+        diff.tolist(),
+        float(verdict.worst_ratio),
+        bound.tolist(),
+        message,
+    )
+
+
+def head_inputs(trace: object, dtype: str) -> tuple[list, list, list, list]:
+    """The heads' q (H, L, d_k), k (Hkv, S, d_k), v (Hkv, S, d_v) and dO (H, L, d_v) of a
+    backward trace, rounded to `dtype` (what a backend computing in it works on)."""
+    H, Hkv = trace.num_heads, trace.num_kv_heads
+    q, k, v = (_heads(trace[n].value, h) for n, h in (("q", H), ("k", Hkv), ("v", Hkv)))
+    if "grad_head_outputs" in trace:
+        dO = np.asarray(trace["grad_head_outputs"].value, np.float64)
+    else:
+        dO = np.asarray(trace["grad_output"].value, np.float64)[None]
+    return tuple(_rounded(a, dtype).tolist() for a in (q, k, v, dO))
+
+
+def check_options(trace: object, kwargs: dict) -> dict:
+    """scaled_dot_product_attention_backward's options for the heads of the session's trace."""
+    return dict(
+        attn_mask=kwargs.get("attn_mask"),
+        is_causal=bool(kwargs.get("is_causal", False)),
+        scale=trace.scale,
+        enable_gqa=trace.num_heads != trace.num_kv_heads,
+        masked_rows=kwargs.get("masked_rows", "zero"),
+    )
+
+
+def check_heads(q, k, v, dO, options: dict, backend: str, dtype: str) -> list[StepCheck]:
+    """StepChecks of `backend`'s dQ, dK, dV on the heads' inputs against the ground truth's."""
+    # step 1: the backend's own backward function, in the session's dtype
+    found = core_api.backward_with_backend(backend, dtype, q, k, v, dO, **options)
+    # step 2: the ground truth's backward on the same inputs, and the bound for `dtype`
+    truth = core_api.ground_truth_backward(q, k, v, dO, **options)
+    bound = core_api.gradient_bound(q, k, v, dO, **options, dtype=dtype)
+    return [
+        _step_check(name, _as_array(f), np.asarray(t, np.float64), np.asarray(bound[name]))
+        for name, f, t in zip(GRADIENTS, found, truth)
+    ]
+
+
+def gradient_checks(trace: object, kwargs: dict, backend: str, dtype: str) -> tuple[list, str]:
+    """([StepCheck] for dQ, dK, dV, the sentence saying what was compared) for `backend`.
+
+    `trace` is the ground truth's backward trace of the session (its q, k, v and the heads' dO
+    are the backend's inputs); `kwargs` are its trace_attention keywords (mask options)."""
+    H, Hkv = trace.num_heads, trace.num_kv_heads
+    checks = check_heads(*head_inputs(trace, dtype), check_options(trace, kwargs), backend, dtype)
+    rounding = "" if dtype == "float64" else f", rounded to {dtype}"
+    heads = f"{H} head{'s' if H > 1 else ''}" + (f", {Hkv} kv" if Hkv != H else "")
+    compared = (
+        f"{backend}'s scaled_dot_product_attention_backward ({dtype}) vs the ground truth's on "
+        f"the same q, k, v and dO ({heads}{rounding}), within scratch.grad_tolerance's bound; "
+        f"dP, D and dS are not compared (a backward function returns only dQ, dK, dV)"
+    )
+    return checks, compared

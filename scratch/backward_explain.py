@@ -1,0 +1,242 @@
+"""How one entry of each backward step is explained, with the numbers that produced it.
+
+The backward steps' counterpart of `scratch.step_explain` (same `Cell`, same `Explanation`):
+`grad_scores[1][2] = weights[1][2] * (grad_weights[1][2] - row_dot[1]) = 0.21 * (0.4 - 0.1) =
+0.063`. Sums show their terms, cut after MAX_TERMS like the forward's. A source (step, axis,
+index) lights up row (axis 0) or column (axis 1) `index` of a step (of a one-axis step such as
+row_dot or a bias: entry `index`).
+"""
+
+from __future__ import annotations
+
+from math import inf
+
+from .step_explain import MAX_TERMS, Cell, Explanation, column, number, softmax_of, terms
+
+
+def _listed(values: list[float]) -> str:
+    """'a + b + c', cut after MAX_TERMS terms."""
+    text = " + ".join(number(x) for x in values[:MAX_TERMS])
+    if len(values) > MAX_TERMS:
+        text += f" + ... ({len(values) - MAX_TERMS} more terms)"
+    return text
+
+
+def _head_grad(cell: Cell, h: int) -> tuple[str, list]:
+    """(label, rows) of head h's dO: grad_head_outputs[h] with a head axis, else grad_output."""
+    t = cell.trace
+    if "grad_head_outputs" in t:
+        return f"grad_head_outputs[{h}]", t["grad_head_outputs"].tolist()[h]
+    return "grad_output", t["grad_output"].tolist()
+
+
+def _group(cell: Cell, g: int) -> list[int]:
+    """The query heads that read key/value head g."""
+    t = cell.trace
+    return [h for h in range(t.num_heads) if h // (t.num_heads // t.num_kv_heads) == g]
+
+
+def _fully_masked(cell: Cell, h: int, i: int) -> bool:
+    """Whether every key is masked for query i (in head h)."""
+    masked = cell.rows("masked")
+    row = masked[h][i] if cell.trace["masked"].axes[0] == "head" else masked[i]
+    return all(x == -inf for x in row)
+
+
+def given(cell: Cell) -> Explanation:
+    """dO: given, the gradient of the loss with respect to one output entry."""
+    token = cell.trace.tokens[cell.i]
+    return Explanation(
+        f"{cell.label} = {number(cell.value)}: given, d loss / d output[{cell.i}][{cell.j}] "
+        f"(token '{token}', feature {cell.j})"
+    )
+
+
+def weight(cell: Cell) -> Explanation:
+    """A weight's gradient: column m of its input times column c of the output's gradient."""
+    src, grad = cell.reads
+    m, c = cell.i, cell.j
+    a, b = column(cell.rows(src), m), column(cell.rows(grad), c)
+    text = (
+        f"{cell.label} = sum_i {src}[i][{m}] * {grad}[i][{c}] = {terms(a, b)}"
+        f" = {number(cell.value)}"
+    )
+    return Explanation(text, ((src, 1, m), (grad, 1, c)))
+
+
+def bias(cell: Cell) -> Explanation:
+    """A bias's gradient: the column sum of the gradient of what it was added to."""
+    (grad,) = cell.reads
+    c = cell.i
+    values = column(cell.rows(grad), c)
+    text = f"{cell.label} = sum_i {grad}[i][{c}] = {_listed(values)} = {number(cell.value)}"
+    return Explanation(text, ((grad, 1, c),))
+
+
+def head_outputs(cell: Cell) -> Explanation:
+    """dO of head h: a row of grad_output times a row of w_o (or grad_output's own column)."""
+    h, i, c = cell.h, cell.i, cell.j
+    d_v = len(cell.rows("grad_head_outputs")[0][0])
+    col = h * d_v + c
+    dO = cell.rows("grad_output")[i]
+    if "w_o" not in cell.reads:
+        text = f"{cell.label} = grad_output[{i}][{col}] = {number(cell.value)} (head {h}'s columns)"
+        return Explanation(text, (("grad_output", 0, i),))
+    w_row = cell.rows("w_o")[col]
+    text = (
+        f"{cell.label} = sum_n grad_output[{i}][n] * w_o[{col}][n] = {terms(dO, w_row)}"
+        f" = {number(cell.value)}"
+    )
+    return Explanation(text, (("grad_output", 0, i), ("w_o", 0, col)))
+
+
+def value(cell: Cell) -> Explanation:
+    """dV: key j's weights down every query row (of every head reading it) times dO's column."""
+    t, j, col = cell.trace, cell.i, cell.j
+    weights = cell.rows("weights")
+    d_v = len(cell.rows("v")[0]) // t.num_kv_heads
+    g, c = divmod(col, d_v)
+    a, b = [], []
+    for h in _group(cell, g):
+        w = weights[h] if cell.trace["weights"].axes[0] == "head" else weights
+        a += column(w, j)
+        b += column(_head_grad(cell, h)[1], c)
+    grad = cell.reads[1]
+    if grad == "grad_output":
+        where = f"sum_i weights[i][{j}] * grad_output[i][{c}]"
+    else:
+        where = (
+            f"sum over heads h in {_group(cell, g)}, rows i of "
+            f"weights[h][i][{j}] * {grad}[h][i][{c}]"
+        )
+    text = f"{cell.label} = {where} = {terms(a, b)} = {number(cell.value)}"
+    return Explanation(text, (("weights", 1, j), (grad, 1, c)))
+
+
+def weights(cell: Cell) -> Explanation:
+    """dP: head h's dO row i dotted with value row j (of its kv head)."""
+    t, h, i, j = cell.trace, cell.h, cell.i, cell.j
+    label, dO = _head_grad(cell, h)
+    v = cell.rows("v")
+    d_v = len(v[0]) // t.num_kv_heads
+    g = cell.kv_head
+    vj = v[j][g * d_v : (g + 1) * d_v]
+    cols = f"[{g * d_v}:{(g + 1) * d_v}]" if t.num_kv_heads > 1 else ""
+    text = f"{cell.label} = {label}[{i}] . v[{j}]{cols} = {terms(dO[i], vj)} = {number(cell.value)}"
+    return Explanation(text, ((cell.reads[0], 0, i), ("v", 0, j)))
+
+
+def row_dot(cell: Cell) -> Explanation:
+    """D_i: head h's dO row i dotted with its output row i."""
+    h, i = cell.h, cell.i
+    label, dO = _head_grad(cell, h)
+    out = cell.reads[1]
+    o = cell.rows(out)
+    o_row, o_label = (o[h][i], f"{out}[{h}][{i}]") if cell.heads else (o[i], f"{out}[{i}]")
+    text = f"{cell.label} = {label}[{i}] . {o_label} = {terms(dO[i], o_row)} = {number(cell.value)}"
+    return Explanation(text, ((cell.reads[0], 0, i), (out, 0, i)))
+
+
+def scores(cell: Cell) -> Explanation:
+    """dS = P * (dP - D) for one entry; 0 on a row whose keys are all masked ('zero', 'uniform')."""
+    hs, i, j = cell.hs, cell.i, cell.j
+    sources = (("weights", 0, i), ("grad_weights", 0, i), ("row_dot", 0, i))
+    policy = cell.trace.options.get("masked_rows", "zero")
+    if _fully_masked(cell, cell.h, i) and policy != "nan":
+        return Explanation(
+            f"{cell.label} = {number(cell.value)}: every key is masked for query "
+            f"'{cell.trace.tokens[i]}', so masked_rows={policy!r} makes the row's weights a "
+            f"constant and no gradient reaches its scores",
+            sources,
+        )
+    p = cell.head_row("weights")[j]
+    dp = cell.head_row("grad_weights")[j]
+    rd = cell.rows("row_dot")
+    d = rd[cell.h][i] if cell.heads else rd[i]
+    dropout = cell.trace.options.get("dropout_p", 0.0)
+    if dropout:  # P before dropout (from masked), dP after dropout's factor
+        keep = 1 / (1 - dropout) if p != 0 else 0  # NaN (masked_rows="nan") counts as kept
+        row = cell.head_row("masked")
+        if row[j] != -inf:
+            p = softmax_of(row, j)[2]
+        elif not _fully_masked(cell, cell.h, i):
+            p = 0.0  # a masked key: no weight before dropout either
+        text = (
+            f"{cell.label} = softmax(masked{hs}[{i}])[{j}] * (grad_weights{hs}[{i}][{j}] * keep"
+            f" - row_dot{hs}[{i}]) = {number(p)} * ({number(dp)} * {number(keep)} - {number(d)})"
+            f" = {number(cell.value)}"
+        )
+        return Explanation(text, (("masked", 0, i), *sources))
+    text = (
+        f"{cell.label} = weights{hs}[{i}][{j}] * (grad_weights{hs}[{i}][{j}] - row_dot{hs}[{i}])"
+        f" = {number(p)} * ({number(dp)} - {number(d)}) = {number(cell.value)}"
+    )
+    return Explanation(text, sources)
+
+
+def _scaled_sum(cell: Cell, where: str, a: list[float], b: list[float]) -> str:
+    """'label = scale * where = scale * (terms) = value'."""
+    s = number(cell.trace.scale)
+    return f"{cell.label} = scale * {where} = {s} * ({terms(a, b)}) = {number(cell.value)}"
+
+
+def query(cell: Cell) -> Explanation:
+    """dQ: scale times row i of head h's dS times a column of k (its kv head's)."""
+    t, i, col = cell.trace, cell.i, cell.j
+    d = len(cell.rows("q")[0]) // t.num_heads
+    h, c = divmod(col, d)
+    g = h // (t.num_heads // t.num_kv_heads)
+    kcol = g * d + c
+    dS = cell.rows("grad_scores")
+    row = dS[h][i] if t["grad_scores"].axes[0] == "head" else dS[i]
+    hs = f"[{h}]" if t["grad_scores"].axes[0] == "head" else ""
+    where = f"sum_j grad_scores{hs}[{i}][j] * k[j][{kcol}]"
+    text = _scaled_sum(cell, where, row, column(cell.rows("k"), kcol))
+    return Explanation(text, (("grad_scores", 0, i), ("k", 1, kcol)))
+
+
+def key(cell: Cell) -> Explanation:
+    """dK: scale times column j of dS (every head reading this kv head) times a column of q."""
+    t, j, col = cell.trace, cell.i, cell.j
+    d = len(cell.rows("k")[0]) // t.num_kv_heads
+    g, c = divmod(col, d)
+    heads = t["grad_scores"].axes[0] == "head"
+    dS, q = cell.rows("grad_scores"), cell.rows("q")
+    a, b = [], []
+    for h in _group(cell, g):
+        a += column(dS[h] if heads else dS, j)
+        b += column(q, h * d + c)
+    if heads:
+        where = (
+            f"sum over heads h in {_group(cell, g)}, rows i of "
+            f"grad_scores[h][i][{j}] * q[i][h*{d}+{c}]"
+        )
+    else:
+        where = f"sum_i grad_scores[i][{j}] * q[i][{c}]"
+    text = _scaled_sum(cell, where, a, b)
+    return Explanation(
+        text, (("grad_scores", 1, j), *(("q", 1, h * d + c) for h in _group(cell, g)))
+    )
+
+
+def inputs(cell: Cell) -> Explanation:
+    """An input's gradient: every projection it fed, carried back (grad @ w^T, or grad itself)."""
+    i, m = cell.i, cell.j
+    reads = list(cell.reads)
+    parts, a, b, sources = [], [], [], []
+    while reads:
+        grad = reads.pop(0)
+        w = reads.pop(0) if reads and reads[0].startswith("w_") else None
+        row = cell.rows(grad)[i]
+        sources.append((grad, 0, i))
+        if w is None:  # no projection: the gradient passes straight through
+            parts.append(f"{grad}[{i}][{m}]")
+            a.append(row[m])
+            b.append(1.0)
+            continue
+        parts.append(f"sum_c {grad}[{i}][c] * {w}[{m}][c]")
+        a += row
+        b += cell.rows(w)[m]
+        sources.append((w, 0, m))
+    text = f"{cell.label} = {' + '.join(parts)} = {terms(a, b)} = {number(cell.value)}"
+    return Explanation(text, tuple(sources))
