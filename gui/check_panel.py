@@ -61,6 +61,25 @@ def _per_head(step: object, row: int, panel: CheckPanel) -> bool:
     return step is not None and step.axes[0] == "head"
 
 
+def _verdict(checks: list, passed: str, failed: str) -> tuple[str, str]:
+    """(the coloured verdict on `checks`, the first failed check's message or '')."""
+    bad = [c.name for c in checks if not c.ok]
+    if not bad:
+        return f"<span style='color:#1a7f37'>{passed}</span>", ""
+    first = next((c.message for c in checks if not c.ok and c.message), "")
+    return f"<span style='color:#b00020'>{failed}: {', '.join(bad)}</span>", first
+
+
+def report_table(headers: tuple[str, ...]) -> QTableWidget:
+    """A read-only table of check results, one selectable row per check."""
+    table = QTableWidget(0, len(headers))
+    table.setHorizontalHeaderLabels(headers)
+    table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+    table.verticalHeader().setVisible(False)
+    return table
+
+
 def _gradient_text(gradients: object) -> str:
     """The gradient check's line of the header: what it compared and the verdict."""
     if gradients is None:
@@ -69,13 +88,9 @@ def _gradient_text(gradients: object) -> str:
         return f"Gradients: not computed. {html.escape(gradients.refused)}"
     if not gradients.checks:
         return f"Gradients: {html.escape(gradients.compared)}"
-    bad = [c.name for c in gradients.checks if not c.ok]
-    verdict = (
-        "<span style='color:#1a7f37'>dQ, dK, dV within their bounds</span>"
-        if not bad
-        else f"<span style='color:#b00020'>gradient outside the bound: {', '.join(bad)}</span>"
+    verdict, first = _verdict(
+        gradients.checks, "dQ, dK, dV within their bounds", "gradient outside the bound"
     )
-    first = next((c.message for c in gradients.checks if not c.ok and c.message), "")
     why = f" {html.escape(first)}." if first else ""
     return f"Gradients: {verdict}.{why} Compared {html.escape(gradients.compared, quote=False)}."
 
@@ -104,12 +119,8 @@ class CheckPanel(QWidget):
         header_box.setMaximumHeight(QFontMetrics(font).lineSpacing() * 6 + 8)
         outer.addWidget(header_box)
         split = QSplitter(Qt.Orientation.Horizontal)
-        self.table = QTableWidget(0, len(HEADERS))
-        self.table.setHorizontalHeaderLabels(HEADERS)
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table = report_table(HEADERS)
         self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.verticalHeader().setVisible(False)
         split.addWidget(self.table)
         self.diff_map = Heatmap()
         split.addWidget(self.diff_map)
@@ -132,13 +143,9 @@ class CheckPanel(QWidget):
             f"backend <b>{outcome.backend}</b>, dtype <b>{outcome.dtype}</b>, "
             f"kernel {outcome.kernel}, {outcome.seconds * 1000:.0f} ms"
         )
-        bad = [c.name for c in outcome.checks if not c.ok]
-        verdict = (
-            "<span style='color:#1a7f37'>every step within its bound</span>"
-            if not bad
-            else f"<span style='color:#b00020'>outside the bound: {', '.join(bad)}</span>"
+        verdict, first = _verdict(
+            outcome.checks, "every step within its bound", "outside the bound"
         )
-        first = next((c.message for c in outcome.checks if not c.ok and c.message), "")
         why = f"<br>{html.escape(first)}" if first else ""  # e.g. the values outgrew float16
         sampled = getattr(outcome, "sampled", "")
         how = f"<br>Sampled check: {html.escape(sampled)}." if sampled else ""

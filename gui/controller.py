@@ -53,9 +53,9 @@ def trace_kwargs(s: Session) -> dict:
     if s.mask_mode == "causal-top-left":
         kwargs["is_causal"] = True
     elif s.mask_mode == "causal-bottom-right":
-        kwargs["attn_mask"] = core_api.causal_mask(s.num_tokens, s.num_keys, "bottom-right")
+        kwargs["attn_mask"] = core_api.causal_mask_array(s.num_tokens, s.num_keys, "bottom-right")
     elif s.mask_mode == "custom" and s.mask is not None:
-        kwargs["attn_mask"] = [list(r) for r in s.mask]
+        kwargs["attn_mask"] = core_api.mask_array(s.mask)
     kwargs["masked_rows"] = s.masked_rows
     return kwargs
 

@@ -60,6 +60,32 @@ def causal_mask(L: int, S: int, align: str) -> list[list[bool]]:
     return scratch.causal_mask(L, S, align)
 
 
+def causal_mask_array(L: int, S: int, align: str) -> object:
+    """scratch.causal_mask as a NumPy bool array (j <= i, or j <= i + S - L bottom-right).
+
+    For a backend's call: at 4096 tokens the nested lists are 16.7 M Python bools, seconds to
+    build, and a backend's conversion of them holds the GIL (the window's event loop waits)."""
+    import numpy as np
+
+    scratch.causal_mask(1, 1, align)  # the same refusal of an unknown align
+    offset = S - L if align == "bottom-right" else 0
+    return np.tri(L, S, offset, dtype=bool)  # (L, S): True where j <= i + offset
+
+
+def mask_array(grid: object) -> object:
+    """An (L, S) grid of bools (rows of Python bools) as a NumPy bool array, row by row.
+
+    One conversion of 16.7 M bools (4096 tokens) is a single call that holds the GIL for
+    seconds; row by row the window's event loop gets its turns."""
+    import numpy as np
+
+    rows = list(grid)
+    out = np.empty((len(rows), len(rows[0]) if rows else 0), dtype=bool)
+    for i, row in enumerate(rows):
+        out[i] = row
+    return out
+
+
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:
     """scratch.explain(trace, step, index) -> Explanation with .text and .sources."""
     return scratch.explain(trace, step, tuple(index))

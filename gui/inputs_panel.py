@@ -272,10 +272,14 @@ class InputsPanel(QWidget):
 
     def _show_mask(self, s: Session) -> None:
         L, S = s.num_tokens, s.num_keys
-        if L > GRID_LIMIT or S > GRID_LIMIT:
-            self.mask_grid.set_grid([[True]], editable=False)
-            self.mask_grid.setToolTip(f"the grid is drawn up to {GRID_LIMIT} x {GRID_LIMIT}")
+        if L > GRID_LIMIT or S > GRID_LIMIT:  # a picture: evenly spaced queries and keys
+            self.mask_grid.set_grid(sm.sampled_mask(s, GRID_LIMIT), editable=False)
+            self.mask_grid.setToolTip(
+                f"{L} x {S} mask drawn at {min(L, GRID_LIMIT)} x {min(S, GRID_LIMIT)} evenly "
+                f"spaced queries and keys; cells can be clicked up to {GRID_LIMIT} x {GRID_LIMIT}"
+            )
             return
+        self.mask_grid.setToolTip("")
         self.mask_grid.set_grid([list(row) for row in sm.shown_mask(s)], editable=True)
 
     def _show_tables(self, s: Session) -> None:

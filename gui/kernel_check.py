@@ -20,13 +20,13 @@ from PyQt6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSplitter,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from gui import numbers, view_model
+from gui.check_panel import report_table
 from gui.heatmap import Heatmap
 from gui.worker import collector_pause
 
@@ -176,11 +176,7 @@ class KernelCheckPanel(QWidget):
         outer.addWidget(self.header)
         # step 2: the report
         split = QSplitter(Qt.Orientation.Horizontal)
-        self.table = QTableWidget(0, len(HEADERS))
-        self.table.setHorizontalHeaderLabels(HEADERS)
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        self.table.verticalHeader().setVisible(False)
+        self.table = report_table(HEADERS)
         self.table.setMinimumWidth(420)
         split.addWidget(self.table)
         self.diff_map = Heatmap()

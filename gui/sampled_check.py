@@ -139,9 +139,12 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
     name = "head_outputs" if "head_outputs" in trace else "output"
     outputs = _per_head(trace[name].value, H, rows)  # (H, R, d_v)
     mask = kwargs.get("attn_mask")
-    mask_rows = None if mask is None else [mask[i] for i in rows]  # (R, S)
+    mask_rows = None  # (R, S) nested lists, as the ground truth takes them
+    if mask is not None:
+        mask_rows = mask[rows].tolist() if hasattr(mask, "shape") else [mask[i] for i in rows]
     if kwargs.get("is_causal"):  # top-left causal: row i may see keys j <= i
-        mask_rows = [[j <= i for j in range(k.shape[1])] for i in rows]
+        keys = np.arange(k.shape[1])  # (S,); one comparison for the (R, S) grid, not R * S
+        mask_rows = (keys[None, :] <= np.asarray(rows)[:, None]).tolist()  # (R, S) bools
     options = dict(
         attn_mask=mask_rows,
         scale=trace.scale,

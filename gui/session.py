@@ -539,6 +539,25 @@ def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
     return tuple(tuple(True for _ in range(S)) for _ in range(L))
 
 
+def sampled_indices(n: int, most: int) -> list[int]:
+    """At most `most` evenly spaced indices of range(n), first and last included."""
+    if n <= most:
+        return list(range(n))
+    return [round(k * (n - 1) / (most - 1)) for k in range(most)]
+
+
+def sampled_mask(s: Session, most: int) -> tuple[tuple[bool, ...], ...]:
+    """The shown mask at up to `most` evenly spaced queries and keys (a picture of a big mask)."""
+    L, S = s.num_tokens, s.num_keys
+    rows, cols = sampled_indices(L, most), sampled_indices(S, most)
+    if s.mask_mode == "custom" and s.mask is not None:
+        return tuple(tuple(s.mask[i][j] for j in cols) for i in rows)
+    if s.mask_mode.startswith("causal"):  # key j visible to query i iff j <= i + shift
+        shift = S - L if s.mask_mode == "causal-bottom-right" else 0
+        return tuple(tuple(j <= i + shift for j in cols) for i in rows)
+    return tuple(tuple(True for _ in cols) for _ in rows)
+
+
 def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
     """A copy with cell (i, j) of the shown mask flipped: a causal or no mask becomes custom."""
     rows = [list(r) for r in shown_mask(s)]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import presets
 from .grad_output import GRAD_OUTPUT_KINDS, make_grad_output, one_hot
+from .steps import call_of, spec_for
 from .trace import trace_attention
 
 if TYPE_CHECKING:
@@ -129,23 +130,24 @@ def format_trace(trace: Trace, decimals: int = 4) -> str:
     """The whole trace as text, step by step, then who attends to whom (then the backward)."""
     names = trace.names()
     split = names.index("grad_output") if "grad_output" in names else len(names)
-    parts = _format_steps(trace, trace.steps[:split], 1, decimals)
+    parts = _format_steps(trace, trace.steps[:split], decimals)
     if "weights" in trace:
         parts.append("who attends to whom\n" + "\n".join("  " + s for s in attends_most(trace)))
     if split < len(names):
         parts.append("backward: the gradients, from dO = grad_output back to the inputs")
-        parts += _format_steps(trace, trace.steps[split:], split + 1, decimals)
+        parts += _format_steps(trace, trace.steps[split:], decimals)
     return "\n\n".join(parts) + "\n"
 
 
-def _format_steps(trace: Trace, steps: Sequence[Step], first: int, decimals: int) -> list[str]:
-    """One text block per step, numbered from `first`."""
+def _format_steps(trace: Trace, steps: Sequence[Step], decimals: int) -> list[str]:
+    """One text block per step, headed by its number in the registry (scratch.steps)."""
+    call = call_of(trace)
     parts = []
-    for n, step in enumerate(steps, start=first):
+    for step in steps:
         shape = " x ".join(str(d) for d in step.shape)
         axes = " x ".join(step.axes)
         parts.append(
-            f"step {n}: {step.name}  ({shape}: {axes})\n"
+            f"step {spec_for(call, step.name).number}: {step.name}  ({shape}: {axes})\n"
             f"  {step.formula}\n"
             f"  {step.note}\n" + _format_value(trace, step, decimals)
         )

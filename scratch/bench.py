@@ -3,6 +3,8 @@
     python -m scratch.bench                 # L in 64 ... 32768 (a few minutes)
     python -m scratch.bench --quick         # a few seconds: small sizes only, no goal
     python -m scratch.bench --sizes 256,4096 --repeats 5 --markdown
+    python -m scratch.bench --sizes 16384    # one goal's rows alone (here numpy vs SDPA)
+    python -m scratch.bench --only window    # the window's two goals alone
 
 Rows: the ground truth (plain Python, fsum), the pure-Python kernel limit (just the two matrix
 products q @ k^T and weights @ v as fsum dot products: the floor for any plain-Python
@@ -164,7 +166,9 @@ def measure(
 
 PYTHON_PAIR = ("ground truth (scratch)", "pure-Python kernel limit")
 PAIR_RUNS = 7  # interleaved rounds of the plain-Python pair (about a second per call)
-GOAL_MIN_ROUNDS = 6  # at least this many rounds for every other goal group
+GOAL_MIN_ROUNDS = 12  # at least this many rounds for every other goal group (at L = 16384
+# a round of numpy and SDPA takes about a second: 6 rounds left best-vs-best at the mercy of
+# one lucky SDPA run, 0.93x and 1.09x in two idle runs of the same code)
 GOAL_BUDGET_S = 3.0  # ... and more until each row of the group has spent about this much
 
 
@@ -549,7 +553,8 @@ def window_goals(full: bool) -> list[tuple[str, str, str]]:
     """The window's goals at 4096 tokens (gui.bench_window), or why they were not measured."""
     what = "the window's recompute at 4096 tokens"
     if not full:
-        return [(what, "not measured", "only in a full run, without --quick or --sizes")]
+        why = "in a full run or with --only window, not with --quick or --sizes"
+        return [(what, "not measured", why)]
     try:
         from gui import bench_window
     except ImportError as exc:  # no PyQt6 here
@@ -573,6 +578,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="timed runs per row (default: adaptive, >= 3)")
     parser.add_argument("--quick", action="store_true", help="small sizes only (smoke test)")
     parser.add_argument("--markdown", action="store_true", help="print a README-ready table")
+    parser.add_argument(
+        "--only",
+        choices=("window",),
+        help="window: only the window's recompute goals at 4096 tokens (no table)",
+    )
     parser.add_argument(
         "--device",
         choices=("cpu", "cuda"),
@@ -602,6 +612,13 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             device = "cpu"
+    if args.only == "window":
+        if args.sizes or args.quick:
+            parser.error("--only window: measures 4096 tokens; leave out --sizes and --quick")
+        for goal, status, detail in window_goals(full=True):
+            print(f"{'- ' if args.markdown else ''}{status}: {goal} ({detail})")
+        print(bench_host.host_line(), _load())
+        return 0
     rows = run_table(sizes, repeats, device, load_wait_s=0.0 if args.quick else LOAD_WAIT_S)
     print(format_table(rows, args.markdown, repeats))
     print(("- " if args.markdown else "") + model_timing(1 if args.quick else 3))

@@ -128,7 +128,8 @@ def _scale_note(scale: object, value: float, d_head: int) -> str:
 
 
 def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
-    """(rows where every key is -inf, the (H, L, S) may-attend grids when wanted).
+    """(rows where every key is -inf, the may-attend grids when wanted: one per head, or one
+    when every head's is the same).
 
     Arrays and tensors are compared whole (16.7 M cells at 4096 tokens: milliseconds, where a
     Python loop takes seconds); the grids become nested tuples only when a mask makes them
@@ -138,7 +139,11 @@ def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
         n_full = int((~may.any(-1)).sum())
         if not want_grids:
             return n_full, None
-        return n_full, [tuple(map(tuple, grid)) for grid in may.tolist()]
+        if bool((may == may[:1]).all()):  # every head sees the same grid (a mask, no -inf
+            may = may[:1]  # in the data): one grid to turn into tuples, not one per head
+        # row by row: one tolist of a 4096 x 4096 grid is a single call that holds the GIL
+        # for a quarter second (the window's event loop waits meanwhile); rows let it in
+        return n_full, [tuple(tuple(row.tolist()) for row in grid) for grid in may]
     grids = [tuple(tuple(x != -math.inf for x in row) for row in m) for m in masked]
     return sum(not any(row) for grid in grids for row in grid), grids if want_grids else None
 

@@ -143,3 +143,11 @@ def test_python_kernel_limit_computes_the_two_products():
     u = UNIT_ROUNDOFF["float64"]
     assert np.all(np.abs(np.array(scores) - q @ k.T) <= 7 * u * (np.abs(q) @ np.abs(k.T)))
     assert np.all(np.abs(np.array(output) - w @ v) <= 6 * u * (np.abs(w) @ np.abs(v)))
+
+
+def test_only_window_refuses_sizes_and_quick(capsys):
+    """--only window measures 4096 tokens: --sizes or --quick beside it is an error, said so."""
+    for extra in (["--sizes", "8"], ["--quick"]):
+        with pytest.raises(SystemExit, match="2"):
+            bench.main(["--only", "window", *extra])
+        assert "--only window: measures 4096 tokens" in capsys.readouterr().err

@@ -293,6 +293,19 @@ def test_causal_grid_then_click_makes_a_custom_mask(qtbot, window, settle):
     assert s.mask_mode == "custom" and s.mask[0] == (True, False, False, True)
 
 
+def test_a_big_causal_mask_is_drawn_sampled_and_not_clickable(qtbot, window, settle):
+    choose(window.inputs.mask_mode, "causal-top-left")
+    window.inputs.num_tokens.setValue(100)
+    settle(window)
+    grid = window.inputs.mask_grid
+    picked = [round(k * 99 / 63) for k in range(64)]  # 64 evenly spaced of 100 tokens
+    assert grid.grid == [[b <= a for b in picked] for a in picked]  # a triangle, not one colour
+    assert "100 x 100 mask drawn at 64 x 64" in grid.toolTip()
+    qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=grid.cell_center(0, 40).toPoint())
+    settle(window)
+    assert window.inputs.session.mask_mode == "causal-top-left"
+
+
 def test_heads_all_average_and_backend(qtbot, window, settle):
     window.inputs.heads.setValue(2)
     settle(window)

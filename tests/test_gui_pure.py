@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import scratch
-from gui import atomic, codegen, controller, numbers, sentences, session_file, view_model
+from gui import atomic, codegen, controller, core_api, numbers, sentences, session_file, view_model
 from gui import session as sm
 
 EPS64 = np.finfo(np.float64).eps
@@ -422,7 +422,7 @@ def test_trace_kwargs_map_the_options():
     )
     kw = controller.trace_kwargs(s)
     assert kw["scale"] == 0.5 and kw["masked_rows"] == "nan" and "w_q" not in kw
-    assert kw["attn_mask"] == [[j <= i for j in range(6)] for i in range(6)]
+    assert kw["attn_mask"].tolist() == [[j <= i for j in range(6)] for i in range(6)]
     assert controller.trace_kwargs(dataclasses.replace(s, scale_mode="sqrt"))["scale"] is None
     assert controller.trace_kwargs(dataclasses.replace(s, scale_mode="none"))["scale"] == 1.0
     top = controller.trace_kwargs(dataclasses.replace(s, mask_mode="causal-top-left"))
@@ -457,3 +457,13 @@ def test_saving_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_pat
     assert target.read_text() == "new", "the link's target still holds the old contents"
     assert sorted(os.listdir(tmp_path)) == ["link.json", "real"]
     assert os.listdir(folder) == ["session.json"], "a temporary file was left behind"
+
+
+@pytest.mark.parametrize("align", ["top-left", "bottom-right"])
+def test_the_causal_mask_array_is_the_ground_truths_grid(align):
+    """core_api.causal_mask_array (what a backend gets) equals scratch.causal_mask, any shape."""
+    for L, S in [(1, 1), (4, 4), (3, 7), (7, 3), (1, 5), (5, 1)]:
+        found = core_api.causal_mask_array(L, S, align)
+        assert found.dtype == bool and found.tolist() == scratch.causal_mask(L, S, align)
+    with pytest.raises(ValueError, match="align: expected 'top-left' or 'bottom-right'"):
+        core_api.causal_mask_array(2, 2, "middle")

@@ -142,3 +142,23 @@ def test_a_click_on_a_causal_grid_starts_the_custom_mask_from_the_causal_one(ali
     flipped[0][2] = not flipped[0][2]
     assert clicked.mask_mode == "custom" and clicked.mask == tuple(map(tuple, flipped))
     assert sm.shown_mask(dataclasses.replace(s, mask_mode="none")) == ((True,) * 3,) * 3
+
+
+@pytest.mark.parametrize("mode", ["none", "causal-top-left", "causal-bottom-right", "custom"])
+@pytest.mark.parametrize(("L", "S"), [(5, 5), (70, 70), (90, 130), (130, 90), (200, 7)])
+def test_sampled_mask_is_the_shown_mask_at_the_sampled_queries_and_keys(mode, L, S):
+    s = sm.resized(sm.with_mode(sm.random_session(seed=3, num_tokens=L), "qkv"), num_keys=S)
+    assert (s.num_tokens, s.num_keys) == (L, S)
+    if mode == "custom":  # a seeded pattern, so no rule could produce it by accident
+        pick = random.Random(f"{L}-{S}")
+        s = dataclasses.replace(
+            s, mask_mode="custom",
+            mask=tuple(tuple(pick.random() < 0.5 for _ in range(S)) for _ in range(L)),
+        )  # fmt: skip
+    else:
+        s = dataclasses.replace(s, mask_mode=mode)
+    full = sm.shown_mask(s)
+    rows, cols = sm.sampled_indices(L, 64), sm.sampled_indices(S, 64)
+    assert (rows[0], rows[-1], cols[0], cols[-1]) == (0, L - 1, 0, S - 1)
+    assert len(rows) == min(L, 64) and len(set(rows)) == len(rows)
+    assert sm.sampled_mask(s, 64) == tuple(tuple(full[i][j] for j in cols) for i in rows)

@@ -50,10 +50,12 @@ def test_the_sampled_rows_match_the_ground_truth_exactly_in_float64():
     assert all(c.ok for c in checks) and max(c.ratio for c in checks) < 0.1
 
 
+@pytest.mark.parametrize("mask_mode", ["none", "causal-top-left", "causal-bottom-right"])
 @pytest.mark.parametrize("step,index", [("head_outputs", 0), ("weights", 1)])
-def test_a_wrong_value_in_a_sampled_row_fails(step, index):
-    """One entry of a sampled row moved by 1e-3 fails its check (and only that one)."""
-    s = _session(1)
+def test_a_wrong_value_in_a_sampled_row_fails(step, index, mask_mode):
+    """One entry of a sampled row moved by 1e-3 fails its check (and only that one), with the
+    mask as a NumPy array (bottom-right), a causal flag or none."""
+    s = _session(1, mask_mode=mask_mode)
     trace = nb.trace_attention(**controller.trace_kwargs(s), dtype="float32")
     row = scratch.sample_rows(L_SAMPLED, sampled_check.SAMPLE_ROWS, sampled_check.SAMPLE_SEED)[3]
     trace[step].value[1, row, 0] += 1e-3  # head 1, a sampled row
@@ -89,17 +91,26 @@ def test_the_session_takes_4096_tokens():
     assert MAX_TOKENS == 4096
 
 
-@pytest.mark.parametrize("masking", ["bool", "causal", "none"])
+@pytest.mark.parametrize("masking", ["bool", "causal", "none", "per-head"])
 def test_may_attend_grid_from_arrays_matches_the_ground_truths(masking):
-    """The vectorized grid (NumPy arrays) equals the one the list path builds."""
+    """The vectorized grid (NumPy arrays) equals the one the list path builds: one grid when
+    every head shares it, one per head when they differ."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((6, 4))
     mask = rng.random((6, 6)) > 0.5
     mask[2] = False  # one fully masked row
-    kw = {"bool": {"attn_mask": mask.tolist()}, "causal": {"is_causal": True}, "none": {}}[masking]
+    per_head = np.stack([mask, ~mask])  # (H, L, S): head 1 sees what head 0 may not
+    kw = {
+        "bool": {"attn_mask": mask.tolist()},
+        "causal": {"is_causal": True},
+        "none": {},
+        "per-head": {"attn_mask": per_head.tolist()},
+    }[masking]
     found = nb.trace_attention(x, num_heads=2, **kw)
     truth = scratch.trace_attention(x.tolist(), num_heads=2, **kw)
     assert found.allowed == truth.allowed
+    if masking == "per-head":
+        assert found.allowed == tuple(tuple(map(tuple, m)) for m in per_head.tolist())
     assert found["weights"].note == truth["weights"].note
     if masking == "bool":
         assert "2 fully masked row(s)" in found["weights"].note  # one row, two heads
@@ -142,3 +153,21 @@ def test_sampled_rows_of_a_real_text_are_labelled_with_their_position():
 
     assert _token_label(["t0", "t1"], 1) == "t1"
     assert _token_label(["the", "cat"], 1) == "1: cat"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_custom_mask_reaches_backend_and_check_as_the_same_grid(seed):
+    """A custom mask (a NumPy array for the backend, built row by row) passes the sampled
+    check, and a wrong weight on a sampled row under it fails."""
+    grid = np.random.default_rng(seed).random((L_SAMPLED, L_SAMPLED)) > 0.3
+    grid[:, 0] = True  # every row sees key 0: the planted weight below is on an allowed key
+    mask = tuple(map(tuple, grid.tolist()))
+    s = _session(seed, mask_mode="custom", mask=mask)
+    kwargs = controller.trace_kwargs(s)
+    assert kwargs["attn_mask"].dtype == bool and (kwargs["attn_mask"] == grid).all()
+    outcome = controller.run(s)
+    assert all(c.ok for c in outcome.checks), outcome.checks
+    row = sampled_check.checked_rows(L_SAMPLED)[5]
+    outcome.trace["weights"].value[0, row, 0] += 1e-3
+    checks = sampled_check.sampled_checks(outcome.trace, kwargs, "float32")
+    assert [c.ok for c in checks] == [True, False]

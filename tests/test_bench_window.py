@@ -1,0 +1,84 @@
+"""gui.bench_window, the window's goals in the bench: pairing, verdicts, no leak (no timing)."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+pytest.importorskip("PyQt6")
+pytest.importorskip("numpy")
+
+from gui import bench_window  # noqa: E402
+from gui.controller import Outcome  # noqa: E402
+from gui.worker import TraceWorker  # noqa: E402
+
+
+def _result(trace, recompute, gaps, load=0.2):
+    return {
+        "tokens": 4096,
+        "trace": trace,
+        "recompute": recompute,
+        "cpu_trace": trace,
+        "cpu_recompute": recompute,
+        "gaps": gaps,
+        "load": load,
+        "sampled": "16 of 4096 query rows checked",
+    }
+
+
+def test_window_goals_judge_best_against_best_and_show_the_rounds():
+    """1.5x passes, just above fails; the line gives median, range, rounds and load."""
+    good = bench_window.goal_lines(_result([0.2, 0.4, 0.3], [0.3, 0.9, 0.3], [0.01, 0.1, 0.02]))
+    bad = bench_window.goal_lines(_result([0.2, 0.4], [0.301, 0.5], [0.01, 0.101]))
+    masked = _result([0.2], [0.3], [0.01]) | {"masked_gaps": [0.02, 0.102]}
+    assert [g[1] for g in bench_window.goal_lines(masked)] == ["PASS", "FAIL"]
+    assert (
+        "102 ms over 3 recomputes: 10 ms over 1 without a mask, 102 ms over 2 with "
+        in (bench_window.goal_lines(masked)[1][2])
+    )
+    assert [g[1] for g in good] == ["PASS", "PASS"] and [g[1] for g in bad] == ["FAIL", "FAIL"]
+    assert good[0][2].startswith("1.50x best vs best (0.300 s vs 0.200 s); median of 3 ")
+    assert (
+        "interleaved rounds 1.50x (range 1.00-2.25x); other processes used 0.2 CPUs" in (good[0][2])
+    )
+    assert "check: 16 of 4096 query rows checked" in good[0][2]
+    assert "largest gap between 5 ms timer ticks 101 ms over 2 recomputes" in bad[1][2]
+
+
+def test_the_trace_alone_and_the_recompute_take_turns(monkeypatch, qapp):
+    """Warm-ups first, then one of each per round, the order rotated every round."""
+    order = []
+
+    def fake_timed(start, signals):
+        order.append("recompute" if isinstance(signals, TraceWorker) else "trace")
+        return 0.1, 0.1, 0.001
+
+    monkeypatch.setattr(bench_window, "_timed", fake_timed)
+    result = bench_window.measure(rounds=3, tokens=300, load_wait_s=0)
+    masked = ["recompute"] * (1 + bench_window.MASKED_RECOMPUTES) * len(bench_window.MASKS)
+    assert (
+        order
+        == ["trace", "recompute"]
+        + ["trace", "recompute", "recompute", "trace"]
+        + [
+            "trace",
+            "recompute",
+        ]
+        + masked
+    )
+    assert len(result["masked_gaps"]) == bench_window.MASKED_RECOMPUTES * len(bench_window.MASKS)
+    assert len(result["trace"]) == len(result["recompute"]) == len(result["gaps"]) == 3
+    assert result["sampled"].startswith("16 of 300 query rows checked")
+
+
+def test_measuring_keeps_no_outcome_alive(qapp):
+    """Rounds do not pile up Outcomes (0.5 GiB of arrays each at 4096 tokens): at most the
+    last one, whose delivery Qt may still hold, is alive after measuring."""
+    gc.collect()
+    before = sum(type(o) is Outcome for o in gc.get_objects())
+    result = bench_window.measure(rounds=3, tokens=300, load_wait_s=0)
+    gc.collect()
+    after = sum(type(o) is Outcome for o in gc.get_objects())
+    assert after <= before + 1, f"{after - before} Outcomes alive after 3 + 4 recomputes"
+    assert len(result["recompute"]) == 3 and all(t > 0 for t in result["trace"])
