@@ -49,7 +49,7 @@ def explain(trace: Trace, step: str, index: tuple[int, ...]) -> Explanation:
             rest[-1] if len(rest) > 1 else 0,
             heads,
             spec.reads(call),
-            spec.biased in call.given,
+            spec.biased if spec.biased in call.given else "",
             index,
         )
     )

@@ -35,7 +35,7 @@ class Cell:
     j: int  # column
     heads: bool  # whether the step has a head axis
     reads: tuple[str, ...]  # the steps this one reads, from the registry
-    biased: bool  # whether the call added a bias to this step
+    bias: str  # the bias the call added to this step (b_q, b_o), or ''
     index: tuple[int, ...] = ()  # the whole index (steps with one axis besides the head)
 
     @property
@@ -126,8 +126,8 @@ def projection(cell: Cell) -> Explanation:
     w_name = cell.reads[1]
     xi, wc = cell.rows(src)[i], column(cell.rows(w_name), j)
     text = f"{cell.label} = {src}[{i}] . {w_name}[:, {j}] = {terms(xi, wc)}"
-    if cell.biased:
-        text += f" + b_{cell.step}[{j}]"
+    if cell.bias:
+        text += f" + {cell.bias}[{j}]"
     return Explanation(text + f" = {number(cell.value)}", ((src, 0, i), (w_name, 1, j)))
 
 
@@ -231,6 +231,6 @@ def output_projection(cell: Cell) -> Explanation:
     i, j = cell.i, cell.j
     ci, wc = cell.rows("concat")[i], column(cell.rows("w_o"), j)
     text = f"{cell.label} = sum_m concat[{i}][m] * w_o[m][{j}] = {terms(ci, wc)}"
-    if cell.biased:
-        text += " + b_o"
+    if cell.bias:
+        text += f" + {cell.bias}"
     return Explanation(text + f" = {number(cell.value)}", (("concat", 0, i), ("w_o", 1, j)))
