@@ -386,3 +386,29 @@ def test_build_mask_gives_the_ground_truths_mask_for_every_kind(target: tuple) -
         assert (full.dtype == torch.bool) == truth.is_bool, name
         for index in np.ndindex(*target[:-2]):
             assert full[index].tolist() == truth.slice(index), (name, index)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("masked_rows", ["zero", "uniform"])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_autograd_through_the_forward_on_a_fully_masked_row(seed, masked_rows, need_weights):
+    """The explicit forward's 0 / 0 on a row with every key masked once sent NaN to q and k."""
+    from scratch.backends import torch_backend
+
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (
+        torch.randn(5, 3, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(3)
+    )
+    mask = torch.rand(5, 5, generator=g) < 0.7
+    mask[seed % 5] = False  # one query row may attend no key
+    dO = torch.randn(5, 3, dtype=torch.float64, generator=g)
+    out = torch_backend.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, masked_rows=masked_rows, need_weights=need_weights
+    ).output
+    got = torch.autograd.grad(out, (q, k, v), dO)
+    want = scratch.scaled_dot_product_attention_backward(
+        q.tolist(), k.tolist(), v.tolist(), dO.tolist(), mask.tolist(), masked_rows=masked_rows
+    )
+    for a, b in zip(got, want):
+        assert torch.isfinite(a).all()
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-12, atol=1e-12)

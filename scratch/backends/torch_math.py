@@ -89,7 +89,9 @@ def attend(
     top = torch.where(fully.unsqueeze(-1), torch.zeros((), dtype=top.dtype), top)
     e = torch.exp(masked - top)  # (..., L, S), each in [0, 1]
     total = e.sum(dim=-1, keepdim=True)  # (..., L, 1), 0 on fully masked rows
-    weights = e / total
+    # 0 / 1 there, not 0 / 0: the policy fills those rows below, and autograd through this
+    # division stays finite (0 / 0 would send NaN back to q and k from rows that use nothing)
+    weights = e / torch.where(fully.unsqueeze(-1), torch.ones((), dtype=total.dtype), total)
     # the log of softmax's denominator, log sum_j exp(masked_ij) = max + log(sum), -inf on
     # fully masked rows (top 0 there, log 0 = -inf); before dropout
     lse = (top + torch.log(total)).squeeze(-1) if options.return_lse else None
