@@ -258,3 +258,25 @@ def test_rounding_allowance_keeps_a_correct_kernel_on_tiny_gradients():
     assert large.status == "pass" and large.ratio > 1e6, str(report)
     assert "rounding allowance" in large.message
     assert report, str(report)
+
+
+@needs_torch
+def test_autograd_names_nan_from_a_textbook_masked_fill_forward():
+    """masked_fill(-inf) + softmax: a fully masked row's 0/0 reaches only dv through autograd
+    (dq and dk stay finite), and the check still names the NaN rows."""
+    import torch
+
+    def textbook(q, k, v, attn_mask=None, is_causal=False, scale=None):
+        s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
+        if is_causal:
+            attn_mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            s = s.masked_fill(~attn_mask, float("-inf"))
+        elif attn_mask is not None:
+            s = s + attn_mask
+        return torch.softmax(s, dim=-1) @ v
+
+    report = scratch.check_backward(textbook, array="torch", dtype="float64", seed=3)
+    masked = next(c for c in report.cases if c.name == "masked-row")
+    assert masked.status == "fail"
+    assert masked.diagnosis.startswith("NaN from fully masked rows"), str(report)

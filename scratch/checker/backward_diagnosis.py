@@ -200,8 +200,27 @@ def match_score(got: tuple, grads: tuple, truth: tuple, allowed: tuple) -> float
     return worst if told_apart else math.inf
 
 
+def _nan_from_empty_rows(prep, got: tuple, masked_rows: str) -> bool:
+    """NaN where the truth has numbers, dQ's only on the rows that may attend no key.
+
+    However the NaN got there (a 0/0 P summed into dK and dV, or autograd through
+    masked_fill(-inf) + softmax, which leaves dQ and dK finite and only dV NaN), it comes from
+    those rows; the whole-pattern match below needs all three gradients to agree."""
+    allowed = prep.problem.allowed
+    if masked_rows == "nan" or prep.case.mask != "empty-row" or allowed is None:
+        return False
+    with np.errstate(invalid="ignore"):
+        new_nan = [np.isnan(g) & ~np.isnan(t) for g, t in zip(got, prep.truth)]
+    if not any(n.any() for n in new_nan):
+        return False
+    empty = ~np.asarray(allowed).any(axis=-1)  # (L,) rows where every key is masked
+    return not np.any(new_nan[0].any(axis=-1) & ~empty)  # dQ's NaN rows (..., L) all empty
+
+
 def diagnose(prep, got: tuple, allowed: tuple, masked_rows: str) -> str | None:
     """The known mistake that matches the kernel's (dq, dk, dv) best, or None."""
+    if _nan_from_empty_rows(prep, got, masked_rows):
+        return MISTAKES["nan_rows"]
     best, best_score = None, math.inf
     for words, grads in candidates(prep, masked_rows):
         score = match_score(got, grads, prep.truth, allowed)
