@@ -280,3 +280,15 @@ def test_autograd_names_nan_from_a_textbook_masked_fill_forward():
     masked = next(c for c in report.cases if c.name == "masked-row")
     assert masked.status == "fail"
     assert masked.diagnosis.startswith("NaN from fully masked rows"), str(report)
+
+
+def test_require_lists_dropout_among_the_backward_features():
+    with pytest.raises(ValueError, match=r"require: expected names from .*float64, dropout, found"):
+        scratch.check_backward(kernels.numpy_backward(), require="foo")
+    with pytest.raises(ValueError, match=r"expected names from .*float64, found 'dropout'"):
+        scratch.check(kernels_forward_stub, require="dropout")
+
+
+def kernels_forward_stub(q, k, v, attn_mask=None, is_causal=False, scale=None):
+    """Never called: `require` is refused before any case runs."""
+    raise AssertionError("called")

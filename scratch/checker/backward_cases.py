@@ -16,10 +16,11 @@ import numpy as np
 
 from ..backward import scaled_dot_product_attention_backward
 from .arrays import Arrays
-from .cases import Case, add_late_max, gauss, mask_values
+from .cases import FEATURES, Case, add_late_max, gauss, mask_values
 from .prepare import made_in
 from .reference import Problem, problem_for
 
+BACKWARD_FEATURES = (*FEATURES, "dropout")  # what check_backward's `require=` may name
 DROPOUT_P = 0.25  # the dropout cases' probability; the kept entries are scaled by 1 / (1 - p)
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 64

@@ -15,7 +15,12 @@ import numpy as np
 
 from ..tolerance import UNIT_ROUNDOFF, RuleResult, ulp
 from .arrays import Arrays
-from .backward_cases import BackwardPrepared, backward_cases, prepare_backward
+from .backward_cases import (
+    BACKWARD_FEATURES,
+    BackwardPrepared,
+    backward_cases,
+    prepare_backward,
+)
 from .backward_diagnosis import diagnose, diagnose_shapes
 from .backward_reference import max_error, reference_grads, rounding_scale
 from .report import CheckReport
@@ -75,7 +80,7 @@ def check_backward(
     dtype, masked_rows = check_settings(
         array, BACKWARD_ARRAYS, cases, BACKWARD_CASE_SETS, seed, device, dtype, masked_rows
     )
-    required = _require(require)
+    required = check_require(require, BACKWARD_FEATURES)
     arrays = Arrays(array, device)
     arrays.check_device()
     kernel, target = _kernel(fn, backward, array)
@@ -91,16 +96,6 @@ def check_backward(
         lambda c: run_case(kernel, c, arrays, dtype, seed, masked_rows, accepts),
     )
     return finish(report, required)
-
-
-def _require(require: object) -> tuple[str, ...]:
-    """The forward checker's features plus 'dropout'."""
-    if isinstance(require, str):
-        require = [w.strip() for w in require.split(",") if w.strip()]
-    if not isinstance(require, (list, tuple, set, frozenset)):
-        raise TypeError(f"require: expected feature names, found {type(require).__name__}")
-    dropout = ("dropout",) if "dropout" in require else ()
-    return check_require([w for w in require if w != "dropout"]) + dropout
 
 
 def _kernel(fn, backward, array: str) -> tuple[Callable, str]:

@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--require",
         default="",
-        help=f"features fn must support, comma-separated: {','.join(FEATURES)}",
+        help=f"features fn must support, comma-separated: {','.join(FEATURES)} "
+        "(and dropout with --backward)",
     )
     try:
         args = parser.parse_args(argv)

@@ -124,15 +124,15 @@ def finish(report: CheckReport, required: tuple[str, ...]) -> CheckReport:
     return report
 
 
-def check_require(require: object) -> tuple[str, ...]:
-    """'mask,causal' or ('mask', 'causal') -> a tuple of FEATURES keys; ValueError if unknown."""
+def check_require(require: object, known: tuple[str, ...] = tuple(FEATURES)) -> tuple[str, ...]:
+    """'mask,causal' or ('mask', 'causal') -> a tuple of `known` names; ValueError if unknown."""
     if isinstance(require, str):
         require = [w.strip() for w in require.split(",") if w.strip()]
     if not isinstance(require, (list, tuple, set, frozenset)):
         raise TypeError(f"require: expected feature names, found {type(require).__name__}")
     for word in require:
-        if word not in FEATURES:
-            raise ValueError(f"require: expected names from {', '.join(FEATURES)}, found {word!r}")
+        if word not in known:
+            raise ValueError(f"require: expected names from {', '.join(known)}, found {word!r}")
     return tuple(require)
 
 
