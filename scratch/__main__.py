@@ -195,8 +195,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _grad_output(parser: argparse.ArgumentParser, args: argparse.Namespace, trace: Trace) -> list:
-    """The dO the options ask for, shaped like the trace's output; parser.error on a bad choice."""
+def _grad_output(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, trace: Trace
+) -> tuple[list, str]:
+    """(the dO the options ask for, shaped like the trace's output, the words for it);
+    parser.error on a bad choice."""
     kind = args.grad_output or "ones"
     if args.seed is not None and kind != "random":
         parser.error(f"--seed is read only with --grad-output random, found --grad-output {kind}")
@@ -215,7 +218,14 @@ def _grad_output(parser: argparse.ArgumentParser, args: argparse.Namespace, trac
                 f"found {cell!r}"
             )
     seed = 0 if args.seed is None else args.seed
-    return make_grad_output(kind, rows, cols, seed=seed, target=target)
+    words = {
+        "ones": "ones (the gradient of sum(output))",
+        "random": f"random in [-1, 1], two decimals, seed {seed}",
+        "target": "one-hot at output[{}][{}] (the gradient of that entry)".format(
+            *(args.target_cell or "0,0").split(",")
+        ),
+    }[kind]
+    return make_grad_output(kind, rows, cols, seed=seed, target=target), words
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -232,11 +242,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m scratch: unknown preset {args.preset!r}; known: {known}", file=sys.stderr)
         return 2
     preset = presets.get(args.preset)
-    trace = preset.trace()
+    trace, header = preset.trace(), format_header(preset)
     if args.backward:
-        dO = _grad_output(parser, args, trace)
+        dO, words = _grad_output(parser, args, trace)
         trace = trace_attention(**preset.kwargs(), grad_output=dO)
-    sys.stdout.write(format_header(preset) + "\n" + format_trace(trace, args.decimals))
+        header += f"  dO: {words}\n"
+    sys.stdout.write(header + "\n" + format_trace(trace, args.decimals))
     return 0
 
 

@@ -214,3 +214,16 @@ def test_backward_from_the_terminal():
     assert done.returncode == 0, done.stderr
     assert "grad_scores = weights * (grad_weights - row_dot)" in done.stdout
     assert "step 16: grad_x  (4 x 3: query x model)" in done.stdout
+    assert "  dO: ones (the gradient of sum(output))\n" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (["--grad-output", "random", "--seed", "3"], "dO: random in [-1, 1], two decimals, seed 3"),
+        (["--grad-output", "target", "--target-cell", "2,1"], "dO: one-hot at output[2][1]"),
+    ],
+)
+def test_the_header_says_which_dO(capsys, options, words):
+    assert main(["journey", "--backward", *options]) == 0
+    assert words in capsys.readouterr().out
