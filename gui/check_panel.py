@@ -22,6 +22,7 @@ from gui import sampled_check, view_model
 from gui.heatmap import Heatmap
 
 PASS, FAIL = QColor(200, 240, 200), QColor(255, 190, 190)
+SIDE_BY_SIDE_WIDTH = 900  # the Check tab's width from which table and map sit side by side
 HEADERS = ("step", "shape", "max |difference|", "bound", "check")
 
 
@@ -118,7 +119,7 @@ class CheckPanel(QWidget):
         header_box.setMinimumHeight(QFontMetrics(font).lineSpacing() * 4)
         header_box.setMaximumHeight(QFontMetrics(font).lineSpacing() * 6 + 8)
         outer.addWidget(header_box)
-        split = QSplitter(Qt.Orientation.Horizontal)
+        self.split = split = QSplitter(Qt.Orientation.Horizontal)
         self.table = report_table(HEADERS)
         self.table.horizontalHeader().setStretchLastSection(True)
         split.addWidget(self.table)
@@ -130,6 +131,13 @@ class CheckPanel(QWidget):
         split.setSizes([520, 600])
         outer.addWidget(split, 1)
         self.table.currentCellChanged.connect(lambda row, *_: self.show_diff(row))
+
+    def resizeEvent(self, event) -> None:
+        """Table beside the map when there is room, above it when not (a 1024-pixel window
+        left the map too narrow for its colour bar's labels, which were cut off)."""
+        wide = event.size().width() >= SIDE_BY_SIDE_WIDTH
+        self.split.setOrientation(Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical)
+        super().resizeEvent(event)
 
     def set_outcome(self, outcome: object, gradients: object = None) -> None:
         """Fill the table from outcome.checks, then the gradient checks of `gradients` (a

@@ -126,6 +126,23 @@ def test_wide_and_tall_matrices_are_shown_whole(qtbot, window, settle):
                 assert_whole_matrix_in_view(hm)
 
 
+def test_check_panel_puts_the_map_under_the_table_when_narrow(qtbot):
+    """At 1024 pixels the tab is ~620 wide: side by side, the map's colour bar labels were cut."""
+    from gui.check_panel import SIDE_BY_SIDE_WIDTH
+
+    panel = CheckPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    for width, orientation in (
+        (SIDE_BY_SIDE_WIDTH - 280, Qt.Orientation.Vertical),
+        (SIDE_BY_SIDE_WIDTH + 200, Qt.Orientation.Horizontal),
+        (SIDE_BY_SIDE_WIDTH - 1, Qt.Orientation.Vertical),
+    ):
+        panel.resize(width, 600)
+        qtbot.waitUntil(lambda w=width: panel.width() == w)
+        assert panel.split.orientation() == orientation
+
+
 def test_check_panel_lists_each_step_and_marks_failures(qtbot, errors):
     trace = _hand_trace()
     rows = [
