@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from ..options import Options
 from ..validate import check_attention_shapes
-from .torch_math import build_mask
+from .torch_math import build_mask, repeat_kv
 
 KERNELS = ("autograd", "explicit")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -91,11 +91,6 @@ def _masked(q, k, scale, mask) -> torch.Tensor:
     return scaled + mask.to(scaled.dtype)
 
 
-def _repeat(x: torch.Tensor, group: int) -> torch.Tensor:
-    """(..., Hkv, n, c) -> (..., Hq, n, c): query head h reads kv head h // group."""
-    return x.repeat_interleave(group, dim=-3) if group > 1 else x
-
-
 def _sum_groups(x: torch.Tensor, group: int) -> torch.Tensor:
     """(..., Hq, n, c) -> (..., Hkv, n, c): a kv gradient sums its group's query heads."""
     return x.unflatten(-3, (-1, group)).sum(-3) if group > 1 else x
@@ -123,7 +118,7 @@ def _autograd(q, k, v, g, mask, scale, group, masked_rows, keep):
     q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
     S = k.shape[-2]
     with torch.enable_grad():
-        kr, vr = _repeat(k, group), _repeat(v, group)
+        kr, vr = repeat_kv(k, q), repeat_kv(v, q)
         full = _full_rows(mask, q.shape[:-1] + (S,))  # (..., L, 1) or None
         if keep is not None or full is not None and masked_rows == "nan":
             full = full if full is not None else torch.zeros((), dtype=torch.bool)
@@ -155,7 +150,7 @@ def _full_rows(mask, target) -> torch.Tensor | None:
 
 def _explicit(q, k, v, g, mask, scale, group, masked_rows, keep, storage):
     """The backward written out, step by step, in q's (wide) dtype."""
-    kr, vr = _repeat(k, group), _repeat(v, group)  # (..., Hq, S, E), (..., Hq, S, Ev)
+    kr, vr = repeat_kv(k, q), repeat_kv(v, q)  # (..., Hq, S, E), (..., Hq, S, Ev)
     S = k.shape[-2]
     masked = _masked(q, kr, scale, mask)  # (..., L, S)
     full = torch.isneginf(masked).all(-1, keepdim=True)  # (..., L, 1)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from scratch.backends.torch_inputs import cast_mask, compute_dtype
-from scratch.backends.torch_math import dropout
+from scratch.backends.torch_math import dropout, repeat_kv
 from scratch.options import Options
 
 
@@ -123,9 +123,7 @@ def _flash_cpu(q, k, v, mask, scale, options: Options):
     )
     if not usable:
         return None
-    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:  # GQA: kv head h // group for query head h
-        group = q.shape[-3] // k.shape[-3]
-        k, v = (t.repeat_interleave(group, dim=-3) for t in (k, v))  # (..., Hq, S, E)
+    k, v = repeat_kv(k, q), repeat_kv(v, q)  # GQA: (..., Hkv, S, .) -> (..., Hq, S, .)
     lead = q.shape[:-2]
     q4, k4, v4 = (t.reshape((1,) * (4 - t.ndim) + tuple(t.shape)) for t in (q, k, v))
     m4 = None
@@ -153,8 +151,7 @@ def _scores_surely_finite(q: torch.Tensor, k: torch.Tensor, scale: float) -> boo
 def _lse_by_chunks(q, k, mask, is_causal, scale) -> torch.Tensor:
     """log sum_j exp(masked_ij) per row in the compute dtype, LSE_CHUNK query rows at a time."""
     wide = compute_dtype(q.dtype)
-    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
-        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)  # (..., Hq, S, E)
+    k = repeat_kv(k, q)  # (..., Hq, S, E)
     L, S = q.shape[-2], k.shape[-2]
     kt = k.to(wide).transpose(-2, -1)  # (..., E, S)
     if is_causal:  # top-left, as SDPA's is_causal
@@ -192,8 +189,7 @@ def _empty_rows_policy(output, q, k, v, mask, is_causal, scale, options, gen) ->
     if masked_rows == "nan":
         return output.masked_fill(fully, math.nan)
     S = k.shape[-2]  # "uniform": weights 1/S over all keys (then dropout), output = weights @ v
-    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
-        v = v.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)  # (..., Hq, S, Ev)
+    v = repeat_kv(v, q)  # (..., Hq, S, Ev)
     wide = compute_dtype(v.dtype)
     uniform = torch.full((*output.shape[:-1], S), 1.0 / S, dtype=wide, device=v.device)
     row = (dropout(uniform, options.dropout_p, gen) @ v.to(wide)).to(output.dtype)  # (..., L, Ev)
@@ -226,8 +222,7 @@ def _empty_rows(q, k, mask, is_causal, scale) -> torch.Tensor | None:
     wide = compute_dtype(q.dtype)
     if is_causal:  # top-left, as SDPA's is_causal
         mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
-        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)  # (..., Hq, S, E)
+    k = repeat_kv(k, q)  # (..., Hq, S, E)
     masked = (q.to(wide) @ k.to(wide).transpose(-2, -1)) * scale  # (..., L, S)
     if mask is not None:
         masked = masked.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else masked + mask

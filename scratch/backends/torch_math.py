@@ -34,6 +34,14 @@ def build_mask(
     return None
 
 
+def repeat_kv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """(..., Hkv, n, c) -> (..., Hq, n, c) for GQA: query head h of `q` reads kv head
+    h // (Hq // Hkv); `x` itself when the head counts agree or there is no head axis."""
+    if q.ndim < 3 or x.shape[-3] == q.shape[-3]:
+        return x
+    return x.repeat_interleave(q.shape[-3] // x.shape[-3], dim=-3)
+
+
 def dropout(weights: torch.Tensor, p: float, gen: torch.Generator | None) -> torch.Tensor:
     """Zero each weight with probability p and scale the kept ones by 1/(1-p)."""
     if p == 0.0:
@@ -67,10 +75,7 @@ def attend(
 ) -> Attended:
     """Attention on (..., H, L, E) tensors in the storage dtype, every intermediate kept."""
     q, k, v = q.to(place.wide), k.to(place.wide), v.to(place.wide)
-    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:  # GQA: kv head h // group serves query head h
-        group = q.shape[-3] // k.shape[-3]
-        k = k.repeat_interleave(group, dim=-3)  # (..., Hkv, S, E) -> (..., Hq, S, E)
-        v = v.repeat_interleave(group, dim=-3)  # (..., Hkv, S, Ev) -> (..., Hq, S, Ev)
+    k, v = repeat_kv(k, q), repeat_kv(v, q)  # (..., Hkv, S, .) -> (..., Hq, S, .)
     # step 2: scores = q @ k^T, one dot product per (query, key) pair
     scores = q @ k.transpose(-1, -2)  # (..., L, E) @ (..., E, S) -> (..., L, S)
     # step 3: scaled = scores * scale
@@ -128,4 +133,13 @@ def concat_heads(heads_out: torch.Tensor) -> torch.Tensor:
     return heads_out.transpose(-3, -2).flatten(-2)
 
 
-__all__ = ["Attended", "attend", "build_mask", "concat_heads", "dropout", "project", "split_heads"]
+__all__ = [
+    "Attended",
+    "attend",
+    "build_mask",
+    "concat_heads",
+    "dropout",
+    "project",
+    "repeat_kv",
+    "split_heads",
+]
