@@ -11,7 +11,7 @@ inputs; a trace instead propagates the differences of its own forward.)
 
 from __future__ import annotations
 
-from .step_bounds import stored_input
+from .step_bounds import product_parts, stored_input
 from .tolerance import gamma
 
 given = stored_input  # dO is an input the backend stored in its dtype
@@ -38,11 +38,8 @@ def _atop(ops, triples: list[tuple]) -> tuple:
 
 
 def _parts(ops, a: tuple, b: tuple) -> tuple:
-    """(propagated, size, n) of a @ b: |da| |b| + |a_ref| |db|, sum |a| |b|, products per entry."""
-    (ag, ar, ad), (bg, _, bd) = a, b
-    ag, ar, ad, bg, bd = map(ops.nan_to_zero, (ag, ar, ad, bg, bd))
-    prop = ops.add(ops.mm(ad, ops.abs(bg)), ops.mm(ops.abs(ar), bd))
-    return prop, ops.mm(ops.abs(ag), ops.abs(bg)), ops.shape(ag)[-1]
+    """step_bounds.product_parts of a @ b with NaN read as 0 (a gradient's NaN rows)."""
+    return product_parts(ops, tuple(map(ops.nan_to_zero, a)), tuple(map(ops.nan_to_zero, b)))
 
 
 def _finish(cmp, prop, size, n: int, want, c: float = 1.0):

@@ -34,14 +34,19 @@ def output_projection(cmp, name: str, reads: tuple[str, ...], h: int):
     return dense(cmp, reads[0], reads[1], cmp.want[name])
 
 
+def product_parts(ops, a: tuple, b: tuple) -> tuple:
+    """(propagated, size, n) of a @ b for (got, want, diff) triples (L, n) @ (n, m) -> (L, m):
+    how far the differences can move the product, |da| |b| + |a_ref| |db|; sum_l |a_il b_lc|;
+    and n, the products summed per entry."""
+    (ag, a_ref, da), (bg, _, db) = a, b
+    prop = ops.add(ops.mm(da, ops.abs(bg)), ops.mm(ops.abs(a_ref), db))
+    return prop, ops.mm(ops.abs(ag), ops.abs(bg)), ops.shape(ag)[-1]
+
+
 def dense(cmp, src: str, w: str, want):
     """src @ w (+ bias): propagated differences + rounding of n products (bias unknown)."""
     ops = cmp.ops
-    (a, a_ref, da), (b, _, db) = cmp.values(src), cmp.values(w)
-    n = ops.shape(a)[-1]
-    # (L, n) @ (n, m) -> (L, m): how far the inputs' differences can move the product
-    prop = ops.add(ops.mm(da, ops.abs(b)), ops.mm(ops.abs(a_ref), db))
-    size = ops.mm(ops.abs(a), ops.abs(b))  # sum_l |a_il b_lc|
+    prop, size, n = product_parts(ops, cmp.values(src), cmp.values(w))
     g = gamma(n + 2, cmp.u_acc)
     # an unknown bias b_c is at most |want| + size, so rounding sees at most 2 size + |want|;
     # a 16-bit trace also stores the bias itself rounded to 16 bits: u_store |b_c| more
@@ -61,11 +66,9 @@ def score_parts(cmp, h: int):
     """For head h: (propagated |scores difference|, sum_l |q_il k_jl|, E); cached on cmp."""
     if h not in cmp.scores_cache:
         ops = cmp.ops
-        (q, q_ref, dq), (k, _, dk) = cmp.head_slices(h, "q"), cmp.head_slices(h, "k")
+        k_T = tuple(ops.T(x) for x in cmp.head_slices(h, "k"))  # (got, want, diff) of k^T
         # (L, E) @ (E, S) -> (L, S)
-        prop = ops.add(ops.mm(dq, ops.T(ops.abs(k))), ops.mm(ops.abs(q_ref), ops.T(dk)))
-        size = ops.mm(ops.abs(q), ops.T(ops.abs(k)))
-        cmp.scores_cache[h] = prop, size, ops.shape(q)[-1]
+        cmp.scores_cache[h] = product_parts(ops, cmp.head_slices(h, "q"), k_T)
     return cmp.scores_cache[h]
 
 
