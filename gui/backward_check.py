@@ -14,6 +14,7 @@ import random
 import numpy as np
 
 from gui import core_api
+from gui.sampled_check import abs_difference, split_heads
 from gui.session import Session
 from scratch.compare import StepCheck
 
@@ -88,9 +89,7 @@ def describe_grad_output(s: Session) -> str:
 
 def _heads(m: object, heads: int) -> np.ndarray:
     """(n, heads * d) -> (heads, n, d): head h is the column block h*d:(h+1)*d."""
-    a = np.asarray(m, np.float64)
-    n, width = a.shape
-    return np.ascontiguousarray(a.reshape(n, heads, width // heads).transpose(1, 0, 2))
+    return np.ascontiguousarray(split_heads(np.asarray(m, np.float64), heads))
 
 
 def _rounded(a: np.ndarray, dtype: str) -> np.ndarray:
@@ -114,9 +113,7 @@ def _as_array(x: object) -> np.ndarray:
 def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray) -> StepCheck:
     """A StepCheck from grad_tolerance.compare's verdict plus the |difference| grid to draw."""
     verdict = core_api.compare_gradient(found, truth, bound)
-    same = (np.isnan(found) & np.isnan(truth)) | (found == truth)
-    diff = np.where(same, 0.0, np.abs(found - truth))
-    diff = np.where(np.isnan(diff), np.inf, diff)
+    diff = abs_difference(found, truth)
     # as compare_traces: the bound at the worst ratio when it fails, else at the largest diff
     where = verdict.worst_index
     if verdict.ok or where is None:

@@ -68,17 +68,22 @@ def _per_head(value: object, heads: int, rows: list[int] | None = None) -> np.nd
     return arr if arr.ndim == 3 else arr.reshape(heads, *arr.shape[-2:])
 
 
-def _split(m: np.ndarray, heads: int) -> np.ndarray:
+def split_heads(m: np.ndarray, heads: int) -> np.ndarray:
     """(n, heads * d) -> (heads, n, d): head h is the column block h*d:(h+1)*d."""
     n, width = m.shape
     return m.reshape(n, heads, width // heads).transpose(1, 0, 2)
 
 
-def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray) -> StepCheck:
-    """A StepCheck for sampled rows: NaN where the truth has NaN counts as equal."""
+def abs_difference(found: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """|found - truth|, 0 where both are NaN (or equal, inf included), inf where one is NaN."""
     same = (np.isnan(found) & np.isnan(truth)) | (found == truth)
     diff = np.where(same, 0.0, np.abs(found - truth))
-    diff = np.where(np.isnan(diff), np.inf, diff)
+    return np.where(np.isnan(diff), np.inf, diff)
+
+
+def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray) -> StepCheck:
+    """A StepCheck for sampled rows: NaN where the truth has NaN counts as equal."""
+    diff = abs_difference(found, truth)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(diff == 0, 0.0, diff / bound)
     worst = np.unravel_index(int(np.argmax(ratios)), ratios.shape)
@@ -132,9 +137,9 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
     H, Hkv = trace.num_heads, trace.num_kv_heads
     L = len(trace.tokens)
     rows = checked_rows(L)
-    q = _split(np.asarray(_per_head(trace["q"].value, 1)[0]), H)  # (H, L, d_k)
-    k = _split(np.asarray(_per_head(trace["k"].value, 1)[0]), Hkv)  # (Hkv, S, d_k)
-    v = _split(np.asarray(_per_head(trace["v"].value, 1)[0]), Hkv)  # (Hkv, S, d_v)
+    q = split_heads(np.asarray(_per_head(trace["q"].value, 1)[0]), H)  # (H, L, d_k)
+    k = split_heads(np.asarray(_per_head(trace["k"].value, 1)[0]), Hkv)  # (Hkv, S, d_k)
+    v = split_heads(np.asarray(_per_head(trace["v"].value, 1)[0]), Hkv)  # (Hkv, S, d_v)
     weights = _per_head(trace["weights"].value, H, rows)  # (H, R, S)
     name = "head_outputs" if "head_outputs" in trace else "output"
     outputs = _per_head(trace[name].value, H, rows)  # (H, R, d_v)
