@@ -6,11 +6,12 @@ This is the only place in the window that asks for traces. No Qt here: the worke
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gui import backward_check, core_api, sampled_check
+from gui import backward_check, core_api, sampled_check, truth_process
 from gui.session import Session
 
 
@@ -75,20 +76,31 @@ def run(
     stop = cancelled or (lambda: False)
     kwargs = trace_kwargs(s)
     start = time.perf_counter()
-    # step 1: the backend the user chose, in the dtype the user chose (never a silent fallback)
+    sampled = sampled_check.wanted(s.backend, len(s.tokens))
+    # step 1: the backend the user chose, in the dtype the user chose (never a silent fallback);
+    # at large sizes the sampled rows' ground truth starts in a second process as soon as the
+    # backend has q, k and v, and runs while the backend attends
     report(0, 3, f"{s.backend} ({s.dtype}) trace")
-    trace = core_api.trace_with_backend(s.backend, s.dtype, **kwargs)
+    started: list = []  # (q, k, v, RowProblem, Pending) from the hook
+
+    def start_truth(q, k, v, scale: float) -> None:
+        problem = sampled_check.row_problem(q, k, v, scale, (s.num_heads, s.num_kv_heads), kwargs)
+        pending = truth_process.start(problem.arguments(), problem.options)
+        started.append((q, k, v, problem, pending))
+
+    hook = start_truth if sampled else None
+    with truth_process.sharing_cores() if sampled else contextlib.nullcontext():
+        trace = core_api.trace_with_backend(s.backend, s.dtype, on_projected=hook, **kwargs)
     if stop():
-        raise Cancelled
-    sampled = ""
-    if sampled_check.wanted(s.backend, len(s.tokens)):
+        raise Cancelled  # a started ground truth is left to finish; nobody reads it
+    if sampled:
         # steps 2-3 at large sizes: the ground truth for a seeded sample of query rows only;
         # the backend's trace is its own reference for the hover arithmetic
         report(1, 3, "ground truth for sampled rows")
-        reference, sampled = trace, sampled_check.describe(len(s.tokens))
-        checks = sampled_check.sampled_checks(trace, kwargs, str(s.dtype))
+        reference, note = trace, sampled_check.describe(len(s.tokens))
+        checks = _sampled_checks(trace, kwargs, str(s.dtype), started)
         report(3, 3, "done")
-        return _outcome(s, trace, reference, checks, start, sampled)
+        return _outcome(s, trace, reference, checks, start, note)
     # step 2: the exact ground truth (the same object when the backend is scratch itself)
     report(1, 3, "ground truth trace")
     reference = trace if s.backend == "scratch" else core_api.ground_truth(**kwargs)
@@ -98,7 +110,17 @@ def run(
     report(2, 3, "checking every step")
     checks = core_api.compare(trace, reference)
     report(3, 3, "done")
-    return _outcome(s, trace, reference, checks, start, sampled)
+    return _outcome(s, trace, reference, checks, start, "")
+
+
+def _sampled_checks(trace, kwargs: dict, dtype: str, started: list) -> list:
+    """The sampled check from the ground truth started by the hook, when it read the very q, k
+    and v the trace holds; else (a backend without the hook, or other arrays) computed here."""
+    if len(started) == 1:
+        q, k, v, problem, pending = started[0]
+        if all(trace[n].value is x for n, x in zip("qkv", (q, k, v))):
+            return sampled_check.checks_against(trace, problem, pending.result(), dtype)
+    return sampled_check.sampled_checks(trace, kwargs, dtype)
 
 
 def _outcome(s: Session, trace, reference, checks, start: float, sampled: str) -> Outcome:

@@ -38,11 +38,13 @@ def backend_dtypes() -> dict[str, tuple[str, ...]]:
     return {name: tuple(backends.get(name).dtypes) for name in backends.available()}
 
 
-def trace_with_backend(name: str, dtype: str, **kwargs) -> object:
-    """backend(name).trace_attention(**kwargs, dtype=dtype); the ground truth for 'scratch'."""
+def trace_with_backend(name: str, dtype: str, on_projected=None, **kwargs) -> object:
+    """backend(name).trace_attention(**kwargs, dtype=dtype); the ground truth for 'scratch'.
+
+    on_projected (NumPy and torch backends): called with (q, k, v, scale) before attention."""
     if name == "scratch":
         return scratch.trace_attention(**kwargs)
-    return backends.get(name).trace_attention(**kwargs, dtype=dtype)
+    return backends.get(name).trace_attention(**kwargs, dtype=dtype, on_projected=on_projected)
 
 
 def ground_truth(**kwargs) -> object:

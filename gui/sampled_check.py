@@ -6,16 +6,20 @@ SAMPLE_ROWS rows (scratch.sample_rows: seeded, first and last row always in): th
 truth's weights and head outputs for those rows (scratch.attention_rows), computed from the
 backend's own q, k and v, against scratch.tolerance's bound. The projections that made q, k
 and v are not checked in this mode, and the window says so.
+
+Two parts, so the window can run the ground truth while the backend is still attending:
+`row_problem` reads what the ground truth needs from q, k and v (given to the trace's
+`on_projected` hook), `checks_against` compares once the trace is done.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
+from dataclasses import dataclass
 
 import numpy as np
 
 import scratch
+from gui import truth_process
 from scratch.compare import StepCheck
 from scratch.tolerance import Rounding
 
@@ -117,34 +121,33 @@ def _weights_bound(q_rows, k, p, scale, dtype, mask_rows) -> np.ndarray:
     return factor * p + sum(r.weight_floor for r in parts)
 
 
-@contextlib.contextmanager
-def _collector_paused():
-    """Python's cyclic garbage collector off meanwhile (restored after, unless it was off).
+@dataclass(frozen=True)
+class RowProblem:
+    """The ground truth's inputs for the sampled rows, read from the backend's own q, k, v."""
 
-    The ground truth makes about a million floats and lists at 4096 tokens and no cycles; the
-    collections their allocations set off cost about a quarter of its time."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
+    rows: list[int]  # the sampled query rows, sorted
+    q: np.ndarray  # (H, L, d_k) float64
+    k: np.ndarray  # (Hkv, S, d_k)
+    v: np.ndarray  # (Hkv, S, d_v)
+    mask_rows: list | None  # (R, S) nested lists, as the ground truth takes them
+    options: dict  # scratch.attention_rows' keywords
+
+    def arguments(self) -> tuple:
+        """attention_rows' positional arguments as nested lists: the sampled rows of q (only
+        those are passed: rows are independent), every key and value, every passed row."""
+        everyone = list(range(len(self.rows)))
+        return self.q[:, self.rows].tolist(), self.k.tolist(), self.v.tolist(), everyone
 
 
-def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
-    """Checks of the sampled rows' head outputs and weights, every head."""
-    H, Hkv = trace.num_heads, trace.num_kv_heads
-    L = len(trace.tokens)
-    rows = checked_rows(L)
-    q = split_heads(np.asarray(_per_head(trace["q"].value, 1)[0]), H)  # (H, L, d_k)
-    k = split_heads(np.asarray(_per_head(trace["k"].value, 1)[0]), Hkv)  # (Hkv, S, d_k)
-    v = split_heads(np.asarray(_per_head(trace["v"].value, 1)[0]), Hkv)  # (Hkv, S, d_v)
-    weights = _per_head(trace["weights"].value, H, rows)  # (H, R, S)
-    name = "head_outputs" if "head_outputs" in trace else "output"
-    outputs = _per_head(trace[name].value, H, rows)  # (H, R, d_v)
+def row_problem(q, k, v, scale: float, heads: tuple[int, int], kwargs: dict) -> RowProblem:
+    """The RowProblem of a trace's q (L, H * d_k), k and v (S, Hkv * d) (arrays or tensors)."""
+    H, Hkv = heads
+    q = split_heads(_per_head(q, 1)[0], H)  # (H, L, d_k)
+    k = split_heads(_per_head(k, 1)[0], Hkv)  # (Hkv, S, d_k)
+    v = split_heads(_per_head(v, 1)[0], Hkv)  # (Hkv, S, d_v)
+    rows = checked_rows(q.shape[1])
     mask = kwargs.get("attn_mask")
-    mask_rows = None  # (R, S) nested lists, as the ground truth takes them
+    mask_rows = None
     if mask is not None:
         mask_rows = mask[rows].tolist() if hasattr(mask, "shape") else [mask[i] for i in rows]
     if kwargs.get("is_causal"):  # top-left causal: row i may see keys j <= i
@@ -152,17 +155,34 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
         mask_rows = (keys[None, :] <= np.asarray(rows)[:, None]).tolist()  # (R, S) bools
     options = dict(
         attn_mask=mask_rows,
-        scale=trace.scale,
+        scale=scale,
         enable_gqa=H != Hkv,
         masked_rows=kwargs.get("masked_rows", "zero"),
     )
-    # step 1: the ground truth for the sampled rows of every head (exact, from q, k, v);
-    # only those query rows are passed (rows are independent), with their mask rows
-    q_rows = q[:, rows].tolist()  # (H, R, d_k)
-    everyone = list(range(len(rows)))
-    with _collector_paused():
-        out_t, w_t = scratch.attention_rows(q_rows, k.tolist(), v.tolist(), everyone, **options)
-    out_t, w_t = np.asarray(out_t, np.float64), np.asarray(w_t, np.float64)  # (H, R, .)
+    return RowProblem(rows, q, k, v, mask_rows, options)
+
+
+def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
+    """Checks of the sampled rows' head outputs and weights, every head, the ground truth
+    computed here (the window computes it beside the trace: gui.truth_process)."""
+    heads = (trace.num_heads, trace.num_kv_heads)
+    values = (trace["q"].value, trace["k"].value, trace["v"].value)
+    problem = row_problem(*values, trace.scale, heads, kwargs)
+    truth = truth_process.exact_rows(problem.arguments(), problem.options)
+    return checks_against(trace, problem, truth, dtype)
+
+
+def checks_against(trace: object, problem: RowProblem, truth: tuple, dtype: str) -> list[StepCheck]:
+    """The trace's sampled rows of head outputs and weights against the ground truth's `truth`
+    (exact_rows of `problem`, which was read from this trace's q, k and v)."""
+    H, Hkv = trace.num_heads, trace.num_kv_heads
+    rows, q, k, mask_rows = problem.rows, problem.q, problem.k, problem.mask_rows
+    scale = problem.options["scale"]
+    weights = _per_head(trace["weights"].value, H, rows)  # (H, R, S)
+    name = "head_outputs" if "head_outputs" in trace else "output"
+    outputs = _per_head(trace[name].value, H, rows)  # (H, R, d_v)
+    # step 1: the ground truth for the sampled rows of every head (exact, from q, k, v)
+    out_t, w_t = (np.asarray(t, np.float64) for t in truth)  # (H, R, d_v), (H, R, S)
     # step 2: the bound per output element (row-independent, so the sampled rows alone), every
     # head in one call on float64 arrays (nested lists would be walked and checked element by
     # element: 131k weights at 4096 tokens and two heads)
@@ -173,9 +193,9 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
         scratch.tolerance(
             q[:, rows],
             k,
-            v,
+            problem.v,
             np.nan_to_num(w_t),
-            scale=trace.scale,
+            scale=scale,
             dtype=dtype,
             attn_mask=float_mask,
             enable_gqa=H != Hkv,
@@ -185,9 +205,7 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
     # step 3: weights within R_i p_ij + floor (scratch.tolerance's row factor), the kernel's
     # rounding in `dtype` plus the ground truth's own in float64
     group = H // Hkv
-    w_bound = _weights_bound(
-        q[:, rows], k[np.arange(H) // group], w_t, trace.scale, dtype, mask_rows
-    )
+    w_bound = _weights_bound(q[:, rows], k[np.arange(H) // group], w_t, scale, dtype, mask_rows)
     return [  # outputs first: the Check tab opens on the first row, a readable (R, d_v) image
         _step_check(check_name(name, len(rows)), outputs, out_t, out_bound),
         _step_check(check_name("weights", len(rows)), weights, w_t, w_bound),

@@ -228,6 +228,12 @@ def check_flag(value: object, name: str) -> bool:
     return value
 
 
+def check_hook(value: object, name: str) -> None:
+    """value is None or something to call."""
+    if value is not None and not callable(value):
+        raise TypeError(f"{name}: expected None or a function, found {type(value).__name__}")
+
+
 def check_positive_int(value: object, name: str) -> int:
     """A count such as `num_heads`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:

@@ -103,3 +103,13 @@ def open_window(qtbot, settings, errors, settle):
         return w
 
     return make
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _check_process_joined():
+    """The window's second process (the sampled check's ground truth) ends with the run."""
+    yield
+    import sys
+
+    if "gui.truth_process" in sys.modules:
+        sys.modules["gui.truth_process"].shutdown()

@@ -32,6 +32,7 @@ from scratch.trace import Trace, layout_trace
 from scratch.validate import (
     check_attention_shapes,
     check_flag,
+    check_hook,
     check_mask_shape,
     check_projections,
     check_value_has_key,
@@ -50,6 +51,7 @@ class Settings:
     need_weights: bool = True
     block_size: object = None  # None, an int (both) or (query chunk, key block)
     draws: Draws | None = None  # uniform draws for dropout; None without dropout
+    on_projected: object = None  # trace_attention's hook: called with (q, k, v, scale)
 
 
 @dataclass(frozen=True)
@@ -263,6 +265,8 @@ def _run_multi_head(
     k = _project(xk, wk, bk)  # (..., S, d_kv) @ (d_kv, Hkv * d_head) -> (..., S, Hkv * d_head)
     v = _project(xv, wv, bv)  # (..., S, d_kv) @ (d_kv, Hkv * d_v) -> (..., S, Hkv * d_v)
     scale = options.scale_for(plan.d_head)
+    if settings.on_projected is not None:  # before attention: a caller can start work on them
+        settings.on_projected(q, k, v, scale)
     mask = build_mask(options, dtype, plan.scores_shape, settings.need_weights)
     # steps 2-6: split heads and attend          # (..., H, L, d_head), (..., Hkv, S, d_head)
     q_h, k_h, v_h = _split_heads(q, H), _split_heads(k, Hkv), _split_heads(v, Hkv)
@@ -357,12 +361,18 @@ def trace_attention(
     scale=None,
     masked_rows="zero",
     dtype=None,
+    on_projected=None,
 ) -> Trace:
-    """The ground truth's worked example, every step a NumPy array computed here."""
+    """The ground truth's worked example, every step a NumPy array computed here.
+
+    on_projected: None, or a function called with (q, k, v, scale) once the projections exist
+    and before attention (the arrays the trace will hold; the window starts its check there)."""
     check_value_has_key(key, value)
+    check_hook(on_projected, "on_projected")
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
-    settings = Settings(result_dtype(dtype, x, key, value, *params.values()))
+    dtype = result_dtype(dtype, x, key, value, *params.values())
+    settings = Settings(dtype, on_projected=on_projected)
     run = _run_multi_head(x, key, value, params, (num_heads, num_kv_heads), options, settings)
     if run.x.ndim != 2:
         raise ValueError(

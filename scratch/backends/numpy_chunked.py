@@ -38,9 +38,14 @@ from ..options import Options
 from .numpy_threads import cores, share, single_threaded_blas
 
 # Query chunk and key block. Measured interleaved with torch SDPA at L = S = 4096, E = 64,
-# float32, two AVX-512 cores (1 MiB L2 each): 2048 x 256 and 2048 x 128 ahead of 1024 x 256 and
-# 512 x 512 by 1-6%; with fewer chunks than cores the chunk shrinks to ceil(L / cores).
-QUERY_CHUNK = 2048
+# float32, two AVX-512 cores (1 MiB L2 each), 40 rounds each, three runs: 1024 x 256 and
+# 1024 x 512 have the same best time as 2048 x 256 (0.96-0.98x SDPA) but a better median of
+# per-round ratios (0.98-1.01x against 0.83-0.88x): 2048-row chunks make exactly one task per
+# core at L = 4096, so a core that is interrupted holds up the call; 1024 gives four tasks,
+# taken by whichever worker is free. 512 x 512 and 1024 x 1024 were slower (best 0.90-0.99x).
+# L = 16384: all three within 1% (1.03-1.04x). With fewer chunks than cores the chunk shrinks
+# to ceil(L / cores).
+QUERY_CHUNK = 1024
 KEY_BLOCK = 256
 PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
 LIMIT_LOG2 = 64.0  # largest exponent (base 2) the fast pass lets exp reach: 2^64 * S is finite

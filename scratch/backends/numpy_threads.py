@@ -17,7 +17,7 @@ from itertools import product
 
 import numpy as np
 
-_BLAS_LOCK = threading.Lock()
+_BLAS_LOCK = threading.RLock()  # re-entrant: a caller may hold it around the chunked kernel
 
 
 def _openblas_function(name: str):

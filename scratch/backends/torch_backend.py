@@ -245,9 +245,14 @@ def trace_attention(
     dtype=None,
     device="cpu",
     backend_name: str = "torch-cpu",
+    on_projected=None,
 ) -> Trace:
-    """Every intermediate of one worked example as tensors: the truth's steps, names and axes."""
+    """Every intermediate of one worked example as tensors: the truth's steps, names and axes.
+
+    on_projected: None, or a function called with (q, k, v, scale) once the projections exist
+    and before attention (the tensors the trace will hold; the window starts its check there)."""
     validate.check_value_has_key(key, value)
+    validate.check_hook(on_projected, "on_projected")
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     heads = (num_heads, num_kv_heads)
@@ -257,6 +262,8 @@ def trace_attention(
             f"x: a trace is one worked example, expected shape (L, d_model), "
             f"found {run.inputs['x'].ndim} dims"
         )
+    if on_projected is not None:  # before attention: a caller can start work on them
+        on_projected(run.q, run.k, run.v, run.scale)
     heads_out, s = _attend_heads(run, need_weights=True)  # (H, L, dv), every step kept
     concat = concat_heads(heads_out)  # (H, L, dv) -> (L, H*dv)
     H, storage = run.plan.num_heads, run.place.storage
