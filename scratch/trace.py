@@ -7,6 +7,7 @@ desktop app and the terminal trace render nothing but traces, so everything they
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .mask_words import trace_mask_kind
@@ -58,7 +59,7 @@ class Trace:
     scale: float
     num_heads: int = 1
     num_kv_heads: int = 1
-    allowed: tuple | None = None  # (L, S) "may attend" grid, or None when nothing is masked
+    allowed: Sequence | None = None  # (L, S) "may attend" grid (tuples or MayAttend); None: no mask
     options: dict = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Step:
@@ -132,8 +133,7 @@ def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
     when every head's is the same).
 
     Arrays and tensors are compared whole (16.7 M cells at 4096 tokens: milliseconds, where a
-    Python loop takes seconds); the grids become nested tuples only when a mask makes them
-    worth showing."""
+    Python loop takes seconds), and their grids stay arrays, read as tuples (MayAttend)."""
     if hasattr(masked, "shape") and callable(getattr(masked, "tolist", None)):
         may = masked != -math.inf  # (H, L, S) bools, the array's own type
         n_full = int((~may.any(-1)).sum())
@@ -141,11 +141,49 @@ def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
             return n_full, None
         if bool((may == may[:1]).all()):  # every head sees the same grid (a mask, no -inf
             may = may[:1]  # in the data): one grid to turn into tuples, not one per head
-        # row by row: one tolist of a 4096 x 4096 grid is a single call that holds the GIL
-        # for a quarter second (the window's event loop waits meanwhile); rows let it in
-        return n_full, [tuple(tuple(row.tolist()) for row in grid) for grid in may]
+        return n_full, [MayAttend(grid) for grid in may]
     grids = [tuple(tuple(x != -math.inf for x in row) for row in m) for m in masked]
     return sum(not any(row) for grid in grids for row in grid), grids if want_grids else None
+
+
+class MayAttend(Sequence):
+    """An (L, S) may-attend grid kept as the backend's bool array or tensor, read as nested
+    tuples of bools (a row is made when it is read).
+
+    4096 x 4096 tuples of bools were 16.7 M references in 4096 new tuples per recompute: making
+    them held the GIL in long calls, and the cyclic collector's first pass over them (when the
+    window turns it back on after a job) stalled the event loop 100-140 ms after every masked
+    recompute at 4096 tokens. Equal to a tuple grid with the same cells."""
+
+    __slots__ = ("_grid",)
+
+    def __init__(self, grid: object):
+        self._grid = grid  # (L, S) bools: a NumPy array or a torch tensor
+
+    def __len__(self) -> int:
+        return len(self._grid)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        return tuple(self._grid[i].tolist())
+
+    def __iter__(self):
+        return (tuple(row.tolist()) for row in self._grid)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MayAttend):
+            same_shape = tuple(self._grid.shape) == tuple(other._grid.shape)
+            return same_shape and bool((self._grid == other._grid).all())
+        if isinstance(other, tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # equal to tuples, whose hash it cannot share cheaply
+
+    def __repr__(self) -> str:
+        rows, cols = tuple(self._grid.shape)
+        return f"MayAttend({rows} x {cols} bools)"
 
 
 def layout_trace(
