@@ -48,6 +48,13 @@ SIZES = (64, 256, 1024, 4096, 16384, 32768)
 QUICK_SIZES = (16, 64)
 TIME_BUDGET_S = 1.5  # per row: repeat until about this much time is spent (at least 3 runs)
 MAX_REPEATS = 30
+# In a goal group every call starts after this pause: torch's OpenMP threads keep spinning on
+# the cores for a few ms after a call. Measured at L = 4096 (best of 30, two AVX-512 cores): the
+# NumPy kernel took 33.5 ms right after an SDPA call, 30.7 ms 2 ms after it, 27.5 ms 10 ms
+# after it and 27.4 ms right after another NumPy call; SDPA after NumPy 25.8 ms, after SDPA
+# 25.5 ms. A 20 ms pause changed neither library's time after its own kind (27.1 vs 27.0 ms,
+# 25.7 vs 25.5 ms), so calls are not made colder by it.
+SETTLE_S = 0.02
 WARM_UP_COUNTS_S = 2.0  # a first call slower than this is also a timed run
 GIB = 2**30
 
@@ -223,6 +230,7 @@ def measure_alternating(
         order = list(range(len(rivals)))
         order = order[done % len(order) :] + order[: done % len(order)]  # rotate
         for i in order:
+            time.sleep(SETTLE_S)  # the previous call's threads go idle first (see SETTLE_S)
             t0 = time.perf_counter()
             rivals[i][1]()
             times[i].append(time.perf_counter() - t0)
@@ -494,7 +502,10 @@ def footer(markdown: bool = False, repeats: int | None = None) -> str:
         f"needs 4-D input) from a seeded generator, shared by every row (plain Python takes "
         f"the (L, E) matrices as nested lists). {runs_text}: one call of each row per round, "
         f"the order rotated every round, so each row comes first after the pause as often as "
-        f"the others (warm and cold calls alike) and load drifts hit all alike "
+        f"the others (warm and cold calls alike) and load drifts hit all alike, and every call "
+        f"in a group {SETTLE_S * 1000:g} ms after the one before (torch's OpenMP threads spin "
+        f"for a few ms after a call: NumPy's kernel right after SDPA took 33.5 ms, 10 ms later "
+        f"27.5 ms) "
         f"({pair_runs} rounds for the plain-Python pair). Before each round (and before each "
         f"other row) the bench waits up to {bench_host.LOAD_WAIT_S:g} s for other processes to "
         f"use <= {bench_host.IDLE_CPUS:g} CPUs (sampled from /proc/stat every "
