@@ -85,6 +85,16 @@ def _cpu_seconds() -> float:
     return time.process_time() + truth_process.child_cpu_seconds()
 
 
+def _timed_with_steal(job) -> tuple[float, float, float, float | None]:
+    """_timed(*job) and the CPU seconds the hypervisor took from this machine meanwhile."""
+    from scratch import bench_host
+
+    before = bench_host.steal_seconds()
+    seconds, cpu, gap = _timed(*job)
+    after = bench_host.steal_seconds()
+    return seconds, cpu, gap, None if before is None or after is None else after - before
+
+
 def _timed(start: Callable[[], object], signals) -> tuple[float, float, float]:
     """(seconds from start() to `signals.finished`, CPU seconds meanwhile (every thread: the
     job's, BLAS's, the timer's, and the check's second process), the largest event-loop gap
@@ -158,6 +168,7 @@ def measure(
     times: dict[str, list[float]] = {"trace": [], "recompute": []}
     cpu: dict[str, list[float]] = {"trace": [], "recompute": []}
     gaps: list[float] = []
+    steals: list[float | None] = []  # hypervisor steal during each gap's recompute
     loads: list[float] = []
     for job in (trace_alone, recompute):  # warm-up (imports, first allocations)
         _timed(*job)
@@ -174,12 +185,14 @@ def measure(
                 if load is not None:
                     loads.append(load)
             for what in ("trace", "recompute") if done % 2 == 0 else ("recompute", "trace"):
-                seconds, cpu_s, gap = _timed(*(trace_alone if what == "trace" else recompute))
+                job = trace_alone if what == "trace" else recompute
+                seconds, cpu_s, gap, stolen = _timed_with_steal(job)
                 times[what].append(seconds)
                 cpu[what].append(cpu_s)
                 if what == "recompute":
                     gaps.append(gap)
-        masked_gaps = _masked_gaps(worker, tokens, wait_s)
+                    steals.append(stolen)
+        masked_gaps, masked_steals = _masked_gaps(worker, tokens, wait_s)
     finally:
         worker.pool.waitForDone()
         truth_process.shutdown()
@@ -191,16 +204,18 @@ def measure(
         "cpu_recompute": cpu["recompute"],
         "gaps": gaps,
         "masked_gaps": masked_gaps,
+        "steals": steals + masked_steals,  # one per gap, unmasked then masked
         "load": statistics.median(loads) if loads else None,
         "sampled": sampled_check.describe(tokens) if sampled_check.wanted("numpy", tokens) else "",
     }
 
 
-def _masked_gaps(worker, tokens: int, wait_s: float) -> list[float]:
-    """The largest event-loop gap of each recompute of the session under each of MASKS."""
+def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
+    """The largest event-loop gap of each recompute of the session under each of MASKS, and
+    the hypervisor's steal during each."""
     from scratch import bench_host
 
-    gaps = []
+    gaps, steals = [], []
     for mask_mode in MASKS:
         session = dataclasses.replace(_session(tokens), mask_mode=mask_mode)
         if mask_mode == "custom":  # the causal grid, as a user's edit leaves it: tuples
@@ -211,8 +226,10 @@ def _masked_gaps(worker, tokens: int, wait_s: float) -> list[float]:
         for _ in range(MASKED_RECOMPUTES):
             if wait_s > 0:
                 bench_host.wait_for_idle(wait_s)
-            gaps.append(_timed(*job)[2])
-    return gaps
+            _, _, gap, stolen = _timed_with_steal(job)
+            gaps.append(gap)
+            steals.append(stolen)
+    return gaps, steals
 
 
 def goal_lines(result: dict) -> list[tuple[str, str, str]]:
@@ -223,7 +240,6 @@ def goal_lines(result: dict) -> list[tuple[str, str, str]]:
     trace, recompute = min(result["trace"]), min(result["recompute"])
     ratio = recompute / trace
     per_round = [r / t for r, t in zip(result["recompute"], result["trace"])]
-    n = result["tokens"]
     cpu_ratios = [r / t for r, t in zip(result["cpu_recompute"], result["cpu_trace"])]
     masked_gaps = result.get("masked_gaps", [])
     gaps = result["gaps"] + masked_gaps
@@ -231,32 +247,57 @@ def goal_lines(result: dict) -> list[tuple[str, str, str]]:
     load = result.get("load")
     load_text = "" if load is None else f"; other processes used {load:.1f} CPUs"
     return [
-        (
-            f"window recompute at {n} tokens (numpy float32 trace + check) <= "
-            f"{RECOMPUTE_GOAL:g}x the backend's trace alone",
-            "PASS" if ratio <= RECOMPUTE_GOAL else "FAIL",
-            f"{ratio:.2f}x best vs best ({recompute:.3f} s vs {trace:.3f} s); median of "
-            f"{len(per_round)} interleaved rounds {statistics.median(per_round):.2f}x (range "
-            f"{min(per_round):.2f}-{max(per_round):.2f}x){load_text}; process CPU time per "
-            f"round {statistics.median(cpu_ratios):.2f}x (median; range {min(cpu_ratios):.2f}-"
-            f"{max(cpu_ratios):.2f}x); both timed as jobs on the "
-            f"worker's thread with the event loop running; check: "
-            f"{result['sampled'] or 'full ground truth'}"
-            + (
-                "; the sampled rows' ground truth computed in a second process while the backend "
-                "attends (its CPU time counted above)"
-                if result["sampled"]
-                else ""
-            ),
-        ),
-        (
-            f"event loop never blocked > {GAP_GOAL_S * 1000:.0f} ms during the recompute at "
-            f"{n} tokens",
-            "PASS" if max(gaps) <= GAP_GOAL_S else "FAIL",
-            f"largest gap between {TICK_MS} ms timer ticks {max(gaps) * 1000:.0f} ms over "
-            f"{len(gaps)} recomputes: {max(result['gaps']) * 1000:.0f} ms over "
-            f"{len(result['gaps'])} without a mask, {masked} over {len(masked_gaps)} with "
-            f"{', '.join(m.replace('-', ' ', 1) for m in MASKS)} masks (offscreen, the result "
-            f"not drawn)",
-        ),
+        _recompute_line(result, ratio, recompute, trace, per_round, cpu_ratios, load_text),
+        _gap_line(result, gaps, masked, masked_gaps),
     ]
+
+
+def _steal_text(result: dict, gaps: list[float]) -> str:
+    """What the hypervisor took from this virtual machine during the worst gap's recompute
+    and during all of them (steal time), or "" where it is not known."""
+    steals = result.get("steals") or []
+    if len(steals) != len(gaps) or any(s is None for s in steals):
+        return ""
+    worst = steals[max(range(len(gaps)), key=gaps.__getitem__)]
+    return (
+        f"; the hypervisor took {worst * 1000:.0f} ms of CPU time from this virtual machine "
+        f"(steal, /proc/stat) during the recompute with the largest gap, "
+        f"{sum(steals) * 1000:.0f} ms during all {len(steals)}"
+    )
+
+
+def _recompute_line(result, ratio, recompute, trace, per_round, cpu_ratios, load_text):
+    """The recompute goal's (goal, verdict, numbers)."""
+    n = result["tokens"]
+    return (
+        f"window recompute at {n} tokens (numpy float32 trace + check) <= "
+        f"{RECOMPUTE_GOAL:g}x the backend's trace alone",
+        "PASS" if ratio <= RECOMPUTE_GOAL else "FAIL",
+        f"{ratio:.2f}x best vs best ({recompute:.3f} s vs {trace:.3f} s); median of "
+        f"{len(per_round)} interleaved rounds {statistics.median(per_round):.2f}x (range "
+        f"{min(per_round):.2f}-{max(per_round):.2f}x){load_text}; process CPU time per "
+        f"round {statistics.median(cpu_ratios):.2f}x (median; range {min(cpu_ratios):.2f}-"
+        f"{max(cpu_ratios):.2f}x); both timed as jobs on the "
+        f"worker's thread with the event loop running; check: "
+        f"{result['sampled'] or 'full ground truth'}"
+        + (
+            "; the sampled rows' ground truth computed in a second process while the backend "
+            "attends (its CPU time counted above)"
+            if result["sampled"]
+            else ""
+        ),
+    )
+
+
+def _gap_line(result, gaps, masked, masked_gaps):
+    """The event-loop goal's (goal, verdict, numbers)."""
+    n = result["tokens"]
+    return (
+        f"event loop never blocked > {GAP_GOAL_S * 1000:.0f} ms during the recompute at {n} tokens",
+        "PASS" if max(gaps) <= GAP_GOAL_S else "FAIL",
+        f"largest gap between {TICK_MS} ms timer ticks {max(gaps) * 1000:.0f} ms over "
+        f"{len(gaps)} recomputes: {max(result['gaps']) * 1000:.0f} ms over "
+        f"{len(result['gaps'])} without a mask, {masked} over {len(masked_gaps)} with "
+        f"{', '.join(m.replace('-', ' ', 1) for m in MASKS)} masks (offscreen, the result "
+        f"not drawn){_steal_text(result, gaps)}",
+    )

@@ -26,6 +26,17 @@ def _cpu_times() -> tuple[float, float] | None:
     return sum(fields) - idle, sum(fields)
 
 
+def steal_seconds() -> float | None:
+    """CPU seconds the hypervisor has taken from this virtual machine since boot (the steal
+    column of /proc/stat), or None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()[1:]
+        return float(fields[7]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def busy_cpus(seconds: float = LOAD_SAMPLE_S) -> float | None:
     """CPUs busy over the next `seconds` (this process sleeps meanwhile: it is everyone else)."""
     before = _cpu_times()

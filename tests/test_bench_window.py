@@ -69,6 +69,7 @@ def test_the_trace_alone_and_the_recompute_take_turns(monkeypatch, qapp):
     )
     assert len(result["masked_gaps"]) == bench_window.MASKED_RECOMPUTES * len(bench_window.MASKS)
     assert len(result["trace"]) == len(result["recompute"]) == len(result["gaps"]) == 3
+    assert len(result["steals"]) == len(result["gaps"]) + len(result["masked_gaps"])
     assert result["sampled"].startswith("16 of 300 query rows checked")
 
 
@@ -82,3 +83,17 @@ def test_measuring_keeps_no_outcome_alive(qapp):
     after = sum(type(o) is Outcome for o in gc.get_objects())
     assert after <= before + 1, f"{after - before} Outcomes alive after 3 + 4 recomputes"
     assert len(result["recompute"]) == 3 and all(t > 0 for t in result["trace"])
+
+
+def test_the_gap_line_says_what_the_hypervisor_took_during_the_worst_recompute():
+    """Steal time of the recompute with the largest gap and of all; nothing when unknown."""
+    result = _result([0.2, 0.4], [0.3, 0.5], [0.01, 0.12])
+    result["masked_gaps"] = [0.05]
+    result["steals"] = [0.0, 0.09, 0.01]  # one per gap: unmasked, then masked
+    line = bench_window.goal_lines(result)[1][2]
+    assert line.endswith(
+        "; the hypervisor took 90 ms of CPU time from this virtual machine (steal, /proc/stat) "
+        "during the recompute with the largest gap, 100 ms during all 3"
+    )
+    result["steals"] = [0.0, None, 0.01]
+    assert "hypervisor" not in bench_window.goal_lines(result)[1][2]
