@@ -68,6 +68,8 @@ def _per_head(value: object, heads: int, rows: list[int] | None = None) -> np.nd
     if hasattr(value, "detach"):
         value = value.detach().cpu()
     picked = value if rows is None else value[..., rows, :]
+    if hasattr(picked, "double"):  # a tensor: NumPy cannot read bfloat16, float64 it can
+        picked = picked.double()
     arr = np.asarray(picked, np.float64)
     return arr if arr.ndim == 3 else arr.reshape(heads, *arr.shape[-2:])
 

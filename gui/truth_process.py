@@ -9,20 +9,26 @@ thread (`sharing_cores`): a busy process beside a NumPy trace at 4096 tokens slo
 BLAS thread it took 0.16 s either way. (At the lowest priority, nice 19, the child instead
 starved: OpenBLAS's idle threads spin, and the trace waited up to 94 ms for its answer.)
 
-One child process (`python -c "...serve()"`: unlike multiprocessing's spawn it never re-runs
+One child process (`python -P -c "...serve()"`: unlike multiprocessing's spawn it never re-runs
 the caller's main script) starts at first use and is kept; requests and answers are pickles on
-its stdin and stdout, one at a time. When it cannot start or dies, the rows are computed in the
-calling thread instead and the next call starts a new one. No NumPy here: the child imports
+its stdin and stdout. A new request while an older one is unanswered (a superseded recompute)
+stops the child and starts a new one, so nobody waits for a ground truth nobody reads. When
+the child cannot start, dies or is too slow, the rows are computed in the calling thread
+instead and the next request starts a new child. At exit it is killed (its answer is wanted by
+nobody then). No NumPy here: the child imports
 this module and scratch only.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import gc
 import os
 import pickle
+import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -35,6 +41,7 @@ _lock = threading.Lock()  # one conversation with the child at a time
 _child: _Child | None = None
 _child_cpu = [0.0]  # CPU seconds the child spent on the answers read so far
 MIN_PATIENCE_S = 0.2  # the least time result() waits for the child before computing here
+STARTUP_S = 2.0  # ... and for a child that has not answered yet (it starts and imports first)
 
 
 @contextlib.contextmanager
@@ -61,7 +68,9 @@ def exact_rows(arguments: tuple, options: dict) -> tuple[list, list]:
 
 def serve() -> None:
     """The child's loop: read (arguments, options), answer ("ok", truth, cpu seconds) or
-    ("error", exception), until stdin closes. Anything printed goes to stderr."""
+    ("error", exception), until stdin closes. Anything printed goes to stderr; Ctrl-C in the
+    terminal is the window's to handle (the window stops this process itself)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     requests, answers = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints must not corrupt the answers
     while True:
@@ -78,78 +87,106 @@ def serve() -> None:
         answers.flush()
 
 
+_BROKEN = (OSError, EOFError, pickle.UnpicklingError, ValueError)  # no child, or it died
+
+
 class _Child:
-    """The child process, and a thread reading its answers as they come."""
+    """The child process, a thread writing its requests and one reading its answers.
+
+    Writing never blocks the caller (a request is about 0.65 MB at 4096 tokens, the pipe holds
+    64 KB: the write waits until the child reads it). Answers come in the order requests were
+    written and go to their Pending."""
 
     def __init__(self) -> None:
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+        # -P: the caller's current directory is not put first (a gui/ there would shadow ours)
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+            [sys.executable, "-P", "-c", _SERVE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
         )
-        self.sent = self.answered = 0
-        self.alive = True
-        self.answers: dict[int, tuple] = {}  # answers read but not yet taken, by number
-        self.changed = threading.Condition()
-        self.reader = threading.Thread(target=self._read, name="truth-answers", daemon=True)
-        self.reader.start()
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()  # Pendings to write; None: stop
+        self.written: collections.deque = collections.deque()  # written, not yet answered
+        self.guard = threading.Lock()  # over `written` and `alive`
+        self.alive = True  # False once its answers have ended (it died or was stopped)
+        self.answered_once = False  # until then it may still be starting
+        self.threads = [
+            threading.Thread(target=self._write, name="truth-requests", daemon=True),
+            threading.Thread(target=self._read, name="truth-answers", daemon=True),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _write(self) -> None:
+        """Write each Pending's request, in order, until told to stop or the child is gone."""
+        while (pending := self.inbox.get()) is not None:
+            with self.guard:
+                alive = self.alive
+                if alive:
+                    self.written.append(pending)
+            if not alive:  # its answers have ended: nothing written will be answered
+                pending.deliver(None)
+                continue
+            try:
+                pickle.dump(pending.request, self.process.stdin, pickle.HIGHEST_PROTOCOL)
+                self.process.stdin.flush()
+            except _BROKEN:  # the child is gone: this request gets no answer (nor later ones)
+                with self.guard:
+                    self.alive = False
+                pending.deliver(None)
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
 
     def _read(self) -> None:
-        """Read answers until the child ends (at most the two newest are kept)."""
+        """Hand each answer to the oldest written Pending; when the child ends, every Pending
+        still waiting gets None (it computes its rows itself)."""
         while True:
             try:
                 answer = pickle.load(self.process.stdout)
             except _BROKEN:
-                with self.changed:
+                answer = None
+            with self.guard:
+                pending = self.written.popleft() if self.written else None
+                if answer is None:
+                    orphans = [pending, *self.written] if pending else list(self.written)
+                    self.written.clear()
                     self.alive = False
-                    self.changed.notify_all()
-                return
-            with self.changed:
-                self.answered += 1
-                self.answers[self.answered] = answer
-                self.answers.pop(self.answered - 2, None)  # an older one nobody took
-                self.changed.notify_all()
+            if answer is not None:
+                self.answered_once = True
+                pending.deliver(answer)
+                continue
+            for waiting in orphans:  # (the writer answers later requests with None)
+                waiting.deliver(None)
+            return
 
-    def send(self, request: tuple) -> int:
-        """Send a request; returns its number."""
-        pickle.dump(request, self.process.stdin, pickle.HIGHEST_PROTOCOL)
-        self.process.stdin.flush()
-        self.sent += 1
-        return self.sent
-
-    def take(self, number: int, timeout: float) -> tuple | None:
-        """The answer to request `number`; None when the child died, dropped it, or has not
-        answered within `timeout` seconds."""
-        with self.changed:
-            self.changed.wait_for(lambda: self.answered >= number or not self.alive, timeout)
-            return self.answers.pop(number, None)
+    def usable(self) -> bool:
+        """Alive, with no request unanswered (an unanswered one is a superseded recompute's)."""
+        with self.guard:
+            idle = self.alive and not self.written and self.inbox.empty()
+        return idle and self.process.poll() is None
 
     def stop(self) -> None:
-        """Close its stdin (it ends), wait for it (killed after 5 s) and for the reader."""
+        """Kill it at once (nobody waits for its answers) and join both threads."""
+        self.inbox.put(None)
         with contextlib.suppress(OSError):
-            self.process.stdin.close()
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.wait()
-        self.reader.join()
+        self.process.wait()
+        for thread in self.threads:
+            thread.join()
         with contextlib.suppress(OSError):
             self.process.stdout.close()
 
 
-_BROKEN = (OSError, EOFError, pickle.UnpicklingError, ValueError)  # no child, or it died
-
-
 def _drop(child: _Child | None) -> None:
-    """Forget a child that failed; the next request starts a new one."""
+    """Stop a child that failed, is stuck or works on a request nobody wants; the next
+    request starts a new one."""
     global _child
     with _lock:
         if child is None or _child is not child:
             return
         _child = None
-    with contextlib.suppress(OSError):
-        child.process.kill()
     child.stop()
 
 
@@ -159,44 +196,58 @@ class Pending:
     def __init__(self, arguments: tuple, options: dict):
         global _child
         self.arguments, self.options = arguments, options
-        self.child: _Child | None = None
-        self.number = 0
+        self.request = (arguments, options)
+        self.answer: tuple | None = None
+        self.done = threading.Event()
         self.sent_at = time.perf_counter()
-        for _ in range(2):  # a child that died since the last request is replaced once
-            try:
-                with _lock:
-                    if _child is None:
-                        _child = _Child()
-                    self.child = _child
-                    self.number = _child.send((arguments, options))
-                break
-            except _BROKEN:
-                _drop(self.child)
-                self.child = None
+        with _lock:
+            stale = _child if _child is not None and not _child.usable() else None
+        if stale is not None:  # dead, or busy with a request nobody will read (a superseded
+            _drop(stale)  # recompute's): a new child starts at once, not after that job
+        self.child: _Child | None = None
+        try:
+            with _lock:
+                if _child is None:
+                    _child = _Child()
+                self.child = _child
+                _child.inbox.put(self)
+        except OSError:  # the child cannot start: computed here
+            self.child = None
+            self.done.set()
         self.in_second_process = self.child is not None
+
+    def deliver(self, answer: tuple | None) -> None:
+        """The child's answer (reader thread), or None when the child ended without one."""
+        self.answer = answer
+        self.done.set()
 
     def result(self) -> tuple[list, list]:
         """(head outputs, weights): the child's answer, or computed in this thread when the
-        child could not start, died, or is slow (it runs at the lowest priority, so on a busy
-        machine it may starve: it gets as long again as it has had, then this thread computes
-        the rows itself). An error of the ground truth is raised here."""
-        if self.child is not None:
-            patience = max(MIN_PATIENCE_S, time.perf_counter() - self.sent_at)
-            answer = self.child.take(self.number, patience)
-            if answer is None and not self.child.alive:
-                _drop(self.child)
-            if answer is not None:
-                if answer[0] == "error":
-                    raise answer[1]
+        child could not start, died, or is slow (on a busy machine: it gets as long again as it
+        has had, then it is stopped and this thread computes the rows itself). An error of
+        the ground truth is raised here."""
+        patience = max(MIN_PATIENCE_S, time.perf_counter() - self.sent_at)
+        if self.child is not None and not self.child.answered_once:
+            patience = max(patience, STARTUP_S)  # a new child imports scratch first
+        if self.child is not None and not self.done.wait(patience):
+            _drop(self.child)  # stuck or starved: its answer is not waited for any longer
+        answer = self.answer
+        if answer is None and self.child is not None:
+            _drop(self.child)  # it died (or was stopped): the next request starts a new one
+        if answer is not None:
+            if answer[0] == "error":
+                raise answer[1]
+            with _lock:
                 _child_cpu[0] += answer[2]
-                return answer[1]
-            self.in_second_process = False
+            return answer[1]
+        self.in_second_process = False
         return exact_rows(self.arguments, self.options)
 
 
 @contextlib.contextmanager
 def sharing_cores():
-    """OpenBLAS (NumPy's) on one thread meanwhile, so the child keeps its core (see above)."""
+    """OpenBLAS (NumPy's) on one thread meanwhile, so the child keeps its core (see above).
+    torch's own threads are not held: beside the torch backend the child shares the cores."""
     try:
         from scratch.backends.numpy_threads import single_threaded_blas
     except ImportError:  # no NumPy: nothing to hold
@@ -223,7 +274,7 @@ def child_pid() -> int | None:
 
 
 def shutdown() -> None:
-    """Stop the child and wait for it (the app at exit, tests at the end)."""
+    """Kill the child and reap it (the app at exit, tests at the end)."""
     global _child
     with _lock:
         child, _child = _child, None

@@ -140,8 +140,10 @@ def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
         if not want_grids:
             return n_full, None
         if bool((may == may[:1]).all()):  # every head sees the same grid (a mask, no -inf
-            may = may[:1]  # in the data): one grid to turn into tuples, not one per head
-        return n_full, [MayAttend(grid) for grid in may]
+            may = may[:1]  # in the data): one grid kept, not one per head
+        # copies: a view would keep the whole (H, L, S) array alive (268 MB at 4096 tokens
+        # and 16 heads)
+        return n_full, [MayAttend(g.clone() if hasattr(g, "clone") else g.copy()) for g in may]
     grids = [tuple(tuple(x != -math.inf for x in row) for row in m) for m in masked]
     return sum(not any(row) for grid in grids for row in grid), grids if want_grids else None
 

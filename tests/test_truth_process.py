@@ -3,11 +3,14 @@ backends' on_projected hook, and the child joined."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -36,6 +39,20 @@ def _session(seed: int, **changes):
 
 def _numbers(checks) -> list[tuple]:
     return [(c.name, c.ok, c.max_abs_diff, c.bound, c.ratio) for c in checks]
+
+
+def _wait_until_dead(pid: int) -> None:
+    """Until the killed child is a zombie or gone (os.kill returns before it has died)."""
+    deadline = time.perf_counter() + 10
+    while time.perf_counter() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(") ")[1].startswith(("Z", "X")):
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} still alive 10 s after SIGKILL")
 
 
 def _problem(seed: int = 1, **changes):
@@ -103,14 +120,13 @@ def test_a_hook_given_other_arrays_than_the_trace_holds_is_not_trusted(monkeypat
 
 
 def test_a_dead_child_is_replaced_and_the_answer_still_comes(monkeypatch):
-    """Killed while idle: the next runs get the same answer (computed here while the death is
-    found out) and a new child takes over. Killed during a request: that request is computed
-    in the calling thread, with the same answer."""
+    """Killed while idle: the next run gets the same answer from a new child. Killed during a
+    request: that request is computed in the calling thread, with the same answer."""
     s = _session(4)
     first = _numbers(controller.run(s).checks)
     pid = truth_process.child_pid()
     os.kill(pid, 9)
-    assert _numbers(controller.run(s).checks) == first
+    _wait_until_dead(pid)
     assert _numbers(controller.run(s).checks) == first
     new_pid = truth_process.child_pid()
     assert new_pid not in (None, pid)
@@ -123,18 +139,79 @@ def test_a_dead_child_is_replaced_and_the_answer_still_comes(monkeypatch):
 
 
 def test_a_slow_child_is_not_waited_for_and_answers_stay_in_order(monkeypatch):
-    """With no patience the calling thread computes the rows itself; the child's late answer
-    is dropped and the next request gets its own answer, not the late one."""
+    """With no patience the calling thread computes the rows itself and the slow child is
+    stopped; the next request gets a new child and its own answer, not the late one."""
     a, b = _problem(5), _problem(6, mask_mode="causal-top-left")
     monkeypatch.setattr(truth_process, "MIN_PATIENCE_S", 0.0)
+    monkeypatch.setattr(truth_process, "STARTUP_S", 0.0)
     pending = truth_process.start(a.arguments(), a.options)
+    pid = truth_process.child_pid()
     pending.sent_at += 1e9  # as if sent just now and waited for already: no patience left
     assert pending.result() == truth_process.exact_rows(a.arguments(), a.options)
-    assert not pending.in_second_process
+    assert not pending.in_second_process and truth_process.child_pid() is None
     monkeypatch.setattr(truth_process, "MIN_PATIENCE_S", 60.0)
     later = truth_process.start(b.arguments(), b.options)
     assert later.result() == truth_process.exact_rows(b.arguments(), b.options)
-    assert later.in_second_process
+    assert later.in_second_process and truth_process.child_pid() not in (None, pid)
+
+
+def test_a_stuck_child_holds_up_nobody(monkeypatch):
+    """A child that is alive but does not read (stopped) costs one wait of the patience: the
+    request, 0.65 MB at 4096 tokens, is written by a thread, never by the caller."""
+    problem = _problem(10)
+    truth_process.start(problem.arguments(), problem.options).result()  # a warm child
+    pid = truth_process.child_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        monkeypatch.setattr(truth_process, "MIN_PATIENCE_S", 0.3)
+        q, k, v, rows = problem.arguments()
+        big = (q, [h * 40 for h in k], [h * 40 for h in v], rows)  # 40 x the keys (no mask)
+        start = time.perf_counter()
+        pending = truth_process.start(big, problem.options)  # larger than the pipe holds
+        assert time.perf_counter() - start < 0.2  # the caller (the backend's hook) goes on
+        pending.result()  # computed here once the patience is spent
+        assert not pending.in_second_process
+        assert time.perf_counter() - start < 5.0
+        assert truth_process.child_pid() is None  # the stuck child was stopped
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def test_a_new_request_does_not_wait_behind_one_nobody_reads():
+    """A superseded recompute's request still in the child: the next request stops that
+    child and a new one answers (at once, not after the abandoned ground truth)."""
+    a, b = _problem(11), _problem(12)
+    truth_process.start(a.arguments(), a.options).result()  # a warm child
+    first = truth_process.child_pid()
+    big = (*a.arguments()[:3], a.arguments()[3] * 40)  # 40 x the rows (repeats allowed)
+    abandoned = truth_process.start(big, a.options)  # nobody calls result()
+    assert truth_process.child_pid() == first
+    fresh = truth_process.start(b.arguments(), b.options)
+    assert truth_process.child_pid() not in (None, first)
+    assert fresh.result() == truth_process.exact_rows(b.arguments(), b.options)
+    assert fresh.in_second_process
+    assert abandoned.done.is_set() and abandoned.answer is None  # told: no answer coming
+
+
+def test_shutdown_does_not_wait_for_a_busy_child():
+    a = _problem(13)
+    truth_process.start(a.arguments(), a.options).result()
+    big = (*a.arguments()[:3], a.arguments()[3] * 40)  # 40 x the rows (repeats allowed)
+    truth_process.start(big, a.options)  # seconds of work
+    start = time.perf_counter()
+    truth_process.shutdown()
+    assert time.perf_counter() - start < 1.0
+
+
+def test_a_bfloat16_torch_trace_is_checked_on_its_sampled_rows():
+    """NumPy cannot read bfloat16 tensors: the rows are turned to float64 by torch first."""
+    if "torch-cpu" not in backends.available():
+        pytest.skip("torch is not installed here")
+    s = dataclasses.replace(_session(14), backend="torch-cpu", dtype="bfloat16")
+    checks = controller.run(s).checks
+    assert [c.name.split(" ")[0] for c in checks] == ["head_outputs", "weights"]
+    assert all(c.ok for c in checks), checks
 
 
 def test_an_error_of_the_ground_truth_is_raised_in_the_window():

@@ -74,8 +74,8 @@ def _check_regular(arr: np.ndarray, name: str) -> None:
 
 def _check_finite(arr: np.ndarray, name: str, allow_neg_inf: bool = False) -> None:
     """Refuse NaN and +-inf (a float mask may hold -inf) naming the first bad position."""
-    if arr.dtype.kind in "biu":
-        return  # integers and bools are finite
+    if arr.dtype.kind in "biu" or arr.size == 0:
+        return  # integers and bools are finite, and an empty array has nothing to check
     if np.isfinite(arr.min()) and np.isfinite(arr.max()):
         return  # NaN or an infinity would be the min or max: two reductions, no (..) temporary
     bad = ~np.isfinite(arr)
