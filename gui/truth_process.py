@@ -15,8 +15,7 @@ its stdin and stdout. A new request while an older one is unanswered (a supersed
 stops the child and starts a new one, so nobody waits for a ground truth nobody reads. When
 the child cannot start, dies or is too slow, the rows are computed in the calling thread
 instead and the next request starts a new child. At exit it is killed (its answer is wanted by
-nobody then). No NumPy here: the child imports
-this module and scratch only.
+nobody then). No NumPy here: the child imports this module and scratch only.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ import time
 import scratch
 
 _SERVE = "from gui.truth_process import serve; serve()"
-_lock = threading.Lock()  # one conversation with the child at a time
+_lock = threading.Lock()  # over _child (which child is current) and _child_cpu
 _child: _Child | None = None
 _child_cpu = [0.0]  # CPU seconds the child spent on the answers read so far
 MIN_PATIENCE_S = 0.2  # the least time result() waits for the child before computing here
@@ -195,8 +194,7 @@ class Pending:
 
     def __init__(self, arguments: tuple, options: dict):
         global _child
-        self.arguments, self.options = arguments, options
-        self.request = (arguments, options)
+        self.request = (arguments, options)  # exact_rows' arguments
         self.answer: tuple | None = None
         self.done = threading.Event()
         self.sent_at = time.perf_counter()
@@ -229,11 +227,11 @@ class Pending:
         patience = max(MIN_PATIENCE_S, time.perf_counter() - self.sent_at)
         if self.child is not None and not self.child.answered_once:
             patience = max(patience, STARTUP_S)  # a new child imports scratch first
-        if self.child is not None and not self.done.wait(patience):
-            _drop(self.child)  # stuck or starved: its answer is not waited for any longer
+        if self.child is not None:
+            self.done.wait(patience)
         answer = self.answer
-        if answer is None and self.child is not None:
-            _drop(self.child)  # it died (or was stopped): the next request starts a new one
+        if answer is None and self.child is not None:  # stuck, starved, dead or stopped: not
+            _drop(self.child)  # waited for any longer; the next request starts a new one
         if answer is not None:
             if answer[0] == "error":
                 raise answer[1]
@@ -241,7 +239,7 @@ class Pending:
                 _child_cpu[0] += answer[2]
             return answer[1]
         self.in_second_process = False
-        return exact_rows(self.arguments, self.options)
+        return exact_rows(*self.request)
 
 
 @contextlib.contextmanager

@@ -371,8 +371,9 @@ def trace_attention(
     check_hook(on_projected, "on_projected")
     options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
-    dtype = result_dtype(dtype, x, key, value, *params.values())
-    settings = Settings(dtype, on_projected=on_projected)
+    settings = Settings(
+        result_dtype(dtype, x, key, value, *params.values()), on_projected=on_projected
+    )
     run = _run_multi_head(x, key, value, params, (num_heads, num_kv_heads), options, settings)
     if run.x.ndim != 2:
         raise ValueError(
