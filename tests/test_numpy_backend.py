@@ -792,6 +792,32 @@ def test_data_too_large_for_the_dtype_is_named_not_called_inf():
     assert nb.scaled_dot_product_attention(small, big, small).output.dtype == np.float64
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_finite_check_refuses_each_non_finite_value_and_accepts_huge_finite_ones(dtype, layout):
+    """The quick check (one sum of squares) must never pass NaN or +-inf; a sum that overflows
+    on huge finite values is a false alarm the element-by-element check then clears."""
+    rng = np.random.default_rng(21)
+    base = rng.standard_normal((2, 3, 5, 8)).astype(dtype)
+    pick = (lambda a: a) if layout == "contiguous" else (lambda a: a[:, :, ::2, ::3])
+    huge = base.copy()
+    huge[1, 2, 4, 6] = np.finfo(dtype).max / 2  # its square overflows
+    assert (
+        nb.scaled_dot_product_attention(pick(huge), pick(base), pick(base), need_weights=False)
+        is not None
+    )
+    position = "[1][2][2][0]" if layout == "contiguous" else "[1][2][1][0]"
+    for bad in (np.nan, np.inf, -np.inf):
+        q = base.copy()
+        q[1, 2, 2, 2] = q[1, 2, 4, 6] = q[1, 2, 2, 0] = bad  # the first in row-major order named
+        with pytest.raises(
+            ValueError, match=r"query: expected finite numbers, found -?(nan|inf) at"
+        ):
+            nb.scaled_dot_product_attention(pick(q), pick(base), pick(base))
+        _, text = _message(nb.scaled_dot_product_attention, pick(q), pick(base), pick(base))
+        assert text.endswith(f"query{position}"), text
+
+
 # ---------------------------------------------------------------- host-dependent exponential
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import itertools
 import math
 import threading
 
@@ -118,8 +119,10 @@ class _Tiles:
         fits = bool(np.isfinite(folded.max()) and np.isfinite(folded.min()))
         if fits and abs(factor) < 1.0:  # below tiny only where q was 0 (0 * factor = 0)
             tiny = np.finfo(folded.dtype).tiny
-            below = np.less(np.abs(folded, out=self.q_abs[:n]), tiny, out=self.q_tiny[:n])
-            fits = np.count_nonzero(below) == q_rows.size - np.count_nonzero(q_rows)
+            magnitude = np.abs(folded, out=self.q_abs[:n])
+            if magnitude.min() < tiny:  # some below tiny: were they all zeros in q? (count them)
+                below = np.less(magnitude, tiny, out=self.q_tiny[:n])
+                fits = np.count_nonzero(below) == q_rows.size - np.count_nonzero(q_rows)
         return (folded, None) if fits else (q_rows, factor)
 
     def bind(self, q_rows, i0, k_b, v_b, mask_b, is_causal, scale, offset, exp) -> _Tiles:
@@ -308,7 +311,9 @@ def chunked_output(
         per_problem = -(-cores() // math.prod(lead))  # query chunks each (batch, head) needs
         chunk = min(chunk, -(-L // per_problem))
     tasks = [
-        (index, i0, min(L, i0 + chunk)) for index in np.ndindex(*lead) for i0 in range(0, L, chunk)
+        (index, i0, min(L, i0 + chunk))
+        for index in itertools.product(*map(range, lead))  # np.ndindex costs ~40 us more
+        for i0 in range(0, L, chunk)
     ]
     workers = min(cores(), len(tasks))
     if not parallel or workers < 2:

@@ -72,12 +72,22 @@ def _check_regular(arr: np.ndarray, name: str) -> None:
         )
 
 
+def _all_finite_quick(arr: np.ndarray) -> bool:
+    """True when every element is finite, by one or two passes and no temporary; False may be
+    a false alarm (the sum of squares can overflow): the caller then checks element by element."""
+    if arr.dtype in (np.float32, np.float64) and arr.flags.c_contiguous:
+        flat = arr.reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return bool(np.isfinite(np.dot(flat, flat)))  # NaN or inf if any element is
+    return bool(np.isfinite(arr.min()) and np.isfinite(arr.max()))  # NaN/inf is the min or max
+
+
 def _check_finite(arr: np.ndarray, name: str, allow_neg_inf: bool = False) -> None:
     """Refuse NaN and +-inf (a float mask may hold -inf) naming the first bad position."""
     if arr.dtype.kind in "biu" or arr.size == 0:
         return  # integers and bools are finite, and an empty array has nothing to check
-    if np.isfinite(arr.min()) and np.isfinite(arr.max()):
-        return  # NaN or an infinity would be the min or max: two reductions, no (..) temporary
+    if _all_finite_quick(arr):
+        return
     bad = ~np.isfinite(arr)
     if allow_neg_inf:
         bad &= ~np.isneginf(arr)
