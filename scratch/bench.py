@@ -180,8 +180,9 @@ def measure(
 
 
 PYTHON_PAIR = ("ground truth (scratch)", "pure-Python kernel limit")
-PAIR_RUNS = 11  # rounds of the plain-Python pair (0.4-0.6 s a call): the 10th percentile is the
-# second fastest; with 7 rounds one idle run measured 0.85x, the next 1.03x
+PAIR_RUNS = 21  # rounds of the plain-Python pair (0.4-0.6 s a call): the 10th percentile is the
+# third fastest. This machine's speed drifts by up to 1.3x over seconds (the same ground-truth
+# call 0.49-0.62 s): with 7 or 11 rounds four idle runs measured 0.85x, 1.03x, 1.01x, 0.81x
 GOAL_MAX_ROUNDS = 60  # a goal's 10th percentile is then the 6th fastest of 60 rounds
 GOAL_MIN_ROUNDS = 12  # at least this many rounds for every other goal group (at L = 16384
 # a round of numpy and SDPA takes about a second: 6 rounds left best-vs-best at the mercy of
