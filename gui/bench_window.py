@@ -88,7 +88,6 @@ def _cpu_seconds() -> float:
 
 def _timed_with_steal(job) -> tuple[float, float, float, float | None]:
     """_timed(*job) and the CPU seconds the hypervisor took from this machine meanwhile."""
-
     before = bench_host.steal_seconds()
     seconds, cpu, gap = _timed(*job)
     after = bench_host.steal_seconds()
@@ -212,7 +211,6 @@ def measure(
 def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
     """The largest event-loop gap of each recompute of the session under each of MASKS, and
     the hypervisor's steal during each."""
-
     gaps, steals = [], []
     for mask_mode in MASKS:
         session = dataclasses.replace(_session(tokens), mask_mode=mask_mode)

@@ -184,9 +184,10 @@ PAIR_RUNS = 21  # rounds of the plain-Python pair (0.4-0.6 s a call): the 10th p
 # third fastest. This machine's speed drifts by up to 1.3x over seconds (the same ground-truth
 # call 0.49-0.62 s): with 7 or 11 rounds four idle runs measured 0.85x, 1.03x, 1.01x, 0.81x
 GOAL_MAX_ROUNDS = 60  # a goal's 10th percentile is then the 6th fastest of 60 rounds
-GOAL_MIN_ROUNDS = 12  # at least this many rounds for every other goal group (at L = 16384
+GOAL_MIN_ROUNDS = 20  # at least this many rounds for every other goal group (at L = 16384
 # a round of numpy and SDPA takes about a second: 6 rounds left best-vs-best at the mercy of
-# one lucky SDPA run, 0.93x and 1.09x in two idle runs of the same code)
+# one lucky SDPA run, 0.93x and 1.09x in two idle runs of the same code; with 12 rounds five
+# runs measured 0.970-1.119x at the 10th percentile)
 GOAL_BUDGET_S = 3.0  # ... and more until each row of the group has spent about this much
 
 
@@ -521,13 +522,11 @@ def footer(markdown: bool = False, repeats: int | None = None) -> str:
             f"L = {NOISE_L} and numpy with SDPA at L = 16384, at least {GOAL_MIN_ROUNDS} rounds, "
             f"more until about {GOAL_BUDGET_S:g} s per row, at most {GOAL_MAX_ROUNDS})"
         )
-        pair_runs = PAIR_RUNS
     else:
         runs_text = (
             f"{repeats} timed runs per row (fixed by --repeats or --quick); rows whose ratio is a "
             f"goal timed interleaved in groups"
         )
-        pair_runs = repeats
     text = (
         f"E = {E}, S = L, float32, inputs of shape (1, 1, L, E) (torch's fused CPU kernel "
         f"needs 4-D input) from a seeded generator, shared by every row (plain Python takes "
@@ -536,8 +535,7 @@ def footer(markdown: bool = False, repeats: int | None = None) -> str:
         f"the others (warm and cold calls alike) and load drifts hit all alike, and every call "
         f"in a group {SETTLE_S * 1000:g} ms after the one before (torch's OpenMP threads spin "
         f"for a few ms after a call: NumPy's kernel right after SDPA took 33.5 ms, 10 ms later "
-        f"27.5 ms) "
-        f"({pair_runs} rounds for the plain-Python pair). Before each round (and before each "
+        f"27.5 ms). Before each round (and before each "
         f"other row) the bench waits up to {bench_host.LOAD_WAIT_S:g} s for other processes to "
         f"use <= {bench_host.IDLE_CPUS:g} CPUs (sampled from /proc/stat every "
         f"{bench_host.LOAD_SAMPLE_S:g} s); 'load' is what they used just before (median over "
