@@ -14,8 +14,8 @@ torch backend), the torch backend's fast path and a bare
 `torch.nn.functional.scaled_dot_product_attention`. E = 64, float32 (the plain-Python rows take
 the same float32 values as Python floats).
 
-Rows whose ratio is a goal are timed interleaved (one call each per round, the order rotated
-every round, a load check before each round) and the goal is judged on the two rows' 10th
+Rows whose ratio is a goal are timed interleaved (one call each per round, in balanced orders,
+a load check before each round) and the goal is judged on the two rows' 10th
 percentile times (the least disturbed runs, not the one luckiest), with best vs best and the
 median of the per-round ratios and its range beside it. The host is recorded in the footer.
 """
@@ -205,6 +205,26 @@ def goal_groups(L: int, device: str) -> tuple[tuple[str, ...], ...]:
     }.get(L, ())
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of n rows, one per round, in which every row takes every place and directly
+    follows every other row equally often (a Williams design: n orders, 2n for odd n).
+
+    A plain rotation (A B C D, B C D A, ...) puts C after B in three rounds of four. Measured at
+    L = 4096: torch's SDPA ran 2% faster right after another torch call than right after the
+    NumPy kernel, so rotated, the torch fast path (after NumPy) measured 1.02-1.06x bare SDPA's
+    time (after torch) in seven runs; in shuffled orders 1.006x.
+    """
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:  # 0, 1, n-1, 2, n-2, ...
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    orders = [[(row + shift) % n for row in first] for shift in range(n)]
+    return orders + [order[::-1] for order in orders] if n % 2 and n > 1 else orders
+
+
 def measure_alternating(
     L: int,
     rivals: list[tuple[str, Callable[[], object], str]],
@@ -214,13 +234,14 @@ def measure_alternating(
     min_rounds: int = 3,
     max_rounds: int = MAX_REPEATS,
 ) -> list[Row]:
-    """Time the rivals one call each per round, the order rotated every round (A B, B A, ...).
+    """Time the rivals one call each per round, in balanced orders (`balanced_orders`).
 
-    Load drifts then hit every row alike, and each row is first in a round (right after the
-    load check's pause: a "cold" call) as often as the others. Before each round the machine
-    is given up to `load_wait_s` to go idle (None: no check); what other processes used is kept
-    per row. After a warm-up call each and one untimed call that measures memory, `runs`
-    rounds; with runs None, rounds until every row has spent about `budget_s` (at least
+    Load drifts then hit every row alike, each row is first in a round (right after the load
+    check's pause: a "cold" call) as often as the others, and each follows each other row as
+    often as the rest (what ran just before matters: see `balanced_orders`). Before each round
+    the machine is given up to `load_wait_s` to go idle (None: no check); what other processes
+    used is kept per row. After a warm-up call each and one untimed call that measures memory,
+    `runs` rounds; with runs None, rounds until every row has spent about `budget_s` (at least
     `min_rounds`, at most `max_rounds`).
     """
     probe = {"tracemalloc": _peak_traced, "rss": _peak_rss_growth, "cuda": _peak_cuda}
@@ -241,9 +262,8 @@ def measure_alternating(
             load = bench_host.wait_for_idle(load_wait_s)
             if load is not None:
                 loads.append(load)
-        order = list(range(len(rivals)))
-        order = order[done % len(order) :] + order[: done % len(order)]  # rotate
-        for i in order:
+        cycle = balanced_orders(len(rivals))
+        for i in cycle[done % len(cycle)]:
             time.sleep(SETTLE_S)  # the previous call's threads go idle first (see SETTLE_S)
             t0 = time.perf_counter()
             rivals[i][1]()
@@ -531,8 +551,8 @@ def footer(markdown: bool = False, repeats: int | None = None) -> str:
         f"E = {E}, S = L, float32, inputs of shape (1, 1, L, E) (torch's fused CPU kernel "
         f"needs 4-D input) from a seeded generator, shared by every row (plain Python takes "
         f"the (L, E) matrices as nested lists). {runs_text}: one call of each row per round, "
-        f"the order rotated every round, so each row comes first after the pause as often as "
-        f"the others (warm and cold calls alike) and load drifts hit all alike, and every call "
+        f"in balanced orders (each row first after the pause, and right after each other row, "
+        f"equally often: warm and cold calls alike) so load drifts hit all alike, and every call "
         f"in a group {SETTLE_S * 1000:g} ms after the one before (torch's OpenMP threads spin "
         f"for a few ms after a call: NumPy's kernel right after SDPA took 33.5 ms, 10 ms later "
         f"27.5 ms). Before each round (and before each "

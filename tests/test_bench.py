@@ -166,6 +166,21 @@ def test_measure_alternating_takes_turns():
     ] * 2  # instant calls never fill the time budget: capped
 
 
+@pytest.mark.parametrize("n", range(1, 9))
+def test_balanced_orders_put_every_row_everywhere_and_after_every_other_row(n):
+    """A Williams design: each row takes each place, and directly follows each other row,
+    equally often over one cycle (a rotation fails the second for n = 4: C follows B 3 times)."""
+    from collections import Counter
+
+    orders = bench.balanced_orders(n)
+    assert all(sorted(order) == list(range(n)) for order in orders)
+    places = Counter((place, row) for order in orders for place, row in enumerate(order))
+    assert set(places.values()) == {len(orders) // n} and len(places) == n * n
+    follows = Counter(pair for order in orders for pair in zip(order, order[1:]))
+    if n > 1:
+        assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1, follows
+
+
 def test_bench_goal_pairs_are_timed_alternately():
     """Each goal's rows form one interleaved group at its size (same rounds, same load)."""
     assert bench.goal_groups(4096, "cpu") == (
