@@ -123,7 +123,7 @@ def _as_float(value: object, name: str, p: int, shape: tuple[int, ...]) -> float
 def as_tensor(obj: object, name: str, *, min_dims: int = 1) -> tuple[Nested, tuple[int, ...]]:
     """Validate a numeric input and return it as nested lists of floats with its shape."""
     leaves, shape = _leaves_and_shape(obj, name)
-    if not all(type(v) is float for v in leaves):  # the common case needs no conversion
+    if not set(map(type, leaves)) <= {float}:  # the common case needs no conversion
         # leaves first: a list of arrays is "an ndarray at query[0]", not "too few dims"
         leaves = [
             v if type(v) is float else _as_float(v, name, p, shape) for p, v in enumerate(leaves)
