@@ -85,7 +85,7 @@ def attend(
     else:
         masked = [[x + a for x, a in zip(row, add)] for row, add in zip(scaled, mask_rows)]
     # a row is fully masked when every entry is -inf, whether the mask or the data put it there
-    fully_masked = [row.count(-inf) == len(row) for row in masked]  # count: x == -inf, in C
+    fully_masked = [all(x == -inf for x in row) for row in masked]
     # step 5: weights = softmax(masked)   (L, S), each row: exp(x - max) / fsum
     weights = [softmax_row(row, masked_rows, full) for row, full in zip(masked, fully_masked)]
     # step 5, then: dropout on weights   (L, S), kept entries scaled by 1 / (1 - p)

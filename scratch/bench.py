@@ -17,7 +17,8 @@ the same float32 values as Python floats).
 Rows whose ratio is a goal are timed interleaved (one call each per round, in balanced orders,
 a load check before each round) and the goal is judged on the two rows' 10th
 percentile times (the least disturbed runs, not the one luckiest), with best vs best and the
-median of the per-round ratios and its range beside it. The host is recorded in the footer.
+median of the per-round ratios and its range beside it; the plain-Python pair's goal is judged
+by that median (PAIRED_MEDIAN_GOALS). The host is recorded in the footer.
 """
 
 from __future__ import annotations
@@ -180,10 +181,10 @@ def measure(
 
 
 PYTHON_PAIR = ("ground truth (scratch)", "pure-Python kernel limit")
-PAIR_RUNS = 21  # rounds of the plain-Python pair (0.4-0.6 s a call): the 10th percentile is the
-# third fastest. This machine's speed drifts by up to 1.3x over seconds (the same ground-truth
-# call 0.49-0.62 s): with 7 or 11 rounds four idle runs measured 0.85x, 1.03x, 1.01x, 0.81x
-GOAL_MAX_ROUNDS = 60  # a goal's 10th percentile is then the 6th fastest of 60 rounds
+PAIR_RUNS = 20  # rounds of the plain-Python pair (0.4-0.6 s a call; even: each first as often).
+# This machine's speed drifts by up to 1.3x over seconds (the same ground-truth call 0.49-0.62
+# s): with 7 or 11 rounds four idle runs measured 0.82-0.96x as the median of per-round ratios
+GOAL_MAX_ROUNDS = 60  # a goal's 10th percentile is then near the 7th fastest of 60 rounds
 GOAL_MIN_ROUNDS = 20  # at least this many rounds for every other goal group (at L = 16384
 # a round of numpy and SDPA takes about a second: 6 rounds left best-vs-best at the mercy of
 # one lucky SDPA run, 0.93x and 1.09x in two idle runs of the same code; with 12 rounds five
@@ -242,7 +243,7 @@ def measure_alternating(
     the machine is given up to `load_wait_s` to go idle (None: no check); what other processes
     used is kept per row. After a warm-up call each and one untimed call that measures memory,
     `runs` rounds; with runs None, rounds until every row has spent about `budget_s` (at least
-    `min_rounds`, at most `max_rounds`).
+    `min_rounds`, at most `max_rounds`), stopping only after a whole cycle of orders.
     """
     probe = {"tracemalloc": _peak_traced, "rss": _peak_rss_growth, "cuda": _peak_cuda}
     peaks = []
@@ -256,7 +257,11 @@ def measure_alternating(
         if runs is not None:
             if done >= runs:
                 break
-        elif done >= min_rounds and (min(map(sum, times)) >= budget_s or done >= max_rounds):
+        elif (
+            done >= min_rounds
+            and done % len(balanced_orders(len(rivals))) == 0  # the balance holds per cycle
+            and (min(map(sum, times)) >= budget_s or done >= max_rounds)
+        ):
             break
         if load_wait_s is not None:
             load = bench_host.wait_for_idle(load_wait_s)
@@ -297,7 +302,9 @@ def run_table(
             rivals = contenders(L, dev)
             names = [name for name, _, _ in rivals]
             order += names
-            groups = [g for g in goal_groups(L, dev) if set(g) <= set(names)]
+            # a group keeps the members measured here (without torch: numpy and its noise row)
+            groups = [tuple(n for n in g if n in names) for g in goal_groups(L, dev)]
+            groups = [g for g in groups if len(g) > 1]
             for name, fn, memory in rivals:
                 group = next((g for g in groups if name in g), None)
                 if group is None:
@@ -577,8 +584,9 @@ def footer(markdown: bool = False, repeats: int | None = None) -> str:
         f"{bench_host.LOAD_SAMPLE_S:g} s); 'load' is what they used just before (median over "
         f"rounds). A goal compares the rows' 10th percentile times (linear between order "
         f"statistics: the least disturbed runs, not the one luckiest), with best vs best and "
-        f"the median of the per-round ratios beside it; the noise-floor line is the same "
-        f"comparison of the numpy call with itself. "
+        f"the median of the per-round ratios beside it (the plain-Python pair is judged by that "
+        f"median: one thread of plain Python each, load slows both alike); the noise-floor line "
+        f"is the same comparison of the numpy call with itself. "
         f"median and best are over the timed runs; GFLOP/s (4*L*S*E flops) and "
         f"x SDPA (torch SDPA's best time / the row's best time at the same L) use the best run. "
         f"The matmuls-alone row (q @ k^T into a full (L, S) buffer, then @ v, OpenBLAS's own "

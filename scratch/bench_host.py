@@ -8,7 +8,6 @@ more than NumPy under outside load), so every table records both.
 from __future__ import annotations
 
 import os
-import statistics
 import time
 
 IDLE_CPUS = 0.3  # other processes using at most this many CPUs count as idle
@@ -36,12 +35,13 @@ def _cpu_times() -> tuple[float, float] | None:
 
 def low_quantile(times: list[float]) -> float:
     """The GOAL_QUANTILE of timed runs (linear between order statistics, as NumPy's default)."""
-    if len(times) < 2:
-        if not times:
-            raise ValueError("times: expected at least one timed run, found none")
-        return times[0]
-    cuts = round(1 / GOAL_QUANTILE)  # 10: deciles
-    return statistics.quantiles(times, n=cuts, method="inclusive")[0]
+    if not times:
+        raise ValueError("times: expected at least one timed run, found none")
+    ordered = sorted(times)
+    position = GOAL_QUANTILE * (len(ordered) - 1)  # 60 runs: 5.9, near the 7th fastest
+    below = int(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (position - below) * (ordered[above] - ordered[below])
 
 
 def steal_seconds() -> float | None:

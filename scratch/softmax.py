@@ -19,7 +19,7 @@ def masked_row(n: int, masked_rows: str) -> list[float]:
 def softmax_row(row: list[float], masked_rows: str = "zero", fully_masked: bool | None = None):
     """exp(x - max) / sum, the sum taken with fsum; all -inf rows follow `masked_rows`."""
     if fully_masked is None:
-        fully_masked = row.count(-inf) == len(row)  # every x == -inf (NaN is not)
+        fully_masked = all(x == -inf for x in row)
     if fully_masked:
         return masked_row(len(row), masked_rows)
     top = max(row)  # subtract the row max so exp never overflows (logits of 1e4 are fine)

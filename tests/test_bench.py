@@ -178,7 +178,7 @@ def test_measure_alternating_takes_turns():
     calls: list[str] = []
     rivals = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b")]
     rows = bench.measure_alternating(3, rivals, runs=4, load_wait_s=None)
-    assert calls == ["a", "b"] + ["a", "b", "b", "a"] * 2  # warm-ups, then 4 rotated rounds
+    assert calls == ["a", "b"] + ["a", "b", "b", "a"] * 2  # warm-ups, then 4 rounds
     assert [(r.name, r.runs, r.L, len(r.times)) for r in rows] == [("a", 4, 3, 4), ("b", 4, 3, 4)]
     calls.clear()
     three = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b", "c")]
@@ -187,6 +187,14 @@ def test_measure_alternating_takes_turns():
     assert [r.runs for r in bench.measure_alternating(3, rivals, None, load_wait_s=None)] == [
         bench.MAX_REPEATS
     ] * 2  # instant calls never fill the time budget: capped
+    calls.clear()
+    four = [(n, (lambda n=n: calls.append(n)), "n/a") for n in "abcd"]
+    bench.measure_alternating(3, four, runs=4, load_wait_s=None)
+    orders = ["".join("abcd"[i] for i in order) for order in bench.balanced_orders(4)]
+    assert "".join(calls[4:]) == "".join(orders) == "abdcbcadcdbadacb"  # not a rotation
+    # stopping by the budget or the cap waits for the end of a cycle (6 orders for 3 rows)
+    capped = bench.measure_alternating(3, three, None, load_wait_s=None, min_rounds=1, max_rounds=7)
+    assert [r.runs for r in capped] == [12] * 3
 
 
 @pytest.mark.parametrize("n", range(1, 9))

@@ -28,7 +28,8 @@ def _result(trace, recompute, gaps, load=0.2):
 
 
 def test_window_goals_judge_the_10th_percentiles_and_show_the_rounds():
-    """1.5x passes, just above fails; the line gives best vs best, median, range, rounds, load."""
+    """1.5x passes, just above fails; the line gives the 10th percentiles,
+    best vs best, median, range, rounds, load."""
     good = bench_window.goal_lines(_result([0.2, 0.4, 0.2], [0.3, 0.9, 0.3], [0.01, 0.1, 0.02]))
     bad = bench_window.goal_lines(_result([0.2, 0.2], [0.301, 0.301], [0.01, 0.101]))
     masked = _result([0.2], [0.3], [0.01]) | {"masked_gaps": [0.02, 0.102]}

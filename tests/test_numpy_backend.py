@@ -792,6 +792,22 @@ def test_data_too_large_for_the_dtype_is_named_not_called_inf():
     assert nb.scaled_dot_product_attention(small, big, small).output.dtype == np.float64
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_finite_check_takes_numpy_matrix_input():
+    """np.matrix stays 2-D when reshaped: the quick check must still see one flat vector."""
+    rng = np.random.default_rng(22)
+    m = np.asmatrix(rng.standard_normal((4, 8)))
+    found = nb.scaled_dot_product_attention(m, m, m, need_weights=False).output
+    plain = nb.scaled_dot_product_attention(m.A, m.A, m.A, need_weights=False).output
+    np.testing.assert_array_equal(found, plain)
+    bad = m.copy()
+    bad[2, 3] = np.nan
+    with pytest.raises(
+        ValueError, match=r"query: expected finite numbers, found nan at query\[2\]\[3\]"
+    ):
+        nb.scaled_dot_product_attention(bad, m, m)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("layout", ["contiguous", "strided"])
 def test_finite_check_refuses_each_non_finite_value_and_accepts_huge_finite_ones(dtype, layout):

@@ -76,7 +76,7 @@ def _all_finite_quick(arr: np.ndarray) -> bool:
     """True when every element is finite, by one or two passes and no temporary; False may be
     a false alarm (the sum of squares can overflow): the caller then checks element by element."""
     if arr.dtype in (np.float32, np.float64) and arr.flags.c_contiguous:
-        flat = arr.reshape(-1)
+        flat = np.asarray(arr).reshape(-1)  # np.matrix would stay 2-D
         with np.errstate(over="ignore", invalid="ignore"):
             return bool(np.isfinite(np.dot(flat, flat)))  # NaN or inf if any element is
     return bool(np.isfinite(arr.min()) and np.isfinite(arr.max()))  # NaN/inf is the min or max
