@@ -252,6 +252,7 @@ def measure_alternating(
         peaks.append(probe[memory](fn) if memory in probe else None)
     times: list[list[float]] = [[] for _ in rivals]
     loads: list[float] = []
+    cycle = balanced_orders(len(rivals))
     while True:
         done = len(times[0])
         if runs is not None:
@@ -259,7 +260,7 @@ def measure_alternating(
                 break
         elif (
             done >= min_rounds
-            and done % len(balanced_orders(len(rivals))) == 0  # the balance holds per cycle
+            and done % len(cycle) == 0  # the balance holds per whole cycle
             and (min(map(sum, times)) >= budget_s or done >= max_rounds)
         ):
             break
@@ -267,7 +268,6 @@ def measure_alternating(
             load = bench_host.wait_for_idle(load_wait_s)
             if load is not None:
                 loads.append(load)
-        cycle = balanced_orders(len(rivals))
         for i in cycle[done % len(cycle)]:
             time.sleep(SETTLE_S)  # the previous call's threads go idle first (see SETTLE_S)
             t0 = time.perf_counter()
