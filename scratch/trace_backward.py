@@ -13,6 +13,7 @@ import random
 from .multihead import Projected
 from .multihead_backward import run_backward
 from .steps import call_of, steps_of
+from .trace_types import Step
 
 
 def replay_of(rng: object) -> object:
@@ -28,8 +29,6 @@ def replay_of(rng: object) -> object:
 def add_backward(trace: object, run: Projected, grad_output: object, replay: object = None):
     """`trace` (the forward of `run`) followed by its backward steps for dO = `grad_output`;
     with dropout, `replay` draws the forward's mask again (see `replay_of`)."""
-    from .trace import Step  # trace.py imports this module: Step is read at call time
-
     back = run_backward(run, grad_output, replay)
     heads = back.heads  # one Gradients per head, in head order
     values = {

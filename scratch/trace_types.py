@@ -1,0 +1,143 @@
+"""What a trace is: its steps (`Step`), the whole (`Trace`), and `MayAttend`, a may-attend grid
+kept as an array.
+
+No computation here: `scratch.trace` lays a trace out, `scratch.trace_backward` adds the backward
+steps; both build these values, and every reader (explain, compare, the window) reads them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Step:
+    """One named matrix of the computation: `name`, `formula`, `value`, `note`, `axes`."""
+
+    name: str
+    formula: str
+    value: object  # nested lists for the ground truth; a backend may store its own array
+    note: str
+    axes: tuple[str, ...]
+
+    def tolist(self) -> list:
+        """The value as nested lists of floats, whatever array type holds it."""
+        tolist = getattr(self.value, "tolist", None)
+        return tolist() if callable(tolist) else self.value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the value, one entry per axis."""
+        shape = getattr(self.value, "shape", None)
+        if shape is not None:
+            return tuple(int(n) for n in shape)
+        dims, level = [], self.value
+        for _ in self.axes:
+            dims.append(len(level))
+            level = level[0]
+        return tuple(dims)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The ordered steps of one attention computation plus the labels needed to show them."""
+
+    steps: tuple[Step, ...]
+    tokens: tuple[str, ...]  # query-side labels, len L
+    key_tokens: tuple[str, ...]  # key-side labels, len S
+    scale: float
+    num_heads: int = 1
+    num_kv_heads: int = 1
+    allowed: Sequence | None = None  # (L, S) "may attend" grid (tuples or MayAttend); None: no mask
+    options: dict = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Step:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(f"no step {name!r} in this trace; steps: {', '.join(self.names())}")
+
+    def __contains__(self, name: object) -> bool:
+        return any(step.name == name for step in self.steps)
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def names(self) -> list[str]:
+        """Step names in order."""
+        return [step.name for step in self.steps]
+
+    def head_average(self, name: str) -> object:
+        """Step `name` averaged over its head axis, in float64 (NaN where a head has NaN)."""
+        step = self[name]
+        if not step.axes or step.axes[0] != "head":
+            raise ValueError(f"name: step {name!r} has no head axis (its axes: {step.axes})")
+        value = step.value
+        if hasattr(value, "detach"):  # a torch tensor: averaged where it lives
+            return value.detach().double().mean(dim=0)
+        if hasattr(value, "astype"):  # a NumPy array: (H, ...) -> (...)
+            return value.astype("float64", copy=False).mean(axis=0)
+        return _mean_over_heads(value)
+
+
+def _mean_over_heads(heads: list) -> object:
+    """The elementwise mean of equally shaped nested lists (mean([inf, -inf]) is NaN)."""
+    if isinstance(heads[0], (list, tuple)):
+        return [_mean_over_heads([h[i] for h in heads]) for i in range(len(heads[0]))]
+    values = [float(v) for v in heads]
+    if any(math.isnan(v) for v in values) or {math.inf, -math.inf} <= set(values):
+        return math.nan
+    if any(math.isinf(v) for v in values):
+        return math.copysign(math.inf, sum(values))
+    try:
+        return math.fsum(values) / len(values)
+    except OverflowError:  # finite values whose exact sum passes float64's largest: +-inf
+        return sum(values) / len(values)
+
+
+class MayAttend(Sequence):
+    """An (L, S) may-attend grid kept as the backend's bool array or tensor, read as nested
+    tuples of bools (a row is made when it is read).
+
+    4096 x 4096 tuples of bools were 16.7 M references in 4096 new tuples per recompute: making
+    them held the GIL in long calls, and the cyclic collector's first pass over them (when the
+    window turns it back on after a job) stalled the event loop 100-140 ms after every masked
+    recompute at 4096 tokens. Equal to a tuple grid with the same cells."""
+
+    __slots__ = ("_grid",)
+
+    def __init__(self, grid: object):
+        self._grid = grid  # (L, S) bools: a NumPy array or a torch tensor
+
+    def __len__(self) -> int:
+        return len(self._grid)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        return tuple(self._grid[i].tolist())
+
+    def __iter__(self):
+        return (tuple(row.tolist()) for row in self._grid)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MayAttend):
+            same_shape = tuple(self._grid.shape) == tuple(other._grid.shape)
+            return same_shape and bool((self._grid == other._grid).all())
+        if isinstance(other, tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # equal to tuples, whose hash it cannot share cheaply
+
+    def __repr__(self) -> str:
+        rows, cols = tuple(self._grid.shape)
+        return f"MayAttend({rows} x {cols} bools)"
+
+
+__all__ = ["MayAttend", "Step", "Trace"]

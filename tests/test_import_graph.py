@@ -1,0 +1,112 @@
+"""Who imports whom, read from the sources (ast): no import cycle among scratch's and gui's
+modules, lazy imports inside functions included (a lazy import hides a cycle, it does not
+remove one)."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("scratch", "gui")
+
+
+def module_name(path: Path) -> str:
+    """scratch/backends/numpy_backend.py -> scratch.backends.numpy_backend; an __init__.py names
+    its package; main.py -> main."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def sources() -> dict[str, Path]:
+    """{module name: path} of every module of scratch and gui, and main.py."""
+    found = {"main": ROOT / "main.py"}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[module_name(path)] = path
+    return found
+
+
+def _base(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute module a `from ... import` reads from (relative levels resolved)."""
+    if not node.level:
+        return node.module or ""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    package = package[: len(package) - (node.level - 1)]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules `module` imports anywhere in its source (functions included)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(node, module, path.name == "__init__.py")
+            # `from scratch import backends` reads the submodule; `from scratch import x` the
+            # package's name x
+            subs = (f"{base}.{alias.name}" for alias in node.names)
+            targets = [sub if sub in known else base for sub in subs]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # `import a.b.name`: the module a.b
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                out.add(target)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """{module: the project modules it imports}."""
+    found = sources()
+    known = set(found)
+    return {name: imports_of(name, path, known) for name, path in found.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None (depth-first search, sorted for a stable
+    answer)."""
+    state: dict[str, str] = {}  # "open" on the current path, "done" when fully explored
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_graph_reads_relative_lazy_and_package_imports():
+    graph = import_graph()
+    assert "scratch.trace_backward" in graph["scratch.trace"]  # `from .trace_backward import`
+    assert "scratch.models" in graph["main"]  # `from scratch import models`, inside a function
+    assert "scratch.plan" in graph["scratch.backends.numpy_backend"]  # `from scratch.plan import`
+    assert "scratch.options" in graph["scratch.backends.numpy_chunked"]  # `from ..options import`
+    assert "scratch.backends" in graph["gui.core_api"]  # `from scratch import backends`
+
+
+def test_find_cycle_finds_a_planted_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
