@@ -125,15 +125,15 @@ def _sampled_checks(trace, kwargs: dict, dtype: str, started: list) -> list:
 
 def _outcome(s: Session, trace, reference, checks, start: float, sampled: str) -> Outcome:
     """The Outcome of one run, naming what the backend says it ran."""
-    options = getattr(trace, "options", {}) or {}
+    source = trace.source
     return Outcome(
         session=s,
         trace=trace,
         reference=reference,
         checks=checks,
-        backend=str(options.get("backend", s.backend)),
-        dtype=str(options.get("dtype", s.dtype)),
-        kernel=str(options.get("kernel", "?")),
+        backend=source.backend,
+        dtype=source.dtype,
+        kernel=source.kernel,
         seconds=time.perf_counter() - start,
         sampled=sampled,
     )

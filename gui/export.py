@@ -32,9 +32,7 @@ def trace_dict(trace: object) -> dict:
         "num_heads": trace.num_heads,
         "num_kv_heads": trace.num_kv_heads,
         "allowed": None if trace.allowed is None else [list(r) for r in trace.allowed],
-        "options": {
-            k: v for k, v in dict(trace.options).items() if isinstance(v, str | int | float)
-        },
+        "options": trace.described(),
         "steps": [
             {
                 "name": s.name,

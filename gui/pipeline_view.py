@@ -386,9 +386,8 @@ class PipelineView(QWidget):
         # may show a different number in the cell, so the text says which number is which
         if self.trace is self.reference:  # the cells show the ground truth itself
             return explained
-        truth = self.reference.options.get("dtype", "float64")
-        options = self.trace.options
-        backend = f"{options.get('backend', 'the backend')} {options.get('dtype', '')}".strip()
+        truth = self.reference.source.dtype
+        backend = f"{self.trace.source.backend} {self.trace.source.dtype}"
         # the same 4 significant digits as the explanation, so the two numbers compare
         value = numbers.significant(float(shown), 4)
         return f"ground truth ({truth}): {explained}\n{backend} shows {value}"

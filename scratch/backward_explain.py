@@ -141,7 +141,7 @@ def scores(cell: Cell) -> Explanation:
     """dS = P * (dP - D) for one entry; 0 on a row whose keys are all masked ('zero', 'uniform')."""
     hs, i, j = cell.hs, cell.i, cell.j
     sources = (("weights", 0, i), ("grad_weights", 0, i), ("row_dot", 0, i))
-    policy = cell.trace.options.get("masked_rows", "zero")
+    policy = cell.trace.options.masked_rows
     if _fully_masked(cell, cell.h, i) and policy != "nan":
         return Explanation(
             f"{cell.label} = {number(cell.value)}: every key is masked for query "
@@ -153,7 +153,7 @@ def scores(cell: Cell) -> Explanation:
     dp = cell.head_row("grad_weights")[j]
     rd = cell.rows("row_dot")
     d = rd[cell.h][i] if cell.heads else rd[i]
-    dropout = cell.trace.options.get("dropout_p", 0.0)
+    dropout = cell.trace.options.dropout_p
     if dropout:  # P before dropout (from masked), dP after dropout's factor
         keep = 1 / (1 - dropout) if p != 0 else 0  # NaN (masked_rows="nan") counts as kept
         row = cell.head_row("masked")

@@ -56,7 +56,7 @@ def compare_traces(trace: object, reference: object, *, dtype: object = None) ->
     for name, t in (("trace", trace), ("reference", reference)):
         if not isinstance(t, Trace):
             raise TypeError(f"{name}: expected a scratch.Trace, found {type(t).__name__}")
-    dtype = check_dtype(dtype if dtype is not None else trace.options.get("dtype", "float64"))
+    dtype = check_dtype(dtype if dtype is not None else trace.source.dtype)
     ops = _ops()
     run = _Comparison(ops, trace, reference, dtype)
     return [run.check(step.name) for step in trace if step.name in reference]

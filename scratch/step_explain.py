@@ -101,7 +101,8 @@ def _head_block(row: list[float], h: int, heads: int) -> list[float]:
 def _why_masked(cell: Cell) -> str:
     """Plain-English reason a position is masked."""
     t = cell.trace
-    why = MASK_WORDS[t.options.get("mask", "float")].why
+    kind = t.source.mask if t.source.mask != "none" else "float"  # -inf in a hand-made trace
+    why = MASK_WORDS[kind].why
     return why.format(q=t.tokens[cell.i], k=t.key_tokens[cell.j])
 
 
@@ -157,7 +158,7 @@ def masked(cell: Cell) -> Explanation:
     source = (("scaled", 0, cell.i),)
     if cell.value == -inf and s != -inf:
         return Explanation(f"{cell.label} = -inf: {_why_masked(cell)}", source)
-    if cell.trace.options.get("mask") == "float":
+    if cell.trace.source.mask == "float":
         added = cell.value - s
         text = f"{cell.label} = scaled + attn_mask = {number(s)} + {number(added)}"
         return Explanation(f"{text} = {number(cell.value)}", source)
@@ -171,7 +172,7 @@ def weights(cell: Cell) -> Explanation:
     row = cell.head_row("masked")
     source = (("masked", 0, i),)
     if all(x == -inf for x in row):
-        policy = cell.trace.options.get("masked_rows", "zero")
+        policy = cell.trace.options.masked_rows
         return Explanation(
             f"{cell.label} = {number(cell.value)}: every key is masked for query "
             f"'{cell.trace.tokens[i]}', so masked_rows={policy!r} decides",
@@ -179,7 +180,7 @@ def weights(cell: Cell) -> Explanation:
         )
     top, total, soft = softmax_of(row, j)
     m = row[j]
-    p = cell.trace.options.get("dropout_p", 0.0)
+    p = cell.trace.options.dropout_p
     factor = product = ""
     if p and m != -inf:  # then dropout's factor: 1 / (1 - p) for a kept weight, 0 for a dropped one
         kept = cell.value != 0

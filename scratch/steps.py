@@ -369,16 +369,15 @@ def spec_for(call: Call, name: str) -> StepSpec:
 
 
 def call_of(trace: object) -> Call:
-    """The Call a trace was made by, read from its steps, heads and options."""
-    options = trace.options
+    """The Call a trace was made by, read from its steps, heads, options and source."""
     return call_of_names(
         trace.names(),
         trace.num_heads,
         trace.num_kv_heads,
-        biases=options.get("biases", ()),
-        mask=options.get("mask", "none"),
-        masked_rows=options.get("masked_rows", "zero"),
-        dropout_p=options.get("dropout_p", 0.0),
+        biases=trace.source.biases,
+        mask=trace.source.mask,
+        masked_rows=trace.options.masked_rows,
+        dropout_p=trace.options.dropout_p,
     )
 
 

@@ -14,10 +14,10 @@ from .options import Options
 from .plan import PARAMS, HeadPlan, projections
 from .steps import AXES, Call, steps_of
 from .trace_backward import add_backward, replay_of
-from .trace_types import MayAttend, Step, Trace
+from .trace_types import MayAttend, Source, Step, Trace
 from .validate import _describe
 
-__all__ = ["AXES", "MayAttend", "Step", "Trace", "layout_trace", "trace_attention"]
+__all__ = ["AXES", "MayAttend", "Source", "Step", "Trace", "layout_trace", "trace_attention"]
 
 
 def _labels(tokens: object, n: int, name: str, prefix: str) -> tuple[str, ...]:
@@ -111,21 +111,11 @@ def layout_trace(
     if kind != "none":
         allowed = grids[0] if all(g == grids[0] for g in grids) else tuple(grids)
     backend, dtype, kernel = (*source, "explicit")[:3]
-    described = {
-        "is_causal": options.is_causal,
-        "mask": kind,
-        "masked_rows": options.masked_rows,
-        "scale_given": options.scale is not None,
-        "backend": backend,
-        "dtype": dtype,
-        "kernel": kernel,
-        "cross": cross,
-        "biases": tuple(sorted(name for name in given if name.startswith("b_"))),
-        "dropout_p": options.dropout_p,
-    }
+    biases = tuple(sorted(name for name in given if name.startswith("b_")))
+    made = Source(backend, dtype, kernel, kind, cross, biases)
     return Trace(
         tuple(steps), labels, key_labels, scale, plan.num_heads, plan.num_kv_heads, allowed,
-        described,
+        options, made,
     )  # fmt: skip
 
 

@@ -1,5 +1,5 @@
-"""What a trace is: its steps (`Step`), the whole (`Trace`), and `MayAttend`, a may-attend grid
-kept as an array.
+"""What a trace is: its steps (`Step`), the whole (`Trace`), the typed record of what made it
+(`Source`, and the call's `Options`), and `MayAttend`, a may-attend grid kept as an array.
 
 No computation here: `scratch.trace` lays a trace out, `scratch.trace_backward` adds the backward
 steps; both build these values, and every reader (explain, compare, the window) reads them.
@@ -10,6 +10,24 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from .options import Options
+
+
+@dataclass(frozen=True)
+class Source:
+    """Who computed a trace and how its call was given (the words a trace needs beyond Options).
+
+    backend, dtype and kernel name what ran; `mask` is the mask as the trace names it (none,
+    causal, bool or float: `scratch.mask_words`); `cross` says key and value came from their
+    own input; `biases` names the biases given (b_q ... b_o)."""
+
+    backend: str = "scratch"
+    dtype: str = "float64"
+    kernel: str = "explicit"
+    mask: str = "none"
+    cross: bool = False
+    biases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,7 +69,8 @@ class Trace:
     num_heads: int = 1
     num_kv_heads: int = 1
     allowed: Sequence | None = None  # (L, S) "may attend" grid (tuples or MayAttend); None: no mask
-    options: dict = field(default_factory=dict)
+    options: Options = field(default_factory=Options)  # the Options the call used
+    source: Source = field(default_factory=Source)  # backend, dtype, kernel, mask kind, ...
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -71,6 +90,21 @@ class Trace:
     def names(self) -> list[str]:
         """Step names in order."""
         return [step.name for step in self.steps]
+
+    def described(self) -> dict:
+        """The options as words and numbers (the trace JSON's "options", format version 1)."""
+        source, options = self.source, self.options
+        return {
+            "is_causal": options.is_causal,
+            "mask": source.mask,
+            "masked_rows": options.masked_rows,
+            "scale_given": options.scale is not None,
+            "backend": source.backend,
+            "dtype": source.dtype,
+            "kernel": source.kernel,
+            "cross": source.cross,
+            "dropout_p": options.dropout_p,
+        }
 
     def head_average(self, name: str) -> object:
         """Step `name` averaged over its head axis, in float64 (NaN where a head has NaN)."""
@@ -140,4 +174,4 @@ class MayAttend(Sequence):
         return f"MayAttend({rows} x {cols} bools)"
 
 
-__all__ = ["MayAttend", "Step", "Trace"]
+__all__ = ["MayAttend", "Source", "Step", "Trace"]

@@ -13,7 +13,7 @@ import math
 import random
 import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import given, settings
@@ -447,7 +447,7 @@ def trace_bounds(ref: scratch.Trace, kwargs: dict, dtype: str) -> dict:
     eq, ek, ev = heads(bounds["q"], H), heads(bounds["k"], Hkv), heads(bounds["v"], Hkv)
     masked = A["masked"] if multi else A["masked"][None]
     p = A["weights"] if multi else A["weights"][None]
-    float_mask = ref.options["mask"] == "float"
+    float_mask = ref.source.mask == "float"
     att = attention_bounds(q, k, v, eq, ek, ev, masked, p, ref.scale, float_mask, dtype)
     for name in ("scores", "scaled", "masked", "weights"):
         bounds[name] = att[name] if multi else att[name][0]
@@ -478,8 +478,9 @@ def assert_traces_match(trace: scratch.Trace, ref: scratch.Trace, kwargs: dict, 
     for field_name in ("tokens", "key_tokens", "num_heads", "num_kv_heads", "allowed"):
         assert getattr(trace, field_name) == getattr(ref, field_name), (field_name, context)
     assert trace.scale == ref.scale, context
-    expected_options = dict(ref.options, backend=backend_name, dtype=dtype, kernel="explicit")
-    assert trace.options == expected_options, context
+    ran = dict(backend=backend_name, dtype=dtype, kernel="explicit")
+    assert trace.source == replace(ref.source, **ran), context
+    assert trace.described() == dict(ref.described(), **ran), context
     for step, want in zip(trace, ref, strict=True):
         assert (step.formula, step.axes) == (want.formula, want.axes), (step.name, context)
         assert step.shape == want.shape, f"step {step.name}: shape {step.shape} != {want.shape}"

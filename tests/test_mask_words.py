@@ -40,7 +40,7 @@ def test_the_trace_and_explain_speak_the_table(kwargs, kind, reason):
 
     trace = trace_attention(X, **kwargs)
     words = MASK_WORDS[kind]
-    assert trace.options["mask"] == kind
+    assert trace.source.mask == kind
     assert trace["masked"].formula == "masked = " + words.formula.format(s="scaled")
     assert trace["masked"].note == words.note
     assert reason in explain(trace, "masked", (0, 2)).text

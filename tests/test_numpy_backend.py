@@ -9,6 +9,7 @@ exp(m_old - m_new), which adds at most 2 * EXP_ULPS + 2 roundings to numerator a
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import tracemalloc
 
@@ -454,7 +455,8 @@ def test_trace_matches_ground_truth_trace():
         t.num_kv_heads,
         t.allowed,
     )
-    assert n.options == {**t.options, "backend": "numpy"}
+    assert n.source == dataclasses.replace(t.source, backend="numpy")
+    assert n.described() == {**t.described(), "backend": "numpy"}
     val, bound = trace_bounds(t, x, xk, w, extras)
     for a, b in zip(t, n):
         assert (b.name, b.formula, b.note, b.axes, b.shape) == (

@@ -161,7 +161,7 @@ def test_backward_entries_match_the_trace_and_read_what_explain_points_at():
 
 def test_biases_come_from_the_call_not_the_formula_text():
     with_bias = scratch.trace_attention(X, **SETUPS["projections+biases"])
-    assert with_bias.options["biases"] == ("b_k", "b_q", "b_v")
+    assert with_bias.source.biases == ("b_k", "b_q", "b_v")
     assert scratch.explain(with_bias, "q", (0, 0)).text.count("+ b_q[0]") == 1
     out = scratch.explain(scratch.trace_attention(X, **SETUPS["float mask, w_o, b_o"]), "output",
                           (0, 0))  # fmt: skip

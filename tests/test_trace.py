@@ -60,7 +60,7 @@ def test_single_head_steps_and_values():
     for i, row in enumerate(t["masked"].value):  # -inf exactly where causal forbids
         assert all((x == -math.inf) == (j > i) for j, x in enumerate(row))
     assert t.allowed == tuple(tuple(r) for r in scratch.causal_mask(4, 4))
-    assert t.options["mask"] == "causal" and t.options["backend"] == "scratch"
+    assert t.source.mask == "causal" and t.source.backend == "scratch" and t.options.is_causal
     with pytest.raises(KeyError, match="no step 'attention'"):
         t["attention"]
     assert "weights" in t and len(t) == len(SINGLE)
@@ -115,7 +115,7 @@ def test_float_mask_trace_and_fully_masked_note():
     t = scratch.trace_attention(
         [[1.0, 0.0], [0.0, 1.0]], attn_mask=[[0.0, -math.inf], [-math.inf, -math.inf]]
     )
-    assert t.options["mask"] == "float"
+    assert t.source.mask == "float"
     assert t["weights"].value[1] == [0.0, 0.0]
     assert "1 fully masked row" in t["weights"].note
     assert t.allowed == ((True, False), (False, False))

@@ -21,7 +21,9 @@ def float32_trace(name: str, seed: int, mistake: str = "", x: list = X) -> scrat
     reference = traced(name, seed, x)
     steps = [dataclasses.replace(s, value=fwd[s.name].value) for s in reference if s.name in fwd]
     steps += [dataclasses.replace(reference[n], value=v) for n, v in grads.items()]
-    return dataclasses.replace(reference, steps=tuple(steps), options=fwd.options)
+    return dataclasses.replace(
+        reference, steps=tuple(steps), options=fwd.options, source=fwd.source
+    )
 
 
 def numpy_backward(t: scratch.Trace, kwargs: dict, dO: np.ndarray, mistake: str) -> dict:
