@@ -21,7 +21,7 @@ import numpy as np
 import scratch
 from gui import truth_process
 from scratch.compare import StepCheck
-from scratch.tolerance import Rounding
+from scratch.weights_tolerance import weights_tolerance
 
 SAMPLE_FROM_TOKENS = 256  # above this many query tokens (with a NumPy or torch backend)
 SAMPLE_ROWS = 16
@@ -109,20 +109,6 @@ def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarr
     )
 
 
-def _weights_bound(q_rows, k, p, scale, dtype, mask_rows) -> np.ndarray:
-    """|weights - truth| <= R_i p_ij + floor with S_i the largest live |scale| |q_i| . |k_j|."""
-    E, S = q_rows.shape[-1], k.shape[-2]
-    size = abs(scale) * (np.abs(q_rows) @ np.abs(k).transpose(0, 2, 1))  # (H, R, S)
-    if mask_rows is not None and not isinstance(mask_rows[0][0], bool):
-        m = np.asarray(mask_rows, np.float64)  # (R, S)
-        size = size + np.where(np.isfinite(m), np.abs(m), 0.0)
-    p = np.nan_to_num(p)
-    live = np.max(np.where(p > 0, size, 0.0), axis=-1, keepdims=True)  # (H, R, 1)
-    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))
-    factor = sum(np.vectorize(r.factor)(r.score_gamma * live) for r in parts)
-    return factor * p + sum(r.weight_floor for r in parts)
-
-
 @dataclass(frozen=True)
 class RowProblem:
     """The ground truth's inputs for the sampled rows, read from the backend's own q, k, v."""
@@ -204,10 +190,14 @@ def checks_against(trace: object, problem: RowProblem, truth: tuple, dtype: str)
         ),
         np.float64,
     )  # (H, R, d_v)
-    # step 3: weights within R_i p_ij + floor (scratch.tolerance's row factor), the kernel's
-    # rounding in `dtype` plus the ground truth's own in float64
-    group = H // Hkv
-    w_bound = _weights_bound(q[:, rows], k[np.arange(H) // group], w_t, scale, dtype, mask_rows)
+    # step 3: weights within scratch.weights_tolerance's bound (the same rounding model)
+    w_bound = np.asarray(
+        weights_tolerance(
+            q[:, rows], k, w_t, scale=scale, dtype=dtype, attn_mask=float_mask,
+            enable_gqa=H != Hkv,
+        ),
+        np.float64,
+    )  # fmt: skip  (H, R, S)
     return [  # outputs first: the Check tab opens on the first row, a readable (R, d_v) image
         _step_check(check_name(name, len(rows)), outputs, out_t, out_bound),
         _step_check(check_name("weights", len(rows)), weights, w_t, w_bound),
