@@ -21,6 +21,7 @@ import numpy as np
 import scratch
 from gui import truth_process
 from scratch.compare import StepCheck
+from scratch.options import Options
 from scratch.weights_tolerance import weights_tolerance
 
 SAMPLE_FROM_TOKENS = 256  # above this many query tokens (with a NumPy or torch backend)
@@ -193,11 +194,10 @@ def checks_against(trace: object, problem: RowProblem, truth: tuple, dtype: str)
     # step 3: weights within scratch.weights_tolerance's bound (the same rounding model)
     w_bound = np.asarray(
         weights_tolerance(
-            q[:, rows], k, w_t, scale=scale, dtype=dtype, attn_mask=float_mask,
-            enable_gqa=H != Hkv,
+            q[:, rows], k, w_t, Options(float_mask, scale=scale, enable_gqa=H != Hkv), dtype
         ),
         np.float64,
-    )  # fmt: skip  (H, R, S)
+    )  # (H, R, S)
     return [  # outputs first: the Check tab opens on the first row, a readable (R, d_v) image
         _step_check(check_name(name, len(rows)), outputs, out_t, out_bound),
         _step_check(check_name("weights", len(rows)), weights, w_t, w_bound),

@@ -17,27 +17,23 @@ from __future__ import annotations
 
 import math
 
+from .options import Options
 from .tolerance import Rounding, _check_inputs, _is_bool_mask, as_float64, check_dtype
 
 
 def weights_tolerance(
-    query: object,
-    key: object,
-    weights: object,
-    *,
-    scale: float | None = None,
-    dtype: object = "float32",
-    attn_mask: object = None,
-    enable_gqa: bool = False,
+    query: object, key: object, weights: object, options: Options, dtype: object = "float32"
 ) -> list:
     """Per-element bound (..., L, S) on |weights - ground truth| for a kernel working in `dtype`.
 
     query (..., L, E) and key (..., S, E) are the kernel's inputs, `weights` (..., L, S) the
-    ground truth's p from them (NaN rows count as 0), `attn_mask` as the call's (a bool mask
-    adds nothing to the scores' size, a float one its finite |entries|)."""
+    ground truth's p from them (NaN rows count as 0); `options` the call's scale, attn_mask (a
+    bool mask adds nothing to the scores' size, a float one its finite |entries|) and
+    enable_gqa. A causal call's mask adds nothing either (it is a bool mask)."""
     import numpy as np
 
     dtype = check_dtype(dtype)
+    scale, attn_mask, enable_gqa = options.scale, options.attn_mask, options.enable_gqa
     # key stands in for value: a bound on the weights reads no values
     _check_inputs(query, key, key, weights, scale, attn_mask, enable_gqa)
     q, k, p = (as_float64(np, a) for a in (query, key, weights))

@@ -9,6 +9,7 @@ np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
 
 import scratch  # noqa: E402
+from scratch.options import Options  # noqa: E402
 from scratch.weights_tolerance import weights_tolerance  # noqa: E402
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -55,8 +56,7 @@ def truth_and_bound(q, k, mask, dtype: str, scale: float):
     _, p = scratch.scaled_dot_product_attention(q.tolist(), kk.tolist(), kk.tolist(), given,
                                                 scale=scale)  # fmt: skip
     p = np.asarray(p)
-    bound = weights_tolerance(q, k, p, scale=scale, dtype=dtype, attn_mask=mask,
-                              enable_gqa=group > 1)  # fmt: skip
+    bound = weights_tolerance(q, k, p, Options(mask, scale=scale, enable_gqa=group > 1), dtype)
     return p, np.asarray(bound)
 
 
@@ -87,19 +87,20 @@ def test_gqa_reads_kv_head_h_over_group_and_a_float_mask_widens_the_bound():
     q, k, _ = problem(3, (4, 2))
     p = np.full((4, 6, 9), 1 / 9)
     repeated = np.repeat(k, 2, axis=0)
-    gqa = weights_tolerance(q, k, p, scale=0.5, enable_gqa=True)
-    assert gqa == weights_tolerance(q, repeated, p, scale=0.5)
-    plain = np.asarray(weights_tolerance(q[:1], k[:1], p[:1], scale=0.5))
-    as_bool = np.asarray(weights_tolerance(q[:1], k[:1], p[:1], scale=0.5, attn_mask=p[0] > 0))
-    shifted = np.asarray(weights_tolerance(q[:1], k[:1], p[:1], scale=0.5, attn_mask=p[0] + 50))
+    gqa = weights_tolerance(q, k, p, Options(scale=0.5, enable_gqa=True))
+    assert gqa == weights_tolerance(q, repeated, p, Options(scale=0.5))
+    q, k, p = q[:1], k[:1], p[:1]
+    plain = np.asarray(weights_tolerance(q, k, p, Options(scale=0.5)))
+    as_bool = np.asarray(weights_tolerance(q, k, p, Options(p[0] > 0, scale=0.5)))
+    shifted = np.asarray(weights_tolerance(q, k, p, Options(p[0] + 50, scale=0.5)))
     assert np.array_equal(plain, as_bool) and np.all(shifted > plain)
 
 
 def test_bad_input_is_refused_by_name():
     q, k, _ = problem(0)
     with pytest.raises(ValueError, match="weights: expected shape"):
-        weights_tolerance(q, k, np.zeros((2, 6, 8)))
+        weights_tolerance(q, k, np.zeros((2, 6, 8)), Options())
     with pytest.raises(ValueError, match="dtype: expected one of"):
-        weights_tolerance(q, k, np.zeros((2, 6, 9)), dtype="int8")
+        weights_tolerance(q, k, np.zeros((2, 6, 9)), Options(), "int8")
     with pytest.raises(ValueError, match="key"):
-        weights_tolerance(q, k[..., :3], np.zeros((2, 6, 9)))
+        weights_tolerance(q, k[..., :3], np.zeros((2, 6, 9)), Options())
