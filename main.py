@@ -73,14 +73,15 @@ def model_run(args: argparse.Namespace):
         if args.layer is not None:
             raise ValueError("--layer: needs --model (or --text)")
         return None
+    from gui import core_api
     from gui.model_panel import DEFAULT_TEXT
 
+    path = None if args.model in (None, "default") else args.model
     try:
-        from scratch import models
+        model = core_api.load_model(path)
     except ImportError as exc:
         raise ValueError(f"--model: real models need {exc.name}; run make run once") from exc
-    path = None if args.model in (None, "default") else args.model
-    run = models.load(path).run(args.text if args.text is not None else DEFAULT_TEXT)
+    run = model.run(args.text if args.text is not None else DEFAULT_TEXT)
     if args.layer is not None or (args.head is not None and args.head.isdigit()):
         layer = 0 if args.layer is None else args.layer
         head = int(args.head) if args.head is not None and args.head.isdigit() else 0

@@ -16,7 +16,6 @@ import numpy as np
 from gui import core_api
 from gui.sampled_check import abs_difference, split_heads
 from gui.session import Session
-from scratch.compare import StepCheck
 
 # above this many query x key pairs the pure-Python backward is not computed in the window:
 # the backward trace (forward included) measured 0.03 s at 64 tokens, 0.45 s at 256 and 1.7 s
@@ -110,7 +109,9 @@ def _as_array(x: object) -> np.ndarray:
     return np.asarray(x, np.float64)
 
 
-def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray) -> StepCheck:
+def _step_check(
+    name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray
+) -> core_api.StepCheck:
     """A StepCheck from grad_tolerance.compare's verdict plus the |difference| grid to draw."""
     verdict = core_api.compare_gradient(found, truth, bound)
     diff = abs_difference(found, truth)
@@ -127,7 +128,7 @@ def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarr
             f"{name}: |difference| {diff[where]:.3g} at {list(where)} is {verdict.worst_ratio:.3g}"
             f" times its bound {bound[where]:.3g}"
         )
-    return StepCheck(
+    return core_api.StepCheck(
         name,
         float(diff.max()) if diff.size else 0.0,
         float(bound[where]) if where is not None else 0.0,
@@ -162,7 +163,7 @@ def check_options(trace: object, kwargs: dict) -> dict:
     )
 
 
-def check_heads(q, k, v, dO, options: dict, backend: str, dtype: str) -> list[StepCheck]:
+def check_heads(q, k, v, dO, options: dict, backend: str, dtype: str) -> list[core_api.StepCheck]:
     """StepChecks of `backend`'s dQ, dK, dV on the heads' inputs against the ground truth's."""
     # step 1: the backend's own backward function, in the session's dtype
     found = core_api.backward_with_backend(backend, dtype, q, k, v, dO, **options)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gui import core_api
 from gui.session import Session
 
 LIBRARIES = ("numpy", "torch")
@@ -120,7 +121,8 @@ def snippet(s: Session, library: str = "numpy") -> str:
     if s.mask_mode == "causal-top-left":
         mask = f"{tril}({ones})  # causal, top-left: key j <= query i"
     elif s.mask_mode == "causal-bottom-right":
-        mask = f"{tril}({ones}, {kword}={S - L})  # causal, bottom-right: j <= i + (S - L)"
+        shift = core_api.causal_shift(L, S, "bottom-right")
+        mask = f"{tril}({ones}, {kword}={shift})  # causal, bottom-right: j <= i + (S - L)"
     elif s.mask_mode == "custom" and s.mask is not None:
         rows = ",\n".join("    [" + ", ".join(str(b) for b in r) + "]" for r in s.mask)
         dtype = "dtype=bool" if numpy else "dtype=torch.bool"

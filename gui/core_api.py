@@ -1,9 +1,23 @@
-"""The window's only door into scratch: presets, backends, traces, explain and compare_traces."""
+"""The window's only door into scratch: presets, backends, traces, explain, compare_traces, the
+bounds, the checker and the models. No other gui module (nor main.py) imports scratch
+(tests/test_import_graph.py checks it), so what the window uses of scratch is listed here.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+
 import scratch
-from scratch import backends, presets, steps
+from scratch import backends, causal, presets, steps
+
+# names the window uses as scratch defines them, passed through unchanged
+from scratch.compare import StepCheck as StepCheck
+from scratch.options import Options as Options
+from scratch.rows import attention_rows as attention_rows
+from scratch.rows import sample_rows as sample_rows
+from scratch.tolerance import tolerance as tolerance
+from scratch.weights_tolerance import weights_tolerance as weights_tolerance
 
 
 def preset_names() -> list[str]:
@@ -57,21 +71,21 @@ def plan_heads(query: tuple, key: tuple | None, value: tuple | None, **kwargs) -
     return scratch.plan.plan_multi_head(query, key, value, **kwargs)
 
 
-def causal_mask(L: int, S: int, align: str) -> list[list[bool]]:
-    """scratch.causal_mask."""
-    return scratch.causal_mask(L, S, align)
+def causal_cells(L: int, S: int, align: str, rows=None, cols=None) -> list[list[bool]]:
+    """scratch.causal.causal_cells: rows `rows` and columns `cols` of the causal grid."""
+    return causal.causal_cells(L, S, align, rows, cols)
 
 
 def causal_mask_array(L: int, S: int, align: str) -> object:
-    """scratch.causal_mask as a NumPy bool array (j <= i, or j <= i + S - L bottom-right).
+    """scratch.causal.causal_array: the causal grid as a NumPy bool array, for a backend's call
+    (at 4096 tokens nested lists are 16.7 M Python bools, seconds to build, and a backend's
+    conversion of them holds the GIL while the window's event loop waits)."""
+    return causal.causal_array(L, S, align)
 
-    For a backend's call: at 4096 tokens the nested lists are 16.7 M Python bools, seconds to
-    build, and a backend's conversion of them holds the GIL (the window's event loop waits)."""
-    import numpy as np
 
-    scratch.causal_mask(1, 1, align)  # the same refusal of an unknown align
-    offset = S - L if align == "bottom-right" else 0
-    return np.tri(L, S, offset, dtype=bool)  # (L, S): True where j <= i + offset
+def causal_shift(L: int, S: int, align: str) -> int:
+    """scratch.causal.causal_shift: key j is visible to query i iff j <= i + shift."""
+    return causal.causal_shift(L, S, align)
 
 
 def mask_array(grid: object) -> object:
@@ -163,3 +177,40 @@ def compare_gradient(computed, truth, bound) -> object:
     from scratch.grad_tolerance import compare
 
     return compare(computed, truth, bound)
+
+
+# ---------------------------------------------------------------- checker, models, threads
+
+
+def load_kernel(source: str) -> Callable:
+    """scratch.checker.cli.load: the function named by "file.py:function" or "module:function"."""
+    from scratch.checker.cli import load
+
+    return load(source)
+
+
+def check_kernel(fn: Callable, **options) -> object:
+    """scratch.check(fn, **options) -> CheckReport (needs NumPy)."""
+    from scratch.checker import check
+
+    return check(fn, **options)
+
+
+def load_model(path: str | None) -> object:
+    """scratch.models.load(path), None for the default model; ImportError without NumPy,
+    safetensors or tokenizers (its .name says which)."""
+    from scratch import models
+
+    return models.load(path)
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """scratch.backends.numpy_threads.single_threaded_blas; nothing to hold without NumPy."""
+    try:
+        from scratch.backends.numpy_threads import single_threaded_blas as one_thread
+    except ImportError:
+        yield
+        return
+    with one_thread():
+        yield

@@ -25,7 +25,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import numbers, view_model
+from gui import core_api, numbers, view_model
 from gui.check_panel import report_table
 from gui.heatmap import Heatmap
 from gui.worker import collector_pause
@@ -59,13 +59,11 @@ def load_kernel(source: str, function: str = "") -> Callable:
         if not callable(fn):
             raise ValueError(f"function: {path.name} has no function {name!r}")
         return fn
-    from scratch.checker.cli import load
-
     if function.strip() and ":" not in source:
         source = f"{source}:{function.strip()}"
     if "" not in sys.path:
         sys.path.insert(0, "")  # modules in the current folder, as on the command line
-    return load(source)
+    return core_api.load_kernel(source)
 
 
 class _Signals(QObject):
@@ -81,9 +79,7 @@ class _Job(QRunnable):
 
     def run(self) -> None:
         try:
-            from scratch.checker import check
-
-            report = check(
+            report = core_api.check_kernel(
                 self.fn,
                 progress=lambda n, total, name: self.signals.progress.emit(
                     self.job, n, total, name

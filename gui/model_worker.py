@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PyQt6.QtCore import QObject, QRunnable, QThreadPool, pyqtSignal
 
+from gui import core_api
 from gui.worker import collector_pause
 
 
@@ -19,9 +20,8 @@ class _Job(QRunnable):
 
     def run(self) -> None:
         try:
-            from scratch import models
-
-            run = models.load(None if self.path in ("", "default") else self.path).run(self.text)
+            model = core_api.load_model(None if self.path in ("", "default") else self.path)
+            run = model.run(self.text)
         except ImportError as exc:
             self.signals.failed.emit(self.job, f"real models need {exc.name}: run make run")
         except (ValueError, TypeError, OSError, RuntimeError) as exc:

@@ -18,11 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import scratch
-from gui import truth_process
-from scratch.compare import StepCheck
-from scratch.options import Options
-from scratch.weights_tolerance import weights_tolerance
+from gui import core_api, truth_process
 
 SAMPLE_FROM_TOKENS = 256  # above this many query tokens (with a NumPy or torch backend)
 SAMPLE_ROWS = 16
@@ -59,7 +55,7 @@ def sampled_view(name: str, trace: object) -> tuple[str, list[int]] | None:
 
 def checked_rows(num_tokens: int) -> list[int]:
     """The query rows a sampled check looks at: seeded, first and last included, sorted."""
-    return scratch.sample_rows(num_tokens, min(SAMPLE_ROWS, num_tokens), SAMPLE_SEED)
+    return core_api.sample_rows(num_tokens, min(SAMPLE_ROWS, num_tokens), SAMPLE_SEED)
 
 
 def _per_head(value: object, heads: int, rows: list[int] | None = None) -> np.ndarray:
@@ -88,7 +84,9 @@ def abs_difference(found: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(diff), np.inf, diff)
 
 
-def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray) -> StepCheck:
+def _step_check(
+    name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray
+) -> core_api.StepCheck:
     """A StepCheck for sampled rows: NaN where the truth has NaN counts as equal."""
     diff = abs_difference(found, truth)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -99,7 +97,7 @@ def _step_check(name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarr
     # as compare_traces: the bound at the largest |difference| when the step passes, at the
     # worst ratio when it fails, so max |difference| vs bound reads like the verdict
     shown = np.unravel_index(int(np.argmax(diff)), diff.shape) if ok else worst
-    return StepCheck(
+    return core_api.StepCheck(
         name,
         float(diff.max()),
         float(bound[shown]),
@@ -139,9 +137,8 @@ def row_problem(q, k, v, scale: float, heads: tuple[int, int], kwargs: dict) -> 
     mask_rows = None
     if mask is not None:
         mask_rows = mask[rows].tolist() if hasattr(mask, "shape") else [mask[i] for i in rows]
-    if kwargs.get("is_causal"):  # top-left causal: row i may see keys j <= i
-        keys = np.arange(k.shape[1])  # (S,); one comparison for the (R, S) grid, not R * S
-        mask_rows = (keys[None, :] <= np.asarray(rows)[:, None]).tolist()  # (R, S) bools
+    if kwargs.get("is_causal"):  # top-left causal: the sampled rows of the grid, (R, S)
+        mask_rows = core_api.causal_cells(q.shape[1], k.shape[1], "top-left", rows)
     options = dict(
         attn_mask=mask_rows,
         scale=scale,
@@ -151,7 +148,7 @@ def row_problem(q, k, v, scale: float, heads: tuple[int, int], kwargs: dict) -> 
     return RowProblem(rows, q, k, v, mask_rows, options)
 
 
-def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
+def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[core_api.StepCheck]:
     """Checks of the sampled rows' head outputs and weights, every head, the ground truth
     computed here (the window computes it beside the trace: gui.truth_process)."""
     heads = (trace.num_heads, trace.num_kv_heads)
@@ -161,7 +158,9 @@ def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[StepCheck]:
     return checks_against(trace, problem, truth, dtype)
 
 
-def checks_against(trace: object, problem: RowProblem, truth: tuple, dtype: str) -> list[StepCheck]:
+def checks_against(
+    trace: object, problem: RowProblem, truth: tuple, dtype: str
+) -> list[core_api.StepCheck]:
     """The trace's sampled rows of head outputs and weights against the ground truth's `truth`
     (exact_rows of `problem`, which was read from this trace's q, k and v)."""
     H, Hkv = trace.num_heads, trace.num_kv_heads
@@ -179,7 +178,7 @@ def checks_against(trace: object, problem: RowProblem, truth: tuple, dtype: str)
     if mask_rows is not None and not isinstance(mask_rows[0][0], bool):
         float_mask = np.asarray(mask_rows, np.float64)  # (R, S), the same for every head
     out_bound = np.asarray(
-        scratch.tolerance(
+        core_api.tolerance(
             q[:, rows],
             k,
             problem.v,
@@ -193,8 +192,12 @@ def checks_against(trace: object, problem: RowProblem, truth: tuple, dtype: str)
     )  # (H, R, d_v)
     # step 3: weights within scratch.weights_tolerance's bound (the same rounding model)
     w_bound = np.asarray(
-        weights_tolerance(
-            q[:, rows], k, w_t, Options(float_mask, scale=scale, enable_gqa=H != Hkv), dtype
+        core_api.weights_tolerance(
+            q[:, rows],
+            k,
+            w_t,
+            core_api.Options(float_mask, scale=scale, enable_gqa=H != Hkv),
+            dtype,
         ),
         np.float64,
     )  # (H, R, S)

@@ -534,7 +534,7 @@ def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
     if s.mask_mode == "custom" and s.mask is not None:
         return s.mask
     if s.mask_mode.startswith("causal"):
-        causal = core_api.causal_mask(L, S, s.mask_mode.removeprefix("causal-"))
+        causal = core_api.causal_cells(L, S, s.mask_mode.removeprefix("causal-"))
         return tuple(tuple(row) for row in causal)
     return tuple(tuple(True for _ in range(S)) for _ in range(L))
 
@@ -552,9 +552,9 @@ def sampled_mask(s: Session, most: int) -> tuple[tuple[bool, ...], ...]:
     rows, cols = sampled_indices(L, most), sampled_indices(S, most)
     if s.mask_mode == "custom" and s.mask is not None:
         return tuple(tuple(s.mask[i][j] for j in cols) for i in rows)
-    if s.mask_mode.startswith("causal"):  # key j visible to query i iff j <= i + shift
-        shift = S - L if s.mask_mode == "causal-bottom-right" else 0
-        return tuple(tuple(j <= i + shift for j in cols) for i in rows)
+    if s.mask_mode.startswith("causal"):
+        causal = core_api.causal_cells(L, S, s.mask_mode.removeprefix("causal-"), rows, cols)
+        return tuple(tuple(row) for row in causal)
     return tuple(tuple(True for _ in cols) for _ in rows)
 
 

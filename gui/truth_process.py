@@ -15,7 +15,7 @@ its stdin and stdout. A new request while an older one is unanswered (a supersed
 stops the child and starts a new one, so nobody waits for a ground truth nobody reads. When
 the child cannot start, dies or is too slow, the rows are computed in the calling thread
 instead and the next request starts a new child. At exit it is killed (its answer is wanted by
-nobody then). No NumPy here: the child imports this module and scratch only.
+nobody then). No NumPy here: the child imports this module, gui.core_api and scratch only.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 
-import scratch
+from gui import core_api
 
 _SERVE = "from gui.truth_process import serve; serve()"
 _lock = threading.Lock()  # over _child (which child is current) and _child_cpu
@@ -62,7 +62,7 @@ def exact_rows(arguments: tuple, options: dict) -> tuple[list, list]:
     """scratch.attention_rows(*arguments, **options): (head outputs, weights) of the passed
     rows, nested lists (H, R, d_v) and (H, R, S)."""
     with _collector_paused():
-        return scratch.attention_rows(*arguments, **options)
+        return core_api.attention_rows(*arguments, **options)
 
 
 def serve() -> None:
@@ -246,12 +246,7 @@ class Pending:
 def sharing_cores():
     """OpenBLAS (NumPy's) on one thread meanwhile, so the child keeps its core (see above).
     torch's own threads are not held: beside the torch backend the child shares the cores."""
-    try:
-        from scratch.backends.numpy_threads import single_threaded_blas
-    except ImportError:  # no NumPy: nothing to hold
-        yield
-        return
-    with single_threaded_blas():
+    with core_api.single_threaded_blas():  # no NumPy: nothing to hold
         yield
 
 
