@@ -71,6 +71,11 @@ def plan_heads(query: tuple, key: tuple | None, value: tuple | None, **kwargs) -
     return scratch.plan.plan_multi_head(query, key, value, **kwargs)
 
 
+def shapes_for_heads(L: int, S: int, heads: tuple, d_head: int, d_v: int, inputs=None) -> dict:
+    """scratch.plan.shapes_for_heads: the matrices' shapes for heads this wide."""
+    return scratch.plan.shapes_for_heads(L, S, heads, d_head, d_v, inputs)
+
+
 def causal_cells(L: int, S: int, align: str, rows=None, cols=None) -> list[list[bool]]:
     """scratch.causal.causal_cells: rows `rows` and columns `cols` of the causal grid."""
     return causal.causal_cells(L, S, align, rows, cols)

@@ -275,24 +275,12 @@ def resized(
     dk = d_k or s.d_k
     dv = d_v or s.d_v
     check_widths(H, Hkv, dk, dv)
-    if s.mode == "project":
-        d_kv_in = len(s.key[0]) if cross else dm
-        changes = dict(
-            query=resize_matrix(s.query, L, dm),  # x (L, d_model)
-            key=resize_matrix(s.key, S, d_kv_in),  # (S, d_kv_in)
-            value=resize_matrix(s.value, S, d_kv_in),  # (S, d_kv_in)
-            w_q=resize_matrix(s.w_q, dm, H * dk),  # (d_model, H*d_k)
-            w_k=resize_matrix(s.w_k, d_kv_in if cross else dm, Hkv * dk),  # (d_kv_in, Hkv*d_k)
-            w_v=resize_matrix(s.w_v, d_kv_in if cross else dm, Hkv * dv),  # (d_kv_in, Hkv*d_v)
-        )
-    elif s.mode == "qkv":
-        changes = dict(
-            query=resize_matrix(s.query, L, H * dk),  # q (L, H*d_k)
-            key=resize_matrix(s.key, S, Hkv * dk),  # k (S, Hkv*d_k)
-            value=resize_matrix(s.value, S, Hkv * dv),  # v (S, Hkv*d_v)
-        )
-    else:
+    if s.mode == "self":
         changes = dict(query=resize_matrix(s.query, L, dm))  # x (L, d_model)
+    else:  # the plan's shapes: x, key, value and W's (project) or q, k, v themselves (qkv)
+        inputs = (dm, len(s.key[0]) if cross else dm) if s.mode == "project" else None
+        shapes = core_api.shapes_for_heads(L, S, (H, Hkv), dk, dv, inputs)
+        changes = {name: resize_matrix(s.matrix(name), *shape) for name, shape in shapes.items()}
     mask = resize_mask(s.mask, L, S)
     key_tokens = _resize_labels(s.key_tokens, S) if cross else _resize_labels(s.tokens, L)
     return dataclasses.replace(
@@ -481,15 +469,16 @@ def with_mode(s: Session, mode: str) -> Session:
             mask=resize_mask(s.mask, L, L),
             num_kv_heads=s.num_heads,
         )
-    if mode == "qkv":
-        d_k, d_v, Hkv = s.d_k, s.d_v, s.num_kv_heads
+    if mode == "qkv":  # q (L, H*d_k), k (S, Hkv*d_k), v (S, Hkv*d_v)
+        heads = (s.num_heads, s.num_kv_heads)
+        shapes = core_api.shapes_for_heads(L, S, heads, s.d_k, s.d_v)
         key = s.key if s.key is not None else s.query
         return dataclasses.replace(
             s,
             mode=mode,
-            query=resize_matrix(s.query, L, s.num_heads * d_k),  # q (L, H*d_k)
-            key=resize_matrix(key, S, Hkv * d_k),  # k (S, Hkv*d_k)
-            value=resize_matrix(s.value if s.value is not None else key, S, Hkv * d_v),
+            query=resize_matrix(s.query, *shapes["query"]),
+            key=resize_matrix(key, *shapes["key"]),
+            value=resize_matrix(s.value if s.value is not None else key, *shapes["value"]),
             w_q=None,
             w_k=None,
             w_v=None,

@@ -23,6 +23,31 @@ def projections(*values: object) -> dict[str, object]:
     return dict(zip(PARAMS, values))
 
 
+def shapes_for_heads(
+    L: int,
+    S: int,
+    heads: tuple[int, int],
+    d_head: int,
+    d_v: int,
+    inputs: tuple[int, int] | None = None,
+) -> dict[str, Shape]:
+    """The shapes of a call whose `heads` (H, Hkv) are d_head (query, key) and d_v (value) wide,
+    the inverse of `plan_multi_head`: with `inputs` (d_model, d_kv_in), the inputs and their
+    projections; without, no projections, so the inputs are the heads side by side."""
+    H, Hkv = heads
+    if inputs is None:  # q, k, v themselves: (L, H * d_head), (S, Hkv * d_head), (S, Hkv * d_v)
+        return {"query": (L, H * d_head), "key": (S, Hkv * d_head), "value": (S, Hkv * d_v)}
+    d_model, d_kv_in = inputs
+    return {
+        "query": (L, d_model),  # x
+        "key": (S, d_kv_in),
+        "value": (S, d_kv_in),
+        "w_q": (d_model, H * d_head),  # (L, d_model) @ (d_model, H * d_head)
+        "w_k": (d_kv_in, Hkv * d_head),  # (S, d_kv_in) @ (d_kv_in, Hkv * d_head)
+        "w_v": (d_kv_in, Hkv * d_v),  # (S, d_kv_in) @ (d_kv_in, Hkv * d_v)
+    }
+
+
 @dataclass(frozen=True)
 class HeadPlan:
     """The shapes of one multi-head attention call."""
