@@ -94,8 +94,10 @@ def run_multi_head(
     params: dict[str, object],
     heads: tuple[object, object],
     options: Options,
+    on_projected: object = None,
 ) -> Projected:
-    """Validate everything, project, split heads, attend, concatenate, project out."""
+    """Validate everything, project, split heads, attend, concatenate, project out;
+    `on_projected` (None or a function) is called with (q, k, v, scale) before attention."""
     check_value_has_key(key, value)
     x, x_shape = as_tensor(query, "query", min_dims=2)
     xk, k_shape = (x, x_shape) if key is None else as_tensor(key, "key", min_dims=2)
@@ -117,6 +119,8 @@ def run_multi_head(
     k = project(xk, lead, wk, bk)  # (..., S, d_kv) @ (d_kv, Hkv*d_head) -> (..., S, Hkv*d_head)
     v = project(xv, lead, wv, bv)  # (..., S, d_kv) @ (d_kv, Hkv*d_v) -> (..., S, Hkv*d_v)
     scale = options.scale_for(plan.d_head)
+    if on_projected is not None:  # before attention: a caller can start work on them
+        on_projected(q, k, v, scale)
     mask = build_mask(options, plan.scores_shape)
     # steps 2-6: split the heads and attend; query head h reads kv head h // (H // Hkv)
     q_heads = split_heads(q, lead, H)  # (..., H, L, d_head)

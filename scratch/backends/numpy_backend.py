@@ -25,6 +25,7 @@ import numpy as np
 from scratch.backends import numpy_chunked
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
+from scratch.example import Example, check_trace_call
 from scratch.options import Options
 from scratch.plan import PARAMS, HeadPlan, plan_multi_head, projections
 from scratch.result import LseResult, Result
@@ -32,7 +33,6 @@ from scratch.trace import Trace, layout_trace
 from scratch.validate import (
     check_attention_shapes,
     check_flag,
-    check_hook,
     check_mask_shape,
     check_projections,
     check_value_has_key,
@@ -363,18 +363,30 @@ def trace_attention(
     dtype=None,
     on_projected=None,
 ) -> Trace:
+    """The ground truth's worked example in NumPy: one Example and one Options, then
+    `trace_example`."""
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    example = Example(x, key, value, params, tokens, key_tokens, num_heads, num_kv_heads)
+    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
+    return trace_example(example, options, dtype=dtype, on_projected=on_projected)
+
+
+def trace_example(example: Example, options: Options, *, dtype=None, on_projected=None) -> Trace:
     """The ground truth's worked example, every step a NumPy array computed here.
 
     on_projected: None, or a function called with (q, k, v, scale) once the projections exist
-    and before attention (the arrays the trace will hold; the window starts its check there)."""
-    check_value_has_key(key, value)
-    check_hook(on_projected, "on_projected")
-    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    and before attention (the arrays the trace will hold; the window starts its check there).
+    No dropout here: options.dropout_p must be 0."""
+    check_trace_call(example, options, on_projected)
+    if options.dropout_p:
+        raise ValueError("dropout_p: the NumPy trace has no dropout; expected 0.0")
+    params = example.projections()
+    key, value = example.key, example.value
     settings = Settings(
-        result_dtype(dtype, x, key, value, *params.values()), on_projected=on_projected
+        result_dtype(dtype, example.x, key, value, *params.values()), on_projected=on_projected
     )
-    run = _run_multi_head(x, key, value, params, (num_heads, num_kv_heads), options, settings)
+    heads = (example.num_heads, example.num_kv_heads)
+    run = _run_multi_head(example.x, key, value, params, heads, options, settings)
     if run.x.ndim != 2:
         raise ValueError(
             f"x: a trace is one worked example, expected shape (L, d_model), "
@@ -390,10 +402,10 @@ def trace_attention(
     values["output"] = run.output
     if key is not None:
         values["key_input"] = run.key_input
-    if value is not None and value is not key:
+    if value is not None:
         values["value_input"] = run.value_input
     is_bool = None if run.mask is None else bool(run.mask.dtype == np.bool_)
     return layout_trace(
-        values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
-        key_tokens=key_tokens, source=(NAME, run.x.dtype.name),
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
+        key_tokens=example.key_tokens, source=(NAME, run.x.dtype.name),
     )  # fmt: skip

@@ -39,6 +39,7 @@ from scratch.backends.torch_math import (
     project,
     split_heads,
 )
+from scratch.example import Example, check_trace_call
 from scratch.options import Options
 from scratch.plan import HeadPlan, plan_multi_head, projections
 from scratch.result import LseResult, Result
@@ -247,16 +248,39 @@ def trace_attention(
     backend_name: str = "torch-cpu",
     on_projected=None,
 ) -> Trace:
+    """Every intermediate of one worked example as tensors: one Example and one Options, then
+    `trace_example`."""
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    example = Example(x, key, value, params, tokens, key_tokens, num_heads, num_kv_heads)
+    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
+    return trace_example(
+        example, options, dtype=dtype, on_projected=on_projected, device=device,
+        backend_name=backend_name,
+    )  # fmt: skip
+
+
+def trace_example(
+    example: Example,
+    options: Options,
+    *,
+    dtype=None,
+    on_projected=None,
+    device="cpu",
+    backend_name: str = "torch-cpu",
+) -> Trace:
     """Every intermediate of one worked example as tensors: the truth's steps, names and axes.
 
     on_projected: None, or a function called with (q, k, v, scale) once the projections exist
-    and before attention (the tensors the trace will hold; the window starts its check there)."""
-    validate.check_value_has_key(key, value)
-    validate.check_hook(on_projected, "on_projected")
-    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
-    heads = (num_heads, num_kv_heads)
-    run = _run_multi_head(x, key, value, params, heads, options, dtype, device, fast=False)
+    and before attention (the tensors the trace will hold; the window starts its check there).
+    No dropout here: options.dropout_p must be 0."""
+    check_trace_call(example, options, on_projected)
+    if options.dropout_p:
+        raise ValueError("dropout_p: the torch trace has no dropout; expected 0.0")
+    key, value = example.key, example.value
+    heads = (example.num_heads, example.num_kv_heads)
+    run = _run_multi_head(
+        example.x, key, value, example.projections(), heads, options, dtype, device, fast=False
+    )
     if run.inputs["x"].ndim != 2:
         raise ValueError(
             f"x: a trace is one worked example, expected shape (L, d_model), "
@@ -267,6 +291,7 @@ def trace_attention(
     heads_out, s = _attend_heads(run, need_weights=True)  # (H, L, dv), every step kept
     concat = concat_heads(heads_out)  # (H, L, dv) -> (L, H*dv)
     H, storage = run.plan.num_heads, run.place.storage
+    w_o = run.params["w_o"]
     output = heads_out[0] if H == 1 and w_o is None else _project_out(run, concat)
     # the numbers are all computed here; scratch.trace only names and describes them
     values = {"x": run.inputs["x"], "q": run.q, "k": run.k, "v": run.v}
@@ -276,23 +301,24 @@ def trace_attention(
     values.update(masked=s.masked.to(storage))
     if key is not None:
         values["key_input"] = run.inputs["key_input"]
-    if value is not None and value is not key:
+    if value is not None:
         values["value_input"] = run.inputs["value_input"]
     is_bool = None if options.mask_kind != "given" else run.mask.dtype == torch.bool
     return layout_trace(
-        values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
-        key_tokens=key_tokens, source=(backend_name, str(storage).removeprefix("torch.")),
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
+        key_tokens=example.key_tokens, source=(backend_name, str(storage).removeprefix("torch.")),
     )  # fmt: skip
 
 
 def functions(device: str = "cpu") -> dict[str, Callable]:
-    """The three public functions bound to one device ("cpu" or "cuda")."""
+    """The public functions bound to one device ("cpu" or "cuda")."""
     name = f"torch-{torch.device(device).type}"
     device = as_device(device)
     return {
         "scaled_dot_product_attention": partial(scaled_dot_product_attention, device=device),
         "multi_head_attention": partial(multi_head_attention, device=device),
         "trace_attention": partial(trace_attention, device=device, backend_name=name),
+        "trace_example": partial(trace_example, device=device, backend_name=name),
     }
 
 
@@ -305,4 +331,5 @@ __all__ = [
     "multi_head_attention",
     "scaled_dot_product_attention",
     "trace_attention",
+    "trace_example",
 ]
