@@ -1,6 +1,6 @@
 """The backward view's numbers: dO from the session, and the backend's gradients checked (no Qt).
 
-The ground truth's backward trace (`scratch.trace_attention(..., grad_output=dO)`) is what the
+The ground truth's backward trace (`trace_example(example, options, grad_output=dO)`) is what the
 Backward view shows. The Check tab compares the chosen backend's own backward function
 (`scaled_dot_product_attention_backward`, run on the heads' q, k, v and dO) with the ground
 truth's backward on the same inputs rounded to the backend's dtype, within
@@ -9,6 +9,7 @@ truth's backward on the same inputs rounded to the backend's dtype, within
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -152,37 +153,35 @@ def head_inputs(trace: object, dtype: str) -> tuple[list, list, list, list]:
     return tuple(_rounded(a, dtype).tolist() for a in (q, k, v, dO))
 
 
-def check_options(trace: object, kwargs: dict) -> dict:
-    """scaled_dot_product_attention_backward's options for the heads of the session's trace."""
-    return dict(
-        attn_mask=kwargs.get("attn_mask"),
-        is_causal=bool(kwargs.get("is_causal", False)),
-        scale=trace.scale,
-        enable_gqa=trace.num_heads != trace.num_kv_heads,
-        masked_rows=kwargs.get("masked_rows", "zero"),
-    )
+def check_options(trace: object, options: core_api.Options) -> core_api.Options:
+    """The session's `options` for the backward of its trace's heads: the trace's scale, GQA
+    when the heads share key/value heads."""
+    gqa = trace.num_heads != trace.num_kv_heads
+    return dataclasses.replace(options, scale=trace.scale, enable_gqa=gqa)
 
 
-def check_heads(q, k, v, dO, options: dict, backend: str, dtype: str) -> list[core_api.StepCheck]:
+def check_heads(q, k, v, dO, options, backend: str, dtype: str) -> list[core_api.StepCheck]:
     """StepChecks of `backend`'s dQ, dK, dV on the heads' inputs against the ground truth's."""
     # step 1: the backend's own backward function, in the session's dtype
-    found = core_api.backward_with_backend(backend, dtype, q, k, v, dO, **options)
+    found = core_api.backward_with_backend(backend, dtype, q, k, v, dO, options)
     # step 2: the ground truth's backward on the same inputs, and the bound for `dtype`
-    truth = core_api.ground_truth_backward(q, k, v, dO, **options)
-    bound = core_api.gradient_bound(q, k, v, dO, **options, dtype=dtype)
+    truth = core_api.ground_truth_backward(q, k, v, dO, options)
+    bound = core_api.gradient_bound(q, k, v, dO, options, dtype)
     return [
         _step_check(name, _as_array(f), np.asarray(t, np.float64), np.asarray(bound[name]))
         for name, f, t in zip(GRADIENTS, found, truth)
     ]
 
 
-def gradient_checks(trace: object, kwargs: dict, backend: str, dtype: str) -> tuple[list, str]:
+def gradient_checks(
+    trace: object, options: core_api.Options, backend: str, dtype: str
+) -> tuple[list, str]:
     """([StepCheck] for dQ, dK, dV, the sentence saying what was compared) for `backend`.
 
     `trace` is the ground truth's backward trace of the session (its q, k, v and the heads' dO
-    are the backend's inputs); `kwargs` are its trace_attention keywords (mask options)."""
+    are the backend's inputs); `options` the session's Options (mask, masked rows)."""
     H, Hkv = trace.num_heads, trace.num_kv_heads
-    checks = check_heads(*head_inputs(trace, dtype), check_options(trace, kwargs), backend, dtype)
+    checks = check_heads(*head_inputs(trace, dtype), check_options(trace, options), backend, dtype)
     rounding = "" if dtype == "float64" else f", rounded to {dtype}"
     heads = f"{H} head{'s' if H > 1 else ''}" + (f", {Hkv} kv" if Hkv != H else "")
     compared = (

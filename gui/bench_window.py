@@ -44,7 +44,7 @@ def _session(tokens: int):
     return dataclasses.replace(s, backend="numpy", dtype="float32")
 
 
-def _trace_alone_job(pool, session, kwargs: dict):
+def _trace_alone_job(pool, session, call: tuple):
     """A function that starts the backend's trace alone on `pool` and returns its signals."""
     from PyQt6.QtCore import QObject, QRunnable, pyqtSignal
 
@@ -62,7 +62,7 @@ def _trace_alone_job(pool, session, kwargs: dict):
 
         def run(self) -> None:  # as gui.worker._Job: the collector paused while it runs
             try:
-                trace = core_api.trace_with_backend(session.backend, session.dtype, **kwargs)
+                trace = core_api.trace_with_backend(session.backend, session.dtype, *call)
             except Exception as exc:  # noqa: BLE001 - reported to the waiting loop
                 self.signals.failed.emit(f"{type(exc).__name__}: {exc}")
             else:
@@ -160,8 +160,8 @@ def measure(
     wait_s = bench_host.LOAD_WAIT_S if load_wait_s is None else load_wait_s
     worker = TraceWorker()
     session = _session(tokens)
-    kwargs = controller.trace_kwargs(session)
-    trace_alone = _trace_alone_job(worker.pool, session, kwargs)
+    call = controller.example_and_options(session)  # (Example, Options)
+    trace_alone = _trace_alone_job(worker.pool, session, call)
     recompute = (lambda: worker.submit(session)), worker
     times: dict[str, list[float]] = {"trace": [], "recompute": []}
     cpu: dict[str, list[float]] = {"trace": [], "recompute": []}

@@ -34,36 +34,37 @@ class Cancelled(Exception):
     """The user pressed Cancel; the result is thrown away."""
 
 
-def trace_kwargs(s: Session) -> dict:
-    """The keyword arguments of scratch.trace_attention for this session."""
+def example_and_options(s: Session) -> tuple[core_api.Example, core_api.Options]:
+    """What every backend's trace_example reads for this session: what it computes on (an
+    Example) and how (an Options), built once and passed on as they are."""
     # step 1: inputs; scratch's x is the query table (q itself in qkv mode: no w_q)
-    kwargs = dict(x=[list(r) for r in s.query], tokens=list(s.tokens), num_heads=s.num_heads)
-    if s.num_kv_heads != s.num_heads:
-        kwargs["num_kv_heads"] = s.num_kv_heads
-    if s.key is not None:
-        kwargs["key"] = [list(r) for r in s.key]
-        kwargs["key_tokens"] = list(s.key_tokens)
-    if s.value is not None:
-        kwargs["value"] = [list(r) for r in s.value]
-    if s.mode == "project":
-        for name in ("w_q", "w_k", "w_v"):
-            kwargs[name] = [list(r) for r in s.matrix(name)]
+    rows = {name: [list(r) for r in s.matrix(name)] for name in s.matrices_in_use()}
+    example = core_api.Example(
+        rows.pop("query"),
+        rows.pop("key", None),
+        rows.pop("value", None),
+        rows,  # w_q, w_k, w_v in mode 'project'
+        list(s.tokens),
+        list(s.key_tokens) if s.key is not None else None,
+        s.num_heads,
+        s.num_kv_heads,
+    )
     # step 2: scale: None means 1/sqrt(d_k) inside scratch
-    kwargs["scale"] = {"sqrt": None, "none": 1.0, "custom": s.scale_value}[s.scale_mode]
-    # step 3: mask
-    if s.mask_mode == "causal-top-left":
-        kwargs["is_causal"] = True
-    elif s.mask_mode == "causal-bottom-right":
-        kwargs["attn_mask"] = core_api.causal_mask_array(s.num_tokens, s.num_keys, "bottom-right")
+    scale = {"sqrt": None, "none": 1.0, "custom": s.scale_value}[s.scale_mode]
+    # step 3: mask (a causal one as a NumPy array for the backends: 4096 tokens is 16.7 M cells)
+    attn_mask = None
+    if s.mask_mode == "causal-bottom-right":
+        attn_mask = core_api.causal_mask_array(s.num_tokens, s.num_keys, "bottom-right")
     elif s.mask_mode == "custom" and s.mask is not None:
-        kwargs["attn_mask"] = core_api.mask_array(s.mask)
-    kwargs["masked_rows"] = s.masked_rows
-    return kwargs
+        attn_mask = core_api.mask_array(s.mask)
+    is_causal = s.mask_mode == "causal-top-left"
+    options = core_api.Options(attn_mask, is_causal, scale, masked_rows=s.masked_rows)
+    return example, options
 
 
 def step_names(s: Session) -> list[str]:
     """The step names the session's trace will have (asks the ground truth once)."""
-    return core_api.ground_truth(**trace_kwargs(s)).names()
+    return core_api.ground_truth(*example_and_options(s)).names()
 
 
 def run(
@@ -74,7 +75,7 @@ def run(
     """Backend trace, ground-truth trace, step-by-step comparison; raises Cancelled."""
     report = progress or (lambda done, total, what: None)
     stop = cancelled or (lambda: False)
-    kwargs = trace_kwargs(s)
+    example, options = example_and_options(s)
     start = time.perf_counter()
     sampled = sampled_check.wanted(s.backend, len(s.tokens))
     # step 1: the backend the user chose, in the dtype the user chose (never a silent fallback);
@@ -84,13 +85,13 @@ def run(
     started: list = []  # (q, k, v, RowProblem, Pending) from the hook
 
     def start_truth(q, k, v, scale: float) -> None:
-        problem = sampled_check.row_problem(q, k, v, scale, (s.num_heads, s.num_kv_heads), kwargs)
+        problem = sampled_check.row_problem(q, k, v, scale, (s.num_heads, s.num_kv_heads), options)
         pending = truth_process.start(problem.arguments(), problem.options)
         started.append((q, k, v, problem, pending))
 
     hook = start_truth if sampled else None
     with truth_process.sharing_cores() if sampled else contextlib.nullcontext():
-        trace = core_api.trace_with_backend(s.backend, s.dtype, on_projected=hook, **kwargs)
+        trace = core_api.trace_with_backend(s.backend, s.dtype, example, options, hook)
     if stop():
         raise Cancelled  # a started ground truth is left to finish; nobody reads it
     if sampled:
@@ -98,12 +99,12 @@ def run(
         # the backend's trace is its own reference for the hover arithmetic
         report(1, 3, "ground truth for sampled rows")
         reference, note = trace, sampled_check.describe(len(s.tokens))
-        checks = _sampled_checks(trace, kwargs, str(s.dtype), started)
+        checks = _sampled_checks(trace, options, str(s.dtype), started)
         report(3, 3, "done")
         return _outcome(s, trace, reference, checks, start, note)
     # step 2: the exact ground truth (the same object when the backend is scratch itself)
     report(1, 3, "ground truth trace")
-    reference = trace if s.backend == "scratch" else core_api.ground_truth(**kwargs)
+    reference = trace if s.backend == "scratch" else core_api.ground_truth(example, options)
     if stop():
         raise Cancelled
     # step 3: compare them step by step
@@ -113,14 +114,14 @@ def run(
     return _outcome(s, trace, reference, checks, start, "")
 
 
-def _sampled_checks(trace, kwargs: dict, dtype: str, started: list) -> list:
+def _sampled_checks(trace, options: core_api.Options, dtype: str, started: list) -> list:
     """The sampled check from the ground truth started by the hook, when it read the very q, k
     and v the trace holds; else (a backend without the hook, or other arrays) computed here."""
     if len(started) == 1:
         q, k, v, problem, pending = started[0]
         if all(trace[n].value is x for n, x in zip("qkv", (q, k, v))):
             return sampled_check.checks_against(trace, problem, pending.result(), dtype)
-    return sampled_check.sampled_checks(trace, kwargs, dtype)
+    return sampled_check.sampled_checks(trace, options, dtype)
 
 
 def _outcome(s: Session, trace, reference, checks, start: float, sampled: str) -> Outcome:
@@ -164,10 +165,10 @@ def run_backward(
     refused = backward_check.too_large(s)
     if refused:
         return BackwardOutcome(s, None, [], "", refused, time.perf_counter() - start)
-    kwargs = trace_kwargs(s)
+    example, options = example_and_options(s)
     # step 1: the exact backward trace (the forward steps, then dO -> dV, dP, D, dS -> dQ, dK)
     report(0, 2, "ground truth backward")
-    trace = core_api.backward_trace(backward_check.grad_output_for(s), **kwargs)
+    trace = core_api.backward_trace(backward_check.grad_output_for(s), example, options)
     if stop():
         raise Cancelled
     # step 2: the chosen backend's gradients against it (small enough sizes only)
@@ -175,6 +176,6 @@ def run_backward(
     checks: list = []
     if not compared:
         report(1, 2, f"{s.backend} ({s.dtype}) gradients")
-        checks, compared = backward_check.gradient_checks(trace, kwargs, s.backend, s.dtype)
+        checks, compared = backward_check.gradient_checks(trace, options, s.backend, s.dtype)
     report(2, 2, "done")
     return BackwardOutcome(s, trace, checks, compared, "", time.perf_counter() - start)

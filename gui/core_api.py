@@ -13,10 +13,12 @@ from scratch import backends, causal, presets, steps
 
 # names the window uses as scratch defines them, passed through unchanged
 from scratch.compare import StepCheck as StepCheck
+from scratch.example import Example as Example
 from scratch.options import Options as Options
 from scratch.rows import attention_rows as attention_rows
 from scratch.rows import sample_rows as sample_rows
 from scratch.tolerance import tolerance as tolerance
+from scratch.trace import trace_example
 from scratch.weights_tolerance import weights_tolerance as weights_tolerance
 
 
@@ -52,18 +54,20 @@ def backend_dtypes() -> dict[str, tuple[str, ...]]:
     return {name: tuple(backends.get(name).dtypes) for name in backends.available()}
 
 
-def trace_with_backend(name: str, dtype: str, on_projected=None, **kwargs) -> object:
-    """backend(name).trace_attention(**kwargs, dtype=dtype); the ground truth for 'scratch'.
+def trace_with_backend(
+    name: str, dtype: str, example: Example, options: Options, on_projected=None
+) -> object:
+    """backend(name).trace_example(example, options, dtype=dtype): the ground truth for 'scratch'.
 
-    on_projected (NumPy and torch backends): called with (q, k, v, scale) before attention."""
-    if name == "scratch":
-        return scratch.trace_attention(**kwargs)
-    return backends.get(name).trace_attention(**kwargs, dtype=dtype, on_projected=on_projected)
+    on_projected: None, or called with (q, k, v, scale) once the projections exist, before
+    attention (the arrays the trace will hold)."""
+    backend = backends.get(name)
+    return backend.trace_example(example, options, dtype=dtype, on_projected=on_projected)
 
 
-def ground_truth(**kwargs) -> object:
-    """scratch.trace_attention, the exact reference every backend is checked against."""
-    return scratch.trace_attention(**kwargs)
+def ground_truth(example: Example, options: Options) -> object:
+    """scratch's trace_example, the exact reference every backend is checked against."""
+    return trace_example(example, options)
 
 
 def plan_heads(query: tuple, key: tuple | None, value: tuple | None, **kwargs) -> object:
@@ -132,9 +136,9 @@ def sentence_kind(names: list[str], step: str) -> str:
 # ---------------------------------------------------------------- the backward pass
 
 
-def backward_trace(grad_output: list, **kwargs) -> object:
-    """scratch.trace_attention(..., grad_output=dO): the forward steps, then the backward's."""
-    return scratch.trace_attention(**kwargs, grad_output=grad_output)
+def backward_trace(grad_output: list, example: Example, options: Options) -> object:
+    """scratch's trace_example(..., grad_output=dO): the forward steps, then the backward's."""
+    return trace_example(example, options, grad_output=grad_output)
 
 
 def backward_steps(trace: object) -> list[str]:
@@ -157,24 +161,32 @@ def one_hot(rows: int, cols: int, i: int, c: int) -> list[list[float]]:
     return one_hot(rows, cols, i, c)
 
 
-def backward_with_backend(name: str, dtype: str, q, k, v, grad_output, **options) -> tuple:
+BACKWARD_OPTIONS = ("attn_mask", "is_causal", "scale", "enable_gqa", "masked_rows")
+
+
+def _keywords(options: Options) -> dict:
+    """`options` as the keywords of the backward functions (PyTorch's names; no dropout)."""
+    return {name: getattr(options, name) for name in BACKWARD_OPTIONS}
+
+
+def backward_with_backend(name: str, dtype: str, q, k, v, grad_output, options: Options) -> tuple:
     """Backend `name`'s scaled_dot_product_attention_backward in `dtype`: (dq, dk, dv)."""
     fn = backends.get(name).scaled_dot_product_attention_backward
     if name == "scratch":  # the ground truth has one dtype and no dtype argument
-        return fn(q, k, v, grad_output, **options)
-    return fn(q, k, v, grad_output, **options, dtype=dtype)
+        return fn(q, k, v, grad_output, **_keywords(options))
+    return fn(q, k, v, grad_output, **_keywords(options), dtype=dtype)
 
 
-def ground_truth_backward(q, k, v, grad_output, **options) -> tuple:
+def ground_truth_backward(q, k, v, grad_output, options: Options) -> tuple:
     """scratch.scaled_dot_product_attention_backward: the exact (dq, dk, dv)."""
-    return scratch.scaled_dot_product_attention_backward(q, k, v, grad_output, **options)
+    return scratch.scaled_dot_product_attention_backward(q, k, v, grad_output, **_keywords(options))
 
 
-def gradient_bound(q, k, v, grad_output, **options) -> object:
+def gradient_bound(q, k, v, grad_output, options: Options, dtype: str) -> object:
     """scratch.grad_tolerance.gradient_tolerance: per-element bounds on every gradient."""
     from scratch.grad_tolerance import gradient_tolerance
 
-    return gradient_tolerance(q, k, v, grad_output, **options)
+    return gradient_tolerance(q, k, v, grad_output, **_keywords(options), dtype=dtype)
 
 
 def compare_gradient(computed, truth, bound) -> object:

@@ -116,8 +116,8 @@ class RowProblem:
     q: np.ndarray  # (H, L, d_k) float64
     k: np.ndarray  # (Hkv, S, d_k)
     v: np.ndarray  # (Hkv, S, d_v)
-    mask_rows: list | None  # (R, S) nested lists, as the ground truth takes them
-    options: dict  # scratch.attention_rows' keywords
+    options: core_api.Options  # attention_rows' options: the sampled rows' mask (R, S), as
+    # nested lists (the ground truth takes them), the trace's scale, GQA, masked rows
 
     def arguments(self) -> tuple:
         """attention_rows' positional arguments as nested lists: the sampled rows of q (only
@@ -126,34 +126,35 @@ class RowProblem:
         return self.q[:, self.rows].tolist(), self.k.tolist(), self.v.tolist(), everyone
 
 
-def row_problem(q, k, v, scale: float, heads: tuple[int, int], kwargs: dict) -> RowProblem:
-    """The RowProblem of a trace's q (L, H * d_k), k and v (S, Hkv * d) (arrays or tensors)."""
+def row_problem(
+    q, k, v, scale: float, heads: tuple[int, int], options: core_api.Options
+) -> RowProblem:
+    """The RowProblem of a trace's q (L, H * d_k), k and v (S, Hkv * d) (arrays or tensors),
+    made with `options` (the session's)."""
     H, Hkv = heads
     q = split_heads(_per_head(q, 1)[0], H)  # (H, L, d_k)
     k = split_heads(_per_head(k, 1)[0], Hkv)  # (Hkv, S, d_k)
     v = split_heads(_per_head(v, 1)[0], Hkv)  # (Hkv, S, d_v)
     rows = checked_rows(q.shape[1])
-    mask = kwargs.get("attn_mask")
+    mask = options.attn_mask
     mask_rows = None
     if mask is not None:
         mask_rows = mask[rows].tolist() if hasattr(mask, "shape") else [mask[i] for i in rows]
-    if kwargs.get("is_causal"):  # top-left causal: the sampled rows of the grid, (R, S)
+    if options.is_causal:  # top-left causal: the sampled rows of the grid, (R, S)
         mask_rows = core_api.causal_cells(q.shape[1], k.shape[1], "top-left", rows)
-    options = dict(
-        attn_mask=mask_rows,
-        scale=scale,
-        enable_gqa=H != Hkv,
-        masked_rows=kwargs.get("masked_rows", "zero"),
-    )
-    return RowProblem(rows, q, k, v, mask_rows, options)
+    sampled = core_api.Options(mask_rows, scale=scale, enable_gqa=H != Hkv,
+                               masked_rows=options.masked_rows)  # fmt: skip
+    return RowProblem(rows, q, k, v, sampled)
 
 
-def sampled_checks(trace: object, kwargs: dict, dtype: str) -> list[core_api.StepCheck]:
+def sampled_checks(
+    trace: object, options: core_api.Options, dtype: str
+) -> list[core_api.StepCheck]:
     """Checks of the sampled rows' head outputs and weights, every head, the ground truth
     computed here (the window computes it beside the trace: gui.truth_process)."""
     heads = (trace.num_heads, trace.num_kv_heads)
     values = (trace["q"].value, trace["k"].value, trace["v"].value)
-    problem = row_problem(*values, trace.scale, heads, kwargs)
+    problem = row_problem(*values, trace.scale, heads, options)
     truth = truth_process.exact_rows(problem.arguments(), problem.options)
     return checks_against(trace, problem, truth, dtype)
 
@@ -164,8 +165,8 @@ def checks_against(
     """The trace's sampled rows of head outputs and weights against the ground truth's `truth`
     (exact_rows of `problem`, which was read from this trace's q, k and v)."""
     H, Hkv = trace.num_heads, trace.num_kv_heads
-    rows, q, k, mask_rows = problem.rows, problem.q, problem.k, problem.mask_rows
-    scale = problem.options["scale"]
+    rows, q, k = problem.rows, problem.q, problem.k
+    mask_rows, scale = problem.options.attn_mask, problem.options.scale
     weights = _per_head(trace["weights"].value, H, rows)  # (H, R, S)
     name = "head_outputs" if "head_outputs" in trace else "output"
     outputs = _per_head(trace[name].value, H, rows)  # (H, R, d_v)

@@ -58,11 +58,15 @@ def _collector_paused():
             gc.enable()
 
 
-def exact_rows(arguments: tuple, options: dict) -> tuple[list, list]:
-    """scratch.attention_rows(*arguments, **options): (head outputs, weights) of the passed
+def exact_rows(arguments: tuple, options: core_api.Options) -> tuple[list, list]:
+    """scratch.attention_rows(*arguments) under `options`: (head outputs, weights) of the passed
     rows, nested lists (H, R, d_v) and (H, R, S)."""
+    o = options
     with _collector_paused():
-        return core_api.attention_rows(*arguments, **options)
+        return core_api.attention_rows(
+            *arguments, o.attn_mask, o.is_causal, o.scale, enable_gqa=o.enable_gqa,
+            masked_rows=o.masked_rows,
+        )  # fmt: skip
 
 
 def serve() -> None:
@@ -192,7 +196,7 @@ def _drop(child: _Child | None) -> None:
 class Pending:
     """The ground truth of one sampled check, being computed in the child (or here, later)."""
 
-    def __init__(self, arguments: tuple, options: dict):
+    def __init__(self, arguments: tuple, options: core_api.Options):
         global _child
         self.request = (arguments, options)  # exact_rows' arguments
         self.answer: tuple | None = None
@@ -250,7 +254,7 @@ def sharing_cores():
         yield
 
 
-def start(arguments: tuple, options: dict) -> Pending:
+def start(arguments: tuple, options: core_api.Options) -> Pending:
     """Send exact_rows(arguments, options) to the child; read it with .result()."""
     return Pending(arguments, options)
 

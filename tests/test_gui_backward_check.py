@@ -27,18 +27,14 @@ def problem(seed: int) -> tuple[list, list, list, list, dict]:
     def m(*shape):
         return np.array([rng.uniform(-2, 2) for _ in range(math.prod(shape))]).reshape(shape)
 
-    options = dict(
-        scale=rng.choice((None, 0.3, -1.0)),
-        enable_gqa=H != Hkv,
-        masked_rows=rng.choice(("zero", "uniform", "nan")),
-        is_causal=False,
-        attn_mask=None,
-    )
+    scale = rng.choice((None, 0.3, -1.0))
+    masked_rows = rng.choice(("zero", "uniform", "nan"))
     kind = rng.choice(("none", "causal", "bool"))
-    if kind == "causal":
-        options["is_causal"] = True
-    elif kind == "bool":  # some rows fully masked now and then
-        options["attn_mask"] = [[rng.random() < 0.6 for _ in range(S)] for _ in range(L)]
+    mask = None
+    if kind == "bool":  # some rows fully masked now and then
+        mask = [[rng.random() < 0.6 for _ in range(S)] for _ in range(L)]
+    options = core_api.Options(mask, kind == "causal", scale, enable_gqa=H != Hkv,
+                               masked_rows=masked_rows)  # fmt: skip
     return m(H, L, E).tolist(), m(Hkv, S, E).tolist(), m(Hkv, S, Ev).tolist(), m(H, L, Ev), options
 
 
@@ -58,9 +54,9 @@ def wrong(mistake: str):
     """A backend backward with one planted mistake, built on numpy's correct one."""
     real = core_api.backward_with_backend
 
-    def backward(name, dtype, q, k, v, dO, **options):
-        dq, dk, dv = (np.array(a, np.float64) for a in real("numpy", dtype, q, k, v, dO, **options))
-        scale = options["scale"] if options["scale"] is not None else 1 / math.sqrt(len(q[0][0]))
+    def backward(name, dtype, q, k, v, dO, options):
+        dq, dk, dv = (np.array(a, np.float64) for a in real("numpy", dtype, q, k, v, dO, options))
+        scale = options.scale if options.scale is not None else 1 / math.sqrt(len(q[0][0]))
         if mistake == "scale missing in dQ":
             dq = dq / scale
         elif mistake == "scale twice in dK":
@@ -88,7 +84,7 @@ def test_a_planted_wrong_gradient_is_named(monkeypatch, mistake, named, dtype):
     monkeypatch.setattr(core_api, "backward_with_backend", wrong(mistake))
     rng = np.random.default_rng(7)
     q, k, v, dO = (rng.standard_normal((2, 5, 3)).tolist() for _ in range(4))
-    options = dict(scale=0.5, enable_gqa=False, masked_rows="zero", is_causal=True, attn_mask=None)
+    options = core_api.Options(is_causal=True, scale=0.5)
     rounded = [backward_check._rounded(np.asarray(a), dtype).tolist() for a in (q, k, v, dO)]
     checks = {c.name: c for c in backward_check.check_heads(*rounded, options, "numpy", dtype)}
     assert not checks[named].ok, f"{mistake}: {named} passed (ratio {checks[named].ratio:.3g})"

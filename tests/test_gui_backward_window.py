@@ -194,9 +194,9 @@ def test_the_check_tab_passes_a_correct_backends_gradients(qtbot, open_window, b
 def test_the_check_tab_names_a_planted_wrong_gradient(qtbot, open_window, monkeypatch):
     real = core_api.backward_with_backend
 
-    def scale_missing_in_dk(name, dtype, q, k, v, dO, **options):
-        dq, dk, dv = real(name, dtype, q, k, v, dO, **options)
-        return dq, dk / options["scale"], dv
+    def scale_missing_in_dk(name, dtype, q, k, v, dO, options):
+        dq, dk, dv = real(name, dtype, q, k, v, dO, options)
+        return dq, dk / options.scale, dv
 
     monkeypatch.setattr(core_api, "backward_with_backend", scale_missing_in_dk)
     w = open_window(dataclasses.replace(projected(), backend="numpy", dtype="float64"))
@@ -295,11 +295,11 @@ def test_the_check_compares_the_problem_the_view_shows(mask, heads, kv):
 
     s = dataclasses.replace(projected(heads=heads, kv=kv), scale_mode="custom", scale_value=0.7,
                             **MASKS[mask])  # fmt: skip
-    kwargs = controller.trace_kwargs(s)
-    trace = core_api.backward_trace(backward_check.grad_output_for(s), **kwargs)
+    example, options = controller.example_and_options(s)
+    trace = core_api.backward_trace(backward_check.grad_output_for(s), example, options)
     q, k, v, dO = backward_check.head_inputs(trace, "float64")
     truth = core_api.ground_truth_backward(
-        q, k, v, dO, **backward_check.check_options(trace, kwargs)
+        q, k, v, dO, backward_check.check_options(trace, options)
     )
     for name, h, got in zip(("grad_query", "grad_key", "grad_value"), (heads, kv, kv), truth):
         layout = np.asarray(trace[name].tolist())  # (n, h * d): head h is a column block

@@ -161,7 +161,7 @@ def test_mode_switches_give_valid_sessions(kv_heads):
         s = sm.with_mode(s, mode)
         assert s.mode == mode
         session_file.validate(s.to_dict())
-        scratch.trace_attention(**controller.trace_kwargs(s))  # the core accepts it
+        core_api.ground_truth(*controller.example_and_options(s))  # the core accepts it
         s = sm.random_session(2, 3, 4, 2, 3, 2, kv_heads) if mode == "self" else s
 
 
@@ -172,10 +172,10 @@ def test_switching_to_projections_keeps_the_result(d_v, kv_heads):
     for start in ("qkv", "self"):
         s = sm.random_session(5, 3, 4, 2, d_v, 2, kv_heads if start == "qkv" else 2)
         s = sm.with_mode(s, start)
-        before = scratch.trace_attention(**controller.trace_kwargs(s))
+        before = core_api.ground_truth(*controller.example_and_options(s))
         after_s = sm.with_mode(s, "project")
         session_file.validate(after_s.to_dict())
-        after = scratch.trace_attention(**controller.trace_kwargs(after_s))
+        after = core_api.ground_truth(*controller.example_and_options(after_s))
         assert after_s.num_heads == s.num_heads == 2
         if start == "qkv" and d_v != 2:  # K and V widths differ: they cannot both be inputs
             assert after_s.key is None and after_s.num_kv_heads == 2
@@ -331,7 +331,7 @@ def test_copy_as_code_snippet_runs_and_matches_the_trace(library, case, changes)
             ),
         )
     s = dataclasses.replace(s, **changes)
-    trace = scratch.trace_attention(**controller.trace_kwargs(s))
+    trace = core_api.ground_truth(*controller.example_and_options(s))
     namespace: dict = {}
     exec(compile(codegen.snippet(s, library), "<snippet>", "exec"), namespace)  # noqa: S102
     got = np.asarray(namespace["output"], dtype=np.float64)
@@ -412,7 +412,7 @@ def test_the_window_writes_numbers_one_way_per_room():
     assert numbers.significant(3.14159, 4) == "3.142"
 
 
-def test_trace_kwargs_map_the_options():
+def test_example_and_options_map_the_session():
     s = dataclasses.replace(
         journey(),
         scale_mode="custom",
@@ -420,13 +420,20 @@ def test_trace_kwargs_map_the_options():
         mask_mode="causal-bottom-right",
         masked_rows="nan",
     )
-    kw = controller.trace_kwargs(s)
-    assert kw["scale"] == 0.5 and kw["masked_rows"] == "nan" and "w_q" not in kw
-    assert kw["attn_mask"].tolist() == [[j <= i for j in range(6)] for i in range(6)]
-    assert controller.trace_kwargs(dataclasses.replace(s, scale_mode="sqrt"))["scale"] is None
-    assert controller.trace_kwargs(dataclasses.replace(s, scale_mode="none"))["scale"] == 1.0
-    top = controller.trace_kwargs(dataclasses.replace(s, mask_mode="causal-top-left"))
-    assert top["is_causal"] is True and "attn_mask" not in top
+    example, options = controller.example_and_options(s)
+    assert options.scale == 0.5 and options.masked_rows == "nan" and "w_q" not in example.params
+    assert example.x == [list(r) for r in s.query] and example.tokens == list(s.tokens)
+    assert options.attn_mask.tolist() == [[j <= i for j in range(6)] for i in range(6)]
+    assert not options.is_causal and options.dropout_p == 0.0
+    _, sqrt = controller.example_and_options(dataclasses.replace(s, scale_mode="sqrt"))
+    _, none = controller.example_and_options(dataclasses.replace(s, scale_mode="none"))
+    assert (sqrt.scale, none.scale) == (None, 1.0)
+    _, top = controller.example_and_options(dataclasses.replace(s, mask_mode="causal-top-left"))
+    assert top.is_causal is True and top.attn_mask is None
+    projected = sm.random_session(1, 3, 4, 2, 3, 2, 1)
+    example, _ = controller.example_and_options(projected)
+    assert list(example.params) == ["w_q", "w_k", "w_v"] and example.key is None
+    assert (example.num_heads, example.num_kv_heads) == (2, 1)
 
 
 def test_output_sentence_with_several_heads_says_how_they_combine():

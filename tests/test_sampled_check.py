@@ -56,10 +56,10 @@ def test_a_wrong_value_in_a_sampled_row_fails(step, index, mask_mode):
     """One entry of a sampled row moved by 1e-3 fails its check (and only that one), with the
     mask as a NumPy array (bottom-right), a causal flag or none."""
     s = _session(1, mask_mode=mask_mode)
-    trace = nb.trace_attention(**controller.trace_kwargs(s), dtype="float32")
+    trace = nb.trace_example(*controller.example_and_options(s), dtype="float32")
     row = scratch.sample_rows(L_SAMPLED, sampled_check.SAMPLE_ROWS, sampled_check.SAMPLE_SEED)[3]
     trace[step].value[1, row, 0] += 1e-3  # head 1, a sampled row
-    checks = sampled_check.sampled_checks(trace, controller.trace_kwargs(s), "float32")
+    checks = sampled_check.sampled_checks(trace, controller.example_and_options(s)[1], "float32")
     assert [c.ok for c in checks] == [index != 0, index != 1]
     assert checks[index].max_abs_diff == pytest.approx(1e-3, rel=1e-2)
 
@@ -67,12 +67,15 @@ def test_a_wrong_value_in_a_sampled_row_fails(step, index, mask_mode):
 def test_a_wrong_value_outside_the_sample_is_not_seen():
     """What sampling gives up, shown: a mistake in an unsampled row passes."""
     s = _session(1)
-    trace = nb.trace_attention(**controller.trace_kwargs(s), dtype="float32")
+    trace = nb.trace_example(*controller.example_and_options(s), dtype="float32")
     picked = set(scratch.sample_rows(L_SAMPLED, 16, 0))
     row = next(i for i in range(L_SAMPLED) if i not in picked)
     trace["head_outputs"].value[0, row, 0] += 1.0
     assert all(
-        c.ok for c in sampled_check.sampled_checks(trace, controller.trace_kwargs(s), "float32")
+        c.ok
+        for c in sampled_check.sampled_checks(
+            trace, controller.example_and_options(s)[1], "float32"
+        )
     )
 
 
@@ -163,11 +166,11 @@ def test_a_custom_mask_reaches_backend_and_check_as_the_same_grid(seed):
     grid[:, 0] = True  # every row sees key 0: the planted weight below is on an allowed key
     mask = tuple(map(tuple, grid.tolist()))
     s = _session(seed, mask_mode="custom", mask=mask)
-    kwargs = controller.trace_kwargs(s)
-    assert kwargs["attn_mask"].dtype == bool and (kwargs["attn_mask"] == grid).all()
+    _, options = controller.example_and_options(s)
+    assert options.attn_mask.dtype == bool and (options.attn_mask == grid).all()
     outcome = controller.run(s)
     assert all(c.ok for c in outcome.checks), outcome.checks
     row = sampled_check.checked_rows(L_SAMPLED)[5]
     outcome.trace["weights"].value[0, row, 0] += 1e-3
-    checks = sampled_check.sampled_checks(outcome.trace, kwargs, "float32")
+    checks = sampled_check.sampled_checks(outcome.trace, options, "float32")
     assert [c.ok for c in checks] == [True, False]

@@ -57,11 +57,11 @@ def _wait_until_dead(pid: int) -> None:
 
 def _problem(seed: int = 1, **changes):
     s = _session(seed, **changes)
-    kwargs = controller.trace_kwargs(s)
-    trace = core_api.trace_with_backend("numpy", "float32", **kwargs)
+    example, options = controller.example_and_options(s)
+    trace = core_api.trace_with_backend("numpy", "float32", example, options)
     heads = (s.num_heads, s.num_kv_heads)
     values = (trace["q"].value, trace["k"].value, trace["v"].value)
-    return sampled_check.row_problem(*values, trace.scale, heads, kwargs)
+    return sampled_check.row_problem(*values, trace.scale, heads, options)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -74,7 +74,9 @@ def test_the_window_gets_the_same_checks_as_computing_them_in_its_own_thread(see
     outcome = controller.run(s)
     assert truth_process.child_pid() is not None  # the child answered this run
     assert truth_process.child_cpu_seconds() > before
-    here = sampled_check.sampled_checks(outcome.trace, controller.trace_kwargs(s), "float32")
+    here = sampled_check.sampled_checks(
+        outcome.trace, controller.example_and_options(s)[1], "float32"
+    )
     assert _numbers(outcome.checks) == _numbers(here)
     assert all(c.ok for c in outcome.checks)
 
@@ -86,8 +88,8 @@ def test_a_wrong_value_fails_the_check_computed_beside_the_trace(monkeypatch, st
     real = core_api.trace_with_backend
     row = sampled_check.checked_rows(L_SAMPLED)[4]
 
-    def wrong(name, dtype, on_projected=None, **kwargs):
-        trace = real(name, dtype, on_projected=on_projected, **kwargs)
+    def wrong(name, dtype, example, options, on_projected=None):
+        trace = real(name, dtype, example, options, on_projected)
         trace[step].value[1, row, 0] += 1e-3
         return trace
 
@@ -104,12 +106,12 @@ def test_a_hook_given_other_arrays_than_the_trace_holds_is_not_trusted(monkeypat
     real = core_api.trace_with_backend
     seen = []
 
-    def copies(name, dtype, on_projected=None, **kwargs):
+    def copies(name, dtype, example, options, on_projected=None):
         def hook(q, k, v, scale):
             seen.append(1)
             on_projected(q.copy(), k.copy(), v.copy(), scale)
 
-        trace = real(name, dtype, on_projected=hook, **kwargs)
+        trace = real(name, dtype, example, options, hook)
         trace["q"].value[...] *= 2  # the trace's q no longer made its weights
         return trace
 
@@ -216,8 +218,9 @@ def test_a_bfloat16_torch_trace_is_checked_on_its_sampled_rows():
 
 def test_an_error_of_the_ground_truth_is_raised_in_the_window():
     problem = _problem(7)
-    pending = truth_process.start(problem.arguments(), {**problem.options, "masked_rows": "x"})
-    with pytest.raises(ValueError, match="masked_rows"):
+    wrong = dataclasses.replace(problem.options, attn_mask=[[True, False]])  # (1, 2): no rows
+    pending = truth_process.start(problem.arguments(), wrong)
+    with pytest.raises(ValueError, match="attn_mask"):
         pending.result()
     assert pending.in_second_process
 
@@ -254,10 +257,10 @@ def test_on_projected_sees_the_arrays_the_trace_holds_before_attention(name):
     """Called once, with the very q, k, v objects of the finished trace and its scale."""
     if name not in backends.available():
         pytest.skip(f"{name} is not installed here")
-    kwargs = controller.trace_kwargs(_session(8, kv=1))
+    example, options = controller.example_and_options(_session(8, kv=1))
     calls = []
     trace = core_api.trace_with_backend(
-        name, "float32", on_projected=lambda *a: calls.append(a), **kwargs
+        name, "float32", example, options, lambda *a: calls.append(a)
     )
     assert len(calls) == 1
     q, k, v, scale = calls[0]
