@@ -47,7 +47,7 @@ IRRELEVANT = {
     "chunk_size_feed_forward": "the feed-forward in row chunks: the same rows, the same sums",
     "is_encoder_decoder": "an encoder-decoder wrapper's flag; the base model ignores it",
     "reorder_and_upcast_attn": "float32 scores for float16 training: the same math (tested)",
-    "add_cross_attention": "cross-attention runs only on an encoder's states; a text has none",
+    "add_cross_attention": "runs on an encoder's states; a text has none (BERT: needs is_decoder)",
     "n_ctx": "old GPT-2 files' copy of n_positions; transformers no longer reads it",
     "transformers_version": "bookkeeping",
     "_name_or_path": "bookkeeping",
@@ -112,10 +112,21 @@ DEFAULTS = {
     },
 }
 
-# keys whose other values this forward does not compute: key -> (the value allowed, why)
+# GPT-2 only: BERT reads this key (is_decoder, its causal mask)
+IRRELEVANT_GPT2 = {"is_decoder": "GPT-2's heads are causal whatever it says"}
+
+# keys whose other values this forward does not compute: key -> (families, value allowed, why)
 REFUSED = {
-    "position_embedding_type": ("absolute", "relative position scores are not computed here"),
-    "pruned_heads": ({}, "pruned heads leave layers with fewer heads than num_attention_heads"),
+    "position_embedding_type": (
+        ("bert",),
+        "absolute",
+        "relative position scores are not computed here",
+    ),
+    "pruned_heads": (
+        ("bert", "gpt2"),
+        {},
+        "pruned heads leave layers with fewer heads than num_attention_heads",
+    ),
 }
 
 
@@ -123,8 +134,9 @@ def keys(family: str) -> dict[str, str]:
     """Every key of a family and what happens to it: implemented, refused or irrelevant."""
     table = {name: "implemented" for names in NAMES[family].values() for name in names}
     table["model_type"] = "implemented"
-    table.update({name: "refused" for name in REFUSED})
     table.update({name: "irrelevant" for name in IRRELEVANT})
+    table.update({name: "irrelevant" for name in IRRELEVANT_GPT2 if family == "gpt2"})
+    table.update({name: "refused" for name, (where, *_) in REFUSED.items() if family in where})
     return table
 
 
@@ -176,8 +188,8 @@ def parse(raw: dict, path: Path) -> Config:
             f"{path}: model_type {family!r} is not supported; "
             f"supported: {', '.join(NAMES)} (BERT and GPT-2 families)"
         )
-    for key, (allowed, why) in REFUSED.items():
-        if key in raw and raw[key] != allowed:
+    for key, (where, allowed, why) in REFUSED.items():
+        if family in where and key in raw and raw[key] != allowed:
             raise ModelError(f"{path}: {key} {raw[key]!r} is refused ({why}); expected {allowed!r}")
     values = {name: _read(raw, path, family, name) for name in NAMES[family]}
     if values["d_inner"] is None:
