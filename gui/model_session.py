@@ -17,6 +17,7 @@ def head_session(run: object, layer: int, head: int) -> sm.Session:
     model = run.model
     p = model.head_projections(layer, head)
     x = np.asarray(run.inputs[layer], dtype=np.float64)  # (T, d_model): the layer's attention input
+    scale = model.scale(layer)  # None: 1/sqrt(d_head); a GPT-2 config may ask for another
     ones = np.ones((x.shape[0], 1))
     x1 = np.hstack([x, ones])  # (T, d_model + 1): the last column multiplies the bias row
     weights = {
@@ -33,7 +34,8 @@ def head_session(run: object, layer: int, head: int) -> sm.Session:
         mode="project",
         num_heads=1,
         num_kv_heads=1,
-        scale_mode="sqrt",  # 1/sqrt(d_head), the model's own scale
+        scale_mode="sqrt" if scale is None else "custom",
+        scale_value=1.0 if scale is None else scale,
         mask_mode="causal-top-left" if model.causal else "none",
         preset=f"model:{model.name}:layer {layer}:head {head}",
     )

@@ -145,7 +145,9 @@ def test_a_planted_mistake_in_the_forward_is_seen(tiny_gpt2, monkeypatch):
     from scratch.models import gpt2, layers
 
     real = layers.attention_heads
-    monkeypatch.setattr(gpt2, "attention_heads", lambda q, k, v, h, causal: real(q, k, v, h, False))
+    monkeypatch.setattr(
+        gpt2, "attention_heads", lambda q, k, v, h, causal, scale: real(q, k, v, h, False, scale)
+    )
     run = models.model.Model.run(models.load(path), "your journey starts")
     assert np.abs(hf_attentions(hf, run.ids) - run.attentions).max() > 1e-3
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .config import Config
 from .layers import ACTIVATIONS, attention_heads, layer_norm
 
 
@@ -21,12 +22,43 @@ def projections(w: dict, layer: int) -> dict[str, np.ndarray]:
     return out
 
 
-def forward(config: dict, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+def tensors(c: Config) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Every tensor the forward reads: name -> (shape, the config.json keys that decide it)."""
+    d, inner, model = (c.d_model,), (c.d_inner,), "hidden_size"
+    need = {
+        "embeddings.word_embeddings.weight": ((c.vocab_size, c.d_model), "vocab_size, " + model),
+        "embeddings.position_embeddings.weight": (
+            (c.max_positions, c.d_model),
+            "max_position_embeddings, " + model,
+        ),
+        "embeddings.token_type_embeddings.weight": (
+            (c.type_vocab_size, c.d_model),
+            "type_vocab_size, " + model,
+        ),
+        "embeddings.LayerNorm.weight": (d, model),
+        "embeddings.LayerNorm.bias": (d, model),
+    }
+    for n in range(c.layers):
+        p = f"encoder.layer.{n}."
+        for part in ("attention.self.query", "attention.self.key", "attention.self.value"):
+            need[p + part + ".weight"] = ((c.d_model, c.d_model), model)
+            need[p + part + ".bias"] = (d, model)
+        need[p + "attention.output.dense.weight"] = ((c.d_model, c.d_model), model)
+        for name in ("attention.output.dense.bias", "output.dense.bias"):
+            need[p + name] = (d, model)
+        for norm in ("attention.output.LayerNorm.", "output.LayerNorm."):
+            need[p + norm + "weight"] = need[p + norm + "bias"] = (d, model)
+        sizes = "intermediate_size, " + model
+        need[p + "intermediate.dense.weight"] = ((c.d_inner, c.d_model), sizes)
+        need[p + "intermediate.dense.bias"] = (inner, "intermediate_size")
+        need[p + "output.dense.weight"] = ((c.d_model, c.d_inner), sizes)
+    return need
+
+
+def forward(config: Config, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
     """(attentions (layers, heads, T, T), each layer's attention input x (T, d_model))."""
     f64 = lambda name: w[name].astype(np.float64, copy=False)  # noqa: E731
-    eps = float(config.get("layer_norm_eps", 1e-12))
-    act = ACTIVATIONS[config.get("hidden_act", "gelu")]
-    heads = int(config["num_attention_heads"])
+    eps, act, heads = config.eps, ACTIVATIONS[config.activation], config.heads
     T = len(ids)
     # embeddings: word + position + token type 0, then LayerNorm          (T, d_model)
     h = (
@@ -36,12 +68,12 @@ def forward(config: dict, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.
     )
     h = layer_norm(h, f64("embeddings.LayerNorm.weight"), f64("embeddings.LayerNorm.bias"), eps)
     attentions, inputs = [], []
-    for n in range(int(config["num_hidden_layers"])):
+    for n in range(config.layers):
         p = f"encoder.layer.{n}."
         proj = projections(w, n)
         inputs.append(h)
         q, k, v = (h @ proj[f"w_{m}"] + proj[f"b_{m}"] for m in "qkv")  # (T, d) @ (d, d)
-        weights, context = attention_heads(q, k, v, heads, causal=False)
+        weights, context = attention_heads(q, k, v, heads, config.causal, config.scale(n))
         attentions.append(weights)
         out = context @ f64(p + "attention.output.dense.weight").T + f64(
             p + "attention.output.dense.bias"

@@ -79,13 +79,34 @@ def read_config(path: Path) -> dict:
 
 
 def read_weights(path: Path) -> dict[str, np.ndarray]:
-    """Every tensor of a safetensors file as a NumPy array, keys without 'bert.'/'transformer.'."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
+    """Every tensor of a safetensors file as a NumPy array, keys without 'bert.'/'transformer.'.
 
+    bfloat16 tensors (which NumPy has no dtype for) are widened exactly to float32.
+    """
+    from safetensors import SafetensorError, deserialize, safe_open
+
+    tensors, wide = {}, []
     try:
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as exc:
+        with safe_open(str(path), framework="np") as f:
+            for name in f.keys():
+                kind = f.get_slice(name).get_dtype()
+                if kind == "BF16":
+                    wide.append(name)
+                elif kind not in NUMPY_DTYPES:
+                    raise ModelError(
+                        f"{path}: tensor {name} is {kind}; expected one of "
+                        f"{', '.join(NUMPY_DTYPES)} or BF16"
+                    )
+                else:
+                    tensors[name] = f.get_tensor(name)
+        if wide:
+            raw = dict(deserialize(path.read_bytes()))
+            for name in wide:
+                bits = np.frombuffer(raw[name]["data"], dtype="<u2").reshape(raw[name]["shape"])
+                tensors[name] = bfloat16_to_float32(bits)
+    except (SafetensorError, OSError, ValueError, TypeError) as exc:
+        if isinstance(exc, ModelError):
+            raise
         raise ModelError(
             f"{path}: not a readable safetensors file (truncated or corrupt?): {exc}"
         ) from exc
@@ -95,6 +116,15 @@ def read_weights(path: Path) -> dict[str, np.ndarray]:
             name = name.removeprefix(prefix)
         out[name] = value
     return out
+
+
+# safetensors dtypes NumPy reads as they are (BF16 is widened; F8 kinds are refused)
+NUMPY_DTYPES = ("F16", "F32", "F64", "I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64", "BOOL")
+
+
+def bfloat16_to_float32(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) as float32: a bfloat16 is a float32's top 16 bits."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)  # exact, NaN and inf included
 
 
 def read_tokenizer(path: Path) -> object:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .config import Config
 from .layers import ACTIVATIONS, attention_heads, layer_norm
 
 
@@ -22,22 +23,41 @@ def projections(w: dict, layer: int, d_model: int) -> dict[str, np.ndarray]:
     return out
 
 
-def forward(config: dict, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+def tensors(c: Config) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Every tensor the forward reads: name -> (shape, the config.json keys that decide it)."""
+    d, model = (c.d_model,), "n_embd"
+    need = {
+        "wte.weight": ((c.vocab_size, c.d_model), "vocab_size, " + model),
+        "wpe.weight": ((c.max_positions, c.d_model), "n_positions, " + model),
+    }
+    for n in range(c.layers):
+        p = f"h.{n}."
+        for norm in ("ln_1.", "ln_2."):
+            need[p + norm + "weight"] = need[p + norm + "bias"] = (d, model)
+        need[p + "attn.c_attn.weight"] = ((c.d_model, 3 * c.d_model), model)
+        need[p + "attn.c_attn.bias"] = ((3 * c.d_model,), model)
+        need[p + "attn.c_proj.weight"] = ((c.d_model, c.d_model), model)
+        need[p + "attn.c_proj.bias"] = need[p + "mlp.c_proj.bias"] = (d, model)
+        need[p + "mlp.c_fc.weight"] = ((c.d_model, c.d_inner), "n_inner, " + model)
+        need[p + "mlp.c_fc.bias"] = ((c.d_inner,), "n_inner, " + model)
+        need[p + "mlp.c_proj.weight"] = ((c.d_inner, c.d_model), "n_inner, " + model)
+    return need
+
+
+def forward(config: Config, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
     """(attentions (layers, heads, T, T), each layer's attention input ln_1(h) (T, d_model))."""
     f64 = lambda name: w[name].astype(np.float64, copy=False)  # noqa: E731
-    eps = float(config.get("layer_norm_epsilon", 1e-5))
-    act = ACTIVATIONS[config.get("activation_function", "gelu_new")]
-    heads, d = int(config["n_head"]), int(config["n_embd"])
+    eps, act, heads, d = config.eps, ACTIVATIONS[config.activation], config.heads, config.d_model
     T = len(ids)
     h = w["wte.weight"][ids].astype(np.float64, copy=False) + f64("wpe.weight")[:T]  # (T, d)
     attentions, inputs = [], []
-    for n in range(int(config["n_layer"])):
+    for n in range(config.layers):
         p = f"h.{n}."
         x = layer_norm(h, f64(p + "ln_1.weight"), f64(p + "ln_1.bias"), eps)
         inputs.append(x)
         proj = projections(w, n, d)
         q, k, v = (x @ proj[f"w_{m}"] + proj[f"b_{m}"] for m in "qkv")  # (T, d) @ (d, d)
-        weights, context = attention_heads(q, k, v, heads, causal=True)
+        weights, context = attention_heads(q, k, v, heads, config.causal, config.scale(n))
         attentions.append(weights)
         h = h + context @ f64(p + "attn.c_proj.weight") + f64(p + "attn.c_proj.bias")
         m = layer_norm(h, f64(p + "ln_2.weight"), f64(p + "ln_2.bias"), eps)

@@ -26,18 +26,56 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
-ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh}
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)), written as exp(-log(1 + exp(-x))) so no exp overflows."""
+    return np.exp(-np.logaddexp(0.0, -x))
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    """max(x, 0)."""
+    return np.maximum(x, 0.0)
+
+
+# transformers' ACT2FN names (transformers/activations.py) with no weights of their own; the
+# ones with learned parameters (prelu, xielu) or not worth a line (sqrtsoftplus) are refused
+ACTIVATIONS = {
+    "gelu": gelu,
+    "gelu_python": gelu,
+    "gelu_new": gelu_tanh,
+    "gelu_pytorch_tanh": gelu_tanh,
+    "gelu_python_tanh": gelu_tanh,
+    "gelu_accurate": gelu_tanh,
+    "gelu_fast": lambda x: 0.5 * x * (1.0 + np.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x))),
+    "gelu_10": lambda x: np.clip(gelu(x), -10.0, 10.0),
+    "quick_gelu": lambda x: x * sigmoid(1.702 * x),
+    "laplace": lambda x: 0.5 * (1.0 + _erf((x - 0.707107) / (0.282095 * math.sqrt(2.0)))),
+    "relu": relu,
+    "relu2": lambda x: relu(x) ** 2,
+    "relu6": lambda x: np.clip(x, 0.0, 6.0),
+    "leaky_relu": lambda x: np.where(x >= 0.0, x, 0.01 * x),  # torch's default slope
+    "hardswish": lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+    "silu": lambda x: x * sigmoid(x),
+    "swish": lambda x: x * sigmoid(x),
+    "mish": lambda x: x * np.tanh(np.logaddexp(0.0, x)),  # x tanh(softplus(x))
+    "sigmoid": sigmoid,
+    "tanh": np.tanh,
+    "linear": lambda x: x,
+}
 
 
 def attention_heads(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int, causal: bool
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int, causal: bool, scale: float | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Multi-head attention on projected q, k, v (T, C): (weights (H, T, T), context (T, C))."""
+    """Multi-head attention on projected q, k, v (T, C): (weights (H, T, T), context (T, C)).
+
+    scale None is 1/sqrt(d_head), as in PyTorch; GPT-2 configs may ask for another.
+    """
     T, C = q.shape
     d = C // heads
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
     split = lambda m: m.reshape(T, heads, d).transpose(1, 0, 2)  # noqa: E731 (T, C) -> (H, T, d)
     qh, kh, vh = split(q), split(k), split(v)
-    scores = qh @ kh.transpose(0, 2, 1) / math.sqrt(d)  # (H, T, d) @ (H, d, T) -> (H, T, T)
+    scores = qh @ kh.transpose(0, 2, 1) * scale  # (H, T, d) @ (H, d, T) -> (H, T, T)
     if causal:
         scores = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
     scores = scores - scores.max(

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from . import bert, gpt2
+from .config import Config, parse
 from .files import (
-    ModelError,
+    FILES,
     check_dir,
     default_dir,
     read_config,
@@ -19,6 +19,7 @@ from .files import (
     read_weights,
     verify_default_weights,
 )
+from .shapes import check_tokenizer, check_weights
 
 FAMILIES = {"bert": bert, "gpt2": gpt2}
 AGREEMENT = 1e-9  # the ground truth's weights of a head vs the NumPy forward's (float64 both)
@@ -30,35 +31,43 @@ class Model:
 
     name: str
     path: Path
-    family: str  # "bert" (bidirectional heads) or "gpt2" (causal heads)
-    config: dict = field(repr=False)
+    config: Config = field(repr=False)
     weights: dict = field(repr=False)
     tokenizer: object = field(repr=False)
 
     @property
+    def family(self) -> str:
+        """ "bert" or "gpt2"."""
+        return self.config.family
+
+    @property
     def layers(self) -> int:
         """Number of attention layers."""
-        return int(self.config.get("num_hidden_layers", self.config.get("n_layer", 0)))
+        return self.config.layers
 
     @property
     def heads(self) -> int:
         """Heads per layer."""
-        return int(self.config.get("num_attention_heads", self.config.get("n_head", 0)))
+        return self.config.heads
 
     @property
     def d_model(self) -> int:
         """Width of the hidden states."""
-        return int(self.config.get("hidden_size", self.config.get("n_embd", 0)))
+        return self.config.d_model
 
     @property
     def max_positions(self) -> int:
         """The most tokens the model has positions for."""
-        return int(self.config.get("max_position_embeddings", self.config.get("n_positions", 0)))
+        return self.config.max_positions
 
     @property
     def causal(self) -> bool:
-        """Whether each token attends only to itself and earlier tokens."""
-        return self.family == "gpt2"
+        """Whether each token attends only to itself and earlier tokens (GPT-2, BERT decoders)."""
+        return self.config.causal
+
+    def scale(self, layer: int) -> float | None:
+        """Layer `layer`'s score scale; None for the usual 1/sqrt(d_head)."""
+        return self.config.scale(layer)
 
     def tokenize(self, text: object) -> tuple[list[str], list[int]]:
         """The tokens and ids of `text`, special tokens included; refuses empty or too long text."""
@@ -66,6 +75,13 @@ class Model:
             raise TypeError(f"text: expected a string, found {type(text).__name__}")
         if not text.strip():
             raise ValueError("text: empty; type a sentence to run the model on")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: not a character
+            raise ValueError(
+                f"text: {text[exc.start]!r} at position {exc.start} is a lone surrogate, "
+                f"not a character; expected valid Unicode text"
+            ) from None
         encoding = self.tokenizer.encode(text)
         tokens, ids = list(encoding.tokens), list(encoding.ids)
         if len(ids) > self.max_positions:
@@ -73,8 +89,11 @@ class Model:
                 f"text: {len(ids)} tokens, more than {self.name}'s {self.max_positions} "
                 f"positions; shorten the text"
             )
-        if not ids:
-            raise ValueError("text: the tokenizer found no tokens in it")
+        if not any(special == 0 for special in encoding.special_tokens_mask):
+            raise ValueError(
+                f"text: no word tokens (the tokenizer kept only {' '.join(tokens) or 'nothing'}; "
+                f"zero-width or control characters are dropped); type a sentence"
+            )
         return tokens, ids
 
     def run(self, text: str) -> Run:
@@ -127,7 +146,6 @@ class Run:
         from ..trace import trace_attention
 
         p = self.model.head_projections(layer, head)
-        d_head = self.model.d_model // self.model.heads
         trace = trace_attention(
             self.inputs[layer].tolist(),
             w_q=p["w_q"].tolist(),
@@ -138,7 +156,7 @@ class Run:
             b_v=p["b_v"].tolist(),
             tokens=self.tokens,
             is_causal=self.model.causal,
-            scale=1.0 / math.sqrt(d_head),
+            scale=self.model.scale(layer),
         )
         gap = float(
             np.max(np.abs(np.asarray(trace["weights"].value) - self.attentions[layer, head]))
@@ -172,22 +190,26 @@ def load(path: object = None) -> Model:
     """The default model (all-MiniLM-L6-v2, verified by SHA-256) or a local model directory."""
     if path is not None and not isinstance(path, (str, Path)):
         raise TypeError(f"path: expected a directory name, found {type(path).__name__}")
-    resolved = default_dir() if path in (None, "default") else Path(path).expanduser()
-    return _load(str(resolved.resolve()), path in (None, "default"))
+    default = path in (None, "default")
+    resolved = (default_dir() if default else Path(path).expanduser()).resolve()
+    return _load(str(resolved), default, _stamp(resolved))
+
+
+def _stamp(folder: Path) -> tuple:
+    """Size and modification time of the model's files: an edited file is read again."""
+    try:
+        stats = [(folder / name).stat() for name in FILES]
+    except OSError:
+        return ()
+    return tuple((s.st_size, s.st_mtime_ns) for s in stats)
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str, verify: bool) -> Model:
-    """Read a model directory once; later loads of the same directory reuse it."""
+def _load(path: str, verify: bool, stamp: tuple) -> Model:
+    """Read a model directory once; later loads of the same unchanged directory reuse it."""
     folder = Path(path)
     check_dir(folder)
-    config = read_config(folder / "config.json")
-    family = config.get("model_type")
-    if family not in FAMILIES:
-        raise ModelError(
-            f"{folder / 'config.json'}: model_type {family!r} is not supported; "
-            f"supported: {', '.join(FAMILIES)} (BERT and GPT-2 families)"
-        )
+    config = parse(read_config(folder / "config.json"), folder / "config.json")
     if verify:
         verify_default_weights(folder / "model.safetensors")
     # float64 once here, not on every run; the token tables stay float32 (rows are gathered)
@@ -196,24 +218,10 @@ def _load(path: str, verify: bool) -> Model:
         name: w if name in tables or w.dtype.kind != "f" else w.astype(np.float64)
         for name, w in read_weights(folder / "model.safetensors").items()
     }
-    tokenizer = read_tokenizer(folder / "tokenizer.json")
-    name = "all-MiniLM-L6-v2" if verify else folder.name
-    model = Model(name, folder, family, config, weights, tokenizer)
-    _check_weights(model, folder / "model.safetensors")
-    return model
-
-
-def _check_weights(model: Model, path: Path) -> None:
-    """The tensors the forward pass reads are there (a clear message instead of a KeyError)."""
-    need = (
-        ["embeddings.word_embeddings.weight", "encoder.layer.0.attention.self.query.weight"]
-        if model.family == "bert"
-        else ["wte.weight", "h.0.attn.c_attn.weight"]
+    check_weights(
+        config, FAMILIES[config.family].tensors(config), weights, folder / "model.safetensors"
     )
-    missing = [n for n in need if n not in model.weights]
-    if missing or model.layers < 1 or model.heads < 1 or model.d_model % model.heads:
-        raise ModelError(
-            f"{path}: not a {model.family} checkpoint that config.json describes "
-            f"(missing {', '.join(missing) or 'nothing'}; {model.layers} layers, "
-            f"{model.heads} heads, width {model.d_model})"
-        )
+    tokenizer = read_tokenizer(folder / "tokenizer.json")
+    check_tokenizer(config, tokenizer, folder / "tokenizer.json")
+    name = "all-MiniLM-L6-v2" if verify else folder.name
+    return Model(name, folder, config, weights, tokenizer)
