@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import scratch.bench
 from scratch.bench import host, plugins
 from scratch.bench.host import LOAD_WAIT_S
 from scratch.bench.model_goal import model_timing
@@ -24,7 +23,9 @@ def progress_enabled() -> bool:
 def _parser() -> argparse.ArgumentParser:
     """The bench's options."""
     parser = argparse.ArgumentParser(
-        prog="python -m scratch.bench", description=scratch.bench.__doc__.split("\n")[0]
+        prog="python -m scratch.bench",
+        description="Benchmark: every attention kernel here on the same inputs, one table from "
+        "one run.",  # the package's first line (cli must not import its own package: a cycle)
     )
     parser.add_argument("--sizes", help="comma-separated L values (default 64,...,32768)")
     parser.add_argument("--repeats", type=int, help="timed runs per row (default: adaptive, >= 3)")
