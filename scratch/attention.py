@@ -29,19 +29,19 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import product
 from math import inf
 
+from .front_doors import forward_door
 from .linalg import matmul_nt, transpose_rows
 from .masks import Mask
 from .nested import at, stack
 from .options import Options
+from .plan import AttentionPlan, plan_attention
 from .softmax import log_sum_exp_row, softmax_row
-from .validate import (
-    as_tensor,
-    check_attention_shapes,
-)
+from .validate import as_tensor
 
 Matrix = list[list[float]]
 
@@ -146,83 +146,76 @@ def build_mask(options: Options, target: tuple[int, ...]) -> Mask | None:
 
 
 @dataclass(frozen=True)
+class Head:
+    """What one query head reads: its leading index, its key/value head's, and their slices."""
+
+    index: tuple[int, ...]  # the query's leading index
+    kv: tuple[int, ...]  # the key/value leading index it reads (h // group with GQA)
+    q: Matrix  # (L, E)
+    k: Matrix  # (S, E)
+    v: Matrix  # (S, Ev)
+    mask_rows: list[list] | None  # (L, S) of the broadcast mask; None without a mask
+
+
+@dataclass(frozen=True)
 class Prepared:
     """The validated inputs of one attention call, shared by the forward, rows and backward."""
 
     q: list  # (..., L, E)
     k: list  # (..., Hkv?, S, E)
     v: list  # (..., Hkv?, S, Ev)
-    lead: tuple[int, ...]  # query's leading dims
-    kv_lead: tuple[int, ...]  # key's leading dims (fewer heads with GQA)
-    L: int
-    S: int
-    E: int
-    Ev: int
+    plan: AttentionPlan  # lead, kv_lead, L, S, E, Ev and the GQA group, decided once
     scale: float
     mask: Mask | None
     masked_rows: str
-    group: int  # query heads per key/value head (1 without GQA)
 
-    def kv_index(self, index: tuple[int, ...]) -> tuple[int, ...]:
-        """The key/value leading index that query index `index` reads."""
-        return index[:-1] + (index[-1] // self.group,) if self.group > 1 else index
+    def heads(self) -> Iterator[Head]:
+        """Every query head in row-major order (the order dropout draws in), with its slices."""
+        for index in product(*map(range, self.plan.lead)):
+            kv = self.plan.kv_index(index)
+            mask_rows = self.mask.slice(index) if self.mask is not None else None
+            yield Head(index, kv, at(self.q, index), at(self.k, kv), at(self.v, kv), mask_rows)
 
 
 def prepare(query: object, key: object, value: object, options: Options) -> Prepared:
-    """Validate the arrays once (errors name the argument) and build the mask."""
+    """Validate the arrays once (errors name the argument), plan the shapes, build the mask."""
     q, q_shape = as_tensor(query, "query", min_dims=2)
     k, k_shape = as_tensor(key, "key", min_dims=2)
     v, v_shape = as_tensor(value, "value", min_dims=2)
-    lead, L, S, E, Ev = check_attention_shapes(q_shape, k_shape, v_shape, options.enable_gqa)
-    scale = options.scale_for(E)
-    mask = build_mask(options, lead + (L, S))
-    group = q_shape[-3] // k_shape[-3] if options.enable_gqa else 1
-    return Prepared(
-        q, k, v, lead, k_shape[:-2], L, S, E, Ev, scale, mask, options.masked_rows, group
-    )
+    plan = plan_attention(q_shape, k_shape, v_shape, options.enable_gqa)
+    mask = build_mask(options, plan.scores_shape)
+    return Prepared(q, k, v, plan, options.scale_for(plan.E), mask, options.masked_rows)
 
 
 def forward(query: object, key: object, value: object, options: Options) -> tuple:
     """(output (..., L, Ev), weights (..., L, S), lse (..., L) or None without return_lse)."""
     p = prepare(query, key, value, options)
+    lead = p.plan.lead
     steps = attend_all(
         p.q,
         p.k,
         p.v,
-        p.lead,
+        lead,
         p.scale,
         p.mask,
         p.masked_rows,
         options.dropout_p,
         options.rng,
-        p.group,
+        p.plan.group,
     )
-    output = stack([s.output for s in steps], p.lead)  # (..., L, Ev)
-    weights = stack([s.weights for s in steps], p.lead)  # (..., L, S)
+    output = stack([s.output for s in steps], lead)  # (..., L, Ev)
+    weights = stack([s.weights for s in steps], lead)  # (..., L, S)
     lse = None
     if options.return_lse:  # step 5's log-denominator: log sum_j exp(masked_ij), fsum inside
-        lse = stack([[log_sum_exp_row(row) for row in s.masked] for s in steps], p.lead)
+        lse = stack([[log_sum_exp_row(row) for row in s.masked] for s in steps], lead)
     return output, weights, lse
 
 
-def scaled_dot_product_attention(
-    query: object,
-    key: object,
-    value: object,
-    attn_mask: object = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    *,
-    enable_gqa: bool = False,
-    masked_rows: str = "zero",
-    rng: random.Random | None = None,
-    return_lse: bool = False,
-) -> tuple[list, list]:
+def attention_of(query: object, key: object, value: object, options: Options) -> tuple:
     """softmax(q @ k^T * scale + mask) @ v -> (output (..., L, Ev), weights (..., L, S)),
     or (output, lse (..., L)) with return_lse=True."""
-    options = Options(
-        attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng, return_lse
-    )
     output, weights, lse = forward(query, key, value, options)
     return (output, lse) if options.return_lse else (output, weights)
+
+
+scaled_dot_product_attention = forward_door(attention_of)

@@ -363,6 +363,7 @@ def test_flash_attention_rule_for_gradients():
 @pytest.mark.parametrize("seed", range(8))
 def test_intermediate_steps_within_their_bounds(seed):
     """dP, D and dS of a plain float32 backward (one head) within their bounds of backward_head."""
+    from scratch.attention import Head
     from scratch.backward import backward_head
 
     inputs, _ = problem(seed, 5, 6, 4, 3, (1, 1), "none", 3.0, "float32")
@@ -374,7 +375,8 @@ def test_intermediate_steps_within_their_bounds(seed):
     steps = {"grad_weights": g @ v.T}  # (L, Ev) @ (Ev, S)
     steps["row_dot"] = (g * (P @ v)).sum(-1)
     steps["grad_scores"] = P * (steps["grad_weights"] - steps["row_dot"][:, None])
-    truth = backward_head(*(x.astype(float).tolist() for x in (q, k, v, g)), 0.5)
+    q_, k_, v_, g_ = (x.astype(float).tolist() for x in (q, k, v, g))
+    truth = backward_head(Head((), (), q_, k_, v_, None), g_, 0.5)
     tol = gradient_tolerance(*(x[None].tolist() for x in (q, k, v, g)), scale=0.5)
     for name, ours in steps.items():
         assert compare(ours, getattr(truth, name), tol[name][0]).ok, name
