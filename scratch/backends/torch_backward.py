@@ -208,6 +208,10 @@ def gradients_of(
     g = _tensor(grad_output, "grad_output", storage, device).to(wide)
     plan.check_grad_output(tuple(g.shape))
     mask = build_mask(options, plan.scores_shape, device)
+    if mask is not None and mask.ndim < 2:
+        # torch's SDPA (the autograd kernel's forward) raises IndexError on a 1-D (S,) mask
+        # with 4-D input; (1, S) broadcasts over (..., L, S) the same way
+        mask = mask.unsqueeze(0)  # (S,) -> (1, S)
     if mask is not None and mask.dtype != torch.bool:
         mask = mask.to(wide)
     keep = _keep(rng, plan.scores_shape, options.dropout_p, wide, device)
