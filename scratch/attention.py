@@ -11,9 +11,10 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
   the data put it there, as fused kernels see it) follows `masked_rows`: "zero" (zero weights,
   zero output: PyTorch >= 2.5 and FlashAttention), "nan" (the textbook 0/0) or "uniform"
   (weights 1/S, what a finite -1e9 fill gives).
-- Dropout acts on the weights after softmax (kept values scaled by 1/(1-p), decided in row-major
-  order by `rng.random() < p`); the returned weights are the ones after dropout, so
-  `output == weights @ v` always holds.
+- Dropout acts on the weights after softmax (kept values scaled by 1/(1-p), dropped ones
+  multiplied by 0, decided in row-major order by `rng.random() < p`); the returned weights are
+  the ones after dropout, so `output == weights @ v` always holds. As in torch's dropout,
+  NaN * 0 = NaN: a row the policy (or the data) makes NaN stays NaN, whatever is dropped.
 - `return_lse=True` returns `(output, lse)` instead: lse (..., L) is the natural-log
   log-sum-exp of each row of `masked`, the log of softmax's denominator (PyTorch's flash and
   flex kernels' convention), taken before dropout; -inf on fully masked rows whatever
@@ -88,11 +89,12 @@ def attend(
     fully_masked = [all(x == -inf for x in row) for row in masked]
     # step 5: weights = softmax(masked)   (L, S), each row: exp(x - max) / fsum
     weights = [softmax_row(row, masked_rows, full) for row, full in zip(masked, fully_masked)]
-    # step 5, then: dropout on weights   (L, S), kept entries scaled by 1 / (1 - p)
+    # step 5, then: dropout on weights   (L, S), kept entries scaled by 1 / (1 - p), dropped
+    # ones multiplied by 0 (as torch's dropout does: a NaN weight stays NaN, so does its row)
     if dropout_p > 0.0:
-        rng = rng if rng is not None else random
+        draw = (rng if rng is not None else random).random
         keep = 1.0 / (1.0 - dropout_p)
-        weights = [[0.0 if rng.random() < dropout_p else w * keep for w in row] for row in weights]
+        weights = [[w * (0.0 if draw() < dropout_p else keep) for w in row] for row in weights]
     # step 6: output = weights @ v        (L, S) @ (S, Ev) -> (L, Ev)
     output = matmul_nt(weights, transpose_rows(v))
     if masked_rows == "zero":  # zero weights must give zero output even if v holds inf or NaN

@@ -119,11 +119,12 @@ def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Ste
     if options.return_lse:  # log of the denominator: max + log(sum), -inf on empty rows
         with np.errstate(divide="ignore"):
             lse = (np.where(full, 0, row_max) + np.log(total))[..., 0].astype(scaled.dtype)
-    # step 5, then: dropout on the weights (kept entries scaled by 1 / (1 - p), dropped: 0)
+    # step 5, then: dropout on the weights (kept entries scaled by 1 / (1 - p), dropped ones
+    # times 0: 0, but a NaN weight stays NaN, as in torch's dropout)
     p = options.dropout_p
     if p > 0.0:
         keep = draws(weights.shape) >= p
-        weights = np.where(keep, weights * weights.dtype.type(1.0 / (1.0 - p)), 0)
+        weights = np.where(keep, weights * weights.dtype.type(1.0 / (1.0 - p)), weights * 0)
         weights = weights.astype(scaled.dtype, copy=False)
     # step 6: output = weights @ v                  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
     output = weights @ v

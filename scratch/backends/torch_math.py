@@ -43,12 +43,13 @@ def repeat_kv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 def dropout(weights: torch.Tensor, p: float, gen: torch.Generator | None) -> torch.Tensor:
-    """Zero each weight with probability p and scale the kept ones by 1/(1-p)."""
+    """Drop each weight with probability p (times 0: a NaN weight stays NaN, as in torch's own
+    dropout) and scale the kept ones by 1/(1-p)."""
     if p == 0.0:
         return weights
     where = gen.device if gen is not None else weights.device
     keep = torch.rand(weights.shape, generator=gen, device=where).to(weights.device) >= p
-    return torch.where(keep, weights / (1.0 - p), torch.zeros((), dtype=weights.dtype))
+    return torch.where(keep, weights / (1.0 - p), weights * 0)
 
 
 @dataclass(frozen=True)
