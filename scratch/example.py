@@ -57,8 +57,11 @@ class Example:
         return {name: self.params.get(name) for name in PARAMS}
 
 
-def check_trace_call(example: object, options: object, on_projected: object) -> None:
-    """What every backend's trace_example checks first: the two types, the hook, no lse."""
+def check_trace_call(
+    example: object, options: object, on_projected: object, no_dropout: str = ""
+) -> None:
+    """What every backend's trace_example checks first: the two types, the hook, no lse, and
+    (where `no_dropout` names a trace without dropout) dropout_p = 0."""
     if not isinstance(example, Example):
         raise TypeError(f"example: expected a scratch.Example, found {_describe(example)}")
     if not isinstance(options, Options):
@@ -66,6 +69,8 @@ def check_trace_call(example: object, options: object, on_projected: object) -> 
     if options.return_lse:
         raise ValueError("return_lse: a trace has no lse step; expected return_lse=False")
     check_hook(on_projected, "on_projected")
+    if no_dropout and options.dropout_p:
+        raise ValueError(f"dropout_p: {no_dropout} has no dropout; expected 0.0")
 
 
 __all__ = ["Example", "check_trace_call"]

@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 
 from .example import Example, check_trace_call
+from .front_doors import trace_door
 from .mask_words import trace_mask_kind
 from .multihead import run_multi_head
 from .options import Options
-from .plan import PARAMS, HeadPlan, projections
+from .plan import PARAMS, HeadPlan
 from .steps import AXES, Call, steps_of
 from .trace_backward import add_backward, replay_of
 from .trace_types import MayAttend, Source, Step, Trace
@@ -129,43 +130,6 @@ def layout_trace(
     )  # fmt: skip
 
 
-def trace_attention(
-    x: object,
-    key: object = None,
-    value: object = None,
-    w_q: object = None,
-    w_k: object = None,
-    w_v: object = None,
-    w_o: object = None,
-    *,
-    tokens: object = None,
-    key_tokens: object = None,
-    num_heads: int = 1,
-    num_kv_heads: int | None = None,
-    b_q: object = None,
-    b_k: object = None,
-    b_v: object = None,
-    b_o: object = None,
-    attn_mask: object = None,
-    is_causal: bool = False,
-    scale: float | None = None,
-    masked_rows: str = "zero",
-    dropout_p: float = 0.0,
-    rng: object = None,
-    grad_output: object = None,
-) -> Trace:
-    """Attention on one example x (L, d_model), keeping every step; projections are optional.
-
-    With `grad_output` (dO, shaped like the output) the backward steps follow the forward's;
-    with `dropout_p` the weights are the dropped ones, drawn from `rng` as the ground truth's
-    scaled_dot_product_attention draws them (and the backward reuses that mask). The keywords
-    become one Example and one Options, and `trace_example` does the rest."""
-    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
-    example = Example(x, key, value, params, tokens, key_tokens, num_heads, num_kv_heads)
-    options = Options(attn_mask, is_causal, scale, dropout_p, masked_rows=masked_rows, rng=rng)
-    return trace_example(example, options, grad_output=grad_output)
-
-
 def trace_example(
     example: Example,
     options: Options,
@@ -209,3 +173,6 @@ def trace_example(
         key_tokens=example.key_tokens, source=("scratch", "float64"),
     )  # fmt: skip
     return trace if grad_output is None else add_backward(trace, run, grad_output, replay)
+
+
+trace_attention = trace_door(trace_example)
