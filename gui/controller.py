@@ -51,7 +51,7 @@ def example_and_options(s: Session) -> tuple[core_api.Example, core_api.Options]
     )
     # step 2: scale: None means 1/sqrt(d_k) inside scratch
     scale = {"sqrt": None, "none": 1.0, "custom": s.scale_value}[s.scale_mode]
-    # step 3: mask (a causal one as a NumPy array for the backends: 4096 tokens is 16.7 M cells)
+    # step 3: mask, a NumPy bool array for the backends (4096 tokens: 16.7 M cells)
     attn_mask = None
     if s.mask_mode == "causal-bottom-right":
         attn_mask = core_api.causal_mask_array(s.num_tokens, s.num_keys, "bottom-right")
