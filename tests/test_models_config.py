@@ -7,16 +7,22 @@ from pathlib import Path
 
 import pytest
 
-np = pytest.importorskip("numpy")
-torch = pytest.importorskip("torch")
-pytest.importorskip("safetensors")
-pytest.importorskip("tokenizers")
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("torch")  # transformers brings numpy, safetensors, tokenizers
+pytest.importorskip("transformers")
 
 from scratch import models  # noqa: E402
 from scratch.models import config as cfg  # noqa: E402
 from scratch.models.layers import ACTIVATIONS  # noqa: E402
-from tests.model_dirs import AGREE, TEXT, build, gap, hf_attentions  # noqa: E402
+from tests.model_dirs import (  # noqa: E402
+    AGREE,
+    TEXT,
+    build,
+    gap,
+    hf_attentions,
+    np,
+    torch,
+    transformers,
+)
 
 # (family, config keys) that change the attentions; each is computed here
 COMPUTED = [
