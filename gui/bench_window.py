@@ -1,4 +1,7 @@
-"""The window's recompute at 4096 tokens, for `python -m scratch.bench`: time and event-loop gaps.
+"""The window's recompute at 4096 tokens, a bench plugin: time and event-loop gaps.
+
+`python -m scratch.bench --plugin gui.bench_window` (what `make bench` runs) reads BENCH_GOALS
+below; scratch never imports the app.
 
 A recompute is what the app does after an edit: TraceWorker runs controller.run (the backend's
 trace and the check against the ground truth: a seeded sample of rows at this size, its ground
@@ -9,7 +12,7 @@ event loop running), the order rotated every round, so the ratio measures what t
 and nothing else. A QTimer ticking every TICK_MS records the largest gap between its ticks
 while a recompute runs (offscreen, no window), also for a few recomputes under each causal mask
 and a custom one (their paths differ: a may-attend grid, a mask array, a grid of tuples
-converted row by row). Before each round the machine is given up to bench_host.LOAD_WAIT_S to
+converted row by row). Before each round the machine is given up to host.LOAD_WAIT_S to
 go idle, and the load is kept.
 """
 
@@ -21,8 +24,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from scratch import bench_host
+from scratch.bench import host, plugins
+from scratch.bench.stats import low_quantile
 
+WHAT = "the window's recompute at 4096 tokens"  # the goals' name in the bench's output
 TICK_MS = 5
 WINDOW_TOKENS = 4096
 RECOMPUTE_GOAL = 1.5  # recompute (trace + check) <= this x the backend's trace alone
@@ -88,9 +93,9 @@ def _cpu_seconds() -> float:
 
 def _timed_with_steal(job) -> tuple[float, float, float, float | None]:
     """_timed(*job) and the CPU seconds the hypervisor took from this machine meanwhile."""
-    before = bench_host.steal_seconds()
+    before = host.steal_seconds()
     seconds, cpu, gap = _timed(*job)
-    after = bench_host.steal_seconds()
+    after = host.steal_seconds()
     return seconds, cpu, gap, None if before is None or after is None else after - before
 
 
@@ -148,7 +153,7 @@ def measure(
     """Every time of trace alone and recompute (same rounds), gaps, loads, the sample note.
 
     rounds None: at least MIN_ROUNDS, more until the recomputes took about BUDGET_S (at most
-    MAX_ROUNDS). load_wait_s None: bench_host.LOAD_WAIT_S; 0 skips the load check."""
+    MAX_ROUNDS). load_wait_s None: host.LOAD_WAIT_S; 0 skips the load check."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PyQt6.QtWidgets import QApplication
 
@@ -157,7 +162,7 @@ def measure(
 
     global _app  # kept alive: a second measure() in this process reuses it (Qt's objects too)
     _app = QApplication.instance() or QApplication([])
-    wait_s = bench_host.LOAD_WAIT_S if load_wait_s is None else load_wait_s
+    wait_s = host.LOAD_WAIT_S if load_wait_s is None else load_wait_s
     worker = TraceWorker()
     session = _session(tokens)
     kwargs = controller.trace_kwargs(session)
@@ -179,7 +184,7 @@ def measure(
             elif done >= MIN_ROUNDS and (sum(times["recompute"]) >= BUDGET_S or done >= MAX_ROUNDS):
                 break
             if wait_s > 0:
-                load = bench_host.wait_for_idle(wait_s)
+                load = host.wait_for_idle(wait_s)
                 if load is not None:
                     loads.append(load)
             for what in ("trace", "recompute") if done % 2 == 0 else ("recompute", "trace"):
@@ -221,7 +226,7 @@ def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
         _timed(*job)  # warm-up
         for _ in range(MASKED_RECOMPUTES):
             if wait_s > 0:
-                bench_host.wait_for_idle(wait_s)
+                host.wait_for_idle(wait_s)
             _, _, gap, stolen = _timed_with_steal(job)
             gaps.append(gap)
             steals.append(stolen)
@@ -239,7 +244,7 @@ def goal_lines(result: dict) -> list[tuple[str, str, str]]:
 
 def _recompute_line(result: dict) -> tuple[str, str, str]:
     """The recompute goal's (goal, verdict, numbers)."""
-    trace, recompute = (bench_host.low_quantile(result[k]) for k in ("trace", "recompute"))
+    trace, recompute = (low_quantile(result[k]) for k in ("trace", "recompute"))
     ratio = recompute / trace
     best = min(result["recompute"]) / min(result["trace"])
     per_round = [r / t for r, t in zip(result["recompute"], result["trace"])]
@@ -294,3 +299,15 @@ def _steal_text(result: dict, gaps: list[float]) -> str:
         f"(steal, /proc/stat) during the recompute with the largest gap, "
         f"{sum(steals) * 1000:.0f} ms during all {len(steals)}"
     )
+
+
+def window_goals() -> list[plugins.Goal]:
+    """The window's two goals, measured, or why they were not (no PyQt6 here)."""
+    try:
+        import PyQt6.QtWidgets  # noqa: F401 - the window's toolkit, checked before measuring
+    except ImportError as exc:
+        return [(WHAT, "not measured", f"the window cannot start: {exc}")]
+    return goal_lines(measure())
+
+
+BENCH_GOALS = (plugins.GoalSet("window", WHAT, window_goals),)

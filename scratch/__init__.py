@@ -9,6 +9,7 @@ from .attention import scaled_dot_product_attention
 from .backward import scaled_dot_product_attention_backward
 from .checker import CheckReport, check
 from .compare import StepCheck, compare_traces
+from .example import Example
 from .explain import Explanation, explain
 from .linalg import matmul, transpose
 from .masks import causal_mask
@@ -54,6 +55,7 @@ __all__ = [
     "MASKED_ROWS",
     "CheckReport",
     "StepCheck",
+    "Example",
     "Explanation",
     "Step",
     "Trace",

@@ -11,9 +11,10 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
   the data put it there, as fused kernels see it) follows `masked_rows`: "zero" (zero weights,
   zero output: PyTorch >= 2.5 and FlashAttention), "nan" (the textbook 0/0) or "uniform"
   (weights 1/S, what a finite -1e9 fill gives).
-- Dropout acts on the weights after softmax (kept values scaled by 1/(1-p), decided in row-major
-  order by `rng.random() < p`); the returned weights are the ones after dropout, so
-  `output == weights @ v` always holds.
+- Dropout acts on the weights after softmax (kept values scaled by 1/(1-p), dropped ones
+  multiplied by 0, decided in row-major order by `rng.random() < p`); the returned weights are
+  the ones after dropout, so `output == weights @ v` always holds. As in torch's dropout,
+  NaN * 0 = NaN: a row the policy (or the data) makes NaN stays NaN, whatever is dropped.
 - `return_lse=True` returns `(output, lse)` instead: lse (..., L) is the natural-log
   log-sum-exp of each row of `masked`, the log of softmax's denominator (PyTorch's flash and
   flex kernels' convention), taken before dropout; -inf on fully masked rows whatever
@@ -29,19 +30,19 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import product
 from math import inf
 
+from .front_doors import forward_door
 from .linalg import matmul_nt, transpose_rows
 from .masks import Mask
 from .nested import at, stack
 from .options import Options
+from .plan import AttentionPlan, plan_attention
 from .softmax import log_sum_exp_row, softmax_row
-from .validate import (
-    as_tensor,
-    check_attention_shapes,
-)
+from .validate import as_tensor
 
 Matrix = list[list[float]]
 
@@ -88,11 +89,12 @@ def attend(
     fully_masked = [all(x == -inf for x in row) for row in masked]
     # step 5: weights = softmax(masked)   (L, S), each row: exp(x - max) / fsum
     weights = [softmax_row(row, masked_rows, full) for row, full in zip(masked, fully_masked)]
-    # step 5, then: dropout on weights   (L, S), kept entries scaled by 1 / (1 - p)
+    # step 5, then: dropout on weights   (L, S), kept entries scaled by 1 / (1 - p), dropped
+    # ones multiplied by 0 (as torch's dropout does: a NaN weight stays NaN, so does its row)
     if dropout_p > 0.0:
-        rng = rng if rng is not None else random
+        draw = (rng if rng is not None else random).random
         keep = 1.0 / (1.0 - dropout_p)
-        weights = [[0.0 if rng.random() < dropout_p else w * keep for w in row] for row in weights]
+        weights = [[w * (0.0 if draw() < dropout_p else keep) for w in row] for row in weights]
     # step 6: output = weights @ v        (L, S) @ (S, Ev) -> (L, Ev)
     output = matmul_nt(weights, transpose_rows(v))
     if masked_rows == "zero":  # zero weights must give zero output even if v holds inf or NaN
@@ -146,83 +148,76 @@ def build_mask(options: Options, target: tuple[int, ...]) -> Mask | None:
 
 
 @dataclass(frozen=True)
+class Head:
+    """What one query head reads: its leading index, its key/value head's, and their slices."""
+
+    index: tuple[int, ...]  # the query's leading index
+    kv: tuple[int, ...]  # the key/value leading index it reads (h // group with GQA)
+    q: Matrix  # (L, E)
+    k: Matrix  # (S, E)
+    v: Matrix  # (S, Ev)
+    mask_rows: list[list] | None  # (L, S) of the broadcast mask; None without a mask
+
+
+@dataclass(frozen=True)
 class Prepared:
     """The validated inputs of one attention call, shared by the forward, rows and backward."""
 
     q: list  # (..., L, E)
     k: list  # (..., Hkv?, S, E)
     v: list  # (..., Hkv?, S, Ev)
-    lead: tuple[int, ...]  # query's leading dims
-    kv_lead: tuple[int, ...]  # key's leading dims (fewer heads with GQA)
-    L: int
-    S: int
-    E: int
-    Ev: int
+    plan: AttentionPlan  # lead, kv_lead, L, S, E, Ev and the GQA group, decided once
     scale: float
     mask: Mask | None
     masked_rows: str
-    group: int  # query heads per key/value head (1 without GQA)
 
-    def kv_index(self, index: tuple[int, ...]) -> tuple[int, ...]:
-        """The key/value leading index that query index `index` reads."""
-        return index[:-1] + (index[-1] // self.group,) if self.group > 1 else index
+    def heads(self) -> Iterator[Head]:
+        """Every query head in row-major order (the order dropout draws in), with its slices."""
+        for index in product(*map(range, self.plan.lead)):
+            kv = self.plan.kv_index(index)
+            mask_rows = self.mask.slice(index) if self.mask is not None else None
+            yield Head(index, kv, at(self.q, index), at(self.k, kv), at(self.v, kv), mask_rows)
 
 
 def prepare(query: object, key: object, value: object, options: Options) -> Prepared:
-    """Validate the arrays once (errors name the argument) and build the mask."""
+    """Validate the arrays once (errors name the argument), plan the shapes, build the mask."""
     q, q_shape = as_tensor(query, "query", min_dims=2)
     k, k_shape = as_tensor(key, "key", min_dims=2)
     v, v_shape = as_tensor(value, "value", min_dims=2)
-    lead, L, S, E, Ev = check_attention_shapes(q_shape, k_shape, v_shape, options.enable_gqa)
-    scale = options.scale_for(E)
-    mask = build_mask(options, lead + (L, S))
-    group = q_shape[-3] // k_shape[-3] if options.enable_gqa else 1
-    return Prepared(
-        q, k, v, lead, k_shape[:-2], L, S, E, Ev, scale, mask, options.masked_rows, group
-    )
+    plan = plan_attention(q_shape, k_shape, v_shape, options.enable_gqa)
+    mask = build_mask(options, plan.scores_shape)
+    return Prepared(q, k, v, plan, options.scale_for(plan.E), mask, options.masked_rows)
 
 
 def forward(query: object, key: object, value: object, options: Options) -> tuple:
     """(output (..., L, Ev), weights (..., L, S), lse (..., L) or None without return_lse)."""
     p = prepare(query, key, value, options)
+    lead = p.plan.lead
     steps = attend_all(
         p.q,
         p.k,
         p.v,
-        p.lead,
+        lead,
         p.scale,
         p.mask,
         p.masked_rows,
         options.dropout_p,
         options.rng,
-        p.group,
+        p.plan.group,
     )
-    output = stack([s.output for s in steps], p.lead)  # (..., L, Ev)
-    weights = stack([s.weights for s in steps], p.lead)  # (..., L, S)
+    output = stack([s.output for s in steps], lead)  # (..., L, Ev)
+    weights = stack([s.weights for s in steps], lead)  # (..., L, S)
     lse = None
     if options.return_lse:  # step 5's log-denominator: log sum_j exp(masked_ij), fsum inside
-        lse = stack([[log_sum_exp_row(row) for row in s.masked] for s in steps], p.lead)
+        lse = stack([[log_sum_exp_row(row) for row in s.masked] for s in steps], lead)
     return output, weights, lse
 
 
-def scaled_dot_product_attention(
-    query: object,
-    key: object,
-    value: object,
-    attn_mask: object = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    *,
-    enable_gqa: bool = False,
-    masked_rows: str = "zero",
-    rng: random.Random | None = None,
-    return_lse: bool = False,
-) -> tuple[list, list]:
+def attention_of(query: object, key: object, value: object, options: Options) -> tuple:
     """softmax(q @ k^T * scale + mask) @ v -> (output (..., L, Ev), weights (..., L, S)),
     or (output, lse (..., L)) with return_lse=True."""
-    options = Options(
-        attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng, return_lse
-    )
     output, weights, lse = forward(query, key, value, options)
     return (output, lse) if options.return_lse else (output, weights)
+
+
+scaled_dot_product_attention = forward_door(attention_of)

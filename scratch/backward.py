@@ -30,7 +30,8 @@ import random
 from dataclasses import dataclass
 from itertools import product
 
-from .attention import attend, prepare
+from .attention import Head, attend, prepare
+from .front_doors import backward_door
 from .linalg import dot, matmul_nt, transpose_rows
 from .masks import Mask
 from .nested import at, stack
@@ -38,6 +39,7 @@ from .options import Options
 from .validate import as_tensor
 
 Matrix = list[list[float]]
+NO_OPTIONS = Options()  # no mask kind, no dropout, masked_rows "zero"
 
 
 @dataclass
@@ -75,22 +77,20 @@ def _dropout_keep(
 
 
 def backward_head(
-    q: Matrix,
-    k: Matrix,
-    v: Matrix,
+    head: Head,
     grad_output: Matrix,
     scale: float,
     mask: Mask | None = None,
-    mask_rows: list[list] | None = None,
-    masked_rows: str = "zero",
-    dropout_p: float = 0.0,
-    rng: random.Random | None = None,
+    options: Options = NO_OPTIONS,
 ) -> Gradients:
-    """Gradients of one head on validated q (L, E), k (S, E), v (S, Ev), grad_output (L, Ev)."""
+    """Gradients of one head on validated head.q (L, E), head.k (S, E), head.v (S, Ev) and
+    grad_output (L, Ev); `options` gives masked_rows and the dropout (dropout_p, drawn from rng).
+    """
+    q, k, v, mask_rows, masked_rows = head.q, head.k, head.v, head.mask_rows, options.masked_rows
     forward = attend(q, k, v, scale, mask, mask_rows, masked_rows)  # P without dropout
     P, full = forward.weights, forward.fully_masked  # (L, S), (L,)
     L, S = len(P), len(P[0])
-    keep = _dropout_keep(L, S, dropout_p, rng)
+    keep = _dropout_keep(L, S, options.dropout_p, options.rng)
     # a fully masked row under "zero" takes no part in the backward at all (never NaN)
     silent = [f and masked_rows == "zero" for f in full]
     # the forward's P_d and O = P_d V        (L, S) @ (S, Ev) -> (L, Ev)
@@ -155,52 +155,25 @@ def key_value_grads(heads: list[tuple], scale: float) -> tuple[Matrix, Matrix]:
     return grad_key, grad_value
 
 
-def scaled_dot_product_attention_backward(
-    query: object,
-    key: object,
-    value: object,
-    grad_output: object,
-    attn_mask: object = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    *,
-    enable_gqa: bool = False,
-    masked_rows: str = "zero",
-    rng: random.Random | None = None,
+def gradients_of(
+    query: object, key: object, value: object, grad_output: object, options: Options
 ) -> tuple[list, list, list]:
     """(grad_query, grad_key, grad_value) of scaled_dot_product_attention for grad_output.
 
     Same arguments as the forward; the same `rng` state reproduces the forward's dropout mask.
     """
-    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng)
     p = prepare(query, key, value, options)
+    plan = p.plan
     g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
-    if g_shape != p.lead + (p.L, p.Ev):
-        raise ValueError(
-            f"grad_output: expected the output's shape {p.lead + (p.L, p.Ev)}, found {g_shape}"
-        )
+    plan.check_grad_output(g_shape)
     grad_query = []
     kv_shares: dict[tuple[int, ...], list[Gradients]] = {}  # kv head -> its query heads
-    for index in product(*map(range, p.lead)):  # row-major, as the forward draws its dropout
-        kv = p.kv_index(index)
-        mask_rows = p.mask.slice(index) if p.mask is not None else None
-        head = backward_head(
-            at(p.q, index),
-            at(p.k, kv),
-            at(p.v, kv),
-            at(g, index),
-            p.scale,
-            p.mask,
-            mask_rows,
-            p.masked_rows,
-            dropout_p,
-            rng,
-        )
+    for h in p.heads():  # row-major, as the forward draws its dropout
+        head = backward_head(h, at(g, h.index), p.scale, p.mask, options)  # dO (L, Ev)
         grad_query.append(head.grad_query)
-        kv_shares.setdefault(kv, []).append(head)
+        kv_shares.setdefault(h.kv, []).append(head)
     grad_key, grad_value = [], []
-    for i in product(*map(range, p.kv_lead)):  # every kv head is read by >= 1 query head
+    for i in product(*map(range, plan.kv_lead)):  # every kv head is read by >= 1 query head
         shares = kv_shares[i]
         if len(shares) == 1:
             dK, dV = shares[0].grad_key, shares[0].grad_value
@@ -208,4 +181,8 @@ def scaled_dot_product_attention_backward(
             dK, dV = key_value_grads([h.rows() for h in shares], p.scale)
         grad_key.append(dK)
         grad_value.append(dV)
-    return stack(grad_query, p.lead), stack(grad_key, p.kv_lead), stack(grad_value, p.kv_lead)
+    kv_lead = plan.kv_lead
+    return stack(grad_query, plan.lead), stack(grad_key, kv_lead), stack(grad_value, kv_lead)
+
+
+scaled_dot_product_attention_backward = backward_door(gradients_of)

@@ -40,10 +40,11 @@ from dataclasses import dataclass
 from itertools import product
 
 from .attention import attend, prepare
+from .front_doors import backward_door
 from .nested import at, stack
 from .options import Options
 from .tolerance import SMALLEST_SUBNORMAL, Rounding, check_dtype, gamma
-from .validate import as_tensor, check_dropout_p
+from .validate import as_tensor
 
 NAMES = ("grad_value", "grad_weights", "row_dot", "grad_scores", "grad_query", "grad_key")
 
@@ -185,59 +186,35 @@ def _key_value(rows, S, E, Ev, scale, f, r, u, us):
     return grad_key, grad_value
 
 
-def gradient_tolerance(
+def tolerance_of(
     query: object,
     key: object,
     value: object,
     grad_output: object,
-    attn_mask: object = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
+    options: Options,
     *,
-    enable_gqa: bool = False,
-    masked_rows: str = "zero",
     dtype: object = "float32",
 ) -> GradientTolerance:
     """Per-element bounds on |gradient - ground truth| of every backward step, for `dtype`.
 
     The inputs are the kernel's own (already rounded) query, key, value and grad_output, with
-    the arguments of scaled_dot_product_attention_backward; the module doc derives each bound.
+    the arguments of scaled_dot_product_attention_backward (rng is not read: the bounds hold
+    for any dropout mask); the module doc derives each bound.
     """
     dtype = check_dtype(dtype)
-    dropout_p = check_dropout_p(dropout_p)
-    options = Options(attn_mask, is_causal, scale, 0.0, enable_gqa, masked_rows)
     p = prepare(query, key, value, options)
+    plan = p.plan
     g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
-    if g_shape != p.lead + (p.L, p.Ev):
-        raise ValueError(
-            f"grad_output: expected the output's shape {p.lead + (p.L, p.Ev)}, found {g_shape}"
-        )
-    f = 1.0 / (1.0 - dropout_p)
-    parts = _parts(dtype, p.E, p.S)
+    plan.check_grad_output(g_shape)
+    f = 1.0 / (1.0 - options.dropout_p)
+    parts = _parts(dtype, plan.E, plan.S)
     steps = {name: [] for name in ("grad_weights", "row_dot", "grad_scores", "grad_query")}
     kv_rows: dict[tuple, list] = {}
     kv_nan: dict[tuple, bool] = {}
-    for index in product(*map(range, p.lead)):
-        kv = p.kv_index(index)
-        mask_rows = p.mask.slice(index) if p.mask is not None else None
-        per_part = [
-            _head_terms(
-                at(p.q, index),
-                at(p.k, kv),
-                at(p.v, kv),
-                at(g, index),
-                p.scale,
-                p.mask,
-                mask_rows,
-                p.masked_rows,
-                f,
-                r,
-                u,
-                us,
-            )
-            for r, u, us in parts
-        ]
+    for h in p.heads():
+        kv, g_h = h.kv, at(g, h.index)  # g_h (L, Ev)
+        head = (h.q, h.k, h.v, g_h, p.scale, p.mask, h.mask_rows, p.masked_rows, f)
+        per_part = [_head_terms(*head, r, u, us) for r, u, us in parts]
         for n, name in enumerate(steps):
             steps[name].append(_add(per_part[0][n], per_part[1][n]))
         kv_rows.setdefault(kv, [[], []])
@@ -245,25 +222,28 @@ def gradient_tolerance(
             slot.extend(terms[4])
         kv_nan[kv] = kv_nan.get(kv, False) or per_part[0][5]
     grad_key, grad_value = [], []
-    for kv in product(*map(range, p.kv_lead)):
+    for kv in product(*map(range, plan.kv_lead)):
         pieces = [
-            _key_value(rows, p.S, p.E, p.Ev, p.scale, f, r, u, us)
+            _key_value(rows, plan.S, plan.E, plan.Ev, p.scale, f, r, u, us)
             for rows, (r, u, us) in zip(kv_rows[kv], parts)
         ]
         dK, dV = _add(pieces[0][0], pieces[1][0]), _add(pieces[0][1], pieces[1][1])
         if kv_nan[kv]:  # NaN reaches every entry through the sums: compared by position
-            dK = [[0.0] * p.E for _ in range(p.S)]
-            dV = [[0.0] * p.Ev for _ in range(p.S)]
+            dK = [[0.0] * plan.E for _ in range(plan.S)]
+            dV = [[0.0] * plan.Ev for _ in range(plan.S)]
         grad_key.append(dK)
         grad_value.append(dV)
     return GradientTolerance(
-        grad_value=stack(grad_value, p.kv_lead),
-        grad_weights=stack(steps["grad_weights"], p.lead),
-        row_dot=stack(steps["row_dot"], p.lead),
-        grad_scores=stack(steps["grad_scores"], p.lead),
-        grad_query=stack(steps["grad_query"], p.lead),
-        grad_key=stack(grad_key, p.kv_lead),
+        grad_value=stack(grad_value, plan.kv_lead),
+        grad_weights=stack(steps["grad_weights"], plan.lead),
+        row_dot=stack(steps["row_dot"], plan.lead),
+        grad_scores=stack(steps["grad_scores"], plan.lead),
+        grad_query=stack(steps["grad_query"], plan.lead),
+        grad_key=stack(grad_key, plan.kv_lead),
     )
+
+
+gradient_tolerance = backward_door(tolerance_of)
 
 
 def _add(a: list | float, b: list | float) -> list | float:

@@ -14,16 +14,13 @@ from dataclasses import dataclass
 from itertools import product
 
 from .attention import Steps, attend_all, build_mask
+from .front_doors import multi_head_door
 from .linalg import matmul_nt, transpose_rows
 from .masks import Mask
 from .nested import at, stack
 from .options import Options
-from .plan import HeadPlan, plan_multi_head, projections
-from .validate import (
-    as_tensor,
-    check_projections,
-    check_value_has_key,
-)
+from .plan import HeadPlan, plan_multi_head
+from .validate import as_tensor, check_value_has_key
 
 
 def project(x: list, lead: tuple[int, ...], w: list | None, b: list | None) -> list:
@@ -94,8 +91,10 @@ def run_multi_head(
     params: dict[str, object],
     heads: tuple[object, object],
     options: Options,
+    on_projected: object = None,
 ) -> Projected:
-    """Validate everything, project, split heads, attend, concatenate, project out."""
+    """Validate everything, project, split heads, attend, concatenate, project out;
+    `on_projected` (None or a function) is called with (q, k, v, scale) before attention."""
     check_value_has_key(key, value)
     x, x_shape = as_tensor(query, "query", min_dims=2)
     xk, k_shape = (x, x_shape) if key is None else as_tensor(key, "key", min_dims=2)
@@ -117,6 +116,8 @@ def run_multi_head(
     k = project(xk, lead, wk, bk)  # (..., S, d_kv) @ (d_kv, Hkv*d_head) -> (..., S, Hkv*d_head)
     v = project(xv, lead, wv, bv)  # (..., S, d_kv) @ (d_kv, Hkv*d_v) -> (..., S, Hkv*d_v)
     scale = options.scale_for(plan.d_head)
+    if on_projected is not None:  # before attention: a caller can start work on them
+        on_projected(q, k, v, scale)
     mask = build_mask(options, plan.scores_shape)
     # steps 2-6: split the heads and attend; query head h reads kv head h // (H // Hkv)
     q_heads = split_heads(q, lead, H)  # (..., H, L, d_head)
@@ -141,30 +142,13 @@ def run_multi_head(
     return Projected(plan, inputs, params, options, mask, q, k, v, heads, concat, output, scale)
 
 
-def multi_head_attention(
-    query: object,
-    key: object,
-    value: object,
-    w_q: object,
-    w_k: object,
-    w_v: object,
-    w_o: object = None,
-    *,
-    num_heads: int = 1,
-    num_kv_heads: int | None = None,
-    b_q: object = None,
-    b_k: object = None,
-    b_v: object = None,
-    b_o: object = None,
-    attn_mask: object = None,
-    is_causal: bool = False,
-    scale: float | None = None,
-    masked_rows: str = "zero",
+def attention_with_heads(
+    query: object, key: object, value: object, params: dict, heads: tuple, options: Options
 ) -> tuple[list, list]:
     """Project, attend per head, concatenate, project out -> (output, weights (..., H, L, S))."""
-    check_projections(w_q, w_k, w_v)
-    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
-    run = run_multi_head(query, key, value, params, (num_heads, num_kv_heads), options)
+    run = run_multi_head(query, key, value, params, heads, options)
     weights = stack([s.weights for s in run.heads], run.plan.head_lead)  # (..., H, L, S)
     return run.output, weights
+
+
+multi_head_attention = multi_head_door(attention_with_heads)

@@ -15,17 +15,18 @@ gradients, over every path for an input that feeds several projections).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 from math import fsum
 
+from .attention import Head
 from .backward import Gradients, backward_head, key_value_grads
+from .front_doors import multi_head_door
 from .linalg import matmul_nt, transpose_rows
 from .multihead import Projected, run_multi_head, split_heads
 from .nested import at, rows, unrows
 from .options import Options
-from .plan import projections
-from .validate import as_tensor, check_projections
+from .validate import as_tensor
 
 
 @dataclass(frozen=True)
@@ -89,24 +90,19 @@ def run_backward(run: Projected, grad_output: object, rng: object = None) -> Bac
     # step 2: every head's backward; kv heads of a group summed in one fsum
     q_heads = split_heads(run.q, lead, H)  # (..., H, L, d_head)
     k_heads, v_heads = split_heads(run.k, lead, Hkv), split_heads(run.v, lead, Hkv)
+    qkv = (q_heads, k_heads, v_heads)
     dO_heads = split_heads(d_concat, lead, H)  # (..., H, L, d_v)
     heads, dq_blocks, dk_blocks, dv_blocks = [], [], [], []
+    head_options = replace(options, rng=rng)  # the forward's dropout, drawn again from rng
     for index in product(*map(range, lead)):
         per_head, groups = [], {}
         for h in range(H):
             head_index, kv_index = index + (h,), index + (h // plan.group,)
-            head = backward_head(
-                at(q_heads, head_index),
-                at(k_heads, kv_index),
-                at(v_heads, kv_index),
-                at(dO_heads, head_index),
-                run.scale,
-                run.mask,
-                run.mask.slice(head_index) if run.mask is not None else None,
-                options.masked_rows,
-                options.dropout_p,
-                rng,
-            )
+            mask_rows = run.mask.slice(head_index) if run.mask is not None else None
+            q_h, k_h, v_h = (at(m, i) for m, i in zip(qkv, (head_index, kv_index, kv_index)))
+            inputs = Head(head_index, kv_index, q_h, k_h, v_h, mask_rows)
+            dO_h = at(dO_heads, head_index)  # (L, d_v)
+            head = backward_head(inputs, dO_h, run.scale, run.mask, head_options)
             heads.append(head)
             per_head.append(head.grad_query)
             groups.setdefault(h // plan.group, []).append(head)
@@ -160,32 +156,18 @@ def _identity(n: int) -> list[list[float]]:
     return [[float(i == j) for j in range(n)] for i in range(n)]
 
 
-def multi_head_attention_backward(
+def gradients_with_heads(
     query: object,
     key: object,
     value: object,
-    w_q: object,
-    w_k: object,
-    w_v: object,
-    w_o: object = None,
+    params: dict,
+    heads: tuple,
+    options: Options,
     *,
     grad_output: object,
-    num_heads: int = 1,
-    num_kv_heads: int | None = None,
-    b_q: object = None,
-    b_k: object = None,
-    b_v: object = None,
-    b_o: object = None,
-    attn_mask: object = None,
-    is_causal: bool = False,
-    scale: float | None = None,
-    masked_rows: str = "zero",
 ) -> MultiHeadGradients:
     """Gradients of multi_head_attention's output (same arguments) for `grad_output`."""
-    check_projections(w_q, w_k, w_v)
-    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
-    run = run_multi_head(query, key, value, params, (num_heads, num_kv_heads), options)
+    run = run_multi_head(query, key, value, params, heads, options)
     back = run_backward(run, grad_output)
     g = back.grad_params
     return MultiHeadGradients(
@@ -201,3 +183,6 @@ def multi_head_attention_backward(
         g.get("grad_b_v"),
         g.get("grad_b_o"),
     )
+
+
+multi_head_attention_backward = multi_head_door(gradients_with_heads)

@@ -1,4 +1,5 @@
-"""The multi-head shape rules, decided once from shapes alone (no numbers, no arrays).
+"""The shape rules, decided once from shapes alone (no numbers, no arrays): one attention call
+(`plan_attention` -> AttentionPlan) and a multi-head call (`plan_multi_head` -> HeadPlan).
 
 Every backend (and the window's session) converts its inputs to its own arrays, hands their
 shapes to `plan_multi_head`, and then writes its own math for the plan it gets back. So the
@@ -53,6 +54,95 @@ class HeadPlan:
     def scores_shape(self) -> Shape:
         """Shape of the per-head scores and weights: (..., H, L, S)."""
         return self.head_lead + (self.L, self.S)
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    """The shapes of one scaled_dot_product_attention call: query (..., L, E), key (..., S, E),
+    value (..., S, Ev); with GQA the last leading axis of key/value has fewer heads."""
+
+    lead: Shape  # query's leading dims (..., H)
+    kv_lead: Shape  # key's and value's leading dims (..., Hkv)
+    L: int  # query length
+    S: int  # key/value length
+    E: int  # query and key width
+    Ev: int  # value width
+    group: int  # query heads per key/value head (1 without GQA)
+
+    @property
+    def scores_shape(self) -> Shape:
+        """Shape of the scores and weights: (..., L, S)."""
+        return self.lead + (self.L, self.S)
+
+    @property
+    def output_shape(self) -> Shape:
+        """Shape of the output (and of dO): (..., L, Ev)."""
+        return self.lead + (self.L, self.Ev)
+
+    def kv_index(self, index: Shape) -> Shape:
+        """The key/value leading index that query leading index `index` reads (h -> h // group)."""
+        return index[:-1] + (index[-1] // self.group,) if self.group > 1 else index
+
+    def check_grad_output(self, shape: Shape) -> None:
+        """dO must have the output's shape."""
+        if tuple(shape) != self.output_shape:
+            raise ValueError(
+                f"grad_output: expected the output's shape {self.output_shape}, "
+                f"found {tuple(shape)}"
+            )
+
+
+def plan_attention(
+    q_shape: Shape, k_shape: Shape, v_shape: Shape, enable_gqa: bool = False
+) -> AttentionPlan:
+    """Check query (..., L, E), key (..., S, E), value (..., S, Ev) (errors name the argument)
+    and plan the call: its dims and the GQA group, decided here once."""
+    q_shape, k_shape, v_shape = tuple(q_shape), tuple(k_shape), tuple(v_shape)
+    for name, shape in (("query", q_shape), ("key", k_shape), ("value", v_shape)):
+        if len(shape) < 2:
+            raise ValueError(
+                f"{name}: expected at least 2 dims (..., length, width), found {shape}"
+            )
+    if len(k_shape) != len(q_shape) or len(v_shape) != len(q_shape):
+        bad, shape = ("key", k_shape) if len(k_shape) != len(q_shape) else ("value", v_shape)
+        raise ValueError(
+            f"{bad}: expected {len(q_shape)} dims like query {q_shape}, found shape {shape}"
+        )
+    *lead, L, E = q_shape
+    S, Ek = k_shape[-2:]
+    Sv, Ev = v_shape[-2:]
+    if Ek != E:
+        raise ValueError(
+            f"key: width must match query's (E = {E}); query {q_shape} vs key {k_shape}"
+        )
+    if Sv != S:
+        raise ValueError(
+            f"value: length must match key's (S = {S}); key {k_shape} vs value {v_shape}"
+        )
+    group, skip = 1, -1
+    if enable_gqa:
+        if len(q_shape) < 3:
+            raise ValueError(
+                f"query: enable_gqa needs a head axis (..., heads, L, E), found shape {q_shape}"
+            )
+        hq, hk, hv = q_shape[-3], k_shape[-3], v_shape[-3]
+        if hk != hv:
+            raise ValueError(
+                f"value: number of key/value heads must match key's ({hk}), found {hv}"
+            )
+        if hq % hk:
+            raise ValueError(
+                f"key: {hk} key/value heads do not divide {hq} query heads (enable_gqa)"
+            )
+        group, skip = hq // hk, len(q_shape) - 3
+    for name, shape in (("key", k_shape), ("value", v_shape)):
+        for axis, (a, b) in enumerate(zip(q_shape[:-2], shape[:-2])):
+            if axis != skip and a != b:
+                raise ValueError(
+                    f"{name}: leading dims must match query's; axis {axis} is {b}, "
+                    f"expected {a} (query {q_shape}, {name} {shape})"
+                )
+    return AttentionPlan(tuple(lead), k_shape[:-2], L, S, E, Ev, group)
 
 
 def _input(shape: Shape, name: str) -> Shape:
@@ -151,4 +241,11 @@ def plan_multi_head(
     return HeadPlan(lead, query[-2], key[-2], H, Hkv, d_model, d_key, d_value, d_head, d_v, d_out)
 
 
-__all__ = ["HeadPlan", "plan_multi_head"]
+__all__ = [
+    "PARAMS",
+    "AttentionPlan",
+    "HeadPlan",
+    "plan_attention",
+    "plan_multi_head",
+    "projections",
+]

@@ -4,22 +4,26 @@ return_lse=True, and says which kernel ran."""
 from __future__ import annotations
 
 
-class Result(tuple):
-    """An `(output, weights)` pair that also records which kernel produced it."""
+class _Pair(tuple):
+    """A pair whose first entry is the attention output, with the kernel that produced it."""
 
     kernel: str
     detail: str  # how the kernel ran where that depends on the host ("" when it does not)
+
+    @property
+    def output(self) -> object:
+        """The attention output `(..., L, Ev)`."""
+        return self[0]
+
+
+class Result(_Pair):
+    """An `(output, weights)` pair that also records which kernel produced it."""
 
     def __new__(cls, output: object, weights: object, kernel: str, detail: str = "") -> Result:
         self = super().__new__(cls, (output, weights))
         self.kernel = kernel
         self.detail = detail
         return self
-
-    @property
-    def output(self) -> object:
-        """The attention output `(..., L, Ev)`."""
-        return self[0]
 
     @property
     def weights(self) -> object:
@@ -34,11 +38,9 @@ class Result(tuple):
         return f"Result(kernel={self.kernel!r}, output={self[0]!r}, weights={self[1]!r})"
 
 
-class LseResult(tuple):
+class LseResult(_Pair):
     """An `(output, lse)` pair from `return_lse=True`, with the weights and the kernel too."""
 
-    kernel: str
-    detail: str
     weights: object  # (..., L, S) from the explicit kernels, None from the output-only ones
 
     def __new__(
@@ -47,11 +49,6 @@ class LseResult(tuple):
         self = super().__new__(cls, (output, lse))
         self.weights, self.kernel, self.detail = weights, kernel, detail
         return self
-
-    @property
-    def output(self) -> object:
-        """The attention output `(..., L, Ev)`."""
-        return self[0]
 
     @property
     def lse(self) -> object:

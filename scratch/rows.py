@@ -68,13 +68,14 @@ def attention_rows(
     options = Options(attn_mask, is_causal, scale, 0.0, enable_gqa, masked_rows)
     # the causal mask is built below for the sampled rows only, never as a whole (L, S) grid
     p = prepare(query, key, value, replace(options, is_causal=False))
-    picked = _check_rows(rows, p.L)
+    plan = p.plan
+    picked = _check_rows(rows, plan.L)
     mask = p.mask
     if is_causal:  # only the sampled rows of tril(ones(L, S))
-        causal = [[j <= i for j in range(p.S)] for i in picked]  # (R, S)
-        mask = Mask(causal, (len(picked), p.S), True, p.lead + (len(picked), p.S))
+        causal = [[j <= i for j in range(plan.S)] for i in picked]  # (R, S)
+        mask = Mask(causal, (len(picked), plan.S), True, plan.lead + (len(picked), plan.S))
     outputs, weights = [], []
-    for index in product(*map(range, p.lead)):
+    for index in product(*map(range, plan.lead)):
         q_rows = [at(p.q, index)[i] for i in picked]  # (R, E): only the sampled query rows
         mask_rows = None
         if is_causal:
@@ -82,8 +83,8 @@ def attention_rows(
         elif mask is not None:
             full = mask.slice(index)  # (L, S) views of the broadcast mask, no copies
             mask_rows = [full[i] for i in picked]  # (R, S)
-        kv = p.kv_index(index)
+        kv = plan.kv_index(index)
         steps = attend(q_rows, at(p.k, kv), at(p.v, kv), p.scale, mask, mask_rows, p.masked_rows)
         outputs.append(steps.output)  # (R, Ev)
         weights.append(steps.weights)  # (R, S)
-    return stack(outputs, p.lead), stack(weights, p.lead)
+    return stack(outputs, plan.lead), stack(weights, plan.lead)

@@ -14,10 +14,10 @@ from itertools import product
 
 from .masks import Mask
 from .nested import at, flat, stack
+from .plan import AttentionPlan, plan_attention
 from .validate import (
     as_mask,
     as_tensor,
-    check_attention_shapes,
     check_flag,
     check_mask_shape,
     check_scale,
@@ -146,12 +146,12 @@ def tolerance(
     zero. Rows with NaN weights (masked_rows="nan") get bound 0 too; compare NaN-ness there.
     """
     dtype = check_dtype(dtype)
-    _check_inputs(query, key, value, weights, scale, attn_mask, enable_gqa)
+    group = _check_inputs(query, key, value, weights, scale, attn_mask, enable_gqa).group
     try:
         import numpy as np
     except ImportError:
-        return _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, enable_gqa)
-    return _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, enable_gqa)
+        return _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, group)
+    return _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, group)
 
 
 def _shape_of(x: object, name: str) -> tuple[int, ...]:
@@ -173,16 +173,17 @@ def _shape_of(x: object, name: str) -> tuple[int, ...]:
     return as_tensor(x, name, min_dims=1)[1]
 
 
-def _check_inputs(query, key, value, weights, scale, attn_mask, enable_gqa) -> None:
+def _check_inputs(query, key, value, weights, scale, attn_mask, enable_gqa) -> AttentionPlan:
     """The ground truth's shape rules, with errors naming the argument; scale finite or None."""
     shapes = (_shape_of(x, n) for x, n in ((query, "query"), (key, "key"), (value, "value")))
-    lead, L, S, E, _ = check_attention_shapes(*shapes, check_flag(enable_gqa, "enable_gqa"))
+    plan = plan_attention(*shapes, check_flag(enable_gqa, "enable_gqa"))
     found = _shape_of(weights, "weights")
-    if found != (*lead, L, S):
-        raise ValueError(f"weights: expected shape {(*lead, L, S)} (..., L, S), found {found}")
-    check_scale(scale, E)
+    if found != plan.scores_shape:
+        raise ValueError(f"weights: expected shape {plan.scores_shape} (..., L, S), found {found}")
+    check_scale(scale, plan.E)
     if attn_mask is not None:
-        check_mask_shape(_shape_of(attn_mask, "attn_mask"), (*lead, L, S))
+        check_mask_shape(_shape_of(attn_mask, "attn_mask"), plan.scores_shape)
+    return plan
 
 
 def as_float64(np: object, x: object) -> object:
@@ -197,12 +198,11 @@ def _scale(scale: float | None, E: int) -> float:
     return 1.0 / math.sqrt(E) if scale is None else float(scale)
 
 
-def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, enable_gqa):
+def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, group: int):
     """tolerance() with numpy, vectorised over every leading index."""
     q, k, v, p = (as_float64(np, a) for a in (query, key, value, weights))
     E, S = q.shape[-1], k.shape[-2]
-    if enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
-        group = q.shape[-3] // k.shape[-3]
+    if group > 1:  # query head h reads key/value head h // group
         k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
     scale = _scale(scale, E)
     # step 1: S_ij = |scale| * |q| @ |k|^T (+ |mask|)    (..., L, E) @ (..., E, S) -> (..., L, S)
@@ -236,7 +236,7 @@ def _is_bool_mask(mask: object) -> bool:
     return isinstance(leaf, bool) or "bool" in type(leaf).__name__
 
 
-def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, enable_gqa):
+def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, group: int):
     """tolerance() in plain Python, one (L, S) block at a time."""
     q, q_shape = as_tensor(query, "query", min_dims=2)
     k, k_shape = as_tensor(key, "key", min_dims=2)
@@ -251,8 +251,8 @@ def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, enable
     blocks = []
     for index in product(*map(range, lead)):
         kv = tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index))
-        if enable_gqa and lead and k_shape[-3] != q_shape[-3]:
-            kv = kv[:-1] + (index[-1] // (q_shape[-3] // k_shape[-3]),)
+        if group > 1:  # query head h reads key/value head h // group
+            kv = kv[:-1] + (index[-1] // group,)
         qb, kb, vb, pb = at(q, index), at(k, kv), at(v, kv), at(p, index)
         add = mask.slice(index) if mask is not None and not mask.is_bool else None
         v_sum = [math.fsum(abs(row[c]) for row in vb) for c in range(len(vb[0]))]

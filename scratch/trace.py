@@ -10,15 +10,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .example import Example, check_trace_call
+from .front_doors import trace_door
 from .mask_words import trace_mask_kind
 from .multihead import run_multi_head
 from .options import Options
-from .plan import PARAMS, HeadPlan, projections
+from .plan import PARAMS, HeadPlan
 from .steps import AXES, Call, steps_of
 from .trace_backward import add_backward, replay_of
 from .validate import _describe
 
-__all__ = ["AXES", "Step", "Trace", "layout_trace", "trace_attention"]
+__all__ = ["AXES", "Step", "Trace", "layout_trace", "trace_attention", "trace_example"]
 
 
 @dataclass(frozen=True)
@@ -258,41 +260,29 @@ def layout_trace(
     )  # fmt: skip
 
 
-def trace_attention(
-    x: object,
-    key: object = None,
-    value: object = None,
-    w_q: object = None,
-    w_k: object = None,
-    w_v: object = None,
-    w_o: object = None,
+def trace_example(
+    example: Example,
+    options: Options,
     *,
-    tokens: object = None,
-    key_tokens: object = None,
-    num_heads: int = 1,
-    num_kv_heads: int | None = None,
-    b_q: object = None,
-    b_k: object = None,
-    b_v: object = None,
-    b_o: object = None,
-    attn_mask: object = None,
-    is_causal: bool = False,
-    scale: float | None = None,
-    masked_rows: str = "zero",
-    dropout_p: float = 0.0,
-    rng: object = None,
+    dtype: object = None,
+    on_projected: object = None,
     grad_output: object = None,
 ) -> Trace:
-    """Attention on one example x (L, d_model), keeping every step; projections are optional.
+    """The ground truth's worked example of `example` under `options`, every step kept.
 
-    With `grad_output` (dO, shaped like the output) the backward steps follow the forward's;
-    with `dropout_p` the weights are the dropped ones, drawn from `rng` as the ground truth's
-    scaled_dot_product_attention draws them (and the backward reuses that mask)."""
-    options = Options(attn_mask, is_causal, scale, dropout_p, masked_rows=masked_rows, rng=rng)
-    replay = replay_of(rng) if grad_output is not None and options.dropout_p else None
-    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
-    value = None if value is key else value  # value=key: one input, as with value=None
-    run = run_multi_head(x, key, value, params, (num_heads, num_kv_heads), options)
+    The same signature as every backend's `trace_example`, plus `grad_output`: `dtype` may only
+    be None or "float64" (the only one here), and `on_projected` (None or a function) is called
+    with the nested lists q, k, v and the scale once the projections exist, before attention.
+    Options read: attn_mask, is_causal, scale, masked_rows, dropout_p, rng (GQA comes from
+    example.num_kv_heads; a trace has no lse step, so return_lse=True is refused)."""
+    check_trace_call(example, options, on_projected)
+    if dtype not in (None, "float64"):
+        raise ValueError(f"dtype: expected None or 'float64' (the ground truth), found {dtype!r}")
+    replay = replay_of(options.rng) if grad_output is not None and options.dropout_p else None
+    heads = (example.num_heads, example.num_kv_heads)
+    run = run_multi_head(
+        example.x, example.key, example.value, example.projections(), heads, options, on_projected
+    )
     if run.lead:
         raise ValueError(
             f"x: a trace is one worked example, expected shape (L, d_model), "
@@ -303,13 +293,16 @@ def trace_attention(
     values["head_outputs"] = [s.output for s in run.heads]  # (H, L, d_v)
     for name in ("scores", "scaled", "masked", "weights"):
         values[name] = [getattr(s, name) for s in run.heads]  # (H, L, S)
-    if key is not None:
+    if example.key is not None:
         values["key_input"] = run.inputs["key_input"]
-    if value is not None and value is not key:
+    if example.value is not None:
         values["value_input"] = run.inputs["value_input"]
-    is_bool = None if attn_mask is None else run.mask.is_bool  # read once, by run_multi_head
+    is_bool = None if options.attn_mask is None else run.mask.is_bool  # read by run_multi_head
     trace = layout_trace(
-        values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
-        key_tokens=key_tokens, source=("scratch", "float64"),
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
+        key_tokens=example.key_tokens, source=("scratch", "float64"),
     )  # fmt: skip
     return trace if grad_output is None else add_backward(trace, run, grad_output, replay)
+
+
+trace_attention = trace_door(trace_example)

@@ -243,61 +243,6 @@ def check_positive_int(value: object, name: str) -> int:
     return int(value)
 
 
-def check_attention_shapes(
-    q_shape: tuple[int, ...],
-    k_shape: tuple[int, ...],
-    v_shape: tuple[int, ...],
-    enable_gqa: bool = False,
-) -> tuple[tuple[int, ...], int, int, int, int]:
-    """Check query (..., L, E), key (..., S, E), value (..., S, Ev); return (lead, L, S, E, Ev)."""
-    for name, shape in (("query", q_shape), ("key", k_shape), ("value", v_shape)):
-        if len(shape) < 2:
-            raise ValueError(
-                f"{name}: expected at least 2 dims (..., length, width), found {shape}"
-            )
-    if len(k_shape) != len(q_shape) or len(v_shape) != len(q_shape):
-        bad, shape = ("key", k_shape) if len(k_shape) != len(q_shape) else ("value", v_shape)
-        raise ValueError(
-            f"{bad}: expected {len(q_shape)} dims like query {q_shape}, found shape {shape}"
-        )
-    *lead, L, E = q_shape
-    S, Ek = k_shape[-2:]
-    Sv, Ev = v_shape[-2:]
-    if Ek != E:
-        raise ValueError(
-            f"key: width must match query's (E = {E}); query {q_shape} vs key {k_shape}"
-        )
-    if Sv != S:
-        raise ValueError(
-            f"value: length must match key's (S = {S}); key {k_shape} vs value {v_shape}"
-        )
-    if enable_gqa:
-        if len(q_shape) < 3:
-            raise ValueError(
-                f"query: enable_gqa needs a head axis (..., heads, L, E), found shape {q_shape}"
-            )
-        hq, hk, hv = q_shape[-3], k_shape[-3], v_shape[-3]
-        if hk != hv:
-            raise ValueError(
-                f"value: number of key/value heads must match key's ({hk}), found {hv}"
-            )
-        if hq % hk:
-            raise ValueError(
-                f"key: {hk} key/value heads do not divide {hq} query heads (enable_gqa)"
-            )
-        skip = len(q_shape) - 3
-    else:
-        skip = -1
-    for name, shape in (("key", k_shape), ("value", v_shape)):
-        for axis, (a, b) in enumerate(zip(q_shape[:-2], shape[:-2])):
-            if axis != skip and a != b:
-                raise ValueError(
-                    f"{name}: leading dims must match query's; axis {axis} is {b}, "
-                    f"expected {a} (query {q_shape}, {name} {shape})"
-                )
-    return tuple(lead), L, S, E, Ev
-
-
 def check_mask_shape(mask_shape: tuple[int, ...], target: tuple[int, ...]) -> None:
     """A mask must broadcast to the scores' shape (..., L, S)."""
     ok = len(mask_shape) <= len(target) and all(

@@ -121,6 +121,34 @@ def test_fully_masked_rows_follow_the_policy(kernel, policy):
         assert not any(np.isnan(x).any() for x in (dq, dk, dv))
 
 
+MASK_SHAPES = {  # mask rank -> a shape that broadcasts to the (B, H, L, S) = (2, 4, 3, 5) scores
+    1: (5,),  # (S,): one row of keys for every query
+    2: (3, 5),  # (L, S)
+    3: (4, 3, 5),  # (H, L, S)
+    4: (2, 1, 3, 5),  # (B, 1, L, S)
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+@pytest.mark.parametrize("rank", sorted(MASK_SHAPES))
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("heads", [(4, 4), (4, 2)])
+def test_4d_inputs_with_masks_of_every_rank(kernel, rank, kind, heads):
+    """4-D inputs with a 1-D .. 4-D mask, bool and float: every kernel's gradients within the
+    bound of the ground truth's (torch's autograd kernel raised IndexError on a 1-D mask)."""
+    rng = np.random.default_rng(10 * rank + heads[1])
+    Hq, Hkv = heads
+    q, g = rng.standard_normal((2, Hq, 3, 4)), rng.standard_normal((2, Hq, 3, 2))
+    k, v = rng.standard_normal((2, Hkv, 5, 4)), rng.standard_normal((2, Hkv, 5, 2))
+    allowed = rng.random(MASK_SHAPES[rank]) < 0.7
+    allowed[..., 0] = True  # every row keeps a key: the mask's rank is what is tested here
+    mask = (
+        allowed if kind == "bool" else np.where(allowed, rng.uniform(-1, 1, allowed.shape), -np.inf)
+    )
+    kwargs = {"attn_mask": mask, "enable_gqa": Hq != Hkv}
+    check_against_truth(KERNELS[kernel], (q, k, v, g), kwargs, "float64")
+
+
 def test_no_false_alarm_over_many_seeds():
     """Correct kernels, float32 and float64, 40 seeds each, mixed problems: never flagged."""
     worst = 0.0
@@ -363,6 +391,7 @@ def test_flash_attention_rule_for_gradients():
 @pytest.mark.parametrize("seed", range(8))
 def test_intermediate_steps_within_their_bounds(seed):
     """dP, D and dS of a plain float32 backward (one head) within their bounds of backward_head."""
+    from scratch.attention import Head
     from scratch.backward import backward_head
 
     inputs, _ = problem(seed, 5, 6, 4, 3, (1, 1), "none", 3.0, "float32")
@@ -374,7 +403,8 @@ def test_intermediate_steps_within_their_bounds(seed):
     steps = {"grad_weights": g @ v.T}  # (L, Ev) @ (Ev, S)
     steps["row_dot"] = (g * (P @ v)).sum(-1)
     steps["grad_scores"] = P * (steps["grad_weights"] - steps["row_dot"][:, None])
-    truth = backward_head(*(x.astype(float).tolist() for x in (q, k, v, g)), 0.5)
+    q_, k_, v_, g_ = (x.astype(float).tolist() for x in (q, k, v, g))
+    truth = backward_head(Head((), (), q_, k_, v_, None), g_, 0.5)
     tol = gradient_tolerance(*(x[None].tolist() for x in (q, k, v, g)), scale=0.5)
     for name, ours in steps.items():
         assert compare(ours, getattr(truth, name), tol[name][0]).ok, name

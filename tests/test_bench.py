@@ -1,4 +1,4 @@
-"""scratch.bench, the benchmark script: its table, goals and pairing on tiny sizes (no timing)."""
+"""scratch.bench, the benchmark: its table, goals, pairing and plugins on tiny sizes (no timing)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ np = pytest.importorskip("numpy")
 pytest.importorskip("torch")  # the table has torch rows
 
 from scratch import bench  # noqa: E402
+from scratch.bench import cli, contenders, groups, plugins, timing  # noqa: E402
 from scratch.tolerance import UNIT_ROUNDOFF  # noqa: E402
 
 # ---------------------------------------------------------------- benchmark script
@@ -15,8 +16,6 @@ from scratch.tolerance import UNIT_ROUNDOFF  # noqa: E402
 
 def test_bench_table_runs_on_a_tiny_size():
     """run_table + format_table on L = 8: every row present, goals not measured, no timing."""
-    from scratch import bench
-
     rows = bench.run_table((8,), repeats=1, progress=False, load_wait_s=None)
     names = [r.name for r in rows]
     assert names[:4] == [
@@ -33,7 +32,7 @@ def test_bench_table_runs_on_a_tiny_size():
     assert text.count("\n| 8 |") == len(rows)
     assert "No goal was measured" in text and "PASS" not in text and "FAIL" not in text
     # the footer tells the runs that were made (a --quick table once claimed "7 runs each")
-    assert "1 timed runs per row" in text and f"{bench.PAIR_RUNS} rounds" not in text
+    assert "1 timed runs per row" in text and f"{groups.PAIR_RUNS} rounds" not in text
     assert "7 rounds" not in text and "at least 3" not in text
     assert "Host: " in text and "CPU capability" in text and "SIMD baseline" in text
 
@@ -41,7 +40,8 @@ def test_bench_table_runs_on_a_tiny_size():
 def test_bench_goals_pass_and_fail():
     """The goal checks compare the right rows at the right sizes, 10th percentile against 10th
     percentile, with each goal's exact boundary."""
-    from scratch.bench import GIB, Row, goals
+    from scratch.bench import Row, goals
+    from scratch.bench.memory import GIB
 
     def rows(gt, limit, numpy_t, big_numpy_t, fast, sdpa, mem):
         def row(L, name, t):  # three rounds, two of them t: the 10th percentile is t exactly
@@ -123,8 +123,8 @@ def test_plain_python_pair_is_judged_by_the_median_of_its_rounds():
 
 
 def test_low_quantile_is_numpys_default_10th_percentile():
-    """bench_host.low_quantile agrees with np.quantile (linear) over many sizes and seeds."""
-    from scratch.bench_host import low_quantile
+    """stats.low_quantile agrees with np.quantile (linear) over many sizes and seeds."""
+    from scratch.bench.stats import low_quantile
 
     for seed in range(20):
         rng = np.random.default_rng(seed)
@@ -138,7 +138,8 @@ def test_low_quantile_is_numpys_default_10th_percentile():
 def test_noise_floor_line_compares_the_numpy_call_with_itself():
     """At L = 4096 the NumPy call is timed again as another row of the goal group; its line
     is information (no goal), the same comparison as a goal's."""
-    from scratch.bench import NOISE_ROW, Row, goals
+    from scratch.bench import Row, goals
+    from scratch.bench.contenders import NOISE_ROW
 
     rows = [
         Row(4096, "numpy chunked", 1.0, 3, None, "n/a", times=[1.0, 1.2, 1.4], load=0.0),
@@ -152,7 +153,8 @@ def test_noise_floor_line_compares_the_numpy_call_with_itself():
 
 def test_pair_ratio_pairs_runs_of_the_same_round():
     """Per-round ratios divide the two rows' runs of one round, not sorted or shuffled runs."""
-    from scratch.bench import Row, pair_ratio
+    from scratch.bench import Row
+    from scratch.bench.stats import pair_ratio
 
     a = Row(8, "a", 2.0, 3, None, "n/a", times=[1.0, 2.0, 4.0], load=1.0)
     b = Row(8, "b", 2.0, 3, None, "n/a", times=[4.0, 2.0, 1.0], load=1.0)
@@ -164,7 +166,7 @@ def test_numpy_matmuls_alone_computes_the_two_products():
     """The reference row really multiplies (q @ k^T) @ v, in float32 like the kernels."""
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal(s, dtype=np.float32) for s in [(6, 4), (7, 4), (7, 3)])
-    found = bench.numpy_matmuls_alone(q, k, v)()
+    found = contenders.numpy_matmuls_alone(q, k, v)()
     q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
     u = UNIT_ROUNDOFF["float32"]
     # float32 scores: |err| <= g(4)|q||k|^T; then scores @ v: g(7)|scores||v| + that through v
@@ -177,23 +179,25 @@ def test_measure_alternating_takes_turns():
     """Rows of a group are called in turn, the same number of times, warm-up first."""
     calls: list[str] = []
     rivals = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b")]
-    rows = bench.measure_alternating(3, rivals, runs=4, load_wait_s=None)
+    rows = timing.measure_alternating(3, rivals, runs=4, load_wait_s=None)
     assert calls == ["a", "b"] + ["a", "b", "b", "a"] * 2  # warm-ups, then 4 rounds
     assert [(r.name, r.runs, r.L, len(r.times)) for r in rows] == [("a", 4, 3, 4), ("b", 4, 3, 4)]
     calls.clear()
     three = [(n, (lambda n=n: calls.append(n)), "n/a") for n in ("a", "b", "c")]
-    bench.measure_alternating(3, three, runs=3, load_wait_s=None)
+    timing.measure_alternating(3, three, runs=3, load_wait_s=None)
     assert calls[3:] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]  # each first once
-    assert [r.runs for r in bench.measure_alternating(3, rivals, None, load_wait_s=None)] == [
-        bench.MAX_REPEATS
+    assert [r.runs for r in timing.measure_alternating(3, rivals, None, load_wait_s=None)] == [
+        timing.MAX_REPEATS
     ] * 2  # instant calls never fill the time budget: capped
     calls.clear()
     four = [(n, (lambda n=n: calls.append(n)), "n/a") for n in "abcd"]
-    bench.measure_alternating(3, four, runs=4, load_wait_s=None)
-    orders = ["".join("abcd"[i] for i in order) for order in bench.balanced_orders(4)]
+    timing.measure_alternating(3, four, runs=4, load_wait_s=None)
+    orders = ["".join("abcd"[i] for i in order) for order in timing.balanced_orders(4)]
     assert "".join(calls[4:]) == "".join(orders) == "abdcbcadcdbadacb"  # not a rotation
     # stopping by the budget or the cap waits for the end of a cycle (6 orders for 3 rows)
-    capped = bench.measure_alternating(3, three, None, load_wait_s=None, min_rounds=1, max_rounds=7)
+    capped = timing.measure_alternating(
+        3, three, None, load_wait_s=None, min_rounds=1, max_rounds=7
+    )
     assert [r.runs for r in capped] == [12] * 3
 
 
@@ -203,7 +207,7 @@ def test_balanced_orders_put_every_row_everywhere_and_after_every_other_row(n):
     equally often over one cycle (a rotation fails the second for n = 4: C follows B 3 times)."""
     from collections import Counter
 
-    orders = bench.balanced_orders(n)
+    orders = timing.balanced_orders(n)
     assert all(sorted(order) == list(range(n)) for order in orders)
     places = Counter((place, row) for order in orders for place, row in enumerate(order))
     assert set(places.values()) == {len(orders) // n} and len(places) == n * n
@@ -212,31 +216,27 @@ def test_balanced_orders_put_every_row_everywhere_and_after_every_other_row(n):
         assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1, follows
 
 
-def test_bench_goal_pairs_are_timed_alternately():
+def test_bench_goal_pairs_are_timed_alternately(monkeypatch):
     """Each goal's rows form one interleaved group at its size (same rounds, same load)."""
-    assert bench.goal_groups(4096, "cpu") == (
-        ("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)", bench.NOISE_ROW),
+    assert groups.goal_groups(4096, "cpu") == (
+        ("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)", contenders.NOISE_ROW),
     )
-    assert bench.goal_groups(16384, "cpu") == (("numpy chunked", "torch SDPA (cpu)"),)
-    assert bench.goal_groups(256, "cpu") == (bench.PYTHON_PAIR,)
-    assert bench.goal_groups(8, "cpu") == ()
-    groups = {16: (("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),)}
-    saved = bench.goal_groups
-    bench.goal_groups = lambda L, device: groups.get(L, ())
-    try:
-        rows = bench.run_table((16,), repeats=2, progress=False, load_wait_s=None)
-    finally:
-        bench.goal_groups = saved
+    assert groups.goal_groups(16384, "cpu") == (("numpy chunked", "torch SDPA (cpu)"),)
+    assert groups.goal_groups(256, "cpu") == (groups.PYTHON_PAIR,)
+    assert groups.goal_groups(8, "cpu") == ()
+    at_16 = {16: (("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),)}
+    monkeypatch.setattr(groups, "goal_groups", lambda L, device: at_16.get(L, ()))
+    rows = bench.run_table((16,), repeats=2, progress=False, load_wait_s=None)
     by_name = {r.name: r for r in rows}
-    group = [by_name[n] for n in groups[16][0]]
+    group = [by_name[n] for n in at_16[16][0]]
     assert all(r.runs == 2 and len(r.times) == 2 for r in group)
     names = [r.name for r in rows]  # in the table's order, not the order measured
-    assert names.index(bench.FLOOR_ROW) == names.index("numpy chunked") + 1
+    assert names.index(contenders.FLOOR_ROW) == names.index("numpy chunked") + 1
 
 
 def test_python_kernel_limit_computes_the_two_products():
     """The pure-Python row really does q @ k^T and weights @ v (fsum: correctly rounded)."""
-    from scratch.bench import python_kernel_limit
+    from scratch.bench.contenders import python_kernel_limit
 
     rng = np.random.default_rng(4)
     q, k, v, w = (rng.standard_normal(s) for s in [(3, 5), (4, 5), (4, 2), (3, 4)])
@@ -246,9 +246,72 @@ def test_python_kernel_limit_computes_the_two_products():
     assert np.all(np.abs(np.array(output) - w @ v) <= 6 * u * (np.abs(w) @ np.abs(v)))
 
 
-def test_only_window_refuses_sizes_and_quick(capsys):
-    """--only window measures 4096 tokens: --sizes or --quick beside it is an error, said so."""
+def test_only_a_plugins_goals_refuses_sizes_and_quick(capsys):
+    """--only NAME measures that plugin's goals alone: --sizes or --quick beside it is an
+    error, said so; so is a name no loaded plugin has (here: no --plugin at all)."""
     for extra in (["--sizes", "8"], ["--quick"]):
         with pytest.raises(SystemExit, match="2"):
-            bench.main(["--only", "window", *extra])
-        assert "--only window: measures 4096 tokens" in capsys.readouterr().err
+            bench.main(["--plugin", __name__, "--only", "test-goals", *extra])
+        assert "--only test-goals: measures a test's goals; leave out" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="2"):
+        bench.main(["--only", "window"])
+    err = capsys.readouterr().err
+    assert "--only window: no plugin's goals of that name (loaded: none)" in err
+    assert "--plugin gui.bench_window" in err
+
+
+# ---------------------------------------------------------------- plugins
+
+_MEASURED: list[str] = []
+
+
+def _test_goals() -> list[plugins.Goal]:
+    _MEASURED.append("test-goals")
+    return [("a test's goal", "PASS", "1.00x")]
+
+
+BENCH_GOALS = (plugins.GoalSet("test-goals", "a test's goals", _test_goals),)  # this module
+
+
+def test_a_plugin_module_adds_its_goals_by_name(capsys):
+    """--plugin MODULE reads MODULE.BENCH_GOALS; --only runs them alone, after the host line's
+    parts; without --only they follow the table and are measured only in a full run."""
+    _MEASURED.clear()
+    assert cli.main(["--plugin", __name__, "--only", "test-goals", "--markdown"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "- PASS: a test's goal (1.00x)" and out[1].startswith("Host: ")
+    assert _MEASURED == ["test-goals"]
+    lines = plugins.goal_lines(plugins.load(__name__), full=False)
+    assert lines == [
+        (
+            "a test's goals",
+            "not measured",
+            "in a full run or with --only test-goals, not with --quick or --sizes",
+        )
+    ]
+    assert _MEASURED == ["test-goals"]  # not measured again
+    none = plugins.goal_lines((), full=True)
+    assert none[0][1] == "not measured" and "--plugin gui.bench_window" in none[0][2]
+
+
+def test_a_plugin_that_cannot_be_loaded_is_refused_by_name(capsys):
+    """A module that cannot be imported, or has no BENCH_GOALS of GoalSets: a usage error
+    naming --plugin and the module."""
+    with pytest.raises(ValueError, match=r"--plugin no_such_module_here: cannot be imported"):
+        plugins.load("no_such_module_here")
+    with pytest.raises(ValueError, match=r"--plugin scratch.softmax: expected BENCH_GOALS, a "):
+        plugins.load("scratch.softmax")
+    with pytest.raises(SystemExit, match="2"):
+        bench.main(["--plugin", "scratch.softmax", "--quick"])
+    assert "found NoneType" in capsys.readouterr().err
+
+
+def test_the_windows_goals_are_a_plugin_of_the_app():
+    """gui.bench_window declares the window's goals; `make bench` passes it (PyQt6 needed)."""
+    pytest.importorskip("PyQt6")
+    (window,) = plugins.load("gui.bench_window")
+    assert (window.name, window.what) == ("window", "the window's recompute at 4096 tokens")
+    from pathlib import Path
+
+    makefile = (Path(__file__).parent.parent / "Makefile").read_text()
+    assert "-m scratch.bench --plugin gui.bench_window" in makefile

@@ -46,9 +46,9 @@ def truth_masked(q, k, v, **kwargs) -> np.ndarray:
     options = Options(**kwargs)
     p = attention.prepare(q.tolist(), k.tolist(), v.tolist(), options)
     steps = attention.attend_all(
-        p.q, p.k, p.v, p.lead, p.scale, p.mask, p.masked_rows, group=p.group
+        p.q, p.k, p.v, p.plan.lead, p.scale, p.mask, p.masked_rows, group=p.plan.group
     )
-    return np.array([s.masked for s in steps]).reshape(p.lead + (p.L, p.S))
+    return np.array([s.masked for s in steps]).reshape(p.plan.scores_shape)
 
 
 def reference_lse(q, k, v, **kwargs) -> np.ndarray:

@@ -15,7 +15,7 @@ import pytest
 
 import scratch
 import scratch.backends as backends
-from scratch import validate
+from scratch.plan import plan_attention
 
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
@@ -160,7 +160,7 @@ def test_fused_causal_scale_that_rounds_to_zero(dtype: str, scale: float) -> Non
 def test_one_dimensional_key_and_value_name_the_argument(need_weights: bool) -> None:
     """key (6,) with query (4, 6): the shared shape check's ValueError, not an IndexError."""
     with pytest.raises(ValueError, match="^key: expected at least 2 dims") as truth:
-        validate.check_attention_shapes((4, 6), (6,), (6,))
+        plan_attention((4, 6), (6,), (6,))
     with pytest.raises(ValueError, match="^key: expected at least 2 dims") as ours:
         TC.scaled_dot_product_attention(
             np.ones((4, 6)), np.ones(6), np.ones(6), need_weights=need_weights

@@ -20,7 +20,7 @@ _backends: dict[str, Backend] = {}
 
 @dataclass(frozen=True)
 class Backend:
-    """One attention implementation: its name, dtypes, kernels and its three functions."""
+    """One attention implementation: its name, dtypes, kernels and its functions."""
 
     name: str
     dtypes: tuple[str, ...]
@@ -29,6 +29,8 @@ class Backend:
     scaled_dot_product_attention: Callable
     multi_head_attention: Callable
     trace_attention: Callable
+    # trace_example(example, options, *, dtype=None, on_projected=None) -> Trace
+    trace_example: Callable
     # the gradients of scaled_dot_product_attention (numpy_backward.py, torch_backward.py)
     scaled_dot_product_attention_backward: Callable | None = None
 
@@ -74,24 +76,25 @@ def available() -> list[str]:
     return [name for name in KNOWN if _probe(name) is None]
 
 
+_FUNCTIONS = (
+    "scaled_dot_product_attention",
+    "multi_head_attention",
+    "trace_attention",
+    "trace_example",
+)
+
+
 def _build(name: str) -> Backend:
     """Create the Backend object for an available name."""
     if name == "scratch":
         from . import scratch_backend as mod
-
-        fns = {
-            f: getattr(mod, f)
-            for f in ("scaled_dot_product_attention", "multi_head_attention", "trace_attention")
-        }
     elif name == "numpy":
         mod = importlib.import_module("scratch.backends.numpy_backend")
-        fns = {
-            f: getattr(mod, f)
-            for f in ("scaled_dot_product_attention", "multi_head_attention", "trace_attention")
-        }
     else:
         from . import torch_backend as mod
-
+    if name in ("scratch", "numpy"):
+        fns = {f: getattr(mod, f) for f in _FUNCTIONS}
+    else:
         fns = mod.functions(name.removeprefix("torch-"))
     fns["scaled_dot_product_attention_backward"] = _backward(name)
     return Backend(

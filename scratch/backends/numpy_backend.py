@@ -25,18 +25,13 @@ import numpy as np
 from scratch.backends import numpy_chunked
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
+from scratch.example import Example, check_trace_call
+from scratch.front_doors import forward_door, multi_head_door, trace_door
 from scratch.options import Options
-from scratch.plan import PARAMS, HeadPlan, plan_multi_head, projections
+from scratch.plan import PARAMS, HeadPlan, plan_attention, plan_multi_head
 from scratch.result import LseResult, Result
 from scratch.trace import Trace, layout_trace
-from scratch.validate import (
-    check_attention_shapes,
-    check_flag,
-    check_hook,
-    check_mask_shape,
-    check_projections,
-    check_value_has_key,
-)
+from scratch.validate import check_flag, check_mask_shape
 
 NAME = "numpy"
 KERNELS = ("explicit", "chunked-online-softmax")
@@ -124,11 +119,12 @@ def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Ste
     if options.return_lse:  # log of the denominator: max + log(sum), -inf on empty rows
         with np.errstate(divide="ignore"):
             lse = (np.where(full, 0, row_max) + np.log(total))[..., 0].astype(scaled.dtype)
-    # step 5, then: dropout on the weights (kept entries scaled by 1 / (1 - p), dropped: 0)
+    # step 5, then: dropout on the weights (kept entries scaled by 1 / (1 - p), dropped ones
+    # times 0: 0, but a NaN weight stays NaN, as in torch's dropout)
     p = options.dropout_p
     if p > 0.0:
         keep = draws(weights.shape) >= p
-        weights = np.where(keep, weights * weights.dtype.type(1.0 / (1.0 - p)), 0)
+        weights = np.where(keep, weights * weights.dtype.type(1.0 / (1.0 - p)), weights * 0)
         weights = weights.astype(scaled.dtype, copy=False)
     # step 6: output = weights @ v                  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
     output = weights @ v
@@ -159,44 +155,30 @@ def _attend(q, k, v, scale, mask, options: Options, settings: Settings, group: i
 # ---------------------------------------------------------------- public functions
 
 
-def scaled_dot_product_attention(
-    query,
-    key,
-    value,
-    attn_mask=None,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    *,
-    enable_gqa=False,
-    masked_rows="zero",
-    rng=None,
-    need_weights=True,
-    dtype=None,
+def attention_result(
+    query, key, value, options: Options, *, rng=None, need_weights=True, dtype=None,
     block_size=None,
-    return_lse=False,
-) -> Result | LseResult:
+) -> Result | LseResult:  # fmt: skip
     """softmax(q @ k^T * scale + mask) @ v in NumPy; weights only when need_weights."""
-    options = Options(
-        attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, return_lse=return_lse
-    )
     check_flag(need_weights, "need_weights")
     dtype = result_dtype(dtype, query, key, value)
     q = as_numbers(query, "query", dtype)
     k = as_numbers(key, "key", dtype)
     v = as_numbers(value, "value", dtype)
-    lead, L, S, E, _ = check_attention_shapes(q.shape, k.shape, v.shape, enable_gqa)
+    plan = plan_attention(q.shape, k.shape, v.shape, options.enable_gqa)
     draws = Draws(rng) if options.dropout_p > 0.0 else None
     settings = Settings(dtype, need_weights, block_size, draws)
-    mask = build_mask(options, dtype, tuple(lead) + (L, S), need_weights)
-    group = q.shape[-3] // k.shape[-3] if enable_gqa else 1
+    mask = build_mask(options, dtype, plan.scores_shape, need_weights)
     steps, output, lse, kernel, detail = _attend(
-        q, k, v, options.scale_for(E), mask, options, settings, group
+        q, k, v, options.scale_for(plan.E), mask, options, settings, plan.group
     )
     weights = None if steps is None else steps.weights
     if options.return_lse:
         return LseResult(output, lse, weights, kernel, detail)
     return Result(output, weights, kernel, detail)
+
+
+scaled_dot_product_attention = forward_door(attention_result, own_rng=True)
 
 
 # ---------------------------------------------------------------- multi-head
@@ -300,81 +282,38 @@ def _run_multi_head(
     )
 
 
-def multi_head_attention(
-    query,
-    key,
-    value,
-    w_q,
-    w_k,
-    w_v,
-    w_o=None,
-    *,
-    num_heads=1,
-    num_kv_heads=None,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    attn_mask=None,
-    is_causal=False,
-    scale=None,
-    masked_rows="zero",
-    need_weights=True,
-    dtype=None,
-    block_size=None,
-) -> Result:
+def heads_result(
+    query, key, value, params: dict, heads: tuple, options: Options, *, need_weights=True,
+    dtype=None, block_size=None,
+) -> Result:  # fmt: skip
     """Multi-head (and grouped-query) attention in NumPy; weights (..., H, L, S) when wanted."""
-    check_projections(w_q, w_k, w_v)
-    check_value_has_key(key, value)
-    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
     check_flag(need_weights, "need_weights")
-    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     dtype = result_dtype(dtype, query, key, value, *params.values())
     settings = Settings(dtype, need_weights, block_size)
-    run = _run_multi_head(query, key, value, params, (num_heads, num_kv_heads), options, settings)
+    run = _run_multi_head(query, key, value, params, heads, options, settings)
     weights = None if run.steps is None else run.steps.weights
     return Result(run.output, weights, run.kernel, run.detail)
+
+
+multi_head_attention = multi_head_door(heads_result)
 
 
 # ---------------------------------------------------------------- trace
 
 
-def trace_attention(
-    x,
-    key=None,
-    value=None,
-    w_q=None,
-    w_k=None,
-    w_v=None,
-    w_o=None,
-    *,
-    tokens=None,
-    key_tokens=None,
-    num_heads=1,
-    num_kv_heads=None,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    attn_mask=None,
-    is_causal=False,
-    scale=None,
-    masked_rows="zero",
-    dtype=None,
-    on_projected=None,
-) -> Trace:
-    """The ground truth's worked example, every step a NumPy array computed here.
+def trace_example(example: Example, options: Options, *, dtype=None, on_projected=None) -> Trace:
+    """The ground truth's worked example, every step a NumPy array computed here (no dropout).
 
     on_projected: None, or a function called with (q, k, v, scale) once the projections exist
     and before attention (the arrays the trace will hold; the window starts its check there)."""
-    check_value_has_key(key, value)
-    check_hook(on_projected, "on_projected")
-    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    check_trace_call(example, options, on_projected, no_dropout="the NumPy trace")
+    params = example.projections()
+    key, value = example.key, example.value
     settings = Settings(
-        result_dtype(dtype, x, key, value, *params.values()), on_projected=on_projected
+        result_dtype(dtype, example.x, key, value, *params.values()), on_projected=on_projected
     )
-    run = _run_multi_head(x, key, value, params, (num_heads, num_kv_heads), options, settings)
+    heads = (example.num_heads, example.num_kv_heads)
+    run = _run_multi_head(example.x, key, value, params, heads, options, settings)
     if run.x.ndim != 2:
         raise ValueError(
             f"x: a trace is one worked example, expected shape (L, d_model), "
@@ -390,10 +329,13 @@ def trace_attention(
     values["output"] = run.output
     if key is not None:
         values["key_input"] = run.key_input
-    if value is not None and value is not key:
+    if value is not None:
         values["value_input"] = run.value_input
     is_bool = None if run.mask is None else bool(run.mask.dtype == np.bool_)
     return layout_trace(
-        values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
-        key_tokens=key_tokens, source=(NAME, run.x.dtype.name),
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
+        key_tokens=example.key_tokens, source=(NAME, run.x.dtype.name),
     )  # fmt: skip
+
+
+trace_attention = trace_door(trace_example)

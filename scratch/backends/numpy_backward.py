@@ -22,8 +22,10 @@ import random
 
 import numpy as np
 
+from ..front_doors import backward_door, forward_door
 from ..options import Options
-from ..validate import check_attention_shapes, check_positive_int
+from ..plan import plan_attention
+from ..validate import check_positive_int
 from .numpy_backend import build_mask
 
 KERNELS = ("explicit", "tiled")
@@ -90,27 +92,22 @@ class _Problem:
         self.q = _array(query, "query", dtype)
         self.k = _array(key, "key", dtype)
         self.v = _array(value, "value", dtype)
-        lead, L, S, E, Ev = check_attention_shapes(
-            self.q.shape, self.k.shape, self.v.shape, options.enable_gqa
-        )
-        self.lead, self.L, self.S, self.E, self.Ev = tuple(lead), L, S, E, Ev
-        self.scale = options.scale_for(E)
+        plan = plan_attention(self.q.shape, self.k.shape, self.v.shape, options.enable_gqa)
+        self.plan = plan
+        self.lead, self.L, self.S, self.E, self.Ev = plan.lead, plan.L, plan.S, plan.E, plan.Ev
+        self.scale = options.scale_for(plan.E)
         self.dropout_p = options.dropout_p
         self.masked_rows = options.masked_rows
         # causal: None here, tiles built on the fly (masked); another kind: its full mask
-        self.mask = build_mask(options, dtype, self.lead + (L, S), explicit=False)
+        self.mask = build_mask(options, dtype, plan.scores_shape, explicit=False)
         self.causal = options.mask_kind == "causal"
-        self.group = self.q.shape[-3] // self.k.shape[-3] if options.enable_gqa else 1
+        self.group = plan.group
         self.dtype = dtype
 
     def grad_output(self, grad_output: object) -> np.ndarray:
         """dO checked against the output's shape."""
         g = _array(grad_output, "grad_output", self.dtype)
-        if g.shape != self.lead + (self.L, self.Ev):
-            raise ValueError(
-                f"grad_output: expected the output's shape {self.lead + (self.L, self.Ev)}, "
-                f"found {g.shape}"
-            )
+        self.plan.check_grad_output(g.shape)
         return g
 
     def masked(self, q, k, rows=slice(None), cols=slice(None)) -> np.ndarray:
@@ -214,27 +211,18 @@ def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
     return output, lse
 
 
-def forward_with_lse(
-    query: object,
-    key: object,
-    value: object,
-    attn_mask: object = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    *,
-    enable_gqa: bool = False,
-    masked_rows: str = "zero",
-    rng: object = None,
-    dtype: object = None,
+def output_and_lse(
+    query, key, value, options: Options, *, rng=None, dtype=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(output (..., L, Ev), lse (..., L)): attention and the log-sum-exp of each row's scores.
 
     lse_i = log sum_j exp(S_ij), -inf on fully masked rows; dropout draws as the numpy forward.
-    """
-    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows)
+    The lse comes back whatever return_lse says."""
     p = _Problem(query, key, value, options, dtype)
     return _forward(p, _keep_mask(p, rng))
+
+
+forward_with_lse = forward_door(output_and_lse, own_rng=True)
 
 
 # ---------------------------------------------------------------- the explicit backward
@@ -312,25 +300,10 @@ def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
 # ---------------------------------------------------------------- public entry point
 
 
-def scaled_dot_product_attention_backward(
-    query: object,
-    key: object,
-    value: object,
-    grad_output: object,
-    attn_mask: object = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    *,
-    enable_gqa: bool = False,
-    masked_rows: str = "zero",
-    rng: object = None,
-    dtype: object = None,
-    kernel: str = "explicit",
-    block_size: int = BLOCK,
-    output: object = None,
-    lse: object = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def gradients_of(
+    query, key, value, grad_output, options: Options, *, rng=None, dtype=None,
+    kernel="explicit", block_size=BLOCK, output=None, lse=None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """(grad_query, grad_key, grad_value) in NumPy, the ground truth's arguments and meanings.
 
     `kernel` is "explicit" or "tiled"; the tiled kernel takes the forward's `output` and `lse`
@@ -340,7 +313,6 @@ def scaled_dot_product_attention_backward(
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
-    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows)
     p = _Problem(query, key, value, options, dtype)
     g = p.grad_output(grad_output)
     keep = _keep_mask(p, rng)
@@ -359,3 +331,6 @@ def scaled_dot_product_attention_backward(
         if lse.shape != g.shape[:-1]:
             raise ValueError(f"lse: expected shape {g.shape[:-1]} (..., L), found {lse.shape}")
     return _tiled(p, g, keep, output, lse, block)
+
+
+scaled_dot_product_attention_backward = backward_door(gradients_of, own_rng=True)

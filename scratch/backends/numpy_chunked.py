@@ -368,10 +368,10 @@ def _masked_rows_output(masked_rows, v_b, S, dtype, draws, dropout_p) -> np.ndar
     """Output of fully masked rows: 0, NaN, or the mean of v; after dropout when it is on."""
     if masked_rows == "zero":
         return 0.0
+    if masked_rows == "nan":  # NaN weights, dropped or not (NaN * 0 = NaN, as torch's dropout)
+        return np.nan
     if draws is None:
-        return np.nan if masked_rows == "nan" else v_b.mean(axis=0, dtype=np.float64).astype(dtype)
+        return v_b.mean(axis=0, dtype=np.float64).astype(dtype)
     keep = draws >= dropout_p  # (r, S)
-    if masked_rows == "nan":  # NaN weights where kept, 0 where dropped
-        return np.where(keep.any(axis=1), np.nan, 0.0)[:, None]
     weights = keep.astype(dtype) / dtype.type(S * (1.0 - dropout_p))  # (r, S)
     return weights @ v_b  # (r, S) @ (S, Ev) -> (r, Ev)

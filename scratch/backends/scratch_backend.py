@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scratch import attention, multihead, trace
+from scratch.front_doors import forward_door, multi_head_door
 from scratch.options import Options
 from scratch.result import LseResult, Result
 from scratch.validate import check_flag
@@ -21,71 +22,31 @@ def _check_dtype(dtype: object) -> None:
         )
 
 
-def scaled_dot_product_attention(
-    query,
-    key,
-    value,
-    attn_mask=None,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    *,
-    enable_gqa=False,
-    masked_rows="zero",
-    rng=None,
-    need_weights=True,
-    dtype=None,
-    return_lse=False,
+def attention_result(
+    query, key, value, options: Options, *, need_weights=True, dtype=None
 ) -> Result | LseResult:
     """scratch.scaled_dot_product_attention as a Result (LseResult with return_lse=True)."""
     _check_dtype(dtype)
     check_flag(need_weights, "need_weights")
-    if check_flag(return_lse, "return_lse"):
-        options = Options(
-            attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng, return_lse
-        )
-        output, weights, lse = attention.forward(query, key, value, options)
-        return LseResult(output, lse, weights if need_weights else None, "explicit")
-    output, weights = attention.scaled_dot_product_attention(
-        query,
-        key,
-        value,
-        attn_mask,
-        dropout_p,
-        is_causal,
-        scale,
-        enable_gqa=enable_gqa,
-        masked_rows=masked_rows,
-        rng=rng,
-    )
-    return Result(output, weights if need_weights else None, "explicit")
+    output, weights, lse = attention.forward(query, key, value, options)
+    weights = weights if need_weights else None
+    if options.return_lse:
+        return LseResult(output, lse, weights, "explicit")
+    return Result(output, weights, "explicit")
 
 
-def multi_head_attention(
-    query,
-    key,
-    value,
-    w_q,
-    w_k,
-    w_v,
-    w_o=None,
-    *,
-    need_weights=True,
+def heads_result(
+    query, key, value, params: dict, heads: tuple, options: Options, *, need_weights=True,
     dtype=None,
-    **options,
-) -> Result:
+) -> Result:  # fmt: skip
     """scratch.multi_head_attention as a Result; weights None when not asked for."""
     _check_dtype(dtype)
     check_flag(need_weights, "need_weights")
-    output, weights = multihead.multi_head_attention(
-        query, key, value, w_q, w_k, w_v, w_o, **options
-    )
+    output, weights = multihead.attention_with_heads(query, key, value, params, heads, options)
     return Result(output, weights if need_weights else None, "explicit")
 
 
-def trace_attention(
-    x, key=None, value=None, w_q=None, w_k=None, w_v=None, w_o=None, *, dtype=None, **options
-) -> trace.Trace:
-    """scratch.trace_attention (its options already say backend "scratch", dtype "float64")."""
-    _check_dtype(dtype)
-    return trace.trace_attention(x, key, value, w_q, w_k, w_v, w_o, **options)
+scaled_dot_product_attention = forward_door(attention_result)
+multi_head_attention = multi_head_door(heads_result)
+trace_example = trace.trace_example  # the ground truth's own (dtype None or "float64")
+trace_attention = trace.trace_attention

@@ -33,14 +33,17 @@ from scratch.backends.torch_compat import fused, fused_with_lse
 from scratch.backends.torch_inputs import DTYPES, Placement, as_device, generator, placement
 from scratch.backends.torch_math import (
     Attended,
+    Heads,
     attend,
     build_mask,
     concat_heads,
     project,
     split_heads,
 )
+from scratch.example import Example, check_trace_call
+from scratch.front_doors import forward_door, multi_head_door, trace_door
 from scratch.options import Options
-from scratch.plan import HeadPlan, plan_multi_head, projections
+from scratch.plan import HeadPlan, plan_attention, plan_multi_head
 from scratch.result import LseResult, Result
 from scratch.trace import Trace, layout_trace
 
@@ -57,56 +60,32 @@ _QKV = ("query", "key", "value")
 # ---------------------------------------------------------------- one head (or a stack of them)
 
 
-def scaled_dot_product_attention(
-    query,
-    key,
-    value,
-    attn_mask=None,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    *,
-    enable_gqa=False,
-    masked_rows="zero",
-    rng=None,
-    need_weights=True,
-    dtype=None,
+def attention_result(
+    query, key, value, options: Options, *, rng=None, need_weights=True, dtype=None,
     device="cpu",
-    return_lse=False,
-) -> Result | LseResult:
-    """Attention in torch: explicit with weights, torch's fused SDPA without (see module doc)."""
-    # rng stays out of Options: here it is an int seed or a torch.Generator, not a random.Random
-    options = Options(
-        attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, return_lse=return_lse
-    )
+) -> Result | LseResult:  # fmt: skip
+    """Attention in torch: explicit with weights, torch's fused SDPA without (see module doc).
+
+    rng stays out of Options: here it is an int seed or a torch.Generator, not a random.Random."""
     place = placement((query, key, value), dtype, device)
     q, k, v = (place.tensor(obj, name) for obj, name in zip((query, key, value), _QKV))
-    qs, ks, vs = q.shape, k.shape, v.shape
-    if (
-        not options.enable_gqa
-        and len(qs) == len(ks) == len(vs) >= 2
-        and qs[:-2] == ks[:-2] == vs[:-2]
-        and (qs[-1] == ks[-1] and ks[-2] == vs[-2])
-    ):  # the common valid case, decided without the full check (which gives the messages)
-        lead, L, S, E = tuple(qs[:-2]), qs[-2], ks[-2], qs[-1]
-    else:
-        lead, L, S, E, _ = validate.check_attention_shapes(
-            tuple(qs), tuple(ks), tuple(vs), options.enable_gqa
-        )
-    scale = options.scale_for(E)
+    plan = plan_attention(tuple(q.shape), tuple(k.shape), tuple(v.shape), options.enable_gqa)
+    scale = options.scale_for(plan.E)
     fast = not validate.check_flag(need_weights, "need_weights")
-    mask = build_mask(options, (*lead, L, S), place.device, fused=fast)
-    gen = generator(rng, place.device)
+    mask = build_mask(options, plan.scores_shape, place.device, fused=fast)
+    heads = Heads(q, k, v, mask, scale, options, plan.group, generator(rng, place.device))
     if fast and options.return_lse:
-        output, lse, how = fused_with_lse(q, k, v, mask, scale, options, gen, options.enable_gqa)
+        output, lse, how = fused_with_lse(heads)
         return LseResult(output, lse, None, "torch-sdpa", how)
     if fast:
-        output = fused(q, k, v, mask, scale, options, gen, options.enable_gqa)
-        return Result(output, None, "torch-sdpa")
-    steps = attend(q, k, v, mask, scale, options, place, gen)
+        return Result(fused(heads), None, "torch-sdpa")
+    steps = attend(heads, place)
     if options.return_lse:
         return LseResult(steps.output, steps.lse, steps.weights, "explicit")
     return Result(steps.output, steps.weights, "explicit")
+
+
+scaled_dot_product_attention = forward_door(attention_result, own_rng=True)
 
 
 # ---------------------------------------------------------------- multi-head
@@ -169,10 +148,11 @@ def _attend_heads(run: MultiHead, need_weights: bool) -> tuple[torch.Tensor, Att
     k = split_heads(run.k, Hkv)  # (..., S, Hkv*d) -> (..., Hkv, S, d)
     v = split_heads(run.v, Hkv)  # (..., S, Hkv*dv) -> (..., Hkv, S, dv)
     # steps 2-6: attention per head
+    heads = Heads(q, k, v, run.mask, run.scale, run.options, run.plan.group)
     if need_weights:
-        steps = attend(q, k, v, run.mask, run.scale, run.options, run.place)
+        steps = attend(heads, run.place)
         return steps.output, steps  # (..., H, L, dv)
-    return fused(q, k, v, run.mask, run.scale, run.options, None, Hkv != H), None
+    return fused(heads), None
 
 
 def _project_out(run: MultiHead, concat: torch.Tensor) -> torch.Tensor:
@@ -181,36 +161,12 @@ def _project_out(run: MultiHead, concat: torch.Tensor) -> torch.Tensor:
     return concat if w_o is None else project(concat, w_o, b_o, run.place)
 
 
-def multi_head_attention(
-    query,
-    key,
-    value,
-    w_q,
-    w_k,
-    w_v,
-    w_o=None,
-    *,
-    num_heads=1,
-    num_kv_heads=None,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    attn_mask=None,
-    is_causal=False,
-    scale=None,
-    masked_rows="zero",
-    need_weights=True,
-    dtype=None,
-    device="cpu",
-) -> Result:
+def heads_result(
+    query, key, value, params: dict, heads: tuple, options: Options, *, need_weights=True,
+    dtype=None, device="cpu",
+) -> Result:  # fmt: skip
     """Project, split heads, attend (explicit or fused), concatenate, project out -- in torch."""
-    validate.check_projections(w_q, w_k, w_v)
-    validate.check_value_has_key(key, value)
-    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     need_weights = validate.check_flag(need_weights, "need_weights")
-    heads = (num_heads, num_kv_heads)
     run = _run_multi_head(
         query, key, value, params, heads, options, dtype, device, not need_weights
     )
@@ -221,42 +177,26 @@ def multi_head_attention(
     return Result(output, steps.weights, "explicit")
 
 
-def trace_attention(
-    x,
-    key=None,
-    value=None,
-    w_q=None,
-    w_k=None,
-    w_v=None,
-    w_o=None,
+multi_head_attention = multi_head_door(heads_result)
+
+
+def trace_example(
+    example: Example,
+    options: Options,
     *,
-    tokens=None,
-    key_tokens=None,
-    num_heads=1,
-    num_kv_heads=None,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    attn_mask=None,
-    is_causal=False,
-    scale=None,
-    masked_rows="zero",
     dtype=None,
+    on_projected=None,
     device="cpu",
     backend_name: str = "torch-cpu",
-    on_projected=None,
 ) -> Trace:
-    """Every intermediate of one worked example as tensors: the truth's steps, names and axes.
-
-    on_projected: None, or a function called with (q, k, v, scale) once the projections exist
-    and before attention (the tensors the trace will hold; the window starts its check there)."""
-    validate.check_value_has_key(key, value)
-    validate.check_hook(on_projected, "on_projected")
-    options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
-    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
-    heads = (num_heads, num_kv_heads)
-    run = _run_multi_head(x, key, value, params, heads, options, dtype, device, fast=False)
+    """Every intermediate of one worked example as tensors: the truth's steps, names and axes
+    (no dropout). `on_projected`: as the NumPy backend's, with the tensors the trace will hold."""
+    check_trace_call(example, options, on_projected, no_dropout="the torch trace")
+    key, value = example.key, example.value
+    heads = (example.num_heads, example.num_kv_heads)
+    run = _run_multi_head(
+        example.x, key, value, example.projections(), heads, options, dtype, device, fast=False
+    )
     if run.inputs["x"].ndim != 2:
         raise ValueError(
             f"x: a trace is one worked example, expected shape (L, d_model), "
@@ -267,6 +207,7 @@ def trace_attention(
     heads_out, s = _attend_heads(run, need_weights=True)  # (H, L, dv), every step kept
     concat = concat_heads(heads_out)  # (H, L, dv) -> (L, H*dv)
     H, storage = run.plan.num_heads, run.place.storage
+    w_o = run.params["w_o"]
     output = heads_out[0] if H == 1 and w_o is None else _project_out(run, concat)
     # the numbers are all computed here; scratch.trace only names and describes them
     values = {"x": run.inputs["x"], "q": run.q, "k": run.k, "v": run.v}
@@ -276,23 +217,27 @@ def trace_attention(
     values.update(masked=s.masked.to(storage))
     if key is not None:
         values["key_input"] = run.inputs["key_input"]
-    if value is not None and value is not key:
+    if value is not None:
         values["value_input"] = run.inputs["value_input"]
     is_bool = None if options.mask_kind != "given" else run.mask.dtype == torch.bool
     return layout_trace(
-        values, run.plan, options, run.scale, is_bool=is_bool, tokens=tokens,
-        key_tokens=key_tokens, source=(backend_name, str(storage).removeprefix("torch.")),
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
+        key_tokens=example.key_tokens, source=(backend_name, str(storage).removeprefix("torch.")),
     )  # fmt: skip
 
 
+trace_attention = trace_door(trace_example)
+
+
 def functions(device: str = "cpu") -> dict[str, Callable]:
-    """The three public functions bound to one device ("cpu" or "cuda")."""
+    """The public functions bound to one device ("cpu" or "cuda")."""
     name = f"torch-{torch.device(device).type}"
     device = as_device(device)
     return {
         "scaled_dot_product_attention": partial(scaled_dot_product_attention, device=device),
         "multi_head_attention": partial(multi_head_attention, device=device),
         "trace_attention": partial(trace_attention, device=device, backend_name=name),
+        "trace_example": partial(trace_example, device=device, backend_name=name),
     }
 
 
@@ -305,4 +250,5 @@ __all__ = [
     "multi_head_attention",
     "scaled_dot_product_attention",
     "trace_attention",
+    "trace_example",
 ]

@@ -18,8 +18,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..front_doors import backward_door
 from ..options import Options
-from ..validate import check_attention_shapes
+from ..plan import plan_attention
 from .torch_math import build_mask, repeat_kv
 
 KERNELS = ("autograd", "explicit")
@@ -184,23 +185,10 @@ def _explicit(q, k, v, g, mask, scale, group, masked_rows, keep, storage):
     return grad_query, _sum_groups(grad_key, group), _sum_groups(grad_value, group)
 
 
-def scaled_dot_product_attention_backward(
-    query: object,
-    key: object,
-    value: object,
-    grad_output: object,
-    attn_mask: object = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    *,
-    enable_gqa: bool = False,
-    masked_rows: str = "zero",
-    rng: object = None,
-    dtype: object = None,
-    device: object = "cpu",
-    kernel: str = "autograd",
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def gradients_of(
+    query, key, value, grad_output, options: Options, *, rng=None, dtype=None, device="cpu",
+    kernel="autograd",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """(grad_query, grad_key, grad_value) in torch, the ground truth's arguments and meanings.
 
     `kernel` is "autograd" or "explicit"; `rng` (int seed, torch.Generator or random.Random)
@@ -215,23 +203,23 @@ def scaled_dot_product_attention_backward(
         _tensor(x, n, storage, device).to(wide)
         for x, n in ((query, "query"), (key, "key"), (value, "value"))
     )
-    options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows)
-    lead, L, S, E, Ev = check_attention_shapes(
-        tuple(q.shape), tuple(k.shape), tuple(v.shape), options.enable_gqa
-    )
-    scale, dropout_p, masked_rows = options.scale_for(E), options.dropout_p, options.masked_rows
+    plan = plan_attention(tuple(q.shape), tuple(k.shape), tuple(v.shape), options.enable_gqa)
+    scale, masked_rows = options.scale_for(plan.E), options.masked_rows
     g = _tensor(grad_output, "grad_output", storage, device).to(wide)
-    if tuple(g.shape) != (*lead, L, Ev):
-        raise ValueError(
-            f"grad_output: expected the output's shape {(*lead, L, Ev)}, found {tuple(g.shape)}"
-        )
-    mask = build_mask(options, (*lead, L, S), device)
+    plan.check_grad_output(tuple(g.shape))
+    mask = build_mask(options, plan.scores_shape, device)
+    if mask is not None and mask.ndim < 2:
+        # torch's SDPA (the autograd kernel's forward) raises IndexError on a 1-D (S,) mask
+        # with 4-D input; (1, S) broadcasts over (..., L, S) the same way
+        mask = mask.unsqueeze(0)  # (S,) -> (1, S)
     if mask is not None and mask.dtype != torch.bool:
         mask = mask.to(wide)
-    group = q.shape[-3] // k.shape[-3] if enable_gqa else 1
-    keep = _keep(rng, (*lead, L, S), dropout_p, wide, device)
+    keep = _keep(rng, plan.scores_shape, options.dropout_p, wide, device)
     if kernel == "autograd":
-        grads = _autograd(q, k, v, g, mask, scale, group, masked_rows, keep)
+        grads = _autograd(q, k, v, g, mask, scale, plan.group, masked_rows, keep)
     else:
-        grads = _explicit(q, k, v, g, mask, scale, group, masked_rows, keep, storage)
+        grads = _explicit(q, k, v, g, mask, scale, plan.group, masked_rows, keep, storage)
     return tuple(x.to(storage) for x in grads)
+
+
+scaled_dot_product_attention_backward = backward_door(gradients_of, own_rng=True)

@@ -23,22 +23,14 @@ import torch
 import torch.nn.functional as F
 
 from scratch.backends.torch_inputs import cast_mask, compute_dtype
-from scratch.backends.torch_math import dropout, repeat_kv
+from scratch.backends.torch_math import Heads, dropout, repeat_kv
 from scratch.options import Options
 
 
-def fused(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    scale: float,
-    options: Options,
-    gen: torch.Generator | None,
-    enable_gqa: bool,
-) -> torch.Tensor:
+def fused(heads: Heads) -> torch.Tensor:
     """torch's fused SDPA (causal by its own flag, `mask` None), then the masked_rows policy."""
-    is_causal = options.is_causal
+    q, k, v, mask, scale = heads.q, heads.k, heads.v, heads.mask, heads.scale
+    options, gen, is_causal = heads.options, heads.gen, heads.options.is_causal
     if is_causal and _rounds_to_nonpositive(scale, q.dtype):
         # torch 2.13's fused CPU kernel returns NaN rows for is_causal with scale <= 0 (it seems
         # to scale after masking: -inf * 0 = NaN), also for a tiny scale that rounds to 0 in its
@@ -57,7 +49,7 @@ def fused(
         mask = mask.unsqueeze(0)  # (S,) -> (1, S)
     p = options.dropout_p
     call = dict(
-        attn_mask=mask, dropout_p=p, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
+        attn_mask=mask, dropout_p=p, is_causal=is_causal, scale=scale, enable_gqa=heads.group > 1
     )
     if p > 0.0 and gen is not None:  # SDPA takes no generator: seed a forked global RNG
         seed = int(torch.randint(2**62, (1,), generator=gen, device=gen.device))
@@ -74,32 +66,27 @@ _FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"  # private: looked up
 LSE_CHUNK = 256  # query rows per torch.logsumexp in the fallback: O(LSE_CHUNK * S) memory
 
 
-def fused_with_lse(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    scale: float,
-    options: Options,
-    gen: torch.Generator | None,
-    enable_gqa: bool,
-) -> tuple[torch.Tensor, torch.Tensor, str]:
+def fused_with_lse(heads: Heads) -> tuple[torch.Tensor, torch.Tensor, str]:
     """(output, lse (..., L), how the lse was found): `fused`, plus the log-sum-exp of each row
     of the masked scores in the compute dtype (-inf on rows with every key masked).
 
     With 4-D inputs SDPA itself runs the CPU flash op, so its output is taken with the lse
     (the same numbers as without return_lse). With 2-D or 3-D inputs SDPA runs its math kernel:
     the output comes from `fused` as without return_lse, the lse from the op on a 4-D view."""
+    q, k, v, mask, scale = heads.q, heads.k, heads.v, heads.mask, heads.scale
+    options = heads.options
     found = _flash_cpu(q, k, v, mask, scale, options)
     if found is None:
-        output = fused(q, k, v, mask, scale, options, gen, enable_gqa)
+        output = fused(heads)
         lse = _lse_by_chunks(q, k, mask, options.is_causal, scale)
         return output, lse, "lse by torch.logsumexp over query chunks of the scores"
     output, lse = found
     if q.ndim == 4:
-        output = _empty_rows_policy(output, q, k, v, mask, options.is_causal, scale, options, gen)
+        output = _empty_rows_policy(
+            output, q, k, v, mask, options.is_causal, scale, options, heads.gen
+        )
     else:
-        output = fused(q, k, v, mask, scale, options, gen, enable_gqa)
+        output = fused(heads)
     fully = _mask_empty_rows(mask) if mask is not None else None
     if fully is not None:  # the op reports 0 there; the sum of exp is 0, its log -inf
         lse = lse.masked_fill(fully.squeeze(-1), -math.inf)

@@ -43,12 +43,13 @@ def repeat_kv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 def dropout(weights: torch.Tensor, p: float, gen: torch.Generator | None) -> torch.Tensor:
-    """Zero each weight with probability p and scale the kept ones by 1/(1-p)."""
+    """Drop each weight with probability p (times 0: a NaN weight stays NaN, as in torch's own
+    dropout) and scale the kept ones by 1/(1-p)."""
     if p == 0.0:
         return weights
     where = gen.device if gen is not None else weights.device
     keep = torch.rand(weights.shape, generator=gen, device=where).to(weights.device) >= p
-    return torch.where(keep, weights / (1.0 - p), torch.zeros((), dtype=weights.dtype))
+    return torch.where(keep, weights / (1.0 - p), weights * 0)
 
 
 @dataclass(frozen=True)
@@ -63,18 +64,24 @@ class Attended:
     lse: torch.Tensor | None = None  # (..., L) in the math dtype, with options.return_lse
 
 
-def attend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    scale: float,
-    options: Options,
-    place: Placement,
-    gen: torch.Generator | None = None,
-) -> Attended:
+@dataclass(frozen=True)
+class Heads:
+    """One call's attention inputs as tensors: what the explicit and the fused kernels read."""
+
+    q: torch.Tensor  # (..., H, L, E) or (..., L, E)
+    k: torch.Tensor  # (..., Hkv, S, E)
+    v: torch.Tensor  # (..., Hkv, S, Ev)
+    mask: torch.Tensor | None  # broadcasts to (..., L, S); None: no mask, or causal for fused
+    scale: float
+    options: Options
+    group: int = 1  # query heads per key/value head (the plan's)
+    gen: torch.Generator | None = None  # dropout's generator; None: torch's global one
+
+
+def attend(heads: Heads, place: Placement) -> Attended:
     """Attention on (..., H, L, E) tensors in the storage dtype, every intermediate kept."""
-    q, k, v = q.to(place.wide), k.to(place.wide), v.to(place.wide)
+    mask, scale, options, gen = heads.mask, heads.scale, heads.options, heads.gen
+    q, k, v = heads.q.to(place.wide), heads.k.to(place.wide), heads.v.to(place.wide)
     k, v = repeat_kv(k, q), repeat_kv(v, q)  # (..., Hkv, S, .) -> (..., Hq, S, .)
     # step 2: scores = q @ k^T, one dot product per (query, key) pair
     scores = q @ k.transpose(-1, -2)  # (..., L, E) @ (..., E, S) -> (..., L, S)

@@ -13,13 +13,6 @@ import time
 IDLE_CPUS = 0.3  # other processes using at most this many CPUs count as idle
 LOAD_SAMPLE_S = 0.1  # one look at /proc/stat
 LOAD_WAIT_S = 1.0  # the longest a pair waits for the machine to go idle
-# Ratio goals compare this quantile of each row's timed runs. Measured here (2-core AVX-512 VM,
-# 100 interleaved rounds at L = 4096, the same NumPy call timed as two rows, five runs): one
-# call against itself came out 0.982-1.083x best vs best, 0.977-0.999x at the 10th percentile
-# and 0.987-1.009x as the median of per-round ratios. The minimum hangs on one rare lucky
-# call; the median would flatter NumPy under load (torch's OpenMP kernel slows far more);
-# the 10th percentile still keeps only the least disturbed runs.
-GOAL_QUANTILE = 0.1
 
 
 def _cpu_times() -> tuple[float, float] | None:
@@ -31,17 +24,6 @@ def _cpu_times() -> tuple[float, float] | None:
         return None
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
     return sum(fields) - idle, sum(fields)
-
-
-def low_quantile(times: list[float]) -> float:
-    """The GOAL_QUANTILE of timed runs (linear between order statistics, as NumPy's default)."""
-    if not times:
-        raise ValueError("times: expected at least one timed run, found none")
-    ordered = sorted(times)
-    position = GOAL_QUANTILE * (len(ordered) - 1)  # 60 runs: 5.9, near the 7th fastest
-    below = int(position)
-    above = min(below + 1, len(ordered) - 1)
-    return ordered[below] + (position - below) * (ordered[above] - ordered[below])
 
 
 def steal_seconds() -> float | None:

@@ -1,6 +1,6 @@
 """The benchmark's contenders: every attention kernel here as a zero-argument call on shared inputs.
 
-Used by scratch.bench; the plain-Python kernel limit and NumPy's full-size matmuls are
+Used by scratch.bench.table; the plain-Python kernel limit and NumPy's full-size matmuls are
 reference rows, not kernels of the project.
 """
 

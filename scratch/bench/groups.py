@@ -1,0 +1,30 @@
+"""The rows timed together: each goal's rivals form a group, interleaved round by round."""
+
+from __future__ import annotations
+
+from scratch.bench.contenders import NOISE_L, NOISE_ROW
+
+PYTHON_PAIR = ("ground truth (scratch)", "pure-Python kernel limit")
+PAIR_RUNS = 20  # rounds of the plain-Python pair (0.4-0.6 s a call; even: each first as often).
+# This machine's speed drifts by up to 1.3x over seconds (the same ground-truth call 0.49-0.62
+# s): with 7 or 11 rounds four idle runs measured 0.82-0.96x as the median of per-round ratios
+GOAL_MAX_ROUNDS = 60  # a goal's 10th percentile is then near the 7th fastest of 60 rounds
+GOAL_MIN_ROUNDS = 20  # at least this many rounds for every other goal group (at L = 16384
+# a round of numpy and SDPA takes about a second: 6 rounds left best-vs-best at the mercy of
+# one lucky SDPA run, 0.93x and 1.09x in two idle runs of the same code; with 12 rounds five
+# runs measured 0.970-1.119x at the 10th percentile)
+GOAL_BUDGET_S = 3.0  # ... and more until each row of the group has spent about this much
+
+
+def goal_groups(L: int, device: str) -> tuple[tuple[str, ...], ...]:
+    """Rows at size L whose ratios are goals: each group is timed interleaved, round by round."""
+    numpy_sdpa = ("numpy chunked", f"torch SDPA ({device})")
+    fast = (f"torch backend fast ({device})",)
+    if device == "cuda":
+        return ((*fast, "torch SDPA (cuda)"),) if L in (4096, 32768) else ()
+    noise = (NOISE_ROW,) if L == NOISE_L else ()
+    return {
+        256: (PYTHON_PAIR,),
+        4096: ((*numpy_sdpa, *fast, *noise),),  # SDPA is in two goals: one group
+        16384: (numpy_sdpa,),
+    }.get(L, ())
