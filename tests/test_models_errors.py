@@ -168,9 +168,10 @@ def test_bfloat16_bits_widen_as_torch_converts_them():
     assert np.array_equal(np.signbit(ours[~nan]), np.signbit(theirs[~nan]))  # -0.0 stays -0.0
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("family", ["gpt2", "bert"])
-def test_a_bfloat16_model_runs_as_transformers_runs_it(tmp_path, family):
-    hf = build(tmp_path / "m", family, seed=5, dtype=torch.bfloat16).double()  # exact widening
+def test_a_16_bit_model_runs_as_transformers_runs_it(tmp_path, family, dtype):
+    hf = build(tmp_path / "m", family, seed=5, dtype=getattr(torch, dtype)).double()  # exact
     run = models.load(tmp_path / "m").run(TEXT)
     assert gap(hf_attentions(hf, run.ids), run.attentions) <= AGREE
 
@@ -190,6 +191,24 @@ def test_a_weight_of_another_kind_is_named(saved, tmp_path):
     del weights["h.1.attn.c_attn.bias"]
     save_file(weights, str(path / "model.safetensors"))
     with pytest.raises(models.ModelError, match=r"h\.1\.attn\.c_attn\.bias is missing"):
+        models.load(path)
+
+
+def test_float8_weights_and_a_config_nested_too_deep_are_named(saved, tmp_path):
+    from safetensors.torch import save_file
+
+    path = edited(saved, tmp_path, "gpt2")
+    save_file(
+        {"wte.weight": torch.zeros(10, 12).to(torch.float8_e4m3fn)}, path / "model.safetensors"
+    )
+    with pytest.raises(
+        models.ModelError, match=r"model\.safetensors: tensor wte\.weight is F8_E4M3"
+    ):
+        models.load(path)
+    (path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(
+        models.ModelError, match=r"config\.json: not readable JSON \(RecursionError"
+    ):
         models.load(path)
 
 
