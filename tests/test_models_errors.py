@@ -122,12 +122,18 @@ def test_a_config_that_contradicts_the_weights_is_refused_at_load(
             {"n_embd": 12, "hidden_size": 24},
             r"n_embd 12 and hidden_size 24 name one number",
         ),
+        ("gpt2", {"n_embd": 12, "hidden_size": 12.0}, r"n_embd 12 and hidden_size 12\.0 name one"),
     ],
 )
 def test_a_bad_config_value_is_named_at_load(saved, tmp_path, family, changes, message):
     path = edited(saved, tmp_path, family, **changes)
     with pytest.raises(models.ModelError, match=r"config\.json: " + message):
         models.load(path)
+
+
+def test_aliases_that_agree_are_one_key(saved, tmp_path):
+    path = edited(saved, tmp_path, "gpt2", hidden_size=12, num_hidden_layers=3, n_head=3)
+    assert models.load(path).d_model == 12
 
 
 def test_a_tokenizer_past_the_vocabulary_is_refused_at_load(saved, tmp_path):
