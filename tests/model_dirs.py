@@ -1,8 +1,16 @@
 """Tiny random-weight model directories built and saved with transformers, for the model tests."""
 
-import numpy as np
-import torch
-import transformers
+import json
+import shutil
+
+import pytest
+
+# a test module importing this one is skipped, not broken, where these are not installed
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+pytest.importorskip("tokenizers")
+transformers = pytest.importorskip("transformers")
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "your", "journey", "starts", "with", "one", "step"]
 TEXT = "your journey starts with one step"
@@ -64,3 +72,23 @@ def gap(a, b):
     """Largest absolute difference of two arrays of one shape."""
     assert np.shape(a) == np.shape(b), (np.shape(a), np.shape(b))
     return float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+
+
+def save_both(tmp_path_factory):
+    """One tiny model of each family, saved once: {family: (path, transformers model)}."""
+    root = tmp_path_factory.mktemp("saved")
+    return {family: (root / family, build(root / family, family)) for family in ("gpt2", "bert")}
+
+
+DELETE = object()  # a change that removes the key from config.json
+
+
+def edited(saved, folder, family, **changes):
+    """A copy of the saved `family` model whose config.json has `changes` (DELETE removes one)."""
+    path = folder / family
+    shutil.copytree(saved[family][0], path)
+    config = json.loads((path / "config.json").read_text())
+    config.update(changes)
+    config = {key: value for key, value in config.items() if value is not DELETE}
+    (path / "config.json").write_text(json.dumps(config))
+    return path

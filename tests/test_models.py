@@ -13,31 +13,9 @@ transformers = pytest.importorskip("transformers")
 
 import scratch  # noqa: E402
 from scratch import models  # noqa: E402
+from tests.model_dirs import AGREE, WORDS, hf_attentions, word_tokenizer  # noqa: E402
 
-AGREE = 1e-12  # float64 both ways; the differences seen are a few 1e-15
 TEXT = "Your journey starts with one step"
-WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "your", "journey", "starts", "with", "one", "step"]
-
-
-def hf_attentions(model, ids):
-    """(layers, heads, T, T) from transformers in float64 with the eager attention."""
-    with torch.no_grad():
-        out = model(torch.tensor([ids]), output_attentions=True)
-    return torch.stack(out.attentions)[:, 0].numpy()
-
-
-def word_tokenizer(path, special=True):
-    """A tiny WordLevel tokenizer.json; with [CLS] ... [SEP] around the words for BERT."""
-    from tokenizers import Tokenizer, pre_tokenizers, processors
-    from tokenizers.models import WordLevel
-
-    tok = Tokenizer(WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    if special:
-        tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-        )
-    tok.save(str(path / "tokenizer.json"))
 
 
 @pytest.fixture(scope="module")

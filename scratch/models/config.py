@@ -208,7 +208,8 @@ def parse(raw: dict, path: Path) -> Config:
 def _read(raw: dict, path: Path, family: str, field: str) -> object:
     """One field's value: present under one of its names (or the default), of the right type."""
     names = [name for name in NAMES[family][field] if name in raw]
-    if len(names) > 1 and raw[names[0]] != raw[names[1]]:
+    a, b = (raw[name] for name in names) if len(names) > 1 else (None, None)
+    if len(names) > 1 and (type(a) is not type(b) or a != b):  # 1 == True == 1.0 in Python
         raise ModelError(
             f"{path}: {names[0]} {raw[names[0]]!r} and {names[1]} {raw[names[1]]!r} "
             f"name one number twice and disagree"

@@ -71,8 +71,8 @@ def read_config(path: Path) -> dict:
     """config.json as a dict."""
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelError(f"{path}: not readable JSON ({exc})") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ModelError(f"{path}: not readable JSON ({type(exc).__name__}: {exc})") from exc
     if not isinstance(config, dict):
         raise ModelError(f"{path}: expected a JSON object, found {type(config).__name__}")
     return config

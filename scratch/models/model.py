@@ -37,7 +37,7 @@ class Model:
 
     @property
     def family(self) -> str:
-        """ "bert" or "gpt2"."""
+        """The family: "bert" or "gpt2"."""
         return self.config.family
 
     @property

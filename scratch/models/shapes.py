@@ -33,7 +33,9 @@ def _missing(config: Config, name: str, weights: dict) -> str:
     """Why a tensor is missing: more layers asked for than the file holds, or another model."""
     layer = re.search(r"(?:^h|layer)\.(\d+)\.", name)
     if layer is None:
-        return f"{name} is missing (not a {config.family} checkpoint?)"
+        return (
+            f"{name} is missing: not the {config.family} checkpoint config.json's model_type says"
+        )
     prefix = name[: layer.start(1)]
     held = {int(m.group(1)) for w in weights if (m := re.match(re.escape(prefix) + r"(\d+)\.", w))}
     return (
