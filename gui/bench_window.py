@@ -65,7 +65,7 @@ def _trace_alone_job(pool, session, call: tuple):
             super().__init__()
             self.signals = signals
 
-        def run(self) -> None:  # as gui.worker._Job: the collector paused while it runs
+        def run(self) -> None:  # as gui.jobs._Job: the collector paused while it runs
             try:
                 trace = core_api.trace_with_backend(session.backend, session.dtype, *call)
             except Exception as exc:  # noqa: BLE001 - reported to the waiting loop
