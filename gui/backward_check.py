@@ -10,6 +10,7 @@ truth's backward on the same inputs rounded to the backend's dtype, within
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
 import numpy as np
@@ -30,29 +31,34 @@ CHECK_PAIRS = 256 * 256
 GRADIENTS = ("grad_query", "grad_key", "grad_value")  # what a backend's backward returns
 
 
+def _over_limit(s: Session, limit: int, what: str, cost: str) -> str:
+    """'' when `s` has at most `limit` query-key pairs, else that `what` stops there and why."""
+    pairs = s.num_tokens * s.num_keys
+    if pairs <= limit:
+        return ""
+    side = math.isqrt(limit)
+    return (
+        f"{what} up to {limit:,} query-key pairs ({side} x {side} tokens); this example has "
+        f"{s.num_tokens} x {s.num_keys} = {pairs:,}. {cost}"
+    )
+
+
 def too_large(s: Session) -> str:
     """Why the backward is not computed for `s` ('' when it is)."""
-    pairs = s.num_tokens * s.num_keys
-    if pairs <= MAX_PAIRS:
-        return ""
-    return (
-        f"The backward pass is computed up to {MAX_PAIRS:,} query-key pairs (512 x 512 tokens); "
-        f"this example has {s.num_tokens} x {s.num_keys} = {pairs:,}. The exact pure-Python "
-        f"gradients took 1.7 s at 512 tokens here and grow with L x S (about 2 minutes at 4096), "
-        f"so lower the number of tokens to see them."
+    cost = (
+        "The exact pure-Python gradients took 1.7 s at 512 tokens here and grow with L x S "
+        "(about 2 minutes at 4096), so lower the number of tokens to see them."
     )
+    return _over_limit(s, MAX_PAIRS, "The backward pass is computed", cost)
 
 
 def check_skipped(s: Session) -> str:
     """Why the Check tab's gradient check is not run for `s` ('' when it is)."""
-    pairs = s.num_tokens * s.num_keys
-    if pairs <= CHECK_PAIRS:
-        return ""
-    return (
-        f"Gradients not checked above {CHECK_PAIRS:,} query-key pairs (256 x 256 tokens; this "
-        f"example has {pairs:,}): the pure-Python ground truth and error bound of the check took "
-        f"8.8 s at 512 tokens here. The Backward view still shows the exact gradients."
+    cost = (
+        "The pure-Python ground truth and error bound of the check took 8.8 s at 512 tokens "
+        "here. The Backward view still shows the exact gradients."
     )
+    return _over_limit(s, CHECK_PAIRS, "Gradients are checked only", cost)
 
 
 def target_cell(s: Session) -> tuple[int, int]:

@@ -65,7 +65,7 @@ def _trace_alone_job(pool, session, call: tuple):
             super().__init__()
             self.signals = signals
 
-        def run(self) -> None:  # as gui.worker._Job: the collector paused while it runs
+        def run(self) -> None:  # as gui.jobs._Job: the collector paused while it runs
             try:
                 trace = core_api.trace_with_backend(session.backend, session.dtype, *call)
             except Exception as exc:  # noqa: BLE001 - reported to the waiting loop
@@ -216,11 +216,13 @@ def measure(
 def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
     """The largest event-loop gap of each recompute of the session under each of MASKS, and
     the hypervisor's steal during each."""
+    from gui import core_api
+
     gaps, steals = [], []
     for mask_mode in MASKS:
         session = dataclasses.replace(_session(tokens), mask_mode=mask_mode)
         if mask_mode == "custom":  # the causal grid, as a user's edit leaves it: tuples
-            rows = [[j <= i for j in range(tokens)] for i in range(tokens)]
+            rows = core_api.causal_cells(tokens, tokens, "top-left")
             session = dataclasses.replace(session, mask=tuple(map(tuple, rows)))
         job = (lambda s=session: worker.submit(s)), worker
         _timed(*job)  # warm-up

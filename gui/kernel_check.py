@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PyQt6.QtCore import QObject, QRunnable, Qt, QThreadPool, pyqtSignal
+from PyQt6.QtCore import Qt
 from PyQt6.QtGui import QColor
 from PyQt6.QtWidgets import (
     QComboBox,
@@ -28,7 +28,7 @@ from PyQt6.QtWidgets import (
 from gui import core_api, numbers, view_model
 from gui.check_panel import report_table
 from gui.heatmap import Heatmap
-from gui.worker import collector_pause
+from gui.jobs import Worker
 
 COLOURS = {"pass": QColor(200, 240, 200), "fail": QColor(255, 190, 190)}
 COLOURS["unsupported"] = QColor(235, 235, 235)
@@ -66,73 +66,20 @@ def load_kernel(source: str, function: str = "") -> Callable:
     return core_api.load_kernel(source)
 
 
-class _Signals(QObject):
-    progress = pyqtSignal(int, int, int, str)  # job, done, total, case
-    finished = pyqtSignal(int, object)  # job, CheckReport
-    failed = pyqtSignal(int, str)  # job, message
-
-
-class _Job(QRunnable):
-    def __init__(self, job: int, fn: Callable, options: dict, signals: _Signals) -> None:
-        super().__init__()
-        self.job, self.fn, self.options, self.signals = job, fn, options, signals
-
-    def run(self) -> None:
-        try:
-            report = core_api.check_kernel(
-                self.fn,
-                progress=lambda n, total, name: self.signals.progress.emit(
-                    self.job, n, total, name
-                ),
-                **self.options,
-            )
-        except (ValueError, TypeError, ImportError) as exc:
-            self.signals.failed.emit(self.job, str(exc))
-        else:
-            self.signals.finished.emit(self.job, report)
-        finally:
-            collector_pause().release()  # garbage collection resumes in the GUI thread
-
-
-class KernelCheckWorker(QObject):
+class KernelCheckWorker(Worker):
     """Runs scratch.check in a pool thread; only the newest request's report arrives."""
 
-    progress = pyqtSignal(int, int, str)
-    finished = pyqtSignal(object)
-    failed = pyqtSignal(str)
-
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.pool = QThreadPool(self)
-        self.pool.setMaxThreadCount(1)
-        self.current = 0
-        self._signals = _Signals()
-        self._signals.progress.connect(self._on_progress)
-        self._signals.finished.connect(self._on_finished)
-        self._signals.failed.connect(self._on_failed)
+    WAIT_MS = 300000
 
     def submit(self, fn: Callable, **options) -> int:
         """Check fn with scratch.check(**options) off the GUI thread."""
-        self.current += 1
-        collector_pause().hold()
-        self.pool.start(_Job(self.current, fn, options, self._signals))
-        return self.current
+        return self.start(
+            lambda report, stop: core_api.check_kernel(fn, progress=report, **options)
+        )
 
-    def wait(self, msecs: int = 300000) -> bool:
-        """Block until idle (closing the window, tests)."""
-        return self.pool.waitForDone(msecs)
-
-    def _on_progress(self, job: int, done: int, total: int, name: str) -> None:
-        if job == self.current:
-            self.progress.emit(done, total, name)
-
-    def _on_finished(self, job: int, report: object) -> None:
-        if job == self.current:
-            self.finished.emit(report)
-
-    def _on_failed(self, job: int, message: str) -> None:
-        if job == self.current:
-            self.failed.emit(message)
+    def describe(self, exc: Exception) -> str | None:
+        """Why the check could not run, in words."""
+        return str(exc) if isinstance(exc, (ValueError, TypeError, ImportError)) else None
 
 
 class KernelCheckPanel(QWidget):

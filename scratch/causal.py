@@ -2,15 +2,17 @@
 
 `scratch.causal_mask` builds the whole (L, S) grid of nested bools. A window at 4096 tokens
 wants less or faster: a few sampled rows, a thinned picture, a NumPy array for a backend's
-call. Each asks here, so the rule (and its two alignments) is written in one place.
+call, one tile of a tiled kernel. Each asks here, so the rule (and its two alignments) is
+written in one place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .masks import ALIGNS
 from .validate import check_positive_int
+
+ALIGNS = ("top-left", "bottom-right")
 
 
 def causal_shift(L: int, S: int, align: str = "top-left") -> int:
@@ -42,9 +44,19 @@ def causal_cells(
 def causal_array(L: int, S: int, align: str = "top-left") -> object:
     """The (L, S) causal grid as a NumPy bool array (needs NumPy): milliseconds at 4096 tokens,
     where 16.7 M nested bools take seconds to make and to convert."""
+    return causal_tile(causal_shift(L, S, align), range(L), range(S))
+
+
+def causal_tile(shift: int, rows: range, cols: range) -> object:
+    """Rows `rows` and columns `cols` (contiguous ranges) of the causal grid whose diagonal is
+    `shift` (from causal_shift), as a NumPy bool array (R, C): one np.tri, no Python per cell."""
+    if rows.step != 1 or cols.step != 1:
+        raise ValueError(f"rows, cols: expected contiguous ranges, found {rows} and {cols}")
     import numpy as np
 
-    return np.tri(L, S, causal_shift(L, S, align), dtype=bool)  # True where j <= i + shift
+    # cell (a, b) is query rows[a], key cols[b]: cols[b] <= rows[a] + shift
+    diagonal = shift + rows.start - cols.start
+    return np.tri(len(rows), len(cols), diagonal, dtype=bool)  # (R, C)
 
 
-__all__ = ["causal_array", "causal_cells", "causal_shift"]
+__all__ = ["ALIGNS", "causal_array", "causal_cells", "causal_shift", "causal_tile"]

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from math import inf
 
-from .validate import Nested, as_mask, check_mask_shape, check_positive_int
-
-ALIGNS = ("top-left", "bottom-right")
+from .causal import causal_cells
+from .validate import Nested, as_mask, check_mask_shape
 
 
 def causal_mask(L: int, S: int, align: str = "top-left") -> list[list[bool]]:
     """True where query i may attend key j: j <= i (top-left) or j <= i + S - L (bottom-right)."""
-    L, S = check_positive_int(L, "L"), check_positive_int(S, "S")
-    if align not in ALIGNS:
-        raise ValueError(f"align: expected 'top-left' or 'bottom-right', found {align!r}")
-    shift = 0 if align == "top-left" else S - L  # PyTorch's is_causal is top-left: tril(ones(L, S))
-    return [[j <= i + shift for j in range(S)] for i in range(L)]
+    return causal_cells(L, S, align)  # PyTorch's is_causal is top-left: tril(ones(L, S))
 
 
 class Mask:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from itertools import product
 
 from .attention import attend, prepare
+from .causal import causal_cells
 from .masks import Mask
 from .nested import at, stack
 from .options import Options
@@ -72,7 +73,7 @@ def attention_rows(
     picked = _check_rows(rows, plan.L)
     mask = p.mask
     if is_causal:  # only the sampled rows of tril(ones(L, S))
-        causal = [[j <= i for j in range(plan.S)] for i in picked]  # (R, S)
+        causal = causal_cells(plan.L, plan.S, rows=picked)  # (R, S)
         mask = Mask(causal, (len(picked), plan.S), True, plan.lead + (len(picked), plan.S))
     outputs, weights = [], []
     for index in product(*map(range, plan.lead)):

@@ -25,6 +25,7 @@ import numpy as np
 from scratch.backends import numpy_chunked
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
+from scratch.causal import causal_array
 from scratch.example import Example, check_trace_call
 from scratch.front_doors import forward_door, multi_head_door, trace_door
 from scratch.options import Options
@@ -73,8 +74,7 @@ def build_mask(
     masked, and for "causal" on the chunked kernel, which skips the masked blocks itself.
     """
     if options.mask_kind == "causal":
-        L, S = target[-2:]  # top-left causal grid: key j allowed for query i iff j <= i
-        return np.arange(S)[None, :] <= np.arange(L)[:, None] if explicit else None
+        return causal_array(*target[-2:]) if explicit else None  # top-left, (L, S)
     if options.mask_kind == "given":
         mask = as_mask(options.attn_mask, dtype)
         check_mask_shape(mask.shape, target)

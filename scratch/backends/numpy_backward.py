@@ -22,6 +22,7 @@ import random
 
 import numpy as np
 
+from ..causal import causal_shift, causal_tile
 from ..front_doors import backward_door, forward_door
 from ..options import Options
 from ..plan import plan_attention
@@ -101,6 +102,7 @@ class _Problem:
         # causal: None here, tiles built on the fly (masked); another kind: its full mask
         self.mask = build_mask(options, dtype, plan.scores_shape, explicit=False)
         self.causal = options.mask_kind == "causal"
+        self.shift = causal_shift(plan.L, plan.S)  # top-left: key j allowed for query i iff j <= i
         self.group = plan.group
         self.dtype = dtype
 
@@ -114,9 +116,8 @@ class _Problem:
         """S = scale * q k^T + mask for a tile of query rows and key columns."""
         # step 1: scores, scaled               (..., l, E) @ (..., E, s) -> (..., l, s)
         scaled = (q @ np.swapaxes(k, -1, -2)) * self.dtype.type(self.scale)
-        if self.causal:  # top-left: key j allowed for query i iff j <= i
-            i, j = np.arange(self.L)[rows], np.arange(self.S)[cols]
-            m = j[None, :] <= i[:, None]  # (l, s) bool
+        if self.causal:
+            m = causal_tile(self.shift, range(self.L)[rows], range(self.S)[cols])  # (l, s) bool
         elif self.mask is None:
             return scaled
         else:
@@ -184,7 +185,7 @@ def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
         top = np.full(q_i.shape[:-1] + (1,), -np.inf, p.dtype)  # running max  (..., b, 1)
         total = np.zeros_like(top)  # running sum of exp(S - top)
         acc = np.zeros(q_i.shape[:-1] + (p.Ev,), p.dtype)  # running sum of exp * keep * v
-        last = min(i0 + block, p.L) if p.causal else p.S  # top-left causal: keys j <= i only
+        last = min(i0 + block, p.L) + p.shift if p.causal else p.S  # causal: keys j <= i + shift
         for j0 in range(0, min(last, p.S), block):
             cols = slice(j0, min(j0 + block, p.S))
             masked = p.masked(q_i, p.repeat_kv(p.k[..., cols, :]), rows, cols)  # (..., b, b)
@@ -272,7 +273,7 @@ def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
         cols = slice(j0, min(j0 + block, S))
         k_j = p.repeat_kv(p.k[..., cols, :])  # (..., Hq, b, E)
         v_j = p.repeat_kv(p.v[..., cols, :])  # (..., Hq, b, Ev)
-        first_row = j0 if p.causal else 0  # rows above j0 see none of these keys (top-left)
+        first_row = max(0, j0 - p.shift) if p.causal else 0  # rows above see none of these keys
         for i0 in range(first_row - first_row % block, L, block):  # inner loop: query blocks
             rows = slice(i0, min(i0 + block, L))
             # step 1: recompute the tile of P from the stored log-sum-exp

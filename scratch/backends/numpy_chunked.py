@@ -35,6 +35,7 @@ import threading
 
 import numpy as np
 
+from ..causal import causal_shift, causal_tile
 from ..options import Options
 from .numpy_threads import cores, share, single_threaded_blas
 
@@ -125,22 +126,24 @@ class _Tiles:
                 fits = np.count_nonzero(below) == q_rows.size - np.count_nonzero(q_rows)
         return (folded, None) if fits else (q_rows, factor)
 
-    def bind(self, q_rows, i0, k_b, v_b, mask_b, is_causal, scale, offset, exp) -> _Tiles:
+    def bind(self, q_rows, i0, k_b, v_b, mask_b, shift, scale, offset, exp) -> _Tiles:
         """Work on rows i0:i0+n of one (batch, head) problem: q_rows (n, E), k (S, E), v (S, Ev).
 
-        scale is None when q_rows already carries it, else each tile of scores is scaled;
+        shift is the causal diagonal (causal_shift; None: not causal); scale is None when
+        q_rows already carries it, else each tile of scores is scaled;
         offset (n,) is subtracted from the fast pass's scores (None: nothing); exp is np.exp
         or np.exp2, matching what q carries."""
         self.q, self.first, self.k, self.v, self.mask = q_rows, i0, k_b, v_b, mask_b
-        self.is_causal, self.S, self.scale = is_causal, k_b.shape[0], scale
+        self.shift, self.S, self.scale = shift, k_b.shape[0], scale
         self.offset, self.exp = offset, exp
         return self
 
     def blocks(self, i0: int, i1: int):
         """(j0, j1, masked scores of the tile) for the key blocks rows i0:i1 may see."""
         n = i1 - i0
-        # causal (top-left): rows i < i1 see keys j <= i, so blocks from i1 on are skipped
-        stop = min(self.S, i1) if self.is_causal else self.S
+        causal = self.shift is not None
+        # causal: rows i < i1 see keys j <= i + shift, so blocks from i1 + shift on are skipped
+        stop = min(self.S, i1 + self.shift) if causal else self.S
         for j0 in range(0, stop, self.block):
             j1 = min(stop, j0 + self.block)
             s = self.s_buf[:n, : j1 - j0]
@@ -148,8 +151,9 @@ class _Tiles:
             np.matmul(q_rows, self.k[j0:j1].T, out=s)  # (n, E) @ (E, b) -> (n, b)
             if self.scale is not None:
                 s *= s.dtype.type(self.scale)
-            if self.is_causal and j1 - 1 > i0:  # the tile crosses the diagonal
-                s[np.arange(j0, j1)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
+            if causal and j1 - 1 > i0 + self.shift:  # the tile crosses the diagonal
+                tile = causal_tile(self.shift, range(i0, i1), range(j0, j1))  # (n, b) bool
+                np.copyto(s, -np.inf, where=~tile)
             elif self.mask is not None:
                 m_tile = self.mask[i0:i1, j0:j1]
                 if m_tile.dtype == np.bool_:
@@ -159,8 +163,8 @@ class _Tiles:
             yield j0, j1, s
 
     def fully_masked(self, i0: int, i1: int) -> np.ndarray:
-        """Rows of i0:i1 in which every key is masked (causal rows always see key 0)."""
-        if self.mask is None or self.is_causal:
+        """Rows of i0:i1 in which every key is masked (top-left causal rows always see key 0)."""
+        if self.mask is None or self.shift is not None:
             return np.zeros(i1 - i0, dtype=bool)
         rows = self.mask[i0:i1]
         return ~rows.any(axis=1) if rows.dtype == np.bool_ else np.isneginf(rows).all(axis=1)
@@ -253,6 +257,7 @@ def chunked_output(
     *lead, L, E = q.shape
     S, Ev = v.shape[-2:]
     dtype = q.dtype
+    shift = causal_shift(L, S) if is_causal else None  # top-left: key j seen iff j <= i
     chunk, block = min(chunk, L), min(block, S)  # buffers no bigger than the problem
     if dropout_p > 0.0:  # random draws come a whole (chunk, S) row band at a time
         chunk = max(1, min(chunk, (1 << 22) // S))
@@ -285,7 +290,7 @@ def chunked_output(
             offset = np.where(bound > limit, bound - limit, 0.0).astype(dtype)
             if not np.isfinite(offset).all():
                 offset = None  # beyond float range: the fast pass overflows and gives up
-        tiles.bind(q_rows, i0, k[kv], v_c[kv], mask_b, is_causal, tile_scale, offset, exp)
+        tiles.bind(q_rows, i0, k[kv], v_c[kv], mask_b, shift, tile_scale, offset, exp)
         out = output[index][i0:i1]
         draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
         first = tiles.fast(i0, i1) if try_fast and draws is None else None

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from scratch.backends.torch_inputs import cast_mask, compute_dtype
-from scratch.backends.torch_math import Heads, dropout, repeat_kv
+from scratch.backends.torch_math import Heads, causal_grid, dropout, repeat_kv
 from scratch.options import Options
 
 
@@ -35,8 +35,7 @@ def fused(heads: Heads) -> torch.Tensor:
         # torch 2.13's fused CPU kernel returns NaN rows for is_causal with scale <= 0 (it seems
         # to scale after masking: -inf * 0 = NaN), also for a tiny scale that rounds to 0 in its
         # compute dtype; the same causal mask passed explicitly is fine
-        L, S = q.shape[-2], k.shape[-2]
-        mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()  # top-left
+        mask = causal_grid(q.shape[-2], k.shape[-2], q.device)  # top-left
         is_causal = False
     if mask is not None and mask.dtype != torch.bool:
         # torch's fused kernel requires mask dtype == q's dtype, so a wider float mask is rounded
@@ -142,7 +141,7 @@ def _lse_by_chunks(q, k, mask, is_causal, scale) -> torch.Tensor:
     L, S = q.shape[-2], k.shape[-2]
     kt = k.to(wide).transpose(-2, -1)  # (..., E, S)
     if is_causal:  # top-left, as SDPA's is_causal
-        mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
+        mask = causal_grid(L, S, q.device)
     parts = []
     for i0 in range(0, L, LSE_CHUNK):
         rows = slice(i0, min(L, i0 + LSE_CHUNK))
@@ -208,7 +207,7 @@ def _empty_rows(q, k, mask, is_causal, scale) -> torch.Tensor | None:
     """(..., L, 1) True where every masked score is -inf, from the data or the mask."""
     wide = compute_dtype(q.dtype)
     if is_causal:  # top-left, as SDPA's is_causal
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        mask = causal_grid(q.shape[-2], k.shape[-2], q.device)
     k = repeat_kv(k, q)  # (..., Hq, S, E)
     masked = (q.to(wide) @ k.to(wide).transpose(-2, -1)) * scale  # (..., L, S)
     if mask is not None:

@@ -14,6 +14,7 @@ import torch
 
 from scratch import validate
 from scratch.backends.torch_inputs import Placement, as_mask, cast_mask
+from scratch.causal import causal_shift
 from scratch.options import Options
 
 
@@ -26,12 +27,17 @@ def build_mask(
     if options.mask_kind == "causal":  # PyTorch's top-left causal mask
         if fused:
             return None  # torch's fused kernel builds it itself from is_causal=True
-        return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
+        return causal_grid(L, S, device)  # (L, S)
     if options.mask_kind == "given":
         mask = as_mask(options.attn_mask, device)
         validate.check_mask_shape(tuple(mask.shape), target)
         return mask
     return None
+
+
+def causal_grid(L: int, S: int, device: torch.device) -> torch.Tensor:
+    """PyTorch's top-left causal mask (L, S), True = may attend, built on `device`."""
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(causal_shift(L, S))
 
 
 def repeat_kv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
