@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from ..causal import causal_array
+
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
@@ -77,7 +79,7 @@ def attention_heads(
     qh, kh, vh = split(q), split(k), split(v)
     scores = qh @ kh.transpose(0, 2, 1) * scale  # (H, T, d) @ (H, d, T) -> (H, T, T)
     if causal:
-        scores = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
+        scores = np.where(causal_array(T, T), scores, -np.inf)  # the one causal rule, top-left
     scores = scores - scores.max(
         axis=-1, keepdims=True
     )  # subtract the row max: exp never overflows
