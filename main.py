@@ -10,7 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-TABS = ("pipeline", "backward", "overview", "check", "model")
+TABS = ("pipeline", "backward", "overview", "check", "kernel", "model")
 GRAD_OUTPUTS = ("ones", "random", "target")  # gui.session.GRAD_OUTPUTS (Qt-free import later)
 
 
@@ -38,7 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--list-presets", action="store_true", help="print the preset names and exit")
     p.add_argument("--step", help="step to open, e.g. weights")
     p.add_argument("--head", default=None, help="head number, 'all' or 'average'")
-    p.add_argument("--tab", choices=TABS, default="pipeline", help="which view to show")
+    p.add_argument(
+        "--tab", choices=TABS, default=None, help="which view to open (default: pipeline)"
+    )
     p.add_argument("--backend", help="backend name (default: scratch)")
     p.add_argument("--dtype", help="dtype name for the backend")
     seed, tokens, heads = int_in(0, MAX_SEED), int_in(1, MAX_TOKENS), int_in(1, MAX_HEADS)
@@ -50,9 +52,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--grad-output", choices=GRAD_OUTPUTS, help="dO of the backward view (default: ones)"
     )
     p.add_argument("--grad-seed", type=seed, default=0, help="seed of a random dO or target")
-    p.add_argument("--hover", metavar="ROW,COL", help="with --screenshot: hover this cell")
+    p.add_argument("--hover", metavar="ROW,COL", help="only with --screenshot: hover this cell")
     p.add_argument("--screenshot", metavar="FILE.png", help="render offscreen to FILE and exit")
-    p.add_argument("--size", default="1400x900", help="window size for --screenshot (WxH)")
+    p.add_argument(
+        "--size", default="1400x900", help="only with --screenshot: the window's size (WxH)"
+    )
     p.add_argument("--model", help="a real model: 'default' (all-MiniLM-L6-v2) or a directory")
     p.add_argument("--text", help="the text to run the model on (implies --model default)")
     p.add_argument(
@@ -185,14 +189,7 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
     if failed:
         print(f"main.py: the trace failed: {failed[0]}", file=sys.stderr)
         return 1
-    tabs = {
-        "pipeline": window.pipeline,
-        "backward": window.backward,
-        "overview": window.overview,
-        "check": window.checks,
-        "model": window.model,
-    }
-    window.tabs.setCurrentWidget(tabs[args.tab])  # the Backward tab starts its computation
+    window.tabs.setCurrentWidget(tab_of(window, args))  # the Backward tab starts its computation
     pipeline = window.pipeline
     if args.tab == "backward":
         while window.backward_worker.busy or window.backward_outcome is None:
@@ -222,6 +219,19 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
     window.close()
     folder.cleanup()
     return 0
+
+
+def tab_of(window, args: argparse.Namespace):
+    """The tab --tab names (the Pipeline without --tab), on screen or in --screenshot."""
+    tabs = {
+        "pipeline": window.pipeline,
+        "backward": window.backward,
+        "overview": window.overview,
+        "check": window.checks,
+        "kernel": window.kernel_check,
+        "model": window.model,
+    }
+    return tabs[args.tab or "pipeline"]
 
 
 def no_screen() -> bool:
@@ -270,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail(
             "no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset). Run it "
             "under a virtual screen: xvfb-run -s '-screen 0 1600x1000x24' python main.py "
-            "(Debian: apt-get install xvfb libxcb-icccm4 libxcb-keysyms1), or render a picture "
-            "with --screenshot FILE.png"
+            "(Debian: apt-get install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1), or "
+            "render a picture with --screenshot FILE.png"
         )
     import logging
 
@@ -290,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         window.model.show_run(run)
     if args.step:
         window.pipeline.step_name = args.step
+    window.tabs.setCurrentWidget(tab_of(window, args))  # --tab also opens the window's tab
     window.show()
     return app.exec()
 

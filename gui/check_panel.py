@@ -72,13 +72,23 @@ def _verdict(checks: list, passed: str, failed: str) -> tuple[str, str]:
 
 
 def report_table(headers: tuple[str, ...]) -> QTableWidget:
-    """A read-only table of check results, one selectable row per check."""
+    """A read-only table of check results, one selectable row per check, verdict (the last of
+    `headers`) shown in the first column."""
     table = QTableWidget(0, len(headers))
     table.setHorizontalHeaderLabels(headers)
     table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
     table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
     table.verticalHeader().setVisible(False)
+    # the verdict (the last column) is drawn first: a narrow window or a scroll bar never hides it
+    table.horizontalHeader().moveSection(len(headers) - 1, 0)
     return table
+
+
+def side_by_side(split: QSplitter, width: int) -> None:
+    """A table and its map side by side from SIDE_BY_SIDE_WIDTH pixels, one above the other
+    below (at 1024 pixels the map was too narrow for its colour bar's labels, cut off)."""
+    wide = width >= SIDE_BY_SIDE_WIDTH
+    split.setOrientation(Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical)
 
 
 def _gradient_text(gradients: object) -> str:
@@ -121,7 +131,6 @@ class CheckPanel(QWidget):
         outer.addWidget(header_box)
         self.split = split = QSplitter(Qt.Orientation.Horizontal)
         self.table = report_table(HEADERS)
-        self.table.horizontalHeader().setStretchLastSection(True)
         split.addWidget(self.table)
         self.diff_map = Heatmap()
         split.addWidget(self.diff_map)
@@ -135,8 +144,7 @@ class CheckPanel(QWidget):
     def resizeEvent(self, event) -> None:
         """Table beside the map when there is room, above it when not (a 1024-pixel window
         left the map too narrow for its colour bar's labels, which were cut off)."""
-        wide = event.size().width() >= SIDE_BY_SIDE_WIDTH
-        self.split.setOrientation(Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical)
+        side_by_side(self.split, event.size().width())
         super().resizeEvent(event)
 
     def set_outcome(self, outcome: object, gradients: object = None) -> None:

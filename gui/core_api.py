@@ -213,6 +213,20 @@ def check_kernel(fn: Callable, **options) -> object:
     return check(fn, **options)
 
 
+def check_backward_kernel(forward: Callable | None, backward: Callable | None, **options) -> object:
+    """scratch.checker.check_backward(forward, backward=backward, **options) -> CheckReport."""
+    from scratch.checker.backward_run import check_backward
+
+    return check_backward(forward, backward=backward, **options)
+
+
+def check_features() -> list[str]:
+    """The features `require` may name (scratch.checker.cases.FEATURES), dropout last."""
+    from scratch.checker.cases import FEATURES
+
+    return [*FEATURES, "dropout"]
+
+
 def load_model(path: str | None) -> object:
     """scratch.models.load(path), None for the default model; ImportError without NumPy,
     safetensors or tokenizers (its .name says which)."""

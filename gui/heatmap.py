@@ -12,7 +12,8 @@ from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSignal
 from PyQt6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPen
 from PyQt6.QtWidgets import QGraphicsRectItem, QVBoxLayout, QWidget
 
-from gui import numbers
+from gui.cell_numbers import CellNumbers
+from gui.token_axis import TokenAxis, nice_every, visible_ticks  # noqa: F401 (re-exported)
 from gui.view_model import Panel
 
 pg.setConfigOptions(background="w", foreground="k", antialias=True)
@@ -21,60 +22,6 @@ COLORMAPS = {"signed": "CET-D1A", "weights": "viridis"}
 MASKED_BACKGROUND = (215, 215, 215)  # masked (-inf) cells are NaN in the image: grey shows through
 ASPECT_LIMIT = 4  # square cells up to 4:1 matrices; a 512 x 3 matrix gets wide cells instead
 CRISP_PIXELS = 1024  # vector export: each side of a heatmap image upsampled to about this
-NICE_STEPS = (1, 2, 5)  # tick spacing 1, 2, 5, 10, 20, 50, ... tokens
-
-
-def nice_every(every: float) -> int:
-    """The smallest of 1, 2, 5, 10, 20, 50, ... that is at least `every`."""
-    scale = 1
-    while True:
-        for step in NICE_STEPS:
-            if step * scale >= every:
-                return step * scale
-        scale *= 10
-
-
-def visible_ticks(
-    labels: list[str], lo: float, hi: float, pixels: float, room: float
-) -> list[tuple[int, str]]:
-    """Labels of the cells in view [lo, hi], every n-th so each gets `room` pixels on screen."""
-    lo, hi = min(lo, hi), max(lo, hi)  # an inverted axis (rows down) gives them swapped
-    first, last = max(0, math.ceil(lo)), min(len(labels) - 1, math.floor(hi))
-    if last < first or pixels <= 0 or hi <= lo:
-        return []
-    per_cell = pixels / (hi - lo)  # pixels one cell takes at this zoom
-    every = nice_every(room / per_cell)
-    start = math.ceil(first / every) * every
-    return [(i, labels[i]) for i in range(start, last + 1, every)]
-
-
-class TokenAxis(pg.AxisItem):
-    """An axis that names cells by their labels and thins them to what fits at any zoom."""
-
-    def __init__(self, orientation: str) -> None:
-        super().__init__(orientation)
-        self.labels: list[str] = []
-
-    def set_labels(self, labels: list[str]) -> None:
-        """The label of each cell along this axis."""
-        self.labels = list(labels)
-        self.setTicks(None)  # automatic ticks (tickValues below), redrawn with the new labels
-
-    def _room(self) -> float:
-        """Pixels one label needs along the axis (its width across, its height down)."""
-        metrics = QFontMetrics(self.style.get("tickFont") or self.font())
-        if self.orientation in ("left", "right"):
-            return metrics.height() + 2
-        widest = max((metrics.horizontalAdvance(t) for t in self.labels), default=0)
-        return widest + metrics.horizontalAdvance("  ")
-
-    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
-        ticks = visible_ticks(self.labels, minVal, maxVal, size, self._room())
-        return [(1, [float(i) for i, _ in ticks])] if ticks else []
-
-    def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:
-        n = len(self.labels)
-        return [self.labels[int(round(v))] if 0 <= round(v) < n else "" for v in values]
 
 
 def _cosmetic(colour: QColor, pixels: int) -> QPen:
@@ -95,8 +42,6 @@ class Heatmap(QWidget):
         self.compact = compact
         self.panel: Panel | None = None
         self._hover: tuple[int, int] | None = None
-        self._texts: list[pg.TextItem] = []
-        self._text_width = 0  # pixels the widest cell number needs
         self._marks: list[QGraphicsRectItem] = []
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -104,6 +49,8 @@ class Heatmap(QWidget):
         self.view.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         layout.addWidget(self.view)
         axes = {"left": TokenAxis("left"), "bottom": TokenAxis("bottom")}
+        self.view.ci.setContentsMargins(2, 2, 2, 2)  # pyqtgraph's margins were the cells' room
+        self.view.ci.setSpacing(4)
         self.plot = self.view.addPlot(row=0, col=0, axisItems=axes)
         self.plot.invertY(True)
         self.plot.setMenuEnabled(False)
@@ -116,6 +63,7 @@ class Heatmap(QWidget):
         self._backdrop.setZValue(-10)
         self.plot.addItem(self._backdrop)
         self.image_item = pg.ImageItem(axisOrder="row-major")
+        self.numbers = CellNumbers(self.plot)
         self.plot.addItem(self.image_item)
         self.bar = None
         if not compact:
@@ -161,8 +109,6 @@ class Heatmap(QWidget):
             self.bar.setColorMap(cmap)
             self.bar.setLevels(values=panel.levels)
             self.bar.getAxis("right").setWidth(self._bar_axis_width(panel.levels))
-            # which colour range is on, written along the bar (weights only)
-            self.bar.getAxis("left").setLabel(panel.colour_note or None)
         self.plot.getAxis("bottom").set_labels(panel.col_labels)
         self.plot.getAxis("left").set_labels(panel.row_labels)
         if not self.compact:
@@ -175,10 +121,14 @@ class Heatmap(QWidget):
         self.clear_highlight()
         self._hover = None
         self._hover_box.hide()
-        factor = self._update_texts(panel, cmap)
-        # a second line in small type: a long title would widen the plot past its room
-        note = f"<br><span style='font-size:8pt'>numbers in cells x {factor}</span>"
-        title = panel.title + (note if factor else "")
+        factor = self.numbers.set_panel(None if self.compact else panel, cmap)
+        self._fit_texts()
+        # a second line in small type: a long title would widen the plot past its room; the
+        # colour range is said here, not along the bar (the width it took was the cells')
+        notes = [panel.colour_note if self.bar is not None else ""]
+        notes.append(f"numbers in cells x {factor}" if factor else "")
+        note = "; ".join(n for n in notes if n)
+        title = panel.title + (f"<br><span style='font-size:8pt'>{note}</span>" if note else "")
         self.plot.setTitle(title, size="9pt" if self.compact else "11pt")
 
     def _bar_axis_width(self, levels: tuple[float, float]) -> int:
@@ -203,57 +153,15 @@ class Heatmap(QWidget):
         box = self.plot.getViewBox()
         box.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
 
-    def _update_texts(self, panel: Panel, cmap: pg.ColorMap) -> str:
-        """Numbers in the cells for small matrices (text colour chosen for contrast).
-
-        A matrix of tiny numbers (differences) prints mantissas and returns their common
-        factor ('1e-04') for the title, so '3.6e-04' and '8.6e-04' never collide in a cell."""
-        for item in self._texts:
-            self.plot.removeItem(item)
-        self._texts = []
-        if self.compact or not panel.show_text:
-            return ""
-        lo, hi = panel.levels
-        font = QFont()
-        font.setPointSize(9 if max(panel.image.shape) <= 8 else 7)
-        finite = np.abs(panel.raw[np.isfinite(panel.raw)])
-        top = float(finite.max()) if finite.size else 0.0
-        exponent = math.floor(math.log10(top)) if 0 < top < 0.01 else 0
-        for (i, j), raw in np.ndenumerate(panel.raw):
-            v, shade = float(raw), float(panel.image[i, j])
-            if math.isfinite(shade):  # the text colour follows the cell colour on screen
-                colour = cmap.map((min(max(shade, lo), hi) - lo) / (hi - lo), mode="qcolor")
-                light = 0.299 * colour.red() + 0.587 * colour.green() + 0.114 * colour.blue()
-                pen = "k" if light > 140 else "w"
-            else:
-                pen = (90, 90, 90)  # on the grey of a masked cell
-            text = (
-                numbers.cell(v / 10.0**exponent)
-                if exponent and math.isfinite(v)
-                else numbers.cell(v)
-            )
-            item = pg.TextItem(text, color=pen, anchor=(0.5, 0.5))
-            item.setFont(font)
-            item.setPos(j, i)
-            self.plot.addItem(item)
-            self._texts.append(item)
-        self._text_width = (
-            max(QFontMetrics(font).horizontalAdvance(t.toPlainText()) for t in self._texts)
-            if self._texts
-            else 0
-        )
-        self._fit_texts()
-        return f"1e{exponent:03d}" if exponent else ""
+    @property
+    def _texts(self) -> list[pg.TextItem]:
+        """The cell numbers drawn now (those in view, while they fit)."""
+        return list(self.numbers.items.values())
 
     def _fit_texts(self, *_: object) -> None:
-        """Numbers show only while a cell on screen is wide enough for them (no overlaps)."""
-        if not self._texts:
-            return
-        (x0, x1), _ = self.plot.getViewBox().viewRange()
-        cell = self.plot.getViewBox().width() / max(x1 - x0, 1e-9)  # pixels per column
-        fits = cell >= self._text_width + 4
-        for item in self._texts:
-            item.setVisible(fits)
+        """Numbers show in the cells in view whenever they fit (no overlaps)."""
+        if not self.compact:
+            self.numbers.fit()
 
     @contextmanager
     def crisp(self) -> Iterator[None]:

@@ -49,6 +49,15 @@ TABLE_TITLES = {
 GRID_LIMIT = 64  # the mask grid is drawn (and clickable) up to 64 x 64
 
 
+def _with_cell(s: sm.Session, name: str, i: int, j: int, value: float) -> sm.Session:
+    """sm.with_cell; a refusal names the table as its tab does ('X (q = k = v)[0][1]')."""
+    try:
+        return sm.with_cell(s, name, i, j, value)
+    except ValueError as exc:
+        title = TABLE_TITLES.get(s.mode, {}).get(name, name)
+        raise ValueError(str(exc).replace(f"{name}[", f"{title}[", 1)) from None
+
+
 def _combo(labels: dict[str, str]) -> QComboBox:
     box = QComboBox()
     for key, text in labels.items():
@@ -345,7 +354,7 @@ class InputsPanel(QWidget):
 
     def _on_cell(self, name: str, i: int, j: int, value: float) -> None:
         if not self._updating:
-            self._apply(lambda s: sm.with_cell(s, name, i, j, value), tables=False)
+            self._apply(lambda s: _with_cell(s, name, i, j, value), tables=False)
 
     def _on_toggle(self, i: int, j: int) -> None:
         """Flip one cell of the grid on screen (a causal grid becomes a custom mask)."""

@@ -6,6 +6,7 @@ import html
 import importlib.util
 import math
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,12 +14,8 @@ import numpy as np
 from PyQt6.QtCore import Qt
 from PyQt6.QtGui import QColor
 from PyQt6.QtWidgets import (
-    QComboBox,
-    QHBoxLayout,
     QLabel,
-    QLineEdit,
     QProgressBar,
-    QPushButton,
     QSplitter,
     QTableWidgetItem,
     QVBoxLayout,
@@ -26,9 +23,10 @@ from PyQt6.QtWidgets import (
 )
 
 from gui import core_api, numbers, view_model
-from gui.check_panel import report_table
+from gui.check_panel import report_table, side_by_side
 from gui.heatmap import Heatmap
 from gui.jobs import Worker
+from gui.kernel_check_options import KernelCheckOptions
 
 COLOURS = {"pass": QColor(200, 240, 200), "fail": QColor(255, 190, 190)}
 COLOURS["unsupported"] = QColor(235, 235, 235)
@@ -71,10 +69,18 @@ class KernelCheckWorker(Worker):
 
     WAIT_MS = 300000
 
-    def submit(self, fn: Callable, **options) -> int:
-        """Check fn with scratch.check(**options) off the GUI thread."""
+    def submit(self, fn: Callable, direction: str = "forward", **options) -> int:
+        """Check fn off the GUI thread: its output (forward), fn as a backward (backward) or the
+        gradients torch.autograd takes through fn (autograd), with scratch.check's options."""
+        if direction == "forward":
+            return self.start(
+                lambda report, stop: core_api.check_kernel(fn, progress=report, **options)
+            )
+        forward, backward = (None, fn) if direction == "backward" else (fn, None)
         return self.start(
-            lambda report, stop: core_api.check_kernel(fn, progress=report, **options)
+            lambda report, stop: core_api.check_backward_kernel(
+                forward, backward, progress=report, **options
+            )
         )
 
     def describe(self, exc: Exception) -> str | None:
@@ -83,31 +89,20 @@ class KernelCheckWorker(Worker):
 
 
 class KernelCheckPanel(QWidget):
-    """Kernel source, options and Check; then the case table, a diff heatmap and the diagnosis."""
+    """Kernel source, options and Check; then whose results they are, the case table, a diff
+    heatmap and the diagnosis."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.report = None
         self.worker = KernelCheckWorker(self)
         outer = QVBoxLayout(self)
-        # step 1: what to check and how
-        row = QHBoxLayout()
-        self.source = QLineEdit()
-        self.source.setPlaceholderText("package.module:function  or  path/to/kernel.py")
-        self.function = QLineEdit()
-        self.function.setPlaceholderText("function (for a .py file)")
-        self.function.setMaximumWidth(200)
-        self.array = QComboBox()
-        self.array.addItems(["numpy", "torch", "list"])
-        self.dtype = QComboBox()
-        self.dtype.addItems(["float32", "float64", "float16", "bfloat16"])
-        self.cases = QComboBox()
-        self.cases.addItems(["standard", "full", "large"])
-        self.run_button = QPushButton("Check")
-        for w in (self.source, self.function, self.array, self.dtype, self.cases, self.run_button):
-            row.addWidget(w)
-        row.setStretch(0, 1)
-        outer.addLayout(row)
+        # step 1: what to check and how (the same options as python -m scratch.check)
+        self.form = KernelCheckOptions()
+        self.source, self.function = self.form.source, self.form.function
+        self.array, self.dtype, self.cases = self.form.array, self.form.dtype, self.form.cases
+        self.run_button = self.form.run_button
+        outer.addWidget(self.form)
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         outer.addWidget(self.progress)
@@ -117,10 +112,14 @@ class KernelCheckPanel(QWidget):
         self.header.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.header.setMinimumHeight(3 * self.header.fontMetrics().height())
         outer.addWidget(self.header)
-        # step 2: the report
-        split = QSplitter(Qt.Orientation.Horizontal)
+        # step 2: the report, under a line that says whose results they are
+        self.results_label = QLabel("no results yet")
+        self.results_label.setWordWrap(True)
+        self.results_label.setStyleSheet("color: #555555;")
+        outer.addWidget(self.results_label)
+        self.split = split = QSplitter(Qt.Orientation.Horizontal)
         self.table = report_table(HEADERS)
-        self.table.setMinimumWidth(420)
+        self.table.setMinimumWidth(240)
         split.addWidget(self.table)
         self.diff_map = Heatmap()
         split.addWidget(self.diff_map)
@@ -128,29 +127,43 @@ class KernelCheckPanel(QWidget):
         split.setStretchFactor(1, 2)
         split.setSizes([560, 340])
         outer.addWidget(split, 1)
+        self._asked = ""  # the kernel and options of the check under way, in words
+        self.diff_map.setVisible(False)  # no map until a report has a case to draw
         self.run_button.clicked.connect(self.start)
         self.table.currentCellChanged.connect(lambda r, *_: self.show_case(r))
         self.worker.progress.connect(self._on_progress)
         self.worker.finished.connect(self.show_report)
         self.worker.failed.connect(self._say_error)
 
+    def resizeEvent(self, event) -> None:
+        """Table beside the map when there is room, above it when not."""
+        side_by_side(self.split, event.size().width())
+        super().resizeEvent(event)
+
+    def clear_results(self, why: str) -> None:
+        """Forget the last report: its table and map belong to another kernel or options."""
+        self.report = None
+        self.table.setRowCount(0)
+        self.diff_map.setVisible(False)
+        self.results_label.setText(why)
+
     def start(self) -> bool:
         """Load the kernel and start the check; a bad source is said in the header."""
+        name = self.source.text().strip()
+        function = self.function.text().strip()
+        kernel = f"{name} ({function})" if function and name.endswith(".py") else name
+        self._asked = f"{kernel or 'no kernel'}: {self.form.summary()}"
+        self.clear_results(f"no results: {self._asked}, at {time.strftime('%H:%M:%S')}")
         try:
-            fn = load_kernel(self.source.text(), self.function.text())
+            fn = load_kernel(name, function)
         except ValueError as exc:
             self._say_error(str(exc))
             return False
         self.run_button.setEnabled(False)
         self.progress.setVisible(True)
         self.progress.setValue(0)
-        self.header.setText(f"checking {html.escape(self.source.text().strip())} ...")
-        self.worker.submit(
-            fn,
-            array=self.array.currentText(),
-            dtype=self.dtype.currentText(),
-            cases=self.cases.currentText(),
-        )
+        self.header.setText(f"checking {html.escape(kernel)} ...")
+        self.worker.submit(fn, self.form.direction_key(), **self.form.options())
         return True
 
     def _on_progress(self, done: int, total: int, name: str) -> None:
@@ -167,6 +180,7 @@ class KernelCheckPanel(QWidget):
         """The verdict and diagnosis in the header, one row per case, the worst case's diff."""
         self.report = report
         self.run_button.setEnabled(True)
+        self.results_label.setText(f"results of {self._asked}, at {time.strftime('%H:%M:%S')}")
         self.progress.setVisible(False)
         colour = "#1a7f37" if report else "#b00020"
         lines = [f"<b style='color:{colour}'>{html.escape(report.verdict)}</b>"]

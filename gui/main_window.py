@@ -20,7 +20,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import controller, core_api, session_file
+from gui import controller, core_api, numbers, session_file
 from gui import session as sm
 from gui.actions import FileActions
 from gui.backward_view import BackwardView
@@ -283,7 +283,9 @@ class MainWindow(QMainWindow):
         if self.backward_worker.busy and _same(self._backward_asked, s):
             return
         self._backward_asked = s
-        self.backward.set_busy(f"computing the backward pass ({s.num_tokens} tokens)...")
+        self.backward.set_busy(
+            f"computing the backward pass ({numbers.count(s.num_tokens, 'token')})..."
+        )
         self.backward_worker.submit(s)
 
     _backward_asked: sm.Session | None = None

@@ -15,6 +15,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from gui import numbers
 from gui.head_view import HeadView
 from gui.model_grid import ModelGrid
 from gui.model_worker import ModelWorker
@@ -132,8 +133,9 @@ class ModelPanel(QWidget):
         model = run.model
         self.text.setText(run.text)  # the text on screen is the one these views come from
         self.status.setText(
-            f"{model.name}: {model.layers} layers x {model.heads} heads, {len(run.tokens)} "
-            f"tokens{', causal' if model.causal else ''}. Click a head to open it in the pipeline."
+            f"{model.name}: {model.layers} layers x {model.heads} heads, "
+            f"{numbers.count(len(run.tokens), 'token')}{', causal' if model.causal else ''}. "
+            "Click a head to open it in the pipeline."
         )
         self.grid.set_attentions(run.attentions)
         self.layer.blockSignals(True)

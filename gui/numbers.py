@@ -43,3 +43,8 @@ def error(v: float) -> str:
 def significant(v: float, digits: int = 3) -> str:
     """`digits` significant digits, Python's 'g' format (a value to read, not to compare)."""
     return f"{v:.{digits}g}"
+
+
+def count(n: int, noun: str) -> str:
+    """'1 token', '6 tokens': a count with its noun, plural unless it is one."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -19,10 +19,12 @@ from PyQt6.QtWidgets import (
 )
 
 from gui import core_api, numbers, sentences, view_model
+from gui.fixed_lines import FixedLines
 from gui.heatmap import Heatmap
 
 MAX_SOURCES = 3
-SOURCE_SIZE = 200  # the side panel's input heatmaps: at least this many pixels each way
+SOURCE_SIZE = 170  # the side panel's input heatmaps: at least this many pixels each way
+SOURCE_SHARE = 0.28  # of the view's width the side panel takes (from SOURCE_SIZE to 420 px)
 PANEL_ROOM = 300  # pixels one of several large heatmaps needs (axes, colour bar, title)
 
 
@@ -125,7 +127,7 @@ class PipelineView(QWidget):
         self.formula = _label(14, mono=True)
         body.addWidget(self.formula)
         # step 3: the large heatmaps and, beside them, the inputs that feed the step
-        split = QSplitter(Qt.Orientation.Horizontal)
+        self.split = split = QSplitter(Qt.Orientation.Horizontal)
         self.main_area = QWidget()
         self.main_grid = QGridLayout(self.main_area)
         self.main_grid.setContentsMargins(0, 0, 0, 0)
@@ -150,10 +152,11 @@ class PipelineView(QWidget):
         body.addWidget(split, 1)
         # step 4: words: the note, a generated sentence, the hovered cell's explanation
         self.note = _label(11)
-        self.sentence = _label(12)
+        # the hovered row's sentence and cell's explanation: fixed heights, so a longer text
+        # never shrinks the heatmaps (it is cut with '...', the whole in the tooltip)
+        self.sentence = FixedLines(2, 12)
         self.sentence.setStyleSheet("color: #114477;")
-        self.explanation = _label(11, mono=True)
-        self.explanation.setMinimumHeight(40)
+        self.explanation = FixedLines(3, 11, mono=True)
         for w in (self.note, self.sentence, self.explanation):
             body.addWidget(w)
         outer.addWidget(self.content, 1)
@@ -305,6 +308,12 @@ class PipelineView(QWidget):
         per_row = 1 if shown == 1 else 2 if shown <= 4 else 4
         room = per_row * PANEL_ROOM + SOURCE_SIZE + 40
         self.source_area.setVisible(shown <= 1 or self.width() >= room)
+        # the large heatmap keeps most of a narrow window: at 1024 pixels a 13-token matrix's
+        # cells stay wide enough for their numbers
+        side = min(
+            self.source_area.maximumWidth(), max(SOURCE_SIZE, int(SOURCE_SHARE * self.width()))
+        )
+        self.split.setSizes([max(1, self.split.width() - side), side])
 
     def _ensure_heatmaps(self, count: int) -> None:
         while len(self.heatmaps) < count:

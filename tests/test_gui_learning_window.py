@@ -93,6 +93,7 @@ def test_ticks_on_a_512_token_axis_never_overlap_and_follow_the_zoom(qtbot, erro
 
     def gaps_fit(values: list[float]) -> bool:
         widest = max(metrics.horizontalAdvance(axis.labels[int(v)]) for v in values)
+        widest = metrics.height() if axis.rotated else widest  # upright labels: their height
         px = [hm.plot.getViewBox().mapViewToScene(QPointF(v, 0)).x() for v in values]
         return all(b - a >= widest for a, b in zip(px, px[1:]))
 

@@ -1,0 +1,162 @@
+"""The window readable at every size: 6 to 512 tokens in 1024 x 700 and 1400 x 900 windows.
+
+Measures what is drawn, not only that it renders: the key and query labels (how many, inside
+their axis, none overlapping), the numbers in the cells (whenever they fit), the heatmap's size
+while the hover text grows, and every widget inside its parent."""
+
+import dataclasses
+
+import pytest
+
+pytest.importorskip("PyQt6")
+pytest.importorskip("pyqtgraph")
+
+from PyQt6.QtCore import QRect, QRectF  # noqa: E402
+from PyQt6.QtGui import QFontMetrics  # noqa: E402
+from PyQt6.QtWidgets import QWidget  # noqa: E402
+
+from gui import session as sm  # noqa: E402
+from gui.token_axis import GAP, keep_apart  # noqa: E402
+
+pytestmark = pytest.mark.gui
+
+SIZES = ((1024, 700), (1400, 900))
+TOKENS = (6, 13, 64, 126, 512)
+# words of the lengths a real tokenizer gives (a MiniLM head's labels), made unique by index
+WORDS = ("[CLS]", "your", "journey", "starts", "with", "one", "step", "attention", "##ing", ".")
+
+
+def word_session(tokens: int) -> sm.Session:
+    """A seeded random example whose labels are words, not t0, t1, ..."""
+    s = sm.random_session(3, tokens, 8, 4, 4, 1)
+    words = tuple(f"{WORDS[i % len(WORDS)]}{i // len(WORDS) or ''}" for i in range(tokens))
+    return dataclasses.replace(s, tokens=words, key_tokens=words, step="weights")
+
+
+def inside(child: QWidget, parent: QWidget) -> bool:
+    """Whether child's rectangle lies within parent's (both as on screen)."""
+    top_left = child.mapTo(parent, child.rect().topLeft())
+    return parent.rect().contains(QRect(top_left, child.size()))
+
+
+def assert_labels_readable(hm, tokens: int) -> None:
+    """Each axis: labels inside the axis, none overlapping, thinned no more than needed."""
+    hm.grab()  # paint now: the labels are laid out as they are drawn
+    box = hm.plot.getViewBox()
+    (x0, x1), (y0, y1) = box.viewRange()
+    for side, pixels, span in (("bottom", box.width(), x1 - x0), ("left", box.height(), y1 - y0)):
+        axis = hm.plot.getAxis(side)
+        rects = [r for r, _ in axis.drawn]
+        assert rects, side
+        bounds = axis.boundingRect()
+        for r in rects:  # inside the axis, so inside the widget (checked below)
+            assert bounds.contains(r.adjusted(0.5, 0.5, -0.5, -0.5)), (side, r, bounds)
+        spans = [
+            (r.left(), r.right()) if side == "bottom" else (r.top(), r.bottom()) for r in rects
+        ]
+        gap = 0 if side == "left" or axis.rotated else GAP  # lines of text need no gap
+        for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+            assert b0 >= a1 + gap - 0.01, (side, (a0, a1), (b0, b1))  # no two labels overlap
+        line = QFontMetrics(axis.style["tickFont"]).height()
+        per_cell = pixels / abs(span)  # pixels one cell takes on screen
+        if side == "bottom":
+            widest = max(
+                QFontMetrics(axis.style["tickFont"]).horizontalAdvance(t) for t in axis._texts
+            )
+            # rotated exactly when horizontal labels would collide
+            assert axis.rotated == (per_cell < widest + GAP), (per_cell, widest)
+        if per_cell >= line:  # every label fits (rotated if need be): all drawn
+            assert len(rects) == tokens, (side, len(rects), tokens, per_cell)
+        else:  # thinned to steps of 1, 2, 5, 10, ...: at most 2.5 times the room a label needs
+            in_view = pixels * min(tokens, abs(span)) / abs(span)
+            assert len(rects) >= in_view / (2.5 * line) - 2, (side, len(rects), in_view)
+        axis_rect = axis.mapRectToScene(bounds)
+        view = QRectF(hm.view.rect())
+        assert view.contains(axis_rect.adjusted(1, 1, -1, -1)), (side, axis_rect, view)
+
+
+def assert_numbers_fit(hm) -> None:
+    """Every number drawn lies within its cell."""
+    rows, cols = hm.panel.image.shape
+    cell = hm.image_item.sceneBoundingRect().width() / cols
+    for item in hm._texts:
+        assert item.isVisible() and item.sceneBoundingRect().width() <= cell, item.toPlainText()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["1024x700", "1400x900"])
+@pytest.mark.parametrize("tokens", TOKENS)
+def test_the_pipeline_is_readable_at_every_size(open_window, qtbot, tokens, size):
+    w = open_window(word_session(tokens), size=size)
+    p = w.pipeline
+    p.set_step("weights")
+    qtbot.wait(30)
+    hm = p.heatmaps[0]
+    assert hm.panel.image.shape == (tokens, tokens)
+    assert_labels_readable(hm, tokens)
+    assert_numbers_fit(hm)
+    if tokens <= 13:  # small matrices: the numbers fit their cells at both sizes
+        assert hm.numbers.point_size >= 6 and len(hm._texts) == tokens * tokens
+    else:  # zoomed in on 6 x 6 cells, the numbers appear whatever the matrix's size
+        hm.plot.getViewBox().setRange(xRange=(9.5, 15.5), yRange=(9.5, 15.5), padding=0)
+        qtbot.wait(20)
+        assert hm.numbers.point_size >= 6 and 36 <= len(hm._texts) <= 100
+        assert_numbers_fit(hm)
+        hm.reset_zoom()
+        qtbot.wait(20)
+    for widget in (hm, p.main_area, p.explanation, p.sentence):  # nothing cut off
+        assert inside(widget, p), widget
+    assert hm.bar.sceneBoundingRect().right() <= hm.view.width() + 1
+    least = hm.view.ci.effectiveSizeHint(__import__("PyQt6").QtCore.Qt.SizeHint.MinimumSize)
+    assert least.width() <= hm.view.width() and least.height() <= hm.view.height()
+    # a long hover text never shrinks the heatmap: the hover area keeps its height
+    before = (hm.height(), p.explanation.height(), p.sentence.height())
+    hm.hover(tokens // 2, tokens // 2)
+    long = "ground truth (float64): " + " + ".join(["0.1234 * 0.5678"] * 40)
+    p.explanation.setText(long)
+    p.sentence.setText(long)
+    qtbot.wait(20)
+    assert (hm.height(), p.explanation.height(), p.sentence.height()) == before
+    assert p.explanation.text() == long and p.explanation.toolTip() == long
+    assert p.explanation.shown().endswith("…") and len(p.explanation.shown()) < len(long)
+
+
+def test_labels_turn_before_they_thin(qtbot, errors):
+    """Six long key labels in a narrow heatmap: all six drawn upright, none dropped."""
+    from gui import view_model
+    from gui.heatmap import Heatmap
+
+    hm = Heatmap()
+    qtbot.addWidget(hm)
+    hm.resize(360, 420)
+    hm.show()
+    trace = __import__("scratch").Trace(
+        (__import__("scratch").Step("weights", "w", [[0.5] * 6] * 6, "n", ("query", "key")),),
+        ("transformer", "attention", "softmax", "journey", "starts", "[SEP]"),
+        ("transformer", "attention", "softmax", "journey", "starts", "[SEP]"),
+        1.0,
+    )
+    hm.show_panel(view_model.panels(trace, "weights")[0])
+    qtbot.wait(30)
+    axis = hm.plot.getAxis("bottom")
+    assert axis.rotated and [t for _, t in axis.drawn] == list(trace.tokens)
+    assert_labels_readable(hm, 6)
+
+
+def test_keep_apart_slides_edge_labels_in_and_drops_touching_ones():
+    kept = keep_apart([(-4.0, 6.0), (8.0, 18.0), (12.0, 22.0), (95.0, 105.0)], 0.0, 100.0)
+    assert kept == [(0, 0.0, 10.0), (2, 12.0, 22.0), (3, 90.0, 100.0)]
+    assert keep_apart([(0.0, 200.0)], 0.0, 100.0) == []  # wider than the axis: not drawn
+
+
+def test_the_check_tab_shows_the_verdict_first_at_512_tokens(open_window, qtbot):
+    w = open_window(sm.random_session(0, 512, 8, 4, 4, 1), size=(1400, 900))
+    w.tabs.setCurrentWidget(w.checks)
+    qtbot.wait(30)
+    table = w.checks.table
+    verdict = table.columnCount() - 1
+    header = table.horizontalHeader()
+    assert header.visualIndex(verdict) == 0
+    x = header.sectionViewportPosition(verdict)
+    assert 0 <= x and x + header.sectionSize(verdict) <= table.viewport().width()
+    assert {table.item(r, verdict).text() for r in range(table.rowCount())} == {"pass"}
+    assert inside(w.checks.diff_map, w.checks)
