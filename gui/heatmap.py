@@ -127,8 +127,8 @@ class Heatmap(QWidget):
         # colour range is said here, not along the bar (the width it took was the cells')
         notes = [panel.colour_note if self.bar is not None else ""]
         notes.append(f"numbers in cells x {factor}" if factor else "")
-        note = "; ".join(n for n in notes if n)
-        title = panel.title + (f"<br><span style='font-size:8pt'>{note}</span>" if note else "")
+        note = "".join(f"<br><span style='font-size:7pt'>{n}</span>" for n in notes if n)
+        title = panel.title + note
         self.plot.setTitle(title, size="9pt" if self.compact else "11pt")
 
     def _bar_axis_width(self, levels: tuple[float, float]) -> int:
