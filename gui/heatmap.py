@@ -13,7 +13,13 @@ from PyQt6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPen
 from PyQt6.QtWidgets import QGraphicsRectItem, QVBoxLayout, QWidget
 
 from gui.cell_numbers import CellNumbers
-from gui.token_axis import TokenAxis, nice_every, visible_ticks  # noqa: F401 (re-exported)
+from gui.token_axis import (  # noqa: F401 (nice_every, visible_ticks re-exported)
+    LONGEST_COMPACT,
+    LONGEST_LABEL,
+    TokenAxis,
+    nice_every,
+    visible_ticks,
+)
 from gui.view_model import Panel
 
 pg.setConfigOptions(background="w", foreground="k", antialias=True)
@@ -48,7 +54,8 @@ class Heatmap(QWidget):
         self.view = pg.GraphicsLayoutWidget()
         self.view.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         layout.addWidget(self.view)
-        axes = {"left": TokenAxis("left"), "bottom": TokenAxis("bottom")}
+        longest = LONGEST_COMPACT if compact else LONGEST_LABEL
+        axes = {"left": TokenAxis("left", longest), "bottom": TokenAxis("bottom", longest)}
         self.view.ci.setContentsMargins(2, 2, 2, 2)  # pyqtgraph's margins were the cells' room
         self.view.ci.setSpacing(4)
         self.plot = self.view.addPlot(row=0, col=0, axisItems=axes)
@@ -129,7 +136,7 @@ class Heatmap(QWidget):
         notes.append(f"numbers in cells x {factor}" if factor else "")
         note = "".join(f"<br><span style='font-size:7pt'>{n}</span>" for n in notes if n)
         title = panel.title + note
-        self.plot.setTitle(title, size="9pt" if self.compact else "11pt")
+        self.plot.setTitle(title, size="8pt" if self.compact else "11pt")
 
     def _bar_axis_width(self, levels: tuple[float, float]) -> int:
         """Pixels the colour bar's tick labels need (pyqtgraph fixes 45: '0.0005' was cut)."""
@@ -159,7 +166,9 @@ class Heatmap(QWidget):
         return list(self.numbers.items.values())
 
     def _fit_texts(self, *_: object) -> None:
-        """Numbers show in the cells in view whenever they fit (no overlaps)."""
+        """Key labels turn for the new zoom or size; numbers show in the cells in view whenever
+        they fit (no overlaps)."""
+        self.plot.getAxis("bottom").fit_to_view()
         if not self.compact:
             self.numbers.fit()
 

@@ -12,6 +12,7 @@ NICE_STEPS = (1, 2, 5)  # tick spacing 1, 2, 5, 10, 20, 50, ... tokens
 GAP = 2  # pixels between two labels side by side (lines of text need none: their height has
 # room above and below the letters, as in a paragraph)
 LONGEST_LABEL = 110  # pixels: a longer label is elided ('extraordin…'), whole in the hover
+LONGEST_COMPACT = 24  # the same in a small tile (the overview's 100-pixel columns)
 
 
 def nice_every(every: float) -> int:
@@ -59,8 +60,9 @@ class TokenAxis(pg.AxisItem):
     """An axis whose ticks are the cells' labels: all of them when they fit; key labels turn
     vertical when horizontal ones would collide, and are thinned only when vertical ones would."""
 
-    def __init__(self, orientation: str) -> None:
+    def __init__(self, orientation: str, longest: int = LONGEST_LABEL) -> None:
         super().__init__(orientation)
+        self.longest = longest  # pixels a label may take before it is elided
         self.setStyle(tickLength=4)  # ticks outside the matrix: inside, they cut the numbers
         self.labels: list[str] = []
         self.rotated = False  # bottom axis: labels drawn vertically
@@ -73,7 +75,7 @@ class TokenAxis(pg.AxisItem):
         self.labels = list(labels)
         metrics = self._metrics()
         self._texts = [
-            metrics.elidedText(t, Qt.TextElideMode.ElideRight, LONGEST_LABEL) for t in labels
+            metrics.elidedText(t, Qt.TextElideMode.ElideRight, self.longest) for t in labels
         ]
         self.setTicks(None)  # automatic ticks (tickValues below), redrawn with the new labels
         self.picture = None
@@ -102,6 +104,14 @@ class TokenAxis(pg.AxisItem):
         ticks = visible_ticks(self._texts, minVal, maxVal, size, self._across(rotated))
         self._shown = ticks
         return [(1, [float(i) for i, _ in ticks])] if ticks else []
+
+    def fit_to_view(self) -> None:
+        """Turn the labels (or back) for the linked view's zoom and size now, before a paint:
+        a turn decided while painting would draw once in the old depth, cut off."""
+        view = self.linkedView()
+        if view is not None and self.orientation in ("top", "bottom"):
+            (lo, hi), _ = view.viewRange()
+            self.tickValues(lo, hi, view.width())
 
     def _set_depth(self) -> None:
         """Room across the axis for the labels, now that they turned."""

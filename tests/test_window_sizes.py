@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from PyQt6.QtCore import QRect, QRectF  # noqa: E402
+from PyQt6.QtCore import QRect, QRectF, Qt  # noqa: E402
 from PyQt6.QtGui import QFontMetrics  # noqa: E402
 from PyQt6.QtWidgets import QWidget  # noqa: E402
 
@@ -106,7 +106,7 @@ def test_the_pipeline_is_readable_at_every_size(open_window, qtbot, tokens, size
     for widget in (hm, p.main_area, p.explanation, p.sentence):  # nothing cut off
         assert inside(widget, p), widget
     assert hm.bar.sceneBoundingRect().right() <= hm.view.width() + 1
-    least = hm.view.ci.effectiveSizeHint(__import__("PyQt6").QtCore.Qt.SizeHint.MinimumSize)
+    least = hm.view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize)
     assert least.width() <= hm.view.width() and least.height() <= hm.view.height()
     # a long hover text never shrinks the heatmap: the hover area keeps its height
     before = (hm.height(), p.explanation.height(), p.sentence.height())
@@ -160,3 +160,19 @@ def test_the_check_tab_shows_the_verdict_first_at_512_tokens(open_window, qtbot)
     assert 0 <= x and x + header.sectionSize(verdict) <= table.viewport().width()
     assert {table.item(r, verdict).text() for r in range(table.rowCount())} == {"pass"}
     assert inside(w.checks.diff_map, w.checks)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["1024x700", "1400x900"])
+@pytest.mark.parametrize("tokens", (13, 126))
+def test_every_overview_tile_fits_its_column(open_window, qtbot, tokens, size):
+    w = open_window(word_session(tokens), size=size)
+    w.tabs.setCurrentWidget(w.overview)
+    qtbot.wait(30)
+    assert len(w.overview.heatmaps) >= 12
+    for name, hm in w.overview.heatmaps.items():
+        least = hm.view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize)
+        assert least.width() <= hm.view.width(), (name, least.width(), hm.view.width())
+        assert least.height() <= hm.view.height(), (name, least.height(), hm.view.height())
+        assert inside(hm, w.overview), name
+        if hm.panel.image.shape == (tokens, tokens):  # scores, scaled, masked, weights
+            assert_labels_readable(hm, tokens)
