@@ -19,8 +19,11 @@ def randn(rng: random.Random, *shape: int) -> list:
     return [randn(rng, *shape[1:]) for _ in range(shape[0])]
 
 
-def torch_flex(case: Case, q, k, v, *, enable_gqa=False, sinks=None):
-    """(output, lse) of torch's flex_attention on nested lists; sinks as a key of value 0."""
+def torch_flex(case: Case, q, k, v, *, enable_gqa=False, sinks=None, traced=False):
+    """(output, lse) of torch's flex_attention on nested lists; sinks as a key of value 0.
+
+    traced=True takes torch's ordinary eager path (a dynamo trace of the mods per call, ~0.7 s).
+    """
     q, k, v = (torch.tensor(a, dtype=torch.float64) for a in (q, k, v))
     B, H, L, _ = q.shape
     S = k.shape[2]
@@ -47,7 +50,7 @@ def torch_flex(case: Case, q, k, v, *, enable_gqa=False, sinks=None):
         block = create_block_mask(mask_mod, B, H, L, k.shape[2], device="cpu")
     # eager without the dynamo trace of each new score_mod (0.02 s a call instead of 0.7 s):
     # the same higher-order op and the same dense math; the forward only (no backward here)
-    flex_module._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
+    flex_module._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = not traced
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # eager (uncompiled) flex_attention, return_lse
         out, lse = flex_attention(
