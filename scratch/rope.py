@@ -96,4 +96,32 @@ def rotary_backward(
     return _turn(grad_output, positions, base, pairing, rotary_dim, -1.0)
 
 
-__all__ = ["PAIRINGS", "angles", "rotary", "rotary_backward"]
+def rotary_words(
+    row: Sequence[float],
+    position: float,
+    feature: int,
+    *,
+    name: str = "q",
+    base: float = 10000.0,
+    pairing: str = "half",
+    rotary_dim: int | None = None,
+) -> str:
+    """Hover text for one rotated feature: its pair, the angle, cos, sin and the arithmetic."""
+    rd = len(row) if rotary_dim is None else rotary_dim
+    if feature >= rd:
+        return f"{name}_rot[{feature}] = {name}[{feature}] = {row[feature]:.4g} (not rotated)"
+    k, (a, b) = next((k, p) for k, p in enumerate(_pairs(pairing, rd)) if feature in p)
+    theta = angles(position, rd, base)[k]
+    c, s = math.cos(theta), math.sin(theta)
+    value = rotary([list(row)], [position], base=base, pairing=pairing, rotary_dim=rd)[0][feature]
+    angle = f"angle {position:g} * {base:g}^(-{2 * k}/{rd}) = {theta:.4g}, cos {c:.4g}, sin {s:.4g}"
+    if feature == a:
+        arith = f"{row[a]:.4g} * {c:.4g} - {row[b]:.4g} * {s:.4g}"
+        formula = f"{name}[{a}] cos - {name}[{b}] sin"
+    else:
+        arith = f"{row[b]:.4g} * {c:.4g} + {row[a]:.4g} * {s:.4g}"
+        formula = f"{name}[{b}] cos + {name}[{a}] sin"
+    return f"{name}_rot[{feature}] = {formula} = {arith} = {value:.4g} (pair {k}: {angle})"
+
+
+__all__ = ["PAIRINGS", "angles", "rotary", "rotary_backward", "rotary_words"]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import scratch
-from scratch.rope import angles
+from scratch.rope import angles, rotary_words
 
 TOL = 1e-14
 
@@ -163,3 +163,19 @@ def test_backward_matches_autograd():
 def test_bad_arguments_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         scratch.rotary([[1.0, 2.0, 3.0, 4.0]] * 3, **kwargs)
+
+
+def test_hover_words_name_the_pair_angle_cos_and_sin():
+    row = [1.0, 2.0, 3.0, 4.0]
+    words = rotary_words(row, 3, 2, name="k")  # half: feature 2 pairs with 0, angle 3 rad
+    c, s = math.cos(3.0), math.sin(3.0)
+    value = scratch.rotary([row], [3])[0][2]
+    assert value == math.fsum((3.0 * c, 1.0 * s))
+    assert words == (
+        f"k_rot[2] = k[2] cos + k[0] sin = 3 * {c:.4g} + 1 * {s:.4g} = {value:.4g} "
+        f"(pair 0: angle 3 * 10000^(-0/4) = 3, cos {c:.4g}, sin {s:.4g})"
+    )
+    assert rotary_words(row, 3, 1, pairing="interleaved").startswith(
+        "q_rot[1] = q[1] cos + q[0] sin"
+    )
+    assert rotary_words(row, 3, 3, rotary_dim=2) == "q_rot[3] = q[3] = 4 (not rotated)"
