@@ -23,6 +23,7 @@ from scratch.variants import (
     SinkTokens,
     SlidingWindow,
     Softcap,
+    SymmetricALiBi,
     Variant,
     alibi_slopes,
     combine,
@@ -100,6 +101,16 @@ def alibi(B, H, L, S):
     return Case(ALiBi.for_heads(H), score_mod=lambda s, b, h, q, kv: s + slopes[h] * (kv - q))
 
 
+def alibi_symmetric(B, H, L, S):
+    slopes = torch.tensor(alibi_slopes(H), dtype=torch.float64)
+    shift = S - L  # bottom-right, as FlashAttention's attention_ref
+
+    def score_mod(s, b, h, q, kv):
+        return s - slopes[h] * (q + shift - kv).abs()
+
+    return Case(SymmetricALiBi.for_heads(H, shift), score_mod=score_mod)
+
+
 def softcap(B, H, L, S, cap=0.7):
     return Case(Softcap(cap), score_mod=lambda s, b, h, q, kv: cap * torch.tanh(s / cap))
 
@@ -146,6 +157,7 @@ SINGLE = {
     "documents": documents,
     "sink tokens": sink_tokens,
     "alibi": alibi,
+    "alibi symmetric": alibi_symmetric,
     "softcap": softcap,
     "bias table": bias_table,
 }

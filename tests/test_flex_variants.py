@@ -21,6 +21,7 @@ from scratch.variants import (
     SinkTokens,
     SlidingWindow,
     Softcap,
+    SymmetricALiBi,
     alibi_slopes,
     and_masks,
     combine,
@@ -85,6 +86,14 @@ def test_alibi_penalises_past_keys():
     assert alibi.score_mod(1.0, 0, 0, 5, 2) == 1.0 - 1.5
     assert alibi.score_mod(1.0, 0, 1, 5, 2) == 1.0 - 0.75  # head 1: slope 1/4
     assert alibi.score_words(1.0, 0, 0, 5, 2) == "alibi(1) = 1 + 0.5 * (2 - 5) = -0.5"
+
+
+def test_symmetric_alibi_penalises_both_sides():
+    """-slope * |i + shift - j|: 2 keys away on either side with slope 1/2 costs 1."""
+    alibi = SymmetricALiBi.for_heads(8)
+    assert [alibi.score_mod(0.0, 0, 0, 3, j) for j in (1, 3, 5)] == [-1.0, 0.0, -1.0]
+    assert SymmetricALiBi.for_heads(8, 2).score_mod(0.0, 0, 0, 1, 5) == -1.0  # position 3
+    assert alibi.score_words(0.0, 0, 0, 3, 5) == "alibi(0) = 0 - 0.5 * |3 + 0 - 5| = -1"
 
 
 def test_softcap_and_its_derivative():

@@ -1,12 +1,13 @@
 """Attention variants, each one object: a mask_mod and/or score_mod and what follows from it.
 
 Masks: Causal, SlidingWindow, ChunkedLocal, PrefixLM, Documents, SinkTokens. Score changes:
-ALiBi, Softcap, BiasTable. Learned sinks (a denominator term): LearnedSinks. Combining:
-combine, and_masks, or_masks, compose. See base.py for what every variant provides.
+ALiBi, SymmetricALiBi, Softcap, BiasTable. Learned sinks (a denominator term): LearnedSinks.
+Combining: combine, and_masks, or_masks, compose. See base.py for what every variant provides.
 """
 
 from . import dual
 from .alibi import ALiBi, alibi_slopes
+from .alibi_symmetric import SymmetricALiBi
 from .base import Variant
 from .bias_table import BiasTable
 from .causal import Causal
@@ -30,6 +31,7 @@ __all__ = [
     "PrefixLM",
     "SinkTokens",
     "SlidingWindow",
+    "SymmetricALiBi",
     "Softcap",
     "Variant",
     "alibi_slopes",
