@@ -178,7 +178,9 @@ def row(x: FlexInputs, b: int, h: int, i: int) -> Row:
         # step 2: the score change; -inf from a score_mod masks the key as the mask would
         s = r if x.score_mod is None else float(x.score_mod(r, b, h, i, j))
         if s != -inf:
-            seen.append(j), raw.append(r), scores.append(s)
+            seen.append(j)
+            raw.append(r)
+            scores.append(s)
     sink = None if x.sinks is None else x.sinks[h]
     terms = scores + ([] if sink is None else [sink])
     if not terms:  # no key seen and no sink: output 0, lse -inf (as FlexAttention)

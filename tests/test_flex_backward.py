@@ -126,3 +126,33 @@ def test_hypothesis_backward(name, z, with_sinks, seed):
     case = CASES[name](z.B, z.H, z.L, z.S)
     ours, theirs = run(case, seed, z.B, z.H, z.Hkv, z.L, z.S, z.E, z.Ev, sinks)
     assert_grads(ours, theirs, f"{name} {z}")
+
+
+def test_gradients_reach_the_unrotated_q_and_k_through_rope():
+    """q, k -> rotary -> causal flex_attention: rotary_backward of dQ, dK == autograd's."""
+    rng = random.Random(8)
+    L, E = 5, 4
+    q, k, v, d_out = (randn(rng, 1, 1, L, E) for _ in range(4))
+    positions = [3, 4, 5, 6, 7]  # a continuation: positions need not start at 0
+    q_rot, k_rot = scratch.rotary(q, positions), scratch.rotary(k, positions)
+    block = scratch.create_block_mask(
+        CASES["causal top-left"](1, 1, L, L).variant.mask_mod, 1, 1, L, L
+    )
+    d_q, d_k, _ = scratch.flex_attention_backward(q_rot, k_rot, v, d_out, block_mask=block)
+    ours = [scratch.rotary_backward(g, positions) for g in (d_q, d_k)]
+
+    theta = torch.tensor(
+        [[p * 10000.0 ** (-2 * c / E) for c in range(E // 2)] for p in positions],
+        dtype=torch.float64,
+    )
+    cos, sin = torch.cat([theta.cos()] * 2, -1), torch.cat([theta.sin()] * 2, -1)  # (L, E)
+
+    def rope(x):  # the half pairing written out: x cos + rotate_half(x) sin
+        return x * cos + torch.cat([-x[..., E // 2 :], x[..., : E // 2]], -1) * sin
+
+    tq, tk, tv = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (q, k, v))
+    scores = rope(tq) @ rope(tk).transpose(-1, -2) / math.sqrt(E)
+    scores = scores.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), -math.inf)
+    output = torch.softmax(scores, -1) @ tv
+    theirs = torch.autograd.grad(output, (tq, tk), torch.tensor(d_out, dtype=torch.float64))
+    assert_grads(ours, theirs, "rope + causal")
