@@ -8,6 +8,8 @@ import math
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import scratch
 from scratch.variants import (
@@ -152,6 +154,38 @@ def test_key_ranges_are_exactly_what_mask_mod_says(variant):
                     q_hi = min(q_lo + size, 8)
                     want = derived_ranges(variant.mask_mod, b, 0, q_lo, q_hi, S)
                     assert variant.key_ranges(b, 0, q_lo, q_hi, S) == want, (S, q_lo, q_hi, b)
+
+
+side = st.integers(-1, 4)
+shift = st.integers(-3, 3)
+masks = st.one_of(
+    st.builds(Causal, shift),
+    st.builds(SlidingWindow, side, side, shift),
+    st.builds(ChunkedLocal, st.integers(1, 4), shift),
+    st.builds(PrefixLM, st.integers(0, 6), shift),
+    st.builds(SinkTokens, st.integers(0, 3), st.integers(0, 3), shift),
+)
+
+
+@given(variant=masks, q_lo=st.integers(0, 7), size=st.integers(1, 4), S=st.integers(1, 9))
+def test_hypothesis_key_ranges(variant, q_lo, size, S):
+    """Random parameters (shifts either way, -1 sides): the closed form == the derivation."""
+    q_hi = q_lo + size
+    want = derived_ranges(variant.mask_mod, 0, 0, q_lo, q_hi, S)
+    assert variant.key_ranges(0, 0, q_lo, q_hi, S) == want
+
+
+def test_block_mask_broadcasts_b_and_h_of_none():
+    """B = H = None: one table of tiles for every batch entry and head, as FlexAttention's."""
+    block = scratch.create_block_mask(Causal().mask_mod, None, None, 4, 4, BLOCK_SIZE=2)
+    assert block.shape == (1, 1, 4, 4)
+    assert block.kv_blocks == [[[[(0, False)], [(0, True), (1, False)]]]]
+    rng = random.Random(1)
+    q = [[[[rng.gauss(0, 1)] for _ in range(4)] for _ in range(3)] for _ in range(2)]
+    every = scratch.create_block_mask(Causal().mask_mod, 2, 3, 4, 4, BLOCK_SIZE=2)
+    assert scratch.flex_attention(q, q, q, block_mask=block) == scratch.flex_attention(
+        q, q, q, block_mask=every
+    )
 
 
 def test_combined_key_ranges_cover_every_key_seen():
