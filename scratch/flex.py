@@ -166,6 +166,17 @@ class Row:
     lse: float
 
 
+def modified(score_mod: Callable[..., float], score: float, b: int, h: int, i: int, j: int):
+    """score_mod's answer as a float (TypeError naming score_mod and the cell otherwise)."""
+    s = score_mod(score, b, h, i, j)
+    if isinstance(s, bool) or not isinstance(s, (int, float)):
+        raise TypeError(
+            f"score_mod: expected a number for (b, h, q_idx, kv_idx) = {(b, h, i, j)}, "
+            f"found {type(s).__name__} {s!r}"
+        )
+    return float(s)
+
+
 def row(x: FlexInputs, b: int, h: int, i: int) -> Row:
     """Steps 1-3 for query i of head h in batch b."""
     kv = h // x.group
@@ -176,7 +187,7 @@ def row(x: FlexInputs, b: int, h: int, i: int) -> Row:
         # step 1: the scaled score (one rounding for the fsum, one for the scale)
         r = x.scale * fsum(a * c for a, c in zip(q_i, x.k[b][kv][j]))
         # step 2: the score change; -inf from a score_mod masks the key as the mask would
-        s = r if x.score_mod is None else float(x.score_mod(r, b, h, i, j))
+        s = r if x.score_mod is None else modified(x.score_mod, r, b, h, i, j)
         if s != -inf:
             seen.append(j)
             raw.append(r)

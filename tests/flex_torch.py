@@ -19,7 +19,7 @@ def randn(rng: random.Random, *shape: int) -> list:
     return [randn(rng, *shape[1:]) for _ in range(shape[0])]
 
 
-def torch_flex(case: Case, q, k, v, *, enable_gqa=False, sinks=None, traced=False):
+def torch_flex(case: Case, q, k, v, *, enable_gqa=False, sinks=None, traced=False, scale=None):
     """(output, lse) of torch's flex_attention on nested lists; sinks as a key of value 0.
 
     traced=True takes torch's ordinary eager path (a dynamo trace of the mods per call, ~0.7 s).
@@ -54,7 +54,7 @@ def torch_flex(case: Case, q, k, v, *, enable_gqa=False, sinks=None, traced=Fals
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # eager (uncompiled) flex_attention, return_lse
         out, lse = flex_attention(
-            q, k, v, score_mod=score_mod, block_mask=block, enable_gqa=enable_gqa, return_lse=True
+            q, k, v, score_mod, block, scale, enable_gqa=enable_gqa, return_lse=True
         )
     flex_module._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = False
     return out, lse

@@ -24,14 +24,14 @@ from tests.flex_torch import randn, torch_flex  # noqa: E402
 TOL = 1e-13
 
 
-def truth(case, q, k, v, *, enable_gqa=False, sinks=None, block=2):
+def truth(case, q, k, v, *, enable_gqa=False, sinks=None, block=2, scale=None):
     """The ground truth's (output, lse), its block mask built with small tiles."""
     B, H, L = len(q), len(q[0]), len(q[0][0])
     S = len(k[0][0])
     mask = case.variant.mask_mod
     bm = None if mask is None else scratch.create_block_mask(mask, B, H, L, S, BLOCK_SIZE=block)
     return scratch.flex_attention(
-        q, k, v, case.variant.score_mod, bm, enable_gqa=enable_gqa, return_lse=True, sinks=sinks
+        q, k, v, case.variant.score_mod, bm, scale, enable_gqa, return_lse=True, sinks=sinks
     )
 
 
@@ -71,10 +71,11 @@ def test_every_variant_matches_flex_attention(name, sinks):
 
 
 def test_documents_from_cu_seqlens_match_flex_attention():
-    """One packed batch entry of documents [0, 2), [2, 3), [3, 6)."""
+    """One packed batch entry of documents [0, 2), [2, 3), [3, 6); a scale of 0.8 given."""
     q, k, v = inputs(2, 1, 2, 2, 6, 6, 3, 3)
     case = cu_seqlens(1, 2, 6, 6)
-    assert_same(truth(case, q, k, v), torch_flex(case, q, k, v), "cu_seqlens")
+    ours, theirs = truth(case, q, k, v, scale=0.8), torch_flex(case, q, k, v, scale=0.8)
+    assert_same(ours, theirs, "cu_seqlens")
 
 
 def test_rows_that_see_nothing_give_zero_and_minus_inf():

@@ -262,6 +262,18 @@ def test_dual_numbers_differentiate_a_users_score_mod():
     assert dual.derivative(lambda s, *_: 3.0, s, 0, 0, 0, 0) == 0.0  # a constant
 
 
+def test_a_branching_score_mod_gets_the_branchs_derivative():
+    """Comparisons read the value: each branch (and max, min) keeps its own derivative."""
+
+    def score_mod(s, b, h, q_idx, kv_idx):
+        return s if s < 1 else 1 + (s - 1) * 0.25
+
+    assert dual.derivative(score_mod, 0.5, 0, 0, 0, 0) == 1.0
+    assert dual.derivative(score_mod, 3.0, 0, 0, 0, 0) == 0.25
+    assert dual.derivative(lambda s, *_: max(s, 2.0), 3.0, 0, 0, 0, 0) == 1.0
+    assert dual.derivative(lambda s, *_: max(s, 2.0), 1.0, 0, 0, 0, 0) == 0.0
+
+
 def test_math_module_functions_refuse_a_dual_loudly():
     with pytest.raises(TypeError, match="dual"):
         dual.derivative(lambda s, *_: math.tanh(s), 0.5, 0, 0, 0, 0)
@@ -310,3 +322,5 @@ def test_bad_flex_arguments_name_the_argument():
         scratch.flex_attention_backward(q, q, q, q[0])
     with pytest.raises(TypeError, match="score_mod"):
         scratch.flex_attention(q, q, q, score_mod=3)
+    with pytest.raises(TypeError, match=r"score_mod: expected a number .* found NoneType"):
+        scratch.flex_attention(q, q, q, score_mod=lambda s, b, h, i, j: None)
