@@ -244,6 +244,10 @@ def test_rules_and_hover_words():
     assert words == "seen (window: key 3 in [2, 3]); softcap(12.4) = 30 * tanh(12.4 / 30) = 11.74"
     masked = combine(SlidingWindow(1, 0), Softcap(2.0)).explain(0, 0, 2, 0, 3.0)
     assert masked == "masked (window: key 0 outside [1, 2])"
+    assert SinkTokens(1, 2, 3).rule() == (
+        "1 sink tokens + window of 2: key j seen by query i iff j <= i + 3 and (j < 1 or "
+        "j >= i + 3 - 2)"
+    )
     assert Documents([0, 1]).explain(0, 0, 0, 1) == (
         "masked (query in document 0, key in document 1)"
     )

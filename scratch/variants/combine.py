@@ -3,7 +3,8 @@
 As FlexAttention: `and_masks(a, b)` sees a key iff every mask sees it, `or_masks` iff any does,
 and score_mods compose in the order given: `compose(softcap, alibi)` is alibi(softcap(score)).
 `combine(*variants)` makes one Variant of several: masks and-ed, score_mods composed in order,
-key ranges intersected (each part's own closed form, so tiles skipped stay exact).
+key ranges intersected (each part's own closed form: every key a query of the block sees is
+inside, possibly with a few that no single query sees, so skipping the rest stays exact).
 """
 
 from __future__ import annotations

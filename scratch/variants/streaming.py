@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Ranges, Variant, check_int, clip
+from .causal import _plus
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,10 @@ class SinkTokens(Variant):
         return kv_idx <= diagonal and (kv_idx < self.sinks or kv_idx >= diagonal - self.left)
 
     def rule(self) -> str:
+        d = f"i{_plus(self.shift)}"
         return (
             f"{self.sinks} sink tokens + window of {self.left}: key j seen by query i iff "
-            f"j <= i and (j < {self.sinks} or j >= i - {self.left})"
+            f"j <= {d} and (j < {self.sinks} or j >= {d} - {self.left})"
         )
 
     def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
