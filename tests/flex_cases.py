@@ -8,6 +8,7 @@ convention; they share nothing with scratch.variants but the parameters.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +20,7 @@ from scratch.variants import (
     Causal,
     ChunkedLocal,
     Documents,
+    GivenMask,
     PrefixLM,
     SinkTokens,
     SlidingWindow,
@@ -124,6 +126,29 @@ def bias_table(B, H, L, S, m=2):
     )
 
 
+def given_bool(B, H, L, S):
+    """A bool attn_mask per head (1, H, L, S): a fixed pattern, some rows seeing nothing."""
+    rows = [
+        [[(3 * i + 5 * j + h) % 4 != 0 and i != 1 for j in range(S)] for i in range(L)]
+        for h in range(H)
+    ]
+    t = torch.tensor(rows)
+    return Case(GivenMask([rows]), lambda b, h, q, kv: t[h, q, kv])
+
+
+def given_float(B, H, L, S):
+    """A float attn_mask (L, S) added to the scores, -inf on some cells."""
+    rows = [
+        [-math.inf if (i + 2 * j) % 5 == 0 else 0.25 * (i - j) for j in range(S)] for i in range(L)
+    ]
+    t = torch.tensor(rows, dtype=torch.float64)
+    return Case(
+        GivenMask(rows),
+        lambda b, h, q, kv: t[q, kv] != -math.inf,
+        lambda s, b, h, q, kv: s + t[q, kv],
+    )
+
+
 def both(*cases: Case) -> Case:
     """Cases combined: masks and-ed, score_mods applied in order."""
     masks = [c.mask_mod for c in cases if c.mask_mod is not None]
@@ -160,6 +185,8 @@ SINGLE = {
     "alibi symmetric": alibi_symmetric,
     "softcap": softcap,
     "bias table": bias_table,
+    "given bool mask": given_bool,
+    "given float mask": given_float,
 }
 
 COMBINED = {

@@ -18,6 +18,7 @@ from scratch.variants import (
     Causal,
     ChunkedLocal,
     Documents,
+    GivenMask,
     LearnedSinks,
     PrefixLM,
     SinkTokens,
@@ -104,6 +105,23 @@ def test_softcap_and_its_derivative():
     t = math.tanh(12.4 / 30.0)
     assert cap.score_grad(12.4, 0, 0, 3, 1) == pytest.approx(1.0 - t * t, rel=1e-15)
     assert cap.score_words(12.4, 0, 0, 3, 1) == "softcap(12.4) = 30 * tanh(12.4 / 30) = 11.74"
+
+
+def test_a_given_mask_is_a_variant():
+    """SDPA's attn_mask: bools select keys, floats are added (-inf also masks), broadcast."""
+    mask = GivenMask([[True, False], [True, True]])
+    assert mask.shape == (1, 1, 2, 2) and mask.score_mod is None
+    assert seen(mask, 2, 2, b=1, h=3) == [[0], [0, 1]]
+    added = GivenMask([[[[0.5, -math.inf]]], [[[1.0, 2.0]]]])  # (B=2, 1, 1, 2)
+    assert seen(added, 3, 2, b=0) == [[0]] * 3 and seen(added, 1, 2, b=1) == [[0, 1]]
+    assert added.score_mod(1.0, 1, 5, 0, 1) == 3.0
+    assert added.explain(0, 0, 0, 0, 1.0) == (
+        "seen (attn_mask[0][0] = 0.5); 1 + attn_mask[0][0] = 1 + 0.5 = 1.5"
+    )
+    with pytest.raises(ValueError, match="attn_mask"):
+        GivenMask([True, False])
+    with pytest.raises(TypeError, match="attn_mask"):
+        GivenMask([[1, 0]])
 
 
 def test_bias_table_clamps_distances():

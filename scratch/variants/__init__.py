@@ -1,6 +1,7 @@
 """Attention variants, each one object: a mask_mod and/or score_mod and what follows from it.
 
-Masks: Causal, SlidingWindow, ChunkedLocal, PrefixLM, Documents, SinkTokens. Score changes:
+Masks: Causal, SlidingWindow, ChunkedLocal, PrefixLM, Documents, SinkTokens, GivenMask (SDPA's
+attn_mask, bool or float). Score changes:
 ALiBi, SymmetricALiBi, Softcap, BiasTable. Learned sinks (a denominator term): LearnedSinks.
 Combining: combine, and_masks, or_masks, compose. See base.py for what every variant provides.
 """
@@ -14,6 +15,7 @@ from .causal import Causal
 from .chunked import ChunkedLocal
 from .combine import Combined, and_masks, combine, compose, or_masks
 from .documents import Documents
+from .given_mask import GivenMask
 from .prefix import PrefixLM
 from .sinks import LearnedSinks
 from .softcap import Softcap
@@ -27,6 +29,7 @@ __all__ = [
     "ChunkedLocal",
     "Combined",
     "Documents",
+    "GivenMask",
     "LearnedSinks",
     "PrefixLM",
     "SinkTokens",
