@@ -179,7 +179,7 @@ def test_the_float64_bound_refuses_float32_arithmetic():
 
 
 def mistaken_backward(q, k, v, g, mistake, scale=None, enable_gqa=False, rng=None, dropout_p=0.0):
-    """A numpy backward with one classic mistake planted (see issue 12)."""
+    """A numpy backward with one classic mistake planted (`mistake` names which)."""
     group = q.shape[-3] // k.shape[-3] if enable_gqa else 1
     s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     kr, vr = np.repeat(k, group, -3), np.repeat(v, group, -3)

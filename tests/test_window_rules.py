@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID_CALLS = {"tri", "tril", "triu"}
-# the benchmark's plugin builds a user's edited mask by hand (not the window; issue 20 item 7)
+# the benchmark's plugin builds a user's edited mask by hand (it is the benchmark's, not the window)
 NOT_THE_WINDOW = {"bench_window.py"}
 
 
