@@ -2,6 +2,7 @@
 without values refused, data too large for the dtype refused, the same messages, and no other
 exception type escaping any public function."""
 
+import collections
 import math
 from decimal import Decimal
 from fractions import Fraction
@@ -14,7 +15,18 @@ import scratch
 
 np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
+from test_backends_conformance import dtype_name, trace_bounds  # noqa: E402
+
 from scratch import backends  # noqa: E402
+from tests.fuzz_answers import (  # noqa: E402
+    agree,
+    check_backward,
+    check_matmul,
+    check_sdpa,
+    check_softmax,
+    finite,
+    floats,
+)
 
 NB, TB = backends.get("numpy"), backends.get("torch")
 X = [[1.0, 2.0], [3.0, 4.0]]
@@ -162,6 +174,27 @@ odd = st.one_of(
     st.just(torch.ones(2, 2, dtype=torch.bfloat16)),
 )
 
+# inputs every function takes, in several dtypes and layouts, so that calls answer often
+usable = st.sampled_from(
+    [
+        X,
+        [[0.5, -1.0], [2.0, 0.25], [-3.0, 1.5]],
+        np.arange(4.0).reshape(2, 2)[:, ::-1] / 3,
+        np.array([[1.5, -2.0], [0.25, 4.0]], dtype=np.float32),
+        torch.tensor([[1.0, -0.5], [2.0, 3.0]], dtype=torch.bfloat16),
+        torch.tensor([[0.1, 0.2], [-0.3, 0.4]], dtype=torch.float64),
+    ]
+)
+masks = st.sampled_from(
+    [None, [[True, False], [True, True]], [[0.0, -math.inf], [-1.5, 0.0]], np.array([True, False])]
+)
+
+
+def mostly(good):
+    """`good` three draws in four, else an odd input (one_of would make `good` one of 19)."""
+    return st.integers(0, 3).flatmap(lambda i: odd if i == 3 else good)
+
+
 FUNCTIONS = {
     "scratch.sdpa": lambda q, k, m: scratch.scaled_dot_product_attention(q, k, k, m),
     "numpy.sdpa": lambda q, k, m: NB.scaled_dot_product_attention(q, k, k, m),
@@ -182,15 +215,80 @@ FUNCTIONS = {
 }
 
 
-@given(st.sampled_from(sorted(FUNCTIONS)), odd, odd, st.one_of(st.none(), odd))
-def test_fuzz_only_value_and_type_errors_escape(name, q, k, mask):
-    with np.errstate(all="ignore"):
-        try:
-            FUNCTIONS[name](q, k, mask)
-        except (ValueError, TypeError):
-            return
-    # it answered: then the ground truth answers the same inputs too (never a result for
-    # something the ground truth refuses)
-    backend = name.split(".")[0]
-    if backend in ("numpy", "torch") and name.endswith((".sdpa", ".fast")):
-        scratch.scaled_dot_product_attention(q, k, k, mask)
+def first_row(mask):
+    """Row 0 of a mask of shape (L, S) (one of shape (1, S) or (S,) as it is)."""
+    if mask is None:
+        return None
+    m = np.asarray(mask.tolist() if hasattr(mask, "tolist") else mask)
+    return m[:1].tolist() if m.ndim == 2 else m.tolist()
+
+
+def plain(x):
+    """A tensor or array as nested lists (bools stay bools), for the NumPy side."""
+    if hasattr(x, "detach") and x.dtype != torch.bool:
+        x = x.double()
+    return x.tolist() if hasattr(x, "tolist") else x
+
+
+def check_answer(name: str, q, k, mask, result) -> None:
+    """What a call answered, against an independent computation: NumPy where scratch answered
+    (finite data only: NumPy refuses NaN), scratch where a backend did (tests/fuzz_answers.py)."""
+    backend, kind = name.split(".")
+    if backend == "scratch" and kind in ("sdpa", "fast", "trace", "mha", "rows", "backward"):
+        if not finite(q, k, k, None if kind == "backward" else mask):
+            return  # NumPy refuses NaN and inf data
+        q, k, mask = plain(q), plain(k), plain(mask)  # NumPy's reader, as scratch read them
+    if kind in ("sdpa", "fast"):
+        out, weights = result if backend == "scratch" else (result.output, result.weights)
+        check_sdpa(q, k, k, out, weights, by=backend, dtype=dtype_name(out), attn_mask=mask)
+    elif kind == "trace":
+        ref = result if backend == "scratch" else scratch.trace_attention(q, k, attn_mask=mask)
+        ours = NB.trace_attention(q, k, attn_mask=mask) if backend == "scratch" else result
+        failed = [c.message for c in scratch.compare_traces(ours, ref) if not c.ok]
+        assert not failed, failed
+    elif kind == "mha":
+        kw = dict(x=q, key=k, value=k, w_q=X, w_k=X, w_v=X, attn_mask=mask)
+        ref = scratch.trace_attention(**kw)
+        ours = (
+            NB.multi_head_attention(q, k, k, X, X, X, attn_mask=mask)
+            if backend == "scratch"
+            else result
+        )
+        bound = trace_bounds(ref, kw, dtype_name(ours.output))["output"]
+        agree("mha output", ours.output, ref["output"].tolist(), bound)
+    elif kind == "softmax":
+        check_softmax(q, result)
+    elif kind == "matmul":
+        check_matmul(q, k, result)
+    elif kind == "rows":
+        q0 = floats(q)[:1].tolist()
+        check_sdpa(q0, k, k, result[0], result[1], attn_mask=first_row(mask))
+    elif kind == "backward":
+        check_backward(q, k, k, q, result)
+    else:  # tolerance: one bound per output entry, never negative for weights in [0, 1]
+        bound = floats(result)
+        assert bound.shape == floats(q).shape[:-1] + floats(k).shape[-1:], bound.shape
+        weights = floats(mask)
+        if ((weights >= 0) & (weights <= 1)).all():  # (mask stands in for the weights here)
+            assert (np.isnan(bound) | (bound >= 0)).all(), bound
+
+
+def test_fuzz_only_value_and_type_errors_escape():
+    """Odd inputs to every public function: a ValueError/TypeError, or an answer an independent
+    computation agrees with (both counted); a backend never answers what scratch refuses."""
+    seen = collections.Counter()
+
+    @given(st.sampled_from(sorted(FUNCTIONS)), mostly(usable), mostly(usable), mostly(masks))
+    def one(name, q, k, mask):
+        with np.errstate(all="ignore"):
+            try:
+                result = FUNCTIONS[name](q, k, mask)
+            except (ValueError, TypeError):
+                seen["refused"] += 1
+                return
+        seen["answered"] += 1
+        with np.errstate(all="ignore"):
+            check_answer(name, q, k, mask, result)
+
+    one()
+    assert seen["answered"] >= 10 and seen["refused"] >= 10, seen
