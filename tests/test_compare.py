@@ -39,9 +39,9 @@ def test_compare_traces_says_when_values_outgrew_the_dtype(ops, monkeypatch):
     assert "outgrew float16 (largest 65504)" in checks["scores"].message
     small = [[v / 100 for v in row] for row in x]  # in range: failing or not, no such words
     trace = backends.get("torch-cpu").trace_attention(torch.tensor(small), dtype="float16")
-    assert all(
-        "outgrew" not in c.message for c in compare_traces(trace, scratch.trace_attention(small))
-    )
+    small_checks = compare_traces(trace, scratch.trace_attention(small))
+    assert [c.name for c in small_checks] == trace.names()
+    assert all("outgrew" not in c.message for c in small_checks)
 
 
 # ---------------------------------------------------------------- trace comparison
@@ -98,7 +98,9 @@ def test_float64_trace_bounds_are_tight():
     x, kwargs = trace_inputs("heads+w_o")
     reference = scratch.trace_attention(x, **kwargs)
     trace = backends.get("numpy").trace_attention(x, **kwargs, dtype="float64")
-    for check in compare_traces(trace, reference):
+    checks = compare_traces(trace, reference)
+    assert [c.name for c in checks] == trace.names()
+    for check in checks:
         size = np.abs(np.array(reference[check.name].tolist()))
         finite = np.isfinite(size)
         bounds = np.array(check.bounds)
@@ -212,14 +214,13 @@ def biased_example(seed):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_16_bit_traces_with_biases_pass_their_check(dtype):
     pytest.importorskip("torch")
-    # before the bias's own rounding was in the bound, 8 (float16) and 4 (bfloat16) of these
-    # 30 seeds failed at step q, k or v
+    # without the bias's own rounding in the bound, 8 (float16) and 4 (bfloat16) of these
+    # 30 seeds fail at step q, k or v
     for seed in range(30):
         x, kw = biased_example(seed)
-        checks = scratch.compare_traces(
-            backends.get("torch").trace_attention(x, dtype=dtype, **kw),
-            scratch.trace_attention(x, **kw),
-        )
+        trace = backends.get("torch").trace_attention(x, dtype=dtype, **kw)
+        checks = scratch.compare_traces(trace, scratch.trace_attention(x, **kw))
+        assert [c.name for c in checks] == trace.names()
         assert all(c.ok for c in checks), (seed, [c.message for c in checks if not c.ok])
 
 

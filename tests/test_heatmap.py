@@ -52,6 +52,7 @@ def test_ticks_are_never_closer_than_a_label_needs(seed):
     pixels, room = rng.uniform(80, 1200), rng.uniform(10, 60)
     ticks = visible_ticks(labels, lo, hi, pixels, room)
     per_cell = pixels / (hi - lo)
+    assert ticks  # a cell is always in view and a label always fits (room < pixels)
     for (a, _), (b, _) in zip(ticks, ticks[1:]):
         assert (b - a) * per_cell >= room - 1e-9, (a, b, per_cell, room)
     assert all(lo - 1 < i < hi + 1 for i, _ in ticks)  # only cells in view

@@ -60,6 +60,7 @@ def test_several_heads_at_1024_get_the_side_panels_room(qtbot, errors, open_wind
         assert least <= hm.view.width(), (least, hm.view.width())
         assert hm.bar.sceneBoundingRect().right() <= hm.view.width() + 1
         cell = hm.image_item.sceneBoundingRect().width() / 6
+        assert len(hm._texts) == 36, len(hm._texts)  # one number per cell of the 6x6 weights
         for item in hm._texts:  # a number shows only where its cell holds it
             assert not item.isVisible() or item.sceneBoundingRect().width() <= cell
     p.set_head("0")
@@ -81,6 +82,7 @@ def test_the_overview_draws_the_flow_with_an_arrow_between_stages(qtbot, errors,
             assert b.right() <= a.left() and a.right() <= c.left()
         else:  # a new row: the arrow leads into its first stage
             assert a.right() <= c.left() and a.top() >= b.top()
+    assert list(ov.heatmaps) == w.outcome.trace.names()
     for name, hm in ov.heatmaps.items():  # each tile is that step, whole, with its shape
         assert hm.panel.step == name and hm.isVisible()
         assert hm.image_item.image.shape == hm.panel.raw.shape
