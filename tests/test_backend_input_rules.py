@@ -125,30 +125,38 @@ def test_torch_float16_refuses_an_integer_array_past_its_range():
         TB.scaled_dot_product_attention(np.array([[70000]]), [[1.0]], [[1.0]], dtype="float16")
 
 
+def multi_head_doors() -> list:
+    """scratch.multi_head_attention itself and every backend's."""
+    names = backends.available()
+    return [scratch.multi_head_attention] + [backends.get(n).multi_head_attention for n in names]
+
+
 def test_every_backend_refuses_a_missing_projection_with_the_same_message():
     messages = set()
-    for name in backends.available():
+    for fn in multi_head_doors():
         with pytest.raises(TypeError, match="w_q: ") as info:
-            backends.get(name).multi_head_attention(Q, Q, Q, None, W, W)
+            fn(Q, Q, Q, None, W, W)
         messages.add(str(info.value))
     assert messages == {"w_q: expected a projection matrix, found None"}
 
 
 def test_every_backend_refuses_a_value_without_a_key_with_the_same_message():
     messages = set()
-    for name in backends.available():
-        for fn in (backends.get(name).multi_head_attention, backends.get(name).trace_attention):
-            with pytest.raises(ValueError, match="value: ") as info:
-                fn(Q, None, Q, W, W, W)
-            messages.add(str(info.value))
+    traces = [scratch.trace_attention] + [
+        backends.get(n).trace_attention for n in backends.available()
+    ]
+    for fn in multi_head_doors() + traces:
+        with pytest.raises(ValueError, match="value: ") as info:
+            fn(Q, None, Q, W, W, W)
+        messages.add(str(info.value))
     assert messages == {"value: given without key; pass key as well (key=x for self-attention)"}
 
 
 def test_every_backend_refuses_kv_heads_that_do_not_divide_with_the_same_message():
     messages = set()
-    for name in backends.available():
+    for fn in multi_head_doors():
         with pytest.raises(ValueError, match="num_kv_heads: ") as info:
-            backends.get(name).multi_head_attention(Q, Q, Q, W, W, W, num_heads=2, num_kv_heads=3)
+            fn(Q, Q, Q, W, W, W, num_heads=2, num_kv_heads=3)
         messages.add(str(info.value))
     assert messages == {"num_kv_heads: 3 does not divide num_heads = 2"}
 

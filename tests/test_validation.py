@@ -90,6 +90,8 @@ def test_bad_input_message(changes, error, words):
         assert word in message, f"{word!r} missing from: {message}"
 
 
+# (w_q None, num_kv_heads not dividing, value without key: test_backend_input_rules.py checks
+# those messages word for word in every backend)
 MHA_CASES = [
     (
         {"w_q": [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]], "num_heads": 2},
@@ -97,14 +99,11 @@ MHA_CASES = [
         ["w_q", "3 columns", "2 heads"],
     ),
     ({"w_q": [[1.0, 0.0]]}, ValueError, ["w_q", "2 rows"]),
-    ({"w_q": None}, TypeError, ["w_q", "None"]),
     ({"num_heads": 0}, ValueError, ["num_heads", "positive"]),
-    ({"num_heads": 2, "num_kv_heads": 3}, ValueError, ["num_kv_heads", "does not divide"]),
     ({"b_q": [1.0, 2.0, 3.0]}, ValueError, ["b_q", "(2,)"]),
     ({"w_o": [[1.0, 0.0, 0.0]]}, ValueError, ["w_o", "2 rows"]),
     ({"b_o": [1.0, 2.0]}, ValueError, ["b_o", "w_o"]),
     ({"w_k": [[1.0], [0.0]]}, ValueError, ["w_k", "wide"]),
-    ({"key": None, "value": Q}, ValueError, ["value", "without key"]),
 ]
 
 
