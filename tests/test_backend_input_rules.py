@@ -131,34 +131,35 @@ def multi_head_doors() -> list:
     return [scratch.multi_head_attention] + [backends.get(n).multi_head_attention for n in names]
 
 
+def messages(error: type, calls: list) -> set:
+    """The messages of the `error` each call (a function and its arguments) raises."""
+    found = set()
+    for fn, args, kwargs in calls:
+        with pytest.raises(error) as info:
+            fn(*args, **kwargs)
+        found.add(str(info.value))
+    return found
+
+
 def test_every_backend_refuses_a_missing_projection_with_the_same_message():
-    messages = set()
-    for fn in multi_head_doors():
-        with pytest.raises(TypeError, match="w_q: ") as info:
-            fn(Q, Q, Q, None, W, W)
-        messages.add(str(info.value))
-    assert messages == {"w_q: expected a projection matrix, found None"}
+    calls = [(fn, (Q, Q, Q, None, W, W), {}) for fn in multi_head_doors()]
+    assert messages(TypeError, calls) == {"w_q: expected a projection matrix, found None"}
 
 
 def test_every_backend_refuses_a_value_without_a_key_with_the_same_message():
-    messages = set()
     traces = [scratch.trace_attention] + [
         backends.get(n).trace_attention for n in backends.available()
     ]
-    for fn in multi_head_doors() + traces:
-        with pytest.raises(ValueError, match="value: ") as info:
-            fn(Q, None, Q, W, W, W)
-        messages.add(str(info.value))
-    assert messages == {"value: given without key; pass key as well (key=x for self-attention)"}
+    calls = [(fn, (Q, None, Q, W, W, W), {}) for fn in multi_head_doors() + traces]
+    assert messages(ValueError, calls) == {
+        "value: given without key; pass key as well (key=x for self-attention)"
+    }
 
 
 def test_every_backend_refuses_kv_heads_that_do_not_divide_with_the_same_message():
-    messages = set()
-    for fn in multi_head_doors():
-        with pytest.raises(ValueError, match="num_kv_heads: ") as info:
-            fn(Q, Q, Q, W, W, W, num_heads=2, num_kv_heads=3)
-        messages.add(str(info.value))
-    assert messages == {"num_kv_heads: 3 does not divide num_heads = 2"}
+    heads = {"num_heads": 2, "num_kv_heads": 3}
+    calls = [(fn, (Q, Q, Q, W, W, W), heads) for fn in multi_head_doors()]
+    assert messages(ValueError, calls) == {"num_kv_heads: 3 does not divide num_heads = 2"}
 
 
 odd = st.one_of(
