@@ -190,15 +190,19 @@ leaf = st.one_of(
     st.just(float("nan")),
     st.builds(object),
 )
-structure = st.recursive(
-    leaf,
-    lambda children: st.one_of(
+
+
+def _nested(children: st.SearchStrategy) -> st.SearchStrategy:
+    """Lists, tuples and dicts of what came before (a named function: hypothesis reads a
+    lambda's source to see whether it uses its argument, and misread this one)."""
+    return st.one_of(
         st.lists(children, max_size=4),
         st.lists(children, max_size=4).map(tuple),
         st.dictionaries(st.text(max_size=2), children, max_size=2),
-    ),
-    max_leaves=30,
-)
+    )
+
+
+structure = st.recursive(leaf, _nested, max_leaves=30)
 option = st.one_of(
     st.none(), structure, st.floats(), st.integers(), st.text(max_size=4), st.booleans()
 )
