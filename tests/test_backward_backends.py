@@ -170,6 +170,7 @@ def test_the_float64_bound_refuses_float32_arithmetic():
     truth = scratch.scaled_dot_product_attention_backward(*(x.tolist() for x in inputs))
     ours = nb.scaled_dot_product_attention_backward(*inputs, dtype="float32")
     tol = gradient_tolerance(*(x.tolist() for x in inputs), dtype="float64")
+    assert len(ours) == len(truth) == len(GRADS)  # zip below compares all three gradients
     assert not any(compare(a, b, tol[n]).ok for n, a, b in zip(GRADS, ours, truth))
     tol32 = gradient_tolerance(*(x.tolist() for x in inputs), dtype="float32")
     assert all(compare(a, b, tol32[n]).ok for n, a, b in zip(GRADS, ours, truth))
@@ -179,7 +180,7 @@ def test_the_float64_bound_refuses_float32_arithmetic():
 
 
 def mistaken_backward(q, k, v, g, mistake, scale=None, enable_gqa=False, rng=None, dropout_p=0.0):
-    """A numpy backward with one classic mistake planted (see issue 12)."""
+    """A numpy backward with one classic mistake planted (`mistake` names which)."""
     group = q.shape[-3] // k.shape[-3] if enable_gqa else 1
     s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     kr, vr = np.repeat(k, group, -3), np.repeat(v, group, -3)
@@ -362,6 +363,7 @@ def test_16_bit_gradients_within_the_bound(dtype, kernel):
         truth = scratch.scaled_dot_product_attention_backward(*lists, is_causal=causal)
         tol = gradient_tolerance(*lists, is_causal=causal, dtype=dtype)
         ours = tb.scaled_dot_product_attention_backward(*xs, kernel=kernel, is_causal=causal)
+        assert len(ours) == len(truth) == len(GRADS)
         for name, a, b in zip(GRADS, ours, truth):
             assert a.dtype == getattr(torch, dtype), name
             assert compare(a.double().numpy(), b, tol[name]).ok, (seed, name)
@@ -383,6 +385,7 @@ def test_flash_attention_rule_for_gradients():
         tiled = nb.scaled_dot_product_attention_backward(
             *xs, kernel="tiled", block_size=3, is_causal=causal
         )
+        assert len(tiled) == len(plain) == len(truth) == len(GRADS)
         for name, a, p, t in zip(GRADS, tiled, plain, truth):
             result = reference_error_rule(a, p.numpy(), t, dtype="float32", factor=3.0)
             assert result.ok, (seed, name, result)

@@ -92,7 +92,8 @@ def test_measuring_keeps_no_outcome_alive(qapp):
     gc.collect()
     after = sum(type(o) is Outcome for o in gc.get_objects())
     assert after <= before + 1, f"{after - before} Outcomes alive after 3 + 4 recomputes"
-    assert len(result["recompute"]) == 3 and all(t > 0 for t in result["trace"])
+    assert len(result["recompute"]) == len(result["trace"]) == 3
+    assert all(t > 0 for t in result["trace"])
 
 
 def test_the_gap_line_says_what_the_hypervisor_took_during_the_worst_recompute():

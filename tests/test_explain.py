@@ -75,3 +75,12 @@ def test_explain_every_cell_of_every_step_multi_head():
         index = tuple(n - 1 for n in shape)
         text = scratch.explain(t, step.name, index).text
         assert text.startswith(step.name)
+
+
+def test_explain_names_a_missing_step_with_a_value_error():
+    trace = scratch.trace_attention([[1.0, 2.0], [0.5, 1.0]])
+    with pytest.raises(ValueError, match="^step: expected one of x, q, k, v, .* found 'nope'"):
+        scratch.explain(trace, "nope", (0, 0))
+    with pytest.raises(TypeError, match="^trace: expected a scratch.Trace"):
+        scratch.explain("weights", "weights", (0, 0))
+    assert "weights[0][1]" in scratch.explain(trace, "weights", (0, 1)).text

@@ -301,6 +301,7 @@ def test_the_check_compares_the_problem_the_view_shows(mask, heads, kv):
     truth = core_api.ground_truth_backward(
         q, k, v, dO, backward_check.check_options(trace, options)
     )
+    assert len(truth) == 3  # dQ, dK, dV: the zip below compares each
     for name, h, got in zip(("grad_query", "grad_key", "grad_value"), (heads, kv, kv), truth):
         layout = np.asarray(trace[name].tolist())  # (n, h * d): head h is a column block
         want = layout.reshape(layout.shape[0], h, -1).transpose(1, 0, 2)

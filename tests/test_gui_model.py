@@ -65,7 +65,7 @@ def test_clicking_a_head_in_the_grid_opens_it_in_the_pipeline(qtbot, window, run
     assert panel.grid.selected == (3, 7)
     weights = np.asarray(window.outcome.trace["weights"].value)
     assert np.abs(weights - run.attentions[3, 7]).max() <= 1e-12
-    assert all(c.ok for c in window.outcome.checks)
+    assert window.outcome.checks and all(c.ok for c in window.outcome.checks)
 
 
 def test_the_grid_maps_points_to_heads(qtbot, window, run):

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 
 import pytest
 
 import scratch
+from gui import controller, core_api, session_file
 from gui import session as sm
-from gui import session_file
 from scratch import presets
+from tests.journey_sessions import journey_typed
 
 SEEDS = range(40)
 
@@ -162,3 +164,42 @@ def test_sampled_mask_is_the_shown_mask_at_the_sampled_queries_and_keys(mode, L,
     assert (rows[0], rows[-1], cols[0], cols[-1]) == (0, L - 1, 0, S - 1)
     assert len(rows) == min(L, 64) and len(set(rows)) == len(rows)
     assert sm.sampled_mask(s, 64) == tuple(tuple(full[i][j] for j in cols) for i in rows)
+
+
+def test_with_cell_refuses_non_finite_numbers():
+    s = journey_typed()
+    assert sm.with_cell(s, "query", 1, 2, 5.0).query[1][2] == 5.0
+    for bad in (math.inf, math.nan, "3", True):
+        with pytest.raises(sm.SessionError, match=r"query\[1\]\[2\]"):
+            sm.with_cell(s, "query", 1, 2, bad)
+
+
+@pytest.mark.parametrize("kv_heads", [2, 1])  # 1: grouped-query, k and v narrower than q
+def test_mode_switches_give_valid_sessions(kv_heads):
+    s = sm.random_session(2, 3, 4, 2, 3, 2, kv_heads)
+    for mode in ("qkv", "self", "project", "qkv"):
+        s = sm.with_mode(s, mode)
+        assert s.mode == mode
+        session_file.validate(s.to_dict())
+        core_api.ground_truth(*controller.example_and_options(s))  # the core accepts it
+        s = sm.random_session(2, 3, 4, 2, 3, 2, kv_heads) if mode == "self" else s
+
+
+@pytest.mark.parametrize(("d_v", "kv_heads"), [(2, 2), (2, 1), (3, 2)])
+def test_switching_to_projections_keeps_the_result(d_v, kv_heads):
+    """qkv or self -> project uses identity weights: the output is exactly the same, heads,
+    kv heads and cross-attention kept (K and V stay inputs when d_k == d_v)."""
+    for start in ("qkv", "self"):
+        s = sm.random_session(5, 3, 4, 2, d_v, 2, kv_heads if start == "qkv" else 2)
+        s = sm.with_mode(s, start)
+        before = core_api.ground_truth(*controller.example_and_options(s))
+        after_s = sm.with_mode(s, "project")
+        session_file.validate(after_s.to_dict())
+        after = core_api.ground_truth(*controller.example_and_options(after_s))
+        assert after_s.num_heads == s.num_heads == 2
+        if start == "qkv" and d_v != 2:  # K and V widths differ: they cannot both be inputs
+            assert after_s.key is None and after_s.num_kv_heads == 2
+            continue
+        assert after["output"].tolist() == before["output"].tolist(), (start, d_v, kv_heads)
+        if start == "qkv":
+            assert after_s.num_kv_heads == kv_heads and after_s.key == s.key

@@ -13,6 +13,10 @@ from gui.session import MAX_TOKENS, random_session
 from scratch.backends import numpy_backend as nb
 
 L_SAMPLED = sampled_check.SAMPLE_FROM_TOKENS + 20  # just past the size where sampling starts
+SAMPLED_STEPS = [
+    f"head_outputs ({sampled_check.SAMPLE_ROWS} sampled rows)",
+    f"weights ({sampled_check.SAMPLE_ROWS} sampled rows)",
+]  # the sampled check's two steps, in order
 
 
 def _session(seed, **changes):
@@ -34,10 +38,7 @@ def _session(seed, **changes):
 def test_a_correct_backend_passes_the_sampled_check(seed, changes):
     """NumPy float32 traces pass on every seed and option, and the outcome says it sampled."""
     outcome = controller.run(_session(seed, **changes))
-    assert [c.name for c in outcome.checks] == [
-        f"head_outputs ({sampled_check.SAMPLE_ROWS} sampled rows)",
-        f"weights ({sampled_check.SAMPLE_ROWS} sampled rows)",
-    ]
+    assert [c.name for c in outcome.checks] == SAMPLED_STEPS
     assert all(c.ok and 0 <= c.ratio <= 1 for c in outcome.checks), outcome.checks
     assert outcome.reference is outcome.trace  # no full ground truth was built
     assert outcome.sampled.startswith(f"16 of {L_SAMPLED} query rows checked (seeded sample")
@@ -47,6 +48,7 @@ def test_the_sampled_rows_match_the_ground_truth_exactly_in_float64():
     """float64: the backend and the truth differ by rounding only (ratios far below 1)."""
     s = dataclasses.replace(_session(5), dtype="float64")
     checks = controller.run(s).checks
+    assert [c.name for c in checks] == SAMPLED_STEPS
     assert all(c.ok for c in checks) and max(c.ratio for c in checks) < 0.1
 
 
@@ -71,12 +73,9 @@ def test_a_wrong_value_outside_the_sample_is_not_seen():
     picked = set(scratch.sample_rows(L_SAMPLED, 16, 0))
     row = next(i for i in range(L_SAMPLED) if i not in picked)
     trace["head_outputs"].value[0, row, 0] += 1.0
-    assert all(
-        c.ok
-        for c in sampled_check.sampled_checks(
-            trace, controller.example_and_options(s)[1], "float32"
-        )
-    )
+    checks = sampled_check.sampled_checks(trace, controller.example_and_options(s)[1], "float32")
+    assert [c.name for c in checks] == SAMPLED_STEPS
+    assert all(c.ok for c in checks), checks
 
 
 def test_small_sessions_and_the_ground_truth_backend_check_every_step():
@@ -123,7 +122,9 @@ def test_a_passing_check_shows_the_bound_where_the_difference_is_largest():
     """As compare_traces: max |difference| <= the bound shown whenever the step passes."""
     s = random_session(1, 300, 8, 4, 4, 2)  # a case whose worst ratio is not its largest diff
     s = dataclasses.replace(s, backend="numpy", dtype="float32")
-    for check in controller.run(s).checks:
+    checks = controller.run(s).checks
+    assert [c.name for c in checks] == SAMPLED_STEPS
+    for check in checks:
         assert check.ok and check.max_abs_diff <= check.bound
 
 
@@ -169,6 +170,7 @@ def test_a_custom_mask_reaches_backend_and_check_as_the_same_grid(seed):
     _, options = controller.example_and_options(s)
     assert options.attn_mask.dtype == bool and (options.attn_mask == grid).all()
     outcome = controller.run(s)
+    assert [c.name for c in outcome.checks] == SAMPLED_STEPS
     assert all(c.ok for c in outcome.checks), outcome.checks
     row = sampled_check.checked_rows(L_SAMPLED)[5]
     outcome.trace["weights"].value[0, row, 0] += 1e-3

@@ -193,7 +193,9 @@ def test_compare_traces_uses_the_entry_s_bound(monkeypatch):
     kwargs = SETUPS["bool mask, heads"]
     reference = scratch.trace_attention(X, **kwargs)
     trace = backends.get("numpy").trace_attention(X, **kwargs, dtype="float32")
-    assert all(c.ok for c in scratch.compare_traces(trace, reference))
+    checks = scratch.compare_traces(trace, reference)
+    assert [c.name for c in checks] == trace.names()
+    assert all(c.ok for c in checks)
     calls = []
 
     def zero(cmp, name, reads, h):

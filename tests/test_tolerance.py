@@ -275,3 +275,22 @@ def test_reference_error_rule():
     assert rule.ok and rule.error <= rule.allowed
     worse = want + 3 * (plain - want) + 8 * ulp(np.max(np.abs(want)), "float16")
     assert not reference_error_rule(worse, plain, want, dtype="float16").ok
+
+
+@pytest.mark.parametrize(
+    "query, error, match",
+    [
+        (np.zeros((2, 0)), ValueError, r"^query: expected a non-empty array.*\(2, 0\)"),
+        (np.array([[1j, 0]]), TypeError, "^query: expected real numbers, found an array of dtype"),
+        (np.array([[1 + 0j, 0]]), TypeError, "^query: expected real numbers"),
+        ("meta", TypeError, "^query: a tensor on the meta device"),
+        ([[1j, 0.0]], TypeError, r"^query: expected a number at query\[0\]\[0\]"),
+    ],
+)
+def test_tolerance_refuses_empty_complex_and_valueless_inputs(query, error, match):
+    if isinstance(query, str):  # a tensor without values (needs torch)
+        query = pytest.importorskip("torch").ones(2, 2, device="meta")
+    rows = 1 if isinstance(query, list) else query.shape[0]
+    k = np.ones((3, 2))
+    with pytest.raises(error, match=match):
+        scratch.tolerance(query, k, np.ones((3, 1)), np.ones((rows, 3)) / 3)

@@ -1,4 +1,4 @@
-"""The ground truth against PyTorch itself, in float64 (issue 2).
+"""The ground truth against PyTorch itself, in float64.
 
 `scratch.scaled_dot_product_attention` vs `torch.nn.functional.scaled_dot_product_attention`,
 and `scratch.multi_head_attention` vs `torch.nn.MultiheadAttention` with the weights copied

@@ -58,7 +58,9 @@ def test_dropout_gradients_equal_torch_autograd_with_the_same_mask(name, seed):
     t = traced(name, seed, dropout_p=0.25, rng=random.Random(seed))
     L, S = t["weights"].shape[-2:]
     want = autograd(SETUPS[name], dO_for(name, seed), keep_mask(seed, t.num_heads, L, S, 0.25))
-    for step in t.steps[t.names().index("grad_output") + 1 :]:
+    backward = t.steps[t.names().index("grad_output") + 1 :]
+    assert {"grad_query", "grad_key", "grad_value"} <= {s.name for s in backward}
+    for step in backward:
         theirs = want[step.name]
         if step.name in ("grad_weights", "grad_scores", "row_dot") and step.axes[0] != "head":
             theirs = theirs[0]

@@ -77,6 +77,7 @@ def test_the_window_gets_the_same_checks_as_computing_them_in_its_own_thread(see
     here = sampled_check.sampled_checks(
         outcome.trace, controller.example_and_options(s)[1], "float32"
     )
+    assert [c.name.split(" ")[0] for c in outcome.checks] == ["head_outputs", "weights"]
     assert _numbers(outcome.checks) == _numbers(here)
     assert all(c.ok for c in outcome.checks)
 

@@ -1,0 +1,39 @@
+"""Symmetric ALiBi (FlashAttention's alibi without causal): the penalty grows with |distance|.
+
+score - slope[h] * |i + shift - j|: keys on either side of the query's position lose slope per
+step; shift = S - L aligns the queries bottom-right, as FlashAttention's `attention_ref` does.
+With causal masking it equals ALiBi's slope * (j - i) on every key that is seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .alibi import ALiBi, alibi_slopes
+from .base import number
+
+
+@dataclass(frozen=True)
+class SymmetricALiBi(ALiBi):
+    """score - slopes[h] * |i + shift - j| (slopes as ALiBi's)."""
+
+    shift: int = 0
+
+    @classmethod
+    def for_heads(cls, num_heads: int, shift: int = 0) -> SymmetricALiBi:
+        """Symmetric ALiBi with the paper's slopes for `num_heads` heads."""
+        return cls(tuple(alibi_slopes(num_heads)), shift)
+
+    def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
+        return score - self.slopes[h] * abs(q_idx + self.shift - kv_idx)
+
+    def rule(self) -> str:
+        slopes = ", ".join(map(number, self.slopes))
+        return f"symmetric ALiBi: score - slope[h] * |i + {self.shift} - j|, slopes {slopes}"
+
+    def score_words(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> str:
+        out = self.score_mod(score, b, h, q_idx, kv_idx)
+        return (
+            f"alibi({number(score)}) = {number(score)} - {number(self.slopes[h])} * "
+            f"|{q_idx} + {self.shift} - {kv_idx}| = {number(out)}"
+        )

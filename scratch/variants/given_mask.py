@@ -1,0 +1,55 @@
+"""A given attn_mask as a variant (SDPA's `attn_mask`): bools select keys, floats are added.
+
+A bool mask (True = may attend) becomes a mask_mod. A float mask is added to the scaled score
+(a score_mod), and its -inf entries also make a mask_mod, so tiles that are all -inf are
+skipped. The mask has SDPA's shapes: (L, S) or anything that broadcasts to (B, H, L, S).
+"""
+
+from __future__ import annotations
+
+from math import inf
+
+from ..nested import at
+from ..validate import as_mask
+from .base import Variant, number
+
+
+class GivenMask(Variant):
+    """attn_mask[b][h][i][j] (broadcast): bool = may the query see the key; float = added."""
+
+    def __init__(self, attn_mask: object):
+        values, shape, self.is_bool = as_mask(attn_mask, "attn_mask")
+        if len(shape) > 4:
+            raise ValueError(f"attn_mask: expected at most 4 dims (B, H, L, S), found {shape}")
+        if len(shape) < 2:
+            raise ValueError(f"attn_mask: expected (L, S) or (B, H, L, S), found shape {shape}")
+        self.values, self.shape = values, (1,) * (4 - len(shape)) + shape
+        for _ in range(4 - len(shape)):
+            self.values = [self.values]
+        self.mask_mod = self._sees
+        self.score_mod = None if self.is_bool else self._add
+
+    def value(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool | float:
+        """The mask's entry for one cell (size-1 axes broadcast)."""
+        index = tuple(n if size > 1 else 0 for n, size in zip((b, h, q_idx, kv_idx), self.shape))
+        return at(self.values, index)
+
+    def _sees(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
+        v = self.value(b, h, q_idx, kv_idx)
+        return v if self.is_bool else v != -inf
+
+    def _add(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
+        return score + self.value(b, h, q_idx, kv_idx)
+
+    def rule(self) -> str:
+        if self.is_bool:
+            return "given mask: key j seen by query i iff attn_mask[i][j] is True"
+        return "given mask: score + attn_mask[i][j] (-inf: masked)"
+
+    def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
+        return f" (attn_mask[{q_idx}][{kv_idx}] = {self.value(b, h, q_idx, kv_idx)})"
+
+    def score_words(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> str:
+        v = self.value(b, h, q_idx, kv_idx)
+        cell = f"attn_mask[{q_idx}][{kv_idx}]"
+        return f"{number(score)} + {cell} = {number(score)} + {number(v)} = {number(score + v)}"

@@ -1,0 +1,27 @@
+"""Seed 003's six words as window sessions, for the window's tests."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gui import core_api
+from gui import session as sm
+
+
+def journey_typed() -> sm.Session:
+    """Seed 003's six words (typed here from the notebook, not taken from the presets)."""
+    x = (
+        (0.43, 0.15, 0.89),
+        (0.55, 0.87, 0.66),
+        (0.57, 0.85, 0.64),
+        (0.22, 0.58, 0.33),
+        (0.77, 0.25, 0.10),
+        (0.05, 0.80, 0.55),
+    )
+    tokens = ("Your", "journey", "starts", "with", "one", "step")
+    return sm.Session(tokens=tokens, key_tokens=tokens, query=x, scale_mode="none")
+
+
+def journey_preset(**changes) -> sm.Session:
+    """The journey preset as a session, with `changes` applied."""
+    return dataclasses.replace(sm.from_preset(core_api.get_preset("journey")), **changes)
