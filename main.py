@@ -158,7 +158,6 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
     from PyQt6.QtCore import QSettings
     from PyQt6.QtWidgets import QApplication
 
-    from gui import export
     from gui.main_window import MainWindow, default_session
 
     try:
@@ -172,6 +171,32 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
     if args.step:
         session = dataclasses.replace(session, step=args.step)
     window = MainWindow(settings, session, dialogs=False)
+    try:
+        return _render_window(args, app, window, run, session, width, height)
+    finally:
+        window.close()  # joins its workers
+        _delete_now(app, window)
+        folder.cleanup()
+
+
+def _delete_now(app, window) -> None:
+    """Delete the window here, in the GUI thread, while Python and Qt are whole.
+
+    Left to the interpreter's exit, PyQt's cleanup destroys it while walking its table of
+    wrappers, and the Python handlers that destruction runs (pyqtgraph's, ours) can add
+    wrappers and so reallocate that table under the walk: main.py segfaulted after writing
+    the PNG (its cores: sip_api_visit_wrappers, called by cleanup_on_exit, reading freed
+    memory where a table entry was), which failed test_gui_cli now and then under load."""
+    from PyQt6.QtCore import QEvent
+
+    window.deleteLater()
+    app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
+def _render_window(args: argparse.Namespace, app, window, run, session, width, height) -> int:
+    """Show the window, open the asked tab, step and cell, write the PNG; 0 on success."""
+    from gui import export
+
     if run is not None:
         window.model.show_run(run)
         if session is not None and args.layer is not None:
@@ -216,8 +241,6 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
         app.processEvents()
     export.atomic.write_bytes(args.screenshot, export.widget_png(window))
     print(f"wrote {args.screenshot} ({width}x{height})")
-    window.close()
-    folder.cleanup()
     return 0
 
 

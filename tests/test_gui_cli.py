@@ -209,3 +209,20 @@ def test_the_backward_view_renders_at_1024x700_and_names_a_bad_step(tmp_path):
     assert bad.returncode == 2 and "unknown step 'scores'; steps: grad_output" in bad.stderr
     wrong = run_main(*args, "--grad-output", "twos", "--screenshot", str(out), tmp_path=tmp_path)
     assert wrong.returncode == 2 and "--grad-output: invalid choice: 'twos'" in wrong.stderr
+
+
+def test_the_screenshot_deletes_its_window_before_it_returns(qtbot, tmp_path):
+    """main.py deletes its window itself, in the GUI thread: left to the interpreter's exit,
+    PyQt's cleanup destroyed it while walking its table of wrappers, which the handlers run by
+    that destruction could reallocate under the walk (a segfault after the PNG was written)."""
+    from PyQt6 import sip
+    from PyQt6.QtWidgets import QApplication
+
+    from gui.main_window import MainWindow
+
+    main = load_main()
+    out = tmp_path / "shot.png"
+    args = ["--preset", "random", "--tokens", "4", "--size", "1024x700", "--screenshot", str(out)]
+    assert main.main(args) == 0 and png_size(out) == (1024, 700)
+    windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
+    assert all(sip.isdeleted(w) for w in windows), "the screenshot's window outlived it"
