@@ -154,7 +154,7 @@ def test_noise_floor_line_compares_the_numpy_call_with_itself():
 def test_pair_ratio_pairs_runs_of_the_same_round():
     """Per-round ratios divide the two rows' runs of one round, not sorted or shuffled runs."""
     from scratch.bench import Row
-    from scratch.bench.stats import pair_ratio
+    from scratch.bench.row import pair_ratio
 
     a = Row(8, "a", 2.0, 3, None, "n/a", times=[1.0, 2.0, 4.0], load=1.0)
     b = Row(8, "b", 2.0, 3, None, "n/a", times=[4.0, 2.0, 1.0], load=1.0)

@@ -6,8 +6,7 @@ from scratch.bench.contenders import NOISE_L, NOISE_ROW
 from scratch.bench.groups import PYTHON_PAIR
 from scratch.bench.host import has_avx512
 from scratch.bench.memory import GIB, format_bytes
-from scratch.bench.row import Row
-from scratch.bench.stats import pair_ratio
+from scratch.bench.row import Row, pair_ratio
 
 
 def _find(rows: list[Row], L: int, name: str) -> Row | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 from scratch.bench.contenders import E
-from scratch.bench.stats import low_quantile
+from scratch.bench.stats import PairRatio, low_quantile
 
 
 @dataclass
@@ -36,3 +37,18 @@ class Row:
     def gflops(self) -> float:
         """4 L S E flops (two matrix products) per call, in GFLOP/s, from the best run."""
         return 4 * self.L * self.L * E / self.best / 1e9
+
+
+def pair_ratio(a: Row, b: Row) -> PairRatio:
+    """b's time over a's time (above 1: a is faster), from rows timed in the same rounds."""
+    paired = len(a.times) == len(b.times) and len(a.times) > 0 and a.load == b.load
+    per_round = [tb / ta for ta, tb in zip(a.times, b.times)] if paired else []
+    return PairRatio(
+        b.p10 / a.p10,
+        b.best / a.best,
+        statistics.median(per_round) if per_round else None,
+        min(per_round) if per_round else None,
+        max(per_round) if per_round else None,
+        len(per_round),
+        a.load,
+    )

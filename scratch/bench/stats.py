@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from scratch.bench.row import Row
 
 # Ratio goals compare this quantile of each row's timed runs. Measured here (2-core AVX-512 VM,
 # 100 interleaved rounds at L = 4096, the same NumPy call timed as two rows, five runs): one
@@ -59,18 +54,3 @@ class PairRatio:
         if self.load is not None:
             parts.append(f"other processes used {self.load:.1f} CPUs")
         return "; ".join(parts)
-
-
-def pair_ratio(a: Row, b: Row) -> PairRatio:
-    """b's time over a's time (above 1: a is faster), from rows timed in the same rounds."""
-    paired = len(a.times) == len(b.times) and len(a.times) > 0 and a.load == b.load
-    per_round = [tb / ta for ta, tb in zip(a.times, b.times)] if paired else []
-    return PairRatio(
-        b.p10 / a.p10,
-        b.best / a.best,
-        statistics.median(per_round) if per_round else None,
-        min(per_round) if per_round else None,
-        max(per_round) if per_round else None,
-        len(per_round),
-        a.load,
-    )
