@@ -5,6 +5,7 @@ ALiBi, Softcap, BiasTable. Learned sinks (a denominator term): LearnedSinks. Com
 combine, and_masks, or_masks, compose. See base.py for what every variant provides.
 """
 
+from . import dual
 from .alibi import ALiBi, alibi_slopes
 from .base import Variant
 from .bias_table import BiasTable
@@ -35,5 +36,6 @@ __all__ = [
     "and_masks",
     "combine",
     "compose",
+    "dual",
     "or_masks",
 ]
