@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from hypothesis import strategies as st
 
 from scratch.variants import (
     ALiBi,
@@ -162,3 +163,35 @@ COMBINED = {
 }
 
 CASES = {**SINGLE, **COMBINED}
+
+
+@dataclass
+class Shapes:
+    """Sizes of one hypothesis example: H = Hkv * group query heads."""
+
+    B: int
+    Hkv: int
+    group: int
+    L: int
+    S: int
+    E: int
+    Ev: int
+
+    @property
+    def H(self) -> int:
+        return self.Hkv * self.group
+
+
+def shapes() -> st.SearchStrategy[Shapes]:
+    """Small shapes: batch 1-2, 1-2 kv heads of 1-2 query heads, L and S 1-6 (L > S too)."""
+    small = st.integers(1, 2)
+    return st.builds(
+        Shapes,
+        small,
+        small,
+        small,
+        st.integers(1, 6),
+        st.integers(1, 6),
+        st.integers(1, 3),
+        st.integers(1, 3),
+    )

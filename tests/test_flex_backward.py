@@ -20,7 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import scratch  # noqa: E402
 from scratch.variants import Variant, dual  # noqa: E402
-from tests.flex_cases import CASES, COMBINED, Case  # noqa: E402
+from tests.flex_cases import CASES, COMBINED, Case, shapes  # noqa: E402
 from tests.flex_torch import randn  # noqa: E402
 
 TOL = 1e-13
@@ -117,18 +117,12 @@ def test_rows_that_see_nothing_get_zero_gradients():
 @settings(max_examples=20)
 @given(
     name=st.sampled_from(list(CASES)),
-    B=st.integers(1, 2),
-    Hkv=st.integers(1, 2),
-    group=st.integers(1, 2),
-    L=st.integers(1, 6),
-    S=st.integers(1, 6),
-    E=st.integers(1, 3),
-    Ev=st.integers(1, 3),
+    z=shapes(),
     with_sinks=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_hypothesis_backward(name, B, Hkv, group, L, S, E, Ev, with_sinks, seed):
-    H = Hkv * group
-    sinks = [0.4 * h - 0.3 for h in range(H)] if with_sinks else None
-    ours, theirs = run(CASES[name](B, H, L, S), seed, B, H, Hkv, L, S, E, Ev, sinks)
-    assert_grads(ours, theirs, f"{name} B={B} H={H} Hkv={Hkv} L={L} S={S}")
+def test_hypothesis_backward(name, z, with_sinks, seed):
+    sinks = [0.4 * h - 0.3 for h in range(z.H)] if with_sinks else None
+    case = CASES[name](z.B, z.H, z.L, z.S)
+    ours, theirs = run(case, seed, z.B, z.H, z.Hkv, z.L, z.S, z.E, z.Ev, sinks)
+    assert_grads(ours, theirs, f"{name} {z}")

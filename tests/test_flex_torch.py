@@ -18,7 +18,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import scratch  # noqa: E402
-from tests.flex_cases import CASES, COMBINED, cu_seqlens  # noqa: E402
+from tests.flex_cases import CASES, COMBINED, cu_seqlens, shapes  # noqa: E402
 from tests.flex_torch import randn, torch_flex  # noqa: E402
 
 TOL = 1e-13
@@ -93,18 +93,12 @@ def test_rows_that_see_nothing_give_zero_and_minus_inf():
 @settings(max_examples=20)
 @given(
     name=st.sampled_from(list(CASES)),
-    B=st.integers(1, 2),
-    Hkv=st.integers(1, 2),
-    group=st.integers(1, 2),
-    L=st.integers(1, 6),
-    S=st.integers(1, 6),
-    E=st.integers(1, 3),
-    Ev=st.integers(1, 3),
+    z=shapes(),
     with_sinks=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_hypothesis_shapes_gqa_and_seeds(name, B, Hkv, group, L, S, E, Ev, with_sinks, seed):
-    H = Hkv * group
+def test_hypothesis_shapes_gqa_and_seeds(name, z, with_sinks, seed):
+    B, H, Hkv, group, L, S, E, Ev = z.B, z.H, z.Hkv, z.group, z.L, z.S, z.E, z.Ev
     q, k, v = inputs(seed, B, H, Hkv, L, S, E, Ev)
     sinks = [0.3 * h - 0.5 for h in range(H)] if with_sinks else None
     case = CASES[name](B, H, L, S)
