@@ -199,6 +199,8 @@ def test_rules_and_hover_words():
     assert SlidingWindow(2, 0).explain(0, 0, 4, 1) == "masked (window: key 1 outside [2, 4])"
     words = combine(SlidingWindow(1, 0), Softcap(30.0)).explain(0, 0, 3, 3, 12.4)
     assert words == "seen (window: key 3 in [2, 3]); softcap(12.4) = 30 * tanh(12.4 / 30) = 11.74"
+    masked = combine(SlidingWindow(1, 0), Softcap(2.0)).explain(0, 0, 2, 0, 3.0)
+    assert masked == "masked (window: key 0 outside [1, 2])"
     assert Documents([0, 1]).explain(0, 0, 0, 1) == (
         "masked (query in document 0, key in document 1)"
     )

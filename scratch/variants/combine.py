@@ -69,6 +69,8 @@ class Combined(Variant):
         return " and ".join(p.rule() for p in self.parts)
 
     def explain(self, b: int, h: int, q_idx: int, kv_idx: int, score: float | None = None) -> str:
+        if self.mask_mod is not None and not self.mask_mod(b, h, q_idx, kv_idx):
+            score = None  # a masked key's score changes nothing: say only why it is masked
         words = []
         for p in self.parts:
             words.append(p.explain(b, h, q_idx, kv_idx, score))
