@@ -11,10 +11,13 @@ from .checker import CheckReport, check
 from .compare import StepCheck, compare_traces
 from .example import Example
 from .explain import Explanation, explain
+from .flex import BlockMask, create_block_mask, flex_attention
+from .flex_backward import flex_attention_backward
 from .linalg import matmul, transpose
 from .masks import causal_mask
 from .multihead import multi_head_attention
 from .multihead_backward import MultiHeadGradients, multi_head_attention_backward
+from .rope import rotary, rotary_backward
 from .rows import attention_rows, sample_rows
 from .softmax import softmax
 from .tolerance import tolerance
@@ -53,6 +56,7 @@ def shape_of(nested: object) -> tuple[int, ...]:
 
 __all__ = [
     "MASKED_ROWS",
+    "BlockMask",
     "CheckReport",
     "StepCheck",
     "Example",
@@ -64,11 +68,16 @@ __all__ = [
     "check",
     "check_backward",
     "compare_traces",
+    "create_block_mask",
     "explain",
+    "flex_attention",
+    "flex_attention_backward",
     "matmul",
     "multi_head_attention",
     "multi_head_attention_backward",
     "MultiHeadGradients",
+    "rotary",
+    "rotary_backward",
     "sample_rows",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",

@@ -1,0 +1,235 @@
+"""FlexAttention's ground truth: flex_attention and create_block_mask on nested lists, exact.
+
+Same argument names and meaning as `torch.nn.attention.flex_attention`: query (B, H, L, E),
+key (B, Hkv, S, E), value (B, Hkv, S, Ev); `score_mod(score, b, h, q_idx, kv_idx)` changes each
+scaled score, `block_mask` (from `create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN)`) says which
+keys each query sees; with enable_gqa query head h reads kv head h // (H // Hkv). The user's
+own plain-Python functions are welcome, and so are the variants of `scratch.variants`.
+
+Per query row, step by step (every sum a math.fsum):
+  1. scores[j] = scale * q . k[j] for the keys the block mask lets the query see
+  2. scores[j] = score_mod(scores[j], b, h, i, j); a score of -inf counts as masked
+  3. lse = log(sum_j exp(scores[j]) + exp(sink[h])) (no sink term without `sinks`)
+  4. weights[j] = exp(scores[j] - lse); output = sum_j weights[j] * v[j]
+A row that sees no key (and has no sink) gives output 0 and lse -inf, as FlexAttention does;
+with a learned sink it gives output 0 and lse = sink[h].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from math import exp, fsum, inf, log
+
+from .validate import as_tensor, check_flag, check_hook, check_positive_int, check_scale
+from .variants.sinks import sink_logits
+
+
+@dataclass(frozen=True)
+class BlockMask:
+    """A mask_mod with the tiles it leaves: for each (b, h, query block), the key blocks to visit.
+
+    kv_blocks[b][h][qb] lists (key block, full) for every key block where some query of the
+    block sees some key; `full` says every cell of the tile is seen (no mask_mod call needed).
+    Derived from mask_mod by asking it about every cell, so it cannot disagree with it.
+    """
+
+    mask_mod: Callable[..., bool]
+    shape: tuple[int, int, int, int]  # (B, H, Q_LEN, KV_LEN); B or H of 1 broadcast
+    block_size: tuple[int, int]
+    kv_blocks: list
+
+    def sees(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
+        """mask_mod's answer for one cell."""
+        return bool(self.mask_mod(b, h, q_idx, kv_idx))
+
+    def keys(self, b: int, h: int, q_idx: int) -> list[int]:
+        """The keys query q_idx of (b, h) sees, visiting only the listed tiles."""
+        B, H = self.shape[:2]
+        tiles = self.kv_blocks[b if B > 1 else 0][h if H > 1 else 0][q_idx // self.block_size[0]]
+        n, S = self.block_size[1], self.shape[3]
+        found = []
+        for kb, full in tiles:
+            for j in range(kb * n, min(kb * n + n, S)):
+                if full or self.sees(b, h, q_idx, j):
+                    found.append(j)
+        return found
+
+    def to_dense(self) -> list:
+        """The mask as nested bools (B, H, Q_LEN, KV_LEN), True where the key is seen."""
+        B, H, L, S = self.shape
+        return [
+            [[[self.sees(b, h, i, j) for j in range(S)] for i in range(L)] for h in range(H)]
+            for b in range(B)
+        ]
+
+
+def create_block_mask(
+    mask_mod: Callable[..., bool],
+    B: int | None,
+    H: int | None,
+    Q_LEN: int,
+    KV_LEN: int,
+    BLOCK_SIZE: int | tuple[int, int] = 128,
+) -> BlockMask:
+    """FlexAttention's create_block_mask: the tiles mask_mod leaves (B or H None: broadcast)."""
+    check_hook(mask_mod, "mask_mod")
+    if mask_mod is None:
+        raise TypeError("mask_mod: expected a function (b, h, q_idx, kv_idx) -> bool")
+    B = 1 if B is None else check_positive_int(B, "B")
+    H = 1 if H is None else check_positive_int(H, "H")
+    L, S = check_positive_int(Q_LEN, "Q_LEN"), check_positive_int(KV_LEN, "KV_LEN")
+    bq, bk = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, int) else BLOCK_SIZE
+    bq, bk = check_positive_int(bq, "BLOCK_SIZE"), check_positive_int(bk, "BLOCK_SIZE")
+
+    def tiles(b: int, h: int, qb: int) -> list[tuple[int, bool]]:
+        found = []
+        for kb in range(-(-S // bk)):
+            cells = [
+                bool(mask_mod(b, h, i, j))
+                for i in range(qb * bq, min(qb * bq + bq, L))
+                for j in range(kb * bk, min(kb * bk + bk, S))
+            ]
+            if any(cells):
+                found.append((kb, all(cells)))
+        return found
+
+    kv_blocks = [
+        [[tiles(b, h, qb) for qb in range(-(-L // bq))] for h in range(H)] for b in range(B)
+    ]
+    return BlockMask(mask_mod, (B, H, L, S), (bq, bk), kv_blocks)
+
+
+@dataclass(frozen=True)
+class FlexInputs:
+    """Validated inputs of one flex_attention call (shared by the forward and the backward)."""
+
+    q: list  # (B, H, L, E)
+    k: list  # (B, Hkv, S, E)
+    v: list  # (B, Hkv, S, Ev)
+    shape: tuple[int, int, int, int, int, int, int]  # (B, H, Hkv, L, S, E, Ev)
+    scale: float
+    score_mod: Callable[..., float] | None
+    block_mask: BlockMask | None
+    sinks: list[float] | None
+
+    @property
+    def group(self) -> int:
+        """Query heads per kv head."""
+        return self.shape[1] // self.shape[2]
+
+
+def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) -> FlexInputs:
+    """Check shapes (4-D, FlexAttention's layout), heads, the block mask and the sinks."""
+    q, qs = as_tensor(query, "query", min_dims=4)
+    k, ks = as_tensor(key, "key", min_dims=4)
+    v, vs = as_tensor(value, "value", min_dims=4)
+    for name, s in (("query", qs), ("key", ks), ("value", vs)):
+        if len(s) != 4:
+            raise ValueError(f"{name}: expected 4 dims (B, H, seq, dim), found shape {s}")
+    (B, H, L, E), (Bk, Hkv, S, Ek), (Bv, Hv, Sv, Ev) = qs, ks, vs
+    if (Bk, Ek) != (B, E) or (Bv, Hv, Sv) != (Bk, Hkv, S):
+        raise ValueError(
+            f"key, value: expected key (B={B}, Hkv, S, E={E}) and value (B, Hkv, S, Ev), "
+            f"found query {qs}, key {ks}, value {vs}"
+        )
+    gqa = check_flag(enable_gqa, "enable_gqa")
+    if (H != Hkv and not gqa) or H % Hkv:
+        raise ValueError(
+            f"key: {Hkv} kv heads for {H} query heads needs enable_gqa=True and H % Hkv == 0"
+        )
+    check_hook(score_mod, "score_mod")
+    if block_mask is not None:
+        if not isinstance(block_mask, BlockMask):
+            raise TypeError("block_mask: expected None or a BlockMask from create_block_mask")
+        mb, mh, ml, ms = block_mask.shape
+        if mb not in (1, B) or mh not in (1, H) or (ml, ms) != (L, S):
+            raise ValueError(
+                f"block_mask: made for shape {block_mask.shape}, expected (B, H, L, S) = "
+                f"{(B, H, L, S)} (B or H may be 1)"
+            )
+    scale = check_scale(scale, E)
+    return FlexInputs(
+        q, k, v, (B, H, Hkv, L, S, E, Ev), scale, score_mod, block_mask, sink_logits(sinks, H)
+    )
+
+
+@dataclass(frozen=True)
+class Row:
+    """One query row's forward: the keys seen, their raw and modified scores, weights, lse."""
+
+    keys: list[int]
+    raw: list[float]  # scale * q . k before score_mod
+    scores: list[float]  # after score_mod
+    weights: list[float]  # exp(score - lse)
+    sink_weight: float  # exp(sink - lse), 0 without sinks
+    lse: float
+
+
+def row(x: FlexInputs, b: int, h: int, i: int) -> Row:
+    """Steps 1-3 for query i of head h in batch b."""
+    kv = h // x.group
+    q_i = x.q[b][h][i]
+    keys = range(x.shape[4]) if x.block_mask is None else x.block_mask.keys(b, h, i)
+    seen, raw, scores = [], [], []
+    for j in keys:
+        # step 1: the scaled score (one rounding for the fsum, one for the scale)
+        r = x.scale * fsum(a * c for a, c in zip(q_i, x.k[b][kv][j]))
+        # step 2: the score change; -inf from a score_mod masks the key as the mask would
+        s = r if x.score_mod is None else float(x.score_mod(r, b, h, i, j))
+        if s != -inf:
+            seen.append(j), raw.append(r), scores.append(s)
+    sink = None if x.sinks is None else x.sinks[h]
+    terms = scores + ([] if sink is None else [sink])
+    if not terms:  # no key seen and no sink: output 0, lse -inf (as FlexAttention)
+        return Row([], [], [], [], 0.0, -inf)
+    # step 3: lse; subtract the row max so exp never overflows
+    top = max(terms)
+    lse = top + log(fsum(exp(s - top) for s in terms))
+    weights = [exp(s - lse) for s in scores]
+    sink_weight = 0.0 if sink is None else exp(sink - lse)
+    return Row(seen, raw, scores, weights, sink_weight, lse)
+
+
+def flex_attention(
+    query: object,
+    key: object,
+    value: object,
+    score_mod: Callable[..., float] | None = None,
+    block_mask: BlockMask | None = None,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    return_lse: bool = False,
+    *,
+    sinks: object = None,
+) -> list | tuple[list, list]:
+    """FlexAttention in plain Python: output (B, H, L, Ev), and lse (B, H, L) with return_lse.
+
+    `sinks`: one learned sink logit per query head (gpt-oss), added to each row's denominator.
+    """
+    x = prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
+    B, H, _, L, _, _, Ev = x.shape
+    check_flag(return_lse, "return_lse")
+    output, lse = [], []
+    for b in range(B):
+        out_b, lse_b = [], []
+        for h in range(H):
+            kv, out_h, lse_h = h // x.group, [], []
+            for i in range(L):
+                r = row(x, b, h, i)
+                # step 4: output[c] = sum_j weights[j] * v[j][c]  (Ev sums of len(keys) terms)
+                out_h.append(
+                    [
+                        fsum(w * x.v[b][kv][j][c] for w, j in zip(r.weights, r.keys))
+                        for c in range(Ev)
+                    ]
+                )
+                lse_h.append(r.lse)
+            out_b.append(out_h)
+            lse_b.append(lse_h)
+        output.append(out_b)
+        lse.append(lse_b)
+    return (output, lse) if return_lse else output
+
+
+__all__ = ["BlockMask", "FlexInputs", "Row", "create_block_mask", "flex_attention"]

@@ -1,0 +1,57 @@
+"""ALiBi (Press et al., BLOOM, MPT): a linear distance penalty per head.
+
+score + slope[h] * (kv_idx - q_idx): the bias is 0 on the diagonal and slope * distance below
+zero for past keys (kv_idx < q_idx), so farther keys count less. Slopes are the paper's
+geometric sequence: for n heads a power of two, slope[h] = 2 ** (-8 (h + 1) / n), the first
+head steepest (n = 8: 1/2, 1/4, ..., 1/256). For other n: the slopes of the largest power of
+two p < n, then every other slope of 2p heads (the 1st, 3rd, ...) for the n - p heads left.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .base import Variant, check_int, number
+
+
+def alibi_slopes(num_heads: int) -> list[float]:
+    """The ALiBi paper's slope per head, for any head count."""
+    check_int(num_heads, "num_heads", least=1)
+
+    def powers(n: int) -> list[float]:  # n a power of two: 2^(-8/n), 2^(-16/n), ...
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+
+    p = 2 ** int(math.log2(num_heads))
+    return powers(p) + powers(2 * p)[0::2][: num_heads - p]
+
+
+@dataclass(frozen=True)
+class ALiBi(Variant):
+    """score + slopes[h] * (kv_idx - q_idx); slopes default to the paper's for `num_heads`."""
+
+    slopes: tuple[float, ...]
+
+    def __post_init__(self):
+        if not isinstance(self.slopes, (list, tuple)) or not self.slopes:
+            raise ValueError(f"slopes: expected one number per head, found {self.slopes!r}")
+        object.__setattr__(self, "slopes", tuple(float(s) for s in self.slopes))
+
+    @classmethod
+    def for_heads(cls, num_heads: int) -> ALiBi:
+        """ALiBi with the paper's slopes for `num_heads` heads."""
+        return cls(tuple(alibi_slopes(num_heads)))
+
+    def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
+        return score + self.slopes[h] * (kv_idx - q_idx)
+
+    def rule(self) -> str:
+        return "ALiBi: score + slope[h] * (j - i), slopes " + ", ".join(map(number, self.slopes))
+
+    def score_words(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> str:
+        s = self.slopes[h]
+        out = self.score_mod(score, b, h, q_idx, kv_idx)
+        return (
+            f"alibi({number(score)}) = {number(score)} + {number(s)} * ({kv_idx} - {q_idx}) "
+            f"= {number(out)}"
+        )

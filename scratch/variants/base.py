@@ -1,0 +1,114 @@
+"""The one definition of an attention variant: its mask_mod and/or score_mod, and what follows.
+
+A variant states its rule once, as FlexAttention does: `mask_mod(b, h, q_idx, kv_idx) -> bool`
+(True: the query may see the key) and/or `score_mod(score, b, h, q_idx, kv_idx) -> float` (the
+scaled score changed). Everything else is derived from those two functions or checked against
+them: the derivative for the backward (`score_grad`, by dual numbers, see dual.py), the keys a
+block of queries may see (`key_ranges`, what a tiled kernel needs to skip tiles), and the words
+(`rule`, one line; `explain`, the hover text of one cell).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .dual import derivative
+
+Ranges = list[tuple[int, int]]  # sorted, disjoint half-open key ranges [lo, hi)
+
+
+def number(x: float) -> str:
+    """A number as the hover text writes it (4 significant digits)."""
+    return f"{x:.4g}"
+
+
+def ranges_of(flags: list[bool]) -> Ranges:
+    """The runs of True in `flags` as half-open ranges [lo, hi)."""
+    found: Ranges = []
+    for j, seen in enumerate(flags):
+        if not seen:
+            continue
+        if found and found[-1][1] == j:
+            found[-1] = (found[-1][0], j + 1)
+        else:
+            found.append((j, j + 1))
+    return found
+
+
+def clip(lo: int, hi: int, S: int) -> Ranges:
+    """[lo, hi) cut to the keys 0..S-1 (empty list when nothing is left)."""
+    lo, hi = max(lo, 0), min(hi, S)
+    return [(lo, hi)] if lo < hi else []
+
+
+def derived_ranges(
+    mask_mod: Callable[..., bool], b: int, h: int, q_lo: int, q_hi: int, S: int
+) -> Ranges:
+    """Keys some query in [q_lo, q_hi) may see, found by asking mask_mod about every cell."""
+    queries = range(q_lo, q_hi)
+    return ranges_of([any(mask_mod(b, h, i, j) for i in queries) for j in range(S)])
+
+
+class Variant:
+    """An attention variant: set `mask_mod` and/or `score_mod` (methods) in a subclass."""
+
+    mask_mod: Callable[..., bool] | None = None
+    score_mod: Callable[..., float] | None = None
+
+    def rule(self) -> str:
+        """The rule in one line of words (the window's legend, the checker's case name)."""
+        raise NotImplementedError
+
+    def explain(self, b: int, h: int, q_idx: int, kv_idx: int, score: float | None = None) -> str:
+        """Hover text for one cell: why the key is seen or masked, and the score's change."""
+        parts = []
+        if self.mask_mod is not None:
+            seen = self.mask_mod(b, h, q_idx, kv_idx)
+            parts.append(("seen" if seen else "masked") + self.why(b, h, q_idx, kv_idx))
+        if self.score_mod is not None and score is not None:
+            parts.append(self.score_words(score, b, h, q_idx, kv_idx))
+        return "; ".join(parts)
+
+    def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
+        """Words for mask_mod's answer at one cell (a subclass writes its own arithmetic)."""
+        return f" (query {q_idx}, key {kv_idx}: {self.rule()})"
+
+    def score_words(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> str:
+        """Words for score_mod at one cell: 'name(score) = ... = value'."""
+        return f"{number(score)} -> {number(self.score_mod(score, b, h, q_idx, kv_idx))}"
+
+    def score_grad(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
+        """d score_mod / d score at one cell, from score_mod itself (dual numbers)."""
+        if self.score_mod is None:
+            return 1.0
+        return derivative(self.score_mod, score, b, h, q_idx, kv_idx)
+
+    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
+        """Keys some query in [q_lo, q_hi) may see; a tiled kernel skips every other key.
+
+        Derived here from mask_mod cell by cell; a subclass with a closed form overrides this
+        and the tests check it against the derivation.
+        """
+        if self.mask_mod is None:
+            return clip(0, S, S)
+        return derived_ranges(self.mask_mod, b, h, q_lo, q_hi, S)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.rule()!r})"
+
+
+def check_int(value: object, name: str, *, least: int) -> int:
+    """An integer >= least (ValueError naming the field otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name}: expected an integer >= {least}, found {value!r}")
+    return value
+
+
+def check_window_side(value: object, name: str) -> int:
+    """One side of a window: keys counted beside the diagonal key, -1 meaning unbounded."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+        raise ValueError(f"{name}: expected an integer >= 0, or -1 for unbounded, found {value!r}")
+    return value
+
+
+__all__ = ["Ranges", "Variant", "clip", "derived_ranges", "number", "ranges_of"]

@@ -1,0 +1,42 @@
+"""Chunked local attention (Llama 4's local layers): queries see keys of their own chunk only.
+
+Positions are cut into chunks of `chunk` keys: 0..chunk-1, chunk..2*chunk-1, ... Query i (at
+position i + shift) sees key j iff j // chunk == (i + shift) // chunk. Llama 4 combines it with
+causal: combine(ChunkedLocal(chunk), Causal()).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Ranges, Variant, check_int, clip
+from .causal import _plus
+
+
+@dataclass(frozen=True)
+class ChunkedLocal(Variant):
+    """Key j seen by query i iff j // chunk == (i + shift) // chunk."""
+
+    chunk: int
+    shift: int = 0
+
+    def __post_init__(self):
+        check_int(self.chunk, "chunk", least=1)
+
+    def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
+        return kv_idx // self.chunk == (q_idx + self.shift) // self.chunk
+
+    def rule(self) -> str:
+        n = self.chunk
+        return f"chunks of {n}: key j seen by query i iff j // {n} == (i{_plus(self.shift)}) // {n}"
+
+    def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
+        n = self.chunk
+        return f" (key {kv_idx} in chunk {kv_idx // n}, query in chunk {(q_idx + self.shift) // n})"
+
+    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
+        if q_lo >= q_hi:
+            return []
+        first = (q_lo + self.shift) // self.chunk
+        last = (q_hi - 1 + self.shift) // self.chunk
+        return clip(first * self.chunk, (last + 1) * self.chunk, S)

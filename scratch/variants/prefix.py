@@ -1,0 +1,53 @@
+"""Prefix-LM (T5's prefix LM, PaliGemma): the prefix is seen by all, the rest causally.
+
+Key j is seen by query i iff j < prefix (bidirectional over the prefix: image and prompt) or
+j <= i + shift (causal over the rest). `prefix` is one length for every batch entry, or one
+length per batch entry b.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Ranges, Variant, check_int, clip
+from .causal import _plus
+
+
+@dataclass(frozen=True)
+class PrefixLM(Variant):
+    """Key j seen by query i iff j < prefix[b] or j <= i + shift."""
+
+    prefix: int | tuple[int, ...]
+    shift: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.prefix, (list, tuple)):
+            object.__setattr__(self, "prefix", tuple(self.prefix))
+            for b, n in enumerate(self.prefix):
+                check_int(n, f"prefix[{b}]", least=0)
+        else:
+            check_int(self.prefix, "prefix", least=0)
+
+    def length(self, b: int) -> int:
+        """The prefix length of batch entry b."""
+        return self.prefix[b] if isinstance(self.prefix, tuple) else self.prefix
+
+    def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
+        return kv_idx < self.length(b) or kv_idx <= q_idx + self.shift
+
+    def rule(self) -> str:
+        return (
+            f"prefix-LM: key j seen by query i iff j < {self.prefix} or j <= i{_plus(self.shift)}"
+        )
+
+    def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
+        n = self.length(b)
+        if kv_idx < n:
+            return f" (key {kv_idx} in the prefix of {n})"
+        sign = "<=" if kv_idx <= q_idx + self.shift else ">"
+        return f" (key {kv_idx} after the prefix of {n}, {sign} {q_idx}{_plus(self.shift)})"
+
+    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
+        if q_lo >= q_hi:
+            return []
+        return clip(0, max(self.length(b), q_hi + self.shift), S)

@@ -1,0 +1,53 @@
+"""Sink tokens kept in a sliding window (StreamingLLM): the first keys stay visible forever.
+
+Query i sees key j iff j <= i + shift (causal) and (j < sinks or j >= i + shift - left): the
+first `sinks` positions (the "attention sink" tokens) plus the window of the left + 1 most
+recent keys, counted as SlidingWindow's left side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Ranges, Variant, check_int, clip
+
+
+@dataclass(frozen=True)
+class SinkTokens(Variant):
+    """Key j seen by query i iff j <= i + shift and (j < sinks or j >= i + shift - left)."""
+
+    sinks: int
+    left: int
+    shift: int = 0
+
+    def __post_init__(self):
+        check_int(self.sinks, "sinks", least=0)
+        check_int(self.left, "left", least=0)
+
+    def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
+        diagonal = q_idx + self.shift
+        return kv_idx <= diagonal and (kv_idx < self.sinks or kv_idx >= diagonal - self.left)
+
+    def rule(self) -> str:
+        return (
+            f"{self.sinks} sink tokens + window of {self.left}: key j seen by query i iff "
+            f"j <= i and (j < {self.sinks} or j >= i - {self.left})"
+        )
+
+    def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
+        d = q_idx + self.shift
+        if kv_idx > d:
+            return f" (key {kv_idx} after query position {d})"
+        if kv_idx < self.sinks:
+            return f" (key {kv_idx} is a sink token)"
+        inside = kv_idx >= d - self.left
+        return f" (key {kv_idx} {'in' if inside else 'outside'} the window [{d - self.left}, {d}])"
+
+    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
+        if q_lo >= q_hi:
+            return []
+        last = q_hi - 1 + self.shift  # the last query's diagonal
+        start = q_lo + self.shift - self.left
+        if start <= self.sinks:
+            return clip(0, last + 1, S)
+        return clip(0, min(self.sinks, last + 1), S) + clip(start, last + 1, S)

@@ -1,0 +1,58 @@
+"""Sliding-window attention, counted as FlashAttention's `window_size=(left, right)`.
+
+Query i sees key j iff  i + shift - left <= j <= i + shift + right, where -1 for a side means
+unbounded on that side. `left` and `right` count keys beside the diagonal key i + shift, so a
+query sees at most left + 1 + right keys: Mistral's "sliding window of W keys, causal" is
+(left, right) = (W - 1, 0). shift = S - L (bottom-right) is FlashAttention's alignment and the
+default of `SlidingWindow.aligned`; shift = 0 is top-left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Ranges, Variant, check_window_side, clip
+from .causal import _plus, shift_of
+
+
+@dataclass(frozen=True)
+class SlidingWindow(Variant):
+    """Key j seen by query i iff i + shift - left <= j <= i + shift + right (-1: unbounded)."""
+
+    left: int
+    right: int = 0
+    shift: int = 0
+
+    def __post_init__(self):
+        check_window_side(self.left, "left")
+        check_window_side(self.right, "right")
+
+    @classmethod
+    def aligned(cls, left: int, right: int, L: int, S: int, align: str = "bottom-right"):
+        """The window for L queries and S keys, aligned as FlashAttention (bottom-right)."""
+        return cls(left, right, shift_of(align, L, S))
+
+    def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
+        diagonal = q_idx + self.shift
+        after_start = self.left == -1 or kv_idx >= diagonal - self.left
+        before_end = self.right == -1 or kv_idx <= diagonal + self.right
+        return after_start and before_end
+
+    def rule(self) -> str:
+        lo = "" if self.left == -1 else f"i{_plus(self.shift - self.left)} <= "
+        hi = "" if self.right == -1 else f" <= i{_plus(self.shift + self.right)}"
+        return f"window ({self.left}, {self.right}): key j seen by query i iff {lo}j{hi}"
+
+    def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
+        d = q_idx + self.shift
+        lo = "-inf" if self.left == -1 else str(d - self.left)
+        hi = "inf" if self.right == -1 else str(d + self.right)
+        where = "in" if self.mask_mod(b, h, q_idx, kv_idx) else "outside"
+        return f" (window: key {kv_idx} {where} [{lo}, {hi}])"
+
+    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
+        if q_lo >= q_hi:
+            return []
+        lo = 0 if self.left == -1 else q_lo + self.shift - self.left
+        hi = S if self.right == -1 else q_hi - 1 + self.shift + self.right + 1
+        return clip(lo, hi, S)

@@ -1,0 +1,197 @@
+"""Cases for the FlexAttention tests: each built-in variant beside an independent torch form.
+
+A case gives, for shapes (B, H, L, S): the ground truth's variant (scratch.variants), and the
+same rule written again here with torch operations, as FlexAttention's mask_mod/score_mod take
+them (index tensors in, tensors out). The torch forms are the tests' own statement of each
+convention; they share nothing with scratch.variants but the parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+
+from scratch.variants import (
+    ALiBi,
+    BiasTable,
+    Causal,
+    ChunkedLocal,
+    Documents,
+    PrefixLM,
+    SinkTokens,
+    SlidingWindow,
+    Softcap,
+    Variant,
+    alibi_slopes,
+    combine,
+)
+
+
+@dataclass
+class Case:
+    """A variant and its torch mask_mod / score_mod (None where it has none)."""
+
+    variant: Variant
+    mask_mod: object = None
+    score_mod: object = None
+
+
+def doc_ids(S: int, cuts: tuple[int, ...]) -> list[int]:
+    """Document ids for S positions, a new document starting at each cut."""
+    return [sum(1 for c in cuts if c <= j) for j in range(S)]
+
+
+def causal(B, H, L, S, align="top-left"):
+    shift = 0 if align == "top-left" else S - L
+    return Case(Causal.aligned(align, L, S), lambda b, h, q, kv: kv <= q + shift)
+
+
+def window(B, H, L, S, left=2, right=1):
+    shift = S - L  # FlashAttention's window_size is aligned bottom-right
+
+    def mask(b, h, q, kv):
+        ok = kv == kv
+        if left != -1:
+            ok = ok & (kv >= q + shift - left)
+        if right != -1:
+            ok = ok & (kv <= q + shift + right)
+        return ok
+
+    return Case(SlidingWindow.aligned(left, right, L, S), mask)
+
+
+def chunked(B, H, L, S, chunk=2):
+    return Case(ChunkedLocal(chunk), lambda b, h, q, kv: kv // chunk == q // chunk)
+
+
+def prefix(B, H, L, S, n=2):
+    lengths = tuple((n + b) % (S + 1) for b in range(B))  # one prefix length per batch entry
+    t = torch.tensor(lengths)
+    return Case(PrefixLM(lengths), lambda b, h, q, kv: (kv < t[b]) | (kv <= q))
+
+
+def documents(B, H, L, S):
+    """Document ids per batch entry; queries use the first L positions' ids."""
+    kv_ids = [doc_ids(S, (1 + b, 3 + b)) for b in range(B)]
+    q_ids = [row[:L] + [row[-1]] * (L - len(row[:L])) for row in kv_ids]
+    tq, tk = torch.tensor(q_ids), torch.tensor(kv_ids)
+    return Case(Documents(q_ids, kv_ids), lambda b, h, q, kv: tq[b, q] == tk[b, kv])
+
+
+def cu_seqlens(B, H, L, S):
+    """One packed entry (L == S cases): documents from cumulative lengths [0, 2, 3, ..., S]."""
+    cuts = sorted({c for c in (2, 3) if c < S})
+    cu = [0, *cuts, S]
+    ids = torch.tensor(doc_ids(S, tuple(cuts)))
+    return Case(Documents.from_cu_seqlens(cu), lambda b, h, q, kv: ids[q] == ids[kv])
+
+
+def sink_tokens(B, H, L, S, sinks=1, left=1):
+    def mask(b, h, q, kv):
+        return (kv <= q) & ((kv < sinks) | (kv >= q - left))
+
+    return Case(SinkTokens(sinks, left), mask)
+
+
+def alibi(B, H, L, S):
+    slopes = torch.tensor(alibi_slopes(H), dtype=torch.float64)  # values pinned elsewhere
+    return Case(ALiBi.for_heads(H), score_mod=lambda s, b, h, q, kv: s + slopes[h] * (kv - q))
+
+
+def softcap(B, H, L, S, cap=0.7):
+    return Case(Softcap(cap), score_mod=lambda s, b, h, q, kv: cap * torch.tanh(s / cap))
+
+
+def bias_table(B, H, L, S, m=2):
+    rows = [[0.3 * (h + 1) * ((c * 7) % 5 - 2) for c in range(2 * m + 1)] for h in range(H)]
+    t = torch.tensor(rows, dtype=torch.float64)
+    return Case(
+        BiasTable(rows),
+        score_mod=lambda s, b, h, q, kv: s + t[h, torch.clamp(kv - q, -m, m) + m],
+    )
+
+
+def both(*cases: Case) -> Case:
+    """Cases combined: masks and-ed, score_mods applied in order."""
+    masks = [c.mask_mod for c in cases if c.mask_mod is not None]
+    scores = [c.score_mod for c in cases if c.score_mod is not None]
+
+    def mask(b, h, q, kv):
+        ok = masks[0](b, h, q, kv)
+        for m in masks[1:]:
+            ok = ok & m(b, h, q, kv)
+        return ok
+
+    def score(s, b, h, q, kv):
+        for f in scores:
+            s = f(s, b, h, q, kv)
+        return s
+
+    return Case(
+        combine(*(c.variant for c in cases)), mask if masks else None, score if scores else None
+    )
+
+
+SINGLE = {
+    "causal top-left": causal,
+    "causal bottom-right": lambda B, H, L, S: causal(B, H, L, S, "bottom-right"),
+    "window (2, 1)": window,
+    "window (0, 0)": lambda B, H, L, S: window(B, H, L, S, 0, 0),
+    "window (-1, 0)": lambda B, H, L, S: window(B, H, L, S, -1, 0),
+    "window (1, -1)": lambda B, H, L, S: window(B, H, L, S, 1, -1),
+    "chunked 2": chunked,
+    "prefix-LM": prefix,
+    "documents": documents,
+    "sink tokens": sink_tokens,
+    "alibi": alibi,
+    "softcap": softcap,
+    "bias table": bias_table,
+}
+
+COMBINED = {
+    "window + softcap": lambda B, H, L, S: both(window(B, H, L, S, 1, 0), softcap(B, H, L, S)),
+    "documents + causal": lambda B, H, L, S: both(documents(B, H, L, S), causal(B, H, L, S)),
+    "chunked + causal": lambda B, H, L, S: both(chunked(B, H, L, S, 3), causal(B, H, L, S)),
+    "alibi + causal bottom-right": lambda B, H, L, S: both(
+        causal(B, H, L, S, "bottom-right"), alibi(B, H, L, S)
+    ),
+    "sink tokens + softcap + bias": lambda B, H, L, S: both(
+        sink_tokens(B, H, L, S), softcap(B, H, L, S, 2.0), bias_table(B, H, L, S)
+    ),
+}
+
+CASES = {**SINGLE, **COMBINED}
+
+
+@dataclass
+class Shapes:
+    """Sizes of one hypothesis example: H = Hkv * group query heads."""
+
+    B: int
+    Hkv: int
+    group: int
+    L: int
+    S: int
+    E: int
+    Ev: int
+
+    @property
+    def H(self) -> int:
+        return self.Hkv * self.group
+
+
+def shapes() -> st.SearchStrategy[Shapes]:
+    """Small shapes: batch 1-2, 1-2 kv heads of 1-2 query heads, L and S 1-6 (L > S too)."""
+    small = st.integers(1, 2)
+    return st.builds(
+        Shapes,
+        small,
+        small,
+        small,
+        st.integers(1, 6),
+        st.integers(1, 6),
+        st.integers(1, 3),
+        st.integers(1, 3),
+    )
