@@ -143,6 +143,8 @@ def test_the_ground_truth_traces_a_head_with_rotary_and_the_shared_kv_head(runs,
 
 def test_grouped_query_heads_share_key_value_heads_in_blocks(smol):
     assert [llama.kv_head(smol.config, h) for h in range(9)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    with pytest.raises(ValueError, match="rotary positions"):
+        smol.head_projections(0, 0)  # the pipeline's x @ W + b form has no place for RoPE
 
 
 def test_the_numpy_rotation_is_scratch_rotary():

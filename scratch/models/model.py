@@ -116,6 +116,11 @@ class Model:
     def head_projections(self, layer: int, head: int) -> dict[str, np.ndarray]:
         """w_q, w_k, w_v (d_model, d_head) and b_q, b_k, b_v (d_head,) of one head."""
         self.check_head(layer, head)
+        if self.family == "llama":
+            raise ValueError(
+                f"{self.name}: rotary positions turn q and k after the projections, so a head is "
+                f"not x @ W + b; trace it with run.trace(layer, head)"
+            )
         family = FAMILIES[self.family]
         if self.family == "gpt2":
             full = family.projections(self.weights, layer, self.d_model)
