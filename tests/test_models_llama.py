@@ -47,7 +47,7 @@ def smol():
         pytest.skip(f"SmolLM2 not installed: {exc}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # built once; its 1 GB of float64 freed after this file
 def reference(smol):
     return llama_reference.reference(smol.path)
 
