@@ -62,13 +62,6 @@ def runs(smol):
     return {text: smol.run(text) for text in TEXTS}
 
 
-def hf(reference, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """transformers' attentions (layers, heads, T, T) and logits (T, vocab) for one text."""
-    with torch.no_grad():
-        out = reference(torch.tensor([ids]), output_attentions=True)
-    return np.stack([a[0].numpy() for a in out.attentions]), out.logits[0].numpy()
-
-
 def test_the_packaged_file_is_verified_and_read_once(smol):
     assert smol.name == "SmolLM2-135M-Instruct"
     assert smol.path == smollm2_path().resolve()
@@ -86,11 +79,20 @@ def test_tokens_are_transformers_tokens(smol):
 
 
 def test_attentions_and_logits_agree_with_transformers_in_float64(reference, runs):
-    for text, run in runs.items():
-        attentions, logits = hf(reference, run.ids)
+    """One batch, padded on the right: causal rows never see the padding after them."""
+    lengths = [len(run.ids) for run in runs.values()]
+    ids = torch.full((len(runs), max(lengths)), 2)  # (batch, T_max), padding_token_id 2
+    mask = torch.zeros_like(ids)  # 1 on real tokens
+    for n, run in enumerate(runs.values()):
+        ids[n, : lengths[n]], mask[n, : lengths[n]] = torch.tensor(run.ids), 1
+    with torch.no_grad():
+        out = reference(ids, attention_mask=mask, output_attentions=True)
+    for n, (text, run) in enumerate(runs.items()):
+        T = lengths[n]
+        attentions = np.stack([a[n, :, :T, :T].numpy() for a in out.attentions])
         assert attentions.shape == run.attentions.shape
         assert np.abs(attentions - run.attentions).max() <= AGREE, text
-        assert np.abs(logits - run.logits).max() <= AGREE, text
+        assert np.abs(out.logits[n, :T].numpy() - run.logits).max() <= AGREE, text
 
 
 def test_the_capital_of_france(runs):
