@@ -144,7 +144,7 @@ def keys(family: str) -> dict[str, str]:
 class Config:
     """The numbers of config.json the forward uses, checked (types, ranges, refused values)."""
 
-    family: str  # "bert" (bidirectional unless is_decoder) or "gpt2" (causal)
+    family: str  # "bert" (bidirectional unless is_decoder), "gpt2" or "llama" (causal)
     vocab_size: int
     d_model: int
     layers: int
@@ -157,6 +157,8 @@ class Config:
     type_vocab_size: int = 0  # BERT's token-type rows (row 0 is added); GPT-2 has none
     scale_weights: bool = True  # GPT-2 scale_attn_weights: scores / sqrt(d_head)
     inverse_layer_scale: bool = False  # GPT-2 scale_attn_by_inverse_layer_idx: also / (layer + 1)
+    kv_heads: int = 0  # Llama: key/value heads shared by heads // kv_heads query heads each
+    rope_base: float = 0.0  # Llama: RoPE's base (every feature of a head turns, "half" pairing)
 
     @property
     def d_head(self) -> int:

@@ -74,16 +74,23 @@ def attention_heads(
     """
     T, C = q.shape
     d = C // heads
-    scale = 1.0 / math.sqrt(d) if scale is None else scale
     split = lambda m: m.reshape(T, heads, d).transpose(1, 0, 2)  # noqa: E731 (T, C) -> (H, T, d)
-    qh, kh, vh = split(q), split(k), split(v)
-    scores = qh @ kh.transpose(0, 2, 1) * scale  # (H, T, d) @ (H, d, T) -> (H, T, T)
-    if causal:
-        scores = np.where(causal_array(T, T), scores, -np.inf)  # the one causal rule, top-left
-    scores = scores - scores.max(
-        axis=-1, keepdims=True
-    )  # subtract the row max: exp never overflows
-    weights = np.exp(scores)
-    weights /= weights.sum(axis=-1, keepdims=True)  # (H, T, T)
-    context = weights @ vh  # (H, T, T) @ (H, T, d) -> (H, T, d)
+    weights, context = head_attention(split(q), split(k), split(v), causal, scale)
     return weights, context.transpose(1, 0, 2).reshape(T, C)  # (T, H*d)
+
+
+def head_attention(
+    qh: np.ndarray, kh: np.ndarray, vh: np.ndarray, causal: bool, scale: float | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-head q (H, T, d) over k, v (H, S, d): (weights (H, T, S), context (H, T, d)).
+
+    Causal rows align bottom-right: with S > T (a cache), query i sits at position S - T + i."""
+    T, S, d = qh.shape[1], kh.shape[1], qh.shape[2]
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    scores = qh @ kh.transpose(0, 2, 1) * scale  # (H, T, d) @ (H, d, S) -> (H, T, S)
+    if causal:  # the one causal rule; bottom-right is top-left when S == T
+        scores = np.where(causal_array(T, S, "bottom-right"), scores, -np.inf)
+    scores = scores - scores.max(axis=-1, keepdims=True)  # subtract the row max: no overflow
+    weights = np.exp(scores)
+    weights /= weights.sum(axis=-1, keepdims=True)  # (H, T, S)
+    return weights, weights @ vh  # (H, T, S) @ (H, S, d) -> (H, T, d)

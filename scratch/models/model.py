@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import bert, gpt2
+from . import bert, gpt2, llama
 from .config import Config, parse
 from .files import (
     FILES,
+    ModelError,
     check_dir,
     default_dir,
     read_config,
@@ -19,9 +20,10 @@ from .files import (
     read_weights,
     verify_default_weights,
 )
+from .gguf_file import read_gguf, smollm2_path, verify_smollm2
 from .shapes import check_tokenizer, check_weights
 
-FAMILIES = {"bert": bert, "gpt2": gpt2}
+FAMILIES = {"bert": bert, "gpt2": gpt2, "llama": llama}
 AGREEMENT = 1e-9  # the ground truth's weights of a head vs the NumPy forward's (float64 both)
 
 
@@ -37,7 +39,7 @@ class Model:
 
     @property
     def family(self) -> str:
-        """The family: "bert" or "gpt2"."""
+        """The family: "bert", "gpt2" or "llama"."""
         return self.config.family
 
     @property
@@ -99,12 +101,26 @@ class Model:
     def run(self, text: str) -> Run:
         """Run the model on `text`: every layer's and head's attention weights, in float64."""
         tokens, ids = self.tokenize(text)
-        attentions, inputs = FAMILIES[self.family].forward(self.config, self.weights, ids)
-        return Run(self, text, tokens, ids, attentions, inputs)
+        out = FAMILIES[self.family].forward(self.config, self.weights, ids)
+        return Run(self, text, tokens, ids, *out)
+
+    def generate(
+        self, text: str, max_new_tokens: int, temperature: float = 0.0, seed: int | None = None
+    ) -> object:
+        """Continue `text` token by token with a key/value cache (decoders with an output head);
+        temperature 0 picks the likeliest token, above 0 samples (seeded by `seed`)."""
+        from .generate import generate
+
+        return generate(self, text, max_new_tokens, temperature, seed)
 
     def head_projections(self, layer: int, head: int) -> dict[str, np.ndarray]:
         """w_q, w_k, w_v (d_model, d_head) and b_q, b_k, b_v (d_head,) of one head."""
         self.check_head(layer, head)
+        if self.family == "llama":
+            raise ValueError(
+                f"{self.name}: rotary positions turn q and k after the projections, so a head is "
+                f"not x @ W + b; trace it with run.trace(layer, head)"
+            )
         family = FAMILIES[self.family]
         if self.family == "gpt2":
             full = family.projections(self.weights, layer, self.d_model)
@@ -135,6 +151,15 @@ class Run:
     ids: list[int]
     attentions: np.ndarray = field(repr=False)  # (layers, heads, T, T), float64
     inputs: list = field(repr=False)  # per layer: the attention block's input x (T, d_model)
+    logits: np.ndarray | None = field(default=None, repr=False)  # (T, vocab): decoders' head
+
+    def next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
+        """The k likeliest tokens after the text, with their probabilities (largest first)."""
+        if self.logits is None:
+            raise ValueError(f"{self.model.name} has no output head: it predicts no next token")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k: expected a whole number >= 1, found {k!r}")
+        return top_tokens(self.model.tokenizer, self.logits[-1], k)
 
     def trace(self, layer: int, head: int) -> object:
         """The ground truth's Trace of one head: x is the layer's attention input, W its columns.
@@ -145,6 +170,10 @@ class Run:
         """
         from ..trace import trace_attention
 
+        if self.model.family == "llama":  # rotary positions sit between projection and scores
+            self.model.check_head(layer, head)
+            trace = llama.ground_truth(self, layer, head)
+            return self._agree(trace, layer, head)
         p = self.model.head_projections(layer, head)
         trace = trace_attention(
             self.inputs[layer].tolist(),
@@ -158,6 +187,10 @@ class Run:
             is_causal=self.model.causal,
             scale=self.model.scale(layer),
         )
+        return self._agree(trace, layer, head)
+
+    def _agree(self, trace: object, layer: int, head: int) -> object:
+        """The trace, if its weights agree with the NumPy forward's to AGREEMENT; else raise."""
         gap = float(
             np.max(np.abs(np.asarray(trace["weights"].value) - self.attentions[layer, head]))
         )
@@ -186,10 +219,27 @@ class Run:
         return found
 
 
+def top_tokens(tokenizer: object, logits: np.ndarray, k: int) -> list[tuple[str, float]]:
+    """The k likeliest tokens of one row of logits (vocab,) and their softmax probabilities."""
+    shifted = np.exp(logits - logits.max())
+    probs = shifted / shifted.sum()  # (vocab,)
+    best = np.argsort(-probs, kind="stable")[:k]
+    return [(tokenizer.decode([int(i)]), float(probs[i])) for i in best]
+
+
 def load(path: object = None) -> Model:
-    """The default model (all-MiniLM-L6-v2, verified by SHA-256) or a local model directory."""
+    """The default model (all-MiniLM-L6-v2, verified by SHA-256), "smollm2" (SmolLM2-135M-Instruct,
+    verified), a local model directory or a local .gguf file (Llama family)."""
     if path is not None and not isinstance(path, (str, Path)):
         raise TypeError(f"path: expected a directory name, found {type(path).__name__}")
+    if path == "smollm2" or str(path).endswith(".gguf"):
+        packaged = path == "smollm2"
+        resolved = (smollm2_path() if packaged else Path(path).expanduser()).resolve()
+        try:
+            stat = resolved.stat()
+        except OSError:
+            raise ModelError(f"{resolved}: not found (expected a .gguf file)") from None
+        return _load_gguf(str(resolved), packaged, (stat.st_size, stat.st_mtime_ns))
     default = path in (None, "default")
     resolved = (default_dir() if default else Path(path).expanduser()).resolve()
     return _load(str(resolved), default, _stamp(resolved))
@@ -225,3 +275,14 @@ def _load(path: str, verify: bool, stamp: tuple) -> Model:
     check_tokenizer(config, tokenizer, folder / "tokenizer.json")
     name = "all-MiniLM-L6-v2" if verify else folder.name
     return Model(name, folder, config, weights, tokenizer)
+
+
+@functools.lru_cache(maxsize=2)
+def _load_gguf(path: str, packaged: bool, stamp: tuple) -> Model:
+    """Read a GGUF file once (SHA-256 checked if packaged); an unchanged file is reused."""
+    file = Path(path)
+    if packaged:
+        verify_smollm2(file)
+    config, weights, tokenizer = read_gguf(file)
+    name = "SmolLM2-135M-Instruct" if packaged else file.stem
+    return Model(name, file, config, weights, tokenizer)

