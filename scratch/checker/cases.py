@@ -14,6 +14,7 @@ FEATURES = {
     "causal": "causal",
     "scale": "scale",
     "gqa": "GQA",
+    "ev": "Ev != E",
     "float32": "float32",
     "float64": "float64",
 }
@@ -50,6 +51,8 @@ class Case:
             found.append("scale")
         if self.gqa:
             found.append("gqa")
+        if self.v[-1] != self.q[-1]:
+            found.append("ev")
         if self.dtype is not None and self.dtype != dtype:
             found.append(self.dtype)
         return tuple(found)
@@ -96,6 +99,7 @@ def standard_cases(dtype: str) -> list[Case]:
         Case("batch-heads", (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5)),
         Case("bool-mask", (5, 8), (7, 8), (7, 4), mask="bool"),
         Case("float-mask", (5, 8), (7, 8), (7, 4), mask="float"),
+        Case("float-mask-square", (6, 8), (6, 8), (6, 8), mask="float"),  # a transposed mask runs
         Case("causal-square", (6, 8), (6, 8), (6, 4), is_causal=True),  # L == S
         Case("causal-wide", (4, 8), (7, 8), (7, 4), is_causal=True),  # L < S
         Case("causal-tall", (7, 8), (4, 8), (4, 4), is_causal=True),  # L > S
