@@ -19,9 +19,11 @@ MISTAKES = {
         "P recomputed per key block with the block's own softmax instead of the row's "
         "log-sum-exp (FlashAttention's L_i)"
     ),
-    "fa2_mask_dropped": "the mask (or causal mask) not applied when P is recomputed in the backward",
-    "fa2_dq_overwritten": "dQ overwritten per key block instead of accumulated (dQ = , not +=)",
-    "fa2_dk_overwritten": "dK overwritten per query block instead of accumulated (dK = , not +=)",
+    "fa2_mask_dropped": (
+        "the mask (or causal mask) not applied when P is recomputed in the backward"
+    ),
+    "fa2_dq_overwritten": "dQ overwritten per key block instead of accumulated (= for +=)",
+    "fa2_dk_overwritten": "dK overwritten per query block instead of accumulated (= for +=)",
     "fa2_dropout_unscaled": "dropout's 1/(1-p) missing in the backward (mask reused, not rescaled)",
     "fa2_ds_without_p": "dS without P: dS = dP - D instead of P * (dP - D)",
     "fa2_dv_before_dropout": "dV from P before dropout: dV = P^T dO instead of (P * mask)^T dO",
