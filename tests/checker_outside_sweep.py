@@ -1,6 +1,8 @@
 """Outside kernels over many seeds (not run by pytest): caught / named / unnamed / misnamed.
 
-    PYTHONPATH=. python tests/checker_outside_sweep.py [first_seed] [end_seed] [cases] [mistakes]
+    PYTHONPATH=. python tests/checker_outside_sweep.py [first_seed] [end_seed] [cases] [only]
+
+only: 'mistakes' or 'correct' runs just that half (two processes share the work).
 
 Every planted mistake of tests/checker_outside.py (forward and backward) and every correct
 outside kernel on seeds first..end-1; prints one row per mistake and the false alarms. The
@@ -24,13 +26,15 @@ def main(first: int = 0, end: int = 50, cases: str = "standard", only: str = "")
     names: dict[str, Counter] = {}
     alarms: Counter = Counter()
     for seed in range(first, end):
-        for name, (fn, dtype, policy, words) in FORWARD.items():
+        for name, (fn, dtype, policy, words) in {} if only == "correct" else FORWARD.items():
             r = check(fn, array="numpy", dtype=dtype, seed=seed, masked_rows=policy, cases=cases)
             found = outcome(r, words)
             rows.setdefault(name, Counter())[found] += 1
             if found == "misnamed":
                 names.setdefault(name, Counter())[r.diagnosis] += 1
-        for name, (fn, dtype, words) in BACKWARD.items():
+            if found != "named":
+                print(f"seed {seed} {name}: {found}: {r.diagnosis}", flush=True)
+        for name, (fn, dtype, words) in {} if only == "correct" else BACKWARD.items():
             r = check_backward(None, backward=fn, array="numpy", dtype=dtype, seed=seed)
             found = outcome(r, words)
             rows.setdefault("backward " + name, Counter())[found] += 1
