@@ -204,6 +204,21 @@ def precision_candidates(p, dtype: str) -> list[tuple[str, object]]:
                     lambda n=narrow: var.attend(p, narrow=("weights @ v", n)),
                 )
             )
+            found.append(
+                (
+                    f"lower precision: scores q @ k^T summed in {narrow} term by term "
+                    f"(16-bit accumulation)",
+                    lambda n=narrow: var.attend(p, narrow=("scores accumulated", n)),
+                )
+            )
+            for b in var.BLOCKS:
+                found.append(
+                    (
+                        f"lower precision: accumulator stored in {narrow} between key blocks "
+                        f"(keep o in float32)",
+                        lambda b=b, n=narrow: var.tiled(p, b, store_acc=n),
+                    )
+                )
         for stage in ("inputs", "scores", "weights", "output"):
             found.append(
                 (

@@ -117,16 +117,28 @@ def finish(report: CheckReport, required: tuple[str, ...]) -> CheckReport:
         if r.status == "unsupported" and needed:
             r.status = "fail"
             r.message += f"; {', '.join(needed)} required"
+    weigh_overflow(report.failed)
     found = [c.diagnosis for c in report.failed if c.diagnosis]
-    if any(d.startswith("exp overflows") for d in found):  # no max subtraction: 0/0 rows too
-        for c in report.failed:
-            if (c.diagnosis or "").startswith("fully masked rows give masked_rows='nan'"):
-                c.diagnosis = None
-        found = [c.diagnosis for c in report.failed if c.diagnosis]
     if found:
         ranked = sorted(set(found), key=lambda d: (-found.count(d), found.index(d)))
         report.diagnosis = "; ".join(ranked)
     return report
+
+
+def weigh_overflow(failed: list[CaseResult]) -> None:
+    """Overflow on large logits is weak evidence: any exp that blows up there shows it.
+
+    A name found in another case wins over it; where it stands alone it also explains NaN in
+    fully masked rows (exp(-1e10 - 0) = 0 in every key: 0/0), so that policy name goes."""
+    names = {c.diagnosis for c in failed if c.diagnosis}
+    overflow = {d for d in names if d.startswith("exp overflows")}
+    if not overflow:
+        return
+    policy = {d for d in names if d.startswith("fully masked rows give masked_rows='nan'")}
+    drop = overflow if names - overflow - policy else policy
+    for c in failed:
+        if c.diagnosis in drop:
+            c.diagnosis = None
 
 
 def check_require(require: object, known: tuple[str, ...] = tuple(FEATURES)) -> tuple[str, ...]:

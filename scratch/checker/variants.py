@@ -46,7 +46,7 @@ def attend(
     scale = p.scale if scale is None else scale
     keep = p.allowed if isinstance(allowed, str) else allowed
     with np.errstate(all="ignore"):
-        if narrow and narrow[0] == "scores summed":  # each product and partial sum rounded
+        if narrow and narrow[0] in ("scores summed", "scores accumulated"):  # each term rounded
             kt = np.swapaxes(store(k, narrow[1]), -1, -2)  # (..., E, S)
             qn = store(q, narrow[1])
             s = np.zeros(q.shape[:-1] + (kt.shape[-1],))
@@ -97,12 +97,20 @@ def attend(
         return out
 
 
-def tiled(p: Problem, block: int, *, rescale: str = "right", drop_last: bool = False):
+def tiled(
+    p: Problem,
+    block: int,
+    *,
+    rescale: str = "right",
+    drop_last: bool = False,
+    store_acc: str | None = None,
+):
     """Online softmax over key blocks in float64, with the running max's rescale mishandled.
 
     rescale: 'right'; 'none' / 'inverted' (the accumulator only); 'none-both' /
     'inverted-both' (accumulator and denominator); 'stale' (exp(s - m) with the max from
-    before the block); 'chunk' (each block's own max, blocks summed without correction)."""
+    before the block); 'chunk' (each block's own max, blocks summed without correction).
+    store_acc rounds the accumulator to that dtype after every block."""
     k, v = p.heads()
     q, S = p.q, k.shape[-2]
     with np.errstate(all="ignore"):
@@ -130,6 +138,8 @@ def tiled(p: Problem, block: int, *, rescale: str = "right", drop_last: bool = F
                 a_out = inverse
             total = total * a_sum + np.sum(e, axis=-1, keepdims=True)
             out = out * a_out + e @ v[..., j : j + block, :]
+            if store_acc:  # the accumulator kept in a narrower dtype between blocks
+                out = store(out, store_acc)
             top = new
         return out / np.where(total > 0, total, 1.0)
 
