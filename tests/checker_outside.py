@@ -65,6 +65,11 @@ CORRECT_BACKWARD = {
 }
 
 
+def _planted(fn, bug: str, words: str | None, dtype="float32", policy="zero") -> tuple:
+    """(kernel, dtype, masked_rows, words) for `fn` with `bug` planted."""
+    return (kernel(fn, f"{fn.__name__}_{bug}", bug=bug), dtype, policy, words)
+
+
 def _flash(bug: str, dtype: str, words: str | None, **fixed) -> tuple:
     return (kernel(ok.flash2_forward, f"flash2_{bug}", bug=bug, **fixed), dtype, "zero", words)
 
@@ -74,30 +79,19 @@ FORWARD: dict[str, tuple] = {
     "flash2 exp for exp2": _flash("exp-for-exp2", "float32", "exp used where exp2 was meant"),
     "flash2 exp2 without the fold": _flash("exp2-no-fold", "float32", "exp2 used without"),
     "flash2 scale from Ev": _flash("scale-from-ev", "float32", "scale from the value width"),
-    "two-pass natural lse in exp2": (
-        kernel(ok.flash2_two_pass, "two_pass_lse_ln", bug="lse-ln-in-exp2"),
-        "float32",
-        "zero",
-        "natural-log lse used inside exp2",
+    "two-pass natural lse in exp2": _planted(
+        ok.flash2_two_pass, "lse-ln-in-exp2", "natural-log lse used inside exp2"
     ),
     "flash2 q @ k^T summed in float16": _flash(
         "qk-fp16-sum", "float16", "q @ k^T summed in float16"
     ),
-    "ref dropout with a fixed seed": (
-        kernel(ok.ref_wrapped, "ref_dropout", bug="dropout-fixed-seed"),
-        "float32",
-        "zero",
-        None,
-    ),
+    "ref dropout with a fixed seed": _planted(ok.ref_wrapped, "dropout-fixed-seed", None),
     "flash2 stale running max": _flash("stale-max", "float32", "running max"),
     # unnamed before
     "flash2 neither rescaled": _flash("no-rescale-both", "float32", "nor the denominator"),
     "flash2 rescale inverted in both": _flash("rescale-inverted-both", "float32", "inverted"),
-    "rabe-staats no max correction": (
-        kernel(ok.chunked, "chunked_no_correction", bug="no-max-correction"),
-        "float32",
-        "zero",
-        "nor the denominator",
+    "rabe-staats no max correction": _planted(
+        ok.chunked, "no-max-correction", "nor the denominator"
     ),
     "flash2 causal diagonal tile only": _flash(
         "causal-diag-tile", "float32", "only the diagonal tile"
@@ -110,42 +104,22 @@ FORWARD: dict[str, tuple] = {
     ),
     "flash2 float16 accumulator": _flash("acc-fp16", "float16", "accumulator stored in float16"),
     "flash2 output (B, L, H, Ev)": _flash("output-bshd", "float32", "(B, L, H, Ev) layout"),
-    "ref output (B, L, H, Ev)": (
-        kernel(ok.ref_wrapped, "ref_bshd_out", bug="output-bshd"),
-        "float32",
-        "zero",
-        "(B, L, H, Ev) layout",
-    ),
-    "mha float mask transposed": (
-        kernel(ok.mha_math, "mha_mask_t", bug="float-mask-transposed"),
-        "float32",
-        "zero",
-        "float mask transposed",
+    "ref output (B, L, H, Ev)": _planted(ok.ref_wrapped, "output-bshd", "(B, L, H, Ev) layout"),
+    "mha float mask transposed": _planted(
+        ok.mha_math, "float-mask-transposed", "float mask transposed"
     ),
     "flash2 GQA value head map": _flash("gqa-v-map", "float32", "v read from head h % Hkv"),
-    "mha mask after softmax": (
-        kernel(ok.mha_math, "mha_mask_after", bug="mask-after-softmax"),
-        "float32",
-        "zero",
-        "mask applied after the softmax",
+    "mha mask after softmax": _planted(
+        ok.mha_math, "mask-after-softmax", "mask applied after the softmax"
     ),
-    "picogpt no max subtraction": (
-        kernel(ok.picogpt, "picogpt_no_max", bug="no-max"),
-        "float32",
-        "uniform",
-        "subtract the row max",
+    "picogpt no max subtraction": _planted(
+        ok.picogpt, "no-max", "subtract the row max", "float32", "uniform"
     ),
-    "picogpt scale on v": (
-        kernel(ok.picogpt, "picogpt_scale_v", bug="scale-on-v"),
-        "float32",
-        "uniform",
-        "scale applied to v",
+    "picogpt scale on v": _planted(
+        ok.picogpt, "scale-on-v", "scale applied to v", "float32", "uniform"
     ),
-    "picogpt triu causal": (
-        kernel(ok.picogpt, "picogpt_triu", bug="triu-causal"),
-        "float32",
-        "uniform",
-        "causal mask inverted",
+    "picogpt triu causal": _planted(
+        ok.picogpt, "triu-causal", "causal mask inverted", "float32", "uniform"
     ),
 }
 
