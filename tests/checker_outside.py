@@ -4,7 +4,7 @@ CORRECT: name -> (fn, array, dtype, masked_rows), must pass. FORWARD: name -> (f
 masked_rows, words): a planted mistake and the words its diagnosis must hold (None: no name is
 expected; any name is then a misname). BACKWARD: name -> (backward, dtype, words).
 `outcome` scores one report: passed / named / unnamed / misnamed. Used by
-tests/test_check_outside.py (3 seeds) and tests/checker_outside_sweep.py (seeds 0-49).
+tests/test_check_outside.py (seeds 0-1 / 0-2) and tests/checker_outside_sweep.py (seeds 0-49).
 """
 
 from __future__ import annotations
