@@ -156,7 +156,7 @@ def _planted() -> dict:
         ("causal-future", 16): "one future key allowed",
         ("causal-diag", 32): "diagonal excluded",
         ("k-as-v", 16): "k read where v belongs",
-        ("scores-fp16", 16): "scores q @ k^T computed in float16",
+        ("scores-fp16", 16): "scores q @ k^T summed in float16",
         ("mutate-q", 16): "modifies its inputs in place",
     }
     for (bug, block), words in tiled.items():
@@ -165,7 +165,12 @@ def _planted() -> dict:
     cast = named(functools.partial(tk.tiled, bug="scores-f32"), "tiled_scores_f32")
     found["tiled float64 scores cast to float32"] = (cast, "numpy", "float64", "lower precision")
     eps = named(functools.partial(tk.tiled, bug="eps"), "tiled_eps")
-    found["tiled float64 +1e-12 in the denominator"] = (eps, "numpy", "float64", None)
+    found["tiled float64 +1e-12 in the denominator"] = (
+        eps,
+        "numpy",
+        "float64",
+        "epsilon added to the softmax denominator",
+    )
     found["numpy float32 output through float16"] = (
         output_to_float16,
         "numpy",

@@ -13,6 +13,8 @@ import math
 import numpy as np
 
 from .backward_reference import group_sum
+from .backward_tiled import MISTAKES as TILED
+from .backward_tiled import candidates as tiled_candidates
 from .diagnosis import structural_score
 from .reference import Problem
 
@@ -168,6 +170,11 @@ def candidates(prep, masked_rows: str) -> list[tuple[str, tuple]]:
             grads = planted(prep.problem, prep.grad_output, prep.factors, plant, policy)
             if grads is not None:
                 found.append((words, grads))
+        if masked_rows == "zero":  # a tiled kernel's rows with no key: P = exp(s - inf) = 0
+            p = prep.problem
+            for words, (dQ, dK, dV) in tiled_candidates(p, prep.grad_output, prep.factors):
+                fold = "gqa_interleaved" if words == TILED["fa2_gqa_interleaved_sum"] else None
+                found.append((words, (dQ, *_to_kv_heads(p, dK, dV, fold))))
         return found
 
     return prep.memo(f"mistakes:{masked_rows}", make)
@@ -221,12 +228,12 @@ def diagnose(prep, got: tuple, allowed: tuple, masked_rows: str) -> str | None:
     """The known mistake that matches the kernel's (dq, dk, dv) best, or None."""
     if _nan_from_empty_rows(prep, got, masked_rows):
         return MISTAKES["nan_rows"]
-    best, best_score = None, math.inf
-    for words, grads in candidates(prep, masked_rows):
-        score = match_score(got, grads, prep.truth, allowed)
-        if score < best_score:
-            best, best_score = words, score
-    return best if best_score <= 2.0 else None
+    matched = {
+        words
+        for words, grads in candidates(prep, masked_rows)
+        if match_score(got, grads, prep.truth, allowed) <= 2.0
+    }
+    return matched.pop() if len(matched) == 1 else None  # two names alike: this case can't tell
 
 
 def diagnose_shapes(prep, shapes: tuple) -> str | None:

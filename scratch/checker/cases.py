@@ -14,6 +14,7 @@ FEATURES = {
     "causal": "causal",
     "scale": "scale",
     "gqa": "GQA",
+    "ev": "Ev != E",
     "float32": "float32",
     "float64": "float64",
 }
@@ -50,6 +51,8 @@ class Case:
             found.append("scale")
         if self.gqa:
             found.append("gqa")
+        if self.v[-1] != self.q[-1]:
+            found.append("ev")
         if self.dtype is not None and self.dtype != dtype:
             found.append(self.dtype)
         return tuple(found)
@@ -96,17 +99,18 @@ def standard_cases(dtype: str) -> list[Case]:
         Case("batch-heads", (2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5)),
         Case("bool-mask", (5, 8), (7, 8), (7, 4), mask="bool"),
         Case("float-mask", (5, 8), (7, 8), (7, 4), mask="float"),
+        Case("float-mask-square", (6, 8), (6, 8), (6, 8), mask="float"),  # a transposed mask runs
         Case("causal-square", (6, 8), (6, 8), (6, 4), is_causal=True),  # L == S
         Case("causal-wide", (4, 8), (7, 8), (7, 4), is_causal=True),  # L < S
         Case("causal-tall", (7, 8), (4, 8), (4, 4), is_causal=True),  # L > S
-        Case("custom-scale", (5, 8), (7, 8), (7, 4), scale=0.3),
+        Case("custom-scale", (5, 8), (7, 8), (7, 8), scale=0.3),  # E == Ev: runs where Ev != E
         Case("gqa", (1, 4, 5, 8), (1, 2, 7, 8), (1, 2, 7, 4), gqa=True),
         Case("masked-row", (5, 8), (7, 8), (7, 4), mask="empty-row"),
         Case("large-logits", (5, 8), (7, 8), (7, 4), q_size=big),
     ]
     for other in ("float32", "float64"):
         if other != dtype:
-            cases.append(Case(other, (5, 8), (7, 8), (7, 4), dtype=other))
+            cases.append(Case(other, (5, 8), (7, 8), (7, 8), dtype=other))
     # key lengths spanning several blocks of 8..128 with a partial last block, E == Ev
     cases += [
         Case("keys-17", (16, 64), (17, 64), (17, 64)),

@@ -3,8 +3,9 @@
 Three kinds of evidence, never the size of the error alone:
 1. structure: the output matches a deliberately wrong attention (variants.py) to within that
    variant's own bound, while the variant is far from the truth (`structural`);
-2. precision: the error points the same way as a narrower computation's error and has its size
-   (cosine >= 0.8, norm ratio 1/2..2) (`precision`);
+2. precision: the error is a narrower computation's error to within a quarter of its size (so
+   both its size and its sign pattern), never on nearly one-hot rows (`precision`); an epsilon
+   in the softmax denominator is fitted the same way (`denominator_epsilon`);
 3. behaviour: a second call on fresh copies differs by more than rounding (dropout), returned
    weights are p zeroed and rescaled (dropout), or the inputs changed (in-place mutation).
 """
@@ -18,7 +19,7 @@ import numpy as np
 
 from ..tolerance import ACCUMULATE, UNIT_ROUNDOFF
 from . import variants as var
-from .reference import causal
+from .reference import LOG2E, causal
 
 DTYPE_16 = ("float16", "bfloat16")
 
@@ -89,7 +90,88 @@ def candidates(case, p, masked_rows: str, rows: np.ndarray | None) -> list[tuple
                         lambda policy=policy: var.attend(p, policy=policy),
                     )
                 )
-    return found + var.tiled_mistakes(p)
+    return found + outside_mistakes(case, p, masked_rows, rows) + var.tiled_mistakes(p)
+
+
+def outside_mistakes(case, p, masked_rows: str, rows) -> list[tuple[str, object]]:
+    """Mistakes of kernels written outside the project: exp2 folds, tiles, layouts, masks."""
+    E, L, S, Ev = case.q[-1], p.q.shape[-2], case.k[-2], case.v[-1]
+    attend = functools.partial(var.attend, p, policy=masked_rows)
+    found = [
+        (
+            "exp used where exp2 was meant: log2(e) folded into the scale, then exp (scores "
+            "1.443x too large)",
+            lambda: attend(stretch=LOG2E),
+        ),
+        (
+            "exp2 used without folding log2(e) into the scale (scores 0.693x too small)",
+            lambda: attend(stretch=1.0 / LOG2E),
+        ),
+        (
+            "a natural-log lse used inside exp2: exp2(s log2(e) - lse) needs lse log2(e)",
+            lambda: attend(lse_in_exp2=True),
+        ),
+        (
+            "softmax denominator + 1 (sum of exp(s - m) + 1 instead of the sum)",
+            lambda: attend(denominator=1.0),
+        ),
+        (
+            "scale applied to v instead of the scores: softmax(q k^T) @ (scale v)",
+            lambda: attend(scale=1.0) * p.scale,
+        ),
+    ]
+    if case.scale is None and E != Ev:
+        found.append(
+            (
+                "scale from the value width: 1/sqrt(Ev) instead of 1/sqrt(E) (E = q's last dim)",
+                lambda: attend(scale=1.0 / math.sqrt(Ev)),
+            )
+        )
+    if case.gqa:
+        found.append(
+            (
+                "GQA head map wrong in the value read only: v read from head h % Hkv, k from "
+                "h // (Hq / Hkv)",
+                lambda: attend(v_interleave=True),
+            )
+        )
+    if case.mask != "none" or case.is_causal:
+        found.append(
+            (
+                "mask applied after the softmax (weights of the unmasked scores, then masked: "
+                "rows no longer sum to 1)",
+                lambda: attend(mask_after=True),
+            )
+        )
+    if case.mask == "float" and L == S and not rows:
+        found.append(
+            (
+                "float mask transposed (mask[j, i] added to the score of query i, key j)",
+                lambda: attend(add_transposed=True, allowed=p.allowed.swapaxes(-1, -2)),
+            )
+        )
+    if rows is None:
+        truth = attend()
+        ends = {L - L % b: b for b in reversed(var.BLOCKS) if L % b}  # same rows, one variant
+        for b in ends.values():
+            found.append(
+                (
+                    "last partial query block dropped (query rows past the last full block "
+                    "left at zero)",
+                    lambda b=b: np.where(np.arange(L)[:, None] < L - L % b, truth, 0.0),
+                )
+            )
+        if case.is_causal:
+            i, j = np.arange(L)[:, None], np.arange(S)[None, :]
+            for b in (b for b in var.BLOCKS if b < S):
+                found.append(
+                    (
+                        "causal tile skipping keeps only the diagonal tile (key tiles left of "
+                        "the diagonal skipped)",
+                        lambda b=b: attend(allowed=(j <= i) & (j >= (i // b) * b)),
+                    )
+                )
+    return found
 
 
 def precision_candidates(p, dtype: str) -> list[tuple[str, object]]:
@@ -110,10 +192,33 @@ def precision_candidates(p, dtype: str) -> list[tuple[str, object]]:
         if narrow == "float16":
             found.append(
                 (
-                    "lower precision: scores q @ k^T computed in float16",
+                    "lower precision: scores q @ k^T summed in float16 (a float16 matmul)",
                     lambda: var.attend(p, narrow=("scores computed", "float16")),
                 )
             )
+        if narrow in DTYPE_16:
+            found.append(
+                (
+                    f"lower precision: weights @ v computed in {narrow} (weights, v and the "
+                    f"output rounded to {narrow})",
+                    lambda n=narrow: var.attend(p, narrow=("weights @ v", n)),
+                )
+            )
+            found.append(
+                (
+                    f"lower precision: scores q @ k^T summed in {narrow} term by term "
+                    f"(16-bit accumulation)",
+                    lambda n=narrow: var.attend(p, narrow=("scores accumulated", n)),
+                )
+            )
+            for b in var.BLOCKS:
+                found.append(
+                    (
+                        f"lower precision: accumulator stored in {narrow} between key blocks "
+                        f"(keep o in float32)",
+                        lambda b=b, n=narrow: var.tiled(p, b, store_acc=n),
+                    )
+                )
         for stage in ("inputs", "scores", "weights", "output"):
             found.append(
                 (
@@ -153,7 +258,7 @@ def structural_score(got, variant, truth, bound) -> float:
 
 
 def precision_match(got, variant, truth, live) -> bool:
-    """The error points like the variant's error (cosine >= 0.8) and has its size (1/2..2)."""
+    """The error is the variant's error: |error - variant's error| <= 1/4 |variant's error|."""
     with np.errstate(all="ignore"):
         a = (got - truth)[live].ravel()
         b = (variant - truth)[live].ravel()
@@ -162,23 +267,69 @@ def precision_match(got, variant, truth, live) -> bool:
     na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
     if na == 0 or nb == 0:
         return False
-    return float(a @ b) / (na * nb) >= 0.8 and 0.5 <= na / nb <= 2.0
+    return float(np.linalg.norm(a - b)) <= 0.25 * nb  # cosine >= 0.97, size within 25%
+
+
+OVERFLOW = (
+    "exp overflows on large logits: subtract the row max (the running max, this block "
+    "included) before exp"
+)
+
+
+def overflows(prep, got: np.ndarray, dtype: str) -> bool:
+    """inf/NaN where the truth is finite, in a case whose scores reach exp's overflow."""
+    truth, live = prep.truth_np, prep.live_np
+    if np.all(np.isfinite(got[live])) or not np.all(np.isfinite(truth[live])):
+        return False
+    p = prep.problem
+    k = p.heads()[0]
+    with np.errstate(all="ignore"):
+        s = p.q @ np.swapaxes(k, -1, -2) * p.scale  # (..., L, S)
+    top = np.max(np.where(p.allowed, s, -np.inf) if p.allowed is not None else s)
+    return bool(top > math.log(float(np.finfo(ACCUMULATE[dtype]).max)))
 
 
 def diagnose(prep, got: np.ndarray, masked_rows: str, dtype: str) -> str | None:
-    """The known mistake fn's output matches, or None."""
+    """The known mistake fn's output matches, or None (also when two mistakes match alike)."""
     truth, bound, live = prep.truth_np, prep.bound_np, prep.live_np
-    if prep.case.q_size != 1.0 and not np.all(np.isfinite(got[live])):
-        if np.all(np.isfinite(truth[live])):
-            return "exp overflows on large logits: subtract the row max before exp"
-    best, best_score = None, math.inf
+    if overflows(prep, got, dtype):
+        return OVERFLOW
+    matched = set()
     for name, make in prep.variant_outputs("structure", masked_rows):
-        score = structural_score(got, make, truth, bound)
-        if score < best_score:
-            best, best_score = name, score
-    if best is not None and best_score <= 2.0:
-        return best
-    for name, out in prep.variant_outputs("precision", masked_rows):
-        if precision_match(got, out, truth, live):
-            return name
+        if structural_score(got, make, truth, bound) <= 2.0:
+            matched.add(name)
+    if matched:  # two names for one output: this case cannot tell which
+        return matched.pop() if len(matched) == 1 else None
+    if prep.case.q_size != 1.0:  # nearly one-hot rows: any relative error looks alike
+        return None
+    precise = prep.variant_outputs("precision", masked_rows)
+    found = {n for n, out in precise if precision_match(got, out, truth, live)}
+    if len(found) == 1:
+        return found.pop()
+    return denominator_epsilon(prep, got) if not found else None
+
+
+def denominator_epsilon(prep, got: np.ndarray) -> str | None:
+    """An epsilon added to the softmax denominator: got - truth = -truth * eps / l per row."""
+    truth, live = prep.truth_np, prep.live_np
+    p = prep.problem
+    k = p.heads()[0]
+    with np.errstate(all="ignore"):
+        s = p.q @ np.swapaxes(k, -1, -2) * p.scale  # (..., L, S)
+        if p.add is not None:
+            s = s + p.add
+        if p.allowed is not None:
+            s = np.where(p.allowed, s, -np.inf)
+        top = np.max(s, axis=-1, keepdims=True)
+        total = np.sum(np.exp(s - np.where(np.isfinite(top), top, 0)), axis=-1, keepdims=True)
+        a = (got - truth)[live].ravel()
+        b = (-truth / total)[live].ravel()
+        c = truth[live].ravel()
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))) or not b @ b or not c @ c:
+        return None
+    eps = float(a @ b) / float(b @ b)
+    left = float(np.linalg.norm(a - eps * b))
+    uniform = float(np.linalg.norm(a - (float(a @ c) / float(c @ c)) * c))  # a relative error
+    if eps > 0 and left <= 0.1 * np.linalg.norm(a) and 3 * left <= uniform:
+        return f"an epsilon added to the softmax denominator (l + eps, eps ~ {eps:.1g})"
     return None

@@ -23,9 +23,21 @@ def attend(
     read_k_as_v: bool = False,
     policy: str = "zero",
     narrow: tuple[str, str] | None = None,
+    stretch: float = 1.0,
+    v_interleave: bool = False,
+    add_transposed: bool = False,
+    mask_after: bool = False,
+    denominator: float = 0.0,
+    lse_in_exp2: bool = False,
 ) -> np.ndarray:
-    """Attention in float64 with one thing changed (or, with narrow=(stage, dtype), rounded)."""
+    """Attention in float64 with one thing changed (or, with narrow=(stage, dtype), rounded).
+
+    stretch multiplies the masked scores (exp for exp2 after a log2(e) fold: log2(e));
+    denominator is added to each row's sum of exp(s - max); mask_after applies the mask to the
+    weights of the unmasked scores; lse_in_exp2 weights exp2(s log2(e) - lse) with lse natural."""
     k, v = p.heads(interleave)
+    if v_interleave:
+        v = p.heads(True)[1]
     q = p.q
     if read_k_as_v:
         v = k
@@ -34,7 +46,7 @@ def attend(
     scale = p.scale if scale is None else scale
     keep = p.allowed if isinstance(allowed, str) else allowed
     with np.errstate(all="ignore"):
-        if narrow and narrow[0] == "scores summed":  # each product and partial sum rounded
+        if narrow and narrow[0] in ("scores summed", "scores accumulated"):  # each term rounded
             kt = np.swapaxes(store(k, narrow[1]), -1, -2)  # (..., E, S)
             qn = store(q, narrow[1])
             s = np.zeros(q.shape[:-1] + (kt.shape[-1],))
@@ -47,33 +59,58 @@ def attend(
             s = s.astype(np.float64)
         else:
             s = q @ (np.swapaxes(k, -1, -2) if transpose else k)  # (..., L, E) @ (..., E, S)
-        if p.add is not None:
-            s = (s + p.add) * scale if mask_first else s * scale + p.add
+        add = None if p.add is None else (p.add.swapaxes(-1, -2) if add_transposed else p.add)
+        if add is not None and not mask_after:
+            s = (s + add) * scale if mask_first else s * scale + add
         else:
             s = s * scale
+        s = s * stretch
         if narrow and narrow[0] in ("scores", "scores computed", "scores summed"):
             s = store(s, narrow[1])
-        if keep is not None:
+        if keep is not None and not mask_after:
             s = np.where(keep, s, -np.inf)
         top = np.max(s, axis=axis, keepdims=True)
         e = np.exp(s - np.where(np.isfinite(top), top, 0))
         total = np.sum(e, axis=axis, keepdims=True)
-        w = e / np.where(total > 0, total, 1.0)
-        if narrow and narrow[0] == "weights":
+        w = e / np.where(total > 0, total + denominator, 1.0)
+        if lse_in_exp2:  # exp2(s log2(e) - lse) = exp(s - lse) * exp(lse (1 - ln 2))
+            lse = np.where(total > 0, top + np.log(np.where(total > 0, total, 1.0)), 0.0)
+            w = w * np.exp(lse * (1.0 - np.log(2.0)))
+        if mask_after:  # softmax of the unmasked scores, then the mask applied to the weights
+            if add is not None:
+                w = w * np.exp(add)
+            if keep is not None:
+                w = np.where(keep, w, 0.0)
+            total = np.sum(w, axis=axis, keepdims=True)
+        if narrow and narrow[0] in ("weights", "weights @ v"):
             w = store(w, narrow[1])
+        if narrow and narrow[0] == "weights @ v":  # a 16-bit matmul: operands and result rounded
+            v = store(v, narrow[1])
         out = w @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
         empty = (total == 0) if axis == -1 else np.zeros(out.shape[:-1] + (1,), dtype=bool)
         if policy == "nan":
             out = np.where(empty, np.nan, out)
         elif policy == "uniform":
             out = np.where(empty, np.mean(v, axis=-2, keepdims=True), out)
-        if narrow and narrow[0] == "output":
+        if narrow and narrow[0] in ("output", "weights @ v"):
             out = store(out, narrow[1])
         return out
 
 
-def tiled(p: Problem, block: int, *, rescale: str = "right", drop_last: bool = False):
-    """Online softmax over key blocks in float64, with the accumulator's rescale mishandled."""
+def tiled(
+    p: Problem,
+    block: int,
+    *,
+    rescale: str = "right",
+    drop_last: bool = False,
+    store_acc: str | None = None,
+):
+    """Online softmax over key blocks in float64, with the running max's rescale mishandled.
+
+    rescale: 'right'; 'none' / 'inverted' (the accumulator only); 'none-both' /
+    'inverted-both' (accumulator and denominator); 'stale' (exp(s - m) with the max from
+    before the block); 'chunk' (each block's own max, blocks summed without correction).
+    store_acc rounds the accumulator to that dtype after every block."""
     k, v = p.heads()
     q, S = p.q, k.shape[-2]
     with np.errstate(all="ignore"):
@@ -89,15 +126,20 @@ def tiled(p: Problem, block: int, *, rescale: str = "right", drop_last: bool = F
         for j in range(0, end, block):
             s = s_all[..., j : j + block]
             new = np.maximum(top, np.max(s, axis=-1, keepdims=True))
+            if rescale == "chunk":
+                new = np.max(s, axis=-1, keepdims=True)
             safe = np.where(np.isfinite(new), new, 0)
             alpha = np.exp(top - safe)
-            e = np.exp(s - safe)
-            total = total * alpha + np.sum(e, axis=-1, keepdims=True)
-            if rescale == "right":
-                out = out * alpha
-            elif rescale == "inverted":  # exp(new - old) instead of exp(old - new)
-                out = out * np.where(alpha > 0, 1.0 / alpha, 0.0)
-            out = out + e @ v[..., j : j + block, :]
+            e = np.exp(s - (np.where(np.isfinite(top), top, 0) if rescale == "stale" else safe))
+            inverse = np.where(alpha > 0, 1.0 / alpha, 0.0)  # exp(new - old): inverted
+            a_out = {"right": alpha, "stale": alpha, "inverted": inverse}.get(rescale, 1.0)
+            a_sum = {"none-both": 1.0, "chunk": 1.0, "inverted-both": inverse}.get(rescale, alpha)
+            if rescale == "inverted-both":
+                a_out = inverse
+            total = total * a_sum + np.sum(e, axis=-1, keepdims=True)
+            out = out * a_out + e @ v[..., j : j + block, :]
+            if store_acc:  # the accumulator kept in a narrower dtype between blocks
+                out = store(out, store_acc)
             top = new
         return out / np.where(total > 0, total, 1.0)
 
@@ -109,8 +151,23 @@ def tiled_mistakes(p: Problem) -> list[tuple[str, object]]:
     """(name, () -> output) for the block mistakes a one-pass kernel can make, per block size."""
     S = p.k.shape[-2]
     found, ends = [], set()
+    both = (
+        "neither the accumulator nor the denominator rescaled when the running max grows "
+        "(o and l both need *= exp(m_old - m_new))"
+    )
+    more = {
+        "none-both": both,
+        "chunk": "chunks combined without their max correction: neither the accumulator nor "
+        "the denominator rescaled by exp(m_chunk - m_max)",
+        "inverted-both": "rescale factor inverted in both the accumulator and the denominator: "
+        "exp(m_new - m_old) instead of exp(m_old - m_new)",
+        "stale": "running max stale: exp(s - m) used the max from before this block (update m "
+        "first, then exp(s - m_new))",
+    }
     for b in BLOCKS:
         if b < S:
+            for mode, name in more.items():
+                found.append((name, lambda b=b, mode=mode: tiled(p, b, rescale=mode)))
             found.append(
                 (
                     "accumulator not rescaled when the running max grows (o += p @ v without "
