@@ -4,8 +4,11 @@ transformers 5.x keeps three steps of modeling_llama.py in float32 whatever the 
 (RMSNorm's upcast, the rotary angles, the eager softmax). A float64 comparison at 1e-9 needs
 them in float64, so the module's own source is compiled again with those three casts widened
 (each replacement must match, so a changed transformers fails here, not silently). The weights
-come from transformers' own GGUF reader (its dequantize and its own un-permutation of q and k),
-so a mistake in scratch/models/gguf_file.py cannot leak into the reference.
+are dequantized by the gguf package (the library transformers' GGUF loader calls), named by
+gguf's own tensor-name map and their q, k rows un-permuted by transformers' LlamaTensorProcessor;
+the config comes from transformers' GGUF reader. So a mistake in scratch/models/gguf_file.py
+cannot leak into the reference. (transformers' load_gguf_checkpoint would do the same steps but
+rebuilds gguf's name map for every submodule: about 6 s of CPU for nothing.)
 """
 
 from __future__ import annotations
@@ -43,9 +46,10 @@ def llama64_module() -> types.ModuleType:
 
 
 def reference(path: Path) -> torch.nn.Module:
-    """LlamaForCausalLM in float64, eager attention, weights from transformers' GGUF reader."""
+    """LlamaForCausalLM in float64, eager attention, weights dequantized by the gguf package."""
+    import gguf
     import transformers
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
     llama64 = llama64_module()
     config = transformers.AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
@@ -53,8 +57,19 @@ def reference(path: Path) -> torch.nn.Module:
     with torch.device("meta"):  # no random initialisation of 135 M numbers: weights come next
         model = llama64.LlamaForCausalLM(config)
     model.requires_grad_(False)
-    state = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=model)["tensors"]
-    state = {name: t.to(torch.float64) for name, t in state.items()}
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config.num_hidden_layers)
+    to_hf = {}  # GGUF tensor name -> transformers' parameter name
+    for hf_name in model.state_dict():
+        base, suffix = hf_name.rsplit(".", 1)
+        if (gguf_name := names.get_name(base)) is not None:
+            to_hf[f"{gguf_name}.{suffix}"] = hf_name
+    heads = {k: getattr(config, k) for k in ("num_attention_heads", "num_key_value_heads")}
+    unpermute = LlamaTensorProcessor(config=heads)  # transformers' own q, k row order
+    state = {}
+    for tensor in gguf.GGUFReader(path).tensors:
+        weights = gguf.dequantize(tensor.data, tensor.tensor_type)  # float32
+        weights = unpermute.process(weights=weights, name=tensor.name).weights
+        state[to_hf[tensor.name]] = torch.from_numpy(weights.astype("float64"))
     missing = model.load_state_dict(state, strict=False, assign=True).missing_keys
     assert missing == ["lm_head.weight"], missing  # tied: the token table
     model.lm_head.weight = model.model.embed_tokens.weight
