@@ -80,7 +80,7 @@ def test_a_traced_head_is_the_ground_truth_of_that_head(minilm):
     assert isinstance(trace, scratch.Trace)
     assert trace.tokens == tuple(run.tokens) or list(trace.tokens) == run.tokens
     weights = np.asarray(trace["weights"].value)
-    assert np.abs(weights - run.attentions[3, 7]).max() <= models.model.AGREEMENT
+    assert np.abs(weights - run.attentions[3, 7]).max() <= models.run.AGREEMENT
     assert np.asarray(trace["x"].value).shape == (8, 384)  # the layer's input
     assert np.asarray(trace["q"].value).shape == (8, 32)  # one head's columns
     # and it is that head, not a neighbour

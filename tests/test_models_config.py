@@ -72,7 +72,7 @@ def test_a_config_key_agrees_with_transformers(tmp_path, family, overrides):
     assert gap(hf_attentions(hf, run.ids), run.attentions) <= AGREE
     layer = model.layers - 1  # the last layer: GPT-2's inverse layer scale is largest there
     trace = run.trace(layer, model.heads - 1)  # the ground truth, with the layer's own scale
-    assert gap(trace["weights"].value, run.attentions[layer, -1]) <= models.model.AGREEMENT
+    assert gap(trace["weights"].value, run.attentions[layer, -1]) <= models.run.AGREEMENT
 
 
 SHAPES = ("type_vocab_size", "n_inner", "intermediate_size")  # checked against the weights

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .run import Run
+
 
 @dataclass(frozen=True)
 class Generation:
@@ -45,7 +47,6 @@ def generate(
             f"max_new_tokens: {len(ids)} prompt tokens + {max_new_tokens} exceed "
             f"{model.name}'s {model.max_positions} positions"
         )
-    from .model import Run
 
     rng = np.random.default_rng(seed)
     attentions, inputs, logits, cache = llama.step(model.config, model.weights, ids)
