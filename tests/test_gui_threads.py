@@ -73,7 +73,7 @@ def test_qt_garbage_is_destroyed_in_the_gui_thread_not_in_a_computation_thread(
     worker.submit(allocate_like_the_ground_truth)
     assert worker.wait(20000)  # the GUI thread waits inside Qt, allocating nothing meanwhile
     qtbot.waitUntil(lambda: shown == [100_000], timeout=5000)
-    qtbot.waitUntil(gc.isenabled, timeout=5000)  # the GUI thread resumes automatic collection
+    qtbot.waitUntil(lambda: not collector_pause().paused(), timeout=5000)  # the GUI thread's
     gc.collect()
     assert died_in == [GUI_THREAD], f"a Qt object was destroyed in thread {died_in}"
     assert collections_off_the_gui_thread == [], "the collector ran in a computation thread"
@@ -95,7 +95,7 @@ def test_collection_stays_paused_until_the_last_job_of_every_worker_ends(qtbot, 
         release.set()
         assert first.wait(5000) and second.wait(5000)
         assert collector_pause().jobs() == 0
-        qtbot.waitUntil(gc.isenabled, timeout=5000)
+        qtbot.waitUntil(lambda: not collector_pause().paused(), timeout=5000)
     finally:
         release.set()
         first.wait(5000)
@@ -137,7 +137,7 @@ def test_closing_the_window_mid_computation_joins_it_and_drops_its_result(
     assert running_after_close == [False], "close() returned while its computation still ran"
     qtbot.wait(50)  # any late signal would arrive now
     assert window.outcome.session == first, "a result reached the closed window"
-    assert collector_pause().jobs() == 0 and gc.isenabled()
+    assert collector_pause().jobs() == 0 and not collector_pause().paused()
 
 
 def test_switching_presets_quickly_while_computing_shows_the_last_one(
