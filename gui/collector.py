@@ -1,4 +1,5 @@
-"""Python's cyclic garbage collector runs only in the GUI thread, between events, while the app lives.
+"""Python's cyclic garbage collector runs only in the GUI thread, between events, while the
+app lives.
 
 Left automatic, a collection starts at whichever allocation trips a threshold: inside a paint event
 (pyqtgraph's ImageItem.paint allocates) it can free a window that only a reference cycle kept
