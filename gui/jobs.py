@@ -20,7 +20,8 @@ class _CollectorPause(QObject):
 
     A collection runs in whichever thread allocates when a threshold trips. In a worker thread it
     would destroy garbage Qt objects there (a closed window's widgets and menus) while the GUI
-    thread paints, and Qt crashes. The GUI thread turns collection back on after the last job.
+    thread paints, and Qt crashes. The GUI thread turns collection back on after the last job,
+    unless the app owns collection (gui.collector: then it stays off and a GUI timer collects).
     """
 
     _resume = pyqtSignal()
