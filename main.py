@@ -158,6 +158,7 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
     from PyQt6.QtCore import QSettings
     from PyQt6.QtWidgets import QApplication
 
+    from gui.collector import own_collection
     from gui.main_window import MainWindow, default_session
 
     try:
@@ -165,6 +166,7 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
     except ValueError:
         return fail(f"--size: expected WxH like 1400x900, found {args.size!r}")
     app = QApplication.instance() or QApplication([sys.argv[0]])
+    own_collection(app)
     folder = tempfile.TemporaryDirectory(prefix="attention-settings-")  # never the user's
     settings = QSettings(os.path.join(folder.name, "settings.ini"), QSettings.Format.IniFormat)
     session = session or default_session()
@@ -311,11 +313,13 @@ def main(argv: list[str] | None = None) -> int:
     from PyQt6.QtCore import QSettings
     from PyQt6.QtWidgets import QApplication
 
+    from gui.collector import own_collection
     from gui.errors import ErrorHandler
     from gui.main_window import MainWindow
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = QApplication(sys.argv)
+    own_collection(app)
     ErrorHandler(show_dialog=True).install()
     settings = QSettings("scratch-attention", "attention-app")
     window = MainWindow(settings, session)

@@ -158,10 +158,12 @@ def measure(
     from PyQt6.QtWidgets import QApplication
 
     from gui import controller, sampled_check, truth_process
+    from gui.collector import own_collection
     from gui.worker import TraceWorker
 
     global _app  # kept alive: a second measure() in this process reuses it (Qt's objects too)
     _app = QApplication.instance() or QApplication([])
+    own_collection(_app)  # the app's rule: collection only in the GUI thread, between events
     wait_s = host.LOAD_WAIT_S if load_wait_s is None else load_wait_s
     worker = TraceWorker()
     session = _session(tokens)

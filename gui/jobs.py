@@ -20,7 +20,8 @@ class _CollectorPause(QObject):
 
     A collection runs in whichever thread allocates when a threshold trips. In a worker thread it
     would destroy garbage Qt objects there (a closed window's widgets and menus) while the GUI
-    thread paints, and Qt crashes. The GUI thread turns collection back on after the last job.
+    thread paints, and Qt crashes. The GUI thread turns collection back on after the last job,
+    unless the app owns collection (gui.collector: then it stays off and a GUI timer collects).
     """
 
     _resume = pyqtSignal()
@@ -31,6 +32,7 @@ class _CollectorPause(QObject):
         self._jobs = 0
         self._paused = False
         self._was_enabled = False
+        self.app_owns = False  # gui.collector: automatic collection stays off, whatever was before
         self._resume.connect(self._on_resume)
 
     def hold(self) -> None:
@@ -49,6 +51,11 @@ class _CollectorPause(QObject):
         if last:
             self._resume.emit()
 
+    def paused(self) -> bool:
+        """True from a job's hold() until the GUI thread has handled the last release()."""
+        with self._lock:
+            return self._paused
+
     def jobs(self) -> int:
         """Jobs queued or running in every worker."""
         with self._lock:
@@ -59,8 +66,8 @@ class _CollectorPause(QObject):
             if self._jobs or not self._paused:
                 return  # a new job started meanwhile: it resumes collection when it ends
             self._paused = False
-            if self._was_enabled:
-                gc.enable()
+            if self._was_enabled and not self.app_owns:
+                gc.enable()  # never while the app owns collection (gui.collector): it stays off
 
 
 _pause: _CollectorPause | None = None

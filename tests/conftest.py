@@ -2,6 +2,7 @@
 
 import gc
 import os
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -32,11 +33,19 @@ prepare._CACHE_SIZE = backward_cases._CACHE_SIZE = 512
 
 @pytest.fixture(autouse=True)
 def _qt_leaves_nothing_behind(request):
-    """After a Qt test: every computation joined, collection back on, no window left behind."""
-    enabled = gc.isenabled()
-    yield
-    if "qtbot" not in request.fixturenames:
+    """A Qt test runs as the app does (collection only in the GUI thread, between events); after
+    it: every computation joined, automatic collection still off, no window left behind."""
+    if not {"qtbot", "qapp"} & set(request.fixturenames):
+        yield
+        collector = sys.modules.get("gui.collector")
+        if collector is not None and collector.owned():
+            collector.collect_due()  # between tests the GUI thread is idle: a safe point
         return
+    from gui.collector import own_collection
+
+    own_collection(request.getfixturevalue("qapp"))
+    assert not gc.isenabled(), "automatic garbage collection is on while the app owns it"
+    yield
     from PyQt6 import sip
     from PyQt6.QtCore import QEvent
     from PyQt6.QtWidgets import QApplication, QMenu
@@ -46,8 +55,9 @@ def _qt_leaves_nothing_behind(request):
     # pytest-qt has closed the test's widgets (closing a window joins its worker)
     assert collector_pause().jobs() == 0, "a TraceWorker job outlived its test: join it"
     app = QApplication.instance()
-    app.processEvents()  # the GUI thread turns automatic garbage collection back on
-    assert gc.isenabled() == enabled, "automatic garbage collection was left paused"
+    app.processEvents()  # the GUI thread ends the jobs' pause (collection stays the app's)
+    assert not collector_pause().paused(), "the jobs' collector pause was never released"
+    assert not gc.isenabled(), "automatic garbage collection was turned on behind the app's back"
     # delete the closed widgets and collect their garbage now, here in the GUI thread, not in
     # whichever thread (a later test's worker) happens to allocate next
     app.sendPostedEvents(None, QEvent.Type.DeferredDelete)

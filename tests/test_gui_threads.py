@@ -11,12 +11,12 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from PyQt6.QtCore import QObject  # noqa: E402
 
 from gui import controller, core_api  # noqa: E402
 from gui import session as sm  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
 from gui.worker import TraceWorker, collector_pause  # noqa: E402
+from tests.qt_garbage import Garbage  # noqa: E402
 
 pytestmark = pytest.mark.gui
 GUI_THREAD = threading.main_thread().name
@@ -43,18 +43,6 @@ def allocate_like_the_ground_truth() -> int:
     return len(rows)
 
 
-class _Garbage(QObject):
-    """A Qt object in a reference cycle: only the cyclic collector frees it; notes the thread."""
-
-    def __init__(self, died_in: list[str]) -> None:
-        super().__init__()
-        self.died_in = died_in
-        self.cycle = self
-
-    def __del__(self) -> None:
-        self.died_in.append(threading.current_thread().name)
-
-
 # ---------------------------------------------------------------- the collector's thread
 
 
@@ -69,11 +57,11 @@ def test_qt_garbage_is_destroyed_in_the_gui_thread_not_in_a_computation_thread(
     worker.finished.connect(shown.append)
     died_in: list[str] = []
     gc.collect()  # nothing young is left: the next collection anywhere frees the garbage below
-    _Garbage(died_in)
+    Garbage(died_in)
     worker.submit(allocate_like_the_ground_truth)
     assert worker.wait(20000)  # the GUI thread waits inside Qt, allocating nothing meanwhile
     qtbot.waitUntil(lambda: shown == [100_000], timeout=5000)
-    qtbot.waitUntil(gc.isenabled, timeout=5000)  # the GUI thread resumes automatic collection
+    qtbot.waitUntil(lambda: not collector_pause().paused(), timeout=5000)  # the GUI thread's
     gc.collect()
     assert died_in == [GUI_THREAD], f"a Qt object was destroyed in thread {died_in}"
     assert collections_off_the_gui_thread == [], "the collector ran in a computation thread"
@@ -95,7 +83,7 @@ def test_collection_stays_paused_until_the_last_job_of_every_worker_ends(qtbot, 
         release.set()
         assert first.wait(5000) and second.wait(5000)
         assert collector_pause().jobs() == 0
-        qtbot.waitUntil(gc.isenabled, timeout=5000)
+        qtbot.waitUntil(lambda: not collector_pause().paused(), timeout=5000)
     finally:
         release.set()
         first.wait(5000)
@@ -137,7 +125,7 @@ def test_closing_the_window_mid_computation_joins_it_and_drops_its_result(
     assert running_after_close == [False], "close() returned while its computation still ran"
     qtbot.wait(50)  # any late signal would arrive now
     assert window.outcome.session == first, "a result reached the closed window"
-    assert collector_pause().jobs() == 0 and gc.isenabled()
+    assert collector_pause().jobs() == 0 and not collector_pause().paused()
 
 
 def test_switching_presets_quickly_while_computing_shows_the_last_one(
