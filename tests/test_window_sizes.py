@@ -97,7 +97,12 @@ def test_the_pipeline_is_readable_at_every_size(open_window, qtbot, tokens, size
     p.set_step("weights")
     hm = p.heatmaps[0]
     assert hm.panel.image.shape == (tokens, tokens)
-    settled(qtbot, lambda: (assert_labels_readable(hm, tokens), assert_numbers_fit(hm)))
+
+    def readable() -> None:
+        assert_labels_readable(hm, tokens)
+        assert_numbers_fit(hm)
+
+    settled(qtbot, readable)
     if tokens <= 13:  # small matrices: the numbers fit their cells at both sizes
         assert hm.numbers.point_size >= 6 and len(hm._texts) == tokens * tokens
     else:  # zoomed in on 6 x 6 cells, the numbers appear whatever the matrix's size
@@ -183,7 +188,7 @@ def test_the_check_tab_shows_the_verdict_first_at_512_tokens(open_window, qtbot)
 def test_every_overview_tile_fits_its_column(open_window, qtbot, tokens, size):
     w = open_window(word_session(tokens), size=size)
     w.tabs.setCurrentWidget(w.overview)
-    settled(qtbot, lambda: _overview_fits(w, tokens))
+    settled(qtbot, lambda: _overview_fits(w, tokens))  # returns None: an assertion check
 
 
 def _overview_fits(w, tokens: int) -> None:
