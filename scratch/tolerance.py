@@ -201,6 +201,10 @@ def _scale(scale: float | None, E: int) -> float:
 def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, group: int):
     """tolerance() with numpy, vectorised over every leading index."""
     q, k, v, p = (as_float64(np, a) for a in (query, key, value, weights))
+    outside = (p < 0) | (p > 1)  # NaN compares False: a masked_rows="nan" row is allowed
+    if outside.any():
+        index = tuple(int(i) for i in np.argwhere(outside)[0])
+        _not_a_weight(p[index], index)
     E, S = q.shape[-1], k.shape[-2]
     if group > 1:  # query head h reads key/value head h // group
         k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
@@ -224,6 +228,15 @@ def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, gr
     # step 4: exact-zero rows and NaN rows allow no difference
     exact = np.all(p_clean == 0.0, axis=-1, keepdims=True) | np.any(np.isnan(p), -1, keepdims=True)
     return np.where(exact, 0.0, bound).tolist()
+
+
+def _not_a_weight(value: float, index: tuple[int, ...]) -> None:
+    """Refuse a weight outside [0, 1]: the bound is derived for softmax probabilities."""
+    where = "".join(f"[{i}]" for i in index)
+    raise ValueError(
+        f"weights{where}: expected the ground truth's softmax weights in [0, 1] "
+        f"(NaN for a masked_rows='nan' row), found {float(value)!r}"
+    )
 
 
 def _is_bool_mask(mask: object) -> bool:
@@ -258,6 +271,9 @@ def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, group:
         v_sum = [math.fsum(abs(row[c]) for row in vb) for c in range(len(vb[0]))]
         rows = []
         for i, (q_i, p_i) in enumerate(zip(qb, pb)):
+            for j, x in enumerate(p_i):
+                if not (0.0 <= x <= 1.0 or math.isnan(x)):
+                    _not_a_weight(x, (*index, i, j))
             if any(math.isnan(x) for x in p_i) or not any(p_i):
                 rows.append([0.0] * len(v_sum))
                 continue

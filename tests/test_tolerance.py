@@ -8,6 +8,7 @@ a planted mistake, and to be far from vacuous (a float16 result fails the float3
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -294,3 +295,18 @@ def test_tolerance_refuses_empty_complex_and_valueless_inputs(query, error, matc
     k = np.ones((3, 2))
     with pytest.raises(error, match=match):
         scratch.tolerance(query, k, np.ones((3, 1)), np.ones((rows, 3)) / 3)
+
+
+@pytest.mark.parametrize("with_numpy", [True, False], ids=["numpy", "plain-python"])
+@pytest.mark.parametrize("bad", [-1e-300, 1.0 + 2**-52, -math.inf, math.inf])
+def test_tolerance_refuses_weights_that_are_not_probabilities(monkeypatch, with_numpy, bad):
+    """The bound is derived for softmax weights: a negative, infinite or > 1 weight is refused,
+    naming where it is; NaN rows (masked_rows='nan') and exact 0 and 1 are accepted."""
+    if not with_numpy:
+        monkeypatch.setitem(sys.modules, "numpy", None)  # tolerance's `import numpy` fails
+    q, k, v = [[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], [[1.0], [2.0], [3.0]]
+    good = [[1.0, 0.0, 0.0], [math.nan] * 3]
+    assert len(scratch.tolerance(q, k, v, good)) == 2
+    bad_weights = [[0.5, 0.5, 0.0], [0.25, bad, 0.25]]
+    with pytest.raises(ValueError, match=r"weights\[1\]\[1\]: expected the ground truth's softmax"):
+        scratch.tolerance(q, k, v, bad_weights)
