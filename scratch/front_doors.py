@@ -26,6 +26,7 @@ the ground truth's kinds.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 from .example import Example
@@ -41,6 +42,26 @@ def _named(door: Callable, impl: Callable) -> Callable:
     return door
 
 
+def _extra_keywords(impl: Callable, passed: int) -> frozenset[str] | None:
+    """The keywords impl takes after the `passed` arguments its door gives it (None: any)."""
+    params = list(inspect.signature(impl).parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(p.name for p in params[passed:] if p.kind in named)
+
+
+def _refuse_unknown(door: str, accepted: frozenset[str] | None, more: dict) -> None:
+    """A misspelled keyword is named with the public function's name, not the backend's."""
+    unknown = [name for name in more if accepted is not None and name not in accepted]
+    if unknown:
+        also = ", ".join(sorted(accepted)) or "none"
+        raise TypeError(
+            f"{door}() got an unexpected keyword argument {unknown[0]!r} "
+            f"(this backend's own keywords: {also})"
+        )
+
+
 def _rng(own_rng: bool, rng: object, more: dict) -> object:
     """The rng that goes into Options; a backend with its own kinds gets it as `rng=` instead."""
     if own_rng:
@@ -51,6 +72,7 @@ def _rng(own_rng: bool, rng: object, more: dict) -> object:
 
 def forward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
     """scaled_dot_product_attention's keywords -> impl(query, key, value, options, **more)."""
+    accepted = _extra_keywords(impl, 4)
 
     def scaled_dot_product_attention(
         query: object,
@@ -68,6 +90,7 @@ def forward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
         **more: object,
     ) -> object:
         """The keywords as one Options, then the backend's own function:"""
+        _refuse_unknown("scaled_dot_product_attention", accepted, more)
         rng = _rng(own_rng, rng, more)
         options = Options(
             attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng, return_lse
@@ -80,6 +103,7 @@ def forward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
 def backward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
     """The backward's keywords (the forward's, after grad_output) -> impl(query, key, value,
     grad_output, options, **more)."""
+    accepted = _extra_keywords(impl, 5)
 
     def scaled_dot_product_attention_backward(
         query: object,
@@ -97,6 +121,7 @@ def backward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
         **more: object,
     ) -> object:
         """The keywords as one Options, then the backend's own backward:"""
+        _refuse_unknown("scaled_dot_product_attention_backward", accepted, more)
         rng = _rng(own_rng, rng, more)
         options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng)
         return impl(query, key, value, grad_output, options, **more)
@@ -106,6 +131,7 @@ def backward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
 
 def multi_head_door(impl: Callable) -> Callable:
     """multi_head_attention's keywords -> impl(query, key, value, params, heads, options)."""
+    accepted = _extra_keywords(impl, 6)
 
     def multi_head_attention(
         query: object,
@@ -129,6 +155,7 @@ def multi_head_door(impl: Callable) -> Callable:
         **more: object,
     ) -> object:
         """The keywords as projections, head counts and one Options, then the backend's own:"""
+        _refuse_unknown("multi_head_attention", accepted, more)
         check_projections(w_q, w_k, w_v)
         check_value_has_key(key, value)
         options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
@@ -141,6 +168,7 @@ def multi_head_door(impl: Callable) -> Callable:
 def trace_door(impl: Callable) -> Callable:
     """trace_attention's keywords -> impl(Example, Options, **more) (more: dtype, on_projected,
     grad_output, ...: what that backend's trace_example takes)."""
+    accepted = _extra_keywords(impl, 2)
 
     def trace_attention(
         x: object,
@@ -169,6 +197,7 @@ def trace_door(impl: Callable) -> Callable:
     ) -> object:
         """One worked example x (L, d_model), every step kept; projections are optional. The
         keywords become one Example and one Options, then the backend's own trace_example:"""
+        _refuse_unknown("trace_attention", accepted, more)
         params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
         example = Example(x, key, value, params, tokens, key_tokens, num_heads, num_kv_heads)
         options = Options(attn_mask, is_causal, scale, dropout_p, masked_rows=masked_rows, rng=rng)

@@ -111,3 +111,26 @@ def test_public_signatures_keep_pytorchs_names():
     ]
     back = list(inspect.signature(scratch.scaled_dot_product_attention_backward).parameters)
     assert back[:4] == ["query", "key", "value", "grad_output"]
+
+
+@pytest.mark.parametrize("backend", ["scratch", "numpy", "torch"])
+def test_a_misspelled_keyword_is_named_with_the_public_function(backend):
+    """The door names itself (not the backend's implementation) and the keyword misspelled."""
+    from scratch import backends
+
+    if backend != "scratch":
+        pytest.importorskip(backend)
+    b = backends.get(backend)
+    x = [[1.0, 2.0], [3.0, 4.0]]
+    sdpa = scratch.scaled_dot_product_attention
+    backward = scratch.scaled_dot_product_attention_backward
+    calls = [
+        ("scaled_dot_product_attention", lambda: b.scaled_dot_product_attention(x, x, x, casual=1)),
+        ("multi_head_attention", lambda: b.multi_head_attention(x, x, x, x, x, x, num_head=2)),
+        ("trace_attention", lambda: b.trace_attention(x, w_qq=x)),
+        ("scaled_dot_product_attention", lambda: sdpa(x, x, x, is_casual=1)),
+        ("scaled_dot_product_attention_backward", lambda: backward(x, x, x, x, is_casual=1)),
+    ]  # fmt: skip
+    for name, call in calls:
+        with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument"):
+            call()
