@@ -124,9 +124,9 @@ class FlexInputs:
 
 def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) -> FlexInputs:
     """Check shapes (4-D, FlexAttention's layout), heads, the block mask and the sinks."""
-    q, qs = as_tensor(query, "query", min_dims=4)
-    k, ks = as_tensor(key, "key", min_dims=4)
-    v, vs = as_tensor(value, "value", min_dims=4)
+    q, qs = as_tensor(query, "query", min_dims=0)
+    k, ks = as_tensor(key, "key", min_dims=0)
+    v, vs = as_tensor(value, "value", min_dims=0)
     for name, s in (("query", qs), ("key", ks), ("value", vs)):
         if len(s) != 4:
             raise ValueError(f"{name}: expected 4 dims (B, H, seq, dim), found shape {s}")

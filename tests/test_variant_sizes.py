@@ -92,3 +92,18 @@ RIGHT = [
 @pytest.mark.parametrize("make, B, H", RIGHT)
 def test_sizes_that_fit_are_accepted(make, B, H):
     run_all(make(), B, H)
+
+
+@pytest.mark.parametrize("bad", [[[[1.0]]], [[[[[1.0], [2.0], [3.0]]]]]])
+def test_flex_front_doors_ask_for_exactly_4_dims(bad):
+    q = qkv(1, 1)
+    calls = [
+        lambda: flex_attention(bad, q, q),
+        lambda: flex_attention(q, q, bad),
+        lambda: flex_attention_backward(bad, q, q, q),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"expected 4 dims \(B, H, seq, dim\), found shape"):
+            call()
+    with pytest.raises(ValueError, match="grad_output: expected the output's shape"):
+        flex_attention_backward(q, q, q, bad)
