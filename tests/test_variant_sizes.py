@@ -12,6 +12,7 @@ from scratch.variants import (
     Documents,
     GivenMask,
     PrefixLM,
+    SlidingWindow,
     SymmetricALiBi,
     combine,
 )
@@ -107,3 +108,9 @@ def test_flex_front_doors_ask_for_exactly_4_dims(bad):
             call()
     with pytest.raises(ValueError, match="grad_output: expected the output's shape"):
         flex_attention_backward(q, q, q, bad)
+
+
+def test_an_unbounded_window_says_every_key_is_seen():
+    assert SlidingWindow(-1, -1).rule() == "window (-1, -1): every key j seen by every query i"
+    assert SlidingWindow(-1, 0).rule() == "window (-1, 0): key j seen by query i iff j <= i"
+    assert SlidingWindow(1, -1).rule() == "window (1, -1): key j seen by query i iff i - 1 <= j"
