@@ -74,10 +74,12 @@ def create_block_mask(
     BLOCK_SIZE: int | tuple[int, int] = 128,
 ) -> BlockMask:
     """FlexAttention's create_block_mask: the tiles mask_mod leaves (B or H None: broadcast)."""
-    check_hook(mask_mod, "mask_mod")
+    if not callable(mask_mod):
+        raise TypeError(
+            "mask_mod: expected a function (b, h, q_idx, kv_idx) -> bool, "
+            f"found {type(mask_mod).__name__}"
+        )
     B_given, H_given = B, H
-    if mask_mod is None:
-        raise TypeError("mask_mod: expected a function (b, h, q_idx, kv_idx) -> bool")
     B = 1 if B is None else check_positive_int(B, "B")
     H = 1 if H is None else check_positive_int(H, "H")
     L, S = check_positive_int(Q_LEN, "Q_LEN"), check_positive_int(KV_LEN, "KV_LEN")

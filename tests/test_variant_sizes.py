@@ -114,3 +114,12 @@ def test_an_unbounded_window_says_every_key_is_seen():
     assert SlidingWindow(-1, -1).rule() == "window (-1, -1): every key j seen by every query i"
     assert SlidingWindow(-1, 0).rule() == "window (-1, 0): key j seen by query i iff j <= i"
     assert SlidingWindow(1, -1).rule() == "window (1, -1): key j seen by query i iff i - 1 <= j"
+
+
+@pytest.mark.parametrize("bad, found", [(3, "int"), (None, "NoneType")])
+def test_create_block_mask_asks_for_a_function_only(bad, found):
+    with pytest.raises(TypeError) as error:
+        create_block_mask(bad, 1, 1, 3, 3)
+    assert str(error.value) == (
+        f"mask_mod: expected a function (b, h, q_idx, kv_idx) -> bool, found {found}"
+    )
