@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from math import exp, fsum, inf, log
 
 from .validate import as_tensor, check_flag, check_hook, check_positive_int, check_scale
+from .variants.base import check_sizes
 from .variants.sinks import sink_logits
 
 
@@ -73,12 +74,16 @@ def create_block_mask(
     BLOCK_SIZE: int | tuple[int, int] = 128,
 ) -> BlockMask:
     """FlexAttention's create_block_mask: the tiles mask_mod leaves (B or H None: broadcast)."""
-    check_hook(mask_mod, "mask_mod")
-    if mask_mod is None:
-        raise TypeError("mask_mod: expected a function (b, h, q_idx, kv_idx) -> bool")
+    if not callable(mask_mod):
+        raise TypeError(
+            "mask_mod: expected a function (b, h, q_idx, kv_idx) -> bool, "
+            f"found {type(mask_mod).__name__}"
+        )
+    B_given, H_given = B, H
     B = 1 if B is None else check_positive_int(B, "B")
     H = 1 if H is None else check_positive_int(H, "H")
     L, S = check_positive_int(Q_LEN, "Q_LEN"), check_positive_int(KV_LEN, "KV_LEN")
+    check_sizes(mask_mod, None if B_given is None else B, None if H_given is None else H, L, S)
     bq, bk = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, int) else BLOCK_SIZE
     bq, bk = check_positive_int(bq, "BLOCK_SIZE"), check_positive_int(bk, "BLOCK_SIZE")
 
@@ -121,9 +126,9 @@ class FlexInputs:
 
 def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) -> FlexInputs:
     """Check shapes (4-D, FlexAttention's layout), heads, the block mask and the sinks."""
-    q, qs = as_tensor(query, "query", min_dims=4)
-    k, ks = as_tensor(key, "key", min_dims=4)
-    v, vs = as_tensor(value, "value", min_dims=4)
+    q, qs = as_tensor(query, "query", min_dims=0)
+    k, ks = as_tensor(key, "key", min_dims=0)
+    v, vs = as_tensor(value, "value", min_dims=0)
     for name, s in (("query", qs), ("key", ks), ("value", vs)):
         if len(s) != 4:
             raise ValueError(f"{name}: expected 4 dims (B, H, seq, dim), found shape {s}")
@@ -139,6 +144,7 @@ def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) 
             f"key: {Hkv} kv heads for {H} query heads needs enable_gqa=True and H % Hkv == 0"
         )
     check_hook(score_mod, "score_mod")
+    check_sizes(score_mod, B, H, L, S)
     if block_mask is not None:
         if not isinstance(block_mask, BlockMask):
             raise TypeError("block_mask: expected None or a BlockMask from create_block_mask")
@@ -148,6 +154,7 @@ def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) 
                 f"block_mask: made for shape {block_mask.shape}, expected (B, H, L, S) = "
                 f"{(B, H, L, S)} (B or H may be 1)"
             )
+        check_sizes(block_mask.mask_mod, B, H, L, S)
     scale = check_scale(scale, E)
     return FlexInputs(
         q, k, v, (B, H, Hkv, L, S, E, Ev), scale, score_mod, block_mask, sink_logits(sinks, H)

@@ -36,7 +36,7 @@ def flex_attention_backward(
     """(grad_query, grad_key, grad_value), plus grad_sinks (one per head) when sinks are given."""
     x = prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
     B, H, Hkv, L, S, E, Ev = x.shape
-    d_out, ds = as_tensor(grad_output, "grad_output", min_dims=4)
+    d_out, ds = as_tensor(grad_output, "grad_output", min_dims=0)
     if ds != (B, H, L, Ev):
         raise ValueError(f"grad_output: expected the output's shape {(B, H, L, Ev)}, found {ds}")
     grad_q = [[[None] * L for _ in range(H)] for _ in range(B)]

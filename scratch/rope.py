@@ -14,6 +14,7 @@ position. The backward turns the gradient by -angle (a rotation's inverse is its
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 from .validate import as_tensor
@@ -36,14 +37,29 @@ def angles(position: float, rotary_dim: int, base: float = 10000.0) -> list[floa
     return [position * base ** (-2.0 * k / rotary_dim) for k in range(rotary_dim // 2)]
 
 
+def _positions(positions: object, L: int) -> list[float]:
+    """One finite real number per row, from any sequence (a list, an array, a tensor)."""
+    if hasattr(positions, "tolist"):  # a NumPy array or a torch tensor, without importing them
+        positions = positions.tolist()
+    if isinstance(positions, (str, bytes)) or not isinstance(positions, (Sequence, range)):
+        raise ValueError(f"positions: expected a sequence of {L} numbers, found {positions!r}")
+    if len(positions) != L:
+        raise ValueError(f"positions: expected one position per row ({L}), found {len(positions)}")
+    for p in positions:
+        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not math.isfinite(p):
+            raise ValueError(f"positions: expected finite numbers, found {p!r}")
+    return [float(p) for p in positions]
+
+
 def _turn(x, positions, base, pairing, rotary_dim, sign: float) -> list:
     data, shape = as_tensor(x, "x", min_dims=2)
     L, D = shape[-2:]
-    if not isinstance(positions, Sequence) or len(positions) != L:
-        raise ValueError(f"positions: expected one position per row ({L}), found {positions!r}")
-    for p in positions:
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p):
-            raise ValueError(f"positions: expected finite numbers, found {p!r}")
+    positions = _positions(positions, L)
+    if rotary_dim is None and D % 2:
+        raise ValueError(
+            f"x: the last dimension ({D}) is odd; rotary turns pairs of features "
+            f"(give an even rotary_dim < {D} to turn only the first ones)"
+        )
     rd = D if rotary_dim is None else rotary_dim
     if isinstance(rd, bool) or not isinstance(rd, int) or rd < 2 or rd % 2 or rd > D:
         raise ValueError(f"rotary_dim: expected an even integer in 2..{D}, found {rotary_dim!r}")

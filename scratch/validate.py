@@ -131,9 +131,9 @@ def as_tensor(obj: object, name: str, *, min_dims: int = 1) -> tuple[Nested, tup
             v if type(v) is float else _as_float(v, name, p, shape) for p, v in enumerate(leaves)
         ]
     if len(shape) < min_dims:
-        expected = {1: "(n,)", 2: "(rows, columns)"}.get(min_dims, f"{min_dims} dims")
+        expected = {1: " (n,)", 2: " (rows, columns)"}.get(min_dims, "")
         raise ValueError(
-            f"{name}: expected at least {min_dims} dims {expected}, found shape {shape}"
+            f"{name}: expected at least {min_dims} dims{expected}, found shape {shape}"
         )
     return reshape(leaves, shape), shape
 

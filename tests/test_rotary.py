@@ -179,3 +179,27 @@ def test_hover_words_name_the_pair_angle_cos_and_sin():
         "q_rot[1] = q[1] cos + q[0] sin"
     )
     assert rotary_words(row, 3, 3, rotary_dim=2) == "q_rot[3] = q[3] = 4 (not rotated)"
+
+
+def test_positions_may_be_any_sequence_of_real_numbers():
+    torch = pytest.importorskip("torch")
+    x = [[1.0, 2.0]] * 5
+    want = scratch.rotary(x, [0, 1, 2, 3, 4])
+    given = (np.arange(5), torch.arange(5), list(np.arange(5)), np.arange(5.0), range(5))
+    for positions in given:
+        assert scratch.rotary(x, positions) == want, positions
+        assert scratch.rotary_backward(x, positions) == scratch.rotary_backward(x, range(5))
+    for bad, words in (
+        (np.arange(4), r"expected one position per row \(5\), found 4"),
+        ("abcde", "expected a sequence of 5 numbers"),
+        ([True] * 5, "expected finite numbers, found True"),
+        ([0, 1, 2, 3, math.inf], "expected finite numbers, found inf"),
+    ):
+        with pytest.raises(ValueError, match="^positions: " + words):
+            scratch.rotary(x, bad)
+
+
+def test_an_odd_last_dimension_is_named():
+    with pytest.raises(ValueError, match=r"^x: the last dimension \(3\) is odd"):
+        scratch.rotary([[1.0, 2.0, 3.0]], [0])
+    assert scratch.rotary([[1.0, 2.0, 3.0]], [0], rotary_dim=2) == [[1.0, 2.0, 3.0]]

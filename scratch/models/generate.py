@@ -41,6 +41,8 @@ def generate(
     ok = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
     if not ok or not math.isfinite(temperature) or temperature < 0:
         raise ValueError(f"temperature: expected a finite number >= 0, found {temperature!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed: expected None or an int, found {type(seed).__name__} {seed!r}")
     tokens, ids = model.tokenize(text)
     if len(ids) + max_new_tokens > model.max_positions:
         raise ValueError(

@@ -156,6 +156,11 @@ def load(path: object = None) -> Model:
         return _load_gguf(str(resolved), packaged, (stat.st_size, stat.st_mtime_ns))
     default = path in (None, "default")
     resolved = (default_dir() if default else Path(path).expanduser()).resolve()
+    if not default and not resolved.exists():
+        raise ModelError(
+            f"{resolved}: not found (expected a local model directory or .gguf file; "
+            'the packaged models are "default" and "smollm2")'
+        )
     return _load(str(resolved), default, _stamp(resolved))
 
 

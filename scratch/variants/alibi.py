@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import Variant, check_int, number
+from .base import Variant, check_count, check_int, number
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
@@ -41,6 +41,9 @@ class ALiBi(Variant):
     def for_heads(cls, num_heads: int) -> ALiBi:
         """ALiBi with the paper's slopes for `num_heads` heads."""
         return cls(tuple(alibi_slopes(num_heads)))
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        check_count(len(self.slopes), H, "H", "slopes", "slope per query head", one=False)
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         return score + self.slopes[h] * (kv_idx - q_idx)

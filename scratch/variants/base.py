@@ -55,6 +55,9 @@ class Variant:
     mask_mod: Callable[..., bool] | None = None
     score_mod: Callable[..., float] | None = None
 
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        """Refuse sizes the variant's data does not fit (B or H None: not known); none here."""
+
     def rule(self) -> str:
         """The rule in one line of words (the window's legend, the checker's case name)."""
         raise NotImplementedError
@@ -97,6 +100,22 @@ class Variant:
         return f"{type(self).__name__}({self.rule()!r})"
 
 
+def check_sizes(mod: object, B: int | None, H: int | None, L: int, S: int) -> None:
+    """If mod is a variant's mask_mod/score_mod, check the variant against the call's sizes."""
+    owner = getattr(mod, "__self__", None) or getattr(mod, "variant", None)
+    if isinstance(owner, Variant):
+        owner.check(B, H, L, S)
+
+
+def check_count(
+    found: int, size: int | None, axis: str, name: str, what: str, *, one: bool = True
+) -> None:
+    """`found` entries for an axis of `size` (one shared entry allowed when `one`)."""
+    if size is not None and found != size and not (one and found == 1):
+        shared = "1 (shared) or " if one else ""
+        raise ValueError(f"{name}: expected {shared}one {what} ({axis} = {size}), found {found}")
+
+
 def check_int(value: object, name: str, *, least: int) -> int:
     """An integer >= least (ValueError naming the field otherwise)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -111,4 +130,13 @@ def check_window_side(value: object, name: str) -> int:
     return value
 
 
-__all__ = ["Ranges", "Variant", "clip", "derived_ranges", "number", "ranges_of"]
+__all__ = [
+    "Ranges",
+    "Variant",
+    "check_count",
+    "check_sizes",
+    "clip",
+    "derived_ranges",
+    "number",
+    "ranges_of",
+]

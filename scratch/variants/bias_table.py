@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Variant, number
+from .base import Variant, check_count, number
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,9 @@ class BiasTable(Variant):
         """The table column for a relative distance kv_idx - q_idx."""
         m = self.max_distance
         return min(max(kv_idx - q_idx, -m), m) + m
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        check_count(len(self.table), H, "H", "table", "row per query head")
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         row = self.table[h if len(self.table) > 1 else 0]

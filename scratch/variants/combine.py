@@ -65,6 +65,13 @@ class Combined(Variant):
         scores = [p.score_mod for p in parts if p.score_mod is not None]
         self.mask_mod = and_masks(*masks) if masks else None
         self.score_mod = compose(*scores) if scores else None
+        for mod in (self.mask_mod, self.score_mod):
+            if mod is not None:
+                mod.variant = self  # so flex_attention finds the parts to check
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        for p in self.parts:
+            p.check(B, H, L, S)
 
     def rule(self) -> str:
         return " and ".join(p.rule() for p in self.parts)

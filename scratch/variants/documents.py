@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Variant
+from .base import Variant, check_count
 
 
 def _ids(ids: object, name: str) -> tuple[tuple[int, ...], ...]:
@@ -60,6 +60,19 @@ class Documents(Variant):
         q = ids_from_cu_seqlens(cu_seqlens_q, "cu_seqlens_q")
         k = None if cu_seqlens_k is None else ids_from_cu_seqlens(cu_seqlens_k, "cu_seqlens_k")
         return cls(q, k)
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        for name, ids, n, axis in (
+            ("q_ids", self.q_ids, L, "Q_LEN"),
+            ("kv_ids", self.kv_ids, S, "KV_LEN"),
+        ):
+            check_count(len(ids), B, "B", name, "row of ids per batch entry")
+            for b, row in enumerate(ids):
+                if len(row) != n:
+                    raise ValueError(
+                        f"{name}[{b}]: expected one document id per position ({axis} = {n}; "
+                        f"cu_seqlens must end at {axis}), found {len(row)}"
+                    )
 
     def _row(self, ids: tuple, b: int) -> tuple[int, ...]:
         return ids[b if len(ids) > 1 else 0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from math import inf
 
 from ..nested import at
-from ..validate import as_mask
+from ..validate import as_mask, check_mask_shape
 from .base import Variant, number
 
 
@@ -28,6 +28,10 @@ class GivenMask(Variant):
             self.values = [self.values]
         self.mask_mod = self._sees
         self.score_mod = None if self.is_bool else self._add
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        mb, mh, _, _ = self.shape
+        check_mask_shape(self.shape, (mb if B is None else B, mh if H is None else H, L, S))
 
     def value(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool | float:
         """The mask's entry for one cell (size-1 axes broadcast)."""

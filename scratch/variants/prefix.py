@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Ranges, Variant, check_int, clip
+from .base import Ranges, Variant, check_count, check_int, clip
 from .causal import _plus
 
 
@@ -31,6 +31,10 @@ class PrefixLM(Variant):
     def length(self, b: int) -> int:
         """The prefix length of batch entry b."""
         return self.prefix[b] if isinstance(self.prefix, tuple) else self.prefix
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        if isinstance(self.prefix, tuple):
+            check_count(len(self.prefix), B, "B", "prefix", "length per batch entry", one=False)
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         return kv_idx < self.length(b) or kv_idx <= q_idx + self.shift

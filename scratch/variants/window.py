@@ -41,6 +41,8 @@ class SlidingWindow(Variant):
     def rule(self) -> str:
         lo = "" if self.left == -1 else f"i{_plus(self.shift - self.left)} <= "
         hi = "" if self.right == -1 else f" <= i{_plus(self.shift + self.right)}"
+        if not lo and not hi:
+            return f"window ({self.left}, {self.right}): every key j seen by every query i"
         return f"window ({self.left}, {self.right}): key j seen by query i iff {lo}j{hi}"
 
     def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
