@@ -133,7 +133,10 @@ def test_a_model_head_and_the_model_view_render_offscreen(tmp_path):
     [
         (("--model", "default", "--layer", "9"), "--layer: expected 0 to 5, found 9"),
         (("--model", "default", "--layer", "1", "--head", "12"), "--head: expected 0 to 11"),
-        (("--model", "/no/such/dir"), "model directory /no/such/dir: not found"),
+        (
+            ("--model", "/no/such/dir"),
+            "/no/such/dir: not found (expected a local model directory or .gguf file",
+        ),
         (("--text", "   "), "text: empty"),
         (
             (
