@@ -94,7 +94,7 @@ def test_a_bad_model_directory_is_refused_and_the_last_run_stays(qtbot, window, 
     panel.model_path.setText(str(tmp_path / "nowhere"))
     with qtbot.waitSignal(panel.worker.failed, timeout=30000):
         panel.run_button.click()
-    assert panel.status.text().startswith("refused: model directory")
+    assert panel.status.text().startswith(f"refused: {tmp_path / 'nowhere'}: not found (expected")
     assert "last run stays" in panel.status.text()
     assert panel.run is run and panel.run_button.isEnabled()
     panel.model_path.setText("default")
