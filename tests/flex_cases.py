@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scratch.variants import (
@@ -233,4 +234,16 @@ def shapes() -> st.SearchStrategy[Shapes]:
         st.integers(1, 6),
         st.integers(1, 3),
         st.integers(1, 3),
+    )
+
+
+def random_problems(test):
+    """The hypothesis sweep both comparisons run: a case by name, shapes, sinks or not, a seed."""
+    return settings(max_examples=20)(
+        given(
+            name=st.sampled_from(list(CASES)),
+            z=shapes(),
+            with_sinks=st.booleans(),
+            seed=st.integers(0, 2**16),
+        )(test)
     )

@@ -15,12 +15,10 @@ import random
 import pytest
 
 torch = pytest.importorskip("torch")
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 import scratch  # noqa: E402
 from scratch.variants import Variant, dual  # noqa: E402
-from tests.flex_cases import CASES, COMBINED, Case, shapes  # noqa: E402
+from tests.flex_cases import CASES, COMBINED, Case, random_problems  # noqa: E402
 from tests.flex_torch import randn  # noqa: E402
 
 TOL = 1e-13
@@ -114,13 +112,7 @@ def test_rows_that_see_nothing_get_zero_gradients():
     assert_grads(ours, theirs, "L > S")
 
 
-@settings(max_examples=20)
-@given(
-    name=st.sampled_from(list(CASES)),
-    z=shapes(),
-    with_sinks=st.booleans(),
-    seed=st.integers(0, 2**16),
-)
+@random_problems
 def test_hypothesis_backward(name, z, with_sinks, seed):
     sinks = [0.4 * h - 0.3 for h in range(z.H)] if with_sinks else None
     case = CASES[name](z.B, z.H, z.L, z.S)

@@ -14,11 +14,9 @@ import random
 import pytest
 
 torch = pytest.importorskip("torch")
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 import scratch  # noqa: E402
-from tests.flex_cases import CASES, COMBINED, cu_seqlens, shapes  # noqa: E402
+from tests.flex_cases import CASES, COMBINED, cu_seqlens, random_problems  # noqa: E402
 from tests.flex_torch import randn, torch_flex  # noqa: E402
 
 TOL = 1e-13
@@ -91,13 +89,7 @@ def test_rows_that_see_nothing_give_zero_and_minus_inf():
     assert_same((out, lse), torch_flex(case, q, k, v, sinks=[0.75]), "L > S, sink")
 
 
-@settings(max_examples=20)
-@given(
-    name=st.sampled_from(list(CASES)),
-    z=shapes(),
-    with_sinks=st.booleans(),
-    seed=st.integers(0, 2**16),
-)
+@random_problems
 def test_hypothesis_shapes_gqa_and_seeds(name, z, with_sinks, seed):
     B, H, Hkv, group, L, S, E, Ev = z.B, z.H, z.Hkv, z.group, z.L, z.S, z.E, z.Ev
     q, k, v = inputs(seed, B, H, Hkv, L, S, E, Ev)
