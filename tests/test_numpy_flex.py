@@ -36,10 +36,12 @@ def arrays(seed, B, H, Hkv, L, S, E, Ev):
     return n((B, H, L, E)), n((B, Hkv, S, E)), n((B, Hkv, S, Ev)), n((B, H, L, Ev))
 
 
-def block_mask(variant, B, H, L, S, size):
-    return None if variant.mask_mod is None else nf.create_block_mask(
-        variant.mask_mod, B, H, L, S, BLOCK_SIZE=size
-    )  # fmt: skip
+def block_mask(variant, B, H, L, S, size, maker=nf.create_block_mask):
+    """The variant's block mask (None without a mask_mod): NumPy's, keeping its partial tiles'
+    cells, or the ground truth's (then the kernels ask the mask_mod on every partial tile)."""
+    if variant.mask_mod is None:
+        return None
+    return maker(variant.mask_mod, B, H, L, S, BLOCK_SIZE=size)
 
 
 def truth(variant, q, k, v, g, bm, sinks):
@@ -60,11 +62,13 @@ def assert_close(got, want, tol, what):
     assert gap <= tol, f"{what}: differs by {gap:.3g}"
 
 
-def check_all(variant, shapes, seed, sinks, *, size=2, chunk=3, block=4):
-    """Both forward kernels and both backward kernels against the ground truth, float64."""
+def check_all(variant, shapes, seed, sinks, *, size=2, chunk=3, block=4, bm=False):
+    """Both forward kernels and both backward kernels against the ground truth, float64
+    (bm: a block mask to use, else NumPy's for the variant)."""
     B, H, Hkv, L, S, E, Ev = shapes
     q, k, v, g = arrays(seed, *shapes)
-    bm = block_mask(variant, B, H, L, S, size)
+    if bm is False:
+        bm = block_mask(variant, B, H, L, S, size)
     out, lse, grads = truth(variant, q, k, v, g, bm, sinks)
     for kernel in nf.KERNELS:
         o, ls = nf.flex_attention(
@@ -83,13 +87,31 @@ def check_all(variant, shapes, seed, sinks, *, size=2, chunk=3, block=4):
 
 
 RUNS = [(name, None) for name in CASES] + [(name, SINKS) for name in COMBINED]
+MAKERS = {"numpy block mask": nf.create_block_mask, "scratch block mask": scratch.create_block_mask}
 
 
+@pytest.mark.parametrize("maker", list(MAKERS))
 @pytest.mark.parametrize(("name", "sinks"), RUNS, ids=[f"{n}{'+sinks' * bool(s)}" for n, s in RUNS])
-def test_every_variant_matches_the_ground_truth(name, sinks):
+def test_every_variant_matches_the_ground_truth(name, sinks, maker):
     """GQA (4 query heads on 2 kv heads), L = 5 != S = 7, two batch entries, tiles of 2."""
-    shapes = (2, 4, 2, 5, 7, 3, 2)
-    check_all(CASES[name](2, 4, 5, 7).variant, shapes, seed=1, sinks=sinks)
+    variant = CASES[name](2, 4, 5, 7).variant
+    bm = block_mask(variant, 2, 4, 5, 7, 2, MAKERS[maker])
+    check_all(variant, (2, 4, 2, 5, 7, 3, 2), seed=1, sinks=sinks, bm=bm)
+
+
+@pytest.mark.parametrize("maker", list(MAKERS))
+def test_a_broadcast_block_mask_asks_the_mask_for_other_heads(maker):
+    """A block mask made with B = H = None serves every (b, h); the partial tiles' cells follow
+    mask_mod(b, h, ...) for the real b and h, as in the ground truth (here the mask depends on
+    h: the tiles come from head 0, the cells from each head)."""
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx + 2 - h  # a user's own function: no array form
+
+    B, H, L, S = 2, 3, 6, 6
+    bm = MAKERS[maker](mask_mod, None, None, L, S, BLOCK_SIZE=2)
+    variant = type("Mine", (), {"mask_mod": staticmethod(mask_mod), "score_mod": None})
+    check_all(variant, (B, H, H, L, S, 3, 2), seed=9, sinks=None, bm=bm)
 
 
 @random_problems

@@ -18,7 +18,7 @@ in base 2), -inf where the denominator is 0 (every key masked).
 
 A flex_attention call (numpy_flex.py) gives a `plan` (numpy_flex_plan.FlexPlan) instead of a
 mask: each query chunk then visits only the key tiles its block mask lists, applies the
-score_mod and (on tiles not marked full) the mask_mod to each tile, and a learned sink enters
+score_mod and (on the parts whose block-mask tiles are not full) the mask_mod; a learned sink enters
 both passes as a key seen by every row with that score and no value (the fast pass starts the
 denominator at exp(sink - offset), the safe pass starts its running max at the sink with
 denominator 1).
@@ -160,14 +160,22 @@ class _Tiles:
             s *= s.dtype.type(self.scale)
         return s
 
-    def blocks(self, i0: int, i1: int):
-        """(j0, j1, masked scores of the tile) for the key blocks rows i0:i1 may see."""
+    def blocks(self, i0: int, i1: int, keep: bool = False):
+        """(j0, j1, masked scores of the tile, None) for the key blocks rows i0:i1 may see.
+
+        keep=True (the fast pass) lets a flex call's tile come unmasked with its 0/1 `keep`
+        array instead (4th item), to multiply after exp: NumPy's exp of -inf takes a slow
+        path (measured 6x the time of a finite argument)."""
         if self.plan is not None:  # a flex call: the block mask's tiles, the mods on each
             b, h = self.where
-            for j0, j1, full in self.plan.key_tiles(b, h, i0, i1, self.S, self.block):
+            for j0, j1, parts in self.plan.key_tiles(b, h, i0, i1, self.S, self.block):
                 s = self.scores(i0, i1, j0, j1)
-                self.plan.apply(s, b, h, i0, j0, full)
-                yield j0, j1, s
+                kept = self.plan.keep(b, h, i0, j0, s, parts) if keep else None
+                if kept is None:
+                    self.plan.apply(s, b, h, i0, j0, parts)
+                else:
+                    self.plan.visit(b, h, i0, j0, s.shape)
+                yield j0, j1, s, kept
             return
         causal = self.shift is not None
         # causal: rows i < i1 see keys j <= i + shift, so blocks from i1 + shift on are skipped
@@ -184,7 +192,7 @@ class _Tiles:
                     np.copyto(s, -np.inf, where=~m_tile)
                 else:
                     np.add(s, m_tile, out=s)
-            yield j0, j1, s
+            yield j0, j1, s, None
 
     def fully_masked(self, i0: int, i1: int) -> np.ndarray:
         """Rows of i0:i1 in which every key is masked (top-left causal rows always see key 0)."""
@@ -216,10 +224,12 @@ class _Tiles:
                 self.exp(den, out=den)
                 if not np.isfinite(den).all():
                     return None
-            for j0, j1, s in self.blocks(i0, i1):
+            for j0, j1, s, kept in self.blocks(i0, i1, keep=True):
                 if offset is not None:
                     np.subtract(s, offset, out=s)
                 self.exp(s, out=s)  # step 4 without the max: one cheap pass over the tile
+                if kept is not None:  # a flex tile's mask, after exp (0: not seen)
+                    np.multiply(s, kept, out=s)
                 np.matmul(s, self.ones[: j1 - j0], out=part)  # (n, b) @ (b,) -> (n,)
                 if not np.isfinite(part).all():  # an exp overflowed: give up early
                     return None
@@ -237,7 +247,7 @@ class _Tiles:
         m_r.fill(-np.inf if self.sink is None else self.sink)  # the sink: a first key, value 0
         acc.fill(0)
         d_r.fill(0 if self.sink is None else 1)
-        for j0, j1, s in self.blocks(i0, i1):
+        for j0, j1, s, _ in self.blocks(i0, i1):
             # step 3: new running max; rows masked so far use base 0 so nothing is NaN
             np.max(s, axis=1, out=m_n)
             np.maximum(m_n, m_r, out=m_n)

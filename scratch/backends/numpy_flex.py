@@ -90,9 +90,26 @@ def explicit_scores(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:
         if x.plan.score is not None:
             scores = x.plan.score(raw, b, h, rows, cols, np).astype(x.dtype, copy=False)
         if x.plan.mask is not None:
-            seen = np.broadcast_to(x.plan.mask(b, h, rows, cols, np), scores.shape)
-            scores = np.where(seen, scores, x.dtype.type(-np.inf))
+            scores = np.where(dense_seen(x), scores, x.dtype.type(-np.inf))
     return raw, scores
+
+
+def dense_seen(x: FlexProblem) -> np.ndarray:
+    """(B, H, L, S) bools: the block mask's tiles, full ones seen whole, partial ones as its
+    mask_mod says for each (b, h) (as the ground truth reads a broadcast block mask)."""
+    B, H, _, L, S, _, _ = x.shape
+    bm = x.plan.block_mask
+    (bq, bk), (mb, mh) = bm.block_size, bm.shape[:2]
+    seen = np.zeros((B, H, L, S), dtype=bool)
+    for b in range(B):
+        for h in range(H):
+            for qb, tiles in enumerate(bm.kv_blocks[b if mb > 1 else 0][h if mh > 1 else 0]):
+                rows = np.arange(qb * bq, min(qb * bq + bq, L))[:, None]  # (n, 1)
+                for kb, full in tiles:
+                    cols = np.arange(kb * bk, min(kb * bk + bk, S))[None, :]  # (1, w)
+                    cells = True if full else x.plan.mask(b, h, rows, cols, np)
+                    seen[b, h, rows, cols] = cells
+    return seen
 
 
 def explicit_softmax(x: FlexProblem, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

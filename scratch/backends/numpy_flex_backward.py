@@ -81,11 +81,11 @@ def tiled(x: FlexProblem, g: np.ndarray, output: np.ndarray, lse: np.ndarray, bl
             for i0 in range(0, L, rows_per):
                 i1 = min(i0 + rows_per, L)
                 q_i, g_i = q[i0:i1], g[b, h, i0:i1]  # (n, E), (n, Ev)
-                for j0, j1, full in x.plan.key_tiles(b, h, i0, i1, S, block):
+                for j0, j1, parts in x.plan.key_tiles(b, h, i0, i1, S, block):
                     # step 1: recompute the tile of P from the forward's lse
                     raw = (q_i @ k[j0:j1].T) * scale  # (n, E) @ (E, w) -> (n, w)
                     s = raw.copy()
-                    x.plan.apply(s, b, h, i0, j0, full)
+                    x.plan.apply(s, b, h, i0, j0, parts)
                     P = np.exp(s - base[b, h, i0:i1, None])  # (n, w), 0 where masked
                     # step 2: dV_j += P^T dO_i      (w, n) @ (n, Ev) -> (w, Ev)
                     grad_value[b, h, j0:j1] += P.T @ g_i

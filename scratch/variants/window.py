@@ -41,12 +41,12 @@ class SlidingWindow(Variant):
 
     def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
         diagonal = q_idx + self.shift
-        seen = cells(diagonal, kv_idx)  # every cell, broadcast; then each bounded side
-        if self.left != -1:
-            seen = seen & (kv_idx >= diagonal - self.left)
-        if self.right != -1:
-            seen = seen & (kv_idx <= diagonal + self.right)
-        return seen
+        after_start = None if self.left == -1 else kv_idx >= diagonal - self.left
+        before_end = None if self.right == -1 else kv_idx <= diagonal + self.right
+        if after_start is None or before_end is None:  # one side unbounded (or both)
+            bounded = before_end if after_start is None else after_start
+            return cells(diagonal, kv_idx) if bounded is None else bounded
+        return after_start & before_end
 
     def rule(self) -> str:
         lo = "" if self.left == -1 else f"i{_plus(self.shift - self.left)} <= "
