@@ -21,7 +21,9 @@ mask: each query chunk then visits only the key tiles its block mask lists, appl
 score_mod and (on the parts whose block-mask tiles are not full) the mask_mod; a learned sink enters
 both passes as a key seen by every row with that score and no value (the fast pass starts the
 denominator at exp(sink - offset), the safe pass starts its running max at the sink with
-denominator 1).
+denominator 1). A chunk whose query blocks form a band (FlexPlan.bands: each block sees W keys
+starting one block further) takes `band_pass` in the fast pass: batched matmuls over strided
+views of k and v, one call per step for every block of the chunk.
 
 On a host where NumPy has SIMD exp2 (AVX-512: NumPy's float32 exp2 costs half its exp),
 scale * log2(e) is folded into q and exp2 is used; elsewhere scale alone and exp. Detected
@@ -149,6 +151,8 @@ class _Tiles:
         self.shift, self.S, self.scale = shift, k_b.shape[0], scale
         self.offset, self.exp = offset, exp
         self.plan, self.where, self.sink = plan, where, sink
+        self.band_buf = getattr(self, "band_buf", None)  # band_pass's scores, grown as needed
+        self.band_ones = getattr(self, "band_ones", None)
         return self
 
     def scores(self, i0: int, i1: int, j0: int, j1: int) -> np.ndarray:
@@ -224,7 +228,14 @@ class _Tiles:
                 self.exp(den, out=den)
                 if not np.isfinite(den).all():
                     return None
-            for j0, j1, s, kept in self.blocks(i0, i1, keep=True):
+            band = None
+            if self.plan is not None:
+                band = self.plan.bands(*self.where, i0, i1, self.S, self.q.dtype)
+            if band is not None:  # a flex call's band of query blocks: one batched pass
+                if not self.band_pass(i0, i1, band, offset, acc, den):
+                    return None
+                band = ()  # done: no tiles below
+            for j0, j1, s, kept in () if band is not None else self.blocks(i0, i1, keep=True):
                 if offset is not None:
                     np.subtract(s, offset, out=s)
                 self.exp(s, out=s)  # step 4 without the max: one cheap pass over the tile
@@ -238,6 +249,49 @@ class _Tiles:
                 den += part
         ok = np.isfinite(acc).all(axis=1) & ((den >= 1) | self.fully_masked(i0, i1))
         return acc, den, ok
+
+    def band_pass(self, i0, i1, band, offset, acc, den) -> bool:
+        """The fast pass over a band of T query blocks (numpy_flex_plan.FlexPlan.bands): block t
+        sees keys lo + t * bq .. + W, read as strided views of k and v, so one batched matmul
+        per step covers every block and no key outside the band is computed. False when an
+        exp overflowed."""
+        lo, width, cells = band
+        T, bq = cells.shape[:2]
+        q3 = self.q[i0 - self.first : i1 - self.first].reshape(T, bq, -1)  # (T, bq, E)
+        k, v = self.k[lo:], self.v[lo:]
+        k3 = np.lib.stride_tricks.as_strided(
+            k, (T, width, k.shape[1]), (bq * k.strides[0], *k.strides)
+        )  # (T, W, E): block t's keys
+        v3 = np.lib.stride_tricks.as_strided(
+            v, (T, width, v.shape[1]), (bq * v.strides[0], *v.strides)
+        )  # (T, W, Ev)
+        if self.band_buf is None or self.band_buf.size < T * bq * width:
+            self.band_buf = np.empty(T * bq * width, dtype=self.q.dtype)
+        s = self.band_buf[: T * bq * width].reshape(T, bq, width)
+        np.matmul(q3, k3.transpose(0, 2, 1), out=s)  # (T, bq, E) @ (T, E, W) -> (T, bq, W)
+        if self.scale is not None:
+            s *= s.dtype.type(self.scale)
+        b, h = self.where
+        for t in range(T):
+            self.plan.visit(b, h, i0 + t * bq, lo + t * bq, (bq, width))
+        if self.plan.score is not None:  # the score_mod, then -inf where not seen
+            rows = (i0 + np.arange(T * bq)).reshape(T, bq, 1)
+            cols = (lo + bq * np.arange(T)).reshape(T, 1, 1) + np.arange(width)
+            np.copyto(s, self.plan.score(s, b, h, rows, cols, np), casting="same_kind")
+            np.copyto(s, -np.inf, where=cells)
+        if offset is not None:
+            np.subtract(s, offset.reshape(T, bq, 1), out=s)
+        self.exp(s, out=s)
+        if self.plan.score is None:
+            np.multiply(s, cells, out=s)  # 0 where not seen (exp of -inf is slow, see blocks)
+        if self.band_ones is None or self.band_ones.size < width:
+            self.band_ones = np.ones(width, dtype=self.q.dtype)
+        part = np.matmul(s, self.band_ones[:width])  # (T, bq, W) @ (W,) -> (T, bq)
+        if not np.isfinite(part).all():
+            return False
+        np.matmul(s, v3, out=acc.reshape(T, bq, -1))  # (T, bq, W) @ (T, W, Ev) -> (T, bq, Ev)
+        den += part.reshape(-1)
+        return True
 
     def safe(self, i0: int, i1: int, draws, dropout_p: float) -> tuple[np.ndarray, np.ndarray]:
         """Online softmax: running max, rescaled running sums. Returns (acc, denominator)."""

@@ -192,6 +192,50 @@ class FlexPlan:
             return None
         return self.tile_unseen(b, h, i0, j0, s, parts, "keep")
 
+    def bands(self, b: int, h: int, i0: int, i1: int, S: int, dtype: np.dtype):
+        """(lo, W, cells) when rows i0:i1 are whole query blocks each seeing W keys that start
+        one block further for each block (a window's band): block t of the rows sees keys
+        lo + t * bq .. + W, and cells (T, bq, W) is its keep array (1 / 0 in dtype; without a
+        score_mod) or its unseen bools (with one). None when the rows are not such a band or
+        the block mask did not keep the partial tiles' cells. Kept with the block mask."""
+        bm = self.block_mask
+        if not self.kept_tiles or bm.block_size[0] != bm.block_size[1]:
+            return None
+        n = bm.block_size[0]
+        if i0 % n or (i1 - i0) % n:
+            return None
+        kind = "cells" if self.score is not None else "keep"
+        key = ("band", b, h, i0, i1, kind, np.dtype(dtype).str)
+        if key not in bm.tiles:
+            bm.tiles[key] = self._bands(b, h, i0, i1, S, np.dtype(dtype), kind)
+        return bm.tiles[key]
+
+    def _bands(self, b, h, i0, i1, S, dtype, kind):
+        """bands(), worked out from the block mask's lists and kept cells."""
+        bm = self.block_mask
+        n, (mb, mh) = bm.block_size[0], bm.shape[:2]
+        rows = bm.kv_blocks[b if mb > 1 else 0][h if mh > 1 else 0][i0 // n : i1 // n]
+        first = [kb for kb, _ in rows[0]]
+        m = len(first)
+        if not m or first != list(range(first[0], first[0] + m)):
+            return None
+        lo, width = first[0] * n, m * n
+        if lo + (len(rows) - 1) * n + width > S:
+            return None  # the last key block is cut short: not a band
+        unseen = np.zeros((len(rows), n, width), dtype=bool)  # (T, bq, W)
+        for t, tiles in enumerate(rows):
+            if [kb for kb, _ in tiles] != list(range(first[0] + t, first[0] + t + m)):
+                return None
+            for c, (kb, full) in enumerate(tiles):
+                if not full:
+                    r0 = i0 + t * n
+                    kept = self.kept(b, h, r0, r0 + n, kb * n, kb * n + n)
+                    if kept is None:
+                        return None
+                    unseen[t, :, c * n : c * n + n] = kept
+        cells = unseen if kind == "cells" else np.where(unseen, dtype.type(0), dtype.type(1))
+        return lo, width, cells
+
     def visit(self, b: int, h: int, i0: int, j0: int, shape: tuple[int, int]) -> None:
         """Note a tile computed (when `record` is a list: the tests and the bench count them)."""
         if self.record is not None:
