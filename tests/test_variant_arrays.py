@@ -148,3 +148,41 @@ def test_learned_sinks_are_not_a_mod():
     """Sinks are a denominator term: no mask_mod or score_mod, so no array form either."""
     sinks = LearnedSinks((0.5, -1.0))
     assert not hasattr(sinks, "mask_mod_array") and not hasattr(sinks, "score_mod_array")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_torch_flex_attention_runs_the_array_forms(name):
+    """torch's FlexAttention (eager, float64) calls the array forms as its mods (vmapped 0-d
+    tensors, its block mask made from mask_mod_array): output and lse equal the ground truth's."""
+    import random
+
+    import scratch
+    from tests.flex_cases import Case
+    from tests.flex_torch import randn, torch_flex
+
+    B, H, Hkv, L, S = 2, 4, 2, 5, 7
+    rng = random.Random(5)
+    q, k, v = randn(rng, B, H, L, 3), randn(rng, B, Hkv, S, 3), randn(rng, B, Hkv, S, 2)
+    variant = CASES[name](B, H, L, S).variant
+    mask, score = variant.mask_mod_array, variant.score_mod_array
+    case = Case(
+        variant,
+        None if mask is None else (lambda b, h, q_idx, kv_idx: mask(b, h, q_idx, kv_idx, torch)),
+        None
+        if score is None
+        else (lambda s, b, h, q_idx, kv_idx: score(s, b, h, q_idx, kv_idx, torch)),
+    )
+    out, lse = torch_flex(case, q, k, v, enable_gqa=True)
+    bm = (
+        None
+        if variant.mask_mod is None
+        else scratch.create_block_mask(variant.mask_mod, B, H, L, S, 2)
+    )
+    t_out, t_lse = scratch.flex_attention(
+        q, k, v, variant.score_mod, bm, None, True, return_lse=True
+    )
+    assert np.abs(out.numpy() - np.array(t_out)).max() < 1e-13
+    t_lse = np.array(t_lse)
+    empty = np.isneginf(t_lse)
+    assert np.array_equal(np.isneginf(lse.numpy()), empty)
+    assert np.abs(np.where(empty, 0, lse.numpy() - np.where(empty, 0, t_lse))).max() < 1e-13
