@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .validate import _describe, check_dropout_p, check_flag, check_masked_rows, check_scale
+from .variants import Variant
 
 MASK_KINDS = ("none", "causal", "given")
 
@@ -20,12 +21,23 @@ def check_rng(rng: object) -> None:
         raise TypeError(f"rng: expected a random.Random or None, found {type(rng).__name__}")
 
 
+def check_variant(variant: object) -> None:
+    """`variant` is None or a scratch.variants object (a Variant, or LearnedSinks)."""
+    if variant is not None and not isinstance(variant, Variant):
+        raise TypeError(
+            f"variant: expected None or a scratch.variants object, found {type(variant).__name__}"
+        )
+
+
 @dataclass(frozen=True)
 class Options:
     """How one attention call computes: mask, scale, empty-row policy, dropout, GQA, lse."""
 
     attn_mask: object = None  # bool (True = may attend) or float (added), broadcast to scores
     is_causal: bool = False  # PyTorch's top-left causal mask, tril(ones(L, S))
+    variant: object = (
+        None  # a scratch.variants object applied after the scale (mask and/or score change)
+    )
     scale: float | None = None  # None: 1 / sqrt(E)
     dropout_p: float = 0.0  # probability of dropping each weight after softmax
     enable_gqa: bool = False  # key/value may have fewer heads than query
@@ -43,6 +55,7 @@ class Options:
         check_rng(self.rng)
         if self.scale is not None:
             object.__setattr__(self, "scale", check_scale(self.scale, 1))
+        check_variant(self.variant)
         if self.is_causal and self.attn_mask is not None:
             raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
 
@@ -60,6 +73,8 @@ class Options:
     def describe(self) -> str:
         """One line for reports and the window: the options that differ from the defaults."""
         parts = [f"mask={self.mask_kind}"]
+        if self.variant is not None:
+            parts.append(f"variant={self.variant.rule()}")
         if self.scale is not None:
             parts.append(f"scale={self.scale:g}")
         if self.dropout_p:

@@ -1,0 +1,231 @@
+"""A variant in the ground truth's trace: RoPE, score change, mask and sinks as steps, equal to
+scratch.flex_attention on the same q, k, v; hover texts; refusals. Standard library only."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+import scratch
+from scratch.options import Options
+from scratch.trace import trace_example
+from scratch.variants import (
+    ALiBi,
+    Causal,
+    ChunkedLocal,
+    Documents,
+    LearnedSinks,
+    PrefixLM,
+    Rotary,
+    SlidingWindow,
+    Softcap,
+    combine,
+)
+
+EPS = 2.0**-52
+
+
+def _matrix(rng: random.Random, rows: int, cols: int) -> list[list[float]]:
+    return [[rng.uniform(-2.0, 2.0) for _ in range(cols)] for _ in range(rows)]
+
+
+def _heads(m: list[list[float]], heads: int) -> list[list[list[float]]]:
+    """(n, heads * d) -> (heads, n, d)."""
+    d = len(m[0]) // heads
+    return [[row[h * d : (h + 1) * d] for row in m] for h in range(heads)]
+
+
+# name -> (the variant the trace gets, the flex side written out separately:
+#          mask_mod, score_mod, sinks, rotary)
+def _cases(L: int, S: int, H: int) -> dict:
+    shift = S - L
+    window, cap = SlidingWindow(2, 0, shift), Softcap(2.0)
+    alibi = ALiBi.for_heads(H)
+    sinks = [0.5, -1.0][:H]
+    rope = Rotary(base=100.0)
+    docs = Documents(
+        [0] * (L // 2) + [1] * (L - L // 2), [0] * (S - L + L // 2) + [1] * (L - L // 2)
+    )
+    return {
+        "window": (window, window.mask_mod, None, None, None),
+        "softcap": (cap, None, cap.score_mod, None, None),
+        "window+softcap+sinks": (
+            combine(window, cap, LearnedSinks(sinks)), window.mask_mod, cap.score_mod, sinks, None
+        ),
+        "chunked+alibi": (
+            combine(ChunkedLocal(2, shift), alibi), ChunkedLocal(2, shift).mask_mod,
+            alibi.score_mod, None, None,
+        ),
+        "prefix+rope": (combine(PrefixLM(2, shift), rope), PrefixLM(2, shift).mask_mod, None, None,
+                        rope),
+        "documents+causal+softcap+alibi": (
+            combine(docs, Causal(shift), cap, alibi),
+            lambda b, h, i, j: docs.mask_mod(b, h, i, j) and j <= i + shift,
+            lambda s, b, h, i, j: alibi.score_mod(cap.score_mod(s, b, h, i, j), b, h, i, j),
+            None, None,
+        ),
+        "rope+sinks": (combine(rope, LearnedSinks(sinks)), None, None, sinks, rope),
+    }  # fmt: skip
+
+
+def _flex_view(trace, H: int, Hkv: int, flex, L: int, S: int) -> tuple:
+    """flex_attention's (output, lse) for the trace's own q, k, v, the flex side as given."""
+    mask_mod, score_mod, sinks, rope = flex
+    q, k, v = (_heads(trace[n].tolist(), h) for n, h in (("q", H), ("k", Hkv), ("v", Hkv)))
+    if rope is not None:  # the test turns q and k itself: queries sit at i + S - L
+        q = [scratch.rotary(m, [i + S - L for i in range(L)], base=rope.base) for m in q]
+        k = [scratch.rotary(m, list(range(S)), base=rope.base) for m in k]
+    block = None if mask_mod is None else scratch.create_block_mask(mask_mod, 1, H, L, S)
+    out, lse = scratch.flex_attention(
+        [q], [k], [v], score_mod, block, scale=trace.scale, enable_gqa=H != Hkv,
+        return_lse=True, sinks=sinks,
+    )  # fmt: skip
+    return out[0], lse[0], q, k
+
+
+def _close(got: float, want: float, tol: float, what: str) -> None:
+    assert abs(got - want) <= tol, f"{what}: {got!r} vs {want!r} (tolerance {tol:.3g})"
+
+
+@pytest.mark.parametrize("shape", [(5, 5, 2, 2), (5, 5, 2, 1), (2, 5, 2, 2)])
+@pytest.mark.parametrize("name", list(_cases(5, 5, 2)))
+@pytest.mark.parametrize("seed", range(3))
+def test_a_variants_trace_equals_flex_attention(name, shape, seed):
+    """Output, weights (= exp(score - lse)) and the masked cells of every head, as flex says.
+
+    Tolerance: the trace's weights are exp(x - top) / total, flex's exp(x - lse) with
+    lse = top + log(total); each is within (2 |lse| + 4) eps of the exact weight relative to
+    itself, so an output entry (a sum of weights times v) is within (2 max|lse| + 8) eps max|v|.
+    """
+    L, S, H, Hkv = shape
+    rng = random.Random(seed)
+    d = 4
+    x = _matrix(rng, L, 3)
+    params = {"w_q": _matrix(rng, 3, H * d), "w_k": _matrix(rng, 3, Hkv * d),
+              "w_v": _matrix(rng, 3, Hkv * 2)}  # fmt: skip
+    key = None if L == S else _matrix(rng, S, 3)  # L < S: the last L positions (decode)
+    variant, *flex = _cases(L, S, H)[name]
+    example = scratch.Example(x, key, None, params, num_heads=H, num_kv_heads=Hkv)
+    trace = trace_example(example, Options(variant=variant))
+    out, lse, q_rot, k_rot = _flex_view(trace, H, Hkv, flex, L, S)
+    if flex[3] is not None:  # RoPE: the rotated steps are the test's own turns
+        assert trace["q_rotated"].tolist() == [
+            sum((q_rot[h][i] for h in range(H)), []) for i in range(L)
+        ]
+        assert trace["k_rotated"].tolist() == [
+            sum((k_rot[h][j] for h in range(Hkv)), []) for j in range(S)
+        ]
+    else:
+        assert "q_rotated" not in trace
+    assert ("sink_weights" in trace) == (flex[2] is not None)
+    v_top = max(abs(c) for row in trace["v"].tolist() for c in row)
+    heads = trace["head_outputs"].tolist()
+    masked, weights = trace["masked"].tolist(), trace["weights"].tolist()
+    for h in range(H):
+        top = max(abs(x) for x in lse[h] if math.isfinite(x))
+        tol_w, tol_o = (2 * top + 4) * EPS * 2, (2 * top + 8) * EPS * v_top * 2
+        for i in range(L):
+            for c, want in enumerate(out[h][i]):
+                _close(heads[h][i][c], want, tol_o, f"{name} head_outputs[{h}][{i}][{c}]")
+            for j in range(S):
+                seen = flex[0] is None or flex[0](0, h, i, j)
+                assert (masked[h][i][j] != -math.inf) == seen, f"{name} masked[{h}][{i}][{j}]"
+                want = math.exp(masked[h][i][j] - lse[h][i]) if seen else 0.0
+                _close(
+                    weights[h][i][j],
+                    want,
+                    tol_w * max(want, 1e-300),
+                    f"{name} weights[{h}][{i}][{j}]",
+                )
+            if flex[2] is not None:
+                want = math.exp(flex[2][h] - lse[h][i])
+                got = trace["sink_weights"].tolist()[h][i]
+                _close(got, want, tol_w * want, f"{name} sink_weights[{h}][{i}]")
+
+
+# ---------------------------------------------------------------- words
+
+
+def _one_feature_trace(variant, values=(1.0, 6.2, 2.0, 4.0)) -> object:
+    """q = k = v = x, one feature: scores[i][j] = x_i x_j (scale 0.5)."""
+    x = [[v] for v in values]
+    return trace_example(scratch.Example(x), Options(scale=0.5, variant=variant))
+
+
+def test_hover_names_the_score_change_with_its_numbers():
+    """scores[3][1] = 4 * 6.2 = 24.8, scaled 12.4, softcapped: 30 tanh(12.4 / 30) = 11.74."""
+    trace = _one_feature_trace(Softcap(30.0))
+    text = scratch.explain(trace, "scaled", (3, 1)).text
+    assert text == (
+        "scaled[3][1] = score_mod(scores[3][1] * scale): 24.8 * 0.5 = 12.4; "
+        "softcap(12.4) = 30 * tanh(12.4 / 30) = 11.74"
+    )
+    assert f"{trace['scaled'].tolist()[3][1]:.4g}" == "11.74"
+    assert trace["scaled"].formula == "scaled = score_mod(scores * scale)"
+    assert "softcap: 30 * tanh(score / 30)" in trace["scaled"].note
+
+
+def test_hover_says_why_the_rule_masks_and_shows_the_sink_column():
+    trace = _one_feature_trace(combine(SlidingWindow(1, 0), ALiBi([0.5]), LearnedSinks([0.0])))
+    assert scratch.explain(trace, "masked", (3, 1)).text == (
+        "masked[3][1] = -inf: masked (window: key 1 outside [2, 3])"
+    )
+    assert (
+        "alibi(12.4) = 12.4 + 0.5 * (1 - 3) = 11.4" in scratch.explain(trace, "scaled", (3, 1)).text
+    )
+    assert (
+        trace["masked"].note == "variant: window (1, 0): key j seen by query i iff i - 1 <= j <= i"
+    )
+    # row 0 sees key 0 (score 0.5) and the sink (logit 0): weights e^0.5 / (e^0.5 + 1)
+    sink = scratch.explain(trace, "sink_weights", (0,))
+    assert sink.text.startswith("sink_weights[0] = exp(sink[0] - max) / (sum_j exp(masked[0][j]")
+    w0, s0 = trace["weights"].tolist()[0][0], trace["sink_weights"].tolist()[0]
+    _close(w0, math.exp(0.5) / (math.exp(0.5) + 1.0), 4 * EPS, "weights[0][0]")
+    _close(s0, 1.0 / (math.exp(0.5) + 1.0), 4 * EPS, "sink_weights[0]")
+    text = scratch.explain(trace, "weights", (3, 2)).text
+    assert "+ exp(sink[0] - max))" in text and "seen (window: key 2 in [2, 3])" in text
+
+
+def test_rope_is_a_step_with_angle_cos_and_sin():
+    trace = trace_example(
+        scratch.Example([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), Options(variant=Rotary())
+    )
+    assert trace.names()[4:7] == ["q_rotated", "k_rotated", "scores"]
+    text = scratch.explain(trace, "q_rotated", (2, 0)).text
+    assert text.startswith("q_rotated[2][0] (head 0, position 2): q_rot[0] = q[0] cos - q[1] sin")
+    assert "angle 2 * 10000^(-0/2) = 2, cos -0.4161, sin 0.9093" in text
+    _close(trace["q_rotated"].tolist()[2][0], math.cos(2) - math.sin(2), 2 * EPS, "q_rotated")
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_bad_variants_are_refused_by_name():
+    with pytest.raises(TypeError, match="^variant: expected None or a scratch.variants object"):
+        Options(variant="softcap")
+    example = scratch.Example([[1.0], [2.0]], num_heads=1)
+    with pytest.raises(
+        ValueError, match=r"^sinks: expected one logit per query head \(1\), found 2"
+    ):
+        trace_example(example, Options(variant=LearnedSinks([0.0, 1.0])))
+    with pytest.raises(ValueError, match=r"^slopes: expected one slope per query head \(H = 1\)"):
+        trace_example(example, Options(variant=ALiBi([0.5, 0.25])))
+    with pytest.raises(ValueError, match="^base: expected a finite number > 0"):
+        Rotary(base=0.0)
+    with pytest.raises(ValueError, match="^dropout_p: a variant's trace has no dropout"):
+        trace_example(example, Options(variant=Softcap(1.0), dropout_p=0.5))
+    with pytest.raises(ValueError, match="^variant: the backward trace takes no variant yet"):
+        trace_example(example, Options(variant=Softcap(1.0)), grad_output=[[1.0], [1.0]])
+
+
+def test_the_numpy_backend_refuses_a_variant_clearly():
+    pytest.importorskip("numpy")
+    from scratch import backends
+
+    example = scratch.Example([[1.0], [2.0]])
+    with pytest.raises(ValueError, match="^variant: the NumPy trace does not compute variants yet"):
+        backends.get("numpy").trace_example(example, Options(variant=Softcap(1.0)))
+    plain = backends.get("numpy").trace_example(example, Options(is_causal=True))
+    assert plain.names() == trace_example(example, Options(is_causal=True)).names()
