@@ -19,6 +19,7 @@ from scratch.rows import attention_rows as attention_rows
 from scratch.rows import sample_rows as sample_rows
 from scratch.tolerance import tolerance as tolerance
 from scratch.trace import trace_example
+from scratch.variants import VariantChoice as VariantChoice
 from scratch.weights_tolerance import weights_tolerance as weights_tolerance
 
 
@@ -109,6 +110,25 @@ def mask_array(grid: object) -> object:
     for i, row in enumerate(rows):
         out[i] = row
     return out
+
+
+def decode_example(example: Example, n: int) -> Example:
+    """scratch.decode_view.decode_example: decode step n (the newest token, n cached keys)."""
+    from scratch.decode_view import decode_example as step
+
+    return step(example, n)
+
+
+def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> list | None:
+    """Rows `rows` and columns `cols` of the choice's mask (head 0's: the picture), asked of its
+    mask_mod; None when the choice has no mask (or does not fit: the picker says why)."""
+    try:
+        variant = choice.variant(L, S, H)
+    except ValueError:
+        return None
+    if variant is None or variant.mask_mod is None:
+        return None
+    return [[bool(variant.mask_mod(0, 0, i, j)) for j in cols] for i in rows]
 
 
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:

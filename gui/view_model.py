@@ -74,7 +74,7 @@ def levels_for(
     """Colour scale: 0..1 for weights, symmetric around 0 for everything signed; `robust`:
     up to the AUTO_PERCENTILE-th percentile of |values|, so a few large entries (a gradient's
     few big cells among 262 k small ones at 512 tokens) do not make the rest one flat colour."""
-    if step_name == "weights":
+    if step_name in ("weights", "sink_weights"):  # shares of a row: 0..1
         return "weights", (0.0, 1.0)
     finite = np.abs(values[np.isfinite(values)])
     top = float(finite.max()) if finite.size else 0.0
