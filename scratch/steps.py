@@ -323,7 +323,7 @@ STEPS: tuple[StepSpec, ...] = (
         "exp(sink[h])) along each row",
         _text("the learned sink's column: the share of each row that goes to no key "
               "(its weights sum to 1 minus this)"),
-        bounds.stored_input, variant_explain.sink_weights, per_head=True, arrow="sink",
+        bounds.stored_per_head, variant_explain.sink_weights, per_head=True, arrow="sink",
     ),
     # step 6: weights @ v               (L, S) @ (S, d_v) -> (L, d_v) per head
     StepSpec(

@@ -111,13 +111,15 @@ class VariantChoice:
 
     @classmethod
     def from_dict(cls, data: object) -> VariantChoice:
-        """A choice from JSON data; ValueError naming the field for anything else."""
+        """A choice from JSON data (a session's "variant"); ValueError naming the field."""
         if not isinstance(data, dict):
-            raise ValueError(f"variant: expected an object of fields, found {data!r}")
+            raise ValueError(f"expected an object of VariantChoice's fields, found {data!r}")
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - set(fields))
         if unknown:
-            raise ValueError(f"variant: unknown fields {', '.join(unknown)}")
+            raise ValueError(
+                f"unknown fields {', '.join(unknown)} (expected some of {', '.join(fields)})"
+            )
         for name, value in data.items():
             _check_json(name, value, cls.__dataclass_fields__[name].default)
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
