@@ -111,7 +111,9 @@ class VariantPanel(QGroupBox):
         self.softcap_on = QCheckBox("softcap")
         self.alibi = QCheckBox("ALiBi")
         self.sinks_on = QCheckBox("learned sinks")
-        self.form.addRow(_row(self.softcap_on, t["softcap"]))
+        cap_row = _row(self.softcap_on, t["softcap"])
+        cap_row.addStretch(1)  # the cap beside its box, not pushed to the far side
+        self.form.addRow(cap_row)
         self.form.addRow(_row(self.alibi, t["slopes"]))
         t["slopes"].setPlaceholderText("paper's slopes")
         self.form.addRow(_row(self.sinks_on, t["sinks"]))

@@ -19,6 +19,11 @@ def call_sizes(s: Session) -> tuple[int, int]:
     return (1, s.decode) if s.decode else (s.num_tokens, s.num_keys)
 
 
+def is_plain(s: Session) -> bool:
+    """No variant chosen and decode off: plain attention (what Copy as code writes)."""
+    return s.variant == core_api.VariantChoice() and not s.decode
+
+
 def variant_of(s: Session) -> object:
     """The Variant the session's call computes (None for none); ValueError naming the field."""
     L, S = call_sizes(s)

@@ -203,3 +203,12 @@ def test_a_variant_stays_with_the_ground_truth(settle, open_window):
     assert w.inputs.session is before
     image = view_model.panels(w.outcome.trace, "scaled")[0].raw
     assert float(abs(image).max()) < 4.0  # softcapped: |scaled| < cap
+
+
+def test_copy_as_code_refuses_a_variant_rather_than_leave_it_out(settle, open_window):
+    w = open_window(sm.random_session(9, 4, 4, 2, 2, 1))
+    assert "scores = q_h @ k_h.T" in w.files.copy_code("numpy")
+    _pick(w, mask="chunked", chunk="2")
+    settle(w)
+    assert w.files.copy_code("numpy") == ""
+    assert w.warnings[-1].startswith("Copy as code writes plain attention only")
