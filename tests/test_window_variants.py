@@ -212,3 +212,15 @@ def test_copy_as_code_refuses_a_variant_rather_than_leave_it_out(settle, open_wi
     settle(w)
     assert w.files.copy_code("numpy") == ""
     assert w.warnings[-1].startswith("Copy as code writes plain attention only")
+
+
+def test_the_overview_groups_rope_s_q_and_k_in_one_stage():
+    from scratch.options import Options
+    from scratch.trace import trace_example
+    from scratch.variants import LearnedSinks, Rotary, combine
+
+    example = scratch.Example([[1.0, 0.0], [0.0, 1.0]], params={"w_q": [[1.0, 0.0], [0.0, 1.0]]})
+    trace = trace_example(example, Options(variant=combine(Rotary(), LearnedSinks([0.0]))))
+    stages = [(s.names, s.arrow) for s in view_model.flow_stages(trace.names())]
+    assert stages[3:5] == [(("q_rotated", "k_rotated"), "RoPE"), (("scores",), "q @ k^T")]
+    assert stages[-3:-1] == [(("weights",), "softmax"), (("sink_weights",), "sink")]
