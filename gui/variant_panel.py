@@ -93,7 +93,10 @@ class VariantPanel(QGroupBox):
         self.form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         self.mask = _combo(MASK_LABELS)
         self.align = _combo(ALIGN_LABELS)
-        self.align.setToolTip("where the queries sit among the keys (decode: bottom-right)")
+        self.align.setToolTip(
+            "where the queries sit among the keys, for the mask and ALiBi (decode: bottom-right); "
+            "RoPE always turns a query by its true position"
+        )
         self.form.addRow("mask", self.mask)
         self.form.addRow("aligned", self.align)
         self.texts = {
@@ -197,9 +200,6 @@ class VariantPanel(QGroupBox):
             self.form.setRowVisible(self.window_row, v.mask == "window")
             for name in ("chunk", "prefix", "cu_seqlens", "sink_tokens"):
                 self.form.setRowVisible(self.texts[name], name in shown)
-            self.align.setEnabled(
-                v.mask in ("causal", "window", "chunked", "prefix", "sink_tokens")
-            )
             self.rule.setText(variant_session.rule(s) or "no variant: plain attention")
             self.decode.setMaximum(s.num_tokens)
             self.decode.setValue(s.decode or s.num_tokens)

@@ -3,6 +3,7 @@ scratch.flex_attention on the same q, k, v; hover texts; refusals. Standard libr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -229,3 +230,61 @@ def test_the_numpy_backend_refuses_a_variant_clearly():
         backends.get("numpy").trace_example(example, Options(variant=Softcap(1.0)))
     plain = backends.get("numpy").trace_example(example, Options(is_causal=True))
     assert plain.names() == trace_example(example, Options(is_causal=True)).names()
+
+
+# ---------------------------------------------------------------- the window's plain data, decode
+
+
+def test_a_choice_builds_its_variant_for_the_call_s_sizes():
+    from scratch.variants import VariantChoice
+
+    def keys(variant, L, S):
+        return [[j for j in range(S) if variant.mask_mod(0, 0, i, j)] for i in range(L)]
+
+    window = VariantChoice(mask="window", left=1, right=0)
+    assert keys(window.variant(4, 4, 1), 4, 4) == [[0], [0, 1], [1, 2], [2, 3]]
+    # decode: one query at the last position of 4 keys (bottom-right), or at 0 (top-left)
+    assert keys(window.variant(1, 4, 1), 1, 4) == [[2, 3]]
+    assert keys(dataclasses.replace(window, align="top-left").variant(1, 4, 1), 1, 4) == [[0]]
+    docs = VariantChoice(mask="documents", cu_seqlens=(0, 2, 5))
+    assert keys(docs.variant(5, 5, 1), 5, 5)[1:3] == [[0, 1], [2, 3, 4]]
+    assert keys(docs.variant(1, 3, 1, length=5), 1, 3) == [[2]]  # token 2 opens document 1
+    full = VariantChoice(softcap=30.0, alibi=True, sinks=(0.5, 0.25), rope="interleaved")
+    assert [type(p).__name__ for p in full.variant(3, 3, 2).parts] == [
+        "Softcap", "ALiBi", "LearnedSinks", "Rotary"
+    ]  # fmt: skip
+    assert full.variant(3, 3, 2).parts[1].slopes == (0.0625, 0.00390625)  # the paper's, 2 heads
+    # ALiBi's query at its true position: one query after 3 keys sits at 3 (bias 0.5 * (1 - 3))
+    decode_alibi = VariantChoice(alibi=True, slopes=(0.5,)).variant(1, 4, 1)
+    assert decode_alibi.shift == 3 and decode_alibi.score_mod(0.0, 0, 0, 0, 1) == -1.0
+    assert VariantChoice().variant(3, 3, 1) is None
+    assert VariantChoice.from_dict(full.to_dict()) == full
+    with pytest.raises(ValueError, match=r"^mask: expected one of none, causal"):
+        VariantChoice(mask="diagonal")
+    with pytest.raises(
+        ValueError, match=r"^cu_seqlens: expected a value like \(\), found \[0, 1.5\]"
+    ):
+        VariantChoice.from_dict({"cu_seqlens": [0, 1.5]})
+    with pytest.raises(ValueError, match=r"^alibi: expected a value like False, found 1"):
+        VariantChoice.from_dict({"alibi": 1})
+
+
+def test_each_decode_step_equals_that_row_of_the_full_trace():
+    """Incremental equals full, exactly: window + softcap + ALiBi + sinks + RoPE, 2 heads."""
+    from scratch.decode_view import decode_example
+    from scratch.variants import VariantChoice
+
+    rng = random.Random(7)
+    params = {n: _matrix(rng, 3, 4) for n in ("w_q", "w_k", "w_v")}
+    example = scratch.Example(_matrix(rng, 5, 3), params=params, num_heads=2)
+    choice = VariantChoice(mask="window", left=2, softcap=3.0, alibi=True, sinks=(0.1, -0.3),
+                           rope="half")  # fmt: skip
+    full = trace_example(example, Options(variant=choice.variant(5, 5, 2)))
+    for n in range(1, 6):
+        step = trace_example(decode_example(example, n), Options(variant=choice.variant(1, n, 2)))
+        assert step.tokens == (f"t{n - 1}",) and step.key_tokens == full.tokens[:n]
+        assert step["output"].tolist() == [full["output"].tolist()[n - 1]], n
+        for h in range(2):
+            assert step["weights"].tolist()[h] == [full["weights"].tolist()[h][n - 1][:n]], (n, h)
+    with pytest.raises(ValueError, match=r"^decode: expected a cache of 1 to 5 tokens, found 6"):
+        decode_example(example, 6)

@@ -93,7 +93,8 @@ class VariantChoice:
         if self.softcap is not None:
             parts.append(Softcap(self.softcap))
         if self.alibi:
-            parts.append(ALiBi(self.slopes) if self.slopes else ALiBi.for_heads(H))
+            shift = shift_of(self.align, L, S)  # queries at their true positions
+            parts.append(ALiBi(self.slopes, shift) if self.slopes else ALiBi.for_heads(H, shift))
         if self.sinks:
             parts.append(LearnedSinks(self.sinks))
         if self.rope != "none":
