@@ -181,6 +181,11 @@ class Prepared:
 
 def prepare(query: object, key: object, value: object, options: Options) -> Prepared:
     """Validate the arrays once (errors name the argument), plan the shapes, build the mask."""
+    if options.variant is not None:  # only the trace computes a variant here (variant_steps)
+        raise ValueError(
+            "variant: this call does not take a variant yet; scratch.flex_attention and the "
+            "trace (trace_example) compute variants"
+        )
     q, q_shape = as_tensor(query, "query", min_dims=2)
     k, k_shape = as_tensor(key, "key", min_dims=2)
     v, v_shape = as_tensor(value, "value", min_dims=2)

@@ -221,6 +221,13 @@ def test_bad_variants_are_refused_by_name():
         trace_example(example, Options(variant=Softcap(1.0)), grad_output=[[1.0], [1.0]])
 
 
+def test_the_plain_calls_refuse_a_variant_rather_than_ignore_it():
+    from scratch.attention import forward
+
+    with pytest.raises(ValueError, match="^variant: this call does not take a variant yet"):
+        forward([[1.0]], [[1.0]], [[1.0]], Options(variant=Softcap(1.0)))
+
+
 def test_the_numpy_backend_refuses_a_variant_clearly():
     pytest.importorskip("numpy")
     from scratch import backends
