@@ -165,6 +165,8 @@ def test_hover_names_the_score_change_with_its_numbers():
     )
     assert f"{trace['scaled'].tolist()[3][1]:.4g}" == "11.74"
     assert trace["scaled"].formula == "scaled = score_mod(scores * scale)"
+    assert trace.described()["variant"] == "softcap: 30 * tanh(score / 30)"
+    assert "variant" not in trace_example(scratch.Example([[1.0]]), Options()).described()
     assert "softcap: 30 * tanh(score / 30)" in trace["scaled"].note
 
 
@@ -228,14 +230,17 @@ def test_the_plain_calls_refuse_a_variant_rather_than_ignore_it():
         forward([[1.0]], [[1.0]], [[1.0]], Options(variant=Softcap(1.0)))
 
 
-def test_the_numpy_backend_refuses_a_variant_clearly():
-    pytest.importorskip("numpy")
+@pytest.mark.parametrize(
+    "name, words", [("numpy", "the NumPy trace"), ("torch-cpu", "the torch trace")]
+)
+def test_the_backends_refuse_a_variant_clearly(name, words):
+    pytest.importorskip("numpy" if name == "numpy" else "torch")
     from scratch import backends
 
     example = scratch.Example([[1.0], [2.0]])
-    with pytest.raises(ValueError, match="^variant: the NumPy trace does not compute variants yet"):
-        backends.get("numpy").trace_example(example, Options(variant=Softcap(1.0)))
-    plain = backends.get("numpy").trace_example(example, Options(is_causal=True))
+    with pytest.raises(ValueError, match=f"^variant: {words} does not compute variants yet"):
+        backends.get(name).trace_example(example, Options(variant=Softcap(1.0)))
+    plain = backends.get(name).trace_example(example, Options(is_causal=True))
     assert plain.names() == trace_example(example, Options(is_causal=True)).names()
 
 
