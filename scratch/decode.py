@@ -72,7 +72,38 @@ def check_mods(score_mod: object, mask_mod: object, B: int | None, H: int, S: in
                     f"{name}: decode calls the variant at true positions (q_idx + S - L); "
                     f"expected {type(part).__name__} with shift 0, found shift {shift}"
                 )
+        check_fits(mod, name, B, H, S)
+
+
+def check_fits(mod: Callable | None, name: str, B: int | None, H: int, S: int) -> None:
+    """The variant's data fits B, H and S positions, or describes a longer sequence.
+
+    Documents or a given mask of the whole text are welcome while the cache holds part of it:
+    when only the lengths disagree, every cell of the S positions is asked once instead.
+    """
+    try:
         check_sizes(mod, B, H, S, S)
+    except ValueError:
+        try:
+            check_sizes(mod, None, None, S, S)  # passes: B or H is what disagrees
+        except ValueError:
+            if covers(mod, name, B or 1, H, S):
+                return
+        raise
+
+
+def covers(mod: Callable, name: str, B: int, H: int, S: int) -> bool:
+    """mod answers for every (b, h, q_idx, kv_idx) of S positions without an IndexError."""
+    extra = (0.0,) if name == "score_mod" else ()  # a score_mod takes the score first
+    try:
+        for b in range(B):
+            for h in range(H):
+                for i in range(S):
+                    for j in range(S):
+                        mod(*extra, b, h, i, j)
+    except IndexError:
+        return False
+    return True
 
 
 def attend_at(x, q_offset: int, kv_offset: int, score_mod, mask_mod, batch: int | None = None):
