@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from .flex import create_block_mask, flex_attention, prepare
 from .validate import as_tensor, check_flag, check_hook
-from .variants.base import check_sizes
+from .variants.base import Variant, check_sizes
 
 
 def query_offset(L: int, S: int) -> int:
@@ -66,7 +66,7 @@ def check_mods(score_mod: object, mask_mod: object, B: int | None, H: int, S: in
         check_hook(mod, name)
         owner = getattr(mod, "__self__", None) or getattr(mod, "variant", None)
         for part in getattr(owner, "parts", (owner,)):
-            shift = getattr(part, "shift", 0)
+            shift = getattr(part, "shift", 0) if isinstance(part, Variant) else 0
             if shift:
                 raise ValueError(
                     f"{name}: decode calls the variant at true positions (q_idx + S - L); "
