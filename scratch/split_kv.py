@@ -8,16 +8,25 @@ kv_idx = lo + j), with no sink. The merge, per query row:
 because output_n = sum_{j in n} exp(s_j - lse_n) v_j. A split where the row sees no key has
 lse_n = -inf and weight 0; every split empty gives output 0, lse -inf (or lse = sink).
 
-How exact (u = 2^-53; exp, log within 1 ulp): the merged row is not bit-equal to the full
-row in general (each output_n and lse_n is rounded before the merge), and never far from it.
-With p_j = exp(s_j - lse) the exact weights, W_c = sum_j p_j |v_j[c]|, T the largest |lse|
-or |lse_n|, E the largest |s_j - lse|, |s_j - lse_n| or |lse_n - lse| (finite ones), n keys
-in k splits, a first-order analysis of both computations (scores identical, fsum correctly
-rounded, each subtraction and product rounded once) bounds the full row's error by
-u W_c (T + E + 3 ln n + 7) and the merged row's by u W_c (4T + 2E + 9 ln n + 3 ln k + 20),
-so |merged - full| <= u W_c (5T + 3E + 12 ln n + 3 ln k + 27); tests/test_decode_split.py
-measures the gap against this bound. lse's gap: u (3T + 6 ln n + 3 ln k + 9) likewise
-(terms in u^2 dropped; a learned sink counts as one more key and one more split).
+How exact. The merged row is not bit-equal to the full row in general (each output_n and
+lse_n is rounded before the merge); one split is (exp(0) = 1, log(1) = 0). The bound, to first
+order in u = 2^-53, with exp and log within 1 ulp (relative 2u), every sum an fsum (relative u),
+every subtraction and product rounded once (relative u), and the scores s_j identical in both
+computations. Notation: p_j = exp(s_j - lse) the exact weights, W_c = sum_j p_j |v_j[c]|,
+T the largest |lse| or |lse_n|, E the largest |s_j - lse|, |s_j - lse_n| or |lse_n - lse| (finite
+ones), n the keys seen, k the splits (a learned sink counts as one more of each).
+  1. lse of m terms, m' + log(fsum(exp(s - m'))) with m' the largest: each term is off by
+     u (m' - s) + 2u relatively; weighted by p, sum_j p_j (m' - s_j) <= entropy(p) <= ln m,
+     so the sum is off by u (ln m + 3), log adds 2u ln m, the last addition u |lse|:
+     |lse error| <= u (T + 3 ln m + 3).
+  2. A weight exp(s_j - lse~) is off relatively by |lse error| + u E + 2u; with the product and
+     the fsum, the full row's output is off by u W_c (T + E + 3 ln n + 7).
+  3. Merge: the lse of the k partial lses is off by max_n |lse_n error| + u (T + 3 ln k + 3);
+     each factor exp(lse_n - lse~) by both lse errors + u E + 2u; sum_n P_n W_c,n = W_c (P_n
+     the exact share of split n) so the merged output is off by u W_c (4T + 2E + 9 ln n +
+     3 ln k + 20).
+Hence |merged - full| <= u W_c (5T + 3E + 12 ln n + 3 ln k + 27), and for lse
+u (3T + 6 ln n + 3 ln k + 9); tests/test_decode_split.py measures both against these.
 """
 
 from __future__ import annotations
