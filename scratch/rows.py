@@ -66,7 +66,9 @@ def attention_rows(
     Returns (output (..., R, Ev), weights (..., R, S)) with R = len(rows): entry n is exactly
     row rows[n] of the full ground truth, bit for bit, for the same arguments.
     """
-    options = Options(attn_mask, is_causal, scale, 0.0, enable_gqa, masked_rows)
+    options = Options(
+        attn_mask, is_causal, scale=scale, enable_gqa=enable_gqa, masked_rows=masked_rows
+    )
     # the causal mask is built below for the sampled rows only, never as a whole (L, S) grid
     p = prepare(query, key, value, replace(options, is_causal=False))
     plan = p.plan
