@@ -537,8 +537,8 @@ def _option_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
     if s.mask_mode == "custom" and s.mask is not None:
         return s.mask
     if s.mask_mode.startswith("causal"):
-        causal = core_api.causal_cells(L, S, s.mask_mode.removeprefix("causal-"))
-        return tuple(tuple(row) for row in causal)
+        causal = core_api.causal_variant(L, S, s.mask_mode.removeprefix("causal-"))
+        return tuple(tuple(row) for row in causal.cells(range(L), range(S)))
     return tuple(tuple(True for _ in range(S)) for _ in range(L))
 
 
@@ -564,8 +564,8 @@ def sampled_mask(s: Session, most: int) -> tuple[tuple[bool, ...], ...]:
     if s.mask_mode == "custom" and s.mask is not None:
         grid = tuple(tuple(s.mask[i][j] for j in cols) for i in rows)
     elif s.mask_mode.startswith("causal"):
-        causal = core_api.causal_cells(L, S, s.mask_mode.removeprefix("causal-"), rows, cols)
-        grid = tuple(tuple(row) for row in causal)
+        causal = core_api.causal_variant(L, S, s.mask_mode.removeprefix("causal-"))
+        grid = tuple(tuple(row) for row in causal.cells(rows, cols))
     else:
         grid = tuple(tuple(True for _ in cols) for _ in rows)
     return _and_variant(s, grid, rows, cols)

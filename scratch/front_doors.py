@@ -92,10 +92,9 @@ def forward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
         """The keywords as one Options, then the backend's own function:"""
         _refuse_unknown("scaled_dot_product_attention", accepted, more)
         rng = _rng(own_rng, rng, more)
-        options = Options(
-            attn_mask, is_causal, scale=scale, dropout_p=dropout_p, enable_gqa=enable_gqa,
-            masked_rows=masked_rows, rng=rng, return_lse=return_lse,
-        )  # fmt: skip
+        options = Options(attn_mask, is_causal, scale=scale, dropout_p=dropout_p, rng=rng,
+                          enable_gqa=enable_gqa, masked_rows=masked_rows,
+                          return_lse=return_lse)  # fmt: skip
         return impl(query, key, value, options, **more)
 
     return _named(scaled_dot_product_attention, impl)
@@ -124,10 +123,8 @@ def backward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
         """The keywords as one Options, then the backend's own backward:"""
         _refuse_unknown("scaled_dot_product_attention_backward", accepted, more)
         rng = _rng(own_rng, rng, more)
-        options = Options(
-            attn_mask, is_causal, scale=scale, dropout_p=dropout_p, enable_gqa=enable_gqa,
-            masked_rows=masked_rows, rng=rng,
-        )  # fmt: skip
+        options = Options(attn_mask, is_causal, scale=scale, dropout_p=dropout_p, rng=rng,
+                          enable_gqa=enable_gqa, masked_rows=masked_rows)  # fmt: skip
         return impl(query, key, value, grad_output, options, **more)
 
     return _named(scaled_dot_product_attention_backward, impl)

@@ -119,7 +119,8 @@ def run_multi_head(
     scale = options.scale_for(plan.d_head)
     if on_projected is not None:  # before attention: a caller can start work on them
         on_projected(q, k, v, scale)
-    mask = build_mask(options, plan.scores_shape)
+    # a variant's mask is its rule, read cell by cell (scratch.variant_steps): no Mask here
+    mask = None if options.variant is not None else build_mask(options, plan.scores_shape)
     # steps 2-6: split the heads and attend; query head h reads kv head h // (H // Hkv)
     q_heads = split_heads(q, lead, H)  # (..., H, L, d_head)
     k_heads = split_heads(k, lead, Hkv)  # (..., Hkv, S, d_head)

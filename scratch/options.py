@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .validate import _describe, check_dropout_p, check_flag, check_masked_rows, check_scale
-from .variants import Variant
+from .variants import Causal, GivenMask, Variant, combine
 
 MASK_KINDS = ("none", "causal", "given")
 
@@ -19,14 +19,6 @@ def check_rng(rng: object) -> None:
     """`rng` is None or a `random.Random`-like object with a .random() method."""
     if rng is not None and not callable(getattr(rng, "random", None)):
         raise TypeError(f"rng: expected a random.Random or None, found {type(rng).__name__}")
-
-
-def check_variant(variant: object) -> None:
-    """`variant` is None or a scratch.variants object (a Variant, or LearnedSinks)."""
-    if variant is not None and not isinstance(variant, Variant):
-        raise TypeError(
-            f"variant: expected None or a scratch.variants object, found {type(variant).__name__}"
-        )
 
 
 @dataclass(frozen=True)
@@ -55,9 +47,27 @@ class Options:
         check_rng(self.rng)
         if self.scale is not None:
             object.__setattr__(self, "scale", check_scale(self.scale, 1))
-        check_variant(self.variant)
         if self.is_causal and self.attn_mask is not None:
             raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
+        if self.variant is not None and not isinstance(self.variant, Variant):
+            found = _describe(self.variant)
+            raise TypeError(f"variant: expected a scratch.variants object or None, found {found}")
+
+    @property
+    def attention_variant(self) -> Variant | None:
+        """The one variant the call computes: Causal(0) for is_causal (top-left, as PyTorch),
+        GivenMask for attn_mask (checked when its cells are first read), and `variant`, combined
+        (masks and-ed, score changes in that order); None when nothing changes the scores."""
+        parts = []
+        if self.is_causal:
+            parts.append(Causal(0))
+        if self.attn_mask is not None:
+            parts.append(GivenMask.unchecked(self.attn_mask))
+        if self.variant is not None:
+            parts.append(self.variant)
+        if len(parts) > 1:
+            return combine(*parts)
+        return parts[0] if parts else None
 
     @property
     def mask_kind(self) -> str:
@@ -73,8 +83,6 @@ class Options:
     def describe(self) -> str:
         """One line for reports and the window: the options that differ from the defaults."""
         parts = [f"mask={self.mask_kind}"]
-        if self.variant is not None:
-            parts.append(f"variant={self.variant.rule()}")
         if self.scale is not None:
             parts.append(f"scale={self.scale:g}")
         if self.dropout_p:
@@ -87,6 +95,8 @@ class Options:
             parts.append(f"rng={_describe(self.rng)}")
         if self.return_lse:
             parts.append("return_lse")
+        if self.variant is not None:
+            parts.append(f"variant={self.variant.rule()}")
         return ", ".join(parts)
 
 

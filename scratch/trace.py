@@ -191,7 +191,7 @@ def trace_example(
         values["key_input"] = run.inputs["key_input"]
     if example.value is not None:
         values["value_input"] = run.inputs["value_input"]
-    is_bool = None if options.attn_mask is None else run.mask.is_bool  # read by run_multi_head
+    is_bool = None if run.mask is None else run.mask.is_bool  # read by run_multi_head
     trace = layout_trace(
         values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
         key_tokens=example.key_tokens, source=("scratch", "float64"),

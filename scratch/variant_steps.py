@@ -9,8 +9,8 @@ The trace of a call whose Options hold a `variant` (scratch.variants) computes, 
       and sink_weights = exp(sink[h] - top) / (the same sum): the learned sink's column
   6.  output = weights @ v
 the same rule as scratch.flex_attention (tests/test_variant_trace.py compares them). is_causal
-and a given attn_mask join the variant (as Options.attention_variant will: causal, then the
-mask, then the variant). Without sinks a fully masked row follows masked_rows; with them the
+and a given attn_mask join the variant (Options.attention_variant: causal, then the mask, then
+the variant). Without sinks a fully masked row follows masked_rows; with them the
 sink takes the whole row (weights 0, output 0), as flex_attention does.
 """
 
@@ -23,7 +23,7 @@ from .attention import Steps
 from .linalg import matmul_nt, transpose_rows
 from .options import Options
 from .softmax import softmax_row
-from .variants import Causal, Combined, GivenMask, LearnedSinks, Rotary, Variant, combine
+from .variants import Combined, LearnedSinks, Rotary, Variant, combine
 
 Matrix = list[list[float]]
 
@@ -35,15 +35,6 @@ def parts_of(variant: Variant | None) -> list[Variant]:
     if isinstance(variant, Combined):
         return [p for part in variant.parts for p in parts_of(part)]
     return [variant]
-
-
-def attention_variant(options: Options) -> Variant | None:
-    """The one variant the call computes: causal, the given mask, then Options.variant."""
-    parts = [Causal(0)] if options.is_causal else []
-    if options.attn_mask is not None:
-        parts.append(GivenMask(options.attn_mask))
-    parts += parts_of(options.variant)
-    return None if not parts else parts[0] if len(parts) == 1 else combine(*parts)
 
 
 @dataclass(frozen=True)
@@ -62,7 +53,7 @@ class Pieces:
 
 def pieces(options: Options) -> Pieces:
     """The call's variant as RoPE, sinks and its mask/score rule."""
-    parts = parts_of(attention_variant(options))
+    parts = parts_of(options.attention_variant)
     rotary = next((p for p in parts if isinstance(p, Rotary)), None)
     sinks = next((p for p in parts if isinstance(p, LearnedSinks)), None)
     rest = [p for p in parts if not isinstance(p, (Rotary, LearnedSinks))]
@@ -153,7 +144,7 @@ def attend_variant_all(
     H = head_lead[0]
     p = pieces(options)
     L, S = len(q[0]), len(k[0])
-    for part in parts_of(attention_variant(options)):
+    for part in parts_of(options.attention_variant):
         part.check(1, H, L, S)
     return [
         attend_head(q[h], k[h // group], v[h // group], h, scale, p, options.masked_rows)
@@ -165,7 +156,6 @@ __all__ = [
     "Pieces",
     "VariantSteps",
     "attend_variant_all",
-    "attention_variant",
     "parts_of",
     "pieces",
     "weights_with_sink",
