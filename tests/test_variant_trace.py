@@ -293,3 +293,30 @@ def test_each_decode_step_equals_that_row_of_the_full_trace():
             assert step["weights"].tolist()[h] == [full["weights"].tolist()[h][n - 1][:n]], (n, h)
     with pytest.raises(ValueError, match=r"^decode: expected a cache of 1 to 5 tokens, found 6"):
         decode_example(example, 6)
+
+
+def test_a_decode_step_s_trace_equals_scratch_decode_attention():
+    """The window's decode step (variants shifted to the query's position) against the decode
+    module's convention (unshifted variants, q_idx = S - L + i): the same output, within the
+    flex tolerance above. RoPE aside (decode_attention takes q and k as given)."""
+    from scratch.decode_view import decode_example
+    from scratch.variants import VariantChoice
+
+    rng = random.Random(11)
+    params = {n: _matrix(rng, 3, 4) for n in ("w_q", "w_k", "w_v")}
+    example = scratch.Example(_matrix(rng, 6, 3), params=params, num_heads=2)
+    choice = VariantChoice(mask="window", left=2, softcap=3.0, alibi=True, sinks=(0.4, -0.2))
+    unshifted = choice.variant(6, 6, 2)  # shift 0: true positions are the mods' q_idx
+    for n in range(1, 7):
+        step = trace_example(decode_example(example, n), Options(variant=choice.variant(1, n, 2)))
+        q, k, v = (_heads(step[name].tolist(), 2) for name in "qkv")
+        out, lse = scratch.decode_attention(
+            [q], [k], [v], unshifted.score_mod, unshifted.mask_mod, scale=step.scale,
+            return_lse=True, sinks=[0.4, -0.2],
+        )  # fmt: skip
+        v_top = max(abs(c) for row in step["v"].tolist() for c in row)
+        got = step["head_outputs"].tolist()
+        for h in range(2):
+            tol = (2 * abs(lse[0][h][0]) + 8) * EPS * 2 * v_top
+            for c, want in enumerate(out[0][h][0]):
+                _close(got[h][0][c], want, tol, f"step {n} head_outputs[{h}][0][{c}]")
