@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 import scratch
-from scratch import backends, causal, presets, steps
+from scratch import backends, presets, steps
 
 # names the window uses as scratch defines them, passed through unchanged
 from scratch.compare import StepCheck as StepCheck
@@ -19,6 +19,10 @@ from scratch.rows import attention_rows as attention_rows
 from scratch.rows import sample_rows as sample_rows
 from scratch.tolerance import tolerance as tolerance
 from scratch.trace import trace_example
+from scratch.variant_support import sdpa_variant as sdpa_variant
+from scratch.variants import GivenMask as GivenMask
+from scratch.variants import VariantChoice as VariantChoice
+from scratch.variants import causal
 from scratch.weights_tolerance import weights_tolerance as weights_tolerance
 
 
@@ -80,21 +84,22 @@ def shapes_for_heads(L: int, S: int, heads: tuple, d_head: int, d_v: int, inputs
     return scratch.plan.shapes_for_heads(L, S, heads, d_head, d_v, inputs)
 
 
+def causal_variant(L: int, S: int, align: str) -> object:
+    """scratch.variants.Causal for L queries and S keys aligned 'top-left' or 'bottom-right':
+    its .cells(rows, cols) are the grid's, .shift its diagonal, .rule() its words."""
+    return causal.Causal(causal.causal_shift(L, S, align))
+
+
 def causal_cells(L: int, S: int, align: str, rows=None, cols=None) -> list[list[bool]]:
-    """scratch.causal.causal_cells: rows `rows` and columns `cols` of the causal grid."""
+    """scratch.variants.causal.causal_cells: rows `rows` and columns `cols` of the causal grid."""
     return causal.causal_cells(L, S, align, rows, cols)
 
 
 def causal_mask_array(L: int, S: int, align: str) -> object:
-    """scratch.causal.causal_array: the causal grid as a NumPy bool array, for a backend's call
-    (at 4096 tokens nested lists are 16.7 M Python bools, seconds to build, and a backend's
-    conversion of them holds the GIL while the window's event loop waits)."""
+    """scratch.variants.causal.causal_array: the causal grid as a NumPy bool array, for a
+    backend's call (at 4096 tokens nested lists are 16.7 M Python bools, seconds to build, and
+    a backend's conversion of them holds the GIL while the window's event loop waits)."""
     return causal.causal_array(L, S, align)
-
-
-def causal_shift(L: int, S: int, align: str) -> int:
-    """scratch.causal.causal_shift: key j is visible to query i iff j <= i + shift."""
-    return causal.causal_shift(L, S, align)
 
 
 def mask_array(grid: object) -> object:
@@ -109,6 +114,25 @@ def mask_array(grid: object) -> object:
     for i, row in enumerate(rows):
         out[i] = row
     return out
+
+
+def decode_example(example: Example, n: int) -> Example:
+    """scratch.decode_view.decode_example: decode step n (the newest token, n cached keys)."""
+    from scratch.decode_view import decode_example as step
+
+    return step(example, n)
+
+
+def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> list | None:
+    """Rows `rows` and columns `cols` of the choice's mask (head 0's: the picture), asked of its
+    mask_mod; None when the choice has no mask (or does not fit: the picker says why)."""
+    try:
+        variant = choice.variant(L, S, H)
+    except ValueError:
+        return None
+    if variant is None or variant.mask_mod is None:
+        return None
+    return [[bool(variant.mask_mod(0, 0, i, j)) for j in cols] for i in rows]
 
 
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:

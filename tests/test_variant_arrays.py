@@ -12,10 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scratch.variants import (
+    ALiBi,
     Causal,
+    ChunkedLocal,
     LearnedSinks,
+    PrefixLM,
+    SinkTokens,
     SlidingWindow,
     Softcap,
+    SymmetricALiBi,
     and_masks,
     compose,
     or_masks,
@@ -147,7 +152,9 @@ def test_and_or_compose_keep_array_forms_and_user_functions_have_none():
 def test_learned_sinks_are_not_a_mod():
     """Sinks are a denominator term: no mask_mod or score_mod, so no array form either."""
     sinks = LearnedSinks((0.5, -1.0))
-    assert not hasattr(sinks, "mask_mod_array") and not hasattr(sinks, "score_mod_array")
+    assert sinks.mask_mod is None and sinks.score_mod is None
+    assert sinks.mask_mod_array is None and sinks.score_mod_array is None
+    assert sinks.score_grad_array is None
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -186,3 +193,21 @@ def test_torch_flex_attention_runs_the_array_forms(name):
     empty = np.isneginf(t_lse)
     assert np.array_equal(np.isneginf(lse.numpy()), empty)
     assert np.abs(np.where(empty, 0, lse.numpy() - np.where(empty, 0, t_lse))).max() < 1e-13
+
+
+SHIFTED = [
+    ALiBi.for_heads(3, shift=2),
+    SymmetricALiBi.for_heads(3, shift=-1),
+    Causal(2),
+    SlidingWindow(1, 1, shift=-1),
+    ChunkedLocal(2, shift=1),
+    PrefixLM(2, shift=1),
+    SinkTokens(1, 1, shift=2),
+]
+
+
+@pytest.mark.parametrize("variant", SHIFTED, ids=[type(v).__name__ for v in SHIFTED])
+def test_shifted_variants_keep_their_shift(variant):
+    """Queries placed at i + shift (decode, bottom-right): the array forms shift them too."""
+    for xp in XPS.values():
+        compare_forms(variant, xp, (1, 3, 4, 7), seed=11)

@@ -7,6 +7,7 @@ skipped. The mask has SDPA's shapes: (L, S) or anything that broadcasts to (B, H
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import inf
 
 from ..nested import at
@@ -19,6 +20,7 @@ class GivenMask(Variant):
     """attn_mask[b][h][i][j] (broadcast): bool = may the query see the key; float = added."""
 
     def __init__(self, attn_mask: object):
+        self.attn_mask = attn_mask  # as given: a backend reads its own array from here
         values, shape, self.is_bool = as_mask(attn_mask, "attn_mask")
         if len(shape) > 4:
             raise ValueError(f"attn_mask: expected at most 4 dims (B, H, L, S), found {shape}")
@@ -27,11 +29,46 @@ class GivenMask(Variant):
         self.values, self.shape = values, (1,) * (4 - len(shape)) + shape
         for _ in range(4 - len(shape)):
             self.values = [self.values]
-        self.mask_mod = self._sees
-        self.score_mod = None if self.is_bool else self._add
-        self.mask_mod_array = self._sees_array
-        self.score_mod_array = None if self.is_bool else self._add_array
-        self.score_grad_array = None if self.is_bool else self._grad_array
+
+    @classmethod
+    def unchecked(cls, attn_mask: object) -> GivenMask:
+        """The variant of `attn_mask`, checked and read as nested lists only when first used
+        (a backend reads `attn_mask` as its own array and never pays for 16.7 M Python cells)."""
+        found = cls.__new__(cls)
+        found.attn_mask = attn_mask
+        return found
+
+    def __getattr__(self, name: str) -> object:
+        """An unchecked mask's cells, read on first use (only attributes not yet set land here)."""
+        if name in ("values", "shape", "is_bool") and "attn_mask" in vars(self):
+            self.__init__(self.attn_mask)
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def mask_mod(self) -> Callable[..., bool]:
+        """May the query see the key: the bool entry, or a float entry that is not -inf."""
+        return self._sees
+
+    @property
+    def score_mod(self) -> Callable[..., float] | None:
+        """A float mask's entry added to the score; None for a bool mask."""
+        return None if self.is_bool else self._add
+
+    @property
+    def mask_mod_array(self) -> Callable[..., object]:
+        """mask_mod's array form (xp: numpy or torch)."""
+        return self._sees_array
+
+    @property
+    def score_mod_array(self) -> Callable[..., object] | None:
+        """score_mod's array form; None for a bool mask."""
+        return None if self.is_bool else self._add_array
+
+    @property
+    def score_grad_array(self) -> Callable[..., object] | None:
+        """d score_mod / d score as an array (1 everywhere); None for a bool mask."""
+        return None if self.is_bool else self._grad_array
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         mb, mh, _, _ = self.shape

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .arrays import constant
 from .base import Ranges, Variant, check_count, check_int, clip
-from .causal import _plus
+from .causal import _plus, at_or_before
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,13 @@ class PrefixLM(Variant):
             check_count(len(self.prefix), B, "B", "prefix", "length per batch entry", one=False)
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        return kv_idx < self.length(b) or kv_idx <= q_idx + self.shift
+        return kv_idx < self.length(b) or at_or_before(kv_idx, q_idx + self.shift)
 
     def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
         n = self.prefix
         if isinstance(n, tuple):
             n = constant(self, "prefix", n, xp, kv_idx)[b]
-        return (kv_idx < n) | (kv_idx <= q_idx + self.shift)
+        return (kv_idx < n) | at_or_before(kv_idx, q_idx + self.shift)
 
     def rule(self) -> str:
         return (
@@ -55,7 +55,7 @@ class PrefixLM(Variant):
         n = self.length(b)
         if kv_idx < n:
             return f" (key {kv_idx} in the prefix of {n})"
-        sign = "<=" if kv_idx <= q_idx + self.shift else ">"
+        sign = "<=" if at_or_before(kv_idx, q_idx + self.shift) else ">"
         return f" (key {kv_idx} after the prefix of {n}, {sign} {q_idx}{_plus(self.shift)})"
 
     def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
