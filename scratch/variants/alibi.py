@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .arrays import constant, ones
 from .base import Variant, check_count, check_int, number
 
 
@@ -47,6 +48,12 @@ class ALiBi(Variant):
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         return score + self.slopes[h] * (kv_idx - q_idx)
+
+    def score_mod_array(self, score, b, h, q_idx, kv_idx, xp):
+        return score + constant(self, "slopes", self.slopes, xp, score)[h] * (kv_idx - q_idx)
+
+    def score_grad_array(self, score, b, h, q_idx, kv_idx, xp):
+        return ones(score, xp)
 
     def rule(self) -> str:
         return "ALiBi: score + slope[h] * (j - i), slopes " + ", ".join(map(number, self.slopes))

@@ -35,6 +35,9 @@ class Causal(Variant):
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         return kv_idx <= q_idx + self.shift
 
+    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
+        return kv_idx <= q_idx + self.shift
+
     def rule(self) -> str:
         return f"causal: key j seen by query i iff j <= i{_plus(self.shift)}"
 

@@ -29,6 +29,10 @@ class SinkTokens(Variant):
         diagonal = q_idx + self.shift
         return kv_idx <= diagonal and (kv_idx < self.sinks or kv_idx >= diagonal - self.left)
 
+    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
+        diagonal = q_idx + self.shift
+        return (kv_idx <= diagonal) & ((kv_idx < self.sinks) | (kv_idx >= diagonal - self.left))
+
     def rule(self) -> str:
         d = f"i{_plus(self.shift)}"
         return (

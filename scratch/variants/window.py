@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .arrays import cells
 from .base import Ranges, Variant, check_window_side, clip
 from .causal import _plus, shift_of
 
@@ -37,6 +38,15 @@ class SlidingWindow(Variant):
         after_start = self.left == -1 or kv_idx >= diagonal - self.left
         before_end = self.right == -1 or kv_idx <= diagonal + self.right
         return after_start and before_end
+
+    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
+        diagonal = q_idx + self.shift
+        seen = cells(diagonal, kv_idx)  # every cell, broadcast; then each bounded side
+        if self.left != -1:
+            seen = seen & (kv_idx >= diagonal - self.left)
+        if self.right != -1:
+            seen = seen & (kv_idx <= diagonal + self.right)
+        return seen
 
     def rule(self) -> str:
         lo = "" if self.left == -1 else f"i{_plus(self.shift - self.left)} <= "
