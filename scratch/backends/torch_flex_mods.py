@@ -1,7 +1,7 @@
 """The torch forms of a flex_attention call's score_mod and mask_mod, and the grid they fill.
 
-A mod that belongs to a scratch variant (its bound `mask_mod`/`score_mod`, or a Combined's) is
-replaced by the variant's array form with xp=torch (`mask_mod_array`, `score_mod_array`). Any
+A mod that belongs to a scratch variant (its bound `mask_mod`/`score_mod`, combined ones too) is
+replaced by the variant's array form with xp=torch (scratch.variants.arrays.array_form). Any
 other function is the user's own and is used as it is: torch calls it as FlexAttention does,
 with 0-d index tensors under torch.func.vmap, so it must use torch operations (no Python `if`
 on an index). The same torch form serves FlexAttention, torch's create_block_mask (the tiles
@@ -14,26 +14,14 @@ from collections.abc import Callable
 
 import torch
 
-from scratch.variants.base import Variant
-
-_ARRAY_FORMS = {"mask": ("mask_mod", "mask_mod_array"), "score": ("score_mod", "score_mod_array")}
-
-
-def variant_of(mod: object) -> Variant | None:
-    """The scratch variant a mod belongs to (a bound method's owner, a Combined's mod), or None."""
-    owner = getattr(mod, "__self__", None) or getattr(mod, "variant", None)
-    return owner if isinstance(owner, Variant) else None
+from scratch.variants.arrays import array_form
 
 
 def torch_form(mod: Callable | None, kind: str) -> Callable | None:
     """mod as FlexAttention takes it: kind 'mask' (b, h, q_idx, kv_idx) or 'score' (score, ...)."""
-    if mod is None:
-        return None
-    owner = variant_of(mod)
-    plain, array = _ARRAY_FORMS[kind]
-    form = None if owner is None or getattr(owner, plain) != mod else getattr(owner, array, None)
+    form = array_form(mod, kind)
     if form is None:
-        return mod  # the user's own function, written with torch operations
+        return mod  # None, or the user's own function written with torch operations
     if kind == "mask":
         return lambda b, h, q_idx, kv_idx: form(b, h, q_idx, kv_idx, torch)
     return lambda score, b, h, q_idx, kv_idx: form(score, b, h, q_idx, kv_idx, torch)
@@ -61,4 +49,4 @@ def on_grid(mod: Callable, shape: tuple[int, int, int, int], device, score=None)
     return f(*indices) if score is None else f(score, *indices)
 
 
-__all__ = ["on_grid", "torch_form", "variant_of"]
+__all__ = ["on_grid", "torch_form"]
