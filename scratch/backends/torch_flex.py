@@ -11,7 +11,7 @@ floating dtype or `dtype=`). The kernel is chosen once per call, never swapped s
   only; on this development machine (CPU, g++) the probe passes after about 25 s, and each new
   shape or mod compiles again.
 - "flex-eager": torch's FlexAttention uncompiled (dense math, every (b, h, q, kv) cell), with
-  the block mask; what runs on CPU for float64, return_lse and sinks.
+  the block mask; what runs for float64 (any device), and on CPU for return_lse and sinks.
 - "explicit": the same steps written out in torch (torch_flex_explicit); what runs on CPU when
   any input needs a gradient, since torch 2.13's FlexAttention has no CPU backward.
 
@@ -25,9 +25,11 @@ gradient needs no gradient through FlexAttention's lse).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
+from torch.nn.attention.flex_attention import AuxRequest
 from torch.nn.attention.flex_attention import flex_attention as torch_flex_attention
 
 from scratch.validate import check_flag
@@ -65,7 +67,13 @@ def _flex(call: FlexCall, kernel: str, q, k, v, lse: bool):
     run = compiled_flex_attention(call.place.device) if kernel == "flex-compiled" else None
     run = run or torch_flex_attention
     group = call.q.shape[1] != call.k.shape[1]
-    return run(q, k, v, call.score_mod, call.torch_block_mask(), call.scale, group, return_lse=lse)
+    aux = AuxRequest(lse=True) if lse else None
+    with warnings.catch_warnings():  # eager on purpose: torch's advice to compile is not news
+        warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+        found = run(
+            q, k, v, call.score_mod, call.torch_block_mask(), call.scale, group, return_aux=aux
+        )
+    return (found[0], found[1].lse) if lse else found
 
 
 def _forward(call: FlexCall, kernel: str, q, k, v, sinks) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,9 +4,9 @@ The probe compiles `torch.compile(flex_attention)` for a tiny causal float32 cas
 it with eager FlexAttention; any failure (no C++ compiler or Triton, an inductor error, a wrong
 answer) is recorded as the reason and the callers run eagerly instead. On a CPU with g++ (the
 development machine: 2 cores) the probe takes about 25 s, and every new shape or mod compiles
-again (tens of seconds), so compiling pays only for large or repeated calls. What torch 2.13's
-compiled CPU FlexAttention cannot do (float64, return_lse, any gradient) is refused before the
-probe, by `compile_problem`.
+again (about 10 s), so compiling pays only for large or repeated calls. What torch 2.13's compiled
+FlexAttention cannot do is refused before the probe, by `compile_problem`: float64 (CPU: refused
+by inductor; CUDA: its lse is stored in float32), and on CPU return_lse and any gradient.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ def _probe(device_type: str) -> str | None:
 
 def compile_problem(device: torch.device, dtype: torch.dtype, lse: bool, grad: bool) -> str | None:
     """Why compiled FlexAttention cannot run this call (None: it can; probes once per device)."""
+    if dtype == torch.float64:  # CPU: refused by inductor; CUDA: its lse is kept in float32
+        return "compiled FlexAttention works in float32, float16 or bfloat16, not float64"
     if device.type == "cpu":
-        if dtype == torch.float64:
-            return "compiled FlexAttention on CPU takes float32, float16 or bfloat16, not float64"
         if lse:
             return "compiled FlexAttention on CPU returns no lse (return_lse or sinks)"
         if grad:
