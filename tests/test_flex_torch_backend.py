@@ -245,6 +245,26 @@ def test_float32_within_twice_the_plain_float32_error(name, kernel):
         assert rule.ok, f"{name} {what}: {rule}"
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("kernel", ["flex-eager", "explicit"])
+def test_16_bit_storage_with_float32_math(dtype, kernel):
+    """Output in the 16-bit dtype, lse in float32; within the rule against the plain 16-bit form."""
+    B, H, _, L, S, _, _ = SIZES
+    rounded = [torch.tensor(x, dtype=dtype) for x in problem(14, *SIZES)[:3]]
+    q, k, v = (t.double().tolist() for t in rounded)
+    case = COMBINED["window + softcap"](B, H, L, S)
+    variant, bm = case.variant, block_mask(case.variant, B, H, L, S)
+    truth = scratch.flex_attention(q, k, v, variant.score_mod, bm, None, True, True, sinks=SINKS)
+    out, lse = flex_attention(
+        *rounded, variant.score_mod, bm, None, True, True, sinks=SINKS, kernel=kernel
+    )
+    assert (out.dtype, lse.dtype) == (dtype, torch.float32)
+    plain, _ = explicit_forward(case, q, k, v, SINKS, dtype=dtype)
+    name = str(dtype).removeprefix("torch.")
+    rule = reference_error_rule(out.tolist(), plain.tolist(), truth[0], dtype=name)
+    assert rule.ok, f"{name} {kernel}: {rule}"
+
+
 def test_kernel_choice_here_and_refusals():
     q, k, v, _ = problem(8, *SIZES)
     case = COMBINED["window + softcap"](*SIZES[:2], *SIZES[3:5])
