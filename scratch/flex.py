@@ -65,15 +65,8 @@ class BlockMask:
         ]
 
 
-def create_block_mask(
-    mask_mod: Callable[..., bool],
-    B: int | None,
-    H: int | None,
-    Q_LEN: int,
-    KV_LEN: int,
-    BLOCK_SIZE: int | tuple[int, int] = 128,
-) -> BlockMask:
-    """FlexAttention's create_block_mask: the tiles mask_mod leaves (B or H None: broadcast)."""
+def block_mask_sizes(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE) -> tuple[int, ...]:
+    """create_block_mask's arguments checked: (B, H, L, S, block rows, block keys)."""
     if not callable(mask_mod):
         raise TypeError(
             "mask_mod: expected a function (b, h, q_idx, kv_idx) -> bool, "
@@ -86,6 +79,34 @@ def create_block_mask(
     check_sizes(mask_mod, None if B_given is None else B, None if H_given is None else H, L, S)
     bq, bk = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, int) else BLOCK_SIZE
     bq, bk = check_positive_int(bq, "BLOCK_SIZE"), check_positive_int(bk, "BLOCK_SIZE")
+    return B, H, L, S, bq, bk
+
+
+def check_block_mask(block_mask: object, B: int, H: int, L: int, S: int) -> None:
+    """None or a BlockMask made for (B, H, L, S) (B or H of 1 broadcast)."""
+    if block_mask is None:
+        return
+    if not isinstance(block_mask, BlockMask):
+        raise TypeError("block_mask: expected None or a BlockMask from create_block_mask")
+    mb, mh, ml, ms = block_mask.shape
+    if mb not in (1, B) or mh not in (1, H) or (ml, ms) != (L, S):
+        raise ValueError(
+            f"block_mask: made for shape {block_mask.shape}, expected (B, H, L, S) = "
+            f"{(B, H, L, S)} (B or H may be 1)"
+        )
+    check_sizes(block_mask.mask_mod, B, H, L, S)
+
+
+def create_block_mask(
+    mask_mod: Callable[..., bool],
+    B: int | None,
+    H: int | None,
+    Q_LEN: int,
+    KV_LEN: int,
+    BLOCK_SIZE: int | tuple[int, int] = 128,
+) -> BlockMask:
+    """FlexAttention's create_block_mask: the tiles mask_mod leaves (B or H None: broadcast)."""
+    B, H, L, S, bq, bk = block_mask_sizes(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE)
 
     def tiles(b: int, h: int, qb: int) -> list[tuple[int, bool]]:
         found = []
@@ -145,16 +166,7 @@ def check_call(qs, ks, vs, score_mod, block_mask, enable_gqa) -> tuple[int, ...]
         )
     check_hook(score_mod, "score_mod")
     check_sizes(score_mod, B, H, L, S)
-    if block_mask is not None:
-        if not isinstance(block_mask, BlockMask):
-            raise TypeError("block_mask: expected None or a BlockMask from create_block_mask")
-        mb, mh, ml, ms = block_mask.shape
-        if mb not in (1, B) or mh not in (1, H) or (ml, ms) != (L, S):
-            raise ValueError(
-                f"block_mask: made for shape {block_mask.shape}, expected (B, H, L, S) = "
-                f"{(B, H, L, S)} (B or H may be 1)"
-            )
-        check_sizes(block_mask.mask_mod, B, H, L, S)
+    check_block_mask(block_mask, B, H, L, S)
     return (B, H, Hkv, L, S, E, Ev)
 
 

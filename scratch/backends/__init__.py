@@ -102,6 +102,11 @@ def _build(name: str) -> Backend:
     fns["scaled_dot_product_attention_backward"] = _backward(name)
     if name.startswith("torch-"):
         fns.update(_torch_flex(name.removeprefix("torch-")))
+    if name == "numpy":  # flex_attention in NumPy (numpy_flex.py, numpy_flex_backward.py)
+        from .numpy_flex import flex_attention
+        from .numpy_flex_backward import flex_attention_backward
+
+        fns.update(flex_attention=flex_attention, flex_attention_backward=flex_attention_backward)
     return Backend(
         name=name,
         dtypes=tuple(getattr(mod, "DTYPES", ("float64",))),

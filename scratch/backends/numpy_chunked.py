@@ -16,6 +16,13 @@ extra pass over the scores: offset + log(denominator) from the fast pass, runnin
 log(denominator) from the safe one (times ln 2 where exp2 was used: the running values are then
 in base 2), -inf where the denominator is 0 (every key masked).
 
+A flex_attention call (numpy_flex.py) gives a `plan` (numpy_flex_plan.FlexPlan) instead of a
+mask: each query chunk then visits only the key tiles its block mask lists, applies the
+score_mod and (on tiles not marked full) the mask_mod to each tile, and a learned sink enters
+both passes as a key seen by every row with that score and no value (the fast pass starts the
+denominator at exp(sink - offset), the safe pass starts its running max at the sink with
+denominator 1).
+
 On a host where NumPy has SIMD exp2 (AVX-512: NumPy's float32 exp2 costs half its exp),
 scale * log2(e) is folded into q and exp2 is used; elsewhere scale alone and exp. Detected
 once (`exp_choice`) and recorded in the Result's `detail`. Large problems spread query
@@ -78,10 +85,11 @@ def exp_choice() -> tuple[str, str]:
 
 
 def kernel_detail(dtype: np.dtype, float_mask: bool) -> tuple[str, str]:
-    """The exponential this call uses and the sentence recorded in the Result."""
+    """The exponential this call uses and the sentence recorded in the Result (float_mask: a
+    float mask or a score_mod, which must see the scores in natural units)."""
     name, why = exp_choice()
     if name == "exp2" and (dtype != np.float32 or float_mask):
-        reason = "float64" if dtype != np.float32 else "a float mask (log2(e) * mask would round)"
+        reason = "float64" if dtype != np.float32 else "a float mask or score_mod (in base e units)"
         return "exp", f"exp ({reason}; exp2 is used for float32 on this host)"
     return name, why
 
@@ -126,31 +134,47 @@ class _Tiles:
                 fits = np.count_nonzero(below) == q_rows.size - np.count_nonzero(q_rows)
         return (folded, None) if fits else (q_rows, factor)
 
-    def bind(self, q_rows, i0, k_b, v_b, mask_b, shift, scale, offset, exp) -> _Tiles:
+    def bind(
+        self, q_rows, i0, k_b, v_b, mask_b, shift, scale, offset, exp, plan=None, where=(0, 0),
+        sink=None,
+    ) -> _Tiles:  # fmt: skip
         """Work on rows i0:i0+n of one (batch, head) problem: q_rows (n, E), k (S, E), v (S, Ev).
 
         shift is the causal diagonal (causal_shift; None: not causal); scale is None when
         q_rows already carries it, else each tile of scores is scaled;
         offset (n,) is subtracted from the fast pass's scores (None: nothing); exp is np.exp
-        or np.exp2, matching what q carries."""
+        or np.exp2, matching what q carries. plan: a flex call's FlexPlan (then mask_b and
+        shift are None), where = (b, h) for its mods, sink = h's sink logit in exp's base."""
         self.q, self.first, self.k, self.v, self.mask = q_rows, i0, k_b, v_b, mask_b
         self.shift, self.S, self.scale = shift, k_b.shape[0], scale
         self.offset, self.exp = offset, exp
+        self.plan, self.where, self.sink = plan, where, sink
         return self
+
+    def scores(self, i0: int, i1: int, j0: int, j1: int) -> np.ndarray:
+        """The tile of scaled scores of rows i0:i1 and keys j0:j1, in this worker's buffer."""
+        s = self.s_buf[: i1 - i0, : j1 - j0]
+        q_rows = self.q[i0 - self.first : i1 - self.first]
+        np.matmul(q_rows, self.k[j0:j1].T, out=s)  # (n, E) @ (E, b) -> (n, b)
+        if self.scale is not None:
+            s *= s.dtype.type(self.scale)
+        return s
 
     def blocks(self, i0: int, i1: int):
         """(j0, j1, masked scores of the tile) for the key blocks rows i0:i1 may see."""
-        n = i1 - i0
+        if self.plan is not None:  # a flex call: the block mask's tiles, the mods on each
+            b, h = self.where
+            for j0, j1, full in self.plan.key_tiles(b, h, i0, i1, self.S, self.block):
+                s = self.scores(i0, i1, j0, j1)
+                self.plan.apply(s, b, h, i0, j0, full)
+                yield j0, j1, s
+            return
         causal = self.shift is not None
         # causal: rows i < i1 see keys j <= i + shift, so blocks from i1 + shift on are skipped
         stop = min(self.S, i1 + self.shift) if causal else self.S
         for j0 in range(0, stop, self.block):
             j1 = min(stop, j0 + self.block)
-            s = self.s_buf[:n, : j1 - j0]
-            q_rows = self.q[i0 - self.first : i1 - self.first]
-            np.matmul(q_rows, self.k[j0:j1].T, out=s)  # (n, E) @ (E, b) -> (n, b)
-            if self.scale is not None:
-                s *= s.dtype.type(self.scale)
+            s = self.scores(i0, i1, j0, j1)
             if causal and j1 - 1 > i0 + self.shift:  # the tile crosses the diagonal
                 tile = causal_tile(self.shift, range(i0, i1), range(j0, j1))  # (n, b) bool
                 np.copyto(s, -np.inf, where=~tile)
@@ -187,6 +211,11 @@ class _Tiles:
         if self.offset is not None:
             offset = self.offset[i0 - self.first : i1 - self.first, None]  # (n, 1)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked, not warned
+            if self.sink is not None:  # the sink's term exp(sink - offset) starts each row
+                den += self.sink if offset is None else self.sink - offset[:, 0]
+                self.exp(den, out=den)
+                if not np.isfinite(den).all():
+                    return None
             for j0, j1, s in self.blocks(i0, i1):
                 if offset is not None:
                     np.subtract(s, offset, out=s)
@@ -205,9 +234,9 @@ class _Tiles:
         n = i1 - i0
         m_r, m_n, b_r = self.m_run[:n], self.m_new[:n], self.base[:n]
         a_r, d_r, acc, part = self.alpha[:n], self.denom[:n], self.acc[:n], self.part[:n]
-        m_r.fill(-np.inf)
+        m_r.fill(-np.inf if self.sink is None else self.sink)  # the sink: a first key, value 0
         acc.fill(0)
-        d_r.fill(0)
+        d_r.fill(0 if self.sink is None else 1)
         for j0, j1, s in self.blocks(i0, i1):
             # step 3: new running max; rows masked so far use base 0 so nothing is NaN
             np.max(s, axis=1, out=m_n)
@@ -250,9 +279,11 @@ def _tiles(chunk: int, block: int, width: int, dtype: np.dtype, features: int) -
 
 
 def chunked_output(
-    q, k, v, scale, mask, options: Options, rng, group, chunk, block
+    q, k, v, scale, mask, options: Options, rng, group, chunk, block, plan=None
 ) -> tuple[np.ndarray, np.ndarray | None, str]:
-    """(attention output, lse or None, what the kernel chose) by query chunks and key blocks."""
+    """(attention output, lse or None, what the kernel chose) by query chunks and key blocks.
+
+    plan: a flex_attention call's FlexPlan (q (B, H, L, E); mask None, options not causal)."""
     is_causal, masked_rows, dropout_p = options.is_causal, options.masked_rows, options.dropout_p
     *lead, L, E = q.shape
     S, Ev = v.shape[-2:]
@@ -262,6 +293,7 @@ def chunked_output(
     if dropout_p > 0.0:  # random draws come a whole (chunk, S) row band at a time
         chunk = max(1, min(chunk, (1 << 22) // S))
     float_mask = mask is not None and mask.dtype != np.bool_
+    float_mask = float_mask or (plan is not None and plan.score is not None)
     exp_name, detail = kernel_detail(dtype, float_mask)
     exp = np.exp2 if exp_name == "exp2" else np.exp
     factor = scale * (math.log2(math.e) if exp_name == "exp2" else 1.0)  # in float64
@@ -290,7 +322,13 @@ def chunked_output(
             offset = np.where(bound > limit, bound - limit, 0.0).astype(dtype)
             if not np.isfinite(offset).all():
                 offset = None  # beyond float range: the fast pass overflows and gives up
-        tiles.bind(q_rows, i0, k[kv], v_c[kv], mask_b, shift, tile_scale, offset, exp)
+        where = index[-2:] if plan is not None else (0, 0)  # (b, h) of a flex call
+        sink = None if plan is None else plan.sink(where[1])
+        if sink is not None:
+            sink = sink / float(to_natural)  # in the exponential's base, as the scores
+        tiles.bind(
+            q_rows, i0, k[kv], v_c[kv], mask_b, shift, tile_scale, offset, exp, plan, where, sink
+        )
         out = output[index][i0:i1]
         draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
         first = tiles.fast(i0, i1) if try_fast and draws is None else None
