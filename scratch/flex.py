@@ -145,11 +145,11 @@ class FlexInputs:
         return self.shape[1] // self.shape[2]
 
 
-def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) -> FlexInputs:
-    """Check shapes (4-D, FlexAttention's layout), heads, the block mask and the sinks."""
-    q, qs = as_tensor(query, "query", min_dims=0)
-    k, ks = as_tensor(key, "key", min_dims=0)
-    v, vs = as_tensor(value, "value", min_dims=0)
+def check_call(qs, ks, vs, score_mod, block_mask, enable_gqa) -> tuple[int, ...]:
+    """Check shapes (4-D), heads and the block mask; (B, H, Hkv, L, S, E, Ev).
+
+    Shared by every flex_attention (the ground truth's and the backends'): one wording.
+    """
     for name, s in (("query", qs), ("key", ks), ("value", vs)):
         if len(s) != 4:
             raise ValueError(f"{name}: expected 4 dims (B, H, seq, dim), found shape {s}")
@@ -167,10 +167,17 @@ def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) 
     check_hook(score_mod, "score_mod")
     check_sizes(score_mod, B, H, L, S)
     check_block_mask(block_mask, B, H, L, S)
-    scale = check_scale(scale, E)
-    return FlexInputs(
-        q, k, v, (B, H, Hkv, L, S, E, Ev), scale, score_mod, block_mask, sink_logits(sinks, H)
-    )
+    return (B, H, Hkv, L, S, E, Ev)
+
+
+def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) -> FlexInputs:
+    """Check the inputs (check_call) and read them as nested lists."""
+    q, qs = as_tensor(query, "query", min_dims=0)
+    k, ks = as_tensor(key, "key", min_dims=0)
+    v, vs = as_tensor(value, "value", min_dims=0)
+    shape = check_call(qs, ks, vs, score_mod, block_mask, enable_gqa)
+    scale = check_scale(scale, shape[5])
+    return FlexInputs(q, k, v, shape, scale, score_mod, block_mask, sink_logits(sinks, shape[1]))
 
 
 @dataclass(frozen=True)
@@ -264,4 +271,11 @@ def flex_attention(
     return (output, lse) if return_lse else output
 
 
-__all__ = ["BlockMask", "FlexInputs", "Row", "create_block_mask", "flex_attention"]
+__all__ = [
+    "BlockMask",
+    "FlexInputs",
+    "Row",
+    "check_call",
+    "create_block_mask",
+    "flex_attention",
+]

@@ -100,6 +100,8 @@ def _build(name: str) -> Backend:
     else:
         fns = mod.functions(name.removeprefix("torch-"))
     fns["scaled_dot_product_attention_backward"] = _backward(name)
+    if name.startswith("torch-"):
+        fns.update(_torch_flex(name.removeprefix("torch-")))
     if name == "numpy":  # flex_attention in NumPy (numpy_flex.py, numpy_flex_backward.py)
         from .numpy_flex import flex_attention
         from .numpy_flex_backward import flex_attention_backward
@@ -129,6 +131,18 @@ def _backward(name: str) -> Callable:
     from .torch_backward import scaled_dot_product_attention_backward
 
     return partial(scaled_dot_product_attention_backward, device=name.removeprefix("torch-"))
+
+
+def _torch_flex(device: str) -> dict[str, Callable]:
+    """The torch backend's flex_attention and its backward, bound to `device`."""
+    from functools import partial
+
+    from . import torch_flex
+
+    return {
+        f: partial(getattr(torch_flex, f), device=device)
+        for f in ("flex_attention", "flex_attention_backward")
+    }
 
 
 def get(name: str) -> Backend:

@@ -25,6 +25,8 @@ def constant(
     plain Python number (no dtype), or own_dtype=True, leaves the dtype to xp."""
     dtype = None if own_dtype else getattr(like, "dtype", None)
     device = getattr(like, "device", None)
+    if is_torch(xp) and xp.compiler.is_compiling():  # FlexAttention's trace: no cache writes
+        return xp.as_tensor(values, dtype=dtype, device=device)
     key = (name, getattr(xp, "__name__", ""), str(dtype), str(device))
     cache = owner.__dict__.setdefault("_arrays", {})
     if key not in cache:
