@@ -17,12 +17,14 @@ from collections.abc import Callable
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+from ..variants.causal import at_or_before
+
 _probed: dict[str, str | None] = {}  # device type -> None if compiling works, else why not
 _compiled: dict[str, Callable] = {}
 
 
 def _causal(b, h, q_idx, kv_idx):
-    return kv_idx <= q_idx
+    return at_or_before(kv_idx, q_idx)
 
 
 def _probe(device_type: str) -> str | None:
