@@ -192,7 +192,7 @@ class TilesView(QWidget):
         self.scores.clear_highlight()
         self.scores.highlight(0, i)
         cols = [str(c) for c in range(len(walk.exact[0]))]
-        title = f"partial output after tile {t}"
+        title = f"acc / l, tile {t}"  # short: a long title widens the plot past its room
         tokens = [x.tokens[r] for r in self.rows]
         panel = matrix_panel(
             title, np.array(st.partial), (tokens, cols), ("query", "feature"), self._levels
