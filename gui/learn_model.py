@@ -86,9 +86,18 @@ def number(x: float) -> str:
     return f"{x:.4g}"
 
 
-def shown_keys(n: int, limit: int = 12) -> list[int]:
-    """The key columns a table shows: all up to `limit`, else the first limit - 2 and the last 2."""
-    return list(range(n)) if n <= limit else [*range(limit - 2), n - 2, n - 1]
+def shown_keys(priority: list[float], limit: int = 12) -> list[int]:
+    """The key columns a table shows: all up to `limit`, else the `limit` keys of highest
+    priority (e.g. weight), in key order."""
+    n = len(priority)
+    if n <= limit:
+        return list(range(n))
+    return sorted(sorted(range(n), key=lambda j: -priority[j])[:limit])
+
+
+def key_rows(keys: list[int], labels: list[str], columns: list[list[float]]) -> list[list[str]]:
+    """Table rows for keys `keys`: the key's label, then each column's value as a number."""
+    return [[labels[j], *(number(c[j]) for c in columns)] for j in keys]
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:

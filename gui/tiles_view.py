@@ -152,9 +152,14 @@ class TilesView(QWidget):
             f"; {rows} of {x.q.shape[0]} query rows, evenly spread" if rows < x.q.shape[0] else ""
         )
         last = walk.steps[-1]
+        within = (
+            f"float64 bound {number(walk.bound)}"
+            if walk.dtype == "float64"
+            else f"{walk.dtype} rounding {number(last.rounding)}"
+        )
         self.status.setText(
             f"{len(walk.steps)} tiles of {walk.block} keys{more}; last tile vs exact "
-            f"{number(last.difference)} (float64 bound {number(walk.bound)})"
+            f"{number(last.difference)} ({within})"
         )
         scores = np.array([sum((st.scores[i] for st in walk.steps), []) for i in range(rows)])
         tokens = [x.tokens[i] for i in self.rows]

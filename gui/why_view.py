@@ -21,7 +21,7 @@ from PyQt6.QtWidgets import (
 )
 
 from gui import core_api
-from gui.learn_model import HeadInputs, number, shown_keys, table
+from gui.learn_model import HeadInputs, key_rows, number, shown_keys, table
 from gui.learn_worker import LearnWorker
 
 COLOURS = ((150, 150, 150), (31, 119, 180), (214, 39, 40))  # grey, blue, red
@@ -56,7 +56,8 @@ class Bars(pg.PlotWidget):
             self.getAxis("bottom").setTicks([list(enumerate(keys))])
         else:
             self.getAxis("bottom").setTicks(None)
-        self.setYRange(0, 1.05, padding=0)
+        top = max((h for _, heights in series for h in heights if h == h), default=1.0)
+        self.setYRange(0, max(top, 1e-3) * 1.08, padding=0)  # 1/512 each: not one flat line
         self.setXRange(-0.6, len(keys) - 0.4, padding=0)
 
 
@@ -196,31 +197,12 @@ def scale_text(w: object, x: HeadInputs) -> str:
 
 def max_text(w: object, x: HeadInputs) -> str:
     """The max subtraction's reason: the row, then the row at large logits in float32/float16."""
-    keys = shown_keys(len(w.scores))
-    first = [
-        [
-            x.key_tokens[j],
-            number(w.scores[j]),
-            number(w.shifted[j]),
-            number(w.exps[j]),
-            number(w.weights[j]),
-        ]
-        for j in keys
-    ]
+    keys = shown_keys(w.weights)  # past 12 keys: the 12 with the largest weights
+    first = key_rows(keys, x.key_tokens, [w.scores, w.shifted, w.exps, w.weights])
     f32, f16 = w.overflows
-    second = [
-        [
-            x.key_tokens[j],
-            number(w.large[j]),
-            number(f32.exps[j]),
-            number(f32.naive[j]),
-            number(f16.exps[j]),
-            number(f16.naive[j]),
-            number(f32.stable[j]),
-        ]
-        for j in keys
-    ]
-    more = "" if len(keys) == len(w.scores) else f" ({len(keys)} of {len(w.scores)} keys shown)"
+    columns = [w.large, f32.exps, f32.naive, f16.exps, f16.naive, f32.stable]
+    second = key_rows(keys, x.key_tokens, columns)
+    more = "" if len(keys) == len(w.scores) else f" (the {len(keys)} largest of {len(w.scores)})"
     return (
         "<b>Why subtract the row max?</b> exp(s - max) / sum exp(s - max) is the same as "
         "exp(s) / sum exp(s), but every exp(s - max) is at most 1, so it never overflows. "
@@ -239,7 +221,9 @@ def max_text(w: object, x: HeadInputs) -> str:
 
 def mask_text(w: object, x: HeadInputs) -> str:
     """The mask's reason: the weights three ways and their sums."""
-    keys = shown_keys(len(w.before))
+    keys = shown_keys([max(a, b) for a, b in zip(w.before, w.zero_score)])
+    n = len(w.before)
+    more = "" if len(keys) == n else f" (the {len(keys)} keys of largest weight of {n})"
     rows = [
         [
             x.key_tokens[j],
@@ -260,6 +244,6 @@ def mask_text(w: object, x: HeadInputs) -> str:
         "<b>Why -inf before softmax, not 0 after it?</b> exp(-inf) = 0, so a masked key gets "
         "weight 0 and the visible keys share all of 1. Zeroing weights after softmax leaves a "
         "row that sums to less than 1 (the masked keys took their share first); a score of 0 is "
-        f"not a mask at all: exp(0 - max) > 0. Row {w.row}:{assumed}<br>"
+        f"not a mask at all: exp(0 - max) > 0. Row {w.row}{more}:{assumed}<br>"
         + table(["key", "may attend", "-inf before softmax", "0 after softmax", "score 0"], rows)
     )
