@@ -25,9 +25,10 @@ MAX_TOKENS = 1024  # the pure-Python explanations take seconds past this; the ta
 TILE_ROWS = 64  # the tile walk shows at most this many query rows (each row is independent)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class HeadInputs:
-    """One head of a trace: q (L, E), k (S, E), v (S, Ev), its scores and its mask."""
+    """One head of a trace: q (L, E), k (S, E), v (S, Ev), its scores and its mask (equal only
+    to itself: the views compare what they were asked with `==`, and arrays cannot)."""
 
     q: np.ndarray
     k: np.ndarray
@@ -51,20 +52,28 @@ class HeadInputs:
         return None if self.allowed is None else self.allowed.tolist()
 
 
-def _head(value: np.ndarray, head: int, heads: int, ndim: int) -> np.ndarray:
-    """The head's slice of a step with a leading head axis (kv heads shared by a group)."""
-    if value.ndim == ndim:
+def _head(trace: object, name: str, head: int, group: int) -> np.ndarray:
+    """Head `head // group`'s slice of step `name`: a row of its leading head axis, or its
+    columns where the heads sit side by side along the features (q (L, H*d_k))."""
+    step = trace[name]
+    value = as_float64(step.value)
+    if step.axes[0] == "head":
+        return value[head // group]
+    n = int(trace.num_heads) // group  # heads in this step
+    if n == 1:
         return value
-    n = value.shape[0]
-    return value[head * n // heads]  # grouped-query: kv head h * Hkv / H
+    width = value.shape[-1] // n
+    return value[:, head // group * width : (head // group + 1) * width]
 
 
 def head_inputs(trace: object, head: int = 0) -> HeadInputs:
     """The matrices of head `head` (0 when the trace has one); ValueError past MAX_TOKENS."""
-    get = lambda n: as_float64(trace[n].value)  # noqa: E731
     heads = int(getattr(trace, "num_heads", 1) or 1)
-    q, k, v = (_head(get(n), head, heads, 2) for n in ("q", "k", "v"))
-    scores, scaled, masked = (_head(get(n), head, heads, 2) for n in ("scores", "scaled", "masked"))
+    group = heads // int(getattr(trace, "num_kv_heads", heads) or heads)  # q heads per kv head
+    head = min(max(head, 0), heads - 1)
+    q = _head(trace, "q", head, 1)
+    k, v = (_head(trace, n, head, group) for n in ("k", "v"))
+    scores, scaled, masked = (_head(trace, n, head, 1) for n in ("scores", "scaled", "masked"))
     if max(scores.shape) > MAX_TOKENS:
         raise ValueError(
             f"Learn explains up to {MAX_TOKENS} tokens in plain Python; this example has "

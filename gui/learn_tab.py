@@ -20,6 +20,7 @@ class LearnTab(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.trace = None
+        self.head = 0  # the pipeline's head (0 while it shows all heads or their average)
         self.inputs = None  # HeadInputs of self.trace (made when a page first needs them)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -40,6 +41,13 @@ class LearnTab(QWidget):
         self.trace, self.inputs = trace, None
         self.refresh()
 
+    def set_head(self, choice: str) -> None:
+        """The pipeline's head choice: a head number is followed; 'all' / 'average' give 0."""
+        head = int(choice) if choice.isdigit() else 0
+        if head != self.head:
+            self.head, self.inputs = head, None
+            self.refresh()
+
     def show_step(self, step: str) -> None:
         """The pipeline's step: the Why page opens its reason."""
         self.why.show_step(step)
@@ -54,7 +62,7 @@ class LearnTab(QWidget):
             return
         if self.inputs is None:
             try:
-                self.inputs = head_inputs(self.trace)
+                self.inputs = head_inputs(self.trace, self.head)
             except ValueError as exc:
                 self.message.setText(str(exc))
                 self.message.setVisible(True)

@@ -207,6 +207,7 @@ class MainWindow(QMainWindow):
         self.cancel_button.clicked.connect(self.worker.cancel)
         self.pipeline.headChanged.connect(self.overview.set_head)
         self.pipeline.stepChanged.connect(self.learn.show_step)
+        self.pipeline.headChanged.connect(self.learn.set_head)
         self.overview.stepChosen.connect(self.open_step)
         self.model.headChosen.connect(self.open_model_head)
         self.model.message.connect(self.say)

@@ -167,6 +167,8 @@ class TilesView(QWidget):
         self.scores.show_panel(matrix_panel("masked scores", scores, labels, ("query", "key")))
         self._levels = shared_levels(np.array(walk.exact))
         steps = np.arange(len(walk.steps))
+        every = max(1, len(steps) // 16)  # whole tiles on the axis, never 0.5
+        self.differences.getAxis("bottom").setTicks([[(t, str(t)) for t in steps[::every]]])
         self.differences.clear()
         self.differences.addItem(self.now_line)
         diff = [max(st.difference, FLOOR) for st in walk.steps]

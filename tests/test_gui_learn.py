@@ -73,6 +73,11 @@ def test_why_bars_are_the_learners_weights(window, qtbot):
     np.testing.assert_allclose(why.max_page.bars.items[0].opts["height"], softmax(scaled[5]))
     window.pipeline.set_step("masked")  # the pipeline's step opens its reason
     assert why.pages.currentWidget() is why.mask_page
+    # new inputs while the page is open: it follows them (no mask now: the causal one is shown)
+    window.load_session(journey("none"))
+    qtbot.waitUntil(lambda: not window.worker.busy, timeout=20000)
+    qtbot.waitUntil(lambda: not why.worker.busy and why.result[2].assumed_causal, timeout=20000)
+    assert "has no mask" in why.mask_page.text.text()
 
 
 def test_mistakes_gallery_draws_each_mistake_and_the_checkers_diagnosis(window, qtbot):
@@ -176,5 +181,22 @@ def test_long_examples_are_thinned_and_too_long_ones_refused(open_window, qtbot,
         w.learn.set_trace(w.outcome.reference)
         assert w.learn.message.isVisible() and not w.learn.pages.isEnabled()
         assert "100" in w.learn.message.text()
+    finally:
+        w.close()
+
+
+def test_the_learn_tab_follows_the_pipelines_head(open_window, qtbot):
+    w = open_window(sm.random_session(2, 5, 4, 2, 2, 2), size=(1024, 700))
+    try:
+        w.pipeline.set_head("1")
+        why = w.learn.why
+        open_page(qtbot, w, why)
+        assert why.inputs.head == 1 and "head 1 of 2" in why.status.text()
+        scores = np.asarray(w.outcome.reference["scores"].tolist())[1]  # (H, L, S): head 1
+        i = why.row.value()
+        np.testing.assert_allclose(why.scale_page.bars.items[0].opts["height"], softmax(scores[i]))
+        w.pipeline.set_head("average")  # no single head: head 0
+        qtbot.waitUntil(lambda: not why.worker.busy, timeout=20000)
+        assert why.inputs.head == 0
     finally:
         w.close()
