@@ -73,7 +73,9 @@ class LearnTab(QWidget):
         self.pages.currentWidget().set_inputs(self.inputs)
 
     def wait(self) -> None:
-        """Join every page's workers (closing the window, tests)."""
-        self.why.worker.wait()
-        self.mistakes.wait()
-        self.tiles.worker.wait()
+        """Cancel and join every page's workers (closing the window): the checks of the
+        mistakes stop between two kernels instead of running all seven."""
+        workers = (self.why.worker, self.mistakes.plant_worker, self.mistakes.check_worker)
+        for worker in (*workers, self.tiles.worker):
+            worker.cancel()
+            worker.wait()

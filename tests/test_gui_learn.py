@@ -200,3 +200,18 @@ def test_the_learn_tab_follows_the_pipelines_head(open_window, qtbot):
         assert why.inputs.head == 0
     finally:
         w.close()
+
+
+def test_closing_stops_the_checks_between_two_kernels(open_window, qtbot, monkeypatch):
+    """Closed while the gallery's seven checks run, the window waits for one check at most."""
+    checked = []
+    real = core_api.diagnose_mistake
+    monkeypatch.setattr(core_api, "diagnose_mistake", lambda n: checked.append(n) or real(n))
+    w = open_window(journey(), size=(1024, 700))
+    gallery = w.learn.mistakes
+    w.tabs.setCurrentWidget(w.learn)
+    w.learn.pages.setCurrentWidget(gallery)
+    qtbot.waitUntil(lambda: len(checked) >= 1, timeout=20000)
+    w.close()  # cancels, then joins
+    assert gallery.check_worker.pool.activeThreadCount() == 0
+    assert 1 <= len(checked) <= 2 and gallery.diagnoses == {}  # stopped; no stale result shown
