@@ -154,7 +154,7 @@ def plant(name: str, q, k, v, scale: float, allowed=None) -> Planted:
     notes, is_causal = [], allowed is not None and bool(np.all(p.allowed == causal(L, S, 0)))
     if (m.needs == "mask" and allowed is None) or (m.needs == "causal" and not is_causal):
         p, is_causal = problem(q, k, v, scale, causal(L, S, 0)), True
-        had = "no mask" if allowed is None else "no causal mask"
+        had = "no mask" if allowed is None else "no (top-left) causal mask"
         notes.append(f"the example has {had}: shown with the causal one (is_causal=True)")
     if m.large_logits:
         p = Problem(p.q * LARGE, p.k, p.v, p.scale, p.allowed, None, False)
