@@ -269,3 +269,45 @@ def single_threaded_blas() -> Iterator[None]:
         return
     with one_thread():
         yield
+
+
+# ---------------------------------------------------------------- learn: why, mistakes, tiles
+
+
+def why(scores, scaled, masked, d_k: int, row: int, allowed=None) -> tuple:
+    """scratch.why's three reasons on one row: (why_scale at 1/sqrt(d_k), why_max, why_mask)."""
+    from scratch import why as w
+
+    return (
+        w.why_scale(scores, 1.0 / d_k**0.5, d_k, row, allowed),
+        w.why_max(masked, row),
+        w.why_mask(scaled, row, allowed),
+    )
+
+
+def online_softmax(q, k, v, scale: float, allowed, block: int, dtype: str) -> object:
+    """scratch.online_softmax.online_softmax: the key tiles' running values."""
+    from scratch.online_softmax import online_softmax as walk
+
+    return walk(q, k, v, scale=scale, allowed=allowed, block=block, dtype=dtype)
+
+
+def mistake_names() -> tuple[str, ...]:
+    """The planted mistakes, in the gallery's order (scratch.mistakes.NAMES)."""
+    from scratch.mistakes import NAMES
+
+    return NAMES
+
+
+def plant_mistake(name: str, q, k, v, scale: float, allowed=None) -> object:
+    """scratch.mistakes.plant: the right and the wrong weights and output of one example."""
+    from scratch.mistakes import plant
+
+    return plant(name, q, k, v, scale, allowed)
+
+
+def diagnose_mistake(name: str) -> object:
+    """scratch.mistakes.diagnose: scratch.check on the kernel with that mistake."""
+    from scratch.mistakes import diagnose
+
+    return diagnose(name)

@@ -27,6 +27,7 @@ from gui.backward_view import BackwardView
 from gui.check_panel import CheckPanel
 from gui.inputs_panel import InputsPanel
 from gui.kernel_check import KernelCheckPanel
+from gui.learn_tab import LearnTab
 from gui.model_panel import ModelPanel
 from gui.overview import Overview
 from gui.pipeline_view import PipelineView
@@ -98,6 +99,8 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.checks, "Check")
         self.tabs.addTab(self.kernel_check, "Check a kernel")
         self.tabs.addTab(self.model, "Model")
+        self.learn = LearnTab()  # why, mistakes, tiles: computed only while visible
+        self.tabs.addTab(self.learn, "Learn")
         self.setCentralWidget(self.tabs)
         scroll = QScrollArea()
         scroll.setWidget(self.inputs)
@@ -203,6 +206,8 @@ class MainWindow(QMainWindow):
         self.worker.cancelled.connect(lambda: self._on_failed("cancelled by the user"))
         self.cancel_button.clicked.connect(self.worker.cancel)
         self.pipeline.headChanged.connect(self.overview.set_head)
+        self.pipeline.stepChanged.connect(self.learn.show_step)
+        self.pipeline.headChanged.connect(self.learn.set_head)
         self.overview.stepChosen.connect(self.open_step)
         self.model.headChosen.connect(self.open_model_head)
         self.model.message.connect(self.say)
@@ -257,6 +262,7 @@ class MainWindow(QMainWindow):
         self.outcome = outcome
         self.pipeline.set_trace(outcome.trace, outcome.reference)
         self.overview.set_trace(outcome.trace, self.pipeline.head)
+        self.learn.set_trace(outcome.reference)
         self.checks.set_outcome(outcome, self._gradients_for(outcome.session))
         verdict = " | all steps pass" if all(c.ok for c in outcome.checks) else " | CHECK FAILED"
         self.backend_label.setText(
@@ -367,4 +373,5 @@ class MainWindow(QMainWindow):
         self.backward_worker.wait()
         self.model.worker.wait()
         self.kernel_check.worker.wait()
+        self.learn.wait()
         super().closeEvent(event)
