@@ -28,7 +28,7 @@ class GenerateBar(QWidget):
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         self.button = QPushButton("Generate next token")
-        self.button.setToolTip("Feed the chosen token to the model: the key/value cache grows by one")
+        self.button.setToolTip("Feed the chosen token to the model: the KV cache grows by one")
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 5.0)
         self.temperature.setSingleStep(0.1)

@@ -72,7 +72,8 @@ class ModelGrid(QWidget):
         shown = attentions[:, :, -1:, :] if newest_only else attentions  # (layers, heads, 1|T, T)
         self.images = [[head_image(h, table) for h in layer] for layer in shown]
         self.selected = None
-        self.setMinimumWidth(int(LABEL + heads * (MIN_SIDE + GAP) + GROUP_GAP * (self.groups() - 1)))
+        gaps = GROUP_GAP * (self.groups() - 1)
+        self.setMinimumWidth(int(LABEL + heads * (MIN_SIDE + GAP) + gaps))
         self.setMinimumHeight(int(self.top() + attentions.shape[0] * (self.cell_size() + GAP)))
         self.update()
 
