@@ -301,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: parse options, then the screenshot path or the interactive window."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     args = parse_args(argv)
-    if args.generate is not None and args.tab is None:
-        args.tab = "model"  # the generation is what --generate asks to see
+    if args.generate is not None and args.tab is None and args.layer is None and args.head is None:
+        args.tab = "model"  # the generation is what --generate asks to see (not a head of it)
     if args.list_presets:
         from gui import core_api
 

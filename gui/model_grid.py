@@ -13,7 +13,7 @@ GAP = 4  # pixels between cells
 GROUP_GAP = 10  # extra pixels between the groups of query heads that share a key/value head
 BAND = 18  # pixels of the band naming a group's key/value head
 MIN_SIDE = 26  # a cell never shrinks below this: more layers than fit scroll instead
-MAX_SIDE = 64  # nor grows above this
+MAX_SIDE = 48  # nor grows above this (more layers in view)
 
 
 def colour_table() -> np.ndarray:

@@ -267,7 +267,7 @@ class ModelPanel(QWidget):
         if d.ids:
             chance = d.chances[-1]
             said += (
-                f"Step {len(d.ids)} chose <b>{html.escape(readable(frame.tokens[-1]))}</b> "
+                f"Step {len(d.ids)} chose <b>'{html.escape(readable(frame.tokens[-1]))}'</b> "
                 f"(p = {chance:.3f}). "
             )
         else:

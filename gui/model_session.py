@@ -1,4 +1,5 @@
-"""A real model's head as a window session (no Qt): its x, W_q, W_k, W_v and biases.
+"""A real model's head as a window session (no Qt): its x, W_q, W_k, W_v and biases; a
+decoder's (Llama: rotary positions) as its rotated q, k and its v.
 
 The session has no bias fields, so each bias rides in the weights: x gets a last column of
 ones and W_q, W_k, W_v a last row holding b_q, b_k, b_v, so x @ W is exactly x @ W + b (one more
@@ -11,6 +12,7 @@ import numpy as np
 
 from gui import core_api
 from gui import session as sm
+from gui.token_text import readable
 
 
 def head_session(run: object, layer: int, head: int) -> sm.Session:
@@ -51,9 +53,11 @@ def rotated_session(run: object, layer: int, head: int) -> sm.Session:
     trace = run.trace(layer, head)  # pure Python; refuses a gap > 1e-9 to the NumPy forward
     q, k, v = (np.asarray(trace[name].value, dtype=np.float64) for name in ("q", "k", "v"))
     kv = core_api.kv_heads_of(run.model)[head]
+    decode = run.model.tokenizer.decode
+    tokens = tuple(readable(decode([i])) for i in run.ids)  # '␣Paris', not 'ĠParis'
     return sm.Session(
-        tokens=tuple(run.tokens),
-        key_tokens=tuple(run.tokens),
+        tokens=tokens,
+        key_tokens=tokens,
         query=_matrix(q),  # (T, d_head): q after RoPE
         key=_matrix(k),  # (T, d_head): k after RoPE
         value=_matrix(v),
