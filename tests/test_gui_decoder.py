@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from PyQt6.QtCore import Qt, QTimer  # noqa: E402
+from PyQt6.QtCore import QTimer  # noqa: E402
 
 from gui import core_api  # noqa: E402
 from gui import session as sm  # noqa: E402
@@ -128,10 +128,11 @@ def test_query_heads_stand_under_the_kv_head_they_share(qtbot, window, prompt_fr
 def test_a_decoder_head_opens_with_its_rotated_q_and_k(qtbot, window, prompt_frame):
     panel = window.model
     panel.show_result(prompt_frame)
-    window.tabs.setCurrentWidget(panel)
-    qtbot.waitExposed(panel.grid)
-    rect = panel.grid.cell_rect(2, 4)
-    qtbot.mouseClick(panel.grid, Qt.MouseButton.LeftButton, pos=rect.center().toPoint())
+    panel.layer.setValue(2)  # the head view's pickers, then its Open in pipeline button
+    panel.head.setCurrentIndex(panel.head.findData(4))
+    assert panel.lines.heads == [4] and panel.lines.focus == 4  # the newest token's lines
+    panel.open_button.click()
+    assert panel.grid.selected == (2, 4)
     opened = "layer 2:head 4 (RoPE q, k; KV head 1)"
     qtbot.waitUntil(
         lambda: not window.worker.busy and window.outcome.session.preset.endswith(opened),
