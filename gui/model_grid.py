@@ -14,6 +14,7 @@ GROUP_GAP = 10  # extra pixels between the groups of query heads that share a ke
 BAND = 18  # pixels of the band naming a group's key/value head
 MIN_SIDE = 26  # a cell never shrinks below this: more layers than fit scroll instead
 MAX_SIDE = 48  # nor grows above this (more layers in view)
+STRIP = 14  # the least height of a cell that shows one row (the newest token's)
 
 
 def colour_table() -> np.ndarray:
@@ -74,7 +75,7 @@ class ModelGrid(QWidget):
         self.selected = None
         gaps = GROUP_GAP * (self.groups() - 1)
         self.setMinimumWidth(int(LABEL + heads * (MIN_SIDE + GAP) + gaps))
-        self.setMinimumHeight(int(self.top() + attentions.shape[0] * (self.cell_size() + GAP)))
+        self.setMinimumHeight(int(self.top() + attentions.shape[0] * (self.row_height() + GAP)))
         self.update()
 
     def groups(self) -> int:
@@ -103,9 +104,14 @@ class ModelGrid(QWidget):
         width = (self.width() - LABEL - GROUP_GAP * (self.groups() - 1)) / heads - GAP
         return min(max(width, MIN_SIDE), MAX_SIDE)
 
+    def row_height(self) -> float:
+        """Height of one layer's cells: a square, or a strip for the newest row alone."""
+        side = self.cell_size()
+        return max(STRIP, side / 3) if self.newest_only else side
+
     def resizeEvent(self, event) -> None:
         if self.images:
-            needed = int(self.top() + len(self.images) * (self.cell_size() + GAP))
+            needed = int(self.top() + len(self.images) * (self.row_height() + GAP))
             if self.minimumHeight() != needed:
                 self.setMinimumHeight(needed)
         super().resizeEvent(event)
@@ -119,8 +125,8 @@ class ModelGrid(QWidget):
 
     def cell_rect(self, layer: int, head: int) -> QRectF:
         """Where one head is drawn."""
-        side = self.cell_size()
-        return QRectF(self.column_x(head), self.top() + layer * (side + GAP), side, side)
+        side, height = self.cell_size(), self.row_height()
+        return QRectF(self.column_x(head), self.top() + layer * (height + GAP), side, height)
 
     def band_rect(self, kv: int) -> QRectF:
         """The band over the query heads that read key/value head `kv`."""
@@ -166,7 +172,7 @@ class ModelGrid(QWidget):
         for layer, row in enumerate(self.images):
             rect = self.cell_rect(layer, 0)
             painter.drawText(
-                QRectF(0, rect.top(), LABEL - 4, side),
+                QRectF(0, rect.top(), LABEL - 4, rect.height()),
                 Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
                 f"L{layer}",
             )

@@ -192,3 +192,30 @@ def test_help_says_what_generate_and_model_do(capsys):
     with pytest.raises(SystemExit):
         main.parse_args(["--generate", "0"])
     assert "expected 1 to 256, found 0" in capsys.readouterr().err
+
+
+def test_thirty_layers_of_nine_heads_stay_readable_at_1024x700(qtbot, open_window, prompt_frame):
+    from PyQt6.QtGui import QFont, QFontMetrics
+
+    from gui.model_grid import GAP
+
+    window = open_window(sm.random_session(0, 4, 4, 2, 2, 1), size=(1024, 700))
+    panel = window.model
+    panel.show_result(prompt_frame)
+    window.tabs.setCurrentWidget(panel)
+    qtbot.waitExposed(panel.grid)
+    font = QFont()
+    font.setPointSize(8)  # the grid's labels
+    metrics = QFontMetrics(font)
+    for newest in (False, True):
+        panel.generate_bar.newest.setChecked(newest)
+        qtbot.waitUntil(lambda: panel.grid.height() >= panel.grid.minimumHeight(), timeout=5000)
+        assert (window.width(), window.height()) == (1024, 700)  # nothing widened the window
+        grid = panel.grid
+        rows = [grid.cell_rect(layer, 0) for layer in range(30)]
+        assert rows[0].height() >= metrics.height(), "a layer label is taller than its row"
+        assert all(b.top() - a.bottom() >= GAP - 1e-9 for a, b in zip(rows, rows[1:]))
+        lefts = sorted(grid.cell_rect(0, h).left() for h in range(9))
+        assert min(b - a for a, b in zip(lefts, lefts[1:])) > metrics.horizontalAdvance("H8")
+        assert grid.height() >= rows[-1].bottom()  # the scroll area reaches layer 29
+        assert panel.grid_scroll.verticalScrollBar().maximum() > 0  # and scrolls to it
