@@ -118,11 +118,11 @@ def snippet(s: Session, library: str = "numpy") -> str:
     tril = "np.tril" if numpy else "torch.tril"
     kword = "k" if numpy else "diagonal"
     mask = None
-    if s.mask_mode == "causal-top-left":
-        mask = f"{tril}({ones})  # causal, top-left: key j <= query i"
-    elif s.mask_mode == "causal-bottom-right":
-        shift = core_api.causal_shift(L, S, "bottom-right")
-        mask = f"{tril}({ones}, {kword}={shift})  # causal, bottom-right: j <= i + (S - L)"
+    if s.mask_mode.startswith("causal-"):
+        align = s.mask_mode.removeprefix("causal-")
+        causal = core_api.causal_variant(L, S, align)  # its diagonal and its rule in words
+        diagonal = f", {kword}={causal.shift}" if causal.shift else ""
+        mask = f"{tril}({ones}{diagonal})  # {align}, {causal.rule()}"
     elif s.mask_mode == "custom" and s.mask is not None:
         rows = ",\n".join("    [" + ", ".join(str(b) for b in r) + "]" for r in s.mask)
         dtype = "dtype=bool" if numpy else "dtype=torch.bool"

@@ -58,7 +58,7 @@ def example_and_options(s: Session) -> tuple[core_api.Example, core_api.Options]
     elif s.mask_mode == "custom" and s.mask is not None:
         attn_mask = core_api.mask_array(s.mask)
     is_causal = s.mask_mode == "causal-top-left"
-    options = core_api.Options(attn_mask, is_causal, scale, masked_rows=s.masked_rows)
+    options = core_api.Options(attn_mask, is_causal, scale=scale, masked_rows=s.masked_rows)
     return example, options
 
 

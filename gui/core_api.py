@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 import scratch
-from scratch import backends, causal, presets, steps
+from scratch import backends, presets, steps
 
 # names the window uses as scratch defines them, passed through unchanged
 from scratch.compare import StepCheck as StepCheck
@@ -19,6 +19,9 @@ from scratch.rows import attention_rows as attention_rows
 from scratch.rows import sample_rows as sample_rows
 from scratch.tolerance import tolerance as tolerance
 from scratch.trace import trace_example
+from scratch.variant_support import sdpa_variant as sdpa_variant
+from scratch.variants import GivenMask as GivenMask
+from scratch.variants import causal
 from scratch.weights_tolerance import weights_tolerance as weights_tolerance
 
 
@@ -80,21 +83,22 @@ def shapes_for_heads(L: int, S: int, heads: tuple, d_head: int, d_v: int, inputs
     return scratch.plan.shapes_for_heads(L, S, heads, d_head, d_v, inputs)
 
 
+def causal_variant(L: int, S: int, align: str) -> object:
+    """scratch.variants.Causal for L queries and S keys aligned 'top-left' or 'bottom-right':
+    its .cells(rows, cols) are the grid's, .shift its diagonal, .rule() its words."""
+    return causal.Causal(causal.causal_shift(L, S, align))
+
+
 def causal_cells(L: int, S: int, align: str, rows=None, cols=None) -> list[list[bool]]:
-    """scratch.causal.causal_cells: rows `rows` and columns `cols` of the causal grid."""
+    """scratch.variants.causal.causal_cells: rows `rows` and columns `cols` of the causal grid."""
     return causal.causal_cells(L, S, align, rows, cols)
 
 
 def causal_mask_array(L: int, S: int, align: str) -> object:
-    """scratch.causal.causal_array: the causal grid as a NumPy bool array, for a backend's call
-    (at 4096 tokens nested lists are 16.7 M Python bools, seconds to build, and a backend's
-    conversion of them holds the GIL while the window's event loop waits)."""
+    """scratch.variants.causal.causal_array: the causal grid as a NumPy bool array, for a
+    backend's call (at 4096 tokens nested lists are 16.7 M Python bools, seconds to build, and
+    a backend's conversion of them holds the GIL while the window's event loop waits)."""
     return causal.causal_array(L, S, align)
-
-
-def causal_shift(L: int, S: int, align: str) -> int:
-    """scratch.causal.causal_shift: key j is visible to query i iff j <= i + shift."""
-    return causal.causal_shift(L, S, align)
 
 
 def mask_array(grid: object) -> object:

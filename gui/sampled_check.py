@@ -136,12 +136,13 @@ def row_problem(
     k = split_heads(_per_head(k, 1)[0], Hkv)  # (Hkv, S, d_k)
     v = split_heads(_per_head(v, 1)[0], Hkv)  # (Hkv, S, d_v)
     rows = checked_rows(q.shape[1])
-    mask = options.attn_mask
+    variant = core_api.sdpa_variant(options, "the window's sampled check")
     mask_rows = None
-    if mask is not None:
+    if isinstance(variant, core_api.GivenMask):  # a given mask: its sampled rows, (R, S)
+        mask = variant.attn_mask
         mask_rows = mask[rows].tolist() if hasattr(mask, "shape") else [mask[i] for i in rows]
-    if options.is_causal:  # top-left causal: the sampled rows of the grid, (R, S)
-        mask_rows = core_api.causal_cells(q.shape[1], k.shape[1], "top-left", rows)
+    elif variant is not None:  # is_causal: the sampled rows of its grid, (R, S)
+        mask_rows = variant.cells(rows, range(k.shape[1]))
     sampled = core_api.Options(mask_rows, scale=scale, enable_gqa=H != Hkv,
                                masked_rows=options.masked_rows)  # fmt: skip
     return RowProblem(rows, q, k, v, sampled)

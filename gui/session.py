@@ -523,8 +523,8 @@ def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
     if s.mask_mode == "custom" and s.mask is not None:
         return s.mask
     if s.mask_mode.startswith("causal"):
-        causal = core_api.causal_cells(L, S, s.mask_mode.removeprefix("causal-"))
-        return tuple(tuple(row) for row in causal)
+        causal = core_api.causal_variant(L, S, s.mask_mode.removeprefix("causal-"))
+        return tuple(tuple(row) for row in causal.cells(range(L), range(S)))
     return tuple(tuple(True for _ in range(S)) for _ in range(L))
 
 
@@ -542,8 +542,8 @@ def sampled_mask(s: Session, most: int) -> tuple[tuple[bool, ...], ...]:
     if s.mask_mode == "custom" and s.mask is not None:
         return tuple(tuple(s.mask[i][j] for j in cols) for i in rows)
     if s.mask_mode.startswith("causal"):
-        causal = core_api.causal_cells(L, S, s.mask_mode.removeprefix("causal-"), rows, cols)
-        return tuple(tuple(row) for row in causal)
+        causal = core_api.causal_variant(L, S, s.mask_mode.removeprefix("causal-"))
+        return tuple(tuple(row) for row in causal.cells(rows, cols))
     return tuple(tuple(True for _ in cols) for _ in rows)
 
 

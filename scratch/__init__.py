@@ -9,17 +9,21 @@ from .attention import scaled_dot_product_attention
 from .backward import scaled_dot_product_attention_backward
 from .checker import CheckReport, check
 from .compare import StepCheck, compare_traces
+from .decode import decode_attention
 from .example import Example
 from .explain import Explanation, explain
 from .flex import BlockMask, create_block_mask, flex_attention
 from .flex_backward import flex_attention_backward
+from .kv_cache import KVCache
 from .linalg import matmul, transpose
 from .masks import causal_mask
 from .multihead import multi_head_attention
 from .multihead_backward import MultiHeadGradients, multi_head_attention_backward
+from .paged import paged_decode_attention
 from .rope import rotary, rotary_backward
 from .rows import attention_rows, sample_rows
 from .softmax import softmax
+from .split_kv import merge_partials, split_kv_attention
 from .tolerance import tolerance
 from .trace import Step, Trace, trace_attention
 from .validate import MASKED_ROWS, as_tensor
@@ -61,6 +65,7 @@ __all__ = [
     "StepCheck",
     "Example",
     "Explanation",
+    "KVCache",
     "Step",
     "Trace",
     "attention_rows",
@@ -69,13 +74,16 @@ __all__ = [
     "check_backward",
     "compare_traces",
     "create_block_mask",
+    "decode_attention",
     "explain",
     "flex_attention",
     "flex_attention_backward",
     "matmul",
+    "merge_partials",
     "multi_head_attention",
     "multi_head_attention_backward",
     "MultiHeadGradients",
+    "paged_decode_attention",
     "rotary",
     "rotary_backward",
     "sample_rows",
@@ -83,6 +91,7 @@ __all__ = [
     "scaled_dot_product_attention_backward",
     "shape_of",
     "softmax",
+    "split_kv_attention",
     "tolerance",
     "trace_attention",
     "transpose",

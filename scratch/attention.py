@@ -43,6 +43,8 @@ from .options import Options
 from .plan import AttentionPlan, plan_attention
 from .softmax import log_sum_exp_row, softmax_row
 from .validate import as_tensor
+from .variant_support import sdpa_variant
+from .variants import Causal, GivenMask
 
 Matrix = list[list[float]]
 
@@ -139,11 +141,12 @@ def attend_all(
 
 
 def build_mask(options: Options, target: tuple[int, ...]) -> Mask | None:
-    """The Mask for scores of shape `target` from the options' mask kind."""
-    if options.mask_kind == "causal":
-        return Mask.causal(target)
-    if options.mask_kind == "given":
-        return Mask.from_user(options.attn_mask, target)
+    """The Mask for scores of shape `target` from the options' variant (None: no mask)."""
+    variant = sdpa_variant(options, "the ground truth scaled_dot_product_attention")
+    if isinstance(variant, Causal):
+        return Mask.causal(target, variant)
+    if isinstance(variant, GivenMask):
+        return Mask.from_user(variant.attn_mask, target)
     return None
 
 

@@ -92,9 +92,9 @@ def forward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
         """The keywords as one Options, then the backend's own function:"""
         _refuse_unknown("scaled_dot_product_attention", accepted, more)
         rng = _rng(own_rng, rng, more)
-        options = Options(
-            attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng, return_lse
-        )
+        options = Options(attn_mask, is_causal, scale=scale, dropout_p=dropout_p, rng=rng,
+                          enable_gqa=enable_gqa, masked_rows=masked_rows,
+                          return_lse=return_lse)  # fmt: skip
         return impl(query, key, value, options, **more)
 
     return _named(scaled_dot_product_attention, impl)
@@ -123,7 +123,8 @@ def backward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
         """The keywords as one Options, then the backend's own backward:"""
         _refuse_unknown("scaled_dot_product_attention_backward", accepted, more)
         rng = _rng(own_rng, rng, more)
-        options = Options(attn_mask, is_causal, scale, dropout_p, enable_gqa, masked_rows, rng)
+        options = Options(attn_mask, is_causal, scale=scale, dropout_p=dropout_p, rng=rng,
+                          enable_gqa=enable_gqa, masked_rows=masked_rows)  # fmt: skip
         return impl(query, key, value, grad_output, options, **more)
 
     return _named(scaled_dot_product_attention_backward, impl)
@@ -158,7 +159,7 @@ def multi_head_door(impl: Callable) -> Callable:
         _refuse_unknown("multi_head_attention", accepted, more)
         check_projections(w_q, w_k, w_v)
         check_value_has_key(key, value)
-        options = Options(attn_mask, is_causal, scale, masked_rows=masked_rows)
+        options = Options(attn_mask, is_causal, scale=scale, masked_rows=masked_rows)
         params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
         return impl(query, key, value, params, (num_heads, num_kv_heads), options, **more)
 
@@ -200,7 +201,9 @@ def trace_door(impl: Callable) -> Callable:
         _refuse_unknown("trace_attention", accepted, more)
         params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
         example = Example(x, key, value, params, tokens, key_tokens, num_heads, num_kv_heads)
-        options = Options(attn_mask, is_causal, scale, dropout_p, masked_rows=masked_rows, rng=rng)
+        options = Options(
+            attn_mask, is_causal, scale=scale, dropout_p=dropout_p, masked_rows=masked_rows, rng=rng
+        )
         return impl(example, options, **more)
 
     return _named(trace_attention, impl)

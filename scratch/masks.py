@@ -1,11 +1,11 @@
-"""Masks: causal masks and broadcasting a user's attn_mask over the scores."""
+"""Masks: a call's mask variant (causal, a user's attn_mask) as cells broadcast over the scores."""
 
 from __future__ import annotations
 
 from math import inf
 
-from .causal import causal_cells
 from .validate import Nested, as_mask, check_mask_shape
+from .variants.causal import Causal, causal_cells
 
 
 def causal_mask(L: int, S: int, align: str = "top-left") -> list[list[bool]]:
@@ -31,10 +31,11 @@ class Mask:
         return cls(values, shape, is_bool, target)
 
     @classmethod
-    def causal(cls, target: tuple[int, ...], align: str = "top-left") -> Mask:
-        """The causal mask for scores of shape (..., L, S)."""
+    def causal(cls, target: tuple[int, ...], variant: Causal | None = None) -> Mask:
+        """The causal variant's mask for scores of shape (..., L, S) (None: top-left)."""
         L, S = target[-2:]
-        return cls(causal_mask(L, S, align), (L, S), True, target)
+        variant = Causal(0) if variant is None else variant
+        return cls(variant.cells(range(L), range(S)), (L, S), True, target)
 
     def slice(self, index: tuple[int, ...]) -> list[list]:
         """The (L, S) mask for one leading index, broadcast out to full size."""

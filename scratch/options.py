@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .validate import _describe, check_dropout_p, check_flag, check_masked_rows, check_scale
+from .variants import Causal, GivenMask, Variant, combine
 
 MASK_KINDS = ("none", "causal", "given")
 
@@ -26,6 +27,9 @@ class Options:
 
     attn_mask: object = None  # bool (True = may attend) or float (added), broadcast to scores
     is_causal: bool = False  # PyTorch's top-left causal mask, tril(ones(L, S))
+    variant: object = (
+        None  # a scratch.variants object applied after the scale (mask and/or score change)
+    )
     scale: float | None = None  # None: 1 / sqrt(E)
     dropout_p: float = 0.0  # probability of dropping each weight after softmax
     enable_gqa: bool = False  # key/value may have fewer heads than query
@@ -45,6 +49,25 @@ class Options:
             object.__setattr__(self, "scale", check_scale(self.scale, 1))
         if self.is_causal and self.attn_mask is not None:
             raise ValueError("is_causal: cannot be combined with attn_mask; pass one or the other")
+        if self.variant is not None and not isinstance(self.variant, Variant):
+            found = _describe(self.variant)
+            raise TypeError(f"variant: expected a scratch.variants object or None, found {found}")
+
+    @property
+    def attention_variant(self) -> Variant | None:
+        """The one variant the call computes: Causal(0) for is_causal (top-left, as PyTorch),
+        GivenMask for attn_mask (checked when its cells are first read), and `variant`, combined
+        (masks and-ed, score changes in that order); None when nothing changes the scores."""
+        parts = []
+        if self.is_causal:
+            parts.append(Causal(0))
+        if self.attn_mask is not None:
+            parts.append(GivenMask.unchecked(self.attn_mask))
+        if self.variant is not None:
+            parts.append(self.variant)
+        if len(parts) > 1:
+            return combine(*parts)
+        return parts[0] if parts else None
 
     @property
     def mask_kind(self) -> str:
@@ -72,6 +95,8 @@ class Options:
             parts.append(f"rng={_describe(self.rng)}")
         if self.return_lse:
             parts.append("return_lse")
+        if self.variant is not None:
+            parts.append(f"variant={self.variant.rule()}")
         return ", ".join(parts)
 
 

@@ -14,11 +14,12 @@ from dataclasses import replace
 from itertools import product
 
 from .attention import attend, prepare
-from .causal import causal_cells
 from .masks import Mask
 from .nested import at, stack
 from .options import Options
 from .validate import check_positive_int
+from .variant_support import sdpa_variant
+from .variants import Causal
 
 
 def sample_rows(L: int, count: int, seed: int = 0) -> list[int]:
@@ -66,21 +67,25 @@ def attention_rows(
     Returns (output (..., R, Ev), weights (..., R, S)) with R = len(rows): entry n is exactly
     row rows[n] of the full ground truth, bit for bit, for the same arguments.
     """
-    options = Options(attn_mask, is_causal, scale, 0.0, enable_gqa, masked_rows)
+    options = Options(
+        attn_mask, is_causal, scale=scale, enable_gqa=enable_gqa, masked_rows=masked_rows
+    )
+    variant = sdpa_variant(options, "scratch.attention_rows")
+    causal = variant if isinstance(variant, Causal) else None
     # the causal mask is built below for the sampled rows only, never as a whole (L, S) grid
     p = prepare(query, key, value, replace(options, is_causal=False))
     plan = p.plan
     picked = _check_rows(rows, plan.L)
     mask = p.mask
-    if is_causal:  # only the sampled rows of tril(ones(L, S))
-        causal = causal_cells(plan.L, plan.S, rows=picked)  # (R, S)
-        mask = Mask(causal, (len(picked), plan.S), True, plan.lead + (len(picked), plan.S))
+    if causal is not None:  # only the sampled rows of the causal grid
+        seen = causal.cells(picked, range(plan.S))  # (R, S)
+        mask = Mask(seen, (len(picked), plan.S), True, plan.lead + (len(picked), plan.S))
     outputs, weights = [], []
     for index in product(*map(range, plan.lead)):
         q_rows = [at(p.q, index)[i] for i in picked]  # (R, E): only the sampled query rows
         mask_rows = None
-        if is_causal:
-            mask_rows = causal
+        if causal is not None:
+            mask_rows = seen
         elif mask is not None:
             full = mask.slice(index)  # (L, S) views of the broadcast mask, no copies
             mask_rows = [full[i] for i in picked]  # (R, S)

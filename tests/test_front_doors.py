@@ -54,7 +54,9 @@ def test_forward_door_builds_one_options_and_passes_the_rest_on():
     door = forward_door(_recorder("query", "key", "value", "options"))
     rng = random.Random(0)
     called, more = door(1, 2, 3, None, 0.25, True, 0.5, masked_rows="nan", rng=rng, dtype="x")
-    assert called["options"] == Options(None, True, 0.5, 0.25, False, "nan", rng)
+    assert called["options"] == Options(
+        None, True, scale=0.5, dropout_p=0.25, enable_gqa=False, masked_rows="nan", rng=rng
+    )
     assert more == {"dtype": "x"}
     own = forward_door(_recorder("query", "key", "value", "options"), own_rng=True)
     called, more = own(1, 2, 3, dropout_p=0.5, rng=7)  # an int seed: this backend's own rule

@@ -33,7 +33,7 @@ def problem(seed: int) -> tuple[list, list, list, list, dict]:
     mask = None
     if kind == "bool":  # some rows fully masked now and then
         mask = [[rng.random() < 0.6 for _ in range(S)] for _ in range(L)]
-    options = core_api.Options(mask, kind == "causal", scale, enable_gqa=H != Hkv,
+    options = core_api.Options(mask, kind == "causal", scale=scale, enable_gqa=H != Hkv,
                                masked_rows=masked_rows)  # fmt: skip
     return m(H, L, E).tolist(), m(Hkv, S, E).tolist(), m(Hkv, S, Ev).tolist(), m(H, L, Ev), options
 

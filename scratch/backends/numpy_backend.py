@@ -25,7 +25,6 @@ import numpy as np
 from scratch.backends import numpy_chunked
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
-from scratch.causal import causal_array
 from scratch.example import Example, check_trace_call
 from scratch.front_doors import forward_door, multi_head_door, trace_door
 from scratch.options import Options
@@ -33,6 +32,8 @@ from scratch.plan import PARAMS, HeadPlan, plan_attention, plan_multi_head
 from scratch.result import LseResult, Result
 from scratch.trace import Trace, layout_trace
 from scratch.validate import check_flag, check_mask_shape
+from scratch.variant_support import sdpa_variant
+from scratch.variants import Causal
 
 NAME = "numpy"
 KERNELS = ("explicit", "chunked-online-softmax")
@@ -68,15 +69,17 @@ class Steps:
 def build_mask(
     options: Options, dtype: np.dtype, target: tuple[int, ...], explicit: bool
 ) -> np.ndarray | None:
-    """The mask for scores of shape `target` from the options' mask kind.
+    """The mask for scores of shape `target` from the options' variant.
 
     Bool (True = may attend) or float (added to the scaled scores); None when nothing is
-    masked, and for "causal" on the chunked kernel, which skips the masked blocks itself.
+    masked, and for a causal variant on the chunked kernel, which skips the masked blocks itself.
     """
-    if options.mask_kind == "causal":
-        return causal_array(*target[-2:]) if explicit else None  # top-left, (L, S)
-    if options.mask_kind == "given":
-        mask = as_mask(options.attn_mask, dtype)
+    variant = sdpa_variant(options, "the numpy backend's scaled_dot_product_attention")
+    if isinstance(variant, Causal):
+        L, S = target[-2:]
+        return variant.tile(range(L), range(S)) if explicit else None  # (L, S)
+    if variant is not None:  # a given attn_mask, as the user's array
+        mask = as_mask(variant.attn_mask, dtype)
         check_mask_shape(mask.shape, target)
         return mask
     return None

@@ -22,11 +22,11 @@ import random
 
 import numpy as np
 
-from ..causal import causal_shift, causal_tile
 from ..front_doors import backward_door, forward_door
 from ..options import Options
 from ..plan import plan_attention
 from ..validate import check_positive_int
+from ..variants import Causal
 from .numpy_backend import build_mask
 
 KERNELS = ("explicit", "tiled")
@@ -99,10 +99,10 @@ class _Problem:
         self.scale = options.scale_for(plan.E)
         self.dropout_p = options.dropout_p
         self.masked_rows = options.masked_rows
-        # causal: None here, tiles built on the fly (masked); another kind: its full mask
+        # causal: None here, tiles built on the fly (masked); a given mask: its full array
         self.mask = build_mask(options, dtype, plan.scores_shape, explicit=False)
-        self.causal = options.mask_kind == "causal"
-        self.shift = causal_shift(plan.L, plan.S)  # top-left: key j allowed for query i iff j <= i
+        variant = options.attention_variant  # build_mask refused what this cannot compute
+        self.causal = variant if isinstance(variant, Causal) else None
         self.group = plan.group
         self.dtype = dtype
 
@@ -116,8 +116,8 @@ class _Problem:
         """S = scale * q k^T + mask for a tile of query rows and key columns."""
         # step 1: scores, scaled               (..., l, E) @ (..., E, s) -> (..., l, s)
         scaled = (q @ np.swapaxes(k, -1, -2)) * self.dtype.type(self.scale)
-        if self.causal:
-            m = causal_tile(self.shift, range(self.L)[rows], range(self.S)[cols])  # (l, s) bool
+        if self.causal is not None:
+            m = self.causal.tile(range(self.L)[rows], range(self.S)[cols])  # (l, s) bool
         elif self.mask is None:
             return scaled
         else:
@@ -185,8 +185,9 @@ def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
         top = np.full(q_i.shape[:-1] + (1,), -np.inf, p.dtype)  # running max  (..., b, 1)
         total = np.zeros_like(top)  # running sum of exp(S - top)
         acc = np.zeros(q_i.shape[:-1] + (p.Ev,), p.dtype)  # running sum of exp * keep * v
-        last = min(i0 + block, p.L) + p.shift if p.causal else p.S  # causal: keys j <= i + shift
-        for j0 in range(0, min(last, p.S), block):
+        i1 = min(i0 + block, p.L)
+        last = p.causal.keys_seen(i0, i1, p.S) if p.causal is not None else p.S  # causal: fewer
+        for j0 in range(0, last, block):
             cols = slice(j0, min(j0 + block, p.S))
             masked = p.masked(q_i, p.repeat_kv(p.k[..., cols, :]), rows, cols)  # (..., b, b)
             # step 1: new running max; rescale what was summed under the old one
@@ -273,7 +274,7 @@ def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
         cols = slice(j0, min(j0 + block, S))
         k_j = p.repeat_kv(p.k[..., cols, :])  # (..., Hq, b, E)
         v_j = p.repeat_kv(p.v[..., cols, :])  # (..., Hq, b, Ev)
-        first_row = max(0, j0 - p.shift) if p.causal else 0  # rows above see none of these keys
+        first_row = p.causal.first_query(j0) if p.causal is not None else 0  # rows above: none
         for i0 in range(first_row - first_row % block, L, block):  # inner loop: query blocks
             rows = slice(i0, min(i0 + block, L))
             # step 1: recompute the tile of P from the stored log-sum-exp

@@ -35,8 +35,8 @@ import threading
 
 import numpy as np
 
-from ..causal import causal_shift, causal_tile
 from ..options import Options
+from ..variants import Causal
 from .numpy_threads import cores, share, single_threaded_blas
 
 # Query chunk and key block. Measured interleaved with torch SDPA at L = S = 4096, E = 64,
@@ -126,24 +126,24 @@ class _Tiles:
                 fits = np.count_nonzero(below) == q_rows.size - np.count_nonzero(q_rows)
         return (folded, None) if fits else (q_rows, factor)
 
-    def bind(self, q_rows, i0, k_b, v_b, mask_b, shift, scale, offset, exp) -> _Tiles:
+    def bind(self, q_rows, i0, k_b, v_b, mask_b, causal, scale, offset, exp) -> _Tiles:
         """Work on rows i0:i0+n of one (batch, head) problem: q_rows (n, E), k (S, E), v (S, Ev).
 
-        shift is the causal diagonal (causal_shift; None: not causal); scale is None when
+        causal is the Causal variant (None: not causal); scale is None when
         q_rows already carries it, else each tile of scores is scaled;
         offset (n,) is subtracted from the fast pass's scores (None: nothing); exp is np.exp
         or np.exp2, matching what q carries."""
         self.q, self.first, self.k, self.v, self.mask = q_rows, i0, k_b, v_b, mask_b
-        self.shift, self.S, self.scale = shift, k_b.shape[0], scale
+        self.causal, self.S, self.scale = causal, k_b.shape[0], scale
         self.offset, self.exp = offset, exp
         return self
 
     def blocks(self, i0: int, i1: int):
         """(j0, j1, masked scores of the tile) for the key blocks rows i0:i1 may see."""
         n = i1 - i0
-        causal = self.shift is not None
-        # causal: rows i < i1 see keys j <= i + shift, so blocks from i1 + shift on are skipped
-        stop = min(self.S, i1 + self.shift) if causal else self.S
+        causal = self.causal
+        # causal: blocks past the keys rows i0:i1 may see are skipped
+        stop = causal.keys_seen(i0, i1, self.S) if causal is not None else self.S
         for j0 in range(0, stop, self.block):
             j1 = min(stop, j0 + self.block)
             s = self.s_buf[:n, : j1 - j0]
@@ -151,8 +151,9 @@ class _Tiles:
             np.matmul(q_rows, self.k[j0:j1].T, out=s)  # (n, E) @ (E, b) -> (n, b)
             if self.scale is not None:
                 s *= s.dtype.type(self.scale)
-            if causal and j1 - 1 > i0 + self.shift:  # the tile crosses the diagonal
-                tile = causal_tile(self.shift, range(i0, i1), range(j0, j1))  # (n, b) bool
+            rows, cols = range(i0, i1), range(j0, j1)
+            if causal is not None and not causal.sees_whole_tile(rows, cols):  # crosses it
+                tile = causal.tile(rows, cols)  # (n, b) bool
                 np.copyto(s, -np.inf, where=~tile)
             elif self.mask is not None:
                 m_tile = self.mask[i0:i1, j0:j1]
@@ -164,7 +165,7 @@ class _Tiles:
 
     def fully_masked(self, i0: int, i1: int) -> np.ndarray:
         """Rows of i0:i1 in which every key is masked (top-left causal rows always see key 0)."""
-        if self.mask is None or self.shift is not None:
+        if self.mask is None or self.causal is not None:
             return np.zeros(i1 - i0, dtype=bool)
         rows = self.mask[i0:i1]
         return ~rows.any(axis=1) if rows.dtype == np.bool_ else np.isneginf(rows).all(axis=1)
@@ -253,11 +254,12 @@ def chunked_output(
     q, k, v, scale, mask, options: Options, rng, group, chunk, block
 ) -> tuple[np.ndarray, np.ndarray | None, str]:
     """(attention output, lse or None, what the kernel chose) by query chunks and key blocks."""
-    is_causal, masked_rows, dropout_p = options.is_causal, options.masked_rows, options.dropout_p
+    masked_rows, dropout_p = options.masked_rows, options.dropout_p
     *lead, L, E = q.shape
     S, Ev = v.shape[-2:]
     dtype = q.dtype
-    shift = causal_shift(L, S) if is_causal else None  # top-left: key j seen iff j <= i
+    causal = options.attention_variant  # the backend's build_mask refused other variants
+    causal = causal if isinstance(causal, Causal) else None
     chunk, block = min(chunk, L), min(block, S)  # buffers no bigger than the problem
     if dropout_p > 0.0:  # random draws come a whole (chunk, S) row band at a time
         chunk = max(1, min(chunk, (1 << 22) // S))
@@ -290,7 +292,7 @@ def chunked_output(
             offset = np.where(bound > limit, bound - limit, 0.0).astype(dtype)
             if not np.isfinite(offset).all():
                 offset = None  # beyond float range: the fast pass overflows and gives up
-        tiles.bind(q_rows, i0, k[kv], v_c[kv], mask_b, shift, tile_scale, offset, exp)
+        tiles.bind(q_rows, i0, k[kv], v_c[kv], mask_b, causal, tile_scale, offset, exp)
         out = output[index][i0:i1]
         draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
         first = tiles.fast(i0, i1) if try_fast and draws is None else None

@@ -46,6 +46,7 @@ from scratch.options import Options
 from scratch.plan import HeadPlan, plan_attention, plan_multi_head
 from scratch.result import LseResult, Result
 from scratch.trace import Trace, layout_trace
+from scratch.variants import GivenMask
 
 NAME = "torch"
 KERNELS = ("explicit", "torch-sdpa")
@@ -219,7 +220,8 @@ def trace_example(
         values["key_input"] = run.inputs["key_input"]
     if value is not None:
         values["value_input"] = run.inputs["value_input"]
-    is_bool = None if options.mask_kind != "given" else run.mask.dtype == torch.bool
+    given = isinstance(options.attention_variant, GivenMask)
+    is_bool = run.mask.dtype == torch.bool if given else None
     return layout_trace(
         values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
         key_tokens=example.key_tokens, source=(backend_name, str(storage).removeprefix("torch.")),

@@ -23,14 +23,14 @@ import torch
 import torch.nn.functional as F
 
 from scratch.backends.torch_inputs import cast_mask, compute_dtype
-from scratch.backends.torch_math import Heads, causal_grid, dropout, repeat_kv
+from scratch.backends.torch_math import Heads, causal_grid, dropout, fused_causal, repeat_kv
 from scratch.options import Options
 
 
 def fused(heads: Heads) -> torch.Tensor:
     """torch's fused SDPA (causal by its own flag, `mask` None), then the masked_rows policy."""
     q, k, v, mask, scale = heads.q, heads.k, heads.v, heads.mask, heads.scale
-    options, gen, is_causal = heads.options, heads.gen, heads.options.is_causal
+    options, gen, is_causal = heads.options, heads.gen, fused_causal(heads.options)
     if is_causal and _rounds_to_nonpositive(scale, q.dtype):
         # torch 2.13's fused CPU kernel returns NaN rows for is_causal with scale <= 0 (it seems
         # to scale after masking: -inf * 0 = NaN), also for a tiny scale that rounds to 0 in its
@@ -77,12 +77,12 @@ def fused_with_lse(heads: Heads) -> tuple[torch.Tensor, torch.Tensor, str]:
     found = _flash_cpu(q, k, v, mask, scale, options)
     if found is None:
         output = fused(heads)
-        lse = _lse_by_chunks(q, k, mask, options.is_causal, scale)
+        lse = _lse_by_chunks(q, k, mask, fused_causal(options), scale)
         return output, lse, "lse by torch.logsumexp over query chunks of the scores"
     output, lse = found
     if q.ndim == 4:
         output = _empty_rows_policy(
-            output, q, k, v, mask, options.is_causal, scale, options, heads.gen
+            output, q, k, v, mask, fused_causal(options), scale, options, heads.gen
         )
     else:
         output = fused(heads)
@@ -105,7 +105,7 @@ def _flash_cpu(q, k, v, mask, scale, options: Options):
         and q.ndim <= 4
         and (mask is None or mask.ndim <= 4)
         and _scores_surely_finite(q, k, scale)
-        and not (options.is_causal and _rounds_to_nonpositive(scale, q.dtype))
+        and not (fused_causal(options) and _rounds_to_nonpositive(scale, q.dtype))
     )
     if not usable:
         return None
@@ -121,7 +121,7 @@ def _flash_cpu(q, k, v, mask, scale, options: Options):
             )
         m4 = m4.reshape((1,) * (4 - m4.ndim) + tuple(m4.shape))
     try:
-        output, lse = op(q4, k4, v4, 0.0, options.is_causal, attn_mask=m4, scale=scale)
+        output, lse = op(q4, k4, v4, 0.0, fused_causal(options), attn_mask=m4, scale=scale)
     except (RuntimeError, TypeError, ValueError):
         return None
     return output.reshape(*lead, *output.shape[-2:]), lse.reshape(*lead, lse.shape[-1])

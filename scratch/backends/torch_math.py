@@ -14,30 +14,37 @@ import torch
 
 from scratch import validate
 from scratch.backends.torch_inputs import Placement, as_mask, cast_mask
-from scratch.causal import causal_shift
 from scratch.options import Options
+from scratch.variant_support import sdpa_variant
+from scratch.variants import Causal
 
 
 def build_mask(
     options: Options, target: tuple, device: torch.device, fused: bool = False
 ) -> torch.Tensor | None:
-    """The mask of `options.mask_kind` for scores of shape `target`: bool (True = may attend),
-    float (added), or None. A new mask kind is one more branch here, in both kernels."""
+    """The mask of `options`' variant for scores of shape `target`: bool (True = may attend),
+    float (added), or None. A new variant is one more branch here, in both kernels."""
     L, S = target[-2:]
-    if options.mask_kind == "causal":  # PyTorch's top-left causal mask
+    variant = sdpa_variant(options, "the torch backend's scaled_dot_product_attention")
+    if isinstance(variant, Causal):  # PyTorch's top-left causal mask
         if fused:
             return None  # torch's fused kernel builds it itself from is_causal=True
-        return causal_grid(L, S, device)  # (L, S)
-    if options.mask_kind == "given":
-        mask = as_mask(options.attn_mask, device)
+        return variant.tensor(L, S, device)  # (L, S)
+    if variant is not None:  # a given attn_mask, as the user's array or tensor
+        mask = as_mask(variant.attn_mask, device)
         validate.check_mask_shape(tuple(mask.shape), target)
         return mask
     return None
 
 
+def fused_causal(options: Options) -> bool:
+    """Whether torch's fused kernel gets is_causal=True (its own top-left mask, `mask` None)."""
+    return isinstance(options.attention_variant, Causal)
+
+
 def causal_grid(L: int, S: int, device: torch.device) -> torch.Tensor:
     """PyTorch's top-left causal mask (L, S), True = may attend, built on `device`."""
-    return torch.ones(L, S, dtype=torch.bool, device=device).tril(causal_shift(L, S))
+    return Causal(0).tensor(L, S, device)
 
 
 def repeat_kv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

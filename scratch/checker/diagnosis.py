@@ -168,7 +168,7 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[tuple[str, object]
                     (
                         "causal tile skipping keeps only the diagonal tile (key tiles left of "
                         "the diagonal skipped)",
-                        lambda b=b: attend(allowed=(j <= i) & (j >= (i // b) * b)),
+                        lambda b=b: attend(allowed=causal(L, S, 0) & (j // b == i // b)),
                     )
                 )
     return found

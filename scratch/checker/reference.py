@@ -17,14 +17,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..tolerance import ACCUMULATE
+from ..variants.causal import causal_tile
 
 LOG2E = 1.0 / math.log(2.0)
 
 
 def causal(L: int, S: int, shift: int, rows: np.ndarray | None = None) -> np.ndarray:
-    """(L, S) bool: key j allowed for query row i when j <= i + shift."""
-    i = np.arange(L) if rows is None else np.asarray(rows)
-    return np.arange(S)[None, :] <= i[:, None] + shift
+    """(L, S) bool, or the rows `rows` of it: the causal grid whose diagonal is `shift` (0 is
+    PyTorch's; the diagnoses plant -1, 1 and S - L), from scratch.variants.causal."""
+    if rows is None:
+        return causal_tile(shift, range(L), range(S))  # (L, S)
+    picked = [causal_tile(shift, range(i, i + 1), range(S)) for i in rows]  # R of (1, S)
+    return np.concatenate(picked) if picked else np.zeros((0, S), dtype=bool)  # (R, S)
 
 
 @dataclass

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..causal import causal_array
+from ..variants import Causal
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -88,8 +88,9 @@ def head_attention(
     T, S, d = qh.shape[1], kh.shape[1], qh.shape[2]
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     scores = qh @ kh.transpose(0, 2, 1) * scale  # (H, T, d) @ (H, d, S) -> (H, T, S)
-    if causal:  # the one causal rule; bottom-right is top-left when S == T
-        scores = np.where(causal_array(T, S, "bottom-right"), scores, -np.inf)
+    if causal:  # the causal variant, bottom-right (top-left when S == T)
+        seen = Causal.aligned("bottom-right", T, S).tile(range(T), range(S))  # (T, S)
+        scores = np.where(seen, scores, -np.inf)
     scores = scores - scores.max(axis=-1, keepdims=True)  # subtract the row max: no overflow
     weights = np.exp(scores)
     weights /= weights.sum(axis=-1, keepdims=True)  # (H, T, S)

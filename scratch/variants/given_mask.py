@@ -7,6 +7,7 @@ skipped. The mask has SDPA's shapes: (L, S) or anything that broadcasts to (B, H
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import inf
 
 from ..nested import at
@@ -18,6 +19,7 @@ class GivenMask(Variant):
     """attn_mask[b][h][i][j] (broadcast): bool = may the query see the key; float = added."""
 
     def __init__(self, attn_mask: object):
+        self.attn_mask = attn_mask  # as given: a backend reads its own array from here
         values, shape, self.is_bool = as_mask(attn_mask, "attn_mask")
         if len(shape) > 4:
             raise ValueError(f"attn_mask: expected at most 4 dims (B, H, L, S), found {shape}")
@@ -26,8 +28,31 @@ class GivenMask(Variant):
         self.values, self.shape = values, (1,) * (4 - len(shape)) + shape
         for _ in range(4 - len(shape)):
             self.values = [self.values]
-        self.mask_mod = self._sees
-        self.score_mod = None if self.is_bool else self._add
+
+    @classmethod
+    def unchecked(cls, attn_mask: object) -> GivenMask:
+        """The variant of `attn_mask`, checked and read as nested lists only when first used
+        (a backend reads `attn_mask` as its own array and never pays for 16.7 M Python cells)."""
+        found = cls.__new__(cls)
+        found.attn_mask = attn_mask
+        return found
+
+    def __getattr__(self, name: str) -> object:
+        """An unchecked mask's cells, read on first use (only attributes not yet set land here)."""
+        if name in ("values", "shape", "is_bool") and "attn_mask" in vars(self):
+            self.__init__(self.attn_mask)
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def mask_mod(self) -> Callable[..., bool]:
+        """May the query see the key: the bool entry, or a float entry that is not -inf."""
+        return self._sees
+
+    @property
+    def score_mod(self) -> Callable[..., float] | None:
+        """A float mask's entry added to the score; None for a bool mask."""
+        return None if self.is_bool else self._add
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         mb, mh, _, _ = self.shape

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Ranges, Variant, check_count, check_int, clip
-from .causal import _plus
+from .causal import _plus, at_or_before
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class PrefixLM(Variant):
             check_count(len(self.prefix), B, "B", "prefix", "length per batch entry", one=False)
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        return kv_idx < self.length(b) or kv_idx <= q_idx + self.shift
+        return kv_idx < self.length(b) or at_or_before(kv_idx, q_idx + self.shift)
 
     def rule(self) -> str:
         return (
@@ -48,7 +48,7 @@ class PrefixLM(Variant):
         n = self.length(b)
         if kv_idx < n:
             return f" (key {kv_idx} in the prefix of {n})"
-        sign = "<=" if kv_idx <= q_idx + self.shift else ">"
+        sign = "<=" if at_or_before(kv_idx, q_idx + self.shift) else ">"
         return f" (key {kv_idx} after the prefix of {n}, {sign} {q_idx}{_plus(self.shift)})"
 
     def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:

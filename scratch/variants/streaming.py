@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Ranges, Variant, check_int, clip
-from .causal import _plus
+from .causal import _plus, at_or_before
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,9 @@ class SinkTokens(Variant):
         check_int(self.left, "left", least=0)
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        diagonal = q_idx + self.shift
-        return kv_idx <= diagonal and (kv_idx < self.sinks or kv_idx >= diagonal - self.left)
+        diagonal = q_idx + self.shift  # recent: one of the left + 1 keys up to the diagonal
+        recent = not at_or_before(kv_idx, diagonal - self.left - 1)
+        return at_or_before(kv_idx, diagonal) and (kv_idx < self.sinks or recent)
 
     def rule(self) -> str:
         d = f"i{_plus(self.shift)}"
@@ -38,11 +39,11 @@ class SinkTokens(Variant):
 
     def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
         d = q_idx + self.shift
-        if kv_idx > d:
+        if not at_or_before(kv_idx, d):
             return f" (key {kv_idx} after query position {d})"
         if kv_idx < self.sinks:
             return f" (key {kv_idx} is a sink token)"
-        inside = kv_idx >= d - self.left
+        inside = not at_or_before(kv_idx, d - self.left - 1)
         return f" (key {kv_idx} {'in' if inside else 'outside'} the window [{d - self.left}, {d}])"
 
     def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:

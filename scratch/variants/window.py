@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Ranges, Variant, check_window_side, clip
-from .causal import _plus, shift_of
+from .causal import _plus, at_or_before, shift_of
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ class SlidingWindow(Variant):
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         diagonal = q_idx + self.shift
-        after_start = self.left == -1 or kv_idx >= diagonal - self.left
-        before_end = self.right == -1 or kv_idx <= diagonal + self.right
+        after_start = self.left == -1 or not at_or_before(kv_idx, diagonal - self.left - 1)
+        before_end = self.right == -1 or at_or_before(kv_idx, diagonal + self.right)
         return after_start and before_end
 
     def rule(self) -> str:
