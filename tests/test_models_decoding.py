@@ -55,9 +55,9 @@ def test_each_chosen_token_keeps_its_probability(three):
 
 def test_seeded_sampling_repeats_and_seeds_differ(three):
     start = three[0]
-    draws = {seed: start.extend(3.0, seed).ids[-1] for seed in range(4)}
-    assert start.extend(3.0, 2).ids[-1] == draws[2]  # the same seed, the same draw
-    assert len(set(draws.values())) > 1, "four seeds at temperature 3 all drew one token"
+    draws = {seed: start.extend(3.0, seed).ids[-1] for seed in range(2)}
+    assert start.extend(3.0, 1).ids[-1] == draws[1]  # the same seed, the same draw
+    assert draws[0] != draws[1], "two seeds at temperature 3 drew one token"
 
 
 @pytest.mark.parametrize(
