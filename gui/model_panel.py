@@ -123,6 +123,10 @@ class ModelPanel(QWidget):
         pick.addWidget(self.open_button)
         pick.addStretch(1)
         right_layout.addLayout(pick)
+        self.head_note = QLabel()  # a decoder's head: the KV head it shares, RoPE in the pipeline
+        self.head_note.setWordWrap(True)
+        self.head_note.setVisible(False)
+        right_layout.addWidget(self.head_note)
         self.lines = HeadView()
         right_layout.addWidget(self.lines, 1)
         right.addWidget(lines_box)
@@ -322,6 +326,24 @@ class ModelPanel(QWidget):
         heads = list(range(weights.shape[0])) if head in (None, -1) else [head]
         focus = len(self.tokens) - 1 if self.frame is not None else None
         self.lines.set_layer(self.tokens, weights, heads, focus)
+        self.head_note.setVisible(self.frame is not None)
+        if self.frame is not None:
+            self.head_note.setText(self._head_note(heads))
+
+    def _head_note(self, heads: list[int]) -> str:
+        """Which KV head the picked head shares, and what opening it shows of RoPE."""
+        kv = self.frame.kv_heads
+        model = self.frame.decoding.prompt.model
+        rope = (
+            f"In the pipeline its q and k arrive turned by RoPE (base {model.config.rope_base:g}: "
+            "each pair of features i, i + d/2 turns by an angle that grows with the position)."
+        )
+        if len(heads) > 1:
+            return f"Lines: the newest token's, one colour per head. {rope}"
+        h = heads[0]
+        shared = [g for g in range(len(kv)) if kv[g] == kv[h] and g != h]
+        names = ", ".join(str(g) for g in shared) or "no other head"
+        return f"Head {h} reads KV head {kv[h]} (with heads {names}). {rope}"
 
     def _grid_clicked(self, layer: int, head: int) -> None:
         self.layer.setValue(layer)

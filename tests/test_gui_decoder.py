@@ -131,6 +131,7 @@ def test_a_decoder_head_opens_with_its_rotated_q_and_k(qtbot, window, prompt_fra
     panel.layer.setValue(2)  # the head view's pickers, then its Open in pipeline button
     panel.head.setCurrentIndex(panel.head.findData(4))
     assert panel.lines.heads == [4] and panel.lines.focus == 4  # the newest token's lines
+    assert panel.head_note.text().startswith("Head 4 reads KV head 1 (with heads 3, 5).")
     panel.open_button.click()
     assert panel.grid.selected == (2, 4)
     opened = "layer 2:head 4 (RoPE q, k; KV head 1)"
