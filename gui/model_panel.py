@@ -246,27 +246,29 @@ class ModelPanel(QWidget):
             self.generate_bar.newest.setChecked(False)
             self.generate_bar.newest.blockSignals(False)
             self._reset_pickers(model.layers, model.heads)
-        groups = model.heads // len(set(frame.kv_heads))
         self.generate_bar.cache.setText(
             f"KV cache: {d.length} tokens ({len(d.prompt.ids)} + {len(d.ids)} new) "
             f"x {model.layers} layers x {len(set(frame.kv_heads))} KV heads"
         )
-        self.status.setText(self._story(frame, groups))
+        self.status.setText(self._story(frame))
         self.bars.set_tokens(frame.top, f"Next token after '{readable(frame.tokens[-1])}'")
         self._show_grid()
         self.sinks.setText("")
 
-    def _story(self, frame: DecoderFrame, groups: int) -> str:
+    def _story(self, frame: DecoderFrame) -> str:
         """The text so far (new tokens highlighted) and the token the last step chose."""
         d = frame.decoding
         model = d.prompt.model
-        T = len(d.prompt.ids)
-        prompt = html.escape("".join(frame.tokens[:T]))
         new = "".join(
-            f"<b style='color:#c0501e'>{html.escape(readable(t, 40))}</b>" for t in frame.tokens[T:]
+            f"<b style='color:#c0501e'>{html.escape(readable(t, 40))}</b>"
+            for t in frame.tokens[len(d.prompt.ids) :]
         )
-        said = f"{model.name}: {model.layers} layers x {model.heads} query heads in " + (
-            f"{len(set(frame.kv_heads))} groups of {groups} sharing a key/value head (GQA). "
+        kv = frame.kv_heads
+        shared = kv.count(kv[0])  # query heads per key/value head
+        said = f"{model.name}: {model.layers} layers x {model.heads} query heads" + (
+            f" in {len(set(kv))} groups of {shared} sharing a key/value head (GQA). "
+            if shared > 1
+            else ", each with its own key/value head. "
         )
         if d.ids:
             chance = d.chances[-1]
@@ -276,7 +278,7 @@ class ModelPanel(QWidget):
             )
         else:
             said += "Press Generate to add the likeliest token. "
-        return f"{said}<br>{prompt}{new}"
+        return f"{said}<br>{html.escape(d.prompt.text)}{new}"
 
     def _reset_pickers(self, layers: int, heads: int) -> None:
         self.layer.blockSignals(True)
