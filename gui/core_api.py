@@ -259,6 +259,26 @@ def load_model(path: str | None) -> object:
     return models.load(path)
 
 
+def start_model(path: str | None, text: str) -> object:
+    """A decoder's Decoding of `text` (scratch.models.decoding.start: the prompt run, its cache
+    kept for Decoding.extend), or model.run(text) for a model without an output head."""
+    from scratch.models import decoding
+
+    model = load_model(path)
+    decoder = getattr(model, "family", None) == "llama"
+    return decoding.start(model, text) if decoder else model.run(text)
+
+
+def kv_heads_of(model: object) -> list[int]:
+    """The key/value head each query head reads (scratch.models.llama.kv_head: grouped-query
+    attention); BERT's and GPT-2's heads each read their own."""
+    from scratch.models import llama
+
+    if model.family != "llama":
+        return list(range(model.heads))
+    return [llama.kv_head(model.config, h) for h in range(model.heads)]
+
+
 @contextlib.contextmanager
 def single_threaded_blas() -> Iterator[None]:
     """scratch.backends.numpy_threads.single_threaded_blas; nothing to hold without NumPy."""
