@@ -66,7 +66,8 @@ def test_tab_opens_the_named_tab_on_screen_too(open_window):
         assert main.tab_of(w, argparse.Namespace(tab=name)) is widget
     source = open(os.path.join(ROOT, "main.py")).read()
     interactive = source[source.index("window = MainWindow(settings, session)") :]
-    assert "tab_of(window, args)" in interactive  # the window on screen opens --tab too
+    assert "open_as_asked(window, args, run)" in interactive  # on screen: --tab too
+    assert "tab_of(window, args)" in source[source.index("def open_as_asked") :]
 
 
 @pytest.mark.gui
