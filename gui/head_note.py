@@ -17,5 +17,6 @@ def model_head_note(s: sm.Session) -> str:
     d_model = len(s.query[0]) - 1
     return (
         f"<b>{title}</b><br>d_model {d_model} + 1: X's last column is all ones and the last "
-        "row of W_q, W_k, W_v holds the biases b_q, b_k, b_v, so X @ W_q is x @ W_q + b_q."
+        "row of W_q, W_k, W_v holds the biases b_q, b_k, b_v, so X @ W_q is the model's "
+        "x @ W_q + b_q."
     )

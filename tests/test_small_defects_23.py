@@ -89,3 +89,20 @@ def test_a_model_head_in_the_pipeline_says_d_model_has_a_bias_column(open_window
     assert not notes.isHidden()
     assert "d_model 384 + 1" in notes.text() and "b_q" in notes.text(), notes.text()
     assert w.inputs.session.preset.endswith("layer 0:head 3")
+
+
+@pytest.mark.gui
+def test_a_one_token_cache_says_1_token(open_window, qtbot, smollm2):
+    pytest.importorskip("PyQt6")
+    from gui.model_worker import frame
+    from scratch.models import decoding
+
+    start = decoding.start(smollm2, "Hi")
+    assert len(start.prompt.ids) == 1, start.prompt.ids  # one token, nothing generated yet
+    w = open_window(sm.random_session(0, 4, 4, 2, 2, 1))
+    w.model.show_result(frame(start), "smollm2")
+    w.model.generate_bar.newest.setChecked(True)  # the grid title then counts the cache
+    w.model._show_grid()
+    cache = w.model.generate_bar.cache.text()
+    assert cache.startswith("KV cache: 1 token (1 + 0 new)"), cache
+    assert "over the 1 token in the cache" in w.model.grid_title.text(), w.model.grid_title.text()
