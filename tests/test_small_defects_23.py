@@ -20,16 +20,6 @@ def test_a_bad_step_is_refused_before_the_window_opens(monkeypatch, capsys):
     assert "unknown step 'wieghts'" in err and "weights" in err, err
 
 
-def test_the_help_says_which_options_need_a_screenshot(capsys):
-    import main
-
-    with pytest.raises(SystemExit):
-        main.parse_args(["--help"])
-    out = " ".join(capsys.readouterr().out.split())
-    assert "open the window on screen as they open a --screenshot" in out
-    assert "only --hover and --size need --screenshot" in out
-
-
 def test_the_model_head_note_names_the_bias_column():
     from gui.head_note import model_head_note
 

@@ -48,6 +48,8 @@ def test_help_text(capsys):
     assert "only with --screenshot: hover this cell" in out
     assert "only with --screenshot: the window's size" in out
     assert "kernel" in out  # --tab kernel: the Check a kernel tab
+    assert "open the window on screen as they open a --screenshot" in out
+    assert "only --hover and --size need --screenshot" in out
 
 
 @pytest.mark.gui
