@@ -9,6 +9,7 @@ file cut short or holding impossible values is a GGUFError naming what was being
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from gguf.constants import (
 )
 
 VERSIONS = (2, 3)
+MAX_DIMS = 4  # ggml's GGML_MAX_DIMS
 SCALARS = {  # little-endian struct formats of the scalar value types
     GGUFValueType.UINT8: "<B",
     GGUFValueType.INT8: "<b",
@@ -120,7 +122,10 @@ def read(path: Path) -> tuple[dict[str, object], list[Tensor]]:
     for _ in range(n_tensors):
         name = at.string("a tensor name")
         what = f"tensor {name}"
-        dims = [at.take("<Q", what) for _ in range(at.take("<I", what))]
+        n_dims = at.take("<I", what)
+        if n_dims > MAX_DIMS:
+            raise GGUFError(f"{what}: {n_dims} dimensions; GGUF tensors have at most {MAX_DIMS}")
+        dims = [at.take("<Q", what) for _ in range(n_dims)]
         kind, offset = at.take("<I", what), at.take("<Q", what)
         entries.append((name, tuple(reversed(dims)), kind, offset))
     align = meta.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
@@ -137,7 +142,7 @@ def _tensor(data: bytes, start: int, name: str, shape: tuple, kind: int, offset:
     except ValueError:
         raise GGUFError(f"tensor {name}: unknown tensor type {kind}") from None
     block, size = GGML_QUANT_SIZES[kind]
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    count = math.prod(shape)  # Python ints: no overflow on absurd sizes
     if not shape or not shape[-1] or shape[-1] % block:
         raise GGUFError(f"tensor {name}: shape {shape} is not whole {kind.name} blocks of {block}")
     nbytes = count // block * size
