@@ -92,6 +92,22 @@ def test_each_type_widens_to_gguf_dequantize_bit_for_bit(kind):
     assert out.tobytes() == expected.tobytes()
 
 
+def test_q4_1_rounds_d_q_plus_m_to_float32_as_gguf_does():
+    """A block whose d q + m needs more than float32's 24 bits (m = 1000, d = 0.001): the
+    widened numbers are gguf's float32 ones, not the exact float64 sum."""
+    rng = np.random.default_rng(7)
+    blocks = np.zeros((4, 20), np.uint8)
+    for n, (d, m) in enumerate([(1e-3, 1000.0), (3e-5, -7.0), (0.5, 1e-4), (1.0, 0.0)]):
+        blocks[n, :2] = np.array([d], np.float16).view(np.uint8)
+        blocks[n, 2:4] = np.array([m], np.float16).view(np.uint8)
+        blocks[n, 4:] = rng.integers(0, 256, 16)
+    out = np.empty((1, 128))
+    to_float64(blocks.reshape(-1), "Q4_1", (1, 128), out)
+    expected = gguf.quants.dequantize(blocks.reshape(1, -1), Q.Q4_1).astype(np.float64)
+    assert out.tobytes() == expected.tobytes()
+    assert out[0, 1] != 1000.0 + float(np.float16(1e-3)) * (blocks[0, 4] & 15)  # it rounds
+
+
 def test_the_loaded_weights_are_gguf_dequantize_widened_with_transformers_row_order():
     """Every SmolLM2 tensor as the reference (tests/llama_reference.py) builds it: gguf's
     dequantizer, q and k rows put back by transformers' own LlamaTensorProcessor."""
