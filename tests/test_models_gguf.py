@@ -252,14 +252,16 @@ def test_load_checks_the_packaged_files_hash(monkeypatch, tiny):
         models.load("smollm2")
 
 
-def test_tensors_are_dequantized_on_worker_threads_with_the_same_numbers(monkeypatch, tiny):
+def test_tensors_are_dequantized_on_worker_threads_with_the_same_numbers(
+    monkeypatch, tmp_path, tiny
+):
     """The pool's threads widen tensors beside the caller; the numbers are the same as on
     one thread; and a load from a worker thread (as the window does) works."""
     import threading
     import time
 
     from scratch.backends import numpy_threads
-    from scratch.models import dequantize, gguf_file, model
+    from scratch.models import dequantize, gguf_file
 
     names = set()
     widen = dequantize.to_float64
@@ -271,14 +273,15 @@ def test_tensors_are_dequantized_on_worker_threads_with_the_same_numbers(monkeyp
 
     monkeypatch.setattr(dequantize, "to_float64", spy)
     monkeypatch.setattr(numpy_threads, "cores", lambda: 2)
-    model._load_gguf.cache_clear()
     two = gguf_file.read_gguf(tiny)[1]
     assert any(name.startswith("scratch-numpy") for name in names), names
     monkeypatch.setattr(numpy_threads, "cores", lambda: 1)
     one = gguf_file.read_gguf(tiny)[1]
     assert all(np.array_equal(one[k], two[k]) for k in one)
+    copy = tmp_path / "copy.gguf"  # a path not in the load cache: read on the worker
+    copy.write_bytes(tiny.read_bytes())
     box = []
-    worker = threading.Thread(target=lambda: box.append(models.load(tiny)))
+    worker = threading.Thread(target=lambda: box.append(models.load(copy)))
     worker.start()
     worker.join()
     assert box and box[0].run("ab").ids == [4]
