@@ -236,7 +236,7 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
             )
         if t.shape != shape:
             raise ModelError(f"{path}: tensor {name} has shape {t.shape}; expected {shape}")
-    weights = _allocate(config)
+    weights = allocate(config)
     tasks = [(name, by_name[name], weights[name]) for name in need]
 
     def work(task: tuple) -> None:
@@ -254,7 +254,7 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
     return weights
 
 
-def _allocate(c: Config) -> dict[str, np.ndarray]:
+def allocate(c: Config) -> dict[str, np.ndarray]:
     """Empty float64 arrays for every tensor: q, k, v (and gate, up) as views of one array."""
     fused = ("attn_q.", "attn_k.", "attn_v.", "ffn_gate.", "ffn_up.")
     weights = {
