@@ -204,12 +204,10 @@ def test_models_without_an_output_head_refuse_next_tokens_and_generate():
 def test_row_blocks_and_threads_leave_the_numbers_as_they_were(smol, monkeypatch):
     """A 70-token text: its rows shared among the cores in blocks of 32 give, bit for bit, what
     one thread gives with the same blocks, and within float64 rounding what one block gives."""
-    from scratch.backends import numpy_threads
-
     ids = smol.tokenize(" ".join(TEXTS))[1][:70]
     assert len(ids) == 70  # blocks of 32, 32 and 6 rows
     shared = llama.forward(smol.config, smol.weights, ids)
-    monkeypatch.setattr(numpy_threads, "cores", lambda: 1)
+    monkeypatch.setattr(llama, "cores", lambda: 1)  # the name llama.py shares the rows with
     alone = llama.forward(smol.config, smol.weights, ids)
     assert shared[0].tobytes() == alone[0].tobytes() and shared[2].tobytes() == alone[2].tobytes()
     monkeypatch.setattr(llama, "ROWS", 1000)
