@@ -149,6 +149,19 @@ def test_grouped_query_heads_share_key_value_heads_in_blocks(smol):
         smol.head_projections(0, 0)  # the pipeline's x @ W + b form has no place for RoPE
 
 
+def test_the_forwards_head_sharing_is_scratchs_enable_gqa(smol):
+    """Query head h reading key/value head kv_head(h) is what the ground truth's enable_gqa
+    computes: each head of SDPA(q, k, v, enable_gqa=True) equals SDPA of q[h], k/v[kv_head(h)]."""
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((9, 4, 8))  # (query heads, T, d)
+    k, v = rng.standard_normal((3, 4, 8)), rng.standard_normal((3, 4, 8))  # (key/value heads, S, d)
+    shared, _ = scratch.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    for h in range(9):
+        g = llama.kv_head(smol.config, h)
+        alone, _ = scratch.scaled_dot_product_attention(q[h], k[g], v[g], is_causal=True)
+        assert shared[h] == alone, h
+
+
 def test_the_numpy_rotation_is_scratch_rotary():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 7, 64))  # (heads, T, d)
