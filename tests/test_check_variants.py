@@ -128,3 +128,11 @@ def test_bad_settings_are_refused_with_the_argument_named():
         check_variants(flash2_variants, require="windows")
     with pytest.raises(TypeError, match="fn: expected a callable"):
         check_variants("flash2")
+
+
+def test_the_command_line_checks_variants():
+    from scratch.checker.cli import main
+
+    assert main(["--variants", "tests.variant_kernels:split_kv", "--dtype", "float64"]) == 0
+    args = ["--variants", "tests.variant_kernels:flash2_variants", "--require", "prefix"]
+    assert main(args) == 1

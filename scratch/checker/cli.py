@@ -2,6 +2,7 @@
 
 `--backward package.module:function` checks a backward function's (dq, dk, dv) instead, and
 `--autograd package.module:function` the gradients torch.autograd takes through a forward.
+`--variants` runs the variant cases instead (check_variants; `--variant-style flash|flex`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="MODULE:FUNCTION",
         help="check the gradients torch.autograd takes through this forward (--array torch)",
     )
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="check the variant cases (window, softcap, ALiBi, sinks, documents, RoPE, ...)",
+    )
+    parser.add_argument(
+        "--variant-style", choices=("flash", "flex"), default=None, help="with --variants"
+    )
     parser.add_argument("--array", choices=ARRAYS, default="numpy")
     parser.add_argument(
         "--dtype", default="float32", help="float32 (default), float64, float16 or bfloat16"
@@ -103,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
             report = _check_backward(args, settings)
         elif args.function is None:
             raise ValueError("function: expected package.module:function (or --backward)")
+        elif args.variants:
+            from .variant_run import check_variants
+
+            del settings["cases"], settings["masked_rows"]
+            fn = load(args.function)
+            report = check_variants(fn, variant_style=args.variant_style, **settings)
         else:
             report = check(load(args.function), **settings)
     except (ValueError, TypeError, ImportError) as exc:

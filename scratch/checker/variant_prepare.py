@@ -18,7 +18,7 @@ import numpy as np
 
 from ..flex import create_block_mask, flex_attention
 from ..rope import rotary
-from ..tolerance import ulp
+from ..tolerance import UNIT_ROUNDOFF, ulp
 from ..variants import (
     ALiBi,
     Causal,
@@ -36,6 +36,7 @@ from .variant_cases import VariantCase, rotary_tables
 from .variant_numpy import VariantData, attend
 
 _CACHE: OrderedDict = OrderedDict()
+SANE = 16.0  # reference kernels within 16 (E + S) u max|v| of the truth, or an internal error
 
 
 @dataclass
@@ -124,6 +125,12 @@ def prepare_variant(case: VariantCase, dtype: str, seed: int) -> VariantPrepared
         attend(case, d, dtype=dtype, block=16, exp2=True),
     ]
     prep.reference = max(float(np.max(np.abs(o - prep.truth))) for o in outs)
+    sane = SANE * (case.q[3] + case.k[2]) * UNIT_ROUNDOFF[dtype] * float(np.max(np.abs(d.v)))
+    if not prep.reference <= sane:  # the yardstick itself must agree with the truth
+        raise RuntimeError(
+            f"{case.name}: the reference kernels are {prep.reference:.3g} from the ground truth "
+            f"(more than rounding, {sane:.3g}): the checker's own rule and truth disagree"
+        )
     top = float(np.max(np.abs(prep.truth)))
     prep.allowed = RULE_FACTOR * prep.reference + FLOOR_ULPS * ulp(top, dtype)
     _CACHE[key] = prep

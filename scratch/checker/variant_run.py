@@ -18,7 +18,6 @@ from .run import (
     finish,
     kernel_raised,
     run_all,
-    settings_line,
     target_name,
 )
 from .variant_cases import VARIANT_FEATURES, VariantCase, variant_cases
@@ -56,8 +55,11 @@ def check_variants(
     required = check_require(require, tuple(VARIANT_FEATURES))
     arrays = Arrays(array, device)
     arrays.check_device()
-    settings = f"variant_style={style}, array={array}, dtype={dtype}, device={device or 'default'}"
-    report = CheckReport(target_name(fn), settings_line(settings, seed, "zero", required))
+    settings = (
+        f"variant_style={style}, array={array}, dtype={dtype}, device={device or 'default'}, "
+        f"seed={seed}" + (f", require={','.join(required)}" if required else "")
+    )
+    report = CheckReport(target_name(fn), settings)
     accepts = accepted_keywords(fn)
     run_all(
         report,
