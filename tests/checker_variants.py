@@ -2,14 +2,15 @@
 
 CORRECT: name -> (fn, array, dtype), must pass. MISTAKES: name -> (fn, array, dtype, words): one
 planted mistake and the words its diagnosis must hold (None: no name expected, any name is a
-misname). Used by tests/test_check_variants.py (a few seeds) and
-tests/checker_variants_sweep.py (seeds 0-199).
+misname). BACKWARD_CORRECT and BACKWARD_MISTAKES: the same for check_variants_backward. Used
+by tests/test_check_variants*.py (seed 0) and tests/checker_variants_sweep.py (many seeds).
 """
 
 from __future__ import annotations
 
 import functools
 
+from tests import variant_backward_kernels as vb
 from tests import variant_kernels as vk
 
 
@@ -90,5 +91,39 @@ MISTAKES: dict[str, tuple] = {
     ),
     "flex from keywords decode top-left": _planted(
         vk.flex_from_flash_words, "decode-top-left", "top-left", "torch"
+    ),
+}
+
+
+BACKWARD_CORRECT: dict[str, tuple] = {}
+for _dtype in ("float32", "float64"):
+    BACKWARD_CORRECT[f"flash2 tiled backward {_dtype}"] = (
+        kernel(vb.flash2_variants_backward, "flash2_backward"), "numpy", _dtype
+    )  # fmt: skip
+    BACKWARD_CORRECT[f"torch autograd, explicit {_dtype}"] = (
+        kernel(vb.torch_autograd_backward, "autograd"), "torch", _dtype
+    )  # fmt: skip
+
+BACKWARD_MISTAKES: dict[str, tuple] = {
+    "backward softcap without 1 - tanh^2": _planted(
+        vb.flash2_variants_backward, "softcap-grad", "1 - tanh^2"
+    ),
+    "backward sink left out of lse": _planted(
+        vb.flash2_variants_backward, "sink-out", "sink left out"
+    ),
+    "backward window left one short": _planted(
+        vb.flash2_variants_backward, "window-left-short", LEFT
+    ),
+    "backward ALiBi sign reversed": _planted(
+        vb.flash2_variants_backward, "alibi-sign", "ALiBi sign"
+    ),
+    "backward RoPE not turned back": _planted(
+        vb.flash2_variants_backward, "rope-unturned", "RoPE's backward missing"
+    ),
+    "backward decode top-left": _planted(
+        vb.flash2_variants_backward, "decode-top-left", "top-left"
+    ),
+    "autograd RoPE pairing swapped": _planted(
+        vb.torch_autograd_backward, "rope-pairing", "pairing swapped", "torch"
     ),
 }

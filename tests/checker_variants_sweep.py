@@ -2,7 +2,8 @@
 
     PYTHONPATH=. python tests/checker_variants_sweep.py [first_seed] [end_seed] [only]
 
-only: 'mistakes' or 'correct' runs just that half (two processes share the work).
+only: 'mistakes' or 'correct' runs just that half of the forward (two processes share the
+work); 'backward' runs the backward catalogue and correct backward kernels instead.
 
 Every planted mistake of tests/checker_variants.py and every correct kernel there on seeds
 first..end-1; prints one row per mistake and the false alarms. The numbers are quoted in the
@@ -15,9 +16,9 @@ import sys
 import time
 from collections import Counter
 
-from scratch.checker import check_variants
+from scratch.checker import check_variants, check_variants_backward
 from tests.checker_outside import outcome
-from tests.checker_variants import CORRECT, MISTAKES
+from tests.checker_variants import BACKWARD_CORRECT, BACKWARD_MISTAKES, CORRECT, MISTAKES
 
 
 def main(first: int = 0, end: int = 200, only: str = "") -> int:
@@ -26,17 +27,20 @@ def main(first: int = 0, end: int = 200, only: str = "") -> int:
     rows: dict[str, Counter] = {}
     names: dict[str, Counter] = {}
     alarms: Counter = Counter()
+    mistakes, correct, check = MISTAKES, CORRECT, check_variants
+    if only == "backward":
+        mistakes, correct, check = BACKWARD_MISTAKES, BACKWARD_CORRECT, check_variants_backward
     for seed in range(first, end):
-        for name, (fn, array, dtype, words) in {} if only == "correct" else MISTAKES.items():
-            r = check_variants(fn, array=array, dtype=dtype, seed=seed)
+        for name, (fn, array, dtype, words) in {} if only == "correct" else mistakes.items():
+            r = check(fn, array=array, dtype=dtype, seed=seed)
             found = outcome(r, words)
             rows.setdefault(name, Counter())[found] += 1
             if found == "misnamed":
                 names.setdefault(name, Counter())[r.diagnosis] += 1
             if found not in ("named", "unnamed" if words is None else "named"):
                 print(f"seed {seed} {name}: {found}: {r.diagnosis}", flush=True)
-        for name, (fn, array, dtype) in {} if only == "mistakes" else CORRECT.items():
-            r = check_variants(fn, array=array, dtype=dtype, seed=seed)
+        for name, (fn, array, dtype) in {} if only == "mistakes" else correct.items():
+            r = check(fn, array=array, dtype=dtype, seed=seed)
             if not r:
                 alarms[name] += 1
                 print(f"seed {seed} {name}: {[c.name for c in r.failed]}", flush=True)
@@ -51,7 +55,7 @@ def main(first: int = 0, end: int = 200, only: str = "") -> int:
         for words, times in names.get(name, Counter()).most_common(3):
             print(f"    misnamed {times}x: {words[:150]}")
     if only != "mistakes":
-        print(f"false alarms: {dict(alarms) or 'none'} over {len(CORRECT)} correct kernels")
+        print(f"false alarms: {dict(alarms) or 'none'} over {len(correct)} correct kernels")
     bad = any(c["passed"] or c["misnamed"] for c in rows.values()) or alarms
     return 1 if bad else 0
 

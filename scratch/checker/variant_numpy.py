@@ -38,6 +38,11 @@ class Planted:
     pairing: str | None = None  # another RoPE pairing
     q_positions: str = "offset"  # 'offset' (i + S - L) or 'zero' (i: decode not offset)
     split: tuple[int, str] | None = None  # (keys per split, 'no-rescale' | 'average')
+    softcap_grad: bool = True  # backward: False leaves out softcap's 1 - tanh^2 factor
+    rope_grad: bool = True  # backward: False returns the gradients of the rotated q and k
+
+
+CORRECT = Planted()  # nothing planted
 
 
 @dataclass
@@ -107,16 +112,29 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str) -> np.
     return out
 
 
+def turned(case: VariantCase, d: VariantData, p: Planted, acc, sign: float = 1.0):
+    """q, k (or, with sign -1, gradients) turned by RoPE as the case (with p) asks."""
+    q, k = d.q.astype(acc), d.k.astype(acc)
+    return turn_pair(case, d, p, acc, q, k, sign)
+
+
+def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0):
+    """q at positions i + S - L (or i with p.q_positions 'zero'), k at j; sign -1 turns back."""
+    if case.rotary is None:
+        return q, k
+    L = q.shape[2]
+    pairing = p.pairing or case.rotary
+    first = 0 if p.q_positions == "zero" else case.shift
+    cos, sin = d.cos.astype(acc), acc(sign) * d.sin.astype(acc)
+    q = rotate(q, cos[first : first + L], sin[first : first + L], pairing)
+    return q, rotate(k, cos, sin, pairing)
+
+
 def scores(case: VariantCase, d: VariantData, p: Planted, acc) -> tuple[np.ndarray, np.ndarray]:
     """(scores (1, H, L, S) after score changes and mask, kv-head-repeated v) in dtype acc."""
-    q, k, v = (x.astype(acc) for x in (d.q, d.k, d.v))
+    q, k = turned(case, d, p, acc)
+    v = d.v.astype(acc)
     H, L, S = q.shape[1], q.shape[2], k.shape[2]
-    if case.rotary is not None:
-        pairing = p.pairing or case.rotary
-        first = 0 if p.q_positions == "zero" else case.shift
-        cos, sin = d.cos.astype(acc), d.sin.astype(acc)
-        q = rotate(q, cos[first : first + L], sin[first : first + L], pairing)
-        k = rotate(k, cos, sin, pairing)
     group = H // k.shape[1]
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     s = (q @ np.swapaxes(k, -1, -2)) * acc(d.scale)  # (1, H, L, E) @ (1, H, E, S) -> (1, H, L, S)
@@ -139,7 +157,7 @@ def scores(case: VariantCase, d: VariantData, p: Planted, acc) -> tuple[np.ndarr
 def attend(
     case: VariantCase,
     d: VariantData,
-    p: Planted = Planted(),
+    p: Planted = CORRECT,
     *,
     dtype: str = "float64",
     block: int | None = None,
@@ -197,4 +215,13 @@ def split_merge(s: np.ndarray, v: np.ndarray, sink, size: int, mode: str) -> np.
     return (out / total).astype(np.float64)
 
 
-__all__ = ["Planted", "VariantData", "allowed", "attend", "doc_ids", "rotate", "split_merge"]
+__all__ = [
+    "CORRECT",
+    "Planted",
+    "VariantData",
+    "allowed",
+    "attend",
+    "doc_ids",
+    "rotate",
+    "split_merge",
+]
