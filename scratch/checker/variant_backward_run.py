@@ -14,30 +14,29 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..flex import create_block_mask
 from ..flex_backward import flex_attention_backward
-from ..rope import rotary, rotary_backward
+from ..rope import rotary_backward
 from ..tolerance import UNIT_ROUNDOFF, ulp
-from .arrays import ARRAYS, Arrays
+from .arrays import Arrays
 from .cases import gauss
 from .diagnosis import structural_score
 from .report import CaseResult, CheckReport, shape_text
 from .run import (
     FLOOR_ULPS,
     RULE_FACTOR,
-    check_require,
-    check_settings,
+    accepted_keywords,
     finish,
     kernel_raised,
     run_all,
     target_name,
 )
-from .variant_cases import VARIANT_FEATURES, VariantCase, variant_cases
+from .variant_cases import VariantCase, variant_cases
 from .variant_diagnosis import mask_candidates, score_candidates
-from .variant_keywords import NoKeyword, keywords, style_of
+from .variant_keywords import NoKeyword, keywords
 from .variant_numpy import Planted, allowed
 from .variant_numpy_backward import GRADS, grads
-from .variant_prepare import SANE, prepare_variant, rounded, truth_variant
+from .variant_prepare import SANE, prepare_variant, rounded, truth_inputs
+from .variant_run import variant_settings
 
 _CACHE: dict = {}
 SOFTCAP_GRAD = (
@@ -52,19 +51,7 @@ ROPE_GRAD = (
 def truth_grads(case: VariantCase, prep, d_out: np.ndarray) -> list[np.ndarray]:
     """scratch.flex_attention_backward on the rounded inputs, RoPE turned back."""
     d = prep.data
-    L, S = case.q[2], case.k[2]
-    q, k = d.q.tolist(), d.k.tolist()
-    positions = [case.shift + i for i in range(L)], list(range(S))
-    if case.rotary is not None:
-        q = rotary(q, positions[0], pairing=case.rotary)
-        k = rotary(k, positions[1], pairing=case.rotary)
-    variant = truth_variant(case, None if d.slopes is None else d.slopes.tolist())
-    block = score_mod = None
-    if variant is not None and variant.mask_mod is not None:
-        block = create_block_mask(variant.mask_mod, 1, case.q[1], L, S, BLOCK_SIZE=16)
-    if variant is not None:
-        score_mod = variant.score_mod
-    sinks = None if d.sinks is None else d.sinks.tolist()
+    q, k, score_mod, block, sinks, positions = truth_inputs(case, d)
     found = list(
         flex_attention_backward(
             q, k, d.v.tolist(), d_out.tolist(), score_mod, block, d.scale, case.gqa, sinks=sinks
@@ -117,21 +104,11 @@ def check_variants_backward(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> CheckReport:
     """Run backward on the variant cases and compare its gradients with the exact ones."""
-    if not callable(backward):
-        raise TypeError(f"backward: expected a callable, found {type(backward).__name__}")
-    style = style_of(backward, variant_style)
-    dtype, _ = check_settings(array, ARRAYS, "standard", ("standard",), seed, device, dtype, "zero")
-    if dtype not in ("float32", "float64"):
-        raise ValueError(
-            f"dtype: check_variants_backward takes float32 or float64, found {dtype!r}"
-        )
-    required = check_require(require, tuple(VARIANT_FEATURES))
-    arrays = Arrays(array, device)
-    arrays.check_device()
+    style, dtype, required, arrays = variant_settings(
+        backward, "backward", variant_style, array, dtype, device, seed, require
+    )
     settings = f"backward, variant_style={style}, array={array}, dtype={dtype}, seed={seed}"
     report = CheckReport(target_name(backward), settings)
-    from .run import accepted_keywords
-
     accepts = accepted_keywords(backward)
     run_all(
         report,

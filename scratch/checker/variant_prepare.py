@@ -91,13 +91,14 @@ def make_data(case: VariantCase, dtype: str, seed: int) -> VariantData:
     return VariantData(q, k, v, 1.0 / math.sqrt(E), slopes, sinks, cos, sin)
 
 
-def ground_truth(case: VariantCase, d: VariantData) -> np.ndarray:
-    """scratch.flex_attention on the rounded inputs: (1, H, L, Ev), exact."""
+def truth_inputs(case: VariantCase, d: VariantData) -> tuple:
+    """(q, k turned by RoPE, score_mod, block_mask, sinks, (q positions, k positions))."""
     q, k = d.q.tolist(), d.k.tolist()
     L, S = case.q[2], case.k[2]
+    positions = [case.shift + i for i in range(L)], list(range(S))
     if case.rotary is not None:  # turn query i by position i + S - L, key j by position j
-        q = rotary(q, [case.shift + i for i in range(L)], pairing=case.rotary)
-        k = rotary(k, list(range(S)), pairing=case.rotary)
+        q = rotary(q, positions[0], pairing=case.rotary)
+        k = rotary(k, positions[1], pairing=case.rotary)
     variant = truth_variant(case, None if d.slopes is None else d.slopes.tolist())
     block_mask = score_mod = None
     if variant is not None and variant.mask_mod is not None:
@@ -105,6 +106,12 @@ def ground_truth(case: VariantCase, d: VariantData) -> np.ndarray:
     if variant is not None:
         score_mod = variant.score_mod
     sinks = None if d.sinks is None else d.sinks.tolist()
+    return q, k, score_mod, block_mask, sinks, positions
+
+
+def ground_truth(case: VariantCase, d: VariantData) -> np.ndarray:
+    """scratch.flex_attention on the rounded inputs: (1, H, L, Ev), exact."""
+    q, k, score_mod, block_mask, sinks, _ = truth_inputs(case, d)
     out = flex_attention(
         q, k, d.v.tolist(), score_mod, block_mask, d.scale, enable_gqa=case.gqa, sinks=sinks
     )
@@ -139,4 +146,11 @@ def prepare_variant(case: VariantCase, dtype: str, seed: int) -> VariantPrepared
     return prep
 
 
-__all__ = ["VariantPrepared", "ground_truth", "make_data", "prepare_variant", "truth_variant"]
+__all__ = [
+    "VariantPrepared",
+    "ground_truth",
+    "truth_inputs",
+    "make_data",
+    "prepare_variant",
+    "truth_variant",
+]

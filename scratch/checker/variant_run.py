@@ -46,15 +46,9 @@ def check_variants(
     rotary_interleaved. The style is read from fn's parameters when not given. `require`
     (e.g. "window,softcap") turns refused cases of those features into failures.
     """
-    if not callable(fn):
-        raise TypeError(f"fn: expected a callable attention function, found {type(fn).__name__}")
-    style = style_of(fn, variant_style)
-    dtype, _ = check_settings(array, ARRAYS, "standard", ("standard",), seed, device, dtype, "zero")
-    if dtype not in ("float32", "float64"):
-        raise ValueError(f"dtype: check_variants takes float32 or float64, found {dtype!r}")
-    required = check_require(require, tuple(VARIANT_FEATURES))
-    arrays = Arrays(array, device)
-    arrays.check_device()
+    style, dtype, required, arrays = variant_settings(
+        fn, "fn", variant_style, array, dtype, device, seed, require
+    )
     settings = (
         f"variant_style={style}, array={array}, dtype={dtype}, device={device or 'default'}, "
         f"seed={seed}" + (f", require={','.join(required)}" if required else "")
@@ -68,6 +62,22 @@ def check_variants(
         lambda c: run_case(fn, c, arrays, dtype, seed, style, accepts),
     )
     return finish(report, required)
+
+
+def variant_settings(fn, name: str, style, array, dtype, device, seed, require) -> tuple:
+    """(style, dtype, required features, Arrays), or a ValueError/TypeError naming the setting."""
+    if not callable(fn):
+        raise TypeError(
+            f"{name}: expected a callable attention function, found {type(fn).__name__}"
+        )
+    style = style_of(fn, style)
+    dtype, _ = check_settings(array, ARRAYS, "standard", ("standard",), seed, device, dtype, "zero")
+    if dtype not in ("float32", "float64"):
+        raise ValueError(f"dtype: the variant checker takes float32 or float64, found {dtype!r}")
+    required = check_require(require, tuple(VARIANT_FEATURES))
+    arrays = Arrays(array, device)
+    arrays.check_device()
+    return style, dtype, required, arrays
 
 
 def run_case(fn, case: VariantCase, arrays: Arrays, dtype: str, seed: int, style: str, accepts):
