@@ -54,3 +54,10 @@ def test_a_backward_returning_too_few_gradients_fails_with_the_shapes_named():
     failed = {c.name for c in report.failed}
     assert failed == {"sinks", "window-softcap-gqa-sinks"}
     assert "grad_sinks" in report.failed[0].message
+
+
+def test_the_command_line_checks_a_variant_backward():
+    from scratch.checker.cli import main
+
+    target = "tests.variant_backward_kernels:flash2_variants_backward"
+    assert main(["--variants", "--backward", target, "--dtype", "float64"]) == 0
