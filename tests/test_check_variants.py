@@ -136,3 +136,22 @@ def test_the_command_line_checks_variants():
     assert main(["--variants", "tests.variant_kernels:split_kv", "--dtype", "float64"]) == 0
     args = ["--variants", "tests.variant_kernels:flash2_variants", "--require", "prefix"]
     assert main(args) == 1
+
+
+def test_a_truth_that_disagrees_with_the_reference_kernels_is_an_internal_error(monkeypatch):
+    """Without the guard a wrong truth widens the allowed error until every kernel passes."""
+    import scratch.checker.variant_prepare as vp
+    from scratch.variants import SlidingWindow
+
+    right = vp.truth_variant
+
+    def window_one_wider(case, slopes):
+        if case.window is None:
+            return right(case, slopes)
+        left, r = case.window
+        return SlidingWindow(left + 1, r, case.shift)
+
+    monkeypatch.setattr(vp, "truth_variant", window_one_wider)
+    monkeypatch.setattr(vp, "_CACHE", type(vp._CACHE)())
+    with pytest.raises(RuntimeError, match="rule and truth disagree"):
+        check_variants(split_kv, seed=11)
