@@ -1,7 +1,7 @@
 """check_variants_backward: the variant cases' gradients, the catalogue of backward mistakes.
 
-Seed 0 here (the torch autograd kernels once each); tests/checker_variants_sweep.py runs seeds
-0-199 (the README quotes its numbers).
+Seed 0 here; `tests/checker_variants_sweep.py 0 20 backward` ran seeds 0-19 (the README
+quotes its numbers).
 """
 
 from __future__ import annotations
