@@ -17,6 +17,7 @@ Rows with every key masked follow `masked_rows` as in the ground truth (scratch/
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -27,10 +28,11 @@ from ..options import Options
 from ..plan import plan_attention
 from ..validate import check_positive_int
 from ..variants import Causal
+from . import numpy_backend, numpy_backward_tiles
 from .numpy_backend import build_mask
 
 KERNELS = ("explicit", "tiled")
-BLOCK = 64  # default tile edge of the tiled kernel
+BLOCK = 64  # the general tiled loop's tile edge (the fast loop has its own: numpy_backward_tiles)
 DTYPES = ("float32", "float64")
 
 
@@ -216,12 +218,18 @@ def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
 def output_and_lse(
     query, key, value, options: Options, *, rng=None, dtype=None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(output (..., L, Ev), lse (..., L)): attention and the log-sum-exp of each row's scores.
+    """(output (..., L, Ev), lse (..., L)): the NumPy backend's chunked forward with return_lse.
 
-    lse_i = log sum_j exp(S_ij), -inf on fully masked rows; dropout draws as the numpy forward.
-    The lse comes back whatever return_lse says."""
-    p = _Problem(query, key, value, options, dtype)
-    return _forward(p, _keep_mask(p, rng))
+    The same kernel as `get("numpy").scaled_dot_product_attention(..., need_weights=False,
+    return_lse=True)`: the lse comes from the running sums it already keeps (no extra pass),
+    and both arrays are in the dtype the tiled backward computes in (float32 when every input
+    is float32, else float64). lse_i = log sum_j exp(S_ij), -inf on fully masked rows; dropout
+    draws as the backward's rng rule (rng None: the `random` module's stream)."""
+    result = numpy_backend.attention_result(
+        query, key, value, dataclasses.replace(options, return_lse=True),
+        rng=random if rng is None else rng, need_weights=False, dtype=dtype,
+    )  # fmt: skip
+    return result[0], result[1]
 
 
 forward_with_lse = forward_door(output_and_lse, own_rng=True)
@@ -260,7 +268,19 @@ def _explicit(p: _Problem, g: np.ndarray, keep: np.ndarray | None):
 # ---------------------------------------------------------------- the tiled backward
 
 
-def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
+def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int | None):
+    """dQ, dK, dV: the fast loop (numpy_backward_tiles) where it applies, else `_tiled_general`;
+    block None: each loop's own tile sizes, an int: (block, block) tiles in either."""
+    if numpy_backward_tiles.applies(p, keep, lse):
+        sizes = () if block is None else (block, block)  # None: the fast loop's own tiles
+        found = numpy_backward_tiles.gradients(p, g, keep, output, lse, *sizes)
+        if found is not None:
+            dq, dk, dv, _ = found
+            return dq, p.sum_groups(dk), p.sum_groups(dv)
+    return _tiled_general(p, g, keep, output, lse, block or BLOCK)
+
+
+def _tiled_general(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
     """dQ, dK, dV one (block, block) tile of P at a time, P recomputed from lse."""
     L, S = p.L, p.S
     q, dtype, scale = p.q, p.dtype, p.dtype.type(p.scale)
@@ -304,14 +324,15 @@ def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
 
 def gradients_of(
     query, key, value, grad_output, options: Options, *, rng=None, dtype=None,
-    kernel="explicit", block_size=BLOCK, output=None, lse=None,
+    kernel="explicit", block_size=None, output=None, lse=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """(grad_query, grad_key, grad_value) in NumPy, the ground truth's arguments and meanings.
 
     `kernel` is "explicit" or "tiled"; the tiled kernel takes the forward's `output` and `lse`
     (from forward_with_lse, or any backend's forward with return_lse=True, same arguments) or
     computes them itself. The same `rng` state reproduces the forward's dropout mask (numpy
-    forward's rule).
+    forward's rule). block_size: None, each tiled loop's own tiles (numpy_backward_tiles'
+    512 x 256 where it applies, else BLOCK x BLOCK); an int, square tiles of that edge.
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
@@ -320,11 +341,13 @@ def gradients_of(
     keep = _keep_mask(p, rng)
     if kernel == "explicit":
         return _explicit(p, g, keep)
-    block = check_positive_int(block_size, "block_size")
+    block = None if block_size is None else check_positive_int(block_size, "block_size")
     if (output is None) != (lse is None):
         raise ValueError("output, lse: pass both (from forward_with_lse) or neither")
-    if output is None:
-        output, lse = _forward_tiled(p, keep, block)
+    if output is None and keep is None:  # the chunked forward (forward_with_lse's kernel)
+        output, lse = output_and_lse(p.q, p.k, p.v, options, dtype=p.dtype)
+    elif output is None:  # dropout: this call's keep mask (the rng stream was read above)
+        output, lse = _forward_tiled(p, keep, block or BLOCK)
     else:
         output = np.asarray(output, dtype=p.dtype)
         lse = np.asarray(lse, dtype=p.dtype)
