@@ -108,3 +108,18 @@ def test_forward_with_lse_draws_the_backwards_dropout_mask():
     )
     for a, b in zip(own, given):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_dropout_factors_from_the_bool_mask_keep_every_bit():
+    """x * keep * 1/(1-p) equals x * (1/(1-p) or 0), the float factors it replaced, to the bit:
+    NaN, inf, -0 and subnormals included; the mask itself is one bool per weight."""
+    inputs, kwargs = problem(1, 5, 6, 2, 2, (1, 1), dtype="float32")
+    p = nb._Problem(*inputs[:3], Options(dropout_p=0.3, **kwargs), None)
+    keep = nb._keep_mask(p, 11)
+    assert keep.dtype == np.bool_ and keep.shape == (1, 5, 6)
+    x = np.random.default_rng(2).standard_normal((1, 5, 6)).astype(np.float32) * 1e3
+    x.flat[:6] = [np.nan, np.inf, -np.inf, -0.0, 1e-45, -2e38]
+    factors = np.where(keep, np.float32(1 / 0.7), np.float32(0.0))
+    np.testing.assert_array_equal(
+        nb.dropped(x, keep, p).view(np.uint32), (x * factors).view(np.uint32)
+    )

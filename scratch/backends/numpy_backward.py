@@ -9,9 +9,9 @@ dQ = scale * dS K; dK = scale * dS^T Q. GQA sums dK and dV over each group's que
   from the forward's log-sum-exp per row (`forward_with_lse`), loops over key blocks outside and
   query blocks inside, accumulates dK, dV per key block and dQ across key blocks, and skips the
   blocks above the causal diagonal. Memory O(L * block) beyond the inputs and gradients. With
-  dropout it reads the forward's keep mask (L * S bools): the project's rng rule is one sequential
-  stream (the ground truth's), which cannot be regenerated per tile the way FlashAttention's
-  counter-based Philox can.
+  dropout it reads the forward's keep mask (L * S bools, a tile at a time): the project's rng
+  rule is one sequential stream (the ground truth's), which cannot be regenerated per tile the
+  way FlashAttention's counter-based Philox can.
 Rows with every key masked follow `masked_rows` as in the ground truth (scratch/backward.py).
 """
 
@@ -144,11 +144,16 @@ class _Problem:
 
 
 def _keep_mask(p: _Problem, rng: object) -> np.ndarray | None:
-    """The forward's dropout factors (0 or 1/(1-p)) for every (..., L, S) weight, or None."""
+    """The forward's keep mask (..., L, S) bools (True: the weight is kept), or None."""
     if p.dropout_p == 0.0:
         return None
-    keep = _draws(rng, p.lead + (p.L, p.S)) >= p.dropout_p
-    return np.where(keep, p.dtype.type(1.0 / (1.0 - p.dropout_p)), p.dtype.type(0.0))
+    return _draws(rng, p.lead + (p.L, p.S)) >= p.dropout_p
+
+
+def dropped(x: np.ndarray, keep: np.ndarray, p: _Problem) -> np.ndarray:
+    """x times the dropout factor (1/(1-p) where kept, 0 where dropped): x * keep exactly
+    (times 1 or 0), then * 1/(1-p): the same bits as x * (1/(1-p) or 0), NaN stays NaN."""
+    return x * keep * p.dtype.type(1.0 / (1.0 - p.dropout_p))
 
 
 def _weights(p: _Problem, masked: np.ndarray, lse: np.ndarray) -> np.ndarray:
@@ -169,7 +174,7 @@ def _forward(p: _Problem, keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarr
     total = np.exp(masked - np.where(full, 0, top)).sum(axis=-1, keepdims=True)
     lse = np.where(full, -np.inf, top + np.log(np.where(full, 1, total)))
     P = _weights(p, masked, lse)
-    Pd = P if keep is None else P * keep
+    Pd = P if keep is None else dropped(P, keep, p)
     # step 4: output = P_d @ v                (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
     output = Pd @ v
     if p.masked_rows == "zero":
@@ -198,7 +203,7 @@ def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
             shrink = np.exp(np.where(np.isneginf(top), -np.inf, top - safe))
             e = np.exp(masked - safe)  # (..., b, b)
             total = total * shrink + e.sum(axis=-1, keepdims=True)
-            ed = e if keep is None else e * keep[..., rows, cols]
+            ed = e if keep is None else dropped(e, keep[..., rows, cols], p)
             # step 2: acc = acc * shrink + e @ v_j     (..., b, b) @ (..., b, Ev) -> (..., b, Ev)
             acc = acc * shrink + ed @ p.repeat_kv(p.v[..., cols, :])
             top = new_top
@@ -209,7 +214,7 @@ def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
             out = np.where(full, np.nan, out)
         elif p.masked_rows == "uniform":  # weights 1/S on every key (times the dropout factors)
             w = np.full(q_i.shape[:-1] + (p.S,), 1.0 / p.S, p.dtype)
-            w = w if keep is None else w * keep[..., rows, :]
+            w = w if keep is None else dropped(w, keep[..., rows, :], p)
             out = np.where(full, w @ p.repeat_kv(p.v), out)
         output[..., rows, :] = out
     return output, lse
@@ -245,13 +250,13 @@ def _explicit(p: _Problem, g: np.ndarray, keep: np.ndarray | None):
     lse = lse[..., None]  # (..., L, 1)
     full = np.isneginf(lse)
     P = _weights(p, p.masked(p.q, k), lse)  # (..., L, S)
-    Pd = P if keep is None else P * keep
+    Pd = P if keep is None else dropped(P, keep, p)
     # step 1: dV = P_d^T dO                   (..., S, L) @ (..., L, Ev) -> (..., S, Ev)
     grad_value = np.swapaxes(Pd, -1, -2) @ g
     # step 2: dP = dO V^T, times the forward's dropout factors
     grad_weights = g @ np.swapaxes(v, -1, -2)  # (..., L, Ev) @ (..., Ev, S) -> (..., L, S)
     if keep is not None:
-        grad_weights = grad_weights * keep
+        grad_weights = dropped(grad_weights, keep, p)
     # step 3: D_i = sum_c dO_ic O_ic          (..., L, 1)
     row_dot = np.sum(g * output, axis=-1, keepdims=True)
     # step 4: dS = P * (dP - D); a constant row ("zero", "uniform") gets no gradient
@@ -300,14 +305,14 @@ def _tiled_general(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
             # step 1: recompute the tile of P from the stored log-sum-exp
             lse_i = lse[..., rows, None]  # (..., b, 1)
             P = _weights(p, p.masked(q[..., rows, :], k_j, rows, cols), lse_i)  # (..., b, b)
-            Pd = P if keep is None else P * keep[..., rows, cols]
+            Pd = P if keep is None else dropped(P, keep[..., rows, cols], p)
             g_i = g[..., rows, :]  # (..., b, Ev)
             # step 2: dV_j += P_d^T dO_i          (..., b, b) @ (..., b, Ev) -> (..., b, Ev)
             grad_value[..., cols, :] += np.swapaxes(Pd, -1, -2) @ g_i
             # step 3: dP = dO_i V_j^T (times the dropout factors)   -> (..., b, b)
             dP = g_i @ np.swapaxes(v_j, -1, -2)
             if keep is not None:
-                dP = dP * keep[..., rows, cols]
+                dP = dropped(dP, keep[..., rows, cols], p)
             # step 4: dS = P * (dP - D_i), 0 on constant rows unless the policy is "nan"
             dS = P * (dP - row_dot[..., rows, :])
             if p.masked_rows != "nan":

@@ -10,10 +10,10 @@ skipped, only tiles crossing it masked), in buffers the worker keeps between tas
     dV_j += P_d^T dO_i     dP = (dO_i v_j^T) keep_ij     dS = P (dP - D_i)
     dQ_i += dS k_j         dK_j += dS^T q_i
 
-with P_d = P keep_ij (keep: the forward's dropout factors, read per tile) and the scale applied
-once to dQ and dK at the end. dK_j and dV_j stay in the worker until the key block is done; dQ
-goes to the worker's own (..., L, E) array, summed over workers at the end. Extra memory:
-O(workers * (L * E + tile)).
+with P_d = P keep_ij / (1 - p) (keep: the forward's keep mask, bools read per tile) and the
+scale applied once to dQ and dK at the end. dK_j and dV_j stay in the worker until the key
+block is done; dQ goes to the worker's own (..., L, E) array, summed over workers at the end.
+Extra memory: O(workers * (L * E + tile)).
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=K
     grad_key = np.empty(p.lead + (S, E), dtype)
     grad_value = np.empty(p.lead + (S, Ev), dtype)
     rows_per_tile, keys_per_task = min(rows_per_tile, L), min(keys_per_task, S)
+    factor = dtype.type(1.0 / (1.0 - p.dropout_p))  # a kept weight's dropout factor
     lock, dq_of = threading.Lock(), {}  # each worker's own dQ (..., L, E)
 
     def worker_dq() -> np.ndarray:
@@ -109,9 +110,10 @@ def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=K
             # step 2: dP = dO_i v_j^T                  (n, Ev) @ (Ev, b) -> (n, b)
             np.matmul(g_b[i0:i1], v_j.T, out=dp)
             if keep_b is not None:  # dropout: the forward's factors for this tile
-                keep_ij = keep_b[i0:i1, j0:j1]
+                keep_ij = keep_b[i0:i1, j0:j1]  # (n, b) bools
                 np.multiply(dp, keep_ij, out=dp)
-                np.matmul((s * keep_ij).T, g_b[i0:i1], out=w.dv_part[: j1 - j0])
+                np.multiply(dp, factor, out=dp)  # dp * keep * 1/(1-p): numpy_backward.dropped
+                np.matmul((s * keep_ij * factor).T, g_b[i0:i1], out=w.dv_part[: j1 - j0])
             else:  # step 3: dV_j += P^T dO_i          (b, n) @ (n, Ev) -> (b, Ev)
                 np.matmul(s.T, g_b[i0:i1], out=w.dv_part[: j1 - j0])
             dv += w.dv_part[: j1 - j0]
