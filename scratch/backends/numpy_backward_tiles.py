@@ -97,7 +97,7 @@ def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=K
         dk.fill(0)
         dv.fill(0)
         first = p.causal.first_query(j0) if p.causal is not None else 0
-        for i0 in range(first - first % rows_per_tile, L, rows_per_tile):
+        for i0 in range(first, L, rows_per_tile):  # from the first row that sees j0
             i1 = min(L, i0 + rows_per_tile)
             s, dp = w.s[: i1 - i0, : j1 - j0], w.dp[: i1 - i0, : j1 - j0]
             # step 1: P = exp2(q_i c k_j^T - lse_i c)   (n, E) @ (E, b) -> (n, b)
