@@ -113,6 +113,7 @@ class ModelPanel(QWidget):
         self.layer.valueChanged.connect(lambda _: self._show_lines())
         self.head.currentIndexChanged.connect(lambda _: self._show_lines())
         self.open_button.clicked.connect(self._open_current)
+        self.lines.headsChanged.connect(self._legend_chose)
 
     def start(self) -> None:
         """Load the model (in the worker) and run the text; the previous run stays on screen."""
@@ -161,6 +162,16 @@ class ModelPanel(QWidget):
         layer, head = self.layer.value(), self.head.currentData()
         heads = list(range(self.run.model.heads)) if head in (None, -1) else [head]
         self.lines.set_layer(self.run.tokens, self.run.attentions[layer], heads)
+        self._legend_chose(self.lines.heads)
+
+    def _legend_chose(self, heads: list) -> None:
+        """The head view's heads -> the head picker and the grid's outline (one head: it)."""
+        one = heads[0] if len(heads) == 1 else -1
+        self.head.blockSignals(True)
+        self.head.setCurrentIndex(max(0, self.head.findData(one)))  # several: 'all heads'
+        self.head.blockSignals(False)
+        if one >= 0:
+            self.grid.select(self.layer.value(), one)
 
     def _grid_clicked(self, layer: int, head: int) -> None:
         self.layer.setValue(layer)
