@@ -166,11 +166,12 @@ class ModelPanel(QWidget):
 
     def _legend_chose(self, heads: list) -> None:
         """The head view's heads -> the head picker and the grid's outline (one head: it)."""
-        one = heads[0] if len(heads) == 1 else -1
+        every = len(heads) == self.head.count() - 1
+        one = -1 if every else heads[0] if len(heads) == 1 else None
         self.head.blockSignals(True)
-        self.head.setCurrentIndex(max(0, self.head.findData(one)))  # several: 'all heads'
+        self.head.setCurrentIndex(self.head.findData(one))  # a few heads: blank, the legend says
         self.head.blockSignals(False)
-        if one >= 0:
+        if one is not None and one >= 0:
             self.grid.select(self.layer.value(), one)
 
     def _grid_clicked(self, layer: int, head: int) -> None:

@@ -157,9 +157,11 @@ def test_the_head_chosen_in_the_grid_and_in_the_legend_stay_in_step(qtbot, open_
     click(qtbot, legend, 2, double=True)
     assert panel.lines.heads == [2]
     assert panel.grid.selected == (3, 2) and panel.head.currentData() == 2
-    # several heads on: the picker says 'all heads', the lines stay as the legend set them
+    # a few heads on: the picker is blank (the legend says which), the lines stay as they are
     click(qtbot, legend, 5)
-    assert panel.lines.heads == [2, 5] and panel.head.currentData() == -1
+    assert panel.lines.heads == [2, 5] and panel.head.currentIndex() == -1
+    click(qtbot, legend, -1)  # every head: 'all heads'
+    assert panel.lines.heads == list(range(12)) and panel.head.currentData() == -1
     # the picker -> the grid's outline too
     panel.layer.setValue(1)
     panel.head.setCurrentIndex(panel.head.findData(9))
