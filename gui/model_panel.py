@@ -36,6 +36,16 @@ class ModelPanel(QWidget):
     message = pyqtSignal(str)
     refused = pyqtSignal(str)  # a model or text that could not be run: the last run stays
 
+    def _legend_chose(self, heads: list) -> None:
+        """The head view's heads -> the head picker and the grid's outline (one head: it)."""
+        every = len(heads) == self.head.count() - 1
+        one = -1 if every else heads[0] if len(heads) == 1 else None
+        self.head.blockSignals(True)
+        self.head.setCurrentIndex(self.head.findData(one))  # a few heads: blank, the legend says
+        self.head.blockSignals(False)
+        if one is not None and one >= 0:
+            self.grid.select(self.layer.value(), one)
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.run = None
@@ -113,7 +123,9 @@ class ModelPanel(QWidget):
         self.layer.valueChanged.connect(lambda _: self._show_lines())
         self.head.currentIndexChanged.connect(lambda _: self._show_lines())
         self.open_button.clicked.connect(self._open_current)
-        self.lines.headsChanged.connect(self._legend_chose)
+        self.lines.headsChanged.connect(self._legend_chose)  # the legend -> picker and grid
+        self.layer.valueChanged.connect(lambda _: self._legend_chose(self.lines.heads))
+        self.head.currentIndexChanged.connect(lambda _: self._legend_chose(self.lines.heads))
 
     def start(self) -> None:
         """Load the model (in the worker) and run the text; the previous run stays on screen."""
@@ -162,17 +174,6 @@ class ModelPanel(QWidget):
         layer, head = self.layer.value(), self.head.currentData()
         heads = list(range(self.run.model.heads)) if head in (None, -1) else [head]
         self.lines.set_layer(self.run.tokens, self.run.attentions[layer], heads)
-        self._legend_chose(self.lines.heads)
-
-    def _legend_chose(self, heads: list) -> None:
-        """The head view's heads -> the head picker and the grid's outline (one head: it)."""
-        every = len(heads) == self.head.count() - 1
-        one = -1 if every else heads[0] if len(heads) == 1 else None
-        self.head.blockSignals(True)
-        self.head.setCurrentIndex(self.head.findData(one))  # a few heads: blank, the legend says
-        self.head.blockSignals(False)
-        if one is not None and one >= 0:
-            self.grid.select(self.layer.value(), one)
 
     def _grid_clicked(self, layer: int, head: int) -> None:
         self.layer.setValue(layer)
