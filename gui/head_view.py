@@ -57,6 +57,12 @@ class HeadView(QWidget):
         """The heads drawn, ascending."""
         return list(self.state.on)
 
+    @property
+    def focus(self) -> int | None:
+        """The token whose lines alone are drawn (hovered on either side, or pinned), if any."""
+        focus = self.state.focus()
+        return None if focus is None else focus[1]
+
     def set_layer(
         self, tokens: list[str], weights: np.ndarray, heads: list[int], focus: int | None = None
     ) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .arrays import constant, ones
 from .base import Variant, check_count, check_int, number
 from .causal import _plus
 
@@ -51,6 +52,13 @@ class ALiBi(Variant):
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         return score + self.slopes[h] * (kv_idx - (q_idx + self.shift))
+
+    def score_mod_array(self, score, b, h, q_idx, kv_idx, xp):
+        slopes = constant(self, "slopes", self.slopes, xp, score)
+        return score + slopes[h] * (kv_idx - (q_idx + self.shift))
+
+    def score_grad_array(self, score, b, h, q_idx, kv_idx, xp):
+        return ones(score, xp)
 
     def rule(self) -> str:
         i = f"(i{_plus(self.shift)})" if self.shift else "i"
