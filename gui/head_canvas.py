@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from PyQt6.QtCore import QPointF, QRectF, Qt
+from PyQt6.QtCore import QLineF, QRectF, Qt
 from PyQt6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PyQt6.QtWidgets import QSizePolicy, QWidget
 
@@ -12,6 +12,8 @@ from gui.head_legend import head_colours
 from gui.head_lines import HeadLines
 
 MAX_WIDTH = 6.0  # pixels for a weight of 1
+WIDE = 1.5  # pixels: thinner lines are drawn 1 pixel wide (wide pens cost 10x to stroke)
+LEVELS = 20  # weights are drawn in this many steps of width and opacity (one pen each)
 LABEL_SHARE = 0.34  # a column of labels takes at most this share of the width (longer: elided)
 PAD = 6  # pixels between a label and its line ends
 POINT_SIZE = 8
@@ -87,7 +89,6 @@ class HeadCanvas(QWidget):
         if state.weights is None:
             painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "Run a text to see lines")
             return
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         self._draw_lines(painter, event.rect())
         self._draw_labels(painter, event.rect())
         painter.end()
@@ -104,13 +105,25 @@ class HeadCanvas(QWidget):
         )
         colours = head_colours(self.state.count)
         shifts = {h: self.state.offset(h, step) for h in self.state.on}
-        for n in np.nonzero(seen)[0]:  # weakest first: the strongest lines end on top
-            h, w = int(lines.head[n]), float(lines.weight[n])
-            colour = QColor(colours[h])
-            colour.setAlphaF(min(1.0, 0.25 + 0.75 * w))
-            painter.setPen(QPen(colour, max(0.5, MAX_WIDTH * w)))
-            d = shifts[h]
-            painter.drawLine(QPointF(left, y0[n] + d), QPointF(right, y1[n] + d))
+        seen = np.nonzero(seen)[0]
+        # one pen per head and weight level: drawn level by level, weakest first, so the
+        # strongest lines end on top (lines() sorted them; a level keeps that order)
+        levels = np.minimum((lines.weight[seen] * LEVELS).astype(int), LEVELS - 1)
+        for level in np.unique(levels):
+            chosen = seen[levels == level]
+            w = (int(level) + 0.5) / LEVELS
+            # smooth edges on the wide lines only: the many thin ones stay on the fast path
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing, MAX_WIDTH * w >= WIDE)
+            for h in np.unique(lines.head[chosen]):
+                colour = QColor(colours[h])
+                colour.setAlphaF(min(1.0, 0.25 + 0.75 * w))
+                width = MAX_WIDTH * w
+                painter.setPen(QPen(colour, width if width >= WIDE else 0))  # 0: a 1-px line
+                d = shifts[int(h)]
+                batch = chosen[lines.head[chosen] == h]
+                painter.drawLines(
+                    [QLineF(left, y0[n] + d, right, y1[n] + d) for n in batch.tolist()]
+                )
 
     def _draw_labels(self, painter: QPainter, exposed) -> None:
         left, right = self.columns()
