@@ -4,7 +4,8 @@ a legend of the heads above, every token labelled in a scrolling column."""
 from __future__ import annotations
 
 import numpy as np
-from PyQt6.QtCore import QEvent, QObject, pyqtSignal
+from PyQt6 import sip
+from PyQt6.QtCore import QEvent, QObject, QTimer, pyqtSignal
 from PyQt6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from gui.head_canvas import HeadCanvas
@@ -72,12 +73,20 @@ class HeadView(QWidget):
         self.legend.refit()
         self.legend.update()
         self.canvas.refit()
-        if focus is not None:  # the pinned token in view
-            self.scroll.ensureVisible(0, int(self.canvas.token_y(focus)), 0, 40)
+        QTimer.singleShot(0, self._show_pinned)  # once the scroll area knows the new height
+
+    def _show_pinned(self) -> None:
+        """Scroll the pinned token (a decoder's newest) into view."""
+        if sip.isdeleted(self) or sip.isdeleted(self.scroll):  # closed before the timer fired
+            return
+        if self.state.pinned is not None and self.state.pinned < len(self.state.tokens):
+            y = int(self.canvas.token_y(self.state.pinned))
+            self.scroll.ensureVisible(0, y, 0, int(self.canvas.step()))
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.scroll.viewport() and event.type() == QEvent.Type.Resize:
             self.canvas.refit(event.size().height())
+            QTimer.singleShot(0, self._show_pinned)
         return super().eventFilter(watched, event)
 
     def _legend_changed(self) -> None:

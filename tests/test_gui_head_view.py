@@ -166,3 +166,16 @@ def test_the_head_chosen_in_the_grid_and_in_the_legend_stay_in_step(qtbot, open_
     panel.layer.setValue(1)
     panel.head.setCurrentIndex(panel.head.findData(9))
     assert panel.lines.heads == [9] and panel.grid.selected == (1, 9)
+
+
+def test_a_pinned_token_is_scrolled_into_view(qtbot, view):
+    tokens = 64
+    view.set_layer([f"w{i}" for i in range(tokens)], shifts(tokens), [0, 1], focus=tokens - 1)
+    bar, canvas = view.scroll.verticalScrollBar(), view.canvas
+
+    def shown() -> bool:
+        y = canvas.token_y(tokens - 1)
+        return bar.value() <= y <= bar.value() + view.scroll.viewport().height()
+
+    qtbot.waitUntil(shown)
+    assert bar.value() > 0 and view.focus == tokens - 1
