@@ -328,7 +328,9 @@ class MainWindow(QMainWindow):
 
     def _inputs_for_tab(self) -> None:
         """The Model tab has its own inputs: the Inputs dock steps aside to give it the width."""
-        self.dock.setVisible(self.tabs.currentWidget() is not self.model)
+        toy = self.tabs.currentWidget() is not self.model
+        self.dock.setVisible(toy)
+        self.backend_label.setVisible(toy)  # "all steps pass" is the example's, not the model's
 
     def load_session(self, s: sm.Session) -> None:
         """Show and compute a session (from a file or settings)."""

@@ -260,8 +260,9 @@ class ModelPanel(QWidget):
             self.generate_bar.newest.blockSignals(False)
             self._reset_pickers(model.layers, model.heads)
         self.generate_bar.cache.setText(
-            f"KV cache: {d.length} tokens ({len(d.prompt.ids)} + {len(d.ids)} new) "
-            f"x {model.layers} layers x {len(set(frame.kv_heads))} KV heads"
+            f"KV cache: {numbers.count(d.length, 'token')} "
+            f"({len(d.prompt.ids)} + {len(d.ids)} new) x {model.layers} layers "
+            f"x {len(set(frame.kv_heads))} KV heads"
         )
         self.status.setText(self._story(frame))
         self.bars.set_tokens(frame.top, f"Next token after '{readable(frame.tokens[-1])}'")
@@ -325,7 +326,7 @@ class ModelPanel(QWidget):
         elif self.grid.newest_only:
             self.grid_title.setText(
                 f"Newest token {readable(self.frame.tokens[-1])}: its weights over the "
-                f"{len(self.frame.tokens)} tokens in the cache, per layer and head"
+                f"{numbers.count(len(self.frame.tokens), 'token')} in the cache, per layer and head"
             )
         else:
             self.grid_title.setText(
