@@ -49,6 +49,16 @@ class ModelPanel(QWidget):
     message = pyqtSignal(str)
     refused = pyqtSignal(str)  # a model or text that could not be run: the last run stays
 
+    def _legend_chose(self, heads: list) -> None:
+        """The head view's heads -> the head picker and the grid's outline (one head: it)."""
+        every = len(heads) == self.head.count() - 1
+        one = -1 if every else heads[0] if len(heads) == 1 else None
+        self.head.blockSignals(True)
+        self.head.setCurrentIndex(self.head.findData(one))  # a few heads: blank, the legend says
+        self.head.blockSignals(False)
+        if one is not None and one >= 0:
+            self.grid.select(self.layer.value(), one)
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.run = None  # the encoder's Run on screen
@@ -158,6 +168,9 @@ class ModelPanel(QWidget):
         self.layer.valueChanged.connect(lambda _: self._show_lines())
         self.head.currentIndexChanged.connect(lambda _: self._show_lines())
         self.open_button.clicked.connect(self._open_current)
+        self.lines.headsChanged.connect(self._legend_chose)  # the legend -> picker and grid
+        self.layer.valueChanged.connect(lambda _: self._legend_chose(self.lines.heads))
+        self.head.currentIndexChanged.connect(lambda _: self._legend_chose(self.lines.heads))
 
     # ---------------------------------------------------------------- requests (to the workers)
 
