@@ -105,7 +105,7 @@ class Heatmap(QWidget):
     def show_panel(self, panel: Panel) -> None:
         """Render one panel: fixed levels, float32 row-major image, labels, numbers."""
         self.panel = panel
-        rows, cols = panel.image.shape
+        rows, cols = panel.shape  # cells: a pooled image is stretched over them
         cmap = pg.colormap.get(COLORMAPS[panel.kind])
         # the fast path: fixed levels, float32 C-contiguous row-major data
         self.image_item.setColorMap(cmap)
@@ -154,7 +154,7 @@ class Heatmap(QWidget):
         """Show the whole matrix (double-click does the same)."""
         if self.panel is None:
             return
-        rows, cols = self.panel.image.shape
+        rows, cols = self.panel.shape
         # one call for both axes: with the aspect locked, setting x then y lets the second call
         # shrink the first range to keep cells square, cutting columns off the view
         box = self.plot.getViewBox()
@@ -179,8 +179,8 @@ class Heatmap(QWidget):
         if panel is None or not self.isVisible():
             yield
             return
-        rows, cols = panel.image.shape
-        k = max(1, CRISP_PIXELS // max(rows, cols))  # whole cells of k x k pixels
+        rows, cols = panel.shape
+        k = max(1, CRISP_PIXELS // max(panel.image.shape))  # whole pixels of k x k
         big = np.repeat(np.repeat(panel.image, k, axis=0), k, axis=1)  # (rows*k, cols*k)
         rect = QRectF(-0.5, -0.5, cols, rows)
         self.image_item.setImage(big, autoLevels=False, levels=panel.levels)
@@ -203,7 +203,7 @@ class Heatmap(QWidget):
         """Outline row `index` (axis 0) or column `index` (axis 1): a source of the hovered cell."""
         if self.panel is None:
             return
-        rows, cols = self.panel.image.shape
+        rows, cols = self.panel.shape
         if axis == 0 and 0 <= index < rows:
             rect = QRectF(-0.5, index - 0.5, cols, 1)
         elif axis == 1 and 0 <= index < cols:
@@ -224,7 +224,7 @@ class Heatmap(QWidget):
             return None
         p = box.mapSceneToView(scene_pos)
         row, col = math.floor(p.y() + 0.5), math.floor(p.x() + 0.5)
-        rows, cols = self.panel.image.shape
+        rows, cols = self.panel.shape
         return (row, col) if 0 <= row < rows and 0 <= col < cols else None
 
     def hover(self, row: int, col: int) -> None:

@@ -72,11 +72,13 @@ class TokenAxis(pg.AxisItem):
 
     def set_labels(self, labels: list[str]) -> None:
         """The label of each cell along this axis."""
-        self.labels = list(labels)
-        metrics = self._metrics()
-        self._texts = [
-            metrics.elidedText(t, Qt.TextElideMode.ElideRight, self.longest) for t in labels
-        ]
+        if list(labels) != self.labels or not self._texts:  # 4096 labels: measured once
+            self.labels = list(labels)
+            metrics = self._metrics()
+            self._texts = [
+                metrics.elidedText(t, Qt.TextElideMode.ElideRight, self.longest) for t in labels
+            ]
+            self._widest_px = None
         self.setTicks(None)  # automatic ticks (tickValues below), redrawn with the new labels
         self.picture = None
         self.update()
@@ -84,9 +86,13 @@ class TokenAxis(pg.AxisItem):
     def _metrics(self) -> QFontMetrics:
         return QFontMetrics(self.style.get("tickFont") or self.font())
 
+    _widest_px: int | None = None  # the widest label's pixels, measured once per label set
+
     def _widest(self) -> int:
-        metrics = self._metrics()
-        return max((metrics.horizontalAdvance(t) for t in self._texts), default=0)
+        if self._widest_px is None:
+            metrics = self._metrics()
+            self._widest_px = max((metrics.horizontalAdvance(t) for t in self._texts), default=0)
+        return self._widest_px
 
     def _across(self, rotated: bool) -> float:
         """Pixels one label needs along the axis: a line's height, or its width and a gap."""

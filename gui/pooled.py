@@ -1,0 +1,77 @@
+"""A large matrix as a screen-sized image: each pixel the largest-magnitude cell of its block.
+
+A 4096-token step has 16.7 M cells; a heatmap on screen has about a million pixels, so drawing
+every cell costs seconds and shows nothing more. Above MAX_SIDE cells along an axis, that axis
+is max-pooled: a block of `block` cells becomes one pixel holding the cell of largest magnitude
+(sign kept), so one sharp weight or one large score stays visible where a stride or a mean would
+lose it. A masked cell (-inf) wins only when its whole block is masked (grey); NaN anywhere in a
+block makes the pixel NaN. The cells themselves are never copied: hover and cell numbers read
+the exact cell from the step's own array.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MAX_SIDE = 1024  # an axis longer than this is pooled (an image fits a screen)
+
+
+def block_for(n: int) -> int:
+    """Cells per pixel along an axis of `n` cells (1: drawn cell by cell)."""
+    return max(1, math.ceil(n / MAX_SIDE))
+
+
+def _pool_axis(m: np.ndarray, block: int, axis: int, op) -> np.ndarray:
+    """`op` (np.maximum or np.minimum) over blocks of `block` along `axis` (0 or 1)."""
+    if block == 1:
+        return m
+    n = m.shape[axis]
+    if n % block:  # repeat the last cell: it changes neither a max nor a min
+        extra = block - n % block
+        pad = [(0, 0), (0, 0)]
+        pad[axis] = (0, extra)
+        m = np.pad(m, pad, mode="edge")
+    if axis == 0:  # rows: a reshape, reduced over its middle axis (contiguous, fast)
+        rows, cols = m.shape
+        return op.reduce(m.reshape(rows // block, block, cols), axis=1)
+    out = m[:, 0::block].copy()  # columns: strided slices folded in one by one
+    for k in range(1, block):
+        op(out, m[:, k::block], out=out)
+    return out
+
+
+def pool(matrix: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:
+    """The (rows / br, cols / bc) image of `matrix` (rows, cols): per block, the cell of largest
+    magnitude with its sign; -inf only where every cell of the block is -inf."""
+    br, bc = blocks
+    m = np.asarray(matrix)
+    if (br, bc) == (1, 1):
+        return m
+    hi = _pool_axis(_pool_axis(m, br, 0, np.maximum), bc, 1, np.maximum)  # (R/br, C/bc)
+    if not np.min(m) < 0:  # nothing negative (weights; or NaN): the largest is the maximum
+        return hi
+    lo = _pool_axis(_pool_axis(m, br, 0, np.minimum), bc, 1, np.minimum)  # (R/br, C/bc)
+    # the block's most negative cell when it is finite and outweighs the largest (masked cells
+    # are -inf: they lose to any visible cell)
+    return np.where(np.isfinite(lo) & (-lo > np.abs(hi)), lo, hi)
+
+
+def maximum(matrix: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:
+    """The largest cell of each block (-inf where the whole block is -inf: masked)."""
+    return _pool_axis(
+        _pool_axis(np.asarray(matrix), blocks[0], 0, np.maximum), blocks[1], 1, np.maximum
+    )
+
+
+def blocks_for(shape: tuple[int, int]) -> tuple[int, int]:
+    """(rows per pixel, columns per pixel) for a matrix of `shape`."""
+    return block_for(shape[0]), block_for(shape[1])
+
+
+def describe(shape: tuple[int, int], blocks: tuple[int, int]) -> str:
+    """'4096 x 4096 cells drawn as 1024 x 1024 pixels (each the largest |value| of 4 x 4)'."""
+    (rows, cols), (br, bc) = shape, blocks
+    drawn = f"{math.ceil(rows / br)} x {math.ceil(cols / bc)}"
+    return f"{rows} x {cols} cells drawn as {drawn} pixels, each the largest |value| of {br} x {bc}"
