@@ -49,13 +49,20 @@ def pool(matrix: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:
     m = np.asarray(matrix)
     if (br, bc) == (1, 1):
         return m
-    hi = _pool_axis(_pool_axis(m, br, 0, np.maximum), bc, 1, np.maximum)  # (R/br, C/bc)
     if not np.min(m) < 0:  # nothing negative (weights; or NaN): the largest is the maximum
-        return hi
-    lo = _pool_axis(_pool_axis(m, br, 0, np.minimum), bc, 1, np.minimum)  # (R/br, C/bc)
-    # the block's most negative cell when it is finite and outweighs the largest (masked cells
-    # are -inf: they lose to any visible cell)
+        return maximum(m, blocks)
+    hi = maximum(m, blocks)  # (R/br, C/bc)
+    lo = _minimum(m, blocks)  # (R/br, C/bc)
+    if np.isneginf(lo).any():  # masked cells (-inf) lose to any visible one: left out
+        lo = _minimum(np.where(np.isneginf(m), np.inf, m), blocks)
+    # the block's (visible) minimum when it outweighs the maximum; a wholly masked block's
+    # maximum is -inf, its minimum +inf
     return np.where(np.isfinite(lo) & (-lo > np.abs(hi)), lo, hi)
+
+
+def _minimum(m: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:
+    """The smallest cell of each block."""
+    return _pool_axis(_pool_axis(m, blocks[0], 0, np.minimum), blocks[1], 1, np.minimum)
 
 
 def maximum(matrix: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:

@@ -23,7 +23,9 @@ def teaching_row(matrix: np.ndarray) -> int:
     """The most decided row among those with at least two entries >= NOTABLE; else the most
     decided of all (gui.sentences.teaching_row's rule)."""
     m = np.asarray(matrix)
-    mixed = np.flatnonzero(np.count_nonzero(m >= NOTABLE, axis=1) >= 2)  # (rows kept,)
+    mixed = np.flatnonzero(
+        np.count_nonzero(m >= np.float64(NOTABLE), axis=1) >= 2
+    )  # (rows kept,); in float64, as Python compares
     if mixed.size == 0:
         return sharpest_row(m)
     return int(mixed[sharpest_row(m[mixed])])
