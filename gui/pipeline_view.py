@@ -162,6 +162,15 @@ class PipelineView(QWidget):
         for w in (self.note, self.sentence, self.explanation):
             body.addWidget(w)
         outer.addWidget(self.content, 1)
+        # over the heatmaps while the trace on screen is not the current inputs' (a new one is
+        # being computed, or it failed, or waits for an answer)
+        self.stale = QLabel(self.content)
+        self.stale.setWordWrap(True)
+        self.stale.setStyleSheet(
+            "background: rgba(255, 243, 205, 235); color: #6b4100; border: 1px solid #d9a400;"
+            "padding: 4px; font-weight: bold;"
+        )
+        self.stale.hide()
         self.timer = QTimer(self)
         self._connect()
 
@@ -311,6 +320,21 @@ class PipelineView(QWidget):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit_sources()
+        self._place_stale()
+
+    def set_stale(self, text: str) -> None:
+        """Mark the trace on screen as not the current inputs' with `text` ('' removes it)."""
+        self.stale.setText(text)
+        self.stale.setVisible(bool(text))
+        self._place_stale()
+
+    def _place_stale(self) -> None:
+        """The mark at the top of the heatmaps, centred, at most 560 pixels wide."""
+        room = self.content.width()
+        self.stale.setFixedWidth(max(120, min(560, room - 16)))
+        self.stale.adjustSize()
+        self.stale.move(max(0, (room - self.stale.width()) // 2), self.formula.height() + 4)
+        self.stale.raise_()
 
     def _fit_sources(self) -> None:
         """Several heads side by side take the side panel's room when the window is narrow."""
