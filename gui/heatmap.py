@@ -8,11 +8,12 @@ from contextlib import contextmanager
 
 import numpy as np
 import pyqtgraph as pg
-from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSignal
+from PyQt6.QtCore import QEvent, QPointF, QRectF, Qt, pyqtSignal
 from PyQt6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPen
 from PyQt6.QtWidgets import QGraphicsRectItem, QVBoxLayout, QWidget
 
 from gui.cell_numbers import CellNumbers
+from gui.hover_tip import HoverTip
 from gui.token_axis import (  # noqa: F401 (nice_every, visible_ticks re-exported)
     LONGEST_COMPACT,
     LONGEST_LABEL,
@@ -246,6 +247,15 @@ class Heatmap(QWidget):
             self._hover_box.setRect(QRectF(cell[1] - 0.5, cell[0] - 0.5, 1, 1))
             self._hover_box.show()
         self.cellHovered.emit(cell)
+
+    def event(self, event) -> bool:
+        """Its tooltip is shown inside the window (gui.hover_tip), hidden when the mouse leaves."""
+        if event.type() == QEvent.Type.ToolTip and self.toolTip():
+            HoverTip.of(self).show_text(self, event.pos(), self.toolTip())
+            return True
+        if event.type() == QEvent.Type.Leave:
+            HoverTip.of(self).hide()
+        return super().event(event)
 
     def _on_mouse_clicked(self, event) -> None:
         if self.compact:

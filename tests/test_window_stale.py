@@ -75,3 +75,30 @@ def test_a_long_scratch_computation_waits_for_an_answer(qtbot, open_window, sett
     w.inputs.apply_edit(sm.reseeded, 9)  # the same size again: not asked twice
     assert w.slow.isHidden()
     settle(w)
+
+
+@pytest.mark.parametrize("size", [(1024, 700), (1400, 900)])
+def test_the_hover_tooltip_stays_inside_the_window(qtbot, open_window, size):
+    from PyQt6.QtCore import QEvent, QPoint
+    from PyQt6.QtGui import QHelpEvent
+    from PyQt6.QtWidgets import QApplication
+
+    from gui.hover_tip import HoverTip
+
+    w = open_window(journey_preset(step="weights"), size)
+    hm = w.pipeline.heatmaps[0]
+    hm.hover(2, 3)
+    text = hm.toolTip()
+    assert text.startswith("ground truth") or "weights" in text  # the hover's explanation
+    hm.setToolTip(text + " " + "and a long tail of words " * 12)  # wider than any room left
+    corners = [QPoint(2, 2), QPoint(hm.width() - 2, 2), QPoint(hm.width() - 2, hm.height() - 2)]
+    for at in corners:
+        event = QHelpEvent(QEvent.Type.ToolTip, at, hm.mapToGlobal(at))
+        QApplication.sendEvent(hm, event)
+        tip = HoverTip.of(hm)
+        assert tip.isVisible() and tip.text() == hm.toolTip()
+        assert w.rect().contains(tip.geometry()), (at, tip.geometry(), w.rect())
+        assert tip.geometry().width() > 100 and tip.geometry().height() > 20
+    hm.setToolTip("")
+    QApplication.sendEvent(hm, QEvent(QEvent.Type.Leave))
+    assert HoverTip.of(hm).isHidden()
