@@ -1,6 +1,7 @@
 """The pipeline view at 4096 tokens, a bench goal: how long a step change and a hover take.
 
-`python -m scratch.bench --plugin gui.bench_window --only views` measures these alone. One
+`python -m scratch.bench --plugin gui.bench_window --only views` measures these alone (the
+goals are (goal, verdict, numbers) tuples, as scratch.bench.plugins.Goal). One
 NumPy float32 trace of a random 4096-token session is shown in a PipelineView (offscreen,
 VIEW_SIZE pixels). A step change is timed from `set_step` until the view has painted
 (`repaint`, synchronous): the matrix pooled to a screen-sized image (gui.pooled), the source
@@ -17,8 +18,6 @@ import os
 import random
 import statistics
 import time
-
-from scratch.bench import plugins
 
 WHAT = "the pipeline view at 4096 tokens: step change and hover"
 TOKENS = 4096
@@ -83,7 +82,7 @@ def _painted(view) -> None:
     view.repaint()
 
 
-def goal_lines(result: dict) -> list[plugins.Goal]:
+def goal_lines(result: dict) -> list[tuple[str, str, str]]:
     """(goal, PASS/FAIL, numbers) for the step change and the hover, judged on the median."""
     lines = []
     for key, what in (("changes", "a step change"), ("hovers", "a hover")):
@@ -107,7 +106,7 @@ def goal_lines(result: dict) -> list[plugins.Goal]:
     return lines
 
 
-def view_goals() -> list[plugins.Goal]:
+def view_goals() -> list[tuple[str, str, str]]:
     """The view's two goals, measured, or why they were not (no PyQt6 here)."""
     try:
         import PyQt6.QtWidgets  # noqa: F401 - the window's toolkit, checked before measuring
