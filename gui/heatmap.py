@@ -12,6 +12,7 @@ from PyQt6.QtCore import QEvent, QPointF, QRectF, Qt, pyqtSignal
 from PyQt6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPen
 from PyQt6.QtWidgets import QGraphicsRectItem, QVBoxLayout, QWidget
 
+from gui import pooled
 from gui.cell_numbers import CellNumbers
 from gui.hover_tip import HoverTip
 from gui.token_axis import (  # noqa: F401 (nice_every, visible_ticks re-exported)
@@ -120,8 +121,9 @@ class Heatmap(QWidget):
         self.plot.getAxis("bottom").set_labels(panel.col_labels)
         self.plot.getAxis("left").set_labels(panel.row_labels)
         if not self.compact:
-            self.plot.setLabel("left", panel.row_axis)
-            self.plot.setLabel("bottom", panel.col_axis)
+            rows_per, cols_per = panel.blocks  # a 4096-token matrix is drawn pooled: said here
+            self.plot.setLabel("left", panel.row_axis + pooled.axis_note(rows_per))
+            self.plot.setLabel("bottom", panel.col_axis + pooled.axis_note(cols_per, why=True))
         # square cells unless the matrix is long and thin: then a hairline would be unreadable
         self.plot.setAspectLocked(max(rows, cols) <= ASPECT_LIMIT * min(rows, cols))
         # no pan/zoom limits: with the aspect locked they would cut the whole-matrix view

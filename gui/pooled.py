@@ -77,8 +77,9 @@ def blocks_for(shape: tuple[int, int]) -> tuple[int, int]:
     return block_for(shape[0]), block_for(shape[1])
 
 
-def describe(shape: tuple[int, int], blocks: tuple[int, int]) -> str:
-    """'4096 x 4096 cells drawn as 1024 x 1024 pixels (each the largest |value| of 4 x 4)'."""
-    (rows, cols), (br, bc) = shape, blocks
-    drawn = f"{math.ceil(rows / br)} x {math.ceil(cols / bc)}"
-    return f"{rows} x {cols} cells drawn as {drawn} pixels, each the largest |value| of {br} x {bc}"
+def axis_note(block: int, why: bool = False) -> str:
+    """' (4 cells a pixel)' after an axis's name when it is pooled ('' when drawn whole); `why`
+    adds what the pixel shows."""
+    if block == 1:
+        return ""
+    return f" ({block} cells a pixel{', the largest |value| drawn' if why else ''})"

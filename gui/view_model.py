@@ -199,8 +199,6 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
     note = f"colour: {COLOUR_RANGES[colour]}" if kind == "weights" else ""
     if robust and float(np.nanmax(np.abs(np.where(np.isfinite(drawn), drawn, 0)))) > levels[1]:
         note = f"colour: to the {AUTO_PERCENTILE}th percentile of |values|"
-    if blocks != (1, 1):
-        note = "; ".join(n for n in (note, pooled.describe((rows, cols), blocks)) if n)
     if kind == "weights" and colour not in COLOUR_RANGES:
         raise ValueError(f"colour: expected one of {', '.join(COLOUR_RANGES)}, found {colour!r}")
 

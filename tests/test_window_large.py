@@ -80,7 +80,9 @@ def test_a_pooled_panel_draws_a_small_image_and_keeps_every_exact_cell(monkeypat
     assert np.shares_memory(p.raw, scores) and p.raw[5, 7] == scores[1, 5, 7]  # not a copy
     top = float(np.abs(scores).max())
     assert p.levels == (-top, top) and p.largest == float(np.abs(scores[1]).max())
-    assert "40 x 40 cells drawn as 14 x 14 pixels" in p.colour_note
+    assert (
+        pooled.axis_note(p.blocks[1], why=True) == " (3 cells a pixel, the largest |value| drawn)"
+    )
     assert p.pixel(5, 7) == p.image[1, 2]
     (w,) = view_model.panels(trace, "weights", "0", "fixed")
     assert w.image.max() == pytest.approx(float(trace["weights"].value[0].max()))
@@ -99,6 +101,7 @@ def test_the_mouse_over_a_pooled_image_names_the_exact_cell(monkeypatch, qtbot):
     hm.resize(600, 600)
     hm.show()
     hm.show_panel(view_model.panels(trace, "scores", "0")[0])
+    assert hm.plot.getAxis("bottom").labelText == "key (3 cells a pixel, the largest |value| drawn)"
     seen = []
     hm.cellHovered.connect(seen.append)
     for cell in [(0, 0), (5, 7), (39, 38), (22, 13)]:
