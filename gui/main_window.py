@@ -242,6 +242,7 @@ class MainWindow(QMainWindow):
         if self.slow.holds(s):
             self.worker.cancel()
             self.pipeline.set_stale("not computed yet: see the question at the bottom right")
+            self.backend_label.setText("not computed: NumPy or scratch?")
             return
         self.worker.submit(s)
 
