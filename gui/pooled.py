@@ -53,11 +53,24 @@ def pool(matrix: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:
         return maximum(m, blocks)
     hi = maximum(m, blocks)  # (R/br, C/bc)
     lo = _minimum(m, blocks)  # (R/br, C/bc)
-    if np.isneginf(lo).any():  # masked cells (-inf) lose to any visible one: left out
-        lo = _minimum(np.where(np.isneginf(m), np.inf, m), blocks)
+    mixed = np.isneginf(lo) & ~np.isneginf(hi)  # blocks with masked and visible cells
+    if mixed.any():  # their minimum again, the masked (-inf) cells left out
+        lo[mixed] = _visible_minimum(m, blocks, *np.nonzero(mixed))
     # the block's (visible) minimum when it outweighs the maximum; a wholly masked block's
     # maximum is -inf, its minimum +inf
     return np.where(np.isfinite(lo) & (-lo > np.abs(hi)), lo, hi)
+
+
+def _visible_minimum(
+    m: np.ndarray, blocks: tuple[int, int], a: np.ndarray, b: np.ndarray
+) -> np.ndarray:
+    """The smallest cell other than -inf of blocks (a[n], b[n]) (+inf where there is none): read
+    block by block, so a causal mask's diagonal costs its blocks only, not the whole matrix."""
+    br, bc = blocks
+    rows = np.minimum(a[:, None] * br + np.arange(br), m.shape[0] - 1)  # (n, br): the last
+    cols = np.minimum(b[:, None] * bc + np.arange(bc), m.shape[1] - 1)  # cell repeats (padding)
+    cells = m[rows[:, :, None], cols[:, None, :]]  # (n, br, bc)
+    return np.where(np.isneginf(cells), np.inf, cells).min(axis=(1, 2))
 
 
 def _minimum(m: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:

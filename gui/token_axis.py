@@ -56,6 +56,22 @@ def keep_apart(
     return kept
 
 
+_ELIDED: dict[tuple, tuple[list[str], int]] = {}  # the last few label sets, elided and measured
+_ELIDED_KEPT = 16
+
+
+def _elided(metrics: QFontMetrics, labels: tuple[str, ...], longest: int) -> tuple[list[str], int]:
+    """(each label elided to `longest` pixels, the widest one's pixels), remembered: every
+    heatmap of a 4096-token trace shows the same 4096 labels."""
+    key = (metrics.height(), metrics.averageCharWidth(), longest, labels)
+    if key not in _ELIDED:
+        texts = [metrics.elidedText(t, Qt.TextElideMode.ElideRight, longest) for t in labels]
+        _ELIDED[key] = texts, max((metrics.horizontalAdvance(t) for t in texts), default=0)
+        while len(_ELIDED) > _ELIDED_KEPT:
+            del _ELIDED[next(iter(_ELIDED))]
+    return _ELIDED[key]
+
+
 class TokenAxis(pg.AxisItem):
     """An axis whose ticks are the cells' labels: all of them when they fit; key labels turn
     vertical when horizontal ones would collide, and are thinned only when vertical ones would."""
@@ -74,11 +90,7 @@ class TokenAxis(pg.AxisItem):
         """The label of each cell along this axis."""
         if list(labels) != self.labels or not self._texts:  # 4096 labels: measured once
             self.labels = list(labels)
-            metrics = self._metrics()
-            self._texts = [
-                metrics.elidedText(t, Qt.TextElideMode.ElideRight, self.longest) for t in labels
-            ]
-            self._widest_px = None
+            self._texts, self._widest_px = _elided(self._metrics(), tuple(labels), self.longest)
         self.setTicks(None)  # automatic ticks (tickValues below), redrawn with the new labels
         self.picture = None
         self.update()
