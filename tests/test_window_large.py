@@ -188,3 +188,20 @@ def test_the_sentence_of_a_large_step_reads_the_same_as_of_a_small_one(qtbot, mo
             hidden=[[j > i for j in range(40)] for i in range(40)],  # causal
         )
         assert view.sentence.text() == expected, step
+
+
+def test_hovering_a_pooled_heatmap_explains_the_exact_cell(qtbot, monkeypatch):
+    from gui.pipeline_view import PipelineView
+
+    monkeypatch.setattr(pooled, "MAX_SIDE", 16)
+    trace = _numpy_outcome(40, heads=2).trace
+    view = PipelineView()
+    qtbot.addWidget(view)
+    view.resize(900, 700)
+    view.show()
+    view.set_trace(trace)
+    view.set_step("scores")
+    assert view.heatmaps[0].panel.blocks == (3, 3)
+    view.hover_cell(22, 13)
+    expected = core_api.explain(trace, "scores", (0, 22, 13)).text
+    assert view.explanation.text() == expected and expected.startswith("scores[0][22][13] = ")
