@@ -37,12 +37,12 @@ class SlowWarning(QFrame):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setFrameShape(QFrame.Shape.NoFrame)  # no taller than the status bar's buttons
         self.setStyleSheet("SlowWarning { background: #fff3cd; }")
         self.session = None  # the session waiting for an answer
         self.confirmed: tuple | None = None  # (backend, tokens, keys, heads) computed anyway
         row = QHBoxLayout(self)
-        row.setContentsMargins(6, 2, 6, 2)
+        row.setContentsMargins(6, 0, 6, 0)
         self.label = QLabel()
         self.numpy_button = QPushButton("Use NumPy")
         self.anyway_button = QPushButton("Compute with scratch")
