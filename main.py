@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 TABS = ("pipeline", "backward", "overview", "check", "kernel", "model")
 GRAD_OUTPUTS = ("ones", "random", "target")  # gui.session.GRAD_OUTPUTS (Qt-free import later)
+MAX_GENERATE = 256  # --generate's most tokens (each step is one token through 30 layers)
 
 
 def int_in(lo: int, hi: int) -> Callable[[str], int]:
@@ -33,7 +34,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options; out-of-range numbers are usage errors (exit status 2)."""
     from gui.session import MAX_HEADS, MAX_SEED, MAX_TOKENS  # the spin boxes' ranges
 
-    p = argparse.ArgumentParser(description="Transformer attention, every step on screen.")
+    p = argparse.ArgumentParser(
+        description="Transformer attention, every step on screen. The options open the window "
+        "on screen as they open a --screenshot; only --hover and --size need --screenshot."
+    )
     p.add_argument("--preset", help="preset name, or 'random' (see --list-presets)")
     p.add_argument("--list-presets", action="store_true", help="print the preset names and exit")
     p.add_argument("--step", help="step to open, e.g. weights")
@@ -57,10 +61,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--size", default="1400x900", help="only with --screenshot: the window's size (WxH)"
     )
-    p.add_argument("--model", help="a real model: 'default' (all-MiniLM-L6-v2) or a directory")
+    p.add_argument(
+        "--model",
+        help="a real model: 'default' (all-MiniLM-L6-v2), 'smollm2' (SmolLM2-135M-Instruct, a "
+        "decoder: next-token bars and Generate), a model directory or a .gguf file",
+    )
     p.add_argument("--text", help="the text to run the model on (implies --model default)")
     p.add_argument(
         "--layer", type=int, help="with --model: open this layer's --head in the pipeline"
+    )
+    p.add_argument(
+        "--generate",
+        type=int_in(1, MAX_GENERATE),
+        metavar="N",
+        help="with a decoder (--model smollm2): add N greedy tokens, one per step with the key/"
+        "value cache, and open the Model tab on the last step",
     )
     return p.parse_args(argv)
 
@@ -72,28 +87,43 @@ def fail(message: str) -> int:
 
 
 def model_run(args: argparse.Namespace):
-    """The model run that --model/--text ask for, or None; ValueError with a clear message."""
+    """What --model/--text ask the Model tab to show, or None: a Run, or for a decoder a
+    DecoderFrame (after --generate N tokens); ValueError with a clear message."""
     if args.model is None and args.text is None:
-        if args.layer is not None:
-            raise ValueError("--layer: needs --model (or --text)")
+        for flag, value in (("--layer", args.layer), ("--generate", args.generate)):
+            if value is not None:
+                raise ValueError(f"{flag}: needs --model (or --text)")
         return None
     from gui import core_api
     from gui.model_panel import DEFAULT_TEXT
 
     path = None if args.model in (None, "default") else args.model
     try:
-        model = core_api.load_model(path)
+        shown = core_api.start_model(path, args.text if args.text is not None else DEFAULT_TEXT)
     except ImportError as exc:
         raise ValueError(f"--model: real models need {exc.name}; run make run once") from exc
-    run = model.run(args.text if args.text is not None else DEFAULT_TEXT)
+    decoder = hasattr(shown, "extend")
+    if args.generate is not None and not decoder:
+        raise ValueError(f"--generate: {shown.model.name} is not a decoder; try --model smollm2")
+    if decoder:
+        from gui.model_worker import frame
+
+        for _ in range(args.generate or 0):
+            shown = shown.extend()
+        shown = frame(shown)
     if args.layer is not None or (args.head is not None and args.head.isdigit()):
         layer = 0 if args.layer is None else args.layer
         head = int(args.head) if args.head is not None and args.head.isdigit() else 0
         try:
-            run.model.check_head(layer, head)
+            model_of(shown).check_head(layer, head)
         except ValueError as exc:  # "layer: expected 0 to 5, found 9" -> "--layer: ..."
             raise ValueError(f"--{exc}") from None
-    return run
+    return shown
+
+
+def model_of(shown) -> object:
+    """The model of a Run or a DecoderFrame."""
+    return shown.decoding.prompt.model if hasattr(shown, "decoding") else shown.model
 
 
 def build_session(args: argparse.Namespace, run=None):
@@ -106,7 +136,8 @@ def build_session(args: argparse.Namespace, run=None):
         from gui.model_session import head_session
 
         head = int(args.head) if args.head is not None and args.head.isdigit() else 0
-        s = head_session(run, 0 if args.layer is None else args.layer, head)
+        whole = run.decoding.run() if hasattr(run, "decoding") else run  # every token so far
+        s = head_session(whole, 0 if args.layer is None else args.layer, head)
     if args.preset == "random":
         s = sm.random_session(args.seed, args.tokens, 8, 4, 4, args.heads)
     elif args.preset is not None and s is None:
@@ -200,7 +231,7 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
     from gui import export
 
     if run is not None:
-        window.model.show_run(run)
+        window.model.show_result(run, args.model or "default")
         if session is not None and args.layer is not None:
             window.model.grid.select(args.layer, int(args.head) if args.head else 0)
     window.resize(width, height)
@@ -259,6 +290,17 @@ def tab_of(window, args: argparse.Namespace):
     return tabs[args.tab or "pipeline"]
 
 
+def open_as_asked(window, args: argparse.Namespace, run=None) -> None:
+    """The window on screen opens what the options ask: the model run, --step, --head, --tab."""
+    if run is not None:
+        window.model.show_result(run, args.model or "default")
+    if args.step:
+        window.pipeline.step_name = args.step
+    if args.head is not None and run is None:  # a model's head is the session's one head
+        window.pipeline.set_head(args.head)
+    window.tabs.setCurrentWidget(tab_of(window, args))
+
+
 def no_screen() -> bool:
     """True on Linux with no X11/Wayland display and no Qt platform chosen by hand."""
     return (
@@ -273,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: parse options, then the screenshot path or the interactive window."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     args = parse_args(argv)
+    if args.generate is not None and args.tab is None and args.layer is None and args.head is None:
+        args.tab = "model"  # the generation is what --generate asks to see (not a head of it)
     if args.list_presets:
         from gui import core_api
 
@@ -289,17 +333,17 @@ def main(argv: list[str] | None = None) -> int:
             check_head(args.head, (session or default_session()).num_heads)
     except ValueError as exc:
         return fail(str(exc))
-    if args.screenshot:
-        if args.step and args.tab != "backward":  # check the step name before starting Qt
-            from gui import controller
-            from gui.main_window import default_session
+    if args.step and args.tab != "backward":  # check the step name before starting Qt
+        from gui import controller
+        from gui.main_window import default_session
 
-            try:
-                names = controller.step_names(session or default_session())
-            except (ValueError, TypeError) as exc:
-                return fail(f"the inputs are not valid: {exc}")
-            if args.step not in names:
-                return fail(f"unknown step {args.step!r}; steps: {', '.join(names)}")
+        try:
+            names = controller.step_names(session or default_session())
+        except (ValueError, TypeError) as exc:
+            return fail(f"the inputs are not valid: {exc}")
+        if args.step not in names:
+            return fail(f"unknown step {args.step!r}; steps: {', '.join(names)}")
+    if args.screenshot:
         return screenshot(args, session, run)
     if no_screen():
         return fail(
@@ -323,11 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     ErrorHandler(show_dialog=True).install()
     settings = QSettings("scratch-attention", "attention-app")
     window = MainWindow(settings, session)
-    if run is not None:
-        window.model.show_run(run)
-    if args.step:
-        window.pipeline.step_name = args.step
-    window.tabs.setCurrentWidget(tab_of(window, args))  # --tab also opens the window's tab
+    open_as_asked(window, args, run)
     window.show()
     return app.exec()
 

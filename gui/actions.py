@@ -8,7 +8,7 @@ import os
 from PyQt6.QtCore import QStandardPaths
 from PyQt6.QtWidgets import QApplication, QFileDialog
 
-from gui import codegen, core_api, export, session_file
+from gui import codegen, core_api, export, session_file, variant_session
 from gui import session as sm
 
 
@@ -93,6 +93,12 @@ class FileActions:
 
     def copy_code(self, library: str) -> str:
         """Put a NumPy or PyTorch snippet reproducing the example on the clipboard."""
+        if not variant_session.is_plain(self.window.inputs.session):
+            self.window.warn(
+                "Copy as code writes plain attention only: this session's variant or decode "
+                "step would be left out, so nothing was copied."
+            )
+            return ""
         text = codegen.snippet(self.window.inputs.session, library)
         QApplication.clipboard().setText(text)
         self.window.say(f"copied a {library} snippet ({len(text.splitlines())} lines)")

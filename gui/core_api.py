@@ -21,6 +21,7 @@ from scratch.tolerance import tolerance as tolerance
 from scratch.trace import trace_example
 from scratch.variant_support import sdpa_variant as sdpa_variant
 from scratch.variants import GivenMask as GivenMask
+from scratch.variants import VariantChoice as VariantChoice
 from scratch.variants import causal
 from scratch.weights_tolerance import weights_tolerance as weights_tolerance
 
@@ -113,6 +114,25 @@ def mask_array(grid: object) -> object:
     for i, row in enumerate(rows):
         out[i] = row
     return out
+
+
+def decode_example(example: Example, n: int) -> Example:
+    """scratch.decode_view.decode_example: decode step n (the newest token, n cached keys)."""
+    from scratch.decode_view import decode_example as step
+
+    return step(example, n)
+
+
+def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> list | None:
+    """Rows `rows` and columns `cols` of the choice's mask (head 0's: the picture), asked of its
+    mask_mod; None when the choice has no mask (or does not fit: the picker says why)."""
+    try:
+        variant = choice.variant(L, S, H)
+    except ValueError:
+        return None
+    if variant is None or variant.mask_mod is None:
+        return None
+    return [[bool(variant.mask_mod(0, 0, i, j)) for j in cols] for i in rows]
 
 
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:
@@ -239,6 +259,26 @@ def load_model(path: str | None) -> object:
     return models.load(path)
 
 
+def start_model(path: str | None, text: str) -> object:
+    """A decoder's Decoding of `text` (scratch.models.decoding.start: the prompt run, its cache
+    kept for Decoding.extend), or model.run(text) for a model without an output head."""
+    from scratch.models import decoding
+
+    model = load_model(path)
+    decoder = getattr(model, "family", None) == "llama"
+    return decoding.start(model, text) if decoder else model.run(text)
+
+
+def kv_heads_of(model: object) -> list[int]:
+    """The key/value head each query head reads (scratch.models.llama.kv_head: grouped-query
+    attention); BERT's and GPT-2's heads each read their own."""
+    from scratch.models import llama
+
+    if model.family != "llama":
+        return list(range(model.heads))
+    return [llama.kv_head(model.config, h) for h in range(model.heads)]
+
+
 @contextlib.contextmanager
 def single_threaded_blas() -> Iterator[None]:
     """scratch.backends.numpy_threads.single_threaded_blas; nothing to hold without NumPy."""
@@ -249,3 +289,45 @@ def single_threaded_blas() -> Iterator[None]:
         return
     with one_thread():
         yield
+
+
+# ---------------------------------------------------------------- learn: why, mistakes, tiles
+
+
+def why(scores, scaled, masked, d_k: int, row: int, allowed=None) -> tuple:
+    """scratch.why's three reasons on one row: (why_scale at 1/sqrt(d_k), why_max, why_mask)."""
+    from scratch import why as w
+
+    return (
+        w.why_scale(scores, 1.0 / d_k**0.5, d_k, row, allowed),
+        w.why_max(masked, row),
+        w.why_mask(scaled, row, allowed),
+    )
+
+
+def online_softmax(q, k, v, scale: float, allowed, block: int, dtype: str) -> object:
+    """scratch.online_softmax.online_softmax: the key tiles' running values."""
+    from scratch.online_softmax import online_softmax as walk
+
+    return walk(q, k, v, scale=scale, allowed=allowed, block=block, dtype=dtype)
+
+
+def mistake_names() -> tuple[str, ...]:
+    """The planted mistakes, in the gallery's order (scratch.mistakes.NAMES)."""
+    from scratch.mistakes import NAMES
+
+    return NAMES
+
+
+def plant_mistake(name: str, q, k, v, scale: float, allowed=None) -> object:
+    """scratch.mistakes.plant: the right and the wrong weights and output of one example."""
+    from scratch.mistakes import plant
+
+    return plant(name, q, k, v, scale, allowed)
+
+
+def diagnose_mistake(name: str) -> object:
+    """scratch.mistakes.diagnose: scratch.check on the kernel with that mistake."""
+    from scratch.mistakes import diagnose
+
+    return diagnose(name)

@@ -26,14 +26,18 @@ class HeadView(QWidget):
         self.weights: np.ndarray | None = None  # (heads, T, T) of one layer
         self.heads: list[int] = []
         self.focus: int | None = None  # the hovered query token
+        self.pinned: int | None = None  # the token focused when no token is hovered
         self.setMinimumSize(260, 200)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMouseTracking(True)
 
-    def set_layer(self, tokens: list[str], weights: np.ndarray, heads: list[int]) -> None:
-        """Show heads `heads` of one layer's (heads, T, T) weights."""
+    def set_layer(
+        self, tokens: list[str], weights: np.ndarray, heads: list[int], focus: int | None = None
+    ) -> None:
+        """Show heads `heads` of one layer's (heads, T, T) weights; focus: only that query
+        token's lines (a decoder's newest token), until the mouse moves over a token."""
         self.tokens, self.weights, self.heads = list(tokens), weights, list(heads)
-        self.focus = None
+        self.focus = self.pinned = focus
         self.update()
 
     def row_y(self, i: int) -> float:
@@ -55,12 +59,13 @@ class HeadView(QWidget):
             step = (self.height() - 20) / len(self.tokens)
             i = int((pos.y() - 10) // step)
             i = i if 0 <= i < len(self.tokens) else None
+        i = self.pinned if i is None else i
         if i != self.focus:
             self.focus = i
             self.update()
 
     def leaveEvent(self, event) -> None:
-        self.focus = None
+        self.focus = self.pinned
         self.update()
 
     def paintEvent(self, event) -> None:

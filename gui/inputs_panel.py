@@ -19,11 +19,13 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api, session_file
+from gui import core_api, session_file, variant_session
 from gui import session as sm
+from gui.head_note import model_head_note
 from gui.mask_grid import MaskGrid
 from gui.matrix_table import MatrixTable
 from gui.session import Session
+from gui.variant_panel import VariantPanel
 
 MODE_LABELS = {"project": "x -> W_q, W_k, W_v", "qkv": "Q, K, V directly", "self": "q = k = v = x"}
 SCALE_LABELS = {"sqrt": "1/sqrt(d_k)", "none": "none (1)", "custom": "custom"}
@@ -175,6 +177,8 @@ class InputsPanel(QWidget):
         oform.addRow("mask", self.mask_mode)
         self.mask_grid = MaskGrid()
         oform.addRow("", self.mask_grid)
+        self.variant = VariantPanel()  # mask rule, score changes, sinks, RoPE, decode
+        oform.addRow(self.variant.rule)  # the drawn mask's rule in words
         self.masked_rows = _combo(ROWS_LABELS)
         self.masked_rows.setToolTip("what a query gets when every key is masked")
         oform.addRow("fully masked rows", self.masked_rows)
@@ -189,6 +193,7 @@ class InputsPanel(QWidget):
         brow.addWidget(self.dtype)
         oform.addRow("backend / dtype", brow)
         outer.addWidget(options)
+        outer.addWidget(self.variant)
         # step 3: the matrices
         self.tabs = QTabWidget()
         # parented, so tables not shown in this mode die with the panel (never left to the
@@ -215,6 +220,8 @@ class InputsPanel(QWidget):
         self.backend.activated.connect(lambda _: self._on_backend())
         self.dtype.activated.connect(lambda _: self._options())
         self.mask_grid.toggled.connect(self._on_toggle)
+        self.variant.edited.connect(lambda f: self._apply(variant_session.with_variant, f))
+        self.variant.decodeChanged.connect(lambda n: self._apply(variant_session.with_decode, n))
         for name, table in self.tables.items():
             model = table.matrix_model
             model.cellEdited.connect(lambda i, j, v, n=name: self._on_cell(n, i, j, v))
@@ -240,7 +247,7 @@ class InputsPanel(QWidget):
         try:
             self.kv_heads.setMaximum(s.num_heads)  # before the values: no clamping of kv
             _select(self.preset, s.preset if self.preset.findData(s.preset) >= 0 else "custom")
-            self.preset_notes.setText(preset_html(s.preset))
+            self.preset_notes.setText(preset_html(s.preset) or model_head_note(s))
             self.preset_notes.setVisible(bool(self.preset_notes.text()))
             self.seed.setValue(s.seed)
             _select(self.mode, s.mode)
@@ -274,6 +281,7 @@ class InputsPanel(QWidget):
                 self.dtype.addItem(name, name)
             _select(self.dtype, s.dtype)
             self._show_mask(s)
+            self.variant.set_session(s)
             if tables:
                 self._show_tables(s)
         finally:

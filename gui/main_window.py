@@ -27,6 +27,7 @@ from gui.backward_view import BackwardView
 from gui.check_panel import CheckPanel
 from gui.inputs_panel import InputsPanel
 from gui.kernel_check import KernelCheckPanel
+from gui.learn_tab import LearnTab
 from gui.model_panel import ModelPanel
 from gui.overview import Overview
 from gui.pipeline_view import PipelineView
@@ -99,6 +100,8 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.checks, "Check")
         self.tabs.addTab(self.kernel_check, "Check a kernel")
         self.tabs.addTab(self.model, "Model")
+        self.learn = LearnTab()  # why, mistakes, tiles: computed only while visible
+        self.tabs.addTab(self.learn, "Learn")
         self.setCentralWidget(self.tabs)
         scroll = QScrollArea()
         scroll.setWidget(self.inputs)
@@ -208,8 +211,11 @@ class MainWindow(QMainWindow):
         self.slow.useNumpy.connect(self._use_numpy)
         self.slow.computeAnyway.connect(self.worker.submit)
         self.pipeline.headChanged.connect(self.overview.set_head)
+        self.pipeline.stepChanged.connect(self.learn.show_step)
+        self.pipeline.headChanged.connect(self.learn.set_head)
         self.overview.stepChosen.connect(self.open_step)
-        self.model.headChosen.connect(self.open_model_head)
+        self.model.sessionChosen.connect(self.open_model_session)
+        self.tabs.currentChanged.connect(lambda _: self._inputs_for_tab())
         self.model.message.connect(self.say)
         self.model.refused.connect(self.refuse)
         self.inputs.sessionChanged.connect(self.backward.set_session)
@@ -280,6 +286,7 @@ class MainWindow(QMainWindow):
         self.outcome = outcome
         self.pipeline.set_trace(outcome.trace, outcome.reference)
         self.overview.set_trace(outcome.trace, self.pipeline.head)
+        self.learn.set_trace(outcome.reference)
         self.checks.set_outcome(outcome, self._gradients_for(outcome.session))
         verdict = " | all steps pass" if all(c.ok for c in outcome.checks) else " | CHECK FAILED"
         self.backend_label.setText(
@@ -337,13 +344,18 @@ class MainWindow(QMainWindow):
         self.pipeline.set_step(name)
         self.tabs.setCurrentWidget(self.pipeline)
 
-    def open_model_head(self, run: object, layer: int, head: int) -> None:
-        """Open one head of a model run in the pipeline, with its real x, W and biases."""
-        from gui.model_session import head_session
-
-        self.load_session(head_session(run, layer, head))
+    def open_model_session(self, s: sm.Session) -> None:
+        """Open one head of a model run in the pipeline (its session built by the Model tab's
+        worker: the real x, W and biases, or a decoder's rotated q, k and its v)."""
+        self.load_session(s)
         self.tabs.setCurrentWidget(self.pipeline)
-        self.say(f"{run.model.name} layer {layer} head {head}: {run.model.name}'s own weights")
+        self.say(f"{s.preset.removeprefix('model:')}: the model's own numbers")
+
+    def _inputs_for_tab(self) -> None:
+        """The Model tab has its own inputs: the Inputs dock steps aside to give it the width."""
+        toy = self.tabs.currentWidget() is not self.model
+        self.dock.setVisible(toy)
+        self.backend_label.setVisible(toy)  # "all steps pass" is the example's, not the model's
 
     def load_session(self, s: sm.Session) -> None:
         """Show and compute a session (from a file or settings)."""
@@ -390,6 +402,7 @@ class MainWindow(QMainWindow):
         self.backward_worker.cancel()
         self.worker.wait()  # ... and is joined: no computation thread outlives the window
         self.backward_worker.wait()
-        self.model.worker.wait()
+        self.model.wait()
         self.kernel_check.worker.wait()
+        self.learn.wait()
         super().closeEvent(event)

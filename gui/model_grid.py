@@ -10,6 +10,11 @@ from PyQt6.QtWidgets import QSizePolicy, QWidget
 
 LABEL = 34  # pixels for the layer labels on the left and the head labels on top
 GAP = 4  # pixels between cells
+GROUP_GAP = 10  # extra pixels between the groups of query heads that share a key/value head
+BAND = 18  # pixels of the band naming a group's key/value head
+MIN_SIDE = 26  # a cell never shrinks below this: more layers than fit scroll instead
+MAX_SIDE = 48  # nor grows above this (more layers in view)
+STRIP = 14  # the least height of a cell that shows one row (the newest token's)
 
 
 def colour_table() -> np.ndarray:
@@ -28,7 +33,13 @@ def head_image(weights: np.ndarray, table: np.ndarray) -> QImage:
 
 
 class ModelGrid(QWidget):
-    """A layers x heads grid of attention maps; emits headClicked(layer, head)."""
+    """A layers x heads grid of attention maps; emits headClicked(layer, head).
+
+    Query heads that read the same key/value head (grouped-query attention) stand side by side
+    under a coloured band naming that KV head. Cells never shrink below MIN_SIDE pixels: a deep
+    model (30 layers) grows taller than its scroll area and scrolls. With newest_only each cell
+    shows only the last row of its head: what the newest token attends to.
+    """
 
     headClicked = pyqtSignal(int, int)
 
@@ -36,19 +47,48 @@ class ModelGrid(QWidget):
         super().__init__(parent)
         self.attentions: np.ndarray | None = None  # (layers, heads, T, T)
         self.images: list[list[QImage]] = []
+        self.kv_heads: list[int] = []  # query head h reads key/value head kv_heads[h]
+        self.columns: list[int] = []  # the heads in the order drawn: grouped by KV head
+        self.newest_only = False
         self.selected: tuple[int, int] | None = None
         self.setMinimumSize(320, 240)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMouseTracking(True)
         self.setToolTip("Each square is one head: row i, column j = how much token i attends to j")
 
-    def set_attentions(self, attentions: np.ndarray) -> None:
-        """Show a run's (layers, heads, T, T) weights."""
+    def set_attentions(
+        self,
+        attentions: np.ndarray,
+        kv_heads: list[int] | None = None,
+        newest_only: bool = False,
+    ) -> None:
+        """Show a run's (layers, heads, T, T) weights; kv_heads[h]: the key/value head query
+        head h reads (None: each its own); newest_only: each head's last row alone."""
         table = colour_table()
+        heads = attentions.shape[1]
         self.attentions = attentions
-        self.images = [[head_image(h, table) for h in layer] for layer in attentions]
+        self.kv_heads = list(range(heads)) if kv_heads is None else list(kv_heads)
+        self.columns = sorted(range(heads), key=lambda h: (self.kv_heads[h], h))
+        self.newest_only = newest_only
+        shown = attentions[:, :, -1:, :] if newest_only else attentions  # (layers, heads, 1|T, T)
+        self.images = [[head_image(h, table) for h in layer] for layer in shown]
         self.selected = None
+        gaps = GROUP_GAP * (self.groups() - 1)
+        self.setMinimumWidth(int(LABEL + heads * (MIN_SIDE + GAP) + gaps))
+        self.setMinimumHeight(int(self.top() + attentions.shape[0] * (self.row_height() + GAP)))
         self.update()
+
+    def groups(self) -> int:
+        """How many key/value heads the query heads share."""
+        return len(set(self.kv_heads)) or 1
+
+    def grouped(self) -> bool:
+        """True when some query heads share a key/value head (GQA): the bands are drawn."""
+        return self.groups() < len(self.kv_heads)
+
+    def top(self) -> float:
+        """Pixels above the first row: the head labels, and the KV bands when grouped."""
+        return LABEL + (BAND if self.grouped() else 0)
 
     def select(self, layer: int, head: int) -> None:
         """Outline one head (the one open in the pipeline)."""
@@ -56,18 +96,43 @@ class ModelGrid(QWidget):
         self.update()
 
     def cell_size(self) -> float:
-        """Side of one square in pixels."""
+        """Side of one square in pixels: the heads fill the width (MIN_SIDE to MAX_SIDE); the
+        layers take the height they need (resizeEvent asks for it: the scroll area scrolls)."""
         if not self.images:
             return 0.0
-        layers, heads = len(self.images), len(self.images[0])
-        width = (self.width() - LABEL) / heads - GAP
-        height = (self.height() - LABEL) / layers - GAP
-        return max(4.0, min(width, height))
+        heads = len(self.images[0])
+        width = (self.width() - LABEL - GROUP_GAP * (self.groups() - 1)) / heads - GAP
+        return min(max(width, MIN_SIDE), MAX_SIDE)
+
+    def row_height(self) -> float:
+        """Height of one layer's cells: a square, or a strip for the newest row alone."""
+        side = self.cell_size()
+        return max(STRIP, side / 3) if self.newest_only else side
+
+    def resizeEvent(self, event) -> None:
+        if self.images:
+            needed = int(self.top() + len(self.images) * (self.row_height() + GAP))
+            if self.minimumHeight() != needed:
+                self.setMinimumHeight(needed)
+        super().resizeEvent(event)
+
+    def column_x(self, head: int) -> float:
+        """Left edge of head `head`'s column (a gap between KV groups)."""
+        side = self.cell_size()
+        column = self.columns.index(head)
+        group = sorted(set(self.kv_heads)).index(self.kv_heads[head])
+        return LABEL + column * (side + GAP) + group * GROUP_GAP
 
     def cell_rect(self, layer: int, head: int) -> QRectF:
         """Where one head is drawn."""
-        side = self.cell_size()
-        return QRectF(LABEL + head * (side + GAP), LABEL + layer * (side + GAP), side, side)
+        side, height = self.cell_size(), self.row_height()
+        return QRectF(self.column_x(head), self.top() + layer * (height + GAP), side, height)
+
+    def band_rect(self, kv: int) -> QRectF:
+        """The band over the query heads that read key/value head `kv`."""
+        heads = [h for h in self.columns if self.kv_heads[h] == kv]
+        left, right = self.column_x(heads[0]), self.column_x(heads[-1]) + self.cell_size()
+        return QRectF(left, 2, right - left, BAND - 4)
 
     def head_at(self, point: QPointF) -> tuple[int, int] | None:
         """The (layer, head) under a point, if any."""
@@ -90,7 +155,8 @@ class ModelGrid(QWidget):
         self.setCursor(Qt.CursorShape.PointingHandCursor if found else Qt.CursorShape.ArrowCursor)
         if found is not None and self.attentions is not None:
             layer, head = found
-            self.setToolTip(f"layer {layer}, head {head}: click to open it in the pipeline")
+            kv = f", reads KV head {self.kv_heads[head]}" if self.grouped() else ""
+            self.setToolTip(f"layer {layer}, head {head}{kv}: click to open it in the pipeline")
 
     def paintEvent(self, event) -> None:
         painter = QPainter(self)
@@ -106,20 +172,35 @@ class ModelGrid(QWidget):
         for layer, row in enumerate(self.images):
             rect = self.cell_rect(layer, 0)
             painter.drawText(
-                QRectF(0, rect.top(), LABEL - 4, side),
+                QRectF(0, rect.top(), LABEL - 4, rect.height()),
                 Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
                 f"L{layer}",
             )
             for head, image in enumerate(row):
                 painter.drawImage(self.cell_rect(layer, head), image)
-        for head in range(len(self.images[0])):
+        colours = kv_colours(self.groups())
+        kv_order = sorted(set(self.kv_heads))
+        for head in self.columns:
             rect = self.cell_rect(0, head)
+            if self.grouped():
+                painter.setPen(colours[kv_order.index(self.kv_heads[head])])
             painter.drawText(
-                QRectF(rect.left(), 0, side, LABEL - 4),
+                QRectF(rect.left() - GAP, self.top() - LABEL, side + 2 * GAP, LABEL - 4),
                 Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom,
                 f"H{head}",
             )
+        if self.grouped():
+            for n, kv in enumerate(kv_order):
+                band = self.band_rect(kv)
+                painter.fillRect(band, colours[n])
+                painter.setPen(QColor("white"))
+                painter.drawText(band, Qt.AlignmentFlag.AlignCenter, f"KV {kv}")
         if self.selected is not None:
             painter.setPen(QPen(QColor(220, 30, 30), 3))
             painter.drawRect(self.cell_rect(*self.selected).adjusted(-2, -2, 2, 2))
         painter.end()
+
+
+def kv_colours(count: int) -> list[QColor]:
+    """One dark colour per key/value head (white text reads on each)."""
+    return [pg.intColor(n, hues=max(count, 1), values=1, maxValue=170) for n in range(count)]

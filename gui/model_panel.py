@@ -1,14 +1,19 @@
-"""Model tab: type a text, see every head of a real model, open one in the pipeline."""
+"""Model tab: type a text, see every head of a real model, open one in the pipeline; for a
+decoder also the next-token bars and Generate, one token at a time."""
 
 from __future__ import annotations
+
+import html
 
 from PyQt6.QtCore import Qt, pyqtSignal
 from PyQt6.QtWidgets import (
     QComboBox,
+    QFileDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QVBoxLayout,
@@ -16,11 +21,18 @@ from PyQt6.QtWidgets import (
 )
 
 from gui import numbers
+from gui.generate_bar import GenerateBar
 from gui.head_view import HeadView
 from gui.model_grid import ModelGrid
-from gui.model_worker import ModelWorker
+from gui.model_worker import DecoderFrame, ModelWorker
+from gui.next_token_bars import NextTokenBars
+from gui.token_text import readable
 
 DEFAULT_TEXT = "Your journey starts with one step"
+MODELS = (  # (what the model box holds, what the list says)
+    ("default", "default: all-MiniLM-L6-v2 (BERT encoder)"),
+    ("smollm2", "smollm2: SmolLM2-135M-Instruct (Llama decoder)"),
+)
 SINK_NOTE = (
     "Attention sink: in {share:.0%} of the heads most of the weight goes to {token}. A head "
     "with nothing useful to look at still has to put its softmax weight somewhere (each row "
@@ -30,51 +42,75 @@ SINK_NOTE = (
 
 
 class ModelPanel(QWidget):
-    """Text, model directory, the model view and the head view; emits headChosen(run, l, h)."""
+    """Text, model, the model view, the head view and (decoders) the next-token bars and
+    Generate; emits sessionChosen(session) for a head to open in the pipeline."""
 
-    headChosen = pyqtSignal(object, int, int)  # Run, layer, head
+    sessionChosen = pyqtSignal(object)  # gui.session.Session of one head
     message = pyqtSignal(str)
     refused = pyqtSignal(str)  # a model or text that could not be run: the last run stays
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.run = None
+        self.run = None  # the encoder's Run on screen
+        self.frame: DecoderFrame | None = None  # or the decoder's prompt and new tokens
+        self.tokens: list[str] = []  # the tokens on screen, as the views label them
         self.worker = ModelWorker(self)
+        self.opener = ModelWorker(self)  # a head's session (a decoder's head is traced)
         outer = QVBoxLayout(self)
         # step 1: what to run
         top = QHBoxLayout()
-        self.model_path = QLineEdit("default")
-        self.model_path.setToolTip(
-            "'default' (all-MiniLM-L6-v2, SHA-256 checked) or a directory with config.json, "
-            "model.safetensors and tokenizer.json (BERT or GPT-2 family)"
+        self.model_box = QComboBox()
+        self.model_box.setEditable(True)
+        for name, description in MODELS:
+            self.model_box.addItem(name)
+            self.model_box.setItemData(
+                self.model_box.count() - 1, description, Qt.ItemDataRole.ToolTipRole
+            )
+        self.model_path = self.model_box.lineEdit()
+        self.model_box.setToolTip(
+            "'default' (all-MiniLM-L6-v2), 'smollm2' (SmolLM2-135M-Instruct, a decoder), a "
+            "directory with config.json, model.safetensors and tokenizer.json (BERT or GPT-2) "
+            "or a .gguf file (Llama family); both packaged models are SHA-256 checked"
         )
-        self.model_path.setMaximumWidth(220)
+        self.model_box.setMinimumWidth(150)
+        self.browse = QPushButton("Folder...")
+        self.browse.setToolTip("Choose a local model directory")
         self.text = QLineEdit(DEFAULT_TEXT)
         self.text.setPlaceholderText("Type a sentence")
         self.run_button = QPushButton("Run model")
         top.addWidget(QLabel("Model"))
-        top.addWidget(self.model_path)
+        top.addWidget(self.model_box)
+        top.addWidget(self.browse)
         top.addWidget(QLabel("Text"))
         top.addWidget(self.text, 1)
         top.addWidget(self.run_button)
         outer.addLayout(top)
+        self.generate_bar = GenerateBar()
+        self.generate_bar.setVisible(False)
+        outer.addWidget(self.generate_bar)
         self.status = QLabel("Type a sentence and press Run model (the model loads once).")
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.RichText)
         outer.addWidget(self.status)
-        # step 2: the model view (every head) beside the head view (one layer's lines)
+        # step 2: the model view (every head, scrolling) beside the next tokens and head view
         split = QSplitter(Qt.Orientation.Horizontal)
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
-        title = QLabel(
-            "Model view: rows are layers, columns heads (each scaled to its own maximum)"
-        )
-        title.setWordWrap(True)  # a one-line title would widen the tab past a 1024-pixel window
-        left_layout.addWidget(title)
+        self.grid_title = QLabel()
+        self.grid_title.setWordWrap(True)  # one line would widen the tab past 1024 pixels
+        left_layout.addWidget(self.grid_title)
         self.grid = ModelGrid()
-        left_layout.addWidget(self.grid, 1)
-        right = QWidget()
-        right_layout = QVBoxLayout(right)
+        self.grid_scroll = QScrollArea()
+        self.grid_scroll.setWidget(self.grid)
+        self.grid_scroll.setWidgetResizable(True)  # the grid fills the width, scrolls down
+        left_layout.addWidget(self.grid_scroll, 1)
+        right = QSplitter(Qt.Orientation.Vertical)
+        self.bars = NextTokenBars()
+        self.bars.setVisible(False)
+        right.addWidget(self.bars)
+        lines_box = QWidget()
+        right_layout = QVBoxLayout(lines_box)
         right_layout.setContentsMargins(0, 0, 0, 0)
         pick = QHBoxLayout()
         pick.addWidget(QLabel("Head view: layer"))
@@ -84,70 +120,107 @@ class ModelPanel(QWidget):
         pick.addWidget(QLabel("head"))
         pick.addWidget(self.head)
         self.open_button = QPushButton("Open in pipeline")
+        pick.addWidget(self.open_button)
         pick.addStretch(1)
         right_layout.addLayout(pick)
-        opening = QHBoxLayout()  # a row of its own: the head view fits beside the grid at 1024
-        opening.addWidget(self.open_button)
-        opening.addStretch(1)
-        right_layout.addLayout(opening)
+        self.head_note = QLabel()  # a decoder's head: the KV head it shares, RoPE in the pipeline
+        self.head_note.setWordWrap(True)
+        self.head_note.setVisible(False)
+        right_layout.addWidget(self.head_note)
         self.lines = HeadView()
         right_layout.addWidget(self.lines, 1)
+        right.addWidget(lines_box)
+        right.setSizes([220, 300])
         split.addWidget(left)
         split.addWidget(right)
-        split.setSizes([600, 400])
+        split.setSizes([520, 480])
         self.sinks = QLabel()
         self.sinks.setWordWrap(True)
-        # what "export view" captures: both views and the sink note, not the text controls
+        # what "export view" captures: the views and the sink note, not the text controls
         self.content = QWidget()
         views = QVBoxLayout(self.content)
         views.setContentsMargins(0, 0, 0, 0)
         views.addWidget(split, 1)
         views.addWidget(self.sinks)
         outer.addWidget(self.content, 1)
+        self._set_grid_title()
         # step 3: wiring
         self.run_button.clicked.connect(self.start)
         self.text.returnPressed.connect(self.start)
-        self.worker.finished.connect(self.show_run)
+        self.browse.clicked.connect(self._browse)
+        self.worker.finished.connect(self.show_result)
         self.worker.failed.connect(self._failed)
+        self.opener.finished.connect(self.sessionChosen)
+        self.opener.failed.connect(lambda m: self._failed(f"opening the head: {m}"))
+        self.generate_bar.generate.connect(self.generate)
+        self.generate_bar.newestToggled.connect(lambda _: self._show_grid())
         self.grid.headClicked.connect(self._grid_clicked)
         self.layer.valueChanged.connect(lambda _: self._show_lines())
         self.head.currentIndexChanged.connect(lambda _: self._show_lines())
         self.open_button.clicked.connect(self._open_current)
 
+    # ---------------------------------------------------------------- requests (to the workers)
+
     def start(self) -> None:
         """Load the model (in the worker) and run the text; the previous run stays on screen."""
-        self.status.setText(f"running {self.model_path.text() or 'default'}...")
+        self.status.setText(f"running {html.escape(self.model_path.text() or 'default')}...")
         self.run_button.setEnabled(False)
+        self.generate_bar.button.setEnabled(False)
         self.worker.submit(self.model_path.text().strip(), self.text.text())
+
+    def generate(self, temperature: float, seed: int | None) -> None:
+        """One more token after the decoder's text (in the worker): the cache grows by one."""
+        if self.frame is None:
+            return
+        self.generate_bar.button.setEnabled(False)
+        self.run_button.setEnabled(False)
+        self.worker.extend(self.frame.decoding, temperature, seed)
+
+    def wait(self) -> None:
+        """Join both workers (closing the window)."""
+        self.worker.wait()
+        self.opener.wait()
+
+    def _browse(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Model directory")
+        if folder:
+            self.model_path.setText(folder)
 
     def _failed(self, message: str) -> None:
         self.run_button.setEnabled(True)
-        kept = " (the last run stays on screen)" if self.run is not None else ""
-        self.status.setText(f"refused: {message}{kept}")
+        self.generate_bar.button.setEnabled(self.frame is not None)
+        kept = " (the last run stays on screen)" if self.run or self.frame else ""
+        self.status.setText(html.escape(f"refused: {message}{kept}"))
         self.refused.emit(f"refused: {message}")
 
+    # ---------------------------------------------------------------- results (GUI thread)
+
+    def show_result(self, result: object, path: str | None = None) -> None:
+        """Show a worker's result: an encoder's Run or a decoder's DecoderFrame (of the model
+        `path` names, when given: the command line's --model)."""
+        if path is not None:
+            self.model_path.setText(path)
+        if isinstance(result, DecoderFrame):
+            self.show_frame(result)
+        else:
+            self.show_run(result)
+
     def show_run(self, run: object) -> None:
-        """Show a finished run: the grid, the head view of layer 0, the sink note."""
+        """Show a finished encoder run: the grid, the head view of layer 0, the sink note."""
         self.run_button.setEnabled(True)
-        self.run = run
+        self.run, self.frame = run, None
         model = run.model
+        self.generate_bar.setVisible(False)
+        self.bars.setVisible(False)
         self.text.setText(run.text)  # the text on screen is the one these views come from
         self.status.setText(
-            f"{model.name}: {model.layers} layers x {model.heads} heads, "
+            f"{html.escape(model.name)}: {model.layers} layers x {model.heads} heads, "
             f"{numbers.count(len(run.tokens), 'token')}{', causal' if model.causal else ''}. "
             "Click a head to open it in the pipeline."
         )
-        self.grid.set_attentions(run.attentions)
-        self.layer.blockSignals(True)
-        self.layer.setRange(0, model.layers - 1)
-        self.layer.blockSignals(False)
-        self.head.blockSignals(True)
-        self.head.clear()
-        self.head.addItem("all heads", -1)
-        for h in range(model.heads):
-            self.head.addItem(f"head {h}", h)
-        self.head.blockSignals(False)
-        self._show_lines()
+        self.tokens = list(run.tokens)
+        self._reset_pickers(model.layers, model.heads)
+        self._show_grid()
         sinks = run.sinks()
         if sinks:
             token, share = max(sinks.items(), key=lambda kv: kv[1])
@@ -155,22 +228,141 @@ class ModelPanel(QWidget):
         else:
             self.sinks.setText("No attention sink in this text: no token takes most of a head.")
 
+    def show_frame(self, frame: DecoderFrame) -> None:
+        """Show a decoder after its prompt or a Generate step: the grid with the newest row,
+        the next-token bars, the chosen token and the cache's length."""
+        self.run_button.setEnabled(True)
+        self.generate_bar.button.setEnabled(True)
+        first = self.frame is None or self.frame.decoding.prompt is not frame.decoding.prompt
+        self.frame, self.run = frame, None
+        d = frame.decoding
+        model = d.prompt.model
+        self.text.setText(d.prompt.text)
+        self.tokens = [readable(t) for t in frame.tokens]
+        self.generate_bar.setVisible(True)
+        self.bars.setVisible(True)
+        if first:
+            self.generate_bar.newest.blockSignals(True)
+            self.generate_bar.newest.setChecked(False)
+            self.generate_bar.newest.blockSignals(False)
+            self._reset_pickers(model.layers, model.heads)
+        self.generate_bar.cache.setText(
+            f"KV cache: {numbers.count(d.length, 'token')} "
+            f"({len(d.prompt.ids)} + {len(d.ids)} new) x {model.layers} layers "
+            f"x {len(set(frame.kv_heads))} KV heads"
+        )
+        self.status.setText(self._story(frame))
+        self.bars.set_tokens(frame.top, f"Next token after '{readable(frame.tokens[-1])}'")
+        self._show_grid()
+        self.sinks.setText("")
+
+    def _story(self, frame: DecoderFrame) -> str:
+        """The text so far (new tokens highlighted) and the token the last step chose."""
+        d = frame.decoding
+        model = d.prompt.model
+        new = "".join(
+            f"<b style='color:#c0501e'>{html.escape(readable(t, 40))}</b>"
+            for t in frame.tokens[len(d.prompt.ids) :]
+        )
+        kv = frame.kv_heads
+        shared = kv.count(kv[0])  # query heads per key/value head
+        said = f"{model.name}: {model.layers} layers x {model.heads} query heads" + (
+            f" in {len(set(kv))} groups of {shared} sharing a key/value head (GQA). "
+            if shared > 1
+            else ", each with its own key/value head. "
+        )
+        if d.ids:
+            chance = d.chances[-1]
+            said += (
+                f"Step {len(d.ids)} chose <b>'{html.escape(readable(frame.tokens[-1]))}'</b> "
+                f"(p = {chance:.3f}). "
+            )
+        else:
+            said += "Press Generate to add the likeliest token. "
+        return f"{said}<br>{html.escape(d.prompt.text)}{new}"
+
+    def _reset_pickers(self, layers: int, heads: int) -> None:
+        self.layer.blockSignals(True)
+        self.layer.setRange(0, layers - 1)
+        self.layer.blockSignals(False)
+        self.head.blockSignals(True)
+        self.head.clear()
+        self.head.addItem("all heads", -1)
+        for h in range(heads):
+            self.head.addItem(f"head {h}", h)
+        self.head.blockSignals(False)
+
+    def _attentions(self) -> object:
+        """(layers, heads, S, S) of what is on screen."""
+        return self.frame.attentions if self.frame is not None else self.run.attentions
+
+    def _show_grid(self) -> None:
+        if self.run is None and self.frame is None:
+            return
+        newest = self.frame is not None and self.generate_bar.newest.isChecked()
+        kv = self.frame.kv_heads if self.frame is not None else None
+        self.grid.set_attentions(self._attentions(), kv, newest_only=newest)
+        self._set_grid_title()
+        self._show_lines()
+
+    def _set_grid_title(self) -> None:
+        if self.frame is None:
+            self.grid_title.setText(
+                "Model view: rows are layers, columns heads (each scaled to its own maximum)"
+            )
+        elif self.grid.newest_only:
+            self.grid_title.setText(
+                f"Newest token {readable(self.frame.tokens[-1])}: its weights over the "
+                f"{numbers.count(len(self.frame.tokens), 'token')} in the cache, per layer and head"
+            )
+        else:
+            self.grid_title.setText(
+                "Model view: layers x heads, each head's causal weights (the bottom row is the "
+                "newest token's; Generate adds a row)"
+            )
+
     def _show_lines(self) -> None:
-        if self.run is None:
+        if self.run is None and self.frame is None:
             return
         layer, head = self.layer.value(), self.head.currentData()
-        heads = list(range(self.run.model.heads)) if head in (None, -1) else [head]
-        self.lines.set_layer(self.run.tokens, self.run.attentions[layer], heads)
+        weights = self._attentions()[layer]
+        heads = list(range(weights.shape[0])) if head in (None, -1) else [head]
+        focus = len(self.tokens) - 1 if self.frame is not None else None
+        self.lines.set_layer(self.tokens, weights, heads, focus)
+        self.head_note.setVisible(self.frame is not None)
+        if self.frame is not None:
+            self.head_note.setText(self._head_note(heads))
+
+    def _head_note(self, heads: list[int]) -> str:
+        """Which KV head the picked head shares, and what opening it shows of RoPE."""
+        kv = self.frame.kv_heads
+        model = self.frame.decoding.prompt.model
+        rope = (
+            f"In the pipeline its q and k arrive turned by RoPE (base {model.config.rope_base:g}: "
+            "each pair of features i, i + d/2 turns by an angle that grows with the position)."
+        )
+        if len(heads) > 1:
+            return f"Lines: the newest token's, one colour per head. {rope}"
+        h = heads[0]
+        shared = [g for g in range(len(kv)) if kv[g] == kv[h] and g != h]
+        names = ", ".join(str(g) for g in shared) or "no other head"
+        return f"Head {h} reads KV head {kv[h]} (with heads {names}). {rope}"
 
     def _grid_clicked(self, layer: int, head: int) -> None:
         self.layer.setValue(layer)
         self.head.setCurrentIndex(head + 1)
-        self.headChosen.emit(self.run, layer, head)
+        self._open(layer, head)
 
     def _open_current(self) -> None:
-        if self.run is None:
+        if self.run is None and self.frame is None:
             return
         head = self.head.currentData()
         head = 0 if head in (None, -1) else head
         self.grid.select(self.layer.value(), head)
-        self.headChosen.emit(self.run, self.layer.value(), head)
+        self._open(self.layer.value(), head)
+
+    def _open(self, layer: int, head: int) -> None:
+        """Build the head's session in the worker; sessionChosen carries it."""
+        source = self.frame.decoding if self.frame is not None else self.run
+        self.message.emit(f"opening layer {layer} head {head}...")
+        self.opener.open_head(source, layer, head)

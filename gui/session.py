@@ -66,6 +66,10 @@ class Session:
     step: str = "weights"
     grad_output: str = "ones"  # one of GRAD_OUTPUTS (files without it load as "ones")
     grad_seed: int = 0  # seed of the random dO or of the one-hot target
+    # the attention variant (mask, score changes, sinks, RoPE: scratch's plain data) and the
+    # decode step (0: off; n: token n-1 queries the n cached tokens); gui/variant_session.py
+    variant: core_api.VariantChoice = core_api.VariantChoice()
+    decode: int = 0
 
     @property
     def d_out(self) -> int:
@@ -123,6 +127,8 @@ class Session:
             value = getattr(self, field.name)
             if isinstance(value, tuple):
                 value = [list(row) if isinstance(row, tuple) else row for row in value]
+            elif isinstance(value, core_api.VariantChoice):
+                value = value.to_dict()
             data[field.name] = value
         return data
 
@@ -291,6 +297,7 @@ def resized(
         num_heads=H,
         num_kv_heads=Hkv,
         preset="custom",
+        decode=min(s.decode, L),
         **changes,
     )
 
@@ -321,7 +328,7 @@ def regenerated(s: Session, **sizes: int) -> Session:
         shape.num_heads,
         shape.num_kv_heads,
     )
-    return dataclasses.replace(fresh, **kept_options(s), step=s.step)
+    return dataclasses.replace(fresh, **kept_options(s), step=s.step, decode=shape.decode)
 
 
 def random_like(s: Session, seed: int) -> Session:
@@ -436,6 +443,7 @@ def kept_options(s: Session) -> dict:
         scale_value=s.scale_value,
         grad_output=s.grad_output,
         grad_seed=s.grad_seed,
+        variant=s.variant,
     )
     if s.mask_mode != "custom":  # a clicked mask belongs to the old example
         keep["mask_mode"] = s.mask_mode
@@ -518,7 +526,13 @@ def resize_mask(mask, rows: int, cols: int):
 
 def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
     """The (L, S) grid the mask option means, True = may attend: the custom mask, the causal
-    one, or every key allowed."""
+    one, or every key allowed; and the variant's mask, when it has one."""
+    L, S = s.num_tokens, s.num_keys
+    return _and_variant(s, _option_mask(s), range(L), range(S))
+
+
+def _option_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
+    """The mask option's grid alone (no variant)."""
     L, S = s.num_tokens, s.num_keys
     if s.mask_mode == "custom" and s.mask is not None:
         return s.mask
@@ -526,6 +540,14 @@ def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
         causal = core_api.causal_variant(L, S, s.mask_mode.removeprefix("causal-"))
         return tuple(tuple(row) for row in causal.cells(range(L), range(S)))
     return tuple(tuple(True for _ in range(S)) for _ in range(L))
+
+
+def _and_variant(s: Session, grid, rows, cols) -> tuple[tuple[bool, ...], ...]:
+    """`grid` (at queries `rows`, keys `cols`) and-ed with the variant's mask there."""
+    cells = core_api.variant_cells(s.variant, s.num_tokens, s.num_keys, s.num_heads, rows, cols)
+    if cells is None:
+        return grid
+    return tuple(tuple(a and b for a, b in zip(r, c)) for r, c in zip(grid, cells))
 
 
 def sampled_indices(n: int, most: int) -> list[int]:
@@ -540,15 +562,17 @@ def sampled_mask(s: Session, most: int) -> tuple[tuple[bool, ...], ...]:
     L, S = s.num_tokens, s.num_keys
     rows, cols = sampled_indices(L, most), sampled_indices(S, most)
     if s.mask_mode == "custom" and s.mask is not None:
-        return tuple(tuple(s.mask[i][j] for j in cols) for i in rows)
-    if s.mask_mode.startswith("causal"):
+        grid = tuple(tuple(s.mask[i][j] for j in cols) for i in rows)
+    elif s.mask_mode.startswith("causal"):
         causal = core_api.causal_variant(L, S, s.mask_mode.removeprefix("causal-"))
-        return tuple(tuple(row) for row in causal.cells(rows, cols))
-    return tuple(tuple(True for _ in cols) for _ in rows)
+        grid = tuple(tuple(row) for row in causal.cells(rows, cols))
+    else:
+        grid = tuple(tuple(True for _ in cols) for _ in rows)
+    return _and_variant(s, grid, rows, cols)
 
 
 def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
     """A copy with cell (i, j) of the shown mask flipped: a causal or no mask becomes custom."""
-    rows = [list(r) for r in shown_mask(s)]
+    rows = [list(r) for r in _option_mask(s)]  # the option's own mask: the variant stays apart
     rows[i][j] = not rows[i][j]
     return dataclasses.replace(s, mask_mode="custom", mask=tuple(tuple(r) for r in rows))

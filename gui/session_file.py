@@ -8,7 +8,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 
-from gui import atomic, core_api
+from gui import atomic, core_api, variant_session
 from gui.session import (
     GRAD_OUTPUTS,
     MASK_MODES,
@@ -172,6 +172,12 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     grads = {"grad_output": "ones", "grad_seed": 0, **data}
     grad_output = _choice(grads, "grad_output", GRAD_OUTPUTS)
     grad_seed = _int(grads, "grad_seed", 0, MAX_SEED)
+    # the variant and the decode step: absent in files written before them (none, off)
+    try:
+        variant = core_api.VariantChoice.from_dict(data.get("variant", {}))
+    except ValueError as exc:
+        raise SessionError(f"session field 'variant': {exc}") from None
+    decode = _int({"decode": 0, **data}, "decode", 0, MAX_TOKENS)
     # step 2: matrices, with the shapes the mode implies
     query = _matrix(data, "query", None, None)  # x, or q in mode 'qkv'
     L, d_model = len(query), len(query[0])
@@ -206,7 +212,7 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     )
     if mode == "self" and kv_heads != heads:
         raise _fail("num_kv_heads", f"num_heads={heads} in mode 'self'", kv_heads)
-    return Session(
+    session = Session(
         tokens=_labels(data, "tokens", L),
         key_tokens=_labels(data, "key_tokens", S),
         query=query,
@@ -230,7 +236,15 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
         step=data["step"],
         grad_output=grad_output,
         grad_seed=grad_seed,
+        variant=variant,
+        decode=decode,
     )
+    try:  # the variant's own checks, for these sizes
+        variant_session.checked(session)
+    except SessionError as exc:
+        field, why = str(exc).split(": ", 1)  # "variant: left: expected ...", "decode: ..."
+        raise SessionError(f"session field '{field}': {why}") from None
+    return session
 
 
 # ---------------------------------------------------------------- files

@@ -94,7 +94,7 @@ def levels_for(
     """Colour scale: 0..1 for weights, symmetric around 0 for everything signed; `robust`:
     up to the AUTO_PERCENTILE-th percentile of |values|, so a few large entries (a gradient's
     few big cells among 262 k small ones at 512 tokens) do not make the rest one flat colour."""
-    if step_name == "weights":
+    if step_name in ("weights", "sink_weights"):  # shares of a row: 0..1
         return "weights", (0.0, 1.0)
     finite = np.abs(values[np.isfinite(values)])
     top = float(finite.max()) if finite.size else 0.0
@@ -268,12 +268,13 @@ def shape_text(shape: tuple[int, ...], axes: tuple[str, ...]) -> str:
 def flow_stages(names: list[str]) -> list[Stage]:
     """The trace's steps grouped into the stages of the flow x -> q, k, v -> ... -> output.
 
-    The arrows and the groups (inputs, weights, projections) come from scratch's registry of
-    steps: steps 0 and 1 with the same arrow share a stage, every later step has its own."""
+    The arrows and the groups (inputs, weights, projections, RoPE's q and k) come from scratch's
+    registry of steps: steps before 2 with the same number and arrow share a stage, every later
+    step has its own."""
     stages: list[Stage] = []
     last = None
     for name, (number, arrow) in zip(names, core_api.step_stages(names)):
-        if stages and number <= 1 and (number, arrow) == last:
+        if stages and number < 2 and (number, arrow) == last:  # inputs, weights, q k v, RoPE
             stages[-1] = Stage(stages[-1].names + (name,), stages[-1].arrow)
         else:
             stages.append(Stage((name,), arrow if stages else ""))

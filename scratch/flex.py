@@ -65,15 +65,8 @@ class BlockMask:
         ]
 
 
-def create_block_mask(
-    mask_mod: Callable[..., bool],
-    B: int | None,
-    H: int | None,
-    Q_LEN: int,
-    KV_LEN: int,
-    BLOCK_SIZE: int | tuple[int, int] = 128,
-) -> BlockMask:
-    """FlexAttention's create_block_mask: the tiles mask_mod leaves (B or H None: broadcast)."""
+def block_mask_sizes(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE) -> tuple[int, ...]:
+    """create_block_mask's arguments checked: (B, H, L, S, block rows, block keys)."""
     if not callable(mask_mod):
         raise TypeError(
             "mask_mod: expected a function (b, h, q_idx, kv_idx) -> bool, "
@@ -86,6 +79,34 @@ def create_block_mask(
     check_sizes(mask_mod, None if B_given is None else B, None if H_given is None else H, L, S)
     bq, bk = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, int) else BLOCK_SIZE
     bq, bk = check_positive_int(bq, "BLOCK_SIZE"), check_positive_int(bk, "BLOCK_SIZE")
+    return B, H, L, S, bq, bk
+
+
+def check_block_mask(block_mask: object, B: int, H: int, L: int, S: int) -> None:
+    """None or a BlockMask made for (B, H, L, S) (B or H of 1 broadcast)."""
+    if block_mask is None:
+        return
+    if not isinstance(block_mask, BlockMask):
+        raise TypeError("block_mask: expected None or a BlockMask from create_block_mask")
+    mb, mh, ml, ms = block_mask.shape
+    if mb not in (1, B) or mh not in (1, H) or (ml, ms) != (L, S):
+        raise ValueError(
+            f"block_mask: made for shape {block_mask.shape}, expected (B, H, L, S) = "
+            f"{(B, H, L, S)} (B or H may be 1)"
+        )
+    check_sizes(block_mask.mask_mod, B, H, L, S)
+
+
+def create_block_mask(
+    mask_mod: Callable[..., bool],
+    B: int | None,
+    H: int | None,
+    Q_LEN: int,
+    KV_LEN: int,
+    BLOCK_SIZE: int | tuple[int, int] = 128,
+) -> BlockMask:
+    """FlexAttention's create_block_mask: the tiles mask_mod leaves (B or H None: broadcast)."""
+    B, H, L, S, bq, bk = block_mask_sizes(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE)
 
     def tiles(b: int, h: int, qb: int) -> list[tuple[int, bool]]:
         found = []
@@ -124,11 +145,11 @@ class FlexInputs:
         return self.shape[1] // self.shape[2]
 
 
-def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) -> FlexInputs:
-    """Check shapes (4-D, FlexAttention's layout), heads, the block mask and the sinks."""
-    q, qs = as_tensor(query, "query", min_dims=0)
-    k, ks = as_tensor(key, "key", min_dims=0)
-    v, vs = as_tensor(value, "value", min_dims=0)
+def check_call(qs, ks, vs, score_mod, block_mask, enable_gqa) -> tuple[int, ...]:
+    """Check shapes (4-D), heads and the block mask; (B, H, Hkv, L, S, E, Ev).
+
+    Shared by every flex_attention (the ground truth's and the backends'): one wording.
+    """
     for name, s in (("query", qs), ("key", ks), ("value", vs)):
         if len(s) != 4:
             raise ValueError(f"{name}: expected 4 dims (B, H, seq, dim), found shape {s}")
@@ -145,20 +166,18 @@ def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) 
         )
     check_hook(score_mod, "score_mod")
     check_sizes(score_mod, B, H, L, S)
-    if block_mask is not None:
-        if not isinstance(block_mask, BlockMask):
-            raise TypeError("block_mask: expected None or a BlockMask from create_block_mask")
-        mb, mh, ml, ms = block_mask.shape
-        if mb not in (1, B) or mh not in (1, H) or (ml, ms) != (L, S):
-            raise ValueError(
-                f"block_mask: made for shape {block_mask.shape}, expected (B, H, L, S) = "
-                f"{(B, H, L, S)} (B or H may be 1)"
-            )
-        check_sizes(block_mask.mask_mod, B, H, L, S)
-    scale = check_scale(scale, E)
-    return FlexInputs(
-        q, k, v, (B, H, Hkv, L, S, E, Ev), scale, score_mod, block_mask, sink_logits(sinks, H)
-    )
+    check_block_mask(block_mask, B, H, L, S)
+    return (B, H, Hkv, L, S, E, Ev)
+
+
+def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) -> FlexInputs:
+    """Check the inputs (check_call) and read them as nested lists."""
+    q, qs = as_tensor(query, "query", min_dims=0)
+    k, ks = as_tensor(key, "key", min_dims=0)
+    v, vs = as_tensor(value, "value", min_dims=0)
+    shape = check_call(qs, ks, vs, score_mod, block_mask, enable_gqa)
+    scale = check_scale(scale, shape[5])
+    return FlexInputs(q, k, v, shape, scale, score_mod, block_mask, sink_logits(sinks, shape[1]))
 
 
 @dataclass(frozen=True)
@@ -252,4 +271,11 @@ def flex_attention(
     return (output, lse) if return_lse else output
 
 
-__all__ = ["BlockMask", "FlexInputs", "Row", "create_block_mask", "flex_attention"]
+__all__ = [
+    "BlockMask",
+    "FlexInputs",
+    "Row",
+    "check_call",
+    "create_block_mask",
+    "flex_attention",
+]

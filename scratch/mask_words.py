@@ -25,6 +25,11 @@ MASK_WORDS = {
         "causal: each token sees itself and the tokens before it",
         "key '{k}' comes after query '{q}' (causal mask)",
     ),
+    "variant": MaskWords(
+        "{s}, with -inf where the variant's rule does not see the key",
+        "variant: {rule}",
+        "the variant's rule does not see key '{k}' from query '{q}'",
+    ),
     "bool": MaskWords(
         "{s}, with -inf where attn_mask is False",
         "attn_mask: True = may attend, False = masked (-inf)",

@@ -21,6 +21,7 @@ from .nested import at, stack
 from .options import Options
 from .plan import HeadPlan, plan_multi_head
 from .validate import as_tensor, check_value_has_key
+from .variant_steps import attend_variant_all
 
 
 def project(x: list, lead: tuple[int, ...], w: list | None, b: list | None) -> list:
@@ -118,23 +119,28 @@ def run_multi_head(
     scale = options.scale_for(plan.d_head)
     if on_projected is not None:  # before attention: a caller can start work on them
         on_projected(q, k, v, scale)
-    mask = build_mask(options, plan.scores_shape)
+    # a variant's mask is its rule, read cell by cell (scratch.variant_steps): no Mask here
+    mask = None if options.variant is not None else build_mask(options, plan.scores_shape)
     # steps 2-6: split the heads and attend; query head h reads kv head h // (H // Hkv)
     q_heads = split_heads(q, lead, H)  # (..., H, L, d_head)
     k_heads = split_heads(k, lead, Hkv)  # (..., Hkv, S, d_head)
     v_heads = split_heads(v, lead, Hkv)  # (..., Hkv, S, d_v)
-    heads = attend_all(
-        q_heads,
-        k_heads,
-        v_heads,
-        plan.head_lead,
-        scale,
-        mask,
-        options.masked_rows,
-        options.dropout_p,  # 0 from multi_head_attention; trace_attention may ask for dropout
-        options.rng,
-        group=plan.group,
-    )
+    if options.variant is not None:  # RoPE, score change, mask, sinks: scratch.variant_steps
+        heads = attend_variant_all(q_heads, k_heads, v_heads, plan.head_lead, scale, options,
+                                   plan.group)  # fmt: skip
+    else:
+        heads = attend_all(
+            q_heads,
+            k_heads,
+            v_heads,
+            plan.head_lead,
+            scale,
+            mask,
+            options.masked_rows,
+            options.dropout_p,  # 0 from multi_head_attention; trace_attention may ask for it
+            options.rng,
+            group=plan.group,
+        )
     # steps 7-8: heads side by side, then the output projection
     concat = concat_heads(stack([s.output for s in heads], plan.head_lead), lead)  # (..., L, H*d_v)
     output = concat if wo is None else project(concat, lead, wo, bo)  # (..., L, d_out)

@@ -159,3 +159,11 @@ def weighted_values(cmp, name: str, reads: tuple[str, ...], h: int):
     both = ops.maximum(via_weights, end_to_end)
     nonzero = ops.rows([float(x > 0) for x in ops.rowmax(clean)], Ev)  # zero and NaN rows: 0
     return ops.where(nonzero, both, 0.0)
+
+
+def stored_per_head(cmp, name: str, reads: tuple[str, ...], h: int):
+    """A per-head step known only to the ground truth so far (a variant's sink_weights): one
+    rounding of head h's values (the backends do not compute variants yet)."""
+    want = cmp.values(name)[1]
+    want = want[h] if cmp.call.multi else want  # (H, L) -> (L,), or (L,) with one head
+    return cmp.ops.ew(lambda w: cmp.u_store * abs(w) + cmp.floor, want)

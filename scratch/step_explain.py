@@ -135,11 +135,12 @@ def projection(cell: Cell) -> Explanation:
 def scores(cell: Cell) -> Explanation:
     """A query row of head h dotted with a key row of its kv head."""
     t, i, j = cell.trace, cell.i, cell.j
-    qi = _head_block(cell.rows("q")[i], cell.h, t.num_heads)
-    kj = _head_block(cell.rows("k")[j], cell.kv_head, t.num_kv_heads)
+    q, k = cell.reads  # q and k, or q_rotated and k_rotated under RoPE
+    qi = _head_block(cell.rows(q)[i], cell.h, t.num_heads)
+    kj = _head_block(cell.rows(k)[j], cell.kv_head, t.num_kv_heads)
     sub = f"_{cell.h}" if cell.heads else ""
-    text = f"{cell.label} = q{sub}[{i}] . k{sub}[{j}] = {terms(qi, kj)} = {number(cell.value)}"
-    return Explanation(text, (("q", 0, i), ("k", 0, j)))
+    text = f"{cell.label} = {q}{sub}[{i}] . {k}{sub}[{j}] = {terms(qi, kj)} = {number(cell.value)}"
+    return Explanation(text, ((q, 0, i), (k, 0, j)))
 
 
 def scaled(cell: Cell) -> Explanation:

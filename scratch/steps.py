@@ -26,6 +26,7 @@ from . import backward_explain as back_explains
 from . import backward_steps as back
 from . import step_bounds as bounds
 from . import step_explain as explains
+from . import variant_explain
 from .mask_words import MASK_WORDS
 
 AXES = ("head", "query", "key", "model", "feature")
@@ -47,6 +48,10 @@ class Call:
     fully_masked: int = 0  # rows where every key is masked
     backward: bool = False  # a grad_output was given: the backward steps follow the forward
     dropout_p: float = 0.0  # dropout on the weights (the ground truth's traces only)
+    rotary: bool = False  # a variant with RoPE: q_rotated and k_rotated follow q, k, v
+    sinks: bool = False  # a variant with learned sinks: sink_weights follow weights
+    rule: str = ""  # the variant's mask rule in words (mask "variant")
+    score_rule: str = ""  # the variant's score change in words ("" for none)
 
     @property
     def cross(self) -> bool:
@@ -78,7 +83,7 @@ class StepSpec:
     """One step of the registry; `present`, `reads`, `formula` and `note` read the call."""
 
     name: str
-    number: int
+    number: float  # an int; 1.5 for RoPE's q_rotated, k_rotated (between 1 and 2)
     axes: tuple[str, ...]  # without the head axis that `per_head` adds to several heads
     present: Callable[[Call], bool]
     reads: Callable[[Call], tuple[str, ...]]
@@ -157,11 +162,38 @@ def _projection(out: str, what: str) -> StepSpec:
 
 
 def _scores_formula(call: Call) -> str:
-    """scores = q @ k^T, per head with the kv head each query head reads."""
+    """scores = q @ k^T, per head with the kv head each query head reads (rotated by RoPE)."""
+    q, k = ("q_rotated", "k_rotated") if call.rotary else ("q", "k")
     if not call.multi:
-        return "scores = q @ k^T"
-    kv = f"k_{{h // {call.group}}}" if call.num_kv_heads < call.num_heads else "k_h"
-    return f"scores[h] = q_h @ {kv}^T"
+        return f"scores = {q} @ {k}^T"
+    kv = f"{k}_{{h // {call.group}}}" if call.num_kv_heads < call.num_heads else f"{k}_h"
+    return f"scores[h] = {q}_h @ {kv}^T"
+
+
+def _scores_reads(call: Call) -> tuple[str, ...]:
+    """q and k, or their rotated forms under RoPE."""
+    return ("q_rotated", "k_rotated") if call.rotary else ("q", "k")
+
+
+def _scaled_formula(call: Call) -> str:
+    """scaled = scores * scale, then the variant's score change when it has one."""
+    inner = f"scores{_h(call)} * scale"
+    return f"scaled{_h(call)} = " + (f"score_mod({inner})" if call.score_rule else inner)
+
+
+def _scaled_note(call: Call) -> str:
+    """Where the scale came from, and the score change in words."""
+    return call.scale_note + (f"; score_mod = {call.score_rule}" if call.score_rule else "")
+
+
+def _rotary(call: Call) -> bool:
+    """The variant holds RoPE."""
+    return call.rotary
+
+
+def _sinks(call: Call) -> bool:
+    """The variant holds learned sinks."""
+    return call.sinks
 
 
 def _masked_formula(call: Call) -> str:
@@ -182,6 +214,8 @@ def _weights_note(call: Call) -> str:
     note = "each row sums to 1: how much each query attends to each key"
     if call.dropout_p:
         note = "before dropout each row sums to 1: how much each query attends to each key"
+    if call.sinks:
+        note = "each row sums to 1 - sink_weights: how much each query attends to each key"
     if call.fully_masked:
         note += f"; {call.fully_masked} fully masked row(s) follow masked_rows={call.masked_rows!r}"
     return note
@@ -244,30 +278,52 @@ STEPS: tuple[StepSpec, ...] = (
     _projection("q", "queries: what each token is looking for"),
     _projection("k", "keys: what each token offers to be found by"),
     _projection("v", "values: what each token passes on"),
+    # step 1.5: RoPE turns q and k by their positions (a variant with Rotary)
+    StepSpec(
+        "q_rotated", 1.5, ("query", "feature"), _rotary, _reads("q"),
+        _text("q_rotated = RoPE(q, positions i + S - L)"),
+        _text("queries turned by their positions: each pair of features by its angle"),
+        bounds.projection, variant_explain.rotated, arrow="RoPE",
+    ),
+    StepSpec(
+        "k_rotated", 1.5, ("key", "feature"), _rotary, _reads("k"),
+        _text("k_rotated = RoPE(k, positions j)"),
+        _text("keys turned by their positions: each pair of features by its angle"),
+        bounds.projection, variant_explain.rotated, arrow="RoPE",
+    ),
     # step 2: scores = q @ k^T          (L, d_head) @ (d_head, S) -> (L, S) per head
     StepSpec(
-        "scores", 2, _QK, _always, _reads("q", "k"), _scores_formula,
+        "scores", 2, _QK, _always, _scores_reads, _scores_formula,
         _text("dot product of each query with each key: high = similar"),
         bounds.scores, explains.scores, per_head=True, arrow="q @ k^T", sentence="match",
     ),
     # step 3: scaled = scores * scale
     StepSpec(
-        "scaled", 3, _QK, _always, _reads("scores"),
-        lambda call: f"scaled{_h(call)} = scores{_h(call)} * scale",
-        lambda call: call.scale_note, bounds.scaled, explains.scaled, per_head=True,
+        "scaled", 3, _QK, _always, _reads("scores"), _scaled_formula, _scaled_note,
+        bounds.scaled, variant_explain.scaled, per_head=True,
         arrow="x scale", sentence="match",
     ),
     # step 4: masked = scaled + mask (-inf where a key may not be attended)
     StepSpec(
         "masked", 4, _QK, _always, _reads("scaled"), _masked_formula,
-        lambda call: MASK_WORDS[call.mask].note, bounds.masked, explains.masked, per_head=True,
+        lambda call: MASK_WORDS[call.mask].note.format(rule=call.rule), bounds.masked,
+        variant_explain.masked, per_head=True,
         arrow="mask", sentence="mask",
     ),
     # step 5: weights = softmax(masked) along each row (then dropout, when asked)
     StepSpec(
         "weights", 5, _QK, _always, _reads("masked"),
-        _weights_formula, _weights_note, bounds.weights, explains.weights, per_head=True,
+        _weights_formula, _weights_note, bounds.weights, variant_explain.weights, per_head=True,
         arrow="softmax", sentence="attention",
+    ),
+    # step 5, with learned sinks: the sink's share of each row (its column in the denominator)
+    StepSpec(
+        "sink_weights", 5, ("query",), _sinks, _reads("masked"),
+        lambda call: f"sink_weights{_h(call)} = exp(sink[h]) / (sum_j exp(masked[i][j]) + "
+        "exp(sink[h])) along each row",
+        _text("the learned sink's column: the share of each row that goes to no key "
+              "(its weights sum to 1 minus this)"),
+        bounds.stored_per_head, variant_explain.sink_weights, per_head=True, arrow="sink",
     ),
     # step 6: weights @ v               (L, S) @ (S, d_v) -> (L, d_v) per head
     StepSpec(
@@ -399,5 +455,6 @@ def call_of_names(
     multi = "head_outputs" in names
     return Call(
         num_heads, num_kv_heads, frozenset(given), multi, mask, masked_rows=masked_rows,
-        backward="grad_output" in names, dropout_p=dropout_p,
+        backward="grad_output" in names, dropout_p=dropout_p, rotary="q_rotated" in names,
+        sinks="sink_weights" in names,
     )  # fmt: skip

@@ -11,13 +11,14 @@ import math
 from .example import Example, check_trace_call
 from .front_doors import trace_door
 from .mask_words import trace_mask_kind
-from .multihead import run_multi_head
+from .multihead import concat_heads, run_multi_head
 from .options import Options
 from .plan import PARAMS, HeadPlan
 from .steps import AXES, Call, steps_of
 from .trace_backward import add_backward, replay_of
 from .trace_types import MayAttend, Source, Step, Trace
 from .validate import _describe
+from .variant_steps import Pieces, pieces
 
 __all__ = [
     "AXES",
@@ -70,6 +71,18 @@ def _may_attend(masked: object, want_grids: bool) -> tuple[int, list | None]:
     return sum(not any(row) for grid in grids for row in grid), grids if want_grids else None
 
 
+def variant_words(p: Pieces) -> dict:
+    """The Call's fields for a variant: RoPE and sinks present, the mask and score rules."""
+    masks = [part.rule() for part in p.rules if part.mask_mod is not None]
+    scores = [part.rule() for part in p.rules if part.score_mod is not None]
+    return dict(
+        rotary=p.rotary is not None,
+        sinks=p.sinks is not None,
+        rule=" and ".join(masks),
+        score_rule=", then ".join(scores),
+    )
+
+
 def layout_trace(
     values: dict[str, object],
     plan: HeadPlan,
@@ -96,6 +109,9 @@ def layout_trace(
     cross = "key" in given
     key_labels = _labels(key_tokens, S, "key_tokens", "k") if cross or key_tokens else labels
     kind = trace_mask_kind(options.mask_kind, is_bool)
+    p = pieces(options) if options.variant is not None else None
+    if p is not None:  # a variant: the mask is its rule (causal and attn_mask joined in)
+        kind = "variant" if p.rule is not None and p.rule.mask_mod is not None else "none"
     n_full, grids = _may_attend(values["masked"], kind != "none")
     call = Call(
         plan.num_heads,
@@ -109,6 +125,7 @@ def layout_trace(
         masked_rows=options.masked_rows,
         fully_masked=n_full,
         dropout_p=options.dropout_p,
+        **({} if p is None else variant_words(p)),
     )
     steps = []
     for spec in steps_of(call):  # the registry's steps 0 to 8, in trace order
@@ -148,6 +165,11 @@ def trace_example(
     check_trace_call(example, options, on_projected)
     if dtype not in (None, "float64"):
         raise ValueError(f"dtype: expected None or 'float64' (the ground truth), found {dtype!r}")
+    if grad_output is not None and options.variant is not None:
+        raise ValueError(
+            "variant: the backward trace takes no variant yet; "
+            "scratch.flex_attention_backward computes a variant's gradients"
+        )
     replay = replay_of(options.rng) if grad_output is not None and options.dropout_p else None
     heads = (example.num_heads, example.num_kv_heads)
     run = run_multi_head(
@@ -163,16 +185,29 @@ def trace_example(
     values["head_outputs"] = [s.output for s in run.heads]  # (H, L, d_v)
     for name in ("scores", "scaled", "masked", "weights"):
         values[name] = [getattr(s, name) for s in run.heads]  # (H, L, S)
+    if options.variant is not None:
+        values.update(variant_values(run.heads, run.plan.group))
     if example.key is not None:
         values["key_input"] = run.inputs["key_input"]
     if example.value is not None:
         values["value_input"] = run.inputs["value_input"]
-    is_bool = None if options.attn_mask is None else run.mask.is_bool  # read by run_multi_head
+    is_bool = None if run.mask is None else run.mask.is_bool  # read by run_multi_head
     trace = layout_trace(
         values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
         key_tokens=example.key_tokens, source=("scratch", "float64"),
     )  # fmt: skip
     return trace if grad_output is None else add_backward(trace, run, grad_output, replay)
+
+
+def variant_values(heads: list, group: int) -> dict:
+    """q_rotated (L, H*d), k_rotated (S, Hkv*d) and sink_weights (H, L) of a variant's heads."""
+    values = {}
+    if heads[0].q_rotated is not None:
+        values["q_rotated"] = concat_heads([s.q_rotated for s in heads], ())
+        values["k_rotated"] = concat_heads([s.k_rotated for s in heads[::group]], ())
+    if heads[0].sink_weights is not None:
+        values["sink_weights"] = [s.sink_weights for s in heads]  # (H, L)
+    return values
 
 
 trace_attention = trace_door(trace_example)

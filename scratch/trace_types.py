@@ -92,9 +92,11 @@ class Trace:
         return [step.name for step in self.steps]
 
     def described(self) -> dict:
-        """The options as words and numbers (the trace JSON's "options", format version 1)."""
+        """The options as words and numbers (the trace JSON's "options", format version 1); a
+        variant's rule in words under "variant" when the call had one."""
         source, options = self.source, self.options
-        return {
+        variant = {} if options.variant is None else {"variant": options.variant.rule()}
+        return variant | {
             "is_causal": options.is_causal,
             "mask": source.mask,
             "masked_rows": options.masked_rows,

@@ -131,3 +131,18 @@ def _check_process_joined():
 
     if "gui.truth_process" in sys.modules:
         sys.modules["gui.truth_process"].shutdown()
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct, loaded once per test session (dequantizing takes seconds); the
+    tests that need it are skipped, saying why, where make has not installed it."""
+    pytest.importorskip("numpy")
+    pytest.importorskip("gguf")
+    pytest.importorskip("tokenizers")
+    from scratch import models
+
+    try:
+        return models.load("smollm2")
+    except models.ModelError as exc:
+        pytest.skip(f"SmolLM2 not installed: {exc}")

@@ -1,7 +1,9 @@
-"""Run torch's FlexAttention (eager, float64, CPU) on a case, learned sinks as an extra key."""
+"""Torch references for a case: torch's FlexAttention (eager, float64, CPU), learned sinks as an
+extra key; and the explicit torch form of the same rule (what autograd differentiates)."""
 
 from __future__ import annotations
 
+import math
 import random
 import warnings
 
@@ -58,3 +60,34 @@ def torch_flex(case: Case, q, k, v, *, enable_gqa=False, sinks=None, traced=Fals
         )
     flex_module._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = False
     return out, lse
+
+
+def explicit_forward(case: Case, q, k, v, sinks=None, dtype=torch.float64):
+    """(output, leaves) of the explicit torch form: scores, the case's torch score_mod and
+    mask_mod on index grids, a softmax with the learned sink in its denominator, weights @ v.
+    The leaves (q, k, v and the sinks when given) require grad, for torch.autograd.grad."""
+    q, k, v = (torch.tensor(a, dtype=dtype, requires_grad=True) for a in (q, k, v))
+    B, H, L, E = q.shape
+    S, group = k.shape[2], H // k.shape[1]
+    k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)  # (B, H, S, .)
+    b, h = torch.arange(B).view(B, 1, 1, 1), torch.arange(H).view(1, H, 1, 1)
+    i, j = torch.arange(L).view(1, 1, L, 1), torch.arange(S).view(1, 1, 1, S)
+    scores = q @ k_all.transpose(-1, -2) / math.sqrt(E)  # (B, H, L, E) @ (B, H, E, S)
+    if case.score_mod is not None:
+        scores = case.score_mod(scores, b, h, i, j).to(dtype)  # float64 tables: back to dtype
+    if case.mask_mod is not None:
+        seen = case.mask_mod(b, h, i, j).expand(B, H, L, S)
+        scores = torch.where(seen, scores, -math.inf)
+    top = scores.detach().amax(-1, keepdim=True)  # (B, H, L, 1)
+    leaves = [q, k, v]
+    if sinks is not None:
+        sink = torch.tensor(sinks, dtype=dtype, requires_grad=True)
+        leaves.append(sink)
+        top = torch.maximum(top, sink.detach().view(1, H, 1, 1))
+    top = torch.where(torch.isinf(top), 0.0, top)
+    e = torch.exp(scores - top)  # masked keys: exp(-inf) = 0
+    total = e.sum(-1, keepdim=True)
+    if sinks is not None:
+        total = total + torch.exp(sink.view(1, H, 1, 1) - top)
+    weights = e / torch.where(total == 0, 1.0, total)  # a row that sees nothing: weights 0
+    return weights @ v_all, leaves  # (B, H, L, S) @ (B, H, S, Ev)

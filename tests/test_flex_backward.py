@@ -19,38 +19,14 @@ torch = pytest.importorskip("torch")
 import scratch  # noqa: E402
 from scratch.variants import Variant, dual  # noqa: E402
 from tests.flex_cases import CASES, COMBINED, Case, random_problems  # noqa: E402
-from tests.flex_torch import randn  # noqa: E402
+from tests.flex_torch import explicit_forward, randn  # noqa: E402
 
 TOL = 1e-13
 
 
 def explicit_grads(case: Case, q, k, v, d_out, sinks=None):
     """dQ, dK, dV (and d sinks) of the explicit torch form, by torch.autograd.grad."""
-    q, k, v = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (q, k, v))
-    B, H, L, E = q.shape
-    S, group = k.shape[2], H // k.shape[1]
-    k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)  # (B, H, S, .)
-    b, h = torch.arange(B).view(B, 1, 1, 1), torch.arange(H).view(1, H, 1, 1)
-    i, j = torch.arange(L).view(1, 1, L, 1), torch.arange(S).view(1, 1, 1, S)
-    scores = q @ k_all.transpose(-1, -2) / math.sqrt(E)  # (B, H, L, E) @ (B, H, E, S)
-    if case.score_mod is not None:
-        scores = case.score_mod(scores, b, h, i, j)
-    if case.mask_mod is not None:
-        seen = case.mask_mod(b, h, i, j).expand(B, H, L, S)
-        scores = torch.where(seen, scores, -math.inf)
-    top = scores.detach().amax(-1, keepdim=True)  # (B, H, L, 1)
-    leaves = [q, k, v]
-    if sinks is not None:
-        sink = torch.tensor(sinks, dtype=torch.float64, requires_grad=True)
-        leaves.append(sink)
-        top = torch.maximum(top, sink.detach().view(1, H, 1, 1))
-    top = torch.where(torch.isinf(top), 0.0, top)
-    e = torch.exp(scores - top)  # masked keys: exp(-inf) = 0
-    total = e.sum(-1, keepdim=True)
-    if sinks is not None:
-        total = total + torch.exp(sink.view(1, H, 1, 1) - top)
-    weights = e / torch.where(total == 0, 1.0, total)  # a row that sees nothing: weights 0
-    output = weights @ v_all  # (B, H, L, S) @ (B, H, S, Ev)
+    output, leaves = explicit_forward(case, q, k, v, sinks)
     return torch.autograd.grad(output, leaves, torch.tensor(d_out, dtype=torch.float64))
 
 

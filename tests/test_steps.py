@@ -82,6 +82,26 @@ SETUPS = _setups()
 X = np.random.default_rng(4).normal(size=(4, 4)).round(3).tolist()
 
 
+def variant_traces() -> dict[str, scratch.Trace]:
+    """The ground truth's forward traces of variants (RoPE, score change, rule, sinks)."""
+    from scratch.options import Options
+    from scratch.trace import trace_example
+    from scratch.variants import ALiBi, LearnedSinks, Rotary, SlidingWindow, Softcap, combine
+
+    w = np.random.default_rng(5).normal(size=(3, 4, 4)).round(3).tolist()
+    example = scratch.Example(X, params=dict(zip(("w_q", "w_k", "w_v"), w)), num_heads=2)
+    variants = {
+        "window+softcap+sinks+rope": combine(
+            SlidingWindow(1, 0), Softcap(2.0), LearnedSinks([0.0, 1.0]), Rotary()
+        ),
+        "alibi, causal": ALiBi.for_heads(2),
+    }
+    return {
+        name: trace_example(example, Options(is_causal=name.endswith("causal"), variant=v))
+        for name, v in variants.items()
+    }
+
+
 def backward_trace(kwargs: dict, seed: int = 0, **more) -> scratch.Trace:
     """The ground truth's trace of X, forward and backward, for a seeded dO."""
     shape = scratch.trace_attention(X, **kwargs, **more)["output"].shape
@@ -102,6 +122,7 @@ def test_every_registry_entry_is_reached_by_some_setup():
         id(spec) for kwargs in SETUPS.values()
         for spec in steps_of(call_of(backward_trace(kwargs)))
     }  # fmt: skip
+    reached |= {id(spec) for t in variant_traces().values() for spec in steps_of(call_of(t))}
     assert [s.name for s in STEPS if id(s) not in reached] == []
 
 
@@ -121,8 +142,8 @@ def test_every_step_of_every_backend_is_a_registry_entry():
 def test_reads_are_what_explain_points_at_and_come_earlier():
     """An entry's reads: exactly the steps its explanations cite, earlier in the trace, named
     in its formula."""
-    for setup, kwargs in SETUPS.items():
-        trace = scratch.trace_attention(X, **kwargs)
+    traces = {name: scratch.trace_attention(X, **kwargs) for name, kwargs in SETUPS.items()}
+    for setup, trace in {**traces, **variant_traces()}.items():
         call, names = call_of(trace), trace.names()
         for step in trace:
             reads = spec_for(call, step.name).reads(call)
@@ -251,8 +272,9 @@ def test_a_step_with_no_entry_is_named():
 
 def test_numbers_follow_the_computation():
     """Inputs are step 0; every computed step's number is at least that of each step it reads."""
-    for kwargs in SETUPS.values():
-        call = call_of(scratch.trace_attention(X, **kwargs))
+    traces = [scratch.trace_attention(X, **kwargs) for kwargs in SETUPS.values()]
+    for trace in traces + list(variant_traces().values()):
+        call = call_of(trace)
         for spec in steps_of(call):
             if spec.number == 0:
                 assert spec.reads(call) == (), spec.name

@@ -33,6 +33,9 @@ class Backend:
     trace_example: Callable
     # the gradients of scaled_dot_product_attention (numpy_backward.py, torch_backward.py)
     scaled_dot_product_attention_backward: Callable | None = None
+    # flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None, enable_gqa=False, return_lse=False, sinks=None)  # noqa: E501
+    flex_attention: Callable | None = None
+    flex_attention_backward: Callable | None = None
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r}, dtypes={self.dtypes}, kernels={self.kernels})"
@@ -97,6 +100,13 @@ def _build(name: str) -> Backend:
     else:
         fns = mod.functions(name.removeprefix("torch-"))
     fns["scaled_dot_product_attention_backward"] = _backward(name)
+    if name.startswith("torch-"):
+        fns.update(_torch_flex(name.removeprefix("torch-")))
+    if name == "numpy":  # flex_attention in NumPy (numpy_flex.py, numpy_flex_backward.py)
+        from .numpy_flex import flex_attention
+        from .numpy_flex_backward import flex_attention_backward
+
+        fns.update(flex_attention=flex_attention, flex_attention_backward=flex_attention_backward)
     return Backend(
         name=name,
         dtypes=tuple(getattr(mod, "DTYPES", ("float64",))),
@@ -121,6 +131,18 @@ def _backward(name: str) -> Callable:
     from .torch_backward import scaled_dot_product_attention_backward
 
     return partial(scaled_dot_product_attention_backward, device=name.removeprefix("torch-"))
+
+
+def _torch_flex(device: str) -> dict[str, Callable]:
+    """The torch backend's flex_attention and its backward, bound to `device`."""
+    from functools import partial
+
+    from . import torch_flex
+
+    return {
+        f: partial(getattr(torch_flex, f), device=device)
+        for f in ("flex_attention", "flex_attention_backward")
+    }
 
 
 def get(name: str) -> Backend:

@@ -16,6 +16,15 @@ extra pass over the scores: offset + log(denominator) from the fast pass, runnin
 log(denominator) from the safe one (times ln 2 where exp2 was used: the running values are then
 in base 2), -inf where the denominator is 0 (every key masked).
 
+A flex_attention call (numpy_flex.py) gives a `plan` (numpy_flex_plan.FlexPlan) instead of a
+mask: each query chunk then visits only the key tiles its block mask lists, applies the
+score_mod and (on the parts whose block-mask tiles are not full) the mask_mod; a learned sink enters
+both passes as a key seen by every row with that score and no value (the fast pass starts the
+denominator at exp(sink - offset), the safe pass starts its running max at the sink with
+denominator 1). A chunk whose query blocks form a band (FlexPlan.bands: each block sees W keys
+starting one block further) takes `band_pass` in the fast pass: batched matmuls over strided
+views of k and v, one call per step for every block of the chunk.
+
 On a host where NumPy has SIMD exp2 (AVX-512: NumPy's float32 exp2 costs half its exp),
 scale * log2(e) is folded into q and exp2 is used; elsewhere scale alone and exp. Detected
 once (`exp_choice`) and recorded in the Result's `detail`. Large problems spread query
@@ -78,10 +87,11 @@ def exp_choice() -> tuple[str, str]:
 
 
 def kernel_detail(dtype: np.dtype, float_mask: bool) -> tuple[str, str]:
-    """The exponential this call uses and the sentence recorded in the Result."""
+    """The exponential this call uses and the sentence recorded in the Result (float_mask: a
+    float mask or a score_mod, which must see the scores in natural units)."""
     name, why = exp_choice()
     if name == "exp2" and (dtype != np.float32 or float_mask):
-        reason = "float64" if dtype != np.float32 else "a float mask (log2(e) * mask would round)"
+        reason = "float64" if dtype != np.float32 else "a float mask or score_mod (in base e units)"
         return "exp", f"exp ({reason}; exp2 is used for float32 on this host)"
     return name, why
 
@@ -126,31 +136,57 @@ class _Tiles:
                 fits = np.count_nonzero(below) == q_rows.size - np.count_nonzero(q_rows)
         return (folded, None) if fits else (q_rows, factor)
 
-    def bind(self, q_rows, i0, k_b, v_b, mask_b, causal, scale, offset, exp) -> _Tiles:
+    def bind(
+        self, q_rows, i0, k_b, v_b, mask_b, causal, scale, offset, exp, plan=None, where=(0, 0),
+        sink=None,
+    ) -> _Tiles:  # fmt: skip
         """Work on rows i0:i0+n of one (batch, head) problem: q_rows (n, E), k (S, E), v (S, Ev).
 
         causal is the Causal variant (None: not causal); scale is None when
         q_rows already carries it, else each tile of scores is scaled;
         offset (n,) is subtracted from the fast pass's scores (None: nothing); exp is np.exp
-        or np.exp2, matching what q carries."""
+        or np.exp2, matching what q carries. plan: a flex call's FlexPlan (then mask_b and
+        causal are None), where = (b, h) for its mods, sink = h's sink logit in exp's base."""
         self.q, self.first, self.k, self.v, self.mask = q_rows, i0, k_b, v_b, mask_b
         self.causal, self.S, self.scale = causal, k_b.shape[0], scale
         self.offset, self.exp = offset, exp
+        self.plan, self.where, self.sink = plan, where, sink
+        self.band_buf = getattr(self, "band_buf", None)  # band_pass's scores, grown as needed
+        self.band_ones = getattr(self, "band_ones", None)
         return self
 
-    def blocks(self, i0: int, i1: int):
-        """(j0, j1, masked scores of the tile) for the key blocks rows i0:i1 may see."""
-        n = i1 - i0
+    def scores(self, i0: int, i1: int, j0: int, j1: int) -> np.ndarray:
+        """The tile of scaled scores of rows i0:i1 and keys j0:j1, in this worker's buffer."""
+        s = self.s_buf[: i1 - i0, : j1 - j0]
+        q_rows = self.q[i0 - self.first : i1 - self.first]
+        np.matmul(q_rows, self.k[j0:j1].T, out=s)  # (n, E) @ (E, b) -> (n, b)
+        if self.scale is not None:
+            s *= s.dtype.type(self.scale)
+        return s
+
+    def blocks(self, i0: int, i1: int, keep: bool = False):
+        """(j0, j1, masked scores of the tile, None) for the key blocks rows i0:i1 may see.
+
+        keep=True (the fast pass) lets a flex call's tile come unmasked with its 0/1 `keep`
+        array instead (4th item), to multiply after exp: NumPy's exp of -inf takes a slow
+        path (measured 6x the time of a finite argument)."""
+        if self.plan is not None:  # a flex call: the block mask's tiles, the mods on each
+            b, h = self.where
+            for j0, j1, parts in self.plan.key_tiles(b, h, i0, i1, self.S, self.block):
+                s = self.scores(i0, i1, j0, j1)
+                kept = self.plan.keep(b, h, i0, j0, s, parts) if keep else None
+                if kept is None:
+                    self.plan.apply(s, b, h, i0, j0, parts)
+                else:
+                    self.plan.visit(b, h, i0, j0, s.shape)
+                yield j0, j1, s, kept
+            return
         causal = self.causal
         # causal: blocks past the keys rows i0:i1 may see are skipped
         stop = causal.keys_seen(i0, i1, self.S) if causal is not None else self.S
         for j0 in range(0, stop, self.block):
             j1 = min(stop, j0 + self.block)
-            s = self.s_buf[:n, : j1 - j0]
-            q_rows = self.q[i0 - self.first : i1 - self.first]
-            np.matmul(q_rows, self.k[j0:j1].T, out=s)  # (n, E) @ (E, b) -> (n, b)
-            if self.scale is not None:
-                s *= s.dtype.type(self.scale)
+            s = self.scores(i0, i1, j0, j1)
             rows, cols = range(i0, i1), range(j0, j1)
             if causal is not None and not causal.sees_whole_tile(rows, cols):  # crosses it
                 tile = causal.tile(rows, cols)  # (n, b) bool
@@ -161,7 +197,7 @@ class _Tiles:
                     np.copyto(s, -np.inf, where=~m_tile)
                 else:
                     np.add(s, m_tile, out=s)
-            yield j0, j1, s
+            yield j0, j1, s, None
 
     def fully_masked(self, i0: int, i1: int) -> np.ndarray:
         """Rows of i0:i1 in which every key is masked (top-left causal rows always see key 0)."""
@@ -188,10 +224,24 @@ class _Tiles:
         if self.offset is not None:
             offset = self.offset[i0 - self.first : i1 - self.first, None]  # (n, 1)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked, not warned
-            for j0, j1, s in self.blocks(i0, i1):
+            if self.sink is not None:  # the sink's term exp(sink - offset) starts each row
+                den += self.sink if offset is None else self.sink - offset[:, 0]
+                self.exp(den, out=den)
+                if not np.isfinite(den).all():
+                    return None
+            band = None
+            if self.plan is not None:
+                band = self.plan.bands(*self.where, i0, i1, self.S, self.q.dtype)
+            if band is not None:  # a flex call's band of query blocks: one batched pass
+                if not self.band_pass(i0, i1, band, offset, acc, den):
+                    return None
+                band = ()  # done: no tiles below
+            for j0, j1, s, kept in () if band is not None else self.blocks(i0, i1, keep=True):
                 if offset is not None:
                     np.subtract(s, offset, out=s)
                 self.exp(s, out=s)  # step 4 without the max: one cheap pass over the tile
+                if kept is not None:  # a flex tile's mask, after exp (0: not seen)
+                    np.multiply(s, kept, out=s)
                 np.matmul(s, self.ones[: j1 - j0], out=part)  # (n, b) @ (b,) -> (n,)
                 if not np.isfinite(part).all():  # an exp overflowed: give up early
                     return None
@@ -201,15 +251,58 @@ class _Tiles:
         ok = np.isfinite(acc).all(axis=1) & ((den >= 1) | self.fully_masked(i0, i1))
         return acc, den, ok
 
+    def band_pass(self, i0, i1, band, offset, acc, den) -> bool:
+        """The fast pass over a band of T query blocks (numpy_flex_plan.FlexPlan.bands): block t
+        sees keys lo + t * bq .. + W, read as strided views of k and v, so one batched matmul
+        per step covers every block and no key outside the band is computed. False when an
+        exp overflowed."""
+        lo, width, cells = band
+        T, bq = cells.shape[:2]
+        q3 = self.q[i0 - self.first : i1 - self.first].reshape(T, bq, -1)  # (T, bq, E)
+        k, v = self.k[lo:], self.v[lo:]
+        k3 = np.lib.stride_tricks.as_strided(
+            k, (T, width, k.shape[1]), (bq * k.strides[0], *k.strides)
+        )  # (T, W, E): block t's keys
+        v3 = np.lib.stride_tricks.as_strided(
+            v, (T, width, v.shape[1]), (bq * v.strides[0], *v.strides)
+        )  # (T, W, Ev)
+        if self.band_buf is None or self.band_buf.size < T * bq * width:
+            self.band_buf = np.empty(T * bq * width, dtype=self.q.dtype)
+        s = self.band_buf[: T * bq * width].reshape(T, bq, width)
+        np.matmul(q3, k3.transpose(0, 2, 1), out=s)  # (T, bq, E) @ (T, E, W) -> (T, bq, W)
+        if self.scale is not None:
+            s *= s.dtype.type(self.scale)
+        b, h = self.where
+        for t in range(T):
+            self.plan.visit(b, h, i0 + t * bq, lo + t * bq, (bq, width))
+        if self.plan.score is not None:  # the score_mod, then -inf where not seen
+            rows = (i0 + np.arange(T * bq)).reshape(T, bq, 1)
+            cols = (lo + bq * np.arange(T)).reshape(T, 1, 1) + np.arange(width)
+            np.copyto(s, self.plan.score(s, b, h, rows, cols, np), casting="same_kind")
+            np.copyto(s, -np.inf, where=cells)
+        if offset is not None:
+            np.subtract(s, offset.reshape(T, bq, 1), out=s)
+        self.exp(s, out=s)
+        if self.plan.score is None:
+            np.multiply(s, cells, out=s)  # 0 where not seen (exp of -inf is slow, see blocks)
+        if self.band_ones is None or self.band_ones.size < width:
+            self.band_ones = np.ones(width, dtype=self.q.dtype)
+        part = np.matmul(s, self.band_ones[:width])  # (T, bq, W) @ (W,) -> (T, bq)
+        if not np.isfinite(part).all():
+            return False
+        np.matmul(s, v3, out=acc.reshape(T, bq, -1))  # (T, bq, W) @ (T, W, Ev) -> (T, bq, Ev)
+        den += part.reshape(-1)
+        return True
+
     def safe(self, i0: int, i1: int, draws, dropout_p: float) -> tuple[np.ndarray, np.ndarray]:
         """Online softmax: running max, rescaled running sums. Returns (acc, denominator)."""
         n = i1 - i0
         m_r, m_n, b_r = self.m_run[:n], self.m_new[:n], self.base[:n]
         a_r, d_r, acc, part = self.alpha[:n], self.denom[:n], self.acc[:n], self.part[:n]
-        m_r.fill(-np.inf)
+        m_r.fill(-np.inf if self.sink is None else self.sink)  # the sink: a first key, value 0
         acc.fill(0)
-        d_r.fill(0)
-        for j0, j1, s in self.blocks(i0, i1):
+        d_r.fill(0 if self.sink is None else 1)
+        for j0, j1, s, _ in self.blocks(i0, i1):
             # step 3: new running max; rows masked so far use base 0 so nothing is NaN
             np.max(s, axis=1, out=m_n)
             np.maximum(m_n, m_r, out=m_n)
@@ -251,9 +344,11 @@ def _tiles(chunk: int, block: int, width: int, dtype: np.dtype, features: int) -
 
 
 def chunked_output(
-    q, k, v, scale, mask, options: Options, rng, group, chunk, block
+    q, k, v, scale, mask, options: Options, rng, group, chunk, block, plan=None
 ) -> tuple[np.ndarray, np.ndarray | None, str]:
-    """(attention output, lse or None, what the kernel chose) by query chunks and key blocks."""
+    """(attention output, lse or None, what the kernel chose) by query chunks and key blocks.
+
+    plan: a flex_attention call's FlexPlan (q (B, H, L, E); mask None, no causal variant)."""
     masked_rows, dropout_p = options.masked_rows, options.dropout_p
     *lead, L, E = q.shape
     S, Ev = v.shape[-2:]
@@ -264,6 +359,7 @@ def chunked_output(
     if dropout_p > 0.0:  # random draws come a whole (chunk, S) row band at a time
         chunk = max(1, min(chunk, (1 << 22) // S))
     float_mask = mask is not None and mask.dtype != np.bool_
+    float_mask = float_mask or (plan is not None and plan.score is not None)
     exp_name, detail = kernel_detail(dtype, float_mask)
     exp = np.exp2 if exp_name == "exp2" else np.exp
     factor = scale * (math.log2(math.e) if exp_name == "exp2" else 1.0)  # in float64
@@ -292,7 +388,13 @@ def chunked_output(
             offset = np.where(bound > limit, bound - limit, 0.0).astype(dtype)
             if not np.isfinite(offset).all():
                 offset = None  # beyond float range: the fast pass overflows and gives up
-        tiles.bind(q_rows, i0, k[kv], v_c[kv], mask_b, causal, tile_scale, offset, exp)
+        where = index[-2:] if plan is not None else (0, 0)  # (b, h) of a flex call
+        sink = None if plan is None else plan.sink(where[1])
+        if sink is not None:
+            sink = sink / float(to_natural)  # in the exponential's base, as the scores
+        tiles.bind(
+            q_rows, i0, k[kv], v_c[kv], mask_b, causal, tile_scale, offset, exp, plan, where, sink
+        )
         out = output[index][i0:i1]
         draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
         first = tiles.fast(i0, i1) if try_fast and draws is None else None

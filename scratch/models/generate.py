@@ -38,11 +38,7 @@ def generate(
         raise TypeError(f"max_new_tokens: expected an int, found {type(max_new_tokens).__name__}")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens: expected a whole number >= 1, found {max_new_tokens}")
-    ok = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
-    if not ok or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature: expected a finite number >= 0, found {temperature!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise TypeError(f"seed: expected None or an int, found {type(seed).__name__} {seed!r}")
+    check_sampling(temperature, seed)
     tokens, ids = model.tokenize(text)
     if len(ids) + max_new_tokens > model.max_positions:
         raise ValueError(
@@ -57,7 +53,7 @@ def generate(
     new, steps, rows = [], [], []
     for _ in range(max_new_tokens):
         rows.append(row)
-        new.append(_choose(row, temperature, rng))
+        new.append(choose(row, temperature, rng))
         attentions, _, logits, cache = llama.step(model.config, model.weights, new[-1:], cache)
         steps.append(attentions[:, :, 0, :])  # (layers, heads, S): the newest token's row
         row = logits[-1]
@@ -65,7 +61,16 @@ def generate(
     return Generation(prompt, new, words, steps, rows)
 
 
-def _choose(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+def check_sampling(temperature: object, seed: object) -> None:
+    """temperature a finite number >= 0, seed None or an int; else ValueError/TypeError."""
+    ok = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+    if not ok or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature: expected a finite number >= 0, found {temperature!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed: expected None or an int, found {type(seed).__name__} {seed!r}")
+
+
+def choose(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
     """argmax at temperature 0 (the first of ties), else a draw from softmax(logits / t)."""
     if temperature == 0:
         return int(np.argmax(logits))

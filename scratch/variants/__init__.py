@@ -3,7 +3,9 @@
 Masks: Causal, SlidingWindow, ChunkedLocal, PrefixLM, Documents, SinkTokens, GivenMask (SDPA's
 attn_mask, bool or float). Score changes:
 ALiBi, SymmetricALiBi, Softcap, BiasTable. Learned sinks (a denominator term): LearnedSinks.
-Combining: combine, and_masks, or_masks, compose. See base.py for what every variant provides.
+RoPE on q and k (before the scores): Rotary.
+Combining: combine, and_masks, or_masks, compose. A variant as plain data (the window's picker,
+session files): VariantChoice. See base.py for what every variant provides.
 """
 
 from . import dual
@@ -12,11 +14,13 @@ from .alibi_symmetric import SymmetricALiBi
 from .base import Variant
 from .bias_table import BiasTable
 from .causal import Causal
+from .choice import VariantChoice
 from .chunked import ChunkedLocal
 from .combine import Combined, and_masks, combine, compose, or_masks
 from .documents import Documents
 from .given_mask import GivenMask
 from .prefix import PrefixLM
+from .rotary import Rotary
 from .sinks import LearnedSinks
 from .softcap import Softcap
 from .streaming import SinkTokens
@@ -32,11 +36,13 @@ __all__ = [
     "GivenMask",
     "LearnedSinks",
     "PrefixLM",
+    "Rotary",
     "SinkTokens",
     "SlidingWindow",
     "SymmetricALiBi",
     "Softcap",
     "Variant",
+    "VariantChoice",
     "alibi_slopes",
     "and_masks",
     "combine",

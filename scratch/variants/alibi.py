@@ -5,6 +5,8 @@ zero for past keys (kv_idx < q_idx), so farther keys count less. Slopes are the 
 geometric sequence: for n heads a power of two, slope[h] = 2 ** (-8 (h + 1) / n), the first
 head steepest (n = 8: 1/2, 1/4, ..., 1/256). For other n: the slopes of the largest power of
 two p < n, then every other slope of 2p heads (the 1st, 3rd, ...) for the n - p heads left.
+Query i sits at position i + shift (shift = S - L: the queries are the last L of S positions, as
+in decode); with learned sinks the offset matters, since the sink's logit is not shifted.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .arrays import constant, ones
 from .base import Variant, check_count, check_int, number
+from .causal import _plus
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
@@ -28,9 +32,10 @@ def alibi_slopes(num_heads: int) -> list[float]:
 
 @dataclass(frozen=True)
 class ALiBi(Variant):
-    """score + slopes[h] * (kv_idx - q_idx); slopes default to the paper's for `num_heads`."""
+    """score + slopes[h] * (kv_idx - (q_idx + shift)); slopes: the paper's via for_heads."""
 
     slopes: tuple[float, ...]
+    shift: int = 0
 
     def __post_init__(self):
         if not isinstance(self.slopes, (list, tuple)) or not self.slopes:
@@ -38,23 +43,32 @@ class ALiBi(Variant):
         object.__setattr__(self, "slopes", tuple(float(s) for s in self.slopes))
 
     @classmethod
-    def for_heads(cls, num_heads: int) -> ALiBi:
+    def for_heads(cls, num_heads: int, shift: int = 0) -> ALiBi:
         """ALiBi with the paper's slopes for `num_heads` heads."""
-        return cls(tuple(alibi_slopes(num_heads)))
+        return cls(tuple(alibi_slopes(num_heads)), shift)
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         check_count(len(self.slopes), H, "H", "slopes", "slope per query head", one=False)
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
-        return score + self.slopes[h] * (kv_idx - q_idx)
+        return score + self.slopes[h] * (kv_idx - (q_idx + self.shift))
+
+    def score_mod_array(self, score, b, h, q_idx, kv_idx, xp):
+        slopes = constant(self, "slopes", self.slopes, xp, score)
+        return score + slopes[h] * (kv_idx - (q_idx + self.shift))
+
+    def score_grad_array(self, score, b, h, q_idx, kv_idx, xp):
+        return ones(score, xp)
 
     def rule(self) -> str:
-        return "ALiBi: score + slope[h] * (j - i), slopes " + ", ".join(map(number, self.slopes))
+        i = f"(i{_plus(self.shift)})" if self.shift else "i"
+        return f"ALiBi: score + slope[h] * (j - {i}), slopes " + ", ".join(map(number, self.slopes))
 
     def score_words(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> str:
         s = self.slopes[h]
         out = self.score_mod(score, b, h, q_idx, kv_idx)
         return (
-            f"alibi({number(score)}) = {number(score)} + {number(s)} * ({kv_idx} - {q_idx}) "
+            f"alibi({number(score)}) = {number(score)} + {number(s)} * ({kv_idx} - "
+            f"{q_idx + self.shift}) "
             f"= {number(out)}"
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .alibi import ALiBi, alibi_slopes
+from .arrays import constant
 from .base import number
 
 
@@ -26,6 +27,10 @@ class SymmetricALiBi(ALiBi):
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         return score - self.slopes[h] * abs(q_idx + self.shift - kv_idx)
+
+    def score_mod_array(self, score, b, h, q_idx, kv_idx, xp):
+        slopes = constant(self, "slopes", self.slopes, xp, score)
+        return score - slopes[h] * xp.abs(q_idx + self.shift - kv_idx)
 
     def rule(self) -> str:
         slopes = ", ".join(map(number, self.slopes))

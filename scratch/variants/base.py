@@ -6,11 +6,19 @@ scaled score changed). Everything else is derived from those two functions or ch
 them: the derivative for the backward (`score_grad`, by dual numbers, see dual.py), the keys a
 block of queries may see (`key_ranges`, what a tiled kernel needs to skip tiles), and the words
 (`rule`, one line; `explain`, the hover text of one cell).
+
+Array forms (for NumPy tiles and torch's FlexAttention): `mask_mod_array(b, h, q_idx, kv_idx,
+xp)`, `score_mod_array(score, b, h, q_idx, kv_idx, xp)` and `score_grad_array(score, ..., xp)`
+(d score_mod / d score) with `xp` the numpy or torch module and index arrays that broadcast;
+None where the variant has no such mod. They restate the plain rule with xp's operations (the
+tests compare them with the plain mods cell by cell, and score_grad_array with the dual
+numbers' derivative).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from .dual import derivative
 
@@ -54,6 +62,10 @@ class Variant:
 
     mask_mod: Callable[..., bool] | None = None
     score_mod: Callable[..., float] | None = None
+    # the array forms (see the module docstring); None where the variant has no such mod
+    mask_mod_array: Callable[..., Any] | None = None
+    score_mod_array: Callable[..., Any] | None = None
+    score_grad_array: Callable[..., Any] | None = None
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         """Refuse sizes the variant's data does not fit (B or H None: not known); none here."""

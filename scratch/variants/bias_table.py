@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .arrays import constant, ones
 from .base import Variant, check_count, number
 
 
@@ -51,6 +52,15 @@ class BiasTable(Variant):
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         row = self.table[h if len(self.table) > 1 else 0]
         return score + row[self.entry(h, q_idx, kv_idx)]
+
+    def score_mod_array(self, score, b, h, q_idx, kv_idx, xp):
+        m = self.max_distance
+        table = constant(self, "table", self.table, xp, score)  # (H or 1, 2m + 1)
+        column = xp.clip(kv_idx - q_idx, -m, m) + m
+        return score + table[h if len(self.table) > 1 else 0, column]
+
+    def score_grad_array(self, score, b, h, q_idx, kv_idx, xp):
+        return ones(score, xp)
 
     def rule(self) -> str:
         m = self.max_distance

@@ -5,42 +5,18 @@ and score_mods compose in the order given: `compose(softcap, alibi)` is alibi(so
 `combine(*variants)` makes one Variant of several: masks and-ed, score_mods composed in order,
 key ranges intersected (each part's own closed form: every key a query of the block sees is
 inside, possibly with a few that no single query sees, so skipping the rest stays exact).
+
+What and_masks, or_masks and compose return is the bound mod of a small Variant (Masks,
+Composed), so a backend finds the array forms of the parts (None when a part is a user's own
+plain function: then there is no array form and a backend evaluates the mod cell by cell).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .base import Ranges, Variant
-
-
-def and_masks(*mask_mods: Callable[..., bool]) -> Callable[..., bool]:
-    """A mask_mod that sees a key iff every given mask_mod sees it."""
-
-    def mask_mod(b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        return all(m(b, h, q_idx, kv_idx) for m in mask_mods)
-
-    return mask_mod
-
-
-def or_masks(*mask_mods: Callable[..., bool]) -> Callable[..., bool]:
-    """A mask_mod that sees a key iff some given mask_mod sees it."""
-
-    def mask_mod(b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        return any(m(b, h, q_idx, kv_idx) for m in mask_mods)
-
-    return mask_mod
-
-
-def compose(*score_mods: Callable[..., float]) -> Callable[..., float]:
-    """A score_mod applying the given ones in order (the first one sees the scaled score)."""
-
-    def score_mod(score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
-        for f in score_mods:
-            score = f(score, b, h, q_idx, kv_idx)
-        return score
-
-    return score_mod
+from .arrays import array_form
+from .base import Ranges, Variant, check_sizes, derived_ranges
 
 
 def intersect(a: Ranges, b: Ranges) -> Ranges:
@@ -54,6 +30,113 @@ def intersect(a: Ranges, b: Ranges) -> Ranges:
     return sorted(found)
 
 
+def union(a: Ranges, b: Ranges) -> Ranges:
+    """Keys in either list of half-open ranges (merged, sorted)."""
+    found: Ranges = []
+    for lo, hi in sorted(a + b):
+        if found and lo <= found[-1][1]:
+            found[-1] = (found[-1][0], max(hi, found[-1][1]))
+        else:
+            found.append((lo, hi))
+    return found
+
+
+def mod_ranges(mask_mod: Callable[..., bool], b: int, h: int, q_lo: int, q_hi: int, S: int):
+    """Keys some query of the block may see under one mask_mod (its variant's closed form, or
+    derived cell by cell for a plain function)."""
+    owner = getattr(mask_mod, "__self__", None)
+    if isinstance(owner, Variant) and mask_mod == owner.mask_mod:
+        return owner.key_ranges(b, h, q_lo, q_hi, S)
+    return derived_ranges(mask_mod, b, h, q_lo, q_hi, S)
+
+
+class Masks(Variant):
+    """mask_mods met (every: all must see the key) or joined (any one sees it)."""
+
+    def __init__(self, mask_mods: tuple, every: bool):
+        self.mods, self.every = mask_mods, every
+        arrays = [array_form(m, "mask") for m in mask_mods]
+        self.arrays = arrays if all(a is not None for a in arrays) else None
+        self.mask_mod_array = None if self.arrays is None else self._array
+
+    def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
+        found = (m(b, h, q_idx, kv_idx) for m in self.mods)
+        return all(found) if self.every else any(found)
+
+    def _array(self, b, h, q_idx, kv_idx, xp):
+        seen = self.arrays[0](b, h, q_idx, kv_idx, xp)
+        for a in self.arrays[1:]:
+            found = a(b, h, q_idx, kv_idx, xp)
+            seen = (seen & found) if self.every else (seen | found)
+        return seen
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        for m in self.mods:
+            check_sizes(m, B, H, L, S)
+
+    def rule(self) -> str:
+        return f"{'every' if self.every else 'any'} of {len(self.mods)} masks"
+
+    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
+        found = [(0, S)] if self.every and q_lo < q_hi else []
+        for m in self.mods:
+            part = mod_ranges(m, b, h, q_lo, q_hi, S)
+            found = intersect(found, part) if self.every else union(found, part)
+        return found
+
+
+class Composed(Variant):
+    """score_mods applied in order (the first one sees the scaled score)."""
+
+    def __init__(self, score_mods: tuple):
+        self.mods = score_mods
+        arrays = [(array_form(f, "score"), array_form(f, "grad")) for f in score_mods]
+        self.arrays = arrays if all(a is not None and g is not None for a, g in arrays) else None
+        if self.arrays is not None:
+            self.score_mod_array, self.score_grad_array = self._array, self._grad
+
+    def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
+        for f in self.mods:
+            score = f(score, b, h, q_idx, kv_idx)
+        return score
+
+    def _array(self, score, b, h, q_idx, kv_idx, xp):
+        for f, _ in self.arrays:
+            score = f(score, b, h, q_idx, kv_idx, xp)
+        return score
+
+    def _grad(self, score, b, h, q_idx, kv_idx, xp):
+        """The chain rule: the product of each part's derivative at the score it was given."""
+        grad = None
+        for f, g in self.arrays:
+            step = g(score, b, h, q_idx, kv_idx, xp)
+            grad = step if grad is None else grad * step
+            score = f(score, b, h, q_idx, kv_idx, xp)
+        return grad
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        for f in self.mods:
+            check_sizes(f, B, H, L, S)
+
+    def rule(self) -> str:
+        return f"{len(self.mods)} score changes in order"
+
+
+def and_masks(*mask_mods: Callable[..., bool]) -> Callable[..., bool]:
+    """A mask_mod that sees a key iff every given mask_mod sees it."""
+    return Masks(mask_mods, every=True).mask_mod
+
+
+def or_masks(*mask_mods: Callable[..., bool]) -> Callable[..., bool]:
+    """A mask_mod that sees a key iff some given mask_mod sees it."""
+    return Masks(mask_mods, every=False).mask_mod
+
+
+def compose(*score_mods: Callable[..., float]) -> Callable[..., float]:
+    """A score_mod applying the given ones in order (the first one sees the scaled score)."""
+    return Composed(score_mods).score_mod
+
+
 class Combined(Variant):
     """Several variants as one: every mask must see the key; score_mods apply in order."""
 
@@ -61,13 +144,22 @@ class Combined(Variant):
         if not parts or not all(isinstance(p, Variant) for p in parts):
             raise TypeError("combine: expected one or more Variant objects")
         self.parts = parts
-        masks = [p.mask_mod for p in parts if p.mask_mod is not None]
-        scores = [p.score_mod for p in parts if p.score_mod is not None]
-        self.mask_mod = and_masks(*masks) if masks else None
-        self.score_mod = compose(*scores) if scores else None
-        for mod in (self.mask_mod, self.score_mod):
-            if mod is not None:
-                mod.variant = self  # so flex_attention finds the parts to check
+        masks = tuple(p.mask_mod for p in parts if p.mask_mod is not None)
+        scores = tuple(p.score_mod for p in parts if p.score_mod is not None)
+        self.meet = Masks(masks, every=True) if masks else None
+        self.chain = Composed(scores) if scores else None
+        if masks:
+            self.mask_mod, self.mask_mod_array = self._mask, self.meet.mask_mod_array
+        if scores:
+            self.score_mod = self._score
+            self.score_mod_array = self.chain.score_mod_array
+            self.score_grad_array = self.chain.score_grad_array
+
+    def _mask(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
+        return self.meet.mask_mod(b, h, q_idx, kv_idx)
+
+    def _score(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
+        return self.chain.score_mod(score, b, h, q_idx, kv_idx)
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         for p in self.parts:

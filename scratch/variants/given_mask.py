@@ -12,6 +12,7 @@ from math import inf
 
 from ..nested import at
 from ..validate import as_mask, check_mask_shape
+from .arrays import cells, constant, ones
 from .base import Variant, number
 
 
@@ -54,6 +55,21 @@ class GivenMask(Variant):
         """A float mask's entry added to the score; None for a bool mask."""
         return None if self.is_bool else self._add
 
+    @property
+    def mask_mod_array(self) -> Callable[..., object]:
+        """mask_mod's array form (xp: numpy or torch)."""
+        return self._sees_array
+
+    @property
+    def score_mod_array(self) -> Callable[..., object] | None:
+        """score_mod's array form; None for a bool mask."""
+        return None if self.is_bool else self._add_array
+
+    @property
+    def score_grad_array(self) -> Callable[..., object] | None:
+        """d score_mod / d score as an array (1 everywhere); None for a bool mask."""
+        return None if self.is_bool else self._grad_array
+
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         mb, mh, _, _ = self.shape
         check_mask_shape(self.shape, (mb if B is None else B, mh if H is None else H, L, S))
@@ -69,6 +85,23 @@ class GivenMask(Variant):
 
     def _add(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         return score + self.value(b, h, q_idx, kv_idx)
+
+    def value_array(self, b, h, q_idx, kv_idx, xp, like, own_dtype=False):
+        """The mask's entries for index arrays (size-1 axes broadcast), as like's dtype."""
+        # (B or 1, H or 1, L, S): bools as bools, floats in the score's dtype
+        values = constant(self, "values", self.values, xp, like, own_dtype=own_dtype)
+        index = tuple(n if size > 1 else 0 for n, size in zip((b, h, q_idx, kv_idx), self.shape))
+        return values[index]
+
+    def _sees_array(self, b, h, q_idx, kv_idx, xp):
+        found = self.value_array(b, h, q_idx, kv_idx, xp, kv_idx, own_dtype=True)
+        return (found if self.is_bool else found != -inf) & cells(q_idx, kv_idx)
+
+    def _add_array(self, score, b, h, q_idx, kv_idx, xp):
+        return score + self.value_array(b, h, q_idx, kv_idx, xp, score)
+
+    def _grad_array(self, score, b, h, q_idx, kv_idx, xp):
+        return ones(score, xp)
 
     def rule(self) -> str:
         if self.is_bool:

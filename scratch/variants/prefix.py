@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .arrays import constant
 from .base import Ranges, Variant, check_count, check_int, clip
 from .causal import _plus, at_or_before
 
@@ -38,6 +39,12 @@ class PrefixLM(Variant):
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         return kv_idx < self.length(b) or at_or_before(kv_idx, q_idx + self.shift)
+
+    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
+        n = self.prefix
+        if isinstance(n, tuple):
+            n = constant(self, "prefix", n, xp, kv_idx)[b]
+        return (kv_idx < n) | at_or_before(kv_idx, q_idx + self.shift)
 
     def rule(self) -> str:
         return (

@@ -12,12 +12,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import number
+from .base import Variant, number
 
 
 @dataclass(frozen=True)
-class LearnedSinks:
-    """One sink logit per query head, added to the softmax's denominator (no value)."""
+class LearnedSinks(Variant):
+    """One sink logit per query head, added to the softmax's denominator (no value).
+
+    A Variant with neither mod, so it combines with masks and score changes
+    (`combine(SlidingWindow(2, 0), Softcap(30), LearnedSinks([0.5]))`); the ground truth's trace
+    reads it from Options.variant, flex_attention from `sinks=`."""
 
     logits: tuple[float, ...]
 
@@ -33,6 +37,12 @@ class LearnedSinks:
         if not ok:
             raise ValueError(f"sinks: expected one finite logit per head, found {self.logits!r}")
         object.__setattr__(self, "logits", tuple(float(x) for x in self.logits))
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        if H is not None and len(self.logits) != H:
+            raise ValueError(
+                f"sinks: expected one logit per query head ({H}), found {len(self.logits)}"
+            )
 
     def rule(self) -> str:
         return "learned sinks: + exp(sink[h]) in each row's denominator, " + ", ".join(

@@ -30,6 +30,11 @@ class SinkTokens(Variant):
         recent = not at_or_before(kv_idx, diagonal - self.left - 1)
         return at_or_before(kv_idx, diagonal) and (kv_idx < self.sinks or recent)
 
+    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
+        diagonal = q_idx + self.shift
+        recent = xp.logical_not(at_or_before(kv_idx, diagonal - self.left - 1))
+        return at_or_before(kv_idx, diagonal) & ((kv_idx < self.sinks) | recent)
+
     def rule(self) -> str:
         d = f"i{_plus(self.shift)}"
         return (

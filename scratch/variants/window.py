@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .arrays import cells
 from .base import Ranges, Variant, check_window_side, clip
 from .causal import _plus, at_or_before, shift_of
 
@@ -37,6 +38,19 @@ class SlidingWindow(Variant):
         after_start = self.left == -1 or not at_or_before(kv_idx, diagonal - self.left - 1)
         before_end = self.right == -1 or at_or_before(kv_idx, diagonal + self.right)
         return after_start and before_end
+
+    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
+        diagonal = q_idx + self.shift
+        after_start = (
+            None
+            if self.left == -1
+            else xp.logical_not(at_or_before(kv_idx, diagonal - self.left - 1))
+        )
+        before_end = None if self.right == -1 else at_or_before(kv_idx, diagonal + self.right)
+        if after_start is None or before_end is None:  # one side unbounded (or both)
+            bounded = before_end if after_start is None else after_start
+            return cells(diagonal, kv_idx) if bounded is None else bounded
+        return after_start & before_end
 
     def rule(self) -> str:
         lo = "" if self.left == -1 else f"i{_plus(self.shift - self.left)} <= "

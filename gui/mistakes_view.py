@@ -1,0 +1,185 @@
+"""A mistakes gallery: each classic mistake planted on the example on screen, beside the right
+attention, with the checker's own diagnosis of a kernel that makes it.
+
+The plants (NumPy, fast) and the checks (scratch.check on each planted kernel, seconds) run in
+two workers; the checks do not depend on the example, so they run once per window.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+from PyQt6.QtCore import Qt
+from PyQt6.QtWidgets import QGridLayout, QLabel, QListView, QListWidget, QVBoxLayout, QWidget
+
+from gui import core_api
+from gui.heatmap import Heatmap
+from gui.learn_model import HeadInputs, matrix_panel, number, shared_levels
+from gui.learn_worker import LearnWorker
+
+
+def plant_all(x: HeadInputs) -> dict:
+    """{name: Planted} for every mistake on head inputs `x` (the plant worker's job)."""
+    allowed = x.allowed
+    return {
+        name: core_api.plant_mistake(name, x.q, x.k, x.v, x.scale, allowed)
+        for name in core_api.mistake_names()
+    }
+
+
+def diagnose_all(report, stop) -> dict:
+    """{name: Diagnosis} of every planted kernel (the check worker's job)."""
+    names = core_api.mistake_names()
+    found = {}
+    for n, name in enumerate(names):
+        if stop():
+            return found
+        report(n, len(names), f"checking the kernel with {name}")
+        found[name] = core_api.diagnose_mistake(name)
+    return found
+
+
+class MistakesView(QWidget):
+    """The mistakes on the left; the chosen one's weights and output beside the right ones."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.inputs: HeadInputs | None = None
+        self.planted: dict = {}
+        self.diagnoses: dict = {}
+        self._asked: HeadInputs | None = None
+        self.plant_worker, self.check_worker = LearnWorker(self), LearnWorker(self)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(4, 4, 4, 4)
+        # the mistakes in rows across the top: the four heatmaps get the whole width
+        self.names = QListWidget()
+        self.names.setFlow(QListView.Flow.LeftToRight)
+        self.names.setWrapping(True)
+        self.names.setSpacing(2)
+        self.names.addItems(core_api.mistake_names())
+        self.names.setCurrentRow(0)
+        self.names.setFixedHeight(3 * self.names.sizeHintForRow(0) + 8)
+        outer.addWidget(self.names)
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.TextFormat.RichText)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        outer.addWidget(self.text)
+        grid = QGridLayout()
+        self.maps = {
+            key: Heatmap()
+            for key in ("right weights", "wrong weights", "right output", "wrong output")
+        }
+        for n, m in enumerate(self.maps.values()):
+            grid.addWidget(m, n // 2, n % 2)
+        for key in ("right weights", "right output"):  # same colours as the panel beside it:
+            heat = self.maps[key]  # one colour bar per pair leaves the cells their room
+            heat.view.ci.removeItem(heat.bar)
+            heat.bar = None
+        outer.addLayout(grid, 1)
+        self.names.currentRowChanged.connect(lambda _: self.show_current())
+        self.plant_worker.finished.connect(self._on_planted)
+        self.plant_worker.failed.connect(self.text.setText)
+        self.check_worker.progress.connect(lambda d, t, what: self._show_text(f"{what} ({d}/{t})"))
+        self.check_worker.finished.connect(self._on_checked)
+        self.check_worker.failed.connect(lambda m: self._show_text(f"the checker failed: {m}"))
+
+    def set_inputs(self, inputs: HeadInputs) -> None:
+        """A new example: plant every mistake on it; check the kernels once."""
+        self.inputs = inputs
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Start the plants of the example on screen (and the checks, the first time)."""
+        x = self.inputs
+        if x is None or x is self._asked:
+            return
+        self._asked = x
+        self.plant_worker.start(lambda report, stop: plant_all(x))
+        if not self.diagnoses and not self.check_worker.busy:
+            self.check_worker.start(diagnose_all)
+
+    def wait(self) -> None:
+        """Join both workers (closing, tests)."""
+        self.plant_worker.wait()
+        self.check_worker.wait()
+
+    def _on_planted(self, planted: dict) -> None:
+        self.planted = planted
+        self.show_current()
+
+    def _on_checked(self, diagnoses: dict) -> None:
+        self.diagnoses = diagnoses
+        self.show_current()
+
+    def current(self) -> str:
+        return self.names.currentItem().text()
+
+    def show_current(self) -> None:
+        """The chosen mistake's four heatmaps and words."""
+        x, p = self.inputs, self.planted.get(self.current())
+        if x is None or p is None:
+            return
+        labels = (x.tokens, x.key_tokens)
+        out_labels = (x.tokens, [str(c) for c in range(p.right_output.shape[-1])])
+        right = matrix_panel(
+            "weights: right", p.right_weights, labels, ("query", "key"), weights=True
+        )
+        self.maps["right weights"].show_panel(right)
+        wrong = (
+            p.wrong_weights
+            if p.wrong_weights is not None
+            else np.full_like(p.right_weights, np.nan)
+        )
+        self.maps["wrong weights"].show_panel(
+            matrix_panel("weights: mistake", wrong, labels, ("query", "key"), right.levels, True)
+        )
+        levels = shared_levels(p.right_output, p.wrong_output)
+        self.maps["right output"].show_panel(
+            matrix_panel("output: right", p.right_output, out_labels, ("query", "feature"), levels)
+        )
+        wrong_out = (
+            p.wrong_output if p.wrong_output is not None else np.full_like(p.right_output, np.nan)
+        )
+        cols = [str(c) for c in range(wrong_out.shape[-1])]
+        self.maps["wrong output"].show_panel(
+            matrix_panel(
+                "output: mistake", wrong_out, (x.tokens, cols), ("query", "feature"), levels
+            )
+        )
+        self._show_text("")
+
+    def _show_text(self, checking: str) -> None:
+        p = self.planted.get(self.current())
+        if p is None:
+            self.text.setText(checking)
+            return
+        self.text.setText(mistake_text(p, self.diagnoses.get(self.current()), checking))
+
+
+def mistake_text(p: object, d: object, checking: str) -> str:
+    """The planted mistake in words: its line of code, what it does here, the checker's verdict."""
+    lines = [f"<b>{p.mistake.name}</b>: <code>{html.escape(p.mistake.code)}</code>"]
+    if p.note:
+        lines.append(f"<i>{html.escape(p.note)}</i>")
+    if p.error:
+        lines.append(f"It does not run on this example: {html.escape(p.error)}.")
+    else:
+        diff = p.difference()
+        sums = np.sum(p.wrong_weights, axis=-1)
+        lines.append(
+            f"max |output difference| {number(diff)}; rows of the wrong weights sum to "
+            f"{number(float(np.nanmin(sums)))}..{number(float(np.nanmax(sums)))}"
+            + ("; nan in some rows" if np.isnan(sums).any() else "")
+        )
+        if diff == 0.0:
+            lines.append("On this example the mistake changes nothing (try another example).")
+    if d is not None:
+        named = html.escape(d.diagnosis or "(no mistake named)")
+        lines.append(
+            f"The checker on a kernel with this mistake: {d.verdict}. Diagnosis: <b>{named}</b>"
+        )
+    elif checking:
+        lines.append(checking)
+    return "<br>".join(lines)

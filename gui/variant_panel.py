@@ -1,0 +1,215 @@
+"""Variant picker: mask rule and alignment, score changes, learned sinks, RoPE, decode step.
+
+Shows a session's variant (set_session, silently) and says what the user asked for: `edited`
+with the picker's fields (combo keys, check boxes, texts as typed; gui/variant_session.py reads
+them) and `decodeChanged` with the decode step (0: off). The rule in words comes from scratch
+through variant_session; nothing here knows what a window or a softcap computes.
+"""
+
+from __future__ import annotations
+
+from PyQt6.QtCore import Qt, pyqtSignal
+from PyQt6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSlider,
+    QWidget,
+)
+
+from gui import variant_session
+from gui.session import Session
+
+MASK_LABELS = {
+    "none": "none",
+    "causal": "causal",
+    "window": "sliding window (left, right)",
+    "chunked": "chunked local",
+    "prefix": "prefix-LM",
+    "documents": "documents (cu_seqlens)",
+    "sink_tokens": "sink tokens + window",
+}
+ALIGN_LABELS = {"bottom-right": "bottom-right", "top-left": "top-left"}
+ROPE_LABELS = {"none": "none", "half": "half (Llama)", "interleaved": "interleaved (GPT-J)"}
+# which text boxes each mask reads
+MASK_FIELDS = {
+    "window": ("left", "right"),
+    "chunked": ("chunk",),
+    "prefix": ("prefix",),
+    "documents": ("cu_seqlens",),
+    "sink_tokens": ("sink_tokens", "left"),
+}
+TIPS = {
+    "left": "keys before the diagonal key (-1: unbounded); (2, 0) sees 3 keys",
+    "right": "keys after the diagonal key (-1: unbounded)",
+    "chunk": "keys per chunk",
+    "prefix": "keys every query sees",
+    "cu_seqlens": "cumulative document lengths: 0, n1, n1 + n2, ..., the number of tokens",
+    "sink_tokens": "the first keys every query keeps seeing",
+    "softcap": "cap > 0: score -> cap * tanh(score / cap), before ALiBi",
+    "slopes": "one slope per head, comma-separated; empty: the paper's slopes",
+    "sinks": "one sink logit per head, comma-separated: exp(sink) joins each row's denominator",
+    "rope_base": "RoPE's base (angles position * base^(-2k / d))",
+}
+
+
+def _combo(labels: dict[str, str]) -> QComboBox:
+    box = QComboBox()
+    for key, text in labels.items():
+        box.addItem(text, key)
+    return box
+
+
+def _edit(name: str, width: int = 0) -> QLineEdit:
+    edit = QLineEdit()
+    edit.setToolTip(TIPS[name])
+    if width:
+        edit.setMaximumWidth(width)
+    return edit
+
+
+def _row(*widgets: QWidget) -> QHBoxLayout:
+    line = QHBoxLayout()
+    for w in widgets:
+        line.addWidget(w)
+    return line
+
+
+class VariantPanel(QGroupBox):
+    """The variant of a session as widgets; emits edited(fields) and decodeChanged(n)."""
+
+    edited = pyqtSignal(object)
+    decodeChanged = pyqtSignal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Variant", parent)
+        self._updating = False
+        self.form = QFormLayout(self)
+        self.form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        self.mask = _combo(MASK_LABELS)
+        self.align = _combo(ALIGN_LABELS)
+        self.align.setToolTip(
+            "where the queries sit among the keys, for the mask and ALiBi (decode: bottom-right); "
+            "RoPE always turns a query by its true position"
+        )
+        self.form.addRow("mask", self.mask)
+        self.form.addRow("aligned", self.align)
+        self.texts = {
+            name: _edit(name, 64 if name not in ("cu_seqlens", "slopes", "sinks") else 0)
+            for name in TIPS
+        }
+        t = self.texts
+        self.window_row = _row(QLabel("left"), t["left"], QLabel("right"), t["right"])
+        self.window_row.addStretch(1)
+        self.form.addRow("window", self.window_row)
+        self.form.addRow("chunk", t["chunk"])
+        self.form.addRow("prefix", t["prefix"])
+        self.form.addRow("cu_seqlens", t["cu_seqlens"])
+        self.form.addRow("sink tokens", t["sink_tokens"])
+        self.softcap_on = QCheckBox("softcap")
+        self.alibi = QCheckBox("ALiBi")
+        self.sinks_on = QCheckBox("learned sinks")
+        cap_row = _row(self.softcap_on, t["softcap"])
+        cap_row.addStretch(1)  # the cap beside its box, not pushed to the far side
+        self.form.addRow(cap_row)
+        self.form.addRow(_row(self.alibi, t["slopes"]))
+        t["slopes"].setPlaceholderText("paper's slopes")
+        self.form.addRow(_row(self.sinks_on, t["sinks"]))
+        self.rope = _combo(ROPE_LABELS)
+        self.form.addRow("RoPE", _row(self.rope, QLabel("base"), t["rope_base"]))
+        # the variant's rule in words, from scratch: the inputs panel shows it under the mask
+        self.rule = QLabel()
+        self.rule.setWordWrap(True)
+        self.rule.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # decode: the cache grows one token at a time; the newest token's row is computed
+        self.decode_on = QCheckBox("decode")
+        self.decode_on.setToolTip("one query (the newest token) against the cached tokens")
+        self.decode = QSlider(Qt.Orientation.Horizontal)
+        self.decode.setMinimum(1)
+        self.decode.setPageStep(1)
+        self.grow = QPushButton("+1 token")
+        self.cache = QLabel()
+        self.form.addRow(_row(self.decode_on, self.decode, self.grow))
+        self.form.addRow(self.cache)
+        for w in (self.decode, self.grow, self.decode_on):
+            w.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # Left/Right stay the pipeline's
+        self._connect()
+
+    def _connect(self) -> None:
+        for box in (self.mask, self.align, self.rope):
+            box.activated.connect(lambda _: self._edited())
+        for check in (self.softcap_on, self.alibi, self.sinks_on):
+            check.clicked.connect(lambda _: self._edited())
+        for edit in self.texts.values():
+            edit.editingFinished.connect(self._edited)
+        self.decode_on.clicked.connect(lambda on: self._decode(self.decode.maximum() if on else 0))
+        self.decode.valueChanged.connect(
+            lambda n: self._decode(n) if self.decode_on.isChecked() else None
+        )
+        self.grow.clicked.connect(
+            lambda: self._decode(min(self.decode.value() + 1, self.decode.maximum()))
+        )
+
+    def fields(self) -> dict[str, object]:
+        """What the picker shows: combo keys, check boxes and texts as typed."""
+        fields = {name: edit.text() for name, edit in self.texts.items()}
+        fields.update(
+            mask=self.mask.currentData(),
+            align=self.align.currentData(),
+            rope=self.rope.currentData(),
+            softcap_on=self.softcap_on.isChecked(),
+            alibi=self.alibi.isChecked(),
+            sinks_on=self.sinks_on.isChecked(),
+        )
+        return fields
+
+    def _edited(self) -> None:
+        if not self._updating:
+            self.edited.emit(self.fields())
+
+    def _decode(self, n: int) -> None:
+        if not self._updating:
+            self.decodeChanged.emit(n)
+
+    def set_session(self, s: Session) -> None:
+        """Show the session's variant and decode step without emitting anything."""
+        v = s.variant
+        self._updating = True
+        try:
+            for box, key in ((self.mask, v.mask), (self.align, v.align), (self.rope, v.rope)):
+                box.setCurrentIndex(max(box.findData(key), 0))
+            texts = {
+                "left": v.left, "right": v.right, "chunk": v.chunk, "prefix": v.prefix,
+                "sink_tokens": v.sink_tokens, "rope_base": f"{v.rope_base:g}",
+                "cu_seqlens": ", ".join(map(str, v.cu_seqlens)) or f"0, {s.num_tokens}",
+                "softcap": f"{v.softcap:g}" if v.softcap is not None else "30",
+                "slopes": ", ".join(f"{x:g}" for x in v.slopes),
+                "sinks": ", ".join(f"{x:g}" for x in v.sinks) or ", ".join(["0"] * s.num_heads),
+            }  # fmt: skip
+            for name, text in texts.items():
+                self.texts[name].setText(str(text))
+            self.softcap_on.setChecked(v.softcap is not None)
+            self.alibi.setChecked(v.alibi)
+            self.sinks_on.setChecked(bool(v.sinks))
+            shown = set(MASK_FIELDS.get(v.mask, ()))
+            self.form.setRowVisible(self.window_row, v.mask == "window")
+            for name in ("chunk", "prefix", "cu_seqlens", "sink_tokens"):
+                self.form.setRowVisible(self.texts[name], name in shown)
+            self.rule.setText(variant_session.rule(s) or "no variant: plain attention")
+            self.decode.setMaximum(s.num_tokens)
+            self.decode.setValue(s.decode or s.num_tokens)
+            self.decode_on.setChecked(bool(s.decode))
+            self.decode.setEnabled(bool(s.decode))
+            self.grow.setEnabled(bool(s.decode) and s.decode < s.num_tokens)
+            self.cache.setText(
+                f"decode: token {s.decode - 1} queries the {s.decode} cached tokens"
+                if s.decode
+                else "decode off: every token queries"
+            )
+        finally:
+            self._updating = False

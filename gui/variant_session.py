@@ -1,0 +1,130 @@
+"""The session's variant and decode step: pure edits, what a call computes, the mask drawn.
+
+The picker's texts become a VariantChoice (scratch's plain data, through core_api) here, and the
+checks are the variants' own: `checked` builds the variant for the session's sizes, so a refusal
+names the field as scratch words it (`left`, `cap`, `cu_seqlens`, `slopes`, `sinks`). No Qt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from gui import core_api
+from gui.session import Session, SessionError
+
+
+def call_sizes(s: Session) -> tuple[int, int]:
+    """(L, S) of the call: the session's, or (1, n) at decode step n (one query, n keys)."""
+    return (1, s.decode) if s.decode else (s.num_tokens, s.num_keys)
+
+
+def is_plain(s: Session) -> bool:
+    """No variant chosen and decode off: plain attention (what Copy as code writes)."""
+    return s.variant == core_api.VariantChoice() and not s.decode
+
+
+def variant_of(s: Session) -> object:
+    """The Variant the session's call computes (None for none); ValueError naming the field."""
+    L, S = call_sizes(s)
+    return s.variant.variant(L, S, s.num_heads, length=s.num_tokens)
+
+
+def checked(s: Session) -> None:
+    """SessionError naming the field when the variant or the decode step do not fit `s`."""
+    if s.decode:
+        if not 0 <= s.decode <= s.num_tokens:
+            raise SessionError(
+                f"decode: expected a cache of 1 to {s.num_tokens} tokens, found {s.decode}"
+            )
+        if s.num_keys != s.num_tokens or (s.mode == "project" and s.key is not None):
+            raise SessionError(
+                "decode: needs one sequence (self-attention: no key input of its own)"
+            )
+    try:
+        variant = variant_of(s)
+    except ValueError as exc:
+        raise SessionError(f"variant: {exc}") from None
+    if variant is not None and s.backend != "scratch":  # until the backends compute variants
+        raise SessionError(
+            f"variant: the {s.backend} backend does not compute variants yet; "
+            "choose the scratch backend (the ground truth)"
+        )
+
+
+def _ints(text: str, field: str) -> tuple[int, ...]:
+    """'0, 3, 6' -> (0, 3, 6); ValueError naming the field."""
+    try:
+        return tuple(int(t) for t in text.replace(",", " ").split())
+    except ValueError:
+        raise ValueError(
+            f"{field}: expected integers separated by commas, found {text!r}"
+        ) from None
+
+
+def _floats(text: str, field: str) -> tuple[float, ...]:
+    """'0.5, -1' -> (0.5, -1.0); ValueError naming the field."""
+    try:
+        return tuple(float(t) for t in text.replace(",", " ").split())
+    except ValueError:
+        raise ValueError(f"{field}: expected numbers separated by commas, found {text!r}") from None
+
+
+def _one(text: str, field: str, kind: type) -> int | float:
+    """One integer or number from a text box; ValueError naming the field."""
+    try:
+        return kind(text.strip())
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"{field}: expected {what}, found {text!r}") from None
+
+
+def choice_from_fields(fields: Mapping[str, object]) -> object:
+    """A VariantChoice from the picker: combo keys and check boxes as they are, texts parsed.
+
+    `fields`: mask, align, rope (keys); alibi, softcap_on, sinks_on (bools); left, right,
+    chunk, prefix, sink_tokens, cu_seqlens, slopes, softcap, sinks, rope_base (texts)."""
+    return core_api.VariantChoice(
+        mask=fields["mask"],
+        align=fields["align"],
+        left=_one(fields["left"], "left", int),
+        right=_one(fields["right"], "right", int),
+        chunk=_one(fields["chunk"], "chunk", int),
+        prefix=_one(fields["prefix"], "prefix", int),
+        cu_seqlens=_ints(fields["cu_seqlens"], "cu_seqlens"),
+        sink_tokens=_one(fields["sink_tokens"], "sink tokens", int),
+        softcap=_one(fields["softcap"], "cap", float) if fields["softcap_on"] else None,
+        alibi=bool(fields["alibi"]),
+        slopes=_floats(fields["slopes"], "slopes") if fields["alibi"] else (),
+        sinks=_floats(fields["sinks"], "sinks") if fields["sinks_on"] else (),
+        rope=fields["rope"],
+        rope_base=_one(fields["rope_base"], "base", float),
+    )
+
+
+def with_variant(s: Session, fields: Mapping[str, object]) -> Session:
+    """The session with the picker's variant; ValueError naming the field when it does not fit."""
+    edited = dataclasses.replace(s, variant=choice_from_fields(fields))
+    checked(edited)
+    return edited
+
+
+def with_decode(s: Session, n: int) -> Session:
+    """Decode off (n = 0) or at step n: the cache holds tokens 0 .. n-1, token n-1 queries."""
+    edited = dataclasses.replace(s, decode=n)
+    checked(edited)
+    return edited
+
+
+def variant_cells(s: Session, rows: list[int], cols: list[int]) -> list[list[bool]] | None:
+    """The variant's mask at the given queries and keys of the whole sequence (None: no mask)."""
+    return core_api.variant_cells(s.variant, s.num_tokens, s.num_keys, s.num_heads, rows, cols)
+
+
+def rule(s: Session) -> str:
+    """The variant's rule in words for the session's sizes ('' for none or a refused one)."""
+    try:
+        variant = s.variant.variant(s.num_tokens, s.num_keys, s.num_heads)
+    except ValueError as exc:
+        return f"not used: {exc}"
+    return "" if variant is None else variant.rule()

@@ -1,0 +1,187 @@
+"""flex_attention in NumPy: the ground truth's arguments and meaning (scratch/flex.py), arrays.
+
+query (B, H, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev); score_mod, block_mask, scale,
+enable_gqa, return_lse and sinks= as scratch.flex_attention. A variant's mods run as its array
+forms; a user's own plain-Python score_mod / mask_mod is asked cell by cell (correct, but one
+Python call per cell: slow beyond a few thousand cells). Two kernels:
+
+- `explicit`: the whole (B, H, L, S) score matrix, score_mod and mask on all of it.
+- `chunked` (the default): numpy_chunked's kernel, query chunks x key tiles, visiting only the
+  tiles the block mask lists (its mask_mod evaluated only on tiles not marked full); a chunk
+  of query blocks that each see the same number of key blocks, one further each time (a
+  window's band), goes in one batched pass over exactly those tiles.
+A row that sees no key and has no sink gives output 0 and lse -inf; a learned sink adds
+exp(sink[h]) to each row's denominator (no value) and is counted in the lse.
+`create_block_mask` (numpy_flex_plan) makes the BlockMask by NumPy row bands: at L = 16384 the
+ground truth's, one Python call per cell, would take minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..flex import BlockMask, check_block_mask
+from ..options import Options
+from ..validate import check_flag, check_hook, check_scale
+from ..variants.base import check_sizes
+from ..variants.sinks import sink_logits
+from .numpy_backward import _array, _dtype
+from .numpy_chunked import KEY_BLOCK, chunked_output
+from .numpy_flex_plan import FlexPlan, create_block_mask
+
+KERNELS = ("chunked", "explicit")
+# Query rows per chunk when a block mask skips tiles (1024 without one). Window of 256 keys at
+# L = 16384, float32, CPU time of a call on this 2-core host (loaded): chunks of 256, 512,
+# 1024, 2048 rows took 36, 32, 33, 42 ms with the band pass (numpy_chunked.band_pass); 512
+# also keeps the first chunk (rows that see fewer keys: no band, tiles) small.
+FLEX_CHUNK = 512
+
+
+class FlexProblem:
+    """Validated arrays of one call: q (B, H, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev)."""
+
+    def __init__(self, query, key, value, score_mod, block_mask, scale, enable_gqa, sinks):
+        dtype = _dtype(None, query, key, value)
+        self.q, self.k, self.v = (
+            _array(x, name, dtype) for x, name in ((query, "query"), (key, "key"), (value, "value"))
+        )
+        for name, x in (("query", self.q), ("key", self.k), ("value", self.v)):
+            if x.ndim != 4:
+                raise ValueError(f"{name}: expected 4 dims (B, H, seq, dim), found shape {x.shape}")
+        (B, H, L, E), (Bk, Hkv, S, Ek), (Bv, Hv, Sv, Ev) = self.q.shape, self.k.shape, self.v.shape
+        if (Bk, Ek) != (B, E) or (Bv, Hv, Sv) != (Bk, Hkv, S):
+            raise ValueError(
+                f"key, value: expected key (B={B}, Hkv, S, E={E}) and value (B, Hkv, S, Ev), "
+                f"found query {self.q.shape}, key {self.k.shape}, value {self.v.shape}"
+            )
+        if (H != Hkv and not check_flag(enable_gqa, "enable_gqa")) or H % Hkv:
+            raise ValueError(
+                f"key: {Hkv} kv heads for {H} query heads needs enable_gqa=True and H % Hkv == 0"
+            )
+        check_flag(enable_gqa, "enable_gqa")
+        check_hook(score_mod, "score_mod")
+        check_sizes(score_mod, B, H, L, S)
+        check_block_mask(block_mask, B, H, L, S)
+        if sinks is not None and hasattr(sinks, "tolist"):  # an array of logits
+            sinks = [float(x) for x in np.asarray(sinks).reshape(-1)]
+        self.shape = (B, H, Hkv, L, S, E, Ev)
+        self.group = H // Hkv
+        self.scale = check_scale(scale, E)
+        self.dtype = dtype
+        self.plan = FlexPlan(score_mod, block_mask, sink_logits(sinks, H))
+
+    def repeat_kv(self, x: np.ndarray) -> np.ndarray:
+        """(B, Hkv, n, c) -> (B, H, n, c): query head h reads kv head h // group."""
+        return np.repeat(x, self.group, axis=1) if self.group > 1 else x
+
+    def sum_groups(self, x: np.ndarray) -> np.ndarray:
+        """(B, H, n, c) -> (B, Hkv, n, c): a kv head's gradient sums its group's query heads."""
+        B, H, n, c = x.shape
+        return x if self.group == 1 else x.reshape(B, H // self.group, self.group, n, c).sum(2)
+
+
+def explicit_scores(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:
+    """(raw, scores) over the whole grid: raw = scale q k^T, scores after score_mod and mask."""
+    B, H, _, L, S, _, _ = x.shape
+    # step 1: scaled scores                 (B, H, L, E) @ (B, H, E, S) -> (B, H, L, S)
+    raw = (x.q @ np.swapaxes(x.repeat_kv(x.k), -1, -2)) * x.dtype.type(x.scale)
+    b = np.arange(B).reshape(B, 1, 1, 1)
+    h = np.arange(H).reshape(1, H, 1, 1)
+    rows, cols = np.arange(L)[:, None], np.arange(S)[None, :]
+    scores = raw.copy()
+    with np.errstate(all="ignore"):  # masked cells may hold anything: they become -inf
+        # step 2: the score change, then the mask (-inf where the key is not seen)
+        if x.plan.score is not None:
+            scores = x.plan.score(raw, b, h, rows, cols, np).astype(x.dtype, copy=False)
+        if x.plan.mask is not None:
+            scores = np.where(dense_seen(x), scores, x.dtype.type(-np.inf))
+    return raw, scores
+
+
+def dense_seen(x: FlexProblem) -> np.ndarray:
+    """(B, H, L, S) bools: the block mask's tiles, full ones seen whole, partial ones as its
+    mask_mod says for each (b, h) (as the ground truth reads a broadcast block mask)."""
+    B, H, _, L, S, _, _ = x.shape
+    bm = x.plan.block_mask
+    (bq, bk), (mb, mh) = bm.block_size, bm.shape[:2]
+    seen = np.zeros((B, H, L, S), dtype=bool)
+    for b in range(B):
+        for h in range(H):
+            for qb, tiles in enumerate(bm.kv_blocks[b if mb > 1 else 0][h if mh > 1 else 0]):
+                rows = np.arange(qb * bq, min(qb * bq + bq, L))[:, None]  # (n, 1)
+                for kb, full in tiles:
+                    cols = np.arange(kb * bk, min(kb * bk + bk, S))[None, :]  # (1, w)
+                    cells = True if full else x.plan.mask(b, h, rows, cols, np)
+                    seen[b, h, rows, cols] = cells
+    return seen
+
+
+def explicit_softmax(x: FlexProblem, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(weights (B, H, L, S), lse (B, H, L)) with the sinks in each row's denominator."""
+    H = x.shape[1]
+    top = scores.max(axis=-1)  # (B, H, L)
+    sink = None
+    if x.plan.sinks is not None:
+        sink = x.plan.sinks.astype(x.dtype).reshape(1, H, 1)  # (1, H, 1)
+        top = np.maximum(top, sink)
+    # step 3: lse = top + log(sum_j exp(s_j - top) + exp(sink - top)); no term at all: -inf
+    empty = np.isneginf(top)
+    base = np.where(empty, 0, top)
+    total = np.exp(scores - base[..., None]).sum(axis=-1)
+    if sink is not None:
+        total = total + np.exp(sink - base)
+    with np.errstate(divide="ignore"):
+        lse = np.where(empty, -np.inf, base + np.log(total)).astype(x.dtype)
+    # step 4: weights = exp(s - lse), 0 on masked keys and on rows that see nothing
+    weights = np.exp(scores - np.where(empty, 0, lse)[..., None]).astype(x.dtype, copy=False)
+    return weights, lse
+
+
+def explicit(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:
+    """(output, lse) from the whole score matrix."""
+    weights, lse = explicit_softmax(x, explicit_scores(x)[1])
+    # step 5: output = weights @ v          (B, H, L, S) @ (B, H, S, Ev) -> (B, H, L, Ev)
+    return weights @ x.repeat_kv(x.v), lse
+
+
+def chunked(x: FlexProblem, chunk: int | None, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """(output, lse) by numpy_chunked's kernel, visiting only the block mask's tiles."""
+    if chunk is None:
+        chunk = 1024 if x.plan.block_mask is None else FLEX_CHUNK
+    options = Options(return_lse=True)  # masked_rows "zero": a row seeing nothing gives 0
+    output, lse, _ = chunked_output(
+        x.q, x.k, x.v, x.scale, None, options, None, x.group, chunk, block, plan=x.plan
+    )
+    return output, lse
+
+
+def flex_attention(
+    query: object,
+    key: object,
+    value: object,
+    score_mod: Callable | None = None,
+    block_mask: BlockMask | None = None,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    return_lse: bool = False,
+    *,
+    sinks: object = None,
+    kernel: str = "chunked",
+    chunk: int | None = None,
+    block: int = KEY_BLOCK,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """FlexAttention in NumPy: output (B, H, L, Ev), and lse (B, H, L) with return_lse.
+
+    kernel "chunked" (default; `chunk` query rows x `block` keys per tile) or "explicit".
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
+    check_flag(return_lse, "return_lse")
+    x = FlexProblem(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
+    output, lse = explicit(x) if kernel == "explicit" else chunked(x, chunk, block)
+    return (output, lse) if return_lse else output
+
+
+__all__ = ["FlexProblem", "create_block_mask", "flex_attention"]

@@ -1,0 +1,319 @@
+"""What a NumPy kernel needs of a flex_attention call's mods: array forms and the tiles to visit.
+
+`FlexPlan` holds the score_mod, the mask_mod (of the block mask) and the score_mod's derivative
+as functions of NumPy index arrays: a variant's array forms (scratch.variants), or for a user's
+own plain-Python function that same function asked cell by cell (correct, slow: one Python call
+per cell of every tile computed). `key_tiles` reads the block mask's tiles, so a kernel visits
+only the key blocks some query of its rows may see, and skips the mask on tiles marked full.
+`create_block_mask` is scratch.create_block_mask's NumPy twin (same tiles, full flags), evaluating
+the mask by row bands of array operations instead of one Python call per cell; it keeps what it
+found on the partial tiles (`ArrayBlockMask.unseen`, up to UNSEEN_BYTES), so a kernel masks such
+a tile with one np.copyto instead of asking the mask_mod again on every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..flex import BlockMask, block_mask_sizes, modified
+from ..variants.arrays import array_form
+from ..variants.dual import derivative
+
+# rows r0:r1 and keys c0:c1 of a tile that are not all seen; True: ask the mask, False: none seen
+Part = tuple[int, int, int, int, bool]
+Tile = tuple[int, int, tuple[Part, ...]]  # keys [j0, j1) and its parts not all seen
+UNSEEN_BYTES = 64 << 20  # create_block_mask keeps the partial tiles' cells up to this size
+TILE_BYTES = 64 << 20  # ... and the kernels' tiles made of them, up to this size
+
+
+@dataclass(frozen=True)
+class ArrayBlockMask(BlockMask):
+    """A BlockMask that also keeps which cells are not seen: per partial tile (b, h, qb, kb)
+    from create_block_mask (b < B, h < H of the mask: a broadcast b or h asks mask_mod), and
+    per kernel tile (b, h, i0, i1, j0, j1) as the kernels first assemble them."""
+
+    unseen: dict = field(default_factory=dict, repr=False)  # (b, h, qb, kb) -> bool (bq, bk)
+    tiles: dict = field(default_factory=dict, repr=False)  # (b, h, i0, i1, j0, j1) -> bool
+    room: list = field(default_factory=lambda: [TILE_BYTES], repr=False)  # bytes left for tiles
+
+
+def _cells(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The index arrays broadcast to one shape (the cells a cell-by-cell mod is asked about)."""
+    return np.broadcast_arrays(*(np.asarray(a) for a in arrays))
+
+
+def cellwise_mask(mask_mod: Callable[..., bool]) -> Callable[..., np.ndarray]:
+    """A user's plain mask_mod as an array form: one Python call per cell (slow, exact)."""
+
+    def array(b, h, q_idx, kv_idx, xp=np):
+        b, h, q_idx, kv_idx = _cells(b, h, q_idx, kv_idx)
+        seen = np.empty(b.shape, dtype=bool)
+        for c in np.ndindex(b.shape):
+            seen[c] = bool(mask_mod(int(b[c]), int(h[c]), int(q_idx[c]), int(kv_idx[c])))
+        return seen
+
+    return array
+
+
+def cellwise_score(score_mod: Callable[..., float], grad: bool) -> Callable[..., np.ndarray]:
+    """A user's plain score_mod (grad: its derivative, by dual numbers) asked cell by cell."""
+
+    def array(score, b, h, q_idx, kv_idx, xp=np):
+        score, b, h, q_idx, kv_idx = _cells(score, b, h, q_idx, kv_idx)
+        out = np.empty(score.shape, dtype=score.dtype)
+        for c in np.ndindex(score.shape):
+            cell = (float(score[c]), int(b[c]), int(h[c]), int(q_idx[c]), int(kv_idx[c]))
+            out[c] = derivative(score_mod, *cell) if grad else modified(score_mod, *cell)
+        return out
+
+    return array
+
+
+class FlexPlan:
+    """The mods of one call as NumPy functions, the block mask's tiles, the sinks."""
+
+    def __init__(self, score_mod, block_mask: BlockMask | None, sinks: list[float] | None):
+        self.block_mask = block_mask
+        self.score = self.grad = self.mask = None
+        if score_mod is not None:
+            self.score = array_form(score_mod, "score") or cellwise_score(score_mod, False)
+            self.grad = array_form(score_mod, "grad") or cellwise_score(score_mod, True)
+        if block_mask is not None:
+            mask_mod = block_mask.mask_mod
+            self.mask = array_form(mask_mod, "mask") or cellwise_mask(mask_mod)
+        self.kept_tiles = isinstance(block_mask, ArrayBlockMask)  # its cells kept, and tiles
+        self.sinks = None if sinks is None else np.asarray(sinks, dtype=np.float64)  # (H,)
+        self.record: list | None = None  # a list: every tile computed is appended (tests, bench)
+
+    def key_tiles(self, b: int, h: int, i0: int, i1: int, S: int, width: int) -> list[Tile]:
+        """Tiles of at most `width` keys that rows i0:i1 of (b, h) must compute, in key order,
+        each with its parts not fully seen (per block-mask tile: ask the mask, or none seen)."""
+        if self.block_mask is None:
+            return [(j0, min(j0 + width, S), ()) for j0 in range(0, S, width)]
+        if self.kept_tiles:  # planned once per block mask and chunk, kept with the block mask
+            key = ("plan", b, h, i0, i1, width)
+            found = self.block_mask.tiles.get(key)
+            if found is None:
+                found = self.block_mask.tiles[key] = self._key_tiles(b, h, i0, i1, S, width)
+            return found
+        return self._key_tiles(b, h, i0, i1, S, width)
+
+    def _key_tiles(self, b: int, h: int, i0: int, i1: int, S: int, width: int) -> list[Tile]:
+        """key_tiles, worked out from the block mask's lists."""
+        bm = self.block_mask
+        (bq, bk), (mb, mh) = bm.block_size, bm.shape[:2]
+        first = i0 // bq
+        rows = bm.kv_blocks[b if mb > 1 else 0][h if mh > 1 else 0][first : (i1 - 1) // bq + 1]
+        # each query block's rows within i0:i1 and its key blocks: kb -> every cell seen
+        bands = [
+            (max(i0, (first + n) * bq), min(i1, (first + n) * bq + bq), dict(tiles))
+            for n, tiles in enumerate(rows)
+        ]
+        spans: list[tuple[int, int]] = []  # runs of listed key blocks, cut at `width` keys
+        for kb in sorted({kb for *_, listed in bands for kb in listed}):
+            for j0 in range(kb * bk, min(kb * bk + bk, S), width):
+                j1 = min(j0 + width, kb * bk + bk, S)
+                if spans and spans[-1][1] == j0 and j1 - spans[-1][0] <= width:
+                    spans[-1] = (spans[-1][0], j1)
+                else:
+                    spans.append((j0, j1))
+        return [(j0, j1, self._parts(bands, j0, j1, bk)) for j0, j1 in spans]
+
+    @staticmethod
+    def _parts(bands: list, j0: int, j1: int, bk: int) -> tuple[Part, ...]:
+        """The rectangles of keys j0:j1 that a query band does not see whole (merged along keys)."""
+        parts: list[Part] = []
+        for r0, r1, listed in bands:
+            for kb in range(j0 // bk, (j1 - 1) // bk + 1):
+                c0, c1 = max(j0, kb * bk), min(j1, kb * bk + bk)
+                full = listed.get(kb)
+                if full:
+                    continue
+                ask = full is not None  # listed but partial: ask the mask; absent: none seen
+                last = parts[-1] if parts else None
+                if last and last[:2] == (r0, r1) and last[3] == c0 and not (ask or last[4]):
+                    parts[-1] = (r0, r1, last[2], c1, ask)
+                else:
+                    parts.append((r0, r1, c0, c1, ask))
+        return tuple(parts)
+
+    def apply(self, s: np.ndarray, b: int, h: int, i0: int, j0: int, parts: tuple) -> None:
+        """In place on a tile of scaled scores s (rows i0.., keys j0..): score_mod, then the
+        mask on the parts key_tiles gave (-inf where a part sees nothing)."""
+        self.visit(b, h, i0, j0, s.shape)
+        with np.errstate(all="ignore"):  # masked cells may hold anything: they become -inf
+            if self.score is not None:
+                rows = np.arange(i0, i0 + s.shape[0])[:, None]  # (n, 1)
+                cols = np.arange(j0, j0 + s.shape[1])[None, :]  # (1, w)
+                np.copyto(s, self.score(s, b, h, rows, cols, np), casting="same_kind")
+            if parts:
+                # without a score_mod the scores are finite: add 0 / -inf (a SIMD add, 30x
+                # cheaper than a masked copy); a score_mod's inf or NaN must be overwritten
+                bias = self.score is None
+                unseen = self.tile_unseen(b, h, i0, j0, s, parts, "bias" if bias else "cells")
+                if unseen is not None:  # the whole tile's mask in one pass
+                    if bias:
+                        np.add(s, unseen, out=s)
+                    else:
+                        np.copyto(s, -np.inf, where=unseen)
+                    return
+            for r0, r1, c0, c1, ask in parts:
+                part = s[r0 - i0 : r1 - i0, c0 - j0 : c1 - j0]
+                if not ask:
+                    part.fill(-np.inf)
+                    continue
+                kept = self.kept(b, h, r0, r1, c0, c1)
+                if kept is not None:  # the block mask's own record of this tile
+                    np.copyto(part, -np.inf, where=kept)
+                    continue
+                rows, cols = np.arange(r0, r1)[:, None], np.arange(c0, c1)[None, :]
+                np.copyto(part, -np.inf, where=np.logical_not(self.mask(b, h, rows, cols, np)))
+
+    def kept(self, b: int, h: int, r0: int, r1: int, c0: int, c1: int) -> np.ndarray | None:
+        """The unseen cells of rows r0:r1, keys c0:c1 (inside one block-mask tile) if the block
+        mask kept them for this very (b, h), else None."""
+        if not self.kept_tiles:
+            return None
+        (bq, bk) = self.block_mask.block_size
+        qb, kb = r0 // bq, c0 // bk
+        tile = self.block_mask.unseen.get((b, h, qb, kb))
+        if tile is None:
+            return None
+        return tile[r0 - qb * bq : r1 - qb * bq, c0 - kb * bk : c1 - kb * bk]
+
+    def keep(self, b, h, i0, j0, s, parts) -> np.ndarray | None:
+        """A tile's 0/1 multiplier for exp(scores) (1: seen), in s's dtype, when the block mask
+        kept the tile's cells and there is no score_mod (its values at unseen cells could
+        overflow); None otherwise (then `apply` masks the tile with -inf)."""
+        if self.score is not None or not parts:
+            return None
+        return self.tile_unseen(b, h, i0, j0, s, parts, "keep")
+
+    def bands(self, b: int, h: int, i0: int, i1: int, S: int, dtype: np.dtype):
+        """(lo, W, cells) when rows i0:i1 are whole query blocks each seeing W keys that start
+        one block further for each block (a window's band): block t of the rows sees keys
+        lo + t * bq .. + W, and cells (T, bq, W) is its keep array (1 / 0 in dtype; without a
+        score_mod) or its unseen bools (with one). None when the rows are not such a band or
+        the block mask did not keep the partial tiles' cells. Kept with the block mask."""
+        bm = self.block_mask
+        if not self.kept_tiles or bm.block_size[0] != bm.block_size[1]:
+            return None
+        n = bm.block_size[0]
+        if i0 % n or (i1 - i0) % n:
+            return None
+        kind = "cells" if self.score is not None else "keep"
+        key = ("band", b, h, i0, i1, kind, np.dtype(dtype).str)
+        if key not in bm.tiles:
+            bm.tiles[key] = self._bands(b, h, i0, i1, S, np.dtype(dtype), kind)
+        return bm.tiles[key]
+
+    def _bands(self, b, h, i0, i1, S, dtype, kind):
+        """bands(), worked out from the block mask's lists and kept cells."""
+        bm = self.block_mask
+        n, (mb, mh) = bm.block_size[0], bm.shape[:2]
+        rows = bm.kv_blocks[b if mb > 1 else 0][h if mh > 1 else 0][i0 // n : i1 // n]
+        first = [kb for kb, _ in rows[0]]
+        m = len(first)
+        if not m or first != list(range(first[0], first[0] + m)):
+            return None
+        lo, width = first[0] * n, m * n
+        if lo + (len(rows) - 1) * n + width > S:
+            return None  # the last key block is cut short: not a band
+        unseen = np.zeros((len(rows), n, width), dtype=bool)  # (T, bq, W)
+        for t, tiles in enumerate(rows):
+            if [kb for kb, _ in tiles] != list(range(first[0] + t, first[0] + t + m)):
+                return None
+            for c, (kb, full) in enumerate(tiles):
+                if not full:
+                    r0 = i0 + t * n
+                    kept = self.kept(b, h, r0, r0 + n, kb * n, kb * n + n)
+                    if kept is None:
+                        return None
+                    unseen[t, :, c * n : c * n + n] = kept
+        cells = unseen if kind == "cells" else np.where(unseen, dtype.type(0), dtype.type(1))
+        return lo, width, cells
+
+    def visit(self, b: int, h: int, i0: int, j0: int, shape: tuple[int, int]) -> None:
+        """Note a tile computed (when `record` is a list: the tests and the bench count them)."""
+        if self.record is not None:
+            self.record.append((b, h, i0, i0 + shape[0], j0, j0 + shape[1]))
+
+    def tile_unseen(self, b, h, i0, j0, s, parts, kind) -> np.ndarray | None:
+        """The unseen cells of a whole kernel tile as kind "bias" (0 / -inf in s's dtype),
+        "keep" (1 / 0 in s's dtype) or "cells" (bools), assembled once from the kept
+        block-mask tiles and kept in the block mask (None: not kept, or a part must ask the
+        mask_mod)."""
+        if not self.kept_tiles:
+            return None
+        n, w = s.shape
+        key = (b, h, i0, i0 + n, j0, j0 + w, kind, s.dtype.str)
+        tiles = self.block_mask.tiles
+        if key in tiles:
+            return tiles[key]
+        unseen = np.zeros((n, w), dtype=bool)
+        for r0, r1, c0, c1, ask in parts:
+            kept = self.kept(b, h, r0, r1, c0, c1) if ask else True
+            if kept is None:
+                return None
+            unseen[r0 - i0 : r1 - i0, c0 - j0 : c1 - j0] = kept
+        if kind != "cells":  # 0 / -inf to add, or 1 / 0 to multiply
+            fill, other = (-np.inf, 0.0) if kind == "bias" else (0.0, 1.0)
+            unseen = np.where(unseen, s.dtype.type(fill), s.dtype.type(other))
+        room = self.block_mask.room
+        if unseen.nbytes <= room[0]:
+            room[0] -= unseen.nbytes
+            tiles[key] = unseen
+        return unseen
+
+    def score_grad(self, raw: np.ndarray, b: int, h: int, i0: int, j0: int) -> np.ndarray | float:
+        """d score_mod / d score on a tile of raw scaled scores (1 without a score_mod)."""
+        if self.grad is None:
+            return 1.0
+        rows = np.arange(i0, i0 + raw.shape[0])[:, None]
+        cols = np.arange(j0, j0 + raw.shape[1])[None, :]
+        with np.errstate(all="ignore"):
+            return self.grad(raw, b, h, rows, cols, np)
+
+    def sink(self, h: int) -> float | None:
+        """Head h's sink logit (None without sinks)."""
+        return None if self.sinks is None else float(self.sinks[h])
+
+
+def create_block_mask(
+    mask_mod: Callable[..., bool],
+    B: int | None,
+    H: int | None,
+    Q_LEN: int,
+    KV_LEN: int,
+    BLOCK_SIZE: int | tuple[int, int] = 128,
+) -> BlockMask:
+    """scratch.create_block_mask by NumPy row bands: the same BlockMask (B or H None: 1)."""
+    nb, nh, L, S, bq, bk = block_mask_sizes(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE)
+    mask = array_form(mask_mod, "mask") or cellwise_mask(mask_mod)
+    starts = np.arange(0, S, bk)
+    cols = np.arange(S)[None, :]  # (1, S)
+    unseen: dict = {}
+    room = [UNSEEN_BYTES]  # bytes left for kept partial tiles
+
+    def tiles(b: int, h: int, qb: int) -> list[tuple[int, bool]]:
+        rows = np.arange(qb * bq, min(qb * bq + bq, L))[:, None]  # (n, 1)
+        seen = np.broadcast_to(mask(b, h, rows, cols, np), (len(rows), S))  # (n, S)
+        some = np.logical_or.reduceat(seen, starts, axis=1).any(axis=0)  # (key blocks,)
+        every = np.logical_and.reduceat(seen, starts, axis=1).all(axis=0)
+        for kb in np.flatnonzero(some & ~every):  # partial tiles: keep their unseen cells
+            cells = ~seen[:, kb * bk : kb * bk + bk]
+            if cells.nbytes <= room[0]:
+                room[0] -= cells.nbytes
+                unseen[b, h, qb, int(kb)] = cells
+        return [(int(kb), bool(every[kb])) for kb in np.flatnonzero(some)]
+
+    kv_blocks = [
+        [[tiles(b, h, qb) for qb in range(-(-L // bq))] for h in range(nh)] for b in range(nb)
+    ]
+    return ArrayBlockMask(mask_mod, (nb, nh, L, S), (bq, bk), kv_blocks, unseen)
+
+
+__all__ = ["ArrayBlockMask", "FlexPlan", "cellwise_mask", "cellwise_score", "create_block_mask"]

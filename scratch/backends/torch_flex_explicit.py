@@ -1,0 +1,60 @@
+"""FlexAttention written out in torch: scores, score_mod, mask, softmax with sinks, weights @ v.
+
+The path that runs where FlexAttention cannot (any gradient on CPU: torch 2.13's FlexAttention
+"does not support backward on CPU"), and the one torch.autograd differentiates for the backward.
+Every step is an ordinary differentiable torch operation; the mods are evaluated on the whole
+(B, H, L, S) grid as FlexAttention calls them (torch_flex_mods.on_grid). Memory: O(B H L S).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from .torch_flex_mods import on_grid
+
+
+def explicit_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    score_mod: Callable | None,
+    mask_mod: Callable | None,
+    sinks: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output (B, H, L, Ev), lse (B, H, L)); kv heads shared by groups of query heads (GQA)."""
+    B, H, L, _ = q.shape
+    S, group = k.shape[2], H // k.shape[1]
+    k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)  # (B, H, S, .)
+    # step 1: scaled scores
+    scores = scale * (q @ k_all.transpose(-1, -2))  # (B, H, L, E) @ (B, H, E, S) -> (B, H, L, S)
+    # step 2: the score change, then the mask (a score of -inf from score_mod masks too)
+    if score_mod is not None:
+        scores = on_grid(score_mod, (B, H, L, S), q.device, scores)
+    if mask_mod is not None:
+        seen = on_grid(mask_mod, (B, H, L, S), q.device)  # (B, H, L, S) bools
+        scores = torch.where(seen, scores, -math.inf)
+    # step 3: softmax with the sink in the denominator; subtract the row max (sink included) so
+    # exp never overflows; a row that sees nothing keeps max 0 and sum 0 (weights 0, lse -inf)
+    top = scores.detach().amax(-1, keepdim=True)  # (B, H, L, 1)
+    if sinks is not None:
+        sink = sinks.view(1, H, 1, 1)
+        top = torch.maximum(top, sink.detach())
+    top = torch.where(torch.isinf(top), 0.0, top)
+    e = torch.exp(scores - top)  # masked keys: exp(-inf) = 0
+    total = e.sum(-1, keepdim=True)  # (B, H, L, 1)
+    if sinks is not None:
+        total = total + torch.exp(sink - top)  # the sink: a denominator term with no value
+    empty = total == 0  # (B, H, L, 1); a 1 in their place keeps 0/0 and log 0 out of autograd
+    safe = torch.where(empty, 1.0, total)
+    weights = e / safe
+    # step 4: output = weights @ v
+    output = weights @ v_all  # (B, H, L, S) @ (B, H, S, Ev) -> (B, H, L, Ev)
+    lse = torch.where(empty, -math.inf, top + torch.log(safe)).squeeze(-1)  # (B, H, L)
+    return output, lse
+
+
+__all__ = ["explicit_attention"]

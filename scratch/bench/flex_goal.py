@@ -1,0 +1,177 @@
+"""Issue 21 item 10: the NumPy flex kernel on a sliding window of 256 keys at L = 16384.
+
+Opt-in (a plugin's goals, never in the default table): `python -m scratch.bench --plugin
+scratch.bench.flex_goal --only flex`. Three rows timed interleaved (timing.measure_alternating)
+on the same float32 (1, 1, L, 64) inputs:
+- numpy_flex.flex_attention with the block mask of SlidingWindow(255, 0) (each query sees
+  itself and the 255 keys before it), its chunked kernel skipping the tiles the mask rules out;
+- the NumPy backend's chunked kernel on the full causal problem (is_causal=True);
+- torch's FlexAttention with the same rule (the variant's torch array form) as a torch block
+  mask, under torch.compile where it compiles here, else eager (the row's name says which,
+  and the goal line why).
+Goals: the window call <= 1.5x (causal time x the fraction of the causal kernel's cells the
+window kernel computes: the work of the tiles it must compute), and <= 1.25x torch's time.
+Cells: the window kernel's are counted (FlexPlan.record, one untimed call; rows its fast pass
+hands to the safe pass count again); the causal kernel's follow its loop (numpy_chunked: each
+query chunk i0:i1 computes keys 0 .. i1 - 1).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from scratch.bench.host import LOAD_WAIT_S
+from scratch.bench.plugins import Goal, GoalSet
+from scratch.bench.row import Row, pair_ratio
+
+FLEX_L = 16384
+WINDOW = 256  # keys each query sees: SlidingWindow(WINDOW - 1, 0)
+E = 64
+TILE_GOAL = 1.5
+TORCH_GOAL = 1.25
+WINDOW_ROW = "numpy flex chunked, window"
+CAUSAL_ROW = "numpy chunked, full causal"
+
+
+def causal_cells(L: int) -> int:
+    """Score cells numpy_chunked computes for L x L causal: chunk i0:i1 visits keys 0..i1-1."""
+    from scratch.backends.numpy_chunked import PARALLEL_MIN, QUERY_CHUNK
+    from scratch.backends.numpy_threads import cores
+
+    chunk = min(QUERY_CHUNK, L)
+    if cores() > 1 and L * L >= PARALLEL_MIN:  # the kernel's own rule: a task per core at least
+        chunk = min(chunk, -(-L // cores()))
+    return sum((min(L, i0 + chunk) - i0) * min(L, i0 + chunk) for i0 in range(0, L, chunk))
+
+
+def torch_flex(q, k, v, variant, L: int, compile: bool):
+    """(row name, call, why) for torch's FlexAttention on the variant's torch array form."""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return variant.mask_mod_array(b, h, q_idx, kv_idx, torch)
+
+    block_mask = create_block_mask(mask_mod, 1, 1, L, L, device="cpu")
+    tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
+    why = "eager: compiling not asked"
+    if compile:
+        try:
+            compiled = torch.compile(flex_attention)
+            compiled(tq, tk, tv, block_mask=block_mask)  # compiles now, outside the timing
+            return (
+                "torch FlexAttention compiled (cpu)",
+                (lambda: compiled(tq, tk, tv, block_mask=block_mask)),
+                "torch.compile works here",
+            )
+        except Exception as exc:  # any failure to compile: measure eager, and say why
+            why = f"eager: torch.compile failed ({type(exc).__name__}: {str(exc)[:120]})"
+
+    def eager():
+        with warnings.catch_warnings():  # "called without torch.compile()": known, and said
+            warnings.simplefilter("ignore")
+            return flex_attention(tq, tk, tv, block_mask=block_mask)
+
+    return "torch FlexAttention eager (cpu)", eager, why
+
+
+def flex_rows(L: int = FLEX_L, window: int = WINDOW, compile: bool = True):
+    """(rivals for measure_alternating, window cells, causal cells, why torch runs as it does)."""
+    import numpy as np
+
+    from scratch.backends import get, numpy_flex
+    from scratch.variants import SlidingWindow
+
+    rng = np.random.default_rng(L)
+    q, k, v = (rng.standard_normal((1, 1, L, E), dtype=np.float32) for _ in range(3))
+    variant = SlidingWindow(window - 1, 0)
+    block_mask = numpy_flex.create_block_mask(variant.mask_mod, 1, 1, L, L)
+    problem = numpy_flex.FlexProblem(q, k, v, None, block_mask, None, False, None)
+    problem.plan.record = []
+    numpy_flex.chunked(problem, None, numpy_flex.KEY_BLOCK)  # untimed: count the cells
+    cells = sum((i1 - i0) * (j1 - j0) for *_, i0, i1, j0, j1 in problem.plan.record)
+    bq, bk = block_mask.block_size
+    listed = sum(  # the cells of the tiles the block mask lists (what the kernel must compute)
+        (min(L, qb * bq + bq) - qb * bq) * (min(L, kb * bk + bk) - kb * bk)
+        for qb, tiles in enumerate(block_mask.kv_blocks[0][0])
+        for kb, _ in tiles
+    )
+    numpy_be = get("numpy")
+    rivals = [
+        (
+            f"{WINDOW_ROW} {window}",
+            lambda: numpy_flex.flex_attention(q, k, v, block_mask=block_mask),
+            "n/a",
+        ),
+        (
+            CAUSAL_ROW,
+            lambda: numpy_be.scaled_dot_product_attention(
+                q, k, v, is_causal=True, need_weights=False
+            ),
+            "n/a",
+        ),
+    ]
+    name, call, why = torch_flex(q, k, v, variant, L, compile)
+    rivals.append((name, call, "n/a"))
+    return rivals, (cells, listed), causal_cells(L), why
+
+
+def judge(rows: list[Row], cells, causal: int, why: str, L: int, window: int) -> list[Goal]:
+    """The two goal lines from the three rows (window, causal, torch); cells = (computed by the
+    window kernel, in the block mask's tiles: what it must compute)."""
+    win, full, torch_row = rows
+    cells, listed = cells
+    fraction = cells / causal
+    scaled = Row(L, "causal x fraction", full.seconds * fraction, full.runs, None, "n/a")
+    scaled.times, scaled.load = [t * fraction for t in full.times], full.load
+    work = pair_ratio(scaled, win)  # window time / (causal time x fraction), per round too
+    tiles = (
+        f"numpy flex chunked, window of {window} keys at L = {L}: <= {TILE_GOAL:g}x the full "
+        f"causal chunked time x the fraction of its cells computed ({cells} / {causal} = "
+        f"{fraction:.4f}; the block mask's tiles hold {listed} cells)"
+    )
+    out = [(tiles, "PASS" if work.p10 <= TILE_GOAL else "FAIL", work.text("x the time"))]
+    rival = pair_ratio(torch_row, win)
+    vs = (
+        f"numpy flex chunked, window of {window} keys at L = {L}: <= {TORCH_GOAL:g}x the time "
+        f"of {torch_row.name} ({why})"
+    )
+    out.append((vs, "PASS" if rival.p10 <= TORCH_GOAL else "FAIL", rival.text("x the time")))
+    for r in rows:
+        out.append(
+            (
+                f"(reference) {r.name} at L = {L}",
+                "info",
+                f"10th percentile {r.p10 * 1e3:.1f} ms, best {r.best * 1e3:.1f} ms, "
+                f"{r.runs} rounds",
+            )
+        )
+    return out
+
+
+def measure_flex(
+    L: int = FLEX_L,
+    window: int = WINDOW,
+    compile: bool = True,
+    runs: int | None = None,
+    load_wait_s: float | None = LOAD_WAIT_S,
+) -> list[Goal]:
+    """Time the three rows interleaved and judge both goals."""
+    from scratch.bench.timing import measure_alternating
+
+    rivals, cells, causal, why = flex_rows(L, window, compile)
+    rows = measure_alternating(
+        L, rivals, runs, load_wait_s, budget_s=3.0, min_rounds=6, max_rounds=12
+    )
+    return judge(rows, cells, causal, why, L, window)
+
+
+BENCH_GOALS = (
+    GoalSet(
+        "flex",
+        f"numpy flex chunked on a window of {WINDOW} keys at L = {FLEX_L} (issue 21 item 10)",
+        measure_flex,
+    ),
+)
+
+__all__ = ["BENCH_GOALS", "causal_cells", "flex_rows", "judge", "measure_flex"]

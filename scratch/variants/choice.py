@@ -1,0 +1,156 @@
+"""A variant as plain data (what the window's picker and session files hold) -> one Variant.
+
+`VariantChoice` names a mask (none, causal, window, chunked, prefix-LM, documents from
+cu_seqlens, sink tokens) with its alignment, the score changes (softcap, then ALiBi), learned
+sinks and RoPE, in numbers and words only; `variant(L, S, H)` builds the one Variant a call of L
+queries, S keys and H heads computes, with the variants' own checks (a refusal names the field:
+`left`, `cap`, `cu_seqlens`, `slopes`, `sinks`, ...). The queries are the last L of S positions
+when aligned bottom-right (decode: one query, S cached keys), the first L when top-left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from .alibi import ALiBi
+from .base import Variant, check_int
+from .causal import Causal, shift_of
+from .chunked import ChunkedLocal
+from .combine import combine
+from .documents import Documents, ids_from_cu_seqlens
+from .prefix import PrefixLM
+from .rotary import Rotary
+from .sinks import LearnedSinks
+from .softcap import Softcap
+from .streaming import SinkTokens
+from .window import SlidingWindow
+
+MASKS = ("none", "causal", "window", "chunked", "prefix", "documents", "sink_tokens")
+ALIGNS = ("top-left", "bottom-right")
+ROPES = ("none", "half", "interleaved")
+
+
+@dataclass(frozen=True)
+class VariantChoice:
+    """One variant in numbers and words: a mask, score changes, learned sinks, RoPE."""
+
+    mask: str = "none"  # one of MASKS
+    align: str = "bottom-right"  # where the queries sit among the keys (ALIGNS)
+    left: int = 2  # window: keys before the diagonal (-1: unbounded); sink tokens' window
+    right: int = 0  # window: keys after the diagonal (-1: unbounded)
+    chunk: int = 4  # chunked: keys per chunk
+    prefix: int = 2  # prefix-LM: keys every query sees
+    cu_seqlens: tuple[int, ...] = ()  # documents: [0, n1, n1 + n2, ..., length]
+    sink_tokens: int = 1  # sink tokens: the first keys kept in view
+    softcap: float | None = None  # cap * tanh(score / cap), applied first; None: off
+    alibi: bool = False  # + slope[h] * (j - i), after the softcap
+    slopes: tuple[float, ...] = ()  # ALiBi's slopes; (): the paper's for the head count
+    sinks: tuple[float, ...] = ()  # learned sink logits, one per head; (): none
+    rope: str = "none"  # RoPE's pairing (ROPES); "none": off
+    rope_base: float = 10000.0
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("mask", MASKS), ("align", ALIGNS), ("rope", ROPES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name}: expected one of {', '.join(allowed)}, found {getattr(self, name)!r}"
+                )
+        object.__setattr__(self, "cu_seqlens", tuple(self.cu_seqlens))
+        object.__setattr__(self, "slopes", tuple(self.slopes))
+        object.__setattr__(self, "sinks", tuple(self.sinks))
+
+    def _mask(self, L: int, S: int, length: int) -> Variant | None:
+        """The mask part for L queries at the last (or first) L of S positions."""
+        shift = shift_of(self.align, L, S)
+        if self.mask == "causal":
+            return Causal(shift)
+        if self.mask == "window":
+            return SlidingWindow(self.left, self.right, shift)
+        if self.mask == "chunked":
+            return ChunkedLocal(self.chunk, shift)
+        if self.mask == "prefix":
+            return PrefixLM(self.prefix, shift)
+        if self.mask == "sink_tokens":
+            return SinkTokens(self.sink_tokens, self.left, shift)
+        if self.mask == "documents":
+            ids = ids_from_cu_seqlens(list(self.cu_seqlens), "cu_seqlens")
+            if len(ids) != length:
+                raise ValueError(
+                    f"cu_seqlens: expected the last entry to be the sequence length ({length}), "
+                    f"found {self.cu_seqlens[-1]}"
+                )
+            return Documents(ids[shift : shift + L], ids[:S])
+        return None
+
+    def variant(self, L: int, S: int, H: int, length: int | None = None) -> Variant | None:
+        """The Variant for L queries, S keys, H heads (cu_seqlens end at `length`, default S).
+
+        Checked against those sizes; None when nothing is chosen."""
+        check_int(S, "S", least=1)
+        parts = [self._mask(L, S, S if length is None else length)]
+        if self.softcap is not None:
+            parts.append(Softcap(self.softcap))
+        if self.alibi:
+            shift = shift_of(self.align, L, S)  # queries at their true positions
+            parts.append(ALiBi(self.slopes, shift) if self.slopes else ALiBi.for_heads(H, shift))
+        if self.sinks:
+            parts.append(LearnedSinks(self.sinks))
+        if self.rope != "none":
+            parts.append(Rotary(self.rope_base, self.rope))
+        parts = [p for p in parts if p is not None]
+        for p in parts:
+            p.check(1, H, L, S)
+        return None if not parts else parts[0] if len(parts) == 1 else combine(*parts)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: lists, numbers, strings, None."""
+        return {
+            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> VariantChoice:
+        """A choice from JSON data (a session's "variant"); ValueError naming the field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"expected an object of VariantChoice's fields, found {data!r}")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise ValueError(
+                f"unknown fields {', '.join(unknown)} (expected some of {', '.join(fields)})"
+            )
+        for name, value in data.items():
+            _check_json(name, value, cls.__dataclass_fields__[name].default)
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_json(name: str, value: object, default: object) -> None:
+    """One field's JSON type: as its default's (a list for tuples; softcap a number or null)."""
+    if name == "softcap":
+        ok = value is None or _number(value)
+    elif isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = _number(value)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    else:  # tuples: cu_seqlens of integers, slopes and sinks of numbers
+        item = (
+            (lambda x: isinstance(x, int) and not isinstance(x, bool))
+            if name == "cu_seqlens"
+            else _number
+        )
+        ok = isinstance(value, list) and all(item(x) for x in value)
+    if not ok:
+        raise ValueError(f"{name}: expected a value like {default!r}, found {value!r}")
+
+
+__all__ = ["ALIGNS", "MASKS", "ROPES", "VariantChoice"]

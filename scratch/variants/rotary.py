@@ -1,0 +1,60 @@
+"""RoPE as a part of a variant: q and k turned by their positions before the scores.
+
+Not a mask or a score change (no mask_mod, no score_mod): it changes q and k themselves, so a
+variant that holds it (`combine(SlidingWindow(2, 0), Rotary())`) tells the ground truth's trace
+to add the step q, k -> q_rotated, k_rotated (scratch.rotary, each head's d_head features).
+Positions follow decode's alignment: key j sits at position j, query i at i + S - L (the L
+queries are the last L positions of the S keys; L = S: position i).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..rope import PAIRINGS, rotary, rotary_words
+from .base import Variant
+
+
+@dataclass(frozen=True)
+class Rotary(Variant):
+    """RoPE on q and k (pairing "half" or "interleaved", base, first rotary_dim features)."""
+
+    base: float = 10000.0
+    pairing: str = "half"
+    rotary_dim: int | None = None
+
+    def __post_init__(self):
+        ok = isinstance(self.base, (int, float)) and not isinstance(self.base, bool)
+        if not ok or not (0.0 < self.base < math.inf):
+            raise ValueError(f"base: expected a finite number > 0, found {self.base!r}")
+        if self.pairing not in PAIRINGS:
+            raise ValueError(
+                f"pairing: expected one of {', '.join(PAIRINGS)}, found {self.pairing!r}"
+            )
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        if L > S:
+            raise ValueError(f"rotary: positions are those of decode (L <= S), found L={L}, S={S}")
+
+    @staticmethod
+    def positions(L: int, S: int) -> tuple[list[int], list[int]]:
+        """(query positions, key positions): i + S - L for query i, j for key j."""
+        return [i + S - L for i in range(L)], list(range(S))
+
+    def turn(self, x: list, positions: list[int]) -> list:
+        """x (L, d_head) turned by scratch.rotary."""
+        return rotary(
+            x, positions, base=self.base, pairing=self.pairing, rotary_dim=self.rotary_dim
+        )
+
+    def words(self, row: list[float], position: int, feature: int, name: str) -> str:
+        """Hover text of one rotated feature (angle, cos, sin of its pair)."""
+        return rotary_words(
+            row, position, feature, name=name, base=self.base, pairing=self.pairing,
+            rotary_dim=self.rotary_dim,
+        )  # fmt: skip
+
+    def rule(self) -> str:
+        dims = "" if self.rotary_dim is None else f", first {self.rotary_dim} features"
+        return f"RoPE ({self.pairing} pairing, base {self.base:g}{dims})"
