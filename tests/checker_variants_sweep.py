@@ -3,7 +3,8 @@
     PYTHONPATH=. python tests/checker_variants_sweep.py [first_seed] [end_seed] [only]
 
 only: 'mistakes' or 'correct' runs just that half of the forward (two processes share the
-work); 'backward' runs the backward catalogue and correct backward kernels instead.
+work); 'backward' runs the backward catalogue and correct backward kernels instead;
+'backward-correct' only the correct backward kernels (the false-alarm sweep).
 
 Every planted mistake of tests/checker_variants.py and every correct kernel there on seeds
 first..end-1; prints one row per mistake and the false alarms. The numbers are quoted in the
@@ -28,8 +29,10 @@ def main(first: int = 0, end: int = 200, only: str = "") -> int:
     names: dict[str, Counter] = {}
     alarms: Counter = Counter()
     mistakes, correct, check = MISTAKES, CORRECT, check_variants
-    if only == "backward":
+    if only.startswith("backward"):
         mistakes, correct, check = BACKWARD_MISTAKES, BACKWARD_CORRECT, check_variants_backward
+    if only == "backward-correct":
+        mistakes = {}
     for seed in range(first, end):
         for name, (fn, array, dtype, words) in {} if only == "correct" else mistakes.items():
             r = check(fn, array=array, dtype=dtype, seed=seed)
