@@ -84,7 +84,11 @@ def prepare_backward(case: VariantCase, dtype: str, seed: int) -> dict:
                 f"(more than rounding): the checker's own rule and truth disagree"
             )
         reference.append(r)
-        allowed_err.append(RULE_FACTOR * r + FLOOR_ULPS * ulp(top, dtype))
+        # references that happen to agree closely leave only the ulp floor; a correct kernel
+        # summing the n = E + S terms of a gradient in another order may differ by about n
+        # roundings of the largest entry (seen in float64: 4 false alarms over seeds 20-199)
+        floor = max(FLOOR_ULPS * ulp(top, dtype), n * u * top)
+        allowed_err.append(RULE_FACTOR * r + floor)
     made = {"prep": prep, "d_out": d_out, "truth": truth, "allowed": allowed_err, "memo": {}}
     if len(_CACHE) > 128:
         _CACHE.clear()
