@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..variants.causal import at_or_before
 from .variant_cases import VariantCase
 
 
@@ -72,7 +73,7 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
     j = np.arange(S)[None, :]
     seen = np.ones((L, S), dtype=bool)
     if case.causal:
-        seen &= j <= i + p.causal_edge
+        seen &= at_or_before(j, i + p.causal_edge)
     if case.window is not None and not p.no_window:
         left, right = case.window
         lo, hi = (
@@ -81,16 +82,17 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
             else p.window_edges
         )
         if lo is not None:
-            seen &= j >= i + lo
+            seen &= ~at_or_before(j, i + lo - 1)
         if hi is not None:
-            seen &= j <= i + hi
+            seen &= at_or_before(j, i + hi)
     if case.cu_seqlens is not None and p.docs != "ignored":
         ids = doc_ids(case.cu_seqlens, S, p.doc_edge)
         q_ids = ids[np.clip(i, 0, S - 1)]
         # 'no-end': from the start of the query's document on, later documents included
         seen &= (ids[j] >= q_ids) if p.docs == "no-end" else (ids[j] == q_ids)
     if case.prefix is not None:
-        seen &= j <= i if p.no_prefix else (j < case.prefix + p.prefix_edge) | (j <= i)
+        causal = at_or_before(j, i)
+        seen &= causal if p.no_prefix else (j < case.prefix + p.prefix_edge) | causal
     if case.chunk is not None and not p.no_chunk:
         n = case.chunk if p.chunk is None else p.chunk
         seen &= j // n == i // n

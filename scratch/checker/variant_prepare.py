@@ -95,7 +95,7 @@ def truth_inputs(case: VariantCase, d: VariantData) -> tuple:
     """(q, k turned by RoPE, score_mod, block_mask, sinks, (q positions, k positions))."""
     q, k = d.q.tolist(), d.k.tolist()
     L, S = case.q[2], case.k[2]
-    positions = [case.shift + i for i in range(L)], list(range(S))
+    positions = list(range(case.shift, case.shift + L)), list(range(S))
     if case.rotary is not None:  # turn query i by position i + S - L, key j by position j
         q = rotary(q, positions[0], pairing=case.rotary)
         k = rotary(k, positions[1], pairing=case.rotary)
