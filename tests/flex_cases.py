@@ -22,6 +22,7 @@ from scratch.variants import (
     ChunkedLocal,
     Documents,
     GivenMask,
+    GlobalTokens,
     PrefixLM,
     SinkTokens,
     SlidingWindow,
@@ -97,6 +98,15 @@ def sink_tokens(B, H, L, S, sinks=1, left=1):
         return (kv <= q) & ((kv < sinks) | (kv >= q - left))
 
     return Case(SinkTokens(sinks, left), mask)
+
+
+def global_tokens(B, H, L, S):
+    tokens = (0, max(S - 2, 0))  # [CLS] and one more (the same one when S < 3)
+
+    def mask(b, h, q, kv):
+        return (kv == tokens[0]) | (kv == tokens[1]) | (q == tokens[0]) | (q == tokens[1])
+
+    return Case(GlobalTokens(tokens), mask)
 
 
 def alibi(B, H, L, S):
@@ -182,6 +192,7 @@ SINGLE = {
     "prefix-LM": prefix,
     "documents": documents,
     "sink tokens": sink_tokens,
+    "global tokens": global_tokens,
     "alibi": alibi,
     "alibi symmetric": alibi_symmetric,
     "softcap": softcap,

@@ -19,6 +19,7 @@ from scratch.variants import (
     ChunkedLocal,
     Documents,
     GivenMask,
+    GlobalTokens,
     LearnedSinks,
     PrefixLM,
     SinkTokens,
@@ -72,6 +73,36 @@ def test_chunked_prefix_documents_and_sink_tokens():
     assert seen(combine(docs, Causal()), 5, 5) == [[0], [0, 1], [2], [2, 3], [2, 3, 4]]
     # StreamingLLM: 1 sink token + the 2 keys before each query
     assert seen(SinkTokens(1, 1), 5, 5) == [[0], [0, 1], [0, 1, 2], [0, 2, 3], [0, 3, 4]]
+
+
+def test_global_tokens_and_longformer():
+    # global positions 0 and 3: their rows see every key, every row sees their columns
+    assert seen(GlobalTokens([3, 0]), 5, 5) == [
+        [0, 1, 2, 3, 4],
+        [0, 3],
+        [0, 3],
+        [0, 1, 2, 3, 4],
+        [0, 3],
+    ]
+    longformer = or_masks(SlidingWindow(1, 1).mask_mod, GlobalTokens([0]).mask_mod)
+    rows = [[j for j in range(6) if longformer(0, 0, i, j)] for i in range(6)]
+    assert rows == [
+        [0, 1, 2, 3, 4, 5],
+        [0, 1, 2],
+        [0, 1, 2, 3],
+        [0, 2, 3, 4],
+        [0, 3, 4, 5],
+        [0, 4, 5],
+    ]
+    shifted = GlobalTokens([4], shift=3)  # query 1 sits at position 4
+    assert [j for j in range(6) if shifted.mask_mod(0, 0, 1, j)] == list(range(6))
+    assert GlobalTokens([0]).explain(0, 0, 2, 1) == (
+        "masked (neither key 1 nor the query's position 2 is a global token)"
+    )
+    with pytest.raises(ValueError, match="tokens: position 5 is past the S = 5 keys"):
+        GlobalTokens([5]).check(1, 1, 5, 5)
+    with pytest.raises(ValueError, match="tokens: expected an integer >= 0"):
+        GlobalTokens([-1])
 
 
 def test_alibi_slopes_are_the_papers_for_any_head_count():

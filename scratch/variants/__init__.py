@@ -1,7 +1,7 @@
 """Attention variants, each one object: a mask_mod and/or score_mod and what follows from it.
 
-Masks: Causal, SlidingWindow, ChunkedLocal, PrefixLM, Documents, SinkTokens, GivenMask (SDPA's
-attn_mask, bool or float). Score changes:
+Masks: Causal, SlidingWindow, ChunkedLocal, PrefixLM, Documents, SinkTokens, GlobalTokens,
+GivenMask (SDPA's attn_mask, bool or float). Score changes:
 ALiBi, SymmetricALiBi, Softcap, BiasTable. Learned sinks (a denominator term): LearnedSinks.
 RoPE on q and k (before the scores): Rotary.
 Combining: combine, and_masks, or_masks, compose. A variant as plain data (the window's picker,
@@ -19,6 +19,7 @@ from .chunked import ChunkedLocal
 from .combine import Combined, and_masks, combine, compose, or_masks
 from .documents import Documents
 from .given_mask import GivenMask
+from .global_tokens import GlobalTokens
 from .prefix import PrefixLM
 from .rotary import Rotary
 from .sinks import LearnedSinks
@@ -34,6 +35,7 @@ __all__ = [
     "Combined",
     "Documents",
     "GivenMask",
+    "GlobalTokens",
     "LearnedSinks",
     "PrefixLM",
     "Rotary",
