@@ -292,6 +292,13 @@ def decoder_head(model: object, layer: int, head: int) -> tuple[dict, VariantCho
     return llama.head_weights(model.config, model.weights, layer, head), rope
 
 
+def model_block(run: object, layer: int) -> object:
+    """scratch.models.block.block: layer `layer` of a run step by step, checked against it."""
+    from scratch.models.block import block
+
+    return block(run, layer)
+
+
 @contextlib.contextmanager
 def single_threaded_blas() -> Iterator[None]:
     """scratch.backends.numpy_threads.single_threaded_blas; nothing to hold without NumPy."""

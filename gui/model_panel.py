@@ -16,6 +16,7 @@ from PyQt6.QtWidgets import (
     QScrollArea,
     QSpinBox,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -23,6 +24,7 @@ from PyQt6.QtWidgets import (
 from gui import numbers
 from gui.generate_bar import GenerateBar
 from gui.head_view import HeadView
+from gui.model_block import ModelBlock
 from gui.model_grid import ModelGrid
 from gui.model_worker import DecoderFrame, ModelWorker
 from gui.next_token_bars import NextTokenBars
@@ -140,7 +142,11 @@ class ModelPanel(QWidget):
         self.content = QWidget()
         views = QVBoxLayout(self.content)
         views.setContentsMargins(0, 0, 0, 0)
-        views.addWidget(split, 1)
+        self.views = QTabWidget()  # the heads, or one layer's whole block (where attention sits)
+        self.views.addTab(split, "Heads")
+        self.block = ModelBlock()
+        self.views.addTab(self.block, "Whole block")
+        views.addWidget(self.views, 1)
         views.addWidget(self.sinks)
         outer.addWidget(self.content, 1)
         self._set_grid_title()
@@ -158,6 +164,9 @@ class ModelPanel(QWidget):
         self.layer.valueChanged.connect(lambda _: self._show_lines())
         self.head.currentIndexChanged.connect(lambda _: self._show_lines())
         self.open_button.clicked.connect(self._open_current)
+        self.views.currentChanged.connect(lambda _: self._show_block())
+        self.block.boxClicked.connect(self._block_clicked)
+        self.block.failed.connect(lambda m: self._failed(f"the block view: {m}"))
 
     # ---------------------------------------------------------------- requests (to the workers)
 
@@ -331,14 +340,32 @@ class ModelPanel(QWidget):
         self.head_note.setVisible(self.frame is not None)
         if self.frame is not None:
             self.head_note.setText(self._head_note(heads))
+        self._show_block()
+
+    def _show_block(self) -> None:
+        """The block view of the picked layer (and head), when its tab is showing."""
+        shown = self.run is not None or self.frame is not None
+        if self.views.currentWidget() is not self.block or not shown:
+            return
+        head = self.head.currentData()
+        source = self.frame.decoding if self.frame is not None else self.run
+        self.block.set_source(source, self.layer.value(), 0 if head in (None, -1) else head)
+
+    def _block_clicked(self, target: str) -> None:
+        """The attention box: the head grid; the norm box (x): this head in the pipeline."""
+        if target == "heads":
+            self.views.setCurrentIndex(0)
+        else:
+            self._open_current()
 
     def _head_note(self, heads: list[int]) -> str:
         """Which KV head the picked head shares, and what opening it shows of RoPE."""
         kv = self.frame.kv_heads
         model = self.frame.decoding.prompt.model
         rope = (
-            f"In the pipeline its q and k arrive turned by RoPE (base {model.config.rope_base:g}: "
-            "each pair of features i, i + d/2 turns by an angle that grows with the position)."
+            f"In the pipeline q = x @ W_q, then RoPE turns q and k (base "
+            f"{model.config.rope_base:g}: each pair of features i, i + d/2 turns by an angle "
+            "that grows with the position)."
         )
         if len(heads) > 1:
             return f"Lines: the newest token's, one colour per head. {rope}"

@@ -76,8 +76,11 @@ def _f64(w: dict, name: str) -> np.ndarray:
 def _bert_layer(run: object, n: int) -> list[Stage]:
     """Encoder layer n from its input h = run.inputs[n] (BERT normalises after each residual)."""
     c, w, p = run.model.config, run.model.weights, f"encoder.layer.{n}."
-    act, ln = ACTIVATIONS[c.activation], lambda x, name: layer_norm(  # noqa: E731
-        x, _f64(w, p + name + ".weight"), _f64(w, p + name + ".bias"), c.eps
+    act, ln = (
+        ACTIVATIONS[c.activation],
+        lambda x, name: layer_norm(  # noqa: E731
+            x, _f64(w, p + name + ".weight"), _f64(w, p + name + ".bias"), c.eps
+        ),
     )
     h = run.inputs[n]  # (T, d_model)
     proj = bert.projections(w, n)
@@ -88,7 +91,8 @@ def _bert_layer(run: object, n: int) -> list[Stage]:
     attn = attn + _f64(w, p + "attention.output.dense.bias")
     residual = h + attn
     mid = ln(residual, "attention.output.LayerNorm")
-    inner = act(mid @ _f64(w, p + "intermediate.dense.weight").T + _f64(w, p + "intermediate.dense.bias"))
+    inner = mid @ _f64(w, p + "intermediate.dense.weight").T  # (T, d_inner)
+    inner = act(inner + _f64(w, p + "intermediate.dense.bias"))
     mlp = inner @ _f64(w, p + "output.dense.weight").T + _f64(w, p + "output.dense.bias")
     out = ln(mid + mlp, "output.LayerNorm")  # (T, d_model): the next layer's input
     if n + 1 < c.layers:
@@ -191,8 +195,12 @@ def _llama_layer(run: object, n: int, h: np.ndarray) -> list[Stage]:
     return [
         Stage("input", f"h: layer {n}'s input (the residual stream)", h),
         Stage("norm", "x = RMSNorm(h): what the heads read", x),
-        Stage("attention", f"softmax(RoPE(q) RoPE(k)^T / sqrt(d), causal): {H} query heads "
-              f"sharing {G} key/value heads", weights),  # fmt: skip
+        Stage(
+            "attention",
+            f"softmax(RoPE(q) RoPE(k)^T / sqrt(d), causal): {H} query heads "
+            f"sharing {G} key/value heads",
+            weights,
+        ),  # fmt: skip
         Stage("attention output", "the heads' outputs side by side @ W_o", attn),
         Stage("residual", "h + attention output", residual),
         Stage("norm 2", "RMSNorm(residual)", m),
