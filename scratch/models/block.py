@@ -59,6 +59,22 @@ def block(run: object, layer: int) -> Block:
     return Block(model.family, layer, list(run.tokens), tuple(stages))
 
 
+WORDS = {  # what each step computes, where the families say it alike
+    "input": "h: layer {n}'s input (the residual stream)",
+    "attention output": "the heads' outputs side by side @ W_o + b_o",
+    "residual": "h + attention output",
+    "mlp output": "mlp @ W_2 + b_2",
+    "residual 2": "residual + mlp output: the layer's output",
+}
+
+
+def _stages(n: int, arrays: dict, common: dict, own: dict) -> list[Stage]:
+    """The layer's arrays as Stages in the order given, each with its words (the family's own
+    where it has them)."""
+    words = {**common, **own}
+    return [Stage(name, words[name].format(n=n), value) for name, value in arrays.items()]
+
+
 def _agree(name: str, mine: np.ndarray, run_value: np.ndarray) -> None:
     """Refuse a step whose numbers differ from the run's by more than AGREEMENT."""
     gap = float(np.max(np.abs(mine - run_value)))
@@ -97,28 +113,33 @@ def _bert_layer(run: object, n: int) -> list[Stage]:
     out = ln(mid + mlp, "output.LayerNorm")  # (T, d_model): the next layer's input
     if n + 1 < c.layers:
         _agree(f"layer {n} output", out, run.inputs[n + 1])
+    arrays = {"input": h, "attention": weights, "attention output": attn, "residual": residual,
+              "norm": mid, "mlp": inner, "mlp output": mlp, "residual 2": out}  # fmt: skip
+    return _stages(n, arrays, WORDS, {
+        "attention": f"softmax(q k^T / sqrt(d)) for {c.heads} heads",
+        "norm": "LayerNorm(residual)",
+        "mlp": f"{c.activation}(norm @ W_1 + b_1)",
+        "residual 2": "LayerNorm(norm + mlp output): the layer's output",
+    })  # fmt: skip
+
+
+def _embedded(run: object, words: str, positions: str, note: str = "") -> list[Stage]:
+    """The token embeddings (one row per token id) and the position table's first T rows."""
+    w = run.model.weights
     return [
-        Stage("input", f"h: layer {n}'s input (the residual stream)", h),
-        Stage("attention", f"softmax(q k^T / sqrt(d)) for {c.heads} heads", weights),
-        Stage("attention output", "the heads' outputs side by side @ W_o + b_o", attn),
-        Stage("residual", "h + attention output", residual),
-        Stage("norm", "LayerNorm(residual)", mid),
-        Stage("mlp", f"{c.activation}(norm @ W_1 + b_1)", inner),
-        Stage("mlp output", "mlp @ W_2 + b_2", mlp),
-        Stage("residual 2", "LayerNorm(norm + mlp output): the layer's output", out),
-    ]
+        Stage("embeddings", "token embeddings (one row per token id)",
+              w[words][run.ids].astype(np.float64)),  # (T, d_model)
+        Stage("positions", "position embeddings" + note, _f64(w, positions)[: len(run.ids)]),
+    ]  # fmt: skip
 
 
 def _bert(run: object, layer: int) -> list[Stage]:
-    c, w = run.model.config, run.model.weights
-    T = len(run.ids)
-    words = w["embeddings.word_embeddings.weight"][run.ids].astype(np.float64)  # (T, d_model)
-    positions = _f64(w, "embeddings.position_embeddings.weight")[:T]  # (T, d_model)
+    c = run.model.config
     stages = [
-        Stage("embeddings", "token embeddings (one row per token id)", words),
-        Stage("positions", "position embeddings (+ token type 0)", positions),
+        *_embedded(run, "embeddings.word_embeddings.weight",
+                   "embeddings.position_embeddings.weight", " (+ token type 0)"),
         *_bert_layer(run, layer),
-    ]
+    ]  # fmt: skip
     last = stages[-1].value if layer == c.layers - 1 else _bert_layer(run, c.layers - 1)[-1].value
     return [*stages, Stage("output", f"layer {c.layers - 1}'s output: one vector per token", last)]
 
@@ -141,32 +162,27 @@ def _gpt2_layer(run: object, n: int, h: np.ndarray) -> list[Stage]:
     m = layer_norm(residual, _f64(w, p + "ln_2.weight"), _f64(w, p + "ln_2.bias"), c.eps)
     inner = act(m @ _f64(w, p + "mlp.c_fc.weight") + _f64(w, p + "mlp.c_fc.bias"))  # (T, inner)
     mlp = inner @ _f64(w, p + "mlp.c_proj.weight") + _f64(w, p + "mlp.c_proj.bias")  # (T, d)
-    return [
-        Stage("input", f"h: layer {n}'s input (the residual stream)", h),
-        Stage("norm", "x = LayerNorm(h): what the heads read", x),
-        Stage("attention", f"softmax(q k^T / sqrt(d), causal) for {c.heads} heads", weights),
-        Stage("attention output", "the heads' outputs side by side @ W_o + b_o", attn),
-        Stage("residual", "h + attention output", residual),
-        Stage("norm 2", "LayerNorm(residual)", m),
-        Stage("mlp", f"{c.activation}(norm 2 @ W_1 + b_1)", inner),
-        Stage("mlp output", "mlp @ W_2 + b_2", mlp),
-        Stage("residual 2", "residual + mlp output: the layer's output", residual + mlp),
-    ]
+    arrays = {"input": h, "norm": x, "attention": weights, "attention output": attn,
+              "residual": residual, "norm 2": m, "mlp": inner, "mlp output": mlp,
+              "residual 2": residual + mlp}  # fmt: skip
+    return _stages(n, arrays, WORDS, {
+        "norm": "x = LayerNorm(h): what the heads read",
+        "attention": f"softmax(q k^T / sqrt(d), causal) for {c.heads} heads",
+        "norm 2": "LayerNorm(residual)",
+        "mlp": f"{c.activation}(norm 2 @ W_1 + b_1)",
+    })  # fmt: skip
 
 
 def _gpt2(run: object, layer: int) -> list[Stage]:
-    c, w = run.model.config, run.model.weights
-    T = len(run.ids)
-    words = w["wte.weight"][run.ids].astype(np.float64)  # (T, d_model)
-    positions = _f64(w, "wpe.weight")[:T]  # (T, d_model)
-    h, chosen = words + positions, []
+    c = run.model.config
+    start = _embedded(run, "wte.weight", "wpe.weight")
+    h, chosen = start[0].value + start[1].value, []  # (T, d_model)
     for n in range(c.layers):  # the residual stream, layer by layer (no head: no logits here)
         stages = _gpt2_layer(run, n, h)
         chosen = stages if n == layer else chosen
         h = stages[-1].value
     out = Stage("output", f"layer {c.layers - 1}'s output: one vector per token", h)
-    return [Stage("embeddings", "token embeddings", words),
-            Stage("positions", "position embeddings", positions), *chosen, out]  # fmt: skip
+    return [*start, *chosen, out]
 
 
 # ---------------------------------------------------------------- Llama: RMSNorm, RoPE, GQA, SwiGLU
@@ -192,22 +208,18 @@ def _llama_layer(run: object, n: int, h: np.ndarray) -> list[Stage]:
     gate = m @ w[p + "ffn_gate.weight"].T  # (T, d_inner)
     inner = gate * sigmoid(gate) * (m @ w[p + "ffn_up.weight"].T)  # SwiGLU (T, d_inner)
     mlp = inner @ w[p + "ffn_down.weight"].T  # (T, d_model)
-    return [
-        Stage("input", f"h: layer {n}'s input (the residual stream)", h),
-        Stage("norm", "x = RMSNorm(h): what the heads read", x),
-        Stage(
-            "attention",
-            f"softmax(RoPE(q) RoPE(k)^T / sqrt(d), causal): {H} query heads "
-            f"sharing {G} key/value heads",
-            weights,
-        ),  # fmt: skip
-        Stage("attention output", "the heads' outputs side by side @ W_o", attn),
-        Stage("residual", "h + attention output", residual),
-        Stage("norm 2", "RMSNorm(residual)", m),
-        Stage("mlp", "SwiGLU: silu(norm 2 @ W_gate) * (norm 2 @ W_up)", inner),
-        Stage("mlp output", "mlp @ W_down", mlp),
-        Stage("residual 2", "residual + mlp output: the layer's output", residual + mlp),
-    ]
+    arrays = {"input": h, "norm": x, "attention": weights, "attention output": attn,
+              "residual": residual, "norm 2": m, "mlp": inner, "mlp output": mlp,
+              "residual 2": residual + mlp}  # fmt: skip
+    return _stages(n, arrays, WORDS, {
+        "norm": "x = RMSNorm(h): what the heads read",
+        "attention": f"softmax(RoPE(q) RoPE(k)^T / sqrt(d), causal): {H} query heads sharing "
+                     f"{G} key/value heads",
+        "attention output": "the heads' outputs side by side @ W_o",
+        "norm 2": "RMSNorm(residual)",
+        "mlp": "SwiGLU: silu(norm 2 @ W_gate) * (norm 2 @ W_up)",
+        "mlp output": "mlp @ W_down",
+    })  # fmt: skip
 
 
 def _llama(run: object, layer: int) -> list[Stage]:
