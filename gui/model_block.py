@@ -15,7 +15,7 @@ from gui import block_view_model as bvm
 from gui import core_api
 from gui.model_worker import ModelWorker
 
-IMAGE_W, IMAGE_H = 150, 64  # each box's heatmap, in pixels (matrices are stretched to fit)
+IMAGE_W, IMAGE_H = 150, 50  # each box's heatmap, in pixels (matrices are stretched to fit)
 BOX_W = 180  # a box's width: the columns reflow to the view's width
 MAPS = {"weights": "viridis", "logits": "viridis", "signed": "CET-D1A"}
 

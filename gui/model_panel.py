@@ -186,9 +186,10 @@ class ModelPanel(QWidget):
         self.worker.extend(self.frame.decoding, temperature, seed)
 
     def wait(self) -> None:
-        """Join both workers (closing the window)."""
+        """Join the workers (closing the window)."""
         self.worker.wait()
         self.opener.wait()
+        self.block.worker.wait()
 
     def _browse(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Model directory")
