@@ -35,6 +35,7 @@ MODELS = (  # (what the model box holds, what the list says)
     ("default", "default: all-MiniLM-L6-v2 (BERT encoder)"),
     ("smollm2", "smollm2: SmolLM2-135M-Instruct (Llama decoder)"),
 )
+PROMPT_CHARS = 240  # the status shows at most this many of the prompt's last characters
 SINK_NOTE = (
     "Attention sink: in {share:.0%} of the heads most of the weight goes to {token}. A head "
     "with nothing useful to look at still has to put its softmax weight somewhere (each row "
@@ -288,7 +289,9 @@ class ModelPanel(QWidget):
             )
         else:
             said += "Press Generate to add the likeliest token. "
-        return f"{said}<br>{html.escape(d.prompt.text)}{new}"
+        text = d.prompt.text  # a long prompt: its end (the status would push the views away)
+        text = text if len(text) <= PROMPT_CHARS else "…" + text[-PROMPT_CHARS:]
+        return f"{said}<br>{html.escape(text)}{new}"
 
     def _reset_pickers(self, layers: int, heads: int) -> None:
         self.layer.blockSignals(True)

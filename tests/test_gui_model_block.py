@@ -150,3 +150,23 @@ def qtbot_left():
     from PyQt6.QtCore import Qt
 
     return Qt.MouseButton.LeftButton
+
+
+@pytest.mark.gui
+def test_a_long_prompt_leaves_the_views_their_height(qtbot, open_window, smollm2):
+    """The status shows a long prompt's end only: at 1024 x 700 the block view keeps its rows."""
+    pytest.importorskip("PyQt6")
+    from gui import session as sm
+    from gui.model_panel import PROMPT_CHARS
+    from gui.model_worker import frame
+    from scratch.models import decoding
+
+    prompt = "the cat sat on the mat and then it looked at the dog " * 12  # 600 characters
+    window = open_window(sm.random_session(0, 4, 4, 2, 2, 1), size=(1024, 700))
+    panel = window.model
+    panel.show_result(frame(decoding.start(smollm2, prompt)))
+    window.tabs.setCurrentWidget(panel)
+    text = panel.status.text()
+    assert prompt[-PROMPT_CHARS:].strip() in text and prompt not in text  # its end, elided
+    qtbot.wait(200)  # the layout settles
+    assert panel.views.height() >= 380, "the status pushed the views off the window"
