@@ -21,10 +21,12 @@ MAPS = {"weights": "viridis", "logits": "viridis", "signed": "CET-D1A"}
 
 
 def box_image(box: bvm.Box) -> QImage:
-    """The box's matrix as an RGBA QImage at its own size, coloured at its levels."""
+    """The box's matrix as an RGBA QImage, coloured at its levels (weights larger than the
+    picture max-pooled to its pixels, so no bright cell is dropped)."""
     table = pg.colormap.get(MAPS[box.kind]).getLookupTable(0.0, 1.0, 256, alpha=True)
     lo, hi = box.levels
-    scaled = (box.image - lo) / ((hi - lo) or 1.0)  # (rows, cols) in 0..1 at the levels
+    image = bvm.max_pool(box.image, IMAGE_H, IMAGE_W) if box.kind == "weights" else box.image
+    scaled = (image - lo) / ((hi - lo) or 1.0)  # (rows, cols) in 0..1 at the levels
     index = np.clip(np.nan_to_num(scaled) * 255, 0, 255).round().astype(np.uint8)
     rgba = np.ascontiguousarray(table[index])  # (rows, cols, 4)
     rows, cols = index.shape

@@ -170,3 +170,15 @@ def test_a_long_prompt_leaves_the_views_their_height(qtbot, open_window, smollm2
     assert prompt[-PROMPT_CHARS:].strip() in text and prompt not in text  # its end, elided
     qtbot.wait(200)  # the layout settles
     assert panel.views.height() >= 380, "the status pushed the views off the window"
+
+
+def test_max_pool_keeps_the_brightest_cell_of_each_block():
+    rng = np.random.default_rng(0)
+    a = rng.random((512, 512)) * 0.1  # (T, T)
+    a[300, 7] = 0.9
+    small = bvm.max_pool(a, 50, 150)
+    assert small.shape == (47, 128)  # blocks of 11 x 4 (ceil 512 / 50, ceil 512 / 150)
+    assert small.max() == 0.9 and small[300 // 11, 7 // 4] == 0.9
+    assert small[0, 0] == a[:11, :4].max()
+    small_head = a[:6, :6]  # fits: left as it is
+    assert bvm.max_pool(small_head, 50, 150) is small_head
