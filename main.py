@@ -34,7 +34,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options; out-of-range numbers are usage errors (exit status 2)."""
     from gui.session import MAX_HEADS, MAX_SEED, MAX_TOKENS  # the spin boxes' ranges
 
-    p = argparse.ArgumentParser(description="Transformer attention, every step on screen.")
+    p = argparse.ArgumentParser(
+        description="Transformer attention, every step on screen. The options open the window "
+        "on screen as they open a --screenshot; only --hover and --size need --screenshot."
+    )
     p.add_argument("--preset", help="preset name, or 'random' (see --list-presets)")
     p.add_argument("--list-presets", action="store_true", help="print the preset names and exit")
     p.add_argument("--step", help="step to open, e.g. weights")
@@ -287,6 +290,17 @@ def tab_of(window, args: argparse.Namespace):
     return tabs[args.tab or "pipeline"]
 
 
+def open_as_asked(window, args: argparse.Namespace, run=None) -> None:
+    """The window on screen opens what the options ask: the model run, --step, --head, --tab."""
+    if run is not None:
+        window.model.show_result(run, args.model or "default")
+    if args.step:
+        window.pipeline.step_name = args.step
+    if args.head is not None and run is None:  # a model's head is the session's one head
+        window.pipeline.set_head(args.head)
+    window.tabs.setCurrentWidget(tab_of(window, args))
+
+
 def no_screen() -> bool:
     """True on Linux with no X11/Wayland display and no Qt platform chosen by hand."""
     return (
@@ -319,17 +333,17 @@ def main(argv: list[str] | None = None) -> int:
             check_head(args.head, (session or default_session()).num_heads)
     except ValueError as exc:
         return fail(str(exc))
-    if args.screenshot:
-        if args.step and args.tab != "backward":  # check the step name before starting Qt
-            from gui import controller
-            from gui.main_window import default_session
+    if args.step and args.tab != "backward":  # check the step name before starting Qt
+        from gui import controller
+        from gui.main_window import default_session
 
-            try:
-                names = controller.step_names(session or default_session())
-            except (ValueError, TypeError) as exc:
-                return fail(f"the inputs are not valid: {exc}")
-            if args.step not in names:
-                return fail(f"unknown step {args.step!r}; steps: {', '.join(names)}")
+        try:
+            names = controller.step_names(session or default_session())
+        except (ValueError, TypeError) as exc:
+            return fail(f"the inputs are not valid: {exc}")
+        if args.step not in names:
+            return fail(f"unknown step {args.step!r}; steps: {', '.join(names)}")
+    if args.screenshot:
         return screenshot(args, session, run)
     if no_screen():
         return fail(
@@ -353,11 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     ErrorHandler(show_dialog=True).install()
     settings = QSettings("scratch-attention", "attention-app")
     window = MainWindow(settings, session)
-    if run is not None:
-        window.model.show_result(run, args.model or "default")
-    if args.step:
-        window.pipeline.step_name = args.step
-    window.tabs.setCurrentWidget(tab_of(window, args))  # --tab also opens the window's tab
+    open_as_asked(window, args, run)
     window.show()
     return app.exec()
 

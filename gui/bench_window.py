@@ -24,6 +24,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from gui import bench_views
 from scratch.bench import host, plugins
 from scratch.bench.stats import low_quantile
 
@@ -314,4 +315,7 @@ def window_goals() -> list[plugins.Goal]:
     return goal_lines(measure())
 
 
-BENCH_GOALS = (plugins.GoalSet("window", WHAT, window_goals),)
+BENCH_GOALS = (
+    plugins.GoalSet("window", WHAT, window_goals),
+    plugins.GoalSet("views", bench_views.WHAT, bench_views.view_goals),  # step change, hover
+)

@@ -52,7 +52,10 @@ class CellNumbers:
         self.items = {}
         self.point_size = 0
         self.panel, self.cmap = panel, cmap
-        self.exponent = common_exponent(panel.raw) if panel is not None else 0
+        self.exponent = 0
+        if panel is not None:  # a pooled panel knows its largest |value| (16.7 M cells unread)
+            big = panel.largest
+            self.exponent = common_exponent(panel.raw if big is None else np.array([big]))
         return f"1e{self.exponent:03d}" if self.exponent else ""
 
     def text(self, i: int, j: int) -> str:
@@ -97,7 +100,7 @@ class CellNumbers:
 
     def _pen(self, i: int, j: int) -> object:
         """Black or white for contrast with the cell's colour; dark grey on a masked cell."""
-        shade = float(self.panel.image[i, j])
+        shade = self.panel.pixel(i, j)
         if not math.isfinite(shade):
             return (90, 90, 90)
         lo, hi = self.panel.levels

@@ -11,7 +11,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gui import backward_check, core_api, sampled_check, truth_process, variant_session
+from gui import (
+    backward_check,
+    core_api,
+    interrupt,
+    sampled_check,
+    truth_process,
+    variant_session,
+)
 from gui.session import Session
 
 
@@ -101,7 +108,8 @@ def run(
 
     hook = start_truth if sampled else None
     with truth_process.sharing_cores() if sampled else contextlib.nullcontext():
-        trace = core_api.trace_with_backend(s.backend, s.dtype, example, options, hook)
+        with _stoppable(stop) if s.backend == "scratch" else contextlib.nullcontext():
+            trace = core_api.trace_with_backend(s.backend, s.dtype, example, options, hook)
     if stop():
         raise Cancelled  # a started ground truth is left to finish; nobody reads it
     if sampled:
@@ -114,7 +122,8 @@ def run(
         return _outcome(s, trace, reference, checks, start, note)
     # step 2: the exact ground truth (the same object when the backend is scratch itself)
     report(1, 3, "ground truth trace")
-    reference = trace if s.backend == "scratch" else core_api.ground_truth(example, options)
+    with _stoppable(stop):
+        reference = trace if s.backend == "scratch" else core_api.ground_truth(example, options)
     if stop():
         raise Cancelled
     # step 3: compare them step by step
@@ -122,6 +131,12 @@ def run(
     checks = core_api.compare(trace, reference)
     report(3, 3, "done")
     return _outcome(s, trace, reference, checks, start, "")
+
+
+def _stoppable(stop: Callable[[], bool]):
+    """The pure-Python ground truth inside raises Cancelled within milliseconds of a Cancel
+    (or a newer request): it stops, and its frames and lists are freed (gui.interrupt)."""
+    return interrupt.stoppable(stop, Cancelled)
 
 
 def _sampled_checks(trace, options: core_api.Options, dtype: str, started: list) -> list:
@@ -178,7 +193,8 @@ def run_backward(
     example, options = example_and_options(s)
     # step 1: the exact backward trace (the forward steps, then dO -> dV, dP, D, dS -> dQ, dK)
     report(0, 2, "ground truth backward")
-    trace = core_api.backward_trace(backward_check.grad_output_for(s), example, options)
+    with _stoppable(stop):
+        trace = core_api.backward_trace(backward_check.grad_output_for(s), example, options)
     if stop():
         raise Cancelled
     # step 2: the chosen backend's gradients against it (small enough sizes only)

@@ -1,113 +1,94 @@
-"""Head view: lines from each token (left) to the tokens it attends to (right), width = weight."""
+"""Head view: lines from each token (left) to the tokens it attends to (right), width = weight;
+a legend of the heads above, every token labelled in a scrolling column."""
 
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
-from PyQt6.QtCore import QPointF, QRectF, Qt
-from PyQt6.QtGui import QColor, QFont, QPainter, QPen
-from PyQt6.QtWidgets import QSizePolicy, QWidget
+from PyQt6 import sip
+from PyQt6.QtCore import QEvent, QObject, QTimer, pyqtSignal
+from PyQt6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
-MAX_WIDTH = 6.0  # pixels for a weight of 1
-SHOWN = 0.02  # lines for weights below this are left out (they would only add grey)
+from gui.head_canvas import HeadCanvas
+from gui.head_legend import HeadLegend
+from gui.head_lines import HeadLines
 
-
-def head_colours(count: int) -> list[QColor]:
-    """One distinct colour per head."""
-    return [pg.intColor(h, hues=max(count, 1), values=1, maxValue=200) for h in range(count)]
+HINT = "hover a token (left: what it attends to; right: what attends to it)"
 
 
 class HeadView(QWidget):
-    """One layer's heads as lines between two columns of tokens; hover a token to isolate it."""
+    """One layer's heads as lines between two columns of tokens; emits headsChanged(heads) when
+    the legend turns heads on or off."""
+
+    headsChanged = pyqtSignal(list)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.tokens: list[str] = []
-        self.weights: np.ndarray | None = None  # (heads, T, T) of one layer
-        self.heads: list[int] = []
-        self.focus: int | None = None  # the hovered query token
-        self.pinned: int | None = None  # the token focused when no token is hovered
+        self.state = HeadLines()
+        self.legend = HeadLegend(self.state)
+        self.canvas = HeadCanvas(self.state)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(self.canvas)
+        self.scroll.setWidgetResizable(True)  # the canvas takes the width; its height scrolls
+        self.hint = QLabel(HINT)
+        self.hint.setWordWrap(True)
+        self.hint.setStyleSheet("color: #114477; font-size: 8pt;")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.legend)
+        layout.addWidget(self.hint)
+        layout.addWidget(self.scroll, 1)
         self.setMinimumSize(260, 200)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
-        self.setMouseTracking(True)
+        self.legend.changed.connect(self._legend_changed)
+        self.scroll.viewport().installEventFilter(self)  # the rows share the height in view
+
+    @property
+    def tokens(self) -> list[str]:
+        """The tokens on screen."""
+        return self.state.tokens
+
+    @property
+    def weights(self) -> np.ndarray | None:
+        """The layer's (heads, T, T) weights on screen."""
+        return self.state.weights
+
+    @property
+    def heads(self) -> list[int]:
+        """The heads drawn, ascending."""
+        return list(self.state.on)
+
+    @property
+    def focus(self) -> int | None:
+        """The token whose lines alone are drawn (hovered on either side, or pinned), if any."""
+        focus = self.state.focus()
+        return None if focus is None else focus[1]
 
     def set_layer(
         self, tokens: list[str], weights: np.ndarray, heads: list[int], focus: int | None = None
     ) -> None:
         """Show heads `heads` of one layer's (heads, T, T) weights; focus: only that query
         token's lines (a decoder's newest token), until the mouse moves over a token."""
-        self.tokens, self.weights, self.heads = list(tokens), weights, list(heads)
-        self.focus = self.pinned = focus
-        self.update()
+        self.state.set_layer(tokens, weights, heads, focus)
+        self.legend.refit()
+        self.legend.update()
+        self.canvas.refit()
+        QTimer.singleShot(0, self._show_pinned)  # once the scroll area knows the new height
 
-    def row_y(self, i: int) -> float:
-        """Vertical centre of token i's label."""
-        step = (self.height() - 20) / max(len(self.tokens), 1)
-        return 10 + step * (i + 0.5)
-
-    def columns(self) -> tuple[float, float]:
-        """x of the left and right ends of the lines."""
-        return self.width() * 0.3, self.width() * 0.7
-
-    def mouseMoveEvent(self, event) -> None:
-        if not self.tokens:
+    def _show_pinned(self) -> None:
+        """Scroll the pinned token (a decoder's newest) into view."""
+        if sip.isdeleted(self) or sip.isdeleted(self.scroll):  # closed before the timer fired
             return
-        left, _ = self.columns()
-        pos = event.position()
-        i = None
-        if pos.x() < left:
-            step = (self.height() - 20) / len(self.tokens)
-            i = int((pos.y() - 10) // step)
-            i = i if 0 <= i < len(self.tokens) else None
-        i = self.pinned if i is None else i
-        if i != self.focus:
-            self.focus = i
-            self.update()
+        if self.state.pinned is not None and self.state.pinned < len(self.state.tokens):
+            y = int(self.canvas.token_y(self.state.pinned))
+            self.scroll.ensureVisible(0, y, 0, int(self.canvas.step()))
 
-    def leaveEvent(self, event) -> None:
-        self.focus = self.pinned
-        self.update()
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.scroll.viewport() and event.type() == QEvent.Type.Resize:
+            self.canvas.refit(event.size().height())
+            QTimer.singleShot(0, self._show_pinned)
+        return super().eventFilter(watched, event)
 
-    def paintEvent(self, event) -> None:
-        painter = QPainter(self)
-        painter.fillRect(self.rect(), QColor("white"))
-        if self.weights is None:
-            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "Run a text to see lines")
-            return
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        left, right = self.columns()
-        T = len(self.tokens)
-        font = QFont()
-        font.setPointSize(9 if T <= 40 else 7)
-        painter.setFont(font)
-        colours = head_colours(self.weights.shape[0])
-        for h in self.heads:
-            colour = QColor(colours[h])
-            for i in range(T):
-                if self.focus is not None and i != self.focus:
-                    continue
-                for j in range(T):
-                    w = float(self.weights[h, i, j])
-                    if w < SHOWN:
-                        continue
-                    colour.setAlphaF(min(1.0, 0.25 + 0.75 * w))
-                    painter.setPen(QPen(colour, max(0.5, MAX_WIDTH * w)))
-                    painter.drawLine(QPointF(left, self.row_y(i)), QPointF(right, self.row_y(j)))
-        painter.setPen(QColor("black"))
-        every = max(1, T // 60)  # thin the labels when there are many tokens
-        for i in range(0, T, every):
-            y = self.row_y(i)
-            bold = self.focus == i
-            font.setBold(bold)
-            painter.setFont(font)
-            painter.drawText(
-                QRectF(0, y - 9, left - 6, 18),
-                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                self.tokens[i],
-            )
-            painter.drawText(
-                QRectF(right + 6, y - 9, self.width() - right - 6, 18),
-                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                self.tokens[i],
-            )
-        painter.end()
+    def _legend_changed(self) -> None:
+        self.canvas.update()
+        self.headsChanged.emit(self.heads)

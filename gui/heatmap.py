@@ -8,11 +8,13 @@ from contextlib import contextmanager
 
 import numpy as np
 import pyqtgraph as pg
-from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSignal
+from PyQt6.QtCore import QEvent, QPointF, QRectF, Qt, pyqtSignal
 from PyQt6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPen
 from PyQt6.QtWidgets import QGraphicsRectItem, QVBoxLayout, QWidget
 
+from gui import pooled
 from gui.cell_numbers import CellNumbers
+from gui.hover_tip import HoverTip
 from gui.token_axis import (  # noqa: F401 (nice_every, visible_ticks re-exported)
     LONGEST_COMPACT,
     LONGEST_LABEL,
@@ -105,7 +107,7 @@ class Heatmap(QWidget):
     def show_panel(self, panel: Panel) -> None:
         """Render one panel: fixed levels, float32 row-major image, labels, numbers."""
         self.panel = panel
-        rows, cols = panel.image.shape
+        rows, cols = panel.shape  # cells: a pooled image is stretched over them
         cmap = pg.colormap.get(COLORMAPS[panel.kind])
         # the fast path: fixed levels, float32 C-contiguous row-major data
         self.image_item.setColorMap(cmap)
@@ -119,8 +121,9 @@ class Heatmap(QWidget):
         self.plot.getAxis("bottom").set_labels(panel.col_labels)
         self.plot.getAxis("left").set_labels(panel.row_labels)
         if not self.compact:
-            self.plot.setLabel("left", panel.row_axis)
-            self.plot.setLabel("bottom", panel.col_axis)
+            rows_per, cols_per = panel.blocks  # a 4096-token matrix is drawn pooled: said here
+            self.plot.setLabel("left", panel.row_axis + pooled.axis_note(rows_per))
+            self.plot.setLabel("bottom", panel.col_axis + pooled.axis_note(cols_per, why=True))
         # square cells unless the matrix is long and thin: then a hairline would be unreadable
         self.plot.setAspectLocked(max(rows, cols) <= ASPECT_LIMIT * min(rows, cols))
         # no pan/zoom limits: with the aspect locked they would cut the whole-matrix view
@@ -154,7 +157,7 @@ class Heatmap(QWidget):
         """Show the whole matrix (double-click does the same)."""
         if self.panel is None:
             return
-        rows, cols = self.panel.image.shape
+        rows, cols = self.panel.shape
         # one call for both axes: with the aspect locked, setting x then y lets the second call
         # shrink the first range to keep cells square, cutting columns off the view
         box = self.plot.getViewBox()
@@ -179,8 +182,8 @@ class Heatmap(QWidget):
         if panel is None or not self.isVisible():
             yield
             return
-        rows, cols = panel.image.shape
-        k = max(1, CRISP_PIXELS // max(rows, cols))  # whole cells of k x k pixels
+        rows, cols = panel.shape
+        k = max(1, CRISP_PIXELS // max(panel.image.shape))  # whole pixels of k x k
         big = np.repeat(np.repeat(panel.image, k, axis=0), k, axis=1)  # (rows*k, cols*k)
         rect = QRectF(-0.5, -0.5, cols, rows)
         self.image_item.setImage(big, autoLevels=False, levels=panel.levels)
@@ -203,7 +206,7 @@ class Heatmap(QWidget):
         """Outline row `index` (axis 0) or column `index` (axis 1): a source of the hovered cell."""
         if self.panel is None:
             return
-        rows, cols = self.panel.image.shape
+        rows, cols = self.panel.shape
         if axis == 0 and 0 <= index < rows:
             rect = QRectF(-0.5, index - 0.5, cols, 1)
         elif axis == 1 and 0 <= index < cols:
@@ -224,7 +227,7 @@ class Heatmap(QWidget):
             return None
         p = box.mapSceneToView(scene_pos)
         row, col = math.floor(p.y() + 0.5), math.floor(p.x() + 0.5)
-        rows, cols = self.panel.image.shape
+        rows, cols = self.panel.shape
         return (row, col) if 0 <= row < rows and 0 <= col < cols else None
 
     def hover(self, row: int, col: int) -> None:
@@ -246,6 +249,15 @@ class Heatmap(QWidget):
             self._hover_box.setRect(QRectF(cell[1] - 0.5, cell[0] - 0.5, 1, 1))
             self._hover_box.show()
         self.cellHovered.emit(cell)
+
+    def event(self, event) -> bool:
+        """Its tooltip is shown inside the window (gui.hover_tip), hidden when the mouse leaves."""
+        if event.type() == QEvent.Type.ToolTip and self.toolTip():
+            HoverTip.of(self).show_text(self, event.pos(), self.toolTip())
+            return True
+        if event.type() == QEvent.Type.Leave:
+            HoverTip.of(self).hide()
+        return super().event(event)
 
     def _on_mouse_clicked(self, event) -> None:
         if self.compact:

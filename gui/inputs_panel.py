@@ -21,6 +21,7 @@ from PyQt6.QtWidgets import (
 
 from gui import core_api, session_file, variant_session
 from gui import session as sm
+from gui.head_note import model_head_note
 from gui.mask_grid import MaskGrid
 from gui.matrix_table import MatrixTable
 from gui.session import Session
@@ -246,7 +247,7 @@ class InputsPanel(QWidget):
         try:
             self.kv_heads.setMaximum(s.num_heads)  # before the values: no clamping of kv
             _select(self.preset, s.preset if self.preset.findData(s.preset) >= 0 else "custom")
-            self.preset_notes.setText(preset_html(s.preset))
+            self.preset_notes.setText(preset_html(s.preset) or model_head_note(s))
             self.preset_notes.setVisible(bool(self.preset_notes.text()))
             self.seed.setValue(s.seed)
             _select(self.mode, s.mode)

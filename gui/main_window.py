@@ -31,6 +31,7 @@ from gui.learn_tab import LearnTab
 from gui.model_panel import ModelPanel
 from gui.overview import Overview
 from gui.pipeline_view import PipelineView
+from gui.slow_warning import SlowWarning
 from gui.worker import TraceWorker
 
 DEFAULT_PRESET = "journey"
@@ -118,7 +119,9 @@ class MainWindow(QMainWindow):
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(160)
         self.cancel_button = QPushButton("Cancel")
+        self.slow = SlowWarning()  # before a long scratch computation: NumPy, or compute anyway
         bar = self.statusBar()
+        bar.addPermanentWidget(self.slow)
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.cancel_button)
         bar.addPermanentWidget(self.backend_label)
@@ -137,7 +140,7 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)  # position and maximized state
         if size is not None:
             self.resize(size)  # Qt clamps restored geometry to the screen; the size is exact
-        self.worker.submit(session)
+        self.submit(session)
 
     def _menus(self) -> None:
         f = self.files
@@ -205,6 +208,8 @@ class MainWindow(QMainWindow):
         self.worker.failed.connect(self._on_failed)
         self.worker.cancelled.connect(lambda: self._on_failed("cancelled by the user"))
         self.cancel_button.clicked.connect(self.worker.cancel)
+        self.slow.useNumpy.connect(self._use_numpy)
+        self.slow.computeAnyway.connect(self.worker.submit)
         self.pipeline.headChanged.connect(self.overview.set_head)
         self.pipeline.stepChanged.connect(self.learn.show_step)
         self.pipeline.headChanged.connect(self.learn.set_head)
@@ -234,8 +239,21 @@ class MainWindow(QMainWindow):
         shown = self.outcome
         if shown is not None and not self.worker.busy and _same_forward(shown.session, s):
             self.outcome = dataclasses.replace(shown, session=s)  # same trace, the new dO noted
+            self.pipeline.set_stale("")  # the trace on screen is these inputs' after all
+            return
+        self.submit(s)
+
+    def submit(self, s: sm.Session) -> None:
+        """Compute the trace of `s`, unless the scratch backend would take long: then ask first."""
+        if self.slow.holds(s):
+            self.worker.cancel()
+            self.pipeline.set_stale("not computed yet: see the question at the bottom right")
+            self.backend_label.setText("not computed: NumPy or scratch?")
             return
         self.worker.submit(s)
+
+    def _use_numpy(self) -> None:
+        self.inputs.apply_edit(sm.with_backend, "numpy", self.inputs.backends["numpy"])
 
     def _set_busy(self, busy: bool) -> None:
         self.progress.setVisible(busy)
@@ -252,6 +270,10 @@ class MainWindow(QMainWindow):
         self.progress.setRange(0, 3)
         self.progress.setValue(0)
         self.backend_label.setText(f"computing with {s.backend} ({s.dtype})...")
+        if self.outcome is not None:  # the matrices on screen are the previous inputs'
+            self.pipeline.set_stale(
+                f"stale: the previous inputs' trace, while {s.backend} computes the new one"
+            )
 
     def _on_progress(self, done: int, total: int, what: str) -> None:
         self.progress.setRange(0, total)
@@ -260,6 +282,7 @@ class MainWindow(QMainWindow):
 
     def _on_finished(self, outcome: object) -> None:
         self._set_busy(False)
+        self.pipeline.set_stale("")
         self.outcome = outcome
         self.pipeline.set_trace(outcome.trace, outcome.reference)
         self.overview.set_trace(outcome.trace, self.pipeline.head)
@@ -275,6 +298,8 @@ class MainWindow(QMainWindow):
         shown = self.outcome
         where = f"showing the last good trace ({shown.backend}, {shown.dtype})" if shown else ""
         self.backend_label.setText(f"not computed | {where}")
+        if shown is not None:
+            self.pipeline.set_stale("not the current inputs: the last good trace is shown")
         self.say(message.splitlines()[0] if message else "failed")
 
     # ---------------------------------------------------------------- the backward pass
@@ -328,14 +353,16 @@ class MainWindow(QMainWindow):
 
     def _inputs_for_tab(self) -> None:
         """The Model tab has its own inputs: the Inputs dock steps aside to give it the width."""
-        self.dock.setVisible(self.tabs.currentWidget() is not self.model)
+        toy = self.tabs.currentWidget() is not self.model
+        self.dock.setVisible(toy)
+        self.backend_label.setVisible(toy)  # "all steps pass" is the example's, not the model's
 
     def load_session(self, s: sm.Session) -> None:
         """Show and compute a session (from a file or settings)."""
         self.inputs.set_session(s)
         self.backward.set_session(s)
         self.pipeline.step_name = s.step
-        self.worker.submit(s)
+        self.submit(s)
         self.refresh_backward()
 
     def view(self) -> QWidget:

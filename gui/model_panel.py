@@ -52,6 +52,16 @@ class ModelPanel(QWidget):
     message = pyqtSignal(str)
     refused = pyqtSignal(str)  # a model or text that could not be run: the last run stays
 
+    def _legend_chose(self, heads: list) -> None:
+        """The head view's heads -> the head picker and the grid's outline (one head: it)."""
+        every = len(heads) == self.head.count() - 1
+        one = -1 if every else heads[0] if len(heads) == 1 else None
+        self.head.blockSignals(True)
+        self.head.setCurrentIndex(self.head.findData(one))  # a few heads: blank, the legend says
+        self.head.blockSignals(False)
+        if one is not None and one >= 0:
+            self.grid.select(self.layer.value(), one)
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.run = None  # the encoder's Run on screen
@@ -165,6 +175,9 @@ class ModelPanel(QWidget):
         self.layer.valueChanged.connect(lambda _: self._show_lines())
         self.head.currentIndexChanged.connect(lambda _: self._show_lines())
         self.open_button.clicked.connect(self._open_current)
+        self.lines.headsChanged.connect(self._legend_chose)  # the legend -> picker and grid
+        self.layer.valueChanged.connect(lambda _: self._legend_chose(self.lines.heads))
+        self.head.currentIndexChanged.connect(lambda _: self._legend_chose(self.lines.heads))
         self.views.currentChanged.connect(lambda _: self._show_block())
         self.block.boxClicked.connect(self._block_clicked)
         self.block.failed.connect(lambda m: self._failed(f"the block view: {m}"))
@@ -258,8 +271,9 @@ class ModelPanel(QWidget):
             self.generate_bar.newest.blockSignals(False)
             self._reset_pickers(model.layers, model.heads)
         self.generate_bar.cache.setText(
-            f"KV cache: {d.length} tokens ({len(d.prompt.ids)} + {len(d.ids)} new) "
-            f"x {model.layers} layers x {len(set(frame.kv_heads))} KV heads"
+            f"KV cache: {numbers.count(d.length, 'token')} "
+            f"({len(d.prompt.ids)} + {len(d.ids)} new) x {model.layers} layers "
+            f"x {len(set(frame.kv_heads))} KV heads"
         )
         self.status.setText(self._story(frame))
         self.bars.set_tokens(frame.top, f"Next token after '{readable(frame.tokens[-1])}'")
@@ -325,7 +339,7 @@ class ModelPanel(QWidget):
         elif self.grid.newest_only:
             self.grid_title.setText(
                 f"Newest token {readable(self.frame.tokens[-1])}: its weights over the "
-                f"{len(self.frame.tokens)} tokens in the cache, per layer and head"
+                f"{numbers.count(len(self.frame.tokens), 'token')} in the cache, per layer and head"
             )
         else:
             self.grid_title.setText(

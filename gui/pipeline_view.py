@@ -18,7 +18,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api, numbers, sentences, view_model
+from gui import cell_explain, core_api, numbers, sentence_rows, sentences, view_model
 from gui.fixed_lines import FixedLines
 from gui.heatmap import Heatmap
 
@@ -57,6 +57,8 @@ class PipelineView(QWidget):
         self.head = "0"
         self.colour = "auto"  # weights colour range: one of view_model.COLOUR_RANGES
         self.heatmaps: list[Heatmap] = []
+        # the shown trace's panels by (step, head, colour): a step seen before opens at once
+        self._panels: dict[tuple[str, str, str], list] = {}
         self.sources: list[Heatmap] = []
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         outer = QVBoxLayout(self)
@@ -160,6 +162,15 @@ class PipelineView(QWidget):
         for w in (self.note, self.sentence, self.explanation):
             body.addWidget(w)
         outer.addWidget(self.content, 1)
+        # over the heatmaps while the trace on screen is not the current inputs' (a new one is
+        # being computed, or it failed, or waits for an answer)
+        self.stale = QLabel(self.content)
+        self.stale.setWordWrap(True)
+        self.stale.setStyleSheet(
+            "background: rgba(255, 243, 205, 235); color: #6b4100; border: 1px solid #d9a400;"
+            "padding: 4px; font-weight: bold;"
+        )
+        self.stale.hide()
         self.timer = QTimer(self)
         self._connect()
 
@@ -186,6 +197,7 @@ class PipelineView(QWidget):
     def set_trace(self, trace: object, reference: object | None = None) -> None:
         """Show a new trace, staying on the same step name when it still exists."""
         self.trace, self.reference = trace, reference if reference is not None else trace
+        self._panels.clear()
         names = self.names()
         self.slider.blockSignals(True)
         self.slider.setRange(0, len(names) - 1)
@@ -274,6 +286,13 @@ class PipelineView(QWidget):
 
     # ---------------------------------------------------------------- rendering
 
+    def panels_of(self, name: str, head: str) -> list:
+        """view_model.panels of step `name` of the shown trace, made once per trace."""
+        key = (name, head, self.colour)
+        if key not in self._panels:
+            self._panels[key] = view_model.panels(self.trace, name, head, self.colour)
+        return self._panels[key]
+
     def _render(self) -> None:
         trace, name = self.trace, self.step_name
         step = trace[name]
@@ -290,7 +309,7 @@ class PipelineView(QWidget):
         self.head_box.setCurrentIndex(max(0, self.head_box.findData(self.head)))
         self.head_box.setVisible(bool(choices))
         self.head_label.setVisible(bool(choices))
-        panels = view_model.panels(trace, name, self.head, self.colour)
+        panels = self.panels_of(name, self.head)
         self._ensure_heatmaps(len(panels))
         for hm, panel in zip(self.heatmaps, panels):
             hm.show_panel(panel)
@@ -301,6 +320,21 @@ class PipelineView(QWidget):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit_sources()
+        self._place_stale()
+
+    def set_stale(self, text: str) -> None:
+        """Mark the trace on screen as not the current inputs' with `text` ('' removes it)."""
+        self.stale.setText(text)
+        self.stale.setVisible(bool(text))
+        self._place_stale()
+
+    def _place_stale(self) -> None:
+        """The mark at the top of the heatmaps, centred, at most 560 pixels wide."""
+        room = self.content.width()
+        self.stale.setFixedWidth(max(120, min(560, room - 16)))
+        self.stale.adjustSize()
+        self.stale.move(max(0, (room - self.stale.width()) // 2), self.formula.height() + 4)
+        self.stale.raise_()
 
     def _fit_sources(self) -> None:
         """Several heads side by side take the side panel's room when the window is narrow."""
@@ -332,7 +366,7 @@ class PipelineView(QWidget):
         """The steps that feed the current one, learnt from explain on its first cell."""
         step = self.trace[self.step_name]
         try:
-            first = core_api.explain(self.reference, self.step_name, (0,) * len(step.axes))
+            first = cell_explain.explain(self.reference, self.step_name, (0,) * len(step.axes))
         except Exception:  # noqa: BLE001 - no sources is a fine answer for a display hint
             return []
         seen: list[str] = []
@@ -352,38 +386,68 @@ class PipelineView(QWidget):
             hm.setVisible(src is not None)
             if src is not None:
                 head = self.head if self.head.isdigit() else "0"
-                hm.show_panel(view_model.panels(self.trace, src, head, self.colour)[0])
+                hm.show_panel(self.panels_of(src, head)[0])
 
     def _show_sentence(self, row: int | None) -> None:
         panel = self.heatmaps[0].panel if self.heatmaps else None
         if panel is None:
             return
         kind = core_api.sentence_kind(self.trace.names(), self.step_name)
-        weights, wp = None, panel
-        if kind in ("mix", "heads") and "weights" in self.trace:
-            head = str(panel.head) if panel.head is not None else "0"
-            wp = view_model.panels(self.trace, "weights", head)[0]
-            weights, cols = wp.raw.tolist(), wp.col_labels
-        else:
-            cols = panel.col_labels
-        # the weights panel greys masked cells (NaN in its image, a 0 in the trace)
-        hidden = (
-            (np.isnan(wp.image) & np.isfinite(wp.raw)).tolist() if wp.step == "weights" else None
-        )
-        if kind == "heads" and self.trace.num_heads > 1:
-            weights = None
-        text = sentences.describe(
+        self.sentence.setText(self._sentence(kind, panel, row))
+
+    def _sentence(self, kind: str, panel: view_model.Panel, row: int | None) -> str:
+        """The sentence about query `row` (None: the row worth one), made from that row alone:
+        the row is chosen with NumPy (gui.sentence_rows), so 4096 tokens cost milliseconds."""
+        trace, matrix = self.trace, panel.raw  # (rows, cols)
+        if kind == "mask":
+            return sentences.mask_sentence(int(np.count_nonzero(np.isneginf(matrix))), matrix.size)
+        if kind == "heads" and trace.num_heads > 1:  # how the heads combine: no row read
+            return sentences.describe(
+                kind, [[0.0]], [""], [""], heads=trace.num_heads, w_o="w_o" in trace
+            )
+        weights, head, cols = None, panel.head, panel.col_labels
+        if kind in ("mix", "heads") and "weights" in trace:
+            head = head if head is not None else 0
+            weights = self._matrix("weights", head)  # (L, S)
+            cols = view_model.labels_for(trace, "key", weights.shape[1])
+        pick = sentence_rows.sharpest_row if kind == "match" else sentence_rows.teaching_row
+        chosen = weights if weights is not None else matrix
+        i = row if row is not None else pick(chosen) if kind in sentences.KINDS else 0
+        if i >= chosen.shape[0] or i >= matrix.shape[0]:
+            return ""
+        focus = weights[i] if weights is not None else matrix[i]
+        reads_weights = weights is not None or (kind == "attention" and panel.step == "weights")
+        hidden = self._hidden_row(head, i, focus) if reads_weights else []
+        return sentences.describe(
             kind,
-            panel.raw.tolist(),
-            panel.row_labels,
+            [matrix[i].tolist()],
+            [panel.row_labels[i]],
             cols,
-            row,
-            weights,
-            heads=self.trace.num_heads,
-            w_o="w_o" in self.trace,
-            hidden=hidden,
+            0,
+            None if weights is None else [weights[i].tolist()],
+            heads=trace.num_heads,
+            w_o="w_o" in trace,
+            hidden=[hidden],
         )
-        self.sentence.setText(text)
+
+    def _matrix(self, name: str, head: int | None) -> np.ndarray:
+        """Step `name` of the trace as one (rows, cols) array: head `head` when it has heads."""
+        values = view_model.step_values(self.trace[name])
+        return values[head] if self.trace[name].axes[0] == "head" else values
+
+    def _hidden_row(self, head: int | None, i: int, weights_row: np.ndarray) -> list[bool]:
+        """Which keys the mask hides from query i (-inf in step masked), in head `head` or in
+        any head (None); a NaN weight is not said to be hidden."""
+        if "masked" not in self.trace:
+            return []
+        masked = view_model.step_values(self.trace["masked"])
+        if self.trace["masked"].axes[0] == "head":
+            masked = masked[:, i].min(axis=0) if head is None else masked[head, i]  # (S,)
+        else:
+            masked = masked[i]
+        if masked.shape != weights_row.shape:
+            return []
+        return (np.isneginf(masked) & np.isfinite(weights_row)).tolist()
 
     def hover_cell(self, row: int, col: int, panel: int = 0) -> None:
         """Act as if the mouse were over cell (row, col) of a panel (command line, tests)."""
@@ -415,7 +479,7 @@ class PipelineView(QWidget):
         if panel.vector:  # a vector step: the cell's row (a column vector) or column (a row)
             index = index[:-2] + ((cell[0],) if panel.vector == "column" else (cell[1],))
         try:
-            info = core_api.explain(self.reference, self.step_name, index)
+            info = cell_explain.explain(self.reference, self.step_name, index)
         except Exception as exc:  # noqa: BLE001 - show why there is no explanation
             self.explanation.setText(f"no explanation: {exc}")
             return
@@ -429,7 +493,7 @@ class PipelineView(QWidget):
             if hm is None:
                 continue
             if hm.panel.head is not None and panel.head is not None and hm.panel.head != panel.head:
-                hm.show_panel(view_model.panels(self.trace, src, str(panel.head), self.colour)[0])
+                hm.show_panel(self.panels_of(src, str(panel.head))[0])
             if hm.panel.vector:  # a vector has one axis, drawn as a column or a row
                 axis = 0 if hm.panel.vector == "column" else 1
             hm.highlight(axis, idx)  # axis 0 = a row, 1 = a column of the (per-head) matrix

@@ -78,6 +78,13 @@ def teaching_row(matrix: Sequence[Row]) -> int:
     return mixed[sharpest_row([matrix[i] for i in mixed])]
 
 
+def mask_sentence(hidden: int, total: int) -> str:
+    """How many of `total` positions the mask hides."""
+    if hidden == 0:
+        return "Nothing is masked: every query may attend every key."
+    return f"{hidden} of {total} positions are masked (-inf); softmax gives them weight 0."
+
+
 def describe(
     kind: str,
     matrix: Sequence[Row],
@@ -111,10 +118,7 @@ def describe(
         )
     if kind == "mask":
         total = sum(len(r) for r in matrix)
-        hidden = sum(1 for r in matrix for v in r if v == -math.inf)
-        if hidden == 0:
-            return "Nothing is masked: every query may attend every key."
-        return f"{hidden} of {total} positions are masked (-inf); softmax gives them weight 0."
+        return mask_sentence(sum(1 for r in matrix for v in r if v == -math.inf), total)
     if kind == "heads" and heads > 1:  # no single row of weights: say how the heads combine
         joined = f"the {heads} heads' outputs side by side (step head_outputs)"
         return f"Each query's output row is {joined}" + (", then @ W_o." if w_o else ".")

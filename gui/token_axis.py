@@ -56,6 +56,22 @@ def keep_apart(
     return kept
 
 
+_ELIDED: dict[tuple, tuple[list[str], int]] = {}  # the last few label sets, elided and measured
+_ELIDED_KEPT = 16
+
+
+def _elided(metrics: QFontMetrics, labels: tuple[str, ...], longest: int) -> tuple[list[str], int]:
+    """(each label elided to `longest` pixels, the widest one's pixels), remembered: every
+    heatmap of a 4096-token trace shows the same 4096 labels."""
+    key = (metrics.height(), metrics.averageCharWidth(), longest, labels)
+    if key not in _ELIDED:
+        texts = [metrics.elidedText(t, Qt.TextElideMode.ElideRight, longest) for t in labels]
+        _ELIDED[key] = texts, max((metrics.horizontalAdvance(t) for t in texts), default=0)
+        while len(_ELIDED) > _ELIDED_KEPT:
+            del _ELIDED[next(iter(_ELIDED))]
+    return _ELIDED[key]
+
+
 class TokenAxis(pg.AxisItem):
     """An axis whose ticks are the cells' labels: all of them when they fit; key labels turn
     vertical when horizontal ones would collide, and are thinned only when vertical ones would."""
@@ -72,11 +88,9 @@ class TokenAxis(pg.AxisItem):
 
     def set_labels(self, labels: list[str]) -> None:
         """The label of each cell along this axis."""
-        self.labels = list(labels)
-        metrics = self._metrics()
-        self._texts = [
-            metrics.elidedText(t, Qt.TextElideMode.ElideRight, self.longest) for t in labels
-        ]
+        if list(labels) != self.labels or not self._texts:  # 4096 labels: measured once
+            self.labels = list(labels)
+            self._texts, self._widest_px = _elided(self._metrics(), tuple(labels), self.longest)
         self.setTicks(None)  # automatic ticks (tickValues below), redrawn with the new labels
         self.picture = None
         self.update()
@@ -84,9 +98,13 @@ class TokenAxis(pg.AxisItem):
     def _metrics(self) -> QFontMetrics:
         return QFontMetrics(self.style.get("tickFont") or self.font())
 
+    _widest_px: int | None = None  # the widest label's pixels, measured once per label set
+
     def _widest(self) -> int:
-        metrics = self._metrics()
-        return max((metrics.horizontalAdvance(t) for t in self._texts), default=0)
+        if self._widest_px is None:
+            metrics = self._metrics()
+            self._widest_px = max((metrics.horizontalAdvance(t) for t in self._texts), default=0)
+        return self._widest_px
 
     def _across(self, rotated: bool) -> float:
         """Pixels one label needs along the axis: a line's height, or its width and a gap."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import core_api
+from . import core_api, pooled
 
 TEXT_LIMIT = 16  # cell numbers are printed while both sides are at most this long
 HEAD_ALL, HEAD_AVERAGE = "all", "average"
@@ -35,9 +35,21 @@ class Panel:
     levels: tuple[float, float]
     step: str
     head: int | None  # which head the panel shows (None: no head axis or the average)
-    raw: np.ndarray  # (rows, cols) float64 values as the trace holds them (-inf kept)
+    raw: np.ndarray  # (rows, cols) values as the trace holds them (-inf kept): float64, or
+    # the trace's own array when pooled (never copied: hover and numbers read exact cells)
     colour_note: str = ""  # for weights: which colour range is on (said on screen)
     vector: str = ""  # a step with one axis (besides heads): "column" (per token) or "row"
+    blocks: tuple[int, int] = (1, 1)  # cells per image pixel down and across (gui.pooled)
+    largest: float | None = None  # the largest finite |value| when pooled (None: read raw)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, cols) of the matrix: cells, whatever the image's size."""
+        return tuple(self.raw.shape)
+
+    def pixel(self, i: int, j: int) -> float:
+        """The image value drawn over cell (i, j)."""
+        return float(self.image[i // self.blocks[0], j // self.blocks[1]])
 
     @property
     def show_text(self) -> bool:
@@ -48,6 +60,14 @@ class Panel:
 def step_array(step: object) -> np.ndarray:
     """The step value as float64 numpy, whatever array type the backend used."""
     return as_float64(step.value)
+
+
+def step_values(step: object) -> np.ndarray:
+    """The step value as NumPy in its own dtype when it is an array (no float64 copy of 16.7 M
+    cells), else float64."""
+    if isinstance(step.value, np.ndarray):
+        return step.value
+    return step_array(step)
 
 
 def as_float64(value: object) -> np.ndarray:
@@ -130,20 +150,35 @@ def _masked_like(trace: object, step_name: str, values: np.ndarray) -> np.ndarra
     """The masked step (same shape) for the weights panel: its -inf cells are greyed out."""
     if step_name != "weights" or "masked" not in trace:
         return None
-    masked = step_array(trace["masked"])
+    masked = step_values(trace["masked"])
     if masked.ndim == 1:
         masked = masked[None, :]
     return masked if masked.shape == values.shape else None
 
 
+def _largest(values: np.ndarray) -> float:
+    """The largest finite |value| (0 when none is finite)."""
+    finite = np.abs(values[np.isfinite(values)])
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _drawn(values: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:
+    """`values` (..., rows, cols) as drawn: each (rows, cols) matrix pooled (gui.pooled)."""
+    if blocks == (1, 1):
+        return values
+    if values.ndim == 2:
+        return pooled.pool(values, blocks)
+    return np.stack([pooled.pool(m, blocks) for m in values])  # (H, rows/br, cols/bc)
+
+
 def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed") -> list[Panel]:
-    """The panels for one step: one, or one per head, or the head average."""
+    """The panels for one step: one, or one per head, or the head average. A matrix longer than
+    gui.pooled.MAX_SIDE along an axis is drawn pooled (its note says so); its cells stay exact."""
     step = trace[step_name]
-    values = step_array(step)
+    values = step_values(step)
     axes = list(step.axes)
     # gradients at large sizes: a few large cells would leave the rest one flat colour
     robust = values.size > TEXT_LIMIT**2 and step_name in core_api.backward_steps(trace)
-    kind, levels = levels_for(step_name, values, robust)
     row_axis, col_axis = axes[-2:] if len(axes) >= 2 else ("query", axes[-1])
     vector = ""
     if len(axes) - (axes[0] == "head") == 1:  # one number per token or per feature
@@ -152,22 +187,37 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
         values = values[..., :, None] if vector == "column" else values[..., None, :]
         row_axis, col_axis = (axes[-1], "") if vector == "column" else ("query", axes[-1])
     rows, cols = values.shape[-2:]
+    blocks = pooled.blocks_for((rows, cols))
+    drawn = _drawn(values, blocks)  # every head pooled: one colour scale for all heads
+    # the largest |value| survives pooling, so signed levels are exact; a percentile is the
+    # drawn image's
+    kind, levels = levels_for(step_name, drawn, robust)
     rl, cl = labels_for(trace, row_axis, rows), labels_for(trace, col_axis, cols)
     if vector == "column":
         cl = [step_name]
     masked = _masked_like(trace, step_name, values)
     note = f"colour: {COLOUR_RANGES[colour]}" if kind == "weights" else ""
-    if robust and float(np.nanmax(np.abs(np.where(np.isfinite(values), values, 0)))) > levels[1]:
+    if robust and float(np.nanmax(np.abs(np.where(np.isfinite(drawn), drawn, 0)))) > levels[1]:
         note = f"colour: to the {AUTO_PERCENTILE}th percentile of |values|"
     if kind == "weights" and colour not in COLOUR_RANGES:
         raise ValueError(f"colour: expected one of {', '.join(COLOUR_RANGES)}, found {colour!r}")
 
     def make(title: str, m: np.ndarray, h: int | None, mask: np.ndarray | None) -> Panel:
-        raw = np.asarray(m, dtype=np.float64)
-        image, lv = (as_image(m), levels) if kind != "weights" else colour_weights(m, mask, colour)
+        small = blocks == (1, 1)
+        raw = np.asarray(m, dtype=np.float64) if small else m
+        shown = m if small else (drawn[h] if h is not None and drawn.ndim == 3 else drawn)
+        if h is None and drawn.ndim == 3:  # the head average: pooled on its own
+            shown = pooled.pool(m, blocks)
+        hidden = mask if small or mask is None else pooled.maximum(mask, blocks)
+        if kind != "weights":
+            image, lv = as_image(shown), levels
+        else:
+            image, lv = colour_weights(shown, hidden, colour)
+        largest = None if small else _largest(shown)
         return Panel(
-            title, image, rl, cl, row_axis, col_axis, kind, lv, step_name, h, raw, note, vector
-        )
+            title, image, rl, cl, row_axis, col_axis, kind, lv, step_name, h, raw, note, vector,
+            blocks, largest,
+        )  # fmt: skip
 
     if axes[0] != "head":
         return [make(step.name, values, None, masked)]

@@ -203,10 +203,11 @@ def max_text(w: object, x: HeadInputs) -> str:
     columns = [w.large, f32.exps, f32.naive, f16.exps, f16.naive, f32.stable]
     second = key_rows(keys, x.key_tokens, columns)
     more = "" if len(keys) == len(w.scores) else f" (the {len(keys)} largest of {len(w.scores)})"
+    intro = f"Row {w.row}, max {number(w.top)}{more}:<br>"
     return (
         "<b>Why subtract the row max?</b> exp(s - max) / sum exp(s - max) is the same as "
         "exp(s) / sum exp(s), but every exp(s - max) is at most 1, so it never overflows. "
-        f"Row {w.row}, max {number(w.top)}{more}:<br>"
+        + intro
         + table(["key", "s", "s - max", "exp(s - max)", "weight"], first)
         + f"<br>The same row plus {number(w.shift)} (max 100; softmax ignores the shift: same "
         f"weights). Without the subtraction exp overflows past {number(f32.limit)} in float32 "

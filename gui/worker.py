@@ -6,7 +6,7 @@ import traceback
 
 from PyQt6.QtCore import QObject, pyqtSignal
 
-from gui import controller
+from gui import controller, interrupt
 from gui.jobs import Worker, collector_pause
 from gui.session import Session
 
@@ -34,7 +34,12 @@ class TraceWorker(Worker):
 
     def _compute(self, session: Session, report, stop) -> object:
         compute = self.compute or controller.run  # looked up now: tests replace it
-        return compute(session, progress=report, cancelled=stop)
+        try:
+            return compute(session, progress=report, cancelled=stop)
+        except controller.Cancelled:
+            pass  # leaving this block frees the stopped computation's frames and lists ...
+        interrupt.return_memory()  # ... and the allocator hands their pages back
+        raise controller.Cancelled
 
     def describe(self, exc: Exception) -> str:
         """A computation's error in words; an unexpected one with its traceback (a thread must

@@ -32,7 +32,10 @@ from .validate import MASKED_ROWS, as_tensor
 # first use so that `import scratch` itself stays standard-library only.
 _LAZY = ("backends", "bench", "checker", "models", "presets")
 # functions that need numpy, imported from their module on first use
-_LAZY_FUNCTIONS = {"check_backward": ".checker.backward_run"}
+_LAZY_FUNCTIONS = {
+    "check_backward": ".checker.backward_run",
+    "check_variants": ".checker.variant_run",
+}
 
 
 def __getattr__(name: str) -> object:
@@ -72,6 +75,7 @@ __all__ = [
     "causal_mask",
     "check",
     "check_backward",
+    "check_variants",
     "compare_traces",
     "create_block_mask",
     "decode_attention",

@@ -94,9 +94,12 @@ def backward_head(
     # a fully masked row under "zero" takes no part in the backward at all (never NaN)
     silent = [f and masked_rows == "zero" for f in full]
     # the forward's P_d and O = P_d V        (L, S) @ (S, Ev) -> (L, Ev)
-    Pd = P if keep is None else [[p * f for p, f in zip(r, kr)] for r, kr in zip(P, keep)]
-    O = matmul_nt(Pd, transpose_rows(v))
-    O = [[0.0] * len(row) if s else row for row, s in zip(O, silent)]
+    if keep is None:  # P_d = P: the forward's own output is O (zero on silent rows already)
+        Pd, O = P, forward.output
+    else:  # the forward above ran without dropout, so O = P_d V is one more product
+        Pd = [[p * f for p, f in zip(r, kr)] for r, kr in zip(P, keep)]
+        O = matmul_nt(Pd, transpose_rows(v))
+        O = [[0.0] * len(row) if s else row for row, s in zip(O, silent)]
     # step 2: dP_d = dO V^T                  (L, Ev) @ (Ev, S) -> (L, S)
     grad_dropped = matmul_nt(grad_output, v)
     # step 3: dP = dP_d * keep / (1 - p)     (L, S); the forward's dropout mask, reused

@@ -108,6 +108,12 @@ class Trace:
             "dropout_p": options.dropout_p,
         }
 
+    def _repr_html_(self) -> str:
+        """Jupyter shows a trace as coloured tables, one per step (scratch.html_view)."""
+        from .html_view import trace_html
+
+        return trace_html(self)
+
     def head_average(self, name: str) -> object:
         """Step `name` averaged over its head axis, in float64 (NaN where a head has NaN)."""
         step = self[name]

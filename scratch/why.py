@@ -19,6 +19,7 @@ from math import fsum, inf
 
 from .rounding import FORMATS, exp_in, round_to
 from .softmax import softmax_row
+from .variants.causal import causal_cells
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,9 @@ def why_mask(scaled: list, row: int, allowed: object = None) -> MaskWhy:
     _check_row(scaled, row)
     S = len(scaled[row])
     assumed = allowed is None
-    keep = [j <= row for j in range(S)] if assumed else [bool(c) for c in allowed[row]]
+    keep = (
+        causal_cells(len(scaled), S, rows=[row])[0] if assumed else [bool(c) for c in allowed[row]]
+    )
     if not any(keep):
         raise ValueError(f"row: every key of row {row} is masked; pick a row that sees a key")
     s = list(scaled[row])

@@ -9,6 +9,7 @@ pytest.importorskip("torch")  # the table has torch rows
 
 from scratch import bench  # noqa: E402
 from scratch.bench import cli, contenders, groups, plugins, timing  # noqa: E402
+from scratch.bench.pure_backward import PYTHON_BACKWARD_PAIR  # noqa: E402
 from scratch.tolerance import UNIT_ROUNDOFF  # noqa: E402
 
 # ---------------------------------------------------------------- benchmark script
@@ -18,9 +19,11 @@ def test_bench_table_runs_on_a_tiny_size():
     """run_table + format_table on L = 8: every row present, goals not measured, no timing."""
     rows = bench.run_table((8,), repeats=1, progress=False, load_wait_s=None)
     names = [r.name for r in rows]
-    assert names[:4] == [
+    assert names[:6] == [
         "ground truth (scratch)",
         "pure-Python kernel limit",
+        "ground truth backward (scratch)",
+        "pure-Python backward kernel limit",
         "numpy explicit",
         "numpy chunked",
     ]
@@ -43,13 +46,15 @@ def test_bench_goals_pass_and_fail():
     from scratch.bench import Row, goals
     from scratch.bench.memory import GIB
 
-    def rows(gt, limit, numpy_t, big_numpy_t, fast, sdpa, mem):
+    def rows(gt, limit, numpy_t, big_numpy_t, fast, sdpa, mem, back_limit=0.85):
         def row(L, name, t):  # three rounds, two of them t: the 10th percentile is t exactly
             return Row(L, name, t, 3, None, "n/a", times=[t * 2, t, t], load=0.5)
 
         return [
             row(256, "ground truth (scratch)", gt),
             row(256, "pure-Python kernel limit", limit),
+            row(256, "ground truth backward (scratch)", 1.0),
+            row(256, "pure-Python backward kernel limit", back_limit),
             row(4096, "numpy chunked", numpy_t),
             row(4096, "torch backend fast (cpu)", fast),
             row(4096, "torch SDPA (cpu)", sdpa),
@@ -59,19 +64,21 @@ def test_bench_goals_pass_and_fail():
         ]
 
     good = goals(rows(1.0, 0.9, 1.0 / 0.95, 1.0, 1.05, 1.0, GIB - 1), avx512=True)
-    bad = goals(rows(1.0, 0.89, 1.0 / 0.94, 1.01, 1.06, 1.0, GIB), avx512=True)
-    assert [g[1] for g in good] == ["PASS"] * 5 and [g[1] for g in bad] == ["FAIL"] * 5
+    bad = goals(rows(1.0, 0.89, 1.0 / 0.94, 1.01, 1.06, 1.0, GIB, 0.84), avx512=True)
+    assert [g[1] for g in good] == ["PASS"] * 6 and [g[1] for g in bad] == ["FAIL"] * 6
+    assert "ground truth backward >= 0.85x" in good[1][0]
+    assert good[1][2].startswith("median of 3 interleaved rounds 0.850x")  # paired, like [0]
     assert good[0][2].startswith(  # the plain-Python pair: the median of its rounds first
         "median of 3 interleaved rounds 0.900x (range 0.90-0.90x); 0.900x at the 10th "
         "percentiles (best vs best 0.900x)"
     )
-    assert "0.950x at the 10th percentiles (best vs best 0.950x); median of 3" in good[1][2]
+    assert "0.950x at the 10th percentiles (best vs best 0.950x); median of 3" in good[2][2]
     assert "other processes used 0.5 CPUs" in good[0][2]
     # without AVX-512 the NumPy goals are 0.75x at both sizes
     host = goals(rows(1.0, 0.9, 1.0 / 0.76, 1.0 / 0.76, 1.0, 1.0, 1), avx512=False)
-    assert [g[1] for g in host] == ["PASS"] * 5 and "0.75x" in host[1][0]
+    assert [g[1] for g in host] == ["PASS"] * 6 and "0.75x" in host[2][0]
     slow = goals(rows(1.0, 0.9, 1.0 / 0.74, 1.0, 1.0, 1.0, 1), avx512=False)
-    assert [g[1] for g in slow] == ["PASS", "FAIL", "PASS", "PASS", "PASS"]
+    assert [g[1] for g in slow] == ["PASS", "PASS", "FAIL", "PASS", "PASS", "PASS"]
 
 
 def test_goals_are_judged_at_the_10th_percentile_not_by_one_lucky_run():
@@ -222,7 +229,7 @@ def test_bench_goal_pairs_are_timed_alternately(monkeypatch):
         ("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)", contenders.NOISE_ROW),
     )
     assert groups.goal_groups(16384, "cpu") == (("numpy chunked", "torch SDPA (cpu)"),)
-    assert groups.goal_groups(256, "cpu") == (groups.PYTHON_PAIR,)
+    assert groups.goal_groups(256, "cpu") == (groups.PYTHON_PAIR, PYTHON_BACKWARD_PAIR)
     assert groups.goal_groups(8, "cpu") == ()
     at_16 = {16: (("numpy chunked", "torch SDPA (cpu)", "torch backend fast (cpu)"),)}
     monkeypatch.setattr(groups, "goal_groups", lambda L, device: at_16.get(L, ()))

@@ -173,8 +173,8 @@ def test_a_default_model_with_other_bytes_is_refused(minilm, tmp_path, monkeypat
 def test_unknown_architecture_and_bad_config_are_named(tiny_gpt2, tmp_path):
     path = copy_model(tiny_gpt2[0], tmp_path / "m")
     config = json.loads((path / "config.json").read_text())
-    (path / "config.json").write_text(json.dumps(dict(config, model_type="llama")))
-    with pytest.raises(models.ModelError, match="model_type 'llama' is not supported"):
+    (path / "config.json").write_text(json.dumps(dict(config, model_type="mistral")))
+    with pytest.raises(models.ModelError, match="model_type 'mistral' is not supported"):
         models.load(path)
     (path / "config.json").write_text("{not json")
     with pytest.raises(models.ModelError, match="config.json: not readable JSON"):

@@ -41,7 +41,8 @@ def test_a_smollm2_block_has_every_stage_with_its_shape_and_the_runs_numbers(smo
         widths = {"attention": (9, T, T), "mlp": (T, 1536), "output": (T, TOP)}
         for stage in b.stages:
             assert stage.value.shape == widths.get(stage.name, (T, 576)), stage.name
-        assert np.array_equal(b["norm"].value, run.inputs[layer])  # what the heads read
+        # what the heads read: the same float64 sums, perhaps in another order (row blocks)
+        assert gap(b["norm"].value, run.inputs[layer]) <= 1e-12
         assert gap(b["attention"].value, run.attentions[layer]) <= 1e-9
         assert np.array_equal(b["residual"].value, b["input"].value + b["attention output"].value)
         want = b["residual"].value + b["mlp output"].value

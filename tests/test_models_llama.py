@@ -147,6 +147,19 @@ def test_grouped_query_heads_share_key_value_heads_in_blocks(smol):
         smol.head_projections(0, 0)  # the pipeline's x @ W + b form has no place for RoPE
 
 
+def test_the_forwards_head_sharing_is_scratchs_enable_gqa(smol):
+    """Query head h reading key/value head kv_head(h) is what the ground truth's enable_gqa
+    computes: each head of SDPA(q, k, v, enable_gqa=True) equals SDPA of q[h], k/v[kv_head(h)]."""
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((9, 4, 8))  # (query heads, T, d)
+    k, v = rng.standard_normal((3, 4, 8)), rng.standard_normal((3, 4, 8))  # (key/value heads, S, d)
+    shared, _ = scratch.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    for h in range(9):
+        g = llama.kv_head(smol.config, h)
+        alone, _ = scratch.scaled_dot_product_attention(q[h], k[g], v[g], is_causal=True)
+        assert shared[h] == alone, h
+
+
 def test_the_numpy_rotation_is_scratch_rotary():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 7, 64))  # (heads, T, d)
@@ -197,3 +210,32 @@ def test_models_without_an_output_head_refuse_next_tokens_and_generate():
         minilm.run("a sentence").next_tokens()
     with pytest.raises(ValueError, match="cannot generate"):
         minilm.generate("a sentence", 2)
+
+
+def test_row_blocks_and_threads_leave_the_numbers_as_they_were(smol, monkeypatch):
+    """A 70-token text: its rows shared among the cores in blocks of 32 give, bit for bit, what
+    one thread gives with the same blocks, and within float64 rounding what one block gives."""
+    ids = smol.tokenize(" ".join(TEXTS))[1][:70]
+    assert len(ids) == 70  # blocks of 32, 32 and 6 rows
+    shared = llama.forward(smol.config, smol.weights, ids)
+    monkeypatch.setattr(llama, "cores", lambda: 1)  # the name llama.py shares the rows with
+    alone = llama.forward(smol.config, smol.weights, ids)
+    assert shared[0].tobytes() == alone[0].tobytes() and shared[2].tobytes() == alone[2].tobytes()
+    monkeypatch.setattr(llama, "ROWS", 1000)
+    whole = llama.forward(smol.config, smol.weights, ids)
+    assert np.abs(whole[0] - shared[0]).max() <= 1e-13  # found: 0 on this machine's OpenBLAS
+    assert np.abs(whole[2] - shared[2]).max() <= 1e-11
+
+
+def test_incremental_equals_full_after_a_long_prompt(smol):
+    """After a 70-token prompt (three blocks of rows), each cached step is the full run's row."""
+    text = smol.tokenizer.decode(smol.tokenize(" ".join(TEXTS))[1][:70])
+    generation = smol.generate(text, 3)
+    T = len(generation.prompt.ids)
+    assert T > 64
+    attentions, _, logits = llama.forward(
+        smol.config, smol.weights, generation.prompt.ids + generation.ids
+    )
+    for i, (step, row) in enumerate(zip(generation.attentions, generation.logits)):
+        assert np.abs(step - attentions[:, :, T + i, : T + i + 1]).max() <= AGREE
+        assert np.abs(row - logits[T + i - 1]).max() <= AGREE

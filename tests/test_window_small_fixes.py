@@ -48,6 +48,8 @@ def test_help_text(capsys):
     assert "only with --screenshot: hover this cell" in out
     assert "only with --screenshot: the window's size" in out
     assert "kernel" in out  # --tab kernel: the Check a kernel tab
+    assert "open the window on screen as they open a --screenshot" in out
+    assert "only --hover and --size need --screenshot" in out
 
 
 @pytest.mark.gui
@@ -66,7 +68,8 @@ def test_tab_opens_the_named_tab_on_screen_too(open_window):
         assert main.tab_of(w, argparse.Namespace(tab=name)) is widget
     source = open(os.path.join(ROOT, "main.py")).read()
     interactive = source[source.index("window = MainWindow(settings, session)") :]
-    assert "tab_of(window, args)" in interactive  # the window on screen opens --tab too
+    assert "open_as_asked(window, args, run)" in interactive  # on screen: --tab too
+    assert "tab_of(window, args)" in source[source.index("def open_as_asked") :]
 
 
 @pytest.mark.gui

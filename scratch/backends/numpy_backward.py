@@ -9,14 +9,15 @@ dQ = scale * dS K; dK = scale * dS^T Q. GQA sums dK and dV over each group's que
   from the forward's log-sum-exp per row (`forward_with_lse`), loops over key blocks outside and
   query blocks inside, accumulates dK, dV per key block and dQ across key blocks, and skips the
   blocks above the causal diagonal. Memory O(L * block) beyond the inputs and gradients. With
-  dropout it reads the forward's keep mask (L * S bools): the project's rng rule is one sequential
-  stream (the ground truth's), which cannot be regenerated per tile the way FlashAttention's
-  counter-based Philox can.
+  dropout it reads the forward's keep mask (L * S bools, a tile at a time): the project's rng
+  rule is one sequential stream (the ground truth's), which cannot be regenerated per tile the
+  way FlashAttention's counter-based Philox can.
 Rows with every key masked follow `masked_rows` as in the ground truth (scratch/backward.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -27,10 +28,11 @@ from ..options import Options
 from ..plan import plan_attention
 from ..validate import check_positive_int
 from ..variants import Causal
+from . import numpy_backend, numpy_backward_tiles
 from .numpy_backend import build_mask
 
 KERNELS = ("explicit", "tiled")
-BLOCK = 64  # default tile edge of the tiled kernel
+BLOCK = 64  # the general tiled loop's tile edge (the fast loop has its own: numpy_backward_tiles)
 DTYPES = ("float32", "float64")
 
 
@@ -142,11 +144,16 @@ class _Problem:
 
 
 def _keep_mask(p: _Problem, rng: object) -> np.ndarray | None:
-    """The forward's dropout factors (0 or 1/(1-p)) for every (..., L, S) weight, or None."""
+    """The forward's keep mask (..., L, S) bools (True: the weight is kept), or None."""
     if p.dropout_p == 0.0:
         return None
-    keep = _draws(rng, p.lead + (p.L, p.S)) >= p.dropout_p
-    return np.where(keep, p.dtype.type(1.0 / (1.0 - p.dropout_p)), p.dtype.type(0.0))
+    return _draws(rng, p.lead + (p.L, p.S)) >= p.dropout_p
+
+
+def dropped(x: np.ndarray, keep: np.ndarray, p: _Problem) -> np.ndarray:
+    """x times the dropout factor (1/(1-p) where kept, 0 where dropped): x * keep exactly
+    (times 1 or 0), then * 1/(1-p): the same bits as x * (1/(1-p) or 0), NaN stays NaN."""
+    return x * keep * p.dtype.type(1.0 / (1.0 - p.dropout_p))
 
 
 def _weights(p: _Problem, masked: np.ndarray, lse: np.ndarray) -> np.ndarray:
@@ -167,7 +174,7 @@ def _forward(p: _Problem, keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarr
     total = np.exp(masked - np.where(full, 0, top)).sum(axis=-1, keepdims=True)
     lse = np.where(full, -np.inf, top + np.log(np.where(full, 1, total)))
     P = _weights(p, masked, lse)
-    Pd = P if keep is None else P * keep
+    Pd = P if keep is None else dropped(P, keep, p)
     # step 4: output = P_d @ v                (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
     output = Pd @ v
     if p.masked_rows == "zero":
@@ -196,7 +203,7 @@ def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
             shrink = np.exp(np.where(np.isneginf(top), -np.inf, top - safe))
             e = np.exp(masked - safe)  # (..., b, b)
             total = total * shrink + e.sum(axis=-1, keepdims=True)
-            ed = e if keep is None else e * keep[..., rows, cols]
+            ed = e if keep is None else dropped(e, keep[..., rows, cols], p)
             # step 2: acc = acc * shrink + e @ v_j     (..., b, b) @ (..., b, Ev) -> (..., b, Ev)
             acc = acc * shrink + ed @ p.repeat_kv(p.v[..., cols, :])
             top = new_top
@@ -207,7 +214,7 @@ def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
             out = np.where(full, np.nan, out)
         elif p.masked_rows == "uniform":  # weights 1/S on every key (times the dropout factors)
             w = np.full(q_i.shape[:-1] + (p.S,), 1.0 / p.S, p.dtype)
-            w = w if keep is None else w * keep[..., rows, :]
+            w = w if keep is None else dropped(w, keep[..., rows, :], p)
             out = np.where(full, w @ p.repeat_kv(p.v), out)
         output[..., rows, :] = out
     return output, lse
@@ -216,12 +223,18 @@ def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
 def output_and_lse(
     query, key, value, options: Options, *, rng=None, dtype=None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(output (..., L, Ev), lse (..., L)): attention and the log-sum-exp of each row's scores.
+    """(output (..., L, Ev), lse (..., L)): the NumPy backend's chunked forward with return_lse.
 
-    lse_i = log sum_j exp(S_ij), -inf on fully masked rows; dropout draws as the numpy forward.
-    The lse comes back whatever return_lse says."""
-    p = _Problem(query, key, value, options, dtype)
-    return _forward(p, _keep_mask(p, rng))
+    The same kernel as `get("numpy").scaled_dot_product_attention(..., need_weights=False,
+    return_lse=True)`: the lse comes from the running sums it already keeps (no extra pass),
+    and both arrays are in the dtype the tiled backward computes in (float32 when every input
+    is float32, else float64). lse_i = log sum_j exp(S_ij), -inf on fully masked rows; dropout
+    draws as the backward's rng rule (rng None: the `random` module's stream)."""
+    result = numpy_backend.attention_result(
+        query, key, value, dataclasses.replace(options, return_lse=True),
+        rng=random if rng is None else rng, need_weights=False, dtype=dtype,
+    )  # fmt: skip
+    return result[0], result[1]
 
 
 forward_with_lse = forward_door(output_and_lse, own_rng=True)
@@ -237,13 +250,13 @@ def _explicit(p: _Problem, g: np.ndarray, keep: np.ndarray | None):
     lse = lse[..., None]  # (..., L, 1)
     full = np.isneginf(lse)
     P = _weights(p, p.masked(p.q, k), lse)  # (..., L, S)
-    Pd = P if keep is None else P * keep
+    Pd = P if keep is None else dropped(P, keep, p)
     # step 1: dV = P_d^T dO                   (..., S, L) @ (..., L, Ev) -> (..., S, Ev)
     grad_value = np.swapaxes(Pd, -1, -2) @ g
     # step 2: dP = dO V^T, times the forward's dropout factors
     grad_weights = g @ np.swapaxes(v, -1, -2)  # (..., L, Ev) @ (..., Ev, S) -> (..., L, S)
     if keep is not None:
-        grad_weights = grad_weights * keep
+        grad_weights = dropped(grad_weights, keep, p)
     # step 3: D_i = sum_c dO_ic O_ic          (..., L, 1)
     row_dot = np.sum(g * output, axis=-1, keepdims=True)
     # step 4: dS = P * (dP - D); a constant row ("zero", "uniform") gets no gradient
@@ -260,7 +273,19 @@ def _explicit(p: _Problem, g: np.ndarray, keep: np.ndarray | None):
 # ---------------------------------------------------------------- the tiled backward
 
 
-def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
+def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int | None):
+    """dQ, dK, dV: the fast loop (numpy_backward_tiles) where it applies, else `_tiled_general`;
+    block None: each loop's own tile sizes, an int: (block, block) tiles in either."""
+    if numpy_backward_tiles.applies(p, keep, lse):
+        sizes = () if block is None else (block, block)  # None: the fast loop's own tiles
+        found = numpy_backward_tiles.gradients(p, g, keep, output, lse, *sizes)
+        if found is not None:
+            dq, dk, dv, _ = found
+            return dq, p.sum_groups(dk), p.sum_groups(dv)
+    return _tiled_general(p, g, keep, output, lse, block or BLOCK)
+
+
+def _tiled_general(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
     """dQ, dK, dV one (block, block) tile of P at a time, P recomputed from lse."""
     L, S = p.L, p.S
     q, dtype, scale = p.q, p.dtype, p.dtype.type(p.scale)
@@ -280,14 +305,14 @@ def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
             # step 1: recompute the tile of P from the stored log-sum-exp
             lse_i = lse[..., rows, None]  # (..., b, 1)
             P = _weights(p, p.masked(q[..., rows, :], k_j, rows, cols), lse_i)  # (..., b, b)
-            Pd = P if keep is None else P * keep[..., rows, cols]
+            Pd = P if keep is None else dropped(P, keep[..., rows, cols], p)
             g_i = g[..., rows, :]  # (..., b, Ev)
             # step 2: dV_j += P_d^T dO_i          (..., b, b) @ (..., b, Ev) -> (..., b, Ev)
             grad_value[..., cols, :] += np.swapaxes(Pd, -1, -2) @ g_i
             # step 3: dP = dO_i V_j^T (times the dropout factors)   -> (..., b, b)
             dP = g_i @ np.swapaxes(v_j, -1, -2)
             if keep is not None:
-                dP = dP * keep[..., rows, cols]
+                dP = dropped(dP, keep[..., rows, cols], p)
             # step 4: dS = P * (dP - D_i), 0 on constant rows unless the policy is "nan"
             dS = P * (dP - row_dot[..., rows, :])
             if p.masked_rows != "nan":
@@ -304,14 +329,15 @@ def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
 
 def gradients_of(
     query, key, value, grad_output, options: Options, *, rng=None, dtype=None,
-    kernel="explicit", block_size=BLOCK, output=None, lse=None,
+    kernel="explicit", block_size=None, output=None, lse=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """(grad_query, grad_key, grad_value) in NumPy, the ground truth's arguments and meanings.
 
     `kernel` is "explicit" or "tiled"; the tiled kernel takes the forward's `output` and `lse`
     (from forward_with_lse, or any backend's forward with return_lse=True, same arguments) or
     computes them itself. The same `rng` state reproduces the forward's dropout mask (numpy
-    forward's rule).
+    forward's rule). block_size: None, each tiled loop's own tiles (numpy_backward_tiles'
+    512 x 256 where it applies, else BLOCK x BLOCK); an int, square tiles of that edge.
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
@@ -320,11 +346,13 @@ def gradients_of(
     keep = _keep_mask(p, rng)
     if kernel == "explicit":
         return _explicit(p, g, keep)
-    block = check_positive_int(block_size, "block_size")
+    block = None if block_size is None else check_positive_int(block_size, "block_size")
     if (output is None) != (lse is None):
         raise ValueError("output, lse: pass both (from forward_with_lse) or neither")
-    if output is None:
-        output, lse = _forward_tiled(p, keep, block)
+    if output is None and keep is None:  # the chunked forward (forward_with_lse's kernel)
+        output, lse = output_and_lse(p.q, p.k, p.v, options, dtype=p.dtype)
+    elif output is None:  # dropout: this call's keep mask (the rng stream was read above)
+        output, lse = _forward_tiled(p, keep, block or BLOCK)
     else:
         output = np.asarray(output, dtype=p.dtype)
         lse = np.asarray(lse, dtype=p.dtype)

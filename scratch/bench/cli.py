@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from scratch.bench import host, plugins
+from scratch.bench.checker_goal import checker_timing
 from scratch.bench.host import LOAD_WAIT_S
 from scratch.bench.model_goal import model_timing
 from scratch.bench.report import format_table, load_average
@@ -121,5 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows, args.markdown, repeats))
     print(("- " if args.markdown else "") + model_timing(1 if args.quick else 3))
     full = not args.quick and not args.sizes
+    if full:  # the checker's own speed (issue 24): about 10 s idle
+        _print_goals(checker_timing(), args.markdown)
     _print_goals(plugins.goal_lines(sets, full, progress_enabled()), args.markdown)
     return 0

@@ -10,6 +10,8 @@ import math
 from collections.abc import Callable
 from operator import mul
 
+from scratch.bench.pure_backward import backward_contenders
+
 E = 64
 PYTHON_MAX_L = 256  # plain-Python rows: L = 256 takes about a second per run
 EXPLICIT_MAX_L = 4096  # explicit kernels build (L, S) matrices: 4 GiB each at 32768
@@ -75,6 +77,8 @@ def contenders(L: int, device: str) -> list[tuple[str, Callable[[], object], str
                 "tracemalloc",
             )
         )
+        dO = rng.standard_normal((L, E), dtype=np.float32).tolist()  # the backward's grad_output
+        rows += backward_contenders(*lists, dO)
     if device == "cpu":
         if L <= EXPLICIT_MAX_L:
             rows.append(

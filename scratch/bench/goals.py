@@ -6,6 +6,8 @@ from scratch.bench.contenders import NOISE_L, NOISE_ROW
 from scratch.bench.groups import PYTHON_PAIR
 from scratch.bench.host import has_avx512
 from scratch.bench.memory import GIB, format_bytes
+from scratch.bench.pure_backward import GOAL as BACKWARD_GOAL
+from scratch.bench.pure_backward import PYTHON_BACKWARD_PAIR
 from scratch.bench.row import Row, pair_ratio
 
 
@@ -20,7 +22,7 @@ def _find(rows: list[Row], L: int, name: str) -> Row | None:
 # this machine's speed drifts within seconds, and a round's two calls see the same drift).
 # Seven idle runs of 21 rounds: 10th percentiles 0.87-1.13x, best vs best 0.85-1.25x, median
 # of per-round ratios 0.92-1.01x.
-PAIRED_MEDIAN_GOALS = (PYTHON_PAIR,)
+PAIRED_MEDIAN_GOALS = (PYTHON_PAIR, PYTHON_BACKWARD_PAIR)
 
 
 def numpy_goals(avx512: bool) -> dict[int, float]:
@@ -55,6 +57,14 @@ def goals(rows: list[Row], avx512: bool | None = None) -> list[tuple[str, str, s
         256,
         *PYTHON_PAIR,
         lambda r: r >= 0.9,
+        "needs L = 256",
+    )
+    ratio_goal(
+        f"ground truth backward >= {BACKWARD_GOAL:g}x the pure-Python backward kernel limit at "
+        f"L = 256",
+        256,
+        *PYTHON_BACKWARD_PAIR,
+        lambda r: r >= BACKWARD_GOAL,
         "needs L = 256",
     )
     host = "AVX-512 host" if avx512 else "host without AVX-512"

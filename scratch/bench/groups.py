@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from scratch.bench.contenders import NOISE_L, NOISE_ROW
+from scratch.bench.pure_backward import PYTHON_BACKWARD_PAIR
 
 PYTHON_PAIR = ("ground truth (scratch)", "pure-Python kernel limit")
+PYTHON_GROUPS = (PYTHON_PAIR, PYTHON_BACKWARD_PAIR)  # plain Python: PAIR_RUNS rounds each
 PAIR_RUNS = 20  # rounds of the plain-Python pair (0.4-0.6 s a call; even: each first as often).
 # This machine's speed drifts by up to 1.3x over seconds (the same ground-truth call 0.49-0.62
 # s): with 7 or 11 rounds four idle runs measured 0.82-0.96x as the median of per-round ratios
@@ -24,7 +26,7 @@ def goal_groups(L: int, device: str) -> tuple[tuple[str, ...], ...]:
         return ((*fast, "torch SDPA (cuda)"),) if L in (4096, 32768) else ()
     noise = (NOISE_ROW,) if L == NOISE_L else ()
     return {
-        256: (PYTHON_PAIR,),
+        256: PYTHON_GROUPS,
         4096: ((*numpy_sdpa, *fast, *noise),),  # SDPA is in two goals: one group
         16384: (numpy_sdpa,),
     }.get(L, ())

@@ -48,7 +48,7 @@ def run_table(
                 elif name == next(n for n in names if n in group):  # the group, once
                     say(L, f"{len(group)} rows, interleaved")
                     members = [r for r in rivals if r[0] in group]
-                    python = group == groups.PYTHON_PAIR
+                    python = group in groups.PYTHON_GROUPS
                     here.extend(
                         measure_alternating(
                             L,

@@ -9,6 +9,9 @@ truth and bound per case), reference (correct kernels in the checked dtype: the 
 yardstick), variants and diagnosis (known mistakes), run (check itself), report, cli.
 The backward checker (`check_backward`, needs numpy): backward_cases, backward_reference,
 backward_diagnosis, backward_run; imported on first use so the forward checker runs without numpy.
+The variant checker (`check_variants`, needs numpy): variant_cases, variant_numpy,
+variant_prepare, variant_keywords, variant_diagnosis, variant_run, and for gradients
+variant_numpy_backward, variant_backward_run (`check_variants_backward`); imported on first use.
 """
 
 from .cases import Case, full_cases, large_cases, standard_cases
@@ -23,11 +26,21 @@ def __getattr__(name: str) -> object:
         from .backward_run import check_backward
 
         return check_backward
+    if name == "check_variants":
+        from .variant_run import check_variants
+
+        return check_variants
+    if name == "check_variants_backward":
+        from .variant_backward_run import check_variants_backward
+
+        return check_variants_backward
     raise AttributeError(f"module 'scratch.checker' has no attribute {name!r}")
 
 
 __all__ = [
     "check_backward",
+    "check_variants",
+    "check_variants_backward",
     "Case",
     "CaseResult",
     "CheckReport",

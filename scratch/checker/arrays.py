@@ -116,8 +116,10 @@ class Arrays:
 
     def floats(self, x: object) -> list:
         """An array's values as nested lists of Python floats."""
-        if hasattr(x, "detach"):
-            x = x.detach().to("cpu").double()
+        if hasattr(x, "detach"):  # a float64 tensor's tolist() gives Python floats already
+            return x.detach().to("cpu").double().tolist()
+        if getattr(getattr(x, "dtype", None), "kind", None) in ("f", "b", "i", "u"):
+            return x.astype("float64").tolist()  # numpy reals: the same floats, made in C
         return nested_map(float, x.tolist() if hasattr(x, "tolist") else x)
 
     def take_rows(self, x: object, rows: list[int]) -> object:

@@ -23,6 +23,7 @@ from .backward_cases import (
 )
 from .backward_diagnosis import diagnose, diagnose_shapes
 from .backward_reference import max_error, reference_grads, rounding_scale
+from .blas import own_work
 from .report import CheckReport
 from .run import (
     FLOOR_ULPS,
@@ -191,9 +192,10 @@ def run_case(kernel, case, arrays: Arrays, dtype: str, seed: int, masked_rows: s
     if result.status == "unsupported":
         return result
     cdtype = result.dtype
-    made = made_inputs(
-        result, lambda: prepare_backward(case, arrays, cdtype, seed, masked_rows), arrays
-    )
+    with own_work():  # the inputs and the ground truth's gradients
+        made = made_inputs(
+            result, lambda: prepare_backward(case, arrays, cdtype, seed, masked_rows), arrays
+        )
     if made is None:
         return result
     prep, args, kwargs = made
@@ -211,7 +213,8 @@ def run_case(kernel, case, arrays: Arrays, dtype: str, seed: int, masked_rows: s
         result.message = f"gradient shapes {shapes}, expected {want} (dq, dk, dv)"
         result.diagnosis = diagnose_shapes(prep, shapes)
         return result
-    refs, allowed, element = allowances(prep, masked_rows)
+    with own_work():  # the reference backward kernels
+        refs, allowed, element = allowances(prep, masked_rows)
     errors = [max_error(g, t) for g, t in zip(got, prep.truth)]
     ratios = [e / a if a > 0 else (0.0 if e == 0 else math.inf) for e, a in zip(errors, allowed)]
     # an element within its own rounding allowance is not a failure (backward_reference.py)
@@ -243,9 +246,10 @@ def run_case(kernel, case, arrays: Arrays, dtype: str, seed: int, masked_rows: s
         else f"{GRADIENTS[i]} NaN or inf where the ground truth has a number (or the reverse)"
         for i in bad
     )
-    result.diagnosis = _behaviour(kernel, prep, arrays, got, allowed) or diagnose(
-        prep, got, tuple(allowed), masked_rows
-    )
+    result.diagnosis = _behaviour(kernel, prep, arrays, got, allowed)
+    if result.diagnosis is None:
+        with own_work():  # the known mistakes' gradients
+            result.diagnosis = diagnose(prep, got, tuple(allowed), masked_rows)
     return result
 
 

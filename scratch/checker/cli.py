@@ -2,6 +2,8 @@
 
 `--backward package.module:function` checks a backward function's (dq, dk, dv) instead, and
 `--autograd package.module:function` the gradients torch.autograd takes through a forward.
+`--variants` runs the variant cases instead (check_variants, with --backward
+check_variants_backward; `--variant-style flash|flex`).
 """
 
 from __future__ import annotations
@@ -63,6 +65,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="MODULE:FUNCTION",
         help="check the gradients torch.autograd takes through this forward (--array torch)",
     )
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="check the variant cases (window, softcap, ALiBi, sinks, documents, RoPE, ...)",
+    )
+    parser.add_argument(
+        "--variant-style", choices=("flash", "flex"), default=None, help="with --variants"
+    )
     parser.add_argument("--array", choices=ARRAYS, default="numpy")
     parser.add_argument(
         "--dtype", default="float32", help="float32 (default), float64, float16 or bfloat16"
@@ -99,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         progress=progress,
     )
     try:
-        if args.backward or args.autograd:
+        if args.variants:
+            report = _check_variants(args, settings)
+        elif args.backward or args.autograd:
             report = _check_backward(args, settings)
         elif args.function is None:
             raise ValueError("function: expected package.module:function (or --backward)")
@@ -123,3 +135,19 @@ def _check_backward(args: argparse.Namespace, settings: dict) -> object:
     forward = load(args.autograd or args.function) if (args.autograd or args.function) else None
     backward = load(args.backward) if args.backward else None
     return check_backward(forward, backward=backward, **settings)
+
+
+def _check_variants(args: argparse.Namespace, settings: dict) -> object:
+    """check_variants on the function, or check_variants_backward with --backward."""
+    del settings["cases"], settings["masked_rows"]
+    if args.backward:
+        from .variant_backward_run import check_variants_backward
+
+        return check_variants_backward(
+            load(args.backward), variant_style=args.variant_style, **settings
+        )
+    if args.function is None:
+        raise ValueError("function: expected package.module:function (or --backward)")
+    from .variant_run import check_variants
+
+    return check_variants(load(args.function), variant_style=args.variant_style, **settings)

@@ -154,19 +154,16 @@ def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
     rows = None
     if case.rows:
         rows = sample_rows(L, case.rows, seed)
-        truth, weights = attention_rows(q, k, v, rows, **options)
         q_rows = _rows_of(q, rows, len(case.q) - 2)
+        truth, weights, arrays64 = _sampled_truth(case, dtype, q, k, v, mask, rows, options)
     else:
         truth, weights = scaled_dot_product_attention(q, k, v, **options)
-        q_rows = q
+        q_rows, arrays64 = q, None
     float_mask = None
     if case.mask == "float":
         float_mask = mask if rows is None else [mask[i] for i in rows]
-    bound = tolerance(
-        q_rows,
-        k,
-        v,
-        weights,
+    bound = tolerance(  # the same float64 values as arrays, when made: no lists to validate
+        *(arrays64 or (q_rows, k, v, weights)),
         scale=case.scale,
         dtype=dtype,
         attn_mask=float_mask,
@@ -179,6 +176,25 @@ def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
     except ImportError:
         pass  # no numpy: the bound alone decides, and only shape mistakes are named
     return prep
+
+
+def _sampled_truth(case, dtype: str, q, k, v, mask, rows: list[int], options: dict) -> tuple:
+    """(output, weights, float64 arrays of q rows, k, v, weights or None) of the sampled rows:
+    the ground truth for float64 checks (and without numpy), else the float64 NumPy reference
+    (float64_rows.py says why)."""
+    if dtype != "float64":
+        try:
+            from .float64_rows import float64_rows
+            from .reference import problem_for
+        except ImportError:
+            pass
+        else:
+            q_rows = _rows_of(q, rows, len(case.q) - 2)
+            problem = problem_for(case, q_rows, k, v, mask, rows)
+            output, weights = float64_rows(problem, options["masked_rows"])
+            arrays64 = (problem.q, problem.k, problem.v, weights)
+            return output.tolist(), weights.tolist(), arrays64
+    return (*attention_rows(q, k, v, rows, **options), None)
 
 
 def _rows_of(x: list, rows: list[int], depth: int) -> list:

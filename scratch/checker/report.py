@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..tolerance import RuleResult
 from .cases import FEATURES
+from .variant_cases import VARIANT_FEATURES
 
 
 @dataclass
@@ -61,7 +62,7 @@ class CheckReport:
         for c in self.cases:
             if c.status == "unsupported":
                 for f in [f for f in c.features if f not in handled] or c.features:
-                    word = FEATURES.get(f, f)
+                    word = FEATURES.get(f) or VARIANT_FEATURES.get(f, f)
                     if word not in seen:
                         seen.append(word)
         return seen

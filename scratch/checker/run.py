@@ -9,6 +9,7 @@ from collections.abc import Callable
 from ..tolerance import UNIT_ROUNDOFF, RuleResult, check_dtype, ulp
 from ..validate import as_tensor, check_masked_rows
 from .arrays import ARRAYS, Arrays, flat, shape
+from .blas import own_work
 from .cases import CASE_SETS, FEATURES, Case, cases_for
 from .prepare import Prepared, prepare
 from .report import CaseResult, CheckReport, shape_text
@@ -34,7 +35,8 @@ def check(
     require: object = (),
     progress: Callable[[int, int, str], None] | None = None,
 ) -> CheckReport:
-    """Run fn on seeded cases and compare each output with the float64 ground truth.
+    """Run fn on seeded cases and compare each output with the float64 ground truth (sampled
+    rows of 4096-token cases in 16/32-bit dtypes: its float64 NumPy stand-in, float64_rows.py).
 
     fn(q, k, v, attn_mask=..., is_causal=..., scale=..., enable_gqa=...) gets only the keywords a
     case needs and returns the output or (output, weights). `require` (e.g. ("mask", "causal"))
@@ -279,7 +281,8 @@ def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows:
     cdtype = result.dtype
     lead, L, Ev = case.q[:-2], case.q[-2], case.v[-1]
     expected = lead + (L, Ev)
-    made = made_inputs(result, lambda: prepare(case, arrays, cdtype, seed, masked_rows), arrays)
+    with own_work():  # the inputs, the ground truth and its bound
+        made = made_inputs(result, lambda: prepare(case, arrays, cdtype, seed, masked_rows), arrays)
     if made is None:
         return result
     prep, args, kwargs = made
@@ -316,7 +319,8 @@ def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows:
         got_np = np.asarray(got, dtype=np.float64)
         with np.errstate(invalid="ignore"):
             result.diff = np.abs(got_np - prep.truth_np).tolist()
-        result.rule = rule(got_np, prep)
+        with own_work():  # the reference kernels
+            result.rule = rule(got_np, prep)
     within = result.ratio <= 1.0
     if within and (result.rule is None or result.rule.ok) and not changed:
         result.status = "pass"
@@ -347,7 +351,8 @@ def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows:
     if result.diagnosis is None and got_np is not None:
         from .diagnosis import diagnose
 
-        result.diagnosis = diagnose(prep, got_np, masked_rows, cdtype)
+        with own_work():  # the known mistakes' outputs
+            result.diagnosis = diagnose(prep, got_np, masked_rows, cdtype)
     return result
 
 

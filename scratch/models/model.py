@@ -21,6 +21,7 @@ from .files import (
     verify_default_weights,
 )
 from .gguf_file import read_gguf, smollm2_path, verify_smollm2
+from .llama_dir import read_dir
 from .run import Run
 from .shapes import check_tokenizer, check_weights
 
@@ -143,7 +144,8 @@ class Model:
 
 def load(path: object = None) -> Model:
     """The default model (all-MiniLM-L6-v2, verified by SHA-256), "smollm2" (SmolLM2-135M-Instruct,
-    verified), a local model directory or a local .gguf file (Llama family)."""
+    verified), a local model directory (BERT, GPT-2 or Llama family) or a local .gguf file
+    (Llama family)."""
     if path is not None and not isinstance(path, (str, Path)):
         raise TypeError(f"path: expected a directory name, found {type(path).__name__}")
     if path == "smollm2" or str(path).endswith(".gguf"):
@@ -178,7 +180,10 @@ def _load(path: str, verify: bool, stamp: tuple) -> Model:
     """Read a model directory once; later loads of the same unchanged directory reuse it."""
     folder = Path(path)
     check_dir(folder)
-    config = parse(read_config(folder / "config.json"), folder / "config.json")
+    raw = read_config(folder / "config.json")
+    if raw.get("model_type") == "llama":  # a decoder: the GGUF reader's arrays and forward
+        return Model(folder.name, folder, *read_dir(folder, raw))
+    config = parse(raw, folder / "config.json")
     if verify:
         verify_default_weights(folder / "model.safetensors")
     # float64 once here, not on every run; the token tables stay float32 (rows are gathered)

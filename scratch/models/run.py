@@ -27,6 +27,12 @@ class Run:
     inputs: list = field(repr=False)  # per layer: the attention block's input x (T, d_model)
     logits: np.ndarray | None = field(default=None, repr=False)  # (T, vocab): decoders' head
 
+    def _repr_html_(self) -> str:
+        """Jupyter shows a run as its first and last layers' weights (scratch.html_view)."""
+        from ..html_view import run_html
+
+        return run_html(self)
+
     def next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
         """The k likeliest tokens after the text, with their probabilities (largest first)."""
         if self.logits is None:

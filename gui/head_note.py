@@ -1,0 +1,22 @@
+"""The note under the preset for a real model's head opened in the pipeline (no Qt)."""
+
+from __future__ import annotations
+
+import html
+
+from gui import session as sm
+
+
+def model_head_note(s: sm.Session) -> str:
+    """Rich text saying where a model head's numbers come from; '' for any other session."""
+    if not s.preset.startswith("model:"):
+        return ""
+    title = html.escape(s.preset.removeprefix("model:").replace(":", ", "))
+    if s.mode != "project":  # a decoder's head: rotated q, k and its v, no weights shown
+        return f"<b>{title}</b><br>q, k and v are the model's own, after its projections."
+    d_model = len(s.query[0]) - 1
+    return (
+        f"<b>{title}</b><br>d_model {d_model} + 1: X's last column is all ones and the last "
+        "row of W_q, W_k, W_v holds the biases b_q, b_k, b_v, so X @ W_q is the model's "
+        "x @ W_q + b_q."
+    )

@@ -1,0 +1,89 @@
+"""Said before a long pure-Python computation starts: how long the scratch backend would take, with
+a button for NumPy and one to compute anyway (no modal dialog: the window stays usable)."""
+
+from __future__ import annotations
+
+from PyQt6.QtCore import pyqtSignal
+from PyQt6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
+
+from gui import numbers
+
+# plain Python costs about this per cell of scores per head (measured at 256 and 512 tokens,
+# d_k = d_v = 2: 3-5 us with these on a loaded 2-core machine), plus this per feature of q, k, v
+CELL_US, FEATURE_US = 3.0, 0.4
+WARN_S = 10.0  # longer than this: asked first
+
+
+def scratch_seconds(s: object) -> float:
+    """About how long the scratch backend takes for session `s` (0 for another backend)."""
+    if s.backend != "scratch":
+        return 0.0
+    cells = s.num_heads * s.num_tokens * s.num_keys  # (H, L, S) scores
+    return cells * (CELL_US + FEATURE_US * (s.d_k + s.d_v)) / 1e6
+
+
+def duration(seconds: float) -> str:
+    """'about 40 seconds', 'about 1 minute', 'about 3 minutes'."""
+    if seconds < 60:
+        return f"about {numbers.count(round(seconds), 'second')}"
+    return f"about {numbers.count(round(seconds / 60), 'minute')}"
+
+
+class SlowWarning(QFrame):
+    """'scratch would take about 2 minutes at 4096 tokens:' [Use NumPy] [Compute with scratch]."""
+
+    useNumpy = pyqtSignal()
+    computeAnyway = pyqtSignal(object)  # the session to compute
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.NoFrame)  # no taller than the status bar's buttons
+        self.setStyleSheet("SlowWarning { background: #fff3cd; }")
+        self.session = None  # the session waiting for an answer
+        self.confirmed: tuple | None = None  # (backend, tokens, keys, heads) computed anyway
+        row = QHBoxLayout(self)
+        row.setContentsMargins(6, 0, 6, 0)
+        self.label = QLabel()
+        self.numpy_button = QPushButton("Use NumPy")
+        self.anyway_button = QPushButton("Compute with scratch")
+        row.addWidget(self.label)
+        row.addWidget(self.numpy_button)
+        row.addWidget(self.anyway_button)
+        self.numpy_button.clicked.connect(self._use_numpy)
+        self.anyway_button.clicked.connect(self._anyway)
+        self.hide()
+
+    @staticmethod
+    def _size(s: object) -> tuple:
+        return (s.backend, s.num_tokens, s.num_keys, s.num_heads, s.d_k, s.d_v)
+
+    def holds(self, s: object) -> bool:
+        """True when `s` must wait for an answer (shown now); False: compute it."""
+        seconds = scratch_seconds(s)
+        if seconds <= WARN_S or self.confirmed == self._size(s):
+            self.session = None
+            self.hide()
+            return False
+        self.session = s
+        self.label.setText(
+            f"scratch would take {duration(seconds)} at {numbers.count(s.num_tokens, 'token')}:"
+        )
+        self.label.setToolTip(
+            "The scratch backend is the exact ground truth in plain Python: it computes every "
+            "score one by one. NumPy computes the same trace in about a second and is checked "
+            "against the ground truth on sampled rows."
+        )
+        self.show()
+        return True
+
+    def _use_numpy(self) -> None:
+        self.session = None
+        self.hide()
+        self.useNumpy.emit()
+
+    def _anyway(self) -> None:
+        s, self.session = self.session, None
+        self.hide()
+        if s is not None:
+            self.confirmed = self._size(s)
+            self.computeAnyway.emit(s)

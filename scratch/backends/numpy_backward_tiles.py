@@ -1,0 +1,159 @@
+"""The tiled backward's fast loop: kept workspaces, exp2 with the scale folded, a worker per core.
+
+Used by numpy_backward's `tiled` kernel when every row has a live key (lse finite), the mask is
+none or causal, and masked_rows needs no special row; the general loop handles the rest.
+For one key block j (a task) and each query tile i it may see (causal: tiles above the diagonal
+skipped, only tiles crossing it masked), in buffers the worker keeps between tasks and calls:
+
+    s  = q_i k_j^T c - lse_i c                (c = scale log2(e) folded into q and lse: exp2)
+    P  = exp2(s)                              (exp and c = scale where exp2 has no SIMD)
+    dV_j += P_d^T dO_i     dP = (dO_i v_j^T) keep_ij     dS = P (dP - D_i)
+    dQ_i += dS k_j         dK_j += dS^T q_i
+
+with P_d = P keep_ij / (1 - p) (keep: the forward's keep mask, bools read per tile) and the
+scale applied once to dQ and dK at the end. dK_j and dV_j stay in the worker until the key
+block is done; dQ goes to the worker's own (..., L, E) array, summed over workers at the end.
+Extra memory: O(workers * (L * E + tile)).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+
+import numpy as np
+
+from .numpy_chunked import PARALLEL_MIN, kernel_detail
+from .numpy_threads import cores, share, single_threaded_blas
+
+KEY_BLOCK = 256  # keys per task (outer loop); dK_j, dV_j (256, E) stay in cache
+QUERY_TILE = 512  # query rows per tile: two (512, 256) float32 tiles, 1 MiB, kept per worker
+_LOCAL = threading.local()  # each thread's workspace, kept between calls
+
+
+class _Workspace:
+    """One worker's buffers for tiles of (rows, keys) and widths E, Ev."""
+
+    def __init__(self, rows: int, keys: int, E: int, Ev: int, dtype: np.dtype):
+        self.s = np.empty((rows, keys), dtype)  # scores, then P
+        self.dp = np.empty((rows, keys), dtype)  # dP, then dS
+        self.dq = np.empty((rows, E), dtype)  # one tile's dS k_j
+        self.dk = np.empty((keys, E), dtype)  # the key block's dK_j (unscaled)
+        self.dv = np.empty((keys, Ev), dtype)  # the key block's dV_j
+        self.dk_part = np.empty((keys, E), dtype)
+        self.dv_part = np.empty((keys, Ev), dtype)
+
+
+def _workspace(rows: int, keys: int, E: int, Ev: int, dtype: np.dtype) -> _Workspace:
+    """This thread's workspace for these sizes, made once (fresh pages cost page faults)."""
+    key = (rows, keys, E, Ev, np.dtype(dtype).name)
+    if getattr(_LOCAL, "key", None) != key:
+        _LOCAL.key, _LOCAL.space = key, _Workspace(rows, keys, E, Ev, dtype)
+    return _LOCAL.space
+
+
+def applies(p, keep, lse: np.ndarray) -> bool:
+    """Whether the fast loop computes this call: no mask or a causal one, every lse finite."""
+    return p.mask is None and bool(np.isfinite(lse).all())
+
+
+def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=KEY_BLOCK):
+    """(dQ, dK, dV) per query head (dK, dV before the GQA sum) and the kernel's detail; None
+    when q times the folded scale leaves the float range (the general loop scales each tile)."""
+    L, S, E, Ev, dtype = p.L, p.S, p.E, p.Ev, p.dtype
+    exp_name, detail = kernel_detail(dtype, False)
+    exp = np.exp2 if exp_name == "exp2" else np.exp
+    base = math.log2(math.e) if exp_name == "exp2" else 1.0  # natural units -> exp's base
+    with np.errstate(over="ignore"):
+        q_c = p.q * dtype.type(p.scale * base)  # (..., L, E): the scale (and log2 e) folded in once
+    if not np.isfinite(q_c).all():
+        return None
+    lse_c = lse * dtype.type(base) if base != 1.0 else lse  # (..., L) in exp's base
+    # D_i = sum_c dO_ic O_ic once per row
+    row_dot = np.einsum("...le,...le->...l", g, output)  # (..., L)
+    grad_key = np.empty(p.lead + (S, E), dtype)
+    grad_value = np.empty(p.lead + (S, Ev), dtype)
+    rows_per_tile, keys_per_task = min(rows_per_tile, L), min(keys_per_task, S)
+    factor = dtype.type(1.0 / (1.0 - p.dropout_p))  # a kept weight's dropout factor
+    lock, dq_of = threading.Lock(), {}  # each worker's own dQ (..., L, E)
+
+    def worker_dq() -> np.ndarray:
+        with lock:
+            found = dq_of.get(threading.get_ident())
+            if found is None:
+                found = dq_of[threading.get_ident()] = np.zeros(p.q.shape, dtype)
+        return found
+
+    def run(task) -> None:
+        index, j0 = task
+        kv = index if p.group == 1 else index[:-1] + (index[-1] // p.group,)
+        j1 = min(S, j0 + keys_per_task)
+        w = _workspace(rows_per_tile, keys_per_task, E, Ev, dtype)
+        k_j, v_j = p.k[kv][j0:j1], p.v[kv][j0:j1]  # (b, E), (b, Ev)
+        q_c_b, q_b, g_b, dq = q_c[index], p.q[index], g[index], worker_dq()[index]
+        lse_b, d_b, keep_b = lse_c[index], row_dot[index], None if keep is None else keep[index]
+        dk, dv = w.dk[: j1 - j0], w.dv[: j1 - j0]
+        dk.fill(0)
+        dv.fill(0)
+        first = p.causal.first_query(j0) if p.causal is not None else 0
+        for i0 in range(first, L, rows_per_tile):  # from the first row that sees j0
+            i1 = min(L, i0 + rows_per_tile)
+            s, dp = w.s[: i1 - i0, : j1 - j0], w.dp[: i1 - i0, : j1 - j0]
+            # step 1: P = exp2(q_i c k_j^T - lse_i c)   (n, E) @ (E, b) -> (n, b)
+            np.matmul(q_c_b[i0:i1], k_j.T, out=s)
+            np.subtract(s, lse_b[i0:i1, None], out=s)
+            rows, cols = range(i0, i1), range(j0, j1)
+            if p.causal is not None and not p.causal.sees_whole_tile(rows, cols):
+                np.copyto(s, -np.inf, where=~p.causal.tile(rows, cols))  # diagonal tiles only
+            exp(s, out=s)
+            # step 2: dP = dO_i v_j^T                  (n, Ev) @ (Ev, b) -> (n, b)
+            np.matmul(g_b[i0:i1], v_j.T, out=dp)
+            if keep_b is not None:  # dropout: the forward's factors for this tile
+                keep_ij = keep_b[i0:i1, j0:j1]  # (n, b) bools
+                np.multiply(dp, keep_ij, out=dp)
+                np.multiply(dp, factor, out=dp)  # dp * keep * 1/(1-p): numpy_backward.dropped
+                np.matmul((s * keep_ij * factor).T, g_b[i0:i1], out=w.dv_part[: j1 - j0])
+            else:  # step 3: dV_j += P^T dO_i          (b, n) @ (n, Ev) -> (b, Ev)
+                np.matmul(s.T, g_b[i0:i1], out=w.dv_part[: j1 - j0])
+            dv += w.dv_part[: j1 - j0]
+            # step 4: dS = P (dP - D_i)
+            np.subtract(dp, d_b[i0:i1, None], out=dp)
+            np.multiply(dp, s, out=dp)
+            # step 5: dQ_i += dS k_j                    (n, b) @ (b, E) -> (n, E)
+            np.matmul(dp, k_j, out=w.dq[: i1 - i0])
+            dq[i0:i1] += w.dq[: i1 - i0]
+            # step 6: dK_j += dS^T q_i                  (b, n) @ (n, E) -> (b, E)
+            np.matmul(dp.T, q_b[i0:i1], out=w.dk_part[: j1 - j0])
+            dk += w.dk_part[: j1 - j0]
+        grad_key[index][j0:j1] = dk
+        grad_value[index][j0:j1] = dv
+
+    tasks = [
+        (index, j0)
+        for index in itertools.product(*map(range, p.lead))
+        for j0 in range(0, S, keys_per_task)
+    ]
+    workers = min(cores(), len(tasks))
+    parallel = workers > 1 and L * S * math.prod(p.lead) >= PARALLEL_MIN
+    with single_threaded_blas() if parallel else _serial() as single:
+        if parallel and single:
+            share(tasks, workers, run)
+            detail += f"; {workers} threads (this one included), OpenBLAS on one thread"
+        else:
+            for task in tasks:
+                run(task)
+    grad_query = sum(dq_of.values()) if len(dq_of) > 1 else next(iter(dq_of.values()))
+    grad_query *= dtype.type(p.scale)
+    grad_key *= dtype.type(p.scale)
+    return grad_query, grad_key, grad_value, detail
+
+
+class _serial:
+    """A stand-in for single_threaded_blas when the call runs on this thread alone."""
+
+    def __enter__(self) -> bool:
+        return False
+
+    def __exit__(self, *exc) -> None:
+        return None

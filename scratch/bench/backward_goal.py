@@ -1,0 +1,175 @@
+"""Issue 24 items 1, 2 and 5: a training step's attention (forward with lse + backward) in NumPy.
+
+Opt-in (a plugin's goals, never in the default table):
+`python -m scratch.bench --plugin scratch.bench.backward_goal --only backward`.
+For each L in SIZES, causal or not, four rows timed interleaved (timing.measure_alternating) on
+the same float32 (1, 1, L, 64) inputs:
+- numpy: forward_with_lse, then the tiled backward given its output and lse;
+- torch: F.scaled_dot_product_attention (fused CPU kernel), then torch.autograd.grad;
+- the NumPy backend's chunked forward alone (need_weights=False, no lse): the floor's unit;
+- forward_with_lse alone (the same kernel with return_lse).
+Goals: numpy >= 1.3x torch's speed; numpy within 1.4x of the floor, 3.5x the chunked forward's
+time (the backward's five matrix products per tile against the forward's two); forward_with_lse
+<= 1.05x the chunked forward's time (the lse costs nothing measurable). Memory: the peak growth
+of forward_with_lse + tiled backward at L = MEMORY_L (tracemalloc, one untimed causal call).
+"""
+
+from __future__ import annotations
+
+from scratch.bench.host import LOAD_WAIT_S
+from scratch.bench.memory import format_bytes, peak_growth
+from scratch.bench.plugins import Goal, GoalSet
+from scratch.bench.row import Row, pair_ratio
+
+SIZES = (4096, 16384)
+MEMORY_L = 32768
+E = 64
+TORCH_GOAL = 1.3  # numpy at least this many times torch's speed
+FLOOR_FACTOR = 3.5  # forward + backward's floor in units of the forward's time
+FLOOR_GOAL = 1.4  # numpy within this factor of the floor
+LSE_GOAL = 1.05  # forward_with_lse's time over the chunked forward's
+MEMORY_GOAL = 256 * 2**20  # bytes: an (L, S) bool keep mask alone would be 1 GiB at 32768
+NUMPY_ROW = "numpy forward_with_lse + tiled backward"
+TORCH_ROW = "torch fused SDPA + autograd backward (cpu)"
+FORWARD_ROW = "numpy chunked forward (no lse)"
+LSE_ROW = "numpy forward_with_lse"
+
+
+def inputs(L: int):
+    """Seeded float32 q, k, v, dO of shape (1, 1, L, E)."""
+    import numpy as np
+
+    rng = np.random.default_rng(L)
+    return tuple(rng.standard_normal((1, 1, L, E), dtype=np.float32) for _ in range(4))
+
+
+def numpy_step(q, k, v, g, causal: bool):
+    """One training step's attention in NumPy: forward_with_lse, then the tiled backward."""
+    from scratch.backends import numpy_backward as nb
+
+    output, lse = nb.forward_with_lse(q, k, v, is_causal=causal)
+    return nb.scaled_dot_product_attention_backward(
+        q, k, v, g, is_causal=causal, kernel="tiled", output=output, lse=lse
+    )
+
+
+def backward_rows(L: int, causal: bool):
+    """The four rivals for measure_alternating at size L."""
+    import torch
+
+    from scratch.backends import get
+    from scratch.backends import numpy_backward as nb
+
+    q, k, v, g = inputs(L)
+    tq, tk, tv = (torch.from_numpy(a).requires_grad_() for a in (q, k, v))
+    tg = torch.from_numpy(g)
+    forward = get("numpy").scaled_dot_product_attention
+
+    def torch_step():
+        out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+        return torch.autograd.grad(out, (tq, tk, tv), tg)
+
+    return [
+        (NUMPY_ROW, lambda: numpy_step(q, k, v, g, causal), "n/a"),
+        (TORCH_ROW, torch_step, "n/a"),
+        (FORWARD_ROW, lambda: forward(q, k, v, is_causal=causal, need_weights=False), "n/a"),
+        (LSE_ROW, lambda: nb.forward_with_lse(q, k, v, is_causal=causal), "n/a"),
+    ]
+
+
+def judge(rows: list[Row], L: int, causal: bool) -> list[Goal]:
+    """The goal lines from the four rows (numpy, torch, chunked forward, forward_with_lse)."""
+    step, torch_row, forward, with_lse = rows
+    kind = "causal" if causal else "no mask"
+    where = f"float32 (1, 1, {L}, {E}), {kind}"
+    speed = pair_ratio(step, torch_row)  # torch's time / numpy's: numpy's speed
+    out = [
+        (
+            f"numpy forward_with_lse + tiled backward >= {TORCH_GOAL:g}x the speed of torch's "
+            f"fused SDPA + autograd backward, {where}",
+            "PASS" if speed.p10 >= TORCH_GOAL else "FAIL",
+            speed.text("x"),
+        )
+    ]
+    floor = Row(L, "floor", forward.seconds * FLOOR_FACTOR, forward.runs, None, "n/a")
+    floor.times, floor.load = [t * FLOOR_FACTOR for t in forward.times], forward.load
+    over = pair_ratio(floor, step)  # numpy's time / the floor's
+    out.append(
+        (
+            f"numpy forward_with_lse + tiled backward within {FLOOR_GOAL:g}x of the floor "
+            f"({FLOOR_FACTOR:g}x the chunked forward's time), {where}",
+            "PASS" if over.p10 <= FLOOR_GOAL else "FAIL",
+            over.text("x the floor's time"),
+        )
+    )
+    lse_cost = pair_ratio(forward, with_lse)
+    out.append(
+        (
+            f"forward_with_lse <= {LSE_GOAL:g}x the chunked forward's time (the lse for free), "
+            f"{where}",
+            "PASS" if lse_cost.p10 <= LSE_GOAL else "FAIL",
+            lse_cost.text("x the time"),
+        )
+    )
+    for r in rows:
+        out.append(
+            (
+                f"(reference) {r.name}, {where}",
+                "info",
+                f"10th percentile {r.p10 * 1e3:.1f} ms, best {r.best * 1e3:.1f} ms, "
+                f"{r.runs} rounds",
+            )
+        )
+    return out
+
+
+def memory_goal(L: int = MEMORY_L) -> Goal:
+    """Peak memory growth of one causal forward_with_lse + tiled backward at size L."""
+    q, k, v, g = inputs(L)
+    peak = peak_growth(lambda: numpy_step(q, k, v, g, True), "tracemalloc")
+    given = 4 * q.nbytes  # q, k, v, dO themselves
+    return (
+        f"numpy forward_with_lse + tiled backward at L = {L} (causal): peak memory growth "
+        f"< {format_bytes(MEMORY_GOAL)} (no (L, S) array; the inputs are {format_bytes(given)})",
+        "PASS" if peak < MEMORY_GOAL else "FAIL",
+        format_bytes(peak),
+    )
+
+
+def measure_backward(
+    sizes: tuple[int, ...] = SIZES,
+    memory_L: int | None = MEMORY_L,
+    runs: int | None = None,
+    load_wait_s: float | None = LOAD_WAIT_S,
+) -> list[Goal]:
+    """Time the four rows interleaved at each size, causal or not, judge, then the memory."""
+    from scratch.bench.timing import measure_alternating
+
+    out: list[Goal] = []
+    for L in sizes:
+        for causal in (False, True):
+            rows = measure_alternating(
+                L,
+                backward_rows(L, causal),
+                runs,
+                load_wait_s,
+                budget_s=2.0,
+                min_rounds=4,
+                max_rounds=12,
+            )
+            out.extend(judge(rows, L, causal))
+    if memory_L is not None:
+        out.append(memory_goal(memory_L))
+    return out
+
+
+BENCH_GOALS = (
+    GoalSet(
+        "backward",
+        f"numpy forward with lse + tiled backward against torch and the floor at L = "
+        f"{', '.join(map(str, SIZES))} (issue 24 items 1-2)",
+        measure_backward,
+    ),
+)
+
+__all__ = ["BENCH_GOALS", "backward_rows", "judge", "measure_backward", "memory_goal"]

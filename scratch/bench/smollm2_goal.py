@@ -1,0 +1,155 @@
+"""SmolLM2-135M's goals against transformers float64, timed in the same run: a bench plugin.
+
+`python -m scratch.bench --plugin scratch.bench.smollm2_goal --only smollm2` (`make bench` loads
+it): load + dequantize (<= 5 s), a 128-token run (<= 2 s) and one generation step with the
+key/value cache (<= 0.2 s), each in NumPy float64 and each against transformers' float64
+LlamaForCausalLM on the same host, timed in alternating rounds (one, then the other) so that
+other processes slow both alike; the goal is also "not slower than transformers". Both sides
+return the attention weights (transformers: eager attention, output_attentions=True); both use
+this package's tokenizer ids. The peak memory (RSS growth) of each load is stated.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+
+from scratch.bench.memory import format_bytes, peak_growth
+from scratch.bench.plugins import Goal, GoalSet
+
+LOAD_GOAL_S, RUN_GOAL_S, STEP_GOAL_S = 5.0, 2.0, 0.2
+RUN_TOKENS = 128
+LOAD_ROUNDS, RUN_ROUNDS, STEP_ROUNDS = 2, 7, 15  # transformers' load (~15 s) is timed once
+TEXT = (
+    "Attention lets each token of a sentence look back at the tokens before it, weigh them "
+    "and mix their values into its own row. A decoder does this in every layer and every head, "
+    "then turns the last row into a guess at the next word. "
+)
+NAMES = (
+    f"SmolLM2 load + dequantize to float64 <= {LOAD_GOAL_S:g} s, not slower than transformers",
+    f"SmolLM2 {RUN_TOKENS}-token run <= {RUN_GOAL_S:g} s, not slower than transformers float64",
+    f"SmolLM2 one cached generation step <= {STEP_GOAL_S:g} s, not slower than transformers",
+)
+
+
+def _seconds(fn: Callable[[], object]) -> float:
+    """Wall-clock seconds of one call."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _line(name: str, goal_s: float, ours: list[float], theirs: list[float], extra: str) -> Goal:
+    """PASS when our median is within the goal and no slower than transformers' median."""
+    mine, other = statistics.median(ours), statistics.median(theirs)
+    paired = [b / a for a, b in zip(ours, theirs)]
+    ratio = (
+        f"median of {len(paired)} alternating rounds {statistics.median(paired):.2f}x "
+        f"(range {min(paired):.2f}-{max(paired):.2f}x)"
+        if len(ours) == len(theirs)
+        else f"{other / mine:.2f}x median vs median"
+    )
+    status = "PASS" if mine <= goal_s and mine <= other else "FAIL"
+    detail = (
+        f"NumPy {mine:.3f} s median, {min(ours):.3f} s best of {len(ours)}; transformers "
+        f"{other:.3f} s median, {min(theirs):.3f} s best of {len(theirs)}; transformers' time "
+        f"/ ours: {ratio}{extra}"
+    )
+    return name, status, detail
+
+
+def _text(model: object) -> str:
+    """A text of exactly RUN_TOKENS tokens (TEXT repeated, cut at a token, checked)."""
+    ids = model.tokenize(TEXT * 8)[1][:RUN_TOKENS]
+    text = model.tokenizer.decode(ids)
+    if len(model.tokenize(text)[1]) != RUN_TOKENS:
+        raise RuntimeError(f"the bench text is not {RUN_TOKENS} tokens long")
+    return text
+
+
+def _transformers_load(path: object) -> object:
+    """transformers' own GGUF loader, in float64, eager attention (weights it can return)."""
+    import torch
+    import transformers
+
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float64
+    )
+    hf.set_attn_implementation("eager")
+    return hf.eval().requires_grad_(False)
+
+
+def smollm2_goals() -> list[Goal]:
+    """The three goal lines, measured (about a minute), or why not."""
+    try:
+        import torch
+        import transformers  # noqa: F401
+
+        from scratch import models
+        from scratch.models import llama
+        from scratch.models.gguf_file import smollm2_path
+        from scratch.models.model import _load_gguf
+
+        path = smollm2_path()
+    except (ImportError, ValueError) as exc:
+        why = f"needs torch, transformers and SmolLM2: {exc}"
+        return [(name, "not measured", why) for name in NAMES]
+
+    loads: dict[str, list[float]] = {"ours": [], "theirs": []}
+    peaks: dict[str, int | None] = {}
+    box: list = []  # transformers' model, loaded once between our loads
+    for n in range(LOAD_ROUNDS):
+        _load_gguf.cache_clear()  # cold: read, hash-check, dequantize every time
+        gc.collect()
+        t0 = time.perf_counter()
+        peak = peak_growth(lambda: models.load("smollm2"), "rss")
+        loads["ours"].append(time.perf_counter() - t0)
+        peaks["ours"] = peak if n == 0 else peaks["ours"]  # the first: a fresh process's growth
+        if n == 0:
+            gc.collect()
+            t0 = time.perf_counter()
+            peaks["theirs"] = peak_growth(lambda: box.append(_transformers_load(path)), "rss")
+            loads["theirs"].append(time.perf_counter() - t0)
+    hf = box[0]
+    memory = (
+        f"; peak memory (RSS growth) NumPy {format_bytes(peaks['ours'])}, transformers "
+        f"{format_bytes(peaks['theirs'])}"
+    )
+    lines = [_line(NAMES[0], LOAD_GOAL_S, loads["ours"], loads["theirs"], memory)]
+
+    model = models.load("smollm2")
+    text = _text(model)
+    ids = model.tokenize(text)[1]
+    x = torch.tensor([ids])
+    runs: dict[str, list[float]] = {"ours": [], "theirs": []}
+    with torch.no_grad():
+        for _ in range(RUN_ROUNDS):
+            runs["ours"].append(_seconds(lambda: model.run(text)))
+            runs["theirs"].append(_seconds(lambda: hf(x, output_attentions=True)))
+    lines.append(_line(NAMES[1], RUN_GOAL_S, runs["ours"], runs["theirs"], ""))
+
+    _, _, logits, cache = llama.step(model.config, model.weights, ids)
+    new = [int(logits[-1].argmax())]
+    steps: dict[str, list[float]] = {"ours": [], "theirs": []}
+    with torch.no_grad():
+        out = hf(x, use_cache=True)
+        past = out.past_key_values
+        token = torch.tensor([new])
+        for _ in range(STEP_ROUNDS):
+            steps["ours"].append(
+                _seconds(lambda: llama.step(model.config, model.weights, new, cache))
+            )
+            steps["theirs"].append(
+                _seconds(
+                    lambda: hf(token, past_key_values=past, use_cache=True, output_attentions=True)
+                )
+            )
+            past.crop(-1)  # back to the prompt's RUN_TOKENS entries
+    where = f" (the step after {RUN_TOKENS} tokens)"
+    lines.append(_line(NAMES[2], STEP_GOAL_S, steps["ours"], steps["theirs"], where))
+    return lines
+
+
+BENCH_GOALS = (GoalSet("smollm2", "SmolLM2-135M against transformers float64", smollm2_goals),)

@@ -1,0 +1,239 @@
+"""Name a variant kernel's mistake, only when its output lands on one planted wrong attention.
+
+Each candidate is variant_numpy.attend with one `Planted` change, in float64. A name is given
+when exactly one candidate matches (diagnosis.structural_score <= 2: within the allowed error,
+or 1/1000 of how far that candidate is from the truth) and that candidate is told apart from
+the truth in this case; two matching names give none. A cap other than the case's is fitted
+(softcap with the wrong cap) and named with the cap found.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .diagnosis import structural_score
+from .variant_cases import VariantCase
+from .variant_numpy import Planted, allowed, attend
+from .variant_prepare import VariantPrepared
+
+BLOCKS = (8, 16, 32, 64)
+MERGED = (
+    "split-KV partials merged without rescaling: each split's output and sum added as they "
+    "are, not weighted by exp(m_split - m) (flash-decoding merges by each split's lse)"
+)
+AVERAGED = (
+    "split-KV partial outputs averaged: each split's output needs the weight "
+    "exp(lse_split - lse), not 1/splits"
+)
+TOP_LEFT = (
+    "decode aligned top-left: the diagonal at j = i instead of j = i + S - L (the L queries "
+    "are the last L positions; FlashAttention's causal and window_size are bottom-right)"
+)
+PAIRING = {
+    "half": "RoPE pairing swapped: pairs (2m, 2m+1) turned (interleaved, GPT-J) where "
+    "rotary_interleaved=False asks for (m, m + d/2) (half-split, Llama / GPT-NeoX)",
+    "interleaved": "RoPE pairing swapped: pairs (m, m + d/2) turned (half-split) where "
+    "rotary_interleaved=True asks for (2m, 2m+1) (interleaved)",
+}
+
+
+def window_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+    """Each window edge off by one, and the window left out."""
+    left, right = case.window
+    lo, hi = (None if left == -1 else -left), (None if right == -1 else right)
+    found = []
+    if lo is not None:
+        found += [
+            (
+                f"window off by one on the left: {left - 1} keys before the diagonal seen, not "
+                f"window_size[0] = {left} (j >= i - left counts keys beside the diagonal)",
+                Planted(window_edges=(lo + 1, hi)),
+            ),
+            (
+                f"window off by one on the left: {left + 1} keys before the diagonal seen, not "
+                f"window_size[0] = {left} (j >= i - left counts keys beside the diagonal)",
+                Planted(window_edges=(lo - 1, hi)),
+            ),
+        ]
+    if hi is not None:
+        found += [
+            (
+                f"window off by one on the right: {right + 1} keys after the diagonal seen, not "
+                f"window_size[1] = {right}",
+                Planted(window_edges=(lo, hi + 1)),
+            ),
+            (
+                f"window off by one on the right: {right - 1} keys after the diagonal seen, not "
+                f"window_size[1] = {right}"
+                + (" (the diagonal key left out)" if right == 0 else ""),
+                Planted(window_edges=(lo, hi - 1)),
+            ),
+        ]
+    found.append(("sliding window not applied (every key seen)", Planted(no_window=True)))
+    return found
+
+
+def mask_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+    """Mistakes of the mask: alignment, causal edge, window, documents, prefix, chunks."""
+    found = []
+    if case.shift > 0 and (case.causal or case.window or case.chunk or case.prefix):
+        found.append((TOP_LEFT, Planted(shift=0)))
+    if case.causal:
+        found += [
+            ("causal mask off by one (diagonal excluded: j < i + S - L)", Planted(causal_edge=-1)),
+            ("causal mask off by one (one future key seen)", Planted(causal_edge=1)),
+        ]
+    if case.window is not None:
+        found += window_candidates(case)
+    if case.cu_seqlens is not None:
+        found += [
+            (
+                "documents leak into each other: keys of other documents seen (cu_seqlens ignored)",
+                Planted(docs="ignored"),
+            ),
+            (
+                "documents leak into each other: keys of later documents seen (a document's "
+                "end, cu_seqlens[d + 1], not applied)",
+                Planted(docs="no-end"),
+            ),
+        ]
+        for edge in (-1, 1):
+            found.append(
+                (
+                    f"document boundaries off by one: each document taken to start at "
+                    f"cu_seqlens[d] {'-' if edge < 0 else '+'} 1",
+                    Planted(doc_edge=edge),
+                )
+            )
+    if case.prefix is not None:
+        found.append(
+            ("prefix-LM prefix not seen bidirectionally (plain causal)", Planted(no_prefix=True))
+        )
+        for edge in (-1, 1):
+            n = case.prefix + edge
+            found.append(
+                (f"prefix-LM prefix length off by one ({n} keys, not {case.prefix})",
+                 Planted(prefix_edge=edge))
+            )  # fmt: skip
+    if case.chunk is not None:
+        found.append(
+            (
+                "chunked local attention not applied (keys of earlier chunks seen)",
+                Planted(no_chunk=True),
+            )
+        )
+        for n in (case.chunk - 1, case.chunk + 1):
+            found.append(
+                (f"chunk size off by one ({n} keys per chunk, not {case.chunk})", Planted(chunk=n))
+            )
+    return found
+
+
+def score_candidates(case: VariantCase, masked: bool) -> list[tuple[str, Planted]]:
+    """Mistakes of the score changes, the sinks and RoPE."""
+    found = []
+    if case.softcap is not None:
+        found.append(("softcap not applied (scores not capped)", Planted(no_softcap=True)))
+        if masked:
+            found.append(
+                (
+                    "softcap applied after the mask: masked keys get cap * tanh(-inf) = -cap, "
+                    "a finite score, and are seen (cap the scores, then mask)",
+                    Planted(softcap_after_mask=True),
+                )
+            )
+    if case.alibi:
+        found += [
+            ("ALiBi sign reversed: slope * (i - j) added, farther keys count more",
+             Planted(alibi_sign=-1)),
+            ("ALiBi slope order reversed: head h given slope[H - 1 - h] (the first head is the "
+             "steepest)", Planted(slopes_reversed=True)),
+            ("ALiBi bias not added", Planted(no_alibi=True)),
+        ]  # fmt: skip
+    if case.sinks:
+        found.append(
+            (
+                "sink left out of the denominator: exp(sink[h]) must be added to each row's "
+                "sum (the rows' weights then sum to less than 1)",
+                Planted(sink_out=True),
+            )
+        )
+    if case.rotary is not None:
+        other = "interleaved" if case.rotary == "half" else "half"
+        found.append((PAIRING[case.rotary], Planted(pairing=other)))
+        if case.shift > 0:
+            found.append(
+                (
+                    "decode positions not offset: query i turned by RoPE position i, not "
+                    "i + S - L (its position after the cached keys)",
+                    Planted(q_positions="zero"),
+                )
+            )
+    return found
+
+
+def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+    """Split-KV merges without the max correction, for split counts 2-8 and block sizes."""
+    S = case.k[2]
+    sizes = {-(-S // n) for n in range(2, 9)} | {b for b in BLOCKS if b < S}
+    found = []
+    for size in sorted(sizes):
+        found.append((MERGED, Planted(split=(size, "no-rescale"))))
+        found.append((AVERAGED, Planted(split=(size, "average"))))
+    return found
+
+
+def candidates(case: VariantCase, masked: bool) -> list[tuple[str, Planted]]:
+    """(name, planted mistake) for every mistake this case may reveal."""
+    return mask_candidates(case) + score_candidates(case, masked) + split_candidates(case)
+
+
+def fit_cap(prep: VariantPrepared, got: np.ndarray, bound: np.ndarray) -> str | None:
+    """The cap that explains got, when it is not the case's: 'softcap with the wrong cap'."""
+    case, d = prep.case, prep.data
+    cap = case.softcap
+
+    def miss(log_c: float) -> float:
+        out = attend(case, d, Planted(cap=cap * math.exp(log_c)))
+        return float(np.max(np.abs(got - out)))
+
+    grid = np.linspace(-4.0, 4.0, 49)
+    best = min(grid, key=miss)
+    lo, hi = best - 1 / 6, best + 1 / 6
+    for _ in range(40):  # golden-section search around the best grid point
+        a, b = hi - 0.618 * (hi - lo), lo + 0.618 * (hi - lo)
+        lo, hi = (lo, b) if miss(a) < miss(b) else (a, hi)
+    c = cap * math.exp((lo + hi) / 2)
+    if abs(c / cap - 1) < 0.02:
+        return None
+    out = attend(case, d, Planted(cap=c))
+    if structural_score(got, out, prep.truth, bound) > 2.0:
+        return None
+    return f"softcap with the wrong cap: the output matches cap ~ {c:.3g}, not {cap:g}"
+
+
+def diagnose(prep: VariantPrepared, got: np.ndarray) -> str | None:
+    """The one planted mistake got matches, or None."""
+    case, truth = prep.case, prep.truth
+    bound = np.full(truth.shape, prep.allowed)
+    if "outputs" not in prep.memo:
+        masked = not allowed(case, Planted(), case.q[2], case.k[2]).all()
+        made = []
+        for name, planted in candidates(case, masked):
+            made.append((name, attend(case, prep.data, planted)))
+        prep.memo["outputs"] = made
+    matched = {
+        name
+        for name, out in prep.memo["outputs"]
+        if structural_score(got, out, truth, bound) <= 2.0
+    }
+    if len(matched) == 1:
+        return matched.pop()
+    if matched or case.softcap is None:
+        return None
+    return fit_cap(prep, got, bound)
+
+
+__all__ = ["candidates", "diagnose"]

@@ -1,0 +1,227 @@
+"""A variant case's attention in NumPy, correct or with one mistake planted (`Planted`).
+
+In float64 it is the diagnosis's family of wrong attentions (each matches scratch.flex_attention
+when nothing is planted: tests/test_check_variants.py); in the checked dtype, with several key
+block sizes, it gives the correct reference kernels whose errors set the rule's yardstick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .variant_cases import VariantCase
+
+
+@dataclass(frozen=True)
+class Planted:
+    """One mistake (the defaults are the correct attention)."""
+
+    shift: int | None = None  # the diagonal's offset (None: the case's S - L; 0: top-left)
+    causal_edge: int = 0  # key j seen iff j <= i + shift + causal_edge
+    window_edges: tuple[int | None, int | None] | None = None  # (lo, hi) offsets from diagonal
+    no_window: bool = False
+    cap: float | None = None  # another cap (None: the case's)
+    no_softcap: bool = False
+    softcap_after_mask: bool = False  # masked scores become cap * tanh(-inf) = -cap
+    alibi_sign: int = 1
+    slopes_reversed: bool = False
+    no_alibi: bool = False
+    sink_out: bool = False  # the sink left out of the denominator
+    docs: str = "same"  # 'same', 'ignored' or 'no-end' (a query sees later documents)
+    doc_edge: int = 0  # every document boundary moved by this many positions
+    prefix_edge: int = 0
+    no_prefix: bool = False
+    chunk: int | None = None  # another chunk size
+    no_chunk: bool = False
+    pairing: str | None = None  # another RoPE pairing
+    q_positions: str = "offset"  # 'offset' (i + S - L) or 'zero' (i: decode not offset)
+    split: tuple[int, str] | None = None  # (keys per split, 'no-rescale' | 'average')
+    softcap_grad: bool = True  # backward: False leaves out softcap's 1 - tanh^2 factor
+    rope_grad: bool = True  # backward: False returns the gradients of the rotated q and k
+
+
+CORRECT = Planted()  # nothing planted
+
+
+@dataclass
+class VariantData:
+    """A case's inputs as float64 arrays (already rounded to the checked dtype)."""
+
+    q: np.ndarray  # (1, H, L, E)
+    k: np.ndarray  # (1, Hkv, S, E)
+    v: np.ndarray  # (1, Hkv, S, Ev)
+    scale: float
+    slopes: np.ndarray | None  # (H,)
+    sinks: np.ndarray | None  # (H,)
+    cos: np.ndarray | None  # (S, E / 2)
+    sin: np.ndarray | None
+
+
+def doc_ids(cu: tuple[int, ...], S: int, edge: int = 0) -> np.ndarray:
+    """Document id of every position, with each inner boundary moved by `edge`."""
+    cuts = [c + edge for c in cu[1:-1]]
+    return np.searchsorted(np.asarray(cuts), np.arange(S), side="right")
+
+
+def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
+    """(L, S) bool: key j seen by query i under the case's rule with p planted."""
+    shift = case.shift if p.shift is None else p.shift
+    i = np.arange(L)[:, None] + shift  # each query's position
+    j = np.arange(S)[None, :]
+    seen = np.ones((L, S), dtype=bool)
+    if case.causal:
+        seen &= j <= i + p.causal_edge
+    if case.window is not None and not p.no_window:
+        left, right = case.window
+        lo, hi = (
+            (None if left == -1 else -left, None if right == -1 else right)
+            if p.window_edges is None
+            else p.window_edges
+        )
+        if lo is not None:
+            seen &= j >= i + lo
+        if hi is not None:
+            seen &= j <= i + hi
+    if case.cu_seqlens is not None and p.docs != "ignored":
+        ids = doc_ids(case.cu_seqlens, S, p.doc_edge)
+        q_ids = ids[np.clip(i, 0, S - 1)]
+        # 'no-end': from the start of the query's document on, later documents included
+        seen &= (ids[j] >= q_ids) if p.docs == "no-end" else (ids[j] == q_ids)
+    if case.prefix is not None:
+        seen &= j <= i if p.no_prefix else (j < case.prefix + p.prefix_edge) | (j <= i)
+    if case.chunk is not None and not p.no_chunk:
+        n = case.chunk if p.chunk is None else p.chunk
+        seen &= j // n == i // n
+    return seen
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str) -> np.ndarray:
+    """x (..., N, D) turned by the rows of cos, sin (N, D / 2) with the given pairing."""
+    half = x.shape[-1] // 2
+    if pairing == "half":
+        a, b = x[..., :half], x[..., half:]
+    else:
+        a, b = x[..., 0::2], x[..., 1::2]
+    a2, b2 = a * cos - b * sin, b * cos + a * sin
+    if pairing == "half":
+        return np.concatenate([a2, b2], axis=-1)
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = a2, b2
+    return out
+
+
+def turned(case: VariantCase, d: VariantData, p: Planted, acc, sign: float = 1.0):
+    """q, k (or, with sign -1, gradients) turned by RoPE as the case (with p) asks."""
+    q, k = d.q.astype(acc), d.k.astype(acc)
+    return turn_pair(case, d, p, acc, q, k, sign)
+
+
+def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0):
+    """q at positions i + S - L (or i with p.q_positions 'zero'), k at j; sign -1 turns back."""
+    if case.rotary is None:
+        return q, k
+    L = q.shape[2]
+    pairing = p.pairing or case.rotary
+    first = 0 if p.q_positions == "zero" else case.shift
+    cos, sin = d.cos.astype(acc), acc(sign) * d.sin.astype(acc)
+    q = rotate(q, cos[first : first + L], sin[first : first + L], pairing)
+    return q, rotate(k, cos, sin, pairing)
+
+
+def scores(case: VariantCase, d: VariantData, p: Planted, acc) -> tuple[np.ndarray, np.ndarray]:
+    """(scores (1, H, L, S) after score changes and mask, kv-head-repeated v) in dtype acc."""
+    q, k = turned(case, d, p, acc)
+    v = d.v.astype(acc)
+    H, L, S = q.shape[1], q.shape[2], k.shape[2]
+    group = H // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = (q @ np.swapaxes(k, -1, -2)) * acc(d.scale)  # (1, H, L, E) @ (1, H, E, S) -> (1, H, L, S)
+    keep = allowed(case, p, L, S)
+    if p.softcap_after_mask:
+        s = np.where(keep, s, -np.inf)
+    if case.softcap is not None and not p.no_softcap:
+        cap = acc(case.softcap if p.cap is None else p.cap)
+        s = cap * np.tanh(s / cap)
+    if case.alibi and not p.no_alibi:
+        slopes = d.slopes[::-1] if p.slopes_reversed else d.slopes
+        i = np.arange(L)[:, None] + case.shift
+        distance = (np.arange(S)[None, :] - i).astype(acc)  # (L, S): j - i
+        s = s + (p.alibi_sign * slopes.astype(acc))[None, :, None, None] * distance
+    if not p.softcap_after_mask:
+        s = np.where(keep, s, -np.inf)
+    return s, v
+
+
+def attend(
+    case: VariantCase,
+    d: VariantData,
+    p: Planted = CORRECT,
+    *,
+    dtype: str = "float64",
+    block: int | None = None,
+    exp2: bool = False,
+) -> np.ndarray:
+    """Output (1, H, L, Ev) as float64: in one softmax, or one pass over key blocks of `block`."""
+    acc = np.float64 if dtype == "float64" else np.float32
+    with np.errstate(all="ignore"):
+        s, v = scores(case, d, p, acc)
+        sink = None
+        if d.sinks is not None and not p.sink_out:
+            sink = d.sinks.astype(acc)[None, :, None, None]  # (1, H, 1, 1)
+        if p.split is not None:
+            return split_merge(s, v, sink, *p.split)
+        S = s.shape[-1]
+        step = S if block is None else block
+        exp = np.exp2 if exp2 else np.exp
+        fold = acc(1.0 / np.log(2.0)) if exp2 else acc(1.0)
+        top = np.full(s.shape[:-1] + (1,), -np.inf, dtype=acc)  # running max
+        total = np.zeros_like(top)  # running denominator
+        out = np.zeros(s.shape[:-1] + (v.shape[-1],), dtype=acc)
+        for j in range(0, S, step):
+            t = s[..., j : j + step] * fold
+            new = np.maximum(top, t.max(-1, keepdims=True))
+            safe = np.where(np.isfinite(new), new, 0)
+            alpha = exp(top - safe)
+            e = exp(t - safe)
+            total = total * alpha + e.sum(-1, keepdims=True)
+            out = out * alpha + e @ v[..., j : j + step, :]  # (.., L, Bk) @ (.., Bk, Ev)
+            top = new
+        if sink is not None:  # the sink: one more term of the denominator, no value
+            new = np.maximum(top, sink * fold)
+            alpha = exp(top - new)
+            total = total * alpha + exp(sink * fold - new)
+            out = out * alpha
+        return (out / total).astype(np.float64)
+
+
+def split_merge(s: np.ndarray, v: np.ndarray, sink, size: int, mode: str) -> np.ndarray:
+    """Split-KV partials (own max, sum, output each) merged the wrong way: `mode`."""
+    parts = []
+    for j in range(0, s.shape[-1], size):
+        t = s[..., j : j + size]
+        m = t.max(-1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0)
+        e = np.exp(t - m)
+        parts.append((e @ v[..., j : j + size, :], e.sum(-1, keepdims=True), m))
+    if mode == "average":  # each split's normalised output, averaged
+        out = sum(o / np.where(n > 0, n, 1) for o, n, _ in parts) / len(parts)
+        return out.astype(np.float64)
+    out = sum(o for o, _, _ in parts)
+    total = sum(n for _, n, _ in parts)
+    if sink is not None:
+        total = total + np.exp(sink)
+    return (out / total).astype(np.float64)
+
+
+__all__ = [
+    "CORRECT",
+    "Planted",
+    "VariantData",
+    "allowed",
+    "attend",
+    "doc_ids",
+    "rotate",
+    "split_merge",
+]

@@ -1,0 +1,156 @@
+"""A variant case made ready: seeded inputs, the exact ground truth and the allowed error.
+
+The ground truth is scratch.flex_attention (plain Python, math.fsum) on the inputs as rounded to
+the checked dtype, with the case's rule built from scratch.variants and RoPE from scratch.rotary.
+The allowed error is the rule of the plain checker: twice the largest error of correct reference
+kernels in the checked dtype (variant_numpy.attend in one softmax, key by key, and over blocks of
+16 with exp2), plus 4 units in the last place of max |truth|.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..flex import create_block_mask, flex_attention
+from ..rope import rotary
+from ..tolerance import UNIT_ROUNDOFF, ulp
+from ..variants import (
+    ALiBi,
+    Causal,
+    ChunkedLocal,
+    Documents,
+    PrefixLM,
+    SlidingWindow,
+    Softcap,
+    alibi_slopes,
+    combine,
+)
+from .cases import gauss
+from .run import FLOOR_ULPS, RULE_FACTOR
+from .variant_cases import VariantCase, rotary_tables
+from .variant_numpy import VariantData, attend
+
+_CACHE: OrderedDict = OrderedDict()
+SANE = 16.0  # reference kernels within 16 (E + S) u max|v| of the truth, or an internal error
+
+
+@dataclass
+class VariantPrepared:
+    """A case's rounded inputs (float64 arrays), truth (1, H, L, Ev) and allowed error."""
+
+    case: VariantCase
+    dtype: str
+    data: VariantData
+    truth: np.ndarray
+    allowed: float = math.nan
+    reference: float = math.nan  # the largest error of the reference kernels
+    memo: dict = field(default_factory=dict)
+
+
+def rounded(x: object, dtype: str) -> np.ndarray:
+    """Nested floats rounded to dtype, as float64 (numpy and torch round alike: IEEE)."""
+    return np.asarray(x, dtype=np.float64).astype(dtype).astype(np.float64)
+
+
+def truth_variant(case: VariantCase, slopes: list[float] | None):
+    """The case's rule as one scratch.variants object (None: plain attention)."""
+    shift, parts = case.shift, []
+    if case.causal:
+        parts.append(Causal(shift))
+    if case.window is not None:
+        parts.append(SlidingWindow(*case.window, shift))
+    if case.cu_seqlens is not None:
+        parts.append(Documents.from_cu_seqlens(list(case.cu_seqlens)))
+    if case.prefix is not None:
+        parts.append(PrefixLM(case.prefix, shift))
+    if case.chunk is not None:
+        parts.append(ChunkedLocal(case.chunk, shift))
+    if case.softcap is not None:
+        parts.append(Softcap(case.softcap))
+    if case.alibi:
+        parts.append(ALiBi(tuple(slopes)))
+    return combine(*parts) if parts else None
+
+
+def make_data(case: VariantCase, dtype: str, seed: int) -> VariantData:
+    """Seeded inputs, rounded to dtype, as float64 arrays."""
+    rng = random.Random(f"{seed}:{case.name}")
+    q = rounded(gauss(rng, case.q, case.q_size), dtype)
+    k, v = rounded(gauss(rng, case.k), dtype), rounded(gauss(rng, case.v), dtype)
+    H, S, E = case.q[1], case.k[2], case.q[3]
+    slopes = rounded(alibi_slopes(H), dtype) if case.alibi else None
+    sinks = rounded([rng.uniform(1.0, 3.0) for _ in range(H)], dtype) if case.sinks else None
+    cos = sin = None
+    if case.rotary is not None:
+        cos, sin = (rounded(t, dtype) for t in rotary_tables(S, E))
+    return VariantData(q, k, v, 1.0 / math.sqrt(E), slopes, sinks, cos, sin)
+
+
+def truth_inputs(case: VariantCase, d: VariantData) -> tuple:
+    """(q, k turned by RoPE, score_mod, block_mask, sinks, (q positions, k positions))."""
+    q, k = d.q.tolist(), d.k.tolist()
+    L, S = case.q[2], case.k[2]
+    positions = [case.shift + i for i in range(L)], list(range(S))
+    if case.rotary is not None:  # turn query i by position i + S - L, key j by position j
+        q = rotary(q, positions[0], pairing=case.rotary)
+        k = rotary(k, positions[1], pairing=case.rotary)
+    variant = truth_variant(case, None if d.slopes is None else d.slopes.tolist())
+    block_mask = score_mod = None
+    if variant is not None and variant.mask_mod is not None:
+        block_mask = create_block_mask(variant.mask_mod, 1, case.q[1], L, S, BLOCK_SIZE=16)
+    if variant is not None:
+        score_mod = variant.score_mod
+    sinks = None if d.sinks is None else d.sinks.tolist()
+    return q, k, score_mod, block_mask, sinks, positions
+
+
+def ground_truth(case: VariantCase, d: VariantData) -> np.ndarray:
+    """scratch.flex_attention on the rounded inputs: (1, H, L, Ev), exact."""
+    q, k, score_mod, block_mask, sinks, _ = truth_inputs(case, d)
+    out = flex_attention(
+        q, k, d.v.tolist(), score_mod, block_mask, d.scale, enable_gqa=case.gqa, sinks=sinks
+    )
+    return np.asarray(out, dtype=np.float64)
+
+
+def prepare_variant(case: VariantCase, dtype: str, seed: int) -> VariantPrepared:
+    """The case's VariantPrepared (kept for the next kernel checked with the same settings)."""
+    key = (case, dtype, seed)
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    d = make_data(case, dtype, seed)
+    prep = VariantPrepared(case, dtype, d, ground_truth(case, d))
+    outs = [
+        attend(case, d, dtype=dtype),
+        attend(case, d, dtype=dtype, block=1),
+        attend(case, d, dtype=dtype, block=16, exp2=True),
+    ]
+    prep.reference = max(float(np.max(np.abs(o - prep.truth))) for o in outs)
+    sane = SANE * (case.q[3] + case.k[2]) * UNIT_ROUNDOFF[dtype] * float(np.max(np.abs(d.v)))
+    if not prep.reference <= sane:  # the yardstick itself must agree with the truth
+        raise RuntimeError(
+            f"{case.name}: the reference kernels are {prep.reference:.3g} from the ground truth "
+            f"(more than rounding, {sane:.3g}): the checker's own rule and truth disagree"
+        )
+    top = float(np.max(np.abs(prep.truth)))
+    prep.allowed = RULE_FACTOR * prep.reference + FLOOR_ULPS * ulp(top, dtype)
+    _CACHE[key] = prep
+    while len(_CACHE) > 128:
+        _CACHE.popitem(last=False)
+    return prep
+
+
+__all__ = [
+    "VariantPrepared",
+    "ground_truth",
+    "truth_inputs",
+    "make_data",
+    "prepare_variant",
+    "truth_variant",
+]

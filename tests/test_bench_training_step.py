@@ -1,0 +1,65 @@
+"""scratch.bench.backward_goal (issue 24 items 1, 2, 5): its rows and goal lines on tiny sizes.
+
+No timing is asserted (speed goes to the benchmark); the judgement is checked on rows with
+made-up times, at each goal's boundary.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+np = pytest.importorskip("numpy")
+pytest.importorskip("torch")
+
+from scratch.bench import Row, backward_goal, plugins  # noqa: E402
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_rows_run_at_a_tiny_size_and_agree(causal):
+    """L = 64: numpy's gradients equal torch's within float32 rounding; both forwards agree."""
+    rivals = backward_goal.backward_rows(64, causal)
+    assert [name for name, _, _ in rivals] == [
+        backward_goal.NUMPY_ROW,
+        backward_goal.TORCH_ROW,
+        backward_goal.FORWARD_ROW,
+        backward_goal.LSE_ROW,
+    ]
+    ours, theirs, forward, with_lse = (fn() for _, fn, _ in rivals)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(forward.output, with_lse[0])
+
+
+def test_measure_backward_gives_the_goal_lines_without_timing_them():
+    goals = backward_goal.measure_backward((64,), memory_L=128, runs=1, load_wait_s=None)
+    statuses = [status for _, status, _ in goals]
+    assert len(goals) == 2 * 7 + 1
+    for at in (0, 7):
+        assert [s in ("PASS", "FAIL") for s in statuses[at : at + 3]] == [True] * 3
+        assert statuses[at + 3 : at + 7] == ["info"] * 4
+    assert "1.3x the speed of torch" in goals[0][0] and "causal" in goals[7][0]
+    assert "L = 128 (causal): peak memory growth" in goals[-1][0]
+    assert statuses[-1] in ("PASS", "FAIL") and goals[-1][2].endswith("B")
+
+
+def rows(step: float, torch_t: float, forward: float, with_lse: float) -> list[Row]:
+    def row(name, t):
+        return Row(4096, name, t, 3, None, "n/a", times=[t * 2, t, t], load=0.5)
+
+    return [row("n", step), row("t", torch_t), row("f", forward), row("l", with_lse)]
+
+
+def test_the_goals_pass_and_fail_at_their_boundaries():
+    """forward 0.1 s: the floor is 0.35 s, numpy may take 1.4 x 0.35 = 0.49 s and must be 1.3x
+    torch's speed; forward_with_lse may take 1.05 x 0.1 s. A hair over each fails."""
+    ok = backward_goal.judge(rows(0.49, 0.637, 0.1, 0.105), 4096, False)
+    assert [s for _, s, _ in ok[:3]] == ["PASS", "PASS", "PASS"]
+    bad = backward_goal.judge(rows(0.4901, 0.637, 0.1, 0.10501), 4096, False)
+    assert [s for _, s, _ in bad[:3]] == ["FAIL", "FAIL", "FAIL"]
+
+
+def test_the_goals_are_a_plugin_never_in_the_default_table():
+    (goal_set,) = plugins.load("scratch.bench.backward_goal")
+    assert goal_set.name == "backward" and "16384" in goal_set.what
+    line = plugins.goal_lines((goal_set,), full=False)[0]
+    assert line[1] == "not measured"
