@@ -279,6 +279,26 @@ def kv_heads_of(model: object) -> list[int]:
     return [llama.kv_head(model.config, h) for h in range(model.heads)]
 
 
+def decoder_head(model: object, layer: int, head: int) -> tuple[dict, VariantChoice]:
+    """A Llama-family head as the window computes it: its w_q and its key/value head's w_k,
+    w_v (scratch.models.llama.head_weights, (d_model, d_head) each), and the variant the model
+    applies after the projections: causal with RoPE (the model's pairing and base)."""
+    from scratch.models import llama
+
+    model.check_head(layer, head)
+    rope = VariantChoice(
+        mask="causal", align="top-left", rope=llama.PAIRING, rope_base=float(model.config.rope_base)
+    )
+    return llama.head_weights(model.config, model.weights, layer, head), rope
+
+
+def model_block(run: object, layer: int) -> object:
+    """scratch.models.block.block: layer `layer` of a run step by step, checked against it."""
+    from scratch.models.block import block
+
+    return block(run, layer)
+
+
 @contextlib.contextmanager
 def single_threaded_blas() -> Iterator[None]:
     """scratch.backends.numpy_threads.single_threaded_blas; nothing to hold without NumPy."""

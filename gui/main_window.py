@@ -346,7 +346,7 @@ class MainWindow(QMainWindow):
 
     def open_model_session(self, s: sm.Session) -> None:
         """Open one head of a model run in the pipeline (its session built by the Model tab's
-        worker: the real x, W and biases, or a decoder's rotated q, k and its v)."""
+        worker: the real x, W and biases; a decoder's with causal + RoPE as its variant)."""
         self.load_session(s)
         self.tabs.setCurrentWidget(self.pipeline)
         self.say(f"{s.preset.removeprefix('model:')}: the model's own numbers")

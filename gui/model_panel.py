@@ -16,6 +16,7 @@ from PyQt6.QtWidgets import (
     QScrollArea,
     QSpinBox,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -23,6 +24,7 @@ from PyQt6.QtWidgets import (
 from gui import numbers
 from gui.generate_bar import GenerateBar
 from gui.head_view import HeadView
+from gui.model_block import ModelBlock
 from gui.model_grid import ModelGrid
 from gui.model_worker import DecoderFrame, ModelWorker
 from gui.next_token_bars import NextTokenBars
@@ -33,6 +35,7 @@ MODELS = (  # (what the model box holds, what the list says)
     ("default", "default: all-MiniLM-L6-v2 (BERT encoder)"),
     ("smollm2", "smollm2: SmolLM2-135M-Instruct (Llama decoder)"),
 )
+PROMPT_CHARS = 240  # the status shows at most this many of the prompt's last characters
 SINK_NOTE = (
     "Attention sink: in {share:.0%} of the heads most of the weight goes to {token}. A head "
     "with nothing useful to look at still has to put its softmax weight somewhere (each row "
@@ -150,7 +153,11 @@ class ModelPanel(QWidget):
         self.content = QWidget()
         views = QVBoxLayout(self.content)
         views.setContentsMargins(0, 0, 0, 0)
-        views.addWidget(split, 1)
+        self.views = QTabWidget()  # the heads, or one layer's whole block (where attention sits)
+        self.views.addTab(split, "Heads")
+        self.block = ModelBlock()
+        self.views.addTab(self.block, "Whole block")
+        views.addWidget(self.views, 1)
         views.addWidget(self.sinks)
         outer.addWidget(self.content, 1)
         self._set_grid_title()
@@ -171,6 +178,9 @@ class ModelPanel(QWidget):
         self.lines.headsChanged.connect(self._legend_chose)  # the legend -> picker and grid
         self.layer.valueChanged.connect(lambda _: self._legend_chose(self.lines.heads))
         self.head.currentIndexChanged.connect(lambda _: self._legend_chose(self.lines.heads))
+        self.views.currentChanged.connect(lambda _: self._show_block())
+        self.block.boxClicked.connect(self._block_clicked)
+        self.block.failed.connect(lambda m: self._failed(f"the block view: {m}"))
 
     # ---------------------------------------------------------------- requests (to the workers)
 
@@ -190,9 +200,10 @@ class ModelPanel(QWidget):
         self.worker.extend(self.frame.decoding, temperature, seed)
 
     def wait(self) -> None:
-        """Join both workers (closing the window)."""
+        """Join the workers (closing the window)."""
         self.worker.wait()
         self.opener.wait()
+        self.block.worker.wait()
 
     def _browse(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Model directory")
@@ -292,7 +303,9 @@ class ModelPanel(QWidget):
             )
         else:
             said += "Press Generate to add the likeliest token. "
-        return f"{said}<br>{html.escape(d.prompt.text)}{new}"
+        text = d.prompt.text  # a long prompt: its end (the status would push the views away)
+        text = text if len(text) <= PROMPT_CHARS else "…" + text[-PROMPT_CHARS:]
+        return f"{said}<br>{html.escape(text)}{new}"
 
     def _reset_pickers(self, layers: int, heads: int) -> None:
         self.layer.blockSignals(True)
@@ -345,14 +358,32 @@ class ModelPanel(QWidget):
         self.head_note.setVisible(self.frame is not None)
         if self.frame is not None:
             self.head_note.setText(self._head_note(heads))
+        self._show_block()
+
+    def _show_block(self) -> None:
+        """The block view of the picked layer (and head), when its tab is showing."""
+        shown = self.run is not None or self.frame is not None
+        if self.views.currentWidget() is not self.block or not shown:
+            return
+        head = self.head.currentData()
+        source = self.frame.decoding if self.frame is not None else self.run
+        self.block.set_source(source, self.layer.value(), 0 if head in (None, -1) else head)
+
+    def _block_clicked(self, target: str) -> None:
+        """The attention box: the head grid; the norm box (x): this head in the pipeline."""
+        if target == "heads":
+            self.views.setCurrentIndex(0)
+        else:
+            self._open_current()
 
     def _head_note(self, heads: list[int]) -> str:
         """Which KV head the picked head shares, and what opening it shows of RoPE."""
         kv = self.frame.kv_heads
         model = self.frame.decoding.prompt.model
         rope = (
-            f"In the pipeline its q and k arrive turned by RoPE (base {model.config.rope_base:g}: "
-            "each pair of features i, i + d/2 turns by an angle that grows with the position)."
+            f"In the pipeline q = x @ W_q, then RoPE turns q and k (base "
+            f"{model.config.rope_base:g}: each pair of features i, i + d/2 turns by an angle "
+            "that grows with the position)."
         )
         if len(heads) > 1:
             return f"Lines: the newest token's, one colour per head. {rope}"

@@ -1,5 +1,5 @@
 """A real model's head as a window session (no Qt): its x, W_q, W_k, W_v and biases; a
-decoder's (Llama: rotary positions) as its rotated q, k and its v.
+decoder's (Llama) with the variant causal + RoPE, its k and v from the shared key/value head.
 
 The session has no bias fields, so each bias rides in the weights: x gets a last column of
 ones and W_q, W_k, W_v a last row holding b_q, b_k, b_v, so x @ W is exactly x @ W + b (one more
@@ -47,25 +47,26 @@ def head_session(run: object, layer: int, head: int) -> sm.Session:
 
 
 def rotated_session(run: object, layer: int, head: int) -> sm.Session:
-    """A decoder head as q, k, v (mode 'qkv'): rotary positions turn q and k after the
-    projections, so the session holds the ground truth's rotated q and k (run.trace: q, k
-    turned by RoPE at their positions, k and v of the key/value head this head shares)."""
-    trace = run.trace(layer, head)  # pure Python; refuses a gap > 1e-9 to the NumPy forward
-    q, k, v = (np.asarray(trace[name].value, dtype=np.float64) for name in ("q", "k", "v"))
+    """A decoder head (Llama: rotary positions) in projection mode: x is the layer's RMSNorm'd
+    input, W_q the head's columns, W_k and W_v those of the key/value head it shares (GQA), and
+    the variant causal + RoPE turns q and k after the projections (steps q_rotated, k_rotated)."""
+    w, rope = core_api.decoder_head(run.model, layer, head)
+    x = np.asarray(run.inputs[layer], dtype=np.float64)  # (T, d_model): RMSNorm'd input
     kv = core_api.kv_heads_of(run.model)[head]
     decode = run.model.tokenizer.decode
     tokens = tuple(readable(decode([i])) for i in run.ids)  # '␣Paris', not 'ĠParis'
     return sm.Session(
         tokens=tokens,
         key_tokens=tokens,
-        query=_matrix(q),  # (T, d_head): q after RoPE
-        key=_matrix(k),  # (T, d_head): k after RoPE
-        value=_matrix(v),
-        mode="qkv",
+        query=_matrix(x),
+        w_q=_matrix(w["w_q"]),  # (d_model, d_head): this head's columns
+        w_k=_matrix(w["w_k"]),  # (d_model, d_head): its key/value head's
+        w_v=_matrix(w["w_v"]),
+        mode="project",
         num_heads=1,
         num_kv_heads=1,
-        mask_mode="causal-top-left",
-        preset=f"model:{run.model.name}:layer {layer}:head {head} (RoPE q, k; KV head {kv})",
+        variant=rope,
+        preset=f"model:{run.model.name}:layer {layer}:head {head} (RoPE; KV head {kv})",
     )
 
 

@@ -60,8 +60,8 @@ class ModelWorker(Worker):
         return self.start(lambda report, stop: frame(decoding.extend(temperature, seed)))
 
     def open_head(self, source: object, layer: int, head: int) -> int:
-        """The window session of one head of a Run or a Decoding (a decoder's head is traced by
-        the ground truth: seconds of pure Python)."""
+        """The window session of one head of a Run or a Decoding (a decoder's: every token so
+        far run again as one text)."""
         from gui.model_session import head_session
 
         def work(report, stop) -> object:

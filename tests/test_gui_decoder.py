@@ -1,5 +1,5 @@
 """The Model tab with a decoder (SmolLM2): next-token bars, Generate one token at a time, the
-query heads grouped under the key/value head they share, a head opened with RoPE's q and k,
+query heads grouped under the key/value head they share, a head opened with RoPE as a step,
 and `main.py --generate N --screenshot`. One SmolLM2 per test session (conftest's smollm2)."""
 
 import threading
@@ -125,7 +125,12 @@ def test_query_heads_stand_under_the_kv_head_they_share(qtbot, window, prompt_fr
     assert window.dock.isVisible()
 
 
-def test_a_decoder_head_opens_with_its_rotated_q_and_k(qtbot, window, prompt_frame):
+def test_a_decoder_head_opens_in_projection_mode_with_rope_as_its_variant(
+    qtbot, window, smollm2, prompt_frame
+):
+    """x -> q -> rotated q -> scores in the pipeline: the head's x and W columns, its KV head's
+    W_k, W_v, the variant causal + RoPE; its weights are the run's, its output the ground
+    truth's."""
     panel = window.model
     panel.show_result(prompt_frame)
     panel.layer.setValue(2)  # the head view's pickers, then its Open in pipeline button
@@ -134,16 +139,27 @@ def test_a_decoder_head_opens_with_its_rotated_q_and_k(qtbot, window, prompt_fra
     assert panel.head_note.text().startswith("Head 4 reads KV head 1 (with heads 3, 5).")
     panel.open_button.click()
     assert panel.grid.selected == (2, 4)
-    opened = "layer 2:head 4 (RoPE q, k; KV head 1)"
+    opened = "layer 2:head 4 (RoPE; KV head 1)"
     qtbot.waitUntil(
         lambda: not window.worker.busy and window.outcome.session.preset.endswith(opened),
         timeout=60000,
     )
-    s = window.outcome.session
+    s, trace = window.outcome.session, window.outcome.trace
     assert window.tabs.currentWidget() is window.pipeline
-    assert s.mode == "qkv" and (s.num_tokens, s.d_k) == (5, 64) and s.mask_mode == "causal-top-left"
-    weights = np.asarray(window.outcome.trace["weights"].value)
-    assert np.abs(weights - prompt_frame.attentions[2, 4]).max() <= FLOAT64
+    assert s.mode == "project" and (s.num_tokens, s.d_model, s.d_k) == (5, 576, 64)
+    assert (s.variant.mask, s.variant.rope, s.variant.rope_base) == ("causal", "half", 100000.0)
+    names = trace.names()
+    assert names[names.index("q") :][:6] == ["q", "k", "v", "q_rotated", "k_rotated", "scores"]
+    shown = window.pipeline.names()  # the pipeline's own steps: x, W, q, ..., rotated q, scores
+    assert shown[0] == "x" and shown.index("q") < shown.index("q_rotated") < shown.index("scores")
+    window.pipeline.set_step("q")  # q = x @ W_q: x's 576 columns, no bias column
+    assert window.pipeline.step_name == "q"
+    weights = np.asarray(trace["weights"].value)
+    assert np.abs(weights - prompt_frame.attentions[2, 4]).max() <= 1e-9  # run.trace's AGREEMENT
+    truth = smollm2.run(PROMPT).trace(2, 4)  # pure Python: q, k turned by scratch.rotary
+    for name, step in (("q", "q_rotated"), ("k", "k_rotated"), ("output", "output")):
+        gap = np.abs(np.asarray(trace[step].value) - np.asarray(truth[name].value)).max()
+        assert gap <= FLOAT64, f"{step}: {gap:.3g} from the ground truth's {name}"
     assert window.outcome.checks and all(c.ok for c in window.outcome.checks)
 
 

@@ -79,3 +79,27 @@ def test_an_encoder_cannot_start_a_decoding(smollm2):
     encoder = replace(smollm2, config=replace(smollm2.config, family="bert"))  # no output head
     with pytest.raises(ValueError, match="is not a decoder with an output head"):
         decoding.start(encoder, "a text")
+
+
+def test_a_decoder_head_session_projects_x_and_turns_q_and_k_by_rope(smollm2):
+    """gui.model_session: x is the layer's RMSNorm'd input, W_q the head's columns, W_k and W_v
+    its key/value head's (GQA: head 5 reads KV head 1), the variant causal + RoPE (half pairing,
+    base 100000); its trace's weights are the run's and its rotated q, k, output the ground
+    truth's (no Qt)."""
+    from gui import controller
+    from gui.model_session import head_session
+
+    run = smollm2.run(PROMPT)
+    for layer, head in ((0, 0), (7, 5), (29, 8)):
+        s = head_session(run, layer, head)
+        assert np.array_equal(np.asarray(s.query), run.inputs[layer])  # (T, d_model)
+        trace = controller.run(s).trace
+        assert {"q_rotated", "k_rotated"} <= set(trace.names())
+        gap = np.abs(np.asarray(trace["weights"].value) - run.attentions[layer, head]).max()
+        assert gap <= 1e-9, f"layer {layer} head {head}: weights {gap:.3g} from the run's"
+        truth = run.trace(layer, head)  # q, k turned by scratch.rotary, k and v of KV head h // 3
+        pairs = (("q", "q_rotated"), ("k", "k_rotated"), ("v", "v"), ("output", "output"))
+        for name, step in pairs:
+            gap = np.abs(np.asarray(trace[step].value) - np.asarray(truth[name].value)).max()
+            assert gap <= FLOAT64, f"layer {layer} head {head} {step}: {gap:.3g}"
+        assert s.mode == "project" and (s.variant.mask, s.variant.rope) == ("causal", "half")

@@ -40,11 +40,9 @@ TEXTS = [  # varied: digits, punctuation, code, whitespace runs, other scripts, 
 
 
 @pytest.fixture(scope="session")
-def smol():
-    try:
-        return models.load("smollm2")
-    except models.ModelError as exc:  # installed by make with --no-deps; say so if it is not
-        pytest.skip(f"SmolLM2 not installed: {exc}")
+def smol(smollm2):
+    """The conftest's SmolLM2, loaded once per test session (skipped, saying why, if absent)."""
+    return smollm2
 
 
 @pytest.fixture(scope="module")  # built once; its 1 GB of float64 freed after this file

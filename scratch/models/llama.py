@@ -144,6 +144,15 @@ def forward(
     return step(config, w, ids)[:3]
 
 
+def head_weights(config: Config, w: dict, layer: int, head: int) -> dict[str, np.ndarray]:
+    """w_q of query head `head`, w_k and w_v of the key/value head it reads: (d_model, d_head)
+    each, right-multiplied (x @ w_q); no biases."""
+    d, g, p = config.d_head, kv_head(config, head), f"blk.{layer}."
+    cols = lambda name, i: w[p + name][i * d : (i + 1) * d].T  # noqa: E731 (d_model, d)
+    return {"w_q": cols("attn_q.weight", head), "w_k": cols("attn_k.weight", g),
+            "w_v": cols("attn_v.weight", g)}  # fmt: skip
+
+
 def ground_truth(run: object, layer: int, head: int) -> object:
     """The pure-Python Trace of one head: q, k, v projected by fsum sums, turned by
     scratch.rotary, key/value head h // group, causal."""
@@ -151,14 +160,12 @@ def ground_truth(run: object, layer: int, head: int) -> object:
     from ..rope import rotary
     from ..trace import trace_attention
 
-    c, w = run.model.config, run.model.weights
-    d, g = c.d_head, kv_head(c, head)
-    p = f"blk.{layer}."
+    c = run.model.config
     x = run.inputs[layer].tolist()  # (T, d_model)
-    cols = lambda name, i: w[p + name][i * d : (i + 1) * d].T.tolist()  # noqa: E731 (d_model, d)
+    w = {name: m.tolist() for name, m in head_weights(c, run.model.weights, layer, head).items()}
     positions = list(range(len(run.ids)))
     turn = lambda m: rotary(m, positions, base=c.rope_base, pairing=PAIRING)  # noqa: E731
-    q = turn(matmul(x, cols("attn_q.weight", head)))  # (T, d)
-    k = turn(matmul(x, cols("attn_k.weight", g)))  # (T, d)
-    v = matmul(x, cols("attn_v.weight", g))  # (T, d)
+    q = turn(matmul(x, w["w_q"]))  # (T, d_model) @ (d_model, d) -> (T, d)
+    k = turn(matmul(x, w["w_k"]))  # (T, d)
+    v = matmul(x, w["w_v"])  # (T, d)
     return trace_attention(q, k, v, tokens=run.tokens, is_causal=True)

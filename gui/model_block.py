@@ -1,0 +1,157 @@
+"""The Model tab's block view: one layer of the model as numbered boxes, each a small heatmap of
+its array with its shape (embeddings, norm, attention, residual, MLP, output), so a learner sees
+where attention sits; the attention box opens the head grid, the norm box (x, what the heads
+read) the head in the pipeline. The block is computed in a worker; this widget only draws."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PyQt6.QtCore import Qt, pyqtSignal
+from PyQt6.QtGui import QImage, QPixmap
+from PyQt6.QtWidgets import QFrame, QGridLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
+
+from gui import block_view_model as bvm
+from gui import core_api
+from gui.model_worker import ModelWorker
+
+IMAGE_W, IMAGE_H = 150, 50  # each box's heatmap, in pixels (matrices are stretched to fit)
+BOX_W = 180  # a box's width: the columns reflow to the view's width
+MAPS = {"weights": "viridis", "logits": "viridis", "signed": "CET-D1A"}
+
+
+def box_image(box: bvm.Box) -> QImage:
+    """The box's matrix as an RGBA QImage, coloured at its levels (weights larger than the
+    picture max-pooled to its pixels, so no bright cell is dropped)."""
+    table = pg.colormap.get(MAPS[box.kind]).getLookupTable(0.0, 1.0, 256, alpha=True)
+    lo, hi = box.levels
+    image = bvm.max_pool(box.image, IMAGE_H, IMAGE_W) if box.kind == "weights" else box.image
+    scaled = (image - lo) / ((hi - lo) or 1.0)  # (rows, cols) in 0..1 at the levels
+    index = np.clip(np.nan_to_num(scaled) * 255, 0, 255).round().astype(np.uint8)
+    rgba = np.ascontiguousarray(table[index])  # (rows, cols, 4)
+    rows, cols = index.shape
+    return QImage(rgba.data, cols, rows, 4 * cols, QImage.Format.Format_RGBA8888).copy()
+
+
+class BoxWidget(QFrame):
+    """One step: number and title, its heatmap, its shape, what it computes; maybe clickable."""
+
+    clicked = pyqtSignal(str)  # the box's click target ("heads" or "pipeline")
+
+    def __init__(self, number: int, box: bvm.Box, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.box = box
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setFixedWidth(BOX_W)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(2)
+        self.title = QLabel(f"<b>{number}. {box.title}</b>")
+        self.title.setWordWrap(True)
+        self.picture = QLabel()
+        self.image = box_image(box)
+        pixmap = QPixmap.fromImage(self.image).scaled(
+            IMAGE_W, IMAGE_H, Qt.AspectRatioMode.IgnoreAspectRatio,
+            Qt.TransformationMode.FastTransformation,  # cells stay sharp
+        )  # fmt: skip
+        self.picture.setPixmap(pixmap)
+        self.picture.setFixedSize(IMAGE_W, IMAGE_H)
+        self.shape = QLabel(box.shape)
+        self.words = QLabel(box.words)
+        self.words.setWordWrap(True)
+        small = self.words.font()
+        small.setPointSizeF(max(small.pointSizeF() - 1.5, 7.0))
+        self.words.setFont(small)
+        self.shape.setFont(small)
+        for w in (self.title, self.picture, self.shape, self.words):
+            layout.addWidget(w)
+        layout.addStretch(1)
+        tip = f"{box.title}: {box.shape}\n{box.words}"
+        if box.click:
+            self.setCursor(Qt.CursorShape.PointingHandCursor)
+            where = "the head grid" if box.click == "heads" else "this head in the pipeline"
+            tip += f"\nClick: open {where}"
+        self.setToolTip(tip)
+
+    def mousePressEvent(self, event) -> None:
+        if self.box.click:
+            self.clicked.emit(self.box.click)
+        super().mousePressEvent(event)
+
+
+class ModelBlock(QWidget):
+    """Layer n of a run as boxes; set_source computes the block in a worker and shows it."""
+
+    boxClicked = pyqtSignal(str)  # "heads" or "pipeline"
+    failed = pyqtSignal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.worker = ModelWorker(self)
+        self.block = None  # the scratch.models.block.Block on screen
+        self.head = 0
+        self.boxes: list[BoxWidget] = []
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.title = QLabel("Run a model to see one of its layers here, step by step.")
+        self.title.setWordWrap(True)
+        layout.addWidget(self.title)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.inner = QWidget()
+        self.grid = QGridLayout(self.inner)
+        self.grid.setSpacing(6)
+        self.scroll.setWidget(self.inner)
+        layout.addWidget(self.scroll, 1)
+        self.worker.finished.connect(self.show_block)
+        self.worker.failed.connect(self.failed)
+
+    def set_source(self, source: object, layer: int, head: int) -> None:
+        """Compute layer `layer` of a Run or a Decoding (every token so far) in the worker."""
+        self.head = head
+        self.title.setText(f"Layer {layer}: computing its steps...")
+
+        def work(report, stop) -> object:
+            run = source.run() if hasattr(source, "extend") else source
+            return core_api.model_block(run, layer)
+
+        self.worker.start(work)
+
+    def show_block(self, block: object) -> None:
+        """Draw a computed block: one box per step, numbered in the order they run."""
+        self.block = block
+        for w in self.boxes:
+            self.grid.removeWidget(w)
+            w.deleteLater()
+        boxes = bvm.boxes(block, self.head)
+        self.boxes = [BoxWidget(i + 1, b) for i, b in enumerate(boxes)]
+        for w in self.boxes:
+            w.clicked.connect(self.boxClicked)
+        self.title.setText(
+            f"Layer {block.layer} of the model, step by step ({len(block.tokens)} tokens; "
+            "signed boxes: blue negative, red positive). Attention is step "
+            f"{[b.name for b in boxes].index('attention') + 1}: click it for the heads, "
+            "click the norm (x, what the heads read) to open this head in the pipeline."
+        )
+        self._reflow()
+
+    def columns(self) -> int:
+        """How many boxes fit side by side in the scroll area's width."""
+        margins = self.grid.contentsMargins()
+        bar = self.scroll.verticalScrollBar().sizeHint().width()  # room for it when it comes
+        width = self.scroll.width() - margins.left() - margins.right() - bar - 4
+        return max(1, (width + self.grid.spacing()) // (BOX_W + self.grid.spacing()))
+
+    def _reflow(self) -> None:
+        n = self.columns()
+        for w in self.boxes:
+            self.grid.removeWidget(w)
+        for i, w in enumerate(self.boxes):
+            self.grid.addWidget(w, i // n, i % n, Qt.AlignmentFlag.AlignTop)
+        self.grid.setColumnStretch(n, 1)
+        self.grid.setRowStretch(len(self.boxes) // n + 1, 1)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self.boxes:
+            self._reflow()
