@@ -316,8 +316,9 @@ def test_a_plugin_that_cannot_be_loaded_is_refused_by_name(capsys):
 def test_the_windows_goals_are_a_plugin_of_the_app():
     """gui.bench_window declares the window's goals; `make bench` passes it (PyQt6 needed)."""
     pytest.importorskip("PyQt6")
-    (window,) = plugins.load("gui.bench_window")
+    window, views = plugins.load("gui.bench_window")
     assert (window.name, window.what) == ("window", "the window's recompute at 4096 tokens")
+    assert views.name == "views"  # the pipeline view's step change and hover (gui/bench_views.py)
     from pathlib import Path
 
     makefile = (Path(__file__).parent.parent / "Makefile").read_text()

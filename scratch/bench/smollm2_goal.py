@@ -90,7 +90,7 @@ def smollm2_goals() -> list[Goal]:
         from scratch import models
         from scratch.models import llama
         from scratch.models.gguf_file import smollm2_path
-        from scratch.models.model import _load_gguf
+        from scratch.models.model import _load_packaged
 
         path = smollm2_path()
     except (ImportError, ValueError) as exc:
@@ -101,7 +101,7 @@ def smollm2_goals() -> list[Goal]:
     peaks: dict[str, int | None] = {}
     box: list = []  # transformers' model, loaded once between our loads
     for n in range(LOAD_ROUNDS):
-        _load_gguf.cache_clear()  # cold: read, hash-check, dequantize every time
+        _load_packaged.cache_clear()  # cold: read, hash-check, dequantize every time
         gc.collect()
         t0 = time.perf_counter()
         peak = peak_growth(lambda: models.load("smollm2"), "rss")

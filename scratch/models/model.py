@@ -155,7 +155,8 @@ def load(path: object = None) -> Model:
             stat = resolved.stat()
         except OSError:
             raise ModelError(f"{resolved}: not found (expected a .gguf file)") from None
-        return _load_gguf(str(resolved), packaged, (stat.st_size, stat.st_mtime_ns))
+        load_file = _load_packaged if packaged else _load_gguf
+        return load_file(str(resolved), packaged, (stat.st_size, stat.st_mtime_ns))
     default = path in (None, "default")
     resolved = (default_dir() if default else Path(path).expanduser()).resolve()
     if not default and not resolved.exists():
@@ -201,9 +202,20 @@ def _load(path: str, verify: bool, stamp: tuple) -> Model:
     return Model(name, folder, config, weights, tokenizer)
 
 
+@functools.lru_cache(maxsize=1)
+def _load_packaged(path: str, packaged: bool, stamp: tuple) -> Model:
+    """The packaged SmolLM2, kept apart so opening other GGUF files never reloads it."""
+    return _read_gguf(path, packaged)
+
+
 @functools.lru_cache(maxsize=2)
 def _load_gguf(path: str, packaged: bool, stamp: tuple) -> Model:
-    """Read a GGUF file once (SHA-256 checked if packaged); an unchanged file is reused."""
+    """A local GGUF file, read once while unchanged (the two most recent are kept)."""
+    return _read_gguf(path, packaged)
+
+
+def _read_gguf(path: str, packaged: bool) -> Model:
+    """Read a GGUF file (SHA-256 checked if packaged)."""
     file = Path(path)
     if packaged:
         verify_smollm2(file)
