@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -44,6 +45,7 @@ class CellNumbers:
         self.panel: Panel | None = None
         self.cmap: pg.ColorMap | None = None
         self.exponent = 0
+        self.format = numbers.cell  # numbers.compact where the full numbers do not fit
 
     def set_panel(self, panel: Panel | None, cmap: pg.ColorMap | None = None) -> str:
         """Forget the old numbers; returns the common factor ('1e-04') the cells are written in."""
@@ -60,10 +62,7 @@ class CellNumbers:
 
     def text(self, i: int, j: int) -> str:
         """Cell (i, j)'s number as written (a mantissa when the matrix has a common factor)."""
-        v = float(self.panel.raw[i, j])
-        if self.exponent and math.isfinite(v):
-            return numbers.cell(v / 10.0**self.exponent)
-        return numbers.cell(v)
+        return _written(float(self.panel.raw[i, j]), self.exponent, self.format)
 
     def fit(self) -> None:
         """Show the numbers of the cells in view in the largest type that fits them, or none."""
@@ -74,15 +73,15 @@ class CellNumbers:
         rows, cols = cells_in_view(x_range, y_range, panel.raw.shape)
         wide = box.width() / max(abs(x_range[1] - x_range[0]), 1e-9)  # pixels per column
         high = box.height() / max(abs(y_range[1] - y_range[0]), 1e-9)  # pixels per row
-        size = 0
+        size, chosen = 0, numbers.cell
         if 0 < len(rows) * len(cols) <= MOST_TEXTS:
-            texts = [self.text(i, j) for i in rows for j in cols]
-            for points in POINT_SIZES:
-                metrics = QFontMetrics(_font(points))
-                widest = max(metrics.horizontalAdvance(t) for t in texts)
-                if widest + PADDING <= wide and metrics.height() + 2 * MARGIN <= high:
-                    size = points
-                    break
+            size, chosen = _largest_fit(
+                [(i, j) for i in rows for j in cols], self.panel.raw, self.exponent, wide, high
+            )
+        if chosen is not self.format:  # the numbers drawn are in the other format: redraw
+            for item in self.items.values():
+                self.plot.removeItem(item)
+            self.items, self.format = {}, chosen
         wanted = {(i, j) for i in rows for j in cols} if size else set()
         for key in [k for k in self.items if k not in wanted]:
             self.plot.removeItem(self.items.pop(key))
@@ -107,6 +106,27 @@ class CellNumbers:
         colour = self.cmap.map((min(max(shade, lo), hi) - lo) / (hi - lo), mode="qcolor")
         light = 0.299 * colour.red() + 0.587 * colour.green() + 0.114 * colour.blue()
         return "k" if light > 140 else "w"
+
+
+def _written(v: float, exponent: int, form: Callable[[float], str]) -> str:
+    """v as a cell writes it in `form`: its mantissa when the matrix has a common factor."""
+    return form(v / 10.0**exponent) if exponent and math.isfinite(v) else form(v)
+
+
+def _largest_fit(
+    cells: list[tuple[int, int]], raw: np.ndarray, exponent: int, wide: float, high: float
+) -> tuple[int, Callable[[float], str]]:
+    """The largest type size and the format ('0.51', else the compact '.51') whose numbers fit
+    cells `wide` x `high` pixels; (0, numbers.cell) when neither fits at the smallest size."""
+    values = [float(raw[i, j]) for i, j in cells]
+    for form in (numbers.cell, numbers.compact):
+        texts = {_written(v, exponent, form) for v in values}
+        for points in POINT_SIZES:
+            metrics = QFontMetrics(_font(points))
+            widest = max(metrics.horizontalAdvance(t) for t in texts)
+            if widest + PADDING <= wide and metrics.height() + 2 * MARGIN <= high:
+                return points, form
+    return 0, numbers.cell
 
 
 def _font(points: int) -> QFont:
