@@ -13,6 +13,7 @@ from gui import numbers
 from gui.view_model import Panel
 
 POINT_SIZES = (9, 8, 7, 6)  # the largest type whose numbers fit their cells is used
+CONDENSED = 75  # percent width of the last resort: compact numbers in 6 pt condensed type
 MOST_TEXTS = 1600  # at most this many cells in view get numbers (40 x 40): more would crawl
 PADDING = 3  # pixels a number leaves free in its cell (its text box's margins included)
 MARGIN = 1  # pixels around a number's text box
@@ -73,9 +74,9 @@ class CellNumbers:
         rows, cols = cells_in_view(x_range, y_range, panel.raw.shape)
         wide = box.width() / max(abs(x_range[1] - x_range[0]), 1e-9)  # pixels per column
         high = box.height() / max(abs(y_range[1] - y_range[0]), 1e-9)  # pixels per row
-        size, chosen = 0, numbers.cell
+        size, chosen, font = 0, numbers.cell, QFont()
         if 0 < len(rows) * len(cols) <= MOST_TEXTS:
-            size, chosen = _largest_fit(
+            size, chosen, font = _largest_fit(
                 [(i, j) for i in rows for j in cols], self.panel.raw, self.exponent, wide, high
             )
         if chosen is not self.format:  # the numbers drawn are in the other format: redraw
@@ -92,7 +93,6 @@ class CellNumbers:
             self.plot.addItem(item)
             self.items[(i, j)] = item
         if size:
-            font = _font(size)
             for item in self.items.values():
                 item.setFont(font)
         self.point_size = size
@@ -115,21 +115,26 @@ def _written(v: float, exponent: int, form: Callable[[float], str]) -> str:
 
 def _largest_fit(
     cells: list[tuple[int, int]], raw: np.ndarray, exponent: int, wide: float, high: float
-) -> tuple[int, Callable[[float], str]]:
-    """The largest type size and the format ('0.51', else the compact '.51') whose numbers fit
-    cells `wide` x `high` pixels; (0, numbers.cell) when neither fits at the smallest size."""
+) -> tuple[int, Callable[[float], str], QFont]:
+    """The type size, format and font whose numbers fit cells `wide` x `high` pixels: the full
+    format ('-0.51') in the largest size that fits, else the compact one ('-.51'), at last in
+    condensed type; (0, numbers.cell, a font) when none fits at the smallest size."""
     values = [float(raw[i, j]) for i, j in cells]
-    for form in (numbers.cell, numbers.compact):
+    tries = [(numbers.cell, points, 100) for points in POINT_SIZES]
+    tries += [(numbers.compact, points, 100) for points in POINT_SIZES]
+    tries.append((numbers.compact, POINT_SIZES[-1], CONDENSED))
+    for form, points, stretch in tries:
         texts = {_written(v, exponent, form) for v in values}
-        for points in POINT_SIZES:
-            metrics = QFontMetrics(_font(points))
-            widest = max(metrics.horizontalAdvance(t) for t in texts)
-            if widest + PADDING <= wide and metrics.height() + 2 * MARGIN <= high:
-                return points, form
-    return 0, numbers.cell
+        font = _font(points, stretch)
+        metrics = QFontMetrics(font)
+        widest = max(metrics.horizontalAdvance(t) for t in texts)
+        if widest + PADDING <= wide and metrics.height() + 2 * MARGIN <= high:
+            return points, form, font
+    return 0, numbers.cell, QFont()
 
 
-def _font(points: int) -> QFont:
+def _font(points: int, stretch: int = 100) -> QFont:
     font = QFont()
     font.setPointSize(points)
+    font.setStretch(stretch)
     return font
