@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -12,6 +13,7 @@ from gui import numbers
 from gui.view_model import Panel
 
 POINT_SIZES = (9, 8, 7, 6)  # the largest type whose numbers fit their cells is used
+CONDENSED = 75  # percent width of the last resort: compact numbers in 6 pt condensed type
 MOST_TEXTS = 1600  # at most this many cells in view get numbers (40 x 40): more would crawl
 PADDING = 3  # pixels a number leaves free in its cell (its text box's margins included)
 MARGIN = 1  # pixels around a number's text box
@@ -44,6 +46,7 @@ class CellNumbers:
         self.panel: Panel | None = None
         self.cmap: pg.ColorMap | None = None
         self.exponent = 0
+        self.format = numbers.cell  # numbers.compact where the full numbers do not fit
 
     def set_panel(self, panel: Panel | None, cmap: pg.ColorMap | None = None) -> str:
         """Forget the old numbers; returns the common factor ('1e-04') the cells are written in."""
@@ -60,10 +63,7 @@ class CellNumbers:
 
     def text(self, i: int, j: int) -> str:
         """Cell (i, j)'s number as written (a mantissa when the matrix has a common factor)."""
-        v = float(self.panel.raw[i, j])
-        if self.exponent and math.isfinite(v):
-            return numbers.cell(v / 10.0**self.exponent)
-        return numbers.cell(v)
+        return _written(float(self.panel.raw[i, j]), self.exponent, self.format)
 
     def fit(self) -> None:
         """Show the numbers of the cells in view in the largest type that fits them, or none."""
@@ -74,15 +74,15 @@ class CellNumbers:
         rows, cols = cells_in_view(x_range, y_range, panel.raw.shape)
         wide = box.width() / max(abs(x_range[1] - x_range[0]), 1e-9)  # pixels per column
         high = box.height() / max(abs(y_range[1] - y_range[0]), 1e-9)  # pixels per row
-        size = 0
+        size, chosen, font = 0, numbers.cell, QFont()
         if 0 < len(rows) * len(cols) <= MOST_TEXTS:
-            texts = [self.text(i, j) for i in rows for j in cols]
-            for points in POINT_SIZES:
-                metrics = QFontMetrics(_font(points))
-                widest = max(metrics.horizontalAdvance(t) for t in texts)
-                if widest + PADDING <= wide and metrics.height() + 2 * MARGIN <= high:
-                    size = points
-                    break
+            size, chosen, font = _largest_fit(
+                [(i, j) for i in rows for j in cols], self.panel.raw, self.exponent, wide, high
+            )
+        if chosen is not self.format:  # the numbers drawn are in the other format: redraw
+            for item in self.items.values():
+                self.plot.removeItem(item)
+            self.items, self.format = {}, chosen
         wanted = {(i, j) for i in rows for j in cols} if size else set()
         for key in [k for k in self.items if k not in wanted]:
             self.plot.removeItem(self.items.pop(key))
@@ -93,7 +93,6 @@ class CellNumbers:
             self.plot.addItem(item)
             self.items[(i, j)] = item
         if size:
-            font = _font(size)
             for item in self.items.values():
                 item.setFont(font)
         self.point_size = size
@@ -109,7 +108,33 @@ class CellNumbers:
         return "k" if light > 140 else "w"
 
 
-def _font(points: int) -> QFont:
+def _written(v: float, exponent: int, form: Callable[[float], str]) -> str:
+    """v as a cell writes it in `form`: its mantissa when the matrix has a common factor."""
+    return form(v / 10.0**exponent) if exponent and math.isfinite(v) else form(v)
+
+
+def _largest_fit(
+    cells: list[tuple[int, int]], raw: np.ndarray, exponent: int, wide: float, high: float
+) -> tuple[int, Callable[[float], str], QFont]:
+    """The type size, format and font whose numbers fit cells `wide` x `high` pixels: the full
+    format ('-0.51') in the largest size that fits, else the compact one ('-.51'), at last in
+    condensed type; (0, numbers.cell, a font) when none fits at the smallest size."""
+    values = [float(raw[i, j]) for i, j in cells]
+    tries = [(numbers.cell, points, 100) for points in POINT_SIZES]
+    tries += [(numbers.compact, points, 100) for points in POINT_SIZES]
+    tries.append((numbers.compact, POINT_SIZES[-1], CONDENSED))
+    for form, points, stretch in tries:
+        texts = {_written(v, exponent, form) for v in values}
+        font = _font(points, stretch)
+        metrics = QFontMetrics(font)
+        widest = max(metrics.horizontalAdvance(t) for t in texts)
+        if widest + PADDING <= wide and metrics.height() + 2 * MARGIN <= high:
+            return points, form, font
+    return 0, numbers.cell, QFont()
+
+
+def _font(points: int, stretch: int = 100) -> QFont:
     font = QFont()
     font.setPointSize(points)
+    font.setStretch(stretch)
     return font
