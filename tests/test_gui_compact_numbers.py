@@ -52,5 +52,8 @@ def test_a_13_token_head_at_1024x700_has_numbers_in_every_cell(open_window, qtbo
     window.backward.pipeline.set_step("grad_weights")
     hm = largest_map(window.backward.pipeline)
     qtbot.waitUntil(lambda: assert_every_cell_numbered(hm, "grad_weights"))
-    # "-0.51" is 21 px at 6 pt, grad_weights' cells about 17 px: only the compact form fits
-    assert hm.numbers.format is numbers.compact
+    # "-0.51" is about 21 px at 6 pt; grad_weights' cells are about 17 px when the window is
+    # fresh, so only the compact form fits (after other tests the tab's layout may leave the
+    # cells wider: then the full form is right, and the check above is what matters)
+    cell = hm.image_item.sceneBoundingRect().width() / TOKENS
+    assert hm.numbers.format is numbers.compact or cell >= 21, cell
