@@ -7,6 +7,7 @@ GGUF reader's weights (tests/llama_reference.py).
 
 import contextlib
 import io
+import math
 
 import pytest
 
@@ -212,19 +213,45 @@ def test_models_without_an_output_head_refuse_next_tokens_and_generate():
         minilm.generate("a sentence", 2)
 
 
-def test_row_blocks_and_threads_leave_the_numbers_as_they_were(smol, monkeypatch):
-    """A 70-token text: its rows shared among the cores in blocks of 32 give, bit for bit, what
-    one thread gives with the same blocks, and within float64 rounding what one block gives."""
+def test_feature_blocks_and_threads_leave_the_numbers_as_they_were(smol, monkeypatch):
+    """A 70-token text: the output features shared among the cores in blocks give, bit for bit,
+    what one thread gives with the same blocks, and within float64 rounding what one block
+    per product gives."""
     ids = smol.tokenize(" ".join(TEXTS))[1][:70]
-    assert len(ids) == 70  # blocks of 32, 32 and 6 rows
+    assert len(ids) == 70
     shared = llama.forward(smol.config, smol.weights, ids)
-    monkeypatch.setattr(llama, "cores", lambda: 1)  # the name llama.py shares the rows with
+    serial = lambda tasks, workers, work: [work(task) for task in tasks]  # noqa: E731
+    monkeypatch.setattr(llama, "share", serial)  # the name llama.py shares the blocks with
     alone = llama.forward(smol.config, smol.weights, ids)
     assert shared[0].tobytes() == alone[0].tobytes() and shared[2].tobytes() == alone[2].tobytes()
-    monkeypatch.setattr(llama, "ROWS", 1000)
+    monkeypatch.setattr(llama, "cores", lambda: 1)
+    monkeypatch.setattr(llama, "BLOCKS_PER_CORE", 1)
+    assert llama.blocks(49152) == [slice(0, 49152)]
     whole = llama.forward(smol.config, smol.weights, ids)
     assert np.abs(whole[0] - shared[0]).max() <= 1e-13  # found: 0 on this machine's OpenBLAS
     assert np.abs(whole[2] - shared[2]).max() <= 1e-11
+
+
+@pytest.mark.parametrize("n", [1, 5, 8, 20, 64, 576, 960, 1536, 49152])
+@pytest.mark.parametrize("cores", [1, 2, 3, 16])
+def test_feature_blocks_cover_each_feature_once(n, cores, monkeypatch):
+    monkeypatch.setattr(llama, "cores", lambda: cores)
+    blocks = llama.blocks(n)
+    assert [i for b in blocks for i in range(b.start, b.stop)] == list(range(n))
+    assert all((b.stop - b.start) % 8 == 0 for b in blocks[:-1])  # whole SIMD widths but the last
+    assert len(blocks) <= max(1, cores * llama.BLOCKS_PER_CORE)
+
+
+def test_silu_is_x_times_sigmoid_without_overflow_warnings():
+    """Within 4 ulps of x / (1 + e^-x) where that is a normal number; below x = -700 (a result
+    under 1e-300) it may flush to -0; no overflow warning anywhere."""
+    x = np.concatenate([np.linspace(-60, 60, 12001), [-1e308, -800.0, -710.0, 710.0, 1e308]])
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        got = llama.silu(x)
+    normal = x > -700
+    exact = np.array([v / (1 + math.exp(-v)) for v in x[normal].tolist()])
+    assert (np.abs(got[normal] - exact) <= 4 * np.spacing(np.abs(exact))).all()
+    assert (np.abs(got[~normal]) <= 1e-300).all() and (got[~normal] <= 0).all()
 
 
 def test_incremental_equals_full_after_a_long_prompt(smol):

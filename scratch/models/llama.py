@@ -8,17 +8,17 @@ Weights are (out, in), as PyTorch's Linear stores them: x @ w.T.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..backends.numpy_threads import cores, share, single_threaded_blas
 from .config import Config
-from .layers import head_attention, sigmoid
+from .layers import head_attention
 
 PAIRING = "half"  # how features pair for rotation once the GGUF reader has unpermuted q and k
-ROWS = 32  # rows per block when a text's rows are shared among the cores
+BLOCKS_PER_CORE = 2  # blocks of output features per core in each product (balance under load)
 
 
 @dataclass(frozen=True)
@@ -68,24 +68,31 @@ def step(
     """ids after the cache: (attentions (layers, heads, T, S), attention inputs (T, d_model) per
     layer, logits (T, vocab), the cache grown by T).
 
-    OpenBLAS is held to one thread and the rows are shared among this process's cores in blocks
-    of ROWS (each row's numbers do not depend on the blocks): on a busy machine OpenBLAS's own
-    threads wait for each other (a 128-token run took 15 s instead of 3.4 s at load 15)."""
+    OpenBLAS is held to one thread and each product's output features (the weight's rows) are
+    shared among this process's cores in blocks, the heads likewise: on a busy machine
+    OpenBLAS's own threads wait for each other (a 128-token run took 15 s instead of 3.4 s at
+    load 15), and splitting the weights rather than the text's rows packs each weight once, not
+    once per core, and shares a one-token generation step too."""
     with single_threaded_blas():
         return _step(config, w, ids, cache)
 
 
-def _by_rows(f: Callable[[slice], np.ndarray], T: int, width: int) -> np.ndarray:
-    """(T, width): f(rows) for each block of ROWS rows, the blocks shared among the cores."""
-    blocks = [slice(i, min(i + ROWS, T)) for i in range(0, T, ROWS)]
-    if len(blocks) == 1:
-        return f(blocks[0])
-    out = np.empty((T, width))
+def blocks(n: int) -> list[slice]:
+    """n output features in BLOCKS_PER_CORE blocks per core, each a multiple of 8 wide: a core
+    that finishes early takes another block; every feature's arithmetic is the same in any block."""
+    parts = max(1, min(cores() * BLOCKS_PER_CORE, n // 8))
+    width = math.ceil(n / parts / 8) * 8  # n / parts, rounded up to a multiple of 8
+    return [slice(i, min(i + width, n)) for i in range(0, n, width)]
 
-    def work(rows: slice) -> None:
-        out[rows] = f(rows)
 
-    share(blocks, cores(), work)
+def linear(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """x @ weight.T (T, out) for weight (out, in), the output features shared among the cores."""
+    out = np.empty((x.shape[0], weight.shape[0]))
+
+    def work(cols: slice) -> None:
+        np.matmul(x, weight[cols].T, out=out[:, cols])
+
+    share(blocks(weight.shape[0]), cores(), work)
     return out
 
 
@@ -96,7 +103,6 @@ def _step(
     past = cache.length if cache is not None else 0
     T, d, H, G = len(ids), c.d_head, c.heads, c.kv_heads
     positions = np.arange(past, past + T, dtype=np.float64)  # the new tokens' true positions
-    group = [kv_head(c, h) for h in range(H)]  # query head -> its key/value head
     heads = lambda m, n: m.reshape(T, n, d).transpose(1, 0, 2)  # noqa: E731 (T, n*d) -> (n, T, d)
     cos, sin = angles(positions, d, c.rope_base)  # (T, d/2) each, shared by every layer
     h = w["token_embd.weight"][ids]  # (T, d_model)
@@ -105,8 +111,7 @@ def _step(
         p = f"blk.{n}."
         x = rms_norm(h, w[p + "attn_norm.weight"], c.eps)  # (T, d_model)
         inputs.append(x)
-        w_qkv = w[p + "attn_qkv.weight"]  # q, k and v rows in one array: one product
-        qkv = _by_rows(lambda r: x[r] @ w_qkv.T, T, w_qkv.shape[0])  # noqa: B023 (T, (H+2G) d)
+        qkv = linear(x, w[p + "attn_qkv.weight"])  # q, k and v in one product: (T, (H+2G) d)
         q = turn(heads(qkv[:, : H * d], H), cos, sin)  # (H, T, d)
         k = turn(heads(qkv[:, H * d : (H + G) * d], G), cos, sin)  # (G, T, d)
         v = heads(qkv[:, (H + G) * d :], G)  # (G, T, d)
@@ -115,26 +120,51 @@ def _step(
             v = np.concatenate([cache.v[n], v], axis=1)
         ks.append(k)
         vs.append(v)
-        weights, context = head_attention(q, k[group], v[group], True, None)  # (H, T, S)
+        weights, context = _attention(c, q, k, v)  # (H, T, S), (T, H d)
         attentions.append(weights)
-        context = context.transpose(1, 0, 2).reshape(T, H * d)  # (T, H d)
-        h = _by_rows(lambda r: _block(c, w, p, h[r], context[r]), T, c.d_model)  # noqa: B023
-    logits = _by_rows(lambda r: _head(c, w, h[r]), T, c.vocab_size)  # (T, vocab)
+        h = h + linear(context, w[p + "attn_output.weight"])  # (T, d_model)
+        m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps)  # (T, d_model)
+        h = h + linear(_swiglu(m, w[p + "ffn_gate_up.weight"]), w[p + "ffn_down.weight"])
+    h = rms_norm(h, w["output_norm.weight"], c.eps)  # (T, d_model)
+    logits = linear(h, w["token_embd.weight"])  # the head tied to the token table: (T, vocab)
     return np.stack(attentions), inputs, logits, Cache(tuple(ks), tuple(vs))
 
 
-def _block(c: Config, w: dict, p: str, h: np.ndarray, context: np.ndarray) -> np.ndarray:
-    """The rest of a layer on some rows: output projection, residual, RMSNorm, SwiGLU, residual."""
-    h = h + context @ w[p + "attn_output.weight"].T  # (rows, d_model)
-    m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps)  # (rows, d_model)
-    gate, up = np.split(m @ w[p + "ffn_gate_up.weight"].T, 2, axis=1)  # (rows, d_inner) each
-    return h + (gate * sigmoid(gate) * up) @ w[p + "ffn_down.weight"].T  # SwiGLU: (rows, d_model)
+def _attention(c: Config, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple:
+    """Causal attention of q (H, T, d) over k, v (G, S, d), the heads shared among the cores:
+    (weights (H, T, S), context (T, H d))."""
+    H, T, d = q.shape
+    weights = np.empty((H, T, k.shape[1]))
+    context = np.empty((T, H, d))
+
+    def work(head: int) -> None:
+        g = kv_head(c, head)
+        w, o = head_attention(q[head : head + 1], k[g : g + 1], v[g : g + 1], True, None)
+        weights[head], context[:, head] = w[0], o[0]  # (T, S), (T, d)
+
+    share(list(range(H)), cores(), work)
+    return weights, context.reshape(T, H * d)
 
 
-def _head(c: Config, w: dict, h: np.ndarray) -> np.ndarray:
-    """Logits of some rows: the final RMSNorm, then the head tied to the token table."""
-    h = rms_norm(h, w["output_norm.weight"], c.eps)  # (rows, d_model)
-    return h @ w["token_embd.weight"].T  # (rows, d_model) @ (d_model, vocab)
+def _swiglu(m: np.ndarray, w_gate_up: np.ndarray) -> np.ndarray:
+    """silu(m @ w_gate.T) * (m @ w_up.T) (T, d_inner), w_gate_up = [w_gate; w_up] (2 d_inner,
+    d_model); each block of features gets its gate and up rows together."""
+    inner = w_gate_up.shape[0] // 2
+    out = np.empty((m.shape[0], inner))
+
+    def work(cols: slice) -> None:
+        gate = m @ w_gate_up[cols].T  # (T, block)
+        up = m @ w_gate_up[inner + cols.start : inner + cols.stop].T  # (T, block)
+        out[:, cols] = silu(gate) * up
+
+    share(blocks(inner), cores(), work)
+    return out
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """x * sigmoid(x) as x / (1 + exp(-x)): where exp(-x) overflows to inf the quotient is -0."""
+    with np.errstate(over="ignore"):
+        return x / (1.0 + np.exp(-x))
 
 
 def forward(
