@@ -88,7 +88,12 @@ def side_by_side(split: QSplitter, width: int) -> None:
     """A table and its map side by side from SIDE_BY_SIDE_WIDTH pixels, one above the other
     below (at 1024 pixels the map was too narrow for its colour bar's labels, cut off)."""
     wide = width >= SIDE_BY_SIDE_WIDTH
-    split.setOrientation(Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical)
+    orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+    if split.orientation() == orientation:
+        return  # the user's split stays
+    split.setOrientation(orientation)
+    if not wide:  # half each: with the table's 3/5, a checked kernel's map got ~60 pixels
+        split.setSizes([1, 1])
 
 
 def _gradient_text(gradients: object) -> str:

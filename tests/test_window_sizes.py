@@ -201,3 +201,89 @@ def _overview_fits(w, tokens: int) -> None:
         assert inside(hm, w.overview), name
         if hm.panel.image.shape == (tokens, tokens):  # scores, scaled, masked, weights
             assert_labels_readable(hm, tokens)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["1024x700", "1400x900"])
+@pytest.mark.parametrize("tokens", (6, 64, 512))
+def test_the_mistakes_gallery_keeps_its_colour_bars_inside(open_window, qtbot, tokens, size):
+    """Word labels widen the query axis: the mistake's heatmaps (with the colour bars) were
+    squeezed under their least width at 1024 x 700 and the bar's labels were cut ('0.1')."""
+    s = dataclasses.replace(word_session(tokens), mask_mode="causal-top-left")
+    w = open_window(s, size=size)
+    w.tabs.setCurrentWidget(w.learn)
+    gallery = w.learn.mistakes
+    w.learn.pages.setCurrentWidget(gallery)
+    qtbot.waitUntil(lambda: bool(gallery.planted) and bool(gallery.diagnoses), timeout=120000)
+    gallery.names.setCurrentRow(3)  # causal off by one
+
+    def bars_inside() -> None:
+        for name, hm in gallery.maps.items():
+            least = hm.view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize)
+            assert least.width() <= hm.view.width(), (name, least.width(), hm.view.width())
+            assert inside(hm, gallery), name
+            if hm.bar is not None:
+                assert hm.bar.sceneBoundingRect().right() <= hm.view.width() + 1, name
+
+    settled(qtbot, bars_inside)
+    w.close()  # joins the gallery's workers
+
+
+@pytest.mark.parametrize("tokens", (6, 64, 512))
+def test_a_model_grid_cell_shows_a_sharp_head_at_any_length(qtbot, tokens):
+    """A next-token head (token i gives all its weight to i + 1) drawn in a 26-48 pixel cell:
+    sampled every 11th cell at 512 tokens it missed every weight and showed one flat colour."""
+    import numpy as np
+
+    from gui.model_grid import ModelGrid, colour_table
+
+    w = np.zeros((1, 1, tokens, tokens))  # (layers, heads, T, T)
+    w[0, 0, np.arange(tokens), (np.arange(tokens) + 1) % tokens] = 1.0
+    grid = ModelGrid()
+    qtbot.addWidget(grid)
+    grid.resize(400, 300)
+    grid.set_attentions(w)
+    grid.show()
+    qtbot.waitExposed(grid)
+    image = grid.grab().toImage()
+    rect = grid.cell_rect(0, 0).toAlignedRect()
+    bright = tuple(int(c) for c in colour_table()[255][:3])  # the head's own maximum
+    lit = sum(
+        image.pixelColor(x, y).getRgb()[:3] == bright
+        for y in range(rect.top() + 1, rect.bottom())
+        for x in range(rect.left() + 1, rect.right())
+    )
+    inner = (rect.width() - 2) * (rect.height() - 2)
+    # at least one bright pixel per row of the cell's pixels, a line across it
+    assert lit >= rect.height() - 2, (lit, inner, rect)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the kernel's exp(-inf - -inf)
+def test_a_checked_kernels_error_map_has_the_height_of_its_labels(open_window, qtbot, tmp_path):
+    """At 1024 x 700 the table above took 3/5 of the room: the error map of a 5 x 4 case got
+    ~60 pixels and drew q0, q2, q4 (3 of 5 query labels)."""
+    kernel = tmp_path / "my_kernel.py"
+    kernel.write_text(
+        "import numpy as np\n\n\ndef attention(q, k, v, attn_mask=None, is_causal=False, "
+        "scale=None):\n    s = q @ np.swapaxes(k, -1, -2) / q.shape[-1]\n"
+        "    e = np.exp(s - s.max(axis=-1, keepdims=True))\n"
+        "    return e / e.sum(axis=-1, keepdims=True) @ v\n"
+    )
+    w = open_window(sm.random_session(0, 4, 4, 2, 2, 1), size=(1024, 700))
+    panel = w.kernel_check
+    w.tabs.setCurrentWidget(panel)
+    panel.source.setText(str(kernel))
+    panel.function.setText("attention")
+    with qtbot.waitSignal(panel.worker.finished, timeout=120000):
+        assert panel.start()
+    hm = panel.diff_map
+    rows = hm.panel.image.shape[0]
+    assert rows == 5 and panel.split.orientation() == Qt.Orientation.Vertical
+
+    def every_row_labelled() -> None:
+        hm.grab()
+        drawn = [t for _, t in hm.plot.getAxis("left").drawn if t]
+        assert len(drawn) == rows, drawn
+        assert inside(hm, panel) and inside(panel.table, panel)
+
+    settled(qtbot, every_row_labelled)
+    w.close()
