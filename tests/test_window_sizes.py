@@ -287,3 +287,12 @@ def test_a_checked_kernels_error_map_has_the_height_of_its_labels(open_window, q
 
     settled(qtbot, every_row_labelled)
     w.close()
+
+
+def test_a_long_list_of_token_labels_shows_its_start(open_window):
+    """64 labels do not fit the field: it showed '#ing5, .5, [CLS]6, ...', the list's end."""
+    w = open_window(word_session(64), size=(1024, 700))
+    for field in (w.inputs.tokens, w.inputs.key_tokens):
+        assert field.text().startswith("[CLS], your, journey")
+        assert field.fontMetrics().horizontalAdvance(field.text()) > field.width()  # it scrolls
+        assert field.cursorPosition() == 0 and field.cursorRect().left() < 10
