@@ -92,8 +92,32 @@ def side_by_side(split: QSplitter, width: int) -> None:
     if split.orientation() == orientation:
         return  # the user's split stays
     split.setOrientation(orientation)
-    if not wide:  # half each: with the table's 3/5, a checked kernel's map got ~60 pixels
+    fit_table(split)
+
+
+def fit_table(split: QSplitter) -> None:
+    """Stacked, the table (the split's first widget) takes the height of its rows, at most half,
+    and the map the rest: with 3/5 a checked kernel's map got ~60 pixels; with half, two sampled
+    rows left empty room above a map that drew 8 of its 16 query labels."""
+    table = split.widget(0)
+    if not table.isVisible():  # its header is laid out once on screen: fitted then
+        split.setProperty("fit_pending", True)
+        return
+    split.setProperty("fit_pending", False)
+    if split.orientation() != Qt.Orientation.Vertical:
+        return
+    rows = (
+        table.horizontalHeader().sizeHint().height()
+        + sum(table.rowHeight(r) for r in range(table.rowCount()))
+        + table.horizontalScrollBar().sizeHint().height()
+        + 2 * table.frameWidth()
+    )
+    total = sum(split.sizes())
+    if total <= 0:  # not laid out yet: half each
         split.setSizes([1, 1])
+        return
+    height = min(max(rows, table.minimumSizeHint().height()), total // 2)
+    split.setSizes([height, total - height])
 
 
 def _gradient_text(gradients: object) -> str:
@@ -152,6 +176,12 @@ class CheckPanel(QWidget):
         side_by_side(self.split, event.size().width())
         super().resizeEvent(event)
 
+    def showEvent(self, event) -> None:
+        """A table filled while hidden is fitted to its rows once on screen."""
+        super().showEvent(event)
+        if self.split.property("fit_pending"):
+            fit_table(self.split)
+
     def set_outcome(self, outcome: object, gradients: object = None) -> None:
         """Fill the table from outcome.checks, then the gradient checks of `gradients` (a
         BackwardOutcome of the same inputs, or None); always say which backend and dtype ran."""
@@ -193,6 +223,7 @@ class CheckPanel(QWidget):
                     item.setToolTip(check.message)
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
+        fit_table(self.split)
         first_bad = next((r for r, c in enumerate(self.checks) if not c.ok), None)
         row = first_bad if first_bad is not None else self._default_row()
         if self.checks:

@@ -296,3 +296,23 @@ def test_a_long_list_of_token_labels_shows_its_start(open_window):
         assert field.text().startswith("[CLS], your, journey")
         assert field.fontMetrics().horizontalAdvance(field.text()) > field.width()  # it scrolls
         assert field.cursorPosition() == 0 and field.cursorRect().left() < 10
+
+
+def test_a_sampled_check_leaves_its_error_map_the_room(open_window, qtbot):
+    """512 tokens with NumPy at 1024 x 700: two sampled rows in a table given half the height,
+    and the 16 x 4 error map under it drew 8 of its 16 query labels."""
+    s = dataclasses.replace(sm.random_session(0, 512, 8, 4, 4, 1), backend="numpy")
+    w = open_window(s, size=(1024, 700))
+    w.tabs.setCurrentWidget(w.checks)
+    table, hm = w.checks.table, w.checks.diff_map
+    assert table.rowCount() == 2 and hm.panel.image.shape == (16, 4)
+    assert w.checks.split.orientation() == Qt.Orientation.Vertical
+
+    def readable() -> None:
+        hm.grab()
+        drawn = [t for _, t in hm.plot.getAxis("left").drawn if t]
+        assert len(drawn) == 16, drawn
+        assert table.verticalScrollBar().maximum() == 0  # every row of the table in view
+        assert inside(hm, w.checks) and inside(table, w.checks)
+
+    settled(qtbot, readable)
