@@ -47,9 +47,14 @@ class Bars(pg.PlotWidget):
         self.clear()
         self.items = []
         width = 0.8 / len(series)
+        # outlined only while bars are wide: past TICK_LIMIT keys a bar is a few pixels and its
+        # black outline hid the fill (at 512 keys the three series drew one black mass)
+        pen = pg.mkPen("k") if len(keys) <= TICK_LIMIT else None
         for n, (name, heights) in enumerate(series):
             x = [j - 0.4 + width * (n + 0.5) for j in range(len(heights))]
-            item = pg.BarGraphItem(x=x, height=heights, width=width, brush=COLOURS[n], name=name)
+            item = pg.BarGraphItem(
+                x=x, height=heights, width=width, brush=COLOURS[n], pen=pen, name=name
+            )
             self.addItem(item)
             self.items.append(item)
         if len(keys) <= TICK_LIMIT:

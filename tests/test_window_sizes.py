@@ -316,3 +316,32 @@ def test_a_sampled_check_leaves_its_error_map_the_room(open_window, qtbot):
         assert inside(hm, w.checks) and inside(table, w.checks)
 
     settled(qtbot, readable)
+
+
+@pytest.mark.parametrize("keys", (6, 64, 512))
+def test_the_why_bars_keep_their_colours_at_any_length(qtbot, keys):
+    """Three series of bars over 512 keys in a 600-pixel plot: each bar's black outline was
+    wider than its fill, and the grey, blue and red series drew one black mass."""
+    import numpy as np
+
+    import gui.heatmap  # noqa: F401  (sets the app's white background and black foreground)
+    from gui.why_view import COLOURS, Bars
+
+    bars = Bars()
+    qtbot.addWidget(bars)
+    bars.resize(600, 220)
+    bars.show()
+    qtbot.waitExposed(bars)
+    rng = np.random.default_rng(0)
+    series = [(name, list(rng.random(keys))) for name in ("before", "after", "zero")]
+    bars.show_series(series, [f"k{j}" for j in range(keys)])
+    image = bars.grab().toImage()
+    seen = {c: 0 for c in COLOURS}
+    for y in range(0, image.height(), 2):
+        for x in range(0, image.width(), 2):
+            rgb = image.pixelColor(x, y).getRgb()[:3]
+            if rgb in seen:
+                seen[rgb] += 1
+    # each series fills about a third of the bars' area (random heights): at least 1/20 of it
+    area = image.width() * image.height() / 4
+    assert all(n >= area / 60 for n in seen.values()), (seen, area)
