@@ -345,3 +345,30 @@ def test_the_why_bars_keep_their_colours_at_any_length(qtbot, keys):
     # each series fills about a third of the bars' area (random heights): at least 1/20 of it
     area = image.width() * image.height() / 4
     assert all(n >= area / 60 for n in seen.values()), (seen, area)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["1024x700", "1400x900"])
+@pytest.mark.parametrize("tokens", (6, 64))
+def test_no_overview_tile_is_mostly_empty_axes(open_window, qtbot, tokens, size):
+    """x and scores stood alone in columns as tall as w_q, w_k and w_v together: their cells
+    filled 13-30% of their axes (the rest, long empty axis lines)."""
+    from PyQt6.QtCore import QPointF
+
+    w = open_window(word_session(tokens), size=size)
+    w.tabs.setCurrentWidget(w.overview)
+    qtbot.waitUntil(lambda: w.overview.heatmaps and not w.overview._dirty)
+    qtbot.wait(300)  # the tiles laid out in their columns (before, each had the whole view)
+
+    def filled() -> None:
+        for name, hm in w.overview.heatmaps.items():
+            rows, cols = hm.panel.shape
+            box = hm.plot.getViewBox()
+            corners = (QPointF(-0.5, -0.5), QPointF(cols - 0.5, rows - 0.5))
+            cells = QRectF(*(box.mapViewToScene(p) for p in corners)).normalized()
+            axes = box.sceneBoundingRect()
+            share = cells.width() * cells.height() / (axes.width() * axes.height())
+            # a matrix 2 x as tall as wide fills half of a square box: w_q (8 x 4) fills 0.4
+            least = 0.9 * min(rows, cols) / max(rows, cols)
+            assert share >= min(least, 0.35), (name, round(share, 2), cells, axes)
+
+    settled(qtbot, filled)
