@@ -77,12 +77,30 @@ class WhyPage(QWidget):
         self.text.setWordWrap(True)
         self.text.setTextFormat(Qt.TextFormat.RichText)
         self.text.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        scroll = QScrollArea()
+        self.scroll = scroll = QScrollArea()
         scroll.setWidget(self.text)
         scroll.setWidgetResizable(True)
         self.bars = Bars()
         layout.addWidget(scroll, 3)
         layout.addWidget(self.bars, 2)
+
+    def show_text(self, html: str) -> None:
+        """The words and tables, their box no taller than they are (the bars get the rest)."""
+        self.text.setText(html)
+        self._fit()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit()  # a narrower page wraps the words onto more lines
+
+    def _fit(self) -> None:
+        """At most the words' height: a short reason (Scale: ~150 pixels) kept 3/5 of the page
+        and left a blank band above the bars; a long one still scrolls within its 3/5."""
+        margins = self.layout().contentsMargins()
+        frame = self.scroll.frameWidth()
+        width = self.width() - margins.left() - margins.right() - 2 * frame  # the page's, now
+        words = self.text.heightForWidth(width) if self.text.text() else 0
+        self.scroll.setMaximumHeight(max(words, 0) + 2 * frame + 4)
 
 
 class WhyView(QWidget):
@@ -156,15 +174,15 @@ class WhyView(QWidget):
         i = scale.row
         head = f", head {x.head} of {x.heads}" if x.heads > 1 else ""
         self.status.setText(f"row {i} ({x.tokens[i]!r}){head}: the reasons on its numbers")
-        self.scale_page.text.setText(scale_text(scale, x))
+        self.scale_page.show_text(scale_text(scale, x))
         series = [
             ("without scale", scale.unscaled.weights),
             ("with 1/sqrt(d_k)", scale.scaled.weights),
         ]
         self.scale_page.bars.show_series(series, x.key_tokens)
-        self.max_page.text.setText(max_text(top, x))
+        self.max_page.show_text(max_text(top, x))
         self.max_page.bars.show_series([("weights", top.weights)], x.key_tokens)
-        self.mask_page.text.setText(mask_text(mask, x))
+        self.mask_page.show_text(mask_text(mask, x))
         three = [
             ("-inf before softmax", mask.before),
             ("0 after softmax", mask.after),

@@ -372,3 +372,26 @@ def test_no_overview_tile_is_mostly_empty_axes(open_window, qtbot, tokens, size)
             assert share >= min(least, 0.35), (name, round(share, 2), cells, axes)
 
     settled(qtbot, filled)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["1024x700", "1400x900"])
+def test_a_short_reason_leaves_its_bars_the_room(open_window, qtbot, size):
+    """The Scale page's words and table take ~150 pixels; the text box kept 3/5 of the page
+    (310 at 1024 x 700) and the bars under it the rest, with a blank band between."""
+    w = open_window(word_session(6), size=size)
+    w.tabs.setCurrentWidget(w.learn)
+    why = w.learn.why
+    w.learn.pages.setCurrentWidget(why)
+    qtbot.waitUntil(lambda: why.result is not None and not why.worker.busy, timeout=60000)
+    page = why.scale_page
+    why.pages.setCurrentWidget(page)
+
+    def fitted() -> None:
+        box = page.text.parentWidget().parentWidget()  # the scroll area around the words
+        words = page.text.heightForWidth(box.viewport().width())
+        assert box.height() <= words + 2 * box.frameWidth() + 8, (box.height(), words)
+        assert page.bars.height() >= page.height() - box.height() - 12
+        assert box.verticalScrollBar().maximum() == 0  # all the words in view
+
+    settled(qtbot, fitted)
+    w.close()
