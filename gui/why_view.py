@@ -93,12 +93,19 @@ class WhyPage(QWidget):
         super().resizeEvent(event)
         self._fit()  # a narrower page wraps the words onto more lines
 
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self._fit()  # filled while hidden (another page on top), at another width
+
     def _fit(self) -> None:
         """At most the words' height: a short reason (Scale: ~150 pixels) kept 3/5 of the page
         and left a blank band above the bars; a long one still scrolls within its 3/5."""
         margins = self.layout().contentsMargins()
         frame = self.scroll.frameWidth()
-        width = self.width() - margins.left() - margins.right() - 2 * frame  # the page's, now
+        bar = self.scroll.verticalScrollBar().sizeHint().width()
+        # the width left with a scroll bar shown: measured without it, a box one line short
+        # showed the bar, the narrower words took another line, and the bar stayed
+        width = self.width() - margins.left() - margins.right() - 2 * frame - bar
         words = self.text.heightForWidth(width) if self.text.text() else 0
         self.scroll.setMaximumHeight(max(words, 0) + 2 * frame + 4)
 

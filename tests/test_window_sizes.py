@@ -375,23 +375,59 @@ def test_no_overview_tile_is_mostly_empty_axes(open_window, qtbot, tokens, size)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["1024x700", "1400x900"])
-def test_a_short_reason_leaves_its_bars_the_room(open_window, qtbot, size):
+@pytest.mark.parametrize("tokens", (6, 64))
+def test_a_short_reason_leaves_its_bars_the_room(open_window, qtbot, tokens, size):
     """The Scale page's words and table take ~150 pixels; the text box kept 3/5 of the page
-    (310 at 1024 x 700) and the bars under it the rest, with a blank band between."""
-    w = open_window(word_session(6), size=size)
+    (310 at 1024 x 700) and the bars under it the rest, with a blank band between. Fitted to
+    the words, no page may hide a line behind a scroll bar either."""
+    w = open_window(dataclasses.replace(word_session(tokens), mask_mode="causal-top-left"), size)
     w.tabs.setCurrentWidget(w.learn)
     why = w.learn.why
     w.learn.pages.setCurrentWidget(why)
     qtbot.waitUntil(lambda: why.result is not None and not why.worker.busy, timeout=60000)
-    page = why.scale_page
-    why.pages.setCurrentWidget(page)
+    for page in (why.scale_page, why.max_page, why.mask_page):
+        why.pages.setCurrentWidget(page)
 
-    def fitted() -> None:
-        box = page.text.parentWidget().parentWidget()  # the scroll area around the words
-        words = page.text.heightForWidth(box.viewport().width())
-        assert box.height() <= words + 2 * box.frameWidth() + 8, (box.height(), words)
-        assert page.bars.height() >= page.height() - box.height() - 12
-        assert box.verticalScrollBar().maximum() == 0  # all the words in view
+        def fitted() -> None:
+            box = page.scroll
+            words = page.text.heightForWidth(box.viewport().width())
+            if box.maximumHeight() < page.height() * 3 // 5:  # fitted, not capped at its 3/5
+                assert box.verticalScrollBar().maximum() == 0, (box.height(), words)
+            if page is why.scale_page:  # the short one: a box no taller than its words
+                assert box.height() <= words + 2 * box.frameWidth() + 40, (box.height(), words)
+                assert page.bars.height() >= page.height() - box.height() - 12
 
-    settled(qtbot, fitted)
+        settled(qtbot, fitted)
     w.close()
+
+
+REASON = (
+    "<b>Why multiply by 1/sqrt(d_k)?</b> "
+    + "A score q.k is a sum of d_k products, so its variance grows with d_k. " * 3
+    + "<table border=1><tr><td>entropy</td><td>0.4332</td><td>1.042</td></tr>"
+    + "<tr><td>largest weight</td><td>0.8973</td><td>0.6372</td></tr>"
+    + "<tr><td>on key</td><td>[CLS]</td><td>[CLS]</td></tr></table>"
+)
+
+
+@pytest.mark.parametrize("first", (300, 900))
+def test_a_fitted_reason_never_hides_a_line_behind_a_scroll_bar(qtbot, first):
+    """Words set while hidden at one width and shown at another: measured without room for
+    the scroll bar, a box one line short showed the bar, the narrower words took another line
+    and the bar stayed (the Scale page's 'on key' row hidden at 1400 x 900)."""
+    from gui.why_view import WhyPage
+
+    hidden = []
+    for width in range(400, 1001, 40):
+        page = WhyPage()
+        qtbot.addWidget(page)
+        page.resize(first, 500)
+        page.show_text(REASON)  # filled while hidden, as a page under another
+        page.resize(width, 500)
+        page.show()
+        qtbot.waitExposed(page)
+        qtbot.wait(20)
+        if page.scroll.verticalScrollBar().maximum() > 0:
+            hidden.append(width)
+        page.close()
+    assert not hidden, hidden
