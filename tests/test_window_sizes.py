@@ -388,7 +388,7 @@ def test_a_short_reason_leaves_its_bars_the_room(open_window, qtbot, tokens, siz
     for page in (why.scale_page, why.max_page, why.mask_page):
         why.pages.setCurrentWidget(page)
 
-        def fitted() -> None:
+        def fitted(page=page) -> None:
             box = page.scroll
             words = page.text.heightForWidth(box.viewport().width())
             if box.maximumHeight() < page.height() * 3 // 5:  # fitted, not capped at its 3/5
