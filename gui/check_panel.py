@@ -151,12 +151,13 @@ class CheckPanel(QWidget):
         self.header.setFont(font)
         self.header.setWordWrap(True)
         # the header scrolls when its lines outgrow the room: never pushes the window taller
-        header_box = QScrollArea()
+        self.header_box = header_box = QScrollArea()
         header_box.setWidget(self.header)
         header_box.setWidgetResizable(True)
         header_box.setFrameShape(QFrame.Shape.NoFrame)
-        header_box.setMinimumHeight(QFontMetrics(font).lineSpacing() * 4)
-        header_box.setMaximumHeight(QFontMetrics(font).lineSpacing() * 6 + 8)
+        line = QFontMetrics(font).lineSpacing()
+        self._header_heights = (line * 4, line * 6 + 8)  # 4 to 6 lines; it scrolls past 6
+        header_box.setFixedHeight(self._header_heights[0])
         outer.addWidget(header_box)
         self.split = split = QSplitter(Qt.Orientation.Horizontal)
         self.table = report_table(HEADERS)
@@ -175,12 +176,22 @@ class CheckPanel(QWidget):
         left the map too narrow for its colour bar's labels, which were cut off)."""
         side_by_side(self.split, event.size().width())
         super().resizeEvent(event)
+        self._fit_header(event.size().width())
 
     def showEvent(self, event) -> None:
         """A table filled while hidden is fitted to its rows once on screen."""
         super().showEvent(event)
         if self.split.property("fit_pending"):
             fit_table(self.split)
+
+    def _fit_header(self, width: int) -> None:
+        """The header as tall as its lines, 4 to 6 of them (it scrolls past 6): at its least
+        height a sampled check's five lines at 1024 x 700 showed three."""
+        margins = self.layout().contentsMargins()
+        bar = self.header_box.verticalScrollBar().sizeHint().width()  # room for it, if it comes
+        lines = self.header.heightForWidth(width - margins.left() - margins.right() - bar)
+        least, most = self._header_heights
+        self.header_box.setFixedHeight(min(max(lines, least), most))
 
     def set_outcome(self, outcome: object, gradients: object = None) -> None:
         """Fill the table from outcome.checks, then the gradient checks of `gradients` (a
@@ -204,6 +215,7 @@ class CheckPanel(QWidget):
             f"{ran} vs the exact ground truth (scratch, float64): {verdict}{why}{how}"
             f"<br>{_gradient_text(gradients)}"
         )
+        self._fit_header(self.width())
         self.diff_map.setVisible(bool(self.checks))
         self.table.setRowCount(len(self.checks))
         for r, check in enumerate(self.checks):

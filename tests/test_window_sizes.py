@@ -314,6 +314,9 @@ def test_a_sampled_check_leaves_its_error_map_the_room(open_window, qtbot):
         assert len(drawn) == 16, drawn
         assert table.verticalScrollBar().maximum() == 0  # every row of the table in view
         assert inside(hm, w.checks) and inside(table, w.checks)
+        # the header's five lines (the sampled check's words) in view, not behind a scroll bar
+        box = w.checks.header.parentWidget().parentWidget()
+        assert box.verticalScrollBar().maximum() == 0, (box.height(), w.checks.header.height())
 
     settled(qtbot, readable)
 
