@@ -88,7 +88,36 @@ def side_by_side(split: QSplitter, width: int) -> None:
     """A table and its map side by side from SIDE_BY_SIDE_WIDTH pixels, one above the other
     below (at 1024 pixels the map was too narrow for its colour bar's labels, cut off)."""
     wide = width >= SIDE_BY_SIDE_WIDTH
-    split.setOrientation(Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical)
+    orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+    if split.orientation() == orientation:
+        return  # the user's split stays
+    split.setOrientation(orientation)
+    fit_table(split)
+
+
+def fit_table(split: QSplitter) -> None:
+    """Stacked, the table (the split's first widget) takes the height of its rows, at most half,
+    and the map the rest: with 3/5 a checked kernel's map got ~60 pixels; with half, two sampled
+    rows left empty room above a map that drew 8 of its 16 query labels."""
+    table = split.widget(0)
+    if not table.isVisible():  # its header is laid out once on screen: fitted then
+        split.setProperty("fit_pending", True)
+        return
+    split.setProperty("fit_pending", False)
+    if split.orientation() != Qt.Orientation.Vertical:
+        return
+    rows = (
+        table.horizontalHeader().sizeHint().height()
+        + sum(table.rowHeight(r) for r in range(table.rowCount()))
+        + table.horizontalScrollBar().sizeHint().height()
+        + 2 * table.frameWidth()
+    )
+    total = sum(split.sizes())
+    if total <= 0:  # not laid out yet: half each
+        split.setSizes([1, 1])
+        return
+    height = min(max(rows, table.minimumSizeHint().height()), total // 2)
+    split.setSizes([height, total - height])
 
 
 def _gradient_text(gradients: object) -> str:
@@ -122,12 +151,13 @@ class CheckPanel(QWidget):
         self.header.setFont(font)
         self.header.setWordWrap(True)
         # the header scrolls when its lines outgrow the room: never pushes the window taller
-        header_box = QScrollArea()
+        self.header_box = header_box = QScrollArea()
         header_box.setWidget(self.header)
         header_box.setWidgetResizable(True)
         header_box.setFrameShape(QFrame.Shape.NoFrame)
-        header_box.setMinimumHeight(QFontMetrics(font).lineSpacing() * 4)
-        header_box.setMaximumHeight(QFontMetrics(font).lineSpacing() * 6 + 8)
+        line = QFontMetrics(font).lineSpacing()
+        self._header_heights = (line * 4, line * 6 + 8)  # 4 to 6 lines; it scrolls past 6
+        header_box.setFixedHeight(self._header_heights[0])
         outer.addWidget(header_box)
         self.split = split = QSplitter(Qt.Orientation.Horizontal)
         self.table = report_table(HEADERS)
@@ -146,6 +176,22 @@ class CheckPanel(QWidget):
         left the map too narrow for its colour bar's labels, which were cut off)."""
         side_by_side(self.split, event.size().width())
         super().resizeEvent(event)
+        self._fit_header(event.size().width())
+
+    def showEvent(self, event) -> None:
+        """A table filled while hidden is fitted to its rows once on screen."""
+        super().showEvent(event)
+        if self.split.property("fit_pending"):
+            fit_table(self.split)
+
+    def _fit_header(self, width: int) -> None:
+        """The header as tall as its lines, 4 to 6 of them (it scrolls past 6): at its least
+        height a sampled check's five lines at 1024 x 700 showed three."""
+        margins = self.layout().contentsMargins()
+        bar = self.header_box.verticalScrollBar().sizeHint().width()  # room for it, if it comes
+        lines = self.header.heightForWidth(width - margins.left() - margins.right() - bar)
+        least, most = self._header_heights
+        self.header_box.setFixedHeight(min(max(lines, least), most))
 
     def set_outcome(self, outcome: object, gradients: object = None) -> None:
         """Fill the table from outcome.checks, then the gradient checks of `gradients` (a
@@ -169,6 +215,7 @@ class CheckPanel(QWidget):
             f"{ran} vs the exact ground truth (scratch, float64): {verdict}{why}{how}"
             f"<br>{_gradient_text(gradients)}"
         )
+        self._fit_header(self.width())
         self.diff_map.setVisible(bool(self.checks))
         self.table.setRowCount(len(self.checks))
         for r, check in enumerate(self.checks):
@@ -188,6 +235,7 @@ class CheckPanel(QWidget):
                     item.setToolTip(check.message)
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
+        fit_table(self.split)
         first_bad = next((r for r, c in enumerate(self.checks) if not c.ok), None)
         row = first_bad if first_bad is not None else self._default_row()
         if self.checks:

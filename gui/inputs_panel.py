@@ -251,8 +251,9 @@ class InputsPanel(QWidget):
             self.preset_notes.setVisible(bool(self.preset_notes.text()))
             self.seed.setValue(s.seed)
             _select(self.mode, s.mode)
-            self.tokens.setText(", ".join(s.tokens))
-            self.key_tokens.setText(", ".join(s.key_tokens))
+            for field, labels in ((self.tokens, s.tokens), (self.key_tokens, s.key_tokens)):
+                field.setText(", ".join(labels))
+                field.setCursorPosition(0)  # a long list shows its first labels, not its last
             self.key_tokens.setEnabled(s.key is not None)
             sizes = {
                 "num_tokens": s.num_tokens,

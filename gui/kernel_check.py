@@ -23,7 +23,7 @@ from PyQt6.QtWidgets import (
 )
 
 from gui import core_api, numbers, view_model
-from gui.check_panel import report_table, side_by_side
+from gui.check_panel import fit_table, report_table, side_by_side
 from gui.heatmap import Heatmap
 from gui.jobs import Worker
 from gui.kernel_check_options import KernelCheckOptions
@@ -140,6 +140,12 @@ class KernelCheckPanel(QWidget):
         side_by_side(self.split, event.size().width())
         super().resizeEvent(event)
 
+    def showEvent(self, event) -> None:
+        """A table filled while hidden is fitted to its rows once on screen."""
+        super().showEvent(event)
+        if self.split.property("fit_pending"):
+            fit_table(self.split)
+
     def clear_results(self, why: str) -> None:
         """Forget the last report: its table and map belong to another kernel or options."""
         self.report = None
@@ -207,6 +213,7 @@ class KernelCheckPanel(QWidget):
                     item.setToolTip(case.message)
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
+        fit_table(self.split)
         failed = [r for r, c in enumerate(report.cases) if c.status == "fail" and c.diff]
         shown = [r for r, c in enumerate(report.cases) if c.diff]
         row = (failed or shown or [0])[0]

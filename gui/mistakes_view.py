@@ -8,6 +8,7 @@ two workers; the checks do not depend on the example, so they run once per windo
 from __future__ import annotations
 
 import html
+import math
 
 import numpy as np
 from PyQt6.QtCore import Qt
@@ -148,7 +149,15 @@ class MistakesView(QWidget):
                 "output: mistake", wrong_out, (x.tokens, cols), ("query", "feature"), levels
             )
         )
+        self._keep_least_widths()
         self._show_text("")
+
+    def _keep_least_widths(self) -> None:
+        """Each heatmap at least as wide as its axes, cells and colour bar need: word labels
+        widen the query axis, and squeezed below that the bar's labels were cut at 1024 x 700."""
+        for hm in self.maps.values():
+            least = hm.view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
+            hm.setMinimumWidth(math.ceil(least))
 
     def _show_text(self, checking: str) -> None:
         p = self.planted.get(self.current())

@@ -8,6 +8,8 @@ from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSignal
 from PyQt6.QtGui import QColor, QFont, QImage, QPainter, QPen
 from PyQt6.QtWidgets import QSizePolicy, QWidget
 
+from gui import pooled
+
 LABEL = 34  # pixels for the layer labels on the left and the head labels on top
 GAP = 4  # pixels between cells
 GROUP_GAP = 10  # extra pixels between the groups of query heads that share a key/value head
@@ -23,7 +25,12 @@ def colour_table() -> np.ndarray:
 
 
 def head_image(weights: np.ndarray, table: np.ndarray) -> QImage:
-    """One (T, T) head as an RGBA QImage, scaled to its own maximum (cells stay sharp)."""
+    """One (T, T) head as an RGBA QImage, scaled to its own maximum (cells stay sharp).
+
+    A head longer than a cell has pixels (MAX_SIDE) is max-pooled to fit: drawn by sampling,
+    a 512-token head showed one cell in 11 along each axis and a sharp head one flat colour."""
+    blocks = tuple(-(-n // MAX_SIDE) for n in weights.shape)  # cells per pixel (ceil)
+    weights = pooled.maximum(weights, blocks)  # (ceil(T / bt), ceil(S / bs))
     top = float(weights.max()) or 1.0
     index = np.clip((weights / top * 255).round(), 0, 255).astype(np.uint8)
     rgba = np.ascontiguousarray(table[index])  # (T, T, 4)

@@ -100,12 +100,19 @@ class Overview(QWidget):
         self.heatmaps = {}
         per_row = min(STAGES_PER_ROW, max(1, math.ceil(len(self.stages) / 2)))
         tallest: dict[int, int] = {}  # a row's height follows its tallest stage
+        for s, stage in enumerate(self.stages):
+            tallest[s // per_row] = max(tallest.get(s // per_row, 1), len(stage.names))
         n = 0
         for s, stage in enumerate(self.stages):
             row, col = divmod(s, per_row)
             column = QWidget(self)
             box = QVBoxLayout(column)
             box.setContentsMargins(0, 0, 0, 0)
+            # a stage of fewer tiles than its row's tallest keeps one tile's height, centred: x
+            # over the height of w_q, w_k and w_v drew its 6 x 8 cells in 13% of its axes
+            spare = tallest[row] - len(stage.names)
+            if spare:
+                box.addStretch(spare)
             for name in stage.names:
                 hm = self._tile(n)
                 n += 1
@@ -115,7 +122,7 @@ class Overview(QWidget):
                 title = f"{name}<br><span style='font-size:7pt'>{size}</span>"
                 hm.show_panel(dataclasses.replace(panel, title=title))
                 hm.setToolTip(f"{step.formula}\nshape {size}\nclick to open this step")
-                box.addWidget(hm)
+                box.addWidget(hm, 2)
                 hm.setVisible(True)
                 self.heatmaps[name] = hm
             if stage.arrow:
@@ -123,8 +130,9 @@ class Overview(QWidget):
                 arrow.setParent(self)
                 self.grid.addWidget(arrow, row, 2 * col)
                 self.arrows.append(arrow)
+            if spare:
+                box.addStretch(spare)
             self.grid.addWidget(column, row, 2 * col + 1)
             self.grid.setColumnStretch(2 * col + 1, 1)
-            tallest[row] = max(tallest.get(row, 1), len(stage.names))
             self.grid.setRowStretch(row, tallest[row])
             self.columns.append(column)

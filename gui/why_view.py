@@ -47,9 +47,14 @@ class Bars(pg.PlotWidget):
         self.clear()
         self.items = []
         width = 0.8 / len(series)
+        # outlined only while bars are wide: past TICK_LIMIT keys a bar is a few pixels and its
+        # black outline hid the fill (at 512 keys the three series drew one black mass)
+        pen = pg.mkPen("k") if len(keys) <= TICK_LIMIT else None
         for n, (name, heights) in enumerate(series):
             x = [j - 0.4 + width * (n + 0.5) for j in range(len(heights))]
-            item = pg.BarGraphItem(x=x, height=heights, width=width, brush=COLOURS[n], name=name)
+            item = pg.BarGraphItem(
+                x=x, height=heights, width=width, brush=COLOURS[n], pen=pen, name=name
+            )
             self.addItem(item)
             self.items.append(item)
         if len(keys) <= TICK_LIMIT:
@@ -72,12 +77,37 @@ class WhyPage(QWidget):
         self.text.setWordWrap(True)
         self.text.setTextFormat(Qt.TextFormat.RichText)
         self.text.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        scroll = QScrollArea()
+        self.scroll = scroll = QScrollArea()
         scroll.setWidget(self.text)
         scroll.setWidgetResizable(True)
         self.bars = Bars()
         layout.addWidget(scroll, 3)
         layout.addWidget(self.bars, 2)
+
+    def show_text(self, html: str) -> None:
+        """The words and tables, their box no taller than they are (the bars get the rest)."""
+        self.text.setText(html)
+        self._fit()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit()  # a narrower page wraps the words onto more lines
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self._fit()  # filled while hidden (another page on top), at another width
+
+    def _fit(self) -> None:
+        """At most the words' height: a short reason (Scale: ~150 pixels) kept 3/5 of the page
+        and left a blank band above the bars; a long one still scrolls within its 3/5."""
+        margins = self.layout().contentsMargins()
+        frame = self.scroll.frameWidth()
+        bar = self.scroll.verticalScrollBar().sizeHint().width()
+        # the width left with a scroll bar shown: measured without it, a box one line short
+        # showed the bar, the narrower words took another line, and the bar stayed
+        width = self.width() - margins.left() - margins.right() - 2 * frame - bar
+        words = self.text.heightForWidth(width) if self.text.text() else 0
+        self.scroll.setMaximumHeight(max(words, 0) + 2 * frame + 4)
 
 
 class WhyView(QWidget):
@@ -151,15 +181,15 @@ class WhyView(QWidget):
         i = scale.row
         head = f", head {x.head} of {x.heads}" if x.heads > 1 else ""
         self.status.setText(f"row {i} ({x.tokens[i]!r}){head}: the reasons on its numbers")
-        self.scale_page.text.setText(scale_text(scale, x))
+        self.scale_page.show_text(scale_text(scale, x))
         series = [
             ("without scale", scale.unscaled.weights),
             ("with 1/sqrt(d_k)", scale.scaled.weights),
         ]
         self.scale_page.bars.show_series(series, x.key_tokens)
-        self.max_page.text.setText(max_text(top, x))
+        self.max_page.show_text(max_text(top, x))
         self.max_page.bars.show_series([("weights", top.weights)], x.key_tokens)
-        self.mask_page.text.setText(mask_text(mask, x))
+        self.mask_page.show_text(mask_text(mask, x))
         three = [
             ("-inf before softmax", mask.before),
             ("0 after softmax", mask.after),

@@ -201,3 +201,236 @@ def _overview_fits(w, tokens: int) -> None:
         assert inside(hm, w.overview), name
         if hm.panel.image.shape == (tokens, tokens):  # scores, scaled, masked, weights
             assert_labels_readable(hm, tokens)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["1024x700", "1400x900"])
+@pytest.mark.parametrize("tokens", (6, 64, 512))
+def test_the_mistakes_gallery_keeps_its_colour_bars_inside(open_window, qtbot, tokens, size):
+    """Word labels widen the query axis: the mistake's heatmaps (with the colour bars) were
+    squeezed under their least width at 1024 x 700 and the bar's labels were cut ('0.1')."""
+    s = dataclasses.replace(word_session(tokens), mask_mode="causal-top-left")
+    w = open_window(s, size=size)
+    w.tabs.setCurrentWidget(w.learn)
+    gallery = w.learn.mistakes
+    w.learn.pages.setCurrentWidget(gallery)
+    qtbot.waitUntil(lambda: bool(gallery.planted) and bool(gallery.diagnoses), timeout=120000)
+    gallery.names.setCurrentRow(3)  # causal off by one
+
+    def bars_inside() -> None:
+        for name, hm in gallery.maps.items():
+            least = hm.view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize)
+            assert least.width() <= hm.view.width(), (name, least.width(), hm.view.width())
+            assert inside(hm, gallery), name
+            if hm.bar is not None:
+                assert hm.bar.sceneBoundingRect().right() <= hm.view.width() + 1, name
+
+    settled(qtbot, bars_inside)
+    w.close()  # joins the gallery's workers
+
+
+@pytest.mark.parametrize("tokens", (6, 64, 512))
+def test_a_model_grid_cell_shows_a_sharp_head_at_any_length(qtbot, tokens):
+    """A next-token head (token i gives all its weight to i + 1) drawn in a 26-48 pixel cell:
+    sampled every 11th cell at 512 tokens it missed every weight and showed one flat colour."""
+    import numpy as np
+
+    from gui.model_grid import ModelGrid, colour_table
+
+    w = np.zeros((1, 1, tokens, tokens))  # (layers, heads, T, T)
+    w[0, 0, np.arange(tokens), (np.arange(tokens) + 1) % tokens] = 1.0
+    grid = ModelGrid()
+    qtbot.addWidget(grid)
+    grid.resize(400, 300)
+    grid.set_attentions(w)
+    grid.show()
+    qtbot.waitExposed(grid)
+    image = grid.grab().toImage()
+    rect = grid.cell_rect(0, 0).toAlignedRect()
+    bright = tuple(int(c) for c in colour_table()[255][:3])  # the head's own maximum
+    lit = sum(
+        image.pixelColor(x, y).getRgb()[:3] == bright
+        for y in range(rect.top() + 1, rect.bottom())
+        for x in range(rect.left() + 1, rect.right())
+    )
+    inner = (rect.width() - 2) * (rect.height() - 2)
+    # at least one bright pixel per row of the cell's pixels, a line across it
+    assert lit >= rect.height() - 2, (lit, inner, rect)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the kernel's exp(-inf - -inf)
+def test_a_checked_kernels_error_map_has_the_height_of_its_labels(open_window, qtbot, tmp_path):
+    """At 1024 x 700 the table above took 3/5 of the room: the error map of a 5 x 4 case got
+    ~60 pixels and drew q0, q2, q4 (3 of 5 query labels)."""
+    kernel = tmp_path / "my_kernel.py"
+    kernel.write_text(
+        "import numpy as np\n\n\ndef attention(q, k, v, attn_mask=None, is_causal=False, "
+        "scale=None):\n    s = q @ np.swapaxes(k, -1, -2) / q.shape[-1]\n"
+        "    e = np.exp(s - s.max(axis=-1, keepdims=True))\n"
+        "    return e / e.sum(axis=-1, keepdims=True) @ v\n"
+    )
+    w = open_window(sm.random_session(0, 4, 4, 2, 2, 1), size=(1024, 700))
+    panel = w.kernel_check
+    w.tabs.setCurrentWidget(panel)
+    panel.source.setText(str(kernel))
+    panel.function.setText("attention")
+    with qtbot.waitSignal(panel.worker.finished, timeout=120000):
+        assert panel.start()
+    hm = panel.diff_map
+    rows = hm.panel.image.shape[0]
+    assert rows == 5 and panel.split.orientation() == Qt.Orientation.Vertical
+
+    def every_row_labelled() -> None:
+        hm.grab()
+        drawn = [t for _, t in hm.plot.getAxis("left").drawn if t]
+        assert len(drawn) == rows, drawn
+        assert inside(hm, panel) and inside(panel.table, panel)
+
+    settled(qtbot, every_row_labelled)
+    w.close()
+
+
+def test_a_long_list_of_token_labels_shows_its_start(open_window):
+    """64 labels do not fit the field: it showed '#ing5, .5, [CLS]6, ...', the list's end."""
+    w = open_window(word_session(64), size=(1024, 700))
+    for field in (w.inputs.tokens, w.inputs.key_tokens):
+        assert field.text().startswith("[CLS], your, journey")
+        assert field.fontMetrics().horizontalAdvance(field.text()) > field.width()  # it scrolls
+        assert field.cursorPosition() == 0 and field.cursorRect().left() < 10
+
+
+def test_a_sampled_check_leaves_its_error_map_the_room(open_window, qtbot):
+    """512 tokens with NumPy at 1024 x 700: two sampled rows in a table given half the height,
+    and the 16 x 4 error map under it drew 8 of its 16 query labels."""
+    s = dataclasses.replace(sm.random_session(0, 512, 8, 4, 4, 1), backend="numpy")
+    w = open_window(s, size=(1024, 700))
+    w.tabs.setCurrentWidget(w.checks)
+    table, hm = w.checks.table, w.checks.diff_map
+    assert table.rowCount() == 2 and hm.panel.image.shape == (16, 4)
+    assert w.checks.split.orientation() == Qt.Orientation.Vertical
+
+    def readable() -> None:
+        hm.grab()
+        drawn = [t for _, t in hm.plot.getAxis("left").drawn if t]
+        assert len(drawn) == 16, drawn
+        assert table.verticalScrollBar().maximum() == 0  # every row of the table in view
+        assert inside(hm, w.checks) and inside(table, w.checks)
+        # the header's five lines (the sampled check's words) in view, not behind a scroll bar
+        box = w.checks.header.parentWidget().parentWidget()
+        assert box.verticalScrollBar().maximum() == 0, (box.height(), w.checks.header.height())
+
+    settled(qtbot, readable)
+
+
+@pytest.mark.parametrize("keys", (6, 64, 512))
+def test_the_why_bars_keep_their_colours_at_any_length(qtbot, keys):
+    """Three series of bars over 512 keys in a 600-pixel plot: each bar's black outline was
+    wider than its fill, and the grey, blue and red series drew one black mass."""
+    import numpy as np
+
+    import gui.heatmap  # noqa: F401  (sets the app's white background and black foreground)
+    from gui.why_view import COLOURS, Bars
+
+    bars = Bars()
+    qtbot.addWidget(bars)
+    bars.resize(600, 220)
+    bars.show()
+    qtbot.waitExposed(bars)
+    rng = np.random.default_rng(0)
+    series = [(name, list(rng.random(keys))) for name in ("before", "after", "zero")]
+    bars.show_series(series, [f"k{j}" for j in range(keys)])
+    image = bars.grab().toImage()
+    seen = {c: 0 for c in COLOURS}
+    for y in range(0, image.height(), 2):
+        for x in range(0, image.width(), 2):
+            rgb = image.pixelColor(x, y).getRgb()[:3]
+            if rgb in seen:
+                seen[rgb] += 1
+    # each series fills about a third of the bars' area (random heights): at least 1/20 of it
+    area = image.width() * image.height() / 4
+    assert all(n >= area / 60 for n in seen.values()), (seen, area)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["1024x700", "1400x900"])
+@pytest.mark.parametrize("tokens", (6, 64))
+def test_no_overview_tile_is_mostly_empty_axes(open_window, qtbot, tokens, size):
+    """x and scores stood alone in columns as tall as w_q, w_k and w_v together: their cells
+    filled 13-30% of their axes (the rest, long empty axis lines)."""
+    from PyQt6.QtCore import QPointF
+
+    w = open_window(word_session(tokens), size=size)
+    w.tabs.setCurrentWidget(w.overview)
+    qtbot.waitUntil(lambda: w.overview.heatmaps and not w.overview._dirty)
+    qtbot.wait(300)  # the tiles laid out in their columns (before, each had the whole view)
+
+    def filled() -> None:
+        for name, hm in w.overview.heatmaps.items():
+            rows, cols = hm.panel.shape
+            box = hm.plot.getViewBox()
+            corners = (QPointF(-0.5, -0.5), QPointF(cols - 0.5, rows - 0.5))
+            cells = QRectF(*(box.mapViewToScene(p) for p in corners)).normalized()
+            axes = box.sceneBoundingRect()
+            share = cells.width() * cells.height() / (axes.width() * axes.height())
+            # a matrix 2 x as tall as wide fills half of a square box: w_q (8 x 4) fills 0.4
+            least = 0.9 * min(rows, cols) / max(rows, cols)
+            assert share >= min(least, 0.35), (name, round(share, 2), cells, axes)
+
+    settled(qtbot, filled)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["1024x700", "1400x900"])
+@pytest.mark.parametrize("tokens", (6, 64))
+def test_a_short_reason_leaves_its_bars_the_room(open_window, qtbot, tokens, size):
+    """The Scale page's words and table take ~150 pixels; the text box kept 3/5 of the page
+    (310 at 1024 x 700) and the bars under it the rest, with a blank band between. Fitted to
+    the words, no page may hide a line behind a scroll bar either."""
+    w = open_window(dataclasses.replace(word_session(tokens), mask_mode="causal-top-left"), size)
+    w.tabs.setCurrentWidget(w.learn)
+    why = w.learn.why
+    w.learn.pages.setCurrentWidget(why)
+    qtbot.waitUntil(lambda: why.result is not None and not why.worker.busy, timeout=60000)
+    for page in (why.scale_page, why.max_page, why.mask_page):
+        why.pages.setCurrentWidget(page)
+
+        def fitted(page=page) -> None:
+            box = page.scroll
+            words = page.text.heightForWidth(box.viewport().width())
+            if box.maximumHeight() < page.height() * 3 // 5:  # fitted, not capped at its 3/5
+                assert box.verticalScrollBar().maximum() == 0, (box.height(), words)
+            if page is why.scale_page:  # the short one: a box no taller than its words
+                assert box.height() <= words + 2 * box.frameWidth() + 40, (box.height(), words)
+                assert page.bars.height() >= page.height() - box.height() - 12
+
+        settled(qtbot, fitted)
+    w.close()
+
+
+REASON = (
+    "<b>Why multiply by 1/sqrt(d_k)?</b> "
+    + "A score q.k is a sum of d_k products, so its variance grows with d_k. " * 3
+    + "<table border=1><tr><td>entropy</td><td>0.4332</td><td>1.042</td></tr>"
+    + "<tr><td>largest weight</td><td>0.8973</td><td>0.6372</td></tr>"
+    + "<tr><td>on key</td><td>[CLS]</td><td>[CLS]</td></tr></table>"
+)
+
+
+@pytest.mark.parametrize("first", (300, 900))
+def test_a_fitted_reason_never_hides_a_line_behind_a_scroll_bar(qtbot, first):
+    """Words set while hidden at one width and shown at another: measured without room for
+    the scroll bar, a box one line short showed the bar, the narrower words took another line
+    and the bar stayed (the Scale page's 'on key' row hidden at 1400 x 900)."""
+    from gui.why_view import WhyPage
+
+    hidden = []
+    for width in range(400, 1001, 40):
+        page = WhyPage()
+        qtbot.addWidget(page)
+        page.resize(first, 500)
+        page.show_text(REASON)  # filled while hidden, as a page under another
+        page.resize(width, 500)
+        page.show()
+        qtbot.waitExposed(page)
+        qtbot.wait(20)
+        if page.scroll.verticalScrollBar().maximum() > 0:
+            hidden.append(width)
+        page.close()
+    assert not hidden, hidden
