@@ -8,6 +8,8 @@ import pytest
 from scratch.backends import get
 from scratch.backends import numpy_backward as nb
 from scratch.backends import numpy_backward_tiles as tiles
+from scratch.backends import numpy_chunked as nc
+from scratch.backends.numpy_threads import openblas_threads
 from scratch.options import Options
 
 pytest.importorskip("torch")  # test_backward_backends imports torch's backward at load
@@ -93,6 +95,30 @@ def test_forward_with_lse_is_the_chunked_forward(dtype, kwargs):
     assert output.dtype == lse.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(output, chunked[0])
     np.testing.assert_array_equal(lse, chunked[1])
+
+
+def test_causal_forward_gives_workers_the_longest_chunks_first(monkeypatch):
+    """Causal query chunks go to the workers longest first (later rows see more keys: no long
+    chunk left for last); output and lse are those of the chunks in row order to the last bit."""
+    if openblas_threads() is None:
+        pytest.skip("no OpenBLAS thread control: the chunked forward stays on one thread")
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 40, 8)).astype(np.float32) for _ in range(3))
+    monkeypatch.setattr(nc, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(nc, "cores", lambda: 4)  # four chunks of 10 rows
+    given, share = [], nc.share
+
+    def spy(tasks, *rest):
+        given.append([i0 for _, i0, _ in tasks])
+        share(tasks, *rest)
+
+    monkeypatch.setattr(nc, "share", spy)
+    threaded = nb.forward_with_lse(q, k, v, is_causal=True)
+    assert given == [[30, 20, 10, 0]]
+    monkeypatch.setattr(nc, "share", lambda tasks, *rest: share(sorted(tasks), *rest))
+    in_row_order = nb.forward_with_lse(q, k, v, is_causal=True)
+    for a, b in zip(threaded, in_row_order):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_forward_with_lse_draws_the_backwards_dropout_mask():

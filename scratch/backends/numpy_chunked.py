@@ -436,6 +436,8 @@ def chunked_output(
             for task in tasks:
                 run(tiles, *task)
             return output, lse, detail
+        if causal is not None:  # later chunks see more keys: longest first, no long one last
+            tasks.sort(key=lambda task: -causal.keys_seen(task[1], task[2], S))
         share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
     detail += f"; {workers} threads (this one included), OpenBLAS on one thread"
     return output, lse, detail
