@@ -121,6 +121,32 @@ def test_causal_forward_gives_workers_the_longest_chunks_first(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("size", [1.0, 30.0])  # 30: the fast pass subtracts an offset
+def test_causal_fast_pass_multiplies_after_exp_to_the_last_bit(monkeypatch, dtype, size):
+    """The fast pass's diagonal tiles: exp, then times the causal 0/1 tile, give the bits of
+    exp with -inf where masked (the slow exp path it replaced); rows and keys off the grid."""
+    rng = np.random.default_rng(4)
+    q, k = (rng.standard_normal((2, 70, 8)).astype(dtype) * size for _ in range(2))
+    v = rng.standard_normal((2, 70, 5)).astype(dtype)
+    kwargs = {"is_causal": True, "block_size": (16, 12)}
+    backend = get("numpy").scaled_dot_product_attention
+    multiplied = backend(q, k, v, need_weights=False, return_lse=True, **kwargs)
+    blocks = nc._Tiles.blocks
+
+    def minus_inf(self, i0, i1, keep=False):  # the tile masked with -inf before exp
+        for j0, j1, s, kept in blocks(self, i0, i1, keep):
+            if kept is not None:
+                np.copyto(s, -np.inf, where=~kept)
+            yield j0, j1, s, None
+
+    monkeypatch.setattr(nc._Tiles, "blocks", minus_inf)
+    masked = backend(q, k, v, need_weights=False, return_lse=True, **kwargs)
+    assert np.isfinite(masked[1]).all()
+    for a, b in zip(multiplied[:2], masked[:2]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_forward_with_lse_draws_the_backwards_dropout_mask():
     """rng=random.Random(s) gives the forward and the backward the same keep mask."""
     inputs, kwargs = problem(6, 6, 6, 3, 3, (2, 2))
