@@ -66,6 +66,27 @@ def test_fast_loop_on_worker_threads(monkeypatch):
         check_against_truth(fast(3, 2), inputs, kwargs, "float32")
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_fast_loop_keeps_no_state_between_calls(monkeypatch, threads):
+    """The arrays each thread keeps between calls (widened q and dO, each worker's dQ) carry
+    nothing over: after calls on other inputs and shapes, one thread gives the same bits again;
+    three stay within the bound (which worker sums which key blocks into its dQ varies)."""
+    monkeypatch.setattr(tiles, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(tiles, "cores", lambda: threads)
+    first, kwargs = problem(8, 12, 10, 4, 3, (2, 1), "causal", dtype="float32")
+    other, _ = problem(9, 12, 10, 4, 3, (2, 1), "causal", dtype="float32")
+    shape, _ = problem(9, 7, 10, 4, 3, (2, 1), "causal", dtype="float32")
+    run = fast(4, 3)
+    before = run(*first, **kwargs)
+    for inputs in (other, shape, other):
+        run(*inputs, **kwargs)
+    if threads == 1:
+        for a, b in zip(run(*first, **kwargs), before):
+            np.testing.assert_array_equal(a, b)
+    else:
+        check_against_truth(run, first, kwargs, "float32")
+
+
 def test_general_loop_where_the_fast_one_does_not_apply():
     """A bool mask with fully masked rows: the general loop, its results to the last bit."""
     inputs, kwargs = problem(2, 8, 7, 3, 3, (2, 2), "bool")
