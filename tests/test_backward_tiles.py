@@ -8,6 +8,8 @@ import pytest
 from scratch.backends import get
 from scratch.backends import numpy_backward as nb
 from scratch.backends import numpy_backward_tiles as tiles
+from scratch.backends import numpy_chunked as nc
+from scratch.backends.numpy_threads import openblas_threads
 from scratch.options import Options
 
 pytest.importorskip("torch")  # test_backward_backends imports torch's backward at load
@@ -64,6 +66,27 @@ def test_fast_loop_on_worker_threads(monkeypatch):
         check_against_truth(fast(3, 2), inputs, kwargs, "float32")
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_fast_loop_keeps_no_state_between_calls(monkeypatch, threads):
+    """The arrays each thread keeps between calls (widened q and dO, each worker's dQ) carry
+    nothing over: after calls on other inputs and shapes, one thread gives the same bits again;
+    three stay within the bound (which worker sums which key blocks into its dQ varies)."""
+    monkeypatch.setattr(tiles, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(tiles, "cores", lambda: threads)
+    first, kwargs = problem(8, 12, 10, 4, 3, (2, 1), "causal", dtype="float32")
+    other, _ = problem(9, 12, 10, 4, 3, (2, 1), "causal", dtype="float32")
+    shape, _ = problem(9, 7, 10, 4, 3, (2, 1), "causal", dtype="float32")
+    run = fast(4, 3)
+    before = run(*first, **kwargs)
+    for inputs in (other, shape, other):
+        run(*inputs, **kwargs)
+    if threads == 1:
+        for a, b in zip(run(*first, **kwargs), before):
+            np.testing.assert_array_equal(a, b)
+    else:
+        check_against_truth(run, first, kwargs, "float32")
+
+
 def test_general_loop_where_the_fast_one_does_not_apply():
     """A bool mask with fully masked rows: the general loop, its results to the last bit."""
     inputs, kwargs = problem(2, 8, 7, 3, 3, (2, 2), "bool")
@@ -93,6 +116,56 @@ def test_forward_with_lse_is_the_chunked_forward(dtype, kwargs):
     assert output.dtype == lse.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(output, chunked[0])
     np.testing.assert_array_equal(lse, chunked[1])
+
+
+def test_causal_forward_gives_workers_the_longest_chunks_first(monkeypatch):
+    """Causal query chunks go to the workers longest first (later rows see more keys: no long
+    chunk left for last); output and lse are those of the chunks in row order to the last bit."""
+    if openblas_threads() is None:
+        pytest.skip("no OpenBLAS thread control: the chunked forward stays on one thread")
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 40, 8)).astype(np.float32) for _ in range(3))
+    monkeypatch.setattr(nc, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(nc, "cores", lambda: 4)  # four chunks of 10 rows
+    given, share = [], nc.share
+
+    def spy(tasks, *rest):
+        given.append([i0 for _, i0, _ in tasks])
+        share(tasks, *rest)
+
+    monkeypatch.setattr(nc, "share", spy)
+    threaded = nb.forward_with_lse(q, k, v, is_causal=True)
+    assert given == [[30, 20, 10, 0]]
+    monkeypatch.setattr(nc, "share", lambda tasks, *rest: share(sorted(tasks), *rest))
+    in_row_order = nb.forward_with_lse(q, k, v, is_causal=True)
+    for a, b in zip(threaded, in_row_order):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("size", [1.0, 30.0])  # 30: the fast pass subtracts an offset
+def test_causal_fast_pass_multiplies_after_exp_to_the_last_bit(monkeypatch, dtype, size):
+    """The fast pass's diagonal tiles: exp, then times the causal 0/1 tile, give the bits of
+    exp with -inf where masked (the slow exp path it replaced); rows and keys off the grid."""
+    rng = np.random.default_rng(4)
+    q, k = (rng.standard_normal((2, 70, 8)).astype(dtype) * size for _ in range(2))
+    v = rng.standard_normal((2, 70, 5)).astype(dtype)
+    kwargs = {"is_causal": True, "block_size": (16, 12)}
+    backend = get("numpy").scaled_dot_product_attention
+    multiplied = backend(q, k, v, need_weights=False, return_lse=True, **kwargs)
+    blocks = nc._Tiles.blocks
+
+    def minus_inf(self, i0, i1, keep=False):  # the tile masked with -inf before exp
+        for j0, j1, s, kept in blocks(self, i0, i1, keep):
+            if kept is not None:
+                np.copyto(s, -np.inf, where=~kept)
+            yield j0, j1, s, None
+
+    monkeypatch.setattr(nc._Tiles, "blocks", minus_inf)
+    masked = backend(q, k, v, need_weights=False, return_lse=True, **kwargs)
+    assert np.isfinite(masked[1]).all()
+    for a, b in zip(multiplied[:2], masked[:2]):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_forward_with_lse_draws_the_backwards_dropout_mask():

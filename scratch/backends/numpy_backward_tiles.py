@@ -11,9 +11,13 @@ skipped, only tiles crossing it masked), in buffers the worker keeps between tas
     dQ_i += dS k_j         dK_j += dS^T q_i
 
 with P_d = P keep_ij / (1 - p) (keep: the forward's keep mask, bools read per tile) and the
-scale applied once to dQ and dK at the end. dK_j and dV_j stay in the worker until the key
-block is done; dQ goes to the worker's own (..., L, E) array, summed over workers at the end.
-Extra memory: O(workers * (L * E + tile)).
+scale applied once to dQ and dK at the end. The row terms ride in the products: q c gets a
+last column -lse c and k_j a column of ones, so one (n, E+1) @ (E+1, b) product gives s (an
+inner size of 65 costs OpenBLAS what 64 does, a separate subtraction 12% of that product);
+without dropout dO gets a column -D and v_j ones the same way (dropout multiplies dO v^T alone).
+dK_j and dV_j stay in the worker until the key block is done; dQ goes to the worker's own
+(..., L, E) array, summed over workers at the end. Extra memory: O(L * (E + Ev)) for the two
+widened copies and O(workers * (L * E + tile)), each thread's kept for its next call.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class _Workspace:
         self.dv = np.empty((keys, Ev), dtype)  # the key block's dV_j
         self.dk_part = np.empty((keys, E), dtype)
         self.dv_part = np.empty((keys, Ev), dtype)
+        self.k_one = np.ones((keys, E + 1), dtype)  # [k_j | 1]: the last column stays 1
+        self.v_one = np.ones((keys, Ev + 1), dtype)  # [v_j | 1]
 
 
 def _workspace(rows: int, keys: int, E: int, Ev: int, dtype: np.dtype) -> _Workspace:
@@ -51,6 +57,16 @@ def _workspace(rows: int, keys: int, E: int, Ev: int, dtype: np.dtype) -> _Works
     if getattr(_LOCAL, "key", None) != key:
         _LOCAL.key, _LOCAL.space = key, _Workspace(rows, keys, E, Ev, dtype)
     return _LOCAL.space
+
+
+def _kept(name: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """This thread's array `name`, kept between calls while the shape stays (a fresh MiB costs
+    about 1 ms of page faults on this host: 7 MiB of them were 5% of a call at L = 4096)."""
+    arrays = _LOCAL.__dict__.setdefault("arrays", {})
+    found = arrays.get(name)
+    if found is None or found.shape != shape or found.dtype != dtype:
+        found = arrays[name] = np.empty(shape, dtype)
+    return found
 
 
 def applies(p, keep, lse: np.ndarray) -> bool:
@@ -65,13 +81,19 @@ def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=K
     exp_name, detail = kernel_detail(dtype, False)
     exp = np.exp2 if exp_name == "exp2" else np.exp
     base = math.log2(math.e) if exp_name == "exp2" else 1.0  # natural units -> exp's base
+    # [q c | -lse c]: the scale (and log2 e) folded in once, the row's lse as a last column
+    q_lse = _kept("q_lse", p.lead + (L, E + 1), dtype)  # (..., L, E+1)
     with np.errstate(over="ignore"):
-        q_c = p.q * dtype.type(p.scale * base)  # (..., L, E): the scale (and log2 e) folded in once
-    if not np.isfinite(q_c).all():
+        np.multiply(p.q, dtype.type(p.scale * base), out=q_lse[..., :E])
+    if not np.isfinite(q_lse[..., :E]).all():
         return None
-    lse_c = lse * dtype.type(base) if base != 1.0 else lse  # (..., L) in exp's base
-    # D_i = sum_c dO_ic O_ic once per row
-    row_dot = np.einsum("...le,...le->...l", g, output)  # (..., L)
+    np.multiply(lse, dtype.type(-base), out=q_lse[..., E])  # -lse in exp's base
+    # [dO | -D]: D_i = sum_c dO_ic O_ic once per row, its sign flipped as the last column
+    g_d = _kept("g_d", p.lead + (L, Ev + 1), dtype)  # (..., L, Ev+1)
+    g_d[..., :Ev] = g
+    # (not np.negative(x, out=x) on this strided column: NumPy 2.4.6 gets it wrong when a row
+    # holds 4 floats, Ev = 3)
+    g_d[..., Ev] = -np.einsum("...le,...le->...l", g, output)  # (..., L)
     grad_key = np.empty(p.lead + (S, E), dtype)
     grad_value = np.empty(p.lead + (S, Ev), dtype)
     rows_per_tile, keys_per_task = min(rows_per_tile, L), min(keys_per_task, S)
@@ -82,7 +104,8 @@ def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=K
         with lock:
             found = dq_of.get(threading.get_ident())
             if found is None:
-                found = dq_of[threading.get_ident()] = np.zeros(p.q.shape, dtype)
+                found = dq_of[threading.get_ident()] = _kept("dq", p.q.shape, dtype)
+                found.fill(0)
         return found
 
     def run(task) -> None:
@@ -90,9 +113,11 @@ def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=K
         kv = index if p.group == 1 else index[:-1] + (index[-1] // p.group,)
         j1 = min(S, j0 + keys_per_task)
         w = _workspace(rows_per_tile, keys_per_task, E, Ev, dtype)
-        k_j, v_j = p.k[kv][j0:j1], p.v[kv][j0:j1]  # (b, E), (b, Ev)
-        q_c_b, q_b, g_b, dq = q_c[index], p.q[index], g[index], worker_dq()[index]
-        lse_b, d_b, keep_b = lse_c[index], row_dot[index], None if keep is None else keep[index]
+        k_one, v_one = w.k_one[: j1 - j0], w.v_one[: j1 - j0]  # (b, E+1), (b, Ev+1)
+        k_one[:, :E], v_one[:, :Ev] = p.k[kv][j0:j1], p.v[kv][j0:j1]  # last columns stay 1
+        k_j, v_j = k_one[:, :E], v_one[:, :Ev]  # (b, E), (b, Ev)
+        q_lse_b, q_b, g_d_b, dq = q_lse[index], p.q[index], g_d[index], worker_dq()[index]
+        g_b, keep_b = g_d_b[:, :Ev], None if keep is None else keep[index]
         dk, dv = w.dk[: j1 - j0], w.dv[: j1 - j0]
         dk.fill(0)
         dv.fill(0)
@@ -100,25 +125,27 @@ def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=K
         for i0 in range(first, L, rows_per_tile):  # from the first row that sees j0
             i1 = min(L, i0 + rows_per_tile)
             s, dp = w.s[: i1 - i0, : j1 - j0], w.dp[: i1 - i0, : j1 - j0]
-            # step 1: P = exp2(q_i c k_j^T - lse_i c)   (n, E) @ (E, b) -> (n, b)
-            np.matmul(q_c_b[i0:i1], k_j.T, out=s)
-            np.subtract(s, lse_b[i0:i1, None], out=s)
+            # step 1: P = exp2(q_i c k_j^T - lse_i c)   (n, E+1) @ (E+1, b) -> (n, b)
+            np.matmul(q_lse_b[i0:i1], k_one.T, out=s)
             rows, cols = range(i0, i1), range(j0, j1)
             if p.causal is not None and not p.causal.sees_whole_tile(rows, cols):
                 np.copyto(s, -np.inf, where=~p.causal.tile(rows, cols))  # diagonal tiles only
             exp(s, out=s)
-            # step 2: dP = dO_i v_j^T                  (n, Ev) @ (Ev, b) -> (n, b)
-            np.matmul(g_b[i0:i1], v_j.T, out=dp)
             if keep_b is not None:  # dropout: the forward's factors for this tile
+                # step 2: dP = (dO_i v_j^T) keep / (1 - p) - D_i    (n, Ev) @ (Ev, b) -> (n, b)
                 keep_ij = keep_b[i0:i1, j0:j1]  # (n, b) bools
+                np.matmul(g_b[i0:i1], v_j.T, out=dp)
                 np.multiply(dp, keep_ij, out=dp)
                 np.multiply(dp, factor, out=dp)  # dp * keep * 1/(1-p): numpy_backward.dropped
+                np.add(dp, g_d_b[i0:i1, Ev:], out=dp)  # + (-D_i): the bits of dp - D_i
                 np.matmul((s * keep_ij * factor).T, g_b[i0:i1], out=w.dv_part[: j1 - j0])
-            else:  # step 3: dV_j += P^T dO_i          (b, n) @ (n, Ev) -> (b, Ev)
+            else:
+                # step 2: dP - D_i = dO_i v_j^T - D_i    (n, Ev+1) @ (Ev+1, b) -> (n, b)
+                np.matmul(g_d_b[i0:i1], v_one.T, out=dp)
+                # step 3: dV_j += P^T dO_i               (b, n) @ (n, Ev) -> (b, Ev)
                 np.matmul(s.T, g_b[i0:i1], out=w.dv_part[: j1 - j0])
             dv += w.dv_part[: j1 - j0]
             # step 4: dS = P (dP - D_i)
-            np.subtract(dp, d_b[i0:i1, None], out=dp)
             np.multiply(dp, s, out=dp)
             # step 5: dQ_i += dS k_j                    (n, b) @ (b, E) -> (n, E)
             np.matmul(dp, k_j, out=w.dq[: i1 - i0])
@@ -143,7 +170,10 @@ def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=K
         else:
             for task in tasks:
                 run(task)
-    grad_query = sum(dq_of.values()) if len(dq_of) > 1 else next(iter(dq_of.values()))
+        # each worker's dQ is kept for its next call: summed into a new array while the BLAS
+        # lock still keeps another call's tasks off the pool's threads
+        parts = list(dq_of.values())
+        grad_query = sum(parts) if len(parts) > 1 else parts[0].copy()
     grad_query *= dtype.type(p.scale)
     grad_key *= dtype.type(p.scale)
     return grad_query, grad_key, grad_value, detail

@@ -167,9 +167,11 @@ class _Tiles:
     def blocks(self, i0: int, i1: int, keep: bool = False):
         """(j0, j1, masked scores of the tile, None) for the key blocks rows i0:i1 may see.
 
-        keep=True (the fast pass) lets a flex call's tile come unmasked with its 0/1 `keep`
-        array instead (4th item), to multiply after exp: NumPy's exp of -inf takes a slow
-        path (measured 6x the time of a finite argument)."""
+        keep=True (the fast pass) lets a flex call's tile and a causal tile crossing the diagonal
+        come unmasked with its 0/1 `keep` array instead (4th item), to multiply after exp:
+        NumPy's exp of -inf takes a slow path (measured 6x the time of a finite argument; exp2
+        12x). The fast pass's offset bounds every key's score, seen or not: no exp overflows.
+        A causal tile then starts at its first row that sees a key of the block."""
         if self.plan is not None:  # a flex call: the block mask's tiles, the mods on each
             b, h = self.where
             for j0, j1, parts in self.plan.key_tiles(b, h, i0, i1, self.S, self.block):
@@ -186,8 +188,14 @@ class _Tiles:
         stop = causal.keys_seen(i0, i1, self.S) if causal is not None else self.S
         for j0 in range(0, stop, self.block):
             j1 = min(stop, j0 + self.block)
-            s = self.scores(i0, i1, j0, j1)
             rows, cols = range(i0, i1), range(j0, j1)
+            if keep and causal is not None and not causal.sees_whole_tile(rows, cols):
+                # the fast pass: rows that see none of these keys are not computed (s has
+                # fewer rows: the top ones skipped), the rest times 0/1 after exp
+                r0 = max(i0, causal.first_query(j0))
+                yield j0, j1, self.scores(r0, i1, j0, j1), causal.tile(range(r0, i1), cols)
+                continue
+            s = self.scores(i0, i1, j0, j1)
             if causal is not None and not causal.sees_whole_tile(rows, cols):  # crosses it
                 tile = causal.tile(rows, cols)  # (n, b) bool
                 np.copyto(s, -np.inf, where=~tile)
@@ -237,17 +245,18 @@ class _Tiles:
                     return None
                 band = ()  # done: no tiles below
             for j0, j1, s, kept in () if band is not None else self.blocks(i0, i1, keep=True):
+                top = n - len(s)  # causal: the rows above it see none of these keys (skipped)
                 if offset is not None:
-                    np.subtract(s, offset, out=s)
+                    np.subtract(s, offset[top:], out=s)
                 self.exp(s, out=s)  # step 4 without the max: one cheap pass over the tile
-                if kept is not None:  # a flex tile's mask, after exp (0: not seen)
+                if kept is not None:  # a flex or causal tile's mask, after exp (0: not seen)
                     np.multiply(s, kept, out=s)
-                np.matmul(s, self.ones[: j1 - j0], out=part)  # (n, b) @ (b,) -> (n,)
-                if not np.isfinite(part).all():  # an exp overflowed: give up early
+                np.matmul(s, self.ones[: j1 - j0], out=part[top:])  # (r, b) @ (b,) -> (r,)
+                if not np.isfinite(part[top:]).all():  # an exp overflowed: give up early
                     return None
-                np.matmul(s, self.v[j0:j1], out=tile)  # (n, b) @ (b, Ev) -> (n, Ev)
-                acc += tile
-                den += part
+                np.matmul(s, self.v[j0:j1], out=tile[top:])  # (r, b) @ (b, Ev) -> (r, Ev)
+                acc[top:] += tile[top:]
+                den[top:] += part[top:]
         ok = np.isfinite(acc).all(axis=1) & ((den >= 1) | self.fully_masked(i0, i1))
         return acc, den, ok
 
@@ -436,6 +445,8 @@ def chunked_output(
             for task in tasks:
                 run(tiles, *task)
             return output, lse, detail
+        if causal is not None:  # later chunks see more keys: longest first, no long one last
+            tasks.sort(key=lambda task: -causal.keys_seen(task[1], task[2], S))
         share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
     detail += f"; {workers} threads (this one included), OpenBLAS on one thread"
     return output, lse, detail
