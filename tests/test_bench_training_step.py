@@ -23,8 +23,11 @@ def test_the_rows_run_at_a_tiny_size_and_agree(causal):
         backward_goal.TORCH_ROW,
         backward_goal.FORWARD_ROW,
         backward_goal.LSE_ROW,
+        backward_goal.NOISE_ROW,
     ]
-    ours, theirs, forward, with_lse = (fn() for _, fn, _ in rivals)
+    ours, theirs, forward, with_lse, again = (fn() for _, fn, _ in rivals)
+    for a, b in zip(ours, again):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)  # dQ's sum order may vary
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(forward.output, with_lse[0])
@@ -33,11 +36,12 @@ def test_the_rows_run_at_a_tiny_size_and_agree(causal):
 def test_measure_backward_gives_the_goal_lines_without_timing_them():
     goals = backward_goal.measure_backward((64,), memory_L=128, runs=1, load_wait_s=None)
     statuses = [status for _, status, _ in goals]
-    assert len(goals) == 2 * 7 + 1
-    for at in (0, 7):
+    assert len(goals) == 2 * 9 + 1
+    for at in (0, 9):
         assert [s in ("PASS", "FAIL") for s in statuses[at : at + 3]] == [True] * 3
-        assert statuses[at + 3 : at + 7] == ["info"] * 4
-    assert "1.3x the speed of torch" in goals[0][0] and "causal" in goals[7][0]
+        assert statuses[at + 3 : at + 9] == ["info"] * 6
+        assert goals[at + 3][0].startswith("(noise floor, no goal) the numpy step against itself")
+    assert "1.3x the speed of torch" in goals[0][0] and "causal" in goals[9][0]
     assert "L = 128 (causal): peak memory growth" in goals[-1][0]
     assert statuses[-1] in ("PASS", "FAIL") and goals[-1][2].endswith("B")
 
@@ -46,7 +50,23 @@ def rows(step: float, torch_t: float, forward: float, with_lse: float) -> list[R
     def row(name, t):
         return Row(4096, name, t, 3, None, "n/a", times=[t * 2, t, t], load=0.5)
 
-    return [row("n", step), row("t", torch_t), row("f", forward), row("l", with_lse)]
+    return [
+        row("n", step),
+        row("t", torch_t),
+        row("f", forward),
+        row("l", with_lse),
+        row("a", step),
+    ]
+
+
+def test_the_noise_floor_line_compares_the_step_with_itself():
+    lines = backward_goal.judge(rows(0.4, 0.6, 0.1, 0.1), 4096, True)
+    (noise,) = [line for line in lines if line[0].startswith("(noise floor")]
+    assert noise[1] == "info" and noise[2].startswith("1.000x the time")
+    slower = rows(0.4, 0.6, 0.1, 0.1)
+    slower[4] = Row(4096, "a", 0.44, 3, None, "n/a", times=[0.88, 0.44, 0.44], load=0.5)
+    (noise,) = [line for line in backward_goal.judge(slower, 4096, True) if "noise" in line[0]]
+    assert noise[2].startswith("1.100x the time")
 
 
 def test_the_goals_pass_and_fail_at_their_boundaries():

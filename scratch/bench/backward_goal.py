@@ -7,7 +7,9 @@ the same float32 (1, 1, L, 64) inputs:
 - numpy: forward_with_lse, then the tiled backward given its output and lse;
 - torch: F.scaled_dot_product_attention (fused CPU kernel), then torch.autograd.grad;
 - the NumPy backend's chunked forward alone (need_weights=False, no lse): the floor's unit;
-- forward_with_lse alone (the same kernel with return_lse).
+- forward_with_lse alone (the same kernel with return_lse);
+- the numpy step again: the noise floor, compared with the first numpy row as a goal compares
+  two rows (1.000x if timing were exact).
 Goals: numpy >= 1.3x torch's speed; numpy within 1.4x of the floor, 3.5x the chunked forward's
 time (the backward's five matrix products per tile against the forward's two); forward_with_lse
 <= 1.05x the chunked forward's time (the lse costs nothing measurable). Memory: the peak growth
@@ -33,6 +35,7 @@ NUMPY_ROW = "numpy forward_with_lse + tiled backward"
 TORCH_ROW = "torch fused SDPA + autograd backward (cpu)"
 FORWARD_ROW = "numpy chunked forward (no lse)"
 LSE_ROW = "numpy forward_with_lse"
+NOISE_ROW = "numpy forward_with_lse + tiled backward, again (noise floor)"
 
 
 def inputs(L: int):
@@ -54,7 +57,7 @@ def numpy_step(q, k, v, g, causal: bool):
 
 
 def backward_rows(L: int, causal: bool):
-    """The four rivals for measure_alternating at size L."""
+    """The five rivals for measure_alternating at size L."""
     import torch
 
     from scratch.backends import get
@@ -74,12 +77,14 @@ def backward_rows(L: int, causal: bool):
         (TORCH_ROW, torch_step, "n/a"),
         (FORWARD_ROW, lambda: forward(q, k, v, is_causal=causal, need_weights=False), "n/a"),
         (LSE_ROW, lambda: nb.forward_with_lse(q, k, v, is_causal=causal), "n/a"),
+        (NOISE_ROW, lambda: numpy_step(q, k, v, g, causal), "n/a"),
     ]
 
 
 def judge(rows: list[Row], L: int, causal: bool) -> list[Goal]:
-    """The goal lines from the four rows (numpy, torch, chunked forward, forward_with_lse)."""
-    step, torch_row, forward, with_lse = rows
+    """The goal lines from the five rows (numpy, torch, chunked forward, forward_with_lse, numpy
+    again)."""
+    step, torch_row, forward, with_lse, again = rows
     kind = "causal" if causal else "no mask"
     where = f"float32 (1, 1, {L}, {E}), {kind}"
     speed = pair_ratio(step, torch_row)  # torch's time / numpy's: numpy's speed
@@ -109,6 +114,13 @@ def judge(rows: list[Row], L: int, causal: bool) -> list[Goal]:
             f"{where}",
             "PASS" if lse_cost.p10 <= LSE_GOAL else "FAIL",
             lse_cost.text("x the time"),
+        )
+    )
+    out.append(
+        (
+            f"(noise floor, no goal) the numpy step against itself, {where}",
+            "info",
+            pair_ratio(step, again).text("x the time"),
         )
     )
     for r in rows:
@@ -142,7 +154,7 @@ def measure_backward(
     runs: int | None = None,
     load_wait_s: float | None = LOAD_WAIT_S,
 ) -> list[Goal]:
-    """Time the four rows interleaved at each size, causal or not, judge, then the memory."""
+    """Time the five rows interleaved at each size, causal or not, judge, then the memory."""
     from scratch.bench.timing import measure_alternating
 
     out: list[Goal] = []
