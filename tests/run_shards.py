@@ -7,7 +7,8 @@ shard is `python -m pytest FILES` in its own process (its lines printed as they 
 with the shard's number); each writes a JUnit XML file that the runner reads to count its tests.
 The run fails when a shard's exit status is not 0, its XML is missing or unreadable, it ran no
 test, or (without extra arguments) one of its files ran no test: a lost shard or file cannot
-pass silently. Extra arguments go to both shards, e.g. `python tests/run_shards.py -x`.
+pass silently. Extra options go to both shards, e.g. `python tests/run_shards.py -x` (a path is
+refused: the runner always runs the whole suite).
 `--shards N` sets the number of processes; `--record` rewrites the times table from this run.
 """
 
@@ -152,6 +153,12 @@ def _summarise(shards: list[Shard], check_files: bool) -> int:
     return 1 if failed else 0
 
 
+def _is_test_path(arg: str) -> bool:
+    """A file or folder of tests (not an option, nor a -k word that happens to name a folder)."""
+    path = arg.split("::")[0]
+    return (path.endswith(".py") or "/" in path) and (ROOT / path).exists()
+
+
 def main(argv: list[str]) -> int:
     """Parse --shards N and --record; pass every other argument to pytest."""
     n, record, pytest_args = 2, False, []
@@ -161,6 +168,10 @@ def main(argv: list[str]) -> int:
             n = int(next(args, "0"))
         elif arg == "--record":
             record = True
+        elif _is_test_path(arg):
+            print(f"run_shards.py: {arg!r} is a path; it runs the whole suite, give options only")
+            print(f"(one file or test: python -m pytest {arg})")
+            return 2
         else:
             pytest_args.append(arg)
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}

@@ -68,3 +68,11 @@ def test_a_lost_report_fails_the_run(tmp_path, capsys):
     assert run_shards.run(shards, [], root=tmp_path) == 1
     assert shards[1].returncode == 0
     assert "no readable test report" in capsys.readouterr().out
+
+
+def test_a_path_argument_is_refused_not_run_twice(capsys):
+    assert run_shards.main(["tests/test_run_shards.py"]) == 2
+    assert run_shards.main(["tests/test_run_shards.py::test_a_lost_report_fails_the_run"]) == 2
+    assert run_shards.main(["tests/"]) == 2
+    assert "python -m pytest tests/test_run_shards.py" in capsys.readouterr().out
+    assert not run_shards._is_test_path("tests")  # `-k tests` is an expression, not a path
