@@ -70,7 +70,11 @@ def test_a_lost_report_fails_the_run(tmp_path, capsys):
     assert "no readable test report" in capsys.readouterr().out
 
 
-def test_a_path_argument_is_refused_not_run_twice(capsys):
+def test_a_path_argument_is_refused_not_run_twice(capsys, monkeypatch):
+    def no_run(shards, pytest_args):
+        raise AssertionError(f"the suite would have run with {pytest_args}")
+
+    monkeypatch.setattr(run_shards, "run", no_run)  # a broken guard fails here, runs nothing
     assert run_shards.main(["tests/test_run_shards.py"]) == 2
     assert run_shards.main(["tests/test_run_shards.py::test_a_lost_report_fails_the_run"]) == 2
     assert run_shards.main(["tests/"]) == 2
