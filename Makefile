@@ -11,9 +11,9 @@ STAMP := $(VENV)/.installed
 run: $(STAMP)
 	$(BIN)/python main.py
 
-test: $(STAMP)
+test: $(STAMP)  # pytest in two processes at once, split by tests/shard_times.json
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python tests/run_shards.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
