@@ -16,7 +16,8 @@ from gui import core_api
 from gui.model_worker import ModelWorker
 
 IMAGE_W, IMAGE_H = 150, 50  # each box's heatmap, in pixels (matrices are stretched to fit)
-BOX_W = 180  # a box's width: the columns reflow to the view's width
+BOX_W = 180  # a box's width at scale 1: the columns reflow to the view's width
+MAX_SCALE = 2.5  # boxes grow up to this factor where the view has room for all of them
 MAPS = {"weights": "viridis", "logits": "viridis", "signed": "CET-D1A"}
 
 
@@ -31,6 +32,20 @@ def box_image(box: bvm.Box) -> QImage:
     rgba = np.ascontiguousarray(table[index])  # (rows, cols, 4)
     rows, cols = index.shape
     return QImage(rgba.data, cols, rows, 4 * cols, QImage.Format.Format_RGBA8888).copy()
+
+
+def fit(n: int, width: int, height: int, text_h: int, spacing: int) -> tuple[int, float]:
+    """(columns, scale) for n boxes in a width x height area: the largest scale, 1 to MAX_SCALE,
+    at which all of them fit without scrolling (a box is BOX_W * scale wide, its picture
+    IMAGE_H * scale tall above text_h pixels of words); else scale 1, as many columns as fit."""
+    best = (max(1, (width + spacing) // (BOX_W + spacing)), 1.0)
+    for columns in range(1, n + 1):
+        scale = min(MAX_SCALE, (width - spacing * (columns - 1)) / columns / BOX_W)
+        rows = -(-n // columns)
+        tall = rows * (text_h + round(IMAGE_H * scale)) + spacing * (rows - 1)
+        if scale > best[1] and tall <= height:
+            best = (columns, scale)
+    return best
 
 
 class BoxWidget(QFrame):
@@ -56,6 +71,7 @@ class BoxWidget(QFrame):
         )  # fmt: skip
         self.picture.setPixmap(pixmap)
         self.picture.setFixedSize(IMAGE_W, IMAGE_H)
+        self.scale = 1.0
         self.shape = QLabel(box.shape)
         self.words = QLabel(box.words)
         self.words.setWordWrap(True)
@@ -72,6 +88,25 @@ class BoxWidget(QFrame):
             where = "the head grid" if box.click == "heads" else "this head in the pipeline"
             tip += f"\nClick: open {where}"
         self.setToolTip(tip)
+
+    def text_height(self) -> int:
+        """Pixels the box takes besides its picture at scale 1 (the narrowest: most lines)."""
+        tall = self.heightForWidth(BOX_W) if self.hasHeightForWidth() else -1
+        return (tall if tall > 0 else self.sizeHint().height()) - IMAGE_H
+
+    def set_scale(self, scale: float) -> None:
+        """Width BOX_W * scale and the picture IMAGE_W x IMAGE_H times scale."""
+        if scale == self.scale:
+            return
+        self.scale = scale
+        w, h = round(IMAGE_W * scale), round(IMAGE_H * scale)
+        self.setFixedWidth(round(BOX_W * scale))
+        self.picture.setPixmap(
+            QPixmap.fromImage(self.image).scaled(
+                w, h, Qt.AspectRatioMode.IgnoreAspectRatio, Qt.TransformationMode.FastTransformation
+            )
+        )
+        self.picture.setFixedSize(w, h)
 
     def mousePressEvent(self, event) -> None:
         if self.box.click:
@@ -91,6 +126,7 @@ class ModelBlock(QWidget):
         self.block = None  # the scratch.models.block.Block on screen
         self.head = 0
         self.boxes: list[BoxWidget] = []
+        self.text_h = 0  # the tallest box's pixels besides its picture, at scale 1
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.title = QLabel("Run a model to see one of its layers here, step by step.")
@@ -127,6 +163,7 @@ class ModelBlock(QWidget):
         self.boxes = [BoxWidget(i + 1, b) for i, b in enumerate(boxes)]
         for w in self.boxes:
             w.clicked.connect(self.boxClicked)
+        self.text_h = max(w.text_height() for w in self.boxes)
         self.title.setText(
             f"Layer {block.layer} of the model, step by step ({len(block.tokens)} tokens; "
             "signed boxes: blue negative, red positive). Attention is step "
@@ -136,18 +173,28 @@ class ModelBlock(QWidget):
         self._reflow()
 
     def columns(self) -> int:
-        """How many boxes fit side by side in the scroll area's width."""
+        """How many boxes stand side by side at the current size."""
+        return self.layout_now()[0]
+
+    def layout_now(self) -> tuple[int, float]:
+        """(columns, scale) for the scroll area's size (see fit)."""
         margins = self.grid.contentsMargins()
         bar = self.scroll.verticalScrollBar().sizeHint().width()  # room for it when it comes
         width = self.scroll.width() - margins.left() - margins.right() - bar - 4
-        return max(1, (width + self.grid.spacing()) // (BOX_W + self.grid.spacing()))
+        height = self.scroll.height() - margins.top() - margins.bottom() - 4
+        return fit(len(self.boxes), width, height, self.text_h, self.grid.spacing())
 
     def _reflow(self) -> None:
-        n = self.columns()
+        n, scale = self.layout_now()
         for w in self.boxes:
             self.grid.removeWidget(w)
+            w.set_scale(scale)
         for i, w in enumerate(self.boxes):
             self.grid.addWidget(w, i // n, i % n, Qt.AlignmentFlag.AlignTop)
+        for c in range(self.grid.columnCount()):  # the spare column and row of an earlier flow
+            self.grid.setColumnStretch(c, 0)
+        for r in range(self.grid.rowCount()):
+            self.grid.setRowStretch(r, 0)
         self.grid.setColumnStretch(n, 1)
         self.grid.setRowStretch(len(self.boxes) // n + 1, 1)
 

@@ -101,9 +101,63 @@ def test_the_view_draws_each_box_and_reflows_without_clipping(qtbot, gpt2_run):
         qtbot.wait(50)
         right = max(w.geometry().right() for w in boxes)
         assert right <= view.scroll.viewport().width(), f"{width}: a box is cut off at the right"
-        assert view.columns() >= 2 and min(w.width() for w in boxes) == BOX_W
+        assert view.columns() >= 2
+        assert {w.width() for w in boxes} == {round(BOX_W * view.layout_now()[1])}
         assert not view.scroll.horizontalScrollBar().isVisible()
     view.worker.wait()
+
+
+@pytest.mark.gui
+@pytest.mark.parametrize("size", [(1400, 800), (1024, 560), (700, 400)])
+def test_the_boxes_grow_to_fill_a_large_view_and_stay_whole(qtbot, gpt2_run, size):
+    """Where every box fits without scrolling at a larger scale, the boxes take it (a large
+    window is not mostly empty); nothing is cut off at any size."""
+    pytest.importorskip("PyQt6")
+    from gui.model_block import BOX_W, IMAGE_W, ModelBlock
+
+    view = ModelBlock()
+    qtbot.addWidget(view)
+    view.resize(*size)
+    view.show()
+    qtbot.waitExposed(view)
+    view.show_block(block(gpt2_run, 1))
+    qtbot.wait(50)
+    view._reflow()
+    qtbot.waitUntil(lambda: view.boxes[-1].isVisible(), timeout=5000)
+    qtbot.wait(50)
+    columns, scale = view.layout_now()
+    port = view.scroll.viewport()
+    right = max(w.geometry().right() for w in view.boxes)
+    bottom = max(w.geometry().bottom() for w in view.boxes)
+    assert right <= port.width(), f"{size}: a box is cut off at the right"
+    assert not view.scroll.horizontalScrollBar().isVisible()
+    if size[0] >= 1024:
+        assert scale > 1.2, f"{size}: the boxes stayed small ({scale:.2f})"
+        assert bottom <= port.height(), f"{size}: the grown boxes need scrolling"
+    for w in view.boxes:
+        assert w.width() == round(BOX_W * scale)
+        assert w.picture.pixmap().width() == round(IMAGE_W * scale)
+    view.worker.wait()
+
+
+@pytest.mark.parametrize("n", [1, 11, 12])
+def test_fit_picks_the_largest_scale_that_fits_else_scale_one(n):
+    from gui.model_block import BOX_W, IMAGE_H, MAX_SCALE, fit
+
+    for width, height in [(1300, 650), (990, 420), (600, 300), (4000, 4000)]:
+        columns, scale = fit(n, width, height, 90, 6)
+        rows = -(-n // columns)
+        if scale > 1:
+            assert columns * BOX_W * scale + 6 * (columns - 1) <= width + 1e-9
+            assert rows * (90 + round(IMAGE_H * scale)) + 6 * (rows - 1) <= height
+            assert scale <= MAX_SCALE
+            for c in range(1, n + 1):  # no other column count gives a larger scale that fits
+                s = min(MAX_SCALE, (width - 6 * (c - 1)) / c / BOX_W)
+                r = -(-n // c)
+                if r * (90 + round(IMAGE_H * s)) + 6 * (r - 1) <= height:
+                    assert s <= scale
+        else:
+            assert columns == max(1, (width + 6) // (BOX_W + 6))
 
 
 @pytest.mark.gui
