@@ -59,6 +59,7 @@ from .numpy_threads import cores, share, single_threaded_blas
 QUERY_CHUNK = 1024
 KEY_BLOCK = 256
 PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
+BAND_ROWS = 256  # query rows per step of band_pass (their scores: 384 KiB at W = 384 float32)
 LIMIT_LOG2 = 64.0  # largest exponent (base 2) the fast pass lets exp reach: 2^64 * S is finite
 _FAST_PASS = contextvars.ContextVar("fast_pass", default=True)
 _LOCAL = threading.local()  # each thread's buffers, kept between calls
@@ -217,7 +218,7 @@ class _Tiles:
         an exp overflowed (a float mask can add large values the bound does not see).
         """
         n = i1 - i0
-        acc, tile, den, part = self.acc[:n], self.tile[:n], self.denom[:n], self.part[:n]
+        acc, den = self.acc[:n], self.denom[:n]
         acc.fill(0)
         den.fill(0)
         offset = None
@@ -229,35 +230,48 @@ class _Tiles:
                 self.exp(den, out=den)
                 if not np.isfinite(den).all():
                     return None
-            band = None
+            runs = None  # a flex call's rows cut into bands of query blocks and tiled rows
             if self.plan is not None:
-                band = self.plan.bands(*self.where, i0, i1, self.S, self.q.dtype)
-            if band is not None:  # a flex call's band of query blocks: one batched pass
-                if not self.band_pass(i0, i1, band, offset, acc, den):
+                runs = self.plan.bands(*self.where, i0, i1, self.S, self.q.dtype)
+            for r0, r1, band in runs or ((i0, i1, None),):
+                rows = slice(r0 - i0, r1 - i0)
+                off = None if offset is None else offset[rows]
+                if band is None:
+                    done = self.tile_pass(r0, r1, off, acc[rows], den[rows])
+                else:  # a band of query blocks: batched matmuls over exactly its tiles
+                    done = self.band_pass(r0, r1, band, off, acc[rows], den[rows])
+                if not done:
                     return None
-                band = ()  # done: no tiles below
-            for j0, j1, s, kept in () if band is not None else self.blocks(i0, i1, keep=True):
-                if offset is not None:
-                    np.subtract(s, offset, out=s)
-                self.exp(s, out=s)  # step 4 without the max: one cheap pass over the tile
-                if kept is not None:  # a flex tile's mask, after exp (0: not seen)
-                    np.multiply(s, kept, out=s)
-                np.matmul(s, self.ones[: j1 - j0], out=part)  # (n, b) @ (b,) -> (n,)
-                if not np.isfinite(part).all():  # an exp overflowed: give up early
-                    return None
-                np.matmul(s, self.v[j0:j1], out=tile)  # (n, b) @ (b, Ev) -> (n, Ev)
-                acc += tile
-                den += part
         ok = np.isfinite(acc).all(axis=1) & ((den >= 1) | self.fully_masked(i0, i1))
         return acc, den, ok
+
+    def tile_pass(self, i0, i1, offset, acc, den) -> bool:
+        """The fast pass over rows i0:i1 tile by tile, adding into acc (n, Ev) and den (n,).
+        False when an exp overflowed."""
+        n = i1 - i0
+        tile, part = self.tile[:n], self.part[:n]
+        for j0, j1, s, kept in self.blocks(i0, i1, keep=True):
+            if offset is not None:
+                np.subtract(s, offset, out=s)
+            self.exp(s, out=s)  # step 4 without the max: one cheap pass over the tile
+            if kept is not None:  # a flex tile's mask, after exp (0: not seen)
+                np.multiply(s, kept, out=s)
+            np.matmul(s, self.ones[: j1 - j0], out=part)  # (n, b) @ (b,) -> (n,)
+            if not np.isfinite(part).all():  # an exp overflowed: give up early
+                return False
+            np.matmul(s, self.v[j0:j1], out=tile)  # (n, b) @ (b, Ev) -> (n, Ev)
+            acc += tile
+            den += part
+        return True
 
     def band_pass(self, i0, i1, band, offset, acc, den) -> bool:
         """The fast pass over a band of T query blocks (numpy_flex_plan.FlexPlan.bands): block t
         sees keys lo + t * bq .. + W, read as strided views of k and v, so one batched matmul
-        per step covers every block and no key outside the band is computed. False when an
-        exp overflowed."""
+        per step covers BAND_ROWS rows' blocks and no key outside the band is computed; acc
+        (n, Ev) and den (n,) take the band's sums. False when an exp overflowed."""
         lo, width, cells = band
-        T, bq = cells.shape[:2]
+        bq = cells.shape[1]
+        T = (i1 - i0) // bq
         q3 = self.q[i0 - self.first : i1 - self.first].reshape(T, bq, -1)  # (T, bq, E)
         k, v = self.k[lo:], self.v[lo:]
         k3 = np.lib.stride_tricks.as_strided(
@@ -266,32 +280,37 @@ class _Tiles:
         v3 = np.lib.stride_tricks.as_strided(
             v, (T, width, v.shape[1]), (bq * v.strides[0], *v.strides)
         )  # (T, W, Ev)
-        if self.band_buf is None or self.band_buf.size < T * bq * width:
-            self.band_buf = np.empty(T * bq * width, dtype=self.q.dtype)
-        s = self.band_buf[: T * bq * width].reshape(T, bq, width)
-        np.matmul(q3, k3.transpose(0, 2, 1), out=s)  # (T, bq, E) @ (T, E, W) -> (T, bq, W)
-        if self.scale is not None:
-            s *= s.dtype.type(self.scale)
-        b, h = self.where
-        for t in range(T):
-            self.plan.visit(b, h, i0 + t * bq, lo + t * bq, (bq, width))
-        if self.plan.score is not None:  # the score_mod, then -inf where not seen
-            rows = (i0 + np.arange(T * bq)).reshape(T, bq, 1)
-            cols = (lo + bq * np.arange(T)).reshape(T, 1, 1) + np.arange(width)
-            np.copyto(s, self.plan.score(s, b, h, rows, cols, np), casting="same_kind")
-            np.copyto(s, -np.inf, where=cells)
-        if offset is not None:
-            np.subtract(s, offset.reshape(T, bq, 1), out=s)
-        self.exp(s, out=s)
-        if self.plan.score is None:
-            np.multiply(s, cells, out=s)  # 0 where not seen (exp of -inf is slow, see blocks)
+        acc3, den2 = acc.reshape(T, bq, -1), den.reshape(T, bq)  # views of the band's rows
+        step = max(1, min(T, BAND_ROWS // bq))  # blocks per step: the scores stay in cache
+        if self.band_buf is None or self.band_buf.size < step * bq * width:
+            self.band_buf = np.empty(step * bq * width, dtype=self.q.dtype)
         if self.band_ones is None or self.band_ones.size < width:
             self.band_ones = np.ones(width, dtype=self.q.dtype)
-        part = np.matmul(s, self.band_ones[:width])  # (T, bq, W) @ (W,) -> (T, bq)
-        if not np.isfinite(part).all():
-            return False
-        np.matmul(s, v3, out=acc.reshape(T, bq, -1))  # (T, bq, W) @ (T, W, Ev) -> (T, bq, Ev)
-        den += part.reshape(-1)
+        b, h = self.where
+        for t0 in range(0, T, step):
+            t1 = min(T, t0 + step)
+            s = self.band_buf[: (t1 - t0) * bq * width].reshape(t1 - t0, bq, width)
+            np.matmul(q3[t0:t1], k3[t0:t1].transpose(0, 2, 1), out=s)  # (t, bq, W)
+            if self.scale is not None:
+                s *= s.dtype.type(self.scale)
+            for t in range(t0, t1):
+                self.plan.visit(b, h, i0 + t * bq, lo + t * bq, (bq, width))
+            c = cells if len(cells) == 1 else cells[t0:t1]  # (1 or t, bq, W)
+            if self.plan.score is not None:  # the score_mod, then -inf where not seen
+                rows = (i0 + t0 * bq + np.arange((t1 - t0) * bq)).reshape(t1 - t0, bq, 1)
+                cols = (lo + bq * np.arange(t0, t1)).reshape(-1, 1, 1) + np.arange(width)
+                np.copyto(s, self.plan.score(s, b, h, rows, cols, np), casting="same_kind")
+                np.copyto(s, -np.inf, where=c)
+            if offset is not None:
+                np.subtract(s, offset[t0 * bq : t1 * bq].reshape(t1 - t0, bq, 1), out=s)
+            self.exp(s, out=s)
+            if self.plan.score is None:
+                np.multiply(s, c, out=s)  # 0 where not seen (exp of -inf is slow, see blocks)
+            part = np.matmul(s, self.band_ones[:width])  # (t, bq, W) @ (W,) -> (t, bq)
+            if not np.isfinite(part).all():
+                return False
+            np.matmul(s, v3[t0:t1], out=acc3[t0:t1])  # (t, bq, W) @ (t, W, Ev) -> (t, bq, Ev)
+            den2[t0:t1] += part
         return True
 
     def safe(self, i0: int, i1: int, draws, dropout_p: float) -> tuple[np.ndarray, np.ndarray]:
