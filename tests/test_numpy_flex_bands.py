@@ -183,3 +183,29 @@ def test_large_scores_take_the_bands_offsets(seed, step, monkeypatch):
             )
             assert_close(output, want_out, f"output, chunk {chunk}")
             assert_close(lse, want_lse, f"lse, chunk {chunk}")
+
+
+def test_an_exp_that_overflows_in_a_band_sends_its_rows_to_the_safe_pass():
+    """A user's score_mod adding 800 to every third key: the per-row bound (from q and k) does
+    not see it, so exp overflows in the band (float64: e^709 is the largest); those rows are
+    redone by the safe pass (more cells computed than listed) and equal the truth. Chunks of
+    2 blocks: rows 0-7 by tiles (which give up on their first overflow), the rest bands."""
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score + 800.0 if kv_idx % 3 == 0 else score
+
+    L = S = 40
+    window = SlidingWindow(5, 0)
+    variant = type("Mine", (), {"mask_mod": staticmethod(window.mask_mod), "score_mod": None})
+    variant.score_mod = staticmethod(score_mod)
+    q, k, v = inputs(7, 1, 1, L, S)
+    bm = nf.create_block_mask(window.mask_mod, 1, 1, L, S, BLOCK_SIZE=SIZE)
+    x = nf.FlexProblem(q, k, v, score_mod, bm, None, False, None)
+    x.plan.record = []
+    output, lse = nf.chunked(x, 2 * SIZE, SIZE)  # chunks of 2 blocks: from row 8 all band
+    assert (0, 0, 8, 12, 0, 12) in x.plan.record
+    cells = sum((i1 - i0) * (j1 - j0) for *_, i0, i1, j0, j1 in x.plan.record)
+    assert cells > listed_cells(bm, L, S)
+    want_out, want_lse = truth(variant, q, k, v, bm, None)
+    assert_close(output, want_out, "output")
+    assert_close(lse, want_lse, "lse")

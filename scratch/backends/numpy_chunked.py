@@ -21,9 +21,11 @@ mask: each query chunk then visits only the key tiles its block mask lists, appl
 score_mod and (on the parts whose block-mask tiles are not full) the mask_mod; a learned sink enters
 both passes as a key seen by every row with that score and no value (the fast pass starts the
 denominator at exp(sink - offset), the safe pass starts its running max at the sink with
-denominator 1). A chunk whose query blocks form a band (FlexPlan.bands: each block sees W keys
-starting one block further) takes `band_pass` in the fast pass: batched matmuls over strided
-views of k and v, one call per step for every block of the chunk.
+denominator 1). In the fast pass a chunk's rows go by the runs FlexPlan.bands gives: query
+blocks that form a band (each sees W keys starting one block further) take `band_pass`,
+batched matmuls over strided views of k and v, BAND_ROWS rows per step; the others
+`tile_pass`, tile by tile. A band's exp that overflows shows in its rows' acc (not finite):
+those rows go to the safe pass, as rows whose denominator ends below 1 do.
 
 On a host where NumPy has SIMD exp2 (AVX-512: NumPy's float32 exp2 costs half its exp),
 scale * log2(e) is folded into q and exp2 is used; elsewhere scale alone and exp. Detected
@@ -59,7 +61,7 @@ from .numpy_threads import cores, share, single_threaded_blas
 QUERY_CHUNK = 1024
 KEY_BLOCK = 256
 PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
-BAND_ROWS = 256  # query rows per step of band_pass (their scores: 384 KiB at W = 384 float32)
+BAND_ROWS = 512  # query rows per step of band_pass (their scores: 768 KiB at W = 384 float32)
 LIMIT_LOG2 = 64.0  # largest exponent (base 2) the fast pass lets exp reach: 2^64 * S is finite
 _FAST_PASS = contextvars.ContextVar("fast_pass", default=True)
 _LOCAL = threading.local()  # each thread's buffers, kept between calls
@@ -127,12 +129,13 @@ class _Tiles:
         folded = self.q_buf[:n]
         with np.errstate(over="ignore", under="ignore"):
             np.multiply(q_rows, folded.dtype.type(factor), out=folded)  # (n, E)
-        # max and min are NaN or +-inf exactly when some element is: no (n, E) temporary
-        fits = bool(np.isfinite(folded.max()) and np.isfinite(folded.min()))
-        if fits and abs(factor) < 1.0:  # below tiny only where q was 0 (0 * factor = 0)
-            tiny = np.finfo(folded.dtype).tiny
+        if abs(factor) >= 1.0:  # max and min are NaN or +-inf exactly when some element is
+            fits = bool(np.isfinite(folded.max()) and np.isfinite(folded.min()))
+        else:  # |q * factor|: its max is NaN or inf as above; below tiny only where q was 0
             magnitude = np.abs(folded, out=self.q_abs[:n])
-            if magnitude.min() < tiny:  # some below tiny: were they all zeros in q? (count them)
+            fits = bool(np.isfinite(magnitude.max()))
+            tiny = np.finfo(folded.dtype).tiny
+            if fits and magnitude.min() < tiny:  # were they all zeros in q? (count them)
                 below = np.less(magnitude, tiny, out=self.q_tiny[:n])
                 fits = np.count_nonzero(below) == q_rows.size - np.count_nonzero(q_rows)
         return (folded, None) if fits else (q_rows, factor)
@@ -219,7 +222,6 @@ class _Tiles:
         """
         n = i1 - i0
         acc, den = self.acc[:n], self.denom[:n]
-        acc.fill(0)
         den.fill(0)
         offset = None
         if self.offset is not None:
@@ -236,11 +238,11 @@ class _Tiles:
             for r0, r1, band in runs or ((i0, i1, None),):
                 rows = slice(r0 - i0, r1 - i0)
                 off = None if offset is None else offset[rows]
-                if band is None:
-                    done = self.tile_pass(r0, r1, off, acc[rows], den[rows])
-                else:  # a band of query blocks: batched matmuls over exactly its tiles
-                    done = self.band_pass(r0, r1, band, off, acc[rows], den[rows])
-                if not done:
+                if band is not None:  # a band of query blocks: batched matmuls, its tiles only
+                    self.band_pass(r0, r1, band, off, acc[rows], den[rows])  # sets acc
+                    continue
+                acc[rows].fill(0)  # the tiles add into acc
+                if not self.tile_pass(r0, r1, off, acc[rows], den[rows]):
                     return None
         ok = np.isfinite(acc).all(axis=1) & ((den >= 1) | self.fully_masked(i0, i1))
         return acc, den, ok
@@ -264,11 +266,12 @@ class _Tiles:
             den += part
         return True
 
-    def band_pass(self, i0, i1, band, offset, acc, den) -> bool:
+    def band_pass(self, i0, i1, band, offset, acc, den) -> None:
         """The fast pass over a band of T query blocks (numpy_flex_plan.FlexPlan.bands): block t
         sees keys lo + t * bq .. + W, read as strided views of k and v, so one batched matmul
         per step covers BAND_ROWS rows' blocks and no key outside the band is computed; acc
-        (n, Ev) and den (n,) take the band's sums. False when an exp overflowed."""
+        (n, Ev) gets its p @ v, den (n,) its row sums. An exp that overflowed leaves inf or NaN in
+        its rows' acc (p @ v with an inf in p): `fast` hands those rows to the safe pass."""
         lo, width, cells = band
         bq = cells.shape[1]
         T = (i1 - i0) // bq
@@ -293,8 +296,9 @@ class _Tiles:
             np.matmul(q3[t0:t1], k3[t0:t1].transpose(0, 2, 1), out=s)  # (t, bq, W)
             if self.scale is not None:
                 s *= s.dtype.type(self.scale)
-            for t in range(t0, t1):
-                self.plan.visit(b, h, i0 + t * bq, lo + t * bq, (bq, width))
+            if self.plan.record is not None:
+                for t in range(t0, t1):
+                    self.plan.visit(b, h, i0 + t * bq, lo + t * bq, (bq, width))
             c = cells if len(cells) == 1 else cells[t0:t1]  # (1 or t, bq, W)
             if self.plan.score is not None:  # the score_mod, then -inf where not seen
                 rows = (i0 + t0 * bq + np.arange((t1 - t0) * bq)).reshape(t1 - t0, bq, 1)
@@ -306,12 +310,12 @@ class _Tiles:
             self.exp(s, out=s)
             if self.plan.score is None:
                 np.multiply(s, c, out=s)  # 0 where not seen (exp of -inf is slow, see blocks)
-            part = np.matmul(s, self.band_ones[:width])  # (t, bq, W) @ (W,) -> (t, bq)
-            if not np.isfinite(part).all():
-                return False
+            ones = self.band_ones[:width]
+            if self.sink is None:  # den starts at 0: the row sums go straight in
+                np.matmul(s, ones, out=den2[t0:t1])  # (t, bq, W) @ (W,) -> (t, bq)
+            else:
+                den2[t0:t1] += np.matmul(s, ones)
             np.matmul(s, v3[t0:t1], out=acc3[t0:t1])  # (t, bq, W) @ (t, W, Ev) -> (t, bq, Ev)
-            den2[t0:t1] += part
-        return True
 
     def safe(self, i0: int, i1: int, draws, dropout_p: float) -> tuple[np.ndarray, np.ndarray]:
         """Online softmax: running max, rescaled running sums. Returns (acc, denominator)."""

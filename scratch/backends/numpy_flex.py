@@ -7,9 +7,10 @@ Python call per cell: slow beyond a few thousand cells). Two kernels:
 
 - `explicit`: the whole (B, H, L, S) score matrix, score_mod and mask on all of it.
 - `chunked` (the default): numpy_chunked's kernel, query chunks x key tiles, visiting only the
-  tiles the block mask lists (its mask_mod evaluated only on tiles not marked full); a chunk
-  of query blocks that each see the same number of key blocks, one further each time (a
-  window's band), goes in one batched pass over exactly those tiles.
+  tiles the block mask lists (its mask_mod evaluated only on tiles not marked full); within a
+  chunk, runs of query blocks that each see the same number of key blocks, one further each
+  time (a window's band), go in batched passes over exactly those tiles, the other rows tile
+  by tile, one query block at a time (numpy_flex_plan.FlexPlan.bands).
 A row that sees no key and has no sink gives output 0 and lse -inf; a learned sink adds
 exp(sink[h]) to each row's denominator (no value) and is counted in the lse.
 `create_block_mask` (numpy_flex_plan) makes the BlockMask by NumPy row bands: at L = 16384 the
@@ -32,11 +33,14 @@ from .numpy_chunked import KEY_BLOCK, chunked_output
 from .numpy_flex_plan import FlexPlan, create_block_mask
 
 KERNELS = ("chunked", "explicit")
-# Query rows per chunk when a block mask skips tiles (1024 without one). Window of 256 keys at
-# L = 16384, float32, CPU time of a call on this 2-core host (loaded): chunks of 256, 512,
-# 1024, 2048 rows took 36, 32, 33, 42 ms with the band pass (numpy_chunked.band_pass); 512
-# also keeps the first chunk (rows that see fewer keys: no band, tiles) small.
-FLEX_CHUNK = 512
+# Query rows per chunk when a block mask skips tiles (1024 without one): a chunk is one task
+# for a worker thread, its fixed costs (scaling q, row norms, the division) paid once per chunk;
+# band_pass works on BAND_ROWS rows at a time whatever the chunk, and the rows that are no band
+# go by query block. Window of 256 keys at L = 16384, float32, one thread's CPU time per call
+# relative to the kernel before runs and steps (chunks of 512, one pass per chunk), 12
+# interleaved rounds on this 2-core host under load: chunks of 1024, 2048, 4096 took 0.91,
+# 0.88, 0.89x (BAND_ROWS 512); 2048 leaves 8 tasks for 2 cores.
+FLEX_CHUNK = 2048
 
 
 class FlexProblem:
