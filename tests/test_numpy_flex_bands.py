@@ -209,3 +209,34 @@ def test_an_exp_that_overflows_in_a_band_sends_its_rows_to_the_safe_pass():
     want_out, want_lse = truth(variant, q, k, v, bm, None)
     assert_close(output, want_out, "output")
     assert_close(lse, want_lse, "lse")
+
+
+def test_tail_split_covers_every_row_once_with_smaller_last_chunks():
+    """Chunks of 2048 rows, the last 2 x 2048 in quarters; any sizes: starts rise from 0 by at
+    most the chunk, so every row is in exactly one chunk."""
+    assert numpy_chunked.tail_split(16384, 2048, 2) == [
+        *range(0, 12288, 2048),
+        *range(12288, 16384, 512),
+    ]
+    for L in (1, 5, 127, 128, 1000, 4096):
+        for chunk in (1, 3, 128, 512, 2048):
+            for workers in (1, 2, 3):
+                starts = numpy_chunked.tail_split(L, chunk, workers)
+                gaps = np.diff(starts + [L])
+                assert starts[0] == 0 and (gaps > 0).all() and (gaps <= chunk).all()
+
+
+def test_threads_and_chunks_leave_the_window_output_bit_identical(monkeypatch):
+    """Window (255, 0) at L = 2048 (large enough for worker threads), float32: one thread with
+    whole chunks and two threads with the tail split give the very same output and lse (each
+    query block is computed the same way, whichever chunk holds it)."""
+    L = 2048
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((1, 1, L, 64), dtype=np.float32) for _ in range(3))
+    bm = nf.create_block_mask(SlidingWindow(255, 0).mask_mod, 1, 1, L, L)
+    results = []
+    for threads in (1, 2):
+        monkeypatch.setattr(numpy_chunked, "cores", lambda threads=threads: threads)
+        results.append(nf.flex_attention(q, k, v, block_mask=bm, return_lse=True))
+    (out1, lse1), (out2, lse2) = results
+    assert np.array_equal(out1, out2) and np.array_equal(lse1, lse2)

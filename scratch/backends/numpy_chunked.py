@@ -442,10 +442,14 @@ def chunked_output(
     if parallel:  # at least one task per core: chunks of ceil(L / n) rows when there are few
         per_problem = -(-cores() // math.prod(lead))  # query chunks each (batch, head) needs
         chunk = min(chunk, -(-L // per_problem))
+    starts = list(range(0, L, chunk))
+    if parallel and plan is not None:  # a flex call's last rows in smaller tasks
+        starts = tail_split(L, chunk, cores())
+    ends = starts[1:] + [L]
     tasks = [
-        (index, i0, min(L, i0 + chunk))
+        (index, i0, i1)
         for index in itertools.product(*map(range, lead))  # np.ndindex costs ~40 us more
-        for i0 in range(0, L, chunk)
+        for i0, i1 in zip(starts, ends)
     ]
     workers = min(cores(), len(tasks))
     if not parallel or workers < 2:
@@ -462,6 +466,14 @@ def chunked_output(
         share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
     detail += f"; {workers} threads (this one included), OpenBLAS on one thread"
     return output, lse, detail
+
+
+def tail_split(L: int, chunk: int, workers: int) -> list[int]:
+    """First rows of the query chunks: `chunk` rows each, but the last workers * chunk rows (or
+    fewer) in quarters, so that the workers, each taking the next chunk when free, end
+    together (the thread that takes a last whole chunk would hold up the others)."""
+    bulk = max(0, L - workers * chunk) // chunk * chunk
+    return list(range(0, bulk, chunk)) + list(range(bulk, L, max(1, chunk // 4)))
 
 
 def _row_norms(a: np.ndarray) -> np.ndarray:
