@@ -229,7 +229,8 @@ def test_tail_split_covers_every_row_once_with_smaller_last_chunks():
 def test_threads_and_chunks_leave_the_window_output_bit_identical(monkeypatch):
     """Window (255, 0) at L = 2048 (large enough for worker threads), float32: one thread with
     whole chunks and two threads with the tail split give the very same output and lse (each
-    query block is computed the same way, whichever chunk holds it)."""
+    query block is computed the same way, whichever chunk holds it), and so does the call
+    without return_lse."""
     L = 2048
     rng = np.random.default_rng(8)
     q, k, v = (rng.standard_normal((1, 1, L, 64), dtype=np.float32) for _ in range(3))
@@ -240,3 +241,5 @@ def test_threads_and_chunks_leave_the_window_output_bit_identical(monkeypatch):
         results.append(nf.flex_attention(q, k, v, block_mask=bm, return_lse=True))
     (out1, lse1), (out2, lse2) = results
     assert np.array_equal(out1, out2) and np.array_equal(lse1, lse2)
+    # without return_lse the kernel skips the lse, and the output is the same
+    assert np.array_equal(nf.flex_attention(q, k, v, block_mask=bm), out2)

@@ -150,11 +150,14 @@ def explicit(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:
     return weights @ x.repeat_kv(x.v), lse
 
 
-def chunked(x: FlexProblem, chunk: int | None, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """(output, lse) by numpy_chunked's kernel, visiting only the block mask's tiles."""
+def chunked(
+    x: FlexProblem, chunk: int | None, block: int, lse: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(output, lse) by numpy_chunked's kernel, visiting only the block mask's tiles (lse None
+    when not asked for: the kernel then skips it)."""
     if chunk is None:
         chunk = 1024 if x.plan.block_mask is None else FLEX_CHUNK
-    options = Options(return_lse=True)  # masked_rows "zero": a row seeing nothing gives 0
+    options = Options(return_lse=lse)  # masked_rows "zero": a row seeing nothing gives 0
     output, lse, _ = chunked_output(
         x.q, x.k, x.v, x.scale, None, options, None, x.group, chunk, block, plan=x.plan
     )
@@ -184,7 +187,7 @@ def flex_attention(
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
     check_flag(return_lse, "return_lse")
     x = FlexProblem(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
-    output, lse = explicit(x) if kernel == "explicit" else chunked(x, chunk, block)
+    output, lse = explicit(x) if kernel == "explicit" else chunked(x, chunk, block, return_lse)
     return (output, lse) if return_lse else output
 
 
