@@ -39,14 +39,14 @@ def truth(variant, q, k, v, bm, sinks):
     return np.array(out), np.array(lse)
 
 
-def assert_close(got, want, what):
-    """Within TOL (lse: TOL times its size), -inf in the same places."""
+def assert_close(got, want, what, tol=TOL):
+    """Within tol (relative where a value exceeds 1), -inf in the same places."""
     assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
     empty = np.isneginf(want)
     assert np.array_equal(np.isneginf(got), empty), f"{what}: rows that see nothing differ"
     got, want = np.where(empty, 0, got), np.where(empty, 0, want)
     gap = np.max(np.abs(got - want) / np.maximum(1.0, np.abs(want)), initial=0)
-    assert gap <= TOL, f"{what}: differs by {gap:.3g} (relative)"
+    assert gap <= tol, f"{what}: differs by {gap:.3g} (relative)"
 
 
 def test_a_window_chunk_is_tiles_then_one_band_with_one_blocks_cells():
@@ -211,35 +211,61 @@ def test_an_exp_that_overflows_in_a_band_sends_its_rows_to_the_safe_pass():
     assert_close(lse, want_lse, "lse")
 
 
-def test_tail_split_covers_every_row_once_with_smaller_last_chunks():
-    """Chunks of 2048 rows, the last 2 x 2048 in quarters; any sizes: starts rise from 0 by at
-    most the chunk, so every row is in exactly one chunk."""
-    assert numpy_chunked.tail_split(16384, 2048, 2) == [
-        *range(0, 12288, 2048),
-        *range(12288, 16384, 512),
-    ]
-    for L in (1, 5, 127, 128, 1000, 4096):
-        for chunk in (1, 3, 128, 512, 2048):
-            for workers in (1, 2, 3):
-                starts = numpy_chunked.tail_split(L, chunk, workers)
-                gaps = np.diff(starts + [L])
-                assert starts[0] == 0 and (gaps > 0).all() and (gaps <= chunk).all()
-
-
 def test_threads_and_chunks_leave_the_window_output_bit_identical(monkeypatch):
     """Window (255, 0) at L = 2048 (large enough for worker threads), float32: one thread with
-    whole chunks and two threads with the tail split give the very same output and lse (each
-    query block is computed the same way, whichever chunk holds it), and so does the call
-    without return_lse."""
+    one chunk, two threads with chunks of 1024 rows and one thread with chunks of 512 give the
+    very same output and lse (each query block is computed the same way, whichever chunk holds
+    it), and so does the call without return_lse."""
     L = 2048
     rng = np.random.default_rng(8)
     q, k, v = (rng.standard_normal((1, 1, L, 64), dtype=np.float32) for _ in range(3))
     bm = nf.create_block_mask(SlidingWindow(255, 0).mask_mod, 1, 1, L, L)
     results = []
-    for threads in (1, 2):
+    for threads, chunk in ((1, None), (2, None), (1, 512)):
         monkeypatch.setattr(numpy_chunked, "cores", lambda threads=threads: threads)
-        results.append(nf.flex_attention(q, k, v, block_mask=bm, return_lse=True))
-    (out1, lse1), (out2, lse2) = results
+        results.append(nf.flex_attention(q, k, v, block_mask=bm, return_lse=True, chunk=chunk))
+    (out1, lse1), (out2, lse2), (out3, lse3) = results
     assert np.array_equal(out1, out2) and np.array_equal(lse1, lse2)
+    assert np.array_equal(out1, out3) and np.array_equal(lse1, lse3)
     # without return_lse the kernel skips the lse, and the output is the same
     assert np.array_equal(nf.flex_attention(q, k, v, block_mask=bm), out2)
+
+
+@pytest.mark.parametrize("magnitude", [1.0, 10.0, "aligned"])
+def test_a_large_chunk_without_bands_goes_by_tiles_of_at_most_query_chunk_rows(
+    magnitude, monkeypatch
+):
+    """A causal block mask (each block sees one more key block: no band) at L = S = 2048 with
+    one chunk of all rows (one thread): the tiles take 1024 rows at a time (the chunk's first
+    half visits keys up to 1024 only; rows the safe pass redoes are ranges of their own);
+    output and lse equal the explicit kernel's (float64), also with scores up to ~10^3 (each
+    row's offset then goes with its rows: with k = q and norms 37-40 the rows' fast pass
+    stands, each with its own offset)."""
+    from scratch.variants import Causal
+
+    L = 2048
+    rng = np.random.default_rng(10)
+    if magnitude == "aligned":  # k = q, row norms 37-40: a row's own score is near its bound
+        q = rng.standard_normal((1, 1, L, 8))
+        norms = rng.uniform(37.0, 40.0, (1, 1, L, 1))
+        q = k = norms * q / np.linalg.norm(q, axis=-1, keepdims=True)
+        v = rng.standard_normal((1, 1, L, 8))
+    else:
+        q, k, v = (magnitude * rng.standard_normal((1, 1, L, 8)) for _ in range(3))
+    bm = nf.create_block_mask(Causal().mask_mod, 1, 1, L, L)
+    x = nf.FlexProblem(q, k, v, None, bm, None, False, None)
+    x.plan.record = []
+    monkeypatch.setattr(numpy_chunked, "cores", lambda: 1)  # one task: the whole chunk
+    output, lse = nf.chunked(x, L, 256)
+    rows = {(int(i0), int(i1)) for _, _, i0, i1, _, _ in x.plan.record}  # (and rows redone)
+    assert {(0, 1024), (1024, 2048)} <= rows
+    assert max(j1 for *_, i0, i1, _, j1 in x.plan.record if (i0, i1) == (0, 1024)) == 1024
+    if magnitude == 1.0:  # (large scores: the safe pass redoes a range of rows, any length)
+        assert max(i1 - i0 for i0, i1 in rows) == 1024
+    want_out, want_lse = nf.flex_attention(q, k, v, None, bm, kernel="explicit", return_lse=True)
+    # each score carries a rounding of ~E eps |score| (here E = 8), each weight as much: both
+    # kernels' outputs within 32 eps max|score| of the exact ones (1e-13 for scores of ~1)
+    top = np.abs(q[0, 0] @ k[0, 0].T).max() / np.sqrt(8)
+    tol = max(TOL, 32 * np.finfo(np.float64).eps * top)
+    assert_close(output, want_out, "output", tol)
+    assert_close(lse, want_lse, "lse", tol)

@@ -61,7 +61,7 @@ from .numpy_threads import cores, share, single_threaded_blas
 QUERY_CHUNK = 1024
 KEY_BLOCK = 256
 PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
-BAND_ROWS = 512  # query rows per step of band_pass (their scores: 768 KiB at W = 384 float32)
+BAND_ROWS = 1024  # query rows per step of band_pass (their scores: 1.5 MiB at W = 384 float32)
 LIMIT_LOG2 = 64.0  # largest exponent (base 2) the fast pass lets exp reach: 2^64 * S is finite
 _FAST_PASS = contextvars.ContextVar("fast_pass", default=True)
 _LOCAL = threading.local()  # each thread's buffers, kept between calls
@@ -242,8 +242,14 @@ class _Tiles:
                     self.band_pass(r0, r1, band, off, acc[rows], den[rows])  # sets acc
                     continue
                 acc[rows].fill(0)  # the tiles add into acc
-                if not self.tile_pass(r0, r1, off, acc[rows], den[rows]):
-                    return None
+                # a flex chunk (large: one per task) in tiles of at most QUERY_CHUNK rows
+                step = QUERY_CHUNK if self.plan is not None else r1 - r0
+                for t0 in range(r0, r1, step):
+                    t1 = min(r1, t0 + step)
+                    part = slice(t0 - i0, t1 - i0)
+                    off = None if offset is None else offset[part]
+                    if not self.tile_pass(t0, t1, off, acc[part], den[part]):
+                        return None
         ok = np.isfinite(acc).all(axis=1) & ((den >= 1) | self.fully_masked(i0, i1))
         return acc, den, ok
 
@@ -442,14 +448,10 @@ def chunked_output(
     if parallel:  # at least one task per core: chunks of ceil(L / n) rows when there are few
         per_problem = -(-cores() // math.prod(lead))  # query chunks each (batch, head) needs
         chunk = min(chunk, -(-L // per_problem))
-    starts = list(range(0, L, chunk))
-    if parallel and plan is not None:  # a flex call's last rows in smaller tasks
-        starts = tail_split(L, chunk, cores())
-    ends = starts[1:] + [L]
     tasks = [
-        (index, i0, i1)
+        (index, i0, min(L, i0 + chunk))
         for index in itertools.product(*map(range, lead))  # np.ndindex costs ~40 us more
-        for i0, i1 in zip(starts, ends)
+        for i0 in range(0, L, chunk)
     ]
     workers = min(cores(), len(tasks))
     if not parallel or workers < 2:
@@ -466,14 +468,6 @@ def chunked_output(
         share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
     detail += f"; {workers} threads (this one included), OpenBLAS on one thread"
     return output, lse, detail
-
-
-def tail_split(L: int, chunk: int, workers: int) -> list[int]:
-    """First rows of the query chunks: `chunk` rows each, but the last workers * chunk rows (or
-    fewer) in quarters, so that the workers, each taking the next chunk when free, end
-    together (the thread that takes a last whole chunk would hold up the others)."""
-    bulk = max(0, L - workers * chunk) // chunk * chunk
-    return list(range(0, bulk, chunk)) + list(range(bulk, L, max(1, chunk // 4)))
 
 
 def _row_norms(a: np.ndarray) -> np.ndarray:

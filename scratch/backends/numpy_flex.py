@@ -34,13 +34,13 @@ from .numpy_flex_plan import FlexPlan, create_block_mask
 
 KERNELS = ("chunked", "explicit")
 # Query rows per chunk when a block mask skips tiles (1024 without one): a chunk is one task
-# for a worker thread, its fixed costs (scaling q, row norms, the division) paid once per chunk;
-# band_pass works on BAND_ROWS rows at a time whatever the chunk, and the rows that are no band
-# go by query block. Window of 256 keys at L = 16384, float32, one thread's CPU time per call
-# relative to the kernel before runs and steps (chunks of 512, one pass per chunk), 12
-# interleaved rounds on this 2-core host under load: chunks of 1024, 2048, 4096 took 0.91,
-# 0.88, 0.89x (BAND_ROWS 512); 2048 leaves 8 tasks for 2 cores.
-FLEX_CHUNK = 2048
+# for a worker thread (at L = 16384 on 2 cores the kernel makes it ceil(L / 2) = 8192: one task
+# per core), its fixed costs paid once per chunk; band_pass works on BAND_ROWS rows at a time
+# and the tiles on at most QUERY_CHUNK rows, whatever the chunk. Window of 256 keys at
+# L = 16384, float32, this 2-core host idle, best of 15 calls (BAND_ROWS 1024): chunks of
+# 8192 (2 tasks) 14.7 and 14.8 ms, 4096 (4 tasks) 15.3 and 16.3 ms; 4096 with the last 8192
+# rows in chunks of 1024 (10 tasks) 17.8 and 17.7 ms where 4 tasks took 16.8 and 16.1 ms.
+FLEX_CHUNK = 8192
 
 
 class FlexProblem:
