@@ -269,3 +269,33 @@ def test_a_large_chunk_without_bands_goes_by_tiles_of_at_most_query_chunk_rows(
     tol = max(TOL, 32 * np.finfo(np.float64).eps * top)
     assert_close(output, want_out, "output", tol)
     assert_close(lse, want_lse, "lse", tol)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_rows_redone_by_the_safe_pass_go_block_by_block(fast):
+    """Every score very negative (q > 0, k < 0: each row's denominator ends below 1), or the
+    fast pass off: the safe pass computes every row of the one chunk of 64, one query block at
+    a time, so again only the listed tiles; output and lse equal the truth."""
+    L = S = 64
+    window = SlidingWindow(5, 0)
+    rng = np.random.default_rng(11)
+    q = 3.0 + np.abs(rng.standard_normal((1, 1, L, 4)))
+    k = -3.0 - np.abs(rng.standard_normal((1, 1, S, 4)))
+    v = rng.standard_normal((1, 1, S, 3))
+    bm = nf.create_block_mask(window.mask_mod, 1, 1, L, S, BLOCK_SIZE=SIZE)
+    x = nf.FlexProblem(q, k, v, None, bm, None, False, None)
+    x.plan.record = []
+    with numpy_chunked.fast_pass(fast):
+        output, lse = nf.chunked(x, L, SIZE)
+    seen = {  # every block-mask tile that a computed tile covers, fast pass and safe pass
+        (0, 0, qb, kb)
+        for _, _, i0, i1, j0, j1 in x.plan.record
+        for qb in range(i0 // SIZE, (i1 - 1) // SIZE + 1)
+        for kb in range(j0 // SIZE, (j1 - 1) // SIZE + 1)
+    }
+    assert seen == tiles_listed(bm)
+    rows = {(i0, i1) for _, _, i0, i1, _, _ in x.plan.record}
+    assert rows >= {(i, i + SIZE) for i in range(0, L, SIZE)}  # the safe pass's blocks
+    want_out, want_lse = truth(window, q, k, v, bm, None)
+    assert_close(output, want_out, "output")
+    assert_close(lse, want_lse, "lse")

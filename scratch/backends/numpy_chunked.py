@@ -427,7 +427,7 @@ def chunked_output(
         out = output[index][i0:i1]
         draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
         first = tiles.fast(i0, i1) if try_fast and draws is None else None
-        r0, r1 = i0, i1  # the rows the safe pass computes
+        redo = None  # the rows the safe pass computes: all of them
         if first is not None:
             acc, den, ok = first
             with np.errstate(invalid="ignore", over="ignore"):  # bad rows are redone below
@@ -437,12 +437,12 @@ def chunked_output(
                 log_sum_exp(base, den, to_natural, lse[index][i0:i1])
             if ok.all():
                 return
-            bad = np.flatnonzero(~ok)  # redo the smallest row range holding them
-            r0, r1 = i0 + bad[0], i0 + bad[-1] + 1
-        acc, den = tiles.safe(r0, r1, draws, dropout_p)
-        finish(acc, den, output[index][r0:r1], masked_rows, v[kv], draws, dropout_p)
-        if lse is not None:  # sum_j exp(s_ij - max_i) = den_i, the max in the buffer m_run
-            log_sum_exp(tiles.safe_base(r1 - r0), den, to_natural, lse[index][r0:r1])
+            redo = i0 + np.flatnonzero(~ok)
+        for r0, r1 in safe_ranges(i0, i1, redo, plan):
+            acc, den = tiles.safe(r0, r1, draws, dropout_p)
+            finish(acc, den, output[index][r0:r1], masked_rows, v[kv], draws, dropout_p)
+            if lse is not None:  # sum_j exp(s_ij - max_i) = den_i, the max in the buffer m_run
+                log_sum_exp(tiles.safe_base(r1 - r0), den, to_natural, lse[index][r0:r1])
 
     parallel = dropout_p == 0.0 and cores() > 1 and L * S * math.prod(lead) >= PARALLEL_MIN
     if parallel:  # at least one task per core: chunks of ceil(L / n) rows when there are few
@@ -468,6 +468,18 @@ def chunked_output(
         share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
     detail += f"; {workers} threads (this one included), OpenBLAS on one thread"
     return output, lse, detail
+
+
+def safe_ranges(i0: int, i1: int, rows: np.ndarray | None, plan) -> list[tuple[int, int]]:
+    """The row ranges the safe pass redoes for `rows` (sorted; None: all of i0:i1): the smallest
+    range holding them, or for a flex call with a block mask one per query block holding some
+    (a range over many blocks would compute every key tile any of its rows sees)."""
+    if rows is None:
+        rows = np.arange(i0, i1)
+    if plan is None or plan.block_mask is None:
+        return [(int(rows[0]), int(rows[-1]) + 1)]
+    cuts = np.flatnonzero(np.diff(rows // plan.block_mask.block_size[0])) + 1
+    return [(int(run[0]), int(run[-1]) + 1) for run in np.split(rows, cuts)]
 
 
 def _row_norms(a: np.ndarray) -> np.ndarray:
