@@ -299,3 +299,22 @@ def test_rows_redone_by_the_safe_pass_go_block_by_block(fast):
     want_out, want_lse = truth(window, q, k, v, bm, None)
     assert_close(output, want_out, "output")
     assert_close(lse, want_lse, "lse")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_inf_and_nan_are_refused_naming_the_argument(dtype):
+    """FlexProblem checks key through its row norms (which the chunked kernel's bound uses):
+    an inf, -inf or NaN anywhere in query, key or value is refused naming it; the largest
+    finite numbers (whose squares overflow float32) are accepted."""
+    rng = np.random.default_rng(12)
+    fine = rng.standard_normal((1, 2, 300, 8)).astype(dtype)
+    big = np.full_like(fine, np.finfo(dtype).max)
+    nf.FlexProblem(big, big, big, None, None, None, False, None)
+    for name in ("query", "key", "value"):
+        for bad in (np.inf, -np.inf, np.nan):
+            for cell in ((0, 0, 0, 0), (0, 1, 299, 7), (0, 1, 150, 3)):
+                x = fine.copy()
+                x[cell] = bad
+                arrays = [x if n == name else fine for n in ("query", "key", "value")]
+                with pytest.raises(ValueError, match=f"{name}: expected finite numbers"):
+                    nf.FlexProblem(*arrays, None, None, None, False, None)

@@ -373,11 +373,12 @@ def _tiles(chunk: int, block: int, width: int, dtype: np.dtype, features: int) -
 
 
 def chunked_output(
-    q, k, v, scale, mask, options: Options, rng, group, chunk, block, plan=None
+    q, k, v, scale, mask, options: Options, rng, group, chunk, block, plan=None, k_norm=None
 ) -> tuple[np.ndarray, np.ndarray | None, str]:
     """(attention output, lse or None, what the kernel chose) by query chunks and key blocks.
 
-    plan: a flex_attention call's FlexPlan (q (B, H, L, E); mask None, no causal variant)."""
+    plan: a flex_attention call's FlexPlan (q (B, H, L, E); mask None, no causal variant);
+    k_norm: max_j |k_j| per (batch, kv head) when the caller has it (else worked out here)."""
     masked_rows, dropout_p = options.masked_rows, options.dropout_p
     *lead, L, E = q.shape
     S, Ev = v.shape[-2:]
@@ -395,7 +396,8 @@ def chunked_output(
     v_c = np.ascontiguousarray(v)  # (..., S, Ev); k is read as k[j0:j1].T (BLAS transposes)
     # the fast pass's per-row offset: scores of row i are <= |q_i| max_j |k_j| |factor|
     limit = LIMIT_LOG2 if exp_name == "exp2" else LIMIT_LOG2 * math.log(2.0)
-    k_norm = _row_norms(k).max(axis=-1)  # (...,)
+    if k_norm is None:
+        k_norm = _row_norms(k).max(axis=-1)  # (...,)
     if mask is not None:
         mask = np.broadcast_to(mask, tuple(lead) + (L, S))
     output = np.empty(tuple(lead) + (L, Ev), dtype=dtype)

@@ -29,7 +29,7 @@ from ..validate import check_flag, check_hook, check_scale
 from ..variants.base import check_sizes
 from ..variants.sinks import sink_logits
 from .numpy_backward import _array, _dtype
-from .numpy_chunked import KEY_BLOCK, chunked_output
+from .numpy_chunked import KEY_BLOCK, _row_norms, chunked_output
 from .numpy_flex_plan import FlexPlan, create_block_mask
 
 KERNELS = ("chunked", "explicit")
@@ -48,9 +48,15 @@ class FlexProblem:
 
     def __init__(self, query, key, value, score_mod, block_mask, scale, enable_gqa, sinks):
         dtype = _dtype(None, query, key, value)
-        self.q, self.k, self.v = (
-            _array(x, name, dtype) for x, name in ((query, "query"), (key, "key"), (value, "value"))
-        )
+        self.q = _array(query, "query", dtype)
+        self.k = _array(key, "key", dtype, finite=False)
+        # the chunked kernel's bound needs each key row's norm: finite when the row is (float32
+        # overflow is redone in float64), so they check key in the pass that makes them; only
+        # where one is not (or float64 overflowed) is key itself read again
+        self.k_norm = _row_norms(self.k).max(axis=-1)  # (..., Hkv)
+        if not np.isfinite(self.k_norm).all() and not np.all(np.isfinite(self.k)):
+            raise ValueError("key: expected finite numbers, found inf or NaN")
+        self.v = _array(value, "value", dtype)
         for name, x in (("query", self.q), ("key", self.k), ("value", self.v)):
             if x.ndim != 4:
                 raise ValueError(f"{name}: expected 4 dims (B, H, seq, dim), found shape {x.shape}")
@@ -159,7 +165,7 @@ def chunked(
         chunk = 1024 if x.plan.block_mask is None else FLEX_CHUNK
     options = Options(return_lse=lse)  # masked_rows "zero": a row seeing nothing gives 0
     output, lse, _ = chunked_output(
-        x.q, x.k, x.v, x.scale, None, options, None, x.group, chunk, block, plan=x.plan
+        x.q, x.k, x.v, x.scale, None, options, None, x.group, chunk, block, x.plan, x.k_norm
     )
     return output, lse
 
