@@ -39,8 +39,9 @@ DTYPES = ("float32", "float64")
 # ---------------------------------------------------------------- inputs
 
 
-def _array(x: object, name: str, dtype: np.dtype) -> np.ndarray:
-    """x as a finite float array of `dtype` with at least 2 axes; errors name the argument."""
+def _array(x: object, name: str, dtype: np.dtype, finite: bool = True) -> np.ndarray:
+    """x as a finite float array of `dtype` with at least 2 axes; errors name the argument
+    (finite=False: the caller checks for inf and NaN itself)."""
     if hasattr(x, "detach"):  # a torch tensor
         x = x.detach().cpu().numpy()
     try:
@@ -54,7 +55,7 @@ def _array(x: object, name: str, dtype: np.dtype) -> np.ndarray:
             f"{name}: expected a non-empty (..., length, width) array, found shape {arr.shape}"
         )
     arr = arr.astype(dtype, copy=False)
-    if not np.all(np.isfinite(arr)):
+    if finite and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: expected finite numbers, found inf or NaN")
     return arr
 

@@ -21,9 +21,11 @@ mask: each query chunk then visits only the key tiles its block mask lists, appl
 score_mod and (on the parts whose block-mask tiles are not full) the mask_mod; a learned sink enters
 both passes as a key seen by every row with that score and no value (the fast pass starts the
 denominator at exp(sink - offset), the safe pass starts its running max at the sink with
-denominator 1). A chunk whose query blocks form a band (FlexPlan.bands: each block sees W keys
-starting one block further) takes `band_pass` in the fast pass: batched matmuls over strided
-views of k and v, one call per step for every block of the chunk.
+denominator 1). In the fast pass a chunk's rows go by the runs FlexPlan.bands gives: query
+blocks that form a band (each sees W keys starting one block further) take `band_pass`,
+batched matmuls over strided views of k and v, BAND_ROWS rows per step; the others
+`tile_pass`, tile by tile. A band's exp that overflows shows in its rows' acc (not finite):
+those rows go to the safe pass, as rows whose denominator ends below 1 do.
 
 On a host where NumPy has SIMD exp2 (AVX-512: NumPy's float32 exp2 costs half its exp),
 scale * log2(e) is folded into q and exp2 is used; elsewhere scale alone and exp. Detected
@@ -59,6 +61,7 @@ from .numpy_threads import cores, share, single_threaded_blas
 QUERY_CHUNK = 1024
 KEY_BLOCK = 256
 PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
+BAND_ROWS = 1024  # query rows per step of band_pass (their scores: 1.5 MiB at W = 384 float32)
 LIMIT_LOG2 = 64.0  # largest exponent (base 2) the fast pass lets exp reach: 2^64 * S is finite
 _FAST_PASS = contextvars.ContextVar("fast_pass", default=True)
 _LOCAL = threading.local()  # each thread's buffers, kept between calls
@@ -126,12 +129,13 @@ class _Tiles:
         folded = self.q_buf[:n]
         with np.errstate(over="ignore", under="ignore"):
             np.multiply(q_rows, folded.dtype.type(factor), out=folded)  # (n, E)
-        # max and min are NaN or +-inf exactly when some element is: no (n, E) temporary
-        fits = bool(np.isfinite(folded.max()) and np.isfinite(folded.min()))
-        if fits and abs(factor) < 1.0:  # below tiny only where q was 0 (0 * factor = 0)
-            tiny = np.finfo(folded.dtype).tiny
+        if abs(factor) >= 1.0:  # max and min are NaN or +-inf exactly when some element is
+            fits = bool(np.isfinite(folded.max()) and np.isfinite(folded.min()))
+        else:  # |q * factor|: its max is NaN or inf as above; below tiny only where q was 0
             magnitude = np.abs(folded, out=self.q_abs[:n])
-            if magnitude.min() < tiny:  # some below tiny: were they all zeros in q? (count them)
+            fits = bool(np.isfinite(magnitude.max()))
+            tiny = np.finfo(folded.dtype).tiny
+            if fits and magnitude.min() < tiny:  # were they all zeros in q? (count them)
                 below = np.less(magnitude, tiny, out=self.q_tiny[:n])
                 fits = np.count_nonzero(below) == q_rows.size - np.count_nonzero(q_rows)
         return (folded, None) if fits else (q_rows, factor)
@@ -225,8 +229,7 @@ class _Tiles:
         an exp overflowed (a float mask can add large values the bound does not see).
         """
         n = i1 - i0
-        acc, tile, den, part = self.acc[:n], self.tile[:n], self.denom[:n], self.part[:n]
-        acc.fill(0)
+        acc, den = self.acc[:n], self.denom[:n]
         den.fill(0)
         offset = None
         if self.offset is not None:
@@ -237,36 +240,56 @@ class _Tiles:
                 self.exp(den, out=den)
                 if not np.isfinite(den).all():
                     return None
-            band = None
+            runs = None  # a flex call's rows cut into bands of query blocks and tiled rows
             if self.plan is not None:
-                band = self.plan.bands(*self.where, i0, i1, self.S, self.q.dtype)
-            if band is not None:  # a flex call's band of query blocks: one batched pass
-                if not self.band_pass(i0, i1, band, offset, acc, den):
-                    return None
-                band = ()  # done: no tiles below
-            for j0, j1, s, kept in () if band is not None else self.blocks(i0, i1, keep=True):
-                top = n - len(s)  # causal: the rows above it see none of these keys (skipped)
-                if offset is not None:
-                    np.subtract(s, offset[top:], out=s)
-                self.exp(s, out=s)  # step 4 without the max: one cheap pass over the tile
-                if kept is not None:  # a flex or causal tile's mask, after exp (0: not seen)
-                    np.multiply(s, kept, out=s)
-                np.matmul(s, self.ones[: j1 - j0], out=part[top:])  # (r, b) @ (b,) -> (r,)
-                if not np.isfinite(part[top:]).all():  # an exp overflowed: give up early
-                    return None
-                np.matmul(s, self.v[j0:j1], out=tile[top:])  # (r, b) @ (b, Ev) -> (r, Ev)
-                acc[top:] += tile[top:]
-                den[top:] += part[top:]
+                runs = self.plan.bands(*self.where, i0, i1, self.S, self.q.dtype)
+            for r0, r1, band in runs or ((i0, i1, None),):
+                rows = slice(r0 - i0, r1 - i0)
+                off = None if offset is None else offset[rows]
+                if band is not None:  # a band of query blocks: batched matmuls, its tiles only
+                    self.band_pass(r0, r1, band, off, acc[rows], den[rows])  # sets acc
+                    continue
+                acc[rows].fill(0)  # the tiles add into acc
+                # a flex chunk (large: one per task) in tiles of at most QUERY_CHUNK rows
+                step = QUERY_CHUNK if self.plan is not None else r1 - r0
+                for t0 in range(r0, r1, step):
+                    t1 = min(r1, t0 + step)
+                    part = slice(t0 - i0, t1 - i0)
+                    off = None if offset is None else offset[part]
+                    if not self.tile_pass(t0, t1, off, acc[part], den[part]):
+                        return None
         ok = np.isfinite(acc).all(axis=1) & ((den >= 1) | self.fully_masked(i0, i1))
         return acc, den, ok
 
-    def band_pass(self, i0, i1, band, offset, acc, den) -> bool:
+    def tile_pass(self, i0, i1, offset, acc, den) -> bool:
+        """The fast pass over rows i0:i1 tile by tile, adding into acc (n, Ev) and den (n,).
+        False when an exp overflowed."""
+        n = i1 - i0
+        tile, part = self.tile[:n], self.part[:n]
+        for j0, j1, s, kept in self.blocks(i0, i1, keep=True):
+            top = n - len(s)  # causal: the rows above it see none of these keys (skipped)
+            if offset is not None:
+                np.subtract(s, offset[top:], out=s)
+            self.exp(s, out=s)  # step 4 without the max: one cheap pass over the tile
+            if kept is not None:  # a flex or causal tile's mask, after exp (0: not seen)
+                np.multiply(s, kept, out=s)
+            np.matmul(s, self.ones[: j1 - j0], out=part[top:])  # (r, b) @ (b,) -> (r,)
+            if not np.isfinite(part[top:]).all():  # an exp overflowed: give up early
+                return False
+            np.matmul(s, self.v[j0:j1], out=tile[top:])  # (r, b) @ (b, Ev) -> (r, Ev)
+            acc[top:] += tile[top:]
+            den[top:] += part[top:]
+        return True
+
+    def band_pass(self, i0, i1, band, offset, acc, den) -> None:
         """The fast pass over a band of T query blocks (numpy_flex_plan.FlexPlan.bands): block t
         sees keys lo + t * bq .. + W, read as strided views of k and v, so one batched matmul
-        per step covers every block and no key outside the band is computed. False when an
-        exp overflowed."""
+        per step covers BAND_ROWS rows' blocks and no key outside the band is computed; acc
+        (n, Ev) gets its p @ v, den (n,) its row sums. An exp that overflowed leaves inf or NaN in
+        its rows' acc (p @ v with an inf in p): `fast` hands those rows to the safe pass."""
         lo, width, cells = band
-        T, bq = cells.shape[:2]
+        bq = cells.shape[1]
+        T = (i1 - i0) // bq
         q3 = self.q[i0 - self.first : i1 - self.first].reshape(T, bq, -1)  # (T, bq, E)
         k, v = self.k[lo:], self.v[lo:]
         k3 = np.lib.stride_tricks.as_strided(
@@ -275,33 +298,39 @@ class _Tiles:
         v3 = np.lib.stride_tricks.as_strided(
             v, (T, width, v.shape[1]), (bq * v.strides[0], *v.strides)
         )  # (T, W, Ev)
-        if self.band_buf is None or self.band_buf.size < T * bq * width:
-            self.band_buf = np.empty(T * bq * width, dtype=self.q.dtype)
-        s = self.band_buf[: T * bq * width].reshape(T, bq, width)
-        np.matmul(q3, k3.transpose(0, 2, 1), out=s)  # (T, bq, E) @ (T, E, W) -> (T, bq, W)
-        if self.scale is not None:
-            s *= s.dtype.type(self.scale)
-        b, h = self.where
-        for t in range(T):
-            self.plan.visit(b, h, i0 + t * bq, lo + t * bq, (bq, width))
-        if self.plan.score is not None:  # the score_mod, then -inf where not seen
-            rows = (i0 + np.arange(T * bq)).reshape(T, bq, 1)
-            cols = (lo + bq * np.arange(T)).reshape(T, 1, 1) + np.arange(width)
-            np.copyto(s, self.plan.score(s, b, h, rows, cols, np), casting="same_kind")
-            np.copyto(s, -np.inf, where=cells)
-        if offset is not None:
-            np.subtract(s, offset.reshape(T, bq, 1), out=s)
-        self.exp(s, out=s)
-        if self.plan.score is None:
-            np.multiply(s, cells, out=s)  # 0 where not seen (exp of -inf is slow, see blocks)
+        acc3, den2 = acc.reshape(T, bq, -1), den.reshape(T, bq)  # views of the band's rows
+        step = max(1, min(T, BAND_ROWS // bq))  # blocks per step: the scores stay in cache
+        if self.band_buf is None or self.band_buf.size < step * bq * width:
+            self.band_buf = np.empty(step * bq * width, dtype=self.q.dtype)
         if self.band_ones is None or self.band_ones.size < width:
             self.band_ones = np.ones(width, dtype=self.q.dtype)
-        part = np.matmul(s, self.band_ones[:width])  # (T, bq, W) @ (W,) -> (T, bq)
-        if not np.isfinite(part).all():
-            return False
-        np.matmul(s, v3, out=acc.reshape(T, bq, -1))  # (T, bq, W) @ (T, W, Ev) -> (T, bq, Ev)
-        den += part.reshape(-1)
-        return True
+        b, h = self.where
+        for t0 in range(0, T, step):
+            t1 = min(T, t0 + step)
+            s = self.band_buf[: (t1 - t0) * bq * width].reshape(t1 - t0, bq, width)
+            np.matmul(q3[t0:t1], k3[t0:t1].transpose(0, 2, 1), out=s)  # (t, bq, W)
+            if self.scale is not None:
+                s *= s.dtype.type(self.scale)
+            if self.plan.record is not None:
+                for t in range(t0, t1):
+                    self.plan.visit(b, h, i0 + t * bq, lo + t * bq, (bq, width))
+            c = cells if len(cells) == 1 else cells[t0:t1]  # (1 or t, bq, W)
+            if self.plan.score is not None:  # the score_mod, then -inf where not seen
+                rows = (i0 + t0 * bq + np.arange((t1 - t0) * bq)).reshape(t1 - t0, bq, 1)
+                cols = (lo + bq * np.arange(t0, t1)).reshape(-1, 1, 1) + np.arange(width)
+                np.copyto(s, self.plan.score(s, b, h, rows, cols, np), casting="same_kind")
+                np.copyto(s, -np.inf, where=c)
+            if offset is not None:
+                np.subtract(s, offset[t0 * bq : t1 * bq].reshape(t1 - t0, bq, 1), out=s)
+            self.exp(s, out=s)
+            if self.plan.score is None:
+                np.multiply(s, c, out=s)  # 0 where not seen (exp of -inf is slow, see blocks)
+            ones = self.band_ones[:width]
+            if self.sink is None:  # den starts at 0: the row sums go straight in
+                np.matmul(s, ones, out=den2[t0:t1])  # (t, bq, W) @ (W,) -> (t, bq)
+            else:
+                den2[t0:t1] += np.matmul(s, ones)
+            np.matmul(s, v3[t0:t1], out=acc3[t0:t1])  # (t, bq, W) @ (t, W, Ev) -> (t, bq, Ev)
 
     def safe(self, i0: int, i1: int, draws, dropout_p: float) -> tuple[np.ndarray, np.ndarray]:
         """Online softmax: running max, rescaled running sums. Returns (acc, denominator)."""
@@ -353,11 +382,12 @@ def _tiles(chunk: int, block: int, width: int, dtype: np.dtype, features: int) -
 
 
 def chunked_output(
-    q, k, v, scale, mask, options: Options, rng, group, chunk, block, plan=None
+    q, k, v, scale, mask, options: Options, rng, group, chunk, block, plan=None, k_norm=None
 ) -> tuple[np.ndarray, np.ndarray | None, str]:
     """(attention output, lse or None, what the kernel chose) by query chunks and key blocks.
 
-    plan: a flex_attention call's FlexPlan (q (B, H, L, E); mask None, no causal variant)."""
+    plan: a flex_attention call's FlexPlan (q (B, H, L, E); mask None, no causal variant);
+    k_norm: max_j |k_j| per (batch, kv head) when the caller has it (else worked out here)."""
     masked_rows, dropout_p = options.masked_rows, options.dropout_p
     *lead, L, E = q.shape
     S, Ev = v.shape[-2:]
@@ -375,7 +405,8 @@ def chunked_output(
     v_c = np.ascontiguousarray(v)  # (..., S, Ev); k is read as k[j0:j1].T (BLAS transposes)
     # the fast pass's per-row offset: scores of row i are <= |q_i| max_j |k_j| |factor|
     limit = LIMIT_LOG2 if exp_name == "exp2" else LIMIT_LOG2 * math.log(2.0)
-    k_norm = _row_norms(k).max(axis=-1)  # (...,)
+    if k_norm is None:
+        k_norm = _row_norms(k).max(axis=-1)  # (...,)
     if mask is not None:
         mask = np.broadcast_to(mask, tuple(lead) + (L, S))
     output = np.empty(tuple(lead) + (L, Ev), dtype=dtype)
@@ -407,7 +438,7 @@ def chunked_output(
         out = output[index][i0:i1]
         draws = rng((i1 - i0, S)) if dropout_p > 0.0 else None
         first = tiles.fast(i0, i1) if try_fast and draws is None else None
-        r0, r1 = i0, i1  # the rows the safe pass computes
+        redo = None  # the rows the safe pass computes: all of them
         if first is not None:
             acc, den, ok = first
             with np.errstate(invalid="ignore", over="ignore"):  # bad rows are redone below
@@ -417,12 +448,12 @@ def chunked_output(
                 log_sum_exp(base, den, to_natural, lse[index][i0:i1])
             if ok.all():
                 return
-            bad = np.flatnonzero(~ok)  # redo the smallest row range holding them
-            r0, r1 = i0 + bad[0], i0 + bad[-1] + 1
-        acc, den = tiles.safe(r0, r1, draws, dropout_p)
-        finish(acc, den, output[index][r0:r1], masked_rows, v[kv], draws, dropout_p)
-        if lse is not None:  # sum_j exp(s_ij - max_i) = den_i, the max in the buffer m_run
-            log_sum_exp(tiles.safe_base(r1 - r0), den, to_natural, lse[index][r0:r1])
+            redo = i0 + np.flatnonzero(~ok)
+        for r0, r1 in safe_ranges(i0, i1, redo, plan):
+            acc, den = tiles.safe(r0, r1, draws, dropout_p)
+            finish(acc, den, output[index][r0:r1], masked_rows, v[kv], draws, dropout_p)
+            if lse is not None:  # sum_j exp(s_ij - max_i) = den_i, the max in the buffer m_run
+                log_sum_exp(tiles.safe_base(r1 - r0), den, to_natural, lse[index][r0:r1])
 
     parallel = dropout_p == 0.0 and cores() > 1 and L * S * math.prod(lead) >= PARALLEL_MIN
     if parallel:  # at least one task per core: chunks of ceil(L / n) rows when there are few
@@ -450,6 +481,18 @@ def chunked_output(
         share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
     detail += f"; {workers} threads (this one included), OpenBLAS on one thread"
     return output, lse, detail
+
+
+def safe_ranges(i0: int, i1: int, rows: np.ndarray | None, plan) -> list[tuple[int, int]]:
+    """The row ranges the safe pass redoes for `rows` (sorted; None: all of i0:i1): the smallest
+    range holding them, or for a flex call with a block mask one per query block holding some
+    (a range over many blocks would compute every key tile any of its rows sees)."""
+    if rows is None:
+        rows = np.arange(i0, i1)
+    if plan is None or plan.block_mask is None:
+        return [(int(rows[0]), int(rows[-1]) + 1)]
+    cuts = np.flatnonzero(np.diff(rows // plan.block_mask.block_size[0])) + 1
+    return [(int(run[0]), int(run[-1]) + 1) for run in np.split(rows, cuts)]
 
 
 def _row_norms(a: np.ndarray) -> np.ndarray:

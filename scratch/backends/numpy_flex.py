@@ -7,9 +7,10 @@ Python call per cell: slow beyond a few thousand cells). Two kernels:
 
 - `explicit`: the whole (B, H, L, S) score matrix, score_mod and mask on all of it.
 - `chunked` (the default): numpy_chunked's kernel, query chunks x key tiles, visiting only the
-  tiles the block mask lists (its mask_mod evaluated only on tiles not marked full); a chunk
-  of query blocks that each see the same number of key blocks, one further each time (a
-  window's band), goes in one batched pass over exactly those tiles.
+  tiles the block mask lists (its mask_mod evaluated only on tiles not marked full); within a
+  chunk, runs of query blocks that each see the same number of key blocks, one further each
+  time (a window's band), go in batched passes over exactly those tiles, the other rows tile
+  by tile, one query block at a time (numpy_flex_plan.FlexPlan.bands).
 A row that sees no key and has no sink gives output 0 and lse -inf; a learned sink adds
 exp(sink[h]) to each row's denominator (no value) and is counted in the lse.
 `create_block_mask` (numpy_flex_plan) makes the BlockMask by NumPy row bands: at L = 16384 the
@@ -28,15 +29,18 @@ from ..validate import check_flag, check_hook, check_scale
 from ..variants.base import check_sizes
 from ..variants.sinks import sink_logits
 from .numpy_backward import _array, _dtype
-from .numpy_chunked import KEY_BLOCK, chunked_output
+from .numpy_chunked import KEY_BLOCK, _row_norms, chunked_output
 from .numpy_flex_plan import FlexPlan, create_block_mask
 
 KERNELS = ("chunked", "explicit")
-# Query rows per chunk when a block mask skips tiles (1024 without one). Window of 256 keys at
-# L = 16384, float32, CPU time of a call on this 2-core host (loaded): chunks of 256, 512,
-# 1024, 2048 rows took 36, 32, 33, 42 ms with the band pass (numpy_chunked.band_pass); 512
-# also keeps the first chunk (rows that see fewer keys: no band, tiles) small.
-FLEX_CHUNK = 512
+# Query rows per chunk when a block mask skips tiles (1024 without one): a chunk is one task
+# for a worker thread (at L = 16384 on 2 cores the kernel makes it ceil(L / 2) = 8192: one task
+# per core), its fixed costs paid once per chunk; band_pass works on BAND_ROWS rows at a time
+# and the tiles on at most QUERY_CHUNK rows, whatever the chunk. Window of 256 keys at
+# L = 16384, float32, this 2-core host idle, best of 15 calls (BAND_ROWS 1024): chunks of
+# 8192 (2 tasks) 14.7 and 14.8 ms, 4096 (4 tasks) 15.3 and 16.3 ms; 4096 with the last 8192
+# rows in chunks of 1024 (10 tasks) 17.8 and 17.7 ms where 4 tasks took 16.8 and 16.1 ms.
+FLEX_CHUNK = 8192
 
 
 class FlexProblem:
@@ -44,9 +48,15 @@ class FlexProblem:
 
     def __init__(self, query, key, value, score_mod, block_mask, scale, enable_gqa, sinks):
         dtype = _dtype(None, query, key, value)
-        self.q, self.k, self.v = (
-            _array(x, name, dtype) for x, name in ((query, "query"), (key, "key"), (value, "value"))
-        )
+        self.q = _array(query, "query", dtype)
+        self.k = _array(key, "key", dtype, finite=False)
+        # the chunked kernel's bound needs each key row's norm: finite when the row is (float32
+        # overflow is redone in float64), so they check key in the pass that makes them; only
+        # where one is not (or float64 overflowed) is key itself read again
+        self.k_norm = _row_norms(self.k).max(axis=-1)  # (..., Hkv)
+        if not np.isfinite(self.k_norm).all() and not np.all(np.isfinite(self.k)):
+            raise ValueError("key: expected finite numbers, found inf or NaN")
+        self.v = _array(value, "value", dtype)
         for name, x in (("query", self.q), ("key", self.k), ("value", self.v)):
             if x.ndim != 4:
                 raise ValueError(f"{name}: expected 4 dims (B, H, seq, dim), found shape {x.shape}")
@@ -146,13 +156,16 @@ def explicit(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:
     return weights @ x.repeat_kv(x.v), lse
 
 
-def chunked(x: FlexProblem, chunk: int | None, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """(output, lse) by numpy_chunked's kernel, visiting only the block mask's tiles."""
+def chunked(
+    x: FlexProblem, chunk: int | None, block: int, lse: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(output, lse) by numpy_chunked's kernel, visiting only the block mask's tiles (lse None
+    when not asked for: the kernel then skips it)."""
     if chunk is None:
         chunk = 1024 if x.plan.block_mask is None else FLEX_CHUNK
-    options = Options(return_lse=True)  # masked_rows "zero": a row seeing nothing gives 0
+    options = Options(return_lse=lse)  # masked_rows "zero": a row seeing nothing gives 0
     output, lse, _ = chunked_output(
-        x.q, x.k, x.v, x.scale, None, options, None, x.group, chunk, block, plan=x.plan
+        x.q, x.k, x.v, x.scale, None, options, None, x.group, chunk, block, x.plan, x.k_norm
     )
     return output, lse
 
@@ -180,7 +193,7 @@ def flex_attention(
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
     check_flag(return_lse, "return_lse")
     x = FlexProblem(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
-    output, lse = explicit(x) if kernel == "explicit" else chunked(x, chunk, block)
+    output, lse = explicit(x) if kernel == "explicit" else chunked(x, chunk, block, return_lse)
     return (output, lse) if return_lse else output
 
 

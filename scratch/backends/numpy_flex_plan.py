@@ -27,6 +27,7 @@ Part = tuple[int, int, int, int, bool]
 Tile = tuple[int, int, tuple[Part, ...]]  # keys [j0, j1) and its parts not all seen
 UNSEEN_BYTES = 64 << 20  # create_block_mask keeps the partial tiles' cells up to this size
 TILE_BYTES = 64 << 20  # ... and the kernels' tiles made of them, up to this size
+BAND_SHAPES = 8  # distinct band cells shared between chunks (a window has one)
 
 
 @dataclass(frozen=True)
@@ -193,16 +194,19 @@ class FlexPlan:
         return self.tile_unseen(b, h, i0, j0, s, parts, "keep")
 
     def bands(self, b: int, h: int, i0: int, i1: int, S: int, dtype: np.dtype):
-        """(lo, W, cells) when rows i0:i1 are whole query blocks each seeing W keys that start
-        one block further for each block (a window's band): block t of the rows sees keys
-        lo + t * bq .. + W, and cells (T, bq, W) is its keep array (1 / 0 in dtype; without a
-        score_mod) or its unseen bools (with one). None when the rows are not such a band or
-        the block mask did not keep the partial tiles' cells. Kept with the block mask."""
+        """Rows i0:i1 cut into runs (r0, r1, band) when some of them form a band; None when none
+        do, or the block mask is not an ArrayBlockMask (nowhere to keep the runs) or has
+        tiles that are not square. Kept with the block mask.
+
+        band (lo, W, cells): the whole query blocks of r0:r1, two or more, each see W keys
+        starting one block further for each block (a window's band): block t sees keys
+        lo + t * bq .. + W; cells (T, bq, W) is its keep array (1 / 0 in dtype; without a
+        score_mod) or its unseen bools (with one), (1, bq, W) when every block's cells are
+        alike (a window's are). band None: rows the tiles compute, one query block at a time
+        (or blocks that see the same key blocks) so that no tile outside the block mask is
+        computed: a window's first blocks, which see fewer keys, a block alone."""
         bm = self.block_mask
         if not self.kept_tiles or bm.block_size[0] != bm.block_size[1]:
-            return None
-        n = bm.block_size[0]
-        if i0 % n or (i1 - i0) % n:
             return None
         kind = "cells" if self.score is not None else "keep"
         key = ("band", b, h, i0, i1, kind, np.dtype(dtype).str)
@@ -214,27 +218,71 @@ class FlexPlan:
         """bands(), worked out from the block mask's lists and kept cells."""
         bm = self.block_mask
         n, (mb, mh) = bm.block_size[0], bm.shape[:2]
-        rows = bm.kv_blocks[b if mb > 1 else 0][h if mh > 1 else 0][i0 // n : i1 // n]
-        first = [kb for kb, _ in rows[0]]
-        m = len(first)
-        if not m or first != list(range(first[0], first[0] + m)):
+        lists = bm.kv_blocks[b if mb > 1 else 0][h if mh > 1 else 0]
+        runs: list[list[int]] = []  # [first block, end block, its first key block, key blocks]
+        for qb in range(-(-i0 // n), i1 // n):  # the whole query blocks within i0:i1
+            kbs = [kb for kb, _ in lists[qb]]
+            m = len(kbs)
+            if not m or kbs != list(range(kbs[0], kbs[0] + m)) or (kbs[0] + m) * n > S:
+                continue  # no keys, a gap, or the last key block cut short: tiles
+            last = runs[-1] if runs else None
+            if last and last[1] == qb and last[2] + qb - last[0] == kbs[0] and last[3] == m:
+                last[1] = qb + 1
+            else:
+                runs.append([qb, qb + 1, kbs[0], m])
+        bands = {}  # first query block of a band -> (its end block, (lo, W, cells))
+        for qb0, qb1, kb0, m in runs:
+            if qb1 - qb0 > 1:  # a block alone stays with the tiles
+                cells = self._band_cells(lists, b, h, qb0, qb1, m, dtype, kind)
+                bands[qb0] = (qb1, (kb0 * n, m * n, cells))
+        if not bands:
             return None
-        lo, width = first[0] * n, m * n
-        if lo + (len(rows) - 1) * n + width > S:
-            return None  # the last key block is cut short: not a band
-        unseen = np.zeros((len(rows), n, width), dtype=bool)  # (T, bq, W)
-        for t, tiles in enumerate(rows):
-            if [kb for kb, _ in tiles] != list(range(first[0] + t, first[0] + t + m)):
-                return None
-            for c, (kb, full) in enumerate(tiles):
-                if not full:
-                    r0 = i0 + t * n
-                    kept = self.kept(b, h, r0, r0 + n, kb * n, kb * n + n)
-                    if kept is None:
-                        return None
-                    unseen[t, :, c * n : c * n + n] = kept
+        # the other rows by query block, so the tiles compute only each block's own key blocks
+        # (adjacent blocks that see the same key blocks go together)
+        segments: list[tuple] = []  # (r0, r1, band) or (r0, r1, None, the rows' key blocks)
+        qb = i0 // n
+        while qb * n < i1:
+            if qb in bands:
+                qb1, band = bands[qb]
+                segments.append((qb * n, qb1 * n, band))
+                qb = qb1
+                continue
+            r0, r1, kbs = max(i0, qb * n), min(i1, qb * n + n), [kb for kb, _ in lists[qb]]
+            last = segments[-1] if segments else None
+            if last and last[2] is None and last[1] == r0 and last[3] == kbs:
+                segments[-1] = (last[0], r1, None, kbs)
+            else:
+                segments.append((r0, r1, None, kbs))
+            qb += 1
+        return tuple(segment[:3] for segment in segments)
+
+    def _band_cells(self, lists, b, h, qb0, qb1, m, dtype, kind) -> np.ndarray:
+        """The cells of query blocks qb0:qb1's band of m key blocks each, (T, bq, W), or
+        (1, bq, W) when alike for every block (one array shared by every chunk that has it):
+        from the block mask's kept cells, or where it kept none for this (b, h) (a broadcast
+        block mask's other heads) from its mask_mod."""
+        n = self.block_mask.block_size[0]
+        unseen = np.zeros((qb1 - qb0, n, m * n), dtype=bool)  # (T, bq, W)
+        for t in range(qb1 - qb0):
+            r0 = (qb0 + t) * n
+            for c, (kb, full) in enumerate(lists[qb0 + t]):
+                if full:
+                    continue
+                kept = self.kept(b, h, r0, r0 + n, kb * n, kb * n + n)
+                if kept is None:
+                    rows, cols = np.arange(r0, r0 + n)[:, None], np.arange(kb * n, kb * n + n)
+                    kept = np.logical_not(self.mask(b, h, rows, cols[None, :], np))
+                unseen[t, :, c * n : c * n + n] = kept
+        if (unseen == unseen[:1]).all():
+            unseen = unseen[:1]  # (1, bq, W): read from cache by every block, not T copies
         cells = unseen if kind == "cells" else np.where(unseen, dtype.type(0), dtype.type(1))
-        return lo, width, cells
+        shared = self.block_mask.tiles.setdefault(("band cells", kind, dtype.str), [])
+        for other in shared:
+            if other.shape == cells.shape and np.array_equal(other, cells):
+                return other
+        if len(shared) < BAND_SHAPES:
+            shared.append(cells)
+        return cells
 
     def visit(self, b: int, h: int, i0: int, j0: int, shape: tuple[int, int]) -> None:
         """Note a tile computed (when `record` is a list: the tests and the bench count them)."""
