@@ -66,3 +66,25 @@ def test_the_goals_are_a_plugin_never_in_the_default_table():
     assert goal_set.name == "flex" and "16384" in goal_set.what
     line = plugins.goal_lines((goal_set,), full=False)[0]
     assert line[1] == "not measured"
+
+
+@pytest.mark.parametrize("L", [256, 700, 1024, 2048, 2500])
+def test_causal_cells_are_the_cells_the_causal_kernel_computes(L, monkeypatch):
+    """The goal's reference counts what numpy_chunked's fast pass really computes: every tile's
+    scores are counted as the kernel asks for them (rows skipped above the diagonal included);
+    rows the safe pass redoes (found: row 0, whose one score may be negative) add a cell or so."""
+    from scratch.backends import get, numpy_chunked
+
+    seen = []
+    scores = numpy_chunked._Tiles.scores
+
+    def counting(self, i0, i1, j0, j1):
+        seen.append((i1 - i0) * (j1 - j0))
+        return scores(self, i0, i1, j0, j1)
+
+    monkeypatch.setattr(numpy_chunked._Tiles, "scores", counting)
+    rng = np.random.default_rng(L)
+    q, k, v = (rng.standard_normal((1, 1, L, 16), dtype=np.float32) for _ in range(3))
+    get("numpy").scaled_dot_product_attention(q, k, v, is_causal=True, need_weights=False)
+    extra = sum(seen) - flex_goal.causal_cells(L)
+    assert 0 <= extra <= 16, extra  # the safe pass redoes a top row or two (row 0: one cell)

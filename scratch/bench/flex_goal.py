@@ -13,7 +13,8 @@ Goals: the window call <= 1.5x (causal time x the fraction of the causal kernel'
 window kernel computes: the work of the tiles it must compute), and <= 1.25x torch's time.
 Cells: the window kernel's are counted (FlexPlan.record, one untimed call; rows its fast pass
 hands to the safe pass count again); the causal kernel's follow its loop (numpy_chunked: each
-query chunk i0:i1 computes keys 0 .. i1 - 1).
+query chunk i0:i1 computes keys 0 .. i1 - 1, a key block crossing the diagonal from its first
+row that sees one of its keys; a test counts the kernel's own cells against it).
 """
 
 from __future__ import annotations
@@ -34,14 +35,23 @@ CAUSAL_ROW = "numpy chunked, full causal"
 
 
 def causal_cells(L: int) -> int:
-    """Score cells numpy_chunked computes for L x L causal: chunk i0:i1 visits keys 0..i1-1."""
-    from scratch.backends.numpy_chunked import PARALLEL_MIN, QUERY_CHUNK
+    """Score cells numpy_chunked's fast pass computes for L x L causal: chunk i0:i1 visits key
+    blocks up to key i1 - 1; a block crossing the diagonal starts at its first row that sees
+    one of its keys (row j0: the rows above see none of them)."""
+    from scratch.backends.numpy_chunked import KEY_BLOCK, PARALLEL_MIN, QUERY_CHUNK
     from scratch.backends.numpy_threads import cores
 
-    chunk = min(QUERY_CHUNK, L)
+    chunk, block = min(QUERY_CHUNK, L), min(KEY_BLOCK, L)
     if cores() > 1 and L * L >= PARALLEL_MIN:  # the kernel's own rule: a task per core at least
         chunk = min(chunk, -(-L // cores()))
-    return sum((min(L, i0 + chunk) - i0) * min(L, i0 + chunk) for i0 in range(0, L, chunk))
+    cells = 0
+    for i0 in range(0, L, chunk):
+        i1 = min(L, i0 + chunk)
+        for j0 in range(0, i1, block):
+            j1 = min(i1, j0 + block)
+            whole = j1 - 1 <= i0  # every row of the chunk sees the block's last key
+            cells += (i1 - (i0 if whole else max(i0, j0))) * (j1 - j0)
+    return cells
 
 
 def torch_flex(q, k, v, variant, L: int, compile: bool):
