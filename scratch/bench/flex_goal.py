@@ -40,17 +40,18 @@ def causal_cells(L: int) -> int:
     one of its keys (row j0: the rows above see none of them)."""
     from scratch.backends.numpy_chunked import KEY_BLOCK, PARALLEL_MIN, QUERY_CHUNK
     from scratch.backends.numpy_threads import cores
+    from scratch.variants import Causal
 
     chunk, block = min(QUERY_CHUNK, L), min(KEY_BLOCK, L)
     if cores() > 1 and L * L >= PARALLEL_MIN:  # the kernel's own rule: a task per core at least
         chunk = min(chunk, -(-L // cores()))
-    cells = 0
+    causal, cells = Causal.aligned("top-left", L, L), 0
     for i0 in range(0, L, chunk):
         i1 = min(L, i0 + chunk)
-        for j0 in range(0, i1, block):
+        for j0 in range(0, causal.keys_seen(i0, i1, L), block):
             j1 = min(i1, j0 + block)
-            whole = j1 - 1 <= i0  # every row of the chunk sees the block's last key
-            cells += (i1 - (i0 if whole else max(i0, j0))) * (j1 - j0)
+            whole = causal.sees_whole_tile(range(i0, i1), range(j0, j1))
+            cells += (i1 - (i0 if whole else max(i0, causal.first_query(j0)))) * (j1 - j0)
     return cells
 
 

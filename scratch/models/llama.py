@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.numpy_threads import cores, share, single_threaded_blas
+from ..variants import Causal
 from .config import Config
-from .layers import head_attention
 
 PAIRING = "half"  # how features pair for rotation once the GGUF reader has unpermuted q and k
 BLOCKS_PER_CORE = 2  # blocks of output features per core in each product (balance under load)
@@ -106,7 +106,8 @@ def _step(
     heads = lambda m, n: m.reshape(T, n, d).transpose(1, 0, 2)  # noqa: E731 (T, n*d) -> (n, T, d)
     cos, sin = angles(positions, d, c.rope_base)  # (T, d/2) each, shared by every layer
     h = w["token_embd.weight"][ids]  # (T, d_model)
-    attentions, inputs, ks, vs = [], [], [], []
+    attentions = np.empty((c.layers, H, T, past + T))  # every layer's weights, written in place
+    inputs, ks, vs = [], [], []
     for n in range(c.layers):
         p = f"blk.{n}."
         x = rms_norm(h, w[p + "attn_norm.weight"], c.eps)  # (T, d_model)
@@ -120,30 +121,40 @@ def _step(
             v = np.concatenate([cache.v[n], v], axis=1)
         ks.append(k)
         vs.append(v)
-        weights, context = _attention(c, q, k, v)  # (H, T, S), (T, H d)
-        attentions.append(weights)
+        context = _attention(c, q, k, v, attentions[n])  # (T, H d); weights (H, T, S)
         h = h + linear(context, w[p + "attn_output.weight"])  # (T, d_model)
         m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps)  # (T, d_model)
         h = h + linear(_swiglu(m, w[p + "ffn_gate_up.weight"]), w[p + "ffn_down.weight"])
     h = rms_norm(h, w["output_norm.weight"], c.eps)  # (T, d_model)
     logits = linear(h, w["token_embd.weight"])  # the head tied to the token table: (T, vocab)
-    return np.stack(attentions), inputs, logits, Cache(tuple(ks), tuple(vs))
+    return attentions, inputs, logits, Cache(tuple(ks), tuple(vs))
 
 
-def _attention(c: Config, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple:
-    """Causal attention of q (H, T, d) over k, v (G, S, d), the heads shared among the cores:
-    (weights (H, T, S), context (T, H d))."""
+def _attention(
+    c: Config, q: np.ndarray, k: np.ndarray, v: np.ndarray, weights: np.ndarray
+) -> np.ndarray:
+    """Causal attention of q (H, T, d) over k, v (G, S, d), written into weights (H, T, S), the
+    heads shared among the cores: the context (T, H d)."""
     H, T, d = q.shape
-    weights = np.empty((H, T, k.shape[1]))
+    S = k.shape[1]
+    seen = Causal.aligned("bottom-right", T, S).tile(range(T), range(S))  # (T, S): query i at S-T+i
+    hidden = ~seen
+    scale = 1.0 / math.sqrt(d)
     context = np.empty((T, H, d))
 
     def work(head: int) -> None:
-        g = kv_head(c, head)
-        w, o = head_attention(q[head : head + 1], k[g : g + 1], v[g : g + 1], True, None)
-        weights[head], context[:, head] = w[0], o[0]  # (T, S), (T, d)
+        g, s = kv_head(c, head), weights[head]  # s: this head's (T, S) scores, then weights
+        np.matmul(q[head], k[g].T, out=s)  # (T, d) @ (d, S) -> (T, S)
+        s *= scale
+        np.copyto(s, -np.inf, where=hidden)
+        s -= s.max(axis=1, keepdims=True)  # subtract the row max: no overflow
+        np.exp(s, out=s, where=seen)  # hidden cells skip exp(-inf), NumPy's slow path ...
+        np.copyto(s, 0.0, where=hidden)  # ... and weigh 0
+        s /= s.sum(axis=1, keepdims=True)
+        np.matmul(s, v[g], out=context[:, head])  # (T, S) @ (S, d) -> (T, d)
 
     share(list(range(H)), cores(), work)
-    return weights, context.reshape(T, H * d)
+    return context.reshape(T, H * d)
 
 
 def _swiglu(m: np.ndarray, w_gate_up: np.ndarray) -> np.ndarray:
