@@ -3,10 +3,13 @@
 `python -m scratch.bench --plugin scratch.bench.smollm2_goal --only smollm2` (`make bench` loads
 it): load + dequantize (<= 5 s), a 128-token run (<= 2 s) and one generation step with the
 key/value cache (<= 0.2 s), each in NumPy float64 and each against transformers' float64
-LlamaForCausalLM on the same host, timed in alternating rounds (one, then the other) so that
-other processes slow both alike; the goal is also "not slower than transformers". Both sides
-return the attention weights (transformers: eager attention, output_attentions=True); both use
-this package's tokenizer ids. The peak memory (RSS growth) of each load is stated.
+LlamaForCausalLM on the same host. The run and the step are timed like every goal group
+(timing.measure_alternating): one call of each per round, which goes first alternating, each
+call 20 ms after the one before (torch's OpenMP threads spin for a while after a call) and each
+round after up to a second's wait for other processes to go idle, so load slows both alike.
+The goal is also "not slower than transformers". Both sides return the attention weights
+(transformers: eager attention, output_attentions=True); both use this package's tokenizer ids.
+The peak memory (RSS growth) of each load is stated.
 """
 
 from __future__ import annotations
@@ -14,14 +17,15 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable
 
+from scratch.bench.host import LOAD_WAIT_S
 from scratch.bench.memory import format_bytes, peak_growth
 from scratch.bench.plugins import Goal, GoalSet
+from scratch.bench.timing import measure_alternating
 
 LOAD_GOAL_S, RUN_GOAL_S, STEP_GOAL_S = 5.0, 2.0, 0.2
 RUN_TOKENS = 128
-LOAD_ROUNDS, RUN_ROUNDS, STEP_ROUNDS = 2, 7, 15  # transformers' load (~15 s) is timed once
+LOAD_ROUNDS, RUN_ROUNDS, STEP_ROUNDS = 2, 8, 16  # transformers' load (~15 s) is timed once
 TEXT = (
     "Attention lets each token of a sentence look back at the tokens before it, weigh them "
     "and mix their values into its own row. A decoder does this in every layer and every head, "
@@ -32,13 +36,6 @@ NAMES = (
     f"SmolLM2 {RUN_TOKENS}-token run <= {RUN_GOAL_S:g} s, not slower than transformers float64",
     f"SmolLM2 one cached generation step <= {STEP_GOAL_S:g} s, not slower than transformers",
 )
-
-
-def _seconds(fn: Callable[[], object]) -> float:
-    """Wall-clock seconds of one call."""
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def _line(name: str, goal_s: float, ours: list[float], theirs: list[float], extra: str) -> Goal:
@@ -81,7 +78,7 @@ def _transformers_load(path: object) -> object:
     return hf.eval().requires_grad_(False)
 
 
-def smollm2_goals() -> list[Goal]:
+def smollm2_goals(load_wait_s: float | None = LOAD_WAIT_S) -> list[Goal]:
     """The three goal lines, measured (about a minute), or why not."""
     try:
         import torch
@@ -123,30 +120,34 @@ def smollm2_goals() -> list[Goal]:
     text = _text(model)
     ids = model.tokenize(text)[1]
     x = torch.tensor([ids])
-    runs: dict[str, list[float]] = {"ours": [], "theirs": []}
     with torch.no_grad():
-        for _ in range(RUN_ROUNDS):
-            runs["ours"].append(_seconds(lambda: model.run(text)))
-            runs["theirs"].append(_seconds(lambda: hf(x, output_attentions=True)))
+        ours, theirs = measure_alternating(
+            RUN_TOKENS,
+            [("numpy", lambda: model.run(text), "n/a"),
+             ("transformers", lambda: hf(x, output_attentions=True), "n/a")],
+            RUN_ROUNDS, load_wait_s,
+        )  # fmt: skip
+    runs = {"ours": ours.times, "theirs": theirs.times}
     lines.append(_line(NAMES[1], RUN_GOAL_S, runs["ours"], runs["theirs"], ""))
 
     _, _, logits, cache = llama.step(model.config, model.weights, ids)
     new = [int(logits[-1].argmax())]
-    steps: dict[str, list[float]] = {"ours": [], "theirs": []}
     with torch.no_grad():
         out = hf(x, use_cache=True)
         past = out.past_key_values
         token = torch.tensor([new])
-        for _ in range(STEP_ROUNDS):
-            steps["ours"].append(
-                _seconds(lambda: llama.step(model.config, model.weights, new, cache))
-            )
-            steps["theirs"].append(
-                _seconds(
-                    lambda: hf(token, past_key_values=past, use_cache=True, output_attentions=True)
-                )
-            )
-            past.crop(-1)  # back to the prompt's RUN_TOKENS entries
+
+        def their_step() -> None:
+            hf(token, past_key_values=past, use_cache=True, output_attentions=True)
+            past.crop(-1)  # back to the prompt's RUN_TOKENS entries (views: microseconds)
+
+        ours, theirs = measure_alternating(
+            RUN_TOKENS,
+            [("numpy", lambda: llama.step(model.config, model.weights, new, cache), "n/a"),
+             ("transformers", their_step, "n/a")],
+            STEP_ROUNDS, load_wait_s,
+        )  # fmt: skip
+    steps = {"ours": ours.times, "theirs": theirs.times}
     where = f" (the step after {RUN_TOKENS} tokens)"
     lines.append(_line(NAMES[2], STEP_GOAL_S, steps["ours"], steps["theirs"], where))
     return lines
