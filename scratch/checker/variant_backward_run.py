@@ -20,7 +20,7 @@ from ..tolerance import UNIT_ROUNDOFF, ulp
 from .arrays import Arrays
 from .cases import gauss
 from .diagnosis import structural_score
-from .report import CaseResult, CheckReport, shape_text
+from .report import CheckReport
 from .run import (
     FLOOR_ULPS,
     RULE_FACTOR,
@@ -32,11 +32,10 @@ from .run import (
 )
 from .variant_cases import VariantCase, variant_cases
 from .variant_diagnosis import mask_candidates, score_candidates
-from .variant_keywords import NoKeyword, keywords
 from .variant_numpy import Planted, allowed
 from .variant_numpy_backward import GRADS, grads
 from .variant_prepare import SANE, prepare_variant, rounded, truth_inputs
-from .variant_run import variant_settings
+from .variant_run import start_variant_case, variant_settings
 
 _CACHE: dict = {}
 SOFTCAP_GRAD = (
@@ -125,20 +124,10 @@ def check_variants_backward(
 
 def run_case(fn, case, arrays: Arrays, dtype: str, seed: int, style: str, accepts):
     """One case: call the backward, compare each gradient, diagnose."""
-    result = CaseResult(
-        case.name, shape_text(case.q, case.k, case.v), case.options(), dtype, "fail"
-    )
-    result.features = case.features()
     made = prepare_backward(case, dtype, seed)
     prep = made["prep"]
-    try:
-        kw = keywords(case, prep, arrays, dtype, style, accepts)
-    except NoKeyword as exc:
-        result.status, result.message = "unsupported", str(exc)
-        return result
-    missing = [w for w in kw if accepts is not None and w not in accepts]
-    if missing:
-        result.status, result.message = "unsupported", f"fn takes no {missing[0]} keyword"
+    result, kw = start_variant_case(case, prep, arrays, dtype, style, accepts)
+    if kw is None:
         return result
     d = prep.data
     args = tuple(arrays.make(x.tolist(), dtype) for x in (d.q, d.k, d.v, made["d_out"]))

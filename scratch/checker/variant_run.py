@@ -80,21 +80,32 @@ def variant_settings(fn, name: str, style, array, dtype, device, seed, require) 
     return style, dtype, required, arrays
 
 
-def run_case(fn, case: VariantCase, arrays: Arrays, dtype: str, seed: int, style: str, accepts):
-    """One case: the keywords of fn's style, the call, the comparison, a diagnosis."""
+def start_variant_case(
+    case: VariantCase, prep, arrays: Arrays, dtype: str, style: str, accepts
+) -> tuple[CaseResult, dict | None]:
+    """A variant case's result and the keywords of fn's style for it; None instead of the
+    keywords (the result 'unsupported', saying why) when fn cannot be given the variant."""
     result = CaseResult(
         case.name, shape_text(case.q, case.k, case.v), case.options(), dtype, "fail"
     )
     result.features = case.features()
-    prep = prepare_variant(case, dtype, seed)
     try:
         kw = keywords(case, prep, arrays, dtype, style, accepts)
     except NoKeyword as exc:
         result.status, result.message = "unsupported", str(exc)
-        return result
+        return result, None
     missing = [w for w in kw if accepts is not None and w not in accepts]
     if missing:
         result.status, result.message = "unsupported", f"fn takes no {missing[0]} keyword"
+        return result, None
+    return result, kw
+
+
+def run_case(fn, case: VariantCase, arrays: Arrays, dtype: str, seed: int, style: str, accepts):
+    """One case: the keywords of fn's style, the call, the comparison, a diagnosis."""
+    prep = prepare_variant(case, dtype, seed)
+    result, kw = start_variant_case(case, prep, arrays, dtype, style, accepts)
+    if kw is None:
         return result
     d = prep.data
     args = tuple(arrays.make(x.tolist(), dtype) for x in (d.q, d.k, d.v))
