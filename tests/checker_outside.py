@@ -10,6 +10,7 @@ tests/test_check_outside.py (seeds 0-1 / 0-2) and tests/checker_outside_sweep.py
 from __future__ import annotations
 
 import functools
+from collections import Counter
 
 from tests import outside_kernels as ok
 
@@ -151,3 +152,13 @@ def outcome(report, words: str | None) -> str:
     if words is not None and all(words in n for n in names):
         return "named"
     return "misnamed"
+
+
+def print_mistake_rows(rows: dict, names: dict, n: int) -> None:
+    """A sweep's row per planted mistake (caught, named, unnamed, misnamed of n seeds) and the
+    three commonest wrong names of each."""
+    for name, c in rows.items():
+        caught = n - c["passed"]
+        print(f"{name:<42} {caught:>6} {c['named']:>5} {c['unnamed']:>7} {c['misnamed']:>8}")
+        for words, times in names.get(name, Counter()).most_common(3):
+            print(f"    misnamed {times}x: {words[:150]}")

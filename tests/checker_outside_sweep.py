@@ -16,7 +16,14 @@ import time
 from collections import Counter
 
 from scratch.checker import check, check_backward
-from tests.checker_outside import BACKWARD, CORRECT, CORRECT_BACKWARD, FORWARD, outcome
+from tests.checker_outside import (
+    BACKWARD,
+    CORRECT,
+    CORRECT_BACKWARD,
+    FORWARD,
+    outcome,
+    print_mistake_rows,
+)
 
 
 def main(first: int = 0, end: int = 50, cases: str = "standard", only: str = "") -> int:
@@ -53,11 +60,7 @@ def main(first: int = 0, end: int = 50, cases: str = "standard", only: str = "")
     n = end - first
     print(f"seeds {first}..{end - 1} ({n}), cases={cases}")
     print(f"{'mistake':<42} caught named unnamed misnamed")
-    for name, c in rows.items():
-        caught = n - c["passed"]
-        print(f"{name:<42} {caught:>6} {c['named']:>5} {c['unnamed']:>7} {c['misnamed']:>8}")
-        for words, times in names.get(name, Counter()).most_common(3):
-            print(f"    misnamed {times}x: {words[:150]}")
+    print_mistake_rows(rows, names, n)
     kernels = len(CORRECT) + len(CORRECT_BACKWARD)
     print(f"false alarms: {dict(alarms) or 'none'} over {kernels} correct kernels")
     bad = any(c["passed"] or c["misnamed"] for c in rows.values()) or alarms

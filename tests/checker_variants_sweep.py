@@ -18,7 +18,7 @@ import time
 from collections import Counter
 
 from scratch.checker import check_variants, check_variants_backward
-from tests.checker_outside import outcome
+from tests.checker_outside import outcome, print_mistake_rows
 from tests.checker_variants import BACKWARD_CORRECT, BACKWARD_MISTAKES, CORRECT, MISTAKES
 
 
@@ -52,11 +52,7 @@ def main(first: int = 0, end: int = 200, only: str = "") -> int:
     print(f"seeds {first}..{end - 1} ({n})")
     if rows:
         print(f"{'planted mistake':<42} caught named unnamed misnamed")
-    for name, c in rows.items():
-        caught = n - c["passed"]
-        print(f"{name:<42} {caught:>6} {c['named']:>5} {c['unnamed']:>7} {c['misnamed']:>8}")
-        for words, times in names.get(name, Counter()).most_common(3):
-            print(f"    misnamed {times}x: {words[:150]}")
+    print_mistake_rows(rows, names, n)
     if only != "mistakes":
         print(f"false alarms: {dict(alarms) or 'none'} over {len(correct)} correct kernels")
     bad = any(c["passed"] or c["misnamed"] for c in rows.values()) or alarms
