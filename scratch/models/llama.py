@@ -105,6 +105,7 @@ def _step(
     positions = np.arange(past, past + T, dtype=np.float64)  # the new tokens' true positions
     heads = lambda m, n: m.reshape(T, n, d).transpose(1, 0, 2)  # noqa: E731 (T, n*d) -> (n, T, d)
     cos, sin = angles(positions, d, c.rope_base)  # (T, d/2) each, shared by every layer
+    seen = Causal.aligned("bottom-right", T, past + T).tile(range(T), range(past + T))  # (T, S)
     h = w["token_embd.weight"][ids]  # (T, d_model)
     attentions = np.empty((c.layers, H, T, past + T))  # every layer's weights, written in place
     inputs, ks, vs = [], [], []
@@ -121,7 +122,7 @@ def _step(
             v = np.concatenate([cache.v[n], v], axis=1)
         ks.append(k)
         vs.append(v)
-        context = _attention(c, q, k, v, attentions[n])  # (T, H d); weights (H, T, S)
+        context = _attention(c, q, k, v, seen, attentions[n])  # (T, H d); weights (H, T, S)
         h = h + linear(context, w[p + "attn_output.weight"])  # (T, d_model)
         m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps)  # (T, d_model)
         h = h + linear(_swiglu(m, w[p + "ffn_gate_up.weight"]), w[p + "ffn_down.weight"])
@@ -131,13 +132,12 @@ def _step(
 
 
 def _attention(
-    c: Config, q: np.ndarray, k: np.ndarray, v: np.ndarray, weights: np.ndarray
+    c: Config, q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, weights: np.ndarray
 ) -> np.ndarray:
-    """Causal attention of q (H, T, d) over k, v (G, S, d), written into weights (H, T, S), the
-    heads shared among the cores: the context (T, H d)."""
+    """Causal attention of q (H, T, d) over k, v (G, S, d), seen (T, S) the causal cells (query
+    i at S - T + i), written into weights (H, T, S), the heads shared among the cores: the
+    context (T, H d)."""
     H, T, d = q.shape
-    S = k.shape[1]
-    seen = Causal.aligned("bottom-right", T, S).tile(range(T), range(S))  # (T, S): query i at S-T+i
     hidden = ~seen
     scale = 1.0 / math.sqrt(d)
     context = np.empty((T, H, d))
