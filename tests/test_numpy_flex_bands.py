@@ -302,17 +302,27 @@ def test_rows_redone_by_the_safe_pass_go_block_by_block(fast):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_inf_and_nan_are_refused_naming_the_argument(dtype):
+@pytest.mark.parametrize("threads, L, E", [(1, 300, 8), (2, 301, 8), (2, 1025, 64), (3, 1025, 64)])
+def test_inf_and_nan_are_refused_naming_the_argument(dtype, threads, L, E, monkeypatch):
     """FlexProblem checks key through its row norms (which the chunked kernel's bound uses):
     an inf, -inf or NaN anywhere in query, key or value is refused naming it; the largest
-    finite numbers (whose squares overflow float32) are accepted."""
+    finite numbers (whose squares overflow float32) are accepted. From PARALLEL_CHECK elements
+    on, the cores share the reading (here 2 or 3 threads, each a share of the rows, the last
+    share one row longer): a bad number in any share is found, and the key norms equal one
+    thread's."""
+    monkeypatch.setattr(nf, "cores", lambda: threads)
     rng = np.random.default_rng(12)
-    fine = rng.standard_normal((1, 2, 300, 8)).astype(dtype)
+    fine = rng.standard_normal((1, 2, L, E)).astype(dtype)
+    parallel = 3 * fine.size >= nf.PARALLEL_CHECK
+    assert parallel == (E == 64)
     big = np.full_like(fine, np.finfo(dtype).max)
     nf.FlexProblem(big, big, big, None, None, None, False, None)
+    norms = nf.FlexProblem(fine, fine, fine, None, None, None, False, None).k_norm
+    assert np.array_equal(norms, numpy_chunked._row_norms(fine).max(axis=-1))
+    rows = {0, L // threads - 1, min(L - 1, L // threads), L // 2, L - 2, L - 1}  # shares' ends
     for name in ("query", "key", "value"):
         for bad in (np.inf, -np.inf, np.nan):
-            for cell in ((0, 0, 0, 0), (0, 1, 299, 7), (0, 1, 150, 3)):
+            for cell in [(0, 0, 0, 0), (0, 1, L - 1, E - 1)] + [(0, 1, r, 3) for r in sorted(rows)]:
                 x = fine.copy()
                 x[cell] = bad
                 arrays = [x if n == name else fine for n in ("query", "key", "value")]
