@@ -266,3 +266,31 @@ def test_incremental_equals_full_after_a_long_prompt(smol):
     for i, (step, row) in enumerate(zip(generation.attentions, generation.logits)):
         assert np.abs(step - attentions[:, :, T + i, : T + i + 1]).max() <= AGREE
         assert np.abs(row - logits[T + i - 1]).max() <= AGREE
+
+
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_few_tokens_go_to_openblas_threads_with_the_same_numbers(smol, tokens, monkeypatch):
+    """Under SHARED_ROWS tokens (a generation step after a 40-token prompt; a 5-token prompt)
+    no product or head is handed to our worker threads, and the attentions, logits and cache
+    equal what the shared blocks give within float64 rounding (the bounds of the test above;
+    OpenBLAS picks other kernels for one product than for its blocks)."""
+    ids = smol.tokenize(" ".join(TEXTS))[1][:40]
+    _, _, _, cache = llama.step(smol.config, smol.weights, ids)
+    new, past = (ids[:1], cache) if tokens == 1 else (ids[:tokens], None)
+    handed = []
+    share = llama.share
+
+    def counted(tasks, workers, work):
+        handed.append(workers)
+        return share(tasks, workers, work)
+
+    monkeypatch.setattr(llama, "share", counted)
+    few = llama.step(smol.config, smol.weights, new, past)
+    assert handed == [1] * smol.config.layers  # only the heads, on this thread
+    monkeypatch.setattr(llama, "SHARED_ROWS", 1)
+    shared = llama.step(smol.config, smol.weights, new, past)
+    assert len(handed) > 2 * smol.config.layers and max(handed) == llama.cores()
+    assert np.abs(few[0] - shared[0]).max() <= 1e-13
+    assert np.abs(few[2] - shared[2]).max() <= 1e-11
+    for a, b in zip(few[3].k + few[3].v, shared[3].k + shared[3].v):
+        assert np.abs(a - b).max() <= 1e-11
