@@ -18,7 +18,7 @@ from ..variants import Causal
 from .config import Config
 
 PAIRING = "half"  # how features pair for rotation once the GGUF reader has unpermuted q and k
-SHARED_ROWS = 32  # tokens from which products and heads are shared among our threads (see step)
+SHARED_ROWS = 2  # tokens from which products and heads are shared among our threads (see step)
 BLOCKS_PER_CORE = 2  # blocks of output features per core in each product (balance under load)
 
 
@@ -73,13 +73,15 @@ def step(
     shared among this process's cores in blocks, the heads likewise: on a busy machine
     OpenBLAS's own threads wait for each other (a 128-token run took 15 s instead of 3.4 s at
     load 15), and splitting the weights rather than the text's rows packs each weight once, not
-    once per core. Fewer tokens than SHARED_ROWS (a generation step, a short prompt) go to
-    OpenBLAS's own threads: each product is then small, and handing a block to our worker costs
-    a thread wake-up each time, where OpenBLAS's threads spin between calls. Measured idle on
-    the 2-core dev host, medians of 10-16 alternating rounds (the numbers agree within float64
-    rounding; a cached step's bit for bit on this host's OpenBLAS): a cached step after 128
-    tokens 59 ms against 95 ms; 8-32 tokens 0.85-0.93x the time; 64 tokens 0.95x; 128 tokens
-    level (0.98-1.00x)."""
+    once per core. A single new token (a generation step; fewer than SHARED_ROWS) goes to
+    OpenBLAS's own threads instead: its products are matrix-vector products, and handing a
+    block to our worker costs a thread wake-up each time, where OpenBLAS's threads spin between
+    calls. Measured on the 2-core dev host, a cached step after 128 tokens, medians of
+    alternating rounds in one process, the numbers bit for bit the same on this host's OpenBLAS:
+    idle 59 ms against 95 ms (16 rounds); beside two busy processes 152 against 168 ms; beside
+    six, 613 against 291 ms (spinning threads lose under heavy load). More tokens gain less
+    idle (8-32 tokens 0.85-0.93x the time, 64 0.95x, 128 level) and would lose as much loaded,
+    so they stay with our blocks."""
     if len(ids) < SHARED_ROWS:
         return _step(config, w, ids, cache)
     with single_threaded_blas():
