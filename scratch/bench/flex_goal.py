@@ -172,7 +172,7 @@ def measure_flex(
 
     rivals, cells, causal, why = flex_rows(L, window, compile)
     rows = measure_alternating(
-        L, rivals, runs, load_wait_s, budget_s=3.0, min_rounds=6, max_rounds=12
+        L, rivals, runs, load_wait_s, budget_s=6.0, min_rounds=12, max_rounds=24
     )
     return judge(rows, cells, causal, why, L, window)
 
