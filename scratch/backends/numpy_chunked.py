@@ -118,7 +118,6 @@ class _Tiles:
         self.tile = np.empty((chunk, width), dtype=dtype)  # one tile's p @ v
         self.acc = np.empty((chunk, width), dtype=dtype)  # running output (not yet divided)
         self.ones = np.ones(block, dtype=dtype)  # p @ 1 = the tile's row sums
-        self.row_ones = np.ones(width, dtype=dtype)  # acc @ 1: finite when all of acc's row is
         self.m_run, self.m_new, self.base, self.alpha, self.denom, self.part = (
             np.empty(chunk, dtype=dtype) for _ in range(6)
         )
@@ -259,9 +258,7 @@ class _Tiles:
                     off = None if offset is None else offset[part]
                     if not self.tile_pass(t0, t1, off, acc[part], den[part]):
                         return None
-        # a row of acc holds inf or NaN exactly when its sum does (a sum of finite terms that
-        # overflows only sends a good row to the safe pass): one product, not a (n, Ev) test
-        ok = np.isfinite(acc @ self.row_ones) & ((den >= 1) | self.fully_masked(i0, i1))
+        ok = np.isfinite(acc).all(axis=1) & ((den >= 1) | self.fully_masked(i0, i1))
         return acc, den, ok
 
     def tile_pass(self, i0, i1, offset, acc, den) -> bool:
