@@ -56,8 +56,13 @@ def _array(x: object, name: str, dtype: np.dtype, finite: bool = True) -> np.nda
         )
     arr = arr.astype(dtype, copy=False)
     if finite and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name}: expected finite numbers, found inf or NaN")
+        raise not_finite(name)
     return arr
+
+
+def not_finite(name: str) -> ValueError:
+    """The error for an argument holding inf or NaN."""
+    return ValueError(f"{name}: expected finite numbers, found inf or NaN")
 
 
 def _dtype(dtype: object, *inputs: object) -> np.dtype:

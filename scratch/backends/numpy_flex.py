@@ -28,7 +28,7 @@ from ..options import Options
 from ..validate import check_flag, check_hook, check_scale
 from ..variants.base import check_sizes
 from ..variants.sinks import sink_logits
-from .numpy_backward import _array, _dtype
+from .numpy_backward import _array, _dtype, not_finite
 from .numpy_chunked import KEY_BLOCK, _row_norms, chunked_output
 from .numpy_flex_plan import FlexPlan, create_block_mask
 from .numpy_threads import cores, share
@@ -71,13 +71,15 @@ def finite_with_key_norms(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.nda
             found[t] = bool(np.isfinite(rows).all())
 
     share(list(range(len(tasks))), min(parts, len(tasks)), check)
-    if not all(found[:parts]):
-        raise ValueError("query: expected finite numbers, found inf or NaN")
     k_norm = np.maximum.reduce(found[parts : 2 * parts])
-    if not np.isfinite(k_norm).all() and not np.all(np.isfinite(k)):
-        raise ValueError("key: expected finite numbers, found inf or NaN")
-    if not all(found[2 * parts :]):
-        raise ValueError("value: expected finite numbers, found inf or NaN")
+    finite = (  # in order: the error names the first argument that holds one
+        ("query", lambda: all(found[:parts])),
+        ("key", lambda: np.isfinite(k_norm).all() or np.all(np.isfinite(k))),
+        ("value", lambda: all(found[2 * parts :])),
+    )
+    for name, is_finite in finite:
+        if not is_finite():
+            raise not_finite(name)
     return k_norm
 
 

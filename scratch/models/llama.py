@@ -20,6 +20,7 @@ from .config import Config
 PAIRING = "half"  # how features pair for rotation once the GGUF reader has unpermuted q and k
 SHARED_ROWS = 2  # tokens from which products and heads are shared among our threads (see step)
 BLOCKS_PER_CORE = 2  # blocks of output features per core in each product (balance under load)
+ATTENTION_ROWS = 8  # query rows per core at least for a layer's attention to be shared
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ def _attention(
         out = context[rows].reshape(-1, G, H // G, d).transpose(1, 2, 0, 3)  # (G, H/G, n, d)
         np.matmul(s, v[:, None], out=out)  # (G, H/G, n, S) @ (G, 1, S, d)
 
-    parts = cores() if T >= 2 * 8 else 1
+    parts = max(1, min(cores(), T // ATTENTION_ROWS))
     step = -(-T // parts)
     share([slice(r, min(T, r + step)) for r in range(0, T, step)], parts, work)
     return context.reshape(T, H * d)
