@@ -297,3 +297,45 @@ def test_few_tokens_go_to_openblas_threads_with_the_same_numbers(smol, tokens, m
     assert np.abs(few[2] - shared[2]).max() <= 1e-11
     for a, b in zip(few[3].k + few[3].v, shared[3].k + shared[3].v):
         assert np.abs(a - b).max() <= 1e-11
+
+
+def _best_worst_cost(T: int, past: int, parts: int) -> int:
+    """The smallest largest block cost over every cut of T rows into at most `parts` blocks
+    (dynamic programming over the cut points: the brute force row_blocks' search must match)."""
+    cost = lambda r0, r1: (r1 - r0) * (llama.ROW_KEYS + past + r1)  # noqa: E731
+    best = [0] + [math.inf] * T  # best[i]: rows 0..i-1 in the blocks so far
+    for _ in range(parts):
+        best = [0] + [min(max(best[j], cost(j, i)) for j in range(i)) for i in range(1, T + 1)]
+    return best[T]
+
+
+@pytest.mark.parametrize(
+    "T, past, parts",
+    [(1, 0, 1), (1, 40, 2), (2, 0, 2), (9, 0, 3), (70, 0, 2), (128, 0, 2), (128, 0, 4),
+     (16, 128, 2), (100, 1000, 2), (5, 3, 16), (33, 7, 3)],
+)  # fmt: skip
+def test_attention_row_blocks_cover_each_row_once_at_the_least_largest_cost(T, past, parts):
+    blocks = llama.row_blocks(T, past, parts)
+    assert [r for b in blocks for r in range(b.start, b.stop)] == list(range(T))
+    assert 1 <= len(blocks) <= parts
+    worst = max((b.stop - b.start) * (llama.ROW_KEYS + past + b.stop) for b in blocks)
+    assert worst == _best_worst_cost(T, past, parts)
+
+
+def test_the_projections_turn_q_and_k_heads_as_rotate_does(smol, monkeypatch):
+    """_projections in blocks of whole heads: q, k and v are x @ w.T within float64 rounding of
+    one product, and its turned q and k heads are, bit for bit, rotate() of those very products
+    (any block split: one block per head on 4 cores too)."""
+    c, w = smol.config, smol.weights["blk.3.attn_qkv.weight"]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((21, c.d_model))  # (T, d_model)
+    positions = np.arange(7, 28, dtype=np.float64)  # a text after 7 cached tokens
+    cos, sin = (a[:, None] for a in llama.angles(positions, c.d_head, c.rope_base))
+    T, d, n = 21, c.d_head, c.heads + c.kv_heads
+    for cores in (2, 4, 16):
+        monkeypatch.setattr(llama, "cores", lambda: cores)  # noqa: B023
+        qkv, turned = llama._projections(c, x, w, cos, sin)
+        assert np.abs(qkv - x @ w.T).max() <= 1e-12
+        heads = qkv[:, : n * d].reshape(T, n, d).transpose(1, 0, 2)  # (n, T, d)
+        truth = llama.rotate(heads, positions, c.rope_base).transpose(1, 0, 2).reshape(T, n * d)
+        assert turned.tobytes() == truth.tobytes()
