@@ -54,7 +54,8 @@ def test_a_window_chunk_is_tiles_then_one_band_with_one_blocks_cells():
     blocks 2-14 blocks b-2 .. b (12 keys from 4 (b - 2)), block 15 (rows 60, 61) is cut short.
     One chunk of 62 rows: rows 0-3, 4-7 and 60-61 by tiles, each block on its own (they see
     different key blocks), 8-59 one band whose cells (which keys each row of a block sees) are
-    the same for every block, kept once: (1, 4, 12)."""
+    the same for every block, kept once and keys first as band_pass lays out its scores:
+    (1, 12, 4)."""
     variant = SlidingWindow(5, 0)
     bm = nf.create_block_mask(variant.mask_mod, 1, 1, 62, 62, BLOCK_SIZE=SIZE)
     plan = nf.FlexProblem(*inputs(0, 1, 1, 62, 62), None, bm, None, False, None).plan
@@ -62,10 +63,10 @@ def test_a_window_chunk_is_tiles_then_one_band_with_one_blocks_cells():
     assert [(r0, r1) for r0, r1, _ in runs] == [(0, 4), (4, 8), (8, 60), (60, 62)]
     assert [band is None for *_, band in runs] == [True, True, False, True]
     lo, width, cells = runs[2][2]
-    assert (lo, width, cells.shape) == (0, 12, (1, 4, 12))
+    assert (lo, width, cells.shape) == (0, 12, (1, 12, 4))
     rows, keys = np.arange(4)[:, None], np.arange(12)[None, :]  # block 2: rows 8-11, keys 0-11
     seen = (keys <= rows + 8) & (keys >= rows + 8 - 5)
-    assert np.array_equal(cells[0], seen.astype(np.float64))  # 1: seen, 0: not
+    assert np.array_equal(cells[0], seen.T.astype(np.float64))  # 1: seen, 0: not
     # a chunk that starts mid-band: its whole blocks 3-5 are the band, rows 10-11 tiles
     runs = plan.bands(0, 0, 10, 24, 62, np.dtype(np.float64))
     assert [(r0, r1, band is None) for r0, r1, band in runs] == [(10, 12, True), (12, 24, False)]
@@ -153,10 +154,10 @@ def test_a_band_whose_blocks_see_keys_differently_keeps_each_blocks_cells():
     runs = x.plan.bands(0, 0, 0, L, S, np.dtype(np.float64))
     assert [(r0, r1, band and (band[0], band[2].shape)) for r0, r1, band in runs] == [
         (0, 4, None),
-        (4, 12, (0, (2, 4, 8))),
-        (12, 36, (4, (6, 4, 12))),
+        (4, 12, (0, (2, 8, 4))),  # (blocks, keys, rows): keys first, as band_pass's scores
+        (12, 36, (4, (6, 12, 4))),
         (36, 40, None),
-        (40, 48, (32, (2, 4, 12))),
+        (40, 48, (32, (2, 12, 4))),
     ]
     output, lse = nf.chunked(x, L, SIZE)
     want_out, want_lse = truth(variant, q, k, v, bm, [0.3, -0.2])

@@ -200,8 +200,8 @@ class FlexPlan:
 
         band (lo, W, cells): the whole query blocks of r0:r1, two or more, each see W keys
         starting one block further for each block (a window's band): block t sees keys
-        lo + t * bq .. + W; cells (T, bq, W) is its keep array (1 / 0 in dtype; without a
-        score_mod) or its unseen bools (with one), (1, bq, W) when every block's cells are
+        lo + t * bq .. + W; cells (T, W, bq), keys first, is its keep array (1 / 0 in dtype;
+        without a score_mod) or its unseen bools (with one), (1, W, bq) when every block's cells are
         alike (a window's are). band None: rows the tiles compute, one query block at a time
         (or blocks that see the same key blocks) so that no tile outside the block mask is
         computed: a window's first blocks, which see fewer keys, a block alone."""
@@ -257,8 +257,9 @@ class FlexPlan:
         return tuple(segment[:3] for segment in segments)
 
     def _band_cells(self, lists, b, h, qb0, qb1, m, dtype, kind) -> np.ndarray:
-        """The cells of query blocks qb0:qb1's band of m key blocks each, (T, bq, W), or
-        (1, bq, W) when alike for every block (one array shared by every chunk that has it):
+        """The cells of query blocks qb0:qb1's band of m key blocks each, keys first as band_pass
+        lays out its scores: (T, W, bq), or (1, W, bq) when alike for every block (one array
+        shared by every chunk that has it):
         from the block mask's kept cells, or where it kept none for this (b, h) (a broadcast
         block mask's other heads) from its mask_mod."""
         n = self.block_mask.block_size[0]
@@ -275,6 +276,7 @@ class FlexPlan:
                 unseen[t, :, c * n : c * n + n] = kept
         if (unseen == unseen[:1]).all():
             unseen = unseen[:1]  # (1, bq, W): read from cache by every block, not T copies
+        unseen = np.ascontiguousarray(unseen.transpose(0, 2, 1))  # (T or 1, W, bq): band_pass's
         cells = unseen if kind == "cells" else np.where(unseen, dtype.type(0), dtype.type(1))
         shared = self.block_mask.tiles.setdefault(("band cells", kind, dtype.str), [])
         for other in shared:
