@@ -331,6 +331,32 @@ def test_worker_threads_match_ground_truth(monkeypatch, masking, lead, blocks):
         assert control[0]() == before
 
 
+def test_each_thread_keeps_the_buffer_sets_of_the_shapes_it_used_last():
+    """Calls alternating between two shapes (a window layer's 8192-row chunks, a global layer's
+    1024) find their buffers again; a third shape replaces the set used longest ago; the
+    outputs of alternating calls are those of fresh buffers."""
+    assert nc.TILE_SETS == 2
+    sizes = [(64, 32, 8, np.float32, 8), (128, 32, 8, np.float32, 8), (256, 32, 8, np.float32, 8)]
+    a, b = nc._tiles(*sizes[0]), nc._tiles(*sizes[1])
+    assert nc._tiles(*sizes[0]) is a and nc._tiles(*sizes[1]) is b  # no new buffers
+    c = nc._tiles(*sizes[2])  # a, used longest ago, goes
+    assert nc._tiles(*sizes[1]) is b and nc._tiles(*sizes[2]) is c
+    assert nc._tiles(*sizes[0]) is not a
+    q, k, v, _ = make_case(15, lead=(2,), L=12, S=12)
+
+    def outputs() -> list:  # a causal call in chunks of 4 rows, then one in chunks of 8
+        return [
+            nb.scaled_dot_product_attention(
+                q, k, v, need_weights=False, is_causal=causal, block_size=blocks
+            ).output
+            for causal, blocks in ((True, (4, 4)), (False, (8, 4)))
+        ]
+
+    first = outputs()
+    for _ in range(2):  # each shape's kept buffers now hold the other call's numbers
+        assert all(np.array_equal(x, y) for x, y in zip(first, outputs()))
+
+
 # ---------------------------------------------------------------- property: chunked == explicit
 
 
