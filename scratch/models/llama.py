@@ -20,7 +20,11 @@ from .config import Config
 
 PAIRING = "half"  # how features pair for rotation once the GGUF reader has unpermuted q and k
 SHARED_ROWS = 2  # tokens from which products and heads are shared among our threads (see step)
-BLOCKS_PER_CORE = 2  # blocks of output features per core in each product (balance under load)
+# blocks of output features per core in each product. One: the 128-token run took 0.956-0.960x
+# the time of two per core (paired medians of three 30-round A/Bs, the 2-core dev host idle),
+# 0.964x beside one busy process and 0.950x beside three: fewer hand-offs and packings of x
+# gain more than a core that finishes early taking another block
+BLOCKS_PER_CORE = 1
 ATTENTION_ROWS = 8  # query rows per core at least for a layer's attention to be shared
 # a query row's fixed cost in a layer's attention, in keys: one layer at 128 tokens, rows in
 # blocks of 64 x 128 keys, 79 x 79 and 49 x 128 took 0.70-0.73, 0.76 and 0.54 ms on one core
@@ -104,8 +108,9 @@ def step(
 
 
 def blocks(n: int) -> list[slice]:
-    """n output features in BLOCKS_PER_CORE blocks per core, each a multiple of 8 wide: a core
-    that finishes early takes another block; every feature's arithmetic is the same in any block."""
+    """n output features in BLOCKS_PER_CORE blocks per core, each a multiple of 8 wide (a core
+    that finishes early takes the next block); every feature's arithmetic is the same in any
+    block."""
     parts = max(1, min(cores() * BLOCKS_PER_CORE, n // 8))
     width = math.ceil(n / parts / 8) * 8  # n / parts, rounded up to a multiple of 8
     return [slice(i, min(i + width, n)) for i in range(0, n, width)]
