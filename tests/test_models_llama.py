@@ -8,6 +8,7 @@ GGUF reader's weights (tests/llama_reference.py).
 import contextlib
 import io
 import math
+import threading
 
 import pytest
 
@@ -339,3 +340,40 @@ def test_the_projections_turn_q_and_k_heads_as_rotate_does(smol, monkeypatch):
         heads = qkv[:, : n * d].reshape(T, n, d).transpose(1, 0, 2)  # (n, T, d)
         truth = llama.rotate(heads, positions, c.rope_base).transpose(1, 0, 2).reshape(T, n * d)
         assert turned.tobytes() == truth.tobytes()
+
+
+def test_a_steps_results_are_its_own_after_the_next_step(smol):
+    """The layers' temporaries live in buffers each thread keeps (llama.scratch); nothing a step
+    returns or caches may be one of them: a second step on another text leaves the first's
+    attentions, inputs, logits and cache as they were, bit for bit; and each layer's input and
+    keys are its own (no two layers share them)."""
+    first_ids = smol.tokenize(TEXTS[1])[1][:17]
+    second_ids = smol.tokenize(TEXTS[4])[1][:12]  # fewer rows: a kept buffer would be reused
+    assert (len(first_ids), len(second_ids)) == (17, 12)
+    first = llama.step(smol.config, smol.weights, first_ids)
+    before = [first[0].copy(), [x.copy() for x in first[1]], first[2].copy()]
+    cached = [a.copy() for a in first[3].k + first[3].v]
+    assert not any(np.array_equal(a, b) for a, b in zip(first[1], first[1][1:]))
+    assert not any(np.array_equal(a, b) for a, b in zip(first[3].k, first[3].k[1:]))
+    llama.step(smol.config, smol.weights, second_ids)
+    llama.step(smol.config, smol.weights, second_ids[:1], first[3])  # a cached step too
+    assert first[0].tobytes() == before[0].tobytes()
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(first[1], before[1]))
+    assert first[2].tobytes() == before[2].tobytes()
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first[3].k + first[3].v, cached))
+
+
+def test_scratch_keeps_one_buffer_per_thread_and_name_up_to_its_limit():
+    a = llama.scratch("test-a", (4, 6))
+    assert llama.scratch("test-a", (3, 5)).base is a.base  # smaller: the same memory
+    assert llama.scratch("test-b", (4, 6)).base is not a.base  # another name, another buffer
+    grown = llama.scratch("test-a", (10, 10))  # larger: a new buffer, kept from now on
+    assert grown.shape == (10, 10) and llama.scratch("test-a", (2, 2)).base is grown.base
+    other = []
+    thread = threading.Thread(target=lambda: other.append(llama.scratch("test-a", (4, 6))))
+    thread.start()
+    thread.join()
+    assert other[0].base is not grown.base  # each thread its own
+    huge = (llama.SCRATCH_BYTES // 8 + 1,)
+    x, y = llama.scratch("test-a", huge), llama.scratch("test-a", huge)  # over the limit: fresh
+    assert x.base is None and y.base is None and not np.shares_memory(x, y)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,9 @@ ATTENTION_ROWS = 8  # query rows per core at least for a layer's attention to be
 # blocks of 64 x 128 keys, 79 x 79 and 49 x 128 took 0.70-0.73, 0.76 and 0.54 ms on one core
 # of the 2-core dev host (9 heads): per row 7.6 us, per key and row 0.028 us, about 270 keys
 ROW_KEYS = 256
+SCRATCH_BYTES = 8 << 20  # the largest buffer `scratch` keeps per thread and name (T = 682 at
+# SmolLM2's widest, 1536 features; about 5 MiB in all per thread at 128 tokens)
+_SCRATCH = threading.local()  # each thread's kept buffers
 
 
 @dataclass(frozen=True)
@@ -45,9 +49,11 @@ class Cache:
         return self.k[0].shape[1] if self.k else 0
 
 
-def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
-    """x / sqrt(mean(x^2) + eps) * weight over the last axis (the product in place)."""
-    out = np.divide(x, np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps))
+def rms_norm(
+    x: np.ndarray, weight: np.ndarray, eps: float, out: np.ndarray | None = None
+) -> np.ndarray:
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis (into `out` when given)."""
+    out = np.divide(x, np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps), out=out)
     return np.multiply(out, weight, out=out)
 
 
@@ -116,12 +122,13 @@ def blocks(n: int) -> list[slice]:
     return [slice(i, min(i + width, n)) for i in range(0, n, width)]
 
 
-def linear(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+def linear(x: np.ndarray, weight: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """x @ weight.T (T, out) for weight (out, in), the output features shared among the cores
-    (under SHARED_ROWS rows: one product, OpenBLAS's threads)."""
+    (under SHARED_ROWS rows: one product, OpenBLAS's threads); into `out` when given."""
     if x.shape[0] < SHARED_ROWS:
-        return x @ weight.T
-    out = np.empty((x.shape[0], weight.shape[0]))
+        return np.matmul(x, weight.T, out=out)
+    if out is None:
+        out = np.empty((x.shape[0], weight.shape[0]))
 
     def work(cols: slice) -> None:
         np.matmul(x, weight[cols].T, out=out[:, cols])
@@ -141,15 +148,21 @@ def _step(
     cos, sin = (a[:, None] for a in angles(positions, d, c.rope_base))  # (T, 1, d/2): all layers
     seen = Causal.aligned("bottom-right", T, past + T).tile(range(T), range(past + T))  # (T, S)
     h = w["token_embd.weight"][ids]  # (T, d_model)
+    # what the step returns or keeps, one array each for all layers (numpy asks large arrays
+    # for huge pages); the layers' temporaries in kept buffers (`scratch`)
     attentions = np.zeros((c.layers, H, T, past + T))  # every layer's weights, written in place
+    all_inputs = np.empty((c.layers, T, c.d_model))  # each layer's attention input
+    all_qkv = np.empty((c.layers, T, (H + 2 * G) * d))  # v stays a view of it (the cache's)
+    all_k = np.empty((c.layers, G, T, d))  # the new tokens' rotated keys
     inputs, ks, vs = [], [], []
     for n in range(c.layers):
         p = f"blk.{n}."
-        x = rms_norm(h, w[p + "attn_norm.weight"], c.eps)  # (T, d_model)
+        x = rms_norm(h, w[p + "attn_norm.weight"], c.eps, out=all_inputs[n])  # (T, d_model)
         inputs.append(x)
-        qkv, turned = _projections(c, x, w[p + "attn_qkv.weight"], cos, sin)
+        qkv, turned = _projections(c, x, w[p + "attn_qkv.weight"], cos, sin, all_qkv[n])
         q = heads(turned[:, : H * d], H)  # (H, T, d)
-        k = np.ascontiguousarray(heads(turned[:, H * d :], G))  # (G, T, d): the cache's own
+        k = all_k[n]  # (G, T, d)
+        np.copyto(k, heads(turned[:, H * d :], G))
         v = heads(qkv[:, (H + G) * d :], G)  # (G, T, d)
         if cache is not None:
             k = np.concatenate([cache.k[n], k], axis=1)  # (G, S, d)
@@ -157,25 +170,29 @@ def _step(
         ks.append(k)
         vs.append(v)
         context = _attention(c, q, k, v, seen, attentions[n])  # (T, H d); weights (H, T, S)
-        h += linear(context, w[p + "attn_output.weight"])  # (T, d_model)
-        m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps)  # (T, d_model)
-        h += linear(_swiglu(m, w[p + "ffn_gate_up.weight"]), w[p + "ffn_down.weight"])
+        h += linear(context, w[p + "attn_output.weight"], scratch("residual", h.shape))
+        m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps, out=scratch("norm", h.shape))
+        inner = _swiglu(m, w[p + "ffn_gate_up.weight"])  # (T, d_inner)
+        h += linear(inner, w[p + "ffn_down.weight"], scratch("residual", h.shape))
     h = rms_norm(h, w["output_norm.weight"], c.eps)  # (T, d_model)
     logits = linear(h, w["token_embd.weight"])  # the head tied to the token table: (T, vocab)
     return attentions, inputs, logits, Cache(tuple(ks), tuple(vs))
 
 
 def _projections(
-    c: Config, x: np.ndarray, w_qkv: np.ndarray, cos: np.ndarray, sin: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """x @ w_qkv.T (T, (H + 2G) d) with w_qkv = [w_q; w_k; w_v], and its q and k heads turned
-    by RoPE (T, (H + G) d); cos, sin (T, 1, d/2). Shared among the cores in blocks of whole
+    c: Config, x: np.ndarray, w_qkv: np.ndarray, cos: np.ndarray, sin: np.ndarray,
+    out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """x @ w_qkv.T (T, (H + 2G) d) with w_qkv = [w_q; w_k; w_v] (into `out` when given), and its
+    q and k heads turned by RoPE (T, (H + G) d, in this thread's kept buffer: read it before the
+    next layer); cos, sin (T, 1, d/2). Shared among the cores in blocks of whole
     heads, each block turning its own q and k heads right after its product (30 layers' at 128
     tokens: 0.948x the time of the product and then two rotations, paired medians of 40
     alternating rounds on the 2-core dev host; the same numbers bit for bit given the product)."""
     T, d, turning = x.shape[0], c.d_head, c.heads + c.kv_heads
     n = w_qkv.shape[0] // d  # heads of q, k and v
-    qkv, turned = np.empty((T, n * d)), np.empty((T, turning * d))
+    qkv = np.empty((T, n * d)) if out is None else out
+    turned = scratch("turned", (T, turning * d))
 
     def work(block: slice) -> None:
         cols = slice(block.start * d, block.stop * d)
@@ -204,7 +221,7 @@ def _attention(
     (H, T, d), (G, S) = q.shape, k.shape[:2]
     scale = 1.0 / math.sqrt(d)
     hidden = ~seen
-    context = np.empty((T, H, d))
+    context = scratch("context", (T, H, d))  # read by the output product, then free
     qg = q.reshape(G, H // G, T, d)  # query heads by the kv head they read
     kt = k.transpose(0, 2, 1)[:, None]  # (G, 1, d, S)
     wg = weights.reshape(G, H // G, T, S)
@@ -257,26 +274,49 @@ def row_blocks(T: int, past: int, parts: int) -> tuple[slice, ...]:
 
 def _swiglu(m: np.ndarray, w_gate_up: np.ndarray) -> np.ndarray:
     """silu(m @ w_gate.T) * (m @ w_up.T) (T, d_inner), w_gate_up = [w_gate; w_up] (2 d_inner,
-    d_model); each block of features gets its gate and up rows together."""
+    d_model); each block of features gets its gate and up rows together, in buffers its thread
+    keeps (`scratch`)."""
     inner = w_gate_up.shape[0] // 2
     if m.shape[0] < SHARED_ROWS:  # a generation step: one product, OpenBLAS's threads
         both = m @ w_gate_up.T  # (T, 2 d_inner)
         return np.multiply(silu(both[:, :inner]), both[:, inner:])
-    out = np.empty((m.shape[0], inner))
+    out = scratch("swiglu", (m.shape[0], inner))  # read by the down product, then free
 
     def work(cols: slice) -> None:
-        gate = m @ w_gate_up[cols].T  # (T, block)
-        up = m @ w_gate_up[inner + cols.start : inner + cols.stop].T  # (T, block)
-        np.multiply(silu(gate), up, out=out[:, cols])
+        shape = (m.shape[0], cols.stop - cols.start)  # (T, block)
+        gate, up, act = scratch("gate", shape), scratch("up", shape), scratch("silu", shape)
+        np.matmul(m, w_gate_up[cols].T, out=gate)  # (T, d_model) @ (d_model, block)
+        np.matmul(m, w_gate_up[inner + cols.start : inner + cols.stop].T, out=up)
+        np.multiply(silu(gate, out=act), up, out=out[:, cols])
 
     share(blocks(inner), cores(), work)
     return out
 
 
-def silu(x: np.ndarray) -> np.ndarray:
-    """x * sigmoid(x) as x / (1 + exp(-x)): where exp(-x) overflows to inf the quotient is -0."""
+def scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A float64 array of `shape` in this thread's buffer `name`, kept between calls up to
+    SCRATCH_BYTES (larger ones are made fresh). glibc gives memory freed at the top of the main
+    thread's heap back to the system, so a layer's temporaries made fresh each layer cost page
+    faults on the next: 14,400 a 128-token run (almost all in the main thread's blocks), 520
+    with the temporaries kept and what the step returns made once for all layers; the run
+    547-565 ms against 574-595 ms (medians of 8 runs in each of three alternating pairs of
+    processes, the 2-core dev host; 548 against 508 ms with glibc told to keep its memory)."""
+    size = math.prod(shape)
+    if size * 8 > SCRATCH_BYTES:
+        return np.empty(shape)
+    kept = getattr(_SCRATCH, name, None)
+    if kept is None or kept.size < size:
+        kept = np.empty(max(size, 1))
+        setattr(_SCRATCH, name, kept)
+    return kept[:size].reshape(shape)
+
+
+def silu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """x * sigmoid(x) as x / (1 + exp(-x)) (into `out` when given): where exp(-x) overflows to
+    inf the quotient is -0."""
+    out = np.negative(x, out=out)
     with np.errstate(over="ignore"):
-        out = np.exp(np.negative(x))
+        np.exp(out, out=out)
     out += 1.0
     return np.divide(x, out, out=out)
 
