@@ -113,12 +113,12 @@ def step(
         return _step(config, w, ids, cache)
 
 
-def blocks(n: int) -> list[slice]:
-    """n output features in BLOCKS_PER_CORE blocks per core, each a multiple of 8 wide (a core
-    that finishes early takes the next block); every feature's arithmetic is the same in any
-    block."""
-    parts = max(1, min(cores() * BLOCKS_PER_CORE, n // 8))
-    width = math.ceil(n / parts / 8) * 8  # n / parts, rounded up to a multiple of 8
+def blocks(n: int, unit: int = 8) -> list[slice]:
+    """n output features (or heads) in BLOCKS_PER_CORE blocks per core, each a multiple of
+    `unit` wide (8 features: whole SIMD widths; 1 head) but the last (a core that finishes
+    early takes the next block); every feature's arithmetic is the same in any block."""
+    parts = max(1, min(cores() * BLOCKS_PER_CORE, n // unit))
+    width = math.ceil(n / parts / unit) * unit  # n / parts, rounded up to a multiple of unit
     return [slice(i, min(i + width, n)) for i in range(0, n, width)]
 
 
@@ -204,8 +204,7 @@ def _projections(
     if T < SHARED_ROWS:  # one product, OpenBLAS's threads
         work(slice(0, n))
         return qkv, turned
-    per = -(-n // max(1, min(n, cores() * BLOCKS_PER_CORE)))  # heads per block
-    share([slice(h, min(n, h + per)) for h in range(0, n, per)], cores(), work)
+    share(blocks(n, unit=1), cores(), work)  # blocks of whole heads
     return qkv, turned
 
 
