@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..attention import scaled_dot_product_attention
 from ..rows import attention_rows, sample_rows
-from ..tolerance import tolerance
+from ..tolerance import tolerance, weights_tolerance
 from .arrays import Arrays
 from .cases import Case, add_late_max, gauss, mask_values
 
@@ -35,6 +35,7 @@ class Prepared:
     weights: list  # (..., R, S) ground truth weights
     bound: list  # (..., R, Ev) per-element bound
     np_ready: bool = False
+    bound_inputs: tuple = ()  # (args, kwargs) of `tolerance` for this case
     _memo: dict = field(default_factory=dict)
     _masters: dict = field(default_factory=dict)
 
@@ -72,6 +73,13 @@ class Prepared:
             self.bound_np = self.bound_np + score_storage_term(self.problem, w, self.dtype)
             self.bound = self.bound_np.tolist()
         self.np_ready = True
+
+    def weights_bound(self) -> list:
+        """(..., R, S) bound on a returned weight's error (`weights_tolerance`), made once."""
+        if "weights_bound" not in self._memo:
+            args, kwargs = self.bound_inputs
+            self._memo["weights_bound"] = weights_tolerance(*args, **kwargs)
+        return self._memo["weights_bound"]
 
     def reference_error(self) -> float:
         """The largest error of the correct reference kernels in this dtype."""
@@ -162,14 +170,13 @@ def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
     float_mask = None
     if case.mask == "float":
         float_mask = mask if rows is None else [mask[i] for i in rows]
-    bound = tolerance(  # the same float64 values as arrays, when made: no lists to validate
-        *(arrays64 or (q_rows, k, v, weights)),
-        scale=case.scale,
-        dtype=dtype,
-        attn_mask=float_mask,
-        enable_gqa=case.gqa,
+    bound_inputs = (  # the same float64 values as arrays, when made: no lists to validate
+        arrays64 or (q_rows, k, v, weights),
+        {"scale": case.scale, "dtype": dtype, "attn_mask": float_mask, "enable_gqa": case.gqa},
     )
+    bound = tolerance(*bound_inputs[0], **bound_inputs[1])
     prep = Prepared(case, dtype, raw, kwargs, mask, rows, q_rows, truth, weights, bound)
+    prep.bound_inputs = bound_inputs
     prep._masters[(arrays.array, str(arrays.device))] = masters + (mask_master,)
     try:
         prep.numpy(k, v)

@@ -323,7 +323,8 @@ def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows:
             result.rule = rule(got_np, prep)
     within = result.ratio <= 1.0
     if within and (result.rule is None or result.rule.ok) and not changed:
-        result.status = "pass"
+        result.message = _weights_problem(weights, prep, arrays)
+        result.status = "pass" if result.message is None else "fail"
         return result
     if changed:
         return changed_in_place(result, changed)
@@ -428,6 +429,33 @@ def _diagnose_shape(case: Case, found: tuple, out: object, prep: Prepared, array
         ):
             return name
     return None
+
+
+def _weights_problem(weights: object, prep: Prepared, arrays: Arrays) -> str | None:
+    """Why the weights fn returned beside a right output are wrong (None: right, or none
+    returned): not numbers, another shape, or an error over `weights_tolerance`'s bound."""
+    if weights is None:
+        return None
+    if prep.rows is not None:
+        weights = arrays.take_rows(weights, prep.rows)
+    try:
+        got, found = read_output(weights)
+    except BadResult as exc:
+        return f"the output is right, but the returned weights are not: {exc}"
+    want = shape(prep.weights)
+    if found != want:
+        lead = want[:-2]
+        return (
+            f"the output is right, but the returned weights have shape {found}, expected "
+            f"{lead + (prep.case.q[-2], want[-1])} (..., L, S)"
+        )
+    error, ratio, _ = worst(got, prep.weights, prep.weights_bound())
+    if ratio <= 1.0:
+        return None
+    return (
+        f"the output is right, but the returned weights are not: max error {error:.3g} is "
+        f"{ratio:.3g}x their bound at the worst element"
+    )
 
 
 def _behaviour(fn, prep: Prepared, arrays: Arrays, got: list, weights: object, dtype: str):
