@@ -151,6 +151,8 @@ def _planted() -> dict:
         ("no-rescale", 64): "accumulator not rescaled",
         ("rescale-inverted", 16): "rescale factor inverted",
         ("rescale-inverted", 32): "rescale factor inverted",
+        ("stale-max", 16): "running max stale",
+        ("sum-not-rescaled", 32): "denominator not rescaled",
         ("drop-last", 16): "last partial key block dropped",
         ("drop-last", 64): "last partial key block dropped",
         ("causal-future", 16): "one future key allowed",

@@ -74,6 +74,8 @@ def test_planted_mistakes_are_named_and_never_misnamed():
 TILED = {
     "tiled-16 no-rescale": "accumulator not rescaled",
     "tiled-32 rescale-inverted": "rescale factor inverted",
+    "tiled-16 stale-max": "running max stale",
+    "tiled-32 sum-not-rescaled": "denominator not rescaled",
     "tiled-64 drop-last": "last partial key block dropped",
     "tiled-16 causal-future": "one future key allowed",
     "tiled-32 causal-diag": "diagonal excluded",
@@ -511,3 +513,21 @@ def test_checker_and_comparison_run_without_numpy():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_report_names_one_mistake_once_when_cases_differ_only_in_sizes():
+    """Diagnoses that differ only in numbers (a window's size per case) make one entry with a
+    count; different mistakes stay apart, the most frequent first."""
+    from scratch.checker.report import CaseResult, CheckReport
+    from scratch.checker.run import finish
+
+    def failed(diagnosis):
+        return CaseResult("c", "1x1", "-", "float32", "fail", diagnosis=diagnosis)
+
+    left = "window off by one on the left: {} keys before the diagonal seen, not {}"
+    texts = [left.format(2, 3), left.format(4, 5), "lower precision: x", left.format(8, 9),
+             "lower precision: y"]  # fmt: skip
+    report = finish(CheckReport("t", "s", [failed(t) for t in texts]), ())
+    assert report.diagnosis == (
+        f"{left.format(2, 3)} (and 2 more cases alike); lower precision: x; lower precision: y"
+    )

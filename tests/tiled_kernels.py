@@ -100,9 +100,12 @@ def _tiled(q, k, v, attn_mask, is_causal, scale, enable_gqa, block, exp2, bug):
         if bug == "rescale-inverted":
             alpha = np.where(alpha > 0, 1 / alpha, 0)
         e = exp(s - safe)
-        total = total * (exp(top - safe) if bug == "rescale-inverted" else alpha) + e.sum(
-            -1, keepdims=True
-        )
+        if bug == "stale-max":  # exp(s - m_old); the first block (no m_old yet) its own max
+            e = exp(s - np.where(np.isfinite(top), top, safe))
+        a_sum = exp(top - safe) if bug == "rescale-inverted" else alpha
+        if bug == "sum-not-rescaled":  # the accumulator rescaled, the denominator not
+            a_sum = 1.0
+        total = total * a_sum + e.sum(-1, keepdims=True)
         if bug == "no-rescale":
             out = out + e @ vb
         else:

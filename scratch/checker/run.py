@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from collections.abc import Callable
 
 from ..tolerance import UNIT_ROUNDOFF, RuleResult, check_dtype, ulp
@@ -121,9 +122,16 @@ def finish(report: CheckReport, required: tuple[str, ...]) -> CheckReport:
             r.message += f"; {', '.join(needed)} required"
     weigh_overflow(report.failed)
     found = [c.diagnosis for c in report.failed if c.diagnosis]
-    if found:
-        ranked = sorted(set(found), key=lambda d: (-found.count(d), found.index(d)))
-        report.diagnosis = "; ".join(ranked)
+    if found:  # one entry per mistake: texts that differ only in numbers (a case's sizes)
+        names = [re.sub(r"\d+", "#", d) for d in found]
+        ranked = sorted(set(names), key=lambda n: (-names.count(n), names.index(n)))
+        parts = []
+        for name in ranked:
+            texts = list(dict.fromkeys(d for d, n in zip(found, names) if n == name))
+            more = len(texts) - 1
+            alike = f" (and {more} more case{'s' * (more > 1)} alike)" if more else ""
+            parts.append(texts[0] + alike)
+        report.diagnosis = "; ".join(parts)
     return report
 
 

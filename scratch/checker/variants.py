@@ -107,9 +107,11 @@ def tiled(
 ):
     """Online softmax over key blocks in float64, with the running max's rescale mishandled.
 
-    rescale: 'right'; 'none' / 'inverted' (the accumulator only); 'none-both' /
-    'inverted-both' (accumulator and denominator); 'stale' (exp(s - m) with the max from
-    before the block); 'chunk' (each block's own max, blocks summed without correction).
+    rescale: 'right'; 'none' / 'inverted' (the accumulator only); 'none-sum' (the
+    denominator only); 'none-both' / 'inverted-both' (accumulator and denominator); 'stale'
+    (exp(s - m) with the max from before the block, 0 before the first) and 'stale-own' (the
+    first block's own max there); 'chunk' (each block's own max, blocks summed without
+    correction).
     store_acc rounds the accumulator to that dtype after every block."""
     k, v = p.heads()
     q, S = p.q, k.shape[-2]
@@ -130,10 +132,14 @@ def tiled(
                 new = np.max(s, axis=-1, keepdims=True)
             safe = np.where(np.isfinite(new), new, 0)
             alpha = np.exp(top - safe)
-            e = np.exp(s - (np.where(np.isfinite(top), top, 0) if rescale == "stale" else safe))
+            before = {"stale": 0.0, "stale-own": safe}.get(rescale)  # the first block's base
+            e = np.exp(s - (safe if before is None else np.where(np.isfinite(top), top, before)))
             inverse = np.where(alpha > 0, 1.0 / alpha, 0.0)  # exp(new - old): inverted
-            a_out = {"right": alpha, "stale": alpha, "inverted": inverse}.get(rescale, 1.0)
-            a_sum = {"none-both": 1.0, "chunk": 1.0, "inverted-both": inverse}.get(rescale, alpha)
+            a_out = {"none": 1.0, "none-both": 1.0, "chunk": 1.0, "inverted": inverse}.get(
+                rescale, alpha
+            )
+            a_sum = {"none-both": 1.0, "chunk": 1.0, "none-sum": 1.0, "inverted-both": inverse}
+            a_sum = a_sum.get(rescale, alpha)
             if rescale == "inverted-both":
                 a_out = inverse
             total = total * a_sum + np.sum(e, axis=-1, keepdims=True)
@@ -163,6 +169,10 @@ def tiled_mistakes(p: Problem) -> list[tuple[str, object]]:
         "exp(m_new - m_old) instead of exp(m_old - m_new)",
         "stale": "running max stale: exp(s - m) used the max from before this block (update m "
         "first, then exp(s - m_new))",
+        "stale-own": "running max stale: exp(s - m) used the max from before this block (update "
+        "m first, then exp(s - m_new))",
+        "none-sum": "denominator not rescaled when the running max grows (l += rowsum(p) "
+        "without l *= exp(m_old - m_new))",
     }
     for b in BLOCKS:
         if b < S:
