@@ -10,9 +10,11 @@ import tempfile
 import time
 from collections.abc import Callable
 
-TABS = ("pipeline", "backward", "overview", "check", "kernel", "model")
+TABS = ("pipeline", "backward", "overview", "check", "kernel", "model", "learn")
 GRAD_OUTPUTS = ("ones", "random", "target")  # gui.session.GRAD_OUTPUTS (Qt-free import later)
 MAX_GENERATE = 256  # --generate's most tokens (each step is one token through 30 layers)
+MAX_SIDE = 8192  # --size's largest side: an 8192 x 8192 picture is 256 MiB while it is drawn
+DEFAULT_SIZE = (1400, 900)
 
 
 def int_in(lo: int, hi: int) -> Callable[[str], int]:
@@ -48,18 +50,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--backend", help="backend name (default: scratch)")
     p.add_argument("--dtype", help="dtype name for the backend")
     seed, tokens, heads = int_in(0, MAX_SEED), int_in(1, MAX_TOKENS), int_in(1, MAX_HEADS)
-    p.add_argument("--seed", type=seed, default=0, help=f"random example's seed (0-{MAX_SEED})")
-    p.add_argument("--tokens", type=tokens, default=6, help=f"its tokens (1-{MAX_TOKENS})")
-    p.add_argument("--heads", type=heads, default=1, help=f"its heads (1-{MAX_HEADS})")
+    # None when not given: they describe --preset random and are refused with anything else
+    p.add_argument("--seed", type=seed, help=f"random example's seed (0-{MAX_SEED}; default 0)")
+    p.add_argument("--tokens", type=tokens, help=f"its tokens (1-{MAX_TOKENS}; default 6)")
+    p.add_argument("--heads", type=heads, help=f"its heads (1-{MAX_HEADS}; default 1)")
     p.add_argument("--mask", default=None, help="none, causal-top-left, causal-bottom-right")
     p.add_argument(
         "--grad-output", choices=GRAD_OUTPUTS, help="dO of the backward view (default: ones)"
     )
-    p.add_argument("--grad-seed", type=seed, default=0, help="seed of a random dO or target")
+    p.add_argument("--grad-seed", type=seed, help="seed of a random dO or target (default 0)")
     p.add_argument("--hover", metavar="ROW,COL", help="only with --screenshot: hover this cell")
     p.add_argument("--screenshot", metavar="FILE.png", help="render offscreen to FILE and exit")
     p.add_argument(
-        "--size", default="1400x900", help="only with --screenshot: the window's size (WxH)"
+        "--size", help="only with --screenshot: the window's size (WxH, default 1400x900)"
     )
     p.add_argument(
         "--model",
@@ -78,6 +81,64 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "value cache, and open the Model tab on the last step",
     )
     return p.parse_args(argv)
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse options that cannot work or would be ignored, naming them (ValueError); sets
+    args.size to (width, height)."""
+    if args.screenshot is not None:
+        check_screenshot_path(args.screenshot)
+    for flag, value in (("--hover", args.hover), ("--size", args.size)):
+        if value is not None and args.screenshot is None:
+            raise ValueError(f"{flag}: only with --screenshot (it sets up the picture)")
+    args.size = parse_size(args.size) if args.size is not None else DEFAULT_SIZE
+    if args.hover is not None:
+        parse_cell(args.hover)
+    given = [flag for flag in ("seed", "tokens", "heads") if getattr(args, flag) is not None]
+    if given and args.preset != "random":
+        flags = ", ".join(f"--{flag}" for flag in given)
+        raise ValueError(f"{flags}: set the random example's inputs; add --preset random")
+    args.seed, args.tokens, args.heads = args.seed or 0, args.tokens or 6, args.heads or 1
+    if args.grad_seed is not None and args.grad_output not in ("random", "target"):
+        raise ValueError("--grad-seed: read only with --grad-output random or target")
+    args.grad_seed = args.grad_seed or 0
+
+
+def check_screenshot_path(path: str) -> None:
+    """A .png file name whose folder exists (the picture is written there atomically)."""
+    if not path.strip():
+        raise ValueError("--screenshot: expected a file name like view.png, found ''")
+    if not path.lower().endswith(".png"):
+        raise ValueError(
+            f"--screenshot: expected a .png file (the picture is a PNG), found {path!r}"
+        )
+    if os.path.isdir(path):
+        raise ValueError(f"--screenshot: {path} is a folder; expected a file name like view.png")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--screenshot: the folder {folder} does not exist")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """'1400x900' -> (1400, 900); each side 1 to MAX_SIDE, else ValueError naming --size."""
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--size: expected WxH like 1400x900, found {text!r}") from None
+    if not (1 <= width <= MAX_SIDE and 1 <= height <= MAX_SIDE):
+        raise ValueError(f"--size: expected each side 1 to {MAX_SIDE}, found {text!r}")
+    return width, height
+
+
+def parse_cell(text: str) -> tuple[int, int]:
+    """'1,2' -> (1, 2), both >= 0, else ValueError naming --hover."""
+    try:
+        row, col = (int(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"--hover: expected ROW,COL like 1,2, found {text!r}") from None
+    if row < 0 or col < 0:
+        raise ValueError(f"--hover: expected a row and column >= 0, found {text!r}")
+    return row, col
 
 
 def fail(message: str) -> int:
@@ -111,9 +172,13 @@ def model_run(args: argparse.Namespace):
         for _ in range(args.generate or 0):
             shown = shown.extend()
         shown = frame(shown)
-    if args.layer is not None or (args.head is not None and args.head.isdigit()):
+    if args.head is not None and not args.head.isdigit():
+        heads = model_of(shown).config.heads
+        raise ValueError(f"--head: with a model, expected a head number 0 to {heads - 1}, "
+                         f"found {args.head!r}")  # fmt: skip
+    if args.layer is not None or args.head is not None:
         layer = 0 if args.layer is None else args.layer
-        head = int(args.head) if args.head is not None and args.head.isdigit() else 0
+        head = 0 if args.head is None else int(args.head)
         try:
             model_of(shown).check_head(layer, head)
         except ValueError as exc:  # "layer: expected 0 to 5, found 9" -> "--layer: ..."
@@ -192,10 +257,7 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
     from gui.collector import own_collection
     from gui.main_window import MainWindow, default_session
 
-    try:
-        width, height = (int(v) for v in args.size.lower().split("x"))
-    except ValueError:
-        return fail(f"--size: expected WxH like 1400x900, found {args.size!r}")
+    width, height = args.size  # check_options parsed it
     app = QApplication.instance() or QApplication([sys.argv[0]])
     own_collection(app)
     folder = tempfile.TemporaryDirectory(prefix="attention-settings-")  # never the user's
@@ -266,14 +328,17 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
     for _ in range(5):
         app.processEvents()
     if args.hover:
-        try:
-            row, col = (int(v) for v in args.hover.split(","))
-        except ValueError:
-            return fail(f"--hover: expected ROW,COL like 1,2, found {args.hover!r}")
+        row, col = parse_cell(args.hover)
+        shape = pipeline.heatmaps[0].panel.shape if pipeline.heatmaps[0].panel else (0, 0)
+        if not (row < shape[0] and col < shape[1]):
+            return fail(
+                f"--hover: expected a cell inside the {shape[0]}x{shape[1]} matrix of the "
+                f"{pipeline.step_name} step, found {row},{col}"
+            )
         pipeline.hover_cell(row, col)
         app.processEvents()
     export.atomic.write_bytes(args.screenshot, export.widget_png(window))
-    print(f"wrote {args.screenshot} ({width}x{height})")
+    print(f"wrote {args.screenshot} ({window.width()}x{window.height()})")
     return 0
 
 
@@ -286,6 +351,7 @@ def tab_of(window, args: argparse.Namespace):
         "check": window.checks,
         "kernel": window.kernel_check,
         "model": window.model,
+        "learn": window.learn,
     }
     return tabs[args.tab or "pipeline"]
 
@@ -325,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.screenshot and no_screen():
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     try:
+        check_options(args)
         run = model_run(args)
         session = build_session(args, run)
         if args.head is not None and run is None:  # a model's head was checked by model_run

@@ -133,6 +133,9 @@ def test_a_model_head_and_the_model_view_render_offscreen(tmp_path):
     [
         (("--model", "default", "--layer", "9"), "--layer: expected 0 to 5, found 9"),
         (("--model", "default", "--layer", "1", "--head", "12"), "--head: expected 0 to 11"),
+        (("--text", "hi", "--head", "foo"), "--head: with a model, expected a head number 0 to 11"),
+        (("--text", "hi", "--head", "all"), "found 'all'"),
+        (("--model", "README.md"), "README.md: a file, not a directory (expected a local model"),
         (
             ("--model", "/no/such/dir"),
             "/no/such/dir: not found (expected a local model directory or .gguf file",
@@ -229,3 +232,60 @@ def test_the_screenshot_deletes_its_window_before_it_returns(qtbot, tmp_path):
     assert main.main(args) == 0 and png_size(out) == (1024, 700)
     windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
     assert all(sip.isdeleted(w) for w in windows), "the screenshot's window outlived it"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--screenshot", "/nonexistent-folder/x.png"), "the folder /nonexistent-folder does not"),
+        (("--screenshot", ""), "--screenshot: expected a file name like view.png, found ''"),
+        (("--screenshot", "x.jpg"), "--screenshot: expected a .png file"),
+        (("--size", "100000x100000", "--screenshot", "x.png"), "--size: expected each side 1 to"),
+        (("--size", "0x0", "--screenshot", "x.png"), "--size: expected each side 1 to 8192"),
+        (("--size", "800x600"), "--size: only with --screenshot"),
+        (("--hover", "1,1"), "--hover: only with --screenshot"),
+        (("--hover=-1,2", "--screenshot", "x.png"), "--hover: expected a row and column >= 0"),
+        (("--tokens", "64", "--screenshot", "x.png"), "--tokens: set the random example's"),
+        (("--preset", "journey", "--seed", "3", "--heads", "2"), "--seed, --heads: set the"),
+        (("--grad-seed", "5", "--screenshot", "x.png"), "--grad-seed: read only with --grad-"),
+        (("--grad-output", "ones", "--grad-seed", "5"), "--grad-seed: read only with"),
+    ],
+)
+def test_options_that_cannot_work_or_would_be_ignored_are_refused(capsys, args, words):
+    """Refused before Qt starts, one line naming the option (no traceback, no window)."""
+    assert load_main().main(list(args)) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1, err
+
+
+def test_a_screenshot_path_that_is_a_folder_is_refused(capsys, tmp_path):
+    folder = tmp_path / "shots.png"
+    folder.mkdir()
+    assert load_main().main(["--screenshot", str(folder)]) == 2
+    assert "is a folder; expected a file name" in capsys.readouterr().err
+
+
+def test_a_hover_outside_the_matrix_is_refused_and_writes_nothing(tmp_path):
+    out = tmp_path / "x.png"
+    done = run_main("--hover", "99,99", "--screenshot", str(out), tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert "--hover: expected a cell inside the 6x6 matrix of the weights step" in done.stderr
+    assert not out.exists()
+
+
+def test_a_small_size_reports_the_picture_it_wrote(tmp_path):
+    """The window's own minimum size wins over a smaller --size: the line says what was written."""
+    out = tmp_path / "x.png"
+    done = run_main("--size", "10x10", "--screenshot", str(out), tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    width, height = png_size(out)
+    assert width > 10 and f"({width}x{height})" in done.stdout
+
+
+def test_the_learn_tab_opens_from_the_command_line(tmp_path):
+    out = tmp_path / "learn.png"
+    done = run_main(
+        "--tab", "learn", "--size", "1024x700", "--screenshot", str(out), tmp_path=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert png_size(out) == (1024, 700)

@@ -139,6 +139,11 @@ def test_a_directory_without_the_files_is_named(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(models.ModelError, match="missing model.safetensors, tokenizer.json"):
         models.load(tmp_path)
+    with pytest.raises(models.ModelError, match="config.json: a file, not a directory"):
+        models.load(tmp_path / "config.json")  # not "not found": it is there
+    for empty in ("", "  "):  # not the current folder
+        with pytest.raises(ValueError, match='path: empty; expected "default", "smollm2"'):
+            models.load(empty)
 
 
 def copy_model(src, dst):

@@ -148,6 +148,10 @@ def load(path: object = None) -> Model:
     (Llama family)."""
     if path is not None and not isinstance(path, (str, Path)):
         raise TypeError(f"path: expected a directory name, found {type(path).__name__}")
+    if isinstance(path, str) and not path.strip():
+        raise ValueError(
+            'path: empty; expected "default", "smollm2", a model directory or a .gguf file'
+        )
     if path == "smollm2" or str(path).endswith(".gguf"):
         packaged = path == "smollm2"
         resolved = (smollm2_path() if packaged else Path(path).expanduser()).resolve()
@@ -159,9 +163,10 @@ def load(path: object = None) -> Model:
         return load_file(str(resolved), packaged, (stat.st_size, stat.st_mtime_ns))
     default = path in (None, "default")
     resolved = (default_dir() if default else Path(path).expanduser()).resolve()
-    if not default and not resolved.exists():
+    if not default and not resolved.is_dir():
+        found = "a file, not a directory" if resolved.exists() else "not found"
         raise ModelError(
-            f"{resolved}: not found (expected a local model directory or .gguf file; "
+            f"{resolved}: {found} (expected a local model directory or .gguf file; "
             'the packaged models are "default" and "smollm2")'
         )
     return _load(str(resolved), default, _stamp(resolved))
