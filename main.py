@@ -258,6 +258,7 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
     from gui.main_window import MainWindow, default_session
 
     width, height = args.size  # check_options parsed it
+    quiet_offscreen_warnings()
     app = QApplication.instance() or QApplication([sys.argv[0]])
     own_collection(app)
     folder = tempfile.TemporaryDirectory(prefix="attention-settings-")  # never the user's
@@ -272,6 +273,21 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
         window.close()  # joins its workers
         _delete_now(app, window)
         folder.cleanup()
+
+
+def quiet_offscreen_warnings() -> None:
+    """Drop Qt's "This plugin does not support propagateSizeHints()": the offscreen platform
+    says it for every window, and it is not about anything the user did; others pass."""
+    from PyQt6.QtCore import QtMsgType, qInstallMessageHandler
+
+    def handler(kind, context, message: str) -> None:
+        if "propagateSizeHints" in message:
+            return
+        label = {QtMsgType.QtWarningMsg: "warning", QtMsgType.QtCriticalMsg: "critical",
+                 QtMsgType.QtFatalMsg: "fatal"}.get(kind, "info")  # fmt: skip
+        print(f"Qt {label}: {message}", file=sys.stderr)
+
+    qInstallMessageHandler(handler)
 
 
 def _delete_now(app, window) -> None:
