@@ -87,12 +87,6 @@ class Rounding:
         kernel = (1 + gamma(self.S + 2 * m, u)) * (1 + gamma(self.S + 1, u)) * (1 + us) ** 2
         return (1 + softmax) * kernel - 1.0
 
-    def weight_factor(self, delta: float) -> float:
-        """Relative error factor of a returned weight, given score perturbation delta."""
-        u, us, m = self.u_acc, self.u_store, 2 * EXP_ULPS
-        softmax = math.expm1(2.0 * delta) if delta < 350 else math.inf
-        return (1 + softmax) * (1 + gamma(self.S + 2 * m, u)) * (1 + us) - 1.0
-
     @property
     def weight_floor(self) -> float:
         """Absolute error of one weight from underflow (subnormal exp, subnormal storage)."""
@@ -160,92 +154,6 @@ def tolerance(
     return _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, group)
 
 
-def weights_tolerance(
-    query: object,
-    key: object,
-    value: object,
-    weights: object,
-    *,
-    scale: float | None = None,
-    dtype: object = "float32",
-    attn_mask: object = None,
-    enable_gqa: bool = False,
-) -> list:
-    """Per-element bound (..., L, S) on |weights - ground truth weights| for a kernel that
-    returns its softmax weights in `dtype` (arguments as in `tolerance`).
-
-        |err_ij| <= W_i p_ij + floor_w,
-        W_i = (1 + expm1(2 delta_i)) (1 + g(S+2m)) (1 + u_s) - 1,
-        delta_i = g(E+4) S_i + 3 u_s S_i,
-
-    steps (1)-(3) and (6) of `tolerance`'s derivation: a weight moves by the factor the score
-    errors allow, then by the softmax's own roundings, then by one rounding to `dtype` (u_s,
-    16-bit only), which may also have held the scores and their difference from the row max
-    (3 u_s S_i more on the exponent). The ground truth's float64 bound is added, as there.
-    Rows of zeros or NaN allow no difference."""
-    dtype = check_dtype(dtype)
-    group = _check_inputs(query, key, value, weights, scale, attn_mask, enable_gqa).group
-    try:
-        import numpy as np
-    except ImportError:
-        return _weights_lists(query, key, weights, scale, dtype, attn_mask, group)
-    q, k, p = (as_float64(np, a) for a in (query, key, weights))
-    E, S = q.shape[-1], k.shape[-2]
-    if group > 1:  # query head h reads key/value head h // group
-        k = np.repeat(k, group, axis=-3)
-    # S_ij = |scale| |q| @ |k|^T (+ |mask|)            (..., L, E) @ (..., E, S) -> (..., L, S)
-    size = abs(_scale(scale, E)) * (np.abs(q) @ np.swapaxes(np.abs(k), -1, -2))
-    if attn_mask is not None and not _is_bool_mask(attn_mask):
-        mask = as_float64(np, attn_mask)
-        size = size + np.where(np.isfinite(mask), np.abs(mask), 0.0)
-    S_i = np.max(np.where(p > 0, size, 0.0), axis=-1, keepdims=True)  # (..., L, 1)
-    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
-    factor = sum(
-        np.vectorize(r.weight_factor, otypes=[float])((r.score_gamma + 3 * r.u_store) * S_i)
-        for r in parts
-    )
-    bound = factor * np.where(np.isnan(p), 0.0, p) + sum(r.weight_floor for r in parts)
-    exact = np.all(np.nan_to_num(p) == 0.0, axis=-1, keepdims=True) | np.any(
-        np.isnan(p), axis=-1, keepdims=True
-    )
-    return np.where(exact, 0.0, bound).tolist()
-
-
-def _weights_lists(query, key, weights, scale, dtype, attn_mask, group: int) -> list:
-    """weights_tolerance in plain Python."""
-    q, q_shape = as_tensor(query, "query", min_dims=2)
-    k, k_shape = as_tensor(key, "key", min_dims=2)
-    p, _ = as_tensor(weights, "weights", min_dims=2)
-    lead, E, S = q_shape[:-2], q_shape[-1], k_shape[-2]
-    scale = _scale(scale, E)
-    mask = Mask.from_user(attn_mask, lead + (q_shape[-2], S)) if attn_mask is not None else None
-    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
-    floor = sum(r.weight_floor for r in parts)
-    blocks = []
-    for index in product(*map(range, lead)):
-        kv = tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index))
-        if group > 1:  # query head h reads key/value head h // group
-            kv = kv[:-1] + (index[-1] // group,)
-        qb, kb, pb = at(q, index), at(k, kv), at(p, index)
-        add = mask.slice(index) if mask is not None and not mask.is_bool else None
-        rows = []
-        for i, (q_i, p_i) in enumerate(zip(qb, pb)):
-            if any(math.isnan(x) for x in p_i) or not any(p_i):
-                rows.append([0.0] * len(p_i))
-                continue
-            S_i = 0.0  # max over live keys of |scale| sum_l |q_il k_jl| (+ |mask_ij|)
-            for j, k_j in enumerate(kb):
-                if p_i[j] > 0:
-                    size = abs(scale) * math.fsum(abs(a * b) for a, b in zip(q_i, k_j))
-                    if add is not None and math.isfinite(add[i][j]):
-                        size += abs(add[i][j])
-                    S_i = max(S_i, size)
-            factor = sum(r.weight_factor((r.score_gamma + 3 * r.u_store) * S_i) for r in parts)
-            rows.append([factor * x + floor for x in p_i])
-        blocks.append(rows)
-    return stack(blocks, lead)
-
-
 def _shape_of(x: object, name: str) -> tuple[int, ...]:
     """Shape of an array (its .shape) or of validated nested lists (bools allowed for masks)."""
     shape = getattr(x, "shape", None)
@@ -300,14 +208,8 @@ def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, gr
     E, S = q.shape[-1], k.shape[-2]
     if group > 1:  # query head h reads key/value head h // group
         k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
-    scale = _scale(scale, E)
-    # step 1: S_ij = |scale| * |q| @ |k|^T (+ |mask|)    (..., L, E) @ (..., E, S) -> (..., L, S)
-    size = abs(scale) * (np.abs(q) @ np.swapaxes(np.abs(k), -1, -2))
-    if attn_mask is not None and not _is_bool_mask(attn_mask):
-        mask = as_float64(np, attn_mask)
-        size = size + np.where(np.isfinite(mask), np.abs(mask), 0.0)
-    live = p > 0  # NaN compares False
-    S_i = np.max(np.where(live, size, 0.0), axis=-1, keepdims=True)  # (..., L, 1)
+    # step 1: S_i, the largest |score| terms of a live key per row
+    S_i = _row_sizes(np, q, k, p, _scale(scale, E), attn_mask)  # (..., L, 1)
     # step 2: the relative factor per row, and the absolute floors
     parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
     factor = sum(np.vectorize(r.factor, otypes=[float])(r.score_gamma * S_i) for r in parts)
@@ -320,6 +222,29 @@ def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, gr
     # step 4: exact-zero rows and NaN rows allow no difference
     exact = np.all(p_clean == 0.0, axis=-1, keepdims=True) | np.any(np.isnan(p), -1, keepdims=True)
     return np.where(exact, 0.0, bound).tolist()
+
+
+def _row_sizes(np, q, k, p, scale: float, attn_mask: object) -> object:
+    """S_i (..., L, 1): max over the keys j with p_ij > 0 of |scale| sum_l |q_il k_jl| (+ |a float
+    mask_ij|), k already one per query head."""
+    # S_ij = |scale| |q| @ |k|^T (+ |mask|)            (..., L, E) @ (..., E, S) -> (..., L, S)
+    size = abs(scale) * (np.abs(q) @ np.swapaxes(np.abs(k), -1, -2))
+    if attn_mask is not None and not _is_bool_mask(attn_mask):
+        mask = as_float64(np, attn_mask)
+        size = size + np.where(np.isfinite(mask), np.abs(mask), 0.0)
+    return np.max(np.where(p > 0, size, 0.0), axis=-1, keepdims=True)  # NaN > 0 is False
+
+
+def _row_size(q_i: list, kb: list, p_i: list, scale: float, add_i: list | None) -> float:
+    """S_i of one row in plain Python (`_row_sizes`), add_i the row of a float mask or None."""
+    found = 0.0
+    for j, k_j in enumerate(kb):
+        if p_i[j] > 0:
+            size = abs(scale) * math.fsum(abs(a * b) for a, b in zip(q_i, k_j))
+            if add_i is not None and math.isfinite(add_i[j]):
+                size += abs(add_i[j])
+            found = max(found, size)
+    return found
 
 
 def _not_a_weight(value: float, index: tuple[int, ...]) -> None:
@@ -370,13 +295,7 @@ def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, group:
                 rows.append([0.0] * len(v_sum))
                 continue
             # step 1: S_i = max over live keys of |scale| sum_l |q_il k_jl| (+ |mask_ij|)
-            S_i = 0.0
-            for j, k_j in enumerate(kb):
-                if p_i[j] > 0:
-                    size = abs(scale) * math.fsum(abs(a * b) for a, b in zip(q_i, k_j))
-                    if add is not None and math.isfinite(add[i][j]):
-                        size += abs(add[i][j])
-                    S_i = max(S_i, size)
+            S_i = _row_size(q_i, kb, p_i, scale, None if add is None else add[i])
             # step 2: R_i * sum_j p_ij |v_jc| + floors
             factor = sum(r.factor(r.score_gamma * S_i) for r in parts)
             rows.append(

@@ -9,49 +9,92 @@ covers them. With the ground truth's own float64 error added, as there:
 
     |p_ij - truth_ij| <= (R_i(dtype) + R_i(float64)) p_ij + floor_w(dtype) + floor_w(float64).
 
-The window checks a backend's sampled rows of weights with it (gui/sampled_check.py). Needs
-NumPy (imported when called): at 4096 keys the sizes are an (R, E) @ (E, S) product per head.
+A 16-bit kernel may also hold the scores in its dtype before softmax (`stored_scores`): each
+score, and its difference from the row max, then rounds once more (u_s |s| <= u_s S_i and
+u_s 2 S_i), so delta_i grows by 3 u_s S_i. The window checks a backend's sampled rows of
+weights with it (gui/sampled_check.py: float32 sums, stored_scores=False); `scratch.check`
+checks the weights a user's kernel returns (stored_scores=True). NumPy computes it when
+installed (at 4096 keys the sizes are an (R, E) @ (E, S) product per head), plain Python else.
 """
 
 from __future__ import annotations
 
 import math
+from itertools import product
 
+from .masks import Mask
+from .nested import at, stack
 from .options import Options
-from .tolerance import Rounding, _check_inputs, _is_bool_mask, as_float64, check_dtype
+from .tolerance import Rounding, _check_inputs, _row_size, _row_sizes, as_float64, check_dtype
+from .validate import as_tensor
 
 
 def weights_tolerance(
-    query: object, key: object, weights: object, options: Options, dtype: object = "float32"
+    query: object,
+    key: object,
+    weights: object,
+    options: Options,
+    dtype: object = "float32",
+    stored_scores: bool = False,
 ) -> list:
     """Per-element bound (..., L, S) on |weights - ground truth| for a kernel working in `dtype`.
 
     query (..., L, E) and key (..., S, E) are the kernel's inputs, `weights` (..., L, S) the
     ground truth's p from them (NaN rows count as 0); `options` the call's scale, attn_mask (a
     bool mask adds nothing to the scores' size, a float one its finite |entries|) and
-    enable_gqa. A causal call's mask adds nothing either (it is a bool mask)."""
-    import numpy as np
-
+    enable_gqa. A causal call's mask adds nothing either (it is a bool mask). stored_scores:
+    the kernel may hold 16-bit scores (see above)."""
     dtype = check_dtype(dtype)
     scale, attn_mask, enable_gqa = options.scale, options.attn_mask, options.enable_gqa
     # key stands in for value: a bound on the weights reads no values
-    _check_inputs(query, key, key, weights, scale, attn_mask, enable_gqa)
+    group = _check_inputs(query, key, key, weights, scale, attn_mask, enable_gqa).group
+    stored = 3.0 if stored_scores else 0.0  # u_s S_i's on each exponent
+    try:
+        import numpy as np
+    except ImportError:
+        return _weights_lists(query, key, weights, scale, dtype, attn_mask, group, stored)
     q, k, p = (as_float64(np, a) for a in (query, key, weights))
     E, S = q.shape[-1], k.shape[-2]
-    if enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
-        k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)  # kv head h // group
+    if group > 1:
+        k = np.repeat(k, group, axis=-3)  # kv head h // group
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
-    # step 1: the largest live size of each row    (..., L, E) @ (..., E, S) -> (..., L, S)
-    size = abs(scale) * (np.abs(q) @ np.swapaxes(np.abs(k), -1, -2))
-    if attn_mask is not None and not _is_bool_mask(attn_mask):
-        mask = as_float64(np, attn_mask)
-        size = size + np.where(np.isfinite(mask), np.abs(mask), 0.0)
     p = np.nan_to_num(p)
-    largest = np.max(np.where(p > 0, size, 0.0), axis=-1, keepdims=True)  # (..., L, 1)
+    # step 1: the largest live size of each row    (..., L, E) @ (..., E, S) -> (..., L, S)
+    largest = _row_sizes(np, q, k, p, scale, attn_mask)  # (..., L, 1)
     # step 2: R_i p_ij + floor, the kernel's rounding in `dtype` plus the ground truth's own
     parts = (Rounding(dtype, E, S), Rounding("float64", E, S))
-    factor = sum(np.vectorize(r.factor, otypes=[float])(r.score_gamma * largest) for r in parts)
+    factor = sum(
+        np.vectorize(r.factor, otypes=[float])((r.score_gamma + stored * r.u_store) * largest)
+        for r in parts
+    )
     return (factor * p + sum(r.weight_floor for r in parts)).tolist()
+
+
+def _weights_lists(query, key, weights, scale, dtype, attn_mask, group, stored) -> list:
+    """weights_tolerance in plain Python (no NumPy), one (L, S) block at a time."""
+    q, q_shape = as_tensor(query, "query", min_dims=2)
+    k, k_shape = as_tensor(key, "key", min_dims=2)
+    p, _ = as_tensor(weights, "weights", min_dims=2)
+    lead, E, S = q_shape[:-2], q_shape[-1], k_shape[-2]
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    mask = Mask.from_user(attn_mask, lead + (q_shape[-2], S)) if attn_mask is not None else None
+    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
+    floor = sum(r.weight_floor for r in parts)
+    blocks = []
+    for index in product(*map(range, lead)):
+        kv = tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index))
+        if group > 1:  # query head h reads key/value head h // group
+            kv = kv[:-1] + (index[-1] // group,)
+        qb, kb, pb = at(q, index), at(k, kv), at(p, index)
+        add = mask.slice(index) if mask is not None and not mask.is_bool else None
+        rows = []
+        for i, (q_i, p_i) in enumerate(zip(qb, pb)):
+            p_i = [0.0 if math.isnan(x) else x for x in p_i]
+            size = _row_size(q_i, kb, p_i, scale, None if add is None else add[i])
+            factor = sum(r.factor((r.score_gamma + stored * r.u_store) * size) for r in parts)
+            rows.append([factor * x + floor for x in p_i])
+        blocks.append(rows)
+    return stack(blocks, lead)
 
 
 __all__ = ["weights_tolerance"]

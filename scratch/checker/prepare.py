@@ -11,8 +11,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..attention import scaled_dot_product_attention
+from ..options import Options
 from ..rows import attention_rows, sample_rows
-from ..tolerance import tolerance, weights_tolerance
+from ..tolerance import tolerance
+from ..weights_tolerance import weights_tolerance
 from .arrays import Arrays
 from .cases import Case, add_late_max, gauss, mask_values
 
@@ -75,10 +77,14 @@ class Prepared:
         self.np_ready = True
 
     def weights_bound(self) -> list:
-        """(..., R, S) bound on a returned weight's error (`weights_tolerance`), made once."""
+        """(..., R, S) bound on a returned weight's error (`weights_tolerance`, the kernel's
+        scores perhaps held in a 16-bit dtype), made once."""
         if "weights_bound" not in self._memo:
-            args, kwargs = self.bound_inputs
-            self._memo["weights_bound"] = weights_tolerance(*args, **kwargs)
+            (q, k, _, weights), kw = self.bound_inputs
+            options = Options(kw["attn_mask"], scale=kw["scale"], enable_gqa=kw["enable_gqa"])
+            self._memo["weights_bound"] = weights_tolerance(
+                q, k, weights, options, kw["dtype"], stored_scores=True
+            )
         return self._memo["weights_bound"]
 
     def reference_error(self) -> float:
