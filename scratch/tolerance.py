@@ -224,6 +224,13 @@ def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, gr
     return np.where(exact, 0.0, bound).tolist()
 
 
+def _kv_of(index: tuple[int, ...], k_shape: tuple[int, ...], group: int) -> tuple[int, ...]:
+    """The key/value leading index a query index reads: size-1 axes broadcast, and query head
+    h reads key/value head h // group."""
+    kv = tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index))
+    return kv[:-1] + (index[-1] // group,) if group > 1 else kv
+
+
 def _row_sizes(np, q, k, p, scale: float, attn_mask: object) -> object:
     """S_i (..., L, 1): max over the keys j with p_ij > 0 of |scale| sum_l |q_il k_jl| (+ |a float
     mask_ij|), k already one per query head."""
@@ -280,9 +287,7 @@ def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, group:
     o_floor = sum(r.output_floor for r in parts)
     blocks = []
     for index in product(*map(range, lead)):
-        kv = tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index))
-        if group > 1:  # query head h reads key/value head h // group
-            kv = kv[:-1] + (index[-1] // group,)
+        kv = _kv_of(index, k_shape, group)
         qb, kb, vb, pb = at(q, index), at(k, kv), at(v, kv), at(p, index)
         add = mask.slice(index) if mask is not None and not mask.is_bool else None
         v_sum = [math.fsum(abs(row[c]) for row in vb) for c in range(len(vb[0]))]

@@ -25,7 +25,15 @@ from itertools import product
 from .masks import Mask
 from .nested import at, stack
 from .options import Options
-from .tolerance import Rounding, _check_inputs, _row_size, _row_sizes, as_float64, check_dtype
+from .tolerance import (
+    Rounding,
+    _check_inputs,
+    _kv_of,
+    _row_size,
+    _row_sizes,
+    as_float64,
+    check_dtype,
+)
 from .validate import as_tensor
 
 
@@ -82,9 +90,7 @@ def _weights_lists(query, key, weights, scale, dtype, attn_mask, group, stored) 
     floor = sum(r.weight_floor for r in parts)
     blocks = []
     for index in product(*map(range, lead)):
-        kv = tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index))
-        if group > 1:  # query head h reads key/value head h // group
-            kv = kv[:-1] + (index[-1] // group,)
+        kv = _kv_of(index, k_shape, group)
         qb, kb, pb = at(q, index), at(k, kv), at(p, index)
         add = mask.slice(index) if mask is not None and not mask.is_bool else None
         rows = []
