@@ -26,6 +26,21 @@ from .variants.base import check_sizes
 from .variants.sinks import sink_logits
 
 
+def seen_by(mask_mod: Callable[..., bool], b: int, h: int, i: int, j: int) -> bool:
+    """mask_mod's answer for one cell as a bool: True, False, a NumPy bool or a 0-d bool
+    array or tensor (TypeError naming mask_mod and the cell otherwise: a mask_mod that forgets
+    to return gives None, which would mask every key)."""
+    seen = mask_mod(b, h, i, j)
+    if isinstance(seen, bool):
+        return seen
+    if "bool" in str(getattr(seen, "dtype", "")) and getattr(seen, "ndim", None) == 0:
+        return bool(seen)
+    raise TypeError(
+        f"mask_mod: expected a bool for (b, h, q_idx, kv_idx) = {(b, h, i, j)}, "
+        f"found {type(seen).__name__} {seen!r}"
+    )
+
+
 @dataclass(frozen=True)
 class BlockMask:
     """A mask_mod with the tiles it leaves: for each (b, h, query block), the key blocks to visit.
@@ -42,7 +57,7 @@ class BlockMask:
 
     def sees(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         """mask_mod's answer for one cell."""
-        return bool(self.mask_mod(b, h, q_idx, kv_idx))
+        return seen_by(self.mask_mod, b, h, q_idx, kv_idx)
 
     def keys(self, b: int, h: int, q_idx: int) -> list[int]:
         """The keys query q_idx of (b, h) sees, visiting only the listed tiles."""
@@ -112,7 +127,7 @@ def create_block_mask(
         found = []
         for kb in range(-(-S // bk)):
             cells = [
-                bool(mask_mod(b, h, i, j))
+                seen_by(mask_mod, b, h, i, j)
                 for i in range(qb * bq, min(qb * bq + bq, L))
                 for j in range(kb * bk, min(kb * bk + bk, S))
             ]

@@ -167,19 +167,19 @@ def as_mask(obj: object, name: str = "attn_mask") -> tuple[Nested, tuple[int, ..
         return reshape(list(leaves), shape), shape, True
     if all(_is_bool(v) for v in leaves):
         return reshape([bool(v) for v in leaves], shape), shape, True
-    any_float = False
-    floats = []
+    # numbers first: a None or a string is named where it is, not a bool before it
+    floats = [0.0 if _is_bool(v) else _as_float(v, name, p, shape) for p, v in enumerate(leaves)]
     for p, v in enumerate(leaves):
         if _is_bool(v):
             raise TypeError(
                 f"{name}: mixes bools and numbers (bool at {_position(name, p, shape)}"
                 f"); expected all bools (True = may attend) or all floats (added to the scores)"
             )
-        floats.append(_as_float(v, name, p, shape))
-        any_float = any_float or not isinstance(v, numbers.Integral)  # np.int64 is an integer
-    if not any_float:
+    integers = [isinstance(v, numbers.Integral) for v in leaves]  # np.int64 is an integer
+    if all(integers) or (any(integers) and all(x in (0.0, 1.0) for x in floats)):
+        found = "only integers" if all(integers) else "only 0s and 1s, some of them integers"
         raise TypeError(
-            f"{name}: found only integers, which are ambiguous; expected bools "
+            f"{name}: found {found}, which are ambiguous (attend, or add 1?); expected bools "
             f"(True = may attend) or floats (added to the scaled scores, -inf = masked)"
         )
     return reshape(floats, shape), shape, False

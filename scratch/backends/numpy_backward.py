@@ -366,7 +366,30 @@ def gradients_of(
             raise ValueError(f"output: expected shape {g.shape}, found {output.shape}")
         if lse.shape != g.shape[:-1]:
             raise ValueError(f"lse: expected shape {g.shape[:-1]} (..., L), found {lse.shape}")
+        _check_lse(p, lse)
     return _tiled(p, g, keep, output, lse, block)
+
+
+def _check_lse(p: _Problem, lse: np.ndarray) -> None:
+    """A forward's lse: finite on every row that sees a key, -inf on a fully masked one
+    (ValueError naming the first row that breaks it: P recomputed from a wrong lse is wrong)."""
+    if p.causal is not None:  # row i sees a key iff i + shift >= 0
+        live = np.arange(p.L) + p.causal.shift >= 0  # (L,)
+    elif p.mask is None:
+        live = np.ones(p.L, dtype=bool)
+    else:
+        m = np.broadcast_to(p.mask, p.lead + (p.L, p.S))
+        live = m.any(axis=-1) if m.dtype == np.bool_ else (m > -np.inf).any(axis=-1)
+    live = np.broadcast_to(live, lse.shape)
+    bad = np.where(live, ~np.isfinite(lse), ~np.isneginf(lse))
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        want = "a finite number (the row sees keys)" if live[index] else "-inf (a fully masked row)"
+        where = "".join(f"[{i}]" for i in index)
+        raise ValueError(
+            f"lse{where}: expected {want}, found {float(lse[index])!r}; pass the forward's own "
+            f"(forward_with_lse, or return_lse=True with the same arguments)"
+        )
 
 
 scaled_dot_product_attention_backward = backward_door(gradients_of, own_rng=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..flex import BlockMask, block_mask_sizes, modified
+from ..flex import BlockMask, block_mask_sizes, modified, seen_by
 from ..variants.arrays import array_form
 from ..variants.dual import derivative
 
@@ -53,7 +53,7 @@ def cellwise_mask(mask_mod: Callable[..., bool]) -> Callable[..., np.ndarray]:
         b, h, q_idx, kv_idx = _cells(b, h, q_idx, kv_idx)
         seen = np.empty(b.shape, dtype=bool)
         for c in np.ndindex(b.shape):
-            seen[c] = bool(mask_mod(int(b[c]), int(h[c]), int(q_idx[c]), int(kv_idx[c])))
+            seen[c] = seen_by(mask_mod, int(b[c]), int(h[c]), int(q_idx[c]), int(kv_idx[c]))
         return seen
 
     return array

@@ -184,7 +184,14 @@ def as_device(device: object) -> torch.device:
     """A torch.device with its index filled in for CUDA (so tensors already there match it)."""
     if isinstance(device, torch.device) and (device.type == "cpu" or device.index is not None):
         return device
-    device = torch.device(device)
+    if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
+        raise TypeError(f"device: expected a torch device or its name, found {device!r}")
+    try:
+        device = torch.device(device)
+    except RuntimeError as exc:  # torch: "Expected one of cpu, cuda, ... device type"
+        raise ValueError(f"device: {device!r} is not a torch device ({exc})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {str(device)!r}, but this torch sees no CUDA device")
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     return device

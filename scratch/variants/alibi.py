@@ -12,6 +12,7 @@ in decode); with learned sinks the offset matters, since the sink's logit is not
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from .arrays import constant, ones
@@ -38,8 +39,14 @@ class ALiBi(Variant):
     shift: int = 0
 
     def __post_init__(self):
+        super().__post_init__()  # the shift
         if not isinstance(self.slopes, (list, tuple)) or not self.slopes:
             raise ValueError(f"slopes: expected one number per head, found {self.slopes!r}")
+        for h, slope in enumerate(self.slopes):
+            if isinstance(slope, bool) or not isinstance(slope, numbers.Real):
+                raise ValueError(f"slopes[{h}]: expected a number, found {slope!r}")
+            if not math.isfinite(slope):
+                raise ValueError(f"slopes[{h}]: expected a finite number, found {slope!r}")
         object.__setattr__(self, "slopes", tuple(float(s) for s in self.slopes))
 
     @classmethod

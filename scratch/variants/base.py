@@ -17,6 +17,7 @@ numbers' derivative).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +60,11 @@ def derived_ranges(
 
 class Variant:
     """An attention variant: set `mask_mod` and/or `score_mod` (methods) in a subclass."""
+
+    def __post_init__(self) -> None:
+        """A variant with a `shift` (its diagonal's offset) gets an integer there."""
+        if hasattr(self, "shift"):
+            object.__setattr__(self, "shift", check_shift(self.shift))
 
     mask_mod: Callable[..., bool] | None = None
     score_mod: Callable[..., float] | None = None
@@ -128,6 +134,16 @@ def check_count(
         raise ValueError(f"{name}: expected {shared}one {what} ({axis} = {size}), found {found}")
 
 
+def check_shift(value: object) -> int:
+    """A diagonal's offset: an integer of any sign (NumPy integers too), not a bool or a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(
+            f"shift: expected an integer (key j is on query i's diagonal at j = i + shift), "
+            f"found {value!r}"
+        )
+    return int(value)
+
+
 def check_int(value: object, name: str, *, least: int) -> int:
     """An integer >= least (ValueError naming the field otherwise)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -146,6 +162,7 @@ __all__ = [
     "Ranges",
     "Variant",
     "check_count",
+    "check_shift",
     "check_sizes",
     "clip",
     "derived_ranges",

@@ -21,6 +21,7 @@ class ChunkedLocal(Variant):
     shift: int = 0
 
     def __post_init__(self):
+        super().__post_init__()  # the shift
         check_int(self.chunk, "chunk", least=1)
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:

@@ -23,6 +23,7 @@ class GlobalTokens(Variant):
     shift: int = 0
 
     def __post_init__(self):
+        super().__post_init__()  # the shift
         if isinstance(self.tokens, (str, bytes)) or not hasattr(self.tokens, "__iter__"):
             raise TypeError(f"tokens: expected a list of positions, found {self.tokens!r}")
         found = sorted({check_int(t, "tokens", least=0) for t in self.tokens})

@@ -22,6 +22,7 @@ class PrefixLM(Variant):
     shift: int = 0
 
     def __post_init__(self):
+        super().__post_init__()  # the shift
         if isinstance(self.prefix, (list, tuple)):
             object.__setattr__(self, "prefix", tuple(self.prefix))
             for b, n in enumerate(self.prefix):

@@ -22,6 +22,7 @@ class SinkTokens(Variant):
     shift: int = 0
 
     def __post_init__(self):
+        super().__post_init__()  # the shift
         check_int(self.sinks, "sinks", least=0)
         check_int(self.left, "left", least=0)
 

@@ -25,6 +25,7 @@ class SlidingWindow(Variant):
     shift: int = 0
 
     def __post_init__(self):
+        super().__post_init__()  # the shift
         check_window_side(self.left, "left")
         check_window_side(self.right, "right")
 
