@@ -11,6 +11,7 @@ prefill (needed for a prefix-LM's prefix, whose queries see keys after them).
 from __future__ import annotations
 
 from .decode import decode_attention, key_value
+from .validate import check_positive_int
 
 
 class KVCache:
@@ -28,6 +29,7 @@ class KVCache:
 
     def positions(self, T: int = 1) -> list[int]:
         """The true positions of the next T tokens (what scratch.rotary needs for them)."""
+        T = check_positive_int(T, "T")
         return list(range(self.seq_len, self.seq_len + T))
 
     def append(self, key: object, value: object) -> None:

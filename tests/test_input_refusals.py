@@ -152,3 +152,12 @@ def test_cuda_without_cuda_is_named():
     q = np.ones((2, 4))
     with pytest.raises(ValueError, match="device: 'cuda', but this torch sees no CUDA device"):
         get("torch").scaled_dot_product_attention(q, q, q, device="cuda")
+
+
+@pytest.mark.parametrize("T", [-1, 0, 1.5, True])
+def test_a_cache_refuses_a_token_count_that_is_not_positive(T):
+    from scratch.kv_cache import KVCache
+
+    assert KVCache().positions(2) == [0, 1]
+    with pytest.raises((TypeError, ValueError), match="T: expected"):
+        KVCache().positions(T)
