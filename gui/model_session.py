@@ -12,7 +12,7 @@ import numpy as np
 
 from gui import core_api
 from gui import session as sm
-from gui.token_text import readable
+from gui.token_text import session_label
 
 
 def head_session(run: object, layer: int, head: int) -> sm.Session:
@@ -30,8 +30,8 @@ def head_session(run: object, layer: int, head: int) -> sm.Session:
         for name in ("q", "k", "v")
     }
     return sm.Session(
-        tokens=tuple(run.tokens),
-        key_tokens=tuple(run.tokens),
+        tokens=tuple(session_label(t) for t in run.tokens),
+        key_tokens=tuple(session_label(t) for t in run.tokens),
         query=_matrix(x1),
         w_q=_matrix(weights["q"]),
         w_k=_matrix(weights["k"]),
@@ -54,7 +54,7 @@ def rotated_session(run: object, layer: int, head: int) -> sm.Session:
     x = np.asarray(run.inputs[layer], dtype=np.float64)  # (T, d_model): RMSNorm'd input
     kv = core_api.kv_heads_of(run.model)[head]
     decode = run.model.tokenizer.decode
-    tokens = tuple(readable(decode([i])) for i in run.ids)  # '␣Paris', not 'ĠParis'
+    tokens = tuple(session_label(decode([i])) for i in run.ids)  # '␣Paris', not 'ĠParis'
     return sm.Session(
         tokens=tokens,
         key_tokens=tokens,

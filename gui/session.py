@@ -28,6 +28,10 @@ MAX_TOKENS = 4096  # above 256 a NumPy/torch trace is checked on sampled rows (s
 MAX_DIM = 1024  # a real model head: all-MiniLM-L6-v2 has d_model 384 (+1 for the bias column)
 MAX_HEADS = 16  # the heads spin box's range; a file may not ask for more
 MAX_SEED = 2**31 - 1  # a Qt spin box holds a signed 32-bit int
+# the largest |cell|: with every input and weight at most 1e50, a score of MAX_DIM-wide
+# projections stays below 1e50^4 * 1024^3 ~ 1e209, far from float64's 1.8e308 (1e200 in one
+# cell overflowed the scores to inf, and inf - inf made the row NaN: "every key is masked")
+MAX_CELL = 1e50
 
 Matrix = tuple[tuple[float, ...], ...]
 
@@ -416,8 +420,11 @@ def with_grad_output(s: Session, kind: str, seed: int) -> Session:
 def parse_tokens(text: str, count: int, field: str) -> tuple[str, ...]:
     """Comma-separated labels; ValueError says how many were expected and found."""
     labels = tuple(t.strip() for t in text.split(",")) if text.strip() else ()
-    if len(labels) != count or any(not t for t in labels):
+    if len(labels) != count:
         raise ValueError(f"{field}: expected {count} comma-separated labels, found {len(labels)}")
+    if not all(labels):
+        empty = labels.index("") + 1
+        raise ValueError(f"{field}: label {empty} of {count} is empty; expected a word there")
     return labels
 
 
@@ -454,6 +461,11 @@ def with_cell(s: Session, name: str, i: int, j: int, value: float) -> Session:
     """A copy with matrix `name`[i][j] set to `value` (must be finite)."""
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         raise SessionError(f"{name}[{i}][{j}]: expected a finite number, found {value!r}")
+    if abs(value) > MAX_CELL:
+        raise SessionError(
+            f"{name}[{i}][{j}]: expected a number from -{MAX_CELL:g} to {MAX_CELL:g} (larger "
+            f"ones overflow the scores in float64), found {value!r}"
+        )
     m = [list(row) for row in s.matrix(name)]
     m[i][j] = float(value)
     return dataclasses.replace(s, preset="custom", **{name: tuple(tuple(r) for r in m)})

@@ -13,6 +13,7 @@ from gui.session import (
     GRAD_OUTPUTS,
     MASK_MODES,
     MASKED_ROWS,
+    MAX_CELL,
     MAX_DIM,
     MAX_HEADS,
     MAX_SEED,
@@ -70,8 +71,9 @@ def _matrix(data: Mapping, field: str, rows: int | None, cols: int | None) -> Ma
             raise _fail(f"{field}[{i}]", f"a list of {width} numbers", row)
         for j, cell in enumerate(row):
             ok = isinstance(cell, int | float) and not isinstance(cell, bool)
-            if not ok or not math.isfinite(cell):
-                raise _fail(f"{field}[{i}][{j}]", "a finite number", cell)
+            if not ok or not math.isfinite(cell) or abs(cell) > MAX_CELL:
+                within = f"a number from -{MAX_CELL:g} to {MAX_CELL:g}"
+                raise _fail(f"{field}[{i}][{j}]", within, cell)
         out.append(tuple(float(c) for c in row))
     return tuple(out)
 

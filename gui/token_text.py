@@ -9,3 +9,10 @@ def readable(token: str, longest: int = LONGEST) -> str:
     """' Paris' -> '␣Paris', '\\n' -> '\\\\n'; a label longer than `longest` ends in '…'."""
     text = token.replace(" ", "␣").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
     return text if len(text) <= longest else text[: longest - 1] + "…"
+
+
+def session_label(token: str) -> str:
+    """`readable`, and a label the session's comma-separated label line can hold: a comma
+    becomes '‚' (U+201A, a low quotation mark that looks like one), nothing becomes '∅'."""
+    text = readable(token).replace(",", "\u201a")
+    return text or "\u2205"

@@ -88,6 +88,18 @@ def test_a_head_session_reproduces_the_model_with_biases_in_the_weights(run):
     assert np.abs(np.asarray(out.trace["weights"].value) - run.attentions[2, 4]).max() <= 1e-12
 
 
+def test_a_head_of_a_text_with_commas_saves_reopens_and_edits(run, tmp_path):
+    """A "," token becomes the label '‚' (U+201A): the session file reopens (it refused ','
+    before) and the label line, read back unchanged, gives the same labels."""
+    comma_run = models.load().run("Hello, world")
+    assert "," in comma_run.tokens
+    s = head_session(comma_run, 0, 0)
+    assert "\u201a" in s.tokens and not any("," in t for t in s.tokens)
+    session_file.save(tmp_path / "comma.json", s)
+    assert session_file.load(tmp_path / "comma.json") == s
+    assert sm.with_labels(s, ", ".join(s.tokens), "") == s  # the unchanged line: no refusal
+
+
 def test_a_bad_model_directory_is_refused_and_the_last_run_stays(qtbot, window, run, tmp_path):
     panel = window.model
     panel.show_run(run)

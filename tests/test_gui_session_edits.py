@@ -203,3 +203,24 @@ def test_switching_to_projections_keeps_the_result(d_v, kv_heads):
         assert after["output"].tolist() == before["output"].tolist(), (start, d_v, kv_heads)
         if start == "qkv":
             assert after_s.num_kv_heads == kv_heads and after_s.key == s.key
+
+
+def test_a_cell_too_large_for_the_scores_is_refused_in_the_window_and_in_files():
+    """1e200 in one cell overflowed the scores (inf - inf: a NaN row explained as "masked");
+    MAX_CELL refuses it, and a session file holding it."""
+
+    s = sm.from_preset(core_api.get_preset("journey"))
+    assert sm.with_cell(s, "query", 1, 1, sm.MAX_CELL).query[1][1] == sm.MAX_CELL
+    with pytest.raises(ValueError, match=r"query\[1\]\[1\]: expected a number from -1e\+50"):
+        sm.with_cell(s, "query", 1, 1, 1e200)
+    data = s.to_dict()
+    data["query"][1][1] = -1e51
+    with pytest.raises(ValueError, match="a number from -1e"):
+        session_file.validate(data)
+
+
+def test_an_empty_label_is_named_by_its_place():
+    with pytest.raises(ValueError, match="tokens: label 2 of 6 is empty"):
+        sm.parse_tokens("a,, c, d, e, f", 6, "tokens")
+    with pytest.raises(ValueError, match="tokens: expected 6 comma-separated labels, found 5"):
+        sm.parse_tokens("a, b, c, d, e", 6, "tokens")
