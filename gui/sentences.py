@@ -33,7 +33,9 @@ def attention_sentence(
 
     Runners-up under NOTABLE are left out; `hidden[j]` marks keys the mask hides."""
     if any(math.isnan(v) for v in row):
-        return f"'{query}' has no weights: every key is masked and the row is NaN."
+        if len(hidden) == len(row) and all(hidden):
+            return f"'{query}' has no weights: every key is masked and the row is NaN."
+        return f"'{query}' has NaN weights: its scores are not all finite numbers."
     if all(v == 0 for v in row):
         return f"'{query}' attends to nothing: every key is masked, so its weights are all 0."
     visible = [j for j in _ranked(row) if not (j < len(hidden) and hidden[j])]
@@ -45,12 +47,14 @@ def attention_sentence(
         )
     first, last = visible[0], visible[-1]
     if row[first] - row[last] < 5e-3:
-        each = numbers.weight(row[first])
+        each = numbers.weight(row[first]) if row[first] >= NOTABLE else f"{row[first]:.2g}"
         return f"'{query}' attends to all {len(visible)} keys about equally ({each} each)"
     picks = [first] + [j for j in visible[1:top] if row[j] >= NOTABLE]
     said = _join([f"'{keys[j]}' ({numbers.weight(row[j])})" for j in picks])
-    if len(picks) == 1:
+    if len(picks) == 1 and row[first] >= 0.5:  # a majority: "almost only" is true
         return f"'{query}' attends almost only to {said}; every other key gets under {NOTABLE}"
+    if len(picks) == 1:  # a long row: the largest weight is small, the rest smaller still
+        return f"'{query}' attends most to {said}; no other key gets {NOTABLE} or more"
     return f"'{query}' attends most to {said}"
 
 

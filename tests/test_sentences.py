@@ -124,3 +124,22 @@ def test_each_step_gets_the_sentence_of_its_kind():
         forward + [("head_outputs", 6, "mix"), ("output", 7, "heads")],
         forward + [("head_outputs", 6, "mix"), ("output", 8, "heads")],
     ]
+
+
+def test_a_long_row_with_a_small_top_weight_is_not_called_almost_only():
+    """512 keys: 0.012 on one, about 0.002 on the rest: "most", not "almost only"."""
+    row = [0.012] + [0.988 / 511] * 511
+    keys = [f"t{j}" for j in range(512)]
+    said = sentences.attention_sentence(row, "t418", keys)
+    assert said == "'t418' attends most to 't0' (0.01); no other key gets 0.01 or more"
+    majority = sentences.attention_sentence([0.995, 0.004, 0.001], "a", ["a", "b", "c"])
+    assert "almost only to 'a' (0.99)" in majority  # (0.995 rounds to even: 0.99)
+
+
+def test_equal_small_weights_keep_their_digits_and_nan_rows_say_why():
+    row = [1 / 4096] * 4096
+    said = sentences.attention_sentence(row, "t0", [f"t{j}" for j in range(4096)])
+    assert said == "'t0' attends to all 4096 keys about equally (0.00024 each)"
+    nan, say = float("nan"), sentences.attention_sentence
+    assert "every key is masked" in say([nan] * 3, "a", "abc", hidden=[True] * 3)
+    assert "not all finite" in say([nan] * 3, "a", "abc", hidden=[False] * 3)
