@@ -66,10 +66,10 @@ class LearnTab(QWidget):
             except ValueError as exc:
                 self.message.setText(str(exc))
                 self.message.setVisible(True)
-                self.pages.setEnabled(False)
+                self.pages.setVisible(False)  # not the last example's numbers, greyed
                 return
         self.message.setVisible(False)
-        self.pages.setEnabled(True)
+        self.pages.setVisible(True)
         self.pages.currentWidget().set_inputs(self.inputs)
 
     def wait(self) -> None:

@@ -179,8 +179,11 @@ def test_long_examples_are_thinned_and_too_long_ones_refused(open_window, qtbot,
         assert tiles.block.value() == 12 and "64 of 100 query rows" in tiles.status.text()
         monkeypatch.setattr(learn_model, "MAX_TOKENS", 50)
         w.learn.set_trace(w.outcome.reference)
-        assert w.learn.message.isVisible() and not w.learn.pages.isEnabled()
+        assert w.learn.message.isVisible() and not w.learn.pages.isVisible()  # no stale page
         assert "100" in w.learn.message.text()
+        monkeypatch.setattr(learn_model, "MAX_TOKENS", 1024)
+        w.learn.set_trace(w.outcome.reference)
+        assert not w.learn.message.isVisible() and w.learn.pages.isVisible()
     finally:
         w.close()
 
