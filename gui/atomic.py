@@ -25,6 +25,10 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     # would swap the link itself for a regular file and leave its target stale)
     path = os.path.realpath(os.fspath(path))
     folder = os.path.dirname(path)
+    if not os.path.isdir(folder):  # else mkstemp names its own .part file in the error
+        raise FileNotFoundError(f"{path}: the folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a folder; expected a file name")
     # step 2: the temporary file lives beside the target, so os.replace never crosses devices
     fd, tmp = tempfile.mkstemp(prefix=".", suffix=".part", dir=folder)
     try:

@@ -138,3 +138,12 @@ def test_saving_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_pat
     assert target.read_text() == "new", "the link's target still holds the old contents"
     assert sorted(os.listdir(tmp_path)) == ["link.json", "real"]
     assert os.listdir(folder) == ["session.json"], "a temporary file was left behind"
+
+
+def test_a_write_into_a_missing_folder_or_onto_a_folder_names_the_path(tmp_path):
+    """Not mkstemp's own '.xxxx.part' name: the folder that is missing, or the folder given."""
+    with pytest.raises(FileNotFoundError, match=f"the folder {tmp_path / 'nowhere'} does not"):
+        atomic.write_text(tmp_path / "nowhere" / "s.json", "{}")
+    with pytest.raises(IsADirectoryError, match="is a folder; expected a file name"):
+        atomic.write_text(tmp_path, "{}")
+    assert not list(tmp_path.iterdir())  # nothing left behind
