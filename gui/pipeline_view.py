@@ -329,11 +329,13 @@ class PipelineView(QWidget):
         self._place_stale()
 
     def _place_stale(self) -> None:
-        """The mark at the top of the heatmaps, centred, at most 560 pixels wide."""
+        """The mark over the stale trace's sentence below the heatmaps, the width of the
+        content (over the heatmaps, 560 pixels wide, it hid their titles)."""
         room = self.content.width()
-        self.stale.setFixedWidth(max(120, min(560, room - 16)))
+        self.stale.setFixedWidth(max(120, room - 8))
         self.stale.adjustSize()
-        self.stale.move(max(0, (room - self.stale.width()) // 2), self.formula.height() + 4)
+        top = self.sentence.mapTo(self.content, self.sentence.rect().topLeft()).y()
+        self.stale.move(4, max(0, top))
         self.stale.raise_()
 
     def _fit_sources(self) -> None:

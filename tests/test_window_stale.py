@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
+from PyQt6.QtCore import QRect  # noqa: E402
+
 from gui import controller, slow_warning  # noqa: E402
 from gui import session as sm  # noqa: E402
 from tests.journey_sessions import journey_preset  # noqa: E402
@@ -32,6 +34,9 @@ def test_the_canvas_is_marked_stale_while_a_new_trace_is_computed(qtbot, open_wi
         qtbot.waitUntil(lambda: w.worker.busy)
         assert w.pipeline.stale.isVisible()
         assert w.pipeline.stale.text().startswith("stale: the previous inputs' trace")
+        p = w.pipeline  # the mark covers the stale sentence, not the heatmaps and their titles
+        heatmaps = QRect(p.split.mapTo(p.content, p.split.rect().topLeft()), p.split.size())
+        assert not heatmaps.intersects(p.stale.geometry()), (heatmaps, p.stale.geometry())
         old = w.outcome
     finally:
         release.set()
