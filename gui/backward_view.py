@@ -75,6 +75,8 @@ class BackwardView(QWidget):
         self.pipeline.step_name = "grad_output"
         self.pipeline.setVisible(False)
         outer.addWidget(self.pipeline, 1)
+        self.filler = QWidget()  # in the steps' place while they are hidden: rows stay on top
+        outer.addWidget(self.filler, 1)
         self.kind.activated.connect(lambda _: self._chosen())
         self.seed.valueChanged.connect(lambda _: self._chosen())
         self.cancel_button.clicked.connect(self.cancelRequested)
@@ -108,6 +110,7 @@ class BackwardView(QWidget):
             self.show_message(outcome.refused)
             return
         self.message.setVisible(False)
+        self.filler.setVisible(False)
         self.pipeline.setVisible(True)
         self.pipeline.set_trace(outcome.trace)
         self.status.setText(f"ground truth (float64), {outcome.seconds:.2f} s")
@@ -115,5 +118,6 @@ class BackwardView(QWidget):
     def show_message(self, text: str) -> None:
         """A sentence in place of the steps (too many tokens, or the computation failed)."""
         self.pipeline.setVisible(False)
+        self.filler.setVisible(True)
         self.message.setText(text)
         self.message.setVisible(True)

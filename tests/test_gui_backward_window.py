@@ -252,6 +252,9 @@ def test_too_many_tokens_show_why_instead_of_the_steps(qtbot, open_window):
     assert w.backward.message.isVisibleTo(w) and not w.backward.pipeline.isVisibleTo(w)
     assert "513 x 513 = 263,169" in w.backward.message.text()
     assert "Gradients: not computed" in w.checks.header.text()
+    # the dO row and the message stay at the top (they were spread over the empty view)
+    assert w.backward.message.geometry().bottom() < w.backward.height() // 2
+    assert w.backward.about.geometry().top() < 80
 
 
 @pytest.mark.parametrize("policy", ["zero", "nan"])
