@@ -148,7 +148,7 @@ def compare(trace: object, reference: object) -> list:
 def step_stages(names: list[str]) -> list[tuple[int, str]]:
     """(step number, arrow text) of each step name, from scratch's registry of steps."""
     call = steps.call_of_names(names)
-    return [(spec.number, spec.arrow) for spec in (steps.spec_for(call, n) for n in names)]
+    return [(steps.spec_for(call, n).number, steps.arrow_of(call, n)) for n in names]
 
 
 def sentence_kind(names: list[str], step: str) -> str:

@@ -437,6 +437,16 @@ def call_of(trace: object) -> Call:
     )
 
 
+def arrow_of(call: Call, name: str) -> str:
+    """The words on the window's arrow into step `name`: its spec's, but q, k and v with no
+    w at all (q = k = v = x, or given directly) are the inputs themselves, not "x @ W" (one
+    stage holds the three, so one w among them keeps "x @ W")."""
+    spec = spec_for(call, name)
+    if name in ("q", "k", "v") and not {"w_q", "w_k", "w_v"} & set(call.given):
+        return f"= {call.source(name)}"
+    return spec.arrow
+
+
 def call_of_names(
     names: Sequence[str],
     num_heads: int = 1,

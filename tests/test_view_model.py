@@ -92,6 +92,7 @@ def test_flow_stages_follow_the_computation():
     ]
     plain = view_model.flow_stages(["x", "q", "k", "v", "scores", "weights", "output"])
     assert plain[-1].arrow == "@ v" and plain[1].names == ("q", "k", "v")
+    assert plain[1].arrow == "= x"  # q = k = v = x: no W to multiply by
     cross = view_model.flow_stages(["x", "key_input", "value_input", "q", "k", "v", "output"])
     assert cross[0].names == ("x", "key_input", "value_input")
     assert view_model.shape_text((2, 6, 6), ("head", "query", "key")) == "2 heads, 6x6"
