@@ -14,6 +14,13 @@ def model_head_note(s: sm.Session) -> str:
     title = html.escape(s.preset.removeprefix("model:").replace(":", ", "))
     if s.mode != "project":  # a decoder's head: rotated q, k and its v, no weights shown
         return f"<b>{title}</b><br>q, k and v are the model's own, after its projections."
+    rope = getattr(s.variant, "rope", "none")
+    if rope != "none":  # a decoder's head (Llama family): no biases, RoPE after W_q and W_k
+        return (
+            f"<b>{title}</b><br>d_model {len(s.query[0])}: X is the layer's RMSNorm'd input, "
+            "W_q the head's columns, W_k and W_v those of the key/value head it shares (no "
+            f"biases); RoPE ({rope} pairing) then turns q and k (steps q_rotated, k_rotated)."
+        )
     d_model = len(s.query[0]) - 1
     return (
         f"<b>{title}</b><br>d_model {d_model} + 1: X's last column is all ones and the last "

@@ -174,7 +174,11 @@ class InputsPanel(QWidget):
         srow.addWidget(self.scale_value)
         oform.addRow("scale", srow)
         self.mask_mode = _combo(MASK_LABELS)
-        oform.addRow("mask", self.mask_mode)
+        self.mask_mode.setToolTip(
+            "the mask scaled_dot_product_attention is given (attn_mask or is_causal); a variant "
+            "below (Variant: mask) adds its own, and a key must pass both"
+        )
+        oform.addRow("attn_mask", self.mask_mode)  # SDPA's; a variant (below) adds its own
         self.mask_grid = MaskGrid()
         oform.addRow("", self.mask_grid)
         self.variant = VariantPanel()  # mask rule, score changes, sinks, RoPE, decode

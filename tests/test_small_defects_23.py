@@ -33,6 +33,16 @@ def test_the_model_head_note_names_the_bias_column():
     note = model_head_note(head)
     assert "all-MiniLM-L6-v2, layer 0, head 3" in note
     assert "d_model 4 + 1" in note and "b_q" in note
+    # a decoder's head (RoPE, no biases): no bias column to speak of (it said "575 + 1")
+    from scratch.variants.choice import VariantChoice
+
+    rope = dataclasses.replace(
+        s, variant=VariantChoice(mask="causal", rope="half"),
+        preset="model:SmolLM2-135M-Instruct:layer 29:head 1 (RoPE; KV head 0)",
+    )  # fmt: skip
+    note = model_head_note(rope)
+    assert "d_model 4: X is the layer's RMSNorm'd input" in note and "+ 1" not in note
+    assert "half pairing" in note and "b_q" not in note
 
 
 @pytest.mark.gui
