@@ -51,6 +51,26 @@ TABLE_TITLES = {
 GRID_LIMIT = 64  # the mask grid is drawn (and clickable) up to 64 x 64
 
 
+class WrappedLabel(QLabel):
+    """A word-wrapped label as tall as its text at its width: the form in the scrolled panel
+    kept the height of the previous text (a longer preset's notes were cut off)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setWordWrap(True)
+
+    def _fit(self) -> None:
+        self.setMinimumHeight(self.heightForWidth(self.width()) if self.text() else 0)
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        self._fit()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+
 def _with_cell(s: sm.Session, name: str, i: int, j: int, value: float) -> sm.Session:
     """sm.with_cell; a refusal names the table as its tab does ('X (q = k = v)[0][1]')."""
     try:
@@ -128,7 +148,7 @@ class InputsPanel(QWidget):
         self.seed = _spin(0, sm.MAX_SEED, "seed of the random example")
         form.addRow("preset", self.preset)
         form.addRow("seed", self.seed)
-        self.preset_notes = QLabel()  # the notebook's title and notes, slips included
+        self.preset_notes = WrappedLabel()  # the notebook's title and notes, slips included
         self.preset_notes.setWordWrap(True)
         self.preset_notes.setTextFormat(Qt.TextFormat.RichText)
         form.addRow(self.preset_notes)

@@ -106,3 +106,38 @@ def test_a_one_token_cache_says_1_token(open_window, qtbot, smollm2):
     cache = w.model.generate_bar.cache.text()
     assert cache.startswith("KV cache: 1 token (1 + 0 new)"), cache
     assert "over the 1 token in the cache" in w.model.grid_title.text(), w.model.grid_title.text()
+
+
+@pytest.mark.gui
+def test_a_longer_presets_notes_are_shown_whole_after_a_switch(qapp, settings):
+    """The notes label kept the height of the previous preset's notes and cut the new ones
+    (222 of 250 pixels at 1024 x 700)."""
+    import time
+
+    from gui import core_api
+    from gui.main_window import MainWindow
+
+    w = MainWindow(settings, sm.from_preset(core_api.get_preset("journey")), dialogs=False)
+    try:
+        w.resize(1024, 700)
+        w.show()
+
+        def settle() -> None:
+            end = time.monotonic() + 20
+            while (w.worker.busy or w.outcome is None) and time.monotonic() < end:
+                qapp.processEvents()
+                time.sleep(0.01)
+            for _ in range(20):
+                qapp.processEvents()
+
+        settle()
+        box = w.inputs.preset
+        box.setCurrentIndex(box.findData("seed002"))
+        box.activated.emit(box.currentIndex())
+        settle()
+        notes = w.inputs.preset_notes
+        assert "sums each term over the features" in notes.text()
+        assert notes.height() >= notes.heightForWidth(notes.width())
+    finally:
+        w.close()
+        w.deleteLater()
