@@ -87,6 +87,7 @@ def block_mask_sizes(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE) -> tuple[int, ..
             "mask_mod: expected a function (b, h, q_idx, kv_idx) -> bool, "
             f"found {type(mask_mod).__name__}"
         )
+    check_hook(mask_mod, "mask_mod", arity=4)  # (b, h, q_idx, kv_idx)
     B_given, H_given = B, H
     B = 1 if B is None else check_positive_int(B, "B")
     H = 1 if H is None else check_positive_int(H, "H")
@@ -179,7 +180,7 @@ def check_call(qs, ks, vs, score_mod, block_mask, enable_gqa) -> tuple[int, ...]
         raise ValueError(
             f"key: {Hkv} kv heads for {H} query heads needs enable_gqa=True and H % Hkv == 0"
         )
-    check_hook(score_mod, "score_mod")
+    check_hook(score_mod, "score_mod", arity=5)  # (score, b, h, q_idx, kv_idx)
     check_sizes(score_mod, B, H, L, S)
     check_block_mask(block_mask, B, H, L, S)
     return (B, H, Hkv, L, S, E, Ev)

@@ -7,6 +7,7 @@ recursively, so absurdly deep input gives a ValueError instead of a RecursionErr
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from collections.abc import Sequence
@@ -230,10 +231,22 @@ def check_flag(value: object, name: str) -> bool:
     return value
 
 
-def check_hook(value: object, name: str) -> None:
-    """value is None or something to call."""
+def check_hook(value: object, name: str, arity: int | None = None) -> None:
+    """value is None or something to call (with `arity` positional arguments when given)."""
     if value is not None and not callable(value):
         raise TypeError(f"{name}: expected None or a function, found {type(value).__name__}")
+    if value is None or arity is None:
+        return
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):  # a builtin without one: let the call decide
+        return
+    try:
+        signature.bind(*range(arity))
+    except TypeError:
+        raise TypeError(
+            f"{name}: expected a function of {arity} arguments, found one taking {signature}"
+        ) from None
 
 
 def check_positive_int(value: object, name: str) -> int:

@@ -161,3 +161,13 @@ def test_a_cache_refuses_a_token_count_that_is_not_positive(T):
     assert KVCache().positions(2) == [0, 1]
     with pytest.raises((TypeError, ValueError), match="T: expected"):
         KVCache().positions(T)
+
+
+def test_mods_with_the_wrong_number_of_arguments_are_named():
+    q = np.ones((1, 1, 3, 4)).tolist()
+    with pytest.raises(TypeError, match=r"score_mod: expected a function of 5 arguments, found"):
+        scratch.flex_attention(q, q, q, score_mod=lambda score: score)
+    with pytest.raises(TypeError, match=r"mask_mod: expected a function of 4 arguments, found"):
+        scratch.create_block_mask(lambda b, h, q_idx: True, None, None, 4, 4, 2)
+    out = scratch.flex_attention(q, q, q, score_mod=lambda s, *cell: s)  # *args binds: taken
+    assert np.asarray(out).shape == (1, 1, 3, 4)

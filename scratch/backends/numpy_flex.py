@@ -106,7 +106,7 @@ class FlexProblem:
                 f"key: {Hkv} kv heads for {H} query heads needs enable_gqa=True and H % Hkv == 0"
             )
         check_flag(enable_gqa, "enable_gqa")
-        check_hook(score_mod, "score_mod")
+        check_hook(score_mod, "score_mod", arity=5)
         check_sizes(score_mod, B, H, L, S)
         check_block_mask(block_mask, B, H, L, S)
         if sinks is not None and hasattr(sinks, "tolist"):  # an array of logits
