@@ -226,8 +226,12 @@ class ModelPanel(QWidget):
             self.model_path.setText(path)
         if isinstance(result, DecoderFrame):
             self.show_frame(result)
+            model, tokens = result.decoding.prompt.model, len(result.tokens)
         else:
             self.show_run(result)
+            model, tokens = result.model, len(result.tokens)
+        # said in the status bar: it replaces an earlier refusal, which no longer applies
+        self.message.emit(f"{model.name}: {tokens} tokens run")
 
     def show_run(self, run: object) -> None:
         """Show a finished encoder run: the grid, the head view of layer 0, the sink note."""

@@ -114,6 +114,9 @@ def test_a_bad_model_directory_is_refused_and_the_last_run_stays(qtbot, window, 
     with qtbot.waitSignal(panel.worker.failed, timeout=30000):
         panel.run_button.click()
     assert "text: empty" in panel.status.text() and panel.run is run
+    assert "text: empty" in window.statusBar().currentMessage()
+    panel.show_result(run)  # a later run replaces the refusal in the status bar
+    assert window.statusBar().currentMessage() == f"{run.model.name}: {len(run.tokens)} tokens run"
 
 
 def test_the_views_render_pixels(qtbot, window, run):
