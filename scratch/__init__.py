@@ -35,6 +35,7 @@ _LAZY = ("backends", "bench", "checker", "models", "presets")
 _LAZY_FUNCTIONS = {
     "check_backward": ".checker.backward_run",
     "check_variants": ".checker.variant_run",
+    "check_variants_backward": ".checker.variant_backward_run",
 }
 
 
@@ -76,6 +77,7 @@ __all__ = [
     "check",
     "check_backward",
     "check_variants",
+    "check_variants_backward",
     "compare_traces",
     "create_block_mask",
     "decode_attention",

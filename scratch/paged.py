@@ -10,6 +10,7 @@ Decoding a paged cache equals decoding the contiguous cache (tests/test_decode_p
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from math import nan
 
@@ -23,10 +24,22 @@ def page_slot(block_row: list[int], t: int, page_size: int) -> tuple[int, int]:
     return block_row[t // page_size], t % page_size
 
 
+def _ids(x: object) -> object:
+    """An integer array (NumPy's, torch's: what vLLM passes) as nested Python ints; else x."""
+    if hasattr(x, "tolist") and "int" in str(getattr(x, "dtype", "")):
+        return x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else _ids(v)
+                for v in x]  # fmt: skip
+    return x
+
+
 def check_table(
     block_table: object, seq_lens: object, num_pages: int, page_size: int, B: int | None = None
-) -> None:
-    """block_table (B rows of page ids < num_pages), seq_lens (B, each fitting its pages)."""
+) -> tuple[list, list]:
+    """block_table (B rows of page ids < num_pages), seq_lens (B, each fitting its pages), as
+    Python lists (integer arrays and NumPy integers taken): (block_table, seq_lens)."""
+    block_table, seq_lens = _ids(block_table), _ids(seq_lens)
     if not isinstance(block_table, (list, tuple)) or len(block_table) != (B or len(block_table)):
         raise ValueError(f"block_table: expected {B or 'B'} rows of page ids (one per sequence)")
     if not isinstance(seq_lens, (list, tuple)) or len(seq_lens) != len(block_table):
@@ -34,20 +47,22 @@ def check_table(
     for b, (row, n) in enumerate(zip(block_table, seq_lens)):
         if not isinstance(row, (list, tuple)):
             raise TypeError(f"block_table[{b}]: expected a list of page ids, found {row!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"seq_lens[{b}]: expected a positive integer, found {n!r}")
+        used = -(-n // page_size)  # pages the sequence fills; the rest may be padding (vLLM: -1)
+        if used > len(row):
+            raise ValueError(
+                f"seq_lens[{b}]: {n} tokens need {used} pages of {page_size}, "
+                f"block_table[{b}] lists {len(row)}"
+            )
         for p, page in enumerate(row):
             if isinstance(page, bool) or not isinstance(page, int):
                 raise TypeError(f"block_table[{b}][{p}]: expected a page id (int), found {page!r}")
-            if not 0 <= page < num_pages:
+            if p < used and not 0 <= page < num_pages:
                 raise ValueError(
                     f"block_table[{b}][{p}]: page id {page} out of range 0..{num_pages - 1}"
                 )
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"seq_lens[{b}]: expected a positive integer, found {n!r}")
-        if n > len(row) * page_size:
-            raise ValueError(
-                f"seq_lens[{b}]: {n} tokens need {-(-n // page_size)} pages of {page_size}, "
-                f"block_table[{b}] lists {len(row)}"
-            )
+    return block_table, seq_lens
 
 
 def check_caches(key_cache: object, value_cache: object) -> tuple[list, list, tuple]:
@@ -65,7 +80,7 @@ def check_caches(key_cache: object, value_cache: object) -> tuple[list, list, tu
 def read_pages(key_cache: object, value_cache: object, block_table: object, seq_lens: object):
     """Each sequence's keys and values gathered in order: lists of (Hkv, seq_lens[b], E or Ev)."""
     k, v, (P, Hkv, page_size, _, _) = check_caches(key_cache, value_cache)
-    check_table(block_table, seq_lens, P, page_size)
+    block_table, seq_lens = check_table(block_table, seq_lens, P, page_size)
     keys, values = [], []
     for row, n in zip(block_table, seq_lens):
         slots = [page_slot(row, t, page_size) for t in range(n)]
@@ -96,7 +111,7 @@ def paged_decode_attention(
             f"key_cache: {Hkv} kv heads of {Ek} features for {H} query heads of {E} expected "
             f"equal features, and equal heads or enable_gqa=True with H % Hkv == 0"
         )
-    check_table(block_table, seq_lens, P, page_size, B)
+    block_table, seq_lens = check_table(block_table, seq_lens, P, page_size, B)
     check_flag(return_lse, "return_lse")
     for b, n in enumerate(seq_lens):
         if n < L:

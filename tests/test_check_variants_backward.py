@@ -61,3 +61,11 @@ def test_the_command_line_checks_a_variant_backward():
 
     target = "tests.variant_backward_kernels:flash2_variants_backward"
     assert main(["--variants", "--backward", target, "--dtype", "float64"]) == 0
+
+
+def test_the_backward_variant_checker_is_reached_from_scratch_as_the_readme_says():
+    import scratch
+    from scratch.checker import check_variants_backward
+
+    assert scratch.check_variants_backward is check_variants_backward
+    assert "check_variants_backward" in scratch.__all__

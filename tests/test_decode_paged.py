@@ -184,3 +184,19 @@ def test_to_pages_refuses_bad_page_sizes_and_ids():
         to_pages(k, v, 2, [0, 1, 2, 3, 4, 4])
     with pytest.raises(ValueError, match="value"):
         to_pages(k, rows(v, 0, 4), 2)
+
+
+def test_integer_array_tables_and_padding_past_the_used_pages_are_taken():
+    """vLLM passes int32 arrays and pads a row with -1 past the pages a sequence fills."""
+    np = pytest.importorskip("numpy")
+    q, k, v = problem(0, H=2, Hkv=2, S=5)
+    key_cache, value_cache, block_table, seq_lens = to_pages(k, v, 2)
+    q = rows(q, 3, 5)
+    want = scratch.paged_decode_attention(q, key_cache, value_cache, block_table, seq_lens)
+    arrays = np.asarray(block_table, dtype=np.int32), np.asarray(seq_lens, dtype=np.int32)
+    assert scratch.paged_decode_attention(q, key_cache, value_cache, *arrays) == want
+    padded = [[*row, -1, -1] for row in block_table]  # never read: 5 tokens fill 3 pages of 2
+    assert scratch.paged_decode_attention(q, key_cache, value_cache, padded, seq_lens) == want
+    with pytest.raises(ValueError, match=r"block_table\[0\]\[2\]: page id -1 out of range"):
+        scratch.paged_decode_attention(q, key_cache, value_cache, [[0, 1, -1], [3, 4, 5]],
+                                       seq_lens)  # fmt: skip

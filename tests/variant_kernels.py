@@ -58,6 +58,10 @@ def flash2_variants(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, al
     B, H, L, E = q.shape
     Hkv, S, Ev = k.shape[1], k.shape[2], v.shape[-1]
     k, v = np.repeat(k, H // Hkv, axis=1), np.repeat(v, H // Hkv, axis=1)  # head h reads h // g
+    if bug == "decode-gqa-modulo" and L < S:  # a packed-GQA decode path reading h % Hkv
+        k, v = (
+            np.tile(x[:, :Hkv], (1, H // Hkv, 1, 1)) for x in (k[:, :: H // Hkv], v[:, :: H // Hkv])
+        )
     sm = 1.0 / math.sqrt(E) if scale is None else scale
     left, right = window_size
     edge_bug = bug if right >= 0 else None  # the window's own code (not causal's) is wrong

@@ -131,7 +131,7 @@ def variant_cases(dtype: str) -> list[VariantCase]:
         c("prefix-lm", **_shapes(2, 2, 16, 16, 16), prefix=5),
         c("chunked-causal", **_shapes(2, 2, 30, 30, 16), causal=True, chunk=8),
         c("decode-causal", **_shapes(2, 2, 3, 29, 16), causal=True),
-        c("decode-split-kv", **_shapes(2, 2, 2, 96, 32), causal=True),
+        c("decode-split-kv-gqa", **_shapes(4, 2, 2, 96, 32), causal=True),  # packed-GQA decode
         c("rope-half", **_shapes(2, 2, 12, 12, 16), causal=True, rotary="half"),
         c("rope-interleaved", **_shapes(2, 2, 12, 12, 16), causal=True, rotary="interleaved"),
         c("rope-decode", **_shapes(2, 2, 2, 20, 16), causal=True, rotary="half"),
