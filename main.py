@@ -445,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     from gui.main_window import MainWindow
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if os.environ.get("QT_QPA_PLATFORM") == "offscreen":  # e.g. a smoke run of make run
+        quiet_offscreen_warnings()
     app = QApplication(sys.argv)
     own_collection(app)
     ErrorHandler(show_dialog=True).install()
