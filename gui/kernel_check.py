@@ -222,7 +222,9 @@ class KernelCheckPanel(QWidget):
             self.show_case(row)
 
     def show_case(self, row: int) -> None:
-        """Case `row`'s |output - truth| (largest over heads) from 0 to max(error, bound)."""
+        """Case `row`'s |output - truth| (largest over heads) from 0 to its own largest error,
+        so where the errors sit shows even far below the bound (scaled to the bound, a passing
+        kernel's map was one flat colour); the title gives the largest error and the bound."""
         cases = self.report.cases if self.report is not None else []
         if not 0 <= row < len(cases) or not cases[row].diff:
             self.diff_map.setVisible(False)
@@ -231,12 +233,11 @@ class KernelCheckPanel(QWidget):
         self.diff_map.setVisible(True)
         image = view_model.diff_image(case.diff)
         finite = image[np.isfinite(image)]
-        bound = case.bound if math.isfinite(case.bound) else 0.0
-        top = max(float(finite.max()) if finite.size else 0.0, bound)
-        top = min(max(top, view_model.LEVEL_FLOOR), view_model.DISPLAY_LIMIT)
+        largest = float(finite.max()) if finite.size else 0.0
+        top = min(max(largest, view_model.LEVEL_FLOOR), view_model.DISPLAY_LIMIT)
         rows, cols = image.shape
         panel = view_model.Panel(
-            title=f"|output - truth|, {case.name}",
+            title=f"|output - truth|, {case.name}: largest {largest:.2g}, bound {case.bound:.2g}",
             image=image,
             raw=image.astype(np.float64),
             row_labels=_sparse_labels("q", rows),

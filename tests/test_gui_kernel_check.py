@@ -87,3 +87,21 @@ def test_load_kernel_needs_a_function_name_for_a_file(tmp_path):
         load_kernel(str(path), "")
     with pytest.raises(ValueError, match="function: k.py has no function 'nope'"):
         load_kernel(str(path), "nope")
+
+
+def test_a_passing_cases_map_is_scaled_to_its_own_errors(qtbot):
+    """Errors far below the bound still show where they sit (scaled to the bound, the map was
+    one flat colour); the title gives the largest error and the bound."""
+    from scratch.checker.report import CaseResult, CheckReport
+
+    panel = KernelCheckPanel()
+    qtbot.addWidget(panel)
+    case = CaseResult(
+        "plain", "2x2", "-", "float32", "pass", max_error=4e-8, bound=1e-5, ratio=4e-3
+    )
+    case.diff = [[1e-8, 2e-8], [0.0, 4e-8]]
+    panel.report = CheckReport("t", "s", [case])
+    panel.show_case(0)
+    shown = panel.diff_map.panel
+    assert shown.levels == (0.0, pytest.approx(4e-8, rel=1e-6))  # the image is float32
+    assert shown.title == "|output - truth|, plain: largest 4e-08, bound 1e-05"
