@@ -46,11 +46,7 @@ def preset_title(name: str) -> str:
 def preset_notes(name: str) -> list[str]:
     """The preset's notes (slips included), then what the notebook printed where it slipped."""
     preset = get_preset(name)
-    notes = [str(n) for n in preset.notes]
-    for key, printed in preset.printed.items():
-        if key.startswith("slip"):
-            notes.append(f"Slip printed by the notebook ({printed.cell}): {printed.expr}")
-    return notes
+    return [str(n) for n in preset.notes] + preset.slip_notes()
 
 
 def backend_dtypes() -> dict[str, tuple[str, ...]]:

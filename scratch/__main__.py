@@ -158,7 +158,7 @@ def format_header(preset: presets.Preset) -> str:
     """Title, source, scale and notes of a preset."""
     lines = [preset.title, f"  preset: {preset.name}", f"  source: {preset.source}"]
     lines.append(f"  scale: {preset.scale:.6g}")
-    lines += [f"  note: {note}" for note in preset.notes]
+    lines += [f"  note: {note}" for note in (*preset.notes, *preset.slip_notes())]
     return "\n".join(lines) + "\n"
 
 

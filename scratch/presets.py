@@ -87,11 +87,34 @@ class Preset:
             "scale": self.scale,
         }
 
+    def slip_notes(self) -> list[str]:
+        """One line per slip the notebook printed (its `slip_*` entries): the cell, what it
+        computed and the numbers it printed, to set beside the trace's correct ones."""
+        return [
+            f"Slip printed by the notebook ({p.cell}): {p.expr} = {_printed_text(p)}"
+            for key, p in self.printed.items()
+            if key.startswith("slip")
+        ]
+
     def trace(self) -> Trace:
         """Run the ground-truth `scratch.trace_attention` on this preset."""
         from .trace import trace_attention  # local: keeps this module importable on its own
 
         return trace_attention(**self.kwargs())
+
+
+def _printed_text(p: Printed) -> str:
+    """A printed value as the notebook showed it: its decimals (mantissa digits when sci)."""
+
+    def one(x: float) -> str:
+        if p.decimals is None:
+            return f"{x:g}"
+        return f"{x:.{p.decimals}e}" if p.sci else f"{x:.{p.decimals}f}"
+
+    def text(v: object) -> str:
+        return "[" + ", ".join(text(x) for x in v) + "]" if isinstance(v, list) else one(v)
+
+    return text(p.value)
 
 
 def trace(preset: Preset | str) -> Trace:
@@ -176,7 +199,7 @@ def _seed001_example1() -> Preset:
             "v": Printed(
                 _floats(states), 4, "In[4]", "encoder_hidden_states", sci=True, dtype="float32"
             ),
-            "product": Printed(
+            "slip_product": Printed(
                 [
                     [2.0258e-01, 9.0109e-03, 2.2086e-02],
                     [3.9841e00, -7.2971e-01, 5.4772e-03],
@@ -187,15 +210,16 @@ def _seed001_example1() -> Preset:
                 "softmax_scores * encoder_hidden_states (weight j scales column j of every state)",
                 sci=True,
             ),
-            "product_row_sums": Printed(
+            "slip_row_sums": Printed(
                 [0.2337, 3.2598, 3.2541], 4, "In[16]", "output.sum(dim=-1)"
             ),
         },
         notes=(
             "The notebook gives the scores [13, 9, 9] directly; the preset makes them with"
             " q = [1] and k = [[13], [9], [9]] so that q @ k^T is those scores (scale 1).",
-            "The notebook multiplies softmax(scores) elementwise with the states, which broadcasts"
-            " weight j over column j, then sums each row: that is states @ weights, not attention.",
+            "Slip: the notebook multiplies softmax(scores) elementwise with the states, which"
+            " broadcasts weight j over column j, then sums each row: that is states @ weights,"
+            " not attention.",
             "Attention's context vector is weights @ states (weight j scales state j); the trace's"
             " output is that, so it differs from the notebook's row sums.",
         ),

@@ -107,8 +107,8 @@ def _naive(t):  # seed 003 In[14]: attn_scores_2 / attn_scores_2.sum()
 
 
 EXTRAS = {
-    ("seed001-example1", "product"): _product,
-    ("seed001-example1", "product_row_sums"): lambda t: [sum(r) for r in _product(t)],
+    ("seed001-example1", "slip_product"): _product,
+    ("seed001-example1", "slip_row_sums"): lambda t: [sum(r) for r in _product(t)],
     ("seed001-example3", "q0_times_kT"): lambda t: [  # broadcast: [r][j] = q_0[j] * k_j[r]
         [t["q"].tolist()[0][j] * kj[r] for j, kj in enumerate(t["k"].tolist())] for r in range(3)
     ],
@@ -232,7 +232,7 @@ def test_seed002_slip_only_the_slip_formula_reproduces_the_print():
 
 def test_seed001_example1_row_sums_are_not_the_context_vector():
     p, t = presets.get("seed001-example1"), TRACES["seed001-example1"]
-    assert differs(t["output"].tolist()[0], p.printed["product_row_sums"])
+    assert differs(t["output"].tolist()[0], p.printed["slip_row_sums"])
     assert t["scores"].tolist() == [[13.0, 9.0, 9.0]]
 
 
@@ -250,3 +250,23 @@ def test_seed004_weights_regenerate_with_numpy():
     assert presets.SEED004_W_Q == w_q.tolist() and p.w_q == w_q.astype(float).tolist()
     assert presets.SEED004_W_K == w_k.tolist() and p.w_k == w_k.astype(float).tolist()
     assert presets.SEED004_W_V == w_v.tolist() and p.w_v == w_v.astype(float).tolist()
+
+
+def test_every_slip_is_said_with_the_numbers_the_notebook_printed():
+    """A slip's note gives the notebook's own numbers (seed 002's sums, seed 001's row sums),
+    in the terminal header and the window's notes alike; seed 001 example 1's product of
+    weights and states is a slip too."""
+    from scratch.__main__ import format_header
+
+    p = presets.get("seed001-example1")
+    said = p.slip_notes()
+    assert said[-1] == (
+        "Slip printed by the notebook (In[16]): output.sum(dim=-1) = [0.2337, 3.2598, 3.2541]"
+    )
+    assert any(n.startswith("Slip:") for n in p.notes)
+    header = format_header(presets.get("seed002"))
+    assert "(sums each term over the features) = [0.380274, 4.68311, 5.15142]" in header
+    for name in presets.names():  # every slip entry is said once, with its cell
+        q = presets.get(name)
+        slips = [k for k in q.printed if k.startswith("slip")]
+        assert len(q.slip_notes()) == len(slips)
