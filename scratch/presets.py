@@ -547,8 +547,12 @@ def _journey_query() -> Preset:
         },
         notes=(
             "The query is the word vector of 'journey' (inputs[1]); keys and values are all six.",
-            "The notebook also normalises by the plain sum (naive_weights) before using softmax.",
-            "The markdown's w_2 and z_2 are the same numbers as scores and output here.",
+            "The notebook also normalises by the plain sum (naive_weights: 0.1455, 0.2278,"
+            " 0.2249, 0.1285, 0.1077, 0.1656) before using softmax (weights).",
+            "Slip (markdown): it calls 'journey' x^2 while the code's query is inputs[1] (x^1 in"
+            " its comments), and writes z_2 = w_2 x with w_2 the scores; taken literally that is"
+            " 2.858, 4.233, 3.727. The code, and the trace, weigh the values by softmax(w_2):"
+            " 0.4419, 0.6515, 0.5683, which is the number the markdown prints.",
         ),
     )
 
