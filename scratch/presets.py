@@ -164,7 +164,9 @@ def _seed000_example2() -> Preset:
         },
         notes=(
             "q, k and v are given directly; there are no projections.",
-            "The notebook passes d_k = 4 although the vectors are 3 wide, so scale = 1/sqrt(4).",
+            "Slip: the notebook passes d_k = 4 although the vectors are 3 wide, so scale ="
+            " 1/sqrt(4), as here (1/sqrt(3) would give the same weights to 3 decimals: the keys"
+            " it does not attend to get 8e-26 instead of 2e-22).",
             "Example 3 of the notebook prints this example's output; example 1 has no data.",
         ),
     )
@@ -210,9 +212,7 @@ def _seed001_example1() -> Preset:
                 "softmax_scores * encoder_hidden_states (weight j scales column j of every state)",
                 sci=True,
             ),
-            "slip_row_sums": Printed(
-                [0.2337, 3.2598, 3.2541], 4, "In[16]", "output.sum(dim=-1)"
-            ),
+            "slip_row_sums": Printed([0.2337, 3.2598, 3.2541], 4, "In[16]", "output.sum(dim=-1)"),
         },
         notes=(
             "The notebook gives the scores [13, 9, 9] directly; the preset makes them with"

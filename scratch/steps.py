@@ -132,6 +132,11 @@ def _h(call: Call) -> str:
     return "[h]" if call.multi else ""
 
 
+def _count(n: int, noun: str) -> str:
+    """'1 token', '6 tokens'."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _input(name: str, axes: tuple[str, ...], present, formula: str, note, arrow="") -> StepSpec:
     """An input (x, key_input, value_input) or a weight (w_q, w_k, w_v, w_o, arrow 'with')."""
     note = note if callable(note) else _text(note)
@@ -257,11 +262,12 @@ STEPS: tuple[StepSpec, ...] = (
     # step 0: the inputs and the projection weights
     _input(
         "x", ("query", "model"), _always, "x",
-        lambda call: f"input: {call.tokens} tokens, each a row of numbers",
+        lambda call: f"input: {_count(call.tokens, 'token')}, "
+        + ("a row of numbers" if call.tokens == 1 else "each a row of numbers"),
     ),
     _input(
         "key_input", ("key", "model"), _cross, "key input",
-        lambda call: f"key-side input: {call.key_tokens} tokens (cross-attention)",
+        lambda call: f"key-side input: {_count(call.key_tokens, 'token')} (cross-attention)",
     ),
     _input(
         "value_input", ("key", "model"), _separate_value, "value input",
