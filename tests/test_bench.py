@@ -79,6 +79,13 @@ def test_bench_goals_pass_and_fail():
     assert [g[1] for g in host] == ["PASS"] * 6 and "0.75x" in host[2][0]
     slow = goals(rows(1.0, 0.9, 1.0 / 0.74, 1.0, 1.0, 1.0, 1), avx512=False)
     assert [g[1] for g in slow] == ["PASS", "PASS", "FAIL", "PASS", "PASS", "PASS"]
+    # a fixed run count (--repeats, --quick) shows the goals' numbers but judges none of them
+    from scratch.bench.report import format_table
+
+    fixed = format_table(rows(1.0, 0.9, 1.0 / 0.95, 1.0, 1.05, 1.0, GIB - 1), repeats=3)
+    assert "PASS" not in fixed and "FAIL" not in fixed
+    assert fixed.count("not judged (3 fixed runs per row): ") == 6
+    assert "No round waited" in format_table(rows(1, 1, 1, 1, 1, 1, 1), repeats=3, waited=False)
 
 
 def test_goals_are_judged_at_the_10th_percentile_not_by_one_lucky_run():

@@ -118,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         _print_goals(plugins.goal_lines(only, True, progress_enabled()), args.markdown)
         print(host.host_line(), load_average())
         return 0
-    rows = run_table(sizes, repeats, device, load_wait_s=0.0 if args.quick else LOAD_WAIT_S)
+    rows = run_table(
+        sizes, repeats, device, progress_enabled(), load_wait_s=0.0 if args.quick else LOAD_WAIT_S
+    )
     print(format_table(rows, args.markdown, repeats))
     print(("- " if args.markdown else "") + model_timing(1 if args.quick else 3))
     full = not args.quick and not args.sizes

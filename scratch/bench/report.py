@@ -18,8 +18,12 @@ def _time(s: float) -> str:
     return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
 
 
-def format_table(rows: list[Row], markdown: bool = False, repeats: int | None = None) -> str:
-    """The table, the goals and a footer saying how things were measured."""
+def format_table(
+    rows: list[Row], markdown: bool = False, repeats: int | None = None, waited: bool = True
+) -> str:
+    """The table, the goals and a footer saying how things were measured. With `repeats` (a
+    fixed run count: --repeats or --quick) the goals' numbers are shown but not judged: a few
+    rounds are no full balanced cycle; `waited`: whether rounds waited for an idle host."""
     head = ("L", "kernel", "median", "best", "runs", "GFLOP/s", "x SDPA", "load", "peak mem")
     body = [
         (
@@ -56,14 +60,17 @@ def format_table(rows: list[Row], markdown: bool = False, repeats: int | None = 
         )
     else:
         for goal, status, detail in found:
+            if repeats is not None and status in ("PASS", "FAIL"):
+                status = f"not judged ({repeats} fixed runs per row)"
             lines.append(f"{'- ' if markdown else ''}{status}: {goal} ({detail})")
     lines.append("")
-    lines.append(footer(markdown, repeats))
+    lines.append(footer(markdown, repeats, waited))
     return "\n".join(lines)
 
 
-def footer(markdown: bool = False, repeats: int | None = None) -> str:
-    """How the numbers were taken and on what host; `repeats` is the fixed run count, if set."""
+def footer(markdown: bool = False, repeats: int | None = None, waited: bool = True) -> str:
+    """How the numbers were taken and on what host; `repeats` is the fixed run count, if set;
+    `waited`: whether each round waited for other processes to go idle (not with --quick)."""
     if repeats is None:
         runs_text = (
             f"Rows outside a goal: at least 3 timed runs, more until about {TIME_BUDGET_S} s per "
@@ -88,11 +95,17 @@ def footer(markdown: bool = False, repeats: int | None = None) -> str:
         f"equally often: warm and cold calls alike) so load drifts hit all alike, and every call "
         f"in a group {SETTLE_S * 1000:g} ms after the one before (torch's OpenMP threads spin "
         f"for a few ms after a call: NumPy's kernel right after SDPA took 33.5 ms, 10 ms later "
-        f"27.5 ms). Before each round (and before each "
-        f"other row) the bench waits up to {host.LOAD_WAIT_S:g} s for other processes to "
-        f"use <= {host.IDLE_CPUS:g} CPUs (sampled from /proc/stat every "
-        f"{host.LOAD_SAMPLE_S:g} s); 'load' is what they used just before (median over "
-        f"rounds). A goal compares the rows' 10th percentile times (linear between order "
+        f"27.5 ms). "
+        + (
+            f"Before each round (and before each other row) the bench waits up to "
+            f"{host.LOAD_WAIT_S:g} s for other processes to use <= {host.IDLE_CPUS:g} CPUs "
+            f"(sampled from /proc/stat every {host.LOAD_SAMPLE_S:g} s)"
+            if waited
+            else "No round waited for an idle host (--quick)"
+        )
+        + "; 'load' is what other processes used just before (median over rounds). "
+        f"A goal compares the rows' 10th percentile times (linear between "
+        f"order "
         f"statistics: the least disturbed runs, not the one luckiest), with best vs best and "
         f"the median of the per-round ratios beside it (the plain-Python pairs are judged by "
         f"that median: one thread of plain Python each, load slows both alike); the noise-floor "
