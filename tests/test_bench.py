@@ -330,3 +330,16 @@ def test_the_windows_goals_are_a_plugin_of_the_app():
 
     makefile = (Path(__file__).parent.parent / "Makefile").read_text()
     assert "-m scratch.bench --plugin gui.bench_window" in makefile
+
+
+def test_a_ratio_that_rounds_onto_the_goal_shows_its_unrounded_value():
+    """0.9496 prints as 0.950x at three places: the FAIL line says the number it judged."""
+    from scratch.bench import Row, goals
+
+    def row(name, t):
+        return Row(4096, name, t, 3, None, "n/a", times=[t, t, t], load=0.0)
+
+    found = goals([row("numpy chunked", 1.0 / 0.9496), row("torch SDPA (cpu)", 1.0)], True)
+    line = next(g for g in found if g[0].startswith("numpy output-only >= 0.95x"))
+    assert line[1] == "FAIL" and "0.950x at the 10th" in line[2]
+    assert "unrounded 0.949600x" in line[2]

@@ -38,13 +38,16 @@ def steal_seconds() -> float | None:
 
 
 def busy_cpus(seconds: float = LOAD_SAMPLE_S) -> float | None:
-    """CPUs busy over the next `seconds` (this process sleeps meanwhile: it is everyone else)."""
-    before = _cpu_times()
+    """CPUs other processes kept busy over the next `seconds`: the machine's busy CPUs less
+    this process's own (its sleeping thread uses none, but torch's OpenMP threads may still
+    spin for a few ms after a call: they read as 0.1 CPUs of load that was the bench's own)."""
+    before, own = _cpu_times(), time.process_time()
     time.sleep(seconds)
-    after = _cpu_times()
+    after, own = _cpu_times(), time.process_time() - own
     if before is None or after is None or after[1] <= before[1]:
         return None
-    return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
+    everyone = (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
+    return max(0.0, everyone - own / seconds)
 
 
 def wait_for_idle(limit_s: float = LOAD_WAIT_S) -> float | None:
