@@ -56,13 +56,17 @@ class FixedLines(QLabel):
     def _fit(self) -> None:
         text = self.full
         if not self._fits(text):
-            lo, hi = 0, len(text)  # the longest start of the text that fits with '…'
+            # the cut goes before the result: a long sum keeps its last ' = value' on screen
+            at = text.rfind(" = ")
+            tail = text[at:] if 0 < at and len(text) - at <= 40 and "\n" not in text[at:] else ""
+            head = text[: len(text) - len(tail)]
+            lo, hi = 0, len(head)  # the longest start of the text that fits with '…' and tail
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if self._fits(text[:mid].rstrip() + ELLIPSIS):
+                if self._fits(head[:mid].rstrip() + ELLIPSIS + tail):
                     lo = mid
                 else:
                     hi = mid - 1
-            text = text[:lo].rstrip() + ELLIPSIS
+            text = head[:lo].rstrip() + ELLIPSIS + tail
         super().setText(text)
         self.setToolTip(self.full if text != self.full else "")

@@ -128,8 +128,15 @@ def projection(cell: Cell) -> Explanation:
     xi, wc = cell.rows(src)[i], column(cell.rows(w_name), j)
     text = f"{cell.label} = {src}[{i}] . {w_name}[:, {j}] = {terms(xi, wc)}"
     if cell.bias:
-        text += f" + {cell.bias}[{j}]"
+        text += _bias(cell, xi, wc, j)
     return Explanation(text + f" = {number(cell.value)}", ((src, 0, i), (w_name, 1, j)))
+
+
+def _bias(cell: Cell, row: list, col: list, j: int) -> str:
+    """' + 2 (b_q[1])': the bias term with its value, the cell less its products (the trace
+    keeps no bias; the difference is the bias to within the cell's last-place rounding)."""
+    b = cell.value - fsum(a * c for a, c in zip(row, col))
+    return f" + {number(b)} ({cell.bias}[{j}])"
 
 
 def scores(cell: Cell) -> Explanation:
@@ -139,7 +146,10 @@ def scores(cell: Cell) -> Explanation:
     qi = _head_block(cell.rows(q)[i], cell.h, t.num_heads)
     kj = _head_block(cell.rows(k)[j], cell.kv_head, t.num_kv_heads)
     sub = f"_{cell.h}" if cell.heads else ""
-    text = f"{cell.label} = {q}{sub}[{i}] . {k}{sub}[{j}] = {terms(qi, kj)} = {number(cell.value)}"
+    kv_sub = f"_{cell.kv_head}" if cell.heads else ""  # GQA: head h reads kv head h // group
+    text = (
+        f"{cell.label} = {q}{sub}[{i}] . {k}{kv_sub}[{j}] = {terms(qi, kj)} = {number(cell.value)}"
+    )
     return Explanation(text, ((q, 0, i), (k, 0, j)))
 
 
@@ -161,7 +171,8 @@ def masked(cell: Cell) -> Explanation:
         return Explanation(f"{cell.label} = -inf: {_why_masked(cell)}", source)
     if cell.trace.source.mask == "float":
         added = cell.value - s
-        text = f"{cell.label} = scaled + attn_mask = {number(s)} + {number(added)}"
+        at = f"[{cell.i}][{cell.j}]"
+        text = f"{cell.label} = scaled{cell.hs}{at} + attn_mask{at} = {number(s)} + {number(added)}"
         return Explanation(f"{text} = {number(cell.value)}", source)
     text = f"{cell.label} = scaled{cell.hs}[{cell.i}][{cell.j}] = {number(cell.value)}"
     return Explanation(text + " (not masked)", source)
@@ -190,7 +201,10 @@ def weights(cell: Cell) -> Explanation:
     text = (
         f"{cell.label} = exp(masked{hs}[{i}][{j}] - max_row) / "
         f"sum_j exp(masked{hs}[{i}][j] - max_row){factor}"
-        f" = exp({number(m)} - {number(top)}) / {number(total)}{product} = {number(cell.value)}"
+        f" = exp({number(m)} - {number(top)}) / {number(total)}"
+        # the difference itself too: from 4 digits of large logits it cannot be recomputed
+        + ("" if m == -inf else f" = exp({number(m - top)}) / {number(total)}")
+        + f"{product} = {number(cell.value)}"
     )
     if m == -inf:
         text += f" (masked: {_why_masked(cell)})"
@@ -234,5 +248,5 @@ def output_projection(cell: Cell) -> Explanation:
     ci, wc = cell.rows("concat")[i], column(cell.rows("w_o"), j)
     text = f"{cell.label} = sum_m concat[{i}][m] * w_o[m][{j}] = {terms(ci, wc)}"
     if cell.bias:
-        text += f" + {cell.bias}"
+        text += _bias(cell, ci, wc, j)
     return Explanation(text + f" = {number(cell.value)}", (("concat", 0, i), ("w_o", 1, j)))

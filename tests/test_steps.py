@@ -183,10 +183,14 @@ def test_backward_entries_match_the_trace_and_read_what_explain_points_at():
 def test_biases_come_from_the_call_not_the_formula_text():
     with_bias = scratch.trace_attention(X, **SETUPS["projections+biases"])
     assert with_bias.source.biases == ("b_k", "b_q", "b_v")
-    assert scratch.explain(with_bias, "q", (0, 0)).text.count("+ b_q[0]") == 1
+    said = scratch.explain(with_bias, "q", (0, 0)).text
+    assert said.count("(b_q[0])") == 1
+    # the bias's value is printed, so the terms add up to the cell (they did not: '+ b_q[0]')
+    b_q = SETUPS["projections+biases"]["b_q"][0]
+    assert f"+ {b_q:.4g} (b_q[0])" in said or f"+ {b_q:g} (b_q[0])" in said, said
     out = scratch.explain(scratch.trace_attention(X, **SETUPS["float mask, w_o, b_o"]), "output",
                           (0, 0))  # fmt: skip
-    assert "+ b_o =" in out.text
+    assert "(b_o[0]) =" in out.text
 
 
 def _replaced(monkeypatch, name: str, **changes) -> None:
@@ -319,3 +323,13 @@ def test_the_window_s_flow_reads_the_registry():
         (("w_o",), "with"),
         (("output",), "@ W_o"),
     ]
+
+
+def test_a_gqa_score_names_the_kv_head_it_reads():
+    """Two query heads share kv head 0: scores[1] reads k_0 (it said k_1, a head that is not)."""
+    x = [[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]
+    eye = [[1.0, 0.0], [0.0, 1.0]]
+    t = scratch.trace_attention(x, w_q=[[1.0, 0, 0.5, 0], [0, 1.0, 0, 0.5]], w_k=eye, w_v=eye,
+                                num_heads=2, num_kv_heads=1)  # fmt: skip
+    said = scratch.explain(t, "scores", (1, 2, 0)).text
+    assert said.startswith("scores[1][2][0] = q_1[2] . k_0[0] = ")
