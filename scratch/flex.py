@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import product
 from math import exp, fsum, inf, log
 
 from .validate import as_tensor, check_flag, check_hook, check_positive_int, check_scale
 from .variants.base import check_sizes
 from .variants.sinks import sink_logits
+
+_BOOL_TYPES = {bool}  # answer types taken as they are; a NumPy bool's type joins once seen
 
 
 def seen_by(mask_mod: Callable[..., bool], b: int, h: int, i: int, j: int) -> bool:
@@ -31,13 +34,22 @@ def seen_by(mask_mod: Callable[..., bool], b: int, h: int, i: int, j: int) -> bo
     array or tensor (TypeError naming mask_mod and the cell otherwise: a mask_mod that forgets
     to return gives None, which would mask every key)."""
     seen = mask_mod(b, h, i, j)
-    if isinstance(seen, bool):
-        return seen
+    return seen if type(seen) is bool else checked_seen(seen, b, h, i, j)
+
+
+def checked_seen(seen: object, b: int, h: int, i: int, j: int) -> bool:
+    """One answer of mask_mod as a bool, or the TypeError `seen_by` describes. Types found to
+    be bools are remembered, so a mask_mod answering np.bool_ pays the check once."""
+    kind = type(seen)
+    if kind in _BOOL_TYPES:
+        return bool(seen)
     if "bool" in str(getattr(seen, "dtype", "")) and getattr(seen, "ndim", None) == 0:
+        if kind.__module__ == "numpy":  # np.bool_ is a type of bools (a tensor's type is not)
+            _BOOL_TYPES.add(kind)
         return bool(seen)
     raise TypeError(
         f"mask_mod: expected a bool for (b, h, q_idx, kv_idx) = {(b, h, i, j)}, "
-        f"found {type(seen).__name__} {seen!r}"
+        f"found {kind.__name__} {seen!r}"
     )
 
 
@@ -127,11 +139,12 @@ def create_block_mask(
     def tiles(b: int, h: int, qb: int) -> list[tuple[int, bool]]:
         found = []
         for kb in range(-(-S // bk)):
-            cells = [
-                seen_by(mask_mod, b, h, i, j)
-                for i in range(qb * bq, min(qb * bq + bq, L))
-                for j in range(kb * bk, min(kb * bk + bk, S))
-            ]
+            rows, cols = range(qb * bq, min(qb * bq + bq, L)), range(kb * bk, min(kb * bk + bk, S))
+            cells = [mask_mod(b, h, i, j) for i in rows for j in cols]
+            if not set(map(type, cells)) <= _BOOL_TYPES:  # checked cell by cell only then
+                cells = [
+                    checked_seen(c, b, h, i, j) for c, (i, j) in zip(cells, product(rows, cols))
+                ]
             if any(cells):
                 found.append((kb, all(cells)))
         return found

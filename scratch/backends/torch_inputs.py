@@ -7,6 +7,7 @@ The result dtype is `dtype=` when given, else the common floating dtype of the d
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -184,8 +185,10 @@ def as_device(device: object) -> torch.device:
     """A torch.device with its index filled in for CUDA (so tensors already there match it)."""
     if isinstance(device, torch.device) and (device.type == "cpu" or device.index is not None):
         return device
-    if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
+    if not isinstance(device, (str, numbers.Integral, torch.device)) or isinstance(device, bool):
         raise TypeError(f"device: expected a torch device or its name, found {device!r}")
+    if isinstance(device, numbers.Integral):  # a CUDA index, NumPy's integers too
+        device = int(device)
     try:
         device = torch.device(device)
     except RuntimeError as exc:  # torch: "Expected one of cpu, cuda, ... device type"

@@ -43,9 +43,10 @@ class ALiBi(Variant):
         if not isinstance(self.slopes, (list, tuple)) or not self.slopes:
             raise ValueError(f"slopes: expected one number per head, found {self.slopes!r}")
         for h, slope in enumerate(self.slopes):
-            if isinstance(slope, bool) or not isinstance(slope, numbers.Real):
+            scalar = isinstance(slope, numbers.Real) or getattr(slope, "ndim", None) == 0
+            if isinstance(slope, bool) or not scalar:  # a 0-d tensor or array is a number too
                 raise ValueError(f"slopes[{h}]: expected a number, found {slope!r}")
-            if not math.isfinite(slope):
+            if not math.isfinite(float(slope)):
                 raise ValueError(f"slopes[{h}]: expected a finite number, found {slope!r}")
         object.__setattr__(self, "slopes", tuple(float(s) for s in self.slopes))
 
