@@ -85,7 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check_options(args: argparse.Namespace) -> None:
     """Refuse options that cannot work or would be ignored, naming them (ValueError); sets
-    args.size to (width, height)."""
+    args.size to (width, height) and args.hover to (row, col)."""
     if args.screenshot is not None:
         check_screenshot_path(args.screenshot)
     for flag, value in (("--hover", args.hover), ("--size", args.size)):
@@ -93,7 +93,7 @@ def check_options(args: argparse.Namespace) -> None:
             raise ValueError(f"{flag}: only with --screenshot (it sets up the picture)")
     args.size = parse_size(args.size) if args.size is not None else DEFAULT_SIZE
     if args.hover is not None:
-        parse_cell(args.hover)
+        args.hover = parse_cell(args.hover)  # (row, col)
     given = [flag for flag in ("seed", "tokens", "heads") if getattr(args, flag) is not None]
     if given and args.preset != "random":
         flags = ", ".join(f"--{flag}" for flag in given)
@@ -344,7 +344,7 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
     for _ in range(5):
         app.processEvents()
     if args.hover:
-        row, col = parse_cell(args.hover)
+        row, col = args.hover  # check_options parsed it
         shape = pipeline.heatmaps[0].panel.shape if pipeline.heatmaps[0].panel else (0, 0)
         if not (row < shape[0] and col < shape[1]):
             return fail(

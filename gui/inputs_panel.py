@@ -149,7 +149,6 @@ class InputsPanel(QWidget):
         form.addRow("preset", self.preset)
         form.addRow("seed", self.seed)
         self.preset_notes = WrappedLabel()  # the notebook's title and notes, slips included
-        self.preset_notes.setWordWrap(True)
         self.preset_notes.setTextFormat(Qt.TextFormat.RichText)
         form.addRow(self.preset_notes)
         self.mode = _combo(MODE_LABELS)

@@ -29,9 +29,10 @@ def head_session(run: object, layer: int, head: int) -> sm.Session:
         name: np.vstack([p[f"w_{name}"], p[f"b_{name}"][None, :]])  # (d_model + 1, d_head)
         for name in ("q", "k", "v")
     }
+    tokens = tuple(session_label(t) for t in run.tokens)
     return sm.Session(
-        tokens=tuple(session_label(t) for t in run.tokens),
-        key_tokens=tuple(session_label(t) for t in run.tokens),
+        tokens=tokens,
+        key_tokens=tokens,
         query=_matrix(x1),
         w_q=_matrix(weights["q"]),
         w_k=_matrix(weights["k"]),

@@ -31,6 +31,7 @@ from .tolerance import (
     _kv_of,
     _row_size,
     _row_sizes,
+    _scale,
     as_float64,
     check_dtype,
 )
@@ -65,7 +66,7 @@ def weights_tolerance(
     E, S = q.shape[-1], k.shape[-2]
     if group > 1:
         k = np.repeat(k, group, axis=-3)  # kv head h // group
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    scale = _scale(scale, E)
     p = np.nan_to_num(p)
     # step 1: the largest live size of each row    (..., L, E) @ (..., E, S) -> (..., L, S)
     largest = _row_sizes(np, q, k, p, scale, attn_mask)  # (..., L, 1)
@@ -84,7 +85,7 @@ def _weights_lists(query, key, weights, scale, dtype, attn_mask, group, stored) 
     k, k_shape = as_tensor(key, "key", min_dims=2)
     p, _ = as_tensor(weights, "weights", min_dims=2)
     lead, E, S = q_shape[:-2], q_shape[-1], k_shape[-2]
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    scale = _scale(scale, E)
     mask = Mask.from_user(attn_mask, lead + (q_shape[-2], S)) if attn_mask is not None else None
     parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
     floor = sum(r.weight_floor for r in parts)

@@ -36,8 +36,8 @@ class Prepared:
     truth: list  # (..., R, Ev) ground truth output
     weights: list  # (..., R, S) ground truth weights
     bound: list  # (..., R, Ev) per-element bound
+    bound_inputs: tuple  # (args, kwargs) `tolerance` made `bound` from (weights_bound reads them)
     np_ready: bool = False
-    bound_inputs: tuple = ()  # (args, kwargs) of `tolerance` for this case
     _memo: dict = field(default_factory=dict)
     _masters: dict = field(default_factory=dict)
 
@@ -181,8 +181,9 @@ def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
         {"scale": case.scale, "dtype": dtype, "attn_mask": float_mask, "enable_gqa": case.gqa},
     )
     bound = tolerance(*bound_inputs[0], **bound_inputs[1])
-    prep = Prepared(case, dtype, raw, kwargs, mask, rows, q_rows, truth, weights, bound)
-    prep.bound_inputs = bound_inputs
+    prep = Prepared(
+        case, dtype, raw, kwargs, mask, rows, q_rows, truth, weights, bound, bound_inputs
+    )
     prep._masters[(arrays.array, str(arrays.device))] = masters + (mask_master,)
     try:
         prep.numpy(k, v)
