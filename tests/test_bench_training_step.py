@@ -36,12 +36,13 @@ def test_the_rows_run_at_a_tiny_size_and_agree(causal):
 def test_measure_backward_gives_the_goal_lines_without_timing_them():
     goals = backward_goal.measure_backward((64,), memory_L=128, runs=1, load_wait_s=None)
     statuses = [status for _, status, _ in goals]
-    assert len(goals) == 2 * 9 + 1
-    for at in (0, 9):
+    assert len(goals) == 10 + 9 + 1  # no mask: the host's limit line too
+    for at in (0, 10):
         assert [s in ("PASS", "FAIL") for s in statuses[at : at + 3]] == [True] * 3
         assert statuses[at + 3 : at + 9] == ["info"] * 6
         assert goals[at + 3][0].startswith("(noise floor, no goal) the numpy step against itself")
-    assert "1.3x the speed of torch" in goals[0][0] and "causal" in goals[9][0]
+    assert goals[4][0].startswith("(host limit, no goal)") and statuses[4] == "info"
+    assert "1.3x the speed of torch" in goals[0][0] and "causal" in goals[10][0]
     assert "L = 128 (causal): peak memory growth" in goals[-1][0]
     assert statuses[-1] in ("PASS", "FAIL") and goals[-1][2].endswith("B")
 
@@ -76,6 +77,29 @@ def test_the_goals_pass_and_fail_at_their_boundaries():
     assert [s for _, s, _ in ok[:3]] == ["PASS", "PASS", "PASS"]
     bad = backward_goal.judge(rows(0.4901, 0.637, 0.1, 0.10501), 4096, False)
     assert [s for _, s, _ in bad[:3]] == ["FAIL", "FAIL", "FAIL"]
+
+
+def test_the_host_limit_adds_seven_products_and_two_exps_per_score():
+    """200 GFLOP/s and 0.3 ns per exp on 2 threads, L = 4096, E = 64: 7 x 2 x 4096^2 x 64 flops
+    = 15.03 GFLOP in 75.16 ms, 2 x 4096^2 exps x 0.3 ns / 2 threads = 5.03 ms."""
+    limit = backward_goal.HostLimit(200.0, 2048, 0.3, 2)
+    assert limit.seconds(4096) == pytest.approx(0.0801951, rel=1e-6)
+    lines = backward_goal.judge(rows(0.1, 0.117, 0.025, 0.025), 4096, False, limit)
+    (line,) = [line for line in lines if line[0].startswith("(host limit")]
+    assert line[1] == "info"
+    # torch's 10th percentile 0.117 s (rows: times 2t, t, t) / 1.3 = 90 ms = 1.122x the limit
+    assert line[2].startswith("80.2 ms: 7 x 2 L^2 E flops at 200 GFLOP/s")
+    assert "at most torch's 10th percentile / 1.3 = 90.0 ms, 1.122x that limit" in line[2]
+    assert line[2].endswith("the numpy step's 10th percentile is 100.0 ms, 1.247x it")
+    causal = backward_goal.judge(rows(0.1, 0.117, 0.025, 0.025), 4096, True, limit)
+    assert not [line for line in causal if line[0].startswith("(host limit")]
+
+
+def test_the_host_limit_is_measured_from_a_matmul_and_an_exp2():
+    limit = backward_goal.measure_host_limit(n=128)
+    assert limit.n == 128 and limit.gflops > 0 and limit.exp_ns > 0 and limit.threads >= 1
+    # 128^3 float32 in under a second, an exp2 in under a microsecond: on any host
+    assert limit.gflops > 2 * 128**3 / 1e9 and limit.exp_ns < 1000
 
 
 def test_the_goals_are_a_plugin_never_in_the_default_table():

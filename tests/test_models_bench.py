@@ -15,11 +15,30 @@ def test_a_goal_passes_only_within_its_seconds_and_not_slower_than_transformers(
     name, status, detail = goal._line("g", 2.0, [1.0, 1.2, 1.1], [1.5, 1.1, 1.6], "; x")
     assert status == "PASS"
     assert "NumPy 1.100 s median, 1.000 s best of 3" in detail
-    assert "median of 3 alternating rounds 1.45x (range 0.92-1.50x)" in detail
+    assert (
+        "median of 3 alternating rounds 1.455x (range 0.92-1.50x; medians apart 1.364x)" in detail
+    )
     assert detail.endswith("; x")
     assert goal._line("g", 1.0, [1.1, 1.2, 1.1], [9.0, 9.0, 9.0], "")[1] == "FAIL"  # > 1 s
     assert goal._line("g", 2.0, [1.1, 1.2, 1.1], [1.0, 1.0, 1.0], "")[1] == "FAIL"  # slower
     assert "0.50x median vs median" in goal._line("g", 9.0, [2.0, 2.0], [1.0], "")[2]
+
+
+def test_rounds_timed_together_are_judged_by_their_per_round_ratios():
+    # the host drifts: rounds 2 and 4 slow both sides; transformers had one lucky round
+    ours, theirs = [0.50, 0.60, 0.70, 0.80], [0.51, 0.45, 0.71, 0.81]
+    name, status, detail = goal._line("g", 2.0, ours, theirs, "")
+    assert status == "PASS"  # per round 1.02, 0.75, 1.014, 1.0125x: median 1.013x
+    assert "median of 4 alternating rounds 1.013x" in detail
+    assert "medians apart 0.938x" in detail  # 0.61 / 0.65 would have failed it
+    # transformers faster in most rounds fails though its median alone is slower
+    assert goal._line("g", 2.0, [0.5, 0.5, 0.5, 0.9], [0.49, 0.49, 0.9, 0.89], "")[1] == "FAIL"
+
+
+def test_the_noise_floor_line_compares_our_run_with_itself():
+    name, status, detail = goal._noise([0.5, 0.6, 0.4], [0.55, 0.6, 0.38])
+    assert name == goal.NOISE_NAME and status == "info"
+    assert detail.startswith("median of 3 rounds 1.000x the time (range 0.95-1.10x)")
 
 
 def test_the_run_text_is_128_tokens():

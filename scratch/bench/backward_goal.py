@@ -10,6 +10,9 @@ the same float32 (1, 1, L, 64) inputs:
 - forward_with_lse alone (the same kernel with return_lse);
 - the numpy step again: the noise floor, compared with the first numpy row as a goal compares
   two rows (1.000x if timing were exact).
+Without a mask, a line also gives the host's own limit (`HostLimit`): the step's seven products at
+the host's best float32 GEMM rate plus its two exps per score, against the time the torch goal
+allows.
 Goals: numpy >= 1.3x torch's speed; numpy within 1.4x of the floor, 3.5x the chunked forward's
 time (the backward's five matrix products per tile against the forward's two); forward_with_lse
 <= 1.05x the chunked forward's time (the lse costs nothing measurable). Memory: the peak growth
@@ -17,6 +20,9 @@ of forward_with_lse + tiled backward at L = MEMORY_L (tracemalloc, one untimed c
 """
 
 from __future__ import annotations
+
+import time
+from dataclasses import dataclass
 
 from scratch.bench.host import LOAD_WAIT_S
 from scratch.bench.memory import format_bytes, peak_growth
@@ -36,6 +42,64 @@ TORCH_ROW = "torch fused SDPA + autograd backward (cpu)"
 FORWARD_ROW = "numpy chunked forward (no lse)"
 LSE_ROW = "numpy forward_with_lse"
 NOISE_ROW = "numpy forward_with_lse + tiled backward, again (noise floor)"
+PRODUCTS = 7  # forward q k^T, P v; backward q k^T again, dO v^T, P^T dO, dS k, dS^T q
+EXPS = 2  # the forward's exp of every score and the backward's again
+
+
+@dataclass
+class HostLimit:
+    """What this host can do at best: float32 GEMM on every core, exp2 on one."""
+
+    gflops: float  # float32 matmul, all cores (OpenBLAS's own threads), n^3, best of 5
+    n: int  # the square matmul's size
+    exp_ns: float  # exp2 of one float32 score, one thread, best of 50 on a (512, 256) tile
+    threads: int
+
+    def seconds(self, L: int, E: int = E) -> float:
+        """The step's products and exps at these rates, perfectly shared over the threads."""
+        products = PRODUCTS * 2 * L * L * E / (self.gflops * 1e9)
+        return products + EXPS * L * L * self.exp_ns * 1e-9 / self.threads
+
+
+def measure_host_limit(n: int = 2048) -> HostLimit:
+    """The host's float32 GEMM rate (n^3 on all cores) and exp2's time per score (one core)."""
+    import numpy as np
+
+    from scratch.backends.numpy_threads import cores
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+    c = np.empty((n, n), np.float32)
+    tile = rng.standard_normal((512, 256), dtype=np.float32)  # scores in exp2's range
+    spare = np.empty_like(tile)
+
+    def best(fn, reps: int) -> float:
+        fastest = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            fastest = min(fastest, time.perf_counter() - t0)
+        return fastest
+
+    gemm = best(lambda: np.matmul(a, b, out=c), 5)
+    exp = best(lambda: np.exp2(tile, out=spare), 50)
+    return HostLimit(2 * n**3 / gemm / 1e9, n, exp / tile.size * 1e9, cores())
+
+
+def limit_line(limit: HostLimit, step: Row, torch_row: Row, L: int) -> Goal:
+    """The host's limit for the step at size L (no mask) against what the torch goal needs."""
+    floor, need = limit.seconds(L), torch_row.p10 / TORCH_GOAL
+    return (
+        f"(host limit, no goal) the step's {PRODUCTS} products and {EXPS} exps per score at "
+        f"this host's best rates, float32 (1, 1, {L}, {E}), no mask",
+        "info",
+        f"{floor * 1e3:.1f} ms: {PRODUCTS} x 2 L^2 E flops at {limit.gflops:.0f} GFLOP/s (float32 "
+        f"matmul {limit.n}^3 on {limit.threads} threads, best of 5) and {EXPS} L^2 exp2 at "
+        f"{limit.exp_ns:.3f} ns each on each thread; the torch goal needs a step of at most "
+        f"torch's 10th percentile / {TORCH_GOAL:g} = {need * 1e3:.1f} ms, "
+        f"{need / floor:.3f}x that limit; the numpy step's 10th percentile is "
+        f"{step.p10 * 1e3:.1f} ms, {step.p10 / floor:.3f}x it",
+    )
 
 
 def inputs(L: int):
@@ -81,9 +145,9 @@ def backward_rows(L: int, causal: bool):
     ]
 
 
-def judge(rows: list[Row], L: int, causal: bool) -> list[Goal]:
+def judge(rows: list[Row], L: int, causal: bool, limit: HostLimit | None = None) -> list[Goal]:
     """The goal lines from the five rows (numpy, torch, chunked forward, forward_with_lse, numpy
-    again)."""
+    again), and without a mask the host's limit when given."""
     step, torch_row, forward, with_lse, again = rows
     kind = "causal" if causal else "no mask"
     where = f"float32 (1, 1, {L}, {E}), {kind}"
@@ -123,6 +187,8 @@ def judge(rows: list[Row], L: int, causal: bool) -> list[Goal]:
             pair_ratio(step, again).text("x the time"),
         )
     )
+    if limit is not None and not causal:
+        out.append(limit_line(limit, step, torch_row, L))
     for r in rows:
         out.append(
             (
@@ -158,6 +224,7 @@ def measure_backward(
     from scratch.bench.timing import measure_alternating
 
     out: list[Goal] = []
+    limit = measure_host_limit()
     for L in sizes:
         for causal in (False, True):
             rows = measure_alternating(
@@ -169,7 +236,7 @@ def measure_backward(
                 min_rounds=4,
                 max_rounds=12,
             )
-            out.extend(judge(rows, L, causal))
+            out.extend(judge(rows, L, causal, limit))
     if memory_L is not None:
         out.append(memory_goal(memory_L))
     return out
@@ -184,4 +251,12 @@ BENCH_GOALS = (
     ),
 )
 
-__all__ = ["BENCH_GOALS", "backward_rows", "judge", "measure_backward", "memory_goal"]
+__all__ = [
+    "BENCH_GOALS",
+    "HostLimit",
+    "backward_rows",
+    "judge",
+    "measure_backward",
+    "measure_host_limit",
+    "memory_goal",
+]
