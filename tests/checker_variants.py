@@ -61,8 +61,8 @@ MISTAKES: dict[str, tuple] = {
     ),
     "flash2 softcap 1/cap": _planted(vk.flash2_variants, "softcap-inverted", "wrong cap"),
     "flash2 decode top-left": _planted(vk.flash2_variants, "decode-top-left", "top-left"),
-    # GQA right in prefill, h % Hkv in decode only: passed before decode-split-kv-gqa (unnamed)
-    "flash2 decode GQA h % Hkv": _planted(vk.flash2_variants, "decode-gqa-modulo", None),
+    # GQA right in prefill, h % Hkv in decode only: passed before decode-split-kv-gqa
+    "flash2 decode GQA h % Hkv": _planted(vk.flash2_variants, "decode-gqa-modulo", "h % Hkv"),
     "flash2 documents leak": _planted(vk.flash2_variants, "docs-no-end", "documents leak"),
     "flash2 sink left out": _planted(vk.flash2_variants, "sink-out", "sink left out"),
     "flash2 RoPE pairing swapped": _planted(vk.flash2_variants, "rope-pairing", "pairing swapped"),

@@ -21,6 +21,8 @@ from ..tolerance import ACCUMULATE, UNIT_ROUNDOFF
 from . import variants as var
 from .reference import LOG2E, causal
 
+GQA_MODULO = "grouped-query heads mapped as h % Hkv instead of h // (Hq / Hkv)"
+
 DTYPE_16 = ("float16", "bfloat16")
 
 
@@ -75,7 +77,7 @@ def candidates(case, p, masked_rows: str, rows: np.ndarray | None) -> list[tuple
     if case.gqa:
         found.append(
             (
-                "grouped-query heads mapped as h % Hkv instead of h // (Hq / Hkv)",
+                GQA_MODULO,
                 lambda: attend(interleave=True),
             )
         )

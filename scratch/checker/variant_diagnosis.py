@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .diagnosis import structural_score
+from .diagnosis import GQA_MODULO, structural_score
 from .variant_cases import VariantCase
 from .variant_numpy import Planted, allowed, attend
 from .variant_prepare import VariantPrepared
@@ -185,9 +185,16 @@ def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
     return found
 
 
+def head_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+    """The grouped-query head map interleaved (h % Hkv), where it differs from h // group."""
+    H, Hkv = case.q[1], case.k[1]
+    return [(GQA_MODULO, Planted(gqa_modulo=True))] if 1 < Hkv < H else []
+
+
 def candidates(case: VariantCase, masked: bool) -> list[tuple[str, Planted]]:
     """(name, planted mistake) for every mistake this case may reveal."""
-    return mask_candidates(case) + score_candidates(case, masked) + split_candidates(case)
+    found = mask_candidates(case) + score_candidates(case, masked) + head_candidates(case)
+    return found + split_candidates(case)
 
 
 def fit_cap(prep: VariantPrepared, got: np.ndarray, bound: np.ndarray) -> str | None:

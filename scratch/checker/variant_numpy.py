@@ -39,6 +39,7 @@ class Planted:
     pairing: str | None = None  # another RoPE pairing
     q_positions: str = "offset"  # 'offset' (i + S - L) or 'zero' (i: decode not offset)
     split: tuple[int, str] | None = None  # (keys per split, 'no-rescale' | 'average')
+    gqa_modulo: bool = False  # query head h reads kv head h % Hkv, not h // (H / Hkv)
     softcap_grad: bool = True  # backward: False leaves out softcap's 1 - tanh^2 factor
     rope_grad: bool = True  # backward: False returns the gradients of the rotated q and k
 
@@ -138,7 +139,10 @@ def scores(case: VariantCase, d: VariantData, p: Planted, acc) -> tuple[np.ndarr
     v = d.v.astype(acc)
     H, L, S = q.shape[1], q.shape[2], k.shape[2]
     group = H // k.shape[1]
-    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    if p.gqa_modulo:  # kv heads 0, 1, ..., Hkv - 1, 0, 1, ...: head h reads h % Hkv
+        k, v = np.tile(k, (1, group, 1, 1)), np.tile(v, (1, group, 1, 1))
+    else:  # kv heads 0, 0, ..., 1, 1, ...: head h reads h // group
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     s = (q @ np.swapaxes(k, -1, -2)) * acc(d.scale)  # (1, H, L, E) @ (1, H, E, S) -> (1, H, L, S)
     keep = allowed(case, p, L, S)
     if p.softcap_after_mask:
