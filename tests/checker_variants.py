@@ -83,6 +83,15 @@ MISTAKES: dict[str, tuple] = {
     "split-KV RoPE decode not offset": _planted(
         vk.split_kv, "rope-no-offset", "decode positions not offset"
     ),
+    "split-KV RoPE decode queries at S - 1": _planted(
+        vk.split_kv, "rope-last-position", "all turned at RoPE position S - 1"
+    ),
+    "split-KV last split one key short": _planted(
+        vk.split_kv, "last-split-short", "the last key (j = S - 1) seen by no query"
+    ),
+    "split-KV sink once per split": _planted(
+        vk.split_kv, "sink-per-split", "the sink counted once per split of 16 keys"
+    ),
     # torch FlexAttention, called eagerly
     "flex sink left out": _planted(vk.flex_eager, "sink-out", "sink left out", "torch"),
     "flex RoPE pairing swapped": _planted(

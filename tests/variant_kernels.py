@@ -39,8 +39,9 @@ def rope_inputs(q, k, rotary_cos, rotary_sin, rotary_interleaved, bug):
         return q, k
     L, S = q.shape[-2], k.shape[-2]
     first = 0 if bug == "rope-no-offset" else S - L
+    rows = slice(S - 1, S) if bug == "rope-last-position" else slice(first, first + L)
     inter = (not rotary_interleaved) if bug == "rope-pairing" else bool(rotary_interleaved)
-    q = turn(q, rotary_cos[first : first + L], rotary_sin[first : first + L], inter)
+    q = turn(q, rotary_cos[rows], rotary_sin[rows], inter)  # one row (S - 1): every query
     return q, turn(k, rotary_cos[:S], rotary_sin[:S], inter)
 
 
@@ -161,8 +162,9 @@ def split_kv(q, k, v, score_mod=None, mask_mod=None, sinks=None, rotary_cos=None
     parts = []
     with np.errstate(all="ignore"):
         for j0 in range(0, S, chunk):
-            j = np.arange(j0, min(j0 + chunk, S))[None, None, None, :]
-            s = q @ np.swapaxes(k[..., j0 : j0 + chunk, :], -1, -2) * dt(sm)  # (B, H, L, C)
+            j1 = min(j0 + chunk, S) - (bug == "last-split-short" and j0 + chunk >= S)
+            j = np.arange(j0, j1)[None, None, None, :]
+            s = q @ np.swapaxes(k[..., j0:j1, :], -1, -2) * dt(sm)  # (B, H, L, C)
             seen = None if mask_mod is None else np.broadcast_to(mask_mod(b, h, i, j), s.shape)
             if seen is not None and bug == "softcap-after-mask":
                 s = np.where(seen, s, -np.inf)
@@ -173,8 +175,11 @@ def split_kv(q, k, v, score_mod=None, mask_mod=None, sinks=None, rotary_cos=None
             top = s.max(-1, keepdims=True)
             safe = np.where(np.isfinite(top), top, 0)
             e = np.exp(s - safe)
-            parts.append((e @ v[..., j0 : j0 + chunk, :], e.sum(-1, keepdims=True), top))
-        if sinks is not None and bug != "sink-out":  # a part with no value: (0, 1, sink)
+            total = e.sum(-1, keepdims=True)
+            if sinks is not None and bug == "sink-per-split":  # each split adds the sink
+                total = total + np.exp(np.asarray(sinks, dtype=dt)[None, :, None, None] - safe)
+            parts.append((e @ v[..., j0:j1, :], total, top))
+        if sinks is not None and bug not in ("sink-out", "sink-per-split"):  # (0, 1, sink)
             logit = np.asarray(sinks, dtype=dt)[None, :, None, None] * np.ones((B, H, L, 1), dt)
             parts.append((np.zeros_like(parts[0][0]), np.ones_like(logit), logit))
         if bug == "merge-average":

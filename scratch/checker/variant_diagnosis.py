@@ -171,14 +171,39 @@ def score_candidates(case: VariantCase, masked: bool) -> list[tuple[str, Planted
                     Planted(q_positions="zero"),
                 )
             )
+        if case.shift > 0 and case.q[2] > 1:
+            found.append(
+                (
+                    "decode queries all turned at RoPE position S - 1 (the newest): query i's "
+                    "position is i + S - L",
+                    Planted(q_positions="last"),
+                )
+            )
     return found
 
 
 def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
-    """Split-KV merges without the max correction, for split counts 2-8 and block sizes."""
+    """Split-KV merges without the max correction, for split counts 2-8 and block sizes; the
+    last key dropped; the sink counted once per split."""
     S = case.k[2]
     sizes = {-(-S // n) for n in range(2, 9)} | {b for b in BLOCKS if b < S}
-    found = []
+    found = [
+        (
+            "the last key (j = S - 1) seen by no query (does a split or key tile end one key "
+            "short?)",
+            Planted(last_key_unseen=True),
+        )
+    ]
+    if case.sinks:
+        found += [
+            (
+                f"the sink counted once per split of {size} keys: exp(sink[h]) added to the sum "
+                f"of each split with a key the row sees, before the merge; add it once, to the "
+                f"merged sum",
+                Planted(sink_split=size),
+            )
+            for size in sorted(sizes)
+        ]
     for size in sorted(sizes):
         found.append((MERGED, Planted(split=(size, "no-rescale"))))
         found.append((AVERAGED, Planted(split=(size, "average"))))

@@ -37,7 +37,11 @@ class Planted:
     chunk: int | None = None  # another chunk size
     no_chunk: bool = False
     pairing: str | None = None  # another RoPE pairing
-    q_positions: str = "offset"  # 'offset' (i + S - L) or 'zero' (i: decode not offset)
+    q_positions: str = "offset"  # 'offset' (i + S - L), 'zero' (i: decode not offset) or
+    # 'last' (every query at S - 1, the newest position)
+    last_key_unseen: bool = False  # key S - 1 seen by no query (a split ending one key short)
+    sink_split: int | None = None  # keys per split: exp(sink) counted once in each split's
+    # sum that has a key the row sees (a split-KV kernel adding the sink before its merge)
     split: tuple[int, str] | None = None  # (keys per split, 'no-rescale' | 'average')
     gqa_modulo: bool = False  # query head h reads kv head h % Hkv, not h // (H / Hkv)
     softcap_grad: bool = True  # backward: False leaves out softcap's 1 - tanh^2 factor
@@ -97,6 +101,8 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
     if case.chunk is not None and not p.no_chunk:
         n = case.chunk if p.chunk is None else p.chunk
         seen &= j // n == i // n
+    if p.last_key_unseen:
+        seen[:, -1] = False
     return seen
 
 
@@ -122,14 +128,19 @@ def turned(case: VariantCase, d: VariantData, p: Planted, acc, sign: float = 1.0
 
 
 def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0):
-    """q at positions i + S - L (or i with p.q_positions 'zero'), k at j; sign -1 turns back."""
+    """q at positions i + S - L (i with p.q_positions 'zero', S - 1 with 'last'), k at j; sign
+    -1 turns back."""
     if case.rotary is None:
         return q, k
     L = q.shape[2]
     pairing = p.pairing or case.rotary
-    first = 0 if p.q_positions == "zero" else case.shift
     cos, sin = d.cos.astype(acc), acc(sign) * d.sin.astype(acc)
-    q = rotate(q, cos[first : first + L], sin[first : first + L], pairing)
+    if p.q_positions == "last":  # every query turned at the newest position, S - 1
+        at = np.full(L, k.shape[2] - 1)
+    else:
+        first = 0 if p.q_positions == "zero" else case.shift
+        at = np.arange(first, first + L)
+    q = rotate(q, cos[at], sin[at], pairing)
     return q, rotate(k, cos, sin, pairing)
 
 
@@ -176,6 +187,13 @@ def attend(
         sink = None
         if d.sinks is not None and not p.sink_out:
             sink = d.sinks.astype(acc)[None, :, None, None]  # (1, H, 1, 1)
+            if p.sink_split is not None:  # n exp(sink) = exp(sink + log n), n per row
+                live = np.isfinite(s)  # (1, H, L, S)
+                n = sum(
+                    live[..., j : j + p.sink_split].any(-1, keepdims=True)
+                    for j in range(0, s.shape[-1], p.sink_split)
+                )  # (1, H, L, 1): the row's splits with a seen key
+                sink = sink + np.log(np.maximum(n, 1)).astype(acc)
         if p.split is not None:
             return split_merge(s, v, sink, *p.split)
         S = s.shape[-1]
