@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 np = pytest.importorskip("numpy")
@@ -258,6 +260,13 @@ def test_python_kernel_limit_computes_the_two_products():
     u = UNIT_ROUNDOFF["float64"]
     assert np.all(np.abs(np.array(scores) - q @ k.T) <= 7 * u * (np.abs(q) @ np.abs(k.T)))
     assert np.all(np.abs(np.array(output) - w @ v) <= 6 * u * (np.abs(w) @ np.abs(v)))
+
+
+def test_a_size_given_twice_is_measured_once():
+    """--sizes 16,8,16: L = 16 and 8, each once (the repeat was measured twice before)."""
+    parser = argparse.ArgumentParser()
+    args = argparse.Namespace(sizes="16,8,16", quick=False)
+    assert cli._sizes(parser, args) == (16, 8)
 
 
 def test_only_a_plugins_goals_refuses_sizes_and_quick(capsys):

@@ -56,11 +56,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[int, ...]:
-    """--sizes as positive integers, or the default sizes (QUICK_SIZES with --quick)."""
+    """--sizes as positive integers (each once, in the order given), or the default sizes
+    (QUICK_SIZES with --quick)."""
     if not args.sizes:
         return QUICK_SIZES if args.quick else SIZES
     try:
-        sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
+        sizes = tuple(dict.fromkeys(int(s) for s in args.sizes.split(",") if s.strip()))
     except ValueError:
         parser.error(f"--sizes: expected comma-separated integers, found {args.sizes!r}")
     if not sizes or min(sizes) < 1:
