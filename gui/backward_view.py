@@ -8,7 +8,6 @@ from PyQt6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -16,6 +15,7 @@ from PyQt6.QtWidgets import (
 from gui import backward_check, core_api
 from gui import session as sm
 from gui.pipeline_view import PipelineView
+from gui.spin_boxes import SpinBox
 
 GRAD_LABELS = {"ones": "ones", "random": "random", "target": "one-hot target"}
 
@@ -44,7 +44,7 @@ class BackwardView(QWidget):
             "dO, the gradient of the loss with respect to the output: ones (loss = sum(output)), "
             "random (seeded), or a one-hot target (loss = sum(output * target), cell from the seed)"
         )
-        self.seed = QSpinBox()
+        self.seed = SpinBox()
         self.seed.setRange(0, sm.MAX_SEED)
         self.seed.setKeyboardTracking(False)
         self.seed.setToolTip("seed of the random dO, or of the one-hot target's cell")

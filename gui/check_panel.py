@@ -155,9 +155,8 @@ class CheckPanel(QWidget):
         header_box.setWidget(self.header)
         header_box.setWidgetResizable(True)
         header_box.setFrameShape(QFrame.Shape.NoFrame)
-        line = QFontMetrics(font).lineSpacing()
-        self._header_heights = (line * 4, line * 6 + 8)  # 4 to 6 lines; it scrolls past 6
-        header_box.setFixedHeight(self._header_heights[0])
+        self._least_header = QFontMetrics(font).lineSpacing() * 4  # 4 lines at least
+        header_box.setFixedHeight(self._least_header)
         outer.addWidget(header_box)
         self.split = split = QSplitter(Qt.Orientation.Horizontal)
         self.table = report_table(HEADERS)
@@ -176,7 +175,7 @@ class CheckPanel(QWidget):
         left the map too narrow for its colour bar's labels, which were cut off)."""
         side_by_side(self.split, event.size().width())
         super().resizeEvent(event)
-        self._fit_header(event.size().width())
+        self._fit_header(event.size().width(), event.size().height())
 
     def showEvent(self, event) -> None:
         """A table filled while hidden is fitted to its rows once on screen."""
@@ -184,14 +183,16 @@ class CheckPanel(QWidget):
         if self.split.property("fit_pending"):
             fit_table(self.split)
 
-    def _fit_header(self, width: int) -> None:
-        """The header as tall as its lines, 4 to 6 of them (it scrolls past 6): at its least
-        height a sampled check's five lines at 1024 x 700 showed three."""
+    def _fit_header(self, width: int, height: int) -> None:
+        """The header as tall as its lines, at least 4 (at its least height a sampled check's
+        five lines at 1024 x 700 showed three), at most half the panel: it scrolls only past
+        that. Capped at 6 lines, the gradients' verdict (7 to 9 lines at 1024 x 700) lost its
+        last line behind a scroll bar."""
         margins = self.layout().contentsMargins()
         bar = self.header_box.verticalScrollBar().sizeHint().width()  # room for it, if it comes
         lines = self.header.heightForWidth(width - margins.left() - margins.right() - bar)
-        least, most = self._header_heights
-        self.header_box.setFixedHeight(min(max(lines, least), most))
+        least = self._least_header
+        self.header_box.setFixedHeight(min(max(lines, least), max(least, height // 2)))
 
     def set_outcome(self, outcome: object, gradients: object = None) -> None:
         """Fill the table from outcome.checks, then the gradient checks of `gradients` (a
@@ -215,7 +216,7 @@ class CheckPanel(QWidget):
             f"{ran} vs the exact ground truth (scratch, float64): {verdict}{why}{how}"
             f"<br>{_gradient_text(gradients)}"
         )
-        self._fit_header(self.width())
+        self._fit_header(self.width(), self.height())
         self.diff_map.setVisible(bool(self.checks))
         self.table.setRowCount(len(self.checks))
         for r, check in enumerate(self.checks):

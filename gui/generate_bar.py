@@ -5,13 +5,13 @@ from __future__ import annotations
 from PyQt6.QtCore import pyqtSignal
 from PyQt6.QtWidgets import (
     QCheckBox,
-    QDoubleSpinBox,
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSpinBox,
     QWidget,
 )
+
+from gui.spin_boxes import DoubleSpinBox, SpinBox
 
 MAX_SEED = 2**31 - 1
 
@@ -29,12 +29,12 @@ class GenerateBar(QWidget):
         row.setContentsMargins(0, 0, 0, 0)
         self.button = QPushButton("Generate next token")
         self.button.setToolTip("Feed the chosen token to the model: the KV cache grows by one")
-        self.temperature = QDoubleSpinBox()
+        self.temperature = DoubleSpinBox()
         self.temperature.setRange(0.0, 5.0)
         self.temperature.setSingleStep(0.1)
         self.temperature.setDecimals(2)
         self.temperature.setToolTip("0: greedy (the likeliest token); above 0: a seeded draw")
-        self.seed = QSpinBox()
+        self.seed = SpinBox()
         self.seed.setRange(0, MAX_SEED)
         self.seed.setToolTip("seed of the draw (step n draws with the generator seeded (seed, n))")
         self.newest = QCheckBox("newest row only")

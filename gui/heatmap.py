@@ -32,6 +32,27 @@ ASPECT_LIMIT = 4  # square cells up to 4:1 matrices; a 512 x 3 matrix gets wide 
 CRISP_PIXELS = 1024  # vector export: each side of a heatmap image upsampled to about this
 
 
+TITLE_PADDING = 12  # pixels of a compact tile's width its title cannot use (margins)
+
+
+def title_over_axis(plot: pg.PlotItem) -> None:
+    """The title spans the row labels' column too: in a compact tile the axis column stood
+    empty above the labels while the title was cut ('sink_weights' at 1024 pixels)."""
+    plot.layout.removeItem(plot.titleLabel)
+    plot.layout.addItem(plot.titleLabel, 0, 0, 1, 3)  # row 0, columns 0-2: axis, cells, right
+
+
+def wrap_words(text: str, metrics: QFontMetrics, room: int) -> list[str]:
+    """`text` in lines of whole words, each at most `room` pixels wide where a word allows."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and metrics.horizontalAdvance(f"{lines[-1]} {word}") <= room:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
 def _cosmetic(colour: QColor, pixels: int) -> QPen:
     """A pen `pixels` wide on screen whatever the zoom."""
     pen = QPen(colour, pixels)
@@ -61,6 +82,9 @@ class Heatmap(QWidget):
         self.view.ci.setContentsMargins(2, 2, 2, 2)  # pyqtgraph's margins were the cells' room
         self.view.ci.setSpacing(4)
         self.plot = self.view.addPlot(row=0, col=0, axisItems=axes)
+        self._title = ""  # the panel's title as asked, before fit_title wraps it
+        if compact:
+            title_over_axis(self.plot)
         self.plot.invertY(True)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
@@ -138,8 +162,33 @@ class Heatmap(QWidget):
         notes = [panel.colour_note if self.bar is not None else ""]
         notes.append(f"numbers in cells x {factor}" if factor else "")
         note = "".join(f"<br><span style='font-size:7pt'>{n}</span>" for n in notes if n)
-        title = panel.title + note
-        self.plot.setTitle(title, size="8pt" if self.compact else "11pt")
+        self._title = panel.title + note
+        self.plot.setTitle(self._title, size="8pt" if self.compact else "11pt")
+        self.fit_title()
+
+    def fit_title(self) -> None:
+        """A compact tile's title on as many lines as its width needs (one, mostly): at 1024 x
+        700 the backward view's 'grad_head_outputs head 0' was wider than its 172-pixel input
+        panel, which cut the title's end and the plot's right side."""
+        if not self.compact or not self._title:
+            return
+        first, sep, rest = self._title.partition("<br>")  # a small second line stays as it is
+        font = QFont()
+        font.setPointSize(8)
+        metrics = QFontMetrics(font)
+        room = self.view.width() - TITLE_PADDING
+        lines = wrap_words(first, metrics, room) if "<" not in first else [first]
+        text = "<br>".join(lines) + sep + rest
+        if text != self.plot.titleLabel.text:
+            self.plot.setTitle(text, size="8pt")  # (its title row back to pyqtgraph's 30 pixels)
+        if len(lines) > 1:  # 30 pixels hold a title and a small second line, not more
+            height = max(30, (len(lines) + (1 if sep else 0)) * metrics.lineSpacing() + 8)
+            self.plot.titleLabel.setMaximumHeight(height)
+            self.plot.layout.setRowFixedHeight(0, height)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self.fit_title()
 
     def _bar_axis_width(self, levels: tuple[float, float]) -> int:
         """Pixels the colour bar's tick labels need (pyqtgraph fixes 45: '0.0005' was cut)."""

@@ -7,13 +7,11 @@ import html
 from PyQt6.QtCore import Qt, pyqtSignal
 from PyQt6.QtWidgets import (
     QComboBox,
-    QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QSpinBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -25,6 +23,7 @@ from gui.head_note import model_head_note
 from gui.mask_grid import MaskGrid
 from gui.matrix_table import MatrixTable
 from gui.session import Session
+from gui.spin_boxes import DoubleSpinBox, SpinBox
 from gui.variant_panel import VariantPanel
 
 MODE_LABELS = {"project": "x -> W_q, W_k, W_v", "qkv": "Q, K, V directly", "self": "q = k = v = x"}
@@ -87,8 +86,8 @@ def _combo(labels: dict[str, str]) -> QComboBox:
     return box
 
 
-def _spin(lo: int, hi: int, tip: str) -> QSpinBox:
-    box = QSpinBox()
+def _spin(lo: int, hi: int, tip: str) -> SpinBox:
+    box = SpinBox()
     box.setRange(lo, hi)
     box.setToolTip(tip)
     box.setKeyboardTracking(False)  # one change per finished number, not per keystroke
@@ -184,7 +183,7 @@ class InputsPanel(QWidget):
         oform = QFormLayout(options)
         oform.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow dock: wrap
         self.scale_mode = _combo(SCALE_LABELS)
-        self.scale_value = QDoubleSpinBox()
+        self.scale_value = DoubleSpinBox()
         self.scale_value.setRange(-1e6, 1e6)
         self.scale_value.setDecimals(6)
         self.scale_value.setKeyboardTracking(False)
@@ -250,7 +249,7 @@ class InputsPanel(QWidget):
             model.cellEdited.connect(lambda i, j, v, n=name: self._on_cell(n, i, j, v))
             model.rejected.connect(self.refused)
 
-    def _size_boxes(self) -> dict[str, QSpinBox]:
+    def _size_boxes(self) -> dict[str, SpinBox]:
         return {
             "num_tokens": self.num_tokens,
             "num_keys": self.num_keys,

@@ -10,11 +10,11 @@ from PyQt6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
-    QSpinBox,
     QWidget,
 )
 
 from gui import core_api
+from gui.spin_boxes import SpinBox
 
 # what is checked: the CLI's plain function, --backward and --autograd
 DIRECTIONS = {
@@ -47,8 +47,9 @@ class KernelCheckOptions(QWidget):
         self.cases = _combo(CASE_SETS)
         self.masked_rows = _combo(MASKED_ROWS)
         self.masked_rows.setToolTip("what a fully masked row of the output should hold")
-        self.seed = QSpinBox()
+        self.seed = SpinBox()
         self.seed.setRange(0, MAX_SEED)
+        self.seed.setToolTip("seed of the cases' random inputs")
         self.require = QLineEdit()
         features = ",".join(core_api.check_features())
         self.require.setPlaceholderText("e.g. mask,causal")

@@ -14,7 +14,6 @@ from PyQt6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QScrollArea,
-    QSpinBox,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -28,6 +27,7 @@ from gui.model_block import ModelBlock
 from gui.model_grid import ModelGrid
 from gui.model_worker import DecoderFrame, ModelWorker
 from gui.next_token_bars import NextTokenBars
+from gui.spin_boxes import SpinBox
 from gui.token_text import readable
 
 DEFAULT_TEXT = "Your journey starts with one step"
@@ -127,7 +127,8 @@ class ModelPanel(QWidget):
         right_layout.setContentsMargins(0, 0, 0, 0)
         pick = QHBoxLayout()
         pick.addWidget(QLabel("Head view: layer"))
-        self.layer = QSpinBox()
+        self.layer = SpinBox()
+        self.layer.setToolTip("the layer whose heads the head view shows")
         self.head = QComboBox()
         pick.addWidget(self.layer)
         pick.addWidget(QLabel("head"))

@@ -26,14 +26,6 @@ def _arrow(text: str, first_in_row: bool) -> QLabel:
     return label
 
 
-def _title_over_axis(hm: Heatmap) -> None:
-    """The tile's title spans the row labels' column too: 'sink_weights' was clipped to the
-    width of the cells alone at 1024 pixels (the axis column stood empty above the labels)."""
-    plot = hm.plot
-    plot.layout.removeItem(plot.titleLabel)
-    plot.layout.addItem(plot.titleLabel, 0, 0, 1, 3)  # row 0, columns 0-2: axis, cells, right
-
-
 class Overview(QWidget):
     """Every step as a small heatmap in flow order with arrows; emits stepChosen on a click."""
 
@@ -74,7 +66,6 @@ class Overview(QWidget):
         while len(self.pool) <= n:
             hm = Heatmap(compact=True)
             hm.setMinimumSize(80, 80)
-            _title_over_axis(hm)
             hm.clicked.connect(lambda h=hm: self.stepChosen.emit(h.panel.step))
             self.pool.append(hm)
         return self.pool[n]

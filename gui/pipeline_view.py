@@ -7,7 +7,6 @@ from PyQt6.QtCore import Qt, QTimer, pyqtSignal
 from PyQt6.QtGui import QFont
 from PyQt6.QtWidgets import (
     QComboBox,
-    QDoubleSpinBox,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -21,6 +20,7 @@ from PyQt6.QtWidgets import (
 from gui import cell_explain, core_api, numbers, sentence_rows, sentences, view_model
 from gui.fixed_lines import FixedLines
 from gui.heatmap import Heatmap
+from gui.spin_boxes import DoubleSpinBox
 
 MAX_SOURCES = 3
 SOURCE_SIZE = 170  # the side panel's input heatmaps: at least this many pixels each way
@@ -76,10 +76,11 @@ class PipelineView(QWidget):
         self.play_button.setCheckable(True)
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setPageStep(1)
-        self.speed = QDoubleSpinBox()
+        self.speed = DoubleSpinBox()
         self.speed.setRange(0.25, 10.0)
         self.speed.setValue(1.0)
         self.speed.setSuffix(" steps/s")
+        self.speed.setToolTip("steps per second while playing")
         self.step_label = _label(12)
         self.step_label.setWordWrap(False)
         self.head_label = QLabel("head")

@@ -19,7 +19,6 @@ from PyQt6.QtWidgets import (
     QLabel,
     QPushButton,
     QSlider,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -28,6 +27,7 @@ from gui import core_api
 from gui.heatmap import Heatmap
 from gui.learn_model import HeadInputs, matrix_panel, number, shared_levels, table, tile_rows
 from gui.learn_worker import LearnWorker
+from gui.spin_boxes import SpinBox
 
 DTYPES = {"float64 (exact)": "float64", "float16 tiles": "float16", "bfloat16 tiles": "bfloat16"}
 FLOOR = 1e-17  # differences of 0 drawn here on the log axis
@@ -52,7 +52,7 @@ class TilesView(QWidget):
         outer.setContentsMargins(4, 4, 4, 4)
         # step 1: the pickers, in two short rows (they fit 1024 pixels)
         first, second = QHBoxLayout(), QHBoxLayout()
-        self.block, self.row = QSpinBox(), QSpinBox()
+        self.block, self.row = SpinBox(), SpinBox()
         self.block.setKeyboardTracking(False)
         self.block.setToolTip("keys per tile (FlashAttention uses 64 or 128)")
         self.dtype = QComboBox()

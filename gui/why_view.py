@@ -14,7 +14,6 @@ from PyQt6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QScrollArea,
-    QSpinBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -23,6 +22,7 @@ from PyQt6.QtWidgets import (
 from gui import core_api
 from gui.learn_model import HeadInputs, key_rows, number, shown_keys, table
 from gui.learn_worker import LearnWorker
+from gui.spin_boxes import SpinBox
 
 COLOURS = ((150, 150, 150), (31, 119, 180), (214, 39, 40))  # grey, blue, red
 PAGES = ("Scale", "Softmax", "Mask")
@@ -123,7 +123,7 @@ class WhyView(QWidget):
         outer.setContentsMargins(4, 4, 4, 4)
         row = QHBoxLayout()
         row.addWidget(QLabel("query row"))
-        self.row = QSpinBox()
+        self.row = SpinBox()
         self.row.setKeyboardTracking(False)
         self.row.setToolTip("the query row whose weights each page explains")
         row.addWidget(self.row)
