@@ -90,7 +90,7 @@ MISTAKES: dict[str, tuple] = {
         vk.split_kv, "last-split-short", "the last key (j = S - 1) seen by no query"
     ),
     "split-KV sink once per split": _planted(
-        vk.split_kv, "sink-per-split", "the sink counted once per split of 16 keys"
+        vk.split_kv, "sink-per-split", "the sink counted once per split (2 splits of the 24 keys)"
     ),
     # torch FlexAttention, called eagerly
     "flex sink left out": _planted(vk.flex_eager, "sink-out", "sink left out", "torch"),

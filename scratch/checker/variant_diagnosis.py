@@ -196,10 +196,10 @@ def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
     ]
     if case.sinks:
         found += [
-            (
-                f"the sink counted once per split of {size} keys: exp(sink[h]) added to the sum "
-                f"of each split with a key the row sees, before the merge; add it once, to the "
-                f"merged sum",
+            (  # named by the count: splits of other sizes but as many give the same output
+                f"the sink counted once per split ({-(-S // size)} splits of the {S} keys): "
+                f"exp(sink[h]) added to the sum of each split with a key the row sees, before "
+                f"the merge; add it once, to the merged sum",
                 Planted(sink_split=size),
             )
             for size in sorted(sizes)
