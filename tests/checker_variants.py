@@ -65,6 +65,8 @@ MISTAKES: dict[str, tuple] = {
     "flash2 decode GQA h % Hkv": _planted(vk.flash2_variants, "decode-gqa-modulo", "h % Hkv"),
     "flash2 documents leak": _planted(vk.flash2_variants, "docs-no-end", "documents leak"),
     "flash2 sink left out": _planted(vk.flash2_variants, "sink-out", "sink left out"),
+    # no splits: must not be named "once per split" (the unmasked sinks case cannot tell them)
+    "flash2 sink added twice": _planted(vk.flash2_variants, "sink-twice", "sink counted 2 times"),
     "flash2 RoPE pairing swapped": _planted(vk.flash2_variants, "rope-pairing", "pairing swapped"),
     "flash2 RoPE decode not offset": _planted(
         vk.flash2_variants, "rope-no-offset", "decode positions not offset"

@@ -135,7 +135,8 @@ def flash2_variants(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, al
                 sink = np.asarray(sinks, dtype=dt)[None, :, None, None] * dt(LOG2E)
                 m_new = np.maximum(m, sink)
                 alpha = np.exp2(m - m_new)
-                l_i = l_i * alpha + np.exp2(sink - m_new)
+                times = 2 if bug == "sink-twice" else 1  # "sink-twice": no splits, added twice
+                l_i = l_i * alpha + times * np.exp2(sink - m_new)
                 o = o * alpha
             out[..., i0:i1, :] = o / l_i
     return out

@@ -196,7 +196,7 @@ def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
     ]
     if case.sinks:
         found += [
-            (  # named by the count: splits of other sizes but as many give the same output
+            (  # named by the count (without a mask, splits as many give the same output)
                 f"the sink counted once per split ({-(-S // size)} splits of the {S} keys): "
                 f"exp(sink[h]) added to the sum of each split with a key the row sees, before "
                 f"the merge; add it once, to the merged sum",
@@ -204,6 +204,13 @@ def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
             )
             for size in sorted(sizes)
         ]
+        # the same sink counted n times in every row: where every row sees every split it
+        # matches the per-split candidate too, and the two matches give no name
+        found += [
+            (f"the sink counted {n} times in each row's sum: add exp(sink[h]) once",
+             Planted(sink_copies=n))
+            for n in range(2, 9)
+        ]  # fmt: skip
     for size in sorted(sizes):
         found.append((MERGED, Planted(split=(size, "no-rescale"))))
         found.append((AVERAGED, Planted(split=(size, "average"))))

@@ -40,6 +40,7 @@ class Planted:
     q_positions: str = "offset"  # 'offset' (i + S - L), 'zero' (i: decode not offset) or
     # 'last' (every query at S - 1, the newest position)
     last_key_unseen: bool = False  # key S - 1 seen by no query (a split ending one key short)
+    sink_copies: int = 1  # exp(sink) counted this many times in every row's sum
     sink_split: int | None = None  # keys per split: exp(sink) counted once in each split's
     # sum that has a key the row sees (a split-KV kernel adding the sink before its merge)
     split: tuple[int, str] | None = None  # (keys per split, 'no-rescale' | 'average')
@@ -187,6 +188,8 @@ def attend(
         sink = None
         if d.sinks is not None and not p.sink_out:
             sink = d.sinks.astype(acc)[None, :, None, None]  # (1, H, 1, 1)
+            if p.sink_copies != 1:  # n exp(sink) = exp(sink + log n)
+                sink = sink + acc(np.log(p.sink_copies))
             if p.sink_split is not None:  # n exp(sink) = exp(sink + log n), n per row
                 live = np.isfinite(s)  # (1, H, L, S)
                 n = sum(
