@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from scratch.bench import host
 from scratch.bench.host import LOAD_WAIT_S
 from scratch.bench.memory import format_bytes, peak_growth
 from scratch.bench.plugins import Goal, GoalSet
@@ -65,6 +66,9 @@ def measure_host_limit(n: int = 2048) -> HostLimit:
     """The host's float32 GEMM rate (n^3 on all cores) and exp2's time per score (one core)."""
     import numpy as np
 
+    if n < 1:
+        raise ValueError(f"n: expected a positive matrix size, found {n}")
+
     from scratch.backends.numpy_threads import cores
 
     rng = np.random.default_rng(0)
@@ -94,8 +98,8 @@ def limit_line(limit: HostLimit, step: Row, torch_row: Row, L: int) -> Goal:
         f"this host's best rates, float32 (1, 1, {L}, {E}), no mask",
         "info",
         f"{floor * 1e3:.1f} ms: {PRODUCTS} x 2 L^2 E flops at {limit.gflops:.0f} GFLOP/s (float32 "
-        f"matmul {limit.n}^3 on {limit.threads} threads, best of 5) and {EXPS} L^2 exp2 at "
-        f"{limit.exp_ns:.3f} ns each on each thread; the torch goal needs a step of at most "
+        f"matmul {limit.n}^3 with {limit.threads} cores, best of 5) and {EXPS} L^2 exp2 at "
+        f"{limit.exp_ns:.3f} ns each on each core; the torch goal needs a step of at most "
         f"torch's 10th percentile / {TORCH_GOAL:g} = {need * 1e3:.1f} ms, "
         f"{need / floor:.3f}x that limit; the numpy step's 10th percentile is "
         f"{step.p10 * 1e3:.1f} ms, {step.p10 / floor:.3f}x it",
@@ -224,6 +228,8 @@ def measure_backward(
     from scratch.bench.timing import measure_alternating
 
     out: list[Goal] = []
+    if load_wait_s is not None:
+        host.wait_for_idle(load_wait_s)
     limit = measure_host_limit()
     for L in sizes:
         for causal in (False, True):

@@ -100,7 +100,8 @@ def _transformers_load(path: object) -> object:
 
 
 def smollm2_goals(load_wait_s: float | None = LOAD_WAIT_S) -> list[Goal]:
-    """The three goal lines, measured (about a minute), or why not."""
+    """The three goal lines and the run's noise-floor line, measured (about a minute), or why
+    not."""
     try:
         import torch
         import transformers  # noqa: F401
