@@ -21,7 +21,6 @@ of forward_with_lse + tiled backward at L = MEMORY_L (tracemalloc, one untimed c
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from scratch.bench import host
@@ -29,6 +28,7 @@ from scratch.bench.host import LOAD_WAIT_S
 from scratch.bench.memory import format_bytes, peak_growth
 from scratch.bench.plugins import Goal, GoalSet
 from scratch.bench.row import Row, pair_ratio
+from scratch.bench.timing import measure, measure_alternating
 
 SIZES = (4096, 16384)
 MEMORY_L = 32768
@@ -77,16 +77,8 @@ def measure_host_limit(n: int = 2048) -> HostLimit:
     tile = rng.standard_normal((512, 256), dtype=np.float32)  # scores in exp2's range
     spare = np.empty_like(tile)
 
-    def best(fn, reps: int) -> float:
-        fastest = float("inf")
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            fastest = min(fastest, time.perf_counter() - t0)
-        return fastest
-
-    gemm = best(lambda: np.matmul(a, b, out=c), 5)
-    exp = best(lambda: np.exp2(tile, out=spare), 50)
+    gemm = min(measure(lambda: np.matmul(a, b, out=c), "n/a", 5)[0])  # after a warm-up call
+    exp = min(measure(lambda: np.exp2(tile, out=spare), "n/a", 50)[0])
     return HostLimit(2 * n**3 / gemm / 1e9, n, exp / tile.size * 1e9, cores())
 
 
@@ -225,8 +217,6 @@ def measure_backward(
     load_wait_s: float | None = LOAD_WAIT_S,
 ) -> list[Goal]:
     """Time the five rows interleaved at each size, causal or not, judge, then the memory."""
-    from scratch.bench.timing import measure_alternating
-
     out: list[Goal] = []
     if load_wait_s is not None:
         host.wait_for_idle(load_wait_s)

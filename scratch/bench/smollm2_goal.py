@@ -25,6 +25,8 @@ import time
 from scratch.bench.host import LOAD_WAIT_S
 from scratch.bench.memory import format_bytes, peak_growth
 from scratch.bench.plugins import Goal, GoalSet
+from scratch.bench.row import pair_ratio
+from scratch.bench.stats import PairRatio
 from scratch.bench.timing import measure_alternating
 
 LOAD_GOAL_S, RUN_GOAL_S, STEP_GOAL_S = 5.0, 2.0, 0.2
@@ -44,16 +46,22 @@ NAMES = (
 NOISE_NAME = f"(noise floor, no goal) the SmolLM2 {RUN_TOKENS}-token run against itself"
 
 
-def _line(name: str, goal_s: float, ours: list[float], theirs: list[float], extra: str) -> Goal:
+def _line(
+    name: str,
+    goal_s: float,
+    ours: list[float],
+    theirs: list[float],
+    extra: str,
+    paired: PairRatio | None = None,
+) -> Goal:
     """PASS when our median is within the goal and no slower than transformers: by the median of
-    per-round ratios when the two were timed in the same rounds, else by median vs median."""
+    per-round ratios when `paired` (rows timed in the same rounds), else by median vs median."""
     mine, other = statistics.median(ours), statistics.median(theirs)
-    if len(ours) == len(theirs):
-        paired = [b / a for a, b in zip(ours, theirs)]
-        speed = statistics.median(paired)  # transformers' time / ours: at least 1 to pass
+    if paired is not None and paired.median is not None:
+        speed = paired.median  # transformers' time / ours: at least 1 to pass
         ratio = (
-            f"median of {len(paired)} alternating rounds {speed:.3f}x "
-            f"(range {min(paired):.2f}-{max(paired):.2f}x; medians apart {other / mine:.3f}x)"
+            f"median of {paired.rounds} alternating rounds {speed:.3f}x (range "
+            f"{paired.low:.2f}-{paired.high:.2f}x; medians apart {other / mine:.3f}x)"
         )
     else:
         speed = other / mine
@@ -67,14 +75,13 @@ def _line(name: str, goal_s: float, ours: list[float], theirs: list[float], extr
     return name, status, detail
 
 
-def _noise(first: list[float], again: list[float]) -> Goal:
+def _noise(again: PairRatio) -> Goal:
     """Our run timed twice per round: the spread the paired statistic shows for equal calls."""
-    paired = [b / a for a, b in zip(first, again)]
     return (
         NOISE_NAME,
         "info",
-        f"median of {len(paired)} rounds {statistics.median(paired):.3f}x the time (range "
-        f"{min(paired):.2f}-{max(paired):.2f}x); 1.000x if timing were exact",
+        f"median of {again.rounds} rounds {again.median:.3f}x the time (range "
+        f"{again.low:.2f}-{again.high:.2f}x); 1.000x if timing were exact",
     )
 
 
@@ -150,8 +157,10 @@ def smollm2_goals(load_wait_s: float | None = LOAD_WAIT_S) -> list[Goal]:
              ("numpy again", lambda: model.run(text), "n/a")],
             RUN_ROUNDS, load_wait_s,
         )  # fmt: skip
-    lines.append(_line(NAMES[1], RUN_GOAL_S, ours.times, theirs.times, ""))
-    noise = _noise(ours.times, again.times)
+    lines.append(
+        _line(NAMES[1], RUN_GOAL_S, ours.times, theirs.times, "", pair_ratio(ours, theirs))
+    )
+    noise = _noise(pair_ratio(ours, again))
 
     _, _, logits, cache = llama.step(model.config, model.weights, ids)
     new = [int(logits[-1].argmax())]
@@ -170,9 +179,9 @@ def smollm2_goals(load_wait_s: float | None = LOAD_WAIT_S) -> list[Goal]:
              ("transformers", their_step, "n/a")],
             STEP_ROUNDS, load_wait_s,
         )  # fmt: skip
-    steps = {"ours": ours.times, "theirs": theirs.times}
     where = f" (the step after {RUN_TOKENS} tokens)"
-    lines.append(_line(NAMES[2], STEP_GOAL_S, steps["ours"], steps["theirs"], where))
+    step = pair_ratio(ours, theirs)
+    lines.append(_line(NAMES[2], STEP_GOAL_S, ours.times, theirs.times, where, step))
     return lines + [noise]
 
 
