@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from ..progress import Cancelled, Line, Progress
+from ..progress import Cancelled, Line, Progress, reporting
 from .files import ModelError
 from .model import load
 
@@ -15,7 +15,7 @@ CANCELLED = 130  # the exit status of a run stopped by Ctrl+C (128 + SIGINT), as
 
 def main(argv: Sequence[str] | None = None, cancelled: Callable[[], bool] | None = None) -> int:
     """Print the model's name and its k likeliest next tokens with their probabilities; a first
-    load draws its stages on stderr, and Ctrl+C (or `cancelled()` turning True) stops it."""
+    load and the run draw their stages on stderr; Ctrl+C (or `cancelled()` True) stops them."""
     parser = argparse.ArgumentParser(
         prog="python -m scratch.models",
         description="The likeliest next tokens after a text (NumPy float64 forward).",
@@ -28,8 +28,8 @@ def main(argv: Sequence[str] | None = None, cancelled: Callable[[], bool] | None
     args = parser.parse_args(argv)
     line = Line(sys.stderr)
     try:
-        model = load(args.model, progress=Progress(line, cancelled))
-        run = model.run(args.text)
+        with reporting(Progress(line, cancelled)):  # the load's stages, then the forward's
+            run = load(args.model).run(args.text)
         top = run.next_tokens(k=args.k)
     except (ModelError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
