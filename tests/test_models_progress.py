@@ -177,6 +177,10 @@ def test_ctrl_c_on_the_command_line_exits_130_saying_so(tmp_path, capsys):
     def ctrl_c() -> bool:  # Python raises KeyboardInterrupt where the main thread is
         raise KeyboardInterrupt
 
-    assert main([str(path), "ab"], cancelled=ctrl_c) == 130
+    try:
+        status = main([str(path), "ab"], cancelled=ctrl_c)
+    except KeyboardInterrupt:  # uncaught, it would end the whole test session
+        pytest.fail("Ctrl+C escaped main: a traceback instead of a message")
+    assert status == 130
     out, err = capsys.readouterr()
     assert out == "" and err == "cancelled: stopped before any result\n"
