@@ -12,6 +12,8 @@ pytest.importorskip("pyqtgraph")
 pytest.importorskip("gguf")
 pytest.importorskip("tokenizers")
 
+from PyQt6.QtWidgets import QApplication  # noqa: E402
+
 from gui import session as sm  # noqa: E402
 from gui.model_session import head_session  # noqa: E402
 from gui.model_worker import frame  # noqa: E402
@@ -58,6 +60,24 @@ def test_a_load_shows_its_stage_and_cancel_keeps_the_last_run(
     delivered = []
     panel.worker.finished.connect(delivered.append)
     panel.worker.failed.connect(delivered.append)
+    try:
+        held_load(qtbot, panel, other, entered, release)
+    finally:
+        release.set()  # never leave the worker waiting, whatever failed
+    assert panel.worker.wait(HOLD_S * 1000)  # joined: the load stopped at its next tensor
+    QApplication.processEvents()  # any signal it sent is delivered now
+    assert delivered == []  # neither a result nor an error after Cancel
+    assert not panel.busy.isVisible() and panel.run_button.isEnabled()
+    assert panel.generate_bar.button.isEnabled()
+    assert "cancelled" in panel.status.text() and "last run stays" in panel.status.text()
+    assert panel.frame is shown  # the decoder on screen is the one before
+    seen = []  # nothing half-read was cached: the next load reads the file again
+    models.load(other, progress=progress.Progress(lambda stage, *_: seen.append(stage)))
+    assert "dequantize" in seen
+
+
+def held_load(qtbot, panel, other, entered, release) -> None:
+    """Run `other` while its first tensor is held: the bar shows the stage; Cancel it."""
     panel.model_path.setText(str(other))
     panel.run_button.click()
     assert panel.busy.isVisible() and not panel.run_button.isEnabled()
@@ -67,17 +87,6 @@ def test_a_load_shows_its_stage_and_cancel_keeps_the_last_run(
     assert "dequantize" in panel.status.text()
     with qtbot.waitSignal(panel.worker.cancelled, timeout=5000):
         panel.cancel_button.click()
-    release.set()
-    assert panel.worker.wait(HOLD_S * 1000)  # joined: the load stopped at its next tensor
-    qtbot.wait(50)  # any signal it sent is delivered now
-    assert delivered == []  # neither a result nor an error after Cancel
-    assert not panel.busy.isVisible() and panel.run_button.isEnabled()
-    assert panel.generate_bar.button.isEnabled()
-    assert "cancelled" in panel.status.text() and "last run stays" in panel.status.text()
-    assert panel.frame is shown  # the decoder on screen is the one before
-    seen = []  # nothing half-read was cached: the next load reads the file again
-    models.load(other, progress=progress.Progress(lambda stage, *_: seen.append(stage)))
-    assert "dequantize" in seen
 
 
 def test_generate_keeps_the_focus_on_its_button(qtbot, window, tiny):
