@@ -235,7 +235,7 @@ def test_float32_tensors_give_float32():
     tensors = [torch.from_numpy(a.astype(np.float32)) for a in (q, k, v)]
     found = nb.scaled_dot_product_attention(*tensors)
     assert found.output.dtype == np.float32 and found.weights.dtype == np.float32
-    assert np.array_equal(
+    assert np.array_equal(  # bit for bit: the tensors' own memory, read as arrays: the same call
         found.output, nb.scaled_dot_product_attention(*(t.numpy() for t in tensors)).output
     )
 
@@ -346,6 +346,7 @@ def test_each_thread_keeps_the_buffer_sets_of_the_shapes_it_used_last():
         ]
 
     first = outputs()
+    # bit for bit: the same calls on the same shapes and inputs; only the buffers' contents differ
     for _ in range(2):  # each shape's kept buffers now hold the other call's numbers
         assert all(np.array_equal(x, y) for x, y in zip(first, outputs()))
 
