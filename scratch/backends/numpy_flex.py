@@ -129,20 +129,29 @@ class FlexProblem:
 
 def explicit_scores(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:
     """(raw, scores) over the whole grid: raw = scale q k^T, scores after score_mod and mask."""
+    steps = explicit_steps(x)
+    return steps[1], steps[3]
+
+
+def explicit_steps(x: FlexProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(dots, raw, changed, scores) over the whole grid (B, H, L, S): dots = q k^T, raw = dots
+    * scale, changed = score_mod(raw), scores = changed with -inf where the mask hides a key."""
     B, H, _, L, S, _, _ = x.shape
     # step 1: scaled scores                 (B, H, L, E) @ (B, H, E, S) -> (B, H, L, S)
-    raw = (x.q @ np.swapaxes(x.repeat_kv(x.k), -1, -2)) * x.dtype.type(x.scale)
+    dots = x.q @ np.swapaxes(x.repeat_kv(x.k), -1, -2)
+    raw = dots * x.dtype.type(x.scale)
     b = np.arange(B).reshape(B, 1, 1, 1)
     h = np.arange(H).reshape(1, H, 1, 1)
     rows, cols = np.arange(L)[:, None], np.arange(S)[None, :]
-    scores = raw.copy()
+    changed = raw
     with np.errstate(all="ignore"):  # masked cells may hold anything: they become -inf
         # step 2: the score change, then the mask (-inf where the key is not seen)
         if x.plan.score is not None:
-            scores = x.plan.score(raw, b, h, rows, cols, np).astype(x.dtype, copy=False)
+            changed = x.plan.score(raw, b, h, rows, cols, np).astype(x.dtype, copy=False)
+        scores = changed
         if x.plan.mask is not None:
-            scores = np.where(dense_seen(x), scores, x.dtype.type(-np.inf))
-    return raw, scores
+            scores = np.where(dense_seen(x), changed, x.dtype.type(-np.inf))
+    return dots, raw, changed, scores
 
 
 def dense_seen(x: FlexProblem) -> np.ndarray:
