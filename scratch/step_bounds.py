@@ -67,9 +67,10 @@ def score_parts(cmp, h: int):
     """For head h: (propagated |scores difference|, sum_l |q_il k_jl|, E); cached on cmp."""
     if h not in cmp.scores_cache:
         ops = cmp.ops
-        k_T = tuple(ops.T(x) for x in cmp.head_slices(h, "k"))  # (got, want, diff) of k^T
+        q, k = ("q_rotated", "k_rotated") if cmp.call.rotary else ("q", "k")  # what it reads
+        k_T = tuple(ops.T(x) for x in cmp.head_slices(h, k))  # (got, want, diff) of k^T
         # (L, E) @ (E, S) -> (L, S)
-        cmp.scores_cache[h] = product_parts(ops, cmp.head_slices(h, "q"), k_T)
+        cmp.scores_cache[h] = product_parts(ops, cmp.head_slices(h, q), k_T)
     return cmp.scores_cache[h]
 
 
