@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scratch.backends import numpy_chunked
+from scratch.backends import numpy_chunked, numpy_variant_trace
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
 from scratch.example import Example, check_trace_call
@@ -263,9 +263,6 @@ def _run_multi_head(
     q_h, k_h, v_h = _split_heads(q, H), _split_heads(k, Hkv), _split_heads(v, Hkv)
     extras = None
     if settings.variant_trace:  # a variant: numpy_flex's explicit kernel, every step kept
-        # imported here: numpy_flex reads numpy_backward, which reads this module
-        from scratch.backends import numpy_variant_trace
-
         mask, kernel, detail = None, "explicit", ""
         found, extras = numpy_variant_trace.attend_variant(q_h, k_h, v_h, scale, options)
         steps, head_outputs = Steps(**found), found["output"]

@@ -28,9 +28,9 @@ from ..options import Options
 from ..validate import check_flag, check_hook, check_scale
 from ..variants.base import check_sizes
 from ..variants.sinks import sink_logits
-from .numpy_backward import _array, _dtype, not_finite
 from .numpy_chunked import KEY_BLOCK, _row_norms, chunked_output
 from .numpy_flex_plan import FlexPlan, create_block_mask
+from .numpy_inputs import _array, _dtype, not_finite
 from .numpy_threads import cores, share
 
 KERNELS = ("chunked", "explicit")
