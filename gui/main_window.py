@@ -257,6 +257,7 @@ class MainWindow(QMainWindow):
         shown = self.outcome
         if shown is not None and not self.worker.busy and _same_forward(shown.session, s):
             self.outcome = dataclasses.replace(shown, session=s)  # same trace, the new dO noted
+            self.slow.drop()  # the trace on screen is these inputs': nothing left to ask
             self.pipeline.set_stale("")  # the trace on screen is these inputs' after all
             return
         self.submit(s)
@@ -307,6 +308,7 @@ class MainWindow(QMainWindow):
         self.learn.set_trace(outcome.reference)
         self.checks.set_outcome(outcome, self._gradients_for(outcome.session))
         verdict = " | all steps pass" if all(c.ok for c in outcome.checks) else " | CHECK FAILED"
+        verdict = verdict if outcome.checks else " | not checked"
         self.backend_label.setText(
             f"backend {outcome.backend} | dtype {outcome.dtype} | kernel {outcome.kernel}{verdict}"
         )
