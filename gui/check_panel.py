@@ -65,6 +65,8 @@ def _per_head(step: object, row: int, panel: CheckPanel) -> bool:
 def _verdict(checks: list, passed: str, failed: str) -> tuple[str, str]:
     """(the coloured verdict on `checks`, the first failed check's message or '')."""
     bad = [c.name for c in checks if not c.ok]
+    if not checks:  # nothing compared (the sampled check says why): no verdict to colour
+        return "not checked", ""
     if not bad:
         return f"<span style='color:#1a7f37'>{passed}</span>", ""
     first = next((c.message for c in checks if not c.ok and c.message), "")

@@ -133,6 +133,32 @@ def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> 
     return [[bool(variant.mask_mod(0, 0, i, j)) for j in cols] for i in rows]
 
 
+def variant_only_masks(options: Options) -> bool:
+    """True when the call's variant (a mask or more) changes nothing but which keys are seen:
+    no score change, no learned sinks, no RoPE (scratch.variant_steps.pieces)."""
+    from scratch.variant_steps import pieces
+
+    p = pieces(options)
+    return p.rotary is None and p.sinks is None and (p.rule is None or p.rule.score_mod is None)
+
+
+def variant_mask_rows(options: Options, rows: list[int], S: int) -> list[list[bool]] | None:
+    """Rows `rows` of the call's mask over S keys (head 0's; the window's masks are alike for
+    every head), from the variant's own mask_mod (its array form); None when nothing masks."""
+    import numpy as np
+
+    from scratch.variants.arrays import array_form
+
+    found = options.attention_variant
+    if found is None or found.mask_mod is None:
+        return None
+    form = array_form(found.mask_mod, "mask")
+    if form is None:  # a rule with no array form: asked cell by cell
+        return [[bool(found.mask_mod(0, 0, i, j)) for j in range(S)] for i in rows]
+    seen = form(0, 0, np.asarray(rows)[:, None], np.arange(S)[None, :], np)
+    return np.broadcast_to(seen, (len(rows), S)).tolist()  # (R, S)
+
+
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:
     """scratch.explain(trace, step, index) -> Explanation with .text and .sources."""
     return scratch.explain(trace, step, tuple(index))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import html
 
-from PyQt6.QtCore import Qt, pyqtSignal
+from PyQt6.QtCore import QEvent, Qt, pyqtSignal
+from PyQt6.QtGui import QKeySequence
 from PyQt6.QtWidgets import (
+    QAbstractSpinBox,
     QComboBox,
     QFormLayout,
     QGroupBox,
@@ -17,8 +19,9 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api, session_file, variant_session
+from gui import core_api, cut_off, session_file, variant_session
 from gui import session as sm
+from gui.edit_history import History
 from gui.head_note import model_head_note
 from gui.mask_grid import MaskGrid
 from gui.matrix_table import MatrixTable
@@ -48,6 +51,8 @@ TABLE_TITLES = {
     "self": {"query": "X (q = k = v)"},
 }
 GRID_LIMIT = 64  # the mask grid is drawn (and clickable) up to 64 x 64
+UNDO_KEYS = ("Ctrl+Z",)  # Edit > Undo and Redo of input edits (the window's menu)
+REDO_KEYS = ("Ctrl+Shift+Z", "Ctrl+Y")
 
 
 class WrappedLabel(QLabel):
@@ -119,12 +124,18 @@ class InputsPanel(QWidget):
     sessionChanged = pyqtSignal(object)
     message = pyqtSignal(str)  # news about an accepted edit
     refused = pyqtSignal(str)  # an edit that was refused: the session stayed as it was
+    historyChanged = pyqtSignal(bool, bool)  # whether there is an edit to undo, one to redo
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
         self.backends = core_api.backend_dtypes()
         self._updating = False
+        self._cut: cut_off.CutOff | None = None  # what shrinking cut off, for growing back
+        # each state: (session, what was cut off); undo gives back exactly these objects
+        self.history: History[tuple[Session, cut_off.CutOff | None]] = History(
+            lambda state: sm.cell_count(state[0])
+        )
         outer = QVBoxLayout(self)
         # step 1: example and sizes
         example = QGroupBox("Example")
@@ -197,10 +208,6 @@ class InputsPanel(QWidget):
             "below (Variant: mask) adds its own, and a key must pass both"
         )
         oform.addRow("attn_mask", self.mask_mode)  # SDPA's; a variant (below) adds its own
-        self.mask_grid = MaskGrid()
-        oform.addRow("", self.mask_grid)
-        self.variant = VariantPanel()  # mask rule, score changes, sinks, RoPE, decode
-        oform.addRow(self.variant.rule)  # the drawn mask's rule in words
         self.masked_rows = _combo(ROWS_LABELS)
         self.masked_rows.setToolTip("what a query gets when every key is masked")
         oform.addRow("fully masked rows", self.masked_rows)
@@ -215,7 +222,16 @@ class InputsPanel(QWidget):
         brow.addWidget(self.dtype)
         oform.addRow("backend / dtype", brow)
         outer.addWidget(options)
+        self.variant = VariantPanel()  # mask rule, score changes, sinks, RoPE, decode
         outer.addWidget(self.variant)
+        # the mask both choices make, drawn under them: the Variant box stays in reach at
+        # 1400 x 900, and a longer rule in words (softcap ticked) moves no control
+        drawn = QGroupBox("Mask drawn")
+        dform = QFormLayout(drawn)
+        self.mask_grid = MaskGrid()
+        dform.addRow(self.mask_grid)
+        dform.addRow(self.variant.rule)  # the drawn mask's rule in words
+        outer.addWidget(drawn)
         # step 3: the matrices
         self.tabs = QTabWidget()
         # parented, so tables not shown in this mode die with the panel (never left to the
@@ -224,13 +240,15 @@ class InputsPanel(QWidget):
         for table in self.tables.values():
             table.hide()
         outer.addWidget(self.tabs, 1)
+        for box in self.findChildren((QLineEdit, QAbstractSpinBox)):
+            box.installEventFilter(self)  # Ctrl+Z: see eventFilter
         self._connect()
         self.set_session(session)
 
     def _connect(self) -> None:
         self.preset.activated.connect(self._on_preset)
         self.seed.valueChanged.connect(self._on_seed)
-        self.mode.activated.connect(lambda _: self._apply(sm.with_mode, self.mode.currentData()))
+        self.mode.activated.connect(lambda _: self._on_mode())
         self.tokens.editingFinished.connect(self._on_tokens)
         self.key_tokens.editingFinished.connect(self._on_tokens)
         for field, box in self._size_boxes().items():
@@ -262,7 +280,13 @@ class InputsPanel(QWidget):
 
     # ---------------------------------------------------------------- showing a session
 
-    def set_session(self, s: Session, tables: bool = True) -> None:
+    def set_session(self, s: Session) -> None:
+        """Show `s` (a file's, a model head's) without emitting anything; Edit > Undo goes back."""
+        self._record(s)
+        self._cut = None  # another example: nothing of it was cut off
+        self._show(s)
+
+    def _show(self, s: Session, tables: bool = True) -> None:
         """Show `s` in every widget without emitting anything."""
         self.session = s
         self._updating = True
@@ -343,34 +367,89 @@ class InputsPanel(QWidget):
         so they skip the whole-session check (about 0.1 s at the largest sizes)."""
         if tables:
             session_file.checked(s, self.backends)  # SessionError (a ValueError) names the field
-        self.set_session(s, tables=tables)
+        self._record(s)
+        self._show(s, tables=tables)
         self.sessionChanged.emit(s)
 
-    def _apply(self, fn, *args, tables: bool = True) -> None:
-        """Apply a pure session edit; a refusal goes to the status bar, the session stays."""
+    def _apply(self, fn, *args, tables: bool = True) -> bool:
+        """Apply a pure session edit; a refusal goes to the status bar, the session stays.
+        Whether the edit was made."""
         if self._updating:
-            return
+            return False
         try:
             self._emit(fn(self.session, *args), tables=tables)
         except (ValueError, TypeError, KeyError) as exc:
             self.refused.emit(f"refused: {exc}; the previous values are kept")
-            self.set_session(self.session)
+            self._show(self.session)
+            return False
+        return True
+
+    # ---------------------------------------------------------------- undo and redo
+
+    def eventFilter(self, watched, event) -> bool:
+        """Ctrl+Z in a text or number box undoes its typing while it has some to undo; after
+        that (the edit made, the box shown again) it is Edit > Undo of the inputs, not a dead
+        key. Likewise Ctrl+Shift+Z and Redo."""
+        if event.type() == QEvent.Type.ShortcutOverride:
+            keys = QKeySequence(event.keyCombination()).toString()
+            edit = watched if isinstance(watched, QLineEdit) else watched.findChild(QLineEdit)
+            if edit is not None and (
+                (keys in UNDO_KEYS and not edit.isUndoAvailable())
+                or (keys in REDO_KEYS and not edit.isRedoAvailable())
+            ):
+                return True  # the override not accepted: the window's shortcut takes the key
+        return super().eventFilter(watched, event)
+
+    def _record(self, s: Session) -> None:
+        """Before showing `s`: the session it replaces can be gone back to (Edit > Undo)."""
+        if s is self.session or s == self.session:
+            return
+        self.history.record((self.session, self._cut))
+        self.historyChanged.emit(True, False)
+
+    def undo(self) -> bool:
+        """Go back to the inputs before the newest edit; whether there was one."""
+        return self._restore(self.history.undo((self.session, self._cut)), "undone")
+
+    def redo(self) -> bool:
+        """Make the newest undone edit again; whether there was one."""
+        return self._restore(self.history.redo((self.session, self._cut)), "redone")
+
+    def _restore(self, state: tuple[Session, cut_off.CutOff | None] | None, what: str) -> bool:
+        if state is None:
+            self.message.emit(f"nothing to be {what}")
+            return False
+        s, self._cut = state
+        self._show(s)
+        self.historyChanged.emit(self.history.can_undo(), self.history.can_redo())
+        self.sessionChanged.emit(s)
+        self.message.emit(f"{what}: the inputs are as they were (Edit menu: undo, redo)")
+        return True
 
     def apply_edit(self, fn, *args) -> None:
         """Apply a pure session edit made elsewhere (the backward view's dO choice)."""
         self._apply(fn, *args)
 
     def _apply_sizes(self, field: str, value: int) -> None:
-        # a random example is drawn again at the new sizes; others keep the values that fit
-        self._apply(lambda s: sm.regenerated(s, **{field: value}))
+        # a random example is drawn again at the new sizes; others keep the values that fit,
+        # and growing back restores the cells a smaller size cut off (not zeros and 't5')
+        kept = cut_off.remembered(self.session, self._cut)
+        if self._apply(lambda s: cut_off.regrown(s, kept, **{field: value})):
+            self._cut = kept
 
     def _on_preset(self) -> None:
         name = self.preset.currentData()
         preset = None if name in ("custom", "random") else core_api.get_preset(name)
-        self._apply(sm.with_preset, name, preset)
+        if self._apply(sm.with_preset, name, preset):
+            self._cut = None  # another example: nothing of it was cut off
 
     def _on_seed(self, value: int) -> None:
-        self._apply(sm.reseeded, value)
+        if self._apply(sm.reseeded, value):
+            self._cut = None
+
+    def _on_mode(self) -> None:
+        if self._apply(sm.with_mode, self.mode.currentData()):
+            self._cut = None  # the tables mean other things now
 
     def _on_tokens(self) -> None:
         if self._updating:

@@ -26,7 +26,7 @@ from gui import session as sm
 from gui.actions import FileActions
 from gui.backward_view import BackwardView
 from gui.check_panel import CheckPanel
-from gui.inputs_panel import InputsPanel
+from gui.inputs_panel import REDO_KEYS, UNDO_KEYS, InputsPanel
 from gui.kernel_check import KernelCheckPanel
 from gui.learn_tab import LearnTab
 from gui.model_panel import ModelPanel
@@ -34,6 +34,7 @@ from gui.overview import Overview
 from gui.pipeline_view import PipelineView
 from gui.slow_warning import SlowWarning
 from gui.toy_banner import ToyBanner, is_model_head
+from gui.wheel_guard import guard_wheel
 from gui.worker import TraceWorker
 
 DEFAULT_PRESET = "journey"
@@ -142,6 +143,7 @@ class MainWindow(QMainWindow):
         self._menus()
         self._shortcuts()
         self._connect()
+        guard_wheel(self)  # the wheel scrolls panels; it edits a box only while it has focus
         self.resize(1400, 900)
         geometry, size = settings.value("geometry"), settings.value("size")
         if geometry is not None:
@@ -177,6 +179,22 @@ class MainWindow(QMainWindow):
                 action.setShortcut(keys)
             action.triggered.connect(slot)
             file_menu.addAction(action)
+        self._edit_menu()
+
+    def _edit_menu(self) -> None:
+        """Edit > Undo (Ctrl+Z) and Redo (Ctrl+Shift+Z): every input edit, values exact."""
+        menu = self.menuBar().addMenu("&Edit")
+        self.undo_action = QAction("&Undo input edit", self)
+        self.undo_action.setShortcuts([QKeySequence(k) for k in UNDO_KEYS])
+        self.undo_action.triggered.connect(self.inputs.undo)
+        self.redo_action = QAction("&Redo input edit", self)
+        self.redo_action.setShortcuts([QKeySequence(k) for k in REDO_KEYS])
+        self.redo_action.triggered.connect(self.inputs.redo)
+        for action in (self.undo_action, self.redo_action):
+            action.setEnabled(False)
+            menu.addAction(action)
+        self.inputs.historyChanged.connect(self.undo_action.setEnabled)
+        self.inputs.historyChanged.connect(lambda _, redo: self.redo_action.setEnabled(redo))
 
     def _shortcuts(self) -> None:
         """Left/Right/Home/End move through the steps anywhere in the window."""
@@ -249,6 +267,7 @@ class MainWindow(QMainWindow):
         shown = self.outcome
         if shown is not None and not self.worker.busy and _same_forward(shown.session, s):
             self.outcome = dataclasses.replace(shown, session=s)  # same trace, the new dO noted
+            self.slow.drop()  # the trace on screen is these inputs': nothing left to ask
             self.pipeline.set_stale("")  # the trace on screen is these inputs' after all
             return
         self.submit(s)
@@ -299,6 +318,7 @@ class MainWindow(QMainWindow):
         self.learn.set_trace(outcome.reference)
         self.checks.set_outcome(outcome, self._gradients_for(outcome.session))
         verdict = " | all steps pass" if all(c.ok for c in outcome.checks) else " | CHECK FAILED"
+        verdict = verdict if outcome.checks else " | not checked"
         self.backend_label.setText(
             f"backend {outcome.backend} | dtype {outcome.dtype} | kernel {outcome.kernel}{verdict}"
         )

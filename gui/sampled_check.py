@@ -30,6 +30,18 @@ def wanted(backend: str, num_tokens: int) -> bool:
     return backend != "scratch" and num_tokens > SAMPLE_FROM_TOKENS
 
 
+def unchecked(options: core_api.Options) -> str:
+    """Why the sampled check cannot check this call ('' when it can): its bounds are those of
+    plain softmax attention, so a variant may only mask keys."""
+    if options.variant is None or core_api.variant_only_masks(options):
+        return ""
+    return (
+        f"not checked above {SAMPLE_FROM_TOKENS} tokens: the sampled check covers a variant's "
+        "mask, not its score change, sinks or RoPE (those are checked in full up to "
+        f"{SAMPLE_FROM_TOKENS} tokens)"
+    )
+
+
 def describe(num_tokens: int) -> str:
     """The sentence the window shows about a sampled check."""
     rows = min(SAMPLE_ROWS, num_tokens)
@@ -136,10 +148,14 @@ def row_problem(
     k = split_heads(_per_head(k, 1)[0], Hkv)  # (Hkv, S, d_k)
     v = split_heads(_per_head(v, 1)[0], Hkv)  # (Hkv, S, d_v)
     rows = checked_rows(q.shape[1])
-    variant = core_api.sdpa_variant(options, "the window's sampled check")
     mask_rows = None
-    if isinstance(variant, core_api.GivenMask):  # a given mask: its sampled rows, (R, S)
-        mask = variant.attn_mask
+    if options.variant is not None:  # a variant's mask (is_causal, attn_mask joined in)
+        if unchecked(options):
+            raise ValueError(f"variant: {unchecked(options)}")
+        mask_rows = core_api.variant_mask_rows(options, rows, k.shape[1])
+    elif isinstance(variant := core_api.sdpa_variant(options, "the window's sampled check"),
+                    core_api.GivenMask):  # fmt: skip
+        mask = variant.attn_mask  # a given mask: its sampled rows, (R, S)
         mask_rows = mask[rows].tolist() if hasattr(mask, "shape") else [mask[i] for i in rows]
     elif variant is not None:  # is_causal: the sampled rows of its grid, (R, S)
         mask_rows = variant.cells(rows, range(k.shape[1]))

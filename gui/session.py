@@ -140,6 +140,11 @@ class Session:
 # ---------------------------------------------------------------- building sessions
 
 
+def cell_count(s: Session) -> int:
+    """How many numbers the session's tables hold (what a copy of it costs to keep)."""
+    return sum(len(m) * len(m[0]) for m in map(s.matrix, MATRICES) if m)
+
+
 def default_tokens(count: int, prefix: str = "t") -> tuple[str, ...]:
     """Labels t0, t1, ... for `count` tokens."""
     return tuple(f"{prefix}{i}" for i in range(count))
@@ -257,7 +262,7 @@ def resize_matrix(m: Matrix | None, rows: int, cols: int) -> Matrix | None:
     return tuple(out)
 
 
-def _resize_labels(labels: Sequence[str], count: int) -> tuple[str, ...]:
+def resize_labels(labels: Sequence[str], count: int) -> tuple[str, ...]:
     """Keep the first labels, add t<i> for new positions."""
     return tuple(labels[i] if i < len(labels) else f"t{i}" for i in range(count))
 
@@ -292,10 +297,10 @@ def resized(
         shapes = core_api.shapes_for_heads(L, S, (H, Hkv), dk, dv, inputs)
         changes = {name: resize_matrix(s.matrix(name), *shape) for name, shape in shapes.items()}
     mask = resize_mask(s.mask, L, S)
-    key_tokens = _resize_labels(s.key_tokens, S) if cross else _resize_labels(s.tokens, L)
+    key_tokens = resize_labels(s.key_tokens, S) if cross else resize_labels(s.tokens, L)
     return dataclasses.replace(
         s,
-        tokens=_resize_labels(s.tokens, L),
+        tokens=resize_labels(s.tokens, L),
         key_tokens=key_tokens,
         mask=mask,
         num_heads=H,
@@ -466,9 +471,11 @@ def with_cell(s: Session, name: str, i: int, j: int, value: float) -> Session:
             f"{name}[{i}][{j}]: expected a number from -{MAX_CELL:g} to {MAX_CELL:g} (larger "
             f"ones overflow the scores in float64), found {value!r}"
         )
-    m = [list(row) for row in s.matrix(name)]
-    m[i][j] = float(value)
-    return dataclasses.replace(s, preset="custom", **{name: tuple(tuple(r) for r in m)})
+    rows = list(s.matrix(name))  # the other rows stay the same tuples (undo keeps many copies)
+    row = list(rows[i])
+    row[j] = float(value)
+    rows[i] = tuple(row)
+    return dataclasses.replace(s, preset="custom", **{name: tuple(rows)})
 
 
 def with_mode(s: Session, mode: str) -> Session:

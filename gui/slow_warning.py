@@ -1,12 +1,18 @@
 """Said before a long pure-Python computation starts: how long the scratch backend would take, with
-a button for NumPy and one to compute anyway (no modal dialog: the window stays usable)."""
+a button for NumPy and one to compute anyway (no modal dialog: the window stays usable).
+
+The question stays until it is answered (a click whose edit is refused leaves it on screen) or
+the inputs change, and offers NumPy only when the session on NumPy would be accepted."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from PyQt6.QtCore import pyqtSignal
 from PyQt6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
 
-from gui import numbers
+from gui import numbers, variant_session
+from gui.session import SessionError
 
 # plain Python costs about this per cell of scores per head (measured at 256 and 512 tokens,
 # d_k = d_v = 2: 3-5 us with these on a loaded 2-core machine), plus this per feature of q, k, v
@@ -20,6 +26,15 @@ def scratch_seconds(s: object) -> float:
         return 0.0
     cells = s.num_heads * s.num_tokens * s.num_keys  # (H, L, S) scores
     return cells * (CELL_US + FEATURE_US * (s.d_k + s.d_v)) / 1e6
+
+
+def numpy_refusal(s: object) -> str:
+    """Why session `s` on the NumPy backend would be refused ('' when it would compute)."""
+    try:
+        variant_session.checked(dataclasses.replace(s, backend="numpy"))
+    except SessionError as exc:
+        return str(exc)
+    return ""
 
 
 def duration(seconds: float) -> str:
@@ -65,6 +80,9 @@ class SlowWarning(QFrame):
             self.hide()
             return False
         self.session = s
+        refusal = numpy_refusal(s)  # never offer a path that will be refused
+        self.numpy_button.setVisible(not refusal)
+        self.numpy_button.setToolTip(refusal)
         self.label.setText(
             f"scratch would take {duration(seconds)} at {numbers.count(s.num_tokens, 'token')}:"
         )
@@ -76,9 +94,14 @@ class SlowWarning(QFrame):
         self.show()
         return True
 
-    def _use_numpy(self) -> None:
+    def drop(self) -> None:
+        """No question any more: the inputs it asked about are no longer waiting."""
         self.session = None
         self.hide()
+
+    def _use_numpy(self) -> None:
+        """Ask for NumPy; the question goes when the new session arrives (`holds`), and stays
+        if the edit is refused."""
         self.useNumpy.emit()
 
     def _anyway(self) -> None:

@@ -176,6 +176,10 @@ class VariantPanel(QGroupBox):
         if not self._updating:
             self.decodeChanged.emit(n)
 
+    def _cap_typed(self) -> str:
+        """The softcap box's text, or 30 when it is empty (a cap to start from)."""
+        return self.texts["softcap"].text().strip() or "30"
+
     def set_session(self, s: Session) -> None:
         """Show the session's variant and decode step without emitting anything."""
         v = s.variant
@@ -187,7 +191,8 @@ class VariantPanel(QGroupBox):
                 "left": v.left, "right": v.right, "chunk": v.chunk, "prefix": v.prefix,
                 "sink_tokens": v.sink_tokens, "rope_base": f"{v.rope_base:g}",
                 "cu_seqlens": ", ".join(map(str, v.cu_seqlens)) or f"0, {s.num_tokens}",
-                "softcap": f"{v.softcap:g}" if v.softcap is not None else "30",
+                # unticked: the cap typed last stays in its box for the next tick
+                "softcap": f"{v.softcap:g}" if v.softcap is not None else self._cap_typed(),
                 "slopes": ", ".join(f"{x:g}" for x in v.slopes),
                 "sinks": ", ".join(f"{x:g}" for x in v.sinks) or ", ".join(["0"] * s.num_heads),
             }  # fmt: skip

@@ -167,8 +167,9 @@ class _Comparison:
         """Columns of q (query head h) or k/v (its kv head) for head h: (got, want, diff)."""
         ops = self.ops
         got, want, diff = self.values(name)
-        width = ops.shape(got)[-1] // (self.H if name == "q" else self.Hkv)
-        g = h if name == "q" else h // (self.H // self.Hkv)
+        query = name in ("q", "q_rotated")  # a query head's columns, else its kv head's
+        width = ops.shape(got)[-1] // (self.H if query else self.Hkv)
+        g = h if query else h // (self.H // self.Hkv)
         return tuple(ops.cols(m, g * width, (g + 1) * width) for m in (got, want, diff))
 
     def head(self, name: str, h: int) -> tuple[object, object, object]:

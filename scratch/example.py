@@ -61,8 +61,7 @@ def check_trace_call(
     example: object, options: object, on_projected: object, no_dropout: str = ""
 ) -> None:
     """What every backend's trace_example checks first: the two types, the hook, no lse, and
-    (where `no_dropout` names a backend's trace: no dropout, no variant yet) dropout_p = 0 and
-    variant None."""
+    (where `no_dropout` names a backend's trace: no dropout) dropout_p = 0."""
     if not isinstance(example, Example):
         raise TypeError(f"example: expected a scratch.Example, found {_describe(example)}")
     if not isinstance(options, Options):
@@ -72,11 +71,6 @@ def check_trace_call(
     check_hook(on_projected, "on_projected")
     if no_dropout and options.dropout_p:
         raise ValueError(f"dropout_p: {no_dropout} has no dropout; expected 0.0")
-    if no_dropout and options.variant is not None:
-        raise ValueError(
-            f"variant: {no_dropout} does not compute variants yet; the scratch backend (the "
-            "ground truth) traces them"
-        )
 
 
 __all__ = ["Example", "check_trace_call"]

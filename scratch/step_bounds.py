@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .tolerance import Rounding, gamma
+from .rope import _pairs
+from .tolerance import UNIT_ROUNDOFF, Rounding, gamma
 
 Bound = Callable[[object, str, tuple[str, ...], int], object]
 
@@ -66,9 +67,10 @@ def score_parts(cmp, h: int):
     """For head h: (propagated |scores difference|, sum_l |q_il k_jl|, E); cached on cmp."""
     if h not in cmp.scores_cache:
         ops = cmp.ops
-        k_T = tuple(ops.T(x) for x in cmp.head_slices(h, "k"))  # (got, want, diff) of k^T
+        q, k = ("q_rotated", "k_rotated") if cmp.call.rotary else ("q", "k")  # what it reads
+        k_T = tuple(ops.T(x) for x in cmp.head_slices(h, k))  # (got, want, diff) of k^T
         # (L, E) @ (E, S) -> (L, S)
-        cmp.scores_cache[h] = product_parts(ops, cmp.head_slices(h, "q"), k_T)
+        cmp.scores_cache[h] = product_parts(ops, cmp.head_slices(h, q), k_T)
     return cmp.scores_cache[h]
 
 
@@ -102,23 +104,87 @@ def masked(cmp, name: str, reads: tuple[str, ...], h: int):
 def weights(cmp, name: str, reads: tuple[str, ...], h: int):
     """softmax of the backend's masked row vs the truth's: exponents moved by delta_i."""
     ops = cmp.ops
-    masked_got, _, d_masked = cmp.head(reads[0], h)
     _, p_ref, _ = cmp.head(name, h)
+    factors, floor = _row_factors(cmp, reads[0], name, h)
+    live = ops.positive(p_ref)
+    S = ops.shape(p_ref)[-1]
+    return ops.where(live, ops.ew(lambda f, p: f * p + floor, ops.rows(factors, S), p_ref), 0.0)
+
+
+def _row_factors(cmp, masked: str, weights_name: str, h: int) -> tuple[list[float], float]:
+    """(each row's relative error factor of its softmax entries, the absolute floor) of head h:
+    the exponents moved by the masked scores' differences, and both sides' roundings. A learned
+    sink (a variant's) is one more exact term of the row: its logit counts in the row's top."""
+    ops = cmp.ops
+    masked_got, _, d_masked = cmp.head(masked, h)
+    _, p_ref, _ = cmp.head(weights_name, h)
     S = ops.shape(p_ref)[-1]
     live = ops.positive(p_ref)
+    sink = _sink_logit(cmp, h)
+    terms = S if sink is None else S + 1
     # 16-bit traces store rounded copies of float32 scores: the exponents used may sit u_s|m|
     # away from the stored masked values
-    slack = Rounding(cmp.dtype, 0, S).u_store
+    slack = Rounding(cmp.dtype, 0, terms).u_store
     moved = ops.ew(lambda d, m: d + slack * m, d_masked, ops.finite_abs(masked_got))
     moved = ops.rowmax(ops.where(live, moved, 0.0))
     top = ops.rowmax(ops.where(live, ops.finite_abs(masked_got), 0.0))
-    kernel, truth = Rounding(cmp.dtype, 0, S), Rounding("float64", 0, S)
+    if sink is not None:
+        top = [max(t, abs(sink)) for t in top]
+    kernel, truth = Rounding(cmp.dtype, 0, terms), Rounding("float64", 0, terms)
     factors = [
         kernel.factor(d + gamma(4, cmp.u_acc) * t) + truth.factor(gamma(4, truth.u_acc) * t)
         for d, t in zip(moved, top)
     ]
-    floor = kernel.weight_floor + truth.weight_floor
-    return ops.where(live, ops.ew(lambda f, p: f * p + floor, ops.rows(factors, S), p_ref), 0.0)
+    return factors, kernel.weight_floor + truth.weight_floor
+
+
+def _sink_logit(cmp, h: int) -> float | None:
+    """Head h's learned sink logit when the trace's variant has sinks, else None."""
+    if not cmp.call.sinks:
+        return None
+    from .variant_steps import pieces  # here: variant_steps reads the trace's modules
+
+    return pieces(cmp.trace.options).sinks.logits[h]
+
+
+def sink_weights(cmp, name: str, reads: tuple[str, ...], h: int):
+    """A learned sink's share of each row, exp(sink[h]) / (sum_j exp(masked_ij) + exp(sink[h])):
+    one more entry of the row's softmax, within the same factor as the row's weights."""
+    ops = cmp.ops
+    want = cmp.values(name)[1]
+    want = want[h] if cmp.call.multi else want  # (H, L) -> (L,), or (L,) with one head
+    factors, floor = _row_factors(cmp, reads[0], "weights", h)
+    return ops.ew(lambda f, w: f * abs(w) + floor, ops.array(factors), want)
+
+
+def rotated(cmp, name: str, reads: tuple[str, ...], h: int):
+    """RoPE's q_rotated / k_rotated: feature a of a pair (a, b) is a cos - b sin (b: b cos +
+    a sin), so it moves by both features' differences, and rounds on |a| + |b|: two products
+    and a sum, and cos and sin stored (the ground truth: one exact sum, math's cos and sin)."""
+    ops = cmp.ops
+    from .variant_steps import pieces  # here: variant_steps reads the trace's modules
+
+    rotary = pieces(cmp.trace.options).rotary
+    _, want_in, diff_in = cmp.values(reads[0])  # (n, heads * d)
+    width = ops.shape(want_in)[-1]
+    heads = cmp.H if reads[0] == "q" else cmp.Hkv
+    d = width // heads
+    rd = d if rotary.rotary_dim is None else rotary.rotary_dim
+    partner = list(range(d))  # the other feature of each feature's pair (itself: not turned)
+    for a, b in _pairs(rotary.pairing, rd):
+        partner[a], partner[b] = b, a
+    others = [g * d + partner[c] for g in range(heads) for c in range(d)]
+
+    def swapped(m):  # column c -> column others[c]
+        return ops.concat_heads([ops.cols(m, c, c + 1) for c in others])
+
+    n = ops.shape(want_in)[0]
+    turned = ops.T(ops.rows([float(partner[c] != c) for _ in range(heads) for c in range(d)], n))
+    size = ops.ew(lambda w, o, t: abs(w) + t * abs(o), want_in, swapped(want_in), turned)
+    moved = ops.ew(lambda e, o, t: e + t * o, diff_in, swapped(diff_in), turned)
+    g = gamma(4, cmp.u_acc) + gamma(3, UNIT_ROUNDOFF["float64"])
+    b0 = ops.ew(lambda m, s, t: m + t * g * (s + m), moved, size, turned)
+    return cmp.chain(b0, cmp.want[name], 1, 0, size)
 
 
 def weighted_values(cmp, name: str, reads: tuple[str, ...], h: int):
@@ -159,11 +225,3 @@ def weighted_values(cmp, name: str, reads: tuple[str, ...], h: int):
     both = ops.maximum(via_weights, end_to_end)
     nonzero = ops.rows([float(x > 0) for x in ops.rowmax(clean)], Ev)  # zero and NaN rows: 0
     return ops.where(nonzero, both, 0.0)
-
-
-def stored_per_head(cmp, name: str, reads: tuple[str, ...], h: int):
-    """A per-head step known only to the ground truth so far (a variant's sink_weights): one
-    rounding of head h's values (the backends do not compute variants yet)."""
-    want = cmp.values(name)[1]
-    want = want[h] if cmp.call.multi else want  # (H, L) -> (L,), or (L,) with one head
-    return cmp.ops.ew(lambda w: cmp.u_store * abs(w) + cmp.floor, want)

@@ -289,13 +289,13 @@ STEPS: tuple[StepSpec, ...] = (
         "q_rotated", 1.5, ("query", "feature"), _rotary, _reads("q"),
         _text("q_rotated = RoPE(q, positions i + S - L)"),
         _text("queries turned by their positions: each pair of features by its angle"),
-        bounds.projection, variant_explain.rotated, arrow="RoPE",
+        bounds.rotated, variant_explain.rotated, arrow="RoPE",
     ),
     StepSpec(
         "k_rotated", 1.5, ("key", "feature"), _rotary, _reads("k"),
         _text("k_rotated = RoPE(k, positions j)"),
         _text("keys turned by their positions: each pair of features by its angle"),
-        bounds.projection, variant_explain.rotated, arrow="RoPE",
+        bounds.rotated, variant_explain.rotated, arrow="RoPE",
     ),
     # step 2: scores = q @ k^T          (L, d_head) @ (d_head, S) -> (L, S) per head
     StepSpec(
@@ -329,7 +329,7 @@ STEPS: tuple[StepSpec, ...] = (
         "exp(sink[h])) along each row",
         _text("the learned sink's column: the share of each row that goes to no key "
               "(its weights sum to 1 minus this)"),
-        bounds.stored_per_head, variant_explain.sink_weights, per_head=True, arrow="sink",
+        bounds.sink_weights, variant_explain.sink_weights, per_head=True, arrow="sink",
     ),
     # step 6: weights @ v               (L, S) @ (S, d_v) -> (L, d_v) per head
     StepSpec(

@@ -138,7 +138,7 @@ def _planted() -> dict:
         "dropout": "dropout left on",
         "dropout-seeded": "dropout left on (weights zeroed or rescaled by 1.25",
         "no-max": "subtract the row max",
-        "ignore-scale": "scale argument is ignored",
+        "ignore-scale": "scale ignored",
         "gqa-interleaved": "h % Hkv",
         "nan-rows": "masked_rows='nan'",
         "float16": "lower precision",
@@ -197,7 +197,7 @@ def _planted() -> dict:
             sdpa_without_scale,
             "torch",
             "float32",
-            "scale argument is ignored",
+            "scale ignored",
         )
         found["torch sdpa, bool mask inverted"] = (
             sdpa_mask_inverted,

@@ -80,7 +80,7 @@ def test_fast_loop_keeps_no_state_between_calls(monkeypatch, threads):
     before = run(*first, **kwargs)
     for inputs in (other, shape, other):
         run(*inputs, **kwargs)
-    if threads == 1:
+    if threads == 1:  # bit for bit: the same calls on the same shapes and inputs, one thread
         for a, b in zip(run(*first, **kwargs), before):
             np.testing.assert_array_equal(a, b)
     else:
@@ -98,7 +98,7 @@ def test_general_loop_where_the_fast_one_does_not_apply():
         *inputs, **kwargs, kernel="tiled", output=output, lse=lse
     )
     general = nb._tiled_general(p, inputs[3], None, output, lse, nb.BLOCK)
-    for a, b in zip(public, general):
+    for a, b in zip(public, general):  # bit for bit: the very calls the public door makes
         np.testing.assert_array_equal(a, b)
 
 
@@ -114,6 +114,7 @@ def test_forward_with_lse_is_the_chunked_forward(dtype, kwargs):
     )
     assert chunked.kernel == "chunked-online-softmax"
     assert output.dtype == lse.dtype == np.dtype(dtype)
+    # bit for bit: one kernel, the same calls on the same shapes (no worker threads at this size)
     np.testing.assert_array_equal(output, chunked[0])
     np.testing.assert_array_equal(lse, chunked[1])
 
@@ -138,6 +139,8 @@ def test_causal_forward_gives_workers_the_longest_chunks_first(monkeypatch):
     assert given == [[30, 20, 10, 0]]
     monkeypatch.setattr(nc, "share", lambda tasks, *rest: share(sorted(tasks), *rest))
     in_row_order = nb.forward_with_lse(q, k, v, is_causal=True)
+    # bit for bit: each chunk's rows take the same calls on the same shapes with OpenBLAS on one
+    # thread, whichever worker runs it and whenever (only the order of the chunks differs)
     for a, b in zip(threaded, in_row_order):
         np.testing.assert_array_equal(a, b)
 
@@ -164,6 +167,8 @@ def test_causal_fast_pass_multiplies_after_exp_to_the_last_bit(monkeypatch, dtyp
     monkeypatch.setattr(nc._Tiles, "blocks", minus_inf)
     masked = backend(q, k, v, need_weights=False, return_lse=True, **kwargs)
     assert np.isfinite(masked[1]).all()
+    # bit for bit: exp(x) * 1 = exp(x) and exp(x) * 0 = 0 = exp(-inf) exactly, so the same values
+    # enter the same calls on the same shapes
     for a, b in zip(multiplied[:2], masked[:2]):
         np.testing.assert_array_equal(a, b)
 

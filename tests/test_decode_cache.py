@@ -5,7 +5,8 @@ equal (==) that row of one causal flex_attention call over the whole sequence, f
 causal and for the variants (window, sink tokens, ALiBi, softcap, bias table, chunked,
 documents, combinations), GQA and learned sinks, and with RoPE applied at the true position.
 Planted mistakes (positions not offset in the score, top-left, RoPE at position 0) fail.
-Standard library only.
+Standard library only, and bit for bit on any host: every sum is an fsum (correctly rounded,
+whatever the order of its terms) and no BLAS runs.
 """
 
 from __future__ import annotations

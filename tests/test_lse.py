@@ -2,7 +2,8 @@
 
 The reference is an fsum log-sum-exp written here, independently of the code under test, over
 the ground truth's masked scores (and torch.logsumexp in float64 over torch's own). The bound is
-derived in `lse_bound`'s docstring; the planted-mistake tests show it rejects the usual slips.
+derived in `lse_bound`'s docstring (tests/error_bounds.py); the planted-mistake tests show it
+rejects the usual slips.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from scratch.backends import numpy_chunked as nc  # noqa: E402
 from scratch.grad_tolerance import compare, gradient_tolerance  # noqa: E402
 from scratch.options import Options  # noqa: E402
 from scratch.result import LseResult, Result  # noqa: E402
-from scratch.tolerance import EXP_ULPS, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF, gamma  # noqa: E402
+from tests.error_bounds import lse_bound  # noqa: E402
 
 DTYPES = ("float32", "float64")
 
@@ -56,44 +57,6 @@ def reference_lse(q, k, v, **kwargs) -> np.ndarray:
     masked = truth_masked(q, k, v, **kwargs)
     rows = masked.reshape(-1, masked.shape[-1]).tolist()
     return np.array([fsum_lse(row) for row in rows]).reshape(masked.shape[:-1])
-
-
-def lse_bound(q, k, mask, scale, dtype: str) -> np.ndarray:
-    """Per-row bound (..., L) on |lse - exact lse| for a kernel working in `dtype`.
-
-    With u the unit roundoff, m = EXP_ULPS and Z_i = |scale| |q_i| max_j |k_j| + max_j
-    |finite mask_ij| (Cauchy-Schwarz: every |masked score| of row i is <= Z_i):
-        |err_i| <= g(E+6) Z_i + 3u (Z_i + log S) + g(S + 2m + S(2m+2)) + 2m u log S + S tiny.
-    (1) A score is E products and sums, the scale (or scale*log2(e) folded into q, one more
-    rounding), a float mask added: within g(E+3) Z_i. Subtracting the base b (row max, running
-    max, or the fast pass's offset, each <= Z_i in size, so |x - b| <= 2 Z_i) rounds once more:
-    3u Z_i in all, g(E+6) Z_i together. lse is 1-Lipschitz in the max norm (its gradient is the
-    softmax row, >= 0 and summing to 1), so score errors move it by at most that. (2) The sum
-    T = sum_j exp(x_j - b) >= 1: each exp off by m ulps (2m roundings), S-1 additions, and an
-    online kernel's rescaling exp(m_old - m_new) times the running sum at most once per key
-    (2m+2 roundings each): relative g(S + 2m + S(2m+2)), which log turns into as much absolute
-    error. (3) log itself is off by m ulps of log T <= log S. (4) b + log T rounds once, and a
-    base-2 kernel's final * ln(2) twice more: 3u |lse| <= 3u (Z_i + log S). (5) Terms below the
-    smallest normal lose at most a subnormal each: S tiny on T >= 1. The ground truth (float64,
-    fsum) obeys the float64 bound; callers add both.
-    """
-    u, tiny = UNIT_ROUNDOFF[dtype], SMALLEST_SUBNORMAL[dtype]
-    E, S = q.shape[-1], k.shape[-2]
-    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
-        k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)
-    size = abs(scale) * np.linalg.norm(q, axis=-1) * np.linalg.norm(k, axis=-1).max(-1)[..., None]
-    if mask is not None and np.asarray(mask).dtype != np.bool_:
-        finite = np.where(np.isfinite(mask), np.abs(mask), 0.0)
-        size = size + np.broadcast_to(finite, q.shape[:-1] + (S,)).max(-1)
-    m = EXP_ULPS
-    log_s = math.log(S)
-    return (
-        gamma(E + 6, u) * size
-        + 3 * u * (size + log_s)
-        + gamma(S + 2 * m + S * (2 * m + 2), u)
-        + 2 * m * u * log_s
-        + S * tiny
-    )
 
 
 def assert_lse(name, found, reference, bound):
@@ -291,6 +254,8 @@ def test_default_return_is_unchanged_and_return_lse_keeps_output_and_weights():
         with_lse = call(q, k, v, need_weights, dtype="float64", return_lse=True, **kwargs)
         assert isinstance(with_lse, LseResult) and with_lse.kernel == plain.kernel
         output, lse = with_lse
+        # bit for bit: the same kernel with the same calls on the same shapes (3-D inputs: torch's
+        # own SDPA in both); the lse comes from sums the kernel holds anyway
         np.testing.assert_array_equal(as_array(output), as_array(plain.output), err_msg=name)
         if need_weights:
             np.testing.assert_array_equal(as_array(with_lse.weights), as_array(plain.weights))

@@ -277,6 +277,7 @@ def test_tensors_are_dequantized_on_worker_threads_with_the_same_numbers(
     assert any(name.startswith("scratch-numpy") for name in names), names
     monkeypatch.setattr(numpy_threads, "cores", lambda: 1)
     one = gguf_file.read_gguf(tiny)[1]
+    # bit for bit: each tensor is widened whole by one thread, elementwise, no sums
     assert all(np.array_equal(one[k], two[k]) for k in one)
     copy = tmp_path / "copy.gguf"  # a path not in the load cache: read on the worker
     copy.write_bytes(tiny.read_bytes())

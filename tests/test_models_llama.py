@@ -224,6 +224,8 @@ def test_feature_blocks_and_threads_leave_the_numbers_as_they_were(smol, monkeyp
     serial = lambda tasks, workers, work: [work(task) for task in tasks]  # noqa: E731
     monkeypatch.setattr(llama, "share", serial)  # the name llama.py shares the blocks with
     alone = llama.forward(smol.config, smol.weights, ids)
+    # bit for bit: the same blocks, so the same calls on the same shapes, OpenBLAS on one thread
+    # in both; only which thread runs a block differs
     assert shared[0].tobytes() == alone[0].tobytes() and shared[2].tobytes() == alone[2].tobytes()
     monkeypatch.setattr(llama, "cores", lambda: 1)
     monkeypatch.setattr(llama, "BLOCKS_PER_CORE", 1)
@@ -339,6 +341,7 @@ def test_the_projections_turn_q_and_k_heads_as_rotate_does(smol, monkeypatch):
         assert np.abs(qkv - x @ w.T).max() <= 1e-12
         heads = qkv[:, : n * d].reshape(T, n, d).transpose(1, 0, 2)  # (n, T, d)
         truth = llama.rotate(heads, positions, c.rope_base).transpose(1, 0, 2).reshape(T, n * d)
+        # bit for bit: elementwise products and sums of the same numbers (no BLAS after qkv)
         assert turned.tobytes() == truth.tobytes()
 
 

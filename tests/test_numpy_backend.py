@@ -23,7 +23,8 @@ import scratch  # noqa: E402
 from scratch.backends import numpy_backend as nb  # noqa: E402
 from scratch.backends import numpy_chunked as nc  # noqa: E402
 from scratch.backends import numpy_threads as nt  # noqa: E402
-from scratch.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding, tolerance  # noqa: E402
+from scratch.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding  # noqa: E402
+from tests.error_bounds import output_bound  # noqa: E402
 
 POLICIES = ("zero", "nan", "uniform")
 
@@ -47,14 +48,6 @@ def weights_bound(q, k, p, scale, dtype, mask=None):
     factor = sum(np.vectorize(r.factor)(r.score_gamma * size) for r in parts)
     floor = sum(r.weight_floor for r in parts)
     return factor * np.nan_to_num(p) + floor
-
-
-def output_bound(q, k, v, p, scale, dtype, mask=None, blocks=1):
-    """scratch.tolerance, plus the online-softmax rescaling term for `blocks` key blocks."""
-    bound = np.array(tolerance(q, k, v, p, scale=scale, dtype=dtype, attn_mask=mask))
-    u = UNIT_ROUNDOFF[dtype]
-    rescale = 2 * blocks * (2 * EXP_ULPS + 2) * u  # numerator and denominator
-    return bound + np.where(bound > 0, rescale * (np.nan_to_num(p) @ np.abs(v)), 0.0)
 
 
 def assert_close(name, found, truth, bound):
@@ -242,7 +235,7 @@ def test_float32_tensors_give_float32():
     tensors = [torch.from_numpy(a.astype(np.float32)) for a in (q, k, v)]
     found = nb.scaled_dot_product_attention(*tensors)
     assert found.output.dtype == np.float32 and found.weights.dtype == np.float32
-    assert np.array_equal(
+    assert np.array_equal(  # bit for bit: the tensors' own memory, read as arrays: the same call
         found.output, nb.scaled_dot_product_attention(*(t.numpy() for t in tensors)).output
     )
 
@@ -353,6 +346,7 @@ def test_each_thread_keeps_the_buffer_sets_of_the_shapes_it_used_last():
         ]
 
     first = outputs()
+    # bit for bit: the same calls on the same shapes and inputs; only the buffers' contents differ
     for _ in range(2):  # each shape's kept buffers now hold the other call's numbers
         assert all(np.array_equal(x, y) for x, y in zip(first, outputs()))
 

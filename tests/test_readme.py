@@ -1,4 +1,5 @@
-"""Every ```python block of the README runs as printed, top to bottom, in one namespace."""
+"""Every ```python block of the README runs as printed and on its own: each in a fresh namespace,
+as a reader pastes it into a new interpreter (its imports and names its own)."""
 
 import re
 from pathlib import Path
@@ -23,14 +24,38 @@ def test_the_readme_has_python_blocks_and_the_extractor_finds_them():
     assert readme.count("```python") == len(python_blocks(readme)), "an indented ```python fence"
 
 
-def test_every_python_block_runs_in_order(tmp_path, monkeypatch):
+def numbered_blocks() -> list[tuple[int, int, str]]:
+    """(block number, README line of its fence, body) of each ```python block."""
+    text = README.read_text(encoding="utf-8")
+    return [
+        (n, text[: m.start()].count("\n") + 1, m.group(1))
+        for n, m in enumerate(BLOCK.finditer(text), 1)
+    ]
+
+
+def run_alone(n: int, block: str, tmp_path, monkeypatch) -> None:
+    """exec one block in a fresh namespace named __main__, in tmp_path (a file it writes goes
+    there); a failure names the block and its first line."""
+    monkeypatch.chdir(tmp_path)
+    try:
+        exec(compile(block, f"README.md python block {n}", "exec"), {"__name__": "__main__"})
+    except Exception as exc:
+        first = block.strip().splitlines()[0]
+        pytest.fail(f"README python block {n} ({first!r}) raised {type(exc).__name__}: {exc}")
+
+
+def test_a_block_that_leans_on_an_earlier_one_fails_alone(tmp_path, monkeypatch):
+    """The runner's own check: a name an earlier block defined is not there for the next."""
+    run_alone(1, "x = 1\n", tmp_path, monkeypatch)
+    with pytest.raises(pytest.fail.Exception, match=r"block 2 \('y = x'\) raised NameError"):
+        run_alone(2, "y = x\n", tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    "n, block",
+    [pytest.param(n, b, id=f"block {n} line {line}") for n, line, b in numbered_blocks()],
+)
+def test_each_python_block_runs_on_its_own(n, block, tmp_path, monkeypatch):
     pytest.importorskip("numpy")  # the backends and checker blocks use NumPy
     pytest.importorskip("torch")
-    monkeypatch.chdir(tmp_path)  # a block that writes files writes them here
-    namespace: dict = {"__name__": "readme"}
-    for n, block in enumerate(python_blocks(README.read_text(encoding="utf-8")), 1):
-        try:
-            exec(compile(block, f"README.md python block {n}", "exec"), namespace)
-        except Exception as exc:  # name the block that broke, with its first line
-            first = block.strip().splitlines()[0]
-            pytest.fail(f"README python block {n} ({first!r}) raised {type(exc).__name__}: {exc}")
+    run_alone(n, block, tmp_path, monkeypatch)

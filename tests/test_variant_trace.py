@@ -223,18 +223,18 @@ def test_bad_variants_are_refused_by_name():
         trace_example(example, Options(variant=Softcap(1.0)), grad_output=[[1.0], [1.0]])
 
 
-@pytest.mark.parametrize(
-    "name, words", [("numpy", "the NumPy trace"), ("torch-cpu", "the torch trace")]
-)
-def test_the_backends_refuse_a_variant_clearly(name, words):
+@pytest.mark.parametrize("name", ["numpy", "torch-cpu"])
+def test_the_backends_trace_a_variant_with_the_ground_truth_s_steps(name):
+    """Values: tests/test_backend_variant_traces.py; here the steps and the one refusal."""
     pytest.importorskip("numpy" if name == "numpy" else "torch")
     from scratch import backends
 
     example = scratch.Example([[1.0], [2.0]])
-    with pytest.raises(ValueError, match=f"^variant: {words} does not compute variants yet"):
-        backends.get(name).trace_example(example, Options(variant=Softcap(1.0)))
-    plain = backends.get(name).trace_example(example, Options(is_causal=True))
-    assert plain.names() == trace_example(example, Options(is_causal=True)).names()
+    options = Options(variant=Softcap(1.0))
+    traced = backends.get(name).trace_example(example, options)
+    assert traced.names() == trace_example(example, options).names()
+    with pytest.raises(ValueError, match="^dropout_p: the .* trace has no dropout"):
+        backends.get(name).trace_example(example, Options(variant=Softcap(1.0), dropout_p=0.5))
 
 
 # ---------------------------------------------------------------- the window's plain data, decode

@@ -190,17 +190,19 @@ def test_a_variant_file_with_bad_fields_is_refused_by_name():
         session_file.loads(json.dumps({**data, "decode": 9}))
 
 
-def test_a_variant_stays_with_the_ground_truth(settle, open_window):
-    """The NumPy and torch traces do not compute variants yet: choosing one is refused."""
+@pytest.mark.parametrize("backend", ["numpy", "torch-cpu"])
+def test_a_variant_computes_on_numpy_and_torch_and_passes_the_check(settle, open_window, backend):
+    """Choosing NumPy or torch keeps the variant: it computes, and every step passes its bound."""
+    if backend == "torch-cpu":
+        pytest.importorskip("torch")
     w = open_window(sm.random_session(8, 4, 4, 2, 2, 1))
     _pick(w, softcap_on=True, softcap="4")
     settle(w)
-    before = w.inputs.session
-    w.inputs._apply(sm.with_backend, "numpy", ("float64",))
-    assert "'variant': the numpy backend does not compute variants yet" in (
-        w.statusBar().currentMessage()
-    )
-    assert w.inputs.session is before
+    w.inputs._apply(sm.with_backend, backend, w.inputs.backends[backend])
+    settle(w)
+    assert w.inputs.session.backend == backend and w.outcome.backend == backend
+    assert w.outcome.checks and all(c.ok for c in w.outcome.checks), w.outcome.checks
+    assert "all steps pass" in w.backend_label.text()
     image = view_model.panels(w.outcome.trace, "scaled")[0].raw
     assert float(abs(image).max()) < 4.0  # softcapped: |scaled| < cap
 

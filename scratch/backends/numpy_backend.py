@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scratch.backends import numpy_chunked
+from scratch.backends import numpy_chunked, numpy_variant_trace
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
 from scratch.example import Example, check_trace_call
@@ -49,6 +49,7 @@ class Settings:
     block_size: object = None  # None, an int (both) or (query chunk, key block)
     draws: Draws | None = None  # uniform draws for dropout; None without dropout
     on_projected: object = None  # trace_attention's hook: called with (q, k, v, scale)
+    variant_trace: bool = False  # a trace of a variant: numpy_variant_trace attends
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,7 @@ class MultiHeadRun:
     mask: np.ndarray | None
     kernel: str
     detail: str
+    extras: dict = None  # a variant's q_rotated, k_rotated, sink_weights, per head
 
 
 def _project(x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
@@ -222,6 +224,11 @@ def _split_heads(m: np.ndarray, heads: int) -> np.ndarray:
     """(..., n, heads * d) -> (..., heads, n, d): head h is the column block h*d:(h+1)*d."""
     *lead, n, width = m.shape
     return np.swapaxes(m.reshape(*lead, n, heads, width // heads), -2, -3)
+
+
+def _concat_heads(m: np.ndarray) -> np.ndarray:
+    """(heads, n, d) -> (n, heads * d): _split_heads undone."""
+    return np.swapaxes(m, 0, 1).reshape(m.shape[1], -1)
 
 
 def _run_multi_head(
@@ -252,14 +259,20 @@ def _run_multi_head(
     scale = options.scale_for(plan.d_head)
     if settings.on_projected is not None:  # before attention: a caller can start work on them
         settings.on_projected(q, k, v, scale)
-    mask = build_mask(options, dtype, plan.scores_shape, settings.need_weights)
     # steps 2-6: split heads and attend          # (..., H, L, d_head), (..., Hkv, S, d_head)
     q_h, k_h, v_h = _split_heads(q, H), _split_heads(k, Hkv), _split_heads(v, Hkv)
-    if not settings.need_weights:
-        q_h = np.ascontiguousarray(q_h)
-    steps, head_outputs, _, kernel, detail = _attend(
-        q_h, k_h, v_h, scale, mask, options, settings, plan.group
-    )
+    extras = None
+    if settings.variant_trace:  # a variant: numpy_flex's explicit kernel, every step kept
+        mask, kernel, detail = None, "explicit", ""
+        found, extras = numpy_variant_trace.attend_variant(q_h, k_h, v_h, scale, options)
+        steps, head_outputs = Steps(**found), found["output"]
+    else:
+        mask = build_mask(options, dtype, plan.scores_shape, settings.need_weights)
+        if not settings.need_weights:
+            q_h = np.ascontiguousarray(q_h)
+        steps, head_outputs, _, kernel, detail = _attend(
+            q_h, k_h, v_h, scale, mask, options, settings, plan.group
+        )
     # step 7: concatenate heads                  # (..., H, L, d_v) -> (..., L, H * d_v)
     concat = np.swapaxes(head_outputs, -2, -3).reshape(*plan.lead, plan.L, -1)
     # step 8: output projection                  # (..., L, H * d_v) @ (H * d_v, d_out)
@@ -282,6 +295,7 @@ def _run_multi_head(
         mask,
         kernel,
         detail,
+        extras,
     )
 
 
@@ -313,7 +327,9 @@ def trace_example(example: Example, options: Options, *, dtype=None, on_projecte
     params = example.projections()
     key, value = example.key, example.value
     settings = Settings(
-        result_dtype(dtype, example.x, key, value, *params.values()), on_projected=on_projected
+        result_dtype(dtype, example.x, key, value, *params.values()),
+        on_projected=on_projected,
+        variant_trace=options.variant is not None,
     )
     heads = (example.num_heads, example.num_kv_heads)
     run = _run_multi_head(example.x, key, value, params, heads, options, settings)
@@ -330,6 +346,8 @@ def trace_example(example: Example, options: Options, *, dtype=None, on_projecte
     values["weights"] = steps.weights
     values.update({name: run.params.get(name) for name in PARAMS})
     values["output"] = run.output
+    for name, per_head in (run.extras or {}).items():  # q_rotated (H, L, d) -> (L, H * d)
+        values[name] = per_head if name == "sink_weights" else _concat_heads(per_head)
     if key is not None:
         values["key_input"] = run.key_input
     if value is not None:

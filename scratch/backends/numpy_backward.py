@@ -30,6 +30,7 @@ from ..validate import check_positive_int
 from ..variants import Causal
 from . import numpy_backend, numpy_backward_tiles
 from .numpy_backend import build_mask
+from .numpy_inputs import _array, _dtype, not_finite  # noqa: F401 (numpy_flex_backward reads _array here)
 
 KERNELS = ("explicit", "tiled")
 BLOCK = 64  # the general tiled loop's tile edge (the fast loop has its own: numpy_backward_tiles)
@@ -37,43 +38,6 @@ DTYPES = ("float32", "float64")
 
 
 # ---------------------------------------------------------------- inputs
-
-
-def _array(x: object, name: str, dtype: np.dtype, finite: bool = True) -> np.ndarray:
-    """x as a finite float array of `dtype` with at least 2 axes; errors name the argument
-    (finite=False: the caller checks for inf and NaN itself)."""
-    if hasattr(x, "detach"):  # a torch tensor
-        x = x.detach().cpu().numpy()
-    try:
-        arr = np.asarray(x)
-    except ValueError as exc:
-        raise ValueError(f"{name}: expected a regular (rectangular) array of numbers") from exc
-    if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name}: expected real numbers, found an array of dtype {arr.dtype}")
-    if arr.ndim < 2 or 0 in arr.shape:
-        raise ValueError(
-            f"{name}: expected a non-empty (..., length, width) array, found shape {arr.shape}"
-        )
-    arr = arr.astype(dtype, copy=False)
-    if finite and not np.all(np.isfinite(arr)):
-        raise not_finite(name)
-    return arr
-
-
-def not_finite(name: str) -> ValueError:
-    """The error for an argument holding inf or NaN."""
-    return ValueError(f"{name}: expected finite numbers, found inf or NaN")
-
-
-def _dtype(dtype: object, *inputs: object) -> np.dtype:
-    """float32 when asked or when every input is a float32 array, else float64."""
-    if dtype is not None:
-        text = str(dtype).replace("torch.", "")
-        if text not in DTYPES:
-            raise ValueError(f"dtype: expected one of {', '.join(DTYPES)} or None, found {dtype!r}")
-        return np.dtype(text)
-    kinds = {str(getattr(x, "dtype", "")).replace("torch.", "") for x in inputs}
-    return np.dtype(np.float32) if kinds == {"float32"} else np.dtype(np.float64)
 
 
 def _draws(rng: object, shape: tuple) -> np.ndarray:

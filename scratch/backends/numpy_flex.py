@@ -28,9 +28,9 @@ from ..options import Options
 from ..validate import check_flag, check_hook, check_scale
 from ..variants.base import check_sizes
 from ..variants.sinks import sink_logits
-from .numpy_backward import _array, _dtype, not_finite
 from .numpy_chunked import KEY_BLOCK, _row_norms, chunked_output
 from .numpy_flex_plan import FlexPlan, create_block_mask
+from .numpy_inputs import _array, _dtype, not_finite
 from .numpy_threads import cores, share
 
 KERNELS = ("chunked", "explicit")
@@ -129,20 +129,29 @@ class FlexProblem:
 
 def explicit_scores(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:
     """(raw, scores) over the whole grid: raw = scale q k^T, scores after score_mod and mask."""
+    steps = explicit_steps(x)
+    return steps[1], steps[3]
+
+
+def explicit_steps(x: FlexProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(dots, raw, changed, scores) over the whole grid (B, H, L, S): dots = q k^T, raw = dots
+    * scale, changed = score_mod(raw), scores = changed with -inf where the mask hides a key."""
     B, H, _, L, S, _, _ = x.shape
     # step 1: scaled scores                 (B, H, L, E) @ (B, H, E, S) -> (B, H, L, S)
-    raw = (x.q @ np.swapaxes(x.repeat_kv(x.k), -1, -2)) * x.dtype.type(x.scale)
+    dots = x.q @ np.swapaxes(x.repeat_kv(x.k), -1, -2)
+    raw = dots * x.dtype.type(x.scale)
     b = np.arange(B).reshape(B, 1, 1, 1)
     h = np.arange(H).reshape(1, H, 1, 1)
     rows, cols = np.arange(L)[:, None], np.arange(S)[None, :]
-    scores = raw.copy()
+    changed = raw
     with np.errstate(all="ignore"):  # masked cells may hold anything: they become -inf
         # step 2: the score change, then the mask (-inf where the key is not seen)
         if x.plan.score is not None:
-            scores = x.plan.score(raw, b, h, rows, cols, np).astype(x.dtype, copy=False)
+            changed = x.plan.score(raw, b, h, rows, cols, np).astype(x.dtype, copy=False)
+        scores = changed
         if x.plan.mask is not None:
-            scores = np.where(dense_seen(x), scores, x.dtype.type(-np.inf))
-    return raw, scores
+            scores = np.where(dense_seen(x), changed, x.dtype.type(-np.inf))
+    return dots, raw, changed, scores
 
 
 def dense_seen(x: FlexProblem) -> np.ndarray:
@@ -174,13 +183,17 @@ def explicit_softmax(x: FlexProblem, scores: np.ndarray) -> tuple[np.ndarray, np
     # step 3: lse = top + log(sum_j exp(s_j - top) + exp(sink - top)); no term at all: -inf
     empty = np.isneginf(top)
     base = np.where(empty, 0, top)
-    total = np.exp(scores - base[..., None]).sum(axis=-1)
+    # one exp, in place in one new array (at 4096 tokens a second exp of the whole grid took
+    # longer than all the rest of a window trace)
+    weights = np.subtract(scores, base[..., None], dtype=x.dtype)
+    np.exp(weights, out=weights)  # exp(-inf) = 0 on masked keys
+    total = weights.sum(axis=-1)
     if sink is not None:
         total = total + np.exp(sink - base)
     with np.errstate(divide="ignore"):
         lse = np.where(empty, -np.inf, base + np.log(total)).astype(x.dtype)
-    # step 4: weights = exp(s - lse), 0 on masked keys and on rows that see nothing
-    weights = np.exp(scores - np.where(empty, 0, lse)[..., None]).astype(x.dtype, copy=False)
+    # step 4: weights = exp(s - top) / total, 0 on masked keys and on rows that see nothing
+    weights /= np.where(empty, 1, total)[..., None]
     return weights, lse
 
 

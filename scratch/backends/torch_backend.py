@@ -23,12 +23,13 @@ floating dtype of the data inputs (nested lists count as float64) or in `dtype=`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import torch
 
 from scratch import validate
+from scratch.backends import torch_variant_trace
 from scratch.backends.torch_compat import fused, fused_with_lse
 from scratch.backends.torch_inputs import DTYPES, Placement, as_device, generator, placement
 from scratch.backends.torch_math import (
@@ -195,8 +196,12 @@ def trace_example(
     check_trace_call(example, options, on_projected, no_dropout="the torch trace")
     key, value = example.key, example.value
     heads = (example.num_heads, example.num_kv_heads)
+    variant = options.variant is not None  # then torch_variant_trace attends, below
+    projecting = (
+        replace(options, attn_mask=None, is_causal=False, variant=None) if variant else options
+    )
     run = _run_multi_head(
-        example.x, key, value, example.projections(), heads, options, dtype, device, fast=False
+        example.x, key, value, example.projections(), heads, projecting, dtype, device, fast=False
     )
     if run.inputs["x"].ndim != 2:
         raise ValueError(
@@ -205,7 +210,16 @@ def trace_example(
         )
     if on_projected is not None:  # before attention: a caller can start work on them
         on_projected(run.q, run.k, run.v, run.scale)
-    heads_out, s = _attend_heads(run, need_weights=True)  # (H, L, dv), every step kept
+    extras = {}
+    if variant:  # torch_flex's explicit path, every step kept
+        H, Hkv = run.plan.num_heads, run.plan.num_kv_heads
+        found, extras = torch_variant_trace.attend_variant(
+            split_heads(run.q, H), split_heads(run.k, Hkv), split_heads(run.v, Hkv), run.scale,
+            options, run.place,
+        )  # fmt: skip
+        heads_out, s = found["output"], Attended(**found)
+    else:
+        heads_out, s = _attend_heads(run, need_weights=True)  # (H, L, dv), every step kept
     concat = concat_heads(heads_out)  # (H, L, dv) -> (L, H*dv)
     H, storage = run.plan.num_heads, run.place.storage
     w_o = run.params["w_o"]
@@ -216,6 +230,8 @@ def trace_example(
     values.update(head_outputs=heads_out, concat=concat, output=output, weights=s.weights)
     values.update(scores=s.scores.to(storage), scaled=s.scaled.to(storage))
     values.update(masked=s.masked.to(storage))
+    for name, per_head in extras.items():  # q_rotated (H, L, d) -> (L, H * d)
+        values[name] = per_head if name == "sink_weights" else concat_heads(per_head)
     if key is not None:
         values["key_input"] = run.inputs["key_input"]
     if value is not None:

@@ -10,10 +10,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from .torch_flex_mods import on_grid
+
+
+@dataclass(frozen=True)
+class FlexSteps:
+    """Every intermediate of the explicit path, (B, H, L, .) tensors."""
+
+    dots: torch.Tensor  # q @ k^T (B, H, L, S)
+    changed: torch.Tensor  # score_mod(scale * dots)
+    scores: torch.Tensor  # changed, -inf where mask_mod hides the key
+    weights: torch.Tensor  # (B, H, L, S)
+    output: torch.Tensor  # (B, H, L, Ev)
+    lse: torch.Tensor  # (B, H, L)
+    sink_weights: torch.Tensor | None  # (B, H, L): exp(sink[h] - lse); None without sinks
 
 
 def explicit_attention(
@@ -26,17 +40,32 @@ def explicit_attention(
     sinks: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(output (B, H, L, Ev), lse (B, H, L)); kv heads shared by groups of query heads (GQA)."""
+    steps = explicit_steps(q, k, v, scale, score_mod, mask_mod, sinks)
+    return steps.output, steps.lse
+
+
+def explicit_steps(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    score_mod: Callable | None,
+    mask_mod: Callable | None,
+    sinks: torch.Tensor | None,
+) -> FlexSteps:
+    """explicit_attention with every step kept (a trace shows them)."""
     B, H, L, _ = q.shape
     S, group = k.shape[2], H // k.shape[1]
     k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)  # (B, H, S, .)
     # step 1: scaled scores
-    scores = scale * (q @ k_all.transpose(-1, -2))  # (B, H, L, E) @ (B, H, E, S) -> (B, H, L, S)
+    dots = q @ k_all.transpose(-1, -2)  # (B, H, L, E) @ (B, H, E, S) -> (B, H, L, S)
+    scores = changed = scale * dots
     # step 2: the score change, then the mask (a score of -inf from score_mod masks too)
     if score_mod is not None:
-        scores = on_grid(score_mod, (B, H, L, S), q.device, scores)
+        scores = changed = on_grid(score_mod, (B, H, L, S), q.device, changed)
     if mask_mod is not None:
         seen = on_grid(mask_mod, (B, H, L, S), q.device)  # (B, H, L, S) bools
-        scores = torch.where(seen, scores, -math.inf)
+        scores = torch.where(seen, changed, -math.inf)
     # step 3: softmax with the sink in the denominator; subtract the row max (sink included) so
     # exp never overflows; a row that sees nothing keeps max 0 and sum 0 (weights 0, lse -inf)
     top = scores.detach().amax(-1, keepdim=True)  # (B, H, L, 1)
@@ -54,7 +83,8 @@ def explicit_attention(
     # step 4: output = weights @ v
     output = weights @ v_all  # (B, H, L, S) @ (B, H, S, Ev) -> (B, H, L, Ev)
     lse = torch.where(empty, -math.inf, top + torch.log(safe)).squeeze(-1)  # (B, H, L)
-    return output, lse
+    sink_weights = None if sinks is None else (torch.exp(sink - top) / safe).squeeze(-1)
+    return FlexSteps(dots, changed, scores, weights, output, lse, sink_weights)
 
 
-__all__ = ["explicit_attention"]
+__all__ = ["FlexSteps", "explicit_attention", "explicit_steps"]

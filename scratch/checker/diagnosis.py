@@ -12,12 +12,14 @@ Three kinds of evidence, never the size of the error alone:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
 import numpy as np
 
 from ..tolerance import ACCUMULATE, UNIT_ROUNDOFF
+from . import ignored
 from . import variants as var
 from .reference import LOG2E, causal
 
@@ -40,7 +42,12 @@ def candidates(case, p, masked_rows: str, rows: np.ndarray | None) -> list[tuple
             ("softmax over the wrong axis (over queries, not keys)", lambda: attend(axis=-2))
         )
     if case.scale is not None:
-        found.append(("the scale argument is ignored (1/sqrt(d) used)", lambda: attend(scale=d)))
+        found.append((ignored.SCALE, lambda: attend(scale=d)))
+    if case.mask != "none":  # no case has a mask and is_causal both
+        unmasked = dataclasses.replace(p, allowed=None, add=None)
+        found.append((ignored.ATTN_MASK, lambda: var.attend(unmasked, policy=masked_rows)))
+    if case.is_causal:
+        found.append((ignored.IS_CAUSAL, lambda: attend(allowed=None)))
     if E == S:
         found.append(
             (
@@ -300,8 +307,8 @@ def diagnose(prep, got: np.ndarray, masked_rows: str, dtype: str) -> str | None:
     for name, make in prep.variant_outputs("structure", masked_rows):
         if structural_score(got, make, truth, bound) <= 2.0:
             matched.add(name)
-    if matched:  # two names for one output: this case cannot tell which
-        return matched.pop() if len(matched) == 1 else None
+    if matched:  # two names for one output: this case cannot tell which (but see ignored.pick)
+        return ignored.pick(matched)
     if prep.case.q_size != 1.0:  # nearly one-hot rows: any relative error looks alike
         return None
     precise = prep.variant_outputs("precision", masked_rows)

@@ -12,6 +12,7 @@ from ..validate import as_tensor, check_masked_rows
 from .arrays import ARRAYS, Arrays, flat, shape
 from .blas import own_work
 from .cases import CASE_SETS, FEATURES, Case, cases_for
+from .ignored import settle_ignored
 from .prepare import Prepared, prepare
 from .report import CaseResult, CheckReport, shape_text
 
@@ -121,6 +122,7 @@ def finish(report: CheckReport, required: tuple[str, ...]) -> CheckReport:
             r.status = "fail"
             r.message += f"; {', '.join(needed)} required"
     weigh_overflow(report.failed)
+    settle_ignored(report.cases)
     found = [c.diagnosis for c in report.failed if c.diagnosis]
     if found:  # one entry per mistake: texts that differ only in numbers (a case's sizes)
         names = [re.sub(r"\d+", "#", d) for d in found]

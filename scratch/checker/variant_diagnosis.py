@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from . import ignored
 from .diagnosis import GQA_MODULO, structural_score
 from .variant_cases import VariantCase
 from .variant_numpy import Planted, allowed, attend
@@ -39,8 +40,8 @@ PAIRING = {
 }
 
 
-def window_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
-    """Each window edge off by one, and the window left out."""
+def window_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, Planted]]:
+    """Each window edge off by one, and (FlashAttention's keywords) window_size ignored."""
     left, right = case.window
     lo, hi = (None if left == -1 else -left), (None if right == -1 else right)
     found = []
@@ -71,13 +72,18 @@ def window_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
                 Planted(window_edges=(lo, hi - 1)),
             ),
         ]
-    found.append(("sliding window not applied (every key seen)", Planted(no_window=True)))
+    if style == "flash":
+        found.append((ignored.WINDOW, Planted(no_window=True)))
     return found
 
 
-def mask_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
-    """Mistakes of the mask: alignment, causal edge, window, documents, prefix, chunks."""
+def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, Planted]]:
+    """Mistakes of the mask: alignment, causal edge, window, documents, prefix, chunks; a
+    keyword of the mask ignored (style 'flash') or the whole mask_mod ignored ('flex')."""
+    flash = style == "flash"
     found = []
+    if not flash and any(f in ignored.MASK_RULES for f in case.features()):
+        found.append((ignored.MASK_MOD, Planted(no_mask=True)))
     if case.shift > 0 and (case.causal or case.window or case.chunk or case.prefix):
         found.append((TOP_LEFT, Planted(shift=0)))
     if case.causal:
@@ -85,14 +91,14 @@ def mask_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
             ("causal mask off by one (diagonal excluded: j < i + S - L)", Planted(causal_edge=-1)),
             ("causal mask off by one (one future key seen)", Planted(causal_edge=1)),
         ]
+        if flash:
+            found.append((ignored.CAUSAL, Planted(no_causal=True)))
     if case.window is not None:
-        found += window_candidates(case)
+        found += window_candidates(case, style)
     if case.cu_seqlens is not None:
+        if flash:
+            found.append((ignored.DOCUMENTS, Planted(docs="ignored")))
         found += [
-            (
-                "documents leak into each other: keys of other documents seen (cu_seqlens ignored)",
-                Planted(docs="ignored"),
-            ),
             (
                 "documents leak into each other: keys of later documents seen (a document's "
                 "end, cu_seqlens[d + 1], not applied)",
@@ -118,12 +124,8 @@ def mask_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
                  Planted(prefix_edge=edge))
             )  # fmt: skip
     if case.chunk is not None:
-        found.append(
-            (
-                "chunked local attention not applied (keys of earlier chunks seen)",
-                Planted(no_chunk=True),
-            )
-        )
+        if flash:
+            found.append((ignored.CHUNK, Planted(no_chunk=True)))
         for n in (case.chunk - 1, case.chunk + 1):
             found.append(
                 (f"chunk size off by one ({n} keys per chunk, not {case.chunk})", Planted(chunk=n))
@@ -131,11 +133,18 @@ def mask_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
     return found
 
 
-def score_candidates(case: VariantCase, masked: bool) -> list[tuple[str, Planted]]:
-    """Mistakes of the score changes, the sinks and RoPE."""
+def score_candidates(
+    case: VariantCase, masked: bool, style: str = "flash"
+) -> list[tuple[str, Planted]]:
+    """Mistakes of the score changes, the sinks and RoPE; a keyword ignored (softcap,
+    alibi_slopes with style 'flash', score_mod with 'flex', sinks, rotary_cos and rotary_sin)."""
+    flash = style == "flash"
     found = []
+    if not flash and (case.softcap is not None or case.alibi):
+        found.append((ignored.SCORE_MOD, Planted(no_softcap=True, no_alibi=True)))
     if case.softcap is not None:
-        found.append(("softcap not applied (scores not capped)", Planted(no_softcap=True)))
+        if flash:
+            found.append((ignored.SOFTCAP, Planted(no_softcap=True)))
         if masked:
             found.append(
                 (
@@ -150,19 +159,15 @@ def score_candidates(case: VariantCase, masked: bool) -> list[tuple[str, Planted
              Planted(alibi_sign=-1)),
             ("ALiBi slope order reversed: head h given slope[H - 1 - h] (the first head is the "
              "steepest)", Planted(slopes_reversed=True)),
-            ("ALiBi bias not added", Planted(no_alibi=True)),
         ]  # fmt: skip
+        if flash:
+            found.append((ignored.ALIBI, Planted(no_alibi=True)))
     if case.sinks:
-        found.append(
-            (
-                "sink left out of the denominator: exp(sink[h]) must be added to each row's "
-                "sum (the rows' weights then sum to less than 1)",
-                Planted(sink_out=True),
-            )
-        )
+        found.append((ignored.SINKS, Planted(sink_out=True)))
     if case.rotary is not None:
         other = "interleaved" if case.rotary == "half" else "half"
         found.append((PAIRING[case.rotary], Planted(pairing=other)))
+        found.append((ignored.ROTARY, Planted(no_rope=True)))
         if case.shift > 0:
             found.append(
                 (
@@ -223,9 +228,10 @@ def head_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
     return [(GQA_MODULO, Planted(gqa_modulo=True))] if 1 < Hkv < H else []
 
 
-def candidates(case: VariantCase, masked: bool) -> list[tuple[str, Planted]]:
-    """(name, planted mistake) for every mistake this case may reveal."""
-    found = mask_candidates(case) + score_candidates(case, masked) + head_candidates(case)
+def candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[tuple[str, Planted]]:
+    """(name, planted mistake) for every mistake this case may reveal to a kernel of `style`."""
+    found = mask_candidates(case, style) + score_candidates(case, masked, style)
+    found += head_candidates(case)
     return found + split_candidates(case)
 
 
@@ -253,24 +259,23 @@ def fit_cap(prep: VariantPrepared, got: np.ndarray, bound: np.ndarray) -> str | 
     return f"softcap with the wrong cap: the output matches cap ~ {c:.3g}, not {cap:g}"
 
 
-def diagnose(prep: VariantPrepared, got: np.ndarray) -> str | None:
-    """The one planted mistake got matches, or None."""
+def diagnose(prep: VariantPrepared, got: np.ndarray, style: str = "flash") -> str | None:
+    """The one planted mistake got matches, or None (style: how fn took the variant)."""
     case, truth = prep.case, prep.truth
     bound = np.full(truth.shape, prep.allowed)
-    if "outputs" not in prep.memo:
+    key = ("outputs", style)
+    if key not in prep.memo:
         masked = not allowed(case, Planted(), case.q[2], case.k[2]).all()
         made = []
-        for name, planted in candidates(case, masked):
+        for name, planted in candidates(case, masked, style):
             made.append((name, attend(case, prep.data, planted)))
-        prep.memo["outputs"] = made
+        prep.memo[key] = made
     matched = {
-        name
-        for name, out in prep.memo["outputs"]
-        if structural_score(got, out, truth, bound) <= 2.0
+        name for name, out in prep.memo[key] if structural_score(got, out, truth, bound) <= 2.0
     }
-    if len(matched) == 1:
-        return matched.pop()
-    if matched or case.softcap is None:
+    if matched:  # two names: this case cannot tell which (but see ignored.pick)
+        return ignored.pick(matched)
+    if case.softcap is None:
         return None
     return fit_cap(prep, got, bound)
 

@@ -21,6 +21,8 @@ class Planted:
 
     shift: int | None = None  # the diagonal's offset (None: the case's S - L; 0: top-left)
     causal_edge: int = 0  # key j seen iff j <= i + shift + causal_edge
+    no_causal: bool = False
+    no_mask: bool = False  # no rule at all: every key seen (FlexAttention's mask_mod ignored)
     window_edges: tuple[int | None, int | None] | None = None  # (lo, hi) offsets from diagonal
     no_window: bool = False
     cap: float | None = None  # another cap (None: the case's)
@@ -37,6 +39,7 @@ class Planted:
     chunk: int | None = None  # another chunk size
     no_chunk: bool = False
     pairing: str | None = None  # another RoPE pairing
+    no_rope: bool = False  # q and k not turned
     q_positions: str = "offset"  # 'offset' (i + S - L), 'zero' (i: decode not offset) or
     # 'last' (every query at S - 1, the newest position)
     last_key_unseen: bool = False  # key S - 1 seen by no query (a split ending one key short)
@@ -78,7 +81,9 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
     i = np.arange(L)[:, None] + shift  # each query's position
     j = np.arange(S)[None, :]
     seen = np.ones((L, S), dtype=bool)
-    if case.causal:
+    if p.no_mask:
+        return seen
+    if case.causal and not p.no_causal:
         seen &= at_or_before(j, i + p.causal_edge)
     if case.window is not None and not p.no_window:
         left, right = case.window
@@ -131,7 +136,7 @@ def turned(case: VariantCase, d: VariantData, p: Planted, acc, sign: float = 1.0
 def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0):
     """q at positions i + S - L (i with p.q_positions 'zero', S - 1 with 'last'), k at j; sign
     -1 turns back."""
-    if case.rotary is None:
+    if case.rotary is None or p.no_rope:
         return q, k
     L = q.shape[2]
     pairing = p.pairing or case.rotary

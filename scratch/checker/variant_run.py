@@ -134,7 +134,7 @@ def run_case(fn, case: VariantCase, arrays: Arrays, dtype: str, seed: int, style
         f"max error {result.max_error:.3g} > allowed {prep.allowed:.3g} ({2:g}x the largest "
         f"error of the correct reference {dtype} kernels, {prep.reference:.3g}, + 4 ulps)"
     )
-    result.diagnosis = diagnose(prep, got)
+    result.diagnosis = diagnose(prep, got, style)
     return result
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..rope import PAIRINGS, rotary, rotary_words
+from ..rope import PAIRINGS, _pairs, angles, rotary, rotary_words
+from .arrays import is_torch
 from .base import Variant
 
 
@@ -47,6 +48,30 @@ class Rotary(Variant):
         return rotary(
             x, positions, base=self.base, pairing=self.pairing, rotary_dim=self.rotary_dim
         )
+
+    def turn_array(self, x: object, positions: list[int], xp: object) -> object:
+        """x (..., n, d_head), a NumPy array or torch tensor (xp its module), turned as `turn`
+        turns rows: the same angles and cos, sin (Python's math), each pair a' = a cos - b sin,
+        b' = b cos + a sin in x's dtype (the features past rotary_dim pass through)."""
+        rd = x.shape[-1] if self.rotary_dim is None else self.rotary_dim
+        if rd % 2:
+            raise ValueError(f"x: the last dimension ({rd}) is odd; rotary turns pairs of features")
+        a, b = (list(idx) for idx in zip(*_pairs(self.pairing, rd)))
+        theta = [angles(p, rd, self.base) for p in positions]  # (n, rd / 2)
+        trig = (
+            [[math.cos(t) for t in row] for row in theta],
+            [[math.sin(t) for t in row] for row in theta],
+        )
+        if is_torch(xp):
+            cos, sin = (xp.as_tensor(t, dtype=x.dtype, device=x.device) for t in trig)
+            out = x.clone()
+        else:
+            cos, sin = (xp.asarray(t, dtype=x.dtype) for t in trig)
+            out = x.copy()
+        xa, xb = x[..., a], x[..., b]  # (..., n, rd / 2) each
+        out[..., a] = xa * cos - xb * sin
+        out[..., b] = xb * cos + xa * sin
+        return out
 
     def words(self, row: list[float], position: int, feature: int, name: str) -> str:
         """Hover text of one rotated feature (angle, cos, sin of its pair)."""
