@@ -15,6 +15,8 @@ from scratch import backends, presets, steps
 from scratch.compare import StepCheck as StepCheck
 from scratch.example import Example as Example
 from scratch.options import Options as Options
+from scratch.progress import Cancelled as Cancelled
+from scratch.progress import Progress as Progress
 from scratch.rows import attention_rows as attention_rows
 from scratch.rows import sample_rows as sample_rows
 from scratch.tolerance import tolerance as tolerance
@@ -281,14 +283,17 @@ def load_model(path: str | None) -> object:
     return models.load(path)
 
 
-def start_model(path: str | None, text: str) -> object:
+def start_model(path: str | None, text: str, progress: object = None) -> object:
     """A decoder's Decoding of `text` (scratch.models.decoding.start: the prompt run, its cache
-    kept for Decoding.extend), or model.run(text) for a model without an output head."""
+    kept for Decoding.extend), or model.run(text) for a model without an output head; the load
+    and the run report to `progress` (a scratch.progress.Progress: stages, Cancel)."""
+    from scratch import progress as progress_
     from scratch.models import decoding
 
-    model = load_model(path)
-    decoder = getattr(model, "family", None) == "llama"
-    return decoding.start(model, text) if decoder else model.run(text)
+    with progress_.reporting(progress):
+        model = load_model(path)
+        decoder = getattr(model, "family", None) == "llama"
+        return decoding.start(model, text) if decoder else model.run(text)
 
 
 def kv_heads_of(model: object) -> list[int]:

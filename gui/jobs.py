@@ -125,6 +125,7 @@ class Worker(QObject):
     progress = pyqtSignal(int, int, str)  # done, total, what
     finished = pyqtSignal(object)  # the work's result
     failed = pyqtSignal(str)  # describe(exc)'s message
+    cancelled = pyqtSignal()  # cancel() dropped the newest request
     QUIET: tuple[type[BaseException], ...] = ()  # exceptions that end a job without a word
     WAIT_MS = 60000  # wait()'s default
 
@@ -150,6 +151,13 @@ class Worker(QObject):
         collector_pause().hold()
         self.pool.start(_Job(self.current, work, self))
         return self.current
+
+    def cancel(self) -> None:
+        """Drop the running job's result (its stop() turns True: it ends at its next check)."""
+        if self.busy:
+            self.current += 1
+            self.busy = False
+            self.cancelled.emit()
 
     def wait(self, msecs: int | None = None) -> bool:
         """Block until the pool is idle (closing the window, the command line, tests)."""

@@ -17,6 +17,7 @@ from PyQt6.QtWidgets import (
     QScrollArea,
     QTabWidget,
     QTextEdit,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -32,6 +33,7 @@ from gui.model_panel import ModelPanel
 from gui.overview import Overview
 from gui.pipeline_view import PipelineView
 from gui.slow_warning import SlowWarning
+from gui.toy_banner import ToyBanner, is_model_head
 from gui.wheel_guard import guard_wheel
 from gui.worker import TraceWorker
 
@@ -112,7 +114,13 @@ class MainWindow(QMainWindow):
         scroll.setMinimumWidth(self.inputs.minimumSizeHint().width() + bar + 4)
         self.dock = QDockWidget("Inputs")
         self.dock.setObjectName("inputs")
-        self.dock.setWidget(scroll)
+        self.toy_banner = ToyBanner()  # a model head replaced the toy example: the way back
+        docked = QWidget()
+        column = QVBoxLayout(docked)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.toy_banner)
+        column.addWidget(scroll, 1)
+        self.dock.setWidget(docked)
         self.dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.dock)
         # step 2: status bar: backend and dtype always visible, progress and cancel while busy
@@ -233,6 +241,8 @@ class MainWindow(QMainWindow):
         self.pipeline.headChanged.connect(self.learn.set_head)
         self.overview.stepChosen.connect(self.open_step)
         self.model.sessionChosen.connect(self.open_model_session)
+        self.toy_banner.back.connect(self.load_session)
+        self.inputs.sessionChanged.connect(self.toy_banner.follow)
         self.tabs.currentChanged.connect(lambda _: self._inputs_for_tab())
         self.model.message.connect(self.say)
         self.model.refused.connect(self.refuse)
@@ -366,7 +376,9 @@ class MainWindow(QMainWindow):
 
     def open_model_session(self, s: sm.Session) -> None:
         """Open one head of a model run in the pipeline (its session built by the Model tab's
-        worker: the real x, W and biases; a decoder's with causal + RoPE as its variant)."""
+        worker: the real x, W and biases; a decoder's with causal + RoPE as its variant). The
+        banner above the inputs says the toy example was replaced and offers it back."""
+        self.toy_banner.replaced(self.inputs.session, s)
         self.load_session(s)
         self.tabs.setCurrentWidget(self.pipeline)
         self.say(f"{s.preset.removeprefix('model:')}: the model's own numbers")
@@ -379,6 +391,8 @@ class MainWindow(QMainWindow):
 
     def load_session(self, s: sm.Session) -> None:
         """Show and compute a session (from a file or settings)."""
+        if not is_model_head(s):  # another example (the toy one back, a file): no way back
+            self.toy_banner.forget()
         self.inputs.set_session(s)
         self.backward.set_session(s)
         self.pipeline.step_name = s.step

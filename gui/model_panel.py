@@ -12,6 +12,7 @@ from PyQt6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QProgressBar,
     QPushButton,
     QScrollArea,
     QSplitter,
@@ -21,6 +22,7 @@ from PyQt6.QtWidgets import (
 )
 
 from gui import numbers
+from gui.focus import set_enabled_keeping_focus
 from gui.generate_bar import GenerateBar
 from gui.head_view import HeadView
 from gui.model_block import ModelBlock
@@ -105,6 +107,17 @@ class ModelPanel(QWidget):
         self.status.setWordWrap(True)
         self.status.setTextFormat(Qt.TextFormat.RichText)
         outer.addWidget(self.status)
+        # while a model loads and runs: its stage (hash check, read, dequantize ...) and Cancel
+        self.busy = QWidget()
+        busy_row = QHBoxLayout(self.busy)
+        busy_row.setContentsMargins(0, 0, 0, 0)
+        self.progress = QProgressBar()
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop loading: the last run stays on screen")
+        busy_row.addWidget(self.progress, 1)
+        busy_row.addWidget(self.cancel_button)
+        self.busy.setVisible(False)
+        outer.addWidget(self.busy)
         # step 2: the model view (every head, scrolling) beside the next tokens and head view
         split = QSplitter(Qt.Orientation.Horizontal)
         left = QWidget()
@@ -166,8 +179,12 @@ class ModelPanel(QWidget):
         self.run_button.clicked.connect(self.start)
         self.text.returnPressed.connect(self.start)
         self.browse.clicked.connect(self._browse)
+        self.worker.finished.connect(lambda _: self.busy.setVisible(False))
         self.worker.finished.connect(self.show_result)
         self.worker.failed.connect(self._failed)
+        self.worker.progress.connect(self._on_progress)
+        self.worker.cancelled.connect(self._cancelled)
+        self.cancel_button.clicked.connect(self.worker.cancel)
         self.opener.finished.connect(self.sessionChosen)
         self.opener.failed.connect(lambda m: self._failed(f"opening the head: {m}"))
         self.generate_bar.generate.connect(self.generate)
@@ -186,18 +203,45 @@ class ModelPanel(QWidget):
     # ---------------------------------------------------------------- requests (to the workers)
 
     def start(self) -> None:
-        """Load the model (in the worker) and run the text; the previous run stays on screen."""
-        self.status.setText(f"running {html.escape(self.model_path.text() or 'default')}...")
-        self.run_button.setEnabled(False)
-        self.generate_bar.button.setEnabled(False)
+        """Load the model (in the worker) and run the text; the previous run stays on screen.
+        The progress bar shows the load's stages; Cancel stops it."""
+        self.status.setText(f"running {html.escape(self._model_name())}...")
+        self._set_ready(False)
+        self.progress.setRange(0, 0)  # busy until the first stage reports
+        self.progress.setFormat("starting...")
+        self.busy.setVisible(True)
         self.worker.submit(self.model_path.text().strip(), self.text.text())
+
+    def _model_name(self) -> str:
+        return self.model_path.text().strip() or "default"
+
+    def _set_ready(self, ready: bool) -> None:
+        """Run (and Generate, when a decoder is shown) on or off; a pressed button keeps the
+        focus (never handed on to the temperature box)."""
+        set_enabled_keeping_focus(self.run_button, ready)
+        set_enabled_keeping_focus(self.generate_bar.button, ready and self.frame is not None)
+
+    def _on_progress(self, done: int, total: int, stage: str) -> None:
+        """A stage of the load or the run: the bar (thousandths) and its words."""
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+        self.progress.setFormat(f"{stage} %p%")
+        self.status.setText(f"running {html.escape(self._model_name())}: {html.escape(stage)}...")
+
+    def _cancelled(self) -> None:
+        """Cancel: the load stops at its next piece; what was on screen stays."""
+        self.busy.setVisible(False)
+        self._set_ready(True)
+        kept = " (the last run stays on screen)" if self.run or self.frame else ""
+        said = f"cancelled: {self._model_name()} was not run{kept}"
+        self.status.setText(html.escape(said))
+        self.message.emit(said)
 
     def generate(self, temperature: float, seed: int | None) -> None:
         """One more token after the decoder's text (in the worker): the cache grows by one."""
         if self.frame is None:
             return
-        self.generate_bar.button.setEnabled(False)
-        self.run_button.setEnabled(False)
+        self._set_ready(False)
         self.worker.extend(self.frame.decoding, temperature, seed)
 
     def wait(self) -> None:
@@ -212,8 +256,8 @@ class ModelPanel(QWidget):
             self.model_path.setText(folder)
 
     def _failed(self, message: str) -> None:
-        self.run_button.setEnabled(True)
-        self.generate_bar.button.setEnabled(self.frame is not None)
+        self.busy.setVisible(False)
+        self._set_ready(True)
         kept = " (the last run stays on screen)" if self.run or self.frame else ""
         self.status.setText(html.escape(f"refused: {message}{kept}"))
         self.refused.emit(f"refused: {message}")
@@ -236,8 +280,8 @@ class ModelPanel(QWidget):
 
     def show_run(self, run: object) -> None:
         """Show a finished encoder run: the grid, the head view of layer 0, the sink note."""
-        self.run_button.setEnabled(True)
         self.run, self.frame = run, None
+        self._set_ready(True)
         model = run.model
         self.generate_bar.setVisible(False)
         self.bars.setVisible(False)
@@ -260,10 +304,9 @@ class ModelPanel(QWidget):
     def show_frame(self, frame: DecoderFrame) -> None:
         """Show a decoder after its prompt or a Generate step: the grid with the newest row,
         the next-token bars, the chosen token and the cache's length."""
-        self.run_button.setEnabled(True)
-        self.generate_bar.button.setEnabled(True)
         first = self.frame is None or self.frame.decoding.prompt is not frame.decoding.prompt
         self.frame, self.run = frame, None
+        self._set_ready(True)
         d = frame.decoding
         model = d.prompt.model
         self.text.setText(d.prompt.text)

@@ -41,16 +41,22 @@ class ModelWorker(Worker):
     carries a scratch.models.Run, or a DecoderFrame for a decoder."""
 
     WAIT_MS = 120000
+    QUIET = (core_api.Cancelled,)  # a Cancel: the job ends at its next piece, without a word
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent, threads=1)  # one model in memory at a time; requests queue
 
     def submit(self, path: str, text: str) -> int:
-        """Load (once per directory) and run; an older pending result is dropped."""
+        """Load (once per directory) and run; an older pending result is dropped. progress
+        carries the stage (hash check, read, dequantize, tokenizer, forward) in thousandths;
+        cancel() stops the load at its next piece (nothing half-read is kept)."""
         directory = None if path in ("", "default") else path
 
         def work(report, stop) -> object:
-            result = core_api.start_model(directory, text)
+            def thousandths(stage: str, done: int, total: int) -> None:
+                report(1000 * done // total if total else 1000, 1000, stage)  # int32 for Qt
+
+            result = core_api.start_model(directory, text, core_api.Progress(thousandths, stop))
             return frame(result) if hasattr(result, "extend") else result
 
         return self.start(work)

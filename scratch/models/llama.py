@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import progress
 from ..backends.numpy_threads import cores, share, single_threaded_blas
 from ..variants import Causal
 from .config import Config
@@ -155,6 +156,7 @@ def _step(
     all_qkv = np.empty((c.layers, T, (H + 2 * G) * d))  # v stays a view of it (the cache's)
     all_k = np.empty((c.layers, G, T, d))  # the new tokens' rotated keys
     inputs, ks, vs = [], [], []
+    tick = progress.current()  # stage "forward", in layers: a cancel is seen between layers
     for n in range(c.layers):
         p = f"blk.{n}."
         x = rms_norm(h, w[p + "attn_norm.weight"], c.eps, out=all_inputs[n])  # (T, d_model)
@@ -174,6 +176,7 @@ def _step(
         m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps, out=scratch("norm", h.shape))
         inner = _swiglu(m, w[p + "ffn_gate_up.weight"])  # (T, d_inner)
         h += linear(inner, w[p + "ffn_down.weight"], scratch("residual", h.shape))
+        tick("forward", n + 1, c.layers)
     h = rms_norm(h, w["output_norm.weight"], c.eps)  # (T, d_model)
     logits = linear(h, w["token_embd.weight"])  # the head tied to the token table: (T, vocab)
     return attentions, inputs, logits, Cache(tuple(ks), tuple(vs))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import progress as progress_
 from . import bert, gpt2, llama
 from .config import Config, parse
 from .files import (
@@ -142,10 +143,18 @@ class Model:
                 raise ValueError(f"{name}: expected 0 to {top - 1}, found {value}")
 
 
-def load(path: object = None) -> Model:
+def load(path: object = None, progress: progress_.Progress | None = None) -> Model:
     """The default model (all-MiniLM-L6-v2, verified by SHA-256), "smollm2" (SmolLM2-135M-Instruct,
     verified), a local model directory (BERT, GPT-2 or Llama family) or a local .gguf file
-    (Llama family)."""
+    (Llama family). A first load reports its stages to `progress` (scratch.progress: hash check,
+    read, dequantize, tokenizer) and raises scratch.progress.Cancelled once it is cancelled,
+    caching nothing; a load of an unchanged file already read reports nothing."""
+    with progress_.reporting(progress):
+        return _find(path)
+
+
+def _find(path: object) -> Model:
+    """The cached or newly read model `path` names (load's work)."""
     if path is not None and not isinstance(path, (str, Path)):
         raise TypeError(f"path: expected a directory name, found {type(path).__name__}")
     if isinstance(path, str) and not path.strip():
