@@ -131,12 +131,12 @@ def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> 
     return [[bool(variant.mask_mod(0, 0, i, j)) for j in cols] for i in rows]
 
 
-def variant_rows_call(options: Options, rows: list[int], L: int, scale: float, seen) -> object:
+def variant_rows_call(options: Options, rows: list[int], L: int, S: int, scale: float) -> object:
     """scratch.variant_rows.rows_call: how the ground truth computes a variant's sampled rows
-    (`seen` the mask's rows, from variant_mask_rows)."""
+    (its mask and score parts' own rules, a given attn_mask's sampled rows)."""
     from scratch.variant_rows import rows_call
 
-    return rows_call(options, rows, L, scale, seen)
+    return rows_call(options, rows, L, S, scale)
 
 
 def is_rows_call(options: object) -> bool:
@@ -159,23 +159,6 @@ def compare_variant_rows(trace: object, rows: list[int], truth: dict, dtype: str
     from scratch.variant_rows import compare_rows
 
     return compare_rows(trace, rows, truth, dtype)
-
-
-def variant_mask_rows(options: Options, rows: list[int], S: int) -> list[list[bool]] | None:
-    """Rows `rows` of the call's mask over S keys (head 0's; the window's masks are alike for
-    every head), from the variant's own mask_mod (its array form); None when nothing masks."""
-    import numpy as np
-
-    from scratch.variants.arrays import array_form
-
-    found = options.attention_variant
-    if found is None or found.mask_mod is None:
-        return None
-    form = array_form(found.mask_mod, "mask")
-    if form is None:  # a rule with no array form: asked cell by cell
-        return [[bool(found.mask_mod(0, 0, i, j)) for j in range(S)] for i in rows]
-    seen = form(0, 0, np.asarray(rows)[:, None], np.arange(S)[None, :], np)
-    return np.broadcast_to(seen, (len(rows), S)).tolist()  # (R, S)
 
 
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:

@@ -149,10 +149,9 @@ def row_problem(
     v = split_heads(_per_head(v, 1)[0], Hkv)  # (Hkv, S, d_v)
     rows = checked_rows(q.shape[1])
     mask_rows = None
-    if options.variant is not None:  # a variant: its mask's rows (is_causal, attn_mask joined
-        # in) from its own mask_mod, its score change, sinks and RoPE in the ground truth's steps
-        seen = core_api.variant_mask_rows(options, rows, k.shape[1])
-        call = core_api.variant_rows_call(options, rows, q.shape[1], scale, seen)
+    if options.variant is not None:  # a variant (is_causal, attn_mask joined in): its mask,
+        # score change, sinks and RoPE in the ground truth's own steps for the sampled rows
+        call = core_api.variant_rows_call(options, rows, q.shape[1], k.shape[1], scale)
         return RowProblem(rows, q, k, v, call)
     if isinstance(variant := core_api.sdpa_variant(options, "the window's sampled check"),
                     core_api.GivenMask):  # fmt: skip

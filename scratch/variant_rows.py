@@ -13,13 +13,14 @@ bound is row by row, so the rows alone get the bound the full comparison gives t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import inf
 
 from .compare import StepCheck, compare_traces
 from .multihead import concat_heads
 from .options import Options
 from .trace_types import Step, Trace
 from .variant_steps import Pieces, attend_head, pieces
-from .variants import Variant
+from .variants import GivenMask, Variant
 from .variants.combine import compose
 
 # the steps a sampled comparison holds, in trace order: q, k, v only for the later bounds
@@ -29,21 +30,44 @@ COMPARED = ("q_rotated", "k_rotated", "scores", "scaled", "masked", "weights", "
 
 
 class SampledRule(Variant):
-    """A variant's mask and score change on its sampled query rows: the mask as those rows'
-    cells, the score change as the variant's own score_mod (None: no such part)."""
+    """A variant's mask and score change on its sampled query rows: the mask parts' own
+    mask_mods, a given attn_mask as its sampled rows' cells, the score parts' own score_mod."""
 
-    def __init__(self, rows: list[int], seen: list | None, score_mod: object):
+    def __init__(self, rows: list[int], seen: list | None, mask_mods: tuple, score_mod: object):
         self.index = {i: n for n, i in enumerate(rows)}  # query index -> row of `seen`
-        self.seen = seen  # (R, S) bools: may query rows[n] see key j
-        if seen is not None:
+        self.seen = seen  # (1 or H, R, S) bools: may query rows[n] see key j; None: no attn_mask
+        self.mask_mods = mask_mods  # the rules' own (causal, window, documents, ...)
+        if seen is not None or mask_mods:
             self.mask_mod = self._sees
         self.score_mod = score_mod
 
     def _sees(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        return self.seen[self.index[q_idx]][kv_idx]
+        if self.seen is not None:
+            given = self.seen[h if len(self.seen) > 1 else 0]
+            if not given[self.index[q_idx]][kv_idx]:
+                return False
+        return all(m(b, h, q_idx, kv_idx) for m in self.mask_mods)
 
     def rule(self) -> str:
-        return f"a variant's mask on {len(self.index)} sampled rows, and its score change"
+        return f"a variant's mask and score change on {len(self.index)} sampled rows"
+
+
+def given_rows(mask: GivenMask, rows: list[int], S: int) -> list:
+    """A given attn_mask's cells on query `rows`: (1 or H, R, S) bools (a float mask: not -inf).
+    An array or tensor gives those rows alone (a window's 4096 x 4096 mask is not read whole
+    in plain Python); nested lists are read by the mask's own mask_mod."""
+    m = mask.attn_mask
+    if not hasattr(m, "shape") or not hasattr(m, "reshape"):
+        heads = mask.shape[1]
+        return [[[mask.mask_mod(0, h, i, j) for j in range(S)] for i in rows] for h in range(heads)]
+    shape = (1,) * (4 - len(m.shape)) + tuple(m.shape)  # (B, H, L, S), size-1 axes broadcast
+    m = m.reshape(shape)[0]  # one example: (H or 1, L or 1, S or 1)
+    picked = m[:, list(rows) if shape[2] > 1 else [0] * len(rows)]  # (H or 1, R, S or 1)
+    seen = picked if "bool" in str(m.dtype) else picked != -inf
+    found = seen.tolist()
+    if shape[3] == 1:  # one column for every key
+        found = [[row * S for row in head] for head in found]
+    return found
 
 
 @dataclass(frozen=True)
@@ -58,16 +82,40 @@ class RowsCall:
     masked_rows: str
 
 
-def rows_call(
-    options: Options, rows: list[int], L: int, scale: float, seen: list | None
-) -> RowsCall:
-    """The RowsCall of `options`' variant for query `rows` of L, `seen` its mask's rows (R, S)
-    (None: no mask). Only the score parts' own score_mods travel (no attn_mask array)."""
+def rows_call(options: Options, rows: list[int], L: int, S: int, scale: float) -> RowsCall:
+    """The RowsCall of `options`' variant (is_causal and attn_mask joined in) for query `rows` of
+    L queries and S keys. What travels: the parts' own plain mask_mods and score_mods, and a
+    bool attn_mask's sampled rows (not its whole array)."""
     p = pieces(options)
-    mods = [part.score_mod for part in p.rules if part.score_mod is not None]
+    parts = p.rules
+    given = [part for part in parts if isinstance(part, GivenMask)]
+    seen = None
+    for part in given:  # and-ed, cell by cell
+        found = given_rows(part, rows, S)
+        if seen is not None and len(found) != len(seen):  # one per head vs one for all
+            seen, found = _per_head(seen, len(found)), _per_head(found, len(seen))
+        seen = found if seen is None else _and(seen, found)
+    masks = tuple(
+        part.mask_mod
+        for part in parts
+        if part.mask_mod is not None and not isinstance(part, GivenMask)
+    )
+    mods = [part.score_mod for part in parts if part.score_mod is not None]
     score_mod = None if not mods else mods[0] if len(mods) == 1 else compose(*mods)
-    rule = None if seen is None and score_mod is None else SampledRule(rows, seen, score_mod)
+    rule = None
+    if seen is not None or masks or score_mod is not None:
+        rule = SampledRule(list(rows), seen, masks, score_mod)
     return RowsCall(list(rows), L, scale, Pieces(p.rotary, p.sinks, rule), options.masked_rows)
+
+
+def _per_head(seen: list, heads: int) -> list:
+    """(1, R, S) -> (heads, R, S); already per head: as it is."""
+    return seen * heads if len(seen) == 1 else seen
+
+
+def _and(a: list, b: list) -> list:
+    """Cell by cell a and b, (H, R, S) each."""
+    return [[[x and y for x, y in zip(r, s)] for r, s in zip(ha, hb)] for ha, hb in zip(a, b)]
 
 
 def variant_rows(q: list, k: list, v: list, call: RowsCall) -> dict[str, list]:
