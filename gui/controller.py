@@ -95,7 +95,6 @@ def run(
     example, options = example_and_options(s)
     start = time.perf_counter()
     sampled = sampled_check.wanted(s.backend, len(s.tokens))
-    unchecked = sampled_check.unchecked(options) if sampled else ""  # a score change, ...
     # step 1: the backend the user chose, in the dtype the user chose (never a silent fallback);
     # at large sizes the sampled rows' ground truth starts in a second process as soon as the
     # backend has q, k and v, and runs while the backend attends
@@ -107,15 +106,12 @@ def run(
         pending = truth_process.start(problem.arguments(), problem.options)
         started.append((q, k, v, problem, pending))
 
-    hook = start_truth if sampled and not unchecked else None
+    hook = start_truth if sampled else None
     with truth_process.sharing_cores() if sampled else contextlib.nullcontext():
         with _stoppable(stop) if s.backend == "scratch" else contextlib.nullcontext():
             trace = core_api.trace_with_backend(s.backend, s.dtype, example, options, hook)
     if stop():
         raise Cancelled  # a started ground truth is left to finish; nobody reads it
-    if unchecked:  # the window says so; its verdict says "not checked", never "pass"
-        report(3, 3, "done")
-        return _outcome(s, trace, trace, [], start, unchecked)
     if sampled:
         # steps 2-3 at large sizes: the ground truth for a seeded sample of query rows only;
         # the backend's trace is its own reference for the hover arithmetic

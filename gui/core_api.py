@@ -133,30 +133,34 @@ def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> 
     return [[bool(variant.mask_mod(0, 0, i, j)) for j in cols] for i in rows]
 
 
-def variant_only_masks(options: Options) -> bool:
-    """True when the call's variant (a mask or more) changes nothing but which keys are seen:
-    no score change, no learned sinks, no RoPE (scratch.variant_steps.pieces)."""
-    from scratch.variant_steps import pieces
+def variant_rows_call(options: Options, rows: list[int], L: int, S: int, scale: float) -> object:
+    """scratch.variant_rows.rows_call: how the ground truth computes a variant's sampled rows
+    (its mask and score parts' own rules, a given attn_mask's sampled rows)."""
+    from scratch.variant_rows import rows_call
 
-    p = pieces(options)
-    return p.rotary is None and p.sinks is None and (p.rule is None or p.rule.score_mod is None)
+    return rows_call(options, rows, L, S, scale)
 
 
-def variant_mask_rows(options: Options, rows: list[int], S: int) -> list[list[bool]] | None:
-    """Rows `rows` of the call's mask over S keys (head 0's; the window's masks are alike for
-    every head), from the variant's own mask_mod (its array form); None when nothing masks."""
-    import numpy as np
+def is_rows_call(options: object) -> bool:
+    """Whether `options` is a variant's RowsCall (else attention_rows' Options)."""
+    from scratch.variant_rows import RowsCall
 
-    from scratch.variants.arrays import array_form
+    return isinstance(options, RowsCall)
 
-    found = options.attention_variant
-    if found is None or found.mask_mod is None:
-        return None
-    form = array_form(found.mask_mod, "mask")
-    if form is None:  # a rule with no array form: asked cell by cell
-        return [[bool(found.mask_mod(0, 0, i, j)) for j in range(S)] for i in rows]
-    seen = form(0, 0, np.asarray(rows)[:, None], np.arange(S)[None, :], np)
-    return np.broadcast_to(seen, (len(rows), S)).tolist()  # (R, S)
+
+def variant_rows(q: list, k: list, v: list, call: object) -> dict:
+    """scratch.variant_rows.variant_rows: the ground truth's steps of a variant's sampled rows."""
+    from scratch.variant_rows import variant_rows as rows_of
+
+    return rows_of(q, k, v, call)
+
+
+def compare_variant_rows(trace: object, rows: list[int], truth: dict, dtype: str) -> list:
+    """scratch.variant_rows.compare_rows: the trace's sampled rows of every variant step
+    against the ground truth's, each within its own bound."""
+    from scratch.variant_rows import compare_rows
+
+    return compare_rows(trace, rows, truth, dtype)
 
 
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:

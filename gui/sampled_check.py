@@ -4,8 +4,12 @@ The full pure-Python ground truth costs seconds at 512 tokens and minutes at 409
 are independent, so above SAMPLE_FROM_TOKENS a NumPy or torch trace is checked on
 SAMPLE_ROWS rows (scratch.sample_rows: seeded, first and last row always in): the ground
 truth's weights and head outputs for those rows (scratch.attention_rows), computed from the
-backend's own q, k and v, against scratch.tolerance's bound. The projections that made q, k
-and v are not checked in this mode, and the window says so.
+backend's own q, k and v, against scratch.tolerance's bound. With a variant (a mask, score
+change, learned sinks, RoPE) every step of those rows is checked instead: the ground truth's own
+variant steps for the rows alone (scratch.variant_rows), each step within its own bound as the
+full check bounds it (q_rotated, scores, scaled, masked, weights, sink_weights, outputs; and
+k_rotated on every key, which the rows read). The projections that made q, k and v are not
+checked in this mode, and the window says so.
 
 Two parts, so the window can run the ground truth while the backend is still attending:
 `row_problem` reads what the ground truth needs from q, k and v (given to the trace's
@@ -14,6 +18,7 @@ Two parts, so the window can run the ground truth while the backend is still att
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,18 +33,6 @@ SAMPLE_SEED = 0
 def wanted(backend: str, num_tokens: int) -> bool:
     """True when the check should sample rows instead of running the full ground truth."""
     return backend != "scratch" and num_tokens > SAMPLE_FROM_TOKENS
-
-
-def unchecked(options: core_api.Options) -> str:
-    """Why the sampled check cannot check this call ('' when it can): its bounds are those of
-    plain softmax attention, so a variant may only mask keys."""
-    if options.variant is None or core_api.variant_only_masks(options):
-        return ""
-    return (
-        f"not checked above {SAMPLE_FROM_TOKENS} tokens: the sampled check covers a variant's "
-        "mask, not its score change, sinks or RoPE (those are checked in full up to "
-        f"{SAMPLE_FROM_TOKENS} tokens)"
-    )
 
 
 def describe(num_tokens: int) -> str:
@@ -128,14 +121,21 @@ class RowProblem:
     q: np.ndarray  # (H, L, d_k) float64
     k: np.ndarray  # (Hkv, S, d_k)
     v: np.ndarray  # (Hkv, S, d_v)
-    options: core_api.Options  # attention_rows' options: the sampled rows' mask (R, S), as
-    # nested lists (the ground truth takes them), the trace's scale, GQA, masked rows
+    options: object  # attention_rows' Options: the sampled rows' mask (R, S), as nested lists
+    # (the ground truth takes them), the trace's scale, GQA, masked rows; for a variant, its
+    # RowsCall (scratch.variant_rows: the rows, scale, RoPE, sinks, score change, mask rows)
+
+    @property
+    def variant(self) -> bool:
+        """Whether the call has a variant: every step of the sampled rows is checked."""
+        return core_api.is_rows_call(self.options)
 
     def arguments(self) -> tuple:
-        """attention_rows' positional arguments as nested lists: the sampled rows of q (only
-        those are passed: rows are independent), every key and value, every passed row."""
-        everyone = list(range(len(self.rows)))
-        return self.q[:, self.rows].tolist(), self.k.tolist(), self.v.tolist(), everyone
+        """The ground truth's positional arguments as nested lists: the sampled rows of q (only
+        those are passed: rows are independent), every key and value (and for attention_rows
+        every passed row)."""
+        q_rows, k, v = self.q[:, self.rows].tolist(), self.k.tolist(), self.v.tolist()
+        return (q_rows, k, v) if self.variant else (q_rows, k, v, list(range(len(self.rows))))
 
 
 def row_problem(
@@ -149,11 +149,11 @@ def row_problem(
     v = split_heads(_per_head(v, 1)[0], Hkv)  # (Hkv, S, d_v)
     rows = checked_rows(q.shape[1])
     mask_rows = None
-    if options.variant is not None:  # a variant's mask (is_causal, attn_mask joined in)
-        if unchecked(options):
-            raise ValueError(f"variant: {unchecked(options)}")
-        mask_rows = core_api.variant_mask_rows(options, rows, k.shape[1])
-    elif isinstance(variant := core_api.sdpa_variant(options, "the window's sampled check"),
+    if options.variant is not None:  # a variant (is_causal, attn_mask joined in): its mask,
+        # score change, sinks and RoPE in the ground truth's own steps for the sampled rows
+        call = core_api.variant_rows_call(options, rows, q.shape[1], k.shape[1], scale)
+        return RowProblem(rows, q, k, v, call)
+    if isinstance(variant := core_api.sdpa_variant(options, "the window's sampled check"),
                     core_api.GivenMask):  # fmt: skip
         mask = variant.attn_mask  # a given mask: its sampled rows, (R, S)
         mask_rows = mask[rows].tolist() if hasattr(mask, "shape") else [mask[i] for i in rows]
@@ -180,7 +180,10 @@ def checks_against(
     trace: object, problem: RowProblem, truth: tuple, dtype: str
 ) -> list[core_api.StepCheck]:
     """The trace's sampled rows of head outputs and weights against the ground truth's `truth`
-    (exact_rows of `problem`, which was read from this trace's q, k and v)."""
+    (exact_rows of `problem`, which was read from this trace's q, k and v); for a variant every
+    step, each within its own bound (scratch.step_bounds)."""
+    if problem.variant:
+        return variant_checks(trace, problem.rows, truth, dtype)
     H, Hkv = trace.num_heads, trace.num_kv_heads
     rows, q, k = problem.rows, problem.q, problem.k
     mask_rows, scale = problem.options.attn_mask, problem.options.scale
@@ -222,4 +225,16 @@ def checks_against(
     return [  # outputs first: the Check tab opens on the first row, a readable (R, d_v) image
         _step_check(check_name(name, len(rows)), outputs, out_t, out_bound),
         _step_check(check_name("weights", len(rows)), weights, w_t, w_bound),
+    ]
+
+
+def variant_checks(trace: object, rows: list[int], truth: dict, dtype: str) -> list:
+    """A variant's steps on the sampled rows (k_rotated on every key: the rows read them all)
+    against the ground truth's, named as sampled checks where they have a query axis."""
+    checks = core_api.compare_variant_rows(trace, rows, truth, dtype)
+    return [
+        dataclasses.replace(c, name=check_name(c.name, len(rows)))
+        if "query" in trace[c.name].axes
+        else c
+        for c in checks
     ]

@@ -58,11 +58,14 @@ def _collector_paused():
             gc.enable()
 
 
-def exact_rows(arguments: tuple, options: core_api.Options) -> tuple[list, list]:
-    """scratch.attention_rows(*arguments) under `options`: (head outputs, weights) of the passed
-    rows, nested lists (H, R, d_v) and (H, R, S)."""
+def exact_rows(arguments: tuple, options: object) -> tuple[list, list] | dict:
+    """scratch.attention_rows(*arguments) under `options` (Options): (head outputs, weights) of
+    the passed rows, nested lists (H, R, d_v) and (H, R, S); or, for a variant (`options` a
+    RowsCall), scratch.variant_rows(*arguments, options): every step of the sampled rows."""
     o = options
     with _collector_paused():
+        if core_api.is_rows_call(o):
+            return core_api.variant_rows(*arguments, o)
         return core_api.attention_rows(
             *arguments, o.attn_mask, o.is_causal, o.scale, enable_gqa=o.enable_gqa,
             masked_rows=o.masked_rows,
@@ -223,8 +226,8 @@ class Pending:
         self.answer = answer
         self.done.set()
 
-    def result(self) -> tuple[list, list]:
-        """(head outputs, weights): the child's answer, or computed in this thread when the
+    def result(self) -> tuple[list, list] | dict:
+        """exact_rows' answer: the child's, or computed in this thread when the
         child could not start, died, or is slow (on a busy machine: it gets as long again as it
         has had, then it is stopped and this thread computes the rows itself). An error of
         the ground truth is raised here."""

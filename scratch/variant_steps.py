@@ -80,14 +80,25 @@ def weights_with_sink(row: list[float], sink: float) -> tuple[list[float], float
 
 
 def attend_head(
-    q: Matrix, k: Matrix, v: Matrix, h: int, scale: float, p: Pieces, masked_rows: str
+    q: Matrix,
+    k: Matrix,
+    v: Matrix,
+    h: int,
+    scale: float,
+    p: Pieces,
+    masked_rows: str,
+    rows: tuple[list[int], int] | None = None,
 ) -> VariantSteps:
-    """Steps 1.5-6 for query head h, q (L, E), k (S, E), v (S, Ev) of its kv head."""
-    L, S = len(q), len(k)
+    """Steps 1.5-6 for query head h, q (L, E), k (S, E), v (S, Ev) of its kv head.
+
+    rows = (indices, L): q holds only those query rows of L, and the steps are theirs (rows
+    are independent: each is exactly that row of the full steps)."""
+    S = len(k)
+    L, at = (len(q), range(len(q))) if rows is None else (rows[1], rows[0])  # at: q's indices
     q_rot = k_rot = None
     if p.rotary is not None:  # step 1.5: RoPE, queries at positions i + S - L, keys at j
         q_pos, k_pos = Rotary.positions(L, S)
-        q_rot, k_rot = p.rotary.turn(q, q_pos), p.rotary.turn(k, k_pos)
+        q_rot, k_rot = p.rotary.turn(q, [q_pos[i] for i in at]), p.rotary.turn(k, k_pos)
         q, k = q_rot, k_rot
     # step 2: scores = q @ k^T            (L, E) @ (E, S) -> (L, S)
     scores = matmul_nt(q, k)
@@ -96,7 +107,7 @@ def attend_head(
     scaled = [[x * scale for x in row] for row in scores]
     if score_mod is not None:
         scaled = [
-            [score_mod(x, 0, h, i, j) for j, x in enumerate(row)] for i, row in enumerate(scaled)
+            [score_mod(x, 0, h, i, j) for j, x in enumerate(row)] for i, row in zip(at, scaled)
         ]
     # step 4: masked = scaled with -inf where mask_mod says "not seen" (x - inf: NaN stays NaN)
     mask_mod = None if p.rule is None else p.rule.mask_mod
@@ -104,7 +115,7 @@ def attend_head(
     if mask_mod is not None:
         masked = [
             [x if mask_mod(0, h, i, j) else x - inf for j, x in enumerate(row)]
-            for i, row in enumerate(scaled)
+            for i, row in zip(at, scaled)
         ]
     fully_masked = [all(x == -inf for x in row) for row in masked]
     # step 5: weights = softmax(masked) along each row, the sink in the denominator when given
