@@ -25,9 +25,9 @@ def crash_forward(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_g
     """Right where it runs; crashes on GQA (TypeError) and on a given scale (IndexError)."""
     if enable_gqa:
         repeat_kv = HOOKS.get("repeat_kv")
-        k = repeat_kv(k)  # TypeError: 'NoneType' object is not callable
+        k = repeat_kv(k)
     if scale is not None:
-        scale = SCALES[0]  # IndexError: list index out of range
+        scale = SCALES[0]
     return attention(q, k, v, attn_mask, is_causal, scale, enable_gqa)
 
 
@@ -39,9 +39,9 @@ def crash_backward(q, k, v, grad_output, attn_mask=None, is_causal=False, scale=
     """A correct backward that crashes on GQA (TypeError) and on a given scale (IndexError)."""
     if enable_gqa:
         repeat_kv = HOOKS.get("repeat_kv")
-        k = repeat_kv(k)  # TypeError: 'NoneType' object is not callable
+        k = repeat_kv(k)
     if scale is not None:
-        scale = SCALES[0]  # IndexError: list index out of range
+        scale = SCALES[0]
     return _backward(q, k, v, grad_output, attn_mask, is_causal, scale, enable_gqa, dropout_p,
                      dropout_mask)  # fmt: skip
 
@@ -52,9 +52,9 @@ def crash_variants(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, ali
     """flash2_variants, crashing on softcap (TypeError) and on sinks (IndexError)."""
     if softcap:
         cap = HOOKS.get("softcap")
-        q = cap(q)  # TypeError: 'NoneType' object is not callable
+        q = cap(q)
     if sinks is not None:
-        sinks = SCALES[0]  # IndexError: list index out of range
+        sinks = SCALES[0]
     return flash2_variants(q, k, v, causal, window_size, softcap, alibi_slopes, sinks,
                            cu_seqlens_q, cu_seqlens_k, attention_chunk, rotary_cos, rotary_sin,
                            rotary_interleaved)  # fmt: skip
@@ -67,9 +67,9 @@ def crash_variants_backward(q, k, v, grad_output, causal=False, window_size=(-1,
     """flash2_variants_backward, crashing on softcap (TypeError) and on sinks (IndexError)."""
     if softcap:
         cap = HOOKS.get("softcap")
-        q = cap(q)  # TypeError: 'NoneType' object is not callable
+        q = cap(q)
     if sinks is not None:
-        sinks = SCALES[0]  # IndexError: list index out of range
+        sinks = SCALES[0]
     return flash2_variants_backward(q, k, v, grad_output, causal, window_size, softcap,
                                     alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, rotary_cos,
                                     rotary_sin, rotary_interleaved)  # fmt: skip

@@ -149,6 +149,8 @@ class CheckReport:
             )
         if self.diagnosis:
             lines.append(f"diagnosis: {self.diagnosis}")
+        elif self.failed and all(c.raised for c in self.failed):
+            lines.append("diagnosis: none (every failing case raised: see its exception above)")
         elif not self:
             lines.append("diagnosis: no known mistake matches")
         return "\n".join(lines).rstrip() + "\n"

@@ -265,8 +265,7 @@ def kernel_raised(
     result.message = f"raised {found.words}" + (
         " in a case with no optional feature to decline" if found.refusal else ""
     )
-    where = f" ({found.frames[-1].split(': ', 1)[0]})" if found.frames else ""
-    result.diagnosis = array_mismatch(found, array, fn) or f"fn raised {found.words}{where}"
+    result.diagnosis = array_mismatch(found, array, fn)  # the only name a raise gets
     return result
 
 
