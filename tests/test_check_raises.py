@@ -104,6 +104,31 @@ def test_not_implemented_for_one_feature_lists_exactly_that_feature(seed):
     assert report.unsupported_features == ["scale"]
 
 
+def strict(q, k, v, **keywords):
+    """A correct kernel whose **keywords check refuses all but scale, as Python would."""
+    for word in keywords:
+        if word != "scale":
+            raise TypeError(f"strict() got an unexpected keyword argument '{word}'")
+    return rk.attention(q, k, v, **keywords)
+
+
+def misspelt(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """Passes a keyword its helper lacks: a bug, though the TypeError reads the same."""
+    return rk.attention(q, k, v, attn_mask, is_causal, scale, enable_gqa, bugs=None)
+
+
+def test_a_keyword_refused_as_python_refuses_it_declines_the_case():
+    report = scratch.check(strict)
+    assert report, str(report)
+    assert report.verdict == "PASS on 11 of 24 cases; masks, causal, GQA unsupported"
+    backend = pytest.importorskip("scratch.backends").get("numpy")
+    back = scratch.check_backward(backend.scaled_dot_product_attention_backward)
+    assert back and back.verdict == "PASS on 17 of 18 cases; dropout unsupported", str(back)
+    bug = scratch.check(misspelt)  # 'bugs' is no keyword the checker passed: a failure
+    assert not bug and all(c.status == "fail" for c in bug.cases), str(bug)
+    assert "unexpected keyword argument 'bugs'" in bug.cases[0].message
+
+
 def test_the_decode_kernel_lists_only_the_features_it_never_ran():
     """Window, softcap, sinks, decode and GQA passed: only what no case ran is listed."""
     report = check_variants(rk.decode_step, dtype="float64", seed=3)

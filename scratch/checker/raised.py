@@ -49,14 +49,11 @@ def describe(exc: BaseException) -> Raised:
 
 
 def refused_keyword(exc: BaseException, keywords: object) -> str | None:
-    """The keyword fn's signature refused: a TypeError naming one of `keywords` raised by the
-    call itself, before any code outside the checker ran (a C function, a def without it)."""
+    """The keyword fn refused as Python refuses one a signature lacks: a TypeError "unexpected
+    keyword argument 'W'" naming one of the `keywords` the checker passed (raised by the call
+    itself, by a **kwargs check, or by the function fn hands its keywords to), else None."""
     found = KEYWORD.search(str(exc)) if isinstance(exc, TypeError) else None
-    if found is None or found.group(1) not in keywords:
-        return None
-    checker = library_dirs()[0]
-    frames = traceback.extract_tb(exc.__traceback__)
-    return found.group(1) if all(f.filename.startswith(checker) for f in frames) else None
+    return found.group(1) if found is not None and found.group(1) in keywords else None
 
 
 def from_compiler(exc: BaseException) -> bool:
