@@ -6,7 +6,8 @@
 
 Modules: cases (the seeded cases), arrays (the caller's array types), prepare (inputs, ground
 truth and bound per case), reference (correct kernels in the checked dtype: the rule's
-yardstick), variants and diagnosis (known mistakes), run (check itself), report, cli.
+yardstick), variants and diagnosis (known mistakes), run (check itself), raised (what a
+kernel raised: a failure, or NotImplementedError declining a case), report, cli.
 The backward checker (`check_backward`, needs numpy): backward_cases, backward_reference,
 backward_diagnosis, backward_run; imported on first use so the forward checker runs without numpy.
 The variant checker (`check_variants`, needs numpy): variant_cases, variant_numpy,

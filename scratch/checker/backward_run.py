@@ -35,6 +35,7 @@ from .run import (
     finish,
     kernel_raised,
     made_inputs,
+    not_taken,
     run_all,
     settings_line,
     start_case,
@@ -199,13 +200,15 @@ def run_case(kernel, case, arrays: Arrays, dtype: str, seed: int, masked_rows: s
     if made is None:
         return result
     prep, args, kwargs = made
+    if not_taken(result, kwargs, accepts):
+        return result
     try:
         got = read_gradients(kernel(*args, **kwargs), arrays)
     except BadGradients as exc:
         result.message = str(exc)
         return result
-    except Exception as exc:  # the kernel's own error: unsupported feature, or a failure
-        return kernel_raised(result, exc)
+    except Exception as exc:  # the kernel's own error: a failure, or NotImplementedError
+        return kernel_raised(result, exc, arrays.array, kernel, kwargs)
     changed = _mutated(arrays, prep, args, kwargs)
     shapes = tuple(g.shape for g in got)
     want = tuple(t.shape for t in prep.truth)

@@ -26,7 +26,8 @@ class CaseResult:
     message: str = ""
     diagnosis: str | None = None
     features: tuple[str, ...] = ()  # the optional features the case uses (keys of FEATURES)
-    raised: type[BaseException] | None = None  # what fn raised (a refusal or a crash), if it did
+    raised: str | None = None  # the type of what fn raised (a refusal or a crash), if it did
+    trace: tuple[str, ...] = ()  # the last lines of fn's own code in that exception's traceback
     diff: list | None = field(
         default=None, repr=False
     )  # |output - truth| per element (..., R, Ev), for the window's heatmap
@@ -56,16 +57,26 @@ class CheckReport:
 
     @property
     def unsupported_features(self) -> list[str]:
-        """Features of the unsupported cases that no case ran with, in words (masks, GQA)."""
+        """The features no case ran (every case using them declined), in words (masks, GQA)."""
         handled = {f for c in self.cases if c.status != "unsupported" for f in c.features}
         seen: list[str] = []
         for c in self.cases:
             if c.status == "unsupported":
-                for f in [f for f in c.features if f not in handled] or c.features:
+                for f in c.features:
                     word = FEATURES.get(f) or VARIANT_FEATURES.get(f, f)
-                    if word not in seen:
+                    if f not in handled and word not in seen:
                         seen.append(word)
         return seen
+
+    @property
+    def declined_cases(self) -> list[str]:
+        """The unsupported cases each of whose features ran in another case (combinations)."""
+        handled = {f for c in self.cases if c.status != "unsupported" for f in c.features}
+        return [
+            c.name
+            for c in self.cases
+            if c.status == "unsupported" and c.features and set(c.features) <= handled
+        ]
 
     @property
     def verdict(self) -> str:
@@ -77,7 +88,11 @@ class CheckReport:
         if not self and failed == 0:
             head = f"FAIL: no case passed ({n} cases)"
         missing = self.unsupported_features
-        return head + (f"; {', '.join(missing)} unsupported" if missing else "")
+        head += f"; {', '.join(missing)} unsupported" if missing else ""
+        more = self.declined_cases
+        if more:
+            head += f"; {len(more)} more case{'s' * (len(more) > 1)} not run ({', '.join(more)})"
+        return head
 
     def __str__(self) -> str:
         head = (
@@ -125,8 +140,17 @@ class CheckReport:
         for c in self.cases:
             if c.message:
                 lines.append(f"  {c.name}: {c.message}")
+            if c.status == "fail":
+                lines.extend(f"      at {frame}" for frame in c.trace)
+        if any(c.raised and c.status == "fail" for c in self.cases):
+            lines.append(
+                "  (a raise fails its case; a kernel declines a feature by raising "
+                "NotImplementedError)"
+            )
         if self.diagnosis:
             lines.append(f"diagnosis: {self.diagnosis}")
+        elif self.failed and all(c.raised for c in self.failed):
+            lines.append("diagnosis: none (every failing case raised: see its exception above)")
         elif not self:
             lines.append("diagnosis: no known mistake matches")
         return "\n".join(lines).rstrip() + "\n"

@@ -14,6 +14,7 @@ from .blas import own_work
 from .cases import CASE_SETS, FEATURES, Case, cases_for
 from .ignored import settle_ignored
 from .prepare import Prepared, prepare
+from .raised import array_mismatch, describe, refused_keyword
 from .report import CaseResult, CheckReport, shape_text
 
 RULE_FACTOR = 2.0  # a kernel may have twice the largest error of the correct reference kernels
@@ -114,8 +115,7 @@ def target_name(fn: Callable) -> str:
 
 
 def finish(report: CheckReport, required: tuple[str, ...]) -> CheckReport:
-    """Settle refusals, fail required features, and put the most frequent diagnosis first."""
-    settle_refusals(report.cases)
+    """Fail required features, and put the most frequent diagnosis first."""
     for r in report.cases:
         needed = [f for f in r.features if f in required]
         if r.status == "unsupported" and needed:
@@ -163,35 +163,6 @@ def check_require(require: object, known: tuple[str, ...] = tuple(FEATURES)) -> 
         if word not in known:
             raise ValueError(f"require: expected names from {', '.join(known)}, found {word!r}")
     return tuple(require)
-
-
-def settle_refusals(results: list[CaseResult]) -> None:
-    """A raise counts as 'unsupported' only when fn never handled those features elsewhere.
-
-    NotImplementedError is always a refusal. Any other exception in a case whose features
-    another case used without fn raising (causal with L > S crashing while causal with L == S
-    ran, say) is a bug in a supported feature, so the case fails.
-    """
-    for r in results:
-        if r.status != "unsupported" or r.raised is None:
-            continue
-        if issubclass(r.raised, NotImplementedError):  # said plainly: a refusal
-            continue
-        used = [f for f in r.features if f != "ev"]  # Ev != E: refused by NotImplementedError
-        ran = next(
-            (
-                o
-                for o in results
-                if o.features
-                and o.raised is None
-                and set(used) <= set(o.features)
-                and o.status != "unsupported"
-            ),
-            None,
-        )
-        if ran is not None:
-            r.status = "fail"
-            r.message += f"; yet fn handled {', '.join(used)} in case {ran.name}"
 
 
 def accepted_keywords(fn: Callable) -> set[str] | None:
@@ -249,6 +220,14 @@ def start_case(case, dtype: str, needs: dict[str, bool], accepts) -> CaseResult:
     return result
 
 
+def not_taken(result: CaseResult, kwargs: dict, accepts: set[str] | None) -> bool:
+    """Whether fn's signature lacks a keyword the case passes (the case is then unsupported)."""
+    missing = [w for w in kwargs if accepts is not None and w not in accepts]
+    if missing:
+        result.status, result.message = "unsupported", f"fn takes no {missing[0]} keyword"
+    return bool(missing)
+
+
 def made_inputs(result: CaseResult, make: Callable, arrays: Arrays) -> tuple | None:
     """(prep, args, kwargs) from `make()`; None (the case unsupported) when inputs fail."""
     try:
@@ -268,18 +247,27 @@ def changed_in_place(result: CaseResult, changed: list[str]) -> CaseResult:
     return result
 
 
-def kernel_raised(result: CaseResult, exc: Exception) -> CaseResult:
-    """fn's own error: unsupported when the case uses a feature (settled later), else failed."""
-    words = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
-    result.raised = type(exc)
-    refusable = result.features  # Ev != E is refused only by NotImplementedError (flash kernels)
-    if not isinstance(exc, NotImplementedError):
-        refusable = tuple(f for f in refusable if f != "ev")
-    if refusable:  # settled once every case has run: `settle_refusals`
+def kernel_raised(
+    result: CaseResult, exc: Exception, array: str, fn: object, keywords: object = ()
+) -> CaseResult:
+    """fn's own error: a failure, or a refusal (unsupported) in a case that uses an optional
+    feature when it is NotImplementedError or fn's signature refused one of `keywords`
+    (raised.py: the rule, and torch.compile's wrappers taken off)."""
+    word = refused_keyword(exc, keywords)
+    if word is not None and result.features:
+        result.status, result.message = "unsupported", f"fn takes no {word} keyword"
+        return result
+    found = describe(exc)
+    result.raised, result.trace = found.kind, found.frames
+    if found.refusal and result.features:
         result.status = "unsupported"
-        result.message = f"raised {words} (uses {', '.join(refusable)})"
-    else:
-        result.message = f"raised {words}"
+        result.message = f"raised {found.words} (uses {', '.join(result.features)})"
+        return result
+    result.status = "fail"
+    result.message = f"raised {found.words}" + (
+        " in a case with no optional feature to decline" if found.refusal else ""
+    )
+    result.diagnosis = array_mismatch(found, array, fn)  # the only name a raise gets
     return result
 
 
@@ -296,13 +284,15 @@ def run_case(fn, case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows:
     if made is None:
         return result
     prep, args, kwargs = made
+    if not_taken(result, kwargs, accepts):
+        return result
     try:
         out, weights = call(fn, args, kwargs)
     except BadResult as exc:
         result.message = str(exc)
         return result
-    except Exception as exc:  # the kernel's own error: unsupported feature, or a failure
-        return kernel_raised(result, exc)
+    except Exception as exc:  # the kernel's own error: a failure, or NotImplementedError
+        return kernel_raised(result, exc, arrays.array, fn, kwargs)
     changed = mutated(arrays, prep, args, kwargs)
     full = _shape_of(out)
     if full is not None and full != expected:

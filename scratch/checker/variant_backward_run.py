@@ -133,9 +133,13 @@ def run_case(fn, case, arrays: Arrays, dtype: str, seed: int, style: str, accept
     args = tuple(arrays.make(x.tolist(), dtype) for x in (d.q, d.k, d.v, made["d_out"]))
     try:
         found = fn(*args, **kw)
+    except Exception as exc:  # the kernel's own error: a failure, or NotImplementedError
+        return kernel_raised(result, exc, arrays.array, fn, kw)
+    try:
         got = [np.asarray(arrays.floats(g), dtype=np.float64) for g in found]
-    except Exception as exc:  # the kernel's own error: a refusal or a failure
-        return kernel_raised(result, exc)
+    except (TypeError, ValueError, AttributeError) as exc:  # None, a string, ragged lists...
+        result.message = f"fn's gradients are not arrays of numbers: {type(found).__name__} ({exc})"
+        return result
     truth, allowed_err = made["truth"], made["allowed"]
     if len(got) != len(truth) or any(g.shape != t.shape for g, t in zip(got, truth)):
         result.message = (

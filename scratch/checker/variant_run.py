@@ -111,12 +111,16 @@ def run_case(fn, case: VariantCase, arrays: Arrays, dtype: str, seed: int, style
     args = tuple(arrays.make(x.tolist(), dtype) for x in (d.q, d.k, d.v))
     try:
         out, _ = call(fn, args, kw)
-        got = np.asarray(arrays.floats(out), dtype=np.float64)
     except BadResult as exc:
         result.message = str(exc)
         return result
-    except Exception as exc:  # the kernel's own error: a refusal or a failure (settled later)
-        return kernel_raised(result, exc)
+    except Exception as exc:  # the kernel's own error: a failure, or NotImplementedError
+        return kernel_raised(result, exc, arrays.array, fn, kw)
+    try:
+        got = np.asarray(arrays.floats(out), dtype=np.float64)
+    except (TypeError, ValueError, AttributeError) as exc:  # None, a string, ragged lists...
+        result.message = f"fn's result is not an array of numbers: {type(out).__name__} ({exc})"
+        return result
     expected = prep.truth.shape
     if got.shape != expected:
         result.message = f"output shape {got.shape}, expected {expected} (1, H, L, Ev)"
