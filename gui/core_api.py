@@ -119,6 +119,15 @@ def decode_example(example: Example, n: int) -> Example:
     return step(example, n)
 
 
+def mask_rule(variant: object) -> str:
+    """The words a trace's masked step gives a variant's mask rule (scratch.trace.variant_words);
+    '' for None or a variant without a mask."""
+    from scratch.trace import variant_words
+    from scratch.variant_steps import pieces
+
+    return variant_words(pieces(Options(variant=variant)))["rule"] if variant is not None else ""
+
+
 def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> list | None:
     """Rows `rows` and columns `cols` of the choice's mask (head 0's: the picture), asked of its
     mask_mod; None when the choice has no mask (or does not fit: the picker says why)."""
