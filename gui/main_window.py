@@ -25,6 +25,7 @@ from gui import session as sm
 from gui.actions import FileActions
 from gui.backward_view import BackwardView
 from gui.check_panel import CheckPanel
+from gui.head_note import head_title
 from gui.inputs_panel import InputsPanel
 from gui.kernel_check import KernelCheckPanel
 from gui.learn_tab import LearnTab
@@ -349,7 +350,7 @@ class MainWindow(QMainWindow):
         worker: the real x, W and biases; a decoder's with causal + RoPE as its variant)."""
         self.load_session(s)
         self.tabs.setCurrentWidget(self.pipeline)
-        self.say(f"{s.preset.removeprefix('model:')}: the model's own numbers")
+        self.say(f"{head_title(s.preset)}: the model's own numbers")
 
     def _inputs_for_tab(self) -> None:
         """The Model tab has its own inputs: the Inputs dock steps aside to give it the width."""
