@@ -156,6 +156,11 @@ def step_stages(names: list[str]) -> list[tuple[int, str]]:
     return [(steps.spec_for(call, n).number, steps.arrow_of(call, n)) for n in names]
 
 
+def step_heading(names: list[str], step: str) -> str:
+    """scratch.steps.heading: 'step 2: scores (5/9)', as the terminal heads the step."""
+    return steps.heading(steps.call_of_names(names), names, step)
+
+
 def sentence_kind(names: list[str], step: str) -> str:
     """The kind of sentence the window writes about `step` (gui.sentences.KINDS), from the
     registry entry of that step among steps `names`; "" for none."""

@@ -1,0 +1,32 @@
+"""The window heads each step as the terminal does ('step 2: scores (5/9)'): the registry's
+number and the step's place among the trace's steps, read back and compared with the trace."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("PyQt6")
+
+from gui import session as sm  # noqa: E402
+from scratch.__main__ import format_trace  # noqa: E402
+from scratch.steps import call_of, spec_for  # noqa: E402
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_the_window_and_the_terminal_number_the_steps_alike(open_window, seed):
+    w = open_window(sm.random_session(seed, num_tokens=3))
+    trace = w.outcome.trace
+    names = trace.names()
+    printed = [line.split("  (")[0] for line in format_trace(trace).splitlines()
+               if line.startswith("step ")]  # fmt: skip
+    shown = []
+    for name in names:
+        w.pipeline.set_step(name)
+        shown.append(w.pipeline.step_label.text())
+    assert shown == printed
+    for k, (name, text) in enumerate(zip(names, shown), 1):
+        n, said, place, total = re.fullmatch(r"step (\d+): (\w+) \((\d+)/(\d+)\)", text).groups()
+        assert (said, int(place), int(total)) == (name, k, len(names))
+        assert int(n) == spec_for(call_of(trace), name).number
