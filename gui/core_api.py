@@ -289,6 +289,13 @@ def kv_heads_of(model: object) -> list[int]:
     return [llama.kv_head(model.config, h) for h in range(model.heads)]
 
 
+def token_name(tokenizer: object, i: int) -> str:
+    """scratch.models.run.token_name: token i as text, a special token by its name."""
+    from scratch.models.run import token_name as name
+
+    return name(tokenizer, i)
+
+
 def decoder_head(model: object, layer: int, head: int) -> tuple[dict, VariantChoice]:
     """A Llama-family head as the window computes it: its w_q and its key/value head's w_k,
     w_v (scratch.models.llama.head_weights, (d_model, d_head) each), and the variant the model
