@@ -156,9 +156,10 @@ def step_stages(names: list[str]) -> list[tuple[int, str]]:
     return [(steps.spec_for(call, n).number, steps.arrow_of(call, n)) for n in names]
 
 
-def step_heading(names: list[str], step: str) -> str:
-    """scratch.steps.heading: 'step 2: scores (5/9)', as the terminal heads the step."""
-    return steps.heading(steps.call_of_names(names), names, step)
+def step_heading(trace_names: list[str], names: list[str], step: str) -> str:
+    """scratch.steps.heading: 'step 2: scores (5/9)', as the terminal heads the step; the call
+    is read from all the trace's steps (`names`, the steps shown, may leave out w_q)."""
+    return steps.heading(steps.call_of_names(trace_names), names, step)
 
 
 def sentence_kind(names: list[str], step: str) -> str:

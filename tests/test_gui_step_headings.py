@@ -30,3 +30,22 @@ def test_the_window_and_the_terminal_number_the_steps_alike(open_window, seed):
         n, said, place, total = re.fullmatch(r"step (\d+): (\w+) \((\d+)/(\d+)\)", text).groups()
         assert (said, int(place), int(total)) == (name, k, len(names))
         assert int(n) == spec_for(call_of(trace), name).number
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_backward_view_heads_its_weight_and_input_gradients(qtbot, open_window, seed):
+    """Its steps leave out w_q, ...: the heading's call is read from the whole trace (a call
+    read from the steps shown had no grad_w_q or grad_x, and heading them raised KeyError)."""
+    w = open_window(sm.random_session(seed, 3, 4, 2, 2, 1))  # projected: w_q, w_k, w_v given
+    w.tabs.setCurrentWidget(w.backward)
+    qtbot.waitUntil(lambda: w.backward_outcome is not None, timeout=30000)
+    view = w.backward.pipeline
+    names = view.names()
+    assert {"grad_w_q", "grad_x"} <= set(names)
+    for k, name in enumerate(names, 1):
+        view.set_step(name)
+        n, said, place, total = re.fullmatch(
+            r"step (\d+): (\w+) \((\d+)/(\d+)\)", view.step_label.text()
+        ).groups()
+        assert (said, int(place), int(total)) == (name, k, len(names))
+        assert int(n) == spec_for(call_of(view.trace), name).number
