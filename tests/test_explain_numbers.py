@@ -103,3 +103,52 @@ def test_scale_mask_and_softmax_explanations_state_the_arrays(seed, causal):
             if row[j] > -np.inf:  # the difference as written is the difference of the two
                 diff = re.search(rf"= exp\({NUM}\) / ", text).group(1)
                 assert close(diff, row[j] - row.max()), text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_heads_gqa_concat_and_the_output_bias_are_read_from_their_own_columns(seed):
+    rng = random.Random(seed)
+    L, d, dk, H = rng.randint(2, 5), rng.randint(2, 4), rng.randint(1, 3), rng.choice([2, 4])
+    x = np.array([[rng.gauss(0, 1) for _ in range(d)] for _ in range(L)])
+    w_q = np.array([[rng.gauss(0, 1) for _ in range(H * dk)] for _ in range(d)])
+    w_k = np.array([[rng.gauss(0, 1) for _ in range(dk)] for _ in range(d)])  # one kv head
+    w_o = np.array([[rng.gauss(0, 1) for _ in range(d)] for _ in range(H * dk)])
+    b_o = [rng.gauss(0, 3) for _ in range(d)]
+    trace = trace_attention(
+        x.tolist(), w_q=w_q.tolist(), w_k=w_k.tolist(), w_v=w_k.tolist(), w_o=w_o.tolist(),
+        b_o=b_o, num_heads=H, num_kv_heads=1,
+    )  # fmt: skip
+    q, k = x @ w_q, x @ w_k  # (L, H*dk), (L, dk): v = k
+    h, i, j = rng.randrange(H), rng.randrange(L), rng.randrange(L)
+    qh = q[:, h * dk : (h + 1) * dk]  # (L, dk): head h's columns
+    text = explain(trace, "scores", (h, i, j)).text
+    assert f"q_{h}[{i}] . k_0[{j}]" in text, text  # GQA: every head reads kv head 0
+    for (p, r), a, b in zip(products(text), qh[i], k[j]):
+        assert close(p, a) and close(r, b), text
+    s = qh @ k.T / math.sqrt(dk)  # (L, dk) @ (dk, L) -> (L, L)
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    c = rng.randrange(dk)
+    text = explain(trace, "head_outputs", (h, i, c)).text
+    for (p, r), a, b in zip(products(text), w[i], k[:, c]):
+        assert close(p, a) and close(r, b), text
+    concat = np.concatenate([_head_output(q, k, g, dk) for g in range(H)], axis=1)  # (L, H*dk)
+    m = rng.randrange(H * dk)
+    text = explain(trace, "concat", (i, m)).text
+    assert f"= head_outputs[{m // dk}][{i}][{m % dk}] = " in text and f"(head {m // dk})" in text
+    assert close(re.search(rf"= {NUM} \(head", text).group(1), concat[i, m]), text
+    o = rng.randrange(d)
+    text = explain(trace, "output", (i, o)).text
+    for (p, r), a, b in zip(products(text), concat[i], w_o[:, o]):
+        assert close(p, a) and close(r, b), text
+    bias = re.search(rf"\+ {NUM} \(b_o\[{o}\]\)", text).group(1)
+    assert close(bias, b_o[o]), text
+    value = re.search(rf"= {NUM}$", text).group(1)
+    assert close(value, float(concat[i] @ w_o[:, o] + b_o[o])), text
+
+
+def _head_output(q: np.ndarray, k: np.ndarray, h: int, dk: int) -> np.ndarray:
+    """Head h's output (L, dk) with v = k, computed here."""
+    s = q[:, h * dk : (h + 1) * dk] @ k.T / math.sqrt(dk)  # (L, dk) @ (dk, L) -> (L, L)
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    return (w / w.sum(axis=1, keepdims=True)) @ k  # (L, L) @ (L, dk) -> (L, dk)
