@@ -113,6 +113,14 @@ def teaching_row(matrix: Sequence[Row]) -> int:
     return mixed[sharpest_row([matrix[i] for i in mixed])]
 
 
+def _tied(row: Row, j: int) -> str:
+    """Entry j's value, and how many other keys have it: at 4096 tokens 4090 keys scored 0, and
+    "matches 't4095' least (0)" named one of them as if it alone did."""
+    others = sum(1 for v in row if v == row[j]) - 1
+    more = f", tied with {others} other key{'s' if others > 1 else ''}" if others else ""
+    return numbers.prose(row[j]) + more
+
+
 def mask_sentence(hidden: int, total: int) -> str:
     """How many of `total` positions the mask hides."""
     if hidden == 0:
@@ -148,8 +156,8 @@ def describe(
             return ""
         hi, lo = ranked[0], ranked[-1]
         return (
-            f"'{row_labels[i]}' matches '{col_labels[hi]}' best ({numbers.prose(matrix[i][hi])}) "
-            f"and '{col_labels[lo]}' least ({numbers.prose(matrix[i][lo])})."
+            f"'{row_labels[i]}' matches '{col_labels[hi]}' best ({_tied(matrix[i], hi)}) "
+            f"and '{col_labels[lo]}' least ({_tied(matrix[i], lo)})."
         )
     if kind == "mask":
         total = sum(len(r) for r in matrix)

@@ -19,7 +19,7 @@ def matrix(seed: int) -> np.ndarray:
     """A (L, S) matrix with ties, -inf cells, a fully masked row now and then, a nan cell."""
     rng = np.random.default_rng(seed)
     L, S = rng.integers(2, 9), rng.integers(2, 9)
-    m = np.round(rng.uniform(-2, 2, (L, S)), 1)  # (L, S): one decimal, so ties are common
+    m = np.round(rng.uniform(-2, 2, (L, S)) * 2) / 2  # (L, S): halves, so ties are common
     m[rng.random((L, S)) < 0.25] = -np.inf
     if seed % 3 == 0:
         m[rng.integers(L)] = -np.inf
@@ -70,16 +70,20 @@ def test_the_match_sentence_states_the_rows_best_and_least_keys(seed):
     if not finite.any():
         assert text == ""  # nothing to say about a fully masked row
         return
-    said = re.fullmatch(r"'(q\d+)' matches '(k\d+)' best \((\S+)\) and '(k\d+)' least \((\S+)\)\.",
+    value = r"\(([^,)]+)(?:, tied with (\d+) other keys?)?\)"
+    said = re.fullmatch(rf"'(q\d+)' matches '(k\d+)' best {value} and '(k\d+)' least {value}\.",
                         text)  # fmt: skip
     assert said, text
-    who, best, best_v, least, least_v = said.groups()
+    who, best, best_v, best_ties, least, least_v, least_ties = said.groups()
     assert who == rows[i]
     row = np.where(finite, m[i], np.nan)
     b, le = int(best[1:]), int(least[1:])
     assert m[i, b] == np.nanmax(row) and m[i, le] == np.nanmin(row), (text, m[i])
     assert float(best_v) == pytest.approx(np.nanmax(row), abs=0.005)
     assert float(least_v) == pytest.approx(np.nanmin(row), abs=0.005)
+    # a key named alone is alone with its value; else the count of the others is said
+    assert int(best_ties or 0) == np.count_nonzero(row == np.nanmax(row)) - 1, (text, m[i])
+    assert int(least_ties or 0) == np.count_nonzero(row == np.nanmin(row)) - 1, (text, m[i])
 
 
 @pytest.mark.parametrize("seed", range(12))
