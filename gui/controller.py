@@ -154,8 +154,8 @@ def _outcome(s: Session, trace, reference, checks, start: float, sampled: str) -
     source = trace.source
     return Outcome(
         session=s,
-        trace=trace,
-        reference=reference,
+        trace=variant_session.in_positions(trace, s),  # decode: the rule as the window counts
+        reference=variant_session.in_positions(reference, s),
         checks=checks,
         backend=source.backend,
         dtype=source.dtype,

@@ -121,6 +121,15 @@ def decode_example(example: Example, n: int) -> Example:
     return step(example, n)
 
 
+def mask_rule(variant: object) -> str:
+    """The words a trace's masked step gives a variant's mask rule (scratch.trace.variant_words);
+    '' for None or a variant without a mask."""
+    from scratch.trace import variant_words
+    from scratch.variant_steps import pieces
+
+    return variant_words(pieces(Options(variant=variant)))["rule"] if variant is not None else ""
+
+
 def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> list | None:
     """Rows `rows` and columns `cols` of the choice's mask (head 0's: the picture), asked of its
     mask_mod; None when the choice has no mask (or does not fit: the picker says why)."""
@@ -177,6 +186,12 @@ def step_stages(names: list[str]) -> list[tuple[int, str]]:
     """(step number, arrow text) of each step name, from scratch's registry of steps."""
     call = steps.call_of_names(names)
     return [(steps.spec_for(call, n).number, steps.arrow_of(call, n)) for n in names]
+
+
+def step_heading(trace_names: list[str], names: list[str], step: str) -> str:
+    """scratch.steps.heading: 'step 2: scores (5/9)', as the terminal heads the step; the call
+    is read from all the trace's steps (`names`, the steps shown, may leave out w_q)."""
+    return steps.heading(steps.call_of_names(trace_names), names, step)
 
 
 def sentence_kind(names: list[str], step: str) -> str:
@@ -308,6 +323,13 @@ def kv_heads_of(model: object) -> list[int]:
     if model.family != "llama":
         return list(range(model.heads))
     return [llama.kv_head(model.config, h) for h in range(model.heads)]
+
+
+def token_name(tokenizer: object, i: int) -> str:
+    """scratch.models.run.token_name: token i as text, a special token by its name."""
+    from scratch.models.run import token_name as name
+
+    return name(tokenizer, i)
 
 
 def decoder_head(model: object, layer: int, head: int) -> tuple[dict, VariantChoice]:

@@ -7,11 +7,16 @@ import html
 from gui import session as sm
 
 
+def head_title(preset: str) -> str:
+    """'model:all-MiniLM-L6-v2:layer 0:head 2' -> 'all-MiniLM-L6-v2, layer 0, head 2'."""
+    return ", ".join(part.strip() for part in preset.removeprefix("model:").split(":"))
+
+
 def model_head_note(s: sm.Session) -> str:
     """Rich text saying where a model head's numbers come from; '' for any other session."""
     if not s.preset.startswith("model:"):
         return ""
-    title = html.escape(s.preset.removeprefix("model:").replace(":", ", "))
+    title = html.escape(head_title(s.preset))
     if s.mode != "project":  # a decoder's head: rotated q, k and its v, no weights shown
         return f"<b>{title}</b><br>q, k and v are the model's own, after its projections."
     rope = getattr(s.variant, "rope", "none")

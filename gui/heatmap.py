@@ -83,6 +83,7 @@ class Heatmap(QWidget):
         self.view.ci.setSpacing(4)
         self.plot = self.view.addPlot(row=0, col=0, axisItems=axes)
         self._title = ""  # the panel's title as asked, before fit_title wraps it
+        self._factor = ""  # the common factor the cells' numbers are written in ('1e-03')
         if compact:
             title_over_axis(self.plot)
         self.plot.invertY(True)
@@ -155,15 +156,28 @@ class Heatmap(QWidget):
         self.clear_highlight()
         self._hover = None
         self._hover_box.hide()
-        factor = self.numbers.set_panel(None if self.compact else panel, cmap)
+        self._factor = self.numbers.set_panel(None if self.compact else panel, cmap)
+        self._title = ""
         self._fit_texts()
-        # a second line in small type: a long title would widen the plot past its room; the
-        # colour range is said here, not along the bar (the width it took was the cells')
-        notes = [panel.colour_note if self.bar is not None else ""]
-        notes.append(f"numbers in cells x {factor}" if factor else "")
+        self._set_title()
+
+    def _set_title(self) -> None:
+        """The panel's title, with small lines under it: the colour range (said here, not along
+        the bar: the width it took was the cells') and, while cells show numbers, their factor."""
+        notes = [self.panel.colour_note if self.bar is not None else ""]
+        if self._factor:  # said only while cells show numbers; its line kept, so the plot's
+            # height (which decides whether numbers fit) does not change with it
+            shown = self.numbers.point_size > 0
+            notes.append(f"numbers in cells x {self._factor}" if shown else "&nbsp;")
         note = "".join(f"<br><span style='font-size:7pt'>{n}</span>" for n in notes if n)
-        self._title = panel.title + note
+        if self.panel.title + note == self._title:
+            return
+        self._title = self.panel.title + note
         self.plot.setTitle(self._title, size="8pt" if self.compact else "11pt")
+        if not self.compact:  # pyqtgraph's 30-pixel title row cut a title with two small lines
+            height = max(30, math.ceil(self.plot.titleLabel.itemRect().height()))
+            self.plot.titleLabel.setMaximumHeight(height)
+            self.plot.layout.setRowFixedHeight(0, height)
         self.fit_title()
 
     def fit_title(self) -> None:
@@ -223,6 +237,8 @@ class Heatmap(QWidget):
         self.plot.getAxis("bottom").fit_to_view()
         if not self.compact:
             self.numbers.fit()
+            if self.panel is not None and self._title:
+                self._set_title()  # the numbers' factor comes and goes with the numbers
 
     @contextmanager
     def crisp(self) -> Iterator[None]:

@@ -353,6 +353,7 @@ class InputsPanel(QWidget):
             labels = s.key_tokens if name in ("key", "value") else None
             labels = s.tokens if name == "query" else labels
             self.tables[name].matrix_model.set_matrix(s.matrix(name), labels)
+            self.tables[name].matrix_model.title = TABLE_TITLES[s.mode][name]
             self.tabs.addTab(self.tables[name], TABLE_TITLES[s.mode][name])
         for i in range(self.tabs.count()):
             if self.tabs.tabText(i) == current:

@@ -26,6 +26,7 @@ from gui import session as sm
 from gui.actions import FileActions
 from gui.backward_view import BackwardView
 from gui.check_panel import CheckPanel
+from gui.head_note import head_title
 from gui.inputs_panel import REDO_KEYS, UNDO_KEYS, InputsPanel
 from gui.kernel_check import KernelCheckPanel
 from gui.learn_tab import LearnTab
@@ -381,7 +382,7 @@ class MainWindow(QMainWindow):
         self.toy_banner.replaced(self.inputs.session, s)
         self.load_session(s)
         self.tabs.setCurrentWidget(self.pipeline)
-        self.say(f"{s.preset.removeprefix('model:')}: the model's own numbers")
+        self.say(f"{head_title(s.preset)}: the model's own numbers")
 
     def _inputs_for_tab(self) -> None:
         """The Model tab has its own inputs: the Inputs dock steps aside to give it the width."""

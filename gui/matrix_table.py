@@ -35,6 +35,7 @@ class MatrixModel(QAbstractTableModel):
     def __init__(self, name: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.name = name
+        self.title = name  # what a refusal calls the table: its tab's title ('X (q = k = v)')
         self.values: list[list[float]] = []
         self.row_labels: list[str] = []
         self.bad: set[tuple[int, int]] = set()
@@ -87,7 +88,7 @@ class MatrixModel(QAbstractTableModel):
             self.dataChanged.emit(index, index)
             kept = self.values[i][j]
             self.rejected.emit(
-                f"refused {self.name}[{i}][{j}]: {exc}; kept {numbers.significant(kept, 6)}"
+                f"refused {self.title}[{i}][{j}]: {exc}; kept {numbers.significant(kept, 6)}"
             )
             return False
         self.bad.discard((i, j))

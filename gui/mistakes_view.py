@@ -167,6 +167,17 @@ class MistakesView(QWidget):
         self.text.setText(mistake_text(p, self.diagnoses.get(self.current()), checking))
 
 
+def row_sums_words(sums: np.ndarray) -> str:
+    """'rows of the wrong weights each sum to 1', or 'sum to 0.5 to 1.5' when they differ."""
+    finite = sums[~np.isnan(sums)]
+    nan = "; nan in some rows" if finite.size < sums.size else ""
+    if finite.size == 0:
+        return "every row of the wrong weights sums to nan"
+    lo, hi = number(float(finite.min())), number(float(finite.max()))
+    said = f"each sum to {lo}" if lo == hi else f"sum to {lo} to {hi}"
+    return f"rows of the wrong weights {said}{nan}"
+
+
 def mistake_text(p: object, d: object, checking: str) -> str:
     """The planted mistake in words: its line of code, what it does here, the checker's verdict."""
     lines = [f"<b>{p.mistake.name}</b>: <code>{html.escape(p.mistake.code)}</code>"]
@@ -176,11 +187,9 @@ def mistake_text(p: object, d: object, checking: str) -> str:
         lines.append(f"It does not run on this example: {html.escape(p.error)}.")
     else:
         diff = p.difference()
-        sums = np.sum(p.wrong_weights, axis=-1)
         lines.append(
-            f"max |output difference| {number(diff)}; rows of the wrong weights sum to "
-            f"{number(float(np.nanmin(sums)))}..{number(float(np.nanmax(sums)))}"
-            + ("; nan in some rows" if np.isnan(sums).any() else "")
+            f"max |output difference| {number(diff)}; "
+            + row_sums_words(np.sum(p.wrong_weights, axis=-1))
         )
         if diff == 0.0:
             lines.append("On this example the mistake changes nothing (try another example).")

@@ -54,8 +54,8 @@ def rotated_session(run: object, layer: int, head: int) -> sm.Session:
     w, rope = core_api.decoder_head(run.model, layer, head)
     x = np.asarray(run.inputs[layer], dtype=np.float64)  # (T, d_model): RMSNorm'd input
     kv = core_api.kv_heads_of(run.model)[head]
-    decode = run.model.tokenizer.decode
-    tokens = tuple(session_label(decode([i])) for i in run.ids)  # '␣Paris', not 'ĠParis'
+    names = (core_api.token_name(run.model.tokenizer, i) for i in run.ids)
+    tokens = tuple(session_label(t) for t in names)  # '␣Paris', not 'ĠParis'
     return sm.Session(
         tokens=tokens,
         key_tokens=tokens,

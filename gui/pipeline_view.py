@@ -298,7 +298,7 @@ class PipelineView(QWidget):
         trace, name = self.trace, self.step_name
         step = trace[name]
         names = self.names()
-        self.step_label.setText(f"step {names.index(name) + 1}/{len(names)}: {name}")
+        self.step_label.setText(core_api.step_heading(trace.names(), names, name))
         self.formula.setText(step.formula)
         self.note.setText(step.note)
         choices = view_model.head_choices(trace, name)

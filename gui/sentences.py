@@ -9,6 +9,7 @@ from gui import numbers
 
 Row = Sequence[float]
 NOTABLE = 0.01  # a runner-up weight below this reads as "0.00": it is left out of a sentence
+EQUAL_RATIO = 1.1  # weights "about equal" only when the largest is within 10% of the smallest
 # the kinds of sentence `describe` writes, named by the registry entries (scratch.steps StepSpec
 # .sentence): where each query looks (weights), its best and worst match (scores, scaled), how
 # much is masked, whose values an output row mixes, how the heads combine (several heads)
@@ -46,9 +47,10 @@ def attention_sentence(
             f"so all its weight goes there ({numbers.weight(row[j])})"
         )
     first, last = visible[0], visible[-1]
-    if row[first] - row[last] < 5e-3:
-        each = numbers.weight(row[first]) if row[first] >= NOTABLE else f"{row[first]:.2g}"
-        return f"'{query}' attends to all {len(visible)} keys about equally ({each} each)"
+    if row[first] <= EQUAL_RATIO * row[last]:
+        return f"'{query}' attends to all {len(visible)} keys about equally ({_each(row, visible)})"
+    if row[first] < NOTABLE:  # a long row: every weight is small, "most" would read "(0.00)"
+        return _spread(row, query, keys, visible)
     picks = [first] + [j for j in visible[1:top] if row[j] >= NOTABLE]
     said = _join([f"'{keys[j]}' ({numbers.weight(row[j])})" for j in picks])
     if len(picks) == 1 and row[first] >= 0.5:  # a majority: "almost only" is true
@@ -56,6 +58,35 @@ def attention_sentence(
     if len(picks) == 1:  # a long row: the largest weight is small, the rest smaller still
         return f"'{query}' attends most to {said}; no other key gets {NOTABLE} or more"
     return f"'{query}' attends most to {said}"
+
+
+def _small(v: float) -> str:
+    """A weight in a sentence: two decimals, or two significant digits below NOTABLE."""
+    return numbers.weight(v) if v >= NOTABLE else f"{v:.2g}"
+
+
+def _each(row: Row, visible: Sequence[int]) -> str:
+    """'0.25 each', or '0.24 to 0.26 each' when the two ends print differently."""
+    hi, lo = _small(row[visible[0]]), _small(row[visible[-1]])
+    return f"{hi} each" if hi == lo else f"{lo} to {hi} each"
+
+
+def _spread(row: Row, query: str, keys: Sequence[str], visible: Sequence[int]) -> str:
+    """Unequal small weights: the largest and the smallest, and how many keys lie near each."""
+    hi, lo = row[visible[0]], row[visible[-1]]
+    near_hi = sum(1 for j in visible if row[j] * EQUAL_RATIO >= hi)
+    near_lo = sum(1 for j in visible if row[j] <= lo * EQUAL_RATIO)
+    percent = round((EQUAL_RATIO - 1) * 100)
+    top = f"'{keys[visible[0]]}'" if near_hi == 1 else f"{_keys(near_hi)} within {percent}% of it"
+    return (
+        f"'{query}' spreads its weight over {len(visible)} keys unequally: largest "
+        f"{_small(hi)} ({top}), smallest {_small(lo)} ({_keys(near_lo)} within {percent}% of it)"
+    )
+
+
+def _keys(n: int) -> str:
+    """'1 key', '4090 keys'."""
+    return f"{n} key" if n == 1 else f"{n} keys"
 
 
 def _period(sentence: str) -> str:
@@ -80,6 +111,14 @@ def teaching_row(matrix: Sequence[Row]) -> int:
     if not mixed:
         return sharpest_row(matrix)
     return mixed[sharpest_row([matrix[i] for i in mixed])]
+
+
+def _tied(row: Row, j: int) -> str:
+    """Entry j's value, and how many other keys have it: at 4096 tokens 4090 keys scored 0, and
+    "matches 't4095' least (0)" named one of them as if it alone did."""
+    others = sum(1 for v in row if v == row[j]) - 1
+    more = f", tied with {others} other key{'s' if others > 1 else ''}" if others else ""
+    return numbers.prose(row[j]) + more
 
 
 def mask_sentence(hidden: int, total: int) -> str:
@@ -117,8 +156,8 @@ def describe(
             return ""
         hi, lo = ranked[0], ranked[-1]
         return (
-            f"'{row_labels[i]}' matches '{col_labels[hi]}' best ({numbers.prose(matrix[i][hi])}) "
-            f"and '{col_labels[lo]}' least ({numbers.prose(matrix[i][lo])})."
+            f"'{row_labels[i]}' matches '{col_labels[hi]}' best ({_tied(matrix[i], hi)}) "
+            f"and '{col_labels[lo]}' least ({_tied(matrix[i], lo)})."
         )
     if kind == "mask":
         total = sum(len(r) for r in matrix)
@@ -135,5 +174,6 @@ def describe(
         mix = mix.replace(
             "attends almost only to", "takes its output almost only from the values of"
         )
+        mix = mix.replace("spreads its weight over", "mixes the values of")
         return _period(mix.replace("attends most to", "takes its output mostly from the values of"))
     return ""

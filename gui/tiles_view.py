@@ -206,12 +206,16 @@ class TilesView(QWidget):
         )
         self.partial.show_panel(panel)
         self.now_line.setValue(t)
-        keys = f"keys {st.start}..{st.stop - 1}" if st.stop - st.start > 1 else f"key {st.start}"
-        self.where.setText(
-            f"tile {t} of {len(walk.steps) - 1}: {keys}; "
-            f"max |partial - exact| {number(st.difference)}"
-        )
+        self.where.setText(tile_words(walk, t))
         self.values.setText(row_text(walk, t, i, tokens[i]))
+
+
+def tile_words(walk: object, t: int) -> str:
+    """'tile 0 of 3 (numbered 0..2): keys 0..1; max |partial - exact| 0.12' for tile t."""
+    st, count = walk.steps[t], len(walk.steps)
+    keys = f"keys {st.start}..{st.stop - 1}" if st.stop - st.start > 1 else f"key {st.start}"
+    numbered = f" (numbered 0..{count - 1})" if count > 1 else ""
+    return f"tile {t} of {count}{numbered}: {keys}; max |partial - exact| {number(st.difference)}"
 
 
 def row_text(walk: object, t: int, i: int, token: str) -> str:

@@ -90,7 +90,11 @@ class TokenAxis(pg.AxisItem):
         """The label of each cell along this axis."""
         if list(labels) != self.labels or not self._texts:  # 4096 labels: measured once
             self.labels = list(labels)
-            self._texts, self._widest_px = _elided(self._metrics(), tuple(labels), self.longest)
+            metrics = self._metrics()
+            # a position's own name ('t4095', what a grown input is labelled) is never cut:
+            # at 4096 tokens a small tile read 't10...', 't12...' (24 pixels in DejaVu Sans)
+            room = max(self.longest, metrics.horizontalAdvance(f"t{len(labels) - 1}") + 1)
+            self._texts, self._widest_px = _elided(metrics, tuple(labels), room)
         self.setTicks(None)  # automatic ticks (tickValues below), redrawn with the new labels
         self.picture = None
         self.update()

@@ -47,6 +47,29 @@ def checked(s: Session) -> None:
         raise SessionError(f"variant: {exc}") from None
 
 
+def in_positions(trace: object, s: Session) -> object:
+    """`trace` with its masked step's rule in the window's positions: at decode step n the call
+    counts its one query as row 0 (the rule reads 'i + 2 <= j <= i + 4'), but the window shows
+    it as token n - 1, so the note gets the rule of the whole sequence, the Variant panel's."""
+    if not s.decode or trace is None or getattr(trace.options, "variant", None) is None:
+        return trace
+    said = core_api.mask_rule(trace.options.variant)
+    try:
+        whole = s.variant.variant(s.num_tokens, s.num_keys, s.num_heads, length=s.num_tokens)
+    except ValueError:
+        return trace
+    shown = core_api.mask_rule(whole)
+    if not said or said == shown or "masked" not in trace:
+        return trace
+    steps = tuple(
+        dataclasses.replace(step, note=step.note.replace(said, shown))
+        if step.name == "masked"
+        else step
+        for step in trace.steps
+    )
+    return dataclasses.replace(trace, steps=steps)
+
+
 def _ints(text: str, field: str) -> tuple[int, ...]:
     """'0, 3, 6' -> (0, 3, 6); ValueError naming the field."""
     try:

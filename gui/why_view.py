@@ -220,9 +220,21 @@ def scale_text(w: object, x: HeadInputs) -> str:
         f"variance grows with d_k. Here d_k = {w.d_k}: over the visible scores the variance is "
         f"<b>{number(w.variance_unscaled)}</b> without the scale and "
         f"<b>{number(w.variance_scaled)}</b> with 1/sqrt({w.d_k}) = {number(w.scale)}{own}. "
-        "Larger gaps between scores make softmax pick one key; scaled, the row keeps more keys "
-        f"in play. Row {w.row}:<br>" + table(["", "without scale", "with 1/sqrt(d_k)"], rows)
+        "Larger gaps between scores make softmax pick one key; "
+        + _scale_claim(w)
+        + f" Row {w.row}:<br>"
+        + table(["", "without scale", "with 1/sqrt(d_k)"], rows)
     )
+
+
+def _scale_claim(w: object) -> str:
+    """What the scale did to this row: more keys in play only where its entropy rose (it does
+    unless the scale is 1 or the row's visible scores are all equal, one key among them)."""
+    if w.scaled.entropy > w.unscaled.entropy:
+        return "scaled, the row keeps more keys in play."
+    if w.scale == 1:
+        return f"here d_k = {w.d_k}, so 1/sqrt(d_k) = 1 and the scale changes nothing."
+    return "on this row the scale changes no weight: its visible scores are all equal."
 
 
 def max_text(w: object, x: HeadInputs) -> str:
@@ -271,10 +283,18 @@ def mask_text(w: object, x: HeadInputs) -> str:
         if w.assumed_causal
         else ""
     )
+    if all(w.allowed):  # nothing masked on this row: the three ways agree, and it says so
+        claim = (
+            f"Row {w.row} sees every key, so here the three agree; a row with a masked key "
+            "shows the difference"
+        )
+    else:
+        claim = (
+            "Zeroing weights after softmax leaves a row that sums to less than 1 (the masked "
+            "keys took their share first); a score of 0 is not a mask at all: exp(0 - max) > 0"
+        )
     return (
         "<b>Why -inf before softmax, not 0 after it?</b> exp(-inf) = 0, so a masked key gets "
-        "weight 0 and the visible keys share all of 1. Zeroing weights after softmax leaves a "
-        "row that sums to less than 1 (the masked keys took their share first); a score of 0 is "
-        f"not a mask at all: exp(0 - max) > 0. Row {w.row}{more}:{assumed}<br>"
+        f"weight 0 and the visible keys share all of 1. {claim}. Row {w.row}{more}:{assumed}<br>"
         + table(["key", "may attend", "-inf before softmax", "0 after softmax", "score 0"], rows)
     )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import presets
 from .grad_output import GRAD_OUTPUT_KINDS, make_grad_output, one_hot
-from .steps import call_of, spec_for
+from .steps import call_of, heading
 from .trace import trace_attention
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def _format_steps(trace: Trace, steps: Sequence[Step], decimals: int) -> list[st
         shape = " x ".join(str(d) for d in step.shape)
         axes = " x ".join(step.axes)
         parts.append(
-            f"step {spec_for(call, step.name).number}: {step.name}  ({shape}: {axes})\n"
+            f"{heading(call, trace.names(), step.name)}  ({shape}: {axes})\n"
             f"  {step.formula}\n"
             f"  {step.note}\n" + _format_value(trace, step, decimals)
         )

@@ -430,6 +430,13 @@ def spec_for(call: Call, name: str) -> StepSpec:
     raise KeyError(f"no registry entry for step {name!r} in this call; it has: {have}")
 
 
+def heading(call: Call, names: Sequence[str], name: str) -> str:
+    """'step 2: scores (5/9)': the registry's number, then the place among `names` (the
+    terminal's heading and the window's, so both count alike)."""
+    place = list(names).index(name) + 1
+    return f"step {spec_for(call, name).number}: {name} ({place}/{len(names)})"
+
+
 def call_of(trace: object) -> Call:
     """The Call a trace was made by, read from its steps, heads, options and source."""
     return call_of_names(

@@ -82,9 +82,11 @@ def test_every_preset_prints_every_step(capsys):
         assert main([name]) == 0
         out = capsys.readouterr().out
         trace = presets.get(name).trace()
-        for step in trace:  # numbered as in the registry: 0 inputs ... 5 weights ...
+        names = trace.names()
+        for k, step in enumerate(trace, 1):  # the registry's number, then its place k/N
             n = spec_for(call_of(trace), step.name).number
-            assert f"step {n}: {step.name}  (" in out, f"{name}: step {step.name}"
+            head = f"step {n}: {step.name} ({k}/{len(names)})  ("
+            assert head in out, f"{name}: step {step.name}"
 
 
 def test_decimals_option_widens_the_numbers(capsys):
@@ -213,7 +215,7 @@ def test_backward_from_the_terminal():
     done = run_cli("seed004", "--backward", "--decimals", "3")
     assert done.returncode == 0, done.stderr
     assert "grad_scores = weights * (grad_weights - row_dot)" in done.stdout
-    assert "step 16: grad_x  (4 x 3: query x model)" in done.stdout
+    assert "step 16: grad_x (23/23)  (4 x 3: query x model)" in done.stdout
     assert "  dO: ones (the gradient of sum(output))\n" in done.stdout
 
 

@@ -239,7 +239,7 @@ def test_cell_edits_valid_and_invalid(qtbot, window, settle):
     for bad in ("abc", "nan", "inf", "-1e400", ""):
         assert not model.setData(index, bad)
         assert model.data(index, Qt.ItemDataRole.BackgroundRole) == BAD_CELL
-        assert "query[1][2]" in window.statusBar().currentMessage()
+        assert "X[1][2]" in window.statusBar().currentMessage()  # the tab's title
         assert model.values[1][2] == 0.5 and window.inputs.session.query[1][2] == 0.5
     assert model.setData(index, "-2")
     assert model.data(index, Qt.ItemDataRole.BackgroundRole) is None  # mark cleared

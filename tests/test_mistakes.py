@@ -1,6 +1,7 @@
 """scratch.mistakes: each planted mistake on an example, and the checker's diagnosis of it."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -120,3 +121,23 @@ def test_kernels_are_correct_where_their_mistake_cannot_show():
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, out, rtol=1e-5, atol=1e-6)
     assert {m.name for m in MISTAKES} == set(DIAGNOSES)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_galleries_row_sums_sentence_states_the_sums_it_is_given(seed):
+    """One number when every row sums alike ('each sum to 1', never '1..1'); else the smallest
+    and the largest sum, read back and compared with the array's own."""
+    from gui.mistakes_view import row_sums_words
+
+    rng = np.random.default_rng(seed)
+    alike = np.ones(int(rng.integers(2, 9))) + rng.uniform(-1e-7, 1e-7)
+    assert row_sums_words(alike) == "rows of the wrong weights each sum to 1"
+    spread = rng.uniform(0.2, 3.0, size=int(rng.integers(2, 9)))
+    said = row_sums_words(spread)
+    lo, hi = (float(v) for v in re.fullmatch(r"rows of the wrong weights sum to (\S+) to (\S+)",
+                                             said).groups())  # fmt: skip
+    assert lo == pytest.approx(spread.min(), rel=1e-3) and hi == pytest.approx(
+        spread.max(), rel=1e-3
+    )
+    with_nan = np.append(spread, np.nan)
+    assert row_sums_words(with_nan) == said + "; nan in some rows"

@@ -143,3 +143,61 @@ def test_equal_small_weights_keep_their_digits_and_nan_rows_say_why():
     nan, say = float("nan"), sentences.attention_sentence
     assert "every key is masked" in say([nan] * 3, "a", "abc", hidden=[True] * 3)
     assert "not all finite" in say([nan] * 3, "a", "abc", hidden=[False] * 3)
+
+
+def _long_row(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A softmax row over n keys: most scores 0 (like journey padded with zeros), a few not."""
+    scores = np.zeros(n)
+    few = rng.choice(n, size=int(rng.integers(1, 8)), replace=False)
+    scores[few] = rng.uniform(-1.0, 1.0, size=few.size) * rng.choice([0.04, 1.6])  # 0.04: equal
+    weights = np.exp(scores - scores.max())
+    return weights / weights.sum()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_about_equally_is_said_only_when_the_weights_are_within_the_stated_ratio(seed):
+    """'about equally' iff max <= EQUAL_RATIO * min; else a long row of small weights states the
+    real spread: its largest and smallest weight and how many keys lie near each, read back from
+    the sentence and compared with the row itself."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([300, 1024, 4096]))
+    row = _long_row(rng, n)
+    keys = [f"t{j}" for j in range(n)]
+    text = sentences.attention_sentence(row.tolist(), "journey", keys)
+    hi, lo = row.max(), row.min()
+    equal = hi <= sentences.EQUAL_RATIO * lo
+    assert ("about equally" in text) == equal, text
+    if equal:
+        ends = re.fullmatch(r".*\(([\d.e-]+)(?: to ([\d.e-]+))? each\)", text).groups()
+        said = [float(v) for v in ends if v is not None]  # lo and hi, or one number for both
+        assert abs(said[0] - lo) <= 0.05 * lo and abs(said[-1] - hi) <= 0.05 * hi, text
+        return
+    found = re.fullmatch(
+        r"'journey' spreads its weight over (\d+) keys unequally: largest ([\d.e-]+) "
+        r"\((?:'t(\d+)'|(\d+) keys within 10% of it)\), smallest ([\d.e-]+) "
+        r"\((\d+) keys? within 10% of it\)",
+        text,
+    )
+    assert found, text
+    count, big, top_key, near_hi, small, near_lo = found.groups()
+    assert int(count) == n
+    assert abs(float(big) - hi) <= 0.05 * hi and abs(float(small) - lo) <= 0.05 * lo, text
+    assert int(near_lo) == int(np.sum(row <= lo * 1.1)), text
+    if top_key is not None:
+        assert int(top_key) == int(np.argmax(row)) and np.sum(row * 1.1 >= hi) == 1
+    else:
+        assert int(near_hi) == int(np.sum(row * 1.1 >= hi)), text
+
+
+def test_the_4096_token_journey_row_is_not_called_equal():
+    """The issue's row: 4090 weights of 0.000243 and a largest of 0.001085 (4.5 times as much)."""
+    row = np.full(4096, 1.0)
+    row[:6] = [2.0, 4.46, 1.5, 1.2, 1.3, 3.0]
+    row /= row.sum()
+    text = sentences.attention_sentence(row.tolist(), "journey", [f"t{j}" for j in range(4096)])
+    assert "about equally" not in text and "0.0011 each" not in text
+    assert f"largest {row.max():.2g} ('t1')" in text
+    assert f"smallest {row.min():.2g} ({np.sum(row <= row.min() * 1.1)} keys" in text
+    mix = sentences.describe("mix", [[0.0]], ["journey"], [f"t{j}" for j in range(4096)],
+                             weights=[row.tolist()])  # fmt: skip
+    assert mix.startswith("'journey' mixes the values of 4096 keys unequally"), mix

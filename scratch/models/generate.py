@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .run import Run
+from .run import Run, token_name
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def generate(
         attentions, _, logits, cache = llama.step(model.config, model.weights, new[-1:], cache)
         steps.append(attentions[:, :, 0, :])  # (layers, heads, S): the newest token's row
         row = logits[-1]
-    words = [model.tokenizer.decode([i]) for i in new]
+    words = [token_name(model.tokenizer, i) for i in new]
     return Generation(prompt, new, words, steps, rows)
 
 

@@ -104,4 +104,9 @@ def top_tokens(tokenizer: object, logits: np.ndarray, k: int) -> list[tuple[str,
     shifted = np.exp(logits - logits.max())
     probs = shifted / shifted.sum()  # (vocab,)
     best = np.argsort(-probs, kind="stable")[:k]
-    return [(tokenizer.decode([int(i)]), float(probs[i])) for i in best]
+    return [(token_name(tokenizer, int(i)), float(probs[i])) for i in best]
+
+
+def token_name(tokenizer: object, i: int) -> str:
+    """Token i as text; a special token by its name ('<|im_end|>'), which decode drops."""
+    return tokenizer.decode([i], skip_special_tokens=False) or tokenizer.id_to_token(i) or ""
