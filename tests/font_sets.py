@@ -118,7 +118,8 @@ def activate(name: str) -> str | None:
     lacking = missing(name)
     if lacking:
         return f"{ENV}={name}: this host lacks {', '.join(lacking)}"
-    if os.environ.get(ENV + "_FILE") != os.environ.get("FONTCONFIG_FILE"):  # not set up yet
+    done = os.environ.get(ENV + "_FILE")  # set up by a parent process (a test's subprocess)
+    if done is None or done != os.environ.get("FONTCONFIG_FILE"):
         folder = Path(tempfile.mkdtemp(prefix=f"scratch-fonts-{name}-"))
         atexit.register(shutil.rmtree, folder, True)
         os.environ["FONTCONFIG_FILE"] = os.environ[ENV + "_FILE"] = str(write_config(name, folder))
