@@ -23,6 +23,7 @@ from gui.heatmap import Heatmap
 
 PASS, FAIL = QColor(200, 240, 200), QColor(255, 190, 190)
 SIDE_BY_SIDE_WIDTH = 900  # the Check tab's width from which table and map sit side by side
+MAP_ROOM = 300  # pixels a map beside its table keeps at least: its axis, cells and colour bar
 HEADERS = ("step", "shape", "max |difference|", "bound", "check")
 
 
@@ -106,7 +107,19 @@ def fit_table(split: QSplitter) -> None:
         split.setProperty("fit_pending", True)
         return
     split.setProperty("fit_pending", False)
+    total = sum(split.sizes())
     if split.orientation() != Qt.Orientation.Vertical:
+        # side by side: the table as wide as its columns (with Noto at 1400 x 900 the bound and
+        # err/bound columns were cut at 3/5 of the width), the map at least MAP_ROOM
+        columns = (
+            sum(table.columnWidth(c) for c in range(table.columnCount()))
+            + table.verticalScrollBar().sizeHint().width()
+            + 2 * table.frameWidth()
+        )
+        total = split.width() - split.handleWidth()  # (a hidden map's handle is in sizes())
+        if total > 0:
+            width = max(table.minimumWidth(), min(columns, total - MAP_ROOM))
+            split.setSizes([width, total - width])
         return
     rows = (
         table.horizontalHeader().sizeHint().height()
@@ -114,7 +127,6 @@ def fit_table(split: QSplitter) -> None:
         + table.horizontalScrollBar().sizeHint().height()
         + 2 * table.frameWidth()
     )
-    total = sum(split.sizes())
     if total <= 0:  # not laid out yet: half each
         split.setSizes([1, 1])
         return

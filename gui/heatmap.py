@@ -181,24 +181,38 @@ class Heatmap(QWidget):
         self.fit_title()
 
     def fit_title(self) -> None:
-        """A compact tile's title on as many lines as its width needs (one, mostly): at 1024 x
-        700 the backward view's 'grad_head_outputs head 0' was wider than its 172-pixel input
-        panel, which cut the title's end and the plot's right side."""
-        if not self.compact or not self._title:
+        """The title on as many lines as its width needs (one, mostly): at 1024 x 700 the
+        backward view's 'grad_head_outputs head 0' was wider than its 172-pixel input panel, and
+        with Noto at 1400 x 900 the kernel check's '|output - truth|, plain: largest 0.75,
+        bound ...' was wider than its map; either cut the title's end and pushed the plot's
+        right side (its last column, the colour bar) past the widget's edge."""
+        if not self._title:
             return
         first, sep, rest = self._title.partition("<br>")  # a small second line stays as it is
+        size = 8 if self.compact else 11
         font = QFont()
-        font.setPointSize(8)
+        font.setPointSize(size)
         metrics = QFontMetrics(font)
         room = self.view.width() - TITLE_PADDING
+        if not self.compact:  # the title spans the cells only: not the row labels, not the bar
+            room -= int(self.plot.getAxis("left").width())
+            room -= int(self.bar.boundingRect().width()) if self.bar is not None else 0
         lines = wrap_words(first, metrics, room) if "<" not in first else [first]
         text = "<br>".join(lines) + sep + rest
         if text != self.plot.titleLabel.text:
-            self.plot.setTitle(text, size="8pt")  # (its title row back to pyqtgraph's 30 pixels)
+            self.plot.setTitle(text, size=f"{size}pt")  # (its title row back to 30 pixels)
         if len(lines) > 1:  # 30 pixels hold a title and a small second line, not more
-            height = max(30, (len(lines) + (1 if sep else 0)) * metrics.lineSpacing() + 8)
+            notes = rest.count("<br>") + 1 if sep else 0
+            small = QFont()
+            small.setPointSize(7)
+            height = len(lines) * metrics.lineSpacing() + notes * QFontMetrics(small).lineSpacing()
+            height = max(30, height + 8)
             self.plot.titleLabel.setMaximumHeight(height)
             self.plot.layout.setRowFixedHeight(0, height)
+        # pyqtgraph sizes its layout to the view only when the view resizes: a layout held wider
+        # by the title before it wrapped kept the cells and the colour bar past the view's edge
+        self.view.ci.layout.invalidate()  # (its minimum size is cached: the title's old one)
+        self.view.ci.setGeometry(self.view.range)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)

@@ -213,13 +213,13 @@ class KernelCheckPanel(QWidget):
                     item.setToolTip(case.message)
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
-        fit_table(self.split)
         failed = [r for r, c in enumerate(report.cases) if c.status == "fail" and c.diff]
         shown = [r for r, c in enumerate(report.cases) if c.diff]
         row = (failed or shown or [0])[0]
         if report.cases:
             self.table.setCurrentCell(row, 0)
             self.show_case(row)
+        fit_table(self.split)  # with the map shown (or not): the table gets its columns' width
 
     def show_case(self, row: int) -> None:
         """Case `row`'s |output - truth| (largest over heads) from 0 to its own largest error,

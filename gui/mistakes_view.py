@@ -60,7 +60,8 @@ class MistakesView(QWidget):
         self.names.setSpacing(2)
         self.names.addItems(core_api.mistake_names())
         self.names.setCurrentRow(0)
-        self.names.setFixedHeight(3 * self.names.sizeHintForRow(0) + 8)
+        self.names.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._fit_names()
         outer.addWidget(self.names)
         self.text = QLabel()
         self.text.setWordWrap(True)
@@ -151,6 +152,21 @@ class MistakesView(QWidget):
         )
         self._keep_least_widths()
         self._show_text("")
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_names()
+
+    def _fit_names(self) -> None:
+        """The list as tall as its wrapped rows at its width: every mistake in view (three rows
+        of fixed height hid two of them behind a scroll bar with Noto at 1024 x 700)."""
+        names = self.names
+        names.doItemsLayout()
+        rects = [names.visualItemRect(names.item(i)) for i in range(names.count())]
+        bottom = max((r.bottom() + 1 for r in rects), default=0) + names.verticalOffset()
+        height = bottom + names.spacing() + 2 * names.frameWidth()
+        if height != names.height():
+            names.setFixedHeight(height)
 
     def _keep_least_widths(self) -> None:
         """Each heatmap at least as wide as its axes, cells and colour bar need: word labels

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSignal
-from PyQt6.QtGui import QColor, QFont, QImage, QPainter, QPen
+from PyQt6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen
 from PyQt6.QtWidgets import QSizePolicy, QWidget
 
 from gui import pooled
@@ -16,7 +16,13 @@ GROUP_GAP = 10  # extra pixels between the groups of query heads that share a ke
 BAND = 18  # pixels of the band naming a group's key/value head
 MIN_SIDE = 26  # a cell never shrinks below this: more layers than fit scroll instead
 MAX_SIDE = 48  # nor grows above this (more layers in view)
-STRIP = 14  # the least height of a cell that shows one row (the newest token's)
+
+
+def label_font() -> QFont:
+    """The grid's layer and head labels' font."""
+    font = QFont()
+    font.setPointSize(8)
+    return font
 
 
 def colour_table() -> np.ndarray:
@@ -114,7 +120,9 @@ class ModelGrid(QWidget):
     def row_height(self) -> float:
         """Height of one layer's cells: a square, or a strip for the newest row alone."""
         side = self.cell_size()
-        return max(STRIP, side / 3) if self.newest_only else side
+        # a strip (the newest row alone) is at least a label's line high, in whatever font
+        strip = QFontMetrics(label_font()).height()
+        return max(strip, side / 3) if self.newest_only else side
 
     def resizeEvent(self, event) -> None:
         if self.images:
@@ -172,9 +180,7 @@ class ModelGrid(QWidget):
             painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "Run a text to see heads")
             return
         painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)  # sharp cells
-        font = QFont()
-        font.setPointSize(8)
-        painter.setFont(font)
+        painter.setFont(label_font())
         side = self.cell_size()
         for layer, row in enumerate(self.images):
             rect = self.cell_rect(layer, 0)

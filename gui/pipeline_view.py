@@ -7,10 +7,12 @@ from PyQt6.QtCore import Qt, QTimer, pyqtSignal
 from PyQt6.QtGui import QFont
 from PyQt6.QtWidgets import (
     QComboBox,
+    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSlider,
     QSplitter,
     QVBoxLayout,
@@ -135,8 +137,14 @@ class PipelineView(QWidget):
         self.main_grid = QGridLayout(self.main_area)
         self.main_grid.setContentsMargins(0, 0, 0, 0)
         split.addWidget(self.main_area)
-        self.source_area = QWidget()
-        self.source_box = QVBoxLayout(self.source_area)
+        # the inputs scroll when the window is short: their minimum heights (one per source,
+        # up to three) never add to the window's, whatever the fonts make the text around them
+        self.source_area = QScrollArea()
+        self.source_area.setWidgetResizable(True)
+        self.source_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.source_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        sources = QWidget()
+        self.source_box = QVBoxLayout(sources)
         self.source_box.setContentsMargins(0, 0, 0, 0)
         self.source_title = QLabel("inputs of this step (hover a cell)")
         self.source_title.setWordWrap(True)
@@ -146,6 +154,7 @@ class PipelineView(QWidget):
             hm.setMinimumSize(SOURCE_SIZE, source_height)
             self.sources.append(hm)
             self.source_box.addWidget(hm, 1)
+        self.source_area.setWidget(sources)
         split.addWidget(self.source_area)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)

@@ -39,7 +39,12 @@ class Bars(pg.PlotWidget):
         self.setMouseEnabled(x=False, y=False)
         self.hideButtons()
         self.setMinimumHeight(140)
-        self.addLegend(offset=(-4, 4))
+        # the legend in a row of its own above the bars (the title's row: no title here);
+        # drawn over the plot's top right corner it covered the bars of the last keys
+        plot = self.getPlotItem()
+        self.legend = pg.LegendItem(offset=None)
+        plot.layout.removeItem(plot.titleLabel)
+        plot.layout.addItem(self.legend, 0, 1)
         self.items: list[pg.BarGraphItem] = []
 
     def show_series(self, series: list[tuple[str, list[float]]], keys: list[str]) -> None:
@@ -57,6 +62,11 @@ class Bars(pg.PlotWidget):
             )
             self.addItem(item)
             self.items.append(item)
+        self.legend.clear()
+        self.legend.setColumnCount(len(series))  # one line: the bars keep the height
+        for item, (name, _) in zip(self.items, series):
+            self.legend.addItem(item, name)
+        self.getPlotItem().layout.setRowFixedHeight(0, self.legend.boundingRect().height())
         if len(keys) <= TICK_LIMIT:
             self.getAxis("bottom").setTicks([list(enumerate(keys))])
         else:

@@ -8,9 +8,28 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from scratch.checker import backward_cases, prepare
+from tests import font_sets
 
 # Qt renders offscreen in every test run; no display or system packages needed.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# SCRATCH_TEST_FONTS=dejavu|noto|liberation: the run sees only that font set (set before Qt
+# starts); a host without its files skips every test, saying so, rather than test other fonts
+FONTS_LACKING = font_sets.activate(os.environ.get(font_sets.ENV, ""))
+
+
+def pytest_report_header(config):
+    """The fonts the window's tests run with."""
+    chosen = os.environ.get(font_sets.ENV) or "the host's own"
+    return f"fonts: {chosen}" + (f" (unavailable: {FONTS_LACKING})" if FONTS_LACKING else "")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A font set this host lacks: every test is skipped with the reason."""
+    if FONTS_LACKING:
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason=FONTS_LACKING))
+
 
 # One fixed, derandomized profile so the suite never flakes and stays fast.
 settings.register_profile(
