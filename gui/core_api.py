@@ -311,7 +311,7 @@ def start_model(path: str | None, text: str, progress: object = None) -> object:
 
     with progress_.reporting(progress):
         model = load_model(path)
-        decoder = getattr(model, "family", None) == "llama"
+        decoder = getattr(model, "decoder", False)
         return decoding.start(model, text) if decoder else model.run(text)
 
 
@@ -320,7 +320,7 @@ def kv_heads_of(model: object) -> list[int]:
     attention); BERT's and GPT-2's heads each read their own."""
     from scratch.models import llama
 
-    if model.family != "llama":
+    if not model.decoder:
         return list(range(model.heads))
     return [llama.kv_head(model.config, h) for h in range(model.heads)]
 

@@ -18,7 +18,7 @@ from gui.token_text import session_label
 def head_session(run: object, layer: int, head: int) -> sm.Session:
     """The session that recomputes head `head` of layer `layer` of a model run."""
     model = run.model
-    if model.family == "llama":
+    if model.decoder:
         return rotated_session(run, layer, head)
     p = model.head_projections(layer, head)
     x = np.asarray(run.inputs[layer], dtype=np.float64)  # (T, d_model): the layer's attention input

@@ -17,8 +17,8 @@ def _run(name: str, rng: np.random.Generator) -> SimpleNamespace:
     """A stand-in encoder run: 3 tokens, d_model 4, a head of width 2, biases."""
     p = {f"{w}_{n}": rng.normal(size=(4, 2) if w == "w" else 2) for w in "wb" for n in "qkv"}
     model = SimpleNamespace(
-        family="bert", name=name, causal=False, head_projections=lambda layer, head: p,
-        scale=lambda layer: None,
+        family="bert", decoder=False, name=name, causal=False,
+        head_projections=lambda layer, head: p, scale=lambda layer: None,
     )  # fmt: skip
     return SimpleNamespace(model=model, inputs=[rng.normal(size=(3, 4))] * 12, tokens=["a"] * 3)
 

@@ -46,10 +46,11 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules `module` imports anywhere in its source (functions included)."""
+def imports_of(module: str, path: Path, known: set[str], annotations: bool = False) -> set[str]:
+    """The project modules `module` imports anywhere in its source (functions included; those
+    under `if TYPE_CHECKING:` too when `annotations`)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    skipped = _type_checking_only(tree)
+    skipped = set() if annotations else _type_checking_only(tree)
     out = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -72,11 +73,22 @@ def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
     return out
 
 
-def import_graph() -> dict[str, set[str]]:
-    """{module: the project modules it imports}."""
+def import_graph(annotations: bool = False) -> dict[str, set[str]]:
+    """{module: the project modules it imports} (type-checking imports too when `annotations`)."""
     found = sources()
     known = set(found)
-    return {name: imports_of(name, path, known) for name, path in found.items()}
+    return {name: imports_of(name, path, known, annotations) for name, path in found.items()}
+
+
+def reached(graph: dict[str, set[str]], module: str) -> set[str]:
+    """Every module `module` imports, directly or through others."""
+    seen, todo = set(), [module]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -110,6 +122,23 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# A model's text: the forward, a run, the one decode step, generation, the model; each imports
+# only modules before it. An import made for annotations alone counts here: run.py's
+# `if TYPE_CHECKING: from .model import Model` closed the circle run -> model -> generate -> run.
+MODEL_LAYERS = ("llama", "run", "decoding", "generate", "model")
+
+
+def test_run_decoding_generate_and_model_are_layers_annotations_included():
+    graph = import_graph(annotations=True)
+    names = [f"scratch.models.{name}" for name in MODEL_LAYERS]
+    for i, low in enumerate(names):
+        up = reached(graph, low) & set(names[i + 1 :])
+        assert not up, f"{low} imports {sorted(up)}, above it (layers: {', '.join(MODEL_LAYERS)})"
+    models = {m: graph[m] for m in graph if m.startswith("scratch.models")}
+    cycle = find_cycle(models)
+    assert cycle is None, "import cycle in scratch.models: " + " -> ".join(cycle)
 
 
 def test_the_graph_reads_relative_lazy_and_package_imports():
@@ -155,3 +184,4 @@ def test_imports_for_type_checking_only_are_left_out(tmp_path):
         "if typing.TYPE_CHECKING:\n    from b import x\nelse:\n    import c\nimport d\n"
     )
     assert imports_of("m", path, {"a", "b", "c", "d"}) == {"c", "d"}
+    assert imports_of("m", path, {"a", "b", "c", "d"}, annotations=True) == {"a", "b", "c", "d"}

@@ -12,7 +12,7 @@ from scratch.models.generate import generate
 
 @pytest.mark.parametrize("seed", ["a", 1.5, True])
 def test_a_seed_that_is_not_an_int_is_named(seed):
-    decoder = SimpleNamespace(family="llama", name="a decoder")  # refused before it is used
+    decoder = SimpleNamespace(decoder=True, name="a decoder")  # refused before it is used
     with pytest.raises(TypeError, match="^seed: expected None or an int, found"):
         generate(decoder, "Hi", 2, 1.0, seed)
 

@@ -161,6 +161,13 @@ class Config:
     rope_base: float = 0.0  # Llama: RoPE's base (every feature of a head turns, "half" pairing)
 
     @property
+    def decoder(self) -> bool:
+        """Whether this is a decoder (the Llama family): rotary positions, an output head, next
+        tokens and generation with a key/value cache. BERT's config key is_decoder is not this:
+        it only makes BERT's heads causal (`causal`)."""
+        return self.family == "llama"
+
+    @property
     def d_head(self) -> int:
         """Width of one head."""
         return self.d_model // self.heads

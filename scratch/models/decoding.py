@@ -1,19 +1,22 @@
 """Decoding: a prompt and the tokens generated after it so far, continued one token per call.
 
-Model.generate runs every step in one call; a window that shows each step keeps a Decoding and
-asks for one more token at a time. Each call feeds one token against the cached rotated keys and
-values, so the cache grows by one token per call; the attention of the newest token over the
-cache is kept, row by row, and the assembled (S, S) weights equal a full run's (tested).
+Decoding.extend is the one decode step (choose a token, feed it against the cache) and its one
+seeding rule: step n draws with a generator seeded by (seed, n). Model.generate and
+`python -m scratch.models --generate` repeat it (scratch.models.generate); the window's Generate
+calls it once per click, so a seeded sample is the same text in the API, the CLI and the window.
+Each call feeds one token against the cached rotated keys and values, so the cache grows by one
+token per call; the attention of the newest token over the cache is kept, row by row, and the
+assembled (S, S) weights equal a full run's (tested).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import llama
-from .generate import check_sampling, choose
 from .run import Run, top_tokens
 
 
@@ -71,8 +74,7 @@ class Decoding:
         model = self.prompt.model
         if self.length >= model.max_positions:
             raise ValueError(f"{model.name} has no position after {model.max_positions} tokens")
-        rng = np.random.default_rng(None if seed is None else [seed, len(self.ids)])
-        new = choose(self.logits, temperature, rng)
+        new = choose(self.logits, temperature, step_rng(seed, len(self.ids)))
         attentions, _, logits, cache = llama.step(model.config, model.weights, [new], self.cache)
         row = attentions[:, :, 0, :]  # (layers, heads, S + 1): the new token over the cache
         shifted = np.exp(self.logits - self.logits.max())  # (vocab,)
@@ -83,9 +85,38 @@ class Decoding:
 
 def start(model: object, text: str) -> Decoding:
     """The prompt run once, its cache kept: a Decoding with no new token yet."""
-    if model.family != "llama":
-        raise ValueError(f"{model.name} is not a decoder with an output head; it cannot generate")
+    check_decoder(model)
     tokens, ids = model.tokenize(text)
     attentions, inputs, logits, cache = llama.step(model.config, model.weights, ids)
     prompt = Run(model, text, tokens, ids, attentions, inputs, logits)
     return Decoding(prompt, (), (), logits[-1], cache)
+
+
+def check_decoder(model: object) -> None:
+    """ValueError unless `model` is a decoder (Model.decoder: an output head to generate with)."""
+    if not model.decoder:
+        raise ValueError(f"{model.name} is not a decoder with an output head; it cannot generate")
+
+
+def check_sampling(temperature: object, seed: object) -> None:
+    """temperature a finite number >= 0, seed None or an int; else ValueError/TypeError."""
+    ok = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+    if not ok or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature: expected a finite number >= 0, found {temperature!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed: expected None or an int, found {type(seed).__name__} {seed!r}")
+
+
+def step_rng(seed: int | None, step: int) -> np.random.Generator:
+    """The generator new token `step` (0 first) draws with: seeded by (seed, step), so a step's
+    draw depends on neither earlier calls nor who makes them; fresh entropy when seed is None."""
+    return np.random.default_rng(None if seed is None else [seed, step])
+
+
+def choose(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """argmax at temperature 0 (the first of ties), else a draw from softmax(logits / t)."""
+    if temperature == 0:
+        return int(np.argmax(logits))
+    scaled = (logits - logits.max()) / temperature
+    probs = np.exp(scaled)
+    return int(rng.choice(len(probs), p=probs / probs.sum()))

@@ -21,6 +21,7 @@ from .files import (
     read_weights,
     verify_default_weights,
 )
+from .generate import Generation, generate
 from .gguf_file import read_gguf, smollm2_path, verify_smollm2
 from .llama_dir import read_dir
 from .run import Run
@@ -43,6 +44,12 @@ class Model:
     def family(self) -> str:
         """The family: "bert", "gpt2" or "llama"."""
         return self.config.family
+
+    @property
+    def decoder(self) -> bool:
+        """Whether the model is a decoder (Config.decoder: rotary positions, an output head,
+        generation with a key/value cache)."""
+        return self.config.decoder
 
     @property
     def layers(self) -> int:
@@ -108,17 +115,15 @@ class Model:
 
     def generate(
         self, text: str, max_new_tokens: int, temperature: float = 0.0, seed: int | None = None
-    ) -> object:
+    ) -> Generation:
         """Continue `text` token by token with a key/value cache (decoders with an output head);
         temperature 0 picks the likeliest token, above 0 samples (seeded by `seed`)."""
-        from .generate import generate
-
         return generate(self, text, max_new_tokens, temperature, seed)
 
     def head_projections(self, layer: int, head: int) -> dict[str, np.ndarray]:
         """w_q, w_k, w_v (d_model, d_head) and b_q, b_k, b_v (d_head,) of one head."""
         self.check_head(layer, head)
-        if self.family == "llama":
+        if self.decoder:
             raise ValueError(
                 f"{self.name}: rotary positions turn q and k after the projections, so a head is "
                 f"not x @ W + b; trace it with run.trace(layer, head)"

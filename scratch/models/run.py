@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import llama
-
-if TYPE_CHECKING:
-    from .model import Model
 
 AGREEMENT = 1e-9  # the ground truth's weights of a head vs the NumPy forward's (float64 both)
 
@@ -19,7 +15,7 @@ AGREEMENT = 1e-9  # the ground truth's weights of a head vs the NumPy forward's 
 class Run:
     """One text through one model: tokens and the attention weights of every head."""
 
-    model: Model
+    model: object  # the scratch.models.Model it ran on (run sits below model: no import of it)
     text: str
     tokens: list[str]
     ids: list[int]
@@ -50,7 +46,7 @@ class Run:
         """
         from ..trace import trace_attention
 
-        if self.model.family == "llama":  # rotary positions sit between projection and scores
+        if self.model.decoder:  # rotary positions sit between projection and scores
             self.model.check_head(layer, head)
             trace = llama.ground_truth(self, layer, head)
             return self._agree(trace, layer, head)
