@@ -28,6 +28,15 @@ def softmax_row(row: list[float], masked_rows: str = "zero", fully_masked: bool 
     return [x / total for x in e]
 
 
+def weights_with_sink(row: list[float], sink: float) -> tuple[list[float], float]:
+    """Softmax of a row with one more term, the sink logit, in the denominator (no value)."""
+    top = max(max(row, default=-inf), sink)  # subtract the max (sink included): exp <= 1
+    e = [exp(x - top) for x in row]
+    s = exp(sink - top)
+    total = fsum(e + [s])
+    return [x / total for x in e], s / total
+
+
 def log_sum_exp_row(row: list[float]) -> float:
     """log sum_j exp(x_j) = max + log(fsum(exp(x - max))): softmax's log-denominator.
 
