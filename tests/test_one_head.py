@@ -100,6 +100,11 @@ def sdpa_case(rng: random.Random) -> tuple[list, list, list, dict]:
         tensor(rng, kv_lead + (S, E)),
         tensor(rng, kv_lead + (S, Ev)),
     )
+    if rng.random() < 0.3:  # inf or NaN in v: a fully masked row under "zero" must stay 0
+        row = v
+        while isinstance(row[0], list):
+            row = row[rng.randrange(len(row))]
+        row[rng.randrange(len(row))] = rng.choice([math.inf, -math.inf, math.nan])
     kw: dict = {"masked_rows": rng.choice(["zero", "nan", "uniform"]), "enable_gqa": gqa}
     kind = rng.choice(["none", "causal", "mask", "broadcast"])
     if kind == "causal":
@@ -247,6 +252,8 @@ def flex_case(rng: random.Random) -> tuple[list, list, list, dict]:
     Hkv = rng.choice([h for h in (1, 2, 4) if H % h == 0 and h <= H])
     L, S, E, Ev = rng.randint(1, 5), rng.randint(1, 6), rng.randint(1, 3), rng.randint(1, 3)
     q, k, v = tensor(rng, (B, H, L, E)), tensor(rng, (B, Hkv, S, E)), tensor(rng, (B, Hkv, S, Ev))
+    if rng.random() < 0.4:  # a NaN in v: only the rows that see its key may read it
+        v[rng.randrange(B)][rng.randrange(Hkv)][rng.randrange(S)][rng.randrange(Ev)] = math.nan
     kw: dict = {"enable_gqa": H != Hkv}
     mods = variants(L, S, H, rng)
     plain = [m for m in mods if not any(isinstance(p, Rotary) for p in parts_of(m))]
