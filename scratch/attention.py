@@ -1,5 +1,9 @@
 """Scaled dot-product attention in plain Python: the ground truth every backend is checked against.
 
+`attend` is the one head kernel: scaled_dot_product_attention, multi_head_attention, the traced
+pipeline (with or without a variant), the sampled rows, flex_attention and decode all compute
+each head with it (steps numbered as below; flex=True is FlexAttention's form of steps 5-6).
+
 Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
 
     output = softmax(q @ k^T * scale + mask) @ v
@@ -33,7 +37,7 @@ import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import product
-from math import exp, fsum, inf, log
+from math import inf
 
 from .front_doors import forward_door
 from .linalg import dot, matmul_nt, transpose_rows
@@ -41,7 +45,7 @@ from .masks import Mask
 from .nested import at, stack
 from .options import Options
 from .plan import AttentionPlan, plan_attention
-from .softmax import log_sum_exp_row, softmax_row, weights_with_sink
+from .softmax import flex_weights, log_sum_exp_row, softmax_row, weights_with_sink
 from .validate import as_tensor
 from .variant_support import sdpa_variant
 from .variants import Causal, GivenMask, Rotary
@@ -162,18 +166,6 @@ def attend(
     return Steps(
         scores, scaled, masked, weights, output, fully_masked, q_rot, k_rot, sink_weights, lse
     )
-
-
-def flex_weights(row: list[float], sink: float | None) -> tuple[list[float], float, float]:
-    """(weights, sink weight, lse) of one row in FlexAttention's form: lse = log(sum of exp over
-    the seen scores and the sink), weights exp(x - lse); nothing seen, no sink: 0s and -inf."""
-    terms = [x for x in row if x != -inf] + ([] if sink is None else [sink])
-    if not terms:
-        return [0.0] * len(row), 0.0, -inf
-    top = max(terms)  # subtract the row max so exp never overflows
-    lse = top + log(fsum(exp(x - top) for x in terms))
-    weights = [0.0 if x == -inf else exp(x - lse) for x in row]
-    return weights, 0.0 if sink is None else exp(sink - lse), lse
 
 
 def seen_output(weights: list[float], row: list[float], v: Matrix, Ev: int) -> list[float]:
