@@ -24,8 +24,6 @@ from .options import Options
 from .softmax import weights_with_sink
 from .variants import Combined, LearnedSinks, Rotary, Variant, combine
 
-Matrix = list[list[float]]
-
 
 def parts_of(variant: Variant | None) -> list[Variant]:
     """The variant's parts, combinations opened (nested ones too), in order."""
@@ -83,7 +81,7 @@ def attend_variant_all(
     options: Options,
     group: int,
 ) -> list[VariantSteps]:
-    """attend_head for every head of one example: q (H, L, E), k (Hkv, S, E), v (Hkv, S, Ev)."""
+    """attend with the variant's hooks, each head: q (H, L, E), k (Hkv, S, E), v (Hkv, S, Ev)."""
     if len(head_lead) != 1:
         raise ValueError(
             "variant: the ground truth traces a variant for one example (L, d_model), "
