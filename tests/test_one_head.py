@@ -315,3 +315,21 @@ def test_decode_equals_the_old_flex_attention(seed, monkeypatch):
             m.setattr(scratch.decode, "flex_attention", old.flex_attention)
             before = call()
         assert same(list(new), list(before)), seed
+
+
+def test_flex_attention_follows_ieee_like_sdpa():
+    """inf - inf inside a dot product is NaN in flex_attention too (the kernel's `dot`, as in
+    SDPA; the old flex row's bare fsum raised ValueError): that row is NaN, as SDPA's is, and
+    the other row is what the old flex row gives it (rows are independent)."""
+    q = [[[[math.inf, math.inf], [0.5, -1.0]]]]  # (1, 1, 2, 2)
+    k = [[[[1.0, -1.0], [0.25, 2.0]]]]  # key 0 meets inf - inf in row 0
+    v = [[[[1.0, 2.0], [3.0, -4.0]]]]
+    block = scratch.create_block_mask(lambda b, h, i, j: j <= i + 1, 1, 1, 2, 2)
+    out, lse = scratch.flex_attention(q, k, v, block_mask=block, return_lse=True)
+    sdpa, _ = scratch.scaled_dot_product_attention(q, k, v)
+    assert all(math.isnan(x) for x in out[0][0][0] + sdpa[0][0][0]) and math.isnan(lse[0][0][0])
+    finite = [[[[1.0, 1.0], q[0][0][1]]]]
+    want = old.flex_attention(finite, k, v, block_mask=block)
+    assert same(out[0][0][1], want[0][0][1]) and not any(map(math.isnan, want[0][0][1]))
+    with pytest.raises(ValueError, match="inf"):  # what the frozen old row did
+        old.flex_attention(q, k, v, block_mask=block)
