@@ -1,5 +1,9 @@
 """Scaled dot-product attention in plain Python: the ground truth every backend is checked against.
 
+`attend` is the one head kernel: scaled_dot_product_attention, multi_head_attention, the traced
+pipeline (with or without a variant), the sampled rows, flex_attention and decode all compute
+each head with it (steps numbered as below; flex=True is FlexAttention's form of steps 5-6).
+
 Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
 
     output = softmax(q @ k^T * scale + mask) @ v
@@ -30,21 +34,21 @@ Semantics follow `torch.nn.functional.scaled_dot_product_attention`:
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import product
 from math import inf
 
 from .front_doors import forward_door
-from .linalg import matmul_nt, transpose_rows
+from .linalg import dot, matmul_nt, transpose_rows
 from .masks import Mask
 from .nested import at, stack
 from .options import Options
 from .plan import AttentionPlan, plan_attention
-from .softmax import log_sum_exp_row, softmax_row
+from .softmax import flex_weights, log_sum_exp_row, softmax_row, weights_with_sink
 from .validate import as_tensor
 from .variant_support import sdpa_variant
-from .variants import Causal, GivenMask
+from .variants import Causal, GivenMask, Rotary
 
 Matrix = list[list[float]]
 
@@ -59,6 +63,10 @@ class Steps:
     weights: Matrix  # (L, S)
     output: Matrix  # (L, Ev)
     fully_masked: list[bool]  # (L,)
+    q_rotated: Matrix | None = None  # (L, E) when the variant holds RoPE
+    k_rotated: Matrix | None = None  # (S, E) of the kv head this head reads
+    sink_weights: list[float] | None = None  # (L,) when the variant holds learned sinks
+    lse: list[float] | None = None  # (L,) in FlexAttention's form (flex=True)
 
 
 def attend(
@@ -66,21 +74,61 @@ def attend(
     k: Matrix,
     v: Matrix,
     scale: float,
-    mask: Mask | None = None,
     mask_rows: list[list] | None = None,
     masked_rows: str = "zero",
     dropout_p: float = 0.0,
     rng: random.Random | None = None,
+    *,
+    added: bool = False,
+    b: int = 0,
+    h: int = 0,
+    rotary: Rotary | None = None,
+    score_mod: Callable[..., float] | None = None,
+    mask_mod: Callable[..., bool] | None = None,
+    sink: float | None = None,
+    rows: tuple[list[int], int] | None = None,
+    keys: Callable[[int], Iterable[int]] | None = None,
+    flex: bool = False,
 ) -> Steps:
-    """One head of attention on validated matrices q (L, E), k (S, E), v (S, Ev)."""
+    """One head of attention, the one kernel of every public entry: q (L, E), k (S, E), v (S, Ev).
+
+    mask_rows (L, S): bools (True = may attend), or floats added at step 4 when `added`. A
+    variant's hooks for head h of example b: rotary (RoPE), score_mod(score, b, h, i, j),
+    mask_mod(b, h, i, j), sink (its learned sink logit). rows = (indices, L): q holds only those
+    query rows of L, and the steps are theirs (each exactly that row of the full steps).
+    flex=True is FlexAttention's form: only the keys a row sees take part (`keys(i)`, its block
+    mask's keys, are the only ones computed; a score of -inf is not seen), weights are
+    exp(masked - lse) and output sums the seen keys alone (SDPA's form: exp(x - max) / fsum and
+    weights @ v over every key); lse is kept."""
+    S = len(k)
+    L, at = (len(q), range(len(q))) if rows is None else (rows[1], rows[0])  # at: q's indices
+    q_rot = k_rot = None
+    if rotary is not None:  # step 1.5: RoPE, queries at positions i + S - L, keys at j
+        q_pos, k_pos = Rotary.positions(L, S)
+        q_rot, k_rot = rotary.turn(q, [q_pos[i] for i in at]), rotary.turn(k, k_pos)
+        q, k = q_rot, k_rot
+    visits = [range(S)] * len(q) if keys is None else [list(keys(i)) for i in at]
     # step 2: scores = q @ k^T            (L, E) @ (E, S) -> (L, S); rows of k are k^T's columns
-    scores = matmul_nt(q, k)
-    # step 3: scaled = scores * scale     (L, S)
-    scaled = [[s * scale for s in row] for row in scores]
+    # step 3: scaled = scores * scale     (L, S), then the variant's score_mod, if any
+    if keys is None:
+        scores = matmul_nt(q, k)
+        scaled = [[s * scale for s in row] for row in scores]
+    else:  # keys a row does not visit are never computed: -inf in scores and scaled
+        scores, scaled = [[-inf] * S for _ in q], [[-inf] * S for _ in q]
+        for q_i, seen, score, scale_row in zip(q, visits, scores, scaled):
+            for j in seen:
+                score[j] = dot(q_i, k[j])
+                scale_row[j] = score[j] * scale
+    if score_mod is not None:  # only on the keys visited, row by row
+        for i, seen, row in zip(at, visits, scaled):
+            for j in seen:
+                row[j] = score_mod(row[j], b, h, i, j)
     # step 4: masked = scaled + mask      (L, S); -inf where a key may not be attended
-    if mask is None:
+    if mask_mod is not None:  # the variant's rule, asked cell by cell
+        mask_rows = [[mask_mod(b, h, i, j) for j in range(S)] for i in at]
+    if mask_rows is None:
         masked = scaled
-    elif mask.is_bool:  # adds -inf, as torch's reference does: a NaN or +inf score stays NaN
+    elif not added:  # adds -inf, as torch's reference does: a NaN or +inf score stays NaN
         masked = [
             [x if a else x - inf for x, a in zip(row, allow)]
             for row, allow in zip(scaled, mask_rows)
@@ -89,20 +137,44 @@ def attend(
         masked = [[x + a for x, a in zip(row, add)] for row, add in zip(scaled, mask_rows)]
     # a row is fully masked when every entry is -inf, whether the mask or the data put it there
     fully_masked = [all(x == -inf for x in row) for row in masked]
-    # step 5: weights = softmax(masked)   (L, S), each row: exp(x - max) / fsum
-    weights = [softmax_row(row, masked_rows, full) for row, full in zip(masked, fully_masked)]
+    # step 5: weights = softmax(masked)   (L, S), each row: exp(x - max) / fsum; with a learned
+    # sink, its exp joins the denominator and sink_weights is its column
+    sink_weights = lse = None
+    if flex:  # FlexAttention's form: lse over the seen keys (and sink), weights exp(x - lse)
+        found = [flex_weights(row, sink) for row in masked]
+        weights, lse = [w for w, _, _ in found], [x for _, _, x in found]
+        sink_weights = None if sink is None else [s for _, s, _ in found]
+    elif sink is None:
+        weights = [softmax_row(row, masked_rows, full) for row, full in zip(masked, fully_masked)]
+    else:
+        pairs = [weights_with_sink(row, sink) for row in masked]
+        weights, sink_weights = [w for w, _ in pairs], [s for _, s in pairs]
     # step 5, then: dropout on weights   (L, S), kept entries scaled by 1 / (1 - p), dropped
     # ones multiplied by 0 (as torch's dropout does: a NaN weight stays NaN, so does its row)
     if dropout_p > 0.0:
         draw = (rng if rng is not None else random).random
         keep = 1.0 / (1.0 - dropout_p)
         weights = [[w * (0.0 if draw() < dropout_p else keep) for w in row] for row in weights]
-    # step 6: output = weights @ v        (L, S) @ (S, Ev) -> (L, Ev)
-    output = matmul_nt(weights, transpose_rows(v))
-    if masked_rows == "zero":  # zero weights must give zero output even if v holds inf or NaN
-        Ev = len(v[0])
+    # step 6: output = weights @ v        (L, S) @ (S, Ev) -> (L, Ev); flex: over seen keys only
+    Ev = len(v[0])
+    if flex:
+        output = [seen_output(w, row, v, Ev) for w, row in zip(weights, masked)]
+    else:
+        output = matmul_nt(weights, transpose_rows(v))
+    if masked_rows == "zero" or sink is not None:  # zero weights: zero output, inf in v too
         output = [[0.0] * Ev if full else row for row, full in zip(output, fully_masked)]
-    return Steps(scores, scaled, masked, weights, output, fully_masked)
+    return Steps(
+        scores, scaled, masked, weights, output, fully_masked, q_rot, k_rot, sink_weights, lse
+    )
+
+
+def seen_output(weights: list[float], row: list[float], v: Matrix, Ev: int) -> list[float]:
+    """sum_j weights[j] * v[j] over the keys whose score is not -inf: (Ev,)."""
+    seen = [j for j, x in enumerate(row) if x != -inf]
+    if not seen:
+        return [0.0] * Ev
+    w = [weights[j] for j in seen]
+    return [dot(w, column) for column in zip(*(v[j] for j in seen))]
 
 
 def attend_all(
@@ -124,17 +196,18 @@ def attend_all(
         if group > 1:  # grouped-query attention: the head axis is the last leading axis
             kv_index = index[:-1] + (index[-1] // group,)
         mask_rows = mask.slice(index) if mask is not None else None
+        added = mask is not None and not mask.is_bool
         results.append(
             attend(
                 at(q, index),
                 at(k, kv_index),
                 at(v, kv_index),
                 scale,
-                mask,
                 mask_rows,
                 masked_rows,
                 dropout_p,
                 rng,
+                added=added,
             )
         )
     return results

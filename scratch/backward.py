@@ -87,7 +87,8 @@ def backward_head(
     grad_output (L, Ev); `options` gives masked_rows and the dropout (dropout_p, drawn from rng).
     """
     q, k, v, mask_rows, masked_rows = head.q, head.k, head.v, head.mask_rows, options.masked_rows
-    forward = attend(q, k, v, scale, mask, mask_rows, masked_rows)  # P without dropout
+    added = mask is not None and not mask.is_bool
+    forward = attend(q, k, v, scale, mask_rows, masked_rows, added=added)  # P without dropout
     P, full = forward.weights, forward.fully_masked  # (L, S), (L,)
     L, S = len(P), len(P[0])
     keep = _dropout_keep(L, S, options.dropout_p, options.rng)

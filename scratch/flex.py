@@ -6,7 +6,8 @@ scaled score, `block_mask` (from `create_block_mask(mask_mod, B, H, Q_LEN, KV_LE
 keys each query sees; with enable_gqa query head h reads kv head h // (H // Hkv). The user's
 own plain-Python functions are welcome, and so are the variants of `scratch.variants`.
 
-Per query row, step by step (every sum a math.fsum):
+Per query row, step by step (every sum a math.fsum), computed by the one head kernel
+(scratch.attention.attend with flex=True):
   1. scores[j] = scale * q . k[j] for the keys the block mask lets the query see
   2. scores[j] = score_mod(scores[j], b, h, i, j); a score of -inf counts as masked
   3. lse = log(sum_j exp(scores[j]) + exp(sink[h])) (no sink term without `sinks`)
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from itertools import product
-from math import exp, fsum, inf, log
+from math import inf
 
+from .attention import Steps, attend
 from .validate import as_tensor, check_flag, check_hook, check_positive_int, check_scale
 from .variants.base import check_sizes
 from .variants.sinks import sink_logits
@@ -232,31 +235,37 @@ def modified(score_mod: Callable[..., float], score: float, b: int, h: int, i: i
     return float(s)
 
 
-def row(x: FlexInputs, b: int, h: int, i: int) -> Row:
-    """Steps 1-3 for query i of head h in batch b."""
+def head(x: FlexInputs, b: int, h: int) -> Steps:
+    """Steps 1-4 for head h of batch b: the one head kernel (scratch.attention.attend) in
+    FlexAttention's form, visiting the block mask's keys, score_mod's answers checked."""
     kv = h // x.group
-    q_i = x.q[b][h][i]
-    keys = range(x.shape[4]) if x.block_mask is None else x.block_mask.keys(b, h, i)
-    seen, raw, scores = [], [], []
-    for j in keys:
-        # step 1: the scaled score (one rounding for the fsum, one for the scale)
-        r = x.scale * fsum(a * c for a, c in zip(q_i, x.k[b][kv][j]))
-        # step 2: the score change; -inf from a score_mod masks the key as the mask would
-        s = r if x.score_mod is None else modified(x.score_mod, r, b, h, i, j)
-        if s != -inf:
-            seen.append(j)
-            raw.append(r)
-            scores.append(s)
-    sink = None if x.sinks is None else x.sinks[h]
-    terms = scores + ([] if sink is None else [sink])
-    if not terms:  # no key seen and no sink: output 0, lse -inf (as FlexAttention)
-        return Row([], [], [], [], 0.0, -inf)
-    # step 3: lse; subtract the row max so exp never overflows
-    top = max(terms)
-    lse = top + log(fsum(exp(s - top) for s in terms))
-    weights = [exp(s - lse) for s in scores]
-    sink_weight = 0.0 if sink is None else exp(sink - lse)
-    return Row(seen, raw, scores, weights, sink_weight, lse)
+    return attend(
+        x.q[b][h],
+        x.k[b][kv],
+        x.v[b][kv],
+        x.scale,
+        b=b,
+        h=h,
+        score_mod=None if x.score_mod is None else partial(modified, x.score_mod),
+        sink=None if x.sinks is None else x.sinks[h],
+        keys=None if x.block_mask is None else partial(x.block_mask.keys, b, h),
+        flex=True,
+    )
+
+
+def row(steps: Steps, i: int, scale: float) -> Row:
+    """Query row i of a head's steps (from `head`) as the keys it saw and their values."""
+    masked = steps.masked[i]
+    seen = [j for j, s in enumerate(masked) if s != -inf]
+    sink_weight = 0.0 if steps.sink_weights is None else steps.sink_weights[i]
+    return Row(
+        seen,
+        [steps.scores[i][j] * scale for j in seen],
+        [masked[j] for j in seen],
+        [steps.weights[i][j] for j in seen],
+        sink_weight,
+        steps.lse[i],
+    )
 
 
 def flex_attention(
@@ -280,23 +289,9 @@ def flex_attention(
     check_flag(return_lse, "return_lse")
     output, lse = [], []
     for b in range(B):
-        out_b, lse_b = [], []
-        for h in range(H):
-            kv, out_h, lse_h = h // x.group, [], []
-            for i in range(L):
-                r = row(x, b, h, i)
-                # step 4: output[c] = sum_j weights[j] * v[j][c]  (Ev sums of len(keys) terms)
-                out_h.append(
-                    [
-                        fsum(w * x.v[b][kv][j][c] for w, j in zip(r.weights, r.keys))
-                        for c in range(Ev)
-                    ]
-                )
-                lse_h.append(r.lse)
-            out_b.append(out_h)
-            lse_b.append(lse_h)
-        output.append(out_b)
-        lse.append(lse_b)
+        heads = [head(x, b, h) for h in range(H)]  # step 4: output = weights @ v, seen keys
+        output.append([s.output for s in heads])
+        lse.append([s.lse for s in heads])
     return (output, lse) if return_lse else output
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import fsum
 
-from .flex import BlockMask, prepare, row
+from .flex import BlockMask, head, prepare, row
 from .validate import as_tensor
 from .variants.dual import derivative
 
@@ -45,9 +45,9 @@ def flex_attention_backward(
     sink_terms = [[] for _ in range(H)]
     for b in range(B):
         for h in range(H):
-            kv = h // x.group
+            kv, steps = h // x.group, head(x, b, h)
             for i in range(L):
-                r, d_o, q_i = row(x, b, h, i), d_out[b][h][i], x.q[b][h][i]
+                r, d_o, q_i = row(steps, i, x.scale), d_out[b][h][i], x.q[b][h][i]
                 d_p = [fsum(a * c for a, c in zip(d_o, x.v[b][kv][j])) for j in r.keys]
                 D = fsum(p * dp for p, dp in zip(r.weights, d_p))
                 d_r = []

@@ -78,7 +78,7 @@ def _parts(dtype: str, E: int, S: int) -> list[tuple[Rounding, float, float]]:
 
 def _head_terms(q, k, v, g, scale, mask, mask_rows, masked_rows, f, r, u, us):
     """The per-head bound pieces of steps 1-5 (and the row terms steps 6-7 sum over)."""
-    fw = attend(q, k, v, scale, mask, mask_rows, masked_rows)
+    fw = attend(q, k, v, scale, mask_rows, masked_rows, added=mask is not None and not mask.is_bool)
     P, full = fw.weights, fw.fully_masked
     L, S, E, Ev = len(q), len(k), len(q[0]), len(v[0])
     tiny = SMALLEST_SUBNORMAL[r.dtype] + (SMALLEST_SUBNORMAL[r.dtype] if us else 0.0)

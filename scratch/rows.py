@@ -80,6 +80,7 @@ def attention_rows(
     if causal is not None:  # only the sampled rows of the causal grid
         seen = causal.cells(picked, range(plan.S))  # (R, S)
         mask = Mask(seen, (len(picked), plan.S), True, plan.lead + (len(picked), plan.S))
+    added = mask is not None and not mask.is_bool  # a float mask is added at step 4
     outputs, weights = [], []
     for index in product(*map(range, plan.lead)):
         q_rows = [at(p.q, index)[i] for i in picked]  # (R, E): only the sampled query rows
@@ -90,7 +91,9 @@ def attention_rows(
             full = mask.slice(index)  # (L, S) views of the broadcast mask, no copies
             mask_rows = [full[i] for i in picked]  # (R, S)
         kv = plan.kv_index(index)
-        steps = attend(q_rows, at(p.k, kv), at(p.v, kv), p.scale, mask, mask_rows, p.masked_rows)
+        steps = attend(
+            q_rows, at(p.k, kv), at(p.v, kv), p.scale, mask_rows, p.masked_rows, added=added
+        )
         outputs.append(steps.output)  # (R, Ev)
         weights.append(steps.weights)  # (R, S)
     return stack(outputs, plan.lead), stack(weights, plan.lead)

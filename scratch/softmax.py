@@ -28,6 +28,27 @@ def softmax_row(row: list[float], masked_rows: str = "zero", fully_masked: bool 
     return [x / total for x in e]
 
 
+def weights_with_sink(row: list[float], sink: float) -> tuple[list[float], float]:
+    """Softmax of a row with one more term, the sink logit, in the denominator (no value)."""
+    top = max(max(row, default=-inf), sink)  # subtract the max (sink included): exp <= 1
+    e = [exp(x - top) for x in row]
+    s = exp(sink - top)
+    total = fsum(e + [s])
+    return [x / total for x in e], s / total
+
+
+def flex_weights(row: list[float], sink: float | None) -> tuple[list[float], float, float]:
+    """(weights, sink weight, lse) of one row in FlexAttention's form: lse = log(sum of exp over
+    the seen scores and the sink), weights exp(x - lse); nothing seen, no sink: 0s and -inf."""
+    terms = [x for x in row if x != -inf] + ([] if sink is None else [sink])
+    if not terms:
+        return [0.0] * len(row), 0.0, -inf
+    top = max(terms)  # subtract the row max so exp never overflows
+    lse = top + log(fsum(exp(x - top) for x in terms))
+    weights = [0.0 if x == -inf else exp(x - lse) for x in row]
+    return weights, 0.0 if sink is None else exp(sink - lse), lse
+
+
 def log_sum_exp_row(row: list[float]) -> float:
     """log sum_j exp(x_j) = max + log(fsum(exp(x - max))): softmax's log-denominator.
 

@@ -1,8 +1,9 @@
 """A variant's steps for a sample of query rows, and a trace's same rows compared with them.
 
 Query rows are independent: row i reads q[i], every key and value, and row i of the mask. So
-the ground truth's own steps for a variant (`variant_steps.attend_head`: RoPE, scores, the
-score change, the mask, the softmax with learned sinks, weights @ v) computed on a few rows are
+the ground truth's own steps for a variant (the head kernel `attention.attend` with the
+variant's hooks: RoPE, scores, the score change, the mask, the softmax with learned sinks,
+weights @ v) computed on a few rows are
 exactly those rows of its full trace, at (rows x S x E) cost. `variant_rows` computes them, the
 mask given as its sampled rows (read beforehand from the variant's own mask_mod: a 4096 x 4096
 attn_mask is never read whole in plain Python). `compare_rows` compares a backend trace's same
@@ -15,11 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import inf
 
+from .attention import attend
 from .compare import StepCheck, compare_traces
 from .multihead import concat_heads
 from .options import Options
 from .trace_types import Step, Trace
-from .variant_steps import Pieces, attend_head, pieces
+from .variant_steps import Pieces, head_hooks, pieces
 from .variants import GivenMask, Variant
 from .variants.combine import compose
 
@@ -126,8 +128,8 @@ def variant_rows(q: list, k: list, v: list, call: RowsCall) -> dict[str, list]:
     group = H // Hkv
     at = (call.rows, call.L)
     heads = [
-        attend_head(q[h], k[h // group], v[h // group], h, call.scale, call.pieces,
-                    call.masked_rows, at)
+        attend(q[h], k[h // group], v[h // group], call.scale, None, call.masked_rows,
+               rows=at, **head_hooks(call.pieces, h))
         for h in range(H)
     ]  # fmt: skip
     names = ("scores", "scaled", "masked", "weights", "output")

@@ -17,7 +17,7 @@ from decode_cases import mods, problem, rows, variants
 import scratch
 import scratch.split_kv
 from scratch.decode import at_positions
-from scratch.flex import create_block_mask, prepare, row
+from scratch.flex import create_block_mask, head, prepare, row
 from scratch.split_kv import merge_partials, split_bounds, split_kv_partials
 from scratch.variants import Causal, SlidingWindow
 
@@ -32,7 +32,8 @@ def full_rows(q, k, v, variant, sinks=None) -> dict:
     moved_mask = at_positions(m["mask_mod"], S - L)
     block = None if moved_mask is None else create_block_mask(moved_mask, B, H, L, S)
     x = prepare(q, k, v, at_positions(m["score_mod"], S - L), block, None, True, sinks)
-    return {(b, h, i): row(x, b, h, i) for b in range(B) for h in range(H) for i in range(L)}
+    heads = {(b, h): head(x, b, h) for b in range(B) for h in range(H)}
+    return {(b, h, i): row(s, i, x.scale) for (b, h), s in heads.items() for i in range(L)}
 
 
 def gaps_over_bounds(q, k, v, variant, num_splits, merged, sinks=None) -> list[float]:
