@@ -107,7 +107,7 @@ class MainWindow(QMainWindow):
         self.learn = LearnTab()  # why, mistakes, tiles: computed only while visible
         self.tabs.addTab(self.learn, "Learn")
         self.setCentralWidget(self.tabs)
-        scroll = QScrollArea()
+        self.inputs_scroll = scroll = QScrollArea()  # the Inputs panel scrolls, the banner stays
         scroll.setWidget(self.inputs)
         scroll.setWidgetResizable(True)
         # wide enough for the inputs plus the scroll bar: nothing clipped at 1024 x 700

@@ -7,12 +7,10 @@ from PyQt6.QtCore import Qt, QTimer, pyqtSignal
 from PyQt6.QtGui import QFont
 from PyQt6.QtWidgets import (
     QComboBox,
-    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QScrollArea,
     QSlider,
     QSplitter,
     QVBoxLayout,
@@ -49,7 +47,7 @@ class PipelineView(QWidget):
     headChanged = pyqtSignal(str)
 
     def __init__(
-        self, parent: QWidget | None = None, names_of=None, source_height: int = 120
+        self, parent: QWidget | None = None, names_of=None, source_height: int = 96
     ) -> None:
         super().__init__(parent)
         self.names_of = names_of  # trace -> the step names to show (None: every step)
@@ -137,24 +135,20 @@ class PipelineView(QWidget):
         self.main_grid = QGridLayout(self.main_area)
         self.main_grid.setContentsMargins(0, 0, 0, 0)
         split.addWidget(self.main_area)
-        # the inputs scroll when the window is short: their minimum heights (one per source,
-        # up to three) never add to the window's, whatever the fonts make the text around them
-        self.source_area = QScrollArea()
-        self.source_area.setWidgetResizable(True)
-        self.source_area.setFrameShape(QFrame.Shape.NoFrame)
-        self.source_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        sources = QWidget()
-        self.source_box = QVBoxLayout(sources)
+        self.source_area = QWidget()
+        self.source_box = QVBoxLayout(self.source_area)
         self.source_box.setContentsMargins(0, 0, 0, 0)
         self.source_title = QLabel("inputs of this step (hover a cell)")
         self.source_title.setWordWrap(True)
         self.source_box.addWidget(self.source_title)
+        # three sources stacked at source_height each, with their titles and axis labels, must
+        # leave a 1024 x 700 window its height under every common font set (120 px each made
+        # Noto's window 733 px tall; a scroll area here instead looped its layout forever)
         for _ in range(MAX_SOURCES):
             hm = Heatmap(compact=True)
             hm.setMinimumSize(SOURCE_SIZE, source_height)
             self.sources.append(hm)
             self.source_box.addWidget(hm, 1)
-        self.source_area.setWidget(sources)
         split.addWidget(self.source_area)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)

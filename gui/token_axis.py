@@ -9,6 +9,7 @@ from PyQt6.QtCore import QPointF, QRectF, Qt
 from PyQt6.QtGui import QFontMetrics
 
 NICE_STEPS = (1, 2, 5)  # tick spacing 1, 2, 5, 10, 20, 50, ... tokens
+TURN_BACK = 1.15  # cells this much wider than a label before turned labels turn back
 GAP = 2  # pixels between two labels side by side (lines of text need none: their height has
 # room above and below the letters, as in a paragraph)
 LONGEST_LABEL = 110  # pixels: a longer label is elided ('extraordin…'), whole in the hover
@@ -119,7 +120,11 @@ class TokenAxis(pg.AxisItem):
     def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
         per_cell = size / max(abs(maxVal - minVal), 1e-9)
         vertical = self.orientation in ("left", "right")
-        rotated = not vertical and per_cell < self._across(False)
+        # turned while the cells are narrower than a label; turned back only once they are
+        # clearly wider: a label's turn changes the axis's depth, which can resize the view by
+        # a pixel or two, and without this margin the two would turn each other forever
+        wide = self._across(False) * (TURN_BACK if self.rotated else 1.0)
+        rotated = not vertical and per_cell < wide
         if not vertical and rotated != self.rotated:
             self.rotated = rotated
             self._set_depth()

@@ -24,7 +24,7 @@ def test_at_1024_by_700_nothing_is_clipped(qtbot, errors, open_window):
     w.resize(1024, 700)
     qtbot.wait(20)
     assert w.width() == 1024  # the window's minimum fits
-    scroll = w.dock.widget()
+    scroll = w.inputs_scroll
     assert not scroll.horizontalScrollBar().isVisible()
     assert w.inputs.width() >= w.inputs.minimumSizeHint().width()
     assert w.pipeline.slider.width() >= 250

@@ -54,7 +54,7 @@ def _box(inputs, path: str) -> QWidget:
 
 def test_the_wheel_scrolls_the_panel_over_an_unfocused_box(settle, open_window):
     w = open_window(journey_preset(), size=(1400, 900))
-    bar = w.dock.widget().verticalScrollBar()
+    bar = w.inputs_scroll.verticalScrollBar()
     assert bar.maximum() > 0
     for path in BOXES:
         box = _box(w.inputs, path)
@@ -92,14 +92,14 @@ def test_no_box_in_the_window_takes_the_focus_from_the_wheel(open_window):
 
 def _in_view(w, widget: QWidget) -> bool:
     """Whether the widget lies whole in the visible part of the Inputs scroll area."""
-    viewport = w.dock.widget().viewport()
+    viewport = w.inputs_scroll.viewport()
     return viewport.rect().contains(QRect(widget.mapTo(viewport, QPoint(0, 0)), widget.size()))
 
 
 def test_the_variant_box_is_in_reach_without_scrolling_at_1400_by_900(open_window):
     w = open_window(journey_preset(), size=(1400, 900))
     assert (w.width(), w.height()) == (1400, 900)
-    assert w.dock.widget().verticalScrollBar().value() == 0
+    assert w.inputs_scroll.verticalScrollBar().value() == 0
     panel = w.inputs.variant
     for widget in (panel.mask, panel.align, panel.softcap_on, panel.texts["softcap"]):
         assert widget.isVisible() and _in_view(w, widget), widget
