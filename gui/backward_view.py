@@ -71,7 +71,7 @@ class BackwardView(QWidget):
         self.message.setVisible(False)
         outer.addWidget(self.message)
         # lower input panels than the forward view's: the dO rows above fit 700 pixels too
-        self.pipeline = PipelineView(names_of=core_api.backward_steps, source_height=100)
+        self.pipeline = PipelineView(names_of=core_api.backward_steps, source_height=80)
         self.pipeline.step_name = "grad_output"
         self.pipeline.setVisible(False)
         outer.addWidget(self.pipeline, 1)
