@@ -188,6 +188,12 @@ def step_stages(names: list[str]) -> list[tuple[int, str]]:
     return [(steps.spec_for(call, n).number, steps.arrow_of(call, n)) for n in names]
 
 
+def step_reads(trace: object, step: str) -> tuple[str, ...]:
+    """The steps `step` reads, from its entry in scratch's registry of steps."""
+    call = steps.call_of(trace)
+    return steps.spec_for(call, step).reads(call)
+
+
 def step_heading(trace_names: list[str], names: list[str], step: str) -> str:
     """scratch.steps.heading: 'step 2: scores (5/9)', as the terminal heads the step; the call
     is read from all the trace's steps (`names`, the steps shown, may leave out w_q)."""

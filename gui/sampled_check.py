@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gui import core_api, truth_process
+from scratch import step_check
 
 SAMPLE_FROM_TOKENS = 256  # above this many query tokens (with a NumPy or torch backend)
 SAMPLE_ROWS = 16
@@ -80,37 +81,6 @@ def split_heads(m: np.ndarray, heads: int) -> np.ndarray:
     """(n, heads * d) -> (heads, n, d): head h is the column block h*d:(h+1)*d."""
     n, width = m.shape
     return m.reshape(n, heads, width // heads).transpose(1, 0, 2)
-
-
-def abs_difference(found: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """|found - truth|, 0 where both are NaN (or equal, inf included), inf where one is NaN."""
-    same = (np.isnan(found) & np.isnan(truth)) | (found == truth)
-    diff = np.where(same, 0.0, np.abs(found - truth))
-    return np.where(np.isnan(diff), np.inf, diff)
-
-
-def _step_check(
-    name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray
-) -> core_api.StepCheck:
-    """A StepCheck for sampled rows: NaN where the truth has NaN counts as equal."""
-    diff = abs_difference(found, truth)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.where(diff == 0, 0.0, diff / bound)
-    worst = np.unravel_index(int(np.argmax(ratios)), ratios.shape)
-    ratio = float(ratios[worst])
-    ok = bool(ratio <= 1.0)
-    # as compare_traces: the bound at the largest |difference| when the step passes, at the
-    # worst ratio when it fails, so max |difference| vs bound reads like the verdict
-    shown = np.unravel_index(int(np.argmax(diff)), diff.shape) if ok else worst
-    return core_api.StepCheck(
-        name,
-        float(diff.max()),
-        float(bound[shown]),
-        ok,
-        diff.tolist(),
-        ratio,
-        bound.tolist(),
-    )
 
 
 @dataclass(frozen=True)
@@ -223,8 +193,8 @@ def checks_against(
         np.float64,
     )  # (H, R, S)
     return [  # outputs first: the Check tab opens on the first row, a readable (R, d_v) image
-        _step_check(check_name(name, len(rows)), outputs, out_t, out_bound),
-        _step_check(check_name("weights", len(rows)), weights, w_t, w_bound),
+        step_check(check_name(name, len(rows)), outputs, out_t, out_bound, dtype),
+        step_check(check_name("weights", len(rows)), weights, w_t, w_bound, dtype),
     ]
 
 

@@ -8,7 +8,7 @@ of `torch.nn.functional.scaled_dot_product_attention`. Standard library only.
 from .attention import scaled_dot_product_attention
 from .backward import scaled_dot_product_attention_backward
 from .checker import CheckReport, check
-from .compare import StepCheck, compare_traces
+from .compare import StepCheck, compare_traces, step_check
 from .decode import decode_attention
 from .example import Example
 from .explain import Explanation, explain
@@ -98,6 +98,7 @@ __all__ = [
     "shape_of",
     "softmax",
     "split_kv_attention",
+    "step_check",
     "tolerance",
     "trace_attention",
     "transpose",

@@ -88,4 +88,4 @@ def test_a_planted_wrong_gradient_is_named(monkeypatch, mistake, named, dtype):
     rounded = [backward_check._rounded(np.asarray(a), dtype).tolist() for a in (q, k, v, dO)]
     checks = {c.name: c for c in backward_check.check_heads(*rounded, options, "numpy", dtype)}
     assert not checks[named].ok, f"{mistake}: {named} passed (ratio {checks[named].ratio:.3g})"
-    assert named in checks[named].message and "times its bound" in checks[named].message
+    assert named in checks[named].message and "exceeds the bound" in checks[named].message
