@@ -15,6 +15,7 @@ import random
 
 import numpy as np
 
+import scratch
 from gui import core_api
 from gui.sampled_check import split_heads
 from gui.session import Session
@@ -72,9 +73,9 @@ def grad_output_for(s: Session) -> list[list[float]]:
     """dO (L, d_out) for the session's choice, made by scratch.grad_output.make_grad_output."""
     rows, cols = s.num_tokens, s.d_out
     if s.grad_output == "target":
-        target = core_api.one_hot(rows, cols, *target_cell(s))
-        return core_api.make_grad_output("target", rows, cols, target=target)
-    return core_api.make_grad_output(s.grad_output, rows, cols, seed=s.grad_seed)
+        target = scratch.one_hot(rows, cols, *target_cell(s))
+        return scratch.make_grad_output("target", rows, cols, target=target)
+    return scratch.make_grad_output(s.grad_output, rows, cols, seed=s.grad_seed)
 
 
 def describe_grad_output(s: Session) -> str:
@@ -129,14 +130,14 @@ def head_inputs(trace: object, dtype: str) -> tuple[list, list, list, list]:
     return tuple(_rounded(a, dtype).tolist() for a in (q, k, v, dO))
 
 
-def check_options(trace: object, options: core_api.Options) -> core_api.Options:
+def check_options(trace: object, options: scratch.Options) -> scratch.Options:
     """The session's `options` for the backward of its trace's heads: the trace's scale, GQA
     when the heads share key/value heads."""
     gqa = trace.num_heads != trace.num_kv_heads
     return dataclasses.replace(options, scale=trace.scale, enable_gqa=gqa)
 
 
-def check_heads(q, k, v, dO, options, backend: str, dtype: str) -> list[core_api.StepCheck]:
+def check_heads(q, k, v, dO, options, backend: str, dtype: str) -> list[scratch.StepCheck]:
     """StepChecks of `backend`'s dQ, dK, dV on the heads' inputs against the ground truth's."""
     # step 1: the backend's own backward function, in the session's dtype
     found = core_api.backward_with_backend(backend, dtype, q, k, v, dO, options)
@@ -150,7 +151,7 @@ def check_heads(q, k, v, dO, options, backend: str, dtype: str) -> list[core_api
 
 
 def gradient_checks(
-    trace: object, options: core_api.Options, backend: str, dtype: str
+    trace: object, options: scratch.Options, backend: str, dtype: str
 ) -> tuple[list, str]:
     """([StepCheck] for dQ, dK, dV, the sentence saying what was compared) for `backend`.
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from gui import bench_views
 from scratch.bench import host, plugins
 from scratch.bench.stats import low_quantile
+from scratch.variants import causal_cells
 
 WHAT = "the window's recompute at 4096 tokens"  # the goals' name in the bench's output
 TICK_MS = 5
@@ -219,13 +220,12 @@ def measure(
 def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
     """The largest event-loop gap of each recompute of the session under each of MASKS, and
     the hypervisor's steal during each."""
-    from gui import core_api
 
     gaps, steals = [], []
     for mask_mode in MASKS:
         session = dataclasses.replace(_session(tokens), mask_mode=mask_mode)
         if mask_mode == "custom":  # the causal grid, as a user's edit leaves it: tuples
-            rows = core_api.causal_cells(tokens, tokens, "top-left")
+            rows = causal_cells(tokens, tokens, "top-left")
             session = dataclasses.replace(session, mask=tuple(map(tuple, rows)))
         job = (lambda s=session: worker.submit(s)), worker
         _timed(*job)  # warm-up

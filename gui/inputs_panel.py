@@ -28,6 +28,7 @@ from gui.matrix_table import MatrixTable
 from gui.session import Session
 from gui.spin_boxes import DoubleSpinBox, SpinBox
 from gui.variant_panel import VariantPanel
+from scratch import presets
 
 MODE_LABELS = {"project": "x -> W_q, W_k, W_v", "qkv": "Q, K, V directly", "self": "q = k = v = x"}
 SCALE_LABELS = {"sqrt": "1/sqrt(d_k)", "none": "none (1)", "custom": "custom"}
@@ -107,7 +108,7 @@ def _select(box: QComboBox, key: str) -> None:
 
 def preset_html(name: str) -> str:
     """The preset's title and notes as rich text (slips in red); '' for random and custom."""
-    if name not in core_api.preset_names():
+    if name not in presets.names():
         return ""
     items = []
     for note in core_api.preset_notes(name):
@@ -136,7 +137,7 @@ class InputsPanel(QWidget):
         example = QGroupBox("Example")
         form = QFormLayout(example)
         self.preset = QComboBox()
-        for name in core_api.preset_names():  # the title shows; the id stays the data
+        for name in presets.names():  # the title shows; the id stays the data
             title = core_api.preset_title(name)
             self.preset.addItem(title, name)
             self.preset.setItemData(
@@ -431,7 +432,7 @@ class InputsPanel(QWidget):
 
     def _on_preset(self) -> None:
         name = self.preset.currentData()
-        preset = None if name in ("custom", "random") else core_api.get_preset(name)
+        preset = None if name in ("custom", "random") else presets.get(name)
         if self._apply(sm.with_preset, name, preset):
             self.state.cut = None  # another example: nothing of it was cut off
 

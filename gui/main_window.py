@@ -36,6 +36,7 @@ from gui.slow_warning import SlowWarning
 from gui.toy_banner import ToyBanner, is_model_head
 from gui.wheel_guard import guard_wheel
 from gui.worker import TraceWorker
+from scratch import presets
 
 DEFAULT_PRESET = "journey"
 NAVIGATION_KEYS = (Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Home, Qt.Key.Key_End)
@@ -45,8 +46,8 @@ EDITORS = (QAbstractItemView, QTextEdit)
 
 def default_session() -> sm.Session:
     """The 'journey' preset when it exists, else a seeded random example."""
-    if DEFAULT_PRESET in core_api.preset_names():
-        return sm.from_preset(core_api.get_preset(DEFAULT_PRESET))
+    if DEFAULT_PRESET in presets.names():
+        return sm.from_preset(presets.get(DEFAULT_PRESET))
     return sm.random_session(0)
 
 

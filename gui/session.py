@@ -11,7 +11,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import scratch
 from gui import core_api
+from scratch.variants import VariantChoice
 
 VERSION = 2  # 2: the query-side table is "query" (version 1 files call it "x")
 # project: q = x @ w_q, k = x @ w_k, v = x @ w_v (x also feeds key/value unless key is given)
@@ -72,7 +74,7 @@ class Session:
     grad_seed: int = 0  # seed of the random dO or of the one-hot target
     # the attention variant (mask, score changes, sinks, RoPE: scratch's plain data) and the
     # decode step (0: off; n: token n-1 queries the n cached tokens); gui/variant_session.py
-    variant: core_api.VariantChoice = core_api.VariantChoice()
+    variant: VariantChoice = VariantChoice()
     decode: int = 0
 
     @property
@@ -131,7 +133,7 @@ class Session:
             value = getattr(self, field.name)
             if isinstance(value, tuple):
                 value = [list(row) if isinstance(row, tuple) else row for row in value]
-            elif isinstance(value, core_api.VariantChoice):
+            elif isinstance(value, VariantChoice):
                 value = value.to_dict()
             data[field.name] = value
         return data
@@ -294,7 +296,7 @@ def resized(
         changes = dict(query=resize_matrix(s.query, L, dm))  # x (L, d_model)
     else:  # the plan's shapes: x, key, value and W's (project) or q, k, v themselves (qkv)
         inputs = (dm, len(s.key[0]) if cross else dm) if s.mode == "project" else None
-        shapes = core_api.shapes_for_heads(L, S, (H, Hkv), dk, dv, inputs)
+        shapes = scratch.shapes_for_heads(L, S, (H, Hkv), dk, dv, inputs)
         changes = {name: resize_matrix(s.matrix(name), *shape) for name, shape in shapes.items()}
     mask = resize_mask(s.mask, L, S)
     key_tokens = resize_labels(s.key_tokens, S) if cross else resize_labels(s.tokens, L)
@@ -498,7 +500,7 @@ def with_mode(s: Session, mode: str) -> Session:
         )
     if mode == "qkv":  # q (L, H*d_k), k (S, Hkv*d_k), v (S, Hkv*d_v)
         heads = (s.num_heads, s.num_kv_heads)
-        shapes = core_api.shapes_for_heads(L, S, heads, s.d_k, s.d_v)
+        shapes = scratch.shapes_for_heads(L, S, heads, s.d_k, s.d_v)
         key = s.key if s.key is not None else s.query
         return dataclasses.replace(
             s,
