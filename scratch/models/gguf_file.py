@@ -267,7 +267,8 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
 
 
 def allocate(c: Config) -> dict[str, np.ndarray]:
-    """Empty float64 arrays for every tensor: q, k, v (and gate, up) as views of one array."""
+    """Empty float64 arrays for every tensor: q, k, v (and gate, up) as views of one array; the
+    output head (output.weight) is the token table."""
     fused = ("attn_q.", "attn_k.", "attn_v.", "ffn_gate.", "ffn_up.")
     weights = {
         name: np.empty(shape)
@@ -286,6 +287,7 @@ def allocate(c: Config) -> dict[str, np.ndarray]:
         weights[p + "ffn_gate_up.weight"] = gate_up
         weights[p + "ffn_gate.weight"] = gate_up[: c.d_inner]
         weights[p + "ffn_up.weight"] = gate_up[c.d_inner :]
+    weights["output.weight"] = weights["token_embd.weight"]  # the head, tied to the token table
     return weights
 
 
