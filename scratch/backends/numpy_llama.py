@@ -134,7 +134,8 @@ def _step(
         p = f"blk.{n}."
         x = rms_norm(h, w[p + "attn_norm.weight"], c.eps, out=all_inputs[n])  # (T, d_model)
         inputs.append(x)
-        qkv, turned = _projections(c, x, w[p + "attn_qkv.weight"], cos, sin, all_qkv[n])
+        w_qkv, b_qkv = w[p + "attn_qkv.weight"], w.get(p + "attn_qkv.bias")  # bias: Qwen2's
+        qkv, turned = _projections(c, x, w_qkv, cos, sin, all_qkv[n], b_qkv)
         q = heads(turned[:, : H * d], H)  # (H, T, d)
         k = all_k[n]  # (G, T, d)
         np.copyto(k, heads(turned[:, H * d :], G))
@@ -157,9 +158,10 @@ def _step(
 
 def _projections(
     c: object, x: np.ndarray, w_qkv: np.ndarray, cos: np.ndarray, sin: np.ndarray,
-    out: np.ndarray | None = None,
+    out: np.ndarray | None = None, b_qkv: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """x @ w_qkv.T (T, (H + 2G) d) with w_qkv = [w_q; w_k; w_v] (into `out` when given), and its
+    """x @ w_qkv.T (+ b_qkv if given) (T, (H + 2G) d) with w_qkv = [w_q; w_k; w_v] (into `out`
+    when given), and its
     q and k heads turned by RoPE (T, (H + G) d, in this thread's kept buffer: read it before the
     next layer); cos, sin (T, 1, d/2). Shared among the cores in blocks of whole heads, each
     block turning its own q and k heads right after its product."""
@@ -171,6 +173,8 @@ def _projections(
     def work(block: slice) -> None:
         cols = slice(block.start * d, block.stop * d)
         np.matmul(x, w_qkv[cols].T, out=qkv[:, cols])  # (T, d_model) @ (d_model, heads d)
+        if b_qkv is not None:
+            qkv[:, cols] += b_qkv[cols]
         if block.start < turning:  # q and k heads: (T, heads, d), turned pair by pair
             cols = slice(block.start * d, min(block.stop, turning) * d)
             turn(qkv[:, cols].reshape(T, -1, d), cos, sin, turned[:, cols].reshape(T, -1, d))

@@ -21,6 +21,8 @@ class Family:
     decoder: bool  # rotary positions, an output head, generation with a key/value cache
     pairing: str | None = None  # RoPE's pairing of a head's features as the forward holds them
     gguf_interleaved: bool = False  # llama.cpp's converter interleaved q, k rows (put back)
+    qkv_bias: bool = False  # q, k and v projections with biases (blk.N.attn_q.bias, ...)
+    tied_head: bool = True  # the output head is the token table; else output.weight of its own
 
     def module(self) -> object:
         """The module of the readable forward (layer, forward; decoders also head_weights)."""
@@ -56,6 +58,7 @@ FAMILIES = {
     "bert": Family("bert", "bert", decoder=False),
     "gpt2": Family("gpt2", "gpt2", decoder=False),
     "llama": Family("llama", "llama", decoder=True, pairing="half", gguf_interleaved=True),
+    "qwen2": Family("qwen2", "llama", decoder=True, pairing="half", qkv_bias=True, tied_head=False),
 }
 
 

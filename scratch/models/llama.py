@@ -46,10 +46,10 @@ def layer(c: Config, w: dict, n: int, h: np.ndarray) -> dict[str, np.ndarray]:
     positions = np.arange(T, dtype=np.float64)
     # step 1: RMSNorm the residual stream: x is what the heads read
     x = rms_norm(h, w[p + "attn_norm.weight"], c.eps)  # (T, d_model)
-    # step 2: project q, k, v
-    q = x @ w[p + "attn_q.weight"].T  # (T, d_model) @ (d_model, H d) -> (T, H d)
-    k = x @ w[p + "attn_k.weight"].T  # (T, d_model) @ (d_model, G d) -> (T, G d)
-    v = x @ w[p + "attn_v.weight"].T  # (T, G d)
+    # step 2: project q, k, v, adding their biases where the family has them (Qwen2; else 0)
+    q = x @ w[p + "attn_q.weight"].T + w.get(p + "attn_q.bias", 0.0)  # (T, d_model) @
+    k = x @ w[p + "attn_k.weight"].T + w.get(p + "attn_k.bias", 0.0)  # (d_model, n d) -> (T, n d)
+    v = x @ w[p + "attn_v.weight"].T + w.get(p + "attn_v.bias", 0.0)
     # step 3: turn q and k by their positions (RoPE); v is not turned
     q = rotate(heads(q, H), positions, c.rope_base)  # (H, T, d)
     k = rotate(heads(k, G), positions, c.rope_base)  # (G, T, d)
@@ -88,16 +88,20 @@ def forward(
 
 def head_weights(config: Config, w: dict, layer: int, head: int) -> dict[str, np.ndarray]:
     """w_q of query head `head`, w_k and w_v of the key/value head it reads: (d_model, d_head)
-    each, right-multiplied (x @ w_q)."""
+    each, right-multiplied (x @ w_q); and b_q, b_k, b_v (d_head,) where the family has biases."""
     d, g, p = config.d_head, kv_head(config, head), f"blk.{layer}."
     cols = lambda name, i: w[p + name][i * d : (i + 1) * d].T  # noqa: E731 (d_model, d)
-    return {"w_q": cols("attn_q.weight", head), "w_k": cols("attn_k.weight", g),
-            "w_v": cols("attn_v.weight", g)}  # fmt: skip
+    out = {"w_q": cols("attn_q.weight", head), "w_k": cols("attn_k.weight", g),
+           "w_v": cols("attn_v.weight", g)}  # fmt: skip
+    for name, i in (("q", head), ("k", g), ("v", g)):
+        if p + f"attn_{name}.bias" in w:
+            out[f"b_{name}"] = w[p + f"attn_{name}.bias"][i * d : (i + 1) * d]  # (d,)
+    return out
 
 
 def ground_truth(run: object, layer: int, head: int) -> object:
-    """The pure-Python Trace of one head: q, k, v projected by fsum sums, turned by
-    scratch.rotary, key/value head h // group, causal."""
+    """The pure-Python Trace of one head: q, k, v projected by fsum sums (plus their biases
+    where the family has them), turned by scratch.rotary, key/value head h // group, causal."""
     from ..linalg import matmul
     from ..rope import rotary
     from ..trace import trace_attention
@@ -107,7 +111,10 @@ def ground_truth(run: object, layer: int, head: int) -> object:
     w = {name: m.tolist() for name, m in head_weights(c, run.model.weights, layer, head).items()}
     positions = list(range(len(run.ids)))
     turn = lambda m: rotary(m, positions, base=c.rope_base, pairing=PAIRING)  # noqa: E731
-    q = turn(matmul(x, w["w_q"]))  # (T, d_model) @ (d_model, d) -> (T, d)
-    k = turn(matmul(x, w["w_k"]))  # (T, d)
-    v = matmul(x, w["w_v"])  # (T, d)
+
+    def project(name: str) -> list[list[float]]:  # (T, d_model) @ (d_model, d) -> (T, d)
+        rows, bias = matmul(x, w[f"w_{name}"]), w.get(f"b_{name}")
+        return rows if bias is None else [[a + b for a, b in zip(row, bias)] for row in rows]
+
+    q, k, v = turn(project("q")), turn(project("k")), project("v")  # (T, d) each
     return trace_attention(q, k, v, tokens=run.tokens, is_causal=True)
