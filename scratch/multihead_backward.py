@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from itertools import product
 from math import fsum
 
-from .attention import Head
-from .backward import Gradients, backward_head, key_value_grads
+from .attention import Gradients, Head, key_value_grads
+from .backward import backward_head
 from .front_doors import multi_head_door
 from .linalg import matmul_nt, transpose_rows
 from .multihead import Projected, run_multi_head, split_heads
@@ -107,7 +107,7 @@ def run_backward(run: Projected, grad_output: object, rng: object = None) -> Bac
             per_head.append(head.grad_query)
             groups.setdefault(h // plan.group, []).append(head)
         dq_blocks.append([[c for h in per_head for c in h[i]] for i in range(L)])  # (L, H*d_head)
-        kv = [key_value_grads([h.rows() for h in groups[g]], run.scale) for g in range(Hkv)]
+        kv = [key_value_grads(groups[g], run.scale) for g in range(Hkv)]
         dk_blocks.append([[c for dK, _ in kv for c in dK[j]] for j in range(S)])  # (S, Hkv*d_head)
         dv_blocks.append([[c for _, dV in kv for c in dV[j]] for j in range(S)])  # (S, Hkv*d_v)
     dq, dk, dv = (sum(blocks, []) for blocks in (dq_blocks, dk_blocks, dv_blocks))  # all rows
