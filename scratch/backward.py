@@ -26,6 +26,7 @@ Rows whose keys are all masked follow `masked_rows`, as in the forward:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import product
 
 from .attention import (
@@ -64,6 +65,18 @@ def backward_head(
     return attend_backward(forward, q, k, v, grad_output, scale, masked_rows, keep)
 
 
+def backward_heads(
+    heads: Iterable[tuple[Head, Matrix]], scale: float, mask: Mask | None, options: Options
+) -> tuple[list[Gradients], dict[tuple[int, ...], tuple[Matrix, Matrix]]]:
+    """backward_head for each (head, dO) in order (the order the forward drew its dropout in),
+    and each kv head's (dK, dV): one fsum over the rows of every query head that reads it."""
+    grads, shares = [], {}
+    for head, grad_output in heads:
+        grads.append(backward_head(head, grad_output, scale, mask, options))
+        shares.setdefault(head.kv, []).append(grads[-1])
+    return grads, {kv: key_value_grads(group, scale) for kv, group in shares.items()}
+
+
 def gradients_of(
     query: object, key: object, value: object, grad_output: object, options: Options
 ) -> tuple[list, list, list]:
@@ -75,20 +88,12 @@ def gradients_of(
     plan = p.plan
     g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
     plan.check_grad_output(g_shape)
-    grad_query = []
-    kv_shares: dict[tuple[int, ...], list[Gradients]] = {}  # kv head -> its query heads
-    for h in p.heads():  # row-major, as the forward draws its dropout
-        head = backward_head(h, at(g, h.index), p.scale, p.mask, options)  # dO (L, Ev)
-        grad_query.append(head.grad_query)
-        kv_shares.setdefault(h.kv, []).append(head)
-    grad_key, grad_value = [], []
-    for i in product(*map(range, plan.kv_lead)):  # every kv head is read by >= 1 query head
-        # grouped-query attention: one fsum over the rows of every head in the group
-        dK, dV = key_value_grads(kv_shares[i], p.scale)
-        grad_key.append(dK)
-        grad_value.append(dV)
-    kv_lead = plan.kv_lead
-    return stack(grad_query, plan.lead), stack(grad_key, kv_lead), stack(grad_value, kv_lead)
+    heads = ((h, at(g, h.index)) for h in p.heads())  # dO (L, Ev) of each head, row-major
+    grads, kv = backward_heads(heads, p.scale, p.mask, options)
+    kv_heads = [kv[i] for i in product(*map(range, plan.kv_lead))]  # each read by >= 1 head
+    grad_key, grad_value = [dK for dK, _ in kv_heads], [dV for _, dV in kv_heads]
+    grad_query = stack([h.grad_query for h in grads], plan.lead)
+    return grad_query, stack(grad_key, plan.kv_lead), stack(grad_value, plan.kv_lead)
 
 
 scaled_dot_product_attention_backward = backward_door(gradients_of)
