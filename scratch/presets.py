@@ -84,6 +84,11 @@ _VAL001 = [[1, 2, 3], [2, 8, 0], [2, 6, 3]]  # v @ W_v, (3, 3)
 _SCORES001 = [[2, 4, 4], [4, 16, 12], [4, 12, 10]]  # q @ k.T, (3, 3)
 
 
+def _int64(value: object, cell: str, expr: str, **more: object) -> Printed:
+    """An integer tensor the notebook printed in full (seed 001's torch examples)."""
+    return Printed(value, None, cell, expr, dtype="int64", **more)
+
+
 def _on_v001(tokens: tuple[str, ...] = ("v_1", "v_2", "v_3"), **fields: object) -> Preset:
     """A preset on seed 001's three word vectors and weights (seed 002 takes the same), unscaled."""
     w_q, w_k, w_v = floats(_WQ001), floats(_WK001), floats(_WV001)
@@ -139,14 +144,10 @@ def _seed001_example2() -> Preset:
         title="Seed 001 example 2: keys of three word vectors",
         source=notebook_source(_SEED001, "In[54]-In[100]"),
         printed={
-            "x": Printed(floats(_V001), None, "In[95]", "v_1, v_2, v_3", dtype="int64"),
-            "w_k": Printed(floats(_WK001), None, "In[59]", "W_k", dtype="int64"),
-            "k": Printed(
-                floats(_K001),
-                None,
-                "In[99]",
-                "compute_keys([v_1, v_2, v_3], [W_k1, W_k2, W_k3])",
-                dtype="int64",
+            "x": _int64(floats(_V001), "In[95]", "v_1, v_2, v_3"),
+            "w_k": _int64(floats(_WK001), "In[59]", "W_k"),
+            "k": _int64(
+                floats(_K001), "In[99]", "compute_keys([v_1, v_2, v_3], [W_k1, W_k2, W_k3])"
             ),
         },
         notes=(
@@ -164,28 +165,17 @@ def _seed001_example3() -> Preset:
         title="Seed 001 example 3: queries, keys, values; scores and softmax of query 1",
         source=notebook_source(_SEED001, "In[101]-In[157]"),
         printed={
-            "k": Printed(floats(_K001), None, "In[114]", "keys = v @ W_k", dtype="int64"),
-            "q": Printed(floats(_Q001), None, "In[119]", "queries = v @ W_q", dtype="int64"),
-            "v": Printed(floats(_VAL001), None, "In[118]", "values = v @ W_v", dtype="int64"),
-            "q0_times_kT": Printed(
+            "k": _int64(floats(_K001), "In[114]", "keys = v @ W_k"),
+            "q": _int64(floats(_Q001), "In[119]", "queries = v @ W_q"),
+            "v": _int64(floats(_VAL001), "In[118]", "values = v @ W_v"),
+            "q0_times_kT": _int64(
                 [[0.0, 0.0, 4.0], [1.0, 0.0, 6.0], [1.0, 0.0, 2.0]],
-                None,
                 "In[123]",
                 "queries[0] * keys.t() (broadcast: entry [r][j] = q_0[j] * k_j[r])",
-                dtype="int64",
             ),
-            "kT": Printed(floats(zip(*_K001)), None, "In[147]", "keys.t()", dtype="int64"),
-            "q01_times_k0": Printed(
-                [0.0, 0.0, 0.0], None, "In[143]", "queries[0][1] * keys[0]", dtype="int64"
-            ),
-            "scores": Printed(
-                floats(_SCORES001)[0],
-                None,
-                "In[154]",
-                "queries[0] @ keys.t()",
-                dtype="int64",
-                row=0,
-            ),
+            "kT": _int64(floats(zip(*_K001)), "In[147]", "keys.t()"),
+            "q01_times_k0": _int64([0.0, 0.0, 0.0], "In[143]", "queries[0][1] * keys[0]"),
+            "scores": _int64(floats(_SCORES001)[0], "In[154]", "queries[0] @ keys.t()", row=0),
             "weights": Printed(
                 [0.0634, 0.4683, 0.4683],
                 4,
