@@ -20,6 +20,7 @@ import inspect
 from collections.abc import Callable
 
 from .flex import create_block_mask, flex_attention, prepare
+from .front_doors import bound
 from .options import FlexOptions
 from .validate import as_tensor, check_flag, check_hook
 from .variants.base import Variant, check_sizes
@@ -158,10 +159,7 @@ def decode_door(impl: Callable) -> Callable:
     signature = inspect.Signature(arrays + keywords, return_annotation="list | tuple[list, list]")
 
     def door(*args: object, **kwargs: object) -> list | tuple[list, list]:
-        try:
-            given = signature.bind(*args, **kwargs).arguments
-        except TypeError as error:
-            raise TypeError(f"{impl.__name__}(): {error}") from None
+        given = bound(signature, impl.__name__, args, kwargs)
         options = decode_options(**{p.name: given[p.name] for p in keywords if p.name in given})
         output, lse = impl(*(given[p.name] for p in arrays), options)
         return (output, lse) if options.return_lse else output

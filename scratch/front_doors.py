@@ -71,6 +71,15 @@ def _backward_of(signature: inspect.Signature) -> inspect.Signature:
     return signature.replace(parameters=[*params[:3], grad_output, *params[3:]])
 
 
+def bound(signature: inspect.Signature, name: str, args: tuple, kwargs: dict) -> dict:
+    """The call's arguments by parameter name; a call that does not fit is a TypeError naming
+    the public function `name`."""
+    try:
+        return signature.bind(*args, **kwargs).arguments
+    except TypeError as error:
+        raise TypeError(f"{name}() {error}") from None
+
+
 def _door(
     name: str, front: Callable, impl: Callable, passed: int, *, own_rng: bool = False
 ) -> Callable:
@@ -91,10 +100,7 @@ def _door(
     accepted = _extra_keywords(impl, passed)
 
     def door(*args: object, **kwargs: object) -> object:
-        try:
-            given = signature.bind(*args, **kwargs).arguments
-        except TypeError as error:
-            raise TypeError(f"{name}() {error}") from None
+        given = bound(signature, name, args, kwargs)
         extra = given.pop("more", {})
         _refuse_unknown(name, accepted, extra)
         if own_rng:
@@ -252,6 +258,7 @@ def flex_backward_door(impl: Callable) -> Callable:
 
 __all__ = [
     "backward_door",
+    "bound",
     "flex_backward_door",
     "flex_door",
     "forward_door",
