@@ -20,8 +20,11 @@ def call_sizes(s: Session) -> tuple[int, int]:
 
 
 def is_plain(s: Session) -> bool:
-    """No variant chosen and decode off: plain attention (what Copy as code writes)."""
-    return s.variant == core_api.VariantChoice() and not s.decode
+    """Decode off and nothing chosen but a mask SDPA takes (none, causal, a drawn grid): what
+    Copy as code writes (a drawn grid kept while another mask is chosen changes nothing)."""
+    mask = s.variant.mask if s.variant.mask in ("none", "causal", "drawn") else "none"
+    plain = core_api.VariantChoice(mask=mask, align=s.variant.align, drawn=s.variant.drawn)
+    return s.variant == plain and not s.decode
 
 
 def variant_of(s: Session) -> object:
@@ -121,8 +124,14 @@ def choice_from_fields(fields: Mapping[str, object]) -> object:
 
 
 def with_variant(s: Session, fields: Mapping[str, object]) -> Session:
-    """The session with the picker's variant; ValueError naming the field when it does not fit."""
-    edited = dataclasses.replace(s, variant=choice_from_fields(fields))
+    """The session with the picker's variant; ValueError naming the field when it does not fit.
+
+    The drawn grid stays (the picker does not show it); a first drawn mask starts all True."""
+    drawn = s.variant.drawn
+    if fields["mask"] == "drawn" and not drawn:
+        drawn = tuple(tuple(True for _ in range(s.num_keys)) for _ in range(s.num_tokens))
+    choice = dataclasses.replace(choice_from_fields(fields), drawn=drawn)
+    edited = dataclasses.replace(s, variant=choice)
     checked(edited)
     return edited
 
