@@ -20,6 +20,7 @@ from gui.model_worker import frame  # noqa: E402
 from scratch import models, progress  # noqa: E402
 from scratch.models import decoding  # noqa: E402
 from tests.test_models_gguf import metadata, weights, write  # noqa: E402
+from tests.journey_sessions import with_mask
 
 pytestmark = pytest.mark.gui
 HOLD_S = 20  # the held dequantizer waits at most this long (the test releases it at once)
@@ -28,7 +29,7 @@ HOLD_S = 20  # the held dequantizer waits at most this long (the test releases i
 @pytest.fixture
 def window(open_window):
     """A small random example with a causal mask: the toy example a model head replaces."""
-    toy = dataclasses.replace(sm.random_session(3, 4, 4, 2, 2, 1), mask_mode="causal-top-left")
+    toy = with_mask(sm.random_session(3, 4, 4, 2, 2, 1), "causal-top-left")
     return open_window(toy)
 
 
