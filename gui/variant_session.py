@@ -20,11 +20,11 @@ def call_sizes(s: Session) -> tuple[int, int]:
 
 
 def is_plain(s: Session) -> bool:
-    """Decode off and nothing chosen but a mask SDPA takes (none, causal, a drawn grid): what
-    Copy as code writes (a drawn grid kept while another mask is chosen changes nothing)."""
-    mask = s.variant.mask if s.variant.mask in ("none", "causal", "drawn") else "none"
-    plain = core_api.VariantChoice(mask=mask, align=s.variant.align, drawn=s.variant.drawn)
-    return s.variant == plain and not s.decode
+    """Decode off and nothing but a mask SDPA takes (none, causal, a drawn grid): what Copy as
+    code writes (the other masks' fields, such as a window's left, are unused then)."""
+    v = s.variant
+    plain = v.mask in ("none", "causal", "drawn") and v.softcap is None and not v.alibi
+    return plain and not v.sinks and v.rope == "none" and not s.decode
 
 
 def variant_of(s: Session) -> object:

@@ -2,7 +2,6 @@
 screen), Generate keeping the keyboard focus, and the banner that says a model head replaced
 the toy example and brings it back exactly. A tiny GGUF Llama written here (loads in ms)."""
 
-import dataclasses
 import threading
 
 import pytest
@@ -19,8 +18,8 @@ from gui.model_session import head_session  # noqa: E402
 from gui.model_worker import frame  # noqa: E402
 from scratch import models, progress  # noqa: E402
 from scratch.models import decoding  # noqa: E402
-from tests.test_models_gguf import metadata, weights, write  # noqa: E402
 from tests.journey_sessions import with_mask
+from tests.test_models_gguf import metadata, weights, write  # noqa: E402
 
 pytestmark = pytest.mark.gui
 HOLD_S = 20  # the held dequantizer waits at most this long (the test releases it at once)

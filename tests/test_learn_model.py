@@ -1,7 +1,5 @@
 """gui.learn_model: one head picked out of a trace (GQA included), the rows and keys shown."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 

@@ -13,7 +13,7 @@ pytest.importorskip("pyqtgraph")
 
 import scratch  # noqa: E402
 from gui import view_model  # noqa: E402
-from tests.journey_sessions import journey_preset  # noqa: E402, with_mask
+from tests.journey_sessions import journey_preset, with_mask  # noqa: E402
 
 pytestmark = pytest.mark.gui
 

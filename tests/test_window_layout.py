@@ -3,8 +3,6 @@ overview's arrows between its stages."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 pytest.importorskip("PyQt6")
@@ -14,7 +12,7 @@ from PyQt6.QtCore import Qt  # noqa: E402
 
 from gui import session as sm  # noqa: E402
 from gui.pipeline_view import SOURCE_SIZE  # noqa: E402
-from tests.journey_sessions import journey_preset  # noqa: E402, with_mask
+from tests.journey_sessions import journey_preset, with_mask  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
