@@ -69,6 +69,13 @@ def example_and_options(s: Session) -> tuple[core_api.Example, core_api.Options]
     return example, options
 
 
+def backward_example_and_options(s: Session) -> tuple[core_api.Example, core_api.Options]:
+    """example_and_options for the backward paths, which take SDPA's masks: a causal or drawn
+    mask goes in as is_causal or attn_mask (another variant stays, and is refused there)."""
+    example, options = example_and_options(s)
+    return example, core_api.as_sdpa(options, *variant_session.call_sizes(s))
+
+
 def step_names(s: Session) -> list[str]:
     """The step names the session's trace will have (asks the ground truth once)."""
     return core_api.ground_truth(*example_and_options(s)).names()
@@ -180,7 +187,7 @@ def run_backward(
     refused = backward_check.too_large(s)
     if refused:
         return BackwardOutcome(s, None, [], "", refused, time.perf_counter() - start)
-    example, options = example_and_options(s)
+    example, options = backward_example_and_options(s)
     # step 1: the exact backward trace (the forward steps, then dO -> dV, dP, D, dS -> dQ, dK)
     report(0, 2, "ground truth backward")
     with _stoppable(stop):

@@ -21,6 +21,7 @@ from scratch.rows import attention_rows as attention_rows
 from scratch.rows import sample_rows as sample_rows
 from scratch.tolerance import tolerance as tolerance
 from scratch.trace import trace_example
+from scratch.variant_support import as_sdpa as as_sdpa
 from scratch.variant_support import sdpa_variant as sdpa_variant
 from scratch.variants import GivenMask as GivenMask
 from scratch.variants import VariantChoice as VariantChoice

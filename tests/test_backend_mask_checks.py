@@ -43,3 +43,19 @@ def test_every_mask_choice_is_computed_by_the_backend_and_checked(seed, fields, 
     )
     wrong = core_api.compare(dataclasses.replace(outcome.trace, steps=steps), outcome.reference)
     assert [c.name for c in wrong if not c.ok] == ["masked"]
+
+
+@pytest.mark.parametrize("fields", [c for c in CHOICES if c["mask"] in ("none", "causal", "drawn")])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_backward_view_computes_every_sdpa_mask(seed, fields):
+    """The backward paths take SDPA's masks: none, causal either alignment (cross-attention:
+    bottom-right's diagonal is not 0) and a drawn grid reach them, and their gradients check."""
+    s = sm.random_session(seed, num_tokens=3 + seed, num_heads=2)
+    s = sm.resized(sm.with_mode(s, "qkv"), num_keys=s.num_tokens + 2)  # S = L + 2 keys
+    s = dataclasses.replace(chosen(s, fields, seed), backend="numpy")
+    outcome = controller.run_backward(s)
+    assert outcome.refused == "" and outcome.checks, outcome.compared
+    assert all(c.ok for c in outcome.checks), outcome.checks
+    shown = np.array(sm.shown_mask(s))  # (L, S): the forward steps of the backward trace
+    masked = np.asarray(outcome.trace["masked"].tolist())  # (H, L, S)
+    assert (np.isneginf(masked) == ~shown[None]).all()

@@ -302,7 +302,7 @@ def test_the_check_compares_the_problem_the_view_shows(mask, heads, kv):
         projected(heads=heads, kv=kv), changes.pop("mask_mode"), changes.pop("grid", None)
     )
     s = dataclasses.replace(s, scale_mode="custom", scale_value=0.7, **changes)
-    example, options = controller.example_and_options(s)
+    example, options = controller.backward_example_and_options(s)
     trace = core_api.backward_trace(backward_check.grad_output_for(s), example, options)
     q, k, v, dO = backward_check.head_inputs(trace, "float64")
     truth = core_api.ground_truth_backward(
