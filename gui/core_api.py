@@ -1,15 +1,13 @@
 """What the window asks of scratch beyond its public names: a few compositions of them (the
 presets' words, the backends' dtypes, the registry's words for a step, the backward's options),
-and, until the model family protocol and the one mask control replace them, the model heads'
-knowledge and the causal grid's forms. The window imports scratch's public API directly
-(tests/test_public_api.py reads the imports).
-"""
+and, until the models' rework reaches them, the model heads' knowledge. The window imports
+scratch's public API directly (tests/test_public_api.py reads the imports)."""
 
 from __future__ import annotations
 
 import scratch
 from scratch import backends, presets, steps
-from scratch.variants import Causal, causal_array, causal_shift
+from scratch.variants import Causal, causal_shift
 from scratch.variants import VariantChoice as VariantChoice  # gui/variant_session.py's, for now
 
 
@@ -44,27 +42,6 @@ def causal_variant(L: int, S: int, align: str) -> object:
     """scratch.variants.Causal for L queries and S keys aligned 'top-left' or 'bottom-right':
     its .cells(rows, cols) are the grid's, .shift its diagonal, .rule() its words."""
     return Causal(causal_shift(L, S, align))
-
-
-def causal_mask_array(L: int, S: int, align: str) -> object:
-    """scratch.variants.causal.causal_array: the causal grid as a NumPy bool array, for a
-    backend's call (at 4096 tokens nested lists are 16.7 M Python bools, seconds to build, and
-    a backend's conversion of them holds the GIL while the window's event loop waits)."""
-    return causal_array(L, S, align)
-
-
-def mask_array(grid: object) -> object:
-    """An (L, S) grid of bools (rows of Python bools) as a NumPy bool array, row by row.
-
-    One conversion of 16.7 M bools (4096 tokens) is a single call that holds the GIL for
-    seconds; row by row the window's event loop gets its turns."""
-    import numpy as np
-
-    rows = list(grid)
-    out = np.empty((len(rows), len(rows[0]) if rows else 0), dtype=bool)
-    for i, row in enumerate(rows):
-        out[i] = row
-    return out
 
 
 def mask_rule(variant: object) -> str:

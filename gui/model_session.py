@@ -13,6 +13,7 @@ import numpy as np
 from gui import core_api
 from gui import session as sm
 from gui.token_text import session_label
+from scratch.variants import VariantChoice
 
 
 def head_session(run: object, layer: int, head: int) -> sm.Session:
@@ -42,7 +43,9 @@ def head_session(run: object, layer: int, head: int) -> sm.Session:
         num_kv_heads=1,
         scale_mode="sqrt" if scale is None else "custom",
         scale_value=1.0 if scale is None else scale,
-        mask_mode="causal-top-left" if model.causal else "none",
+        variant=sm.with_mask_mode(VariantChoice(), "causal-top-left")
+        if model.causal
+        else VariantChoice(),
         preset=f"model:{model.name}:layer {layer}:head {head}",
     )
 

@@ -33,7 +33,7 @@ from .split_kv import merge_partials, split_kv_attention
 from .tolerance import tolerance
 from .trace import Step, Trace, mask_rule, trace_attention, trace_example
 from .validate import MASKED_ROWS, as_tensor
-from .variant_support import sdpa_variant
+from .variant_support import as_sdpa, sdpa_variant
 
 # Subpackages and modules reached as attributes after a plain `import scratch`, imported on
 # first use so that `import scratch` itself stays standard-library only.
@@ -82,6 +82,7 @@ __all__ = [
     "Progress",
     "Step",
     "Trace",
+    "as_sdpa",
     "attention_rows",
     "causal_mask",
     "check",
