@@ -1,7 +1,8 @@
 """Qwen2 (the second decoder family) from a GGUF file written here with gguf's writer: random
 small weights with q, k, v biases, q, k rows as llama.cpp stores Qwen2's (not permuted) and an
-untied output head, equal to transformers' Qwen2 in float64 (tests/llama_reference.py widens
-its float32 steps), and usable wherever a Llama is: run, trace, block, generate, the CLI.
+output head of its own or none (tied: the token table, as Qwen2-0.5B's), equal to transformers'
+Qwen2 in float64 (tests/llama_reference.py widens its float32 steps), and usable wherever a Llama
+is: run, trace, block, generate, the CLI.
 
 Tolerance: both sides compute the same float64 sums of float32 weights widened exactly, in
 other orders; a tiny model's values are sums of at most 24 products of size ~1 over two layers:
@@ -48,13 +49,16 @@ def metadata() -> dict:
     }
 
 
-def weights(seed: int) -> dict:
-    """Random float32 tensors of the tiny Qwen2: biases on q, k, v, an output head of its own."""
+def weights(seed: int, tied: bool = False) -> dict:
+    """Random float32 tensors of the tiny Qwen2: biases on q, k, v, an output head of its own
+    (tied: none, as Qwen2-0.5B's file: the head is the token table)."""
     rng = np.random.default_rng(seed)
     r = lambda *shape: rng.standard_normal(shape).astype(np.float32) * 0.5  # noqa: E731
     width = KV * D // HEADS
     w = {"token_embd.weight": r(len(TOKENS), D), "output_norm.weight": 1 + r(D),
          "output.weight": r(len(TOKENS), D)}  # fmt: skip
+    if tied:
+        del w["output.weight"]
     for n in range(LAYERS):
         p = f"blk.{n}."
         w[p + "attn_norm.weight"], w[p + "ffn_norm.weight"] = 1 + r(D), 1 + r(D)
@@ -74,18 +78,33 @@ def files(tmp_path_factory):
     return [write(root / f"qwen2-{s}.gguf", metadata(), weights(s), arch="qwen2") for s in range(3)]
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_a_tiny_qwen2_is_transformers_qwen2_in_float64(files, seed):
+@pytest.fixture(scope="module")
+def tied_files(tmp_path_factory):
+    """Three tiny Qwen2 files without output.weight (a tied head), one per seed."""
+    root = tmp_path_factory.mktemp("qwen2-tied")
+    return [
+        write(root / f"tied-{s}.gguf", metadata(), weights(s, tied=True), arch="qwen2")
+        for s in range(3)
+    ]
+
+
+@pytest.mark.parametrize(("seed", "tied"), [(s, t) for t in (False, True) for s in range(3)])
+def test_a_tiny_qwen2_is_transformers_qwen2_in_float64(files, tied_files, seed, tied):
+    """Untied, and tied (no output.weight: the reference sets tie_word_embeddings=True)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from tests.llama_reference import reference
 
-    model = models.load(files[seed])
+    path = (tied_files if tied else files)[seed]
+    model = models.load(path)
+    assert model.config.tied is tied
     assert model.family == "qwen2" and model.decoder
     run = model.run(TEXT)
     assert run.ids == [4, 5, 5]
     with torch.no_grad():
-        out = reference(files[seed])(torch.tensor([run.ids]), output_attentions=True)
+        theirs = reference(path)
+        out = theirs(torch.tensor([run.ids]), output_attentions=True)
+    assert theirs.config.tie_word_embeddings is tied  # the reference's head: the token table
     attentions = np.stack([a[0].numpy() for a in out.attentions])  # (layers, heads, T, T)
     assert attentions.shape == run.attentions.shape
     assert np.abs(attentions - run.attentions).max() <= AGREE
@@ -130,13 +149,21 @@ def test_a_qwen2_head_traces_blocks_and_prints_as_a_llama_does(files):
     assert "3 new tokens" in out.getvalue()
 
 
-@pytest.mark.parametrize(
-    ("drop", "message"),
-    [("output.weight", "tensor output.weight is missing"),
-     ("blk.1.attn_q.bias", "tensor blk.1.attn_q.bias is missing")],
-)  # fmt: skip
-def test_a_qwen2_without_its_head_or_a_bias_is_refused(tmp_path, drop, message):
-    tensors = {name: w for name, w in weights(0).items() if name != drop}
+def test_a_qwen2_without_a_bias_is_refused(tmp_path):
+    tensors = {name: w for name, w in weights(0).items() if name != "blk.1.attn_q.bias"}
     path = write(tmp_path / "bad.gguf", metadata(), tensors, arch="qwen2")
-    with pytest.raises(models.ModelError, match=message):
+    with pytest.raises(models.ModelError, match="tensor blk.1.attn_q.bias is missing"):
+        models.load(path)
+
+
+def test_the_family_record_says_whether_the_head_may_be_tied(tmp_path, monkeypatch):
+    """A family whose record forbids a tied head refuses a file without output.weight."""
+    from dataclasses import replace
+
+    from scratch.models import family
+
+    path = write(tmp_path / "tied.gguf", metadata(), weights(0, tied=True), arch="qwen2")
+    qwen2 = replace(family.FAMILIES["qwen2"], tied_head=False)
+    monkeypatch.setitem(family.FAMILIES, "qwen2", qwen2)
+    with pytest.raises(models.ModelError, match="tensor output.weight is missing"):
         models.load(path)
