@@ -149,6 +149,27 @@ def test_a_qwen2_head_traces_blocks_and_prints_as_a_llama_does(files):
     assert "3 new tokens" in out.getvalue()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_windows_qwen2_head_is_the_models_head_biases_included(files, seed):
+    """gui.model_session: x gets a column of ones and W_q, W_k, W_v a row of b_q, b_k, b_v, so
+    the window's q, k (after RoPE), scores and weights are the model's own (no Qt). Found: at
+    most 7.1e-15 (scores), seeds 0-5, every head; dropping b_q moves the weights by 0.05-0.3."""
+    from gui import controller
+    from gui.model_session import head_session
+
+    run = models.load(files[seed]).run(TEXT)
+    for layer, head in ((0, 1), (1, 2), (1, 3)):
+        s = head_session(run, layer, head)
+        assert all(row[-1] == 1.0 for row in s.query) and len(s.w_q) == D + 1  # the bias row
+        trace = controller.run(s).trace
+        gap = np.abs(np.asarray(trace["weights"].value) - run.attentions[layer, head]).max()
+        assert gap <= AGREE, f"layer {layer} head {head}: weights {gap:.3g} from the run's"
+        truth = run.trace(layer, head)  # the ground truth: biases added, then RoPE
+        for name, step in (("q", "q_rotated"), ("k", "k_rotated"), ("scores", "scores")):
+            gap = np.abs(np.asarray(trace[step].value) - np.asarray(truth[name].value)).max()
+            assert gap <= AGREE, f"layer {layer} head {head} {step}: {gap:.3g}"
+
+
 def test_a_qwen2_without_a_bias_is_refused(tmp_path):
     tensors = {name: w for name, w in weights(0).items() if name != "blk.1.attn_q.bias"}
     path = write(tmp_path / "bad.gguf", metadata(), tensors, arch="qwen2")
