@@ -19,6 +19,7 @@ np = pytest.importorskip("numpy")
 gguf = pytest.importorskip("gguf")
 pytest.importorskip("tokenizers")
 
+from gui import block_view_model  # noqa: E402
 from scratch import models  # noqa: E402
 from scratch.models.__main__ import main  # noqa: E402
 from scratch.models.block import block  # noqa: E402
@@ -143,6 +144,9 @@ def test_a_qwen2_head_traces_blocks_and_prints_as_a_llama_does(files):
         assert np.abs(weights - run.attentions[layer, head]).max() <= 1e-12
     b = block(run, 1)
     assert np.abs(b["attention"].value - run.attentions[1]).max() <= 1e-12
+    assert (b.family, b.layout) == ("qwen2", "llama")  # its name; its record's layout
+    titles = [x.title for x in block_view_model.boxes(b, 0)]  # words by layout, not by name
+    assert [titles[i] for i in (2, 7, 10)] == ["RMSNorm", "MLP (SwiGLU)", "Next-token logits"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main([str(files[2]), TEXT, "-k", "2", "--generate", "3"]) == 0
@@ -155,12 +159,15 @@ def test_the_windows_qwen2_head_is_the_models_head_biases_included(files, seed):
     the window's q, k (after RoPE), scores and weights are the model's own (no Qt). Found: at
     most 7.1e-15 (scores), seeds 0-5, every head; dropping b_q moves the weights by 0.05-0.3."""
     from gui import controller
+    from gui.head_note import model_head_note
     from gui.model_session import head_session
 
     run = models.load(files[seed]).run(TEXT)
     for layer, head in ((0, 1), (1, 2), (1, 3)):
         s = head_session(run, layer, head)
         assert all(row[-1] == 1.0 for row in s.query) and len(s.w_q) == D + 1  # the bias row
+        note = model_head_note(s)
+        assert f"d_model {D} + 1: X is the layer's RMSNorm'd input" in note and "b_q" in note
         trace = controller.run(s).trace
         gap = np.abs(np.asarray(trace["weights"].value) - run.attentions[layer, head]).max()
         assert gap <= AGREE, f"layer {layer} head {head}: weights {gap:.3g} from the run's"

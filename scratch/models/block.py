@@ -35,7 +35,8 @@ class Stage:
 class Block:
     """Layer `layer` of a run written out, and the model's output."""
 
-    family: str  # the layer's layout: "bert", "gpt2" or "llama" (the Family record's)
+    family: str  # the model's family: "bert", "gpt2", "llama", "qwen2"
+    layout: str  # its Family record's layout, the layer's shape: "bert", "gpt2" or "llama"
     layer: int
     tokens: list[str]
     stages: tuple[Stage, ...]
@@ -57,7 +58,7 @@ def block(run: object, layer: int) -> Block:
     model.check_head(layer, 0)
     layout = family_of(model.family).layout  # the layer's shape: Qwen2's is Llama's
     stages = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}[layout](run, layer)
-    return Block(layout, layer, list(run.tokens), tuple(stages))
+    return Block(model.family, layout, layer, list(run.tokens), tuple(stages))
 
 
 WORDS = {  # what each step computes, where the families say it alike
