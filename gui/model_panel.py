@@ -428,8 +428,9 @@ class ModelPanel(QWidget):
         """Which KV head the picked head shares, and what opening it shows of RoPE."""
         kv = self.frame.kv_heads
         model = self.frame.decoding.prompt.model
+        bias = " + b_q" if model.family_record.qkv_bias else ""  # Qwen2's q, k, v biases
         rope = (
-            f"In the pipeline q = x @ W_q, then RoPE turns q and k (base "
+            f"In the pipeline q = x @ W_q{bias}, then RoPE turns q and k (base "
             f"{model.config.rope_base:g}: each pair of features i, i + d/2 turns by an angle "
             "that grows with the position)."
         )

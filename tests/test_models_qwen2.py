@@ -145,6 +145,7 @@ def test_a_qwen2_head_traces_blocks_and_prints_as_a_llama_does(files):
     b = block(run, 1)
     assert np.abs(b["attention"].value - run.attentions[1]).max() <= 1e-12
     assert (b.family, b.layout) == ("qwen2", "llama")  # its name; its record's layout
+    assert b["output"].words.startswith("next-token logits (T, 6): the 6 likeliest")  # vocab 6
     titles = [x.title for x in block_view_model.boxes(b, 0)]  # words by layout, not by name
     assert [titles[i] for i in (2, 7, 10)] == ["RMSNorm", "MLP (SwiGLU)", "Next-token logits"]
     out = io.StringIO()

@@ -189,7 +189,7 @@ def _llama(run: object, layer: int) -> list[Stage]:
     top = np.argsort(-run.logits[-1], kind="stable")[:TOP]  # the likeliest next tokens
     decode = run.model.tokenizer.decode
     names = ", ".join(repr(decode([int(i)])) for i in top[:3])
-    out = Stage("output", f"next-token logits (T, {run.logits.shape[1]}): the {TOP} likeliest "
+    out = Stage("output", f"next-token logits (T, {run.logits.shape[1]}): the {len(top)} likeliest "
                 f"tokens' columns ({names}, ...)", run.logits[:, top],  # fmt: skip
                 columns=tuple(decode([int(i)]) for i in top))  # fmt: skip
     return [*stages, *chosen, out]
