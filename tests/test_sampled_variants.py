@@ -88,16 +88,16 @@ def test_a_correct_trace_passes_every_variant_step(backend, name, seed):
 
 
 def _softcap_twice(monkeypatch, trace=None):
-    plain = Softcap.score_mod_array
+    plain = Softcap.score_mod  # patched while the backend traces only (its array form is this)
     monkeypatch.setattr(
-        Softcap, "score_mod_array", lambda self, s, *a: plain(self, plain(self, s, *a), *a)
+        Softcap, "score_mod", lambda self, s, *a: plain(self, plain(self, s, *a), *a)
     )
 
 
 def _alibi_sign(monkeypatch, trace=None):
-    plain = ALiBi.score_mod_array
+    plain = ALiBi.score_mod
     monkeypatch.setattr(
-        ALiBi, "score_mod_array", lambda self, s, *a: 2 * s - plain(self, s, *a)
+        ALiBi, "score_mod", lambda self, s, *a: 2 * s - plain(self, s, *a)
     )  # score - slope * (j - i): the bias the other way
 
 
@@ -111,11 +111,11 @@ def _rope_sign(monkeypatch, trace=None):
 
 
 def _window_wider(monkeypatch, trace=None):
-    plain = SlidingWindow.mask_mod_array
+    plain = SlidingWindow.mask_mod
     monkeypatch.setattr(  # one more key on the left: j = i - left - 1 seen too
-        SlidingWindow, "mask_mod_array",
-        lambda self, b, h, i, j, xp: (
-            plain(self, b, h, i, j, xp) | (j == i + self.shift - self.left - 1)
+        SlidingWindow, "mask_mod",
+        lambda self, b, h, i, j: (
+            plain(self, b, h, i, j) | (j == i + self.shift - self.left - 1)
         ),
     )  # fmt: skip
 

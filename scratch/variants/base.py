@@ -10,9 +10,9 @@ block of queries may see (`key_ranges`, what a tiled kernel needs to skip tiles)
 Array forms (for NumPy tiles and torch's FlexAttention): `mask_mod_array(b, h, q_idx, kv_idx,
 xp)`, `score_mod_array(score, b, h, q_idx, kv_idx, xp)` and `score_grad_array(score, ..., xp)`
 (d score_mod / d score) with `xp` the numpy or torch module and index arrays that broadcast;
-None where the variant has no such mod. They restate the plain rule with xp's operations (the
-tests compare them with the plain mods cell by cell, and score_grad_array with the dual
-numbers' derivative).
+None where the variant has no such mod. They are the mods themselves, called on index arrays
+(the mods are written with operations that work on both, see arrays.py), and the derivative is
+the dual numbers' with array values: no variant restates its rule for arrays.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
-from .dual import derivative
+from .arrays import spread
+from .dual import Dual, derivative, value_and_grad
 
 Ranges = list[tuple[int, int]]  # sorted, disjoint half-open key ranges [lo, hi)
 
@@ -68,10 +69,32 @@ class Variant:
 
     mask_mod: Callable[..., bool] | None = None
     score_mod: Callable[..., float] | None = None
-    # the array forms (see the module docstring); None where the variant has no such mod
-    mask_mod_array: Callable[..., Any] | None = None
-    score_mod_array: Callable[..., Any] | None = None
-    score_grad_array: Callable[..., Any] | None = None
+    on_arrays = True  # the mods take index arrays (a combination of a user's plain ones: no)
+
+    @property
+    def mask_mod_array(self) -> Callable[..., Any] | None:
+        """mask_mod on index arrays, as bools at every (q_idx, kv_idx) cell (None: no mask)."""
+        return self._mask_array if self.mask_mod is not None and self.on_arrays else None
+
+    @property
+    def score_mod_array(self) -> Callable[..., Any] | None:
+        """score_mod on a score array and index arrays (None: no score change)."""
+        return self._score_array if self.score_mod is not None and self.on_arrays else None
+
+    @property
+    def score_grad_array(self) -> Callable[..., Any] | None:
+        """d score_mod / d score on arrays, by dual numbers (None: no score change)."""
+        return self._grad_array if self.score_mod is not None and self.on_arrays else None
+
+    def _mask_array(self, b: Any, h: Any, q_idx: Any, kv_idx: Any, xp: Any) -> Any:
+        return spread(self.mask_mod(b, h, q_idx, kv_idx), q_idx, kv_idx, xp)
+
+    def _score_array(self, score: Any, b: Any, h: Any, q_idx: Any, kv_idx: Any, xp: Any) -> Any:
+        return self.score_mod(score, b, h, q_idx, kv_idx)
+
+    def _grad_array(self, score: Any, b: Any, h: Any, q_idx: Any, kv_idx: Any, xp: Any) -> Any:
+        grad = value_and_grad(self.score_mod(Dual(score, 1.0), b, h, q_idx, kv_idx))[1]
+        return xp.ones_like(score) * grad  # a constant derivative (score + bias: 1) spread
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         """Refuse sizes the variant's data does not fit (B or H None: not known); none here."""

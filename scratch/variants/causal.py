@@ -117,9 +117,6 @@ class Causal(Variant):
         the tile's last key is on or below its first query's diagonal."""
         return self.mask_mod(0, 0, rows.start, cols.stop - 1)
 
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
-        return at_or_before(kv_idx, q_idx + self.shift)
-
     def rule(self) -> str:
         return f"causal: key j seen by query i iff j <= i{_plus(self.shift)}"
 

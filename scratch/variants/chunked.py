@@ -27,9 +27,6 @@ class ChunkedLocal(Variant):
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         return kv_idx // self.chunk == (q_idx + self.shift) // self.chunk
 
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
-        return kv_idx // self.chunk == (q_idx + self.shift) // self.chunk
-
     def rule(self) -> str:
         n = self.chunk
         return f"chunks of {n}: key j seen by query i iff j // {n} == (i{_plus(self.shift)}) // {n}"

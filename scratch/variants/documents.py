@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arrays import constant
+from .arrays import entry
 from .base import Variant, check_count
 
 
@@ -79,14 +79,9 @@ class Documents(Variant):
         return ids[b if len(ids) > 1 else 0]
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        return self._row(self.q_ids, b)[q_idx] == self._row(self.kv_ids, b)[kv_idx]
-
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
-        q_ids = constant(self, "q_ids", self.q_ids, xp, q_idx)  # (B or 1, L)
-        kv_ids = constant(self, "kv_ids", self.kv_ids, xp, kv_idx)  # (B or 1, S)
-        bq = b if len(self.q_ids) > 1 else 0
-        bk = b if len(self.kv_ids) > 1 else 0
-        return q_ids[bq, q_idx] == kv_ids[bk, kv_idx]
+        bq, bk = (b if len(ids) > 1 else 0 for ids in (self.q_ids, self.kv_ids))
+        q_doc = entry(self, "q_ids", self.q_ids, q_idx, bq, q_idx)  # (B or 1, L) table
+        return q_doc == entry(self, "kv_ids", self.kv_ids, kv_idx, bk, kv_idx)
 
     def rule(self) -> str:
         return "documents: key j seen by query i iff both are in the same document"

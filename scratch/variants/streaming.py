@@ -28,12 +28,7 @@ class SinkTokens(Variant):
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         diagonal = q_idx + self.shift  # recent: one of the left + 1 keys up to the diagonal
-        recent = not at_or_before(kv_idx, diagonal - self.left - 1)
-        return at_or_before(kv_idx, diagonal) and (kv_idx < self.sinks or recent)
-
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
-        diagonal = q_idx + self.shift
-        recent = xp.logical_not(at_or_before(kv_idx, diagonal - self.left - 1))
+        recent = at_or_before(diagonal - self.left, kv_idx)
         return at_or_before(kv_idx, diagonal) & ((kv_idx < self.sinks) | recent)
 
     def rule(self) -> str:
