@@ -25,7 +25,7 @@ from scratch.variants import (
     compose,
     or_masks,
 )
-from scratch.variants.arrays import array_form
+from scratch.variants.base import array_form
 
 XPS = {"numpy": np, "torch": torch}
 

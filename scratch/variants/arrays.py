@@ -14,7 +14,6 @@ meets it (then the array's own module).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 NUMBERS = (int, float, bool)
 
@@ -99,23 +98,7 @@ def spread(seen: object, q_idx: object, kv_idx: object, xp: object) -> object:
     return seen & cells(q_idx, kv_idx)
 
 
-def array_form(mod: Callable | None, kind: str) -> Callable | None:
-    """The array form of a variant's bound mod: kind 'mask' -> mask_mod_array, 'score' ->
-    score_mod_array, 'grad' -> score_grad_array; None for a user's own plain function."""
-    owner = getattr(mod, "__self__", None)
-    from .base import Variant  # here: base imports this module
-
-    if not isinstance(owner, Variant):
-        return None
-    plain = owner.mask_mod if kind == "mask" else owner.score_mod
-    if plain is None or mod != plain:
-        return None
-    name = {"mask": "mask_mod_array", "score": "score_mod_array", "grad": "score_grad_array"}
-    return getattr(owner, name[kind])
-
-
 __all__ = [
-    "array_form",
     "cells",
     "clamp",
     "constant",

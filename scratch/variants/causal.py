@@ -89,6 +89,7 @@ def causal_tensor(shift: int, L: int, S: int, device: object = None) -> object:
 class Causal(Variant):
     """Key j visible to query i iff j <= i + shift (shift 0: top-left; S - L: bottom-right)."""
 
+    key, label = "causal", "causal"
     shift: int = 0
 
     @classmethod

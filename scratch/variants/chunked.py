@@ -11,12 +11,15 @@ from dataclasses import dataclass
 
 from .base import Ranges, Variant, check_int, clip
 from .causal import _plus
+from .params import Param
 
 
 @dataclass(frozen=True)
 class ChunkedLocal(Variant):
     """Key j seen by query i iff j // chunk == (i + shift) // chunk."""
 
+    key, label = "chunked", "chunked local"
+    params = (Param("chunk", 4, 1, "keys per chunk"),)
     chunk: int
     shift: int = 0
 

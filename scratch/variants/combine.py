@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .arrays import array_form, xp_of
-from .base import Ranges, Variant, check_sizes, derived_ranges
+from .arrays import xp_of
+from .base import Ranges, Variant, array_form, check_sizes, derived_ranges
 
 
 def intersect(a: Ranges, b: Ranges) -> Ranges:

@@ -12,12 +12,15 @@ from dataclasses import dataclass
 from .arrays import entry
 from .base import Ranges, Variant, check_count, check_int, clip
 from .causal import _plus, at_or_before
+from .params import Param
 
 
 @dataclass(frozen=True)
 class PrefixLM(Variant):
     """Key j seen by query i iff j < prefix[b] or j <= i + shift."""
 
+    key, label = "prefix", "prefix-LM"
+    params = (Param("prefix", 2, 0, "keys every query sees"),)
     prefix: int | tuple[int, ...]
     shift: int = 0
 

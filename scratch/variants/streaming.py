@@ -11,12 +11,19 @@ from dataclasses import dataclass
 
 from .base import Ranges, Variant, check_int, clip
 from .causal import _plus, at_or_before
+from .params import Param
 
 
 @dataclass(frozen=True)
 class SinkTokens(Variant):
     """Key j seen by query i iff j <= i + shift and (j < sinks or j >= i + shift - left)."""
 
+    key, label = "sink_tokens", "sink tokens + window"
+    params = (
+        Param("sinks", 1, 0, "the first keys every query keeps seeing", "sink_tokens",
+              named="sink tokens"),
+        Param("left", 2, 0, "keys before the diagonal key (-1: unbounded); (2, 0) sees 3 keys"),
+    )  # fmt: skip
     sinks: int
     left: int
     shift: int = 0

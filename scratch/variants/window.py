@@ -13,12 +13,18 @@ from dataclasses import dataclass
 
 from .base import Ranges, Variant, check_window_side, clip
 from .causal import _plus, at_or_before, shift_of
+from .params import Param
 
 
 @dataclass(frozen=True)
 class SlidingWindow(Variant):
     """Key j seen by query i iff i + shift - left <= j <= i + shift + right (-1: unbounded)."""
 
+    key, label = "window", "sliding window (left, right)"
+    params = (
+        Param("left", 2, -1, "keys before the diagonal key (-1: unbounded); (2, 0) sees 3 keys"),
+        Param("right", 0, -1, "keys after the diagonal key (-1: unbounded)"),
+    )
     left: int
     right: int = 0
     shift: int = 0
