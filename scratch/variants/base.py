@@ -129,11 +129,12 @@ class Variant:
     def rule(self) -> str:
         """The rule in one line of words (the window's legend, the checker's case name): for a
         declared mask, its label, its values and its docstring's first line."""
-        said = (type(self).__doc__ or "").strip().splitlines()
+        said = " ".join((type(self).__doc__ or "").strip().split("\n\n")[0].split())
         values = [f"{p.name} {getattr(self, p.name)}" for p in self.params]
         values += [f"shift {self.shift}"] if getattr(self, "shift", 0) else []
-        head = f"{self.label or type(self).__name__} ({', '.join(values)})" if values else ""
-        return f"{head or self.label}: {said[0][0].lower()}{said[0][1:]}" if said else head
+        head = f"{self.label} ({', '.join(values)})" if values else self.label
+        said = said.rstrip(".")
+        return f"{head}: {said[:1].lower()}{said[1:]}" if said else head
 
     def explain(self, b: int, h: int, q_idx: int, kv_idx: int, score: float | None = None) -> str:
         """Hover text for one cell: why the key is seen or masked, and the score's change."""
