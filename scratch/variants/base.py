@@ -90,9 +90,18 @@ class Variant:
         return cls(**{p.name: values[p.key] for p in cls.params}, shift=shift)
 
     def __post_init__(self) -> None:
-        """A variant with a `shift` (its diagonal's offset) gets an integer there."""
+        """A variant with a `shift` (its diagonal's offset) gets an integer there, and its
+        declared parameters are checked (check_params)."""
         if hasattr(self, "shift"):
             object.__setattr__(self, "shift", check_shift(self.shift))
+        self.check_params()
+
+    def check_params(self) -> None:
+        """Each declared integer parameter an integer >= its Param's least (ValueError naming
+        the field); a mask that takes more (-1 for unbounded, a list) checks its own."""
+        for p in self.params:
+            if not p.is_list:
+                check_int(getattr(self, p.name), p.name, least=p.least)
 
     mask_mod: Callable[..., bool] | None = None
     score_mod: Callable[..., float] | None = None

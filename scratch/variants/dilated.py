@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Variant, check_int
+from .base import Variant
 from .causal import at_or_before
 from .params import Param
 
@@ -29,11 +29,6 @@ class DilatedWindow(Variant):
     width: int
     dilation: int = 1
     shift: int = 0
-
-    def __post_init__(self):
-        super().__post_init__()  # the shift
-        check_int(self.width, "width", least=0)
-        check_int(self.dilation, "dilation", least=1)
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         diagonal = q_idx + self.shift

@@ -24,8 +24,8 @@ class PrefixLM(Variant):
     prefix: int | tuple[int, ...]
     shift: int = 0
 
-    def __post_init__(self):
-        super().__post_init__()  # the shift
+    def check_params(self) -> None:
+        """One length, or one per batch entry (kept as a tuple)."""
         if isinstance(self.prefix, (list, tuple)):
             object.__setattr__(self, "prefix", tuple(self.prefix))
             for b, n in enumerate(self.prefix):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Ranges, Variant, check_int, clip
+from .base import Ranges, Variant, clip
 from .causal import _plus, at_or_before
 from .params import Param
 
@@ -27,11 +27,6 @@ class SinkTokens(Variant):
     sinks: int
     left: int
     shift: int = 0
-
-    def __post_init__(self):
-        super().__post_init__()  # the shift
-        check_int(self.sinks, "sinks", least=0)
-        check_int(self.left, "left", least=0)
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         diagonal = q_idx + self.shift  # recent: one of the left + 1 keys up to the diagonal

@@ -29,8 +29,7 @@ class SlidingWindow(Variant):
     right: int = 0
     shift: int = 0
 
-    def __post_init__(self):
-        super().__post_init__()  # the shift
+    def check_params(self) -> None:
         check_window_side(self.left, "left")
         check_window_side(self.right, "right")
 
