@@ -122,6 +122,8 @@ def derivative(score_mod, score: float, b: int, h: int, q_idx: int, kv_idx: int)
 
 def _plain(name: str, x: object) -> object:
     """math's `name` of a Python number, or the array's own module's of an array."""
+    if type(x) is float:
+        return getattr(math, name)(x)
     xp = module_of(x)
     return getattr(math if xp is None else xp, name)(x)
 
