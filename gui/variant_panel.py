@@ -2,8 +2,10 @@
 
 Shows a session's variant (set_session, silently) and says what the user asked for: `edited`
 with the picker's fields (combo keys, check boxes, texts as typed; gui/variant_session.py reads
-them) and `decodeChanged` with the decode step (0: off). The rule in words comes from scratch
-through variant_session; nothing here knows what a window or a softcap computes.
+them) and `decodeChanged` with the decode step (0: off). The masks, their rows and tips come
+from scratch's registry of masks (VariantChoice.mask_labels, mask_params): a mask file there is
+a row here. The rule in words comes from scratch through variant_session; nothing here knows
+what a window or a softcap computes.
 """
 
 from __future__ import annotations
@@ -22,36 +24,12 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import variant_session
+from gui import core_api, variant_session
 from gui.session import Session
 
-MASK_LABELS = {
-    "none": "none",
-    "causal": "causal",
-    "window": "sliding window (left, right)",
-    "chunked": "chunked local",
-    "prefix": "prefix-LM",
-    "documents": "documents (cu_seqlens)",
-    "sink_tokens": "sink tokens + window",
-    "drawn": "drawn (click the grid)",
-}
 ALIGN_LABELS = {"bottom-right": "bottom-right", "top-left": "top-left"}
 ROPE_LABELS = {"none": "none", "half": "half (Llama)", "interleaved": "interleaved (GPT-J)"}
-# which text boxes each mask reads
-MASK_FIELDS = {
-    "window": ("left", "right"),
-    "chunked": ("chunk",),
-    "prefix": ("prefix",),
-    "documents": ("cu_seqlens",),
-    "sink_tokens": ("sink_tokens", "left"),
-}
-TIPS = {
-    "left": "keys before the diagonal key (-1: unbounded); (2, 0) sees 3 keys",
-    "right": "keys after the diagonal key (-1: unbounded)",
-    "chunk": "keys per chunk",
-    "prefix": "keys every query sees",
-    "cu_seqlens": "cumulative document lengths: 0, n1, n1 + n2, ..., the number of tokens",
-    "sink_tokens": "the first keys every query keeps seeing",
+TIPS = {  # the score changes' boxes (each mask parameter's tip is its Param's words)
     "softcap": "cap > 0: score -> cap * tanh(score / cap), before ALiBi",
     "slopes": "one slope per head, comma-separated; empty: the paper's slopes",
     "sinks": "one sink logit per head, comma-separated: exp(sink) joins each row's denominator",
@@ -66,9 +44,9 @@ def _combo(labels: dict[str, str]) -> QComboBox:
     return box
 
 
-def _edit(name: str, width: int = 0) -> QLineEdit:
+def _edit(tip: str, width: int = 0) -> QLineEdit:
     edit = QLineEdit()
-    edit.setToolTip(TIPS[name])
+    edit.setToolTip(tip)
     if width:
         edit.setMaximumWidth(width)
     return edit
@@ -92,7 +70,7 @@ class VariantPanel(QGroupBox):
         self._updating = False
         self.form = QFormLayout(self)
         self.form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        self.mask = _combo(MASK_LABELS)
+        self.mask = _combo(core_api.VariantChoice.mask_labels())
         self.mask.setToolTip(
             "the call's one mask: SDPA's is_causal is causal top-left, its attn_mask a drawn "
             "grid; click the grid below to draw your own"
@@ -104,18 +82,15 @@ class VariantPanel(QGroupBox):
         )
         self.form.addRow("mask", self.mask)
         self.form.addRow("aligned", self.align)
-        self.texts = {
-            name: _edit(name, 64 if name not in ("cu_seqlens", "slopes", "sinks") else 0)
-            for name in TIPS
-        }
+        self.params = core_api.VariantChoice.mask_params()  # one row per mask parameter
+        self.texts = {key: _edit(p.words, 0 if p.is_list else 64) for key, p in self.params.items()}
+        self.texts.update(
+            (name, _edit(tip, 64 if name not in ("slopes", "sinks") else 0))
+            for name, tip in TIPS.items()
+        )
         t = self.texts
-        self.window_row = _row(QLabel("left"), t["left"], QLabel("right"), t["right"])
-        self.window_row.addStretch(1)
-        self.form.addRow("window", self.window_row)
-        self.form.addRow("chunk", t["chunk"])
-        self.form.addRow("prefix", t["prefix"])
-        self.form.addRow("cu_seqlens", t["cu_seqlens"])
-        self.form.addRow("sink tokens", t["sink_tokens"])
+        for key, p in self.params.items():
+            self.form.addRow(p.label, t[key])
         self.softcap_on = QCheckBox("softcap")
         self.alibi = QCheckBox("ALiBi")
         self.sinks_on = QCheckBox("learned sinks")
@@ -193,23 +168,24 @@ class VariantPanel(QGroupBox):
             for box, key in ((self.mask, v.mask), (self.align, v.align), (self.rope, v.rope)):
                 box.setCurrentIndex(max(box.findData(key), 0))
             texts = {
-                "left": v.left, "right": v.right, "chunk": v.chunk, "prefix": v.prefix,
-                "sink_tokens": v.sink_tokens, "rope_base": f"{v.rope_base:g}",
-                "cu_seqlens": ", ".join(map(str, v.cu_seqlens)) or f"0, {s.num_tokens}",
+                key: p.text(getattr(v, key)) or p.blank.format(tokens=s.num_tokens)
+                for key, p in self.params.items()
+            }
+            texts.update({
+                "rope_base": f"{v.rope_base:g}",
                 # unticked: the cap typed last stays in its box for the next tick
                 "softcap": f"{v.softcap:g}" if v.softcap is not None else self._cap_typed(),
                 "slopes": ", ".join(f"{x:g}" for x in v.slopes),
                 "sinks": ", ".join(f"{x:g}" for x in v.sinks) or ", ".join(["0"] * s.num_heads),
-            }  # fmt: skip
+            })  # fmt: skip
             for name, text in texts.items():
                 self.texts[name].setText(str(text))
             self.softcap_on.setChecked(v.softcap is not None)
             self.alibi.setChecked(v.alibi)
             self.sinks_on.setChecked(bool(v.sinks))
-            shown = set(MASK_FIELDS.get(v.mask, ()))
-            self.form.setRowVisible(self.window_row, v.mask == "window")
-            for name in ("chunk", "prefix", "cu_seqlens", "sink_tokens"):
-                self.form.setRowVisible(self.texts[name], name in shown)
+            shown = v.mask_fields(v.mask)
+            for key in self.params:
+                self.form.setRowVisible(self.texts[key], key in shown)
             self.rule.setText(variant_session.rule(s) or "no variant: plain attention")
             self.decode.setMaximum(s.num_tokens)
             self.decode.setValue(s.decode or s.num_tokens)

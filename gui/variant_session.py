@@ -73,16 +73,6 @@ def in_positions(trace: object, s: Session) -> object:
     return dataclasses.replace(trace, steps=steps)
 
 
-def _ints(text: str, field: str) -> tuple[int, ...]:
-    """'0, 3, 6' -> (0, 3, 6); ValueError naming the field."""
-    try:
-        return tuple(int(t) for t in text.replace(",", " ").split())
-    except ValueError:
-        raise ValueError(
-            f"{field}: expected integers separated by commas, found {text!r}"
-        ) from None
-
-
 def _floats(text: str, field: str) -> tuple[float, ...]:
     """'0.5, -1' -> (0.5, -1.0); ValueError naming the field."""
     try:
@@ -103,17 +93,13 @@ def _one(text: str, field: str, kind: type) -> int | float:
 def choice_from_fields(fields: Mapping[str, object]) -> object:
     """A VariantChoice from the picker: combo keys and check boxes as they are, texts parsed.
 
-    `fields`: mask, align, rope (keys); alibi, softcap_on, sinks_on (bools); left, right,
-    chunk, prefix, sink_tokens, cu_seqlens, slopes, softcap, sinks, rope_base (texts)."""
+    `fields`: mask, align, rope (keys); alibi, softcap_on, sinks_on (bools); every mask
+    parameter (left, right, chunk, prefix, sink_tokens, cu_seqlens, ...), slopes, softcap,
+    sinks, rope_base (texts)."""
     return core_api.VariantChoice(
         mask=fields["mask"],
         align=fields["align"],
-        left=_one(fields["left"], "left", int),
-        right=_one(fields["right"], "right", int),
-        chunk=_one(fields["chunk"], "chunk", int),
-        prefix=_one(fields["prefix"], "prefix", int),
-        cu_seqlens=_ints(fields["cu_seqlens"], "cu_seqlens"),
-        sink_tokens=_one(fields["sink_tokens"], "sink tokens", int),
+        **{key: p.parse(fields[key]) for key, p in core_api.VariantChoice.mask_params().items()},
         softcap=_one(fields["softcap"], "cap", float) if fields["softcap_on"] else None,
         alibi=bool(fields["alibi"]),
         slopes=_floats(fields["slopes"], "slopes") if fields["alibi"] else (),

@@ -32,6 +32,7 @@ from scratch.variants import (
     alibi_slopes,
     combine,
 )
+from scratch.variants.dilated import DilatedWindow
 
 
 @dataclass
@@ -69,6 +70,16 @@ def window(B, H, L, S, left=2, right=1):
 
 def chunked(B, H, L, S, chunk=2):
     return Case(ChunkedLocal(chunk), lambda b, h, q, kv: kv // chunk == q // chunk)
+
+
+def dilated(B, H, L, S, width=2, dilation=2):
+    shift = S - L  # bottom-right, as the window's: query i at position i + S - L
+
+    def mask(b, h, q, kv):
+        back = q + shift - kv  # Longformer: 0 <= i - j <= w d and (i - j) % d == 0
+        return (back >= 0) & (back <= width * dilation) & (back % dilation == 0)
+
+    return Case(DilatedWindow(width, dilation, shift), mask)
 
 
 def prefix(B, H, L, S, n=2):
@@ -189,6 +200,8 @@ SINGLE = {
     "window (-1, 0)": lambda B, H, L, S: window(B, H, L, S, -1, 0),
     "window (1, -1)": lambda B, H, L, S: window(B, H, L, S, 1, -1),
     "chunked 2": chunked,
+    "dilated (2, 2)": dilated,
+    "dilated (1, 3)": lambda B, H, L, S: dilated(B, H, L, S, 1, 3),
     "prefix-LM": prefix,
     "documents": documents,
     "sink tokens": sink_tokens,

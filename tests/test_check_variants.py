@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from scratch.checker import check_variants
-from scratch.checker.variant_cases import variant_cases
+from scratch.checker.variant_cases import registered_cases, variant_cases
 from scratch.checker.variant_keywords import style_of
 from scratch.checker.variant_numpy import attend
 from scratch.checker.variant_prepare import prepare_variant
@@ -79,7 +79,9 @@ def test_the_style_is_read_from_the_signature():
 def test_a_flash_style_kernel_refuses_prefix_lm_unless_required():
     report = check_variants(flash2_variants, seed=0)
     assert report, str(report)
-    assert "prefix-LM unsupported" in report.verdict
+    assert "; prefix-LM, " in report.verdict and report.verdict.endswith(" unsupported")
+    refused = {c.name for c in report.cases if c.status == "unsupported"}
+    assert refused == {"prefix-lm"} | {c.name for c in registered_cases()}  # no keyword there
     required = check_variants(flash2_variants, seed=0, require="prefix")
     assert not required
     assert [c.name for c in required.failed] == ["prefix-lm"]

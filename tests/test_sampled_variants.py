@@ -22,6 +22,7 @@ from scratch.options import Options
 from scratch.trace import trace_example
 from scratch.variant_rows import rows_call, variant_rows
 from scratch.variants import ALiBi, Rotary, SlidingWindow, Softcap, VariantChoice
+from scratch.variants.arrays import module_of
 
 FROM = 24  # the sampled check's threshold, lowered for speed
 L_SAMPLED = FROM + 8
@@ -87,18 +88,23 @@ def test_a_correct_trace_passes_every_variant_step(backend, name, seed):
     assert outcome.sampled.startswith(f"{ROWS} of {L_SAMPLED} query rows checked")
 
 
+def _on_arrays(plain, wrong):
+    """A mod that is `wrong` on index arrays (the backends' derived array form) and `plain` on
+    Python numbers (the ground truth's cells): a mistake in the NumPy/torch path only."""
+    return lambda self, *args: (wrong if module_of(args[-1]) else plain)(self, *args)
+
+
 def _softcap_twice(monkeypatch, trace=None):
-    plain = Softcap.score_mod_array
-    monkeypatch.setattr(
-        Softcap, "score_mod_array", lambda self, s, *a: plain(self, plain(self, s, *a), *a)
-    )
+    plain = Softcap.score_mod
+    twice = _on_arrays(plain, lambda self, s, *a: plain(self, plain(self, s, *a), *a))
+    monkeypatch.setattr(Softcap, "score_mod", twice)
 
 
 def _alibi_sign(monkeypatch, trace=None):
-    plain = ALiBi.score_mod_array
+    plain = ALiBi.score_mod  # score - slope * (j - i): the bias the other way
     monkeypatch.setattr(
-        ALiBi, "score_mod_array", lambda self, s, *a: 2 * s - plain(self, s, *a)
-    )  # score - slope * (j - i): the bias the other way
+        ALiBi, "score_mod", _on_arrays(plain, lambda self, s, *a: 2 * s - plain(self, s, *a))
+    )
 
 
 def _rope_sign(monkeypatch, trace=None):
@@ -111,13 +117,12 @@ def _rope_sign(monkeypatch, trace=None):
 
 
 def _window_wider(monkeypatch, trace=None):
-    plain = SlidingWindow.mask_mod_array
-    monkeypatch.setattr(  # one more key on the left: j = i - left - 1 seen too
-        SlidingWindow, "mask_mod_array",
-        lambda self, b, h, i, j, xp: (
-            plain(self, b, h, i, j, xp) | (j == i + self.shift - self.left - 1)
-        ),
-    )  # fmt: skip
+    plain = SlidingWindow.mask_mod  # one more key on the left: j = i - left - 1 seen too
+    wider = _on_arrays(
+        plain,
+        lambda self, b, h, i, j: plain(self, b, h, i, j) | (j == i + self.shift - self.left - 1),
+    )
+    monkeypatch.setattr(SlidingWindow, "mask_mod", wider)
 
 
 def _sink_dropped(monkeypatch, trace):

@@ -25,6 +25,7 @@ CHOICES = [  # every mask of the one control, with the fields it reads
     dict(mask="prefix", prefix=2),
     dict(mask="documents"),  # cu_seqlens from the session's length
     dict(mask="sink_tokens", sink_tokens=1, left=1),
+    dict(mask="dilated", width=2, dilation=2),
     dict(mask="drawn"),  # a seeded grid
 ]
 

@@ -25,7 +25,7 @@ from scratch.variants import (
     compose,
     or_masks,
 )
-from scratch.variants.arrays import array_form
+from scratch.variants.base import array_form
 
 XPS = {"numpy": np, "torch": torch}
 
@@ -211,3 +211,17 @@ def test_shifted_variants_keep_their_shift(variant):
     """Queries placed at i + shift (decode, bottom-right): the array forms shift them too."""
     for xp in XPS.values():
         compare_forms(variant, xp, (1, 3, 4, 7), seed=11)
+
+
+@pytest.mark.parametrize("xp", XPS.values(), ids=list(XPS))
+def test_a_rule_that_reads_no_index_is_spread_to_every_cell(xp):
+    """The window (-1, -1) answers True whatever the cell: its derived array form is still one
+    bool per (q_idx, kv_idx) cell, as torch's vmap and the tiles need."""
+    _, _, q, kv = grid(xp, 1, 1, 3, 5)
+    seen = SlidingWindow(-1, -1).mask_mod_array(0, 0, q, kv, xp)
+    assert tuple(seen.shape) == (3, 5) and str(seen.dtype).endswith("bool") and bool(seen.all())
+    if xp is torch:
+        from scratch.backends.torch_flex_mods import on_grid, torch_form
+
+        grid_seen = on_grid(torch_form(SlidingWindow(-1, -1).mask_mod, "mask"), (1, 1, 3, 5), None)
+        assert grid_seen.shape == (1, 1, 3, 5) and bool(grid_seen.all())

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..flex import BlockMask, block_mask_sizes, modified, seen_by
-from ..variants.arrays import array_form
+from ..variants.base import array_form
 from ..variants.dual import derivative
 
 # rows r0:r1 and keys c0:c1 of a tile that are not all seen; True: ask the mask, False: none seen

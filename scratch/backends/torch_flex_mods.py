@@ -1,7 +1,7 @@
 """The torch forms of a flex_attention call's score_mod and mask_mod, and the grid they fill.
 
 A mod that belongs to a scratch variant (its bound `mask_mod`/`score_mod`, combined ones too) is
-replaced by the variant's array form with xp=torch (scratch.variants.arrays.array_form). Any
+replaced by the variant's array form with xp=torch (scratch.variants.base.array_form). Any
 other function is the user's own and is used as it is: torch calls it as FlexAttention does,
 with 0-d index tensors under torch.func.vmap, so it must use torch operations (no Python `if`
 on an index). The same torch form serves FlexAttention, torch's create_block_mask (the tiles
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from scratch.variants.arrays import array_form
+from scratch.variants.base import array_form
 
 
 def torch_form(mod: Callable | None, kind: str) -> Callable | None:

@@ -4,12 +4,18 @@ Every case is 4-D, FlexAttention's layout: q (1, H, L, E), k (1, Hkv, S, E), v (
 Every rule is aligned bottom-right, as FlashAttention's `causal` and `window_size`: query i sits
 at position i + S - L (the queries are the last L positions; a decode step has L < S), key j at
 position j. No case leaves a row without keys, so no masked-rows policy is needed.
+
+A registered mask (scratch.variants.mask_variants) that no hand-written field below covers gets
+one case of its own, derived from its declaration: its parameters at their defaults, the
+queries the last 20 of 24 positions (`registered_cases`); its feature is its key.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from ..variants import Variant, mask_variants
 
 # what `require=` may name for check_variants, and how the verdict names each
 VARIANT_FEATURES = {
@@ -25,6 +31,10 @@ VARIANT_FEATURES = {
     "rope": "RoPE",
     "gqa": "GQA",
 }
+# the masks written out above by hand (their own fields and mistakes); the others are derived
+WRITTEN = ("causal", "window", "documents", "prefix", "chunked")
+DERIVED = {key: cls for key, cls in mask_variants().items() if key not in WRITTEN}
+VARIANT_FEATURES.update({key: cls.label for key, cls in DERIVED.items()})
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,8 @@ class VariantCase:
     chunk: int | None = None  # chunked local: j // chunk == (i + S - L) // chunk
     rotary: str | None = None  # RoPE pairing, 'half' or 'interleaved' (q, k arrive unrotated)
     q_size: float = 1.0  # spread of q (softcap cases: large scores, so the cap matters)
+    # a registered mask: (key, ((parameter, value), ...)), bottom-right as every rule here
+    mask: tuple[str, tuple[tuple[str, object], ...]] | None = None
 
     def __post_init__(self):
         L, S = self.q[2], self.k[2]
@@ -78,7 +90,19 @@ class VariantCase:
             "rope": self.rotary is not None,
             "gqa": self.gqa,
         }
+        if self.mask is not None:
+            on[self.mask[0]] = True
         return tuple(name for name, used in on.items() if used)
+
+    def registered(self, shift: int | None = None, changed: tuple = ()) -> Variant | None:
+        """The registered mask (None: none) at the diagonal `shift` (None: the case's), with
+        the parameters in `changed` ((name, value), ...) replacing the case's."""
+        if self.mask is None:
+            return None
+        key, params = self.mask
+        L, S = self.q[2], self.k[2]
+        shift = self.shift if shift is None else shift
+        return mask_variants()[key].chosen(dict(params + changed), L, S, shift, S)
 
     def options(self) -> str:
         """The variant in words, for the report."""
@@ -101,6 +125,9 @@ class VariantCase:
             words.append(f"chunk={self.chunk}")
         if self.rotary is not None:
             words.append(f"RoPE {self.rotary}")
+        if self.mask is not None:
+            values = ", ".join(f"{name}={value}" for name, value in self.mask[1])
+            words.append(f"{self.mask[0]}({values})")
         if self.gqa:
             words.append("GQA")
         if self.shift > 0:
@@ -145,6 +172,20 @@ def variant_cases(dtype: str) -> list[VariantCase]:
         ),
         c("alibi-window", **_shapes(4, 4, 20, 20, 16), window=(6, 0), alibi=True),
         c("documents-window", **_shapes(2, 2, 24, 24, 16), cu_seqlens=(0, 9, 24), window=(4, 0)),
+        *registered_cases(),
+    ]
+
+
+def registered_cases() -> list[VariantCase]:
+    """One case per registered mask not written out above: its parameters at their defaults,
+    the queries the last 20 of 24 positions (the alignment shift 4 matters)."""
+    return [
+        VariantCase(
+            key.replace("_", "-"),
+            **_shapes(2, 2, 20, 24, 16),
+            mask=(key, tuple((p.key, p.default) for p in cls.params)),
+        )
+        for key, cls in DERIVED.items()
     ]
 
 
@@ -156,4 +197,11 @@ def rotary_tables(S: int, rotary_dim: int, base: float = 10000.0) -> tuple[list,
     return cos, sin
 
 
-__all__ = ["VARIANT_FEATURES", "VariantCase", "rotary_tables", "variant_cases"]
+__all__ = [
+    "DERIVED",
+    "VARIANT_FEATURES",
+    "VariantCase",
+    "registered_cases",
+    "rotary_tables",
+    "variant_cases",
+]

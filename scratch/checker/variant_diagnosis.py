@@ -82,9 +82,10 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
     keyword of the mask ignored (style 'flash') or the whole mask_mod ignored ('flex')."""
     flash = style == "flash"
     found = []
-    if not flash and any(f in ignored.MASK_RULES for f in case.features()):
+    rules = any(f in ignored.MASK_RULES for f in case.features()) or case.mask is not None
+    if not flash and rules:
         found.append((ignored.MASK_MOD, Planted(no_mask=True)))
-    if case.shift > 0 and (case.causal or case.window or case.chunk or case.prefix):
+    if case.shift > 0 and (case.causal or case.window or case.chunk or case.prefix or case.mask):
         found.append((TOP_LEFT, Planted(shift=0)))
     if case.causal:
         found += [
@@ -123,6 +124,8 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
                 (f"prefix-LM prefix length off by one ({n} keys, not {case.prefix})",
                  Planted(prefix_edge=edge))
             )  # fmt: skip
+    if case.mask is not None:
+        found += registered_candidates(case)
     if case.chunk is not None:
         if flash:
             found.append((ignored.CHUNK, Planted(no_chunk=True)))
@@ -130,6 +133,22 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
             found.append(
                 (f"chunk size off by one ({n} keys per chunk, not {case.chunk})", Planted(chunk=n))
             )
+    return found
+
+
+def registered_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+    """A registered mask's integer parameters, each off by one (within the values it takes)."""
+    rule, found = case.registered(), []
+    for p in rule.params:
+        value = dict(case.mask[1])[p.key]
+        if p.is_list:
+            continue
+        for n in (value - 1, value + 1):
+            if n >= p.least:
+                found.append(
+                    (f"{rule.label}: {p.label} off by one ({n}, not {value})",
+                     Planted(params=((p.key, n),)))
+                )  # fmt: skip
     return found
 
 

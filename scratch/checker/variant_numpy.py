@@ -50,6 +50,7 @@ class Planted:
     gqa_modulo: bool = False  # query head h reads kv head h % Hkv, not h // (H / Hkv)
     softcap_grad: bool = True  # backward: False leaves out softcap's 1 - tanh^2 factor
     rope_grad: bool = True  # backward: False returns the gradients of the rotated q and k
+    params: tuple[tuple[str, object], ...] = ()  # a registered mask's parameters changed
 
 
 CORRECT = Planted()  # nothing planted
@@ -107,6 +108,9 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
     if case.chunk is not None and not p.no_chunk:
         n = case.chunk if p.chunk is None else p.chunk
         seen &= j // n == i // n
+    if case.mask is not None:  # a registered mask: its own mask_mod on the index arrays
+        rule = case.registered(shift, p.params)
+        seen &= rule.mask_mod_array(0, 0, np.arange(L)[:, None], j, np)
     if p.last_key_unseen:
         seen[:, -1] = False
     return seen

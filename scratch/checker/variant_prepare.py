@@ -74,6 +74,8 @@ def truth_variant(case: VariantCase, slopes: list[float] | None):
         parts.append(Softcap(case.softcap))
     if case.alibi:
         parts.append(ALiBi(tuple(slopes)))
+    if case.mask is not None:
+        parts.append(case.registered())
     return combine(*parts) if parts else None
 
 

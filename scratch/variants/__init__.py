@@ -5,7 +5,9 @@ GivenMask (SDPA's attn_mask, bool or float). Score changes:
 ALiBi, SymmetricALiBi, Softcap, BiasTable. Learned sinks (a denominator term): LearnedSinks.
 RoPE on q and k (before the scores): Rotary.
 Combining: combine, and_masks, or_masks, compose. A variant as plain data (the window's picker,
-session files): VariantChoice. See base.py for what every variant provides.
+session files): VariantChoice. See base.py for what every variant provides; the masks the picker
+offers are registered by declaring a key (mask_variants, mask_params: any module in this folder,
+so a new mask is one file here).
 """
 
 from . import dual
@@ -20,7 +22,9 @@ from .combine import Combined, and_masks, combine, compose, or_masks
 from .documents import Documents
 from .given_mask import GivenMask
 from .global_tokens import GlobalTokens
+from .params import Param
 from .prefix import PrefixLM
+from .registry import mask_params, mask_variants
 from .rotary import Rotary
 from .sinks import LearnedSinks
 from .softcap import Softcap
@@ -37,6 +41,7 @@ __all__ = [
     "GivenMask",
     "GlobalTokens",
     "LearnedSinks",
+    "Param",
     "PrefixLM",
     "Rotary",
     "SinkTokens",
@@ -53,5 +58,7 @@ __all__ = [
     "combine",
     "compose",
     "dual",
+    "mask_params",
+    "mask_variants",
     "or_masks",
 ]

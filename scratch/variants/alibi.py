@@ -15,7 +15,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from .arrays import constant, ones
+from .arrays import entry
 from .base import Variant, check_count, check_int, number
 from .causal import _plus
 
@@ -59,14 +59,8 @@ class ALiBi(Variant):
         check_count(len(self.slopes), H, "H", "slopes", "slope per query head", one=False)
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
-        return score + self.slopes[h] * (kv_idx - (q_idx + self.shift))
-
-    def score_mod_array(self, score, b, h, q_idx, kv_idx, xp):
-        slopes = constant(self, "slopes", self.slopes, xp, score)
-        return score + slopes[h] * (kv_idx - (q_idx + self.shift))
-
-    def score_grad_array(self, score, b, h, q_idx, kv_idx, xp):
-        return ones(score, xp)
+        slope = entry(self, "slopes", self.slopes, score, h)
+        return score + slope * (kv_idx - (q_idx + self.shift))
 
     def rule(self) -> str:
         i = f"(i{_plus(self.shift)})" if self.shift else "i"

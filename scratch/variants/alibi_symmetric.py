@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .alibi import ALiBi, alibi_slopes
-from .arrays import constant
+from .arrays import entry
 from .base import number
 
 
@@ -26,11 +26,8 @@ class SymmetricALiBi(ALiBi):
         return cls(tuple(alibi_slopes(num_heads)), shift)
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
-        return score - self.slopes[h] * abs(q_idx + self.shift - kv_idx)
-
-    def score_mod_array(self, score, b, h, q_idx, kv_idx, xp):
-        slopes = constant(self, "slopes", self.slopes, xp, score)
-        return score - slopes[h] * xp.abs(q_idx + self.shift - kv_idx)
+        slope = entry(self, "slopes", self.slopes, score, h)
+        return score - slope * abs(q_idx + self.shift - kv_idx)
 
     def rule(self) -> str:
         slopes = ", ".join(map(number, self.slopes))

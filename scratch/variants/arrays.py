@@ -1,14 +1,40 @@
-"""Helpers for the array forms of the variants (NumPy or torch, passed in as `xp`).
+"""The array forms of the variants, derived from their own mods (NumPy or torch, as `xp`).
 
-A variant's `mask_mod_array(b, h, q_idx, kv_idx, xp)`, `score_mod_array(score, ..., xp)` and
-`score_grad_array(score, ..., xp)` state the same rule as its plain-Python mods, on index
-arrays that broadcast (a tile's rows[:, None] and cols[None, :], or FlexAttention's 0-d
-tensors). Nothing here imports numpy or torch: the caller's module is the `xp` argument.
+A variant's mods are written with operations that work elementwise on Python ints and on
+NumPy or torch index arrays alike: comparisons (through causal.at_or_before), `&`, `|`, `//`,
+`%`, `abs`, a table looked up with `entry`, a value clamped with `clamp`, and the dual module's
+tanh, exp, log, sqrt and where. So `mask_mod(b, h, q_idx, kv_idx)` called with index arrays
+that broadcast (a tile's rows[:, None] and cols[None, :], or FlexAttention's 0-d tensors) *is*
+the array form, as FlexAttention's create_block_mask evaluates a mask_mod on index tensors;
+base.Variant builds mask_mod_array, score_mod_array and score_grad_array from it (the last by
+dual numbers whose values are arrays). Nothing here imports numpy or torch until an array
+meets it (then the array's own module).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+
+NUMBERS = (int, float, bool)
+
+
+def module_of(x: object) -> object | None:
+    """The numpy or torch module of an array, tensor or NumPy scalar (a Dual: its value's);
+    None for a Python number."""
+    if type(x) in NUMBERS:
+        return None
+    x = getattr(x, "value", x) if type(x).__name__ == "Dual" else x
+    root = type(x).__module__.partition(".")[0]
+    return sys.modules[root] if root in ("numpy", "torch") else None
+
+
+def xp_of(*values: object) -> object | None:
+    """The module of the first array or tensor among `values`; None when all are numbers."""
+    for x in values:
+        found = module_of(x)
+        if found is not None:
+            return found
+    return None
 
 
 def is_torch(xp: object) -> bool:
@@ -37,29 +63,52 @@ def constant(
     return cache[key]
 
 
+def entry(
+    owner: object, name: str, values: object, like: object, *index: object, own_dtype=False
+) -> object:
+    """values[index] of a nested table (slopes, ids, a bias): plain indexing for Python ints;
+    for index arrays the table as one xp array in like's dtype (`constant`), indexed at once."""
+    if type(like) is float and all(type(i) is int for i in index):  # the ground truth's cells
+        for i in index:
+            values = values[i]
+        return values
+    xp = xp_of(like, *index)
+    if xp is None:
+        for i in index:
+            values = values[i]
+        return values
+    like = getattr(like, "value", like) if type(like).__name__ == "Dual" else like
+    return constant(owner, name, values, xp, like, own_dtype=own_dtype)[index]
+
+
+def clamp(x: object, lo: int, hi: int) -> object:
+    """x cut to [lo, hi]: min/max for a Python number, xp.clip for an array."""
+    xp = module_of(x)
+    return min(max(x, lo), hi) if xp is None else xp.clip(x, lo, hi)
+
+
 def cells(q_idx: object, kv_idx: object) -> object:
     """True at every (q_idx, kv_idx) cell: a mask that broadcasts to both index arrays."""
     return (q_idx == q_idx) & (kv_idx == kv_idx)
 
 
-def ones(score: object, xp: object) -> object:
-    """d (score + c) / d score = 1, shaped like the score."""
-    return xp.ones_like(score)
+def spread(seen: object, q_idx: object, kv_idx: object, xp: object) -> object:
+    """A mask_mod's answer on index arrays as bools at every (q_idx, kv_idx) cell (a rule that
+    reads one index only, or none, answers with fewer axes)."""
+    shape = tuple(getattr(seen, "shape", (None,)))
+    axes = [tuple(getattr(x, "shape", ())) for x in (q_idx, kv_idx)]
+    if None not in shape and tuple(xp.broadcast_shapes(shape, *axes)) == shape:
+        return seen
+    return seen & cells(q_idx, kv_idx)
 
 
-def array_form(mod: Callable | None, kind: str) -> Callable | None:
-    """The array form of a variant's bound mod: kind 'mask' -> mask_mod_array, 'score' ->
-    score_mod_array, 'grad' -> score_grad_array; None for a user's own plain function."""
-    owner = getattr(mod, "__self__", None)
-    from .base import Variant  # here: base imports this module
-
-    if not isinstance(owner, Variant):
-        return None
-    plain = owner.mask_mod if kind == "mask" else owner.score_mod
-    if plain is None or mod != plain:
-        return None
-    name = {"mask": "mask_mod_array", "score": "score_mod_array", "grad": "score_grad_array"}
-    return getattr(owner, name[kind])
-
-
-__all__ = ["array_form", "cells", "constant", "is_torch", "ones"]
+__all__ = [
+    "cells",
+    "clamp",
+    "constant",
+    "entry",
+    "is_torch",
+    "module_of",
+    "spread",
+    "xp_of",
+]

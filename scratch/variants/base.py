@@ -7,21 +7,28 @@ them: the derivative for the backward (`score_grad`, by dual numbers, see dual.p
 block of queries may see (`key_ranges`, what a tiled kernel needs to skip tiles), and the words
 (`rule`, one line; `explain`, the hover text of one cell).
 
+A mask the window's picker offers declares `key`, `label` and `params` (params.Param) as class
+attributes and is registered by that (MASK_VARIANTS, in the order the modules are found, see
+registry.py): the picker's row, the session file's fields, the checker's case and the NumPy and
+torch paths all follow from the declaration, so a new mask is one file in this folder.
+
 Array forms (for NumPy tiles and torch's FlexAttention): `mask_mod_array(b, h, q_idx, kv_idx,
 xp)`, `score_mod_array(score, b, h, q_idx, kv_idx, xp)` and `score_grad_array(score, ..., xp)`
 (d score_mod / d score) with `xp` the numpy or torch module and index arrays that broadcast;
-None where the variant has no such mod. They restate the plain rule with xp's operations (the
-tests compare them with the plain mods cell by cell, and score_grad_array with the dual
-numbers' derivative).
+None where the variant has no such mod. They are the mods themselves, called on index arrays
+(the mods are written with operations that work on both, see arrays.py), and the derivative is
+the dual numbers' with array values: no variant restates its rule for arrays.
 """
 
 from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
-from .dual import derivative
+from .arrays import spread
+from .dual import Dual, derivative, value_and_grad
+from .params import Param
 
 Ranges = list[tuple[int, int]]  # sorted, disjoint half-open key ranges [lo, hi)
 
@@ -58,27 +65,85 @@ def derived_ranges(
     return ranges_of([any(mask_mod(b, h, i, j) for i in queries) for j in range(S)])
 
 
+MASK_VARIANTS: dict[str, type[Variant]] = {}  # key -> class: the masks the picker offers
+
+
 class Variant:
     """An attention variant: set `mask_mod` and/or `score_mod` (methods) in a subclass."""
 
+    key: ClassVar[str] = ""  # a picker mask's name (session files, the checker's feature)
+    label: ClassVar[str] = ""  # its words in the picker and the checker's report
+    params: ClassVar[tuple[Param, ...]] = ()  # what it takes besides the diagonal's shift
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that declares its own `key` is a picker mask: registered here."""
+        super().__init_subclass__(**kwargs)
+        if "key" in cls.__dict__:
+            if cls.key in MASK_VARIANTS or cls.key == "none":
+                raise ValueError(f"key: the mask name {cls.key!r} is taken")
+            MASK_VARIANTS[cls.key] = cls
+
+    @classmethod
+    def chosen(cls, values: dict, L: int, S: int, shift: int, length: int) -> Variant:
+        """The mask for a choice's values ({param key: value}), L queries at the diagonal
+        `shift` of S keys (`length`: the whole sequence's, for rules given over all of it)."""
+        return cls(**{p.name: values[p.key] for p in cls.params}, shift=shift)
+
     def __post_init__(self) -> None:
-        """A variant with a `shift` (its diagonal's offset) gets an integer there."""
+        """A variant with a `shift` (its diagonal's offset) gets an integer there, and its
+        declared parameters are checked (check_params)."""
         if hasattr(self, "shift"):
             object.__setattr__(self, "shift", check_shift(self.shift))
+        self.check_params()
+
+    def check_params(self) -> None:
+        """Each declared integer parameter an integer >= its Param's least (ValueError naming
+        the field); a mask that takes more (-1 for unbounded, a list) checks its own."""
+        for p in self.params:
+            if not p.is_list:
+                check_int(getattr(self, p.name), p.name, least=p.least)
 
     mask_mod: Callable[..., bool] | None = None
     score_mod: Callable[..., float] | None = None
-    # the array forms (see the module docstring); None where the variant has no such mod
-    mask_mod_array: Callable[..., Any] | None = None
-    score_mod_array: Callable[..., Any] | None = None
-    score_grad_array: Callable[..., Any] | None = None
+    on_arrays = True  # the mods take index arrays (a combination of a user's plain ones: no)
+
+    @property
+    def mask_mod_array(self) -> Callable[..., Any] | None:
+        """mask_mod on index arrays, as bools at every (q_idx, kv_idx) cell (None: no mask)."""
+        return self._mask_array if self.mask_mod is not None and self.on_arrays else None
+
+    @property
+    def score_mod_array(self) -> Callable[..., Any] | None:
+        """score_mod on a score array and index arrays (None: no score change)."""
+        return self._score_array if self.score_mod is not None and self.on_arrays else None
+
+    @property
+    def score_grad_array(self) -> Callable[..., Any] | None:
+        """d score_mod / d score on arrays, by dual numbers (None: no score change)."""
+        return self._grad_array if self.score_mod is not None and self.on_arrays else None
+
+    def _mask_array(self, b: Any, h: Any, q_idx: Any, kv_idx: Any, xp: Any) -> Any:
+        return spread(self.mask_mod(b, h, q_idx, kv_idx), q_idx, kv_idx, xp)
+
+    def _score_array(self, score: Any, b: Any, h: Any, q_idx: Any, kv_idx: Any, xp: Any) -> Any:
+        return self.score_mod(score, b, h, q_idx, kv_idx)
+
+    def _grad_array(self, score: Any, b: Any, h: Any, q_idx: Any, kv_idx: Any, xp: Any) -> Any:
+        grad = value_and_grad(self.score_mod(Dual(score, 1.0), b, h, q_idx, kv_idx))[1]
+        return xp.ones_like(score) * grad  # a constant derivative (score + bias: 1) spread
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         """Refuse sizes the variant's data does not fit (B or H None: not known); none here."""
 
     def rule(self) -> str:
-        """The rule in one line of words (the window's legend, the checker's case name)."""
-        raise NotImplementedError
+        """The rule in one line of words (the window's legend, the checker's case name): for a
+        declared mask, its label, its values and its docstring's first line."""
+        said = " ".join((type(self).__doc__ or "").strip().split("\n\n")[0].split())
+        values = [f"{p.name} {getattr(self, p.name)}" for p in self.params]
+        values += [f"shift {self.shift}"] if getattr(self, "shift", 0) else []
+        head = f"{self.label} ({', '.join(values)})" if values else self.label
+        said = said.rstrip(".")
+        return f"{head}: {said[:1].lower()}{said[1:]}" if said else head
 
     def explain(self, b: int, h: int, q_idx: int, kv_idx: int, score: float | None = None) -> str:
         """Hover text for one cell: why the key is seen or masked, and the score's change."""
@@ -116,6 +181,19 @@ class Variant:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.rule()!r})"
+
+
+def array_form(mod: Callable | None, kind: str) -> Callable | None:
+    """The array form of a variant's bound mod: kind 'mask' -> mask_mod_array, 'score' ->
+    score_mod_array, 'grad' -> score_grad_array; None for a user's own plain function."""
+    owner = getattr(mod, "__self__", None)
+    if not isinstance(owner, Variant):
+        return None
+    plain = owner.mask_mod if kind == "mask" else owner.score_mod
+    if plain is None or mod != plain:
+        return None
+    name = {"mask": "mask_mod_array", "score": "score_mod_array", "grad": "score_grad_array"}
+    return getattr(owner, name[kind])
 
 
 def check_sizes(mod: object, B: int | None, H: int | None, L: int, S: int) -> None:
@@ -159,8 +237,10 @@ def check_window_side(value: object, name: str) -> int:
 
 
 __all__ = [
+    "MASK_VARIANTS",
     "Ranges",
     "Variant",
+    "array_form",
     "check_count",
     "check_shift",
     "check_sizes",

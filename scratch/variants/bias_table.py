@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arrays import constant, ones
+from .arrays import clamp
+from .arrays import entry as look_up
 from .base import Variant, check_count, number
 
 
@@ -44,23 +45,14 @@ class BiasTable(Variant):
     def entry(self, h: int, q_idx: int, kv_idx: int) -> int:
         """The table column for a relative distance kv_idx - q_idx."""
         m = self.max_distance
-        return min(max(kv_idx - q_idx, -m), m) + m
+        return clamp(kv_idx - q_idx, -m, m) + m
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         check_count(len(self.table), H, "H", "table", "row per query head")
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
-        row = self.table[h if len(self.table) > 1 else 0]
-        return score + row[self.entry(h, q_idx, kv_idx)]
-
-    def score_mod_array(self, score, b, h, q_idx, kv_idx, xp):
-        m = self.max_distance
-        table = constant(self, "table", self.table, xp, score)  # (H or 1, 2m + 1)
-        column = xp.clip(kv_idx - q_idx, -m, m) + m
-        return score + table[h if len(self.table) > 1 else 0, column]
-
-    def score_grad_array(self, score, b, h, q_idx, kv_idx, xp):
-        return ones(score, xp)
+        row = h if len(self.table) > 1 else 0  # (H or 1, 2m + 1) table
+        return score + look_up(self, "table", self.table, score, row, self.entry(h, q_idx, kv_idx))
 
     def rule(self) -> str:
         m = self.max_distance

@@ -89,6 +89,7 @@ def causal_tensor(shift: int, L: int, S: int, device: object = None) -> object:
 class Causal(Variant):
     """Key j visible to query i iff j <= i + shift (shift 0: top-left; S - L: bottom-right)."""
 
+    key, label = "causal", "causal"
     shift: int = 0
 
     @classmethod
@@ -116,9 +117,6 @@ class Causal(Variant):
         """Whether every query of `rows` sees every key of `cols` (the tile needs no mask):
         the tile's last key is on or below its first query's diagonal."""
         return self.mask_mod(0, 0, rows.start, cols.stop - 1)
-
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
-        return at_or_before(kv_idx, q_idx + self.shift)
 
     def rule(self) -> str:
         return f"causal: key j seen by query i iff j <= i{_plus(self.shift)}"

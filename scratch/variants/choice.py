@@ -1,12 +1,15 @@
 """A variant as plain data (what the window's picker and session files hold) -> one Variant.
 
-`VariantChoice` names the one mask of a call (none, causal, window, chunked, prefix-LM, documents
-from cu_seqlens, sink tokens, or a grid drawn by hand: SDPA's bool attn_mask) with its alignment,
-the score changes (softcap, then ALiBi), learned sinks and RoPE, in numbers and words only;
-`variant(L, S, H)` builds the one Variant a call of L
-queries, S keys and H heads computes, with the variants' own checks (a refusal names the field:
-`left`, `cap`, `cu_seqlens`, `slopes`, `sinks`, ...). The queries are the last L of S positions
-when aligned bottom-right (decode: one query, S cached keys), the first L when top-left.
+`VariantChoice` names a mask (none, one of the registered masks: causal, window, chunked,
+prefix-LM, documents from cu_seqlens, sink tokens, ... see registry.py; or a grid drawn by hand:
+SDPA's bool attn_mask) with its alignment and its parameters, the score changes (softcap, then
+ALiBi), learned sinks and RoPE, in numbers and words only; `variant(L, S, H)` builds the one
+Variant a call of L queries, S keys and H heads computes, with the variants' own checks (a
+refusal names the field: `left`, `cap`, `cu_seqlens`, `slopes`, `sinks`, ...). The queries are
+the last L of S positions when aligned bottom-right (decode: one query, S cached keys), the first
+L when top-left. The masks' parameters are fields too, one per registered Param (left, right,
+chunk, prefix, cu_seqlens, sink_tokens, ...), added from the registry: a new mask file adds its
+own.
 """
 
 from __future__ import annotations
@@ -17,35 +20,35 @@ from dataclasses import dataclass
 
 from .alibi import ALiBi
 from .base import Variant, check_int
-from .causal import Causal, shift_of
-from .chunked import ChunkedLocal
+from .causal import shift_of
 from .combine import combine
-from .documents import Documents, ids_from_cu_seqlens
 from .given_mask import GivenMask
-from .prefix import PrefixLM
+from .params import Param
+from .registry import mask_params, mask_variants
 from .rotary import Rotary
 from .sinks import LearnedSinks
 from .softcap import Softcap
-from .streaming import SinkTokens
-from .window import SlidingWindow
 
-MASKS = ("none", "causal", "window", "chunked", "prefix", "documents", "sink_tokens", "drawn")
+MASKS = ("none", *mask_variants(), "drawn")  # drawn: a grid clicked by hand, not a rule
 ALIGNS = ("top-left", "bottom-right")
 ROPES = ("none", "half", "interleaved")
 
 
+def with_mask_params(cls: type) -> type:
+    """cls with one field per registered mask parameter (its default), before @dataclass."""
+    for p in mask_params().values():
+        cls.__annotations__[p.key] = "tuple[int, ...]" if p.is_list else "int"
+        setattr(cls, p.key, p.default)
+    return cls
+
+
 @dataclass(frozen=True)
+@with_mask_params
 class VariantChoice:
     """One variant in numbers and words: a mask, score changes, learned sinks, RoPE."""
 
     mask: str = "none"  # one of MASKS
     align: str = "bottom-right"  # where the queries sit among the keys (ALIGNS)
-    left: int = 2  # window: keys before the diagonal (-1: unbounded); sink tokens' window
-    right: int = 0  # window: keys after the diagonal (-1: unbounded)
-    chunk: int = 4  # chunked: keys per chunk
-    prefix: int = 2  # prefix-LM: keys every query sees
-    cu_seqlens: tuple[int, ...] = ()  # documents: [0, n1, n1 + n2, ..., length]
-    sink_tokens: int = 1  # sink tokens: the first keys kept in view
     # drawn: the (length, S) grid of the whole sequence, True = may attend (kept while another
     # mask is chosen, so choosing "drawn" again brings it back)
     drawn: tuple[tuple[bool, ...], ...] = ()
@@ -55,6 +58,7 @@ class VariantChoice:
     sinks: tuple[float, ...] = ()  # learned sink logits, one per head; (): none
     rope: str = "none"  # RoPE's pairing (ROPES); "none": off
     rope_base: float = 10000.0
+    # + the masks' parameters (with_mask_params): left, right, chunk, prefix, cu_seqlens, ...
 
     def __post_init__(self) -> None:
         for name, allowed in (("mask", MASKS), ("align", ALIGNS), ("rope", ROPES)):
@@ -62,35 +66,38 @@ class VariantChoice:
                 raise ValueError(
                     f"{name}: expected one of {', '.join(allowed)}, found {getattr(self, name)!r}"
                 )
-        object.__setattr__(self, "cu_seqlens", tuple(self.cu_seqlens))
+        for name in ("slopes", "sinks", *(p.key for p in mask_params().values() if p.is_list)):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "drawn", tuple(map(tuple, self.drawn)))
-        object.__setattr__(self, "slopes", tuple(self.slopes))
-        object.__setattr__(self, "sinks", tuple(self.sinks))
+
+    @staticmethod
+    def mask_labels() -> dict[str, str]:
+        """The masks a choice may name, in the picker's words: 'none' first, then each
+        registered mask."""
+        registered = {key: cls.label for key, cls in mask_variants().items()}
+        return {"none": "none", **registered, "drawn": "drawn (click the grid)"}
+
+    @staticmethod
+    def mask_params() -> dict[str, Param]:
+        """The masks' parameters, each a field of the choice: {field: Param}."""
+        return mask_params()
+
+    @staticmethod
+    def mask_fields(mask: str) -> tuple[str, ...]:
+        """The parameter fields `mask` reads ('none' and 'drawn': none)."""
+        if mask in ("none", "drawn"):
+            return ()
+        return tuple(p.key for p in mask_variants()[mask].params)
 
     def _mask(self, L: int, S: int, length: int) -> Variant | None:
         """The mask part for L queries at the last (or first) L of S positions."""
-        shift = shift_of(self.align, L, S)
-        if self.mask == "causal":
-            return Causal(shift)
-        if self.mask == "window":
-            return SlidingWindow(self.left, self.right, shift)
-        if self.mask == "chunked":
-            return ChunkedLocal(self.chunk, shift)
-        if self.mask == "prefix":
-            return PrefixLM(self.prefix, shift)
-        if self.mask == "sink_tokens":
-            return SinkTokens(self.sink_tokens, self.left, shift)
-        if self.mask == "documents":
-            ids = ids_from_cu_seqlens(list(self.cu_seqlens), "cu_seqlens")
-            if len(ids) != length:
-                raise ValueError(
-                    f"cu_seqlens: expected the last entry to be the sequence length ({length}), "
-                    f"found {self.cu_seqlens[-1]}"
-                )
-            return Documents(ids[shift : shift + L], ids[:S])
+        if self.mask == "none":
+            return None
         if self.mask == "drawn":
             return GivenMask.unchecked(self._drawn_rows(L, S, length))
-        return None
+        values = {key: getattr(self, key) for key in mask_params()}
+        cls = mask_variants()[self.mask]
+        return cls.chosen(values, L, S, shift_of(self.align, L, S), length)
 
     def _drawn_rows(self, L: int, S: int, length: int) -> tuple[tuple[bool, ...], ...]:
         """The drawn grid's cells for the call: the whole (L, S) grid, or at a decode step (L
@@ -156,7 +163,8 @@ def _number(x: object) -> bool:
 
 
 def _check_json(name: str, value: object, default: object) -> None:
-    """One field's JSON type: as its default's (a list for tuples; softcap a number or null)."""
+    """One field's JSON type: as its default's (a list for tuples, of integers for a mask's;
+    softcap a number or null)."""
     if name == "softcap":
         ok = value is None or _number(value)
     elif isinstance(default, bool):
@@ -174,7 +182,7 @@ def _check_json(name: str, value: object, default: object) -> None:
     else:  # tuples: cu_seqlens of integers, slopes and sinks of numbers
         item = (
             (lambda x: isinstance(x, int) and not isinstance(x, bool))
-            if name == "cu_seqlens"
+            if name in mask_params()
             else _number
         )
         ok = isinstance(value, list) and all(item(x) for x in value)

@@ -9,25 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Ranges, Variant, check_int, clip
+from .base import Ranges, Variant, clip
 from .causal import _plus
+from .params import Param
 
 
 @dataclass(frozen=True)
 class ChunkedLocal(Variant):
     """Key j seen by query i iff j // chunk == (i + shift) // chunk."""
 
+    key, label = "chunked", "chunked local"
+    params = (Param("chunk", 4, 1, "keys per chunk"),)
     chunk: int
     shift: int = 0
 
-    def __post_init__(self):
-        super().__post_init__()  # the shift
-        check_int(self.chunk, "chunk", least=1)
-
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        return kv_idx // self.chunk == (q_idx + self.shift) // self.chunk
-
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
         return kv_idx // self.chunk == (q_idx + self.shift) // self.chunk
 
     def rule(self) -> str:

@@ -7,16 +7,16 @@ key ranges intersected (each part's own closed form: every key a query of the bl
 inside, possibly with a few that no single query sees, so skipping the rest stays exact).
 
 What and_masks, or_masks and compose return is the bound mod of a small Variant (Masks,
-Composed), so a backend finds the array forms of the parts (None when a part is a user's own
-plain function: then there is no array form and a backend evaluates the mod cell by cell).
+Composed), whose array forms are derived as every variant's are (none when a part is a user's
+own plain function: then a backend evaluates the mod cell by cell).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .arrays import array_form
-from .base import Ranges, Variant, check_sizes, derived_ranges
+from .arrays import xp_of
+from .base import Ranges, Variant, array_form, check_sizes, derived_ranges
 
 
 def intersect(a: Ranges, b: Ranges) -> Ranges:
@@ -55,19 +55,15 @@ class Masks(Variant):
 
     def __init__(self, mask_mods: tuple, every: bool):
         self.mods, self.every = mask_mods, every
-        arrays = [array_form(m, "mask") for m in mask_mods]
-        self.arrays = arrays if all(a is not None for a in arrays) else None
-        self.mask_mod_array = None if self.arrays is None else self._array
+        self.on_arrays = all(array_form(m, "mask") is not None for m in mask_mods)
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         found = (m(b, h, q_idx, kv_idx) for m in self.mods)
-        return all(found) if self.every else any(found)
-
-    def _array(self, b, h, q_idx, kv_idx, xp):
-        seen = self.arrays[0](b, h, q_idx, kv_idx, xp)
-        for a in self.arrays[1:]:
-            found = a(b, h, q_idx, kv_idx, xp)
-            seen = (seen & found) if self.every else (seen | found)
+        if xp_of(b, h, q_idx, kv_idx) is None:  # numbers: stop at the first answer that decides
+            return all(found) if self.every else any(found)
+        seen = next(found)
+        for more in found:  # index arrays: met or joined cell by cell
+            seen = (seen & more) if self.every else (seen | more)
         return seen
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
@@ -90,29 +86,12 @@ class Composed(Variant):
 
     def __init__(self, score_mods: tuple):
         self.mods = score_mods
-        arrays = [(array_form(f, "score"), array_form(f, "grad")) for f in score_mods]
-        self.arrays = arrays if all(a is not None and g is not None for a, g in arrays) else None
-        if self.arrays is not None:
-            self.score_mod_array, self.score_grad_array = self._array, self._grad
+        self.on_arrays = all(array_form(f, "score") is not None for f in score_mods)
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         for f in self.mods:
             score = f(score, b, h, q_idx, kv_idx)
         return score
-
-    def _array(self, score, b, h, q_idx, kv_idx, xp):
-        for f, _ in self.arrays:
-            score = f(score, b, h, q_idx, kv_idx, xp)
-        return score
-
-    def _grad(self, score, b, h, q_idx, kv_idx, xp):
-        """The chain rule: the product of each part's derivative at the score it was given."""
-        grad = None
-        for f, g in self.arrays:
-            step = g(score, b, h, q_idx, kv_idx, xp)
-            grad = step if grad is None else grad * step
-            score = f(score, b, h, q_idx, kv_idx, xp)
-        return grad
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         for f in self.mods:
@@ -148,12 +127,11 @@ class Combined(Variant):
         scores = tuple(p.score_mod for p in parts if p.score_mod is not None)
         self.meet = Masks(masks, every=True) if masks else None
         self.chain = Composed(scores) if scores else None
+        self.on_arrays = all(p.on_arrays for p in (self.meet, self.chain) if p is not None)
         if masks:
-            self.mask_mod, self.mask_mod_array = self._mask, self.meet.mask_mod_array
+            self.mask_mod = self._mask
         if scores:
             self.score_mod = self._score
-            self.score_mod_array = self.chain.score_mod_array
-            self.score_grad_array = self.chain.score_grad_array
 
     def _mask(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         return self.meet.mask_mod(b, h, q_idx, kv_idx)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arrays import constant
+from .arrays import entry
 from .base import Variant, check_count
+from .params import Param
 
 
 def _ids(ids: object, name: str) -> tuple[tuple[int, ...], ...]:
@@ -47,6 +48,13 @@ def ids_from_cu_seqlens(cu_seqlens: object, name: str = "cu_seqlens") -> list[in
 class Documents(Variant):
     """Key j seen by query i iff q_ids[b][i] == kv_ids[b][j] (kv_ids default: q_ids)."""
 
+    key, label = "documents", "documents (cu_seqlens)"
+    params = (
+        Param(
+            "cu_seqlens", (), words="cumulative document lengths: 0, n1, n1 + n2, ..., the "
+            "number of tokens", blank="0, {tokens}",
+        ),
+    )  # fmt: skip
     q_ids: tuple[tuple[int, ...], ...]
     kv_ids: tuple[tuple[int, ...], ...] | None = None
 
@@ -61,6 +69,18 @@ class Documents(Variant):
         q = ids_from_cu_seqlens(cu_seqlens_q, "cu_seqlens_q")
         k = None if cu_seqlens_k is None else ids_from_cu_seqlens(cu_seqlens_k, "cu_seqlens_k")
         return cls(q, k)
+
+    @classmethod
+    def chosen(cls, values: dict, L: int, S: int, shift: int, length: int) -> Documents:
+        """The documents of cu_seqlens over the whole sequence (`length` tokens): the L queries
+        at positions shift.. shift + L - 1, the S keys at 0..S-1."""
+        ids = ids_from_cu_seqlens(list(values["cu_seqlens"]), "cu_seqlens")
+        if len(ids) != length:
+            raise ValueError(
+                f"cu_seqlens: expected the last entry to be the sequence length ({length}), "
+                f"found {values['cu_seqlens'][-1]}"
+            )
+        return cls(ids[shift : shift + L], ids[:S])
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         for name, ids, n, axis in (
@@ -79,14 +99,9 @@ class Documents(Variant):
         return ids[b if len(ids) > 1 else 0]
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        return self._row(self.q_ids, b)[q_idx] == self._row(self.kv_ids, b)[kv_idx]
-
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
-        q_ids = constant(self, "q_ids", self.q_ids, xp, q_idx)  # (B or 1, L)
-        kv_ids = constant(self, "kv_ids", self.kv_ids, xp, kv_idx)  # (B or 1, S)
-        bq = b if len(self.q_ids) > 1 else 0
-        bk = b if len(self.kv_ids) > 1 else 0
-        return q_ids[bq, q_idx] == kv_ids[bk, kv_idx]
+        bq, bk = (b if len(ids) > 1 else 0 for ids in (self.q_ids, self.kv_ids))
+        q_doc = entry(self, "q_ids", self.q_ids, q_idx, bq, q_idx)  # (B or 1, L) table
+        return q_doc == entry(self, "kv_ids", self.kv_ids, kv_idx, bk, kv_idx)
 
     def rule(self) -> str:
         return "documents: key j seen by query i iff both are in the same document"

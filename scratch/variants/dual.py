@@ -8,11 +8,17 @@ then the backward is a second definition that can drift from the forward (softca
 carries (value, derivative) through +, -, *, /, ** and comparisons, and through the functions
 here (tanh, exp, log, sqrt, where), which also take plain floats. `math.tanh(dual)` is refused
 with a TypeError (Dual has no __float__) rather than silently dropping the derivative.
+
+The value may also be a NumPy array or torch tensor (and these functions take arrays too), so a
+score_mod called with `Dual(scores, 1.0)` gives every cell's derivative at once: the variants'
+score_grad_array is this, not a derivative written out a second time.
 """
 
 from __future__ import annotations
 
 import math
+
+from .arrays import module_of
 
 
 class Dual:
@@ -98,6 +104,8 @@ def lift(x: object) -> Dual:
         return x
     if isinstance(x, (int, float)) and not isinstance(x, bool):
         return Dual(float(x), 0.0)
+    if module_of(x) is not None:  # an array, tensor or NumPy scalar: a constant of its own type
+        return Dual(x, 0.0)
     raise TypeError(f"score_mod: expected a number, found {type(x).__name__} {x!r}")
 
 
@@ -112,40 +120,55 @@ def derivative(score_mod, score: float, b: int, h: int, q_idx: int, kv_idx: int)
     return value_and_grad(score_mod(Dual(score, 1.0), b, h, q_idx, kv_idx))[1]
 
 
-def tanh(x: float | Dual) -> float | Dual:
+def _plain(name: str, x: object) -> object:
+    """math's `name` of a Python number, or the array's own module's of an array."""
+    if type(x) is float:
+        return getattr(math, name)(x)
+    xp = module_of(x)
+    return getattr(math if xp is None else xp, name)(x)
+
+
+def tanh(x: object) -> object:
     """tanh, with d tanh(x) = (1 - tanh(x)^2) dx."""
     if not isinstance(x, Dual):
-        return math.tanh(x)
-    t = math.tanh(x.value)
+        return _plain("tanh", x)
+    t = tanh(x.value)
     return Dual(t, (1.0 - t * t) * x.grad)
 
 
-def exp(x: float | Dual) -> float | Dual:
+def exp(x: object) -> object:
     """exp, with d exp(x) = exp(x) dx."""
     if not isinstance(x, Dual):
-        return math.exp(x)
-    e = math.exp(x.value)
+        return _plain("exp", x)
+    e = exp(x.value)
     return Dual(e, e * x.grad)
 
 
-def log(x: float | Dual) -> float | Dual:
+def log(x: object) -> object:
     """log, with d log(x) = dx / x."""
     if not isinstance(x, Dual):
-        return math.log(x)
-    return Dual(math.log(x.value), x.grad / x.value)
+        return _plain("log", x)
+    return Dual(log(x.value), x.grad / x.value)
 
 
-def sqrt(x: float | Dual) -> float | Dual:
+def sqrt(x: object) -> object:
     """sqrt, with d sqrt(x) = dx / (2 sqrt(x))."""
     if not isinstance(x, Dual):
-        return math.sqrt(x)
-    r = math.sqrt(x.value)
+        return _plain("sqrt", x)
+    r = sqrt(x.value)
     return Dual(r, x.grad / (2.0 * r))
 
 
-def where(condition: bool, a: float | Dual, b: float | Dual) -> float | Dual:
-    """a if condition else b (as torch.where; the derivative is the chosen branch's)."""
-    return a if condition else b
+def where(condition: object, a: object, b: object) -> object:
+    """a if condition else b (as torch.where, cell by cell for an array condition; the
+    derivative is the chosen branch's)."""
+    xp = module_of(condition)
+    if xp is None:
+        return a if condition else b
+    if not isinstance(a, Dual) and not isinstance(b, Dual):
+        return xp.where(condition, a, b)
+    a, b = lift(a), lift(b)
+    return Dual(xp.where(condition, a.value, b.value), xp.where(condition, a.grad, b.grad))
 
 
 __all__ = ["Dual", "derivative", "exp", "lift", "log", "sqrt", "tanh", "value_and_grad", "where"]

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import inf
 
-from ..nested import at
 from ..validate import as_mask, check_mask_shape
-from .arrays import cells, constant, ones
+from .arrays import entry
 from .base import Variant, number
 
 
@@ -55,53 +54,23 @@ class GivenMask(Variant):
         """A float mask's entry added to the score; None for a bool mask."""
         return None if self.is_bool else self._add
 
-    @property
-    def mask_mod_array(self) -> Callable[..., object]:
-        """mask_mod's array form (xp: numpy or torch)."""
-        return self._sees_array
-
-    @property
-    def score_mod_array(self) -> Callable[..., object] | None:
-        """score_mod's array form; None for a bool mask."""
-        return None if self.is_bool else self._add_array
-
-    @property
-    def score_grad_array(self) -> Callable[..., object] | None:
-        """d score_mod / d score as an array (1 everywhere); None for a bool mask."""
-        return None if self.is_bool else self._grad_array
-
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         mb, mh, _, _ = self.shape
         check_mask_shape(self.shape, (mb if B is None else B, mh if H is None else H, L, S))
 
-    def value(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool | float:
-        """The mask's entry for one cell (size-1 axes broadcast)."""
+    def value(self, b: int, h: int, q_idx: int, kv_idx: int, like: object = None) -> bool | float:
+        """The mask's entry for one cell (size-1 axes broadcast); for index arrays the entries
+        as one array, in like's dtype (like None: the mask's own, bools as bools)."""
         index = tuple(n if size > 1 else 0 for n, size in zip((b, h, q_idx, kv_idx), self.shape))
-        return at(self.values, index)
+        own = like is None  # (B or 1, H or 1, L, S): bools as bools, floats in the score's dtype
+        return entry(self, "values", self.values, kv_idx if own else like, *index, own_dtype=own)
 
     def _sees(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         v = self.value(b, h, q_idx, kv_idx)
         return v if self.is_bool else v != -inf
 
     def _add(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
-        return score + self.value(b, h, q_idx, kv_idx)
-
-    def value_array(self, b, h, q_idx, kv_idx, xp, like, own_dtype=False):
-        """The mask's entries for index arrays (size-1 axes broadcast), as like's dtype."""
-        # (B or 1, H or 1, L, S): bools as bools, floats in the score's dtype
-        values = constant(self, "values", self.values, xp, like, own_dtype=own_dtype)
-        index = tuple(n if size > 1 else 0 for n, size in zip((b, h, q_idx, kv_idx), self.shape))
-        return values[index]
-
-    def _sees_array(self, b, h, q_idx, kv_idx, xp):
-        found = self.value_array(b, h, q_idx, kv_idx, xp, kv_idx, own_dtype=True)
-        return (found if self.is_bool else found != -inf) & cells(q_idx, kv_idx)
-
-    def _add_array(self, score, b, h, q_idx, kv_idx, xp):
-        return score + self.value_array(b, h, q_idx, kv_idx, xp, score)
-
-    def _grad_array(self, score, b, h, q_idx, kv_idx, xp):
-        return ones(score, xp)
+        return score + self.value(b, h, q_idx, kv_idx, like=score)
 
     def rule(self) -> str:
         if self.is_bool:

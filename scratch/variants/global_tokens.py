@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arrays import cells
 from .base import Ranges, Variant, check_int, ranges_of
 from .causal import _plus
 
@@ -36,10 +35,7 @@ class GlobalTokens(Variant):
             raise ValueError(f"tokens: position {self.tokens[-1]} is past the S = {S} keys")
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        return kv_idx in self.tokens or q_idx + self.shift in self.tokens
-
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
-        seen = cells(q_idx, kv_idx) & False  # (q, kv) broadcast, all False
+        seen = False
         for t in self.tokens:  # a few positions: one comparison each (also under torch's vmap)
             seen = seen | (kv_idx == t) | (q_idx + self.shift == t)
         return seen

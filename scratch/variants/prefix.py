@@ -9,20 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arrays import constant
+from .arrays import entry
 from .base import Ranges, Variant, check_count, check_int, clip
 from .causal import _plus, at_or_before
+from .params import Param
 
 
 @dataclass(frozen=True)
 class PrefixLM(Variant):
     """Key j seen by query i iff j < prefix[b] or j <= i + shift."""
 
+    key, label = "prefix", "prefix-LM"
+    params = (Param("prefix", 2, 0, "keys every query sees"),)
     prefix: int | tuple[int, ...]
     shift: int = 0
 
-    def __post_init__(self):
-        super().__post_init__()  # the shift
+    def check_params(self) -> None:
+        """One length, or one per batch entry (kept as a tuple)."""
         if isinstance(self.prefix, (list, tuple)):
             object.__setattr__(self, "prefix", tuple(self.prefix))
             for b, n in enumerate(self.prefix):
@@ -31,21 +34,17 @@ class PrefixLM(Variant):
             check_int(self.prefix, "prefix", least=0)
 
     def length(self, b: int) -> int:
-        """The prefix length of batch entry b."""
-        return self.prefix[b] if isinstance(self.prefix, tuple) else self.prefix
+        """The prefix length of batch entry b (an index array b: the lengths of its entries)."""
+        if isinstance(self.prefix, tuple):
+            return entry(self, "prefix", self.prefix, b, b)
+        return self.prefix
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         if isinstance(self.prefix, tuple):
             check_count(len(self.prefix), B, "B", "prefix", "length per batch entry", one=False)
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        return kv_idx < self.length(b) or at_or_before(kv_idx, q_idx + self.shift)
-
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
-        n = self.prefix
-        if isinstance(n, tuple):
-            n = constant(self, "prefix", n, xp, kv_idx)[b]
-        return (kv_idx < n) | at_or_before(kv_idx, q_idx + self.shift)
+        return (kv_idx < self.length(b)) | at_or_before(kv_idx, q_idx + self.shift)
 
     def rule(self) -> str:
         return (

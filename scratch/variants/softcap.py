@@ -27,13 +27,6 @@ class Softcap(Variant):
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         return self.cap * dual.tanh(score / self.cap)
 
-    def score_mod_array(self, score, b, h, q_idx, kv_idx, xp):
-        return self.cap * xp.tanh(score / self.cap)
-
-    def score_grad_array(self, score, b, h, q_idx, kv_idx, xp):
-        t = xp.tanh(score / self.cap)
-        return 1.0 - t * t  # d cap tanh(s / cap) / ds
-
     def rule(self) -> str:
         return f"softcap: {number(self.cap)} * tanh(score / {number(self.cap)})"
 

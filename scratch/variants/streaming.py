@@ -9,31 +9,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Ranges, Variant, check_int, clip
+from .base import Ranges, Variant, clip
 from .causal import _plus, at_or_before
+from .params import Param
 
 
 @dataclass(frozen=True)
 class SinkTokens(Variant):
     """Key j seen by query i iff j <= i + shift and (j < sinks or j >= i + shift - left)."""
 
+    key, label = "sink_tokens", "sink tokens + window"
+    params = (
+        Param("sinks", 1, 0, "the first keys every query keeps seeing", "sink_tokens",
+              named="sink tokens"),
+        Param("left", 2, 0, "keys before the diagonal key (-1: unbounded); (2, 0) sees 3 keys"),
+    )  # fmt: skip
     sinks: int
     left: int
     shift: int = 0
 
-    def __post_init__(self):
-        super().__post_init__()  # the shift
-        check_int(self.sinks, "sinks", least=0)
-        check_int(self.left, "left", least=0)
-
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         diagonal = q_idx + self.shift  # recent: one of the left + 1 keys up to the diagonal
-        recent = not at_or_before(kv_idx, diagonal - self.left - 1)
-        return at_or_before(kv_idx, diagonal) and (kv_idx < self.sinks or recent)
-
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
-        diagonal = q_idx + self.shift
-        recent = xp.logical_not(at_or_before(kv_idx, diagonal - self.left - 1))
+        recent = at_or_before(diagonal - self.left, kv_idx)
         return at_or_before(kv_idx, diagonal) & ((kv_idx < self.sinks) | recent)
 
     def rule(self) -> str:

@@ -11,21 +11,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arrays import cells
 from .base import Ranges, Variant, check_window_side, clip
 from .causal import _plus, at_or_before, shift_of
+from .params import Param
 
 
 @dataclass(frozen=True)
 class SlidingWindow(Variant):
     """Key j seen by query i iff i + shift - left <= j <= i + shift + right (-1: unbounded)."""
 
+    key, label = "window", "sliding window (left, right)"
+    params = (
+        Param("left", 2, -1, "keys before the diagonal key (-1: unbounded); (2, 0) sees 3 keys"),
+        Param("right", 0, -1, "keys after the diagonal key (-1: unbounded)"),
+    )
     left: int
     right: int = 0
     shift: int = 0
 
-    def __post_init__(self):
-        super().__post_init__()  # the shift
+    def check_params(self) -> None:
         check_window_side(self.left, "left")
         check_window_side(self.right, "right")
 
@@ -36,21 +40,8 @@ class SlidingWindow(Variant):
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         diagonal = q_idx + self.shift
-        after_start = self.left == -1 or not at_or_before(kv_idx, diagonal - self.left - 1)
+        after_start = self.left == -1 or at_or_before(diagonal - self.left, kv_idx)
         before_end = self.right == -1 or at_or_before(kv_idx, diagonal + self.right)
-        return after_start and before_end
-
-    def mask_mod_array(self, b, h, q_idx, kv_idx, xp):
-        diagonal = q_idx + self.shift
-        after_start = (
-            None
-            if self.left == -1
-            else xp.logical_not(at_or_before(kv_idx, diagonal - self.left - 1))
-        )
-        before_end = None if self.right == -1 else at_or_before(kv_idx, diagonal + self.right)
-        if after_start is None or before_end is None:  # one side unbounded (or both)
-            bounded = before_end if after_start is None else after_start
-            return cells(diagonal, kv_idx) if bounded is None else bounded
         return after_start & before_end
 
     def rule(self) -> str:
