@@ -15,6 +15,7 @@ import numpy as np
 from gui import core_api
 from gui import session as sm
 from gui.token_text import session_label
+from scratch.variants import VariantChoice
 
 
 def head_session(run: object, layer: int, head: int) -> sm.Session:
@@ -38,9 +39,9 @@ def head_session(run: object, layer: int, head: int) -> sm.Session:
         num_kv_heads=1,
         scale_mode="sqrt" if scale is None else "custom",
         scale_value=1.0 if scale is None else scale,
-        variant=sm.with_mask_mode(core_api.VariantChoice(), "causal-top-left")
+        variant=sm.with_mask_mode(VariantChoice(), "causal-top-left")
         if model.causal
-        else core_api.VariantChoice(),
+        else VariantChoice(),
         preset=f"model:{model.name}:layer {layer}:head {head}",
     )
 
