@@ -31,8 +31,9 @@ L_SAMPLED = sampled_check.SAMPLE_FROM_TOKENS + 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-PATIENT_S = 60.0  # the patience here: the child is waited for until it answers (a hang guard)
-HANG_S = 60.0  # a call that must not wait for a stopped child fails if blocked this long
+PATIENT_S = 120.0  # the patience here: the child is waited for until it answers (a hang guard)
+HANG_S = 60.0  # a call that must not wait (for a stopped or dead child) fails if blocked this
+# long; less than PATIENT_S, so a call that spends the patience on a dead child fails
 
 
 @pytest.fixture(autouse=True)
