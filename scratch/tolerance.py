@@ -205,14 +205,10 @@ def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, gr
     if outside.any():
         index = tuple(int(i) for i in np.argwhere(outside)[0])
         _not_a_weight(p[index], index)
-    E, S = q.shape[-1], k.shape[-2]
-    if group > 1:  # query head h reads key/value head h // group
-        k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
-    # step 1: S_i, the largest |score| terms of a live key per row
-    S_i = _row_sizes(np, q, k, p, _scale(scale, E), attn_mask)  # (..., L, 1)
-    # step 2: the relative factor per row, and the absolute floors
-    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
-    factor = sum(np.vectorize(r.factor, otypes=[float])(r.score_gamma * S_i) for r in parts)
+    if group > 1:  # query head h reads value head h // group
+        v = np.repeat(v, group, axis=-3)
+    # steps 1-2: S_i per row, the relative factor R_i from it, and the absolute floors
+    factor, parts = row_factors(np, q, k, p, scale, dtype, attn_mask, group)  # (..., L, 1)
     p_clean = np.where(np.isnan(p), 0.0, p)
     # step 3: sum_j p_ij |v_jc|                        (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
     pv = p_clean @ np.abs(v)
@@ -222,6 +218,25 @@ def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, gr
     # step 4: exact-zero rows and NaN rows allow no difference
     exact = np.all(p_clean == 0.0, axis=-1, keepdims=True) | np.any(np.isnan(p), -1, keepdims=True)
     return np.where(exact, 0.0, bound).tolist()
+
+
+def row_factor(parts: tuple[Rounding, Rounding], size: float, stored: float = 0.0) -> float:
+    """R_i(dtype) + R_i(float64) for a row whose largest live score size is `size` (S_i);
+    `stored` adds that many u_s S_i to each exponent (16-bit scores held before softmax)."""
+    return sum(r.factor((r.score_gamma + stored * r.u_store) * size) for r in parts)
+
+
+def row_factors(np, q, k, p, scale, dtype: str, attn_mask, group: int, stored: float = 0.0):
+    """(factor (..., L, 1), parts): `row_factor` of every row, shared by both bounds; q, k, p
+    float64 arrays (k one per kv head), parts the kernel's and the ground truth's Rounding."""
+    E, S = q.shape[-1], k.shape[-2]
+    if group > 1:  # query head h reads key head h // group
+        k = np.repeat(k, group, axis=-3)
+    # step 1: S_i, the largest |score| terms of a live key per row
+    S_i = _row_sizes(np, q, k, p, _scale(scale, E), attn_mask)  # (..., L, 1)
+    # step 2: the relative factor per row
+    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
+    return np.vectorize(lambda size: row_factor(parts, size, stored), otypes=[float])(S_i), parts
 
 
 def _kv_of(index: tuple[int, ...], k_shape: tuple[int, ...], group: int) -> tuple[int, ...]:
@@ -316,7 +331,7 @@ def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, group:
             # step 1: S_i = max over live keys of |scale| sum_l |q_il k_jl| (+ |mask_ij|)
             S_i = _row_size(q_i, kb, p_i, scale, None if add is None else add[i])
             # step 2: R_i * sum_j p_ij |v_jc| + floors
-            factor = sum(r.factor(r.score_gamma * S_i) for r in parts)
+            factor = row_factor(parts, S_i)
             rows.append(
                 [
                     factor * math.fsum(pj * abs(vj[c]) for pj, vj in zip(p_i, vb))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import scratch
 from scratch.backends import get
 from scratch.backends import numpy_backward as nb
+from scratch.backends.numpy_inputs import Draws
 from scratch.grad_tolerance import NAMES, compare, gradient_tolerance
 
 torch = pytest.importorskip("torch")
@@ -189,7 +190,8 @@ def mistaken_backward(q, k, v, g, mistake, scale=None, enable_gqa=False, rng=Non
     P /= P.sum(-1, keepdims=True)
     keep = 1.0
     if dropout_p:
-        keep = np.where(nb._draws(rng, P.shape) >= dropout_p, 1 / (1 - dropout_p), 0.0)
+        draws = Draws(random if rng is None else rng)(P.shape)
+        keep = np.where(draws >= dropout_p, 1 / (1 - dropout_p), 0.0)
     Pd = P * keep
     O = Pd @ vr
     if mistake == "dropout not reused":  # fresh draws in the backward

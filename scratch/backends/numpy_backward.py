@@ -18,7 +18,6 @@ Rows with every key masked follow `masked_rows` as in the ground truth (scratch/
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 
 import numpy as np
@@ -30,7 +29,7 @@ from ..validate import check_positive_int
 from ..variants import Causal
 from . import numpy_backend, numpy_backward_tiles
 from .numpy_backend import build_mask
-from .numpy_inputs import _array, _dtype, not_finite  # noqa: F401 (numpy_flex_backward reads _array here)
+from .numpy_inputs import Draws, _array, _dtype
 
 KERNELS = ("explicit", "tiled")
 BLOCK = 64  # the general tiled loop's tile edge (the fast loop has its own: numpy_backward_tiles)
@@ -38,23 +37,6 @@ DTYPES = ("float32", "float64")
 
 
 # ---------------------------------------------------------------- inputs
-
-
-def _draws(rng: object, shape: tuple) -> np.ndarray:
-    """Uniform [0, 1) draws, row-major, by the numpy forward's rule (Generator, seed, Random)."""
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        rng = np.random.default_rng(int(rng))
-    if rng is None:
-        rng = random
-    if isinstance(rng, np.random.Generator):
-        return rng.random(shape)
-    if not callable(getattr(rng, "random", None)):
-        raise TypeError(
-            f"rng: expected a numpy.random.Generator, an int seed, a random.Random or None, "
-            f"found {type(rng).__name__}"
-        )
-    n = math.prod(shape)
-    return np.fromiter((rng.random() for _ in range(n)), np.float64, n).reshape(shape)
 
 
 class _Problem:
@@ -117,7 +99,8 @@ def _keep_mask(p: _Problem, rng: object) -> np.ndarray | None:
     """The forward's keep mask (..., L, S) bools (True: the weight is kept), or None."""
     if p.dropout_p == 0.0:
         return None
-    return _draws(rng, p.lead + (p.L, p.S)) >= p.dropout_p
+    # the numpy forward's draws (Generator, seed, Random); rng None: the `random` module's stream
+    return Draws(random if rng is None else rng)(p.lead + (p.L, p.S)) >= p.dropout_p
 
 
 def dropped(x: np.ndarray, keep: np.ndarray, p: _Problem) -> np.ndarray:

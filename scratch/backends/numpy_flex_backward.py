@@ -20,8 +20,8 @@ import numpy as np
 from ..front_doors import flex_backward_door
 from ..options import FlexOptions
 from ..validate import check_positive_int
-from .numpy_backward import _array
 from .numpy_flex import FlexProblem, chunked, explicit_scores, explicit_softmax
+from .numpy_inputs import _array
 
 KERNELS = ("tiled", "explicit")
 BLOCK = 128  # the tiled kernel's tile edge without a block mask (with one: its block size)
