@@ -239,12 +239,4 @@ def not_finite(name: str) -> ValueError:
 
 def _dtype(dtype: object, *inputs: object) -> np.dtype:
     """float32 when asked or when every input is a float32 array, else float64."""
-    if dtype is not None:
-        text = str(dtype).replace("torch.", "")
-        if text not in BACKWARD_DTYPES:
-            raise ValueError(
-                f"dtype: expected one of {', '.join(BACKWARD_DTYPES)} or None, found {dtype!r}"
-            )
-        return np.dtype(text)
-    kinds = {str(getattr(x, "dtype", "")).replace("torch.", "") for x in inputs}
-    return np.dtype(np.float32) if kinds == {"float32"} else np.dtype(np.float64)
+    return np.dtype(validate.dtype_of(dtype, inputs, BACKWARD_DTYPES))

@@ -21,24 +21,12 @@ import torch.nn.functional as F
 from ..front_doors import backward_door
 from ..options import Options
 from ..plan import plan_attention
+from ..validate import dtype_of
 from .torch_math import build_mask, repeat_kv
 
 KERNELS = ("autograd", "explicit")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 _WIDE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
-
-
-def _storage(dtype: object, inputs: tuple) -> torch.dtype:
-    """The dtype asked for, or the inputs' common float dtype (float64 for lists)."""
-    if dtype is not None:
-        text = str(dtype).replace("torch.", "")
-        if text not in DTYPES:
-            raise ValueError(f"dtype: expected one of {', '.join(DTYPES)} or None, found {dtype!r}")
-        return getattr(torch, text)
-    kinds = {str(getattr(x, "dtype", "")).replace("torch.", "") for x in inputs}
-    return (
-        getattr(torch, kinds.pop()) if len(kinds) == 1 and kinds <= set(DTYPES) else torch.float64
-    )
 
 
 def _tensor(x: object, name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -197,7 +185,7 @@ def gradients_of(
     if kernel not in KERNELS:
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
     device = torch.device(device)
-    storage = _storage(dtype, (query, key, value))
+    storage = getattr(torch, dtype_of(dtype, (query, key, value), DTYPES))
     wide = _WIDE.get(storage, storage)
     q, k, v = (
         _tensor(x, n, storage, device).to(wide)
