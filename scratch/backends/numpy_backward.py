@@ -29,7 +29,7 @@ from ..validate import check_positive_int
 from ..variants import Causal
 from . import numpy_backend, numpy_backward_tiles
 from .numpy_backend import build_mask
-from .numpy_inputs import Draws, _array, _dtype
+from .numpy_inputs import Draws, _array, _dtype, forward_output
 
 KERNELS = ("explicit", "tiled")
 BLOCK = 64  # the general tiled loop's tile edge (the fast loop has its own: numpy_backward_tiles)
@@ -300,20 +300,14 @@ def gradients_of(
     if kernel == "explicit":
         return _explicit(p, g, keep)
     block = None if block_size is None else check_positive_int(block_size, "block_size")
-    if (output is None) != (lse is None):
-        raise ValueError("output, lse: pass both (from forward_with_lse) or neither")
-    if output is None and keep is None:  # the chunked forward (forward_with_lse's kernel)
-        output, lse = output_and_lse(p.q, p.k, p.v, options, dtype=p.dtype)
-    elif output is None:  # dropout: this call's keep mask (the rng stream was read above)
-        output, lse = _forward_tiled(p, keep, block or BLOCK)
-    else:
-        output = np.asarray(output, dtype=p.dtype)
-        lse = np.asarray(lse, dtype=p.dtype)
-        if output.shape != g.shape:
-            raise ValueError(f"output: expected shape {g.shape}, found {output.shape}")
-        if lse.shape != g.shape[:-1]:
-            raise ValueError(f"lse: expected shape {g.shape[:-1]} (..., L), found {lse.shape}")
+    given = forward_output(output, lse, g.shape, p.dtype, "forward_with_lse")
+    if given is not None:
+        output, lse = given
         _check_lse(p, lse)
+    elif keep is None:  # the chunked forward (forward_with_lse's kernel)
+        output, lse = output_and_lse(p.q, p.k, p.v, options, dtype=p.dtype)
+    else:  # dropout: this call's keep mask (the rng stream was read above)
+        output, lse = _forward_tiled(p, keep, block or BLOCK)
     return _tiled(p, g, keep, output, lse, block)
 
 

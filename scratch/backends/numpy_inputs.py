@@ -240,3 +240,19 @@ def not_finite(name: str) -> ValueError:
 def _dtype(dtype: object, *inputs: object) -> np.dtype:
     """float32 when asked or when every input is a float32 array, else float64."""
     return np.dtype(validate.dtype_of(dtype, inputs, BACKWARD_DTYPES))
+
+
+def forward_output(output: object, lse: object, shape: tuple, dtype: np.dtype, source: str):
+    """A backward's given forward: (output (shape), lse (shape[:-1])) as `dtype` arrays, or None
+    when neither is given; ValueError when only one is or a shape is not the output's."""
+    if (output is None) != (lse is None):
+        raise ValueError(f"output, lse: pass both (from {source}) or neither")
+    if output is None:
+        return None
+    output, lse = np.asarray(output, dtype), np.asarray(lse, dtype)
+    if output.shape != shape or lse.shape != shape[:-1]:
+        raise ValueError(
+            f"output, lse: expected shapes {shape} (..., L, Ev) and {shape[:-1]} (..., L), "
+            f"found {output.shape} and {lse.shape}"
+        )
+    return output, lse
