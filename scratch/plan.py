@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .validate import check_head_counts
+from .validate import check_grad_output, check_head_counts
 
 Shape = tuple[int, ...]
 PARAMS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
@@ -110,11 +110,7 @@ class AttentionPlan:
 
     def check_grad_output(self, shape: Shape) -> None:
         """dO must have the output's shape."""
-        if tuple(shape) != self.output_shape:
-            raise ValueError(
-                f"grad_output: expected the output's shape {self.output_shape}, "
-                f"found {tuple(shape)}"
-            )
+        check_grad_output(shape, self.output_shape)
 
 
 def plan_attention(

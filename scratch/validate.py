@@ -262,6 +262,14 @@ def dtype_of(dtype: object, inputs: tuple, allowed: tuple[str, ...]) -> str:
     return kinds.pop() if len(kinds) == 1 and kinds <= set(allowed) else "float64"
 
 
+def check_grad_output(shape: tuple[int, ...], expected: tuple[int, ...]) -> None:
+    """dO must have the output's shape."""
+    if tuple(shape) != tuple(expected):
+        raise ValueError(
+            f"grad_output: expected the output's shape {tuple(expected)}, found {tuple(shape)}"
+        )
+
+
 def check_positive_int(value: object, name: str) -> int:
     """A count such as `num_heads`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:

@@ -29,7 +29,7 @@ from ..validate import check_positive_int
 from ..variants import Causal
 from . import numpy_backend, numpy_backward_tiles
 from .numpy_backend import build_mask
-from .numpy_inputs import Draws, _array, _dtype, forward_output
+from .numpy_inputs import Draws, GroupedHeads, _array, _dtype, forward_output
 
 KERNELS = ("explicit", "tiled")
 BLOCK = 64  # the general tiled loop's tile edge (the fast loop has its own: numpy_backward_tiles)
@@ -39,7 +39,7 @@ DTYPES = ("float32", "float64")
 # ---------------------------------------------------------------- inputs
 
 
-class _Problem:
+class _Problem(GroupedHeads):
     """Validated inputs of one call, as arrays, with the GQA group size."""
 
     def __init__(self, query, key, value, options: Options, dtype):
@@ -80,16 +80,6 @@ class _Problem:
         if m.dtype == np.bool_:
             return np.where(m, scaled, scaled - np.inf).astype(self.dtype, copy=False)
         return (scaled + m).astype(self.dtype, copy=False)
-
-    def repeat_kv(self, x: np.ndarray) -> np.ndarray:
-        """(..., Hkv, n, c) -> (..., Hq, n, c): query head h reads kv head h // group."""
-        return np.repeat(x, self.group, axis=-3) if self.group > 1 else x
-
-    def sum_groups(self, x: np.ndarray) -> np.ndarray:
-        """(..., Hq, n, c) -> (..., Hkv, n, c): the kv gradient sums its group's query heads."""
-        if self.group == 1:
-            return x
-        return x.reshape(x.shape[:-3] + (-1, self.group) + x.shape[-2:]).sum(axis=-3)
 
 
 # ---------------------------------------------------------------- forward with log-sum-exp

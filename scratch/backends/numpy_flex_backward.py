@@ -19,7 +19,7 @@ import numpy as np
 
 from ..front_doors import flex_backward_door
 from ..options import FlexOptions
-from ..validate import check_positive_int
+from ..validate import check_grad_output, check_positive_int
 from .numpy_flex import FlexProblem, chunked, explicit_scores, explicit_softmax
 from .numpy_inputs import _array, forward_output
 
@@ -123,10 +123,7 @@ def gradients_of(
     x = FlexProblem(query, key, value, options)
     B, H, _, L, _, _, Ev = x.shape
     g = _array(grad_output, "grad_output", x.dtype)
-    if g.shape != (B, H, L, Ev):
-        raise ValueError(
-            f"grad_output: expected the output's shape {(B, H, L, Ev)}, found {g.shape}"
-        )
+    check_grad_output(g.shape, (B, H, L, Ev))
     if kernel == "explicit":
         grads, d_sinks = explicit(x, g)
     else:

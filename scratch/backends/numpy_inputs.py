@@ -256,3 +256,20 @@ def forward_output(output: object, lse: object, shape: tuple, dtype: np.dtype, s
             f"found {output.shape} and {lse.shape}"
         )
     return output, lse
+
+
+class GroupedHeads:
+    """What a problem whose query heads share kv heads in groups of `group` (GQA) does with
+    (..., heads, n, c) arrays: numpy_backward's and numpy_flex's."""
+
+    group: int
+
+    def repeat_kv(self, x: np.ndarray) -> np.ndarray:
+        """(..., Hkv, n, c) -> (..., H, n, c): query head h reads kv head h // group."""
+        return np.repeat(x, self.group, axis=-3) if self.group > 1 else x
+
+    def sum_groups(self, x: np.ndarray) -> np.ndarray:
+        """(..., H, n, c) -> (..., Hkv, n, c): a kv head's gradient sums its group's query heads."""
+        if self.group == 1:
+            return x
+        return x.reshape(x.shape[:-3] + (-1, self.group) + x.shape[-2:]).sum(axis=-3)
