@@ -220,15 +220,10 @@ def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, gr
     return np.where(exact, 0.0, bound).tolist()
 
 
-def row_factor(parts: tuple[Rounding, Rounding], size: float, stored: float = 0.0) -> float:
-    """R_i(dtype) + R_i(float64) for a row whose largest live score size is `size` (S_i);
-    `stored` adds that many u_s S_i to each exponent (16-bit scores held before softmax)."""
-    return sum(r.factor((r.score_gamma + stored * r.u_store) * size) for r in parts)
-
-
 def row_factors(np, q, k, p, scale, dtype: str, attn_mask, group: int, stored: float = 0.0):
-    """(factor (..., L, 1), parts): `row_factor` of every row, shared by both bounds; q, k, p
-    float64 arrays (k one per kv head), parts the kernel's and the ground truth's Rounding."""
+    """(R_i(dtype) + R_i(float64) per row (..., L, 1), parts), for both bounds: q, k, p float64
+    arrays (k one per kv head), parts the kernel's and the ground truth's Rounding; `stored` adds
+    that many u_s S_i to each exponent (16-bit scores held before softmax)."""
     E, S = q.shape[-1], k.shape[-2]
     if group > 1:  # query head h reads key head h // group
         k = np.repeat(k, group, axis=-3)
@@ -236,7 +231,8 @@ def row_factors(np, q, k, p, scale, dtype: str, attn_mask, group: int, stored: f
     S_i = _row_sizes(np, q, k, p, _scale(scale, E), attn_mask)  # (..., L, 1)
     # step 2: the relative factor per row
     parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
-    return np.vectorize(lambda size: row_factor(parts, size, stored), otypes=[float])(S_i), parts
+    grown = [(r.score_gamma + stored * r.u_store) * S_i for r in parts]  # each exponent's delta_i
+    return sum(np.vectorize(r.factor, otypes=[float])(d) for r, d in zip(parts, grown)), parts
 
 
 def _kv_of(index: tuple[int, ...], k_shape: tuple[int, ...], group: int) -> tuple[int, ...]:
@@ -331,7 +327,7 @@ def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, group:
             # step 1: S_i = max over live keys of |scale| sum_l |q_il k_jl| (+ |mask_ij|)
             S_i = _row_size(q_i, kb, p_i, scale, None if add is None else add[i])
             # step 2: R_i * sum_j p_ij |v_jc| + floors
-            factor = row_factor(parts, S_i)
+            factor = sum(r.factor(r.score_gamma * S_i) for r in parts)
             rows.append(
                 [
                     factor * math.fsum(pj * abs(vj[c]) for pj, vj in zip(p_i, vb))

@@ -29,7 +29,6 @@ from .tolerance import (
     as_float64,
     check_dtype,
     list_blocks,
-    row_factor,
     row_factors,
 )
 
@@ -78,7 +77,7 @@ def _weights_lists(query, key, weights, scale, dtype, attn_mask, group, stored) 
         for i, (q_i, p_i) in enumerate(zip(qb, pb)):
             p_i = [0.0 if math.isnan(x) else x for x in p_i]
             size = _row_size(q_i, kb, p_i, scale, None if add is None else add[i])
-            factor = row_factor(parts, size, stored)
+            factor = sum(r.factor((r.score_gamma + stored * r.u_store) * size) for r in parts)
             rows.append([factor * x + floor for x in p_i])
         blocks.append(rows)
     return stack(blocks, lead)

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from scratch.backends import numpy_chunked, numpy_variant_trace
-from scratch.backends.example_trace import check_one_example, example_trace
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
 from scratch.example import Example, check_trace_call
@@ -31,7 +30,7 @@ from scratch.front_doors import forward_door, multi_head_door, trace_door
 from scratch.options import Options
 from scratch.plan import PARAMS, HeadPlan, plan_attention, plan_multi_head
 from scratch.result import LseResult, Result
-from scratch.trace import Trace
+from scratch.trace import Trace, layout_trace
 from scratch.validate import check_flag, check_mask_shape
 from scratch.variant_support import sdpa_variant
 from scratch.variants import Causal
@@ -334,19 +333,29 @@ def trace_example(example: Example, options: Options, *, dtype=None, on_projecte
     )
     heads = (example.num_heads, example.num_kv_heads)
     run = _run_multi_head(example.x, key, value, params, heads, options, settings)
-    check_one_example(run.x)
+    if run.x.ndim != 2:
+        raise ValueError(
+            f"x: a trace is one worked example, expected shape (L, d_model), "
+            f"found {run.x.ndim} dims"
+        )
     # the numbers are all computed here; scratch.trace only names and describes them
     steps = run.steps
-    values = {"x": run.x, "key_input": run.key_input, "value_input": run.value_input}
+    values = {"x": run.x, "q": run.q, "k": run.k, "v": run.v}
+    values.update({"head_outputs": run.head_outputs, "concat": run.concat})
+    values.update({"scores": steps.scores, "scaled": steps.scaled, "masked": steps.masked})
+    values["weights"] = steps.weights
     values.update({name: run.params.get(name) for name in PARAMS})
-    values.update(q=run.q, k=run.k, v=run.v, scores=steps.scores, scaled=steps.scaled)
-    values.update(masked=steps.masked, weights=steps.weights, head_outputs=run.head_outputs)
-    values.update(concat=run.concat, output=run.output)
+    values["output"] = run.output
+    for name, per_head in (run.extras or {}).items():  # q_rotated (H, L, d) -> (L, H * d)
+        values[name] = per_head if name == "sink_weights" else _concat_heads(per_head)
+    if key is not None:
+        values["key_input"] = run.key_input
+    if value is not None:
+        values["value_input"] = run.value_input
     is_bool = None if run.mask is None else bool(run.mask.dtype == np.bool_)
-    source = (NAME, run.x.dtype.name)
-    return example_trace(
-        example, options, run.plan, run.scale, values, run.extras or {}, _concat_heads, is_bool,
-        source,
+    return layout_trace(
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
+        key_tokens=example.key_tokens, source=(NAME, run.x.dtype.name),
     )  # fmt: skip
 
 

@@ -30,7 +30,6 @@ import torch
 
 from scratch import validate
 from scratch.backends import torch_variant_trace
-from scratch.backends.example_trace import check_one_example, example_trace
 from scratch.backends.torch_compat import fused, fused_with_lse
 from scratch.backends.torch_inputs import DTYPES, Placement, as_device, generator, placement
 from scratch.backends.torch_math import (
@@ -47,7 +46,7 @@ from scratch.front_doors import forward_door, multi_head_door, trace_door
 from scratch.options import Options
 from scratch.plan import HeadPlan, plan_attention, plan_multi_head
 from scratch.result import LseResult, Result
-from scratch.trace import Trace
+from scratch.trace import Trace, layout_trace
 from scratch.variants import GivenMask
 
 NAME = "torch"
@@ -204,7 +203,11 @@ def trace_example(
     run = _run_multi_head(
         example.x, key, value, example.projections(), heads, projecting, dtype, device, fast=False
     )
-    check_one_example(run.inputs["x"])
+    if run.inputs["x"].ndim != 2:
+        raise ValueError(
+            f"x: a trace is one worked example, expected shape (L, d_model), "
+            f"found {run.inputs['x'].ndim} dims"
+        )
     if on_projected is not None:  # before attention: a caller can start work on them
         on_projected(run.q, run.k, run.v, run.scale)
     extras = {}
@@ -222,18 +225,25 @@ def trace_example(
     w_o = run.params["w_o"]
     output = heads_out[0] if H == 1 and w_o is None else _project_out(run, concat)
     # the numbers are all computed here; scratch.trace only names and describes them
-    values = {**run.inputs, **run.params, "q": run.q, "k": run.k, "v": run.v}  # x, w_q ... b_o
+    values = {"x": run.inputs["x"], "q": run.q, "k": run.k, "v": run.v}
+    values.update(run.params)  # w_q ... b_o, None where not given
     values.update(head_outputs=heads_out, concat=concat, output=output, weights=s.weights)
     values.update(scores=s.scores.to(storage), scaled=s.scaled.to(storage))
     values.update(masked=s.masked.to(storage))
+    for name, per_head in extras.items():  # q_rotated (H, L, d) -> (L, H * d)
+        values[name] = per_head if name == "sink_weights" else concat_heads(per_head)
+    if key is not None:
+        values["key_input"] = run.inputs["key_input"]
+    if value is not None:
+        values["value_input"] = run.inputs["value_input"]
     # a given attn_mask's kind; None when a variant attended (a drawn mask as the variant
     # GivenMask, with no SDPA mask built: run.mask is None)
     given = isinstance(options.attention_variant, GivenMask) and run.mask is not None
     is_bool = run.mask.dtype == torch.bool if given else None
-    source = (backend_name, str(storage).removeprefix("torch."))
-    return example_trace(
-        example, options, run.plan, run.scale, values, extras, concat_heads, is_bool, source
-    )
+    return layout_trace(
+        values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
+        key_tokens=example.key_tokens, source=(backend_name, str(storage).removeprefix("torch.")),
+    )  # fmt: skip
 
 
 trace_attention = trace_door(trace_example)
