@@ -22,6 +22,7 @@ from ..front_doors import backward_door
 from ..options import Options
 from ..plan import plan_attention
 from ..validate import dtype_of
+from .torch_compat import mask_empty_rows
 from .torch_math import build_mask, repeat_kv
 
 KERNELS = ("autograd", "explicit")
@@ -105,10 +106,10 @@ def _safe_softmax(q, kr, scale, mask, full, masked_rows) -> torch.Tensor:
 def _autograd(q, k, v, g, mask, scale, group, masked_rows, keep):
     """torch.autograd.grad of the forward at dO = g."""
     q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
-    S = k.shape[-2]
     with torch.enable_grad():
         kr, vr = repeat_kv(k, q), repeat_kv(v, q)
-        full = _full_rows(mask, q.shape[:-1] + (S,))  # (..., L, 1) or None
+        full = None if mask is None else mask_empty_rows(mask)  # (..., L, 1) or None
+        full = None if full is None else full.expand(q.shape[:-1] + (1,))
         if keep is not None or full is not None and masked_rows == "nan":
             full = full if full is not None else torch.zeros((), dtype=torch.bool)
             P = _safe_softmax(q, kr, scale, mask, full, masked_rows)
@@ -125,16 +126,6 @@ def _autograd(q, k, v, g, mask, scale, group, masked_rows, keep):
             elif full is not None:  # "uniform": the mean of the values, no gradient to q, k
                 out = torch.where(full, vr.mean(dim=-2, keepdim=True), out)
         return torch.autograd.grad(out, (q, k, v), g)
-
-
-def _full_rows(mask, target) -> torch.Tensor | None:
-    """(..., L, 1) True where the mask leaves a row no key; None when no row is empty."""
-    if mask is None:
-        return None
-    empty = ~mask.any(-1) if mask.dtype == torch.bool else torch.isneginf(mask).all(-1)
-    if not bool(empty.any()):
-        return None
-    return empty.unsqueeze(-1).expand(target[:-1] + (1,))
 
 
 def _explicit(q, k, v, g, mask, scale, group, masked_rows, keep, storage):
