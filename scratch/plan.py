@@ -49,6 +49,11 @@ def shapes_for_heads(
     }
 
 
+def kv_index(index: Shape, group: int) -> Shape:
+    """The key/value leading index that query leading index `index` reads (GQA: h -> h // group)."""
+    return index[:-1] + (index[-1] // group,) if group > 1 else index
+
+
 @dataclass(frozen=True)
 class HeadPlan:
     """The shapes of one multi-head attention call."""
@@ -106,7 +111,7 @@ class AttentionPlan:
 
     def kv_index(self, index: Shape) -> Shape:
         """The key/value leading index that query leading index `index` reads (h -> h // group)."""
-        return index[:-1] + (index[-1] // self.group,) if self.group > 1 else index
+        return kv_index(index, self.group)
 
     def check_grad_output(self, shape: Shape) -> None:
         """dO must have the output's shape."""

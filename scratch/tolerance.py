@@ -14,7 +14,7 @@ from itertools import product
 
 from .masks import Mask
 from .nested import at, flat, stack
-from .plan import AttentionPlan, plan_attention
+from .plan import AttentionPlan, kv_index, plan_attention
 from .validate import (
     as_mask,
     as_tensor,
@@ -238,8 +238,7 @@ def row_factors(np, q, k, p, scale, dtype: str, attn_mask, group: int, stored: f
 def _kv_of(index: tuple[int, ...], k_shape: tuple[int, ...], group: int) -> tuple[int, ...]:
     """The key/value leading index a query index reads: size-1 axes broadcast, and query head
     h reads key/value head h // group."""
-    kv = tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index))
-    return kv[:-1] + (index[-1] // group,) if group > 1 else kv
+    return kv_index(tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index)), group)
 
 
 def _row_sizes(np, q, k, p, scale: float, attn_mask: object) -> object:
