@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gui import core_api
+import scratch
 
 
 class Rows:
@@ -58,4 +58,4 @@ def lazy(trace: object) -> object:
 
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:
     """scratch.explain of one cell, reading only the rows it needs (see `lazy`)."""
-    return core_api.explain(lazy(trace), step, index)
+    return scratch.explain(lazy(trace), step, tuple(index))

@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
+import scratch  # noqa: E402
 from gui import (  # noqa: E402
     cell_explain,
     controller,
@@ -133,11 +134,11 @@ def _guarded(trace):
 )  # fmt: skip
 def test_one_cell_is_explained_from_its_rows_with_the_same_words(step, index):
     trace = _numpy_outcome(12).trace
-    whole = core_api.explain(trace, step, index)  # scratch.explain, every step as lists
+    whole = scratch.explain(trace, step, index)  # scratch.explain, every step as lists
     one = cell_explain.explain(_guarded(trace), step, index)
     assert (one.text, one.sources) == (whole.text, whole.sources)
     with pytest.raises(AssertionError, match="turned into lists"):
-        core_api.explain(_guarded(trace), step, index)  # the guard does catch a whole matrix
+        scratch.explain(_guarded(trace), step, index)  # the guard does catch a whole matrix
 
 
 def _random_matrix(rng: random.Random, rows: int, cols: int) -> list[list[float]]:
@@ -203,5 +204,5 @@ def test_hovering_a_pooled_heatmap_explains_the_exact_cell(qtbot, monkeypatch):
     view.set_step("scores")
     assert view.heatmaps[0].panel.blocks == (3, 3)
     view.hover_cell(22, 13)
-    expected = core_api.explain(trace, "scores", (0, 22, 13)).text
+    expected = scratch.explain(trace, "scores", (0, 22, 13)).text
     assert view.explanation.text() == expected and expected.startswith("scores[0][22][13] = ")
