@@ -315,6 +315,25 @@ def test_gradient_tolerance_covers_every_step_with_its_shape():
             "output, lse: pass both",
         ),
         (
+            lambda x: nb.scaled_dot_product_attention_backward(
+                *x, kernel="tiled", output=x[3][:, :2], lse=x[3][:, :2, 0]
+            ),
+            ValueError,
+            r"output, lse: expected shapes \(2, 3, 2\) \(\.\.\., L, Ev\) and \(2, 3\)",
+        ),
+        (
+            lambda x: nb.scaled_dot_product_attention_backward(*x, dtype="float16"),
+            ValueError,
+            "dtype: expected one of float32, float64 or None, found 'float16'",
+        ),
+        (
+            lambda x: get("numpy").flex_attention_backward(
+                *(y[None] for y in x), lse=x[3][None, ..., 0]
+            ),
+            ValueError,
+            r"output, lse: pass both \(from flex_attention, return_lse\) or neither",
+        ),
+        (
             lambda x: nb.scaled_dot_product_attention_backward(*x, dropout_p=0.5, rng="seed"),
             TypeError,
             "rng: expected",
