@@ -9,17 +9,9 @@ row_dot or a bias: entry `index`).
 
 from __future__ import annotations
 
-from math import inf
+from math import exp, inf
 
-from .step_explain import MAX_TERMS, Cell, Explanation, column, number, softmax_of, terms
-
-
-def _listed(values: list[float]) -> str:
-    """'a + b + c', cut after MAX_TERMS terms."""
-    text = " + ".join(number(x) for x in values[:MAX_TERMS])
-    if len(values) > MAX_TERMS:
-        text += f" + ... ({len(values) - MAX_TERMS} more terms)"
-    return text
+from .step_explain import MAX_TERMS, Cell, Explanation, column, listed, number, row_sums, terms
 
 
 def _head_grad(cell: Cell, h: int) -> tuple[str, list]:
@@ -28,19 +20,6 @@ def _head_grad(cell: Cell, h: int) -> tuple[str, list]:
     if "grad_head_outputs" in t:
         return f"grad_head_outputs[{h}]", t["grad_head_outputs"].tolist()[h]
     return "grad_output", t["grad_output"].tolist()
-
-
-def _group(cell: Cell, g: int) -> list[int]:
-    """The query heads that read key/value head g."""
-    t = cell.trace
-    return [h for h in range(t.num_heads) if h // (t.num_heads // t.num_kv_heads) == g]
-
-
-def _fully_masked(cell: Cell, h: int, i: int) -> bool:
-    """Whether every key is masked for query i (in head h)."""
-    masked = cell.rows("masked")
-    row = masked[h][i] if cell.trace["masked"].axes[0] == "head" else masked[i]
-    return all(x == -inf for x in row)
 
 
 def given(cell: Cell) -> Explanation:
@@ -69,7 +48,8 @@ def bias(cell: Cell) -> Explanation:
     (grad,) = cell.reads
     c = cell.i
     values = column(cell.rows(grad), c)
-    text = f"{cell.label} = sum_i {grad}[i][{c}] = {_listed(values)} = {number(cell.value)}"
+    shown = listed([number(x) for x in values[:MAX_TERMS]], len(values))
+    text = f"{cell.label} = sum_i {grad}[i][{c}] = {shown} = {number(cell.value)}"
     return Explanation(text, ((grad, 1, c),))
 
 
@@ -93,21 +73,18 @@ def head_outputs(cell: Cell) -> Explanation:
 def value(cell: Cell) -> Explanation:
     """dV: key j's weights down every query row (of every head reading it) times dO's column."""
     t, j, col = cell.trace, cell.i, cell.j
-    weights = cell.rows("weights")
     d_v = len(cell.rows("v")[0]) // t.num_kv_heads
     g, c = divmod(col, d_v)
     a, b = [], []
-    for h in _group(cell, g):
-        w = weights[h] if cell.trace["weights"].axes[0] == "head" else weights
-        a += column(w, j)
+    for h in cell.group(g):
+        a += column(cell.head("weights", h), j)
         b += column(_head_grad(cell, h)[1], c)
     grad = cell.reads[1]
     if grad == "grad_output":
         where = f"sum_i weights[i][{j}] * grad_output[i][{c}]"
     else:
         where = (
-            f"sum over heads h in {_group(cell, g)}, rows i of "
-            f"weights[h][i][{j}] * {grad}[h][i][{c}]"
+            f"sum over heads h in {cell.group(g)}, rows i of weights[h][i][{j}] * {grad}[h][i][{c}]"
         )
     text = f"{cell.label} = {where} = {terms(a, b)} = {number(cell.value)}"
     return Explanation(text, (("weights", 1, j), (grad, 1, c)))
@@ -131,9 +108,11 @@ def row_dot(cell: Cell) -> Explanation:
     h, i = cell.h, cell.i
     label, dO = _head_grad(cell, h)
     out = cell.reads[1]
-    o = cell.rows(out)
-    o_row, o_label = (o[h][i], f"{out}[{h}][{i}]") if cell.heads else (o[i], f"{out}[{i}]")
-    text = f"{cell.label} = {label}[{i}] . {o_label} = {terms(dO[i], o_row)} = {number(cell.value)}"
+    o_label = f"{out}{cell.hs}[{i}]"
+    text = (
+        f"{cell.label} = {label}[{i}] . {o_label} = {terms(dO[i], cell.row(out))}"
+        f" = {number(cell.value)}"
+    )
     return Explanation(text, ((cell.reads[0], 0, i), (out, 0, i)))
 
 
@@ -142,24 +121,25 @@ def scores(cell: Cell) -> Explanation:
     hs, i, j = cell.hs, cell.i, cell.j
     sources = (("weights", 0, i), ("grad_weights", 0, i), ("row_dot", 0, i))
     policy = cell.trace.options.masked_rows
-    if _fully_masked(cell, cell.h, i) and policy != "nan":
+    fully_masked = all(x == -inf for x in cell.row("masked"))
+    if fully_masked and policy != "nan":
         return Explanation(
             f"{cell.label} = {number(cell.value)}: every key is masked for query "
             f"'{cell.trace.tokens[i]}', so masked_rows={policy!r} makes the row's weights a "
             f"constant and no gradient reaches its scores",
             sources,
         )
-    p = cell.head_row("weights")[j]
-    dp = cell.head_row("grad_weights")[j]
-    rd = cell.rows("row_dot")
-    d = rd[cell.h][i] if cell.heads else rd[i]
+    p = cell.row("weights")[j]
+    dp = cell.row("grad_weights")[j]
+    d = cell.row("row_dot")
     dropout = cell.trace.options.dropout_p
     if dropout:  # P before dropout (from masked), dP after dropout's factor
         keep = 1 / (1 - dropout) if p != 0 else 0  # NaN (masked_rows="nan") counts as kept
-        row = cell.head_row("masked")
+        row = cell.row("masked")
         if row[j] != -inf:
-            p = softmax_of(row, j)[2]
-        elif not _fully_masked(cell, cell.h, i):
+            top, total, _ = row_sums(row)
+            p = exp(row[j] - top) / total
+        elif not fully_masked:
             p = 0.0  # a masked key: no weight before dropout either
         text = (
             f"{cell.label} = softmax(masked{hs}[{i}])[{j}] * (grad_weights{hs}[{i}][{j}] * keep"
@@ -185,10 +165,8 @@ def query(cell: Cell) -> Explanation:
     t, i, col = cell.trace, cell.i, cell.j
     d = len(cell.rows("q")[0]) // t.num_heads
     h, c = divmod(col, d)
-    g = h // (t.num_heads // t.num_kv_heads)
-    kcol = g * d + c
-    dS = cell.rows("grad_scores")
-    row = dS[h][i] if t["grad_scores"].axes[0] == "head" else dS[i]
+    kcol = cell.kv_of(h) * d + c
+    row = cell.row("grad_scores", i, h)
     hs = f"[{h}]" if t["grad_scores"].axes[0] == "head" else ""
     where = f"sum_j grad_scores{hs}[{i}][j] * k[j][{kcol}]"
     text = _scaled_sum(cell, where, row, column(cell.rows("k"), kcol))
@@ -201,22 +179,20 @@ def key(cell: Cell) -> Explanation:
     d = len(cell.rows("k")[0]) // t.num_kv_heads
     g, c = divmod(col, d)
     heads = t["grad_scores"].axes[0] == "head"
-    dS, q = cell.rows("grad_scores"), cell.rows("q")
+    q = cell.rows("q")
     a, b = [], []
-    for h in _group(cell, g):
-        a += column(dS[h] if heads else dS, j)
+    for h in cell.group(g):
+        a += column(cell.head("grad_scores", h), j)
         b += column(q, h * d + c)
     if heads:
         where = (
-            f"sum over heads h in {_group(cell, g)}, rows i of "
+            f"sum over heads h in {cell.group(g)}, rows i of "
             f"grad_scores[h][i][{j}] * q[i][h*{d}+{c}]"
         )
     else:
         where = f"sum_i grad_scores[i][{j}] * q[i][{c}]"
     text = _scaled_sum(cell, where, a, b)
-    return Explanation(
-        text, (("grad_scores", 1, j), *(("q", 1, h * d + c) for h in _group(cell, g)))
-    )
+    return Explanation(text, (("grad_scores", 1, j), *(("q", 1, h * d + c) for h in cell.group(g))))
 
 
 def inputs(cell: Cell) -> Explanation:

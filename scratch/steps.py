@@ -26,7 +26,6 @@ from . import backward_explain as back_explains
 from . import backward_steps as back
 from . import step_bounds as bounds
 from . import step_explain as explains
-from . import variant_explain
 from .mask_words import MASK_WORDS
 
 AXES = ("head", "query", "key", "model", "feature")
@@ -289,13 +288,13 @@ STEPS: tuple[StepSpec, ...] = (
         "q_rotated", 1.5, ("query", "feature"), _rotary, _reads("q"),
         _text("q_rotated = RoPE(q, positions i + S - L)"),
         _text("queries turned by their positions: each pair of features by its angle"),
-        bounds.rotated, variant_explain.rotated, arrow="RoPE",
+        bounds.rotated, explains.rotated, arrow="RoPE",
     ),
     StepSpec(
         "k_rotated", 1.5, ("key", "feature"), _rotary, _reads("k"),
         _text("k_rotated = RoPE(k, positions j)"),
         _text("keys turned by their positions: each pair of features by its angle"),
-        bounds.rotated, variant_explain.rotated, arrow="RoPE",
+        bounds.rotated, explains.rotated, arrow="RoPE",
     ),
     # step 2: scores = q @ k^T          (L, d_head) @ (d_head, S) -> (L, S) per head
     StepSpec(
@@ -306,20 +305,20 @@ STEPS: tuple[StepSpec, ...] = (
     # step 3: scaled = scores * scale
     StepSpec(
         "scaled", 3, _QK, _always, _reads("scores"), _scaled_formula, _scaled_note,
-        bounds.scaled, variant_explain.scaled, per_head=True,
+        bounds.scaled, explains.scaled, per_head=True,
         arrow="x scale", sentence="match",
     ),
     # step 4: masked = scaled + mask (-inf where a key may not be attended)
     StepSpec(
         "masked", 4, _QK, _always, _reads("scaled"), _masked_formula,
         lambda call: MASK_WORDS[call.mask].note.format(rule=call.rule), bounds.masked,
-        variant_explain.masked, per_head=True,
+        explains.masked, per_head=True,
         arrow="mask", sentence="mask",
     ),
     # step 5: weights = softmax(masked) along each row (then dropout, when asked)
     StepSpec(
         "weights", 5, _QK, _always, _reads("masked"),
-        _weights_formula, _weights_note, bounds.weights, variant_explain.weights, per_head=True,
+        _weights_formula, _weights_note, bounds.weights, explains.weights, per_head=True,
         arrow="softmax", sentence="attention",
     ),
     # step 5, with learned sinks: the sink's share of each row (its column in the denominator)
@@ -329,7 +328,7 @@ STEPS: tuple[StepSpec, ...] = (
         "exp(sink[h])) along each row",
         _text("the learned sink's column: the share of each row that goes to no key "
               "(its weights sum to 1 minus this)"),
-        bounds.sink_weights, variant_explain.sink_weights, per_head=True, arrow="sink",
+        bounds.sink_weights, explains.sink_weights, per_head=True, arrow="sink",
     ),
     # step 6: weights @ v               (L, S) @ (S, d_v) -> (L, d_v) per head
     StepSpec(
