@@ -14,7 +14,7 @@ from .mask_words import trace_mask_kind
 from .multihead import concat_heads, run_multi_head
 from .options import Options
 from .plan import PARAMS, HeadPlan
-from .steps import AXES, Call, steps_of
+from .steps import AXES, Call, lay_out
 from .trace_backward import add_backward, replay_of
 from .trace_types import MayAttend, Source, Step, Trace
 from .validate import _describe
@@ -127,14 +127,7 @@ def layout_trace(
         dropout_p=options.dropout_p,
         **({} if p is None else variant_words(p)),
     )
-    steps = []
-    for spec in steps_of(call):  # the registry's steps 0 to 8, in trace order
-        value = values[spec.name]
-        if spec.per_head and not call.multi:
-            value = value[0]  # (H, L, S) -> (L, S) for one head
-        steps.append(
-            Step(spec.name, spec.formula(call), value, spec.note(call), spec.axes_for(call))
-        )
+    steps = lay_out(call, values)  # the registry's steps 0 to 8, in trace order
     allowed = None
     if kind != "none":
         allowed = grids[0] if all(g == grids[0] for g in grids) else tuple(grids)
@@ -142,7 +135,7 @@ def layout_trace(
     biases = tuple(sorted(name for name in given if name.startswith("b_")))
     made = Source(backend, dtype, kernel, kind, cross, biases)
     return Trace(
-        tuple(steps), labels, key_labels, scale, plan.num_heads, plan.num_kv_heads, allowed,
+        steps, labels, key_labels, scale, plan.num_heads, plan.num_kv_heads, allowed,
         options, made,
     )  # fmt: skip
 
