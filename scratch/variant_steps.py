@@ -72,6 +72,25 @@ def head_hooks(p: Pieces, h: int) -> dict:
     }
 
 
+def attend_heads(
+    q: list,
+    k: list,
+    v: list,
+    scale: float,
+    p: Pieces,
+    masked_rows: str,
+    group: int,
+    rows: tuple[list[int], int] | None = None,
+) -> list[VariantSteps]:
+    """attend with the variant's hooks, each query head h reading kv head h // group: q (H, L, E)
+    (or its sampled rows, rows = (indices, L)), k (Hkv, S, E), v (Hkv, S, Ev)."""
+    return [
+        attend(q[h], k[h // group], v[h // group], scale, None, masked_rows, rows=rows,
+               **head_hooks(p, h))
+        for h in range(len(q))
+    ]  # fmt: skip
+
+
 def attend_variant_all(
     q: list,
     k: list,
@@ -89,21 +108,16 @@ def attend_variant_all(
         )
     if options.dropout_p:
         raise ValueError("dropout_p: a variant's trace has no dropout; expected 0.0")
-    H = head_lead[0]
-    p = pieces(options)
     L, S = len(q[0]), len(k[0])
     for part in parts_of(options.attention_variant):
-        part.check(1, H, L, S)
-    return [
-        attend(q[h], k[h // group], v[h // group], scale, None, options.masked_rows,
-               **head_hooks(p, h))
-        for h in range(H)
-    ]  # fmt: skip
+        part.check(1, head_lead[0], L, S)
+    return attend_heads(q, k, v, scale, pieces(options), options.masked_rows, group)
 
 
 __all__ = [
     "Pieces",
     "VariantSteps",
+    "attend_heads",
     "attend_variant_all",
     "head_hooks",
     "parts_of",
