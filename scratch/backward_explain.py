@@ -18,8 +18,8 @@ def _head_grad(cell: Cell, h: int) -> tuple[str, list]:
     """(label, rows) of head h's dO: grad_head_outputs[h] with a head axis, else grad_output."""
     t = cell.trace
     if "grad_head_outputs" in t:
-        return f"grad_head_outputs[{h}]", t["grad_head_outputs"].tolist()[h]
-    return "grad_output", t["grad_output"].tolist()
+        return f"grad_head_outputs[{h}]", t["grad_head_outputs"].rows()[h]
+    return "grad_output", t["grad_output"].rows()
 
 
 def given(cell: Cell) -> Explanation:

@@ -69,8 +69,8 @@ class Cell:
         return [h for h in range(self.trace.num_heads) if self.kv_of(h) == g]
 
     def rows(self, name: str) -> list:
-        """Step `name` of the trace as nested lists."""
-        return self.trace[name].tolist()
+        """Step `name` of the trace as nested lists (an array's rows read as they are asked)."""
+        return self.trace[name].rows()
 
     def head(self, name: str, h: int | None = None) -> list:
         """Step `name` in head h (this cell's by default) when it has a head axis, else whole."""

@@ -45,6 +45,12 @@ class Step:
         tolist = getattr(self.value, "tolist", None)
         return tolist() if callable(tolist) else self.value
 
+    def rows(self) -> object:
+        """The value read as nested lists: nested lists as they are, an array or tensor one row
+        at a time as it is read (`Rows`: one cell of a 4096-token step reads a few rows)."""
+        is_array = hasattr(self.value, "shape") and callable(getattr(self.value, "tolist", None))
+        return Rows(self.value) if is_array else self.value
+
     @property
     def shape(self) -> tuple[int, ...]:
         """Shape of the value, one entry per axis."""
@@ -151,6 +157,29 @@ def _mean_over_heads(heads: list) -> object:
         return sum(values) / len(values)
 
 
+class Rows:
+    """An array read as nested lists one row at a time: `rows[i]` is a list of floats for a
+    matrix, another Rows for a higher-dimensional array (turning a 4096 x 4096 step into lists
+    took seconds per hover)."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: object):
+        self._array = array
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __getitem__(self, i: int) -> object:
+        part = self._array[i]
+        if getattr(part, "ndim", 0) >= 2:
+            return Rows(part)
+        return part.tolist()  # a row: a list of floats; one entry: a float
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
 class MayAttend(Sequence):
     """An (L, S) may-attend grid kept as the backend's bool array or tensor, read as nested
     tuples of bools (a row is made when it is read).
@@ -191,4 +220,4 @@ class MayAttend(Sequence):
         return f"MayAttend({rows} x {cols} bools)"
 
 
-__all__ = ["MayAttend", "Source", "Step", "Trace"]
+__all__ = ["MayAttend", "Rows", "Source", "Step", "Trace"]
