@@ -20,7 +20,7 @@ from .compare import StepCheck, compare_traces
 from .multihead import concat_heads
 from .options import Options
 from .trace_types import Step, Trace
-from .variant_steps import Pieces, attend_heads, pieces
+from .variant_steps import Pieces, attend_heads, head_steps, pieces
 from .variants import GivenMask, Variant
 from .variants.combine import compose
 
@@ -126,14 +126,7 @@ def variant_rows(q: list, k: list, v: list, call: RowsCall) -> dict[str, list]:
     group = len(q) // len(k)
     at = (call.rows, call.L)
     heads = attend_heads(q, k, v, call.scale, call.pieces, call.masked_rows, group, rows=at)
-    names = ("scores", "scaled", "masked", "weights", "output")
-    found = {name: [getattr(s, name) for s in heads] for name in names}
-    if call.pieces.rotary is not None:
-        found["q_rotated"] = [s.q_rotated for s in heads]
-        found["k_rotated"] = [s.k_rotated for s in heads[::group]]
-    if call.pieces.sinks is not None:
-        found["sink_weights"] = [s.sink_weights for s in heads]
-    return found
+    return head_steps(heads, group)
 
 
 def pick_rows(value: object, rows: list[int], axis: int) -> object:

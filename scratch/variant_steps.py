@@ -91,6 +91,22 @@ def attend_heads(
     ]  # fmt: skip
 
 
+def head_steps(heads: list[VariantSteps], group: int) -> dict[str, list]:
+    """The heads' steps stacked by head: scores, scaled, masked, weights (H, L, S), output
+    (H, L, Ev); under RoPE q_rotated (H, L, E) and k_rotated (Hkv, S, E), one per kv head; with
+    learned sinks sink_weights (H, L)."""
+    found = {
+        name: [getattr(s, name) for s in heads]
+        for name in ("scores", "scaled", "masked", "weights", "output")
+    }
+    if heads[0].q_rotated is not None:
+        found["q_rotated"] = [s.q_rotated for s in heads]
+        found["k_rotated"] = [s.k_rotated for s in heads[::group]]  # head g * group reads g
+    if heads[0].sink_weights is not None:
+        found["sink_weights"] = [s.sink_weights for s in heads]
+    return found
+
+
 def attend_variant_all(
     q: list,
     k: list,
@@ -120,6 +136,7 @@ __all__ = [
     "attend_heads",
     "attend_variant_all",
     "head_hooks",
+    "head_steps",
     "parts_of",
     "pieces",
     "weights_with_sink",
