@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from math import exp, inf
 
-from .step_explain import MAX_TERMS, Cell, Explanation, column, listed, number, row_sums, terms
+from .step_explain import (
+    MAX_TERMS,
+    Cell,
+    Explanation,
+    column,
+    head_block,
+    listed,
+    number,
+    row_sums,
+    terms,
+)
 
 
 def _in_head(cell: Cell, name: str, h: int) -> tuple[str, list]:
@@ -98,7 +108,7 @@ def weights(cell: Cell) -> Explanation:
     v = cell.rows(v_name)
     d_v = len(v[0]) // t.num_kv_heads
     g = cell.kv_head
-    vj = v[j][g * d_v : (g + 1) * d_v]
+    vj = head_block(v[j], g, t.num_kv_heads)
     cols = f"[{g * d_v}:{(g + 1) * d_v}]" if t.num_kv_heads > 1 else ""
     text = (
         f"{cell.label} = {label}[{i}] . {v_name}[{j}]{cols} = {terms(dO[i], vj)}"

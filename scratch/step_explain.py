@@ -119,7 +119,7 @@ def column(matrix: list[list[float]], c: int) -> list[float]:
     return [row[c] for row in matrix]
 
 
-def _head_block(row: list[float], h: int, heads: int) -> list[float]:
+def head_block(row: list[float], h: int, heads: int) -> list[float]:
     """Columns of head h in a (.., heads * d) row."""
     d = len(row) // heads
     return row[h * d : (h + 1) * d]
@@ -172,8 +172,8 @@ def scores(cell: Cell) -> Explanation:
     """A query row of head h dotted with a key row of its kv head."""
     t, i, j = cell.trace, cell.i, cell.j
     q, k = cell.reads  # q and k, or q_rotated and k_rotated under RoPE
-    qi = _head_block(cell.rows(q)[i], cell.h, t.num_heads)
-    kj = _head_block(cell.rows(k)[j], cell.kv_head, t.num_kv_heads)
+    qi = head_block(cell.rows(q)[i], cell.h, t.num_heads)
+    kj = head_block(cell.rows(k)[j], cell.kv_head, t.num_kv_heads)
     sub = f"_{cell.h}" if cell.heads else ""
     kv_sub = f"_{cell.kv_head}" if cell.heads else ""  # GQA: head h reads kv head h // group
     text = (
@@ -192,7 +192,7 @@ def rotated(cell: Cell) -> Explanation:
     head, feature = divmod(col, d)
     L, S = len(t.tokens), len(t.key_tokens)
     position = i + S - L if name == "q" else i
-    words = cell.pieces.rotary.words(row[head * d : (head + 1) * d], position, feature, name)
+    words = cell.pieces.rotary.words(head_block(row, head, heads), position, feature, name)
     return Explanation(f"{cell.label} (head {head}, position {position}): {words}", ((name, 0, i),))
 
 
@@ -311,7 +311,7 @@ def weighted_values(cell: Cell) -> Explanation:
     t, i, j, hk = cell.trace, cell.i, cell.j, cell.kv_head
     w_name, v_name = cell.reads
     v = cell.rows(v_name)
-    vc = [_head_block(r, hk, t.num_kv_heads)[j] for r in v]
+    vc = [head_block(r, hk, t.num_kv_heads)[j] for r in v]
     col = hk * (len(v[0]) // t.num_kv_heads) + j
     text = (
         f"{cell.label} = sum_j {w_name}{cell.hs}[{i}][j] * {v_name}[j][{col}] = "
