@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from . import backward_bounds as back_bounds
 from . import backward_explain as back_explains
@@ -108,14 +109,11 @@ def _always(call: Call) -> bool:
     return True
 
 
-def _cross(call: Call) -> bool:
-    """Keys (and values) come from their own input: the call has key_input."""
-    return call.cross
-
-
-def _separate_value(call: Call) -> bool:
-    """Values come from an input of their own: the call has value_input."""
-    return call.separate_value
+# steps present when the call has key_input, value_input, a variant with RoPE, learned sinks
+_cross = attrgetter("cross")
+_separate_value = attrgetter("separate_value")
+_rotary = attrgetter("rotary")
+_sinks = attrgetter("sinks")
 
 
 def _count(n: int, noun: str) -> str:
@@ -174,16 +172,6 @@ def _scaled_formula(call: Call) -> str:
 def _scaled_note(call: Call) -> str:
     """Where the scale came from, and the score change in words."""
     return call.scale_note + (f"; score_mod = {call.score_rule}" if call.score_rule else "")
-
-
-def _rotary(call: Call) -> bool:
-    """The variant holds RoPE."""
-    return call.rotary
-
-
-def _sinks(call: Call) -> bool:
-    """The variant holds learned sinks."""
-    return call.sinks
 
 
 def _masked_formula(call: Call) -> str:
@@ -457,7 +445,7 @@ def arrow_of(call: Call, name: str) -> str:
     w at all (q = k = v = x, or given directly) are the inputs themselves, not "x @ W" (one
     stage holds the three, so one w among them keeps "x @ W")."""
     spec = spec_for(call, name)
-    if name in ("q", "k", "v") and not {"w_q", "w_k", "w_v"} & set(call.given):
+    if name in ("q", "k", "v") and not back.projected(call):
         return f"= {call.source(name)}"
     return spec.arrow
 
