@@ -195,6 +195,7 @@ def build_session(args: argparse.Namespace, run=None):
     """The session the options ask for (None: the window chooses); ValueError on bad names."""
     from gui import core_api
     from gui import session as sm
+    from scratch import presets
 
     s = None
     if run is not None and (args.layer is not None or args.head is not None):
@@ -206,10 +207,10 @@ def build_session(args: argparse.Namespace, run=None):
     if args.preset == "random":
         s = sm.random_session(args.seed, args.tokens, 8, 4, 4, args.heads)
     elif args.preset is not None and s is None:
-        names = core_api.preset_names()
+        names = presets.names()
         if args.preset not in names:
             raise ValueError(f"unknown preset {args.preset!r}; presets: random, {', '.join(names)}")
-        s = sm.from_preset(core_api.get_preset(args.preset))
+        s = sm.from_preset(presets.get(args.preset))
     changes = {}
     if args.backend is not None or args.dtype is not None:
         backends = core_api.backend_dtypes()
@@ -400,9 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.generate is not None and args.tab is None and args.layer is None and args.head is None:
         args.tab = "model"  # the generation is what --generate asks to see (not a head of it)
     if args.list_presets:
-        from gui import core_api
+        from scratch import presets
 
-        print("\n".join(["random", *core_api.preset_names()]))
+        print("\n".join(["random", *presets.names()]))
         return 0
     if args.screenshot and no_screen():
         os.environ["QT_QPA_PLATFORM"] = "offscreen"

@@ -15,9 +15,11 @@ import random
 
 import numpy as np
 
+import scratch
 from gui import core_api
-from gui.sampled_check import abs_difference, split_heads
+from gui.sampled_check import split_heads
 from gui.session import Session
+from scratch import step_check
 
 # above this many query x key pairs the pure-Python backward is not computed in the window:
 # the backward trace (forward included) measured 0.03 s at 64 tokens, 0.45 s at 256 and 1.7 s
@@ -71,9 +73,9 @@ def grad_output_for(s: Session) -> list[list[float]]:
     """dO (L, d_out) for the session's choice, made by scratch.grad_output.make_grad_output."""
     rows, cols = s.num_tokens, s.d_out
     if s.grad_output == "target":
-        target = core_api.one_hot(rows, cols, *target_cell(s))
-        return core_api.make_grad_output("target", rows, cols, target=target)
-    return core_api.make_grad_output(s.grad_output, rows, cols, seed=s.grad_seed)
+        target = scratch.one_hot(rows, cols, *target_cell(s))
+        return scratch.make_grad_output("target", rows, cols, target=target)
+    return scratch.make_grad_output(s.grad_output, rows, cols, seed=s.grad_seed)
 
 
 def describe_grad_output(s: Session) -> str:
@@ -116,37 +118,6 @@ def _as_array(x: object) -> np.ndarray:
     return np.asarray(x, np.float64)
 
 
-def _step_check(
-    name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray
-) -> core_api.StepCheck:
-    """A StepCheck from grad_tolerance.compare's verdict plus the |difference| grid to draw."""
-    verdict = core_api.compare_gradient(found, truth, bound)
-    diff = abs_difference(found, truth)
-    # as compare_traces: the bound at the worst ratio when it fails, else at the largest diff
-    where = verdict.worst_index
-    if verdict.ok or where is None:
-        where = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else None
-    message = ""
-    if verdict.nan_mismatches:
-        message = f"{name}: NaN where the ground truth has a number (or the reverse) "
-        message += f"at {verdict.nan_mismatches} entries"
-    elif not verdict.ok:
-        message = (
-            f"{name}: |difference| {diff[where]:.3g} at {list(where)} is {verdict.worst_ratio:.3g}"
-            f" times its bound {bound[where]:.3g}"
-        )
-    return core_api.StepCheck(
-        name,
-        float(diff.max()) if diff.size else 0.0,
-        float(bound[where]) if where is not None else 0.0,
-        verdict.ok,
-        diff.tolist(),
-        float(verdict.worst_ratio),
-        bound.tolist(),
-        message,
-    )
-
-
 def head_inputs(trace: object, dtype: str) -> tuple[list, list, list, list]:
     """The heads' q (H, L, d_k), k (Hkv, S, d_k), v (Hkv, S, d_v) and dO (H, L, d_v) of a
     backward trace, rounded to `dtype` (what a backend computing in it works on)."""
@@ -159,14 +130,14 @@ def head_inputs(trace: object, dtype: str) -> tuple[list, list, list, list]:
     return tuple(_rounded(a, dtype).tolist() for a in (q, k, v, dO))
 
 
-def check_options(trace: object, options: core_api.Options) -> core_api.Options:
+def check_options(trace: object, options: scratch.Options) -> scratch.Options:
     """The session's `options` for the backward of its trace's heads: the trace's scale, GQA
     when the heads share key/value heads."""
     gqa = trace.num_heads != trace.num_kv_heads
     return dataclasses.replace(options, scale=trace.scale, enable_gqa=gqa)
 
 
-def check_heads(q, k, v, dO, options, backend: str, dtype: str) -> list[core_api.StepCheck]:
+def check_heads(q, k, v, dO, options, backend: str, dtype: str) -> list[scratch.StepCheck]:
     """StepChecks of `backend`'s dQ, dK, dV on the heads' inputs against the ground truth's."""
     # step 1: the backend's own backward function, in the session's dtype
     found = core_api.backward_with_backend(backend, dtype, q, k, v, dO, options)
@@ -174,13 +145,13 @@ def check_heads(q, k, v, dO, options, backend: str, dtype: str) -> list[core_api
     truth = core_api.ground_truth_backward(q, k, v, dO, options)
     bound = core_api.gradient_bound(q, k, v, dO, options, dtype)
     return [
-        _step_check(name, _as_array(f), np.asarray(t, np.float64), np.asarray(bound[name]))
+        step_check(name, _as_array(f), t, bound[name], dtype)
         for name, f, t in zip(GRADIENTS, found, truth)
     ]
 
 
 def gradient_checks(
-    trace: object, options: core_api.Options, backend: str, dtype: str
+    trace: object, options: scratch.Options, backend: str, dtype: str
 ) -> tuple[list, str]:
     """([StepCheck] for dQ, dK, dV, the sentence saying what was compared) for `backend`.
 

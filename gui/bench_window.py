@@ -27,6 +27,7 @@ from collections.abc import Callable
 from gui import bench_views
 from scratch.bench import host, plugins
 from scratch.bench.stats import low_quantile
+from scratch.variants import causal_cells
 
 WHAT = "the window's recompute at 4096 tokens"  # the goals' name in the bench's output
 TICK_MS = 5
@@ -219,14 +220,13 @@ def measure(
 def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
     """The largest event-loop gap of each recompute of the session under each of MASKS, and
     the hypervisor's steal during each."""
-    from gui import core_api
     from gui import session as sm
 
     gaps, steals = [], []
     for mask in MASKS:
         base = _session(tokens)
         if mask == "drawn":  # the causal grid, as a user's edit leaves it: tuples
-            rows = core_api.causal_cells(tokens, tokens, "top-left")
+            rows = causal_cells(tokens, tokens, "top-left")
             variant = dataclasses.replace(base.variant, mask="drawn", drawn=tuple(map(tuple, rows)))
         else:
             variant = sm.with_mask_mode(base.variant, mask)

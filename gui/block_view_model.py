@@ -27,6 +27,7 @@ TITLES = {
     "residual 2": "+ Residual out",
     "output": "{output}",
 }
+# each layout's words (scratch.models.block.Block.layout, its Family record's)
 NORMS = {"bert": "LayerNorm", "gpt2": "LayerNorm", "llama": "RMSNorm"}
 MLPS = {"bert": "MLP (GELU)", "gpt2": "MLP (GELU)", "llama": "MLP (SwiGLU)"}
 OUTPUTS = {"bert": "Output vectors", "gpt2": "Output vectors", "llama": "Next-token logits"}
@@ -54,9 +55,9 @@ def boxes(block: object, head: int) -> list[Box]:
     for stage in block.stages:
         value = np.asarray(stage.value, dtype=np.float64)
         title = TITLES[stage.name].format(
-            norm=NORMS[block.family],
-            mlp=MLPS[block.family],
-            output=OUTPUTS[block.family],
+            norm=NORMS[block.layout],  # by the Family record's layout: Qwen2's is Llama's
+            mlp=MLPS[block.layout],
+            output=OUTPUTS[block.layout],
             layer=block.layer,
         )
         if stage.name == "attention":

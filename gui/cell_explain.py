@@ -7,9 +7,9 @@ not 16.7 M cells.
 
 from __future__ import annotations
 
-from gui import core_api
+import scratch
 
 
 def explain(trace: object, step: str, index: tuple[int, ...]) -> object:
     """scratch.explain of one cell (it reads only the rows it needs)."""
-    return core_api.explain(trace, step, index)
+    return scratch.explain(trace, step, tuple(index))

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import scratch
 from gui import (
     backward_check,
     core_api,
@@ -41,12 +42,12 @@ class Cancelled(Exception):
     """The user pressed Cancel; the result is thrown away."""
 
 
-def example_and_options(s: Session) -> tuple[core_api.Example, core_api.Options]:
+def example_and_options(s: Session) -> tuple[scratch.Example, scratch.Options]:
     """What every backend's trace_example reads for this session: what it computes on (an
     Example) and how (an Options), built once and passed on as they are."""
     # step 1: inputs; scratch's x is the query table (q itself in qkv mode: no w_q)
     rows = {name: [list(r) for r in s.matrix(name)] for name in s.matrices_in_use()}
-    example = core_api.Example(
+    example = scratch.Example(
         rows.pop("query"),
         rows.pop("key", None),
         rows.pop("value", None),
@@ -62,23 +63,23 @@ def example_and_options(s: Session) -> tuple[core_api.Example, core_api.Options]
     # score changes, sinks and RoPE, for the call's sizes: at decode step n the call is one
     # query (token n-1) against the n cached tokens
     if s.decode:
-        example = core_api.decode_example(example, s.decode)
-    options = core_api.Options(
+        example = scratch.decode_example(example, s.decode)
+    options = scratch.Options(
         variant=variant_session.variant_of(s), scale=scale, masked_rows=s.masked_rows
     )
     return example, options
 
 
-def backward_example_and_options(s: Session) -> tuple[core_api.Example, core_api.Options]:
+def backward_example_and_options(s: Session) -> tuple[scratch.Example, scratch.Options]:
     """example_and_options for the backward paths, which take SDPA's masks: a causal or drawn
     mask goes in as is_causal or attn_mask (another variant stays, and is refused there)."""
     example, options = example_and_options(s)
-    return example, core_api.as_sdpa(options, *variant_session.call_sizes(s))
+    return example, scratch.as_sdpa(options, *variant_session.call_sizes(s))
 
 
 def step_names(s: Session) -> list[str]:
     """The step names the session's trace will have (asks the ground truth once)."""
-    return core_api.ground_truth(*example_and_options(s)).names()
+    return scratch.trace_example(*example_and_options(s)).names()
 
 
 def run(
@@ -120,12 +121,12 @@ def run(
     # step 2: the exact ground truth (the same object when the backend is scratch itself)
     report(1, 3, "ground truth trace")
     with _stoppable(stop):
-        reference = trace if s.backend == "scratch" else core_api.ground_truth(example, options)
+        reference = trace if s.backend == "scratch" else scratch.trace_example(example, options)
     if stop():
         raise Cancelled
     # step 3: compare them step by step
     report(2, 3, "checking every step")
-    checks = core_api.compare(trace, reference)
+    checks = scratch.compare_traces(trace, reference)
     report(3, 3, "done")
     return _outcome(s, trace, reference, checks, start, "")
 
@@ -136,7 +137,7 @@ def _stoppable(stop: Callable[[], bool]):
     return interrupt.stoppable(stop, Cancelled)
 
 
-def _sampled_checks(trace, options: core_api.Options, dtype: str, started: list) -> list:
+def _sampled_checks(trace, options: scratch.Options, dtype: str, started: list) -> list:
     """The sampled check from the ground truth started by the hook, when it read the very q, k
     and v the trace holds; else (a backend without the hook, or other arrays) computed here."""
     if len(started) == 1:
@@ -191,7 +192,9 @@ def run_backward(
     # step 1: the exact backward trace (the forward steps, then dO -> dV, dP, D, dS -> dQ, dK)
     report(0, 2, "ground truth backward")
     with _stoppable(stop):
-        trace = core_api.backward_trace(backward_check.grad_output_for(s), example, options)
+        trace = scratch.trace_example(
+            example, options, grad_output=backward_check.grad_output_for(s)
+        )
     if stop():
         raise Cancelled
     # step 2: the chosen backend's gradients against it (small enough sizes only)

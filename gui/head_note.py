@@ -20,15 +20,19 @@ def model_head_note(s: sm.Session) -> str:
     if s.mode != "project":  # a decoder's head: rotated q, k and its v, no weights shown
         return f"<b>{title}</b><br>q, k and v are the model's own, after its projections."
     rope = getattr(s.variant, "rope", "none")
-    if rope != "none":  # a decoder's head (Llama family): no biases, RoPE after W_q and W_k
-        return (
-            f"<b>{title}</b><br>d_model {len(s.query[0])}: X is the layer's RMSNorm'd input, "
-            "W_q the head's columns, W_k and W_v those of the key/value head it shares (no "
-            f"biases); RoPE ({rope} pairing) then turns q and k (steps q_rotated, k_rotated)."
-        )
-    d_model = len(s.query[0]) - 1
-    return (
-        f"<b>{title}</b><br>d_model {d_model} + 1: X's last column is all ones and the last "
-        "row of W_q, W_k, W_v holds the biases b_q, b_k, b_v, so X @ W_q is the model's "
-        "x @ W_q + b_q."
+    biased = all(row[-1] == 1.0 for row in s.query)  # model_session.with_biases' ones column
+    size = f"d_model {len(s.query[0]) - 1} + 1" if biased else f"d_model {len(s.query[0])}"
+    biases = (
+        "X's last column is all ones and the last row of W_q, W_k, W_v holds the biases b_q, "
+        "b_k, b_v, so X @ W_q is the model's x @ W_q + b_q"
+        if biased
+        else "no biases"
     )
+    if rope != "none":  # a decoder's head: RoPE after W_q and W_k (Qwen2: biases; Llama: none)
+        return (
+            f"<b>{title}</b><br>{size}: X is the layer's RMSNorm'd input, W_q the head's "
+            "columns, W_k and W_v those of the key/value head it shares "
+            f"({biases}); RoPE ({rope} pairing) then turns q and k "
+            "(steps q_rotated, k_rotated)."
+        )
+    return f"<b>{title}</b><br>{size}: {biases}."

@@ -38,7 +38,9 @@ class HeadView(QWidget):
         layout.addWidget(self.legend)
         layout.addWidget(self.hint)
         layout.addWidget(self.scroll, 1)
-        self.setMinimumSize(260, 200)
+        # the legend, the hint and a few rows of lines (the scroll area shows the rest): at
+        # 1024 x 700 the Model tab's wrapped note above takes three or four lines of the box
+        self.setMinimumSize(260, 140)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.legend.changed.connect(self._legend_changed)
         self.scroll.viewport().installEventFilter(self)  # the rows share the height in view

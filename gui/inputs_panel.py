@@ -19,15 +19,16 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api, cut_off, session_file, variant_session
+from gui import core_api, cut_off, variant_session
 from gui import session as sm
-from gui.edit_history import History
+from gui.app_state import AppState
 from gui.head_note import model_head_note
 from gui.mask_grid import MaskGrid
 from gui.matrix_table import MatrixTable
 from gui.session import Session
 from gui.spin_boxes import DoubleSpinBox, SpinBox
 from gui.variant_panel import VariantPanel
+from scratch import presets
 
 MODE_LABELS = {"project": "x -> W_q, W_k, W_v", "qkv": "Q, K, V directly", "self": "q = k = v = x"}
 SCALE_LABELS = {"sqrt": "1/sqrt(d_k)", "none": "none (1)", "custom": "custom"}
@@ -101,7 +102,7 @@ def _select(box: QComboBox, key: str) -> None:
 
 def preset_html(name: str) -> str:
     """The preset's title and notes as rich text (slips in red); '' for random and custom."""
-    if name not in core_api.preset_names():
+    if name not in presets.names():
         return ""
     items = []
     for note in core_api.preset_notes(name):
@@ -120,22 +121,17 @@ class InputsPanel(QWidget):
     refused = pyqtSignal(str)  # an edit that was refused: the session stayed as it was
     historyChanged = pyqtSignal(bool, bool)  # whether there is an edit to undo, one to redo
 
-    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+    def __init__(self, state: AppState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.session = session
-        self.backends = core_api.backend_dtypes()
+        self.state = state  # the session, its undo history: edits go through it
+        self.backends = state.backends
         self._updating = False
-        self._cut: cut_off.CutOff | None = None  # what shrinking cut off, for growing back
-        # each state: (session, what was cut off); undo gives back exactly these objects
-        self.history: History[tuple[Session, cut_off.CutOff | None]] = History(
-            lambda state: sm.cell_count(state[0])
-        )
         outer = QVBoxLayout(self)
         # step 1: example and sizes
         example = QGroupBox("Example")
         form = QFormLayout(example)
         self.preset = QComboBox()
-        for name in core_api.preset_names():  # the title shows; the id stays the data
+        for name in presets.names():  # the title shows; the id stays the data
             title = core_api.preset_title(name)
             self.preset.addItem(title, name)
             self.preset.setItemData(
@@ -231,7 +227,7 @@ class InputsPanel(QWidget):
         for box in self.findChildren((QLineEdit, QAbstractSpinBox)):
             box.installEventFilter(self)  # Ctrl+Z: see eventFilter
         self._connect()
-        self.set_session(session)
+        self._show(state.session)
 
     def _connect(self) -> None:
         self.preset.activated.connect(self._on_preset)
@@ -267,15 +263,19 @@ class InputsPanel(QWidget):
 
     # ---------------------------------------------------------------- showing a session
 
+    @property
+    def session(self) -> Session:
+        """The session shown: the state's."""
+        return self.state.session
+
     def set_session(self, s: Session) -> None:
         """Show `s` (a file's, a model head's) without emitting anything; Edit > Undo goes back."""
-        self._record(s)
-        self._cut = None  # another example: nothing of it was cut off
+        if self.state.load(s):
+            self.historyChanged.emit(True, False)
         self._show(s)
 
     def _show(self, s: Session, tables: bool = True) -> None:
-        """Show `s` in every widget without emitting anything."""
-        self.session = s
+        """Show `s` (the state's session) in every widget without emitting anything."""
         self._updating = True
         try:
             self.kv_heads.setMaximum(s.num_heads)  # before the values: no clamping of kv
@@ -352,9 +352,8 @@ class InputsPanel(QWidget):
 
         Cell edits (tables=False) keep every shape and with_cell refuses non-finite numbers,
         so they skip the whole-session check (about 0.1 s at the largest sizes)."""
-        if tables:
-            session_file.checked(s, self.backends)  # SessionError (a ValueError) names the field
-        self._record(s)
+        if self.state.edit(s, tables):  # SessionError (a ValueError) names the field
+            self.historyChanged.emit(True, False)
         self._show(s, tables=tables)
         self.sessionChanged.emit(s)
 
@@ -387,28 +386,21 @@ class InputsPanel(QWidget):
                 return True  # the override not accepted: the window's shortcut takes the key
         return super().eventFilter(watched, event)
 
-    def _record(self, s: Session) -> None:
-        """Before showing `s`: the session it replaces can be gone back to (Edit > Undo)."""
-        if s is self.session or s == self.session:
-            return
-        self.history.record((self.session, self._cut))
-        self.historyChanged.emit(True, False)
-
     def undo(self) -> bool:
         """Go back to the inputs before the newest edit; whether there was one."""
-        return self._restore(self.history.undo((self.session, self._cut)), "undone")
+        return self._restore(self.state.undo(), "undone")
 
     def redo(self) -> bool:
         """Make the newest undone edit again; whether there was one."""
-        return self._restore(self.history.redo((self.session, self._cut)), "redone")
+        return self._restore(self.state.redo(), "redone")
 
-    def _restore(self, state: tuple[Session, cut_off.CutOff | None] | None, what: str) -> bool:
-        if state is None:
+    def _restore(self, s: Session | None, what: str) -> bool:
+        if s is None:
             self.message.emit(f"nothing to be {what}")
             return False
-        s, self._cut = state
         self._show(s)
-        self.historyChanged.emit(self.history.can_undo(), self.history.can_redo())
+        history = self.state.history
+        self.historyChanged.emit(history.can_undo(), history.can_redo())
         self.sessionChanged.emit(s)
         self.message.emit(f"{what}: the inputs are as they were (Edit menu: undo, redo)")
         return True
@@ -420,23 +412,23 @@ class InputsPanel(QWidget):
     def _apply_sizes(self, field: str, value: int) -> None:
         # a random example is drawn again at the new sizes; others keep the values that fit,
         # and growing back restores the cells a smaller size cut off (not zeros and 't5')
-        kept = cut_off.remembered(self.session, self._cut)
+        kept = cut_off.remembered(self.session, self.state.cut)
         if self._apply(lambda s: cut_off.regrown(s, kept, **{field: value})):
-            self._cut = kept
+            self.state.cut = kept
 
     def _on_preset(self) -> None:
         name = self.preset.currentData()
-        preset = None if name in ("custom", "random") else core_api.get_preset(name)
+        preset = None if name in ("custom", "random") else presets.get(name)
         if self._apply(sm.with_preset, name, preset):
-            self._cut = None  # another example: nothing of it was cut off
+            self.state.cut = None  # another example: nothing of it was cut off
 
     def _on_seed(self, value: int) -> None:
         if self._apply(sm.reseeded, value):
-            self._cut = None
+            self.state.cut = None
 
     def _on_mode(self) -> None:
         if self._apply(sm.with_mode, self.mode.currentData()):
-            self._cut = None  # the tables mean other things now
+            self.state.cut = None  # the tables mean other things now
 
     def _on_tokens(self) -> None:
         if self._updating:

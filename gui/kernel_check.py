@@ -22,7 +22,8 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api, numbers, view_model
+import scratch
+from gui import numbers, view_model
 from gui.check_panel import fit_table, report_table, side_by_side
 from gui.heatmap import Heatmap
 from gui.jobs import Worker
@@ -61,7 +62,7 @@ def load_kernel(source: str, function: str = "") -> Callable:
         source = f"{source}:{function.strip()}"
     if "" not in sys.path:
         sys.path.insert(0, "")  # modules in the current folder, as on the command line
-    return core_api.load_kernel(source)
+    return scratch.checker.load(source)
 
 
 class KernelCheckWorker(Worker):
@@ -73,13 +74,11 @@ class KernelCheckWorker(Worker):
         """Check fn off the GUI thread: its output (forward), fn as a backward (backward) or the
         gradients torch.autograd takes through fn (autograd), with scratch.check's options."""
         if direction == "forward":
-            return self.start(
-                lambda report, stop: core_api.check_kernel(fn, progress=report, **options)
-            )
+            return self.start(lambda report, stop: scratch.check(fn, progress=report, **options))
         forward, backward = (None, fn) if direction == "backward" else (fn, None)
         return self.start(
-            lambda report, stop: core_api.check_backward_kernel(
-                forward, backward, progress=report, **options
+            lambda report, stop: scratch.check_backward(
+                forward, backward=backward, progress=report, **options
             )
         )
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from PyQt6.QtCore import QEvent, QSettings, Qt
 from PyQt6.QtGui import QAction, QKeySequence, QShortcut
 from PyQt6.QtWidgets import (
@@ -24,6 +22,7 @@ from PyQt6.QtWidgets import (
 from gui import controller, core_api, numbers, session_file
 from gui import session as sm
 from gui.actions import FileActions
+from gui.app_state import AppState, same_inputs
 from gui.backward_view import BackwardView
 from gui.check_panel import CheckPanel
 from gui.head_note import head_title
@@ -37,6 +36,7 @@ from gui.slow_warning import SlowWarning
 from gui.toy_banner import ToyBanner, is_model_head
 from gui.wheel_guard import guard_wheel
 from gui.worker import TraceWorker
+from scratch import presets
 
 DEFAULT_PRESET = "journey"
 NAVIGATION_KEYS = (Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Home, Qt.Key.Key_End)
@@ -46,19 +46,9 @@ EDITORS = (QAbstractItemView, QTextEdit)
 
 def default_session() -> sm.Session:
     """The 'journey' preset when it exists, else a seeded random example."""
-    if DEFAULT_PRESET in core_api.preset_names():
-        return sm.from_preset(core_api.get_preset(DEFAULT_PRESET))
+    if DEFAULT_PRESET in presets.names():
+        return sm.from_preset(presets.get(DEFAULT_PRESET))
     return sm.random_session(0)
-
-
-def _same(a: sm.Session | None, b: sm.Session) -> bool:
-    """Whether two sessions have the same inputs and options (the step on screen aside)."""
-    return a is not None and dataclasses.replace(a, step="") == dataclasses.replace(b, step="")
-
-
-def _same_forward(a: sm.Session, b: sm.Session) -> bool:
-    """Whether two sessions differ at most in the dO choice (the forward trace is the same)."""
-    return _same(dataclasses.replace(a, grad_output=b.grad_output, grad_seed=b.grad_seed), b)
 
 
 def remembered_session(settings: QSettings) -> sm.Session | None:
@@ -82,17 +72,16 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self.dialogs = dialogs
         self.warnings: list[str] = []
-        self.outcome = None
         self.refusal: str | None = None  # the refused edit the status bar shows, if any
         self.setWindowTitle("Attention, step by step")
         session = session or remembered_session(settings) or default_session()
-        # step 1: the panels
-        self.inputs = InputsPanel(session)
+        # step 1: the state (no Qt) and the panels that render it
+        self.state = AppState(session)
+        self.inputs = InputsPanel(self.state)
         self.pipeline = PipelineView()
         self.pipeline.step_name = session.step
         self.backward = BackwardView()
         self.backward.set_session(session)
-        self.backward_outcome = None  # the newest BackwardOutcome (maybe of earlier inputs)
         self.overview = Overview()
         self.checks = CheckPanel()
         self.model = ModelPanel()
@@ -265,9 +254,7 @@ class MainWindow(QMainWindow):
 
     def _on_inputs(self, s: sm.Session) -> None:
         """Compute the forward trace of new inputs; a new dO alone keeps the trace on screen."""
-        shown = self.outcome
-        if shown is not None and not self.worker.busy and _same_forward(shown.session, s):
-            self.outcome = dataclasses.replace(shown, session=s)  # same trace, the new dO noted
+        if self.state.keeps_trace(s, self.worker.busy):  # the same trace, the new dO noted
             self.slow.drop()  # the trace on screen is these inputs': nothing left to ask
             self.pipeline.set_stale("")  # the trace on screen is these inputs' after all
             return
@@ -313,11 +300,11 @@ class MainWindow(QMainWindow):
     def _on_finished(self, outcome: object) -> None:
         self._set_busy(False)
         self.pipeline.set_stale("")
-        self.outcome = outcome
+        self.state.outcome = outcome
         self.pipeline.set_trace(outcome.trace, outcome.reference)
         self.overview.set_trace(outcome.trace, self.pipeline.head)
         self.learn.set_trace(outcome.reference)
-        self.checks.set_outcome(outcome, self._gradients_for(outcome.session))
+        self.checks.set_outcome(outcome, self.state.gradients_for(outcome.session))
         verdict = " | all steps pass" if all(c.ok for c in outcome.checks) else " | CHECK FAILED"
         verdict = verdict if outcome.checks else " | not checked"
         self.backend_label.setText(
@@ -340,10 +327,10 @@ class MainWindow(QMainWindow):
         it is not already shown or on its way."""
         if self.tabs.currentWidget() is not self.backward:
             return
-        s = self.inputs.session
-        if self._gradients_for(s) is not None and not self.backward_worker.busy:
+        s = self.state.session
+        if self.state.gradients_for(s) is not None and not self.backward_worker.busy:
             return
-        if self.backward_worker.busy and _same(self._backward_asked, s):
+        if self.backward_worker.busy and same_inputs(self._backward_asked, s):
             return
         self._backward_asked = s
         self.backward.set_busy(
@@ -353,15 +340,20 @@ class MainWindow(QMainWindow):
 
     _backward_asked: sm.Session | None = None
 
-    def _gradients_for(self, s: sm.Session) -> object:
-        """The BackwardOutcome of session `s` (the step shown aside), or None."""
-        done = self.backward_outcome
-        return done if done is not None and _same(done.session, s) else None
+    @property
+    def outcome(self) -> object:
+        """The newest forward Outcome (the state's), or None."""
+        return self.state.outcome
+
+    @property
+    def backward_outcome(self) -> object:
+        """The newest BackwardOutcome (the state's, maybe of earlier inputs), or None."""
+        return self.state.backward_outcome
 
     def _on_backward_finished(self, outcome: object) -> None:
-        self.backward_outcome = outcome
+        shown = self.state.backward_finished(outcome)
         self.backward.set_outcome(outcome)
-        if self.outcome is not None and _same(self.outcome.session, outcome.session):
+        if shown:
             self.checks.set_outcome(self.outcome, outcome)
 
     def _on_backward_failed(self, message: str) -> None:
@@ -379,7 +371,7 @@ class MainWindow(QMainWindow):
         """Open one head of a model run in the pipeline (its session built by the Model tab's
         worker: the real x, W and biases; a decoder's with causal + RoPE as its variant). The
         banner above the inputs says the toy example was replaced and offers it back."""
-        self.toy_banner.replaced(self.inputs.session, s)
+        self.toy_banner.replaced(self.state.session, s)
         self.load_session(s)
         self.tabs.setCurrentWidget(self.pipeline)
         self.say(f"{head_title(s.preset)}: the model's own numbers")

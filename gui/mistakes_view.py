@@ -14,30 +14,27 @@ import numpy as np
 from PyQt6.QtCore import Qt
 from PyQt6.QtWidgets import QGridLayout, QLabel, QListView, QListWidget, QVBoxLayout, QWidget
 
-from gui import core_api
 from gui.heatmap import Heatmap
 from gui.learn_model import HeadInputs, matrix_panel, number, shared_levels
 from gui.learn_worker import LearnWorker
+from scratch import mistakes
 
 
 def plant_all(x: HeadInputs) -> dict:
     """{name: Planted} for every mistake on head inputs `x` (the plant worker's job)."""
     allowed = x.allowed
-    return {
-        name: core_api.plant_mistake(name, x.q, x.k, x.v, x.scale, allowed)
-        for name in core_api.mistake_names()
-    }
+    return {name: mistakes.plant(name, x.q, x.k, x.v, x.scale, allowed) for name in mistakes.NAMES}
 
 
 def diagnose_all(report, stop) -> dict:
     """{name: Diagnosis} of every planted kernel (the check worker's job)."""
-    names = core_api.mistake_names()
+    names = mistakes.NAMES
     found = {}
     for n, name in enumerate(names):
         if stop():
             return found
         report(n, len(names), f"checking the kernel with {name}")
-        found[name] = core_api.diagnose_mistake(name)
+        found[name] = mistakes.diagnose(name)
     return found
 
 
@@ -58,7 +55,7 @@ class MistakesView(QWidget):
         self.names.setFlow(QListView.Flow.LeftToRight)
         self.names.setWrapping(True)
         self.names.setSpacing(2)
-        self.names.addItems(core_api.mistake_names())
+        self.names.addItems(mistakes.NAMES)
         self.names.setCurrentRow(0)
         self.names.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self._fit_names()

@@ -85,7 +85,7 @@ class ModelPanel(QWidget):
         self.model_box.setToolTip(
             "'default' (all-MiniLM-L6-v2), 'smollm2' (SmolLM2-135M-Instruct, a decoder), a "
             "directory with config.json, model.safetensors and tokenizer.json (BERT or GPT-2) "
-            "or a .gguf file (Llama family); both packaged models are SHA-256 checked"
+            "or a .gguf file of a decoder (Llama, Qwen2); both packaged models are SHA-256 checked"
         )
         self.model_box.setMinimumWidth(150)
         self.browse = QPushButton("Folder...")
@@ -428,8 +428,9 @@ class ModelPanel(QWidget):
         """Which KV head the picked head shares, and what opening it shows of RoPE."""
         kv = self.frame.kv_heads
         model = self.frame.decoding.prompt.model
+        bias = " + b_q" if model.family_record.qkv_bias else ""  # Qwen2's q, k, v biases
         rope = (
-            f"In the pipeline q = x @ W_q, then RoPE turns q and k (base "
+            f"In the pipeline q = x @ W_q{bias}, then RoPE turns q and k (base "
             f"{model.config.rope_base:g}: each pair of features i, i + d/2 turns by an angle "
             "that grows with the position)."
         )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from PyQt6.QtCore import QObject
 
+import scratch
 from gui import core_api
 from gui.jobs import Worker
 
@@ -41,7 +42,7 @@ class ModelWorker(Worker):
     carries a scratch.models.Run, or a DecoderFrame for a decoder."""
 
     WAIT_MS = 120000
-    QUIET = (core_api.Cancelled,)  # a Cancel: the job ends at its next piece, without a word
+    QUIET = (scratch.Cancelled,)  # a Cancel: the job ends at its next piece, without a word
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent, threads=1)  # one model in memory at a time; requests queue
@@ -56,7 +57,7 @@ class ModelWorker(Worker):
             def thousandths(stage: str, done: int, total: int) -> None:
                 report(1000 * done // total if total else 1000, 1000, stage)  # int32 for Qt
 
-            result = core_api.start_model(directory, text, core_api.Progress(thousandths, stop))
+            result = core_api.start_model(directory, text, scratch.Progress(thousandths, stop))
             return frame(result) if hasattr(result, "extend") else result
 
         return self.start(work)

@@ -369,17 +369,8 @@ class PipelineView(QWidget):
         self._fit_sources()
 
     def _source_steps(self) -> list[str]:
-        """The steps that feed the current one, learnt from explain on its first cell."""
-        step = self.trace[self.step_name]
-        try:
-            first = cell_explain.explain(self.reference, self.step_name, (0,) * len(step.axes))
-        except Exception:  # noqa: BLE001 - no sources is a fine answer for a display hint
-            return []
-        seen: list[str] = []
-        for src, _axis, _idx in getattr(first, "sources", ()):
-            if src not in seen and src != self.step_name and src in self.trace:
-                seen.append(src)
-        return seen
+        """The steps that feed the current one: its `reads` in scratch's registry of steps."""
+        return [n for n in core_api.step_reads(self.trace, self.step_name) if n in self.trace]
 
     def _show_sources(self) -> None:
         every = self._source_steps()

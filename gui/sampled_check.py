@@ -23,7 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gui import core_api, truth_process
+import scratch
+from gui import truth_process
+from scratch import step_check, variant_rows
+from scratch.variants import GivenMask
+from scratch.weights_tolerance import weights_tolerance
 
 SAMPLE_FROM_TOKENS = 256  # above this many query tokens (with a NumPy or torch backend)
 SAMPLE_ROWS = 16
@@ -60,7 +64,7 @@ def sampled_view(name: str, trace: object) -> tuple[str, list[int]] | None:
 
 def checked_rows(num_tokens: int) -> list[int]:
     """The query rows a sampled check looks at: seeded, first and last included, sorted."""
-    return core_api.sample_rows(num_tokens, min(SAMPLE_ROWS, num_tokens), SAMPLE_SEED)
+    return scratch.sample_rows(num_tokens, min(SAMPLE_ROWS, num_tokens), SAMPLE_SEED)
 
 
 def _per_head(value: object, heads: int, rows: list[int] | None = None) -> np.ndarray:
@@ -82,37 +86,6 @@ def split_heads(m: np.ndarray, heads: int) -> np.ndarray:
     return m.reshape(n, heads, width // heads).transpose(1, 0, 2)
 
 
-def abs_difference(found: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """|found - truth|, 0 where both are NaN (or equal, inf included), inf where one is NaN."""
-    same = (np.isnan(found) & np.isnan(truth)) | (found == truth)
-    diff = np.where(same, 0.0, np.abs(found - truth))
-    return np.where(np.isnan(diff), np.inf, diff)
-
-
-def _step_check(
-    name: str, found: np.ndarray, truth: np.ndarray, bound: np.ndarray
-) -> core_api.StepCheck:
-    """A StepCheck for sampled rows: NaN where the truth has NaN counts as equal."""
-    diff = abs_difference(found, truth)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.where(diff == 0, 0.0, diff / bound)
-    worst = np.unravel_index(int(np.argmax(ratios)), ratios.shape)
-    ratio = float(ratios[worst])
-    ok = bool(ratio <= 1.0)
-    # as compare_traces: the bound at the largest |difference| when the step passes, at the
-    # worst ratio when it fails, so max |difference| vs bound reads like the verdict
-    shown = np.unravel_index(int(np.argmax(diff)), diff.shape) if ok else worst
-    return core_api.StepCheck(
-        name,
-        float(diff.max()),
-        float(bound[shown]),
-        ok,
-        diff.tolist(),
-        ratio,
-        bound.tolist(),
-    )
-
-
 @dataclass(frozen=True)
 class RowProblem:
     """The ground truth's inputs for the sampled rows, read from the backend's own q, k, v."""
@@ -128,7 +101,7 @@ class RowProblem:
     @property
     def variant(self) -> bool:
         """Whether the call has a variant: every step of the sampled rows is checked."""
-        return core_api.is_rows_call(self.options)
+        return isinstance(self.options, variant_rows.RowsCall)
 
     def arguments(self) -> tuple:
         """The ground truth's positional arguments as nested lists: the sampled rows of q (only
@@ -139,7 +112,7 @@ class RowProblem:
 
 
 def row_problem(
-    q, k, v, scale: float, heads: tuple[int, int], options: core_api.Options
+    q, k, v, scale: float, heads: tuple[int, int], options: scratch.Options
 ) -> RowProblem:
     """The RowProblem of a trace's q (L, H * d_k), k and v (S, Hkv * d) (arrays or tensors),
     made with `options` (the session's)."""
@@ -151,22 +124,20 @@ def row_problem(
     mask_rows = None
     if options.variant is not None:  # a variant (is_causal, attn_mask joined in): its mask,
         # score change, sinks and RoPE in the ground truth's own steps for the sampled rows
-        call = core_api.variant_rows_call(options, rows, q.shape[1], k.shape[1], scale)
+        call = variant_rows.rows_call(options, rows, q.shape[1], k.shape[1], scale)
         return RowProblem(rows, q, k, v, call)
-    if isinstance(variant := core_api.sdpa_variant(options, "the window's sampled check"),
-                    core_api.GivenMask):  # fmt: skip
+    if isinstance(variant := scratch.sdpa_variant(options, "the window's sampled check"),
+                    GivenMask):  # fmt: skip
         mask = variant.attn_mask  # a given mask: its sampled rows, (R, S)
         mask_rows = mask[rows].tolist() if hasattr(mask, "shape") else [mask[i] for i in rows]
     elif variant is not None:  # is_causal: the sampled rows of its grid, (R, S)
         mask_rows = variant.cells(rows, range(k.shape[1]))
-    sampled = core_api.Options(mask_rows, scale=scale, enable_gqa=H != Hkv,
+    sampled = scratch.Options(mask_rows, scale=scale, enable_gqa=H != Hkv,
                                masked_rows=options.masked_rows)  # fmt: skip
     return RowProblem(rows, q, k, v, sampled)
 
 
-def sampled_checks(
-    trace: object, options: core_api.Options, dtype: str
-) -> list[core_api.StepCheck]:
+def sampled_checks(trace: object, options: scratch.Options, dtype: str) -> list[scratch.StepCheck]:
     """Checks of the sampled rows' head outputs and weights, every head, the ground truth
     computed here (the window computes it beside the trace: gui.truth_process)."""
     heads = (trace.num_heads, trace.num_kv_heads)
@@ -178,7 +149,7 @@ def sampled_checks(
 
 def checks_against(
     trace: object, problem: RowProblem, truth: tuple, dtype: str
-) -> list[core_api.StepCheck]:
+) -> list[scratch.StepCheck]:
     """The trace's sampled rows of head outputs and weights against the ground truth's `truth`
     (exact_rows of `problem`, which was read from this trace's q, k and v); for a variant every
     step, each within its own bound (scratch.step_bounds)."""
@@ -199,7 +170,7 @@ def checks_against(
     if mask_rows is not None and not isinstance(mask_rows[0][0], bool):
         float_mask = np.asarray(mask_rows, np.float64)  # (R, S), the same for every head
     out_bound = np.asarray(
-        core_api.tolerance(
+        scratch.tolerance(
             q[:, rows],
             k,
             problem.v,
@@ -213,25 +184,25 @@ def checks_against(
     )  # (H, R, d_v)
     # step 3: weights within scratch.weights_tolerance's bound (the same rounding model)
     w_bound = np.asarray(
-        core_api.weights_tolerance(
+        weights_tolerance(
             q[:, rows],
             k,
             w_t,
-            core_api.Options(float_mask, scale=scale, enable_gqa=H != Hkv),
+            scratch.Options(float_mask, scale=scale, enable_gqa=H != Hkv),
             dtype,
         ),
         np.float64,
     )  # (H, R, S)
     return [  # outputs first: the Check tab opens on the first row, a readable (R, d_v) image
-        _step_check(check_name(name, len(rows)), outputs, out_t, out_bound),
-        _step_check(check_name("weights", len(rows)), weights, w_t, w_bound),
+        step_check(check_name(name, len(rows)), outputs, out_t, out_bound, dtype),
+        step_check(check_name("weights", len(rows)), weights, w_t, w_bound, dtype),
     ]
 
 
 def variant_checks(trace: object, rows: list[int], truth: dict, dtype: str) -> list:
     """A variant's steps on the sampled rows (k_rotated on every key: the rows read them all)
     against the ground truth's, named as sampled checks where they have a query axis."""
-    checks = core_api.compare_variant_rows(trace, rows, truth, dtype)
+    checks = variant_rows.compare_rows(trace, rows, truth, dtype)
     return [
         dataclasses.replace(c, name=check_name(c.name, len(rows)))
         if "query" in trace[c.name].axes

@@ -11,7 +11,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import scratch
 from gui import core_api
+from scratch.variants import VariantChoice
 
 # 2: the query-side table is "query" (version 1 files call it "x"); 3: one mask choice, the
 # variant's (version 2 files' mask_mode and mask are read into it: gui/session_file.py)
@@ -74,7 +76,7 @@ class Session:
     # the attention variant: the one mask (none, causal, window, ..., a drawn grid), score
     # changes, sinks, RoPE (scratch's plain data); and the decode step (0: off; n: token n-1
     # queries the n cached tokens); gui/variant_session.py
-    variant: core_api.VariantChoice = core_api.VariantChoice()
+    variant: VariantChoice = VariantChoice()
     decode: int = 0
 
     @property
@@ -133,7 +135,7 @@ class Session:
             value = getattr(self, field.name)
             if isinstance(value, tuple):
                 value = [list(row) if isinstance(row, tuple) else row for row in value]
-            elif isinstance(value, core_api.VariantChoice):
+            elif isinstance(value, VariantChoice):
                 value = value.to_dict()
             data[field.name] = value
         return data
@@ -230,7 +232,7 @@ def from_preset(preset: object) -> Session:
             scale_mode = "sqrt"
         else:
             scale_mode, scale_value = ("none", 1.0) if scale == 1.0 else ("custom", scale)
-    variant = with_mask_mode(core_api.VariantChoice(), "causal-top-left")  # SDPA's is_causal
+    variant = with_mask_mode(VariantChoice(), "causal-top-left")  # SDPA's is_causal
     return Session(
         tokens=tokens,
         key_tokens=key_tokens,
@@ -246,7 +248,7 @@ def from_preset(preset: object) -> Session:
         scale_mode=scale_mode,
         scale_value=scale_value,
         preset=str(getattr(preset, "name", "custom")),
-        variant=variant if getattr(preset, "is_causal", False) else core_api.VariantChoice(),
+        variant=variant if getattr(preset, "is_causal", False) else VariantChoice(),
     )
 
 
@@ -296,7 +298,7 @@ def resized(
         changes = dict(query=resize_matrix(s.query, L, dm))  # x (L, d_model)
     else:  # the plan's shapes: x, key, value and W's (project) or q, k, v themselves (qkv)
         inputs = (dm, len(s.key[0]) if cross else dm) if s.mode == "project" else None
-        shapes = core_api.shapes_for_heads(L, S, (H, Hkv), dk, dv, inputs)
+        shapes = scratch.shapes_for_heads(L, S, (H, Hkv), dk, dv, inputs)
         changes = {name: resize_matrix(s.matrix(name), *shape) for name, shape in shapes.items()}
     key_tokens = resize_labels(s.key_tokens, S) if cross else resize_labels(s.tokens, L)
     return dataclasses.replace(
@@ -491,7 +493,7 @@ def with_mode(s: Session, mode: str) -> Session:
         )
     if mode == "qkv":  # q (L, H*d_k), k (S, Hkv*d_k), v (S, Hkv*d_v)
         heads = (s.num_heads, s.num_kv_heads)
-        shapes = core_api.shapes_for_heads(L, S, heads, s.d_k, s.d_v)
+        shapes = scratch.shapes_for_heads(L, S, heads, s.d_k, s.d_v)
         key = s.key if s.key is not None else s.query
         return dataclasses.replace(
             s,
@@ -570,7 +572,7 @@ def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
     return dataclasses.replace(s, variant=dataclasses.replace(s.variant, mask="drawn", drawn=drawn))
 
 
-def with_mask_mode(v: core_api.VariantChoice, mode: str) -> core_api.VariantChoice:
+def with_mask_mode(v: VariantChoice, mode: str) -> VariantChoice:
     """The choice with the mask an old mask_mode name means ('none', 'causal-top-left',
     'causal-bottom-right'; main.py's --mask); SessionError naming the mask otherwise."""
     if mode not in MASK_MODES[:3]:
@@ -580,14 +582,14 @@ def with_mask_mode(v: core_api.VariantChoice, mode: str) -> core_api.VariantChoi
     return dataclasses.replace(v, mask="causal", align=mode.removeprefix("causal-"))
 
 
-def with_drawn_size(v: core_api.VariantChoice, rows: int, cols: int) -> core_api.VariantChoice:
+def with_drawn_size(v: VariantChoice, rows: int, cols: int) -> VariantChoice:
     """The choice with its drawn grid resized (kept cells stay, new cells may attend)."""
     if not v.drawn:
         return v
     return dataclasses.replace(v, drawn=resize_mask(v.drawn, rows, cols))
 
 
-def without_drawn(v: core_api.VariantChoice) -> core_api.VariantChoice:
+def without_drawn(v: VariantChoice) -> VariantChoice:
     """The choice without a drawn grid (a drawn mask chosen becomes none)."""
     if not v.drawn and v.mask != "drawn":
         return v

@@ -8,6 +8,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 
+import scratch
 from gui import atomic, core_api, variant_session
 from gui.session import (
     GRAD_OUTPUTS,
@@ -25,6 +26,7 @@ from gui.session import (
     Session,
     SessionError,
 )
+from scratch.variants import VariantChoice, causal_cells
 
 
 def _fail(field: str, expected: str, found: object) -> SessionError:
@@ -113,7 +115,7 @@ def _one_mask(data: Mapping, variant: object, L: int, S: int, H: int) -> object:
     same = not variant.alibi or align == variant.align or L == S
     if variant.mask == "none" and same:
         return dataclasses.replace(kept, mask=alone, align=align)
-    grid = mask if mode == "custom" else core_api.causal_cells(L, S, align)
+    grid = mask if mode == "custom" else causal_cells(L, S, align)
     cells = core_api.variant_cells(variant, L, S, H, range(L), range(S))
     if cells is not None:
         grid = [[a and b for a, b in zip(r, c)] for r, c in zip(grid, cells)]
@@ -128,7 +130,7 @@ def _shape(m: Matrix | None) -> tuple[int, int] | None:
 def _plan_heads(mode, query, key, value, w_q, w_k, w_v, heads: int, kv_heads: int) -> None:
     """plan_multi_head on the shapes the backends will get; SessionError names the field."""
     try:
-        core_api.plan_heads(
+        scratch.plan_multi_head(
             _shape(query),
             _shape(key),
             _shape(value),
@@ -200,7 +202,7 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     grad_seed = _int(grads, "grad_seed", 0, MAX_SEED)
     # the variant and the decode step: absent in files written before them (none, off)
     try:
-        variant = core_api.VariantChoice.from_dict(data.get("variant", {}))
+        variant = VariantChoice.from_dict(data.get("variant", {}))
     except ValueError as exc:
         raise SessionError(f"session field 'variant': {exc}") from None
     decode = _int({"decode": 0, **data}, "decode", 0, MAX_TOKENS)

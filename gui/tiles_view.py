@@ -23,11 +23,11 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api
 from gui.heatmap import Heatmap
 from gui.learn_model import HeadInputs, matrix_panel, number, shared_levels, table, tile_rows
 from gui.learn_worker import LearnWorker
 from gui.spin_boxes import SpinBox
+from scratch.online_softmax import online_softmax
 
 DTYPES = {"float64 (exact)": "float64", "float16 tiles": "float16", "bfloat16 tiles": "bfloat16"}
 FLOOR = 1e-17  # differences of 0 drawn here on the log axis
@@ -140,7 +140,9 @@ class TilesView(QWidget):
         more = f" ({len(rows)} of {x.q.shape[0]} query rows)" if len(rows) < x.q.shape[0] else ""
         self.status.setText(f"walking the keys in tiles of {block}{more}...")
         self.worker.start(
-            lambda report, stop: core_api.online_softmax(q, k, v, x.scale, allowed, block, dtype)
+            lambda report, stop: online_softmax(
+                q, k, v, scale=x.scale, allowed=allowed, block=block, dtype=dtype
+            )
         )
 
     def _on_walked(self, walk: object) -> None:

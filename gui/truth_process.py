@@ -15,7 +15,7 @@ its stdin and stdout. A new request while an older one is unanswered (a supersed
 stops the child and starts a new one, so nobody waits for a ground truth nobody reads. When
 the child cannot start, dies or is too slow, the rows are computed in the calling thread
 instead and the next request starts a new child. At exit it is killed (its answer is wanted by
-nobody then). No NumPy here: the child imports this module, gui.core_api and scratch only.
+nobody then). No NumPy here: the child imports this module and scratch only.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ import sys
 import threading
 import time
 
-from gui import core_api
+import scratch
+from scratch import backends, variant_rows
 
 _SERVE = "from gui.truth_process import serve; serve()"
 _lock = threading.Lock()  # over _child (which child is current) and _child_cpu
@@ -64,9 +65,9 @@ def exact_rows(arguments: tuple, options: object) -> tuple[list, list] | dict:
     RowsCall), scratch.variant_rows(*arguments, options): every step of the sampled rows."""
     o = options
     with _collector_paused():
-        if core_api.is_rows_call(o):
-            return core_api.variant_rows(*arguments, o)
-        return core_api.attention_rows(
+        if isinstance(o, variant_rows.RowsCall):
+            return variant_rows.variant_rows(*arguments, o)
+        return scratch.attention_rows(
             *arguments, o.attn_mask, o.is_causal, o.scale, enable_gqa=o.enable_gqa,
             masked_rows=o.masked_rows,
         )  # fmt: skip
@@ -199,7 +200,7 @@ def _drop(child: _Child | None) -> None:
 class Pending:
     """The ground truth of one sampled check, being computed in the child (or here, later)."""
 
-    def __init__(self, arguments: tuple, options: core_api.Options):
+    def __init__(self, arguments: tuple, options: scratch.Options):
         global _child
         self.request = (arguments, options)  # exact_rows' arguments
         self.answer: tuple | None = None
@@ -253,11 +254,11 @@ class Pending:
 def sharing_cores():
     """OpenBLAS (NumPy's) on one thread meanwhile, so the child keeps its core (see above).
     torch's own threads are not held: beside the torch backend the child shares the cores."""
-    with core_api.single_threaded_blas():  # no NumPy: nothing to hold
+    with backends.single_threaded_blas():  # no NumPy: nothing to hold
         yield
 
 
-def start(arguments: tuple, options: core_api.Options) -> Pending:
+def start(arguments: tuple, options: scratch.Options) -> Pending:
     """Send exact_rows(arguments, options) to the child; read it with .result()."""
     return Pending(arguments, options)
 

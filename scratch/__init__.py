@@ -8,25 +8,32 @@ of `torch.nn.functional.scaled_dot_product_attention`. Standard library only.
 from .attention import scaled_dot_product_attention
 from .backward import scaled_dot_product_attention_backward
 from .checker import CheckReport, check
-from .compare import StepCheck, compare_traces
+from .compare import StepCheck, compare_traces, step_check
 from .decode import decode_attention
+from .decode_view import decode_example
 from .example import Example
 from .explain import Explanation, explain
 from .flex import BlockMask, create_block_mask, flex_attention
 from .flex_backward import flex_attention_backward
+from .grad_output import make_grad_output, one_hot
+from .grad_tolerance import gradient_tolerance
 from .kv_cache import KVCache
 from .linalg import matmul, transpose
 from .masks import causal_mask
 from .multihead import multi_head_attention
 from .multihead_backward import MultiHeadGradients, multi_head_attention_backward
+from .options import Options
 from .paged import paged_decode_attention
+from .plan import plan_multi_head, shapes_for_heads
+from .progress import Cancelled, Progress
 from .rope import rotary, rotary_backward
 from .rows import attention_rows, sample_rows
 from .softmax import softmax
 from .split_kv import merge_partials, split_kv_attention
 from .tolerance import tolerance
-from .trace import Step, Trace, trace_attention
+from .trace import Step, Trace, mask_rule, trace_attention, trace_example
 from .validate import MASKED_ROWS, as_tensor
+from .variant_support import as_sdpa, sdpa_variant
 
 # Subpackages and modules reached as attributes after a plain `import scratch`, imported on
 # first use so that `import scratch` itself stays standard-library only.
@@ -65,13 +72,17 @@ def shape_of(nested: object) -> tuple[int, ...]:
 __all__ = [
     "MASKED_ROWS",
     "BlockMask",
+    "Cancelled",
     "CheckReport",
     "StepCheck",
     "Example",
     "Explanation",
     "KVCache",
+    "Options",
+    "Progress",
     "Step",
     "Trace",
+    "as_sdpa",
     "attention_rows",
     "causal_mask",
     "check",
@@ -81,24 +92,34 @@ __all__ = [
     "compare_traces",
     "create_block_mask",
     "decode_attention",
+    "decode_example",
     "explain",
     "flex_attention",
     "flex_attention_backward",
+    "gradient_tolerance",
+    "make_grad_output",
+    "mask_rule",
     "matmul",
     "merge_partials",
     "multi_head_attention",
     "multi_head_attention_backward",
     "MultiHeadGradients",
+    "one_hot",
     "paged_decode_attention",
+    "plan_multi_head",
     "rotary",
     "rotary_backward",
     "sample_rows",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
+    "sdpa_variant",
+    "shapes_for_heads",
     "shape_of",
     "softmax",
     "split_kv_attention",
+    "step_check",
     "tolerance",
     "trace_attention",
+    "trace_example",
     "transpose",
 ]

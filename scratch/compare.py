@@ -133,27 +133,7 @@ class _Comparison:
                 None,
                 f"{name}: no bound, {exc.args[0]}",
             )
-        bounds = ops.where(ops.finite(want), bounds, 0.0)
-        ratio, worst_bound = ops.worst(diff, bounds)
-        biggest = ops.maxabs(diff)
-        ok = ratio <= 1.0
-        message = (
-            ""
-            if ok
-            else (
-                f"{name}: max |difference| {biggest:.3g} exceeds the bound "
-                f"({ratio:.3g} x the bound at its worst element)"
-            )
-        )
-        lost = ops.ew(lambda g, w: (1.0 - g) * w, ops.finite(got), ops.finite(want))
-        if not ok and ops.maxabs(lost) > 0:  # inf/NaN where the truth is finite: out of range
-            message += (
-                f"; {self.dtype} gives inf or NaN where the ground truth is finite: the values "
-                f"outgrew {self.dtype} (largest {LARGEST[self.dtype]:.6g})"
-            )
-        return StepCheck(
-            name, biggest, worst_bound, ok, ops.tolist(diff), ratio, ops.tolist(bounds), message
-        )
+        return _judge(ops, name, got, want, diff, bounds, self.dtype)
 
     def bound(self, name: str):
         """Per-element bound of one step: its registry entry's bound, head by head."""
@@ -178,6 +158,40 @@ class _Comparison:
         if len(self.ops.shape(got)) == 3:
             return got[h], want[h], diff[h]
         return got, want, diff
+
+
+def step_check(name: str, found: object, truth: object, bound: object, dtype: str) -> StepCheck:
+    """One step's StepCheck from its values, the truth's and the per-element bound (one shape,
+    nested lists or arrays): the verdict, numbers and message compare_traces gives a step."""
+    ops = _ops()
+    got, want = ops.array(found), ops.array(truth)
+    return _judge(ops, name, got, want, ops.absdiff(got, want), ops.array(bound), dtype)
+
+
+def _judge(ops, name: str, got, want, diff, bounds, dtype: str) -> StepCheck:
+    """The StepCheck of |got - want| = `diff` against `bounds` (none where the truth is not
+    finite: there only equality passes)."""
+    bounds = ops.where(ops.finite(want), bounds, 0.0)
+    ratio, worst_bound = ops.worst(diff, bounds)
+    biggest = ops.maxabs(diff)
+    ok = ratio <= 1.0
+    message = (
+        ""
+        if ok
+        else (
+            f"{name}: max |difference| {biggest:.3g} exceeds the bound "
+            f"({ratio:.3g} x the bound at its worst element)"
+        )
+    )
+    lost = ops.ew(lambda g, w: (1.0 - g) * w, ops.finite(got), ops.finite(want))
+    if not ok and ops.maxabs(lost) > 0:  # inf/NaN where the truth is finite: out of range
+        message += (
+            f"; {dtype} gives inf or NaN where the ground truth is finite: the values "
+            f"outgrew {dtype} (largest {LARGEST[dtype]:.6g})"
+        )
+    return StepCheck(
+        name, biggest, worst_bound, ok, ops.tolist(diff), ratio, ops.tolist(bounds), message
+    )
 
 
 class _NumpyOps:
@@ -361,4 +375,4 @@ class _ListOps:
         return a
 
 
-__all__ = ["StepCheck", "compare_traces", "EXP_ULPS"]
+__all__ = ["StepCheck", "compare_traces", "step_check", "EXP_ULPS"]

@@ -186,3 +186,16 @@ def diagnose(name: str, progress: Callable | None = None) -> Diagnosis:
     report = check(kernel(name), progress=progress)
     named = report.diagnosis or next((c.diagnosis for c in report.failed if c.diagnosis), "")
     return Diagnosis(name, report.verdict, named or "", tuple(c.name for c in report.failed))
+
+
+__all__ = [
+    "MISTAKES",
+    "NAMES",
+    "Diagnosis",
+    "Mistake",
+    "Planted",
+    "diagnose",
+    "kernel",
+    "mistake",
+    "plant",
+]

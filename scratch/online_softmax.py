@@ -188,3 +188,6 @@ def _dot(a: list, b: list, dtype: str) -> float:
     for x, y in zip(a, b):
         total = round_to(total + round_to(x * y, dtype), dtype)
     return total
+
+
+__all__ = ["OnlineSoftmax", "TileStep", "float64_bound", "online_softmax"]

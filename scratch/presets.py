@@ -483,3 +483,6 @@ def get(name: str) -> Preset:
         known = ", ".join(_BUILDERS)
         raise KeyError(f"name: unknown preset {name!r}; expected one of: {known}")
     return _BUILDERS[name]()
+
+
+__all__ = ["DEFAULT", "Preset", "Printed", "get", "names", "trace"]

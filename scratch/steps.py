@@ -471,3 +471,17 @@ def call_of_names(
         backward="grad_output" in names, dropout_p=dropout_p, rotary="q_rotated" in names,
         sinks="sink_weights" in names,
     )  # fmt: skip
+
+
+__all__ = [
+    "AXES",
+    "STEPS",
+    "Call",
+    "StepSpec",
+    "arrow_of",
+    "call_of",
+    "call_of_names",
+    "heading",
+    "spec_for",
+    "steps_of",
+]

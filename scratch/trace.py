@@ -27,6 +27,7 @@ __all__ = [
     "Step",
     "Trace",
     "layout_trace",
+    "mask_rule",
     "trace_attention",
     "trace_example",
 ]
@@ -81,6 +82,12 @@ def variant_words(p: Pieces) -> dict:
         rule=" and ".join(masks),
         score_rule=", then ".join(scores),
     )
+
+
+def mask_rule(variant: object) -> str:
+    """The words a trace's masked step gives a variant's mask rule ('j <= i', rules joined by
+    'and'); '' for None or a variant without a mask."""
+    return variant_words(pieces(Options(variant=variant)))["rule"] if variant is not None else ""
 
 
 def layout_trace(

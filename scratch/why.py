@@ -172,3 +172,16 @@ def _check_row(matrix: list, row: int) -> None:
     """ValueError unless `row` indexes a row of `matrix`."""
     if not isinstance(row, int) or not 0 <= row < len(matrix):
         raise ValueError(f"row: expected an int in [0, {len(matrix)}), found {row!r}")
+
+
+__all__ = [
+    "MaskWhy",
+    "MaxWhy",
+    "Overflow",
+    "RowStats",
+    "ScaleWhy",
+    "row_stats",
+    "why_mask",
+    "why_max",
+    "why_scale",
+]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from gui import core_api
 from gui import session as sm
+from scratch import presets
 
 
 def journey_typed() -> sm.Session:
@@ -24,7 +24,7 @@ def journey_typed() -> sm.Session:
 
 def journey_preset(**changes) -> sm.Session:
     """The journey preset as a session, with `changes` applied."""
-    return dataclasses.replace(sm.from_preset(core_api.get_preset("journey")), **changes)
+    return dataclasses.replace(sm.from_preset(presets.get("journey")), **changes)
 
 
 def with_mask(s: sm.Session, mask_mode: str, grid=None) -> sm.Session:

@@ -8,7 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gui import controller, core_api
+import scratch
+from gui import controller
 from gui import session as sm
 from tests.test_session_options import CHOICES, chosen
 
@@ -41,7 +42,9 @@ def test_every_mask_choice_is_computed_by_the_backend_and_checked(seed, fields, 
         dataclasses.replace(step, value=moved) if step.name == "masked" else step
         for step in outcome.trace.steps
     )
-    wrong = core_api.compare(dataclasses.replace(outcome.trace, steps=steps), outcome.reference)
+    wrong = scratch.compare_traces(
+        dataclasses.replace(outcome.trace, steps=steps), outcome.reference
+    )
     assert [c.name for c in wrong if not c.ok] == ["masked"]
 
 

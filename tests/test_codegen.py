@@ -8,7 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gui import codegen, controller, core_api, session_file
+import scratch
+from gui import codegen, controller, session_file
 from gui import session as sm
 from tests.journey_sessions import journey_typed, with_mask
 
@@ -71,7 +72,7 @@ def test_copy_as_code_snippet_runs_and_matches_the_trace(library, case, changes)
         )
     mask, grid = changes.pop("mask", "none"), changes.pop("grid", None)
     s = with_mask(dataclasses.replace(s, **changes), mask, grid)
-    trace = core_api.ground_truth(*controller.example_and_options(s))
+    trace = scratch.trace_example(*controller.example_and_options(s))
     namespace: dict = {}
     exec(compile(codegen.snippet(s, library), "<snippet>", "exec"), namespace)  # noqa: S102
     got = np.asarray(namespace["output"], dtype=np.float64)

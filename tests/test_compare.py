@@ -233,3 +233,28 @@ def test_the_16_bit_bias_bound_still_catches_a_bias_left_out():
         scratch.trace_attention(x, **kw),
     )
     assert not next(c for c in checks if c.name == "q").ok
+
+
+@pytest.mark.parametrize("ops", ["numpy", "lists"])
+@pytest.mark.parametrize("seed", range(6))
+def test_step_check_gives_compare_traces_verdicts_from_values_and_bounds(ops, seed, monkeypatch):
+    """scratch.step_check (the window's sampled and gradient checks build with it) reads one
+    step's values, truth and bounds exactly as compare_traces judges that step; a value pushed
+    to twice its bound fails, naming the step."""
+    if ops == "lists":
+        monkeypatch.setattr(compare, "_ops", compare._ListOps)
+    rng = random.Random(seed)
+    x = [[rng.uniform(-3, 3) for _ in range(3)] for _ in range(4)]
+    trace = backends.get("numpy").trace_attention(np.array(x), dtype="float32")
+    truth = scratch.trace_attention(x)
+    for check in compare_traces(trace, truth):
+        again = scratch.step_check(
+            check.name, trace[check.name].value, truth[check.name].value, check.bounds, "float32"
+        )
+        assert again == check, f"seed {seed}, step {check.name}"
+        found = np.array(truth[check.name].value, np.float64)
+        bounds = np.array(check.bounds, np.float64)
+        i = np.unravel_index(int(np.argmax(bounds)), bounds.shape)
+        found[i] += 2 * bounds[i]
+        wrong = scratch.step_check(check.name, found, truth[check.name].value, bounds, "float32")
+        assert not wrong.ok and wrong.ratio >= 1.99 and check.name in wrong.message, check.name

@@ -9,8 +9,9 @@ import math
 
 import pytest
 
-from gui import controller, core_api, variant_session
+from gui import controller, variant_session
 from gui import session as sm
+from scratch.variants import VariantChoice
 
 CHOICES = [
     dict(mask="window", left=2, right=0),
@@ -34,7 +35,7 @@ def _seen_by_rule(note: str, i: int, S: int) -> set[int]:
 def test_the_decode_rule_names_the_keys_the_picture_shows(choice, seed):
     s = sm.random_session(seed, num_tokens=7)
     n = 3 + seed  # decode step n: token n - 1 queries the n cached tokens
-    s = dataclasses.replace(s, variant=core_api.VariantChoice(**choice), decode=n)
+    s = dataclasses.replace(s, variant=VariantChoice(**choice), decode=n)
     trace = controller.run(s).trace
     note = trace["masked"].note
     shown = {j for j, v in enumerate(trace["masked"].tolist()[0][0]) if v != -math.inf}

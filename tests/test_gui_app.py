@@ -26,6 +26,7 @@ from gui.errors import ErrorHandler  # noqa: E402
 from gui.heatmap import Heatmap  # noqa: E402
 from gui.main_window import MainWindow, remembered_session  # noqa: E402
 from gui.matrix_table import BAD_CELL  # noqa: E402
+from scratch import presets
 
 pytestmark = pytest.mark.gui
 
@@ -184,7 +185,7 @@ def test_check_panel_lists_each_step_and_marks_failures(qtbot, errors):
 
 
 def test_every_preset_every_step_shows_the_trace_values(qtbot, window, settle):
-    names = core_api.preset_names()
+    names = presets.names()
     assert names, "scratch.presets offers no presets"
     for name in names:
         choose(window.inputs.preset, name)

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+import scratch
 from gui import backward_check, core_api
 from scratch import backends
 
@@ -33,7 +34,7 @@ def problem(seed: int) -> tuple[list, list, list, list, dict]:
     mask = None
     if kind == "bool":  # some rows fully masked now and then
         mask = [[rng.random() < 0.6 for _ in range(S)] for _ in range(L)]
-    options = core_api.Options(mask, kind == "causal", scale=scale, enable_gqa=H != Hkv,
+    options = scratch.Options(mask, kind == "causal", scale=scale, enable_gqa=H != Hkv,
                                masked_rows=masked_rows)  # fmt: skip
     return m(H, L, E).tolist(), m(Hkv, S, E).tolist(), m(Hkv, S, Ev).tolist(), m(H, L, Ev), options
 
@@ -84,8 +85,8 @@ def test_a_planted_wrong_gradient_is_named(monkeypatch, mistake, named, dtype):
     monkeypatch.setattr(core_api, "backward_with_backend", wrong(mistake))
     rng = np.random.default_rng(7)
     q, k, v, dO = (rng.standard_normal((2, 5, 3)).tolist() for _ in range(4))
-    options = core_api.Options(is_causal=True, scale=0.5)
+    options = scratch.Options(is_causal=True, scale=0.5)
     rounded = [backward_check._rounded(np.asarray(a), dtype).tolist() for a in (q, k, v, dO)]
     checks = {c.name: c for c in backward_check.check_heads(*rounded, options, "numpy", dtype)}
     assert not checks[named].ok, f"{mistake}: {named} passed (ratio {checks[named].ratio:.3g})"
-    assert named in checks[named].message and "times its bound" in checks[named].message
+    assert named in checks[named].message and "exceeds the bound" in checks[named].message

@@ -303,7 +303,7 @@ def test_the_check_compares_the_problem_the_view_shows(mask, heads, kv):
     )
     s = dataclasses.replace(s, scale_mode="custom", scale_value=0.7, **changes)
     example, options = controller.backward_example_and_options(s)
-    trace = core_api.backward_trace(backward_check.grad_output_for(s), example, options)
+    trace = scratch.trace_example(example, options, grad_output=backward_check.grad_output_for(s))
     q, k, v, dO = backward_check.head_inputs(trace, "float64")
     truth = core_api.ground_truth_backward(
         q, k, v, dO, backward_check.check_options(trace, options)

@@ -194,9 +194,10 @@ def test_the_command_line_limits_are_the_spin_box_limits(qtbot):
     args = main.parse_args(["--preset", "random", "--seed", top[0], "--tokens", top[1]])
     assert (args.seed, args.tokens) == (sm.MAX_SEED, sm.MAX_TOKENS)
     assert main.parse_args(["--heads", top[2]]).heads == sm.MAX_HEADS
+    from gui.app_state import AppState
     from gui.inputs_panel import InputsPanel
 
-    panel = InputsPanel(sm.random_session(0, 4, 4, 2, 2, 1))
+    panel = InputsPanel(AppState(sm.random_session(0, 4, 4, 2, 2, 1)))
     qtbot.addWidget(panel)
     assert panel.seed.maximum() == sm.MAX_SEED
     assert panel.num_tokens.maximum() == sm.MAX_TOKENS

@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
+import scratch  # noqa: E402
 from gui import controller, core_api  # noqa: E402
 from gui.jobs import collector_pause  # noqa: E402
 from gui.kernel_check import KernelCheckWorker  # noqa: E402
@@ -88,7 +89,7 @@ def test_the_kernel_check_worker_reports_progress_then_the_report_or_the_error(q
             progress(n, 2, f"case {n}")
         return ("report", fn(), options)
 
-    monkeypatch.setattr(core_api, "check_kernel", check)
+    monkeypatch.setattr(scratch, "check", check)
     worker = KernelCheckWorker()
     steps: list[tuple] = []
     worker.progress.connect(lambda *args: steps.append(args))
@@ -97,7 +98,7 @@ def test_the_kernel_check_worker_reports_progress_then_the_report_or_the_error(q
     assert worker.wait(5000)
     assert blocker.args == [("report", "ran", {"dtype": "float32"})]
     assert steps == [(1, 2, "case 1"), (2, 2, "case 2")]
-    monkeypatch.setattr(core_api, "check_kernel", _raises(ValueError("array: expected numpy")))
+    monkeypatch.setattr(scratch, "check", _raises(ValueError("array: expected numpy")))
     assert _failure(qtbot, worker, lambda: worker.submit(print)) == "array: expected numpy"
 
 

@@ -9,8 +9,9 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from gui import core_api, learn_model  # noqa: E402
+from gui import learn_model  # noqa: E402
 from gui import session as sm  # noqa: E402
+from scratch import mistakes, presets
 from tests.journey_sessions import with_mask
 
 pytestmark = pytest.mark.gui
@@ -19,7 +20,7 @@ SIZES = [(1024, 700), (1400, 900)]
 
 def journey(mask: str = "causal-top-left") -> sm.Session:
     """The 6-token journey preset (q = k = v = x, scale 1) with a causal mask."""
-    return with_mask(sm.from_preset(core_api.get_preset("journey")), mask)
+    return with_mask(sm.from_preset(presets.get("journey")), mask)
 
 
 def softmax(s: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -97,7 +98,7 @@ def test_mistakes_gallery_draws_each_mistake_and_the_checkers_diagnosis(window, 
         "mask applied after softmax": "mask applied after the softmax",
     }
     for name, w in want.items():
-        gallery.names.setCurrentRow(core_api.mistake_names().index(name))
+        gallery.names.setCurrentRow(mistakes.NAMES.index(name))
         right = gallery.maps["right weights"].image_item.image
         wrong = gallery.maps["wrong weights"].image_item.image
         np.testing.assert_allclose(right, softmax(s), rtol=1e-6, err_msg=name)  # float32 images
@@ -105,7 +106,7 @@ def test_mistakes_gallery_draws_each_mistake_and_the_checkers_diagnosis(window, 
         out = gallery.maps["wrong output"].image_item.image
         np.testing.assert_allclose(out, w @ x, rtol=1e-6, atol=1e-7, err_msg=name)
         assert words[name] in gallery.text.text()
-    gallery.names.setCurrentRow(core_api.mistake_names().index("no transpose"))
+    gallery.names.setCurrentRow(mistakes.NAMES.index("no transpose"))
     assert x.shape[1] != 6  # (6, 3) @ (6, 3) cannot run: the panel is empty and says why
     assert np.isnan(gallery.maps["wrong weights"].image_item.image).all()
     assert "does not run on this example" in gallery.text.text()
@@ -207,8 +208,8 @@ def test_the_learn_tab_follows_the_pipelines_head(open_window, qtbot):
 def test_closing_stops_the_checks_between_two_kernels(open_window, qtbot, monkeypatch):
     """Closed while the gallery's seven checks run, the window waits for one check at most."""
     checked = []
-    real = core_api.diagnose_mistake
-    monkeypatch.setattr(core_api, "diagnose_mistake", lambda n: checked.append(n) or real(n))
+    real = mistakes.diagnose
+    monkeypatch.setattr(mistakes, "diagnose", lambda n: checked.append(n) or real(n))
     w = open_window(journey(), size=(1024, 700))
     gallery = w.learn.mistakes
     w.tabs.setCurrentWidget(w.learn)

@@ -7,15 +7,15 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from gui import core_api  # noqa: E402
 from gui import session as sm  # noqa: E402
+from scratch.variants import VariantChoice
 
 pytestmark = pytest.mark.gui
 
 
 @pytest.mark.parametrize("tokens", [6, 13])
 def test_long_step_names_fit_their_tiles_at_1024(qtbot, open_window, tokens):
-    sinks = core_api.VariantChoice(sinks=(0.5, -0.3))  # adds the 'sink_weights' step
+    sinks = VariantChoice(sinks=(0.5, -0.3))  # adds the 'sink_weights' step
     s = dataclasses.replace(sm.random_session(0, tokens, 4, 2, 2, 2), variant=sinks)
     window = open_window(s, size=(1024, 700))
     overview = window.overview

@@ -10,7 +10,7 @@ import random
 import pytest
 
 import scratch
-from gui import controller, core_api, session_file, variant_session
+from gui import controller, session_file, variant_session
 from gui import session as sm
 from scratch import presets
 from tests.journey_sessions import journey_typed, with_mask
@@ -197,7 +197,7 @@ def test_mode_switches_give_valid_sessions(kv_heads):
         s = sm.with_mode(s, mode)
         assert s.mode == mode
         session_file.validate(s.to_dict())
-        core_api.ground_truth(*controller.example_and_options(s))  # the core accepts it
+        scratch.trace_example(*controller.example_and_options(s))  # the core accepts it
         s = sm.random_session(2, 3, 4, 2, 3, 2, kv_heads) if mode == "self" else s
 
 
@@ -208,10 +208,10 @@ def test_switching_to_projections_keeps_the_result(d_v, kv_heads):
     for start in ("qkv", "self"):
         s = sm.random_session(5, 3, 4, 2, d_v, 2, kv_heads if start == "qkv" else 2)
         s = sm.with_mode(s, start)
-        before = core_api.ground_truth(*controller.example_and_options(s))
+        before = scratch.trace_example(*controller.example_and_options(s))
         after_s = sm.with_mode(s, "project")
         session_file.validate(after_s.to_dict())
-        after = core_api.ground_truth(*controller.example_and_options(after_s))
+        after = scratch.trace_example(*controller.example_and_options(after_s))
         assert after_s.num_heads == s.num_heads == 2
         if start == "qkv" and d_v != 2:  # K and V widths differ: they cannot both be inputs
             assert after_s.key is None and after_s.num_kv_heads == 2
@@ -225,7 +225,7 @@ def test_a_cell_too_large_for_the_scores_is_refused_in_the_window_and_in_files()
     """1e200 in one cell overflowed the scores (inf - inf: a NaN row explained as "masked");
     MAX_CELL refuses it, and a session file holding it."""
 
-    s = sm.from_preset(core_api.get_preset("journey"))
+    s = sm.from_preset(presets.get("journey"))
     assert sm.with_cell(s, "query", 1, 1, sm.MAX_CELL).query[1][1] == sm.MAX_CELL
     with pytest.raises(ValueError, match=r"query\[1\]\[1\]: expected a number from -1e\+50"):
         sm.with_cell(s, "query", 1, 1, 1e200)

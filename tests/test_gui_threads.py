@@ -12,10 +12,11 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
 
-from gui import controller, core_api  # noqa: E402
+from gui import controller  # noqa: E402
 from gui import session as sm  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
 from gui.worker import TraceWorker, collector_pause  # noqa: E402
+from scratch import presets
 from tests.qt_garbage import Garbage  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -143,7 +144,7 @@ def test_switching_presets_quickly_while_computing_shows_the_last_one(
     window.show()
     settle(window)
     combo = window.inputs.preset
-    names = [n for n in core_api.preset_names() if combo.findData(n) >= 0]
+    names = [n for n in presets.names() if combo.findData(n) >= 0]
     assert len(names) >= 3, names
     for name in names * 2:  # each choice supersedes the one still computing
         combo.setCurrentIndex(combo.findData(name))

@@ -1,7 +1,7 @@
 """Who imports whom, read from the sources (ast): no import cycle among scratch's and gui's
 modules, lazy imports inside functions included (a lazy import hides a cycle, it does not
 remove one); imports under `if TYPE_CHECKING:` are left out (they never run: annotations only).
-The window reaches scratch through gui/core_api.py alone."""
+What of scratch the window may import: tests/test_public_api.py."""
 
 import ast
 from pathlib import Path
@@ -154,27 +154,6 @@ def test_find_cycle_finds_a_planted_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
-
-
-# The window reaches scratch through one door. gui/bench_window.py is the benchmark's plugin
-# (`python -m scratch.bench --plugin gui.bench_window` measures the window with it), not a part
-# of the window: it imports scratch.bench itself.
-DOOR = "gui.core_api"
-NOT_THE_WINDOW = {"gui.bench_window"}
-
-
-def scratch_imports(graph: dict[str, set[str]], module: str) -> set[str]:
-    """The scratch modules `module` imports."""
-    return {m for m in graph[module] if m == "scratch" or m.startswith("scratch.")}
-
-
-def test_the_window_imports_scratch_only_through_core_api():
-    graph = import_graph()
-    window = [m for m in graph if m == "main" or m.startswith("gui.") or m == "gui"]
-    through = {m: sorted(scratch_imports(graph, m)) for m in window}
-    others = {m: found for m, found in through.items() if found and m != DOOR}
-    assert set(others) <= NOT_THE_WINDOW, f"gui modules importing scratch directly: {others}"
-    assert through[DOOR]  # the door itself does import scratch
 
 
 def test_imports_for_type_checking_only_are_left_out(tmp_path):

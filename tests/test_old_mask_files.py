@@ -8,8 +8,10 @@ import random
 
 import pytest
 
-from gui import controller, core_api, session_file
+import scratch
+from gui import controller, session_file
 from gui import session as sm
+from scratch.variants import VariantChoice
 
 MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
 VARIANTS = {  # the variant part of an old file (its mask and/or an ALiBi aligned its own way)
@@ -36,7 +38,7 @@ def old_file(seed: int, mask_mode: str, variant: dict, cross: bool) -> tuple[dic
     return data, grid
 
 
-def old_options(data: dict) -> core_api.Options:
+def old_options(data: dict) -> scratch.Options:
     """What version 2's window computed: its mask option as SDPA's attn_mask or is_causal, and
     the variant beside it (the old controller's translation, kept here as the expectation)."""
     L, S = len(data["query"]), len(data["key"] or data["query"])
@@ -46,8 +48,8 @@ def old_options(data: dict) -> core_api.Options:
         attn_mask = [[j <= i + S - L for j in range(S)] for i in range(L)]
     elif mode == "custom" and mask is not None:
         attn_mask = mask
-    choice = core_api.VariantChoice.from_dict(data["variant"])
-    return core_api.Options(
+    choice = VariantChoice.from_dict(data["variant"])
+    return scratch.Options(
         attn_mask,
         mode == "causal-top-left",
         variant=choice.variant(L, S, data["num_heads"], length=L),
@@ -78,8 +80,8 @@ def test_an_old_file_loads_as_one_mask_and_computes_what_it_did(tmp_path, seed, 
         assert s.variant.drawn == tuple(map(tuple, grid))
     # the same numbers: the new window's call against the old window's
     example, options = controller.example_and_options(s)
-    new = core_api.ground_truth(example, options)
-    old = core_api.ground_truth(example, old_options(data))
+    new = scratch.trace_example(example, options)
+    old = scratch.trace_example(example, old_options(data))
     for step in ("masked", "weights", "output"):
         assert new[step].value == old[step].value, step
     assert session_file.load(path) == session_file.loads(session_file.dumps(s))

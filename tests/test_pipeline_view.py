@@ -86,3 +86,35 @@ def test_the_pipeline_writes_each_step_s_kind_of_sentence(qtbot, errors):
     )
     silent = [k for k in said if k[1] in ("q", "concat", "grad_scores")]
     assert len(silent) == 4 and all(said[k] == "" for k in silent), said
+
+
+def test_each_step_s_inputs_are_the_steps_it_reads(qtbot, errors):
+    """The 'inputs of this step' line names what the step reads (scratch's registry of steps),
+    with heads and w_o, and for the backward's steps."""
+    from gui.pipeline_view import PipelineView
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(4, 4)).round(3).tolist()
+    w = {n: rng.normal(size=(4, 4)).round(3).tolist() for n in ("w_q", "w_k", "w_v", "w_o")}
+    dO = rng.normal(size=(4, 4)).round(3).tolist()
+    traces = {
+        "one": scratch.trace_attention(x, is_causal=True, grad_output=dO),
+        "heads": scratch.trace_attention(x, **w, num_heads=2),
+    }
+    view = PipelineView()
+    qtbot.addWidget(view)
+    view.resize(900, 700)
+    said = {}
+    for label, trace in traces.items():
+        view.set_trace(trace)
+        for name in trace.names():
+            view.set_step(name, force=True)
+            said[label, name] = view.source_title.text().removeprefix("inputs of this step: ")
+    assert said["one", "q"] == "x" and said["one", "x"] == "none"
+    assert said["one", "scores"] == "q, k" and said["one", "scaled"] == "scores"
+    assert said["one", "masked"] == "scaled" and said["one", "weights"] == "masked"
+    assert said["one", "output"] == "weights, v"
+    assert said["heads", "q"] == "x, w_q" and said["heads", "head_outputs"] == "weights, v"
+    assert said["heads", "concat"] == "head_outputs"
+    assert said["heads", "output"] == "concat, w_o"
+    assert said["one", "grad_weights"] == "grad_output, v", said

@@ -16,18 +16,18 @@ import random
 
 import pytest
 
-from gui import controller, core_api, sampled_check
+from gui import controller, sampled_check
 from gui.session import random_session
 from scratch.options import Options
 from scratch.trace import trace_example
 from scratch.variant_rows import rows_call, variant_rows
-from scratch.variants import ALiBi, Rotary, SlidingWindow, Softcap
+from scratch.variants import ALiBi, Rotary, SlidingWindow, Softcap, VariantChoice
 from scratch.variants.arrays import module_of
 
 FROM = 24  # the sampled check's threshold, lowered for speed
 L_SAMPLED = FROM + 8
 ROWS = sampled_check.SAMPLE_ROWS
-V = core_api.VariantChoice
+V = VariantChoice
 VARIANTS = {  # name: (choice, session changes)
     "softcap": (V(softcap=2.0), {}),
     "alibi": (V(alibi=True), {}),

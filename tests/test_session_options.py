@@ -10,8 +10,9 @@ import random
 import pytest
 
 import scratch
-from gui import controller, core_api, variant_session
+from gui import controller, variant_session
 from gui import session as sm
+from scratch.variants import VariantChoice
 from scratch.variants.choice import MASKS
 from tests.journey_sessions import journey_typed, with_mask
 
@@ -45,7 +46,7 @@ def chosen(s: sm.Session, fields: dict, seed: int) -> sm.Session:
         fields["drawn"] = tuple(
             tuple(rng.random() < 0.6 for _ in range(s.num_keys)) for _ in range(s.num_tokens)
         )
-    return dataclasses.replace(s, variant=core_api.VariantChoice(**fields))
+    return dataclasses.replace(s, variant=VariantChoice(**fields))
 
 
 def test_example_and_options_map_the_session():
@@ -106,4 +107,4 @@ def test_the_mask_a_backend_gets_is_the_mask_the_window_draws(fields, seed):
 
 def test_the_mask_option_names_of_old_are_refused_when_unknown():
     with pytest.raises(sm.SessionError, match="mask: expected one of none, causal-top-left"):
-        sm.with_mask_mode(core_api.VariantChoice(), "custom")
+        sm.with_mask_mode(VariantChoice(), "custom")

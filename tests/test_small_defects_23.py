@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from gui import session as sm
+from scratch import presets
 
 
 def test_a_bad_step_is_refused_before_the_window_opens(monkeypatch, capsys):
@@ -114,10 +115,9 @@ def test_a_longer_presets_notes_are_shown_whole_after_a_switch(qapp, settings):
     (222 of 250 pixels at 1024 x 700)."""
     import time
 
-    from gui import core_api
     from gui.main_window import MainWindow
 
-    w = MainWindow(settings, sm.from_preset(core_api.get_preset("journey")), dialogs=False)
+    w = MainWindow(settings, sm.from_preset(presets.get("journey")), dialogs=False)
     try:
         w.resize(1024, 700)
         w.show()

@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from gui import core_api
 from gui.tiles_view import tile_words
+from scratch.online_softmax import online_softmax
 
 
 def _softmax(s: np.ndarray) -> np.ndarray:
@@ -23,7 +23,9 @@ def test_the_tile_sentence_counts_the_tiles_and_names_their_keys(seed):
     L, S, d = int(rng.integers(2, 6)), int(rng.integers(3, 12)), 3
     q, k, v = (rng.normal(size=shape) for shape in ((L, d), (S, d), (S, d)))
     block = int(rng.integers(1, S))
-    walk = core_api.online_softmax(q.tolist(), k.tolist(), v.tolist(), 0.5, None, block, "float64")
+    walk = online_softmax(
+        q.tolist(), k.tolist(), v.tolist(), scale=0.5, allowed=None, block=block, dtype="float64"
+    )
     scores = 0.5 * q @ k.T
     exact = _softmax(scores) @ v
     count = -(-S // block)  # tiles of `block` keys cover S keys

@@ -11,6 +11,7 @@ pytest.importorskip("pyqtgraph")
 
 from gui import core_api  # noqa: E402
 from gui import session as sm  # noqa: E402
+from scratch import presets
 from tests.journey_sessions import journey_preset  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -34,7 +35,7 @@ def test_changing_sizes_of_a_random_example_draws_it_again(qtbot, errors, settle
 def test_presets_show_titles_and_the_notebook_notes(qtbot, errors, settle, open_window):
     w = open_window(journey_preset())
     box = w.inputs.preset
-    for name in core_api.preset_names():
+    for name in presets.names():
         i = box.findData(name)
         assert box.itemText(i) == core_api.preset_title(name) != name
     i = box.findData("seed001-example2b")

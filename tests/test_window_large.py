@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
+import scratch  # noqa: E402
 from gui import (  # noqa: E402
     cell_explain,
     controller,
@@ -136,7 +137,7 @@ def test_one_cell_is_explained_from_its_rows_with_the_same_words(step, index):
     lists = dataclasses.replace(  # every step as nested lists: the ground truth's form
         trace, steps=tuple(dataclasses.replace(s, value=s.tolist()) for s in trace.steps)
     )
-    whole = core_api.explain(lists, step, index)
+    whole = scratch.explain(lists, step, index)
     one = cell_explain.explain(_guarded(trace), step, index)
     assert (one.text, one.sources) == (whole.text, whole.sources)
     with pytest.raises(AssertionError, match="turned into lists"):
@@ -206,5 +207,5 @@ def test_hovering_a_pooled_heatmap_explains_the_exact_cell(qtbot, monkeypatch):
     view.set_step("scores")
     assert view.heatmaps[0].panel.blocks == (3, 3)
     view.hover_cell(22, 13)
-    expected = core_api.explain(trace, "scores", (0, 22, 13)).text
+    expected = scratch.explain(trace, "scores", (0, 22, 13)).text
     assert view.explanation.text() == expected and expected.startswith("scores[0][22][13] = ")

@@ -15,7 +15,7 @@ pytest.importorskip("pyqtgraph")
 import scratch  # noqa: E402
 from gui import core_api, session_file, view_model  # noqa: E402
 from gui import session as sm  # noqa: E402
-from scratch.variants import SlidingWindow, Softcap  # noqa: E402
+from scratch.variants import SlidingWindow, Softcap, VariantChoice  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -139,7 +139,7 @@ def test_sessions_save_and_load_the_variant(tmp_path, settle, open_window):
     old = json.loads(session_file.dumps(sm.random_session(5)))
     del old["variant"], old["decode"]
     s = session_file.loads(json.dumps(old))
-    assert s.variant == core_api.VariantChoice() and s.decode == 0
+    assert s.variant == VariantChoice() and s.decode == 0
 
 
 @pytest.mark.parametrize(

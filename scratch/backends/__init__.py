@@ -6,9 +6,10 @@ then a real import the first time a backend needs it) and the answers are cached
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 KNOWN = ("scratch", "numpy", "torch-cpu", "torch-cuda")
@@ -168,4 +169,17 @@ def get(name: str) -> Backend:
     return _backends[resolved]
 
 
-__all__ = ["Backend", "available", "get", "KNOWN"]
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """NumPy's BLAS on one thread while the caller's workers run (numpy_threads'); nothing to
+    hold without NumPy."""
+    try:
+        from .numpy_threads import single_threaded_blas as one_thread
+    except ImportError:
+        yield
+        return
+    with one_thread():
+        yield
+
+
+__all__ = ["Backend", "available", "get", "single_threaded_blas", "KNOWN"]

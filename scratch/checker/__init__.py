@@ -15,8 +15,8 @@ variant_prepare, variant_keywords, variant_diagnosis, variant_run, and for gradi
 variant_numpy_backward, variant_backward_run (`check_variants_backward`); imported on first use.
 """
 
-from .cases import Case, full_cases, large_cases, standard_cases
-from .cli import main
+from .cases import FEATURES, Case, full_cases, large_cases, standard_cases
+from .cli import load, main
 from .report import CaseResult, CheckReport
 from .run import check
 
@@ -42,12 +42,14 @@ __all__ = [
     "check_backward",
     "check_variants",
     "check_variants_backward",
+    "FEATURES",
     "Case",
     "CaseResult",
     "CheckReport",
     "check",
     "full_cases",
     "large_cases",
+    "load",
     "main",
     "standard_cases",
 ]

@@ -1,5 +1,5 @@
 """python -m scratch.models smollm2 "text": a decoder's likeliest next tokens after a text, or
---generate N tokens after it."""
+--generate N tokens after it; a .gguf file of any decoder family (scratch.models.family) too."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..progress import Cancelled, Line, Progress, reporting
+from .family import decoders
 from .files import ModelError
 from .model import load
 
@@ -25,7 +26,10 @@ def main(argv: Sequence[str] | None = None, cancelled: Callable[[], bool] | None
         epilog="A first load shows its stages (hash check, read, dequantize) on stderr; "
         f"Ctrl+C cancels it (exit status {CANCELLED}).",
     )
-    parser.add_argument("model", help='"smollm2" or a local .gguf file (Llama family)')
+    families = ", ".join(decoders())
+    parser.add_argument(
+        "model", help=f'"smollm2" or a local .gguf file of a decoder family ({families})'
+    )
     parser.add_argument("text", help="the text to continue")
     parser.add_argument("-k", type=int, default=10, help="how many tokens (default 10)")
     parser.add_argument(

@@ -35,7 +35,8 @@ class Stage:
 class Block:
     """Layer `layer` of a run written out, and the model's output."""
 
-    family: str  # the layer's layout: "bert", "gpt2" or "llama" (the Family record's)
+    family: str  # the model's family: "bert", "gpt2", "llama", "qwen2"
+    layout: str  # its Family record's layout, the layer's shape: "bert", "gpt2" or "llama"
     layer: int
     tokens: list[str]
     stages: tuple[Stage, ...]
@@ -57,7 +58,7 @@ def block(run: object, layer: int) -> Block:
     model.check_head(layer, 0)
     layout = family_of(model.family).layout  # the layer's shape: Qwen2's is Llama's
     stages = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}[layout](run, layer)
-    return Block(layout, layer, list(run.tokens), tuple(stages))
+    return Block(model.family, layout, layer, list(run.tokens), tuple(stages))
 
 
 WORDS = {  # what each step computes, where the families say it alike
@@ -188,7 +189,7 @@ def _llama(run: object, layer: int) -> list[Stage]:
     top = np.argsort(-run.logits[-1], kind="stable")[:TOP]  # the likeliest next tokens
     decode = run.model.tokenizer.decode
     names = ", ".join(repr(decode([int(i)])) for i in top[:3])
-    out = Stage("output", f"next-token logits (T, {run.logits.shape[1]}): the {TOP} likeliest "
+    out = Stage("output", f"next-token logits (T, {run.logits.shape[1]}): the {len(top)} likeliest "
                 f"tokens' columns ({names}, ...)", run.logits[:, top],  # fmt: skip
                 columns=tuple(decode([int(i)]) for i in top))  # fmt: skip
     return [*stages, *chosen, out]

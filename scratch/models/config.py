@@ -160,6 +160,7 @@ class Config:
     inverse_layer_scale: bool = False  # GPT-2 scale_attn_by_inverse_layer_idx: also / (layer + 1)
     kv_heads: int = 0  # Llama: key/value heads shared by heads // kv_heads query heads each
     rope_base: float = 0.0  # Llama: RoPE's base (every feature of a head turns, "half" pairing)
+    tied: bool = True  # a decoder's output head is the token table (else output.weight)
 
     @property
     def decoder(self) -> bool:

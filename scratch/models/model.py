@@ -150,9 +150,10 @@ class Model:
 def load(path: object = None, progress: progress_.Progress | None = None) -> Model:
     """The default model (all-MiniLM-L6-v2, verified by SHA-256), "smollm2" (SmolLM2-135M-Instruct,
     verified), a local model directory (BERT, GPT-2 or Llama family) or a local .gguf file
-    (Llama family). A first load reports its stages to `progress` (scratch.progress: hash check,
-    read, dequantize, tokenizer) and raises scratch.progress.Cancelled once it is cancelled,
-    caching nothing; a load of an unchanged file already read reports nothing."""
+    (a decoder family: Llama, Qwen2). A first load reports its stages to `progress`
+    (scratch.progress: hash check, read, dequantize, tokenizer) and raises
+    scratch.progress.Cancelled once it is cancelled, caching nothing; a load of an unchanged
+    file already read reports nothing."""
     with progress_.reporting(progress):
         return _find(path)
 

@@ -15,7 +15,7 @@ from .alibi import ALiBi, alibi_slopes
 from .alibi_symmetric import SymmetricALiBi
 from .base import Variant
 from .bias_table import BiasTable
-from .causal import Causal
+from .causal import Causal, causal_array, causal_cells, causal_shift
 from .choice import VariantChoice
 from .chunked import ChunkedLocal
 from .combine import Combined, and_masks, combine, compose, or_masks
@@ -51,6 +51,9 @@ __all__ = [
     "Variant",
     "VariantChoice",
     "alibi_slopes",
+    "causal_array",
+    "causal_cells",
+    "causal_shift",
     "and_masks",
     "combine",
     "compose",
