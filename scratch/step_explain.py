@@ -145,7 +145,8 @@ def given(cell: Cell) -> Explanation:
 
 
 def projection(cell: Cell) -> Explanation:
-    """q, k or v: a row of its input times a column of its weight (plus the bias), or the input."""
+    """q, k, v or the projected output: a row of its input times a column of its weight (plus
+    the bias), or the input itself with no weight."""
     i, j = cell.i, cell.j
     src = cell.reads[0]
     if len(cell.reads) == 1:  # no projection: the input itself
@@ -329,14 +330,3 @@ def side_by_side(cell: Cell) -> Explanation:
         f"{cell.label} = {src}[{head}][{cell.i}][{c}] = {number(cell.value)} (head {head})",
         ((src, 0, cell.i),),
     )
-
-
-def output_projection(cell: Cell) -> Explanation:
-    """A row of concat times a column of w_o (plus b_o)."""
-    i, j = cell.i, cell.j
-    src, w_name = cell.reads
-    ci, wc = cell.rows(src)[i], column(cell.rows(w_name), j)
-    text = f"{cell.label} = sum_m {src}[{i}][m] * {w_name}[m][{j}] = {terms(ci, wc)}"
-    if cell.bias:
-        text += _bias(cell, ci, wc, j)
-    return Explanation(text + f" = {number(cell.value)}", ((src, 0, i), (w_name, 1, j)))

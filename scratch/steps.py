@@ -339,7 +339,7 @@ STEPS: tuple[StepSpec, ...] = (
         "output", 8, ("query", "feature"), _projected, fixed("concat", "w_o"),
         lambda call: "output = concat @ w_o" + (" + b_o" if "b_o" in call.given else ""),
         said("the heads mixed by the output projection"),
-        bounds.output_projection, explains.output_projection, biased="b_o", arrow="@ W_o",
+        bounds.output_projection, explains.projection, biased="b_o", arrow="@ W_o",
         sentence="heads",
     ),
     # step 9: grad_output = dO, the gradient the backward starts from   (L, d_out)
