@@ -4,7 +4,8 @@
 `scores[0][1] = q_0 . k_1 = 2*4 + 2*4 + 2*0 = 16`, and `.sources` names the rows and columns of
 the earlier steps that fed it, as (step, axis, index) with axis 0 = row, 1 = column. The window
 shows these texts; it never does the arithmetic itself. Each step's explanation is the one its
-entry in `scratch.steps` names (functions in `scratch.step_explain`).
+entry in `scratch.steps` names (functions in `scratch.step_explain`). A NumPy or torch step is
+read a row at a time (`Step.rows`): one cell of a 4096-token trace reads a few rows.
 """
 
 from __future__ import annotations
