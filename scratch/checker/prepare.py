@@ -16,19 +16,63 @@ from ..rows import attention_rows, sample_rows
 from ..tolerance import tolerance
 from ..weights_tolerance import weights_tolerance
 from .arrays import Arrays
-from .cases import Case, add_late_max, gauss, mask_values
+from .cases import Case, draw
 
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 64
 
 
+class Inputs:
+    """A prepared case's inputs in the caller's arrays: made once, fresh copies for each call.
+
+    Reads .dtype, .raw (the positional inputs as drawn: q, k, v and for a backward case
+    grad_output), .extra (keyword -> values as drawn, None where unused), .kwargs, ._masters."""
+
+    NAMES = ("query", "key", "value", "grad_output")
+
+    def masters(self, arrays: Arrays) -> tuple:
+        """The positional inputs, then each extra (or None), in the caller's array type."""
+        key = (arrays.array, str(arrays.device))
+        if key not in self._masters:
+            made = tuple(arrays.make(x, self.dtype) for x in self.raw)
+            extra = tuple(
+                None if x is None else arrays.make(x, self.dtype) for x in self.extra.values()
+            )
+            self._masters = {key: made + extra}  # one array type at a time
+        return self._masters[key]
+
+    def call_args(self, arrays: Arrays) -> tuple[tuple, dict]:
+        """Fresh copies of the inputs and the keywords the case needs, as fn gets them."""
+        made, n = self.masters(arrays), len(self.raw)
+        args = tuple(arrays.copy(x) for x in made[:n])
+        kwargs = dict(self.kwargs)
+        for word, master in zip(self.extra, made[n:]):
+            if master is not None:
+                kwargs[word] = arrays.copy(master)
+        return args, kwargs
+
+    def mutated(self, arrays: Arrays, args: tuple, kwargs: dict) -> list[str]:
+        """The inputs fn changed in place (compared with the masters they were copied from)."""
+        made, n = self.masters(arrays), len(self.raw)
+        names = [
+            name
+            for name, got, master in zip(self.NAMES, args, made[:n])
+            if not arrays.same(got, master)
+        ]
+        for word, master in zip(self.extra, made[n:]):
+            if master is not None and not arrays.same(kwargs[word], master):
+                names.append(word)
+        return names
+
+
 @dataclass
-class Prepared:
+class Prepared(Inputs):
     """A case's inputs (masters in the caller's arrays, float lists), truth, weights and bound."""
 
     case: Case
     dtype: str
-    raw: tuple  # q, k, v, mask as drawn (float64 lists, before rounding to the dtype)
+    raw: tuple  # q, k, v as drawn (float64 lists, before rounding to the dtype)
+    extra: dict  # attn_mask as drawn (None: no mask)
     kwargs: dict  # is_causal, scale, enable_gqa
     mask: list | None  # the mask as float64 lists (bools for a bool mask)
     rows: list[int] | None  # the sampled query rows (large cases), else None: every row
@@ -40,25 +84,6 @@ class Prepared:
     np_ready: bool = False
     _memo: dict = field(default_factory=dict)
     _masters: dict = field(default_factory=dict)
-
-    def masters(self, arrays: Arrays) -> tuple:
-        """(q, k, v, mask or None) in the caller's array type; every call gets fresh copies."""
-        key = (arrays.array, str(arrays.device))
-        if key not in self._masters:
-            q, k, v, mask = self.raw
-            made = tuple(arrays.make(x, self.dtype) for x in (q, k, v))
-            mask_master = None if mask is None else arrays.make(mask, self.dtype)
-            self._masters = {key: made + (mask_master,)}  # one array type at a time
-        return self._masters[key]
-
-    def call_args(self, arrays: Arrays) -> tuple[tuple, dict]:
-        """Fresh copies of the inputs, as fn gets them."""
-        *made, mask_master = self.masters(arrays)
-        args = tuple(arrays.copy(x) for x in made)
-        kwargs = dict(self.kwargs)
-        if mask_master is not None:
-            kwargs["attn_mask"] = arrays.copy(mask_master)
-        return args, kwargs
 
     def numpy(self, k: list, v: list) -> None:
         """float64 arrays of truth, bound, live rows and the reference Problem (needs numpy)."""
@@ -117,7 +142,8 @@ class Prepared:
 
 
 def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
-    """The case's Prepared, from the cache when this process made it before.
+    """The case's Prepared (a backward case's BackwardPrepared, backward_cases.py), from the
+    cache when this process made it before.
 
     The ground truth depends on the rounded values only, and numpy, torch and lists round to
     the same IEEE values, so one Prepared serves every array type."""
@@ -125,7 +151,12 @@ def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    made = _prepare(case, arrays, dtype, seed, masked_rows)
+    if case.grad_output:
+        from .backward_cases import prepare_backward
+
+        made = prepare_backward(case, arrays, dtype, seed, masked_rows)
+    else:
+        made = _prepare(case, arrays, dtype, seed, masked_rows)
     if not case.rows:  # the 4096-token cases are too big to keep
         _CACHE[key] = made
         while len(_CACHE) > _CACHE_SIZE:
@@ -148,14 +179,9 @@ def made_in(arrays: Arrays, dtype: str, tensors: tuple, mask: object, case: Case
 
 def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
     """Seeded inputs made in the caller's array type, read back, and the ground truth on them."""
-    rng = random.Random(f"{seed}:{case.name}")
-    q = gauss(rng, case.q, case.q_size)
-    k, v = gauss(rng, case.k), gauss(rng, case.v)
-    if case.late_max:
-        add_late_max(q, k)
-    L, S = case.q[-2], case.k[-2]
-    mask = mask_values(rng, case, L, S)
-    raw = (q, k, v, mask)
+    q, k, v, mask = draw(random.Random(f"{seed}:{case.name}"), case)
+    L = case.q[-2]
+    raw, extra = (q, k, v), {"attn_mask": mask}
     masters, (q, k, v), mask_master, mask = made_in(arrays, dtype, (q, k, v), mask, case)
     kwargs = case.keywords()
     options = dict(
@@ -182,7 +208,7 @@ def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
     )
     bound = tolerance(*bound_inputs[0], **bound_inputs[1])
     prep = Prepared(
-        case, dtype, raw, kwargs, mask, rows, q_rows, truth, weights, bound, bound_inputs
+        case, dtype, raw, extra, kwargs, mask, rows, q_rows, truth, weights, bound, bound_inputs
     )
     prep._masters[(arrays.array, str(arrays.device))] = masters + (mask_master,)
     try:
@@ -218,7 +244,7 @@ def _rows_of(x: list, rows: list[int], depth: int) -> list:
     return [_rows_of(a, rows, depth - 1) for a in x]
 
 
-__all__ = ["Prepared", "prepare"]
+__all__ = ["Inputs", "Prepared", "prepare"]
 
 
 def score_storage_term(p, weights, dtype: str):

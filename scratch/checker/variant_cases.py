@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .cases import Case
+
 # what `require=` may name for check_variants, and how the verdict names each
 VARIANT_FEATURES = {
     "causal": "causal (bottom-right)",
@@ -28,13 +30,9 @@ VARIANT_FEATURES = {
 
 
 @dataclass(frozen=True)
-class VariantCase:
-    """One seeded input: shapes and the variant's parameters (None / False: not used)."""
+class VariantCase(Case):
+    """A case with a variant's parameters (None / False: not used); gqa follows the shapes."""
 
-    name: str
-    q: tuple[int, int, int, int]
-    k: tuple[int, int, int, int]
-    v: tuple[int, int, int, int]
     causal: bool = False  # key j seen iff j <= i + S - L
     window: tuple[int, int] | None = None  # (left, right): FlashAttention's window_size
     softcap: float | None = None  # cap * tanh(score / cap), on the scaled score
@@ -44,9 +42,9 @@ class VariantCase:
     prefix: int | None = None  # prefix-LM: j < prefix or j <= i + S - L
     chunk: int | None = None  # chunked local: j // chunk == (i + S - L) // chunk
     rotary: str | None = None  # RoPE pairing, 'half' or 'interleaved' (q, k arrive unrotated)
-    q_size: float = 1.0  # spread of q (softcap cases: large scores, so the cap matters)
 
     def __post_init__(self):
+        object.__setattr__(self, "gqa", self.q[1] != self.k[1])  # more query heads than kv heads
         L, S = self.q[2], self.k[2]
         if (self.alibi or self.cu_seqlens) and L != S:
             raise ValueError(f"{self.name}: ALiBi and documents cases need L == S")
@@ -58,12 +56,7 @@ class VariantCase:
         """Where the diagonal sits: query i at position i + shift (S - L, bottom-right)."""
         return self.k[2] - self.q[2]
 
-    @property
-    def gqa(self) -> bool:
-        """More query heads than kv heads."""
-        return self.q[1] != self.k[1]
-
-    def features(self) -> tuple[str, ...]:
+    def features(self, dtype: str = "") -> tuple[str, ...]:
         """The features (keys of VARIANT_FEATURES) the case uses."""
         on = {
             "causal": self.causal,
