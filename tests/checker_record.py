@@ -127,24 +127,31 @@ def _counts(rows: dict) -> Counter:
 
 
 def compare(before_path: str, after_path: str) -> int:
-    """Print PASS/FAIL per name before and after, and the differing rows; 0 when none differ."""
+    """Print PASS/FAIL per name before and after, and the differing rows; 0 when none differ.
+
+    Only the rows both files hold are compared (a record still running has fewer seeds)."""
     before, after = (json.load(open(p)) for p in (before_path, after_path))
+    keys = sorted(set(before) & set(after))
+    before, after = ({k: rows[k] for k in keys} for rows in (before, after))
     cb, ca = _counts(before), _counts(after)
     print(f"{'name':<70} {'PASS before/after':>18} {'FAIL before/after':>18}")
     for name in sorted({n for n, _ in cb} | {n for n, _ in ca}):
         p = f"{cb[(name, 'PASS')]}/{ca[(name, 'PASS')]}"
         f = f"{cb[(name, 'FAIL')]}/{ca[(name, 'FAIL')]}"
         print(f"{name[:70]:<70} {p:>18} {f:>18}")
-    keys = sorted(set(before) | set(after))
-    differ = [k for k in keys if before.get(k) != after.get(k)]
-    short = {k: [(r.get(k) or {}).get(f) for r in (before, after) for f in ("verdict", "name")]
-             for k in keys}  # fmt: skip
-    names = [k for k, (v0, n0, v1, n1) in short.items() if (v0, n0) != (v1, n1)]
+    differ = [k for k in keys if before[k] != after[k]]
+    names = [k for k in keys if _short(before[k]) != _short(after[k])]
     for k in differ[:40]:
-        print(f"DIFFERS {k}: {before.get(k)} -> {after.get(k)}")
-    print(f"rows {len(before)} before, {len(after)} after; verdict or name differ: {len(names)}; "
-          f"any field (failing cases too) differs: {len(differ)}")  # fmt: skip
+        print(f"DIFFERS {k}: {before[k]} -> {after[k]}")
+    seeds = sorted({int(k.rsplit(" | ", 1)[1]) for k in keys})
+    print(f"rows compared {len(keys)} (seeds {seeds[0]}..{seeds[-1]}, {len(seeds)} seeds); "
+          f"verdict or name differ: {len(names)}; any field (failing cases too) differs: "
+          f"{len(differ)}")  # fmt: skip
     return 1 if differ else 0
+
+
+def _short(row: dict) -> tuple:
+    return row["verdict"], row["name"]
 
 
 if __name__ == "__main__":

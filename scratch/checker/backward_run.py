@@ -19,7 +19,6 @@ from .backward_cases import BackwardPrepared
 from .backward_diagnosis import diagnose, diagnose_shapes
 from .backward_reference import max_error, reference_grads, rounding_scale
 from .blas import own_work
-from .prepare import prepare
 from .report import CaseResult
 from .run import (
     RULE_FACTOR,
@@ -28,7 +27,6 @@ from .run import (
     allowed_error,
     changed_in_place,
     check_backward,
-    made_inputs,
     target_name,
 )
 
@@ -41,15 +39,6 @@ class Backward(Kind):
     def needs(self, case) -> dict[str, bool]:
         """The keywords fn must take before the case is made at all."""
         return {"enable_gqa": case.gqa, "dropout_mask": bool(case.dropout_p)}
-
-    def inputs(self, case, result: CaseResult) -> tuple | None:
-        """(prep, args, kwargs), or None (unsupported) when the inputs cannot be made."""
-        with own_work():  # the inputs and the ground truth's gradients
-            return made_inputs(
-                result,
-                lambda: prepare(case, self.arrays, result.dtype, self.seed, self.masked_rows),
-                self.arrays,
-            )
 
     def call(self, args: tuple, kwargs: dict) -> tuple:
         """(dq, dk, dv) as float64 arrays."""

@@ -10,9 +10,9 @@ from ..validate import as_tensor
 from .arrays import Arrays, flat, shape
 from .blas import own_work
 from .cases import Case
-from .prepare import Prepared, prepare
+from .prepare import Prepared
 from .report import CaseResult
-from .run import RULE_FACTOR, BadResult, Kind, allowed_error, call, changed_in_place, made_inputs
+from .run import RULE_FACTOR, BadResult, Kind, allowed_error, call, changed_in_place
 
 BOUND_SHARE = 16.0  # an element within 1/16 of its worst-case bound never fails the rule
 
@@ -23,15 +23,6 @@ class Forward(Kind):
     def needs(self, case: Case) -> dict[str, bool]:
         """The keyword fn must take before the case is made at all."""
         return {"enable_gqa": case.gqa}
-
-    def inputs(self, case: Case, result: CaseResult) -> tuple | None:
-        """(prep, args, kwargs), or None (unsupported) when the inputs cannot be made."""
-        with own_work():  # the inputs, the ground truth and its bound
-            return made_inputs(
-                result,
-                lambda: prepare(case, self.arrays, result.dtype, self.seed, self.masked_rows),
-                self.arrays,
-            )
 
     def call(self, args: tuple, kwargs: dict) -> tuple:
         """(output, weights or None)."""

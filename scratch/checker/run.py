@@ -15,8 +15,10 @@ from collections.abc import Callable
 from ..tolerance import check_dtype, ulp
 from ..validate import check_masked_rows
 from .arrays import ARRAYS, Arrays
+from .blas import own_work
 from .cases import BACKWARD_FEATURES, CASE_SETS, FEATURES, cases_for
 from .ignored import settle_ignored
+from .prepare import prepare
 from .raised import array_mismatch, describe, refused_keyword
 from .report import CaseResult, CheckReport, shape_text
 
@@ -44,8 +46,14 @@ class Kind:
         return {}
 
     def inputs(self, case, result: CaseResult) -> tuple | None:
-        """(prep, args, kwargs); None when the case cannot run (result says why)."""
-        raise NotImplementedError
+        """(prep, args, kwargs); None when the case cannot run (result says why). Here: a
+        forward or backward case's seeded inputs and ground truth (prepare.py)."""
+        with own_work():  # the inputs and the ground truth
+            return made_inputs(
+                result,
+                lambda: prepare(case, self.arrays, result.dtype, self.seed, self.masked_rows),
+                self.arrays,
+            )
 
     def call(self, args: tuple, kwargs: dict) -> object:
         """fn's answer on the inputs; BadResult when it is not an answer."""
