@@ -282,7 +282,7 @@ def check_kernel(fn: Callable, **options) -> object:
 
 def check_backward_kernel(forward: Callable | None, backward: Callable | None, **options) -> object:
     """scratch.checker.check_backward(forward, backward=backward, **options) -> CheckReport."""
-    from scratch.checker.backward_run import check_backward
+    from scratch.checker import check_backward
 
     return check_backward(forward, backward=backward, **options)
 

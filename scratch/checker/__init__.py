@@ -6,8 +6,9 @@
 
 Modules: cases (the seeded cases: one Case type; a backward case is a case with a grad_output,
 a variant case one with a variant's parameters, variant_cases), arrays (the caller's array
-types), run (the one runner: check, check_backward, check_variants, check_variants_backward),
-the kinds of case it runs (forward, backward_run, variant_run: inputs, call, judgement; the
+types; the inputs made in them once per case), doors (check, check_backward, check_variants,
+check_variants_backward: settings and the kind of case), run (the one runner), the kinds of
+case it runs (forward, backward_run, variant_run: inputs, call, judgement; the
 last two need numpy and are imported on first use), prepare / backward_cases / variant_prepare
 (inputs, ground truth and bound per case), reference / backward_reference (correct kernels in
 the checked dtype: the rule's yardstick), variants and the *diagnosis modules (known mistakes),
@@ -17,8 +18,8 @@ report (one CheckReport for every kind), cli.
 
 from .cases import Case, full_cases, large_cases, standard_cases
 from .cli import main
+from .doors import check, check_backward, check_variants, check_variants_backward
 from .report import CaseResult, CheckReport
-from .run import check, check_backward, check_variants, check_variants_backward
 
 __all__ = [
     "check_backward",

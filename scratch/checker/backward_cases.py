@@ -15,9 +15,8 @@ from itertools import product
 import numpy as np
 
 from ..backward import scaled_dot_product_attention_backward
-from .arrays import Arrays
+from .arrays import Arrays, Inputs, made_in
 from .cases import Case, draw, gauss
-from .prepare import Inputs, made_in
 from .reference import Problem, problem_for
 
 DROPOUT_P = 0.25  # the dropout cases' probability; the kept entries are scaled by 1 / (1 - p)

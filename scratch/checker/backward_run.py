@@ -26,7 +26,6 @@ from .run import (
     Kind,
     allowed_error,
     changed_in_place,
-    check_backward,
     target_name,
 )
 
@@ -185,4 +184,4 @@ def _behaviour(kernel, prep: BackwardPrepared, arrays: Arrays, got: tuple, allow
     return "two identical calls differ by more than rounding (random numbers in the backward?)"
 
 
-__all__ = ["Backward", "backward_kernel", "check_backward"]
+__all__ = ["Backward", "backward_kernel"]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from .arrays import ARRAYS
 from .cases import CASE_SETS, FEATURES
-from .run import check, check_backward, check_variants, check_variants_backward
+from .doors import check, check_backward, check_variants, check_variants_backward
 
 
 def load(target: str) -> Callable:

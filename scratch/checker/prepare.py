@@ -15,54 +15,11 @@ from ..options import Options
 from ..rows import attention_rows, sample_rows
 from ..tolerance import tolerance
 from ..weights_tolerance import weights_tolerance
-from .arrays import Arrays
+from .arrays import Arrays, Inputs, made_in
 from .cases import Case, draw
 
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 64
-
-
-class Inputs:
-    """A prepared case's inputs in the caller's arrays: made once, fresh copies for each call.
-
-    Reads .dtype, .raw (the positional inputs as drawn: q, k, v and for a backward case
-    grad_output), .extra (keyword -> values as drawn, None where unused), .kwargs, ._masters."""
-
-    NAMES = ("query", "key", "value", "grad_output")
-
-    def masters(self, arrays: Arrays) -> tuple:
-        """The positional inputs, then each extra (or None), in the caller's array type."""
-        key = (arrays.array, str(arrays.device))
-        if key not in self._masters:
-            made = tuple(arrays.make(x, self.dtype) for x in self.raw)
-            extra = tuple(
-                None if x is None else arrays.make(x, self.dtype) for x in self.extra.values()
-            )
-            self._masters = {key: made + extra}  # one array type at a time
-        return self._masters[key]
-
-    def call_args(self, arrays: Arrays) -> tuple[tuple, dict]:
-        """Fresh copies of the inputs and the keywords the case needs, as fn gets them."""
-        made, n = self.masters(arrays), len(self.raw)
-        args = tuple(arrays.copy(x) for x in made[:n])
-        kwargs = dict(self.kwargs)
-        for word, master in zip(self.extra, made[n:]):
-            if master is not None:
-                kwargs[word] = arrays.copy(master)
-        return args, kwargs
-
-    def mutated(self, arrays: Arrays, args: tuple, kwargs: dict) -> list[str]:
-        """The inputs fn changed in place (compared with the masters they were copied from)."""
-        made, n = self.masters(arrays), len(self.raw)
-        names = [
-            name
-            for name, got, master in zip(self.NAMES, args, made[:n])
-            if not arrays.same(got, master)
-        ]
-        for word, master in zip(self.extra, made[n:]):
-            if master is not None and not arrays.same(kwargs[word], master):
-                names.append(word)
-        return names
 
 
 @dataclass
@@ -164,19 +121,6 @@ def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str)
     return made
 
 
-def made_in(arrays: Arrays, dtype: str, tensors: tuple, mask: object, case: Case) -> tuple:
-    """The tensors (and mask) made in the caller's array type and read back as the kernel sees
-    them: (masters, floats read back, mask master, mask as the ground truth should take it)."""
-    masters = tuple(arrays.make(x, dtype) for x in tensors)
-    floats = tuple(arrays.floats(x) for x in masters)
-    mask_master = None
-    if mask is not None:
-        mask_master = arrays.make(mask, dtype)
-        if case.mask == "float":
-            mask = arrays.floats(mask_master)
-    return masters, floats, mask_master, mask
-
-
 def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
     """Seeded inputs made in the caller's array type, read back, and the ground truth on them."""
     q, k, v, mask = draw(random.Random(f"{seed}:{case.name}"), case)
@@ -244,7 +188,7 @@ def _rows_of(x: list, rows: list[int], depth: int) -> list:
     return [_rows_of(a, rows, depth - 1) for a in x]
 
 
-__all__ = ["Inputs", "Prepared", "prepare"]
+__all__ = ["Prepared", "prepare"]
 
 
 def score_storage_term(p, weights, dtype: str):

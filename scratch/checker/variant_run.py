@@ -21,7 +21,7 @@ from ..tolerance import UNIT_ROUNDOFF
 from .cases import gauss
 from .diagnosis import structural_score
 from .report import CaseResult
-from .run import Kind, allowed_error, call, check_variants, check_variants_backward, not_taken
+from .run import Kind, allowed_error, call, not_taken
 from .variant_cases import VariantCase
 from .variant_diagnosis import diagnose, mask_candidates, score_candidates
 from .variant_keywords import NoKeyword, keywords
@@ -225,4 +225,4 @@ def diagnose_backward(made: GradPrepared, got: list[np.ndarray]) -> str | None:
     return matched.pop() if len(matched) == 1 else None
 
 
-__all__ = ["Variant", "VariantBackward", "check_variants", "check_variants_backward"]
+__all__ = ["Variant", "VariantBackward", "prepare_backward"]
