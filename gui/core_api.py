@@ -316,13 +316,9 @@ def start_model(path: str | None, text: str, progress: object = None) -> object:
 
 
 def kv_heads_of(model: object) -> list[int]:
-    """The key/value head each query head reads (scratch.models.llama.kv_head: grouped-query
+    """The key/value head each query head reads (the model's Family record: grouped-query
     attention); BERT's and GPT-2's heads each read their own."""
-    from scratch.models import llama
-
-    if not model.decoder:
-        return list(range(model.heads))
-    return [llama.kv_head(model.config, h) for h in range(model.heads)]
+    return model.family_record.kv_heads(model.config)
 
 
 def token_name(tokenizer: object, i: int) -> str:
@@ -333,16 +329,18 @@ def token_name(tokenizer: object, i: int) -> str:
 
 
 def decoder_head(model: object, layer: int, head: int) -> tuple[dict, VariantChoice]:
-    """A Llama-family head as the window computes it: its w_q and its key/value head's w_k,
-    w_v (scratch.models.llama.head_weights, (d_model, d_head) each), and the variant the model
-    applies after the projections: causal with RoPE (the model's pairing and base)."""
-    from scratch.models import llama
-
+    """A decoder's head as the window computes it: its w_q and its key/value head's w_k, w_v
+    (the family's head_weights, (d_model, d_head) each), and the variant the model applies
+    after the projections: causal with RoPE (the Family record's pairing, the model's base)."""
     model.check_head(layer, head)
+    family = model.family_record
     rope = VariantChoice(
-        mask="causal", align="top-left", rope=llama.PAIRING, rope_base=float(model.config.rope_base)
+        mask="causal",
+        align="top-left",
+        rope=family.pairing,
+        rope_base=float(model.config.rope_base),
     )
-    return llama.head_weights(model.config, model.weights, layer, head), rope
+    return family.module().head_weights(model.config, model.weights, layer, head), rope
 
 
 def model_block(run: object, layer: int) -> object:

@@ -49,6 +49,7 @@ from .softmax import flex_weights, log_sum_exp_row, softmax_row, weights_with_si
 from .validate import as_tensor
 from .variant_support import sdpa_variant
 from .variants import Causal, GivenMask, Rotary
+from .variants.dual import derivative
 
 Matrix = list[list[float]]
 
@@ -151,10 +152,9 @@ def attend(
         weights, sink_weights = [w for w, _ in pairs], [s for _, s in pairs]
     # step 5, then: dropout on weights   (L, S), kept entries scaled by 1 / (1 - p), dropped
     # ones multiplied by 0 (as torch's dropout does: a NaN weight stays NaN, so does its row)
-    if dropout_p > 0.0:
-        draw = (rng if rng is not None else random).random
-        keep = 1.0 / (1.0 - dropout_p)
-        weights = [[w * (0.0 if draw() < dropout_p else keep) for w in row] for row in weights]
+    keep = dropout_keep(len(weights), S, dropout_p, rng)
+    if keep is not None:
+        weights = [[w * f for w, f in zip(row, fs)] for row, fs in zip(weights, keep)]
     # step 6: output = weights @ v        (L, S) @ (S, Ev) -> (L, Ev); flex: over seen keys only
     Ev = len(v[0])
     if flex:
@@ -175,6 +175,163 @@ def seen_output(weights: list[float], row: list[float], v: Matrix, Ev: int) -> l
         return [0.0] * Ev
     w = [weights[j] for j in seen]
     return [dot(w, column) for column in zip(*(v[j] for j in seen))]
+
+
+def dropout_keep(L: int, S: int, dropout_p: float, rng: random.Random | None) -> Matrix | None:
+    """Dropout's factors (L, S): 0 where `rng.random() < dropout_p` drops the weight, else
+    1 / (1 - p), drawn in row-major order (None without dropout); the backward draws them again
+    from an rng in the forward's state."""
+    if dropout_p == 0.0:
+        return None
+    draw = (rng if rng is not None else random).random
+    keep = 1.0 / (1.0 - dropout_p)
+    return [[0.0 if draw() < dropout_p else keep for _ in range(S)] for _ in range(L)]
+
+
+@dataclass
+class Gradients:
+    """The backward steps of one (L, S) head (attend_backward), named as in scratch.backward."""
+
+    query: Matrix  # Q (L, E), as the forward read it
+    weights: Matrix  # P (L, S), before dropout
+    dropped: Matrix  # P_d (L, S), after dropout
+    output: Matrix  # O (L, Ev)
+    grad_output: Matrix  # dO (L, Ev)
+    grad_value: Matrix  # dV (S, Ev), this query head's share
+    grad_weights: Matrix  # dP (L, S)
+    row_dot: list[float]  # D (L,)
+    grad_scores: Matrix  # dS (L, S), with respect to the scaled scores (through score_mod)
+    grad_query: Matrix  # dQ (L, E)
+    grad_key: Matrix  # dK (S, E), this query head's share
+    live: list[int]  # the rows that take part (all but fully masked rows under "zero")
+    grad_dropped: Matrix  # dP_d = dO V^T (L, S), before dropout's factors
+    seen: list[list[int]] | None = None  # flex: the keys each row saw (None: every key)
+    grad_sink: list[float] | None = None  # (L,) each row's term of d sink: -p_sink * D
+
+
+def attend_backward(
+    steps: Steps,
+    q: Matrix,
+    k: Matrix,
+    v: Matrix,
+    grad_output: Matrix,
+    scale: float,
+    masked_rows: str = "zero",
+    keep: Matrix | None = None,
+    *,
+    b: int = 0,
+    h: int = 0,
+    score_mod: Callable[..., float] | None = None,
+    flex: bool = False,
+) -> Gradients:
+    """The backward of `attend`: its steps mirrored, last first, for dO = grad_output (L, Ev).
+
+    `steps` is attend's forward without dropout (P = steps.weights); `keep` holds dropout's
+    factors (dropout_keep). score_mod is the variant's (unchecked) score change: its derivative
+    comes from dual numbers. flex=True mirrors attend's flex form: only the keys a row saw take
+    part in any sum, and D_i = sum_j P_ij dP_ij over them (SDPA's form: D_i = dO_i . O_i).
+    Every sum is one fsum (scratch.backward's module doc has the formulas)."""
+    P, full = steps.weights, steps.fully_masked  # (L, S), (L,)
+    L, S = len(P), len(k)
+    seen = [[j for j, x in enumerate(row) if x != -inf] for row in steps.masked] if flex else None
+    # a fully masked row under "zero" takes no part in the backward at all (never NaN)
+    silent = [f and masked_rows == "zero" and not flex for f in full]
+    # the forward's P_d and O = P_d V        (L, S) @ (S, Ev) -> (L, Ev)
+    if keep is None:  # P_d = P: the forward's own output is O (zero on silent rows already)
+        Pd, O = P, steps.output
+    else:  # the forward ran without dropout, so O = P_d V is one more product
+        Pd = [[p * f for p, f in zip(r, kr)] for r, kr in zip(P, keep)]
+        O = matmul_nt(Pd, transpose_rows(v))
+        O = [[0.0] * len(row) if s else row for row, s in zip(O, silent)]
+    # step 6 back: dP_d = dO V^T             (L, Ev) @ (Ev, S) -> (L, S); flex: seen keys only
+    if seen is None:
+        grad_dropped = matmul_nt(grad_output, v)
+    else:
+        grad_dropped = [[0.0] * S for _ in range(L)]
+        for g_i, row, keys in zip(grad_output, grad_dropped, seen):
+            for j in keys:
+                row[j] = dot(g_i, v[j])
+    # step 5 back, dropout: dP = dP_d * keep (L, S); the forward's dropout mask, reused
+    grad_weights = grad_dropped
+    if keep is not None:
+        grad_weights = [[g * f for g, f in zip(r, kr)] for r, kr in zip(grad_dropped, keep)]
+    # step 5 back, softmax: D_i = sum_c dO_ic O_ic (L,), or sum_j P_ij dP_ij over seen keys
+    if seen is None:
+        row_dot = [dot(g, o) for g, o in zip(grad_output, O)]
+    else:
+        row_dot = [
+            dot([p[j] for j in keys], [g[j] for j in keys])
+            for p, g, keys in zip(P, grad_weights, seen)
+        ]
+    # dS = P * (dP - D)                      (L, S); a constant row (zero, uniform) gets 0
+    grad_scores = [
+        [0.0] * S if f and masked_rows != "nan" else [p * (g - d) for p, g in zip(Prow, grow)]
+        for Prow, grow, d, f in zip(P, grad_weights, row_dot, full)
+    ]
+    # step 3 back: through score_mod, dS * score_mod'(scaled) (dual numbers), on the keys seen
+    if score_mod is not None:
+        for i, row, score in zip(range(L), grad_scores, steps.scores):
+            for j in range(S) if seen is None else seen[i]:
+                row[j] *= derivative(score_mod, score[j] * scale, b, h, i, j)
+    # step 2 back: dQ = scale * dS K         (L, S) @ (S, E) -> (L, E)
+    if seen is None:
+        grad_query = matmul_nt(grad_scores, transpose_rows(k))
+    else:
+        columns = [[k_j[c] for k_j in k] for c in range(len(k[0]))]  # (E, S)
+        grad_query = [
+            [dot([d[j] for j in keys], [col[j] for j in keys]) for col in columns]
+            for d, keys in zip(grad_scores, seen)
+        ]
+    grad_query = [[scale * x for x in row] for row in grad_query]
+    grad_query = [[0.0] * len(row) if s else row for row, s in zip(grad_query, silent)]
+    # the learned sink: a column with score sink and no value, so d sink = -p_sink * D per row
+    grad_sink = None
+    if flex and steps.sink_weights is not None:
+        grad_sink = [-p_sink * d for p_sink, d in zip(steps.sink_weights, row_dot)]
+    live = [i for i in range(L) if not silent[i]]
+    grads = Gradients(
+        q, P, Pd, O, grad_output, [], grad_weights, row_dot, grad_scores, grad_query, [], live,
+        grad_dropped, seen, grad_sink,
+    )  # fmt: skip
+    # step 6 and step 2 back for k and v: dV = P_d^T dO, dK = scale * dS^T Q (this head's share)
+    grads.grad_key, grads.grad_value = key_value_grads([grads], scale)
+    return grads
+
+
+def key_value_grads(heads: list[Gradients], scale: float) -> tuple[Matrix, Matrix]:
+    """dK = scale * dS^T Q and dV = P_d^T dO summed over every query head that reads one kv head.
+
+    The live rows of all `heads` are stacked first, so each entry is one fsum over every
+    (head, row) term, not a sum of sums; with flex heads a key sums only the rows that saw it.
+    A lone head's share, once attend_backward has summed it, is returned as it is.
+    """
+    first = heads[0]
+    if len(heads) == 1 and first.grad_key:  # one head: the share attend_backward summed
+        return first.grad_key, first.grad_value
+    S, E, Ev = len(first.weights[0]), len(first.query[0]), len(first.grad_output[0])
+    rows = [(g, i) for g in heads for i in g.live]
+    if not rows:  # every row silent ("zero" policy, all masked): no gradient reaches k or v
+        return [[0.0] * E for _ in range(S)], [[0.0] * Ev for _ in range(S)]
+    if all(g.seen is None for g in heads):  # every row sees every key: two matrix products
+        Pd = [g.dropped[i] for g, i in rows]  # (L', S)
+        dO = [g.grad_output[i] for g, i in rows]  # (L', Ev)
+        dS = [g.grad_scores[i] for g, i in rows]  # (L', S)
+        q = [g.query[i] for g, i in rows]  # (L', E)
+        # (S, L') @ (L', Ev) -> (S, Ev)
+        grad_value = matmul_nt(transpose_rows(Pd), transpose_rows(dO))
+        # (S, L') @ (L', E) -> (S, E), then the scale (one more rounding, as in the forward)
+        dK = matmul_nt(transpose_rows(dS), transpose_rows(q))
+        return [[scale * x for x in row] for row in dK], grad_value
+    seeing = [[] for _ in range(S)]  # key j -> the (head, row) pairs that saw it
+    for g, i in rows:
+        for j in range(S) if g.seen is None else g.seen[i]:
+            seeing[j].append((g, i))
+    grad_key, grad_value = [], []
+    for j, pairs in enumerate(seeing):
+        dS, Pd = [g.grad_scores[i][j] for g, i in pairs], [g.dropped[i][j] for g, i in pairs]
+        grad_key.append([scale * dot(dS, [g.query[i][c] for g, i in pairs]) for c in range(E)])
+        grad_value.append([dot(Pd, [g.grad_output[i][c] for g, i in pairs]) for c in range(Ev)])
+    return grad_key, grad_value
 
 
 def attend_all(

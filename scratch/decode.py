@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .flex import create_block_mask, flex_attention, prepare
+from .options import FlexOptions
 from .validate import as_tensor, check_flag, check_hook
 from .variants.base import Variant, check_sizes
 
@@ -143,7 +144,7 @@ def decode_attention(
 
     The mods see true positions (q_idx = S - L + i); output (B, H, L, Ev), lse (B, H, L).
     """
-    x = prepare(query, key, value, None, None, scale, enable_gqa, sinks)
+    x = prepare(query, key, value, FlexOptions(scale=scale, enable_gqa=enable_gqa, sinks=sinks))
     B, H, _, L, S, _, _ = x.shape
     if L > S:
         raise ValueError(

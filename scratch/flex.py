@@ -22,9 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from itertools import product
-from math import inf
 
 from .attention import Steps, attend
+from .front_doors import flex_door
+from .options import FlexOptions
 from .validate import as_tensor, check_flag, check_hook, check_positive_int, check_scale
 from .variants.base import check_sizes
 from .variants.sinks import sink_logits
@@ -177,11 +178,12 @@ class FlexInputs:
         return self.shape[1] // self.shape[2]
 
 
-def check_call(qs, ks, vs, score_mod, block_mask, enable_gqa) -> tuple[int, ...]:
-    """Check shapes (4-D), heads and the block mask; (B, H, Hkv, L, S, E, Ev).
+def check_call(qs, ks, vs, options: FlexOptions) -> tuple[int, ...]:
+    """Check shapes (4-D), heads, score_mod and the block mask; (B, H, Hkv, L, S, E, Ev).
 
     Shared by every flex_attention (the ground truth's and the backends'): one wording.
     """
+    score_mod, block_mask = options.score_mod, options.block_mask
     for name, s in (("query", qs), ("key", ks), ("value", vs)):
         if len(s) != 4:
             raise ValueError(f"{name}: expected 4 dims (B, H, seq, dim), found shape {s}")
@@ -191,7 +193,7 @@ def check_call(qs, ks, vs, score_mod, block_mask, enable_gqa) -> tuple[int, ...]
             f"key, value: expected key (B={B}, Hkv, S, E={E}) and value (B, Hkv, S, Ev), "
             f"found query {qs}, key {ks}, value {vs}"
         )
-    gqa = check_flag(enable_gqa, "enable_gqa")
+    gqa = check_flag(options.enable_gqa, "enable_gqa")
     if (H != Hkv and not gqa) or H % Hkv:
         raise ValueError(
             f"key: {Hkv} kv heads for {H} query heads needs enable_gqa=True and H % Hkv == 0"
@@ -202,26 +204,15 @@ def check_call(qs, ks, vs, score_mod, block_mask, enable_gqa) -> tuple[int, ...]
     return (B, H, Hkv, L, S, E, Ev)
 
 
-def prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) -> FlexInputs:
+def prepare(query: object, key: object, value: object, options: FlexOptions) -> FlexInputs:
     """Check the inputs (check_call) and read them as nested lists."""
     q, qs = as_tensor(query, "query", min_dims=0)
     k, ks = as_tensor(key, "key", min_dims=0)
     v, vs = as_tensor(value, "value", min_dims=0)
-    shape = check_call(qs, ks, vs, score_mod, block_mask, enable_gqa)
-    scale = check_scale(scale, shape[5])
-    return FlexInputs(q, k, v, shape, scale, score_mod, block_mask, sink_logits(sinks, shape[1]))
-
-
-@dataclass(frozen=True)
-class Row:
-    """One query row's forward: the keys seen, their raw and modified scores, weights, lse."""
-
-    keys: list[int]
-    raw: list[float]  # scale * q . k before score_mod
-    scores: list[float]  # after score_mod
-    weights: list[float]  # exp(score - lse)
-    sink_weight: float  # exp(sink - lse), 0 without sinks
-    lse: float
+    shape = check_call(qs, ks, vs, options)
+    scale = check_scale(options.scale, shape[5])
+    sinks = sink_logits(options.sinks, shape[1])
+    return FlexInputs(q, k, v, shape, scale, options.score_mod, options.block_mask, sinks)
 
 
 def modified(score_mod: Callable[..., float], score: float, b: int, h: int, i: int, j: int):
@@ -253,52 +244,28 @@ def head(x: FlexInputs, b: int, h: int) -> Steps:
     )
 
 
-def row(steps: Steps, i: int, scale: float) -> Row:
-    """Query row i of a head's steps (from `head`) as the keys it saw and their values."""
-    masked = steps.masked[i]
-    seen = [j for j, s in enumerate(masked) if s != -inf]
-    sink_weight = 0.0 if steps.sink_weights is None else steps.sink_weights[i]
-    return Row(
-        seen,
-        [steps.scores[i][j] * scale for j in seen],
-        [masked[j] for j in seen],
-        [steps.weights[i][j] for j in seen],
-        sink_weight,
-        steps.lse[i],
-    )
-
-
-def flex_attention(
-    query: object,
-    key: object,
-    value: object,
-    score_mod: Callable[..., float] | None = None,
-    block_mask: BlockMask | None = None,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-    return_lse: bool = False,
-    *,
-    sinks: object = None,
-) -> list | tuple[list, list]:
+def attention_of(query: object, key: object, value: object, options: FlexOptions):
     """FlexAttention in plain Python: output (B, H, L, Ev), and lse (B, H, L) with return_lse.
 
     `sinks`: one learned sink logit per query head (gpt-oss), added to each row's denominator.
     """
-    x = prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
-    B, H, _, L, _, _, Ev = x.shape
-    check_flag(return_lse, "return_lse")
+    x = prepare(query, key, value, options)
+    B, H = x.shape[:2]
+    check_flag(options.return_lse, "return_lse")
     output, lse = [], []
     for b in range(B):
         heads = [head(x, b, h) for h in range(H)]  # step 4: output = weights @ v, seen keys
         output.append([s.output for s in heads])
         lse.append([s.lse for s in heads])
-    return (output, lse) if return_lse else output
+    return (output, lse) if options.return_lse else output
+
+
+flex_attention = flex_door(attention_of)
 
 
 __all__ = [
     "BlockMask",
     "FlexInputs",
-    "Row",
     "check_call",
     "create_block_mask",
     "flex_attention",

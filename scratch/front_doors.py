@@ -18,6 +18,10 @@ doors hold no arithmetic: every backend still writes its own math below its door
     trace_door(impl)     trace_attention(x, key, value, w_q, w_k, w_v, w_o, *, tokens,
                          key_tokens, num_heads, num_kv_heads, b_q ... b_o, attn_mask, is_causal,
                          scale, masked_rows, dropout_p, rng) -> impl(example, options, **more)
+    flex_door(impl)      flex_attention(query, key, value, score_mod, block_mask, scale,
+                         enable_gqa, return_lse, *, sinks) -> impl(query, key, value, options)
+    flex_backward_door(impl) flex_attention_backward(query, key, value, grad_output, the
+                         forward's arguments but return_lse) -> impl(..., grad_output, options)
 
 `own_rng=True`: the backend reads `rng` itself (an int seed, a numpy or torch generator as well
 as a random.Random), so it is passed on as `rng=` instead of into Options, which takes only
@@ -30,7 +34,7 @@ import inspect
 from collections.abc import Callable
 
 from .example import Example
-from .options import Options
+from .options import FlexOptions, Options
 from .plan import projections
 from .validate import check_projections, check_value_has_key
 
@@ -209,4 +213,62 @@ def trace_door(impl: Callable) -> Callable:
     return _named(trace_attention, impl)
 
 
-__all__ = ["backward_door", "forward_door", "multi_head_door", "trace_door"]
+def flex_door(impl: Callable) -> Callable:
+    """flex_attention's keywords -> impl(query, key, value, options: FlexOptions, **more)."""
+    accepted = _extra_keywords(impl, 4)
+
+    def flex_attention(
+        query: object,
+        key: object,
+        value: object,
+        score_mod: Callable | None = None,
+        block_mask: object = None,
+        scale: float | None = None,
+        enable_gqa: bool = False,
+        return_lse: bool = False,
+        *,
+        sinks: object = None,
+        **more: object,
+    ) -> object:
+        """The keywords as one FlexOptions, then the backend's own flex_attention:"""
+        _refuse_unknown("flex_attention", accepted, more)
+        options = FlexOptions(score_mod, block_mask, scale, enable_gqa, return_lse, sinks)
+        return impl(query, key, value, options, **more)
+
+    return _named(flex_attention, impl)
+
+
+def flex_backward_door(impl: Callable) -> Callable:
+    """flex_attention_backward's keywords (the forward's, after grad_output, but return_lse) ->
+    impl(query, key, value, grad_output, options: FlexOptions, **more)."""
+    accepted = _extra_keywords(impl, 5)
+
+    def flex_attention_backward(
+        query: object,
+        key: object,
+        value: object,
+        grad_output: object,
+        score_mod: Callable | None = None,
+        block_mask: object = None,
+        scale: float | None = None,
+        enable_gqa: bool = False,
+        *,
+        sinks: object = None,
+        **more: object,
+    ) -> object:
+        """The keywords as one FlexOptions, then the backend's own flex_attention_backward:"""
+        _refuse_unknown("flex_attention_backward", accepted, more)
+        options = FlexOptions(score_mod, block_mask, scale, enable_gqa, sinks=sinks)
+        return impl(query, key, value, grad_output, options, **more)
+
+    return _named(flex_attention_backward, impl)
+
+
+__all__ = [
+    "backward_door",
+    "flex_backward_door",
+    "flex_door",
+    "forward_door",
+    "multi_head_door",
+    "trace_door",
+]

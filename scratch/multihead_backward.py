@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from itertools import product
 from math import fsum
 
-from .attention import Head
-from .backward import Gradients, backward_head, key_value_grads
+from .attention import Gradients, Head
+from .backward import backward_heads
 from .front_doors import multi_head_door
 from .linalg import matmul_nt, transpose_rows
 from .multihead import Projected, run_multi_head, split_heads
@@ -92,24 +92,23 @@ def run_backward(run: Projected, grad_output: object, rng: object = None) -> Bac
     k_heads, v_heads = split_heads(run.k, lead, Hkv), split_heads(run.v, lead, Hkv)
     qkv = (q_heads, k_heads, v_heads)
     dO_heads = split_heads(d_concat, lead, H)  # (..., H, L, d_v)
-    heads, dq_blocks, dk_blocks, dv_blocks = [], [], [], []
-    head_options = replace(options, rng=rng)  # the forward's dropout, drawn again from rng
+    inputs = []  # (Head, dO (L, d_v)) of every (..., head), row-major
     for index in product(*map(range, lead)):
-        per_head, groups = [], {}
         for h in range(H):
             head_index, kv_index = index + (h,), index + (h // plan.group,)
             mask_rows = run.mask.slice(head_index) if run.mask is not None else None
             q_h, k_h, v_h = (at(m, i) for m, i in zip(qkv, (head_index, kv_index, kv_index)))
-            inputs = Head(head_index, kv_index, q_h, k_h, v_h, mask_rows)
-            dO_h = at(dO_heads, head_index)  # (L, d_v)
-            head = backward_head(inputs, dO_h, run.scale, run.mask, head_options)
-            heads.append(head)
-            per_head.append(head.grad_query)
-            groups.setdefault(h // plan.group, []).append(head)
+            head = Head(head_index, kv_index, q_h, k_h, v_h, mask_rows)
+            inputs.append((head, at(dO_heads, head_index)))
+    head_options = replace(options, rng=rng)  # the forward's dropout, drawn again from rng
+    heads, kv = backward_heads(inputs, run.scale, run.mask, head_options)
+    dq_blocks, dk_blocks, dv_blocks = [], [], []
+    for n, index in enumerate(product(*map(range, lead))):
+        per_head = [g.grad_query for g in heads[n * H : (n + 1) * H]]
+        groups = [kv[index + (g,)] for g in range(Hkv)]
         dq_blocks.append([[c for h in per_head for c in h[i]] for i in range(L)])  # (L, H*d_head)
-        kv = [key_value_grads([h.rows() for h in groups[g]], run.scale) for g in range(Hkv)]
-        dk_blocks.append([[c for dK, _ in kv for c in dK[j]] for j in range(S)])  # (S, Hkv*d_head)
-        dv_blocks.append([[c for _, dV in kv for c in dV[j]] for j in range(S)])  # (S, Hkv*d_v)
+        dk_blocks.append([[c for dK, _ in groups for c in dK[j]] for j in range(S)])  # (S, Hkv*d)
+        dv_blocks.append([[c for _, dV in groups for c in dV[j]] for j in range(S)])  # (S, Hkv*d_v)
     dq, dk, dv = (sum(blocks, []) for blocks in (dq_blocks, dk_blocks, dv_blocks))  # all rows
     # step 3: through the input projections     d_w = x^T @ d, d_b = column sums of d
     x_rows = {name: rows(data, lead) for name, data in run.inputs.items()}

@@ -7,6 +7,7 @@ modifier, a flag for the backward pass) is a field here plus the code that reads
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .validate import _describe, check_dropout_p, check_flag, check_masked_rows, check_scale
@@ -100,4 +101,17 @@ class Options:
         return ", ".join(parts)
 
 
-__all__ = ["MASK_KINDS", "Options", "check_rng"]
+@dataclass(frozen=True)
+class FlexOptions:
+    """How one flex_attention call computes, PyTorch's keywords as given: the mods, the scale,
+    GQA, lse and the sinks. Checked where the arrays are known (scratch.flex.check_call)."""
+
+    score_mod: Callable[..., float] | None = None  # score_mod(score, b, h, q_idx, kv_idx)
+    block_mask: object = None  # create_block_mask's BlockMask (torch's own, for torch)
+    scale: float | None = None  # None: 1 / sqrt(E)
+    enable_gqa: bool = False  # key/value may have fewer heads than query
+    return_lse: bool = False  # also return each row's log-sum-exp
+    sinks: object = None  # one learned sink logit per query head (gpt-oss), or None
+
+
+__all__ = ["MASK_KINDS", "FlexOptions", "Options", "check_rng"]

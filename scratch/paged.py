@@ -16,6 +16,7 @@ from math import nan
 
 from .decode import attend_at, check_mods, four_dims, key_value, query_offset
 from .flex import prepare
+from .options import FlexOptions
 from .validate import check_flag, check_positive_int
 
 
@@ -118,8 +119,9 @@ def paged_decode_attention(
             raise ValueError(f"seq_lens[{b}]: {n} tokens, fewer than the {L} queries")
     keys, values = read_pages(key_cache, value_cache, block_table, seq_lens)
     output, lse = [], []
+    options = FlexOptions(scale=scale, enable_gqa=enable_gqa, sinks=sinks)
     for b, n in enumerate(seq_lens):
-        x = prepare([q[b]], [keys[b]], [values[b]], None, None, scale, enable_gqa, sinks)
+        x = prepare([q[b]], [keys[b]], [values[b]], options)
         check_mods(score_mod, mask_mod, None, H, n)  # B unknown to one sequence's call
         out_b, lse_b = attend_at(x, query_offset(L, n), 0, score_mod, mask_mod, batch=b)
         output.append(out_b[0])

@@ -36,6 +36,7 @@ from math import exp, fsum, inf, log
 
 from .decode import attend_at, check_mods, four_dims, query_offset
 from .flex import FlexInputs, prepare
+from .options import FlexOptions
 from .validate import as_tensor, check_flag, check_positive_int
 from .variants.sinks import sink_logits
 
@@ -61,7 +62,7 @@ def split_kv_partials(
     enable_gqa: bool = False,
 ) -> list[Partial]:
     """Each split's (output, lse) over its own keys, query (B, H, L, E) the last L of S keys."""
-    x = prepare(query, key, value, None, None, scale, enable_gqa, None)
+    x = prepare(query, key, value, FlexOptions(scale=scale, enable_gqa=enable_gqa))
     B, H, Hkv, L, S, E, Ev = x.shape
     if L > S:
         raise ValueError(f"query: {L} queries cannot be the last positions of {S} keys")

@@ -29,13 +29,14 @@ WIDEN = [
 ]
 
 
-def llama64_module() -> types.ModuleType:
-    """transformers' modeling_llama compiled again with its float32 steps in float64."""
-    name = "transformers.models.llama.modeling_llama"
+def llama64_module(family: str = "llama") -> types.ModuleType:
+    """transformers' modeling_llama (or modeling_qwen2) compiled again with its float32 steps
+    in float64 (Qwen2's modeling file has the same four casts)."""
+    name = f"transformers.models.{family}.modeling_{family}"
     original = importlib.import_module(name)
     source = Path(original.__file__).read_text(encoding="utf-8")
     for old, new, count in WIDEN:
-        assert source.count(old) == count, f"modeling_llama.py changed: {old!r}"
+        assert source.count(old) == count, f"modeling_{family}.py changed: {old!r}"
         source = source.replace(old, new)
     module = types.ModuleType(name + "_float64")
     module.__file__ = original.__file__
@@ -45,19 +46,31 @@ def llama64_module() -> types.ModuleType:
     return module
 
 
+CLASSES = {  # GGUF architecture -> transformers' model and rotary classes
+    "llama": ("LlamaForCausalLM", "LlamaRotaryEmbedding"),
+    "qwen2": ("Qwen2ForCausalLM", "Qwen2RotaryEmbedding"),
+}
+
+
 def reference(path: Path) -> torch.nn.Module:
-    """LlamaForCausalLM in float64, eager attention, weights dequantized by the gguf package."""
+    """LlamaForCausalLM (or Qwen2ForCausalLM, as the file's architecture says) in float64,
+    eager attention, weights dequantized by the gguf package; q, k rows put back by
+    transformers' own LlamaTensorProcessor for Llama (llama.cpp permutes no Qwen2 rows)."""
     import gguf
     import transformers
     from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
-    llama64 = llama64_module()
     config = transformers.AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    family = config.model_type
+    model_class, rotary_class = CLASSES[family]
+    module = llama64_module(family)
+    tensors = gguf.GGUFReader(path).tensors
+    config.tie_word_embeddings = all(t.name != "output.weight" for t in tensors)
     config._attn_implementation = "eager"
     with torch.device("meta"):  # no random initialisation of 135 M numbers: weights come next
-        model = llama64.LlamaForCausalLM(config)
+        model = getattr(module, model_class)(config)
     model.requires_grad_(False)
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config.num_hidden_layers)
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[family.upper()], config.num_hidden_layers)
     to_hf = {}  # GGUF tensor name -> transformers' parameter name
     for hf_name in model.state_dict():
         base, suffix = hf_name.rsplit(".", 1)
@@ -66,14 +79,18 @@ def reference(path: Path) -> torch.nn.Module:
     heads = {k: getattr(config, k) for k in ("num_attention_heads", "num_key_value_heads")}
     unpermute = LlamaTensorProcessor(config=heads)  # transformers' own q, k row order
     state = {}
-    for tensor in gguf.GGUFReader(path).tensors:
+    for tensor in tensors:
         weights = gguf.dequantize(tensor.data, tensor.tensor_type)  # float32
-        weights = unpermute.process(weights=weights, name=tensor.name).weights
+        if family == "llama":
+            weights = unpermute.process(weights=weights, name=tensor.name).weights
         state[to_hf[tensor.name]] = torch.from_numpy(weights.astype("float64"))
     missing = model.load_state_dict(state, strict=False, assign=True).missing_keys
-    assert missing == ["lm_head.weight"], missing  # tied: the token table
-    model.lm_head.weight = model.model.embed_tokens.weight
-    model.model.rotary_emb = llama64.LlamaRotaryEmbedding(config)  # its buffers, off meta
+    if config.tie_word_embeddings:
+        assert missing == ["lm_head.weight"], missing  # tied: the token table
+        model.lm_head.weight = model.model.embed_tokens.weight
+    else:
+        assert missing == [], missing  # an output head of its own
+    model.model.rotary_emb = getattr(module, rotary_class)(config)  # its buffers, off meta
     return model.eval()
 
 

@@ -1,8 +1,11 @@
 """The ground truth's three attention copies as they were before one head kernel replaced them
 (scratch/attention.py `attend`, scratch/variant_steps.py `attend_head`, scratch/flex.py `row` and
-`flex_attention`, at main feff91f), frozen here ONLY so tests/test_one_head.py can show the one
-kernel gives every public entry the same bits. Not product code; do not import it elsewhere.
-Steps come back as SimpleNamespace objects with the same names."""
+`flex_attention`, at main feff91f), and the backward's copies (scratch/backward.py `backward_head`,
+`key_value_grads` and `gradients_of`, scratch/multihead_backward.py `run_backward`'s head loop,
+scratch/flex_backward.py `flex_attention_backward`, at main 92d44a4), frozen here ONLY so
+tests/test_one_head.py can show the one kernel and its backward give every public entry the same
+bits. Not product code; do not import it elsewhere. Steps come back as SimpleNamespace objects
+with the same names."""
 
 from __future__ import annotations
 
@@ -14,10 +17,10 @@ from math import exp, fsum, inf, log
 from types import SimpleNamespace
 
 from scratch.flex import BlockMask, FlexInputs, prepare
-from scratch.linalg import matmul_nt, transpose_rows
+from scratch.linalg import dot, matmul_nt, transpose_rows
 from scratch.masks import Mask
 from scratch.nested import at
-from scratch.options import Options
+from scratch.options import FlexOptions, Options
 from scratch.softmax import softmax_row
 from scratch.validate import check_flag
 from scratch.variant_steps import Pieces, parts_of, pieces
@@ -268,7 +271,7 @@ def flex_attention(
 
     `sinks`: one learned sink logit per query head (gpt-oss), added to each row's denominator.
     """
-    x = prepare(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
+    x = flex_inputs(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
     B, H, _, L, _, _, Ev = x.shape
     check_flag(return_lse, "return_lse")
     output, lse = [], []
@@ -291,3 +294,196 @@ def flex_attention(
         output.append(out_b)
         lse.append(lse_b)
     return (output, lse) if return_lse else output
+
+
+# ---- the backward's copies (main 92d44a4) ----
+
+
+def dropout_keep(L: int, S: int, dropout_p: float, rng: random.Random | None) -> list | None:
+    """The forward's dropout factors (0 or 1/(1-p)), drawn in the forward's row-major order."""
+    if dropout_p == 0.0:
+        return None
+    rng = rng if rng is not None else random
+    keep = 1.0 / (1.0 - dropout_p)
+    return [[0.0 if rng.random() < dropout_p else keep for _ in range(S)] for _ in range(L)]
+
+
+def backward_head(q, k, v, mask, mask_rows, grad_output, scale, masked_rows, dropout_p, rng):
+    """scratch.backward.backward_head: one head's gradients as a SimpleNamespace."""
+    forward = attend(q, k, v, scale, mask, mask_rows, masked_rows)  # P without dropout
+    P, full = forward.weights, forward.fully_masked  # (L, S), (L,)
+    L, S = len(P), len(P[0])
+    keep = dropout_keep(L, S, dropout_p, rng)
+    silent = [f and masked_rows == "zero" for f in full]
+    if keep is None:
+        Pd, O = P, forward.output
+    else:
+        Pd = [[p * f for p, f in zip(r, kr)] for r, kr in zip(P, keep)]
+        O = matmul_nt(Pd, transpose_rows(v))
+        O = [[0.0] * len(row) if s else row for row, s in zip(O, silent)]
+    grad_dropped = matmul_nt(grad_output, v)
+    grad_weights = grad_dropped
+    if keep is not None:
+        grad_weights = [[g * f for g, f in zip(r, kr)] for r, kr in zip(grad_dropped, keep)]
+    row_dot = [dot(g, o) for g, o in zip(grad_output, O)]
+    grad_scores = [
+        [0.0] * S if f and masked_rows != "nan" else [p * (g - d) for p, g in zip(Prow, grow)]
+        for Prow, grow, d, f in zip(P, grad_weights, row_dot, full)
+    ]
+    grad_query = [[scale * x for x in row] for row in matmul_nt(grad_scores, transpose_rows(k))]
+    grad_query = [[0.0] * len(row) if s else row for row, s in zip(grad_query, silent)]
+    live = [i for i in range(L) if not silent[i]]
+    rows = (Pd, grad_output, grad_scores, q, live)
+    grad_key, grad_value = key_value_grads([rows], scale)
+    return SimpleNamespace(
+        query=q, weights=P, dropped=Pd, output=O, grad_output=grad_output, grad_value=grad_value,
+        grad_weights=grad_weights, row_dot=row_dot, grad_scores=grad_scores,
+        grad_query=grad_query, grad_key=grad_key, live=live, grad_dropped=grad_dropped, rows=rows,
+    )  # fmt: skip
+
+
+def key_value_grads(heads: list[tuple], scale: float) -> tuple[Matrix, Matrix]:
+    """scratch.backward.key_value_grads: one fsum over every (head, live row) of a kv head."""
+    Pd = [P[i] for P, _, _, _, live in heads for i in live]
+    dO = [g[i] for _, g, _, _, live in heads for i in live]
+    dS = [d[i] for _, _, d, _, live in heads for i in live]
+    q = [x[i] for _, _, _, x, live in heads for i in live]
+    S, E, Ev = len(heads[0][0][0]), len(heads[0][3][0]), len(heads[0][1][0])
+    if not Pd:
+        return [[0.0] * E for _ in range(S)], [[0.0] * Ev for _ in range(S)]
+    grad_value = matmul_nt(transpose_rows(Pd), transpose_rows(dO))
+    grad_key = [
+        [scale * x for x in row] for row in matmul_nt(transpose_rows(dS), transpose_rows(q))
+    ]
+    return grad_key, grad_value
+
+
+def sdpa_backward(query, key, value, grad_output, options: Options) -> tuple:
+    """scratch.backward.gradients_of: (grad_query, grad_key, grad_value) of SDPA."""
+    from scratch.attention import prepare as prepare_sdpa
+    from scratch.nested import stack
+    from scratch.validate import as_tensor
+
+    p = prepare_sdpa(query, key, value, options)
+    plan = p.plan
+    g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
+    plan.check_grad_output(g_shape)
+    grad_query, kv_shares = [], {}
+    for index in product(*map(range, plan.lead)):
+        kv = plan.kv_index(index)
+        mask_rows = p.mask.slice(index) if p.mask is not None else None
+        head = backward_head(
+            at(p.q, index), at(p.k, kv), at(p.v, kv), p.mask, mask_rows, at(g, index), p.scale,
+            p.masked_rows, options.dropout_p, options.rng,
+        )  # fmt: skip
+        grad_query.append(head.grad_query)
+        kv_shares.setdefault(kv, []).append(head)
+    grad_key, grad_value = [], []
+    for i in product(*map(range, plan.kv_lead)):
+        shares = kv_shares[i]
+        if len(shares) == 1:
+            dK, dV = shares[0].grad_key, shares[0].grad_value
+        else:
+            dK, dV = key_value_grads([h.rows for h in shares], p.scale)
+        grad_key.append(dK)
+        grad_value.append(dV)
+    kv_lead = plan.kv_lead
+    return stack(grad_query, plan.lead), stack(grad_key, kv_lead), stack(grad_value, kv_lead)
+
+
+def multi_head_heads(run, grad_output, rng=None) -> tuple:
+    """scratch.multihead_backward.run_backward's head loop: (heads, dq, dk, dv), the rows of
+    every leading index stacked, from d_concat = dO (no w_o) or dO @ w_o^T."""
+    from scratch.multihead import split_heads
+    from scratch.nested import rows, unrows
+    from scratch.validate import as_tensor
+
+    plan, params = run.plan, run.params
+    lead, H, Hkv, L, S = plan.lead, plan.num_heads, plan.num_kv_heads, plan.L, plan.S
+    dO, _ = as_tensor(grad_output, "grad_output", min_dims=2)
+    d_concat = rows(dO, lead)
+    if "w_o" in params:
+        d_concat = matmul_nt(d_concat, params["w_o"])
+    d_concat = unrows(d_concat, lead, L)
+    qkv = (
+        split_heads(run.q, lead, H),
+        split_heads(run.k, lead, Hkv),
+        split_heads(run.v, lead, Hkv),
+    )
+    dO_heads = split_heads(d_concat, lead, H)
+    heads, dq_blocks, dk_blocks, dv_blocks = [], [], [], []
+    for index in product(*map(range, lead)):
+        per_head, groups = [], {}
+        for h in range(H):
+            head_index, kv_index = index + (h,), index + (h // plan.group,)
+            mask_rows = run.mask.slice(head_index) if run.mask is not None else None
+            q_h, k_h, v_h = (at(m, i) for m, i in zip(qkv, (head_index, kv_index, kv_index)))
+            head = backward_head(
+                q_h, k_h, v_h, run.mask, mask_rows, at(dO_heads, head_index), run.scale,
+                run.options.masked_rows, run.options.dropout_p, rng,
+            )  # fmt: skip
+            heads.append(head)
+            per_head.append(head.grad_query)
+            groups.setdefault(h // plan.group, []).append(head)
+        dq_blocks.append([[c for h in per_head for c in h[i]] for i in range(L)])
+        kv = [key_value_grads([h.rows for h in groups[g]], run.scale) for g in range(Hkv)]
+        dk_blocks.append([[c for dK, _ in kv for c in dK[j]] for j in range(S)])
+        dv_blocks.append([[c for _, dV in kv for c in dV[j]] for j in range(S)])
+    dq, dk, dv = (sum(blocks, []) for blocks in (dq_blocks, dk_blocks, dv_blocks))
+    return heads, dq, dk, dv
+
+
+def flex_attention_backward(
+    query, key, value, grad_output, score_mod=None, block_mask=None, scale=None,
+    enable_gqa=False, *, sinks=None,
+) -> tuple:  # fmt: skip
+    """scratch.flex_backward.flex_attention_backward, row by row with `row` above."""
+    from scratch.validate import as_tensor
+    from scratch.variants.dual import derivative
+
+    x = flex_inputs(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
+    B, H, Hkv, L, S, E, Ev = x.shape
+    d_out, _ = as_tensor(grad_output, "grad_output", min_dims=0)
+    grad_q = [[[None] * L for _ in range(H)] for _ in range(B)]
+    dk_terms = [[[[[] for _ in range(E)] for _ in range(S)] for _ in range(Hkv)] for _ in range(B)]
+    dv_terms = [[[[[] for _ in range(Ev)] for _ in range(S)] for _ in range(Hkv)] for _ in range(B)]
+    sink_terms = [[] for _ in range(H)]
+    for b in range(B):
+        for h in range(H):
+            kv = h // x.group
+            for i in range(L):
+                r, d_o, q_i = row(x, b, h, i), d_out[b][h][i], x.q[b][h][i]
+                d_p = [fsum(a * c for a, c in zip(d_o, x.v[b][kv][j])) for j in r.keys]
+                D = fsum(p * dp for p, dp in zip(r.weights, d_p))
+                d_r = []
+                for p, dp, raw, j in zip(r.weights, d_p, r.raw, r.keys):
+                    grad = 1.0 if x.score_mod is None else derivative(x.score_mod, raw, b, h, i, j)
+                    d_r.append(p * (dp - D) * grad)
+                for dr, p, j in zip(d_r, r.weights, r.keys):
+                    for c in range(E):
+                        dk_terms[b][kv][j][c].append(dr * q_i[c])
+                    for c in range(Ev):
+                        dv_terms[b][kv][j][c].append(p * d_o[c])
+                grad_q[b][h][i] = [
+                    x.scale * fsum(dr * x.k[b][kv][j][c] for dr, j in zip(d_r, r.keys))
+                    for c in range(E)
+                ]
+                if x.sinks is not None:
+                    sink_terms[h].append(-r.sink_weight * D)
+    grad_k = [
+        [[[x.scale * fsum(t) for t in key_j] for key_j in head] for head in batch]
+        for batch in dk_terms
+    ]
+    grad_v = [
+        [[[fsum(t) for t in key_j] for key_j in head] for head in batch] for batch in dv_terms
+    ]
+    if x.sinks is None:
+        return grad_q, grad_k, grad_v
+    return grad_q, grad_k, grad_v, [fsum(t) for t in sink_terms]
+
+
+def flex_inputs(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) -> FlexInputs:
+    """scratch.flex.prepare on the call's keywords (the one place this file meets its signature)."""
+    return prepare(
+        query, key, value, FlexOptions(score_mod, block_mask, scale, enable_gqa, False, sinks)
+    )

@@ -10,6 +10,7 @@ wrong key positions and top-left queries are planted and fail. Standard library 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 from decode_cases import mods, problem, rows, variants
@@ -17,7 +18,8 @@ from decode_cases import mods, problem, rows, variants
 import scratch
 import scratch.split_kv
 from scratch.decode import at_positions
-from scratch.flex import create_block_mask, head, prepare, row
+from scratch.flex import create_block_mask, head, prepare
+from scratch.options import FlexOptions
 from scratch.split_kv import merge_partials, split_bounds, split_kv_partials
 from scratch.variants import Causal, SlidingWindow
 
@@ -31,9 +33,17 @@ def full_rows(q, k, v, variant, sinks=None) -> dict:
     m = mods(variant)
     moved_mask = at_positions(m["mask_mod"], S - L)
     block = None if moved_mask is None else create_block_mask(moved_mask, B, H, L, S)
-    x = prepare(q, k, v, at_positions(m["score_mod"], S - L), block, None, True, sinks)
+    options = FlexOptions(at_positions(m["score_mod"], S - L), block, enable_gqa=True, sinks=sinks)
+    x = prepare(q, k, v, options)
     heads = {(b, h): head(x, b, h) for b in range(B) for h in range(H)}
-    return {(b, h, i): row(s, i, x.scale) for (b, h), s in heads.items() for i in range(L)}
+    return {(b, h, i): seen_row(s, i) for (b, h), s in heads.items() for i in range(L)}
+
+
+def seen_row(steps, i: int) -> SimpleNamespace:
+    """Row i of a head's flex steps: the keys it saw, their scores and weights, its lse."""
+    keys = [j for j, s in enumerate(steps.masked[i]) if s != -math.inf]
+    scores, weights = [steps.masked[i][j] for j in keys], [steps.weights[i][j] for j in keys]
+    return SimpleNamespace(keys=keys, scores=scores, weights=weights, lse=steps.lse[i])
 
 
 def gaps_over_bounds(q, k, v, variant, num_splits, merged, sinks=None) -> list[float]:

@@ -26,6 +26,7 @@ from scratch.backends.torch_flex import (  # noqa: E402
 )
 from scratch.backends.torch_flex_compile import compile_problem  # noqa: E402
 from scratch.backends.torch_flex_inputs import prepare  # noqa: E402
+from scratch.options import FlexOptions  # noqa: E402
 from scratch.tolerance import reference_error_rule  # noqa: E402
 from tests.flex_cases import CASES, COMBINED, random_problems  # noqa: E402
 from tests.flex_torch import explicit_forward, randn  # noqa: E402
@@ -195,7 +196,7 @@ def test_torchs_tiles_from_the_array_forms_are_the_ground_truths_tiles():
         if variant.mask_mod is None:
             continue
         ours = block_mask(variant, B, H, L, S, 2)
-        call = prepare(q, k, v, variant.score_mod, ours, None, True, None, "cpu", None)
+        call = prepare(q, k, v, FlexOptions(variant.score_mod, ours, enable_gqa=True), "cpu", None)
         theirs = call.torch_block_mask()  # (B, H, L / 2, S / 2) tiles, and the full ones
         partial = theirs.to_dense()
         for b in range(B):
@@ -269,7 +270,9 @@ def test_kernel_choice_here_and_refusals():
     q, k, v, _ = problem(8, *SIZES)
     case = COMBINED["window + softcap"](*SIZES[:2], *SIZES[3:5])
     bm = block_mask(case.variant, *SIZES[:2], *SIZES[3:5])
-    call = prepare(q, k, v, case.variant.score_mod, bm, None, True, SINKS, "cpu", None)
+    call = prepare(
+        q, k, v, FlexOptions(case.variant.score_mod, bm, enable_gqa=True, sinks=SINKS), "cpu", None
+    )
     assert choose_kernel(call, None, lse=True, grad=False) == "flex-eager"  # float64
     assert choose_kernel(call, None, lse=True, grad=True) == "explicit"  # no CPU backward
     with pytest.raises(ValueError, match="does not support backward on CPU"):
@@ -331,7 +334,7 @@ def test_compiled_flexattention_in_float32_where_this_machine_compiles():
     q, k, v = (t.double().tolist() for t in rounded)
     case = COMBINED["window + softcap"](B, H, L, S)
     variant, bm = case.variant, block_mask(case.variant, B, H, L, S)
-    call = prepare(*rounded, variant.score_mod, bm, None, True, None, "cpu", None)
+    call = prepare(*rounded, FlexOptions(variant.score_mod, bm, enable_gqa=True), "cpu", None)
     assert choose_kernel(call, None, lse=False, grad=False) == "flex-compiled"
     out = flex_attention(*rounded, variant.score_mod, bm, None, True)
     truth = scratch.flex_attention(q, k, v, variant.score_mod, bm, None, True)
@@ -362,7 +365,7 @@ def test_cuda_forward_and_backward_through_flexattention(name):
     assert ours[0].device.type == "cuda"
     assert_close([t.cpu() for t in ours], truth, ("output", "lse"), f"cuda {name}")
     grads = scratch.flex_attention_backward(q, k, v, d_out, variant.score_mod, bm, None, True)
-    call = prepare(q, k, v, variant.score_mod, bm, None, True, None, "cuda", None)
+    call = prepare(q, k, v, FlexOptions(variant.score_mod, bm, enable_gqa=True), "cuda", None)
     assert choose_kernel(call, None, lse=False, grad=True) == "flex-eager"  # float64: eager
     ours = flex_attention_backward(q, k, v, d_out, variant.score_mod, bm, None, True, device="cuda")
     assert_close([t.cpu() for t in ours], grads, GRADS, f"cuda backward {name}")

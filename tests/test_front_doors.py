@@ -136,3 +136,41 @@ def test_a_misspelled_keyword_is_named_with_the_public_function(backend):
     for name, call in calls:
         with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument"):
             call()
+
+
+def test_flex_doors_build_one_flex_options():
+    """flex_attention's and its backward's keywords, positional or named, become one FlexOptions
+    (the backward's has return_lse False); the backend's own keywords pass through."""
+    from scratch.front_doors import flex_backward_door, flex_door
+    from scratch.options import FlexOptions
+
+    mod, bm = (lambda s, b, h, i, j: s), object()
+    door = flex_door(_recorder("query", "key", "value", "options", "kernel"))
+    called, more = door(1, 2, 3, mod, bm, 0.5, True, True, sinks=[0.1], kernel="x")
+    assert called["options"] == FlexOptions(mod, bm, 0.5, True, True, [0.1])
+    assert more == {"kernel": "x"}
+    back = flex_backward_door(_recorder("query", "key", "value", "grad_output", "options"))
+    called, _ = back(1, 2, 3, 4, mod, bm, 0.5, True, sinks=[0.2])
+    assert called["grad_output"] == 4
+    assert called["options"] == FlexOptions(mod, bm, 0.5, True, False, [0.2])
+
+
+@pytest.mark.parametrize("name", ["scratch", "numpy", "torch-cpu"])
+def test_every_flex_attention_keeps_pytorchs_signature(name):
+    """flex_attention and its backward: PyTorch's parameters in PyTorch's order on every backend,
+    and a misspelled keyword named with the public function."""
+    if name not in backends.available():
+        pytest.skip(f"{name} unavailable")
+    backend = scratch if name == "scratch" else backends.get(name)
+    forward = list(inspect.signature(backend.flex_attention).parameters)
+    assert forward == ["query", "key", "value", "score_mod", "block_mask", "scale", "enable_gqa",
+                       "return_lse", "sinks", "more"]  # fmt: skip
+    backward = list(inspect.signature(backend.flex_attention_backward).parameters)
+    assert backward == ["query", "key", "value", "grad_output", "score_mod", "block_mask",
+                        "scale", "enable_gqa", "sinks", "more"]  # fmt: skip
+    x = [[[[1.0, 2.0]]]]
+    for fn, args in ((backend.flex_attention, (x, x, x)), (backend.flex_attention_backward,
+                                                          (x, x, x, x))):  # fmt: skip
+        public = fn.func.__name__ if hasattr(fn, "func") else fn.__name__
+        with pytest.raises(TypeError, match=rf"^{public}\(\) got an unexpected keyword argument"):
+            fn(*args, enable_gpa=True)

@@ -20,6 +20,7 @@ pytest.importorskip("transformers")
 
 import scratch  # noqa: E402
 from scratch import models  # noqa: E402
+from scratch.backends import numpy_llama as fast  # noqa: E402
 from scratch.models import llama  # noqa: E402
 from scratch.models.__main__ import main  # noqa: E402
 from scratch.models.gguf_file import smollm2_path, unpermute  # noqa: E402
@@ -116,7 +117,7 @@ def test_greedy_generation_is_transformers(smol, reference, generation):
 
 def test_each_cached_step_is_the_full_runs_last_row(smol, generation):
     T = len(generation.prompt.ids)
-    attentions, _, logits = llama.forward(
+    attentions, _, logits = fast.forward(
         smol.config, smol.weights, generation.prompt.ids + generation.ids
     )
     for i, (step, row) in enumerate(zip(generation.attentions, generation.logits)):
@@ -144,6 +145,7 @@ def test_the_ground_truth_traces_a_head_with_rotary_and_the_shared_kv_head(runs,
 
 
 def test_grouped_query_heads_share_key_value_heads_in_blocks(smol):
+    assert smol.family_record.kv_heads(smol.config) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert [llama.kv_head(smol.config, h) for h in range(9)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     with pytest.raises(ValueError, match="rotary positions"):
         smol.head_projections(0, 0)  # the pipeline's x @ W + b form has no place for RoPE
@@ -220,17 +222,17 @@ def test_feature_blocks_and_threads_leave_the_numbers_as_they_were(smol, monkeyp
     per product gives."""
     ids = smol.tokenize(" ".join(TEXTS))[1][:70]
     assert len(ids) == 70
-    shared = llama.forward(smol.config, smol.weights, ids)
+    shared = fast.forward(smol.config, smol.weights, ids)
     serial = lambda tasks, workers, work: [work(task) for task in tasks]  # noqa: E731
-    monkeypatch.setattr(llama, "share", serial)  # the name llama.py shares the blocks with
-    alone = llama.forward(smol.config, smol.weights, ids)
+    monkeypatch.setattr(fast, "share", serial)  # the name numpy_llama.py shares the blocks with
+    alone = fast.forward(smol.config, smol.weights, ids)
     # bit for bit: the same blocks, so the same calls on the same shapes, OpenBLAS on one thread
     # in both; only which thread runs a block differs
     assert shared[0].tobytes() == alone[0].tobytes() and shared[2].tobytes() == alone[2].tobytes()
-    monkeypatch.setattr(llama, "cores", lambda: 1)
-    monkeypatch.setattr(llama, "BLOCKS_PER_CORE", 1)
-    assert llama.blocks(49152) == [slice(0, 49152)]
-    whole = llama.forward(smol.config, smol.weights, ids)
+    monkeypatch.setattr(fast, "cores", lambda: 1)
+    monkeypatch.setattr(fast, "BLOCKS_PER_CORE", 1)
+    assert fast.blocks(49152) == [slice(0, 49152)]
+    whole = fast.forward(smol.config, smol.weights, ids)
     assert np.abs(whole[0] - shared[0]).max() <= 1e-13  # found: 0 on this machine's OpenBLAS
     assert np.abs(whole[2] - shared[2]).max() <= 1e-11
 
@@ -238,11 +240,11 @@ def test_feature_blocks_and_threads_leave_the_numbers_as_they_were(smol, monkeyp
 @pytest.mark.parametrize("n", [1, 5, 8, 20, 64, 576, 960, 1536, 49152])
 @pytest.mark.parametrize("cores", [1, 2, 3, 16])
 def test_feature_blocks_cover_each_feature_once(n, cores, monkeypatch):
-    monkeypatch.setattr(llama, "cores", lambda: cores)
-    blocks = llama.blocks(n)
+    monkeypatch.setattr(fast, "cores", lambda: cores)
+    blocks = fast.blocks(n)
     assert [i for b in blocks for i in range(b.start, b.stop)] == list(range(n))
     assert all((b.stop - b.start) % 8 == 0 for b in blocks[:-1])  # whole SIMD widths but the last
-    assert len(blocks) <= max(1, cores * llama.BLOCKS_PER_CORE)
+    assert len(blocks) <= max(1, cores * fast.BLOCKS_PER_CORE)
 
 
 def test_silu_is_x_times_sigmoid_without_overflow_warnings():
@@ -250,7 +252,7 @@ def test_silu_is_x_times_sigmoid_without_overflow_warnings():
     under 1e-300) it may flush to -0; no overflow warning anywhere."""
     x = np.concatenate([np.linspace(-60, 60, 12001), [-1e308, -800.0, -710.0, 710.0, 1e308]])
     with np.errstate(over="raise", invalid="raise", divide="raise"):
-        got = llama.silu(x)
+        got = fast.silu(x)
     normal = x > -700
     exact = np.array([v / (1 + math.exp(-v)) for v in x[normal].tolist()])
     assert (np.abs(got[normal] - exact) <= 4 * np.spacing(np.abs(exact))).all()
@@ -263,7 +265,7 @@ def test_incremental_equals_full_after_a_long_prompt(smol):
     generation = smol.generate(text, 3)
     T = len(generation.prompt.ids)
     assert T > 64
-    attentions, _, logits = llama.forward(
+    attentions, _, logits = fast.forward(
         smol.config, smol.weights, generation.prompt.ids + generation.ids
     )
     for i, (step, row) in enumerate(zip(generation.attentions, generation.logits)):
@@ -277,25 +279,25 @@ def test_few_tokens_go_to_openblas_threads_with_the_same_numbers(smol, tokens, m
     with SHARED_ROWS raised to 6) no product or head is handed to our worker threads, and the
     attentions, logits and cache equal what the shared blocks give within float64 rounding (the
     bounds of the test above; OpenBLAS picks other kernels for one product than for blocks)."""
-    assert llama.SHARED_ROWS == 2  # a single new token
+    assert fast.SHARED_ROWS == 2  # a single new token
     if tokens > 1:
-        monkeypatch.setattr(llama, "SHARED_ROWS", tokens + 1)
+        monkeypatch.setattr(fast, "SHARED_ROWS", tokens + 1)
     ids = smol.tokenize(" ".join(TEXTS))[1][:40]
-    _, _, _, cache = llama.step(smol.config, smol.weights, ids)
+    _, _, _, cache = fast.step(smol.config, smol.weights, ids)
     new, past = (ids[:1], cache) if tokens == 1 else (ids[:tokens], None)
     handed = []
-    share = llama.share
+    share = fast.share
 
     def counted(tasks, workers, work):
         handed.append(workers)
         return share(tasks, workers, work)
 
-    monkeypatch.setattr(llama, "share", counted)
-    few = llama.step(smol.config, smol.weights, new, past)
+    monkeypatch.setattr(fast, "share", counted)
+    few = fast.step(smol.config, smol.weights, new, past)
     assert handed == [1] * smol.config.layers  # only the heads, on this thread
-    monkeypatch.setattr(llama, "SHARED_ROWS", 1)
-    shared = llama.step(smol.config, smol.weights, new, past)
-    assert len(handed) > 2 * smol.config.layers and max(handed) == llama.cores()
+    monkeypatch.setattr(fast, "SHARED_ROWS", 1)
+    shared = fast.step(smol.config, smol.weights, new, past)
+    assert len(handed) > 2 * smol.config.layers and max(handed) == fast.cores()
     assert np.abs(few[0] - shared[0]).max() <= 1e-13
     assert np.abs(few[2] - shared[2]).max() <= 1e-11
     for a, b in zip(few[3].k + few[3].v, shared[3].k + shared[3].v):
@@ -305,7 +307,7 @@ def test_few_tokens_go_to_openblas_threads_with_the_same_numbers(smol, tokens, m
 def _best_worst_cost(T: int, past: int, parts: int) -> int:
     """The smallest largest block cost over every cut of T rows into at most `parts` blocks
     (dynamic programming over the cut points: the brute force row_blocks' search must match)."""
-    cost = lambda r0, r1: (r1 - r0) * (llama.ROW_KEYS + past + r1)  # noqa: E731
+    cost = lambda r0, r1: (r1 - r0) * (fast.ROW_KEYS + past + r1)  # noqa: E731
     best = [0] + [math.inf] * T  # best[i]: rows 0..i-1 in the blocks so far
     for _ in range(parts):
         best = [0] + [min(max(best[j], cost(j, i)) for j in range(i)) for i in range(1, T + 1)]
@@ -318,10 +320,10 @@ def _best_worst_cost(T: int, past: int, parts: int) -> int:
      (16, 128, 2), (100, 1000, 2), (5, 3, 16), (33, 7, 3)],
 )  # fmt: skip
 def test_attention_row_blocks_cover_each_row_once_at_the_least_largest_cost(T, past, parts):
-    blocks = llama.row_blocks(T, past, parts)
+    blocks = fast.row_blocks(T, past, parts)
     assert [r for b in blocks for r in range(b.start, b.stop)] == list(range(T))
     assert 1 <= len(blocks) <= parts
-    worst = max((b.stop - b.start) * (llama.ROW_KEYS + past + b.stop) for b in blocks)
+    worst = max((b.stop - b.start) * (fast.ROW_KEYS + past + b.stop) for b in blocks)
     assert worst == _best_worst_cost(T, past, parts)
 
 
@@ -333,11 +335,11 @@ def test_the_projections_turn_q_and_k_heads_as_rotate_does(smol, monkeypatch):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((21, c.d_model))  # (T, d_model)
     positions = np.arange(7, 28, dtype=np.float64)  # a text after 7 cached tokens
-    cos, sin = (a[:, None] for a in llama.angles(positions, c.d_head, c.rope_base))
+    cos, sin = (a[:, None] for a in fast.angles(positions, c.d_head, c.rope_base))
     T, d, n = 21, c.d_head, c.heads + c.kv_heads
     for cores in (2, 4, 16):
-        monkeypatch.setattr(llama, "cores", lambda: cores)  # noqa: B023
-        qkv, turned = llama._projections(c, x, w, cos, sin)
+        monkeypatch.setattr(fast, "cores", lambda: cores)  # noqa: B023
+        qkv, turned = fast._projections(c, x, w, cos, sin)
         assert np.abs(qkv - x @ w.T).max() <= 1e-12
         heads = qkv[:, : n * d].reshape(T, n, d).transpose(1, 0, 2)  # (n, T, d)
         truth = llama.rotate(heads, positions, c.rope_base).transpose(1, 0, 2).reshape(T, n * d)
@@ -346,20 +348,20 @@ def test_the_projections_turn_q_and_k_heads_as_rotate_does(smol, monkeypatch):
 
 
 def test_a_steps_results_are_its_own_after_the_next_step(smol):
-    """The layers' temporaries live in buffers each thread keeps (llama.scratch); nothing a step
+    """The layers' temporaries live in buffers each thread keeps (fast.scratch); nothing a step
     returns or caches may be one of them: a second step on another text leaves the first's
     attentions, inputs, logits and cache as they were, bit for bit; and each layer's input and
     keys are its own (no two layers share them)."""
     first_ids = smol.tokenize(TEXTS[1])[1][:17]
     second_ids = smol.tokenize(TEXTS[4])[1][:12]  # fewer rows: a kept buffer would be reused
     assert (len(first_ids), len(second_ids)) == (17, 12)
-    first = llama.step(smol.config, smol.weights, first_ids)
+    first = fast.step(smol.config, smol.weights, first_ids)
     before = [first[0].copy(), [x.copy() for x in first[1]], first[2].copy()]
     cached = [a.copy() for a in first[3].k + first[3].v]
     assert not any(np.array_equal(a, b) for a, b in zip(first[1], first[1][1:]))
     assert not any(np.array_equal(a, b) for a, b in zip(first[3].k, first[3].k[1:]))
-    llama.step(smol.config, smol.weights, second_ids)
-    llama.step(smol.config, smol.weights, second_ids[:1], first[3])  # a cached step too
+    fast.step(smol.config, smol.weights, second_ids)
+    fast.step(smol.config, smol.weights, second_ids[:1], first[3])  # a cached step too
     assert first[0].tobytes() == before[0].tobytes()
     assert all(x.tobytes() == y.tobytes() for x, y in zip(first[1], before[1]))
     assert first[2].tobytes() == before[2].tobytes()
@@ -367,16 +369,16 @@ def test_a_steps_results_are_its_own_after_the_next_step(smol):
 
 
 def test_scratch_keeps_one_buffer_per_thread_and_name_up_to_its_limit():
-    a = llama.scratch("test-a", (4, 6))
-    assert llama.scratch("test-a", (3, 5)).base is a.base  # smaller: the same memory
-    assert llama.scratch("test-b", (4, 6)).base is not a.base  # another name, another buffer
-    grown = llama.scratch("test-a", (10, 10))  # larger: a new buffer, kept from now on
-    assert grown.shape == (10, 10) and llama.scratch("test-a", (2, 2)).base is grown.base
+    a = fast.scratch("test-a", (4, 6))
+    assert fast.scratch("test-a", (3, 5)).base is a.base  # smaller: the same memory
+    assert fast.scratch("test-b", (4, 6)).base is not a.base  # another name, another buffer
+    grown = fast.scratch("test-a", (10, 10))  # larger: a new buffer, kept from now on
+    assert grown.shape == (10, 10) and fast.scratch("test-a", (2, 2)).base is grown.base
     other = []
-    thread = threading.Thread(target=lambda: other.append(llama.scratch("test-a", (4, 6))))
+    thread = threading.Thread(target=lambda: other.append(fast.scratch("test-a", (4, 6))))
     thread.start()
     thread.join()
     assert other[0].base is not grown.base  # each thread its own
-    huge = (llama.SCRATCH_BYTES // 8 + 1,)
-    x, y = llama.scratch("test-a", huge), llama.scratch("test-a", huge)  # over the limit: fresh
+    huge = (fast.SCRATCH_BYTES // 8 + 1,)
+    x, y = fast.scratch("test-a", huge), fast.scratch("test-a", huge)  # over the limit: fresh
     assert x.base is None and y.base is None and not np.shares_memory(x, y)

@@ -22,6 +22,7 @@ import scratch
 from scratch.backends import get
 from scratch.backends import numpy_flex as nf
 from scratch.backends import numpy_flex_backward as nfb
+from scratch.options import FlexOptions
 from scratch.tolerance import reference_error_rule
 from scratch.variants import Causal, SlidingWindow, Softcap, combine
 
@@ -194,7 +195,9 @@ def test_the_kernels_visit_exactly_the_listed_tiles(variant):
     q, k, v, g = arrays(5, B, H, H, L, S, 4, 4)
     bm = nf.create_block_mask(variant.mask_mod, B, H, L, S, BLOCK_SIZE=size)
     listed = tiles_listed(bm)
-    x = nf.FlexProblem(q, k, v, variant.score_mod, bm, None, False, SINKS[:H])
+    x = nf.FlexProblem(
+        q, k, v, FlexOptions(score_mod=variant.score_mod, block_mask=bm, sinks=SINKS[:H])
+    )
     x.plan.record = []
     output, lse = nf.chunked(x, size, size)
     forward = list(x.plan.record)
@@ -213,7 +216,7 @@ def test_the_chunked_kernel_skips_tiles_at_the_bench_shape_ratio():
     variant = SlidingWindow(255, 0)
     q, k, v, _ = arrays(6, 1, 1, 1, L, L, 8, 8)
     bm = nf.create_block_mask(variant.mask_mod, 1, 1, L, L, BLOCK_SIZE=size)
-    x = nf.FlexProblem(q, k, v, None, bm, None, False, None)
+    x = nf.FlexProblem(q, k, v, FlexOptions(block_mask=bm))
     x.plan.record = []
     output, lse = nf.chunked(x, nf.FLEX_CHUNK, 256)
     cells = sum((i1 - i0) * (j1 - j0) for *_, i0, i1, j0, j1 in x.plan.record)

@@ -16,6 +16,7 @@ import pytest
 import scratch
 from scratch.backends import numpy_chunked
 from scratch.backends import numpy_flex as nf
+from scratch.options import FlexOptions
 from scratch.variants import ALiBi, SlidingWindow, Softcap, combine
 from tests.error_bounds import lse_bound, output_bound
 
@@ -59,7 +60,7 @@ def test_a_window_chunk_is_tiles_then_one_band_with_one_blocks_cells():
     (1, 12, 4)."""
     variant = SlidingWindow(5, 0)
     bm = nf.create_block_mask(variant.mask_mod, 1, 1, 62, 62, BLOCK_SIZE=SIZE)
-    plan = nf.FlexProblem(*inputs(0, 1, 1, 62, 62), None, bm, None, False, None).plan
+    plan = nf.FlexProblem(*inputs(0, 1, 1, 62, 62), FlexOptions(block_mask=bm)).plan
     runs = plan.bands(0, 0, 0, 62, 62, np.dtype(np.float64))
     assert [(r0, r1) for r0, r1, _ in runs] == [(0, 4), (4, 8), (8, 60), (60, 62)]
     assert [band is None for *_, band in runs] == [True, True, False, True]
@@ -118,7 +119,12 @@ def test_bands_compute_exactly_the_listed_cells_and_equal_the_truth(name, chunk,
     q, k, v = inputs(3, 2, 1, L, S, positive=True)
     mask_mod = SlidingWindow(5, 0).mask_mod  # the block mask for head 0, read by both heads
     bm = nf.create_block_mask(mask_mod, 1, 1, L, S, BLOCK_SIZE=SIZE)
-    x = nf.FlexProblem(q, k, v, variant.score_mod, bm, None, True, sinks)
+    x = nf.FlexProblem(
+        q,
+        k,
+        v,
+        FlexOptions(score_mod=variant.score_mod, block_mask=bm, enable_gqa=True, sinks=sinks),
+    )
     x.plan.record = []
     output, lse = nf.chunked(x, chunk, SIZE)
     seen = {
@@ -151,7 +157,7 @@ def test_a_band_whose_blocks_see_keys_differently_keeps_each_blocks_cells():
     L = S = 48
     bm = nf.create_block_mask(mask_mod, 1, 1, L, S, BLOCK_SIZE=SIZE)
     q, k, v = inputs(5, 2, 1, L, S)
-    x = nf.FlexProblem(q, k, v, None, bm, None, True, [0.3, -0.2])
+    x = nf.FlexProblem(q, k, v, FlexOptions(block_mask=bm, enable_gqa=True, sinks=[0.3, -0.2]))
     runs = x.plan.bands(0, 0, 0, L, S, np.dtype(np.float64))
     assert [(r0, r1, band and (band[0], band[2].shape)) for r0, r1, band in runs] == [
         (0, 4, None),
@@ -202,7 +208,7 @@ def test_an_exp_that_overflows_in_a_band_sends_its_rows_to_the_safe_pass():
     variant.score_mod = staticmethod(score_mod)
     q, k, v = inputs(7, 1, 1, L, S)
     bm = nf.create_block_mask(window.mask_mod, 1, 1, L, S, BLOCK_SIZE=SIZE)
-    x = nf.FlexProblem(q, k, v, score_mod, bm, None, False, None)
+    x = nf.FlexProblem(q, k, v, FlexOptions(score_mod=score_mod, block_mask=bm))
     x.plan.record = []
     output, lse = nf.chunked(x, 2 * SIZE, SIZE)  # chunks of 2 blocks: from row 8 all band
     assert (0, 0, 8, 12, 0, 12) in x.plan.record
@@ -307,7 +313,7 @@ def test_a_large_chunk_without_bands_goes_by_tiles_of_at_most_query_chunk_rows(
     else:
         q, k, v = (magnitude * rng.standard_normal((1, 1, L, 8)) for _ in range(3))
     bm = nf.create_block_mask(Causal().mask_mod, 1, 1, L, L)
-    x = nf.FlexProblem(q, k, v, None, bm, None, False, None)
+    x = nf.FlexProblem(q, k, v, FlexOptions(block_mask=bm))
     x.plan.record = []
     monkeypatch.setattr(numpy_chunked, "cores", lambda: 1)  # one task: the whole chunk
     output, lse = nf.chunked(x, L, 256)
@@ -337,7 +343,7 @@ def test_rows_redone_by_the_safe_pass_go_block_by_block(fast):
     k = -3.0 - np.abs(rng.standard_normal((1, 1, S, 4)))
     v = rng.standard_normal((1, 1, S, 3))
     bm = nf.create_block_mask(window.mask_mod, 1, 1, L, S, BLOCK_SIZE=SIZE)
-    x = nf.FlexProblem(q, k, v, None, bm, None, False, None)
+    x = nf.FlexProblem(q, k, v, FlexOptions(block_mask=bm))
     x.plan.record = []
     with numpy_chunked.fast_pass(fast):
         output, lse = nf.chunked(x, L, SIZE)
@@ -370,8 +376,8 @@ def test_inf_and_nan_are_refused_naming_the_argument(dtype, threads, L, E, monke
     parallel = 3 * fine.size >= nf.PARALLEL_CHECK
     assert parallel == (E == 64)
     big = np.full_like(fine, np.finfo(dtype).max)
-    nf.FlexProblem(big, big, big, None, None, None, False, None)
-    norms = nf.FlexProblem(fine, fine, fine, None, None, None, False, None).k_norm
+    nf.FlexProblem(big, big, big, FlexOptions())
+    norms = nf.FlexProblem(fine, fine, fine, FlexOptions()).k_norm
     assert np.array_equal(norms, numpy_chunked._row_norms(fine).max(axis=-1))
     rows = {0, L // threads - 1, min(L - 1, L // threads), L // 2, L - 2, L - 1}  # shares' ends
     for name in ("query", "key", "value"):
@@ -381,4 +387,4 @@ def test_inf_and_nan_are_refused_naming_the_argument(dtype, threads, L, E, monke
                 x[cell] = bad
                 arrays = [x if n == name else fine for n in ("query", "key", "value")]
                 with pytest.raises(ValueError, match=f"{name}: expected finite numbers"):
-                    nf.FlexProblem(*arrays, None, None, None, False, None)
+                    nf.FlexProblem(*arrays, FlexOptions())

@@ -16,7 +16,6 @@ import scratch
 import scratch.attention
 import scratch.backward
 import scratch.decode
-import scratch.flex_backward
 import scratch.multihead
 import scratch.rows
 from scratch.options import Options
@@ -274,22 +273,15 @@ def flex_case(rng: random.Random) -> tuple[list, list, list, dict]:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_flex_attention_and_its_backward_equal_the_old_rows(seed, monkeypatch):
-    """flex_attention (output and lse) and flex_attention_backward: block masks of every tile
-    size, score_mods (one answering -inf), sinks, GQA, zero and negative scales."""
+def test_flex_attention_equals_the_old_rows(seed):
+    """flex_attention (output and lse): block masks of every tile size, score_mods (one
+    answering -inf), sinks, GQA, zero and negative scales (its backward: test_one_backward)."""
     rng = random.Random(seed)
     for _ in range(8):
         q, k, v, kw = flex_case(rng)
         new = scratch.flex_attention(q, k, v, **kw, return_lse=True)
         before = old.flex_attention(q, k, v, **kw, return_lse=True)
         assert same(list(new), list(before)), (seed, kw)
-        g = tensor(rng, (len(q), len(q[0]), len(q[0][0]), len(v[0][0][0])))
-        new_grads = scratch.flex_attention_backward(q, k, v, g, **kw)
-        with monkeypatch.context() as m:
-            m.setattr(scratch.flex_backward, "head", lambda x, b, h: (x, b, h))
-            m.setattr(scratch.flex_backward, "row", lambda xbh, i, scale: old.row(*xbh, i))
-            old_grads = scratch.flex_attention_backward(q, k, v, g, **kw)
-        assert same(list(new_grads), list(old_grads)), (seed, kw)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

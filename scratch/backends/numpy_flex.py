@@ -19,14 +19,12 @@ ground truth's, one Python call per cell, would take minutes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from ..flex import BlockMask, check_block_mask
-from ..options import Options
-from ..validate import check_flag, check_hook, check_scale
-from ..variants.base import check_sizes
+from ..flex import check_call
+from ..front_doors import flex_door
+from ..options import FlexOptions, Options
+from ..validate import check_flag, check_scale
 from ..variants.sinks import sink_logits
 from .numpy_chunked import KEY_BLOCK, _row_norms, chunked_output
 from .numpy_flex_plan import FlexPlan, create_block_mask
@@ -86,36 +84,22 @@ def finite_with_key_norms(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.nda
 class FlexProblem:
     """Validated arrays of one call: q (B, H, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev)."""
 
-    def __init__(self, query, key, value, score_mod, block_mask, scale, enable_gqa, sinks):
+    def __init__(self, query: object, key: object, value: object, options: FlexOptions):
         dtype = _dtype(None, query, key, value)
         self.q = _array(query, "query", dtype, finite=False)
         self.k = _array(key, "key", dtype, finite=False)
         self.v = _array(value, "value", dtype, finite=False)
         self.k_norm = finite_with_key_norms(self.q, self.k, self.v)  # (..., Hkv)
-        for name, x in (("query", self.q), ("key", self.k), ("value", self.v)):
-            if x.ndim != 4:
-                raise ValueError(f"{name}: expected 4 dims (B, H, seq, dim), found shape {x.shape}")
-        (B, H, L, E), (Bk, Hkv, S, Ek), (Bv, Hv, Sv, Ev) = self.q.shape, self.k.shape, self.v.shape
-        if (Bk, Ek) != (B, E) or (Bv, Hv, Sv) != (Bk, Hkv, S):
-            raise ValueError(
-                f"key, value: expected key (B={B}, Hkv, S, E={E}) and value (B, Hkv, S, Ev), "
-                f"found query {self.q.shape}, key {self.k.shape}, value {self.v.shape}"
-            )
-        if (H != Hkv and not check_flag(enable_gqa, "enable_gqa")) or H % Hkv:
-            raise ValueError(
-                f"key: {Hkv} kv heads for {H} query heads needs enable_gqa=True and H % Hkv == 0"
-            )
-        check_flag(enable_gqa, "enable_gqa")
-        check_hook(score_mod, "score_mod", arity=5)
-        check_sizes(score_mod, B, H, L, S)
-        check_block_mask(block_mask, B, H, L, S)
+        # the ground truth's checks and words: 4-D shapes, heads, score_mod, block mask
+        B, H, Hkv, L, S, E, Ev = check_call(self.q.shape, self.k.shape, self.v.shape, options)
+        sinks = options.sinks
         if sinks is not None and hasattr(sinks, "tolist"):  # an array of logits
             sinks = [float(x) for x in np.asarray(sinks).reshape(-1)]
         self.shape = (B, H, Hkv, L, S, E, Ev)
         self.group = H // Hkv
-        self.scale = check_scale(scale, E)
+        self.scale = check_scale(options.scale, E)
         self.dtype = dtype
-        self.plan = FlexPlan(score_mod, block_mask, sink_logits(sinks, H))
+        self.plan = FlexPlan(options.score_mod, options.block_mask, sink_logits(sinks, H))
 
     def repeat_kv(self, x: np.ndarray) -> np.ndarray:
         """(B, Hkv, n, c) -> (B, H, n, c): query head h reads kv head h // group."""
@@ -218,17 +202,12 @@ def chunked(
     return output, lse
 
 
-def flex_attention(
+def attention_of(
     query: object,
     key: object,
     value: object,
-    score_mod: Callable | None = None,
-    block_mask: BlockMask | None = None,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-    return_lse: bool = False,
+    options: FlexOptions,
     *,
-    sinks: object = None,
     kernel: str = "chunked",
     chunk: int | None = None,
     block: int = KEY_BLOCK,
@@ -239,10 +218,13 @@ def flex_attention(
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
-    check_flag(return_lse, "return_lse")
-    x = FlexProblem(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
+    return_lse = check_flag(options.return_lse, "return_lse")
+    x = FlexProblem(query, key, value, options)
     output, lse = explicit(x) if kernel == "explicit" else chunked(x, chunk, block, return_lse)
     return (output, lse) if return_lse else output
+
+
+flex_attention = flex_door(attention_of)
 
 
 __all__ = ["FlexProblem", "create_block_mask", "flex_attention"]

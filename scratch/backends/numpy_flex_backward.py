@@ -15,11 +15,10 @@ r = raw scaled scores, s = score_mod(r) (masked: -inf):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from ..flex import BlockMask
+from ..front_doors import flex_backward_door
+from ..options import FlexOptions
 from ..validate import check_positive_int
 from .numpy_backward import _array
 from .numpy_flex import FlexProblem, chunked, explicit_scores, explicit_softmax
@@ -101,17 +100,13 @@ def tiled(x: FlexProblem, g: np.ndarray, output: np.ndarray, lse: np.ndarray, bl
     return grads, _sink_grad(x, lse, row_dot)
 
 
-def flex_attention_backward(
+def gradients_of(
     query: object,
     key: object,
     value: object,
     grad_output: object,
-    score_mod: Callable | None = None,
-    block_mask: BlockMask | None = None,
-    scale: float | None = None,
-    enable_gqa: bool = False,
+    options: FlexOptions,
     *,
-    sinks: object = None,
     kernel: str = "tiled",
     block: int = BLOCK,
     output: object = None,
@@ -125,7 +120,7 @@ def flex_attention_backward(
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
-    x = FlexProblem(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
+    x = FlexProblem(query, key, value, options)
     B, H, _, L, _, _, Ev = x.shape
     g = _array(grad_output, "grad_output", x.dtype)
     if g.shape != (B, H, L, Ev):
@@ -148,6 +143,9 @@ def flex_attention_backward(
             )
         grads, d_sinks = tiled(x, g, output, lse, block)
     return grads if d_sinks is None else (*grads, d_sinks)
+
+
+flex_attention_backward = flex_backward_door(gradients_of)
 
 
 __all__ = ["flex_attention_backward"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..options import Options
+from ..options import FlexOptions, Options
 from ..variant_steps import pieces
 from ..variants import Rotary
 from .numpy_flex import FlexProblem, explicit_softmax, explicit_steps
@@ -39,9 +39,8 @@ def attend_variant(
     mask_mod = None if p.rule is None else p.rule.mask_mod
     score_mod = None if p.rule is None else p.rule.score_mod
     block_mask = None if mask_mod is None else create_block_mask(mask_mod, 1, H, L, S)
-    x = FlexProblem(
-        q[None], k[None], v[None], score_mod, block_mask, scale, H != k.shape[0], p.sinks
-    )  # (1, H, L, E), (1, Hkv, S, E), (1, Hkv, S, Ev)
+    flex = FlexOptions(score_mod, block_mask, scale, H != k.shape[0], sinks=p.sinks)
+    x = FlexProblem(q[None], k[None], v[None], flex)  # (1, H, L, E), (1, Hkv, S, E|Ev)
     # steps 2-4: scores, scaled (score_mod of scores * scale), masked (-inf where not seen)
     scores, _, scaled, masked = (m[0] for m in explicit_steps(x))  # (H, L, S) each
     # step 5: weights, each row's softmax with the sink in its denominator

@@ -26,12 +26,13 @@ gradient needs no gradient through FlexAttention's lse).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 
 import torch
 from torch.nn.attention.flex_attention import AuxRequest
 from torch.nn.attention.flex_attention import flex_attention as torch_flex_attention
 
+from scratch.front_doors import flex_backward_door, flex_door
+from scratch.options import FlexOptions
 from scratch.validate import check_flag
 
 from .torch_flex_compile import compile_problem, compiled_flex_attention
@@ -93,17 +94,12 @@ def _forward(call: FlexCall, kernel: str, q, k, v, sinks) -> tuple[torch.Tensor,
     return output, lse
 
 
-def flex_attention(
+def attention_of(
     query: object,
     key: object,
     value: object,
-    score_mod: Callable | None = None,
-    block_mask: object = None,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-    return_lse: bool = False,
+    options: FlexOptions,
     *,
-    sinks: object = None,
     kernel: str | None = None,
     device: object = "cpu",
     dtype: object = None,
@@ -111,10 +107,8 @@ def flex_attention(
     """FlexAttention in torch: output (B, H, L, Ev), and lse (B, H, L) with return_lse.
 
     Inputs that require a gradient get one through the result (explicit path on CPU)."""
-    call = prepare(
-        query, key, value, score_mod, block_mask, scale, enable_gqa, sinks, device, dtype
-    )
-    wants = check_flag(return_lse, "return_lse")
+    call = prepare(query, key, value, options, device, dtype)
+    wants = check_flag(options.return_lse, "return_lse")
     inputs = (call.q, call.k, call.v, call.sinks)
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
     chosen = choose_kernel(call, kernel, wants or call.sinks is not None, grad)
@@ -123,25 +117,22 @@ def flex_attention(
     return (output, lse.to(call.place.wide)) if wants else output
 
 
-def flex_attention_backward(
+flex_attention = flex_door(attention_of)
+
+
+def gradients_of(
     query: object,
     key: object,
     value: object,
     grad_output: object,
-    score_mod: Callable | None = None,
-    block_mask: object = None,
-    scale: float | None = None,
-    enable_gqa: bool = False,
+    options: FlexOptions,
     *,
-    sinks: object = None,
     kernel: str | None = None,
     device: object = "cpu",
     dtype: object = None,
 ) -> tuple:
     """(grad_query, grad_key, grad_value), plus grad_sinks (H,) when sinks are given."""
-    call = prepare(
-        query, key, value, score_mod, block_mask, scale, enable_gqa, sinks, device, dtype
-    )
+    call = prepare(query, key, value, options, device, dtype)
     B, H, L, _ = call.shape
     Ev = call.v.shape[3]
     d_out = call.place.tensor(grad_output, "grad_output", min_dims=0)
@@ -159,6 +150,9 @@ def flex_attention_backward(
         torch.zeros_like(leaf) if g is None else g.to(call.place.storage)
         for g, leaf in zip(grads, leaves)
     )
+
+
+flex_attention_backward = flex_backward_door(gradients_of)
 
 
 __all__ = ["KERNELS", "choose_kernel", "flex_attention", "flex_attention_backward"]

@@ -8,13 +8,14 @@ block mask) or a torch BlockMask (from torch's create_block_mask, used as it is)
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch.nn.attention.flex_attention import BlockMask as TorchBlockMask
 from torch.nn.attention.flex_attention import create_block_mask
 
 from scratch.flex import check_call
+from scratch.options import FlexOptions
 from scratch.validate import check_scale
 from scratch.variants.sinks import sink_logits
 
@@ -77,14 +78,16 @@ def _torch_block(block_mask: TorchBlockMask, B: int, H: int, L: int, S: int) -> 
 
 
 def prepare(
-    query, key, value, score_mod, block_mask, scale, enable_gqa, sinks, device, dtype
+    query: object, key: object, value: object, options: FlexOptions, device, dtype
 ) -> FlexCall:
     """Check one call's inputs (the ground truth's rules) and give its tensors and torch mods."""
     place = placement((query, key, value), dtype, device)
     q, k, v = (place.tensor(x, name, min_dims=0) for x, name in zip((query, key, value), _QKV))
+    block_mask = options.block_mask
     given = block_mask if isinstance(block_mask, TorchBlockMask) else None
     shapes = (tuple(t.shape) for t in (q, k, v))
-    B, H, _, L, S, E, _ = check_call(*shapes, score_mod, None if given else block_mask, enable_gqa)
+    checked = replace(options, block_mask=None) if given else options  # torch's: checked below
+    B, H, _, L, S, E, _ = check_call(*shapes, checked)
     if given is not None:
         _torch_block(given, B, H, L, S)
         mask_mod, mask_shape, size = given.mask_mod, None, 128
@@ -98,13 +101,13 @@ def prepare(
         k,
         v,
         place,
-        check_scale(scale, E),
-        torch_form(score_mod, "score"),
+        check_scale(options.scale, E),
+        torch_form(options.score_mod, "score"),
         mask_mod,
         mask_shape,
         size,
         given,
-        _sinks(sinks, H, place),
+        _sinks(options.sinks, H, place),
     )
 
 

@@ -91,13 +91,14 @@ def flex_rows(L: int = FLEX_L, window: int = WINDOW, compile: bool = True):
     import numpy as np
 
     from scratch.backends import get, numpy_flex
+    from scratch.options import FlexOptions
     from scratch.variants import SlidingWindow
 
     rng = np.random.default_rng(L)
     q, k, v = (rng.standard_normal((1, 1, L, E), dtype=np.float32) for _ in range(3))
     variant = SlidingWindow(window - 1, 0)
     block_mask = numpy_flex.create_block_mask(variant.mask_mod, 1, 1, L, L)
-    problem = numpy_flex.FlexProblem(q, k, v, None, block_mask, None, False, None)
+    problem = numpy_flex.FlexProblem(q, k, v, FlexOptions(block_mask=block_mask))
     problem.plan.record = []
     numpy_flex.chunked(problem, None, numpy_flex.KEY_BLOCK)  # untimed: count the cells
     cells = sum((i1 - i0) * (j1 - j0) for *_, i0, i1, j0, j1 in problem.plan.record)

@@ -114,7 +114,7 @@ def smollm2_goals(load_wait_s: float | None = LOAD_WAIT_S) -> list[Goal]:
         import transformers  # noqa: F401
 
         from scratch import models
-        from scratch.models import llama
+        from scratch.backends import numpy_llama
         from scratch.models.gguf_file import smollm2_path
         from scratch.models.model import _load_packaged
 
@@ -162,7 +162,7 @@ def smollm2_goals(load_wait_s: float | None = LOAD_WAIT_S) -> list[Goal]:
     )
     noise = _noise(pair_ratio(ours, again))
 
-    _, _, logits, cache = llama.step(model.config, model.weights, ids)
+    _, _, logits, cache = numpy_llama.step(model.config, model.weights, ids)
     new = [int(logits[-1].argmax())]
     with torch.no_grad():
         out = hf(x, use_cache=True)
@@ -175,7 +175,7 @@ def smollm2_goals(load_wait_s: float | None = LOAD_WAIT_S) -> list[Goal]:
 
         ours, theirs = measure_alternating(
             RUN_TOKENS,
-            [("numpy", lambda: llama.step(model.config, model.weights, new, cache), "n/a"),
+            [("numpy", lambda: numpy_llama.step(model.config, model.weights, new, cache), "n/a"),
              ("transformers", their_step, "n/a")],
             STEP_ROUNDS, load_wait_s,
         )  # fmt: skip

@@ -55,38 +55,51 @@ def tensors(c: Config) -> dict[str, tuple[tuple[int, ...], str]]:
     return need
 
 
-def forward(config: Config, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(attentions (layers, heads, T, T), each layer's attention input x (T, d_model))."""
+def embed(config: Config, w: dict, ids: list[int]) -> np.ndarray:
+    """Word + position + token type 0 embeddings, then LayerNorm: layer 0's input (T, d_model)."""
     f64 = lambda name: w[name].astype(np.float64, copy=False)  # noqa: E731
-    eps, act, heads = config.eps, ACTIVATIONS[config.activation], config.heads
     T = len(ids)
-    # embeddings: word + position + token type 0, then LayerNorm          (T, d_model)
     h = (
         w["embeddings.word_embeddings.weight"][ids].astype(np.float64, copy=False)
         + f64("embeddings.position_embeddings.weight")[:T]
         + f64("embeddings.token_type_embeddings.weight")[0]
-    )
-    h = layer_norm(h, f64("embeddings.LayerNorm.weight"), f64("embeddings.LayerNorm.bias"), eps)
+    )  # (T, d_model)
+    ln = f64("embeddings.LayerNorm.weight"), f64("embeddings.LayerNorm.bias")
+    return layer_norm(h, *ln, config.eps)
+
+
+def layer(c: Config, w: dict, n: int, h: np.ndarray) -> dict[str, np.ndarray]:
+    """Encoder layer n on its input h (T, d_model), normalised after each residual (post-LN):
+    every intermediate by name, in order (the block view's stages)."""
+    p = f"encoder.layer.{n}."
+    f64 = lambda name: w[p + name].astype(np.float64, copy=False)  # noqa: E731
+    ln = lambda x, name: layer_norm(x, f64(name + ".weight"), f64(name + ".bias"), c.eps)  # noqa: E731
+    # step 1: project q, k, v, each with its bias
+    proj = projections(w, n)
+    q, k, v = (h @ proj[f"w_{m}"] + proj[f"b_{m}"] for m in "qkv")  # (T, d) @ (d, d) -> (T, d)
+    # step 2: every head's attention
+    weights, context = attention_heads(q, k, v, c.heads, c.causal, c.scale(n))  # (H, T, T)
+    # step 3: the heads side by side, projected back, added to the input, then LayerNorm
+    attn = context @ f64("attention.output.dense.weight").T + f64("attention.output.dense.bias")
+    residual = h + attn  # (T, d_model)
+    mid = ln(residual, "attention.output.LayerNorm")
+    # step 4: the feed-forward, added to its input, then LayerNorm: the next layer's input
+    inner = ACTIVATIONS[c.activation](
+        mid @ f64("intermediate.dense.weight").T + f64("intermediate.dense.bias")
+    )  # (T, d_model) @ (d_model, d_inner) -> (T, d_inner)
+    mlp = inner @ f64("output.dense.weight").T + f64("output.dense.bias")  # (T, d_model)
+    return {"input": h, "attention": weights, "attention output": attn, "residual": residual,
+            "norm": mid, "mlp": inner, "mlp output": mlp,
+            "residual 2": ln(mid + mlp, "output.LayerNorm")}  # fmt: skip
+
+
+def forward(config: Config, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(attentions (layers, heads, T, T), each layer's attention input x (T, d_model))."""
+    h = embed(config, w, ids)
     attentions, inputs = [], []
     for n in range(config.layers):
-        p = f"encoder.layer.{n}."
-        proj = projections(w, n)
+        steps = layer(config, w, n, h)
+        attentions.append(steps["attention"])
         inputs.append(h)
-        q, k, v = (h @ proj[f"w_{m}"] + proj[f"b_{m}"] for m in "qkv")  # (T, d) @ (d, d)
-        weights, context = attention_heads(q, k, v, heads, config.causal, config.scale(n))
-        attentions.append(weights)
-        out = context @ f64(p + "attention.output.dense.weight").T + f64(
-            p + "attention.output.dense.bias"
-        )
-        h = layer_norm(
-            out + h,
-            f64(p + "attention.output.LayerNorm.weight"),
-            f64(p + "attention.output.LayerNorm.bias"),
-            eps,
-        )
-        inner = act(h @ f64(p + "intermediate.dense.weight").T + f64(p + "intermediate.dense.bias"))
-        out = inner @ f64(p + "output.dense.weight").T + f64(p + "output.dense.bias")
-        h = layer_norm(
-            out + h, f64(p + "output.LayerNorm.weight"), f64(p + "output.LayerNorm.bias"), eps
-        )
+        h = steps["residual 2"]
     return np.stack(attentions), inputs

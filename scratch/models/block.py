@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import bert, gpt2, llama
-from .layers import ACTIVATIONS, attention_heads, head_attention, layer_norm, sigmoid
+from .family import family_of
 from .run import AGREEMENT
 
 TOP = 16  # a decoder's output: the logit columns of the likeliest next tokens after the text
@@ -35,7 +35,7 @@ class Stage:
 class Block:
     """Layer `layer` of a run written out, and the model's output."""
 
-    family: str
+    family: str  # the layer's layout: "bert", "gpt2" or "llama" (the Family record's)
     layer: int
     tokens: list[str]
     stages: tuple[Stage, ...]
@@ -55,8 +55,9 @@ def block(run: object, layer: int) -> Block:
     """Layer `layer` of `run` step by step, checked against the run; RuntimeError on a gap."""
     model = run.model
     model.check_head(layer, 0)
-    stages = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}[model.family](run, layer)
-    return Block(model.family, layer, list(run.tokens), tuple(stages))
+    layout = family_of(model.family).layout  # the layer's shape: Qwen2's is Llama's
+    stages = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}[layout](run, layer)
+    return Block(layout, layer, list(run.tokens), tuple(stages))
 
 
 WORDS = {  # what each step computes, where the families say it alike
@@ -91,30 +92,11 @@ def _f64(w: dict, name: str) -> np.ndarray:
 
 def _bert_layer(run: object, n: int) -> list[Stage]:
     """Encoder layer n from its input h = run.inputs[n] (BERT normalises after each residual)."""
-    c, w, p = run.model.config, run.model.weights, f"encoder.layer.{n}."
-    act, ln = (
-        ACTIVATIONS[c.activation],
-        lambda x, name: layer_norm(  # noqa: E731
-            x, _f64(w, p + name + ".weight"), _f64(w, p + name + ".bias"), c.eps
-        ),
-    )
-    h = run.inputs[n]  # (T, d_model)
-    proj = bert.projections(w, n)
-    q, k, v = (h @ proj[f"w_{m}"] + proj[f"b_{m}"] for m in "qkv")  # (T, d) @ (d, d)
-    weights, context = attention_heads(q, k, v, c.heads, c.causal, c.scale(n))  # (H, T, T)
-    _agree(f"layer {n} attention", weights, run.attentions[n])
-    attn = context @ _f64(w, p + "attention.output.dense.weight").T  # (T, d) @ (d, d)
-    attn = attn + _f64(w, p + "attention.output.dense.bias")
-    residual = h + attn
-    mid = ln(residual, "attention.output.LayerNorm")
-    inner = mid @ _f64(w, p + "intermediate.dense.weight").T  # (T, d_inner)
-    inner = act(inner + _f64(w, p + "intermediate.dense.bias"))
-    mlp = inner @ _f64(w, p + "output.dense.weight").T + _f64(w, p + "output.dense.bias")
-    out = ln(mid + mlp, "output.LayerNorm")  # (T, d_model): the next layer's input
+    c = run.model.config
+    arrays = bert.layer(c, run.model.weights, n, run.inputs[n])
+    _agree(f"layer {n} attention", arrays["attention"], run.attentions[n])
     if n + 1 < c.layers:
-        _agree(f"layer {n} output", out, run.inputs[n + 1])
-    arrays = {"input": h, "attention": weights, "attention output": attn, "residual": residual,
-              "norm": mid, "mlp": inner, "mlp output": mlp, "residual 2": out}  # fmt: skip
+        _agree(f"layer {n} output", arrays["residual 2"], run.inputs[n + 1])
     return _stages(n, arrays, WORDS, {
         "attention": f"softmax(q k^T / sqrt(d)) for {c.heads} heads",
         "norm": "LayerNorm(residual)",
@@ -149,22 +131,10 @@ def _bert(run: object, layer: int) -> list[Stage]:
 
 def _gpt2_layer(run: object, n: int, h: np.ndarray) -> list[Stage]:
     """Decoder layer n from the residual stream h entering it."""
-    c, w, p = run.model.config, run.model.weights, f"h.{n}."
-    act = ACTIVATIONS[c.activation]
-    x = layer_norm(h, _f64(w, p + "ln_1.weight"), _f64(w, p + "ln_1.bias"), c.eps)  # (T, d)
-    _agree(f"layer {n} attention input", x, run.inputs[n])
-    proj = gpt2.projections(w, n, c.d_model)
-    q, k, v = (x @ proj[f"w_{m}"] + proj[f"b_{m}"] for m in "qkv")  # (T, d) @ (d, d)
-    weights, context = attention_heads(q, k, v, c.heads, c.causal, c.scale(n))  # (H, T, T)
-    _agree(f"layer {n} attention", weights, run.attentions[n])
-    attn = context @ _f64(w, p + "attn.c_proj.weight") + _f64(w, p + "attn.c_proj.bias")
-    residual = h + attn
-    m = layer_norm(residual, _f64(w, p + "ln_2.weight"), _f64(w, p + "ln_2.bias"), c.eps)
-    inner = act(m @ _f64(w, p + "mlp.c_fc.weight") + _f64(w, p + "mlp.c_fc.bias"))  # (T, inner)
-    mlp = inner @ _f64(w, p + "mlp.c_proj.weight") + _f64(w, p + "mlp.c_proj.bias")  # (T, d)
-    arrays = {"input": h, "norm": x, "attention": weights, "attention output": attn,
-              "residual": residual, "norm 2": m, "mlp": inner, "mlp output": mlp,
-              "residual 2": residual + mlp}  # fmt: skip
+    c = run.model.config
+    arrays = gpt2.layer(c, run.model.weights, n, h)
+    _agree(f"layer {n} attention input", arrays["norm"], run.inputs[n])
+    _agree(f"layer {n} attention", arrays["attention"], run.attentions[n])
     return _stages(n, arrays, WORDS, {
         "norm": "x = LayerNorm(h): what the heads read",
         "attention": f"softmax(q k^T / sqrt(d), causal) for {c.heads} heads",
@@ -176,7 +146,7 @@ def _gpt2_layer(run: object, n: int, h: np.ndarray) -> list[Stage]:
 def _gpt2(run: object, layer: int) -> list[Stage]:
     c = run.model.config
     start = _embedded(run, "wte.weight", "wpe.weight")
-    h, chosen = start[0].value + start[1].value, []  # (T, d_model)
+    h, chosen = gpt2.embed(c, run.model.weights, run.ids), []  # (T, d_model)
     for n in range(c.layers):  # the residual stream, layer by layer (no head: no logits here)
         stages = _gpt2_layer(run, n, h)
         chosen = stages if n == layer else chosen
@@ -190,31 +160,14 @@ def _gpt2(run: object, layer: int) -> list[Stage]:
 
 def _llama_layer(run: object, n: int, h: np.ndarray) -> list[Stage]:
     """Decoder layer n from the residual stream h entering it (RoPE positions 0..T-1)."""
-    c, w, p = run.model.config, run.model.weights, f"blk.{n}."
-    T, d, H, G = h.shape[0], c.d_head, c.heads, c.kv_heads
-    split = lambda m, k: m.reshape(T, k, d).transpose(1, 0, 2)  # noqa: E731 (T, k d) -> (k, T, d)
-    positions = np.arange(T, dtype=np.float64)
-    x = llama.rms_norm(h, w[p + "attn_norm.weight"], c.eps)  # (T, d_model)
-    _agree(f"layer {n} attention input", x, run.inputs[n])
-    q = llama.rotate(split(x @ w[p + "attn_q.weight"].T, H), positions, c.rope_base)  # (H, T, d)
-    k = llama.rotate(split(x @ w[p + "attn_k.weight"].T, G), positions, c.rope_base)  # (G, T, d)
-    v = split(x @ w[p + "attn_v.weight"].T, G)  # (G, T, d)
-    share = [llama.kv_head(c, i) for i in range(H)]  # query head -> its key/value head
-    weights, context = head_attention(q, k[share], v[share], True, None)  # (H, T, T)
-    _agree(f"layer {n} attention", weights, run.attentions[n])
-    attn = context.transpose(1, 0, 2).reshape(T, H * d) @ w[p + "attn_output.weight"].T
-    residual = h + attn  # (T, d_model)
-    m = llama.rms_norm(residual, w[p + "ffn_norm.weight"], c.eps)
-    gate = m @ w[p + "ffn_gate.weight"].T  # (T, d_inner)
-    inner = gate * sigmoid(gate) * (m @ w[p + "ffn_up.weight"].T)  # SwiGLU (T, d_inner)
-    mlp = inner @ w[p + "ffn_down.weight"].T  # (T, d_model)
-    arrays = {"input": h, "norm": x, "attention": weights, "attention output": attn,
-              "residual": residual, "norm 2": m, "mlp": inner, "mlp output": mlp,
-              "residual 2": residual + mlp}  # fmt: skip
+    c = run.model.config
+    arrays = llama.layer(c, run.model.weights, n, h)
+    _agree(f"layer {n} attention input", arrays["norm"], run.inputs[n])
+    _agree(f"layer {n} attention", arrays["attention"], run.attentions[n])
     return _stages(n, arrays, WORDS, {
         "norm": "x = RMSNorm(h): what the heads read",
-        "attention": f"softmax(RoPE(q) RoPE(k)^T / sqrt(d), causal): {H} query heads sharing "
-                     f"{G} key/value heads",
+        "attention": f"softmax(RoPE(q) RoPE(k)^T / sqrt(d), causal): {c.heads} query heads "
+                     f"sharing {c.kv_heads} key/value heads",
         "attention output": "the heads' outputs side by side @ W_o",
         "norm 2": "RMSNorm(residual)",
         "mlp": "SwiGLU: silu(norm 2 @ W_gate) * (norm 2 @ W_up)",
@@ -223,7 +176,7 @@ def _llama_layer(run: object, n: int, h: np.ndarray) -> list[Stage]:
 
 
 def _llama(run: object, layer: int) -> list[Stage]:
-    w = run.model.weights
+    c, w = run.model.config, run.model.weights
     h = w["token_embd.weight"][run.ids].astype(np.float64)  # (T, d_model): no position table
     stages = [Stage("embeddings", "token embeddings (positions come later, by RoPE)", h)]
     for n in range(layer + 1):  # the residual stream up to the chosen layer
@@ -231,7 +184,7 @@ def _llama(run: object, layer: int) -> list[Stage]:
         h = chosen[-1].value
     if layer + 1 < run.model.layers:
         _agree(f"layer {layer} output", llama.rms_norm(h, w[f"blk.{layer + 1}.attn_norm.weight"],
-               run.model.config.eps), run.inputs[layer + 1])  # fmt: skip
+               c.eps), run.inputs[layer + 1])  # fmt: skip
     top = np.argsort(-run.logits[-1], kind="stable")[:TOP]  # the likeliest next tokens
     decode = run.model.tokenizer.decode
     names = ", ".join(repr(decode([int(i)])) for i in top[:3])

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from .family import family_of
 from .files import ModelError
 from .layers import ACTIVATIONS
 
@@ -162,10 +163,10 @@ class Config:
 
     @property
     def decoder(self) -> bool:
-        """Whether this is a decoder (the Llama family): rotary positions, an output head, next
-        tokens and generation with a key/value cache. BERT's config key is_decoder is not this:
-        it only makes BERT's heads causal (`causal`)."""
-        return self.family == "llama"
+        """Whether this is a decoder (its Family record says: rotary positions, an output head,
+        next tokens and generation with a key/value cache). BERT's config key is_decoder is not
+        this: it only makes BERT's heads causal (`causal`)."""
+        return family_of(self.family).decoder
 
     @property
     def d_head(self) -> int:

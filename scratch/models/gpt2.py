@@ -12,11 +12,11 @@ from .config import Config
 from .layers import ACTIVATIONS, attention_heads, layer_norm
 
 
-def projections(w: dict, layer: int, d_model: int) -> dict[str, np.ndarray]:
+def projections(w: dict, layer: int) -> dict[str, np.ndarray]:
     """Layer `layer`'s w_q, w_k, w_v (d_model, d_model) and biases, cut out of c_attn."""
     W = w[f"h.{layer}.attn.c_attn.weight"].astype(np.float64, copy=False)  # (d, 3d)
     b = w[f"h.{layer}.attn.c_attn.bias"].astype(np.float64, copy=False)  # (3d,)
-    out = {}
+    d_model, out = W.shape[0], {}
     for n, name in enumerate("qkv"):
         cols = slice(n * d_model, (n + 1) * d_model)
         out[f"w_{name}"], out[f"b_{name}"] = W[:, cols], b[cols]
@@ -44,23 +44,43 @@ def tensors(c: Config) -> dict[str, tuple[tuple[int, ...], str]]:
     return need
 
 
+def layer(c: Config, w: dict, n: int, h: np.ndarray) -> dict[str, np.ndarray]:
+    """Decoder layer n on the residual stream h (T, d_model), normalised before each part
+    (pre-LN): every intermediate by name, in order (the block view's stages)."""
+    p = f"h.{n}."
+    f64 = lambda name: w[p + name].astype(np.float64, copy=False)  # noqa: E731
+    # step 1: LayerNorm: x is what the heads read
+    x = layer_norm(h, f64("ln_1.weight"), f64("ln_1.bias"), c.eps)  # (T, d_model)
+    # step 2: project q, k, v (c_attn's three column blocks), each with its bias
+    proj = projections(w, n)
+    q, k, v = (x @ proj[f"w_{m}"] + proj[f"b_{m}"] for m in "qkv")  # (T, d) @ (d, d) -> (T, d)
+    # step 3: every head's causal attention
+    weights, context = attention_heads(q, k, v, c.heads, c.causal, c.scale(n))  # (H, T, T)
+    # step 4: the heads side by side, projected back, added to the residual stream
+    attn = context @ f64("attn.c_proj.weight") + f64("attn.c_proj.bias")  # (T, d_model)
+    residual = h + attn
+    # step 5: the feed-forward on the LayerNorm'd residual, added to it
+    m = layer_norm(residual, f64("ln_2.weight"), f64("ln_2.bias"), c.eps)  # (T, d_model)
+    inner = ACTIVATIONS[c.activation](m @ f64("mlp.c_fc.weight") + f64("mlp.c_fc.bias"))
+    mlp = inner @ f64("mlp.c_proj.weight") + f64("mlp.c_proj.bias")  # (T, d_inner) -> (T, d)
+    return {"input": h, "norm": x, "attention": weights, "attention output": attn,
+            "residual": residual, "norm 2": m, "mlp": inner, "mlp output": mlp,
+            "residual 2": residual + mlp}  # fmt: skip
+
+
+def embed(config: Config, w: dict, ids: list[int]) -> np.ndarray:
+    """Token embeddings + the position table's first T rows: layer 0's input (T, d_model)."""
+    wpe = w["wpe.weight"].astype(np.float64, copy=False)
+    return w["wte.weight"][ids].astype(np.float64, copy=False) + wpe[: len(ids)]
+
+
 def forward(config: Config, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
     """(attentions (layers, heads, T, T), each layer's attention input ln_1(h) (T, d_model))."""
-    f64 = lambda name: w[name].astype(np.float64, copy=False)  # noqa: E731
-    eps, act, heads, d = config.eps, ACTIVATIONS[config.activation], config.heads, config.d_model
-    T = len(ids)
-    h = w["wte.weight"][ids].astype(np.float64, copy=False) + f64("wpe.weight")[:T]  # (T, d)
+    h = embed(config, w, ids)
     attentions, inputs = [], []
     for n in range(config.layers):
-        p = f"h.{n}."
-        x = layer_norm(h, f64(p + "ln_1.weight"), f64(p + "ln_1.bias"), eps)
-        inputs.append(x)
-        proj = projections(w, n, d)
-        q, k, v = (x @ proj[f"w_{m}"] + proj[f"b_{m}"] for m in "qkv")  # (T, d) @ (d, d)
-        weights, context = attention_heads(q, k, v, heads, config.causal, config.scale(n))
-        attentions.append(weights)
-        h = h + context @ f64(p + "attn.c_proj.weight") + f64(p + "attn.c_proj.bias")
-        m = layer_norm(h, f64(p + "ln_2.weight"), f64(p + "ln_2.bias"), eps)
-        inner = act(m @ f64(p + "mlp.c_fc.weight") + f64(p + "mlp.c_fc.bias"))
-        h = h + inner @ f64(p + "mlp.c_proj.weight") + f64(p + "mlp.c_proj.bias")
+        steps = layer(config, w, n, h)
+        attentions.append(steps["attention"])
+        inputs.append(steps["norm"])
+        h = steps["residual 2"]
     return np.stack(attentions), inputs

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import progress as progress_
-from . import bert, gpt2, llama
 from .config import Config, parse
+from .family import FAMILIES, Family, family_of
 from .files import (
     FILES,
     ModelError,
@@ -27,8 +27,6 @@ from .llama_dir import read_dir
 from .run import Run
 from .shapes import check_tokenizer, check_weights
 
-FAMILIES = {"bert": bert, "gpt2": gpt2, "llama": llama}
-
 
 @dataclass(frozen=True)
 class Model:
@@ -42,8 +40,13 @@ class Model:
 
     @property
     def family(self) -> str:
-        """The family: "bert", "gpt2" or "llama"."""
+        """The family's name: "bert", "gpt2", "llama" (its Family record: scratch.models.family)."""
         return self.config.family
+
+    @property
+    def family_record(self) -> Family:
+        """What the family computes (scratch.models.family.Family: decoder, GQA map, RoPE)."""
+        return family_of(self.family)
 
     @property
     def decoder(self) -> bool:
@@ -110,7 +113,7 @@ class Model:
     def run(self, text: str) -> Run:
         """Run the model on `text`: every layer's and head's attention weights, in float64."""
         tokens, ids = self.tokenize(text)
-        out = FAMILIES[self.family].forward(self.config, self.weights, ids)
+        out = self.family_record.forward(self.config, self.weights, ids)
         return Run(self, text, tokens, ids, *out)
 
     def generate(
@@ -128,11 +131,7 @@ class Model:
                 f"{self.name}: rotary positions turn q and k after the projections, so a head is "
                 f"not x @ W + b; trace it with run.trace(layer, head)"
             )
-        family = FAMILIES[self.family]
-        if self.family == "gpt2":
-            full = family.projections(self.weights, layer, self.d_model)
-        else:
-            full = family.projections(self.weights, layer)
+        full = self.family_record.module().projections(self.weights, layer)
         d = self.d_model // self.heads
         cols = slice(head * d, (head + 1) * d)  # head h is the column block h*d:(h+1)*d
         return {
@@ -201,7 +200,9 @@ def _load(path: str, verify: bool, stamp: tuple) -> Model:
     folder = Path(path)
     check_dir(folder)
     raw = read_config(folder / "config.json")
-    if raw.get("model_type") == "llama":  # a decoder: the GGUF reader's arrays and forward
+    model_type = raw.get("model_type")
+    known = FAMILIES.get(model_type) if isinstance(model_type, str) else None
+    if known is not None and known.decoder:  # the GGUF reader's arrays and forward
         return Model(folder.name, folder, *read_dir(folder, raw))
     config = parse(raw, folder / "config.json")
     if verify:
@@ -213,7 +214,10 @@ def _load(path: str, verify: bool, stamp: tuple) -> Model:
         for name, w in read_weights(folder / "model.safetensors").items()
     }
     check_weights(
-        config, FAMILIES[config.family].tensors(config), weights, folder / "model.safetensors"
+        config,
+        family_of(config.family).module().tensors(config),
+        weights,
+        folder / "model.safetensors",
     )
     tokenizer = read_tokenizer(folder / "tokenizer.json")
     check_tokenizer(config, tokenizer, folder / "tokenizer.json")

@@ -6,8 +6,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import llama
-
 AGREEMENT = 1e-9  # the ground truth's weights of a head vs the NumPy forward's (float64 both)
 
 
@@ -48,7 +46,7 @@ class Run:
 
         if self.model.decoder:  # rotary positions sit between projection and scores
             self.model.check_head(layer, head)
-            trace = llama.ground_truth(self, layer, head)
+            trace = self.model.family_record.module().ground_truth(self, layer, head)
             return self._agree(trace, layer, head)
         p = self.model.head_projections(layer, head)
         trace = trace_attention(
