@@ -222,14 +222,14 @@ def build_session(args: argparse.Namespace, run=None):
         changes.update(backend=backend, dtype=dtype)
     if args.grad_output is not None:
         changes.update(grad_output=args.grad_output, grad_seed=args.grad_seed)
-    if args.mask is not None:
-        if args.mask not in sm.MASK_MODES[:3]:
-            raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(sm.MASK_MODES[:3])}")
-        changes["mask_mode"] = args.mask
-    if changes:
+    if args.mask is not None and args.mask not in sm.MASK_MODES[:3]:
+        raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(sm.MASK_MODES[:3])}")
+    if changes or args.mask is not None:
         from gui.main_window import default_session
 
         s = dataclasses.replace(s or default_session(), **changes)
+    if args.mask is not None:
+        s = dataclasses.replace(s, variant=sm.with_mask_mode(s.variant, args.mask))
     return s
 
 

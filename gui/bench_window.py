@@ -36,7 +36,7 @@ GAP_GOAL_S = 0.100  # the event loop is never blocked longer than this
 MIN_ROUNDS = 10  # at least this many rounds ...
 BUDGET_S = 8.0  # ... and more until the recomputes have taken about this long
 MAX_ROUNDS = 30
-MASKS = ("causal-top-left", "causal-bottom-right", "custom")  # the gap goal also covers ...
+MASKS = ("causal-top-left", "causal-bottom-right", "drawn")  # the gap goal also covers ...
 MASKED_RECOMPUTES = 2  # ... this many recomputes each, after a warm-up (their own paths:
 # a may-attend grid of 16.7 M cells, a mask the backend converts)
 _app = None  # the QApplication measure() made or found
@@ -220,13 +220,17 @@ def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
     """The largest event-loop gap of each recompute of the session under each of MASKS, and
     the hypervisor's steal during each."""
     from gui import core_api
+    from gui import session as sm
 
     gaps, steals = [], []
-    for mask_mode in MASKS:
-        session = dataclasses.replace(_session(tokens), mask_mode=mask_mode)
-        if mask_mode == "custom":  # the causal grid, as a user's edit leaves it: tuples
+    for mask in MASKS:
+        base = _session(tokens)
+        if mask == "drawn":  # the causal grid, as a user's edit leaves it: tuples
             rows = core_api.causal_cells(tokens, tokens, "top-left")
-            session = dataclasses.replace(session, mask=tuple(map(tuple, rows)))
+            variant = dataclasses.replace(base.variant, mask="drawn", drawn=tuple(map(tuple, rows)))
+        else:
+            variant = sm.with_mask_mode(base.variant, mask)
+        session = dataclasses.replace(base, variant=variant)
         job = (lambda s=session: worker.submit(s)), worker
         _timed(*job)  # warm-up
         for _ in range(MASKED_RECOMPUTES):

@@ -118,13 +118,13 @@ def snippet(s: Session, library: str = "numpy") -> str:
     tril = "np.tril" if numpy else "torch.tril"
     kword = "k" if numpy else "diagonal"
     mask = None
-    if s.mask_mode.startswith("causal-"):
-        align = s.mask_mode.removeprefix("causal-")
+    if s.variant.mask == "causal":
+        align = s.variant.align
         causal = core_api.causal_variant(L, S, align)  # its diagonal and its rule in words
         diagonal = f", {kword}={causal.shift}" if causal.shift else ""
         mask = f"{tril}({ones}{diagonal})  # {align}, {causal.rule()}"
-    elif s.mask_mode == "custom" and s.mask is not None:
-        rows = ",\n".join("    [" + ", ".join(str(b) for b in r) + "]" for r in s.mask)
+    elif s.variant.mask == "drawn":
+        rows = ",\n".join("    [" + ", ".join(str(b) for b in r) + "]" for r in s.variant.drawn)
         dtype = "dtype=bool" if numpy else "dtype=torch.bool"
         mask = f"{arr}([\n{rows},\n], {dtype})  # True = may attend"
     if mask is not None:

@@ -58,25 +58,22 @@ def example_and_options(s: Session) -> tuple[core_api.Example, core_api.Options]
     )
     # step 2: scale: None means 1/sqrt(d_k) inside scratch
     scale = {"sqrt": None, "none": 1.0, "custom": s.scale_value}[s.scale_mode]
-    # step 3: mask, a NumPy bool array for the backends (4096 tokens: 16.7 M cells); at
-    # decode step n the call is one query (token n-1) against the n cached tokens
-    L, S = variant_session.call_sizes(s)
-    attn_mask = None
-    if s.mask_mode == "causal-bottom-right":
-        attn_mask = core_api.causal_mask_array(L, S, "bottom-right")
-    elif s.mask_mode == "custom" and s.mask is not None:
-        attn_mask = (
-            core_api.mask_array(s.mask)[S - L : S, :S] if s.decode else core_api.mask_array(s.mask)
-        )
-    is_causal = s.mask_mode == "causal-top-left"
+    # step 3: the variant, the one mask (none, causal, window, ..., a drawn grid) with the
+    # score changes, sinks and RoPE, for the call's sizes: at decode step n the call is one
+    # query (token n-1) against the n cached tokens
     if s.decode:
         example = core_api.decode_example(example, s.decode)
-    # step 4: the variant (mask rule, score changes, sinks, RoPE) for these sizes
     options = core_api.Options(
-        attn_mask, is_causal, variant=variant_session.variant_of(s), scale=scale,
-        masked_rows=s.masked_rows,
-    )  # fmt: skip
+        variant=variant_session.variant_of(s), scale=scale, masked_rows=s.masked_rows
+    )
     return example, options
+
+
+def backward_example_and_options(s: Session) -> tuple[core_api.Example, core_api.Options]:
+    """example_and_options for the backward paths, which take SDPA's masks: a causal or drawn
+    mask goes in as is_causal or attn_mask (another variant stays, and is refused there)."""
+    example, options = example_and_options(s)
+    return example, core_api.as_sdpa(options, *variant_session.call_sizes(s))
 
 
 def step_names(s: Session) -> list[str]:
@@ -190,7 +187,7 @@ def run_backward(
     refused = backward_check.too_large(s)
     if refused:
         return BackwardOutcome(s, None, [], "", refused, time.perf_counter() - start)
-    example, options = example_and_options(s)
+    example, options = backward_example_and_options(s)
     # step 1: the exact backward trace (the forward steps, then dO -> dV, dP, D, dS -> dQ, dK)
     report(0, 2, "ground truth backward")
     with _stoppable(stop):

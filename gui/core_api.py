@@ -21,6 +21,7 @@ from scratch.rows import attention_rows as attention_rows
 from scratch.rows import sample_rows as sample_rows
 from scratch.tolerance import tolerance as tolerance
 from scratch.trace import trace_example
+from scratch.variant_support import as_sdpa as as_sdpa
 from scratch.variant_support import sdpa_variant as sdpa_variant
 from scratch.variants import GivenMask as GivenMask
 from scratch.variants import VariantChoice as VariantChoice
@@ -91,27 +92,6 @@ def causal_variant(L: int, S: int, align: str) -> object:
 def causal_cells(L: int, S: int, align: str, rows=None, cols=None) -> list[list[bool]]:
     """scratch.variants.causal.causal_cells: rows `rows` and columns `cols` of the causal grid."""
     return causal.causal_cells(L, S, align, rows, cols)
-
-
-def causal_mask_array(L: int, S: int, align: str) -> object:
-    """scratch.variants.causal.causal_array: the causal grid as a NumPy bool array, for a
-    backend's call (at 4096 tokens nested lists are 16.7 M Python bools, seconds to build, and
-    a backend's conversion of them holds the GIL while the window's event loop waits)."""
-    return causal.causal_array(L, S, align)
-
-
-def mask_array(grid: object) -> object:
-    """An (L, S) grid of bools (rows of Python bools) as a NumPy bool array, row by row.
-
-    One conversion of 16.7 M bools (4096 tokens) is a single call that holds the GIL for
-    seconds; row by row the window's event loop gets its turns."""
-    import numpy as np
-
-    rows = list(grid)
-    out = np.empty((len(rows), len(rows[0]) if rows else 0), dtype=bool)
-    for i, row in enumerate(rows):
-        out[i] = row
-    return out
 
 
 def decode_example(example: Example, n: int) -> Example:

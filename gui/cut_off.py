@@ -22,7 +22,7 @@ class CutOff:
     tables: Mapping[str, sm.Matrix]  # by name (sm.MATRICES); tables the session lacks: absent
     tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
-    mask: tuple[tuple[bool, ...], ...] | None
+    mask: tuple[tuple[bool, ...], ...] | None  # the variant's drawn grid (None: none drawn)
 
 
 def _laid_over(now: tuple | None, before: tuple | None, fill: object) -> tuple | None:
@@ -51,9 +51,14 @@ def remembered(s: sm.Session, before: CutOff | None) -> CutOff | None:
             tables=tables,
             tokens=s.tokens + before.tokens[len(s.tokens) :],
             key_tokens=s.key_tokens + before.key_tokens[len(s.key_tokens) :],
-            mask=_laid_over(s.mask, before.mask, True),
+            mask=_laid_over(_drawn(s), before.mask, True),
         )
-    return CutOff(tables=tables, tokens=s.tokens, key_tokens=s.key_tokens, mask=s.mask)
+    return CutOff(tables=tables, tokens=s.tokens, key_tokens=s.key_tokens, mask=_drawn(s))
+
+
+def _drawn(s: sm.Session) -> tuple[tuple[bool, ...], ...] | None:
+    """The session's drawn mask grid, None when it has none."""
+    return s.variant.drawn or None
 
 
 def regrown(s: sm.Session, kept: CutOff | None, **sizes: int) -> sm.Session:
@@ -69,11 +74,14 @@ def regrown(s: sm.Session, kept: CutOff | None, **sizes: int) -> sm.Session:
     }
     tokens = sm.resize_labels(kept.tokens, new.num_tokens)
     cross = s.key is not None  # as sm.resized: key labels of their own only with a key input
-    mask = None if new.mask is None else sm.resize_mask(kept.mask, new.num_tokens, new.num_keys)
+    variant = new.variant
+    if variant.drawn and kept.mask is not None:
+        drawn = sm.resize_mask(kept.mask, new.num_tokens, new.num_keys)
+        variant = dataclasses.replace(variant, drawn=drawn)
     return dataclasses.replace(
         new,
         tokens=tokens,
         key_tokens=sm.resize_labels(kept.key_tokens, new.num_keys) if cross else tokens,
-        mask=mask,
+        variant=variant,
         **tables,
     )

@@ -31,12 +31,6 @@ from gui.variant_panel import VariantPanel
 
 MODE_LABELS = {"project": "x -> W_q, W_k, W_v", "qkv": "Q, K, V directly", "self": "q = k = v = x"}
 SCALE_LABELS = {"sqrt": "1/sqrt(d_k)", "none": "none (1)", "custom": "custom"}
-MASK_LABELS = {
-    "none": "none",
-    "causal-top-left": "causal (top-left)",
-    "causal-bottom-right": "causal (bottom-right)",
-    "custom": "custom (click the grid)",
-}
 ROWS_LABELS = {"zero": "zero (weights 0)", "nan": "NaN", "uniform": "uniform (1/S)"}
 TABLE_TITLES = {
     "project": {
@@ -202,12 +196,6 @@ class InputsPanel(QWidget):
         srow.addWidget(self.scale_mode, 1)
         srow.addWidget(self.scale_value)
         oform.addRow("scale", srow)
-        self.mask_mode = _combo(MASK_LABELS)
-        self.mask_mode.setToolTip(
-            "the mask scaled_dot_product_attention is given (attn_mask or is_causal); a variant "
-            "below (Variant: mask) adds its own, and a key must pass both"
-        )
-        oform.addRow("attn_mask", self.mask_mode)  # SDPA's; a variant (below) adds its own
         self.masked_rows = _combo(ROWS_LABELS)
         self.masked_rows.setToolTip("what a query gets when every key is masked")
         oform.addRow("fully masked rows", self.masked_rows)
@@ -224,9 +212,9 @@ class InputsPanel(QWidget):
         outer.addWidget(options)
         self.variant = VariantPanel()  # mask rule, score changes, sinks, RoPE, decode
         outer.addWidget(self.variant)
-        # the mask both choices make, drawn under them: the Variant box stays in reach at
-        # 1400 x 900, and a longer rule in words (softcap ticked) moves no control
-        drawn = QGroupBox("Mask drawn")
+        # the variant's one mask, drawn under it (click a cell: a mask of your own): the
+        # Variant box stays in reach at 1400 x 900, and a longer rule in words moves no control
+        drawn = QGroupBox("Mask (click a cell to draw your own)")
         dform = QFormLayout(drawn)
         self.mask_grid = MaskGrid()
         dform.addRow(self.mask_grid)
@@ -255,7 +243,6 @@ class InputsPanel(QWidget):
             box.valueChanged.connect(lambda v, f=field: self._apply_sizes(f, v))
         self.scale_mode.activated.connect(lambda _: self._options())
         self.scale_value.valueChanged.connect(lambda _: self._options())
-        self.mask_mode.activated.connect(lambda _: self._options())
         self.masked_rows.activated.connect(lambda _: self._options())
         self.backend.activated.connect(lambda _: self._on_backend())
         self.dtype.activated.connect(lambda _: self._options())
@@ -320,7 +307,6 @@ class InputsPanel(QWidget):
             _select(self.scale_mode, s.scale_mode)
             self.scale_value.setValue(s.scale_value)
             self.scale_value.setEnabled(s.scale_mode == "custom")
-            _select(self.mask_mode, s.mask_mode)
             _select(self.masked_rows, s.masked_rows)
             _select(self.backend, s.backend)
             self.dtype.clear()
@@ -468,7 +454,7 @@ class InputsPanel(QWidget):
             self._apply(lambda s: _with_cell(s, name, i, j, value), tables=False)
 
     def _on_toggle(self, i: int, j: int) -> None:
-        """Flip one cell of the grid on screen (a causal grid becomes a custom mask)."""
+        """Flip one cell of the grid on screen (the mask on screen becomes a drawn one)."""
         self._apply(sm.toggled_mask_cell, i, j)
 
     def _on_backend(self) -> None:
@@ -483,7 +469,6 @@ class InputsPanel(QWidget):
             sm.with_options,
             self.scale_mode.currentData(),
             self.scale_value.value(),
-            self.mask_mode.currentData(),
             self.masked_rows.currentData(),
             self.dtype.currentData(),
         )

@@ -21,7 +21,7 @@ class MaskGrid(QWidget):
         self.setMinimumSize(120, 120)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.setToolTip(
-            "mask: blue = may attend, grey = masked; choose 'custom' and click to toggle"
+            "mask: blue = may attend, grey = masked; click a cell to toggle (a drawn mask)"
         )
 
     def sizeHint(self) -> QSize:

@@ -42,7 +42,9 @@ def head_session(run: object, layer: int, head: int) -> sm.Session:
         num_kv_heads=1,
         scale_mode="sqrt" if scale is None else "custom",
         scale_value=1.0 if scale is None else scale,
-        mask_mode="causal-top-left" if model.causal else "none",
+        variant=sm.with_mask_mode(core_api.VariantChoice(), "causal-top-left")
+        if model.causal
+        else core_api.VariantChoice(),
         preset=f"model:{model.name}:layer {layer}:head {head}",
     )
 

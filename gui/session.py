@@ -13,11 +13,14 @@ from dataclasses import dataclass
 
 from gui import core_api
 
-VERSION = 2  # 2: the query-side table is "query" (version 1 files call it "x")
+# 2: the query-side table is "query" (version 1 files call it "x"); 3: one mask choice, the
+# variant's (version 2 files' mask_mode and mask are read into it: gui/session_file.py)
+VERSION = 3
 # project: q = x @ w_q, k = x @ w_k, v = x @ w_v (x also feeds key/value unless key is given)
 # qkv: the tables are q, k, v themselves; self: q = k = v = x (no weights)
 MODES = ("project", "qkv", "self")
 SCALE_MODES = ("sqrt", "none", "custom")
+# the mask options of version 2 files (and main.py's --mask): now variant masks
 MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
 MASKED_ROWS = ("zero", "nan", "uniform")
 # dO, the gradient the backward view starts from: d sum(output) (ones), a seeded random
@@ -60,8 +63,6 @@ class Session:
     num_kv_heads: int = 1
     scale_mode: str = "sqrt"
     scale_value: float = 1.0
-    mask_mode: str = "none"
-    mask: tuple[tuple[bool, ...], ...] | None = None  # (L, S), True = may attend
     masked_rows: str = "zero"
     backend: str = "scratch"
     dtype: str = "float64"
@@ -70,8 +71,9 @@ class Session:
     step: str = "weights"
     grad_output: str = "ones"  # one of GRAD_OUTPUTS (files without it load as "ones")
     grad_seed: int = 0  # seed of the random dO or of the one-hot target
-    # the attention variant (mask, score changes, sinks, RoPE: scratch's plain data) and the
-    # decode step (0: off; n: token n-1 queries the n cached tokens); gui/variant_session.py
+    # the attention variant: the one mask (none, causal, window, ..., a drawn grid), score
+    # changes, sinks, RoPE (scratch's plain data); and the decode step (0: off; n: token n-1
+    # queries the n cached tokens); gui/variant_session.py
     variant: core_api.VariantChoice = core_api.VariantChoice()
     decode: int = 0
 
@@ -228,7 +230,7 @@ def from_preset(preset: object) -> Session:
             scale_mode = "sqrt"
         else:
             scale_mode, scale_value = ("none", 1.0) if scale == 1.0 else ("custom", scale)
-    mask_mode = "causal-top-left" if getattr(preset, "is_causal", False) else "none"
+    variant = with_mask_mode(core_api.VariantChoice(), "causal-top-left")  # SDPA's is_causal
     return Session(
         tokens=tokens,
         key_tokens=key_tokens,
@@ -243,8 +245,8 @@ def from_preset(preset: object) -> Session:
         num_kv_heads=kv_heads,
         scale_mode=scale_mode,
         scale_value=scale_value,
-        mask_mode=mask_mode,
         preset=str(getattr(preset, "name", "custom")),
+        variant=variant if getattr(preset, "is_causal", False) else core_api.VariantChoice(),
     )
 
 
@@ -296,13 +298,12 @@ def resized(
         inputs = (dm, len(s.key[0]) if cross else dm) if s.mode == "project" else None
         shapes = core_api.shapes_for_heads(L, S, (H, Hkv), dk, dv, inputs)
         changes = {name: resize_matrix(s.matrix(name), *shape) for name, shape in shapes.items()}
-    mask = resize_mask(s.mask, L, S)
     key_tokens = resize_labels(s.key_tokens, S) if cross else resize_labels(s.tokens, L)
     return dataclasses.replace(
         s,
         tokens=resize_labels(s.tokens, L),
         key_tokens=key_tokens,
-        mask=mask,
+        variant=with_drawn_size(s.variant, L, S),
         num_heads=H,
         num_kv_heads=Hkv,
         preset="custom",
@@ -396,18 +397,13 @@ def with_backend(s: Session, backend: str, dtypes: Sequence[str]) -> Session:
 
 
 def with_options(
-    s: Session, scale_mode: str, scale_value: float, mask_mode: str, masked_rows: str, dtype: str
+    s: Session, scale_mode: str, scale_value: float, masked_rows: str, dtype: str
 ) -> Session:
-    """New scale, mask and dtype options; a custom mask starts all True (every key allowed)."""
-    mask = s.mask
-    if mask_mode == "custom" and mask is None:
-        mask = tuple(tuple(True for _ in range(s.num_keys)) for _ in range(s.num_tokens))
+    """New scale, masked-rows and dtype options."""
     return dataclasses.replace(
         s,
         scale_mode=scale_mode,
         scale_value=scale_value,
-        mask_mode=mask_mode,
-        mask=mask,
         masked_rows=masked_rows,
         dtype=dtype or s.dtype,
     )
@@ -446,8 +442,8 @@ def with_labels(s: Session, tokens_text: str, key_tokens_text: str) -> Session:
 
 
 def kept_options(s: Session) -> dict:
-    """The options a new random example keeps from the old one (a clicked mask does not)."""
-    keep = dict(
+    """The options a new random example keeps from the old one (a drawn mask does not)."""
+    return dict(
         backend=s.backend,
         dtype=s.dtype,
         masked_rows=s.masked_rows,
@@ -455,11 +451,8 @@ def kept_options(s: Session) -> dict:
         scale_value=s.scale_value,
         grad_output=s.grad_output,
         grad_seed=s.grad_seed,
-        variant=s.variant,
+        variant=without_drawn(s.variant),  # a drawn mask belongs to the old example
     )
-    if s.mask_mode != "custom":  # a clicked mask belongs to the old example
-        keep["mask_mode"] = s.mask_mode
-    return keep
 
 
 def with_cell(s: Session, name: str, i: int, j: int, value: float) -> Session:
@@ -493,7 +486,7 @@ def with_mode(s: Session, mode: str) -> Session:
             w_k=None,
             w_v=None,
             key_tokens=s.tokens,
-            mask=resize_mask(s.mask, L, L),
+            variant=with_drawn_size(s.variant, L, L),
             num_kv_heads=s.num_heads,
         )
     if mode == "qkv":  # q (L, H*d_k), k (S, Hkv*d_k), v (S, Hkv*d_v)
@@ -520,7 +513,7 @@ def with_mode(s: Session, mode: str) -> Session:
         key=s.key if cross else None,
         value=s.value if cross else None,
         key_tokens=s.key_tokens if cross else s.tokens,
-        mask=s.mask if cross else resize_mask(s.mask, L, L),
+        variant=s.variant if cross else with_drawn_size(s.variant, L, L),
         w_q=_identity(s.d_model),  # (d_model, H*d_k): d_model = H*d_k in both other modes
         w_k=_identity(d_in),  # (d_in, Hkv*d_k)
         w_v=_identity(d_in),  # (d_in, Hkv*d_v)
@@ -544,29 +537,16 @@ def resize_mask(mask, rows: int, cols: int):
 
 
 def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
-    """The (L, S) grid the mask option means, True = may attend: the custom mask, the causal
-    one, or every key allowed; and the variant's mask, when it has one."""
-    L, S = s.num_tokens, s.num_keys
-    return _and_variant(s, _option_mask(s), range(L), range(S))
+    """The (L, S) grid of the session's one mask, True = may attend (every key without one)."""
+    return _mask_cells(s, range(s.num_tokens), range(s.num_keys))
 
 
-def _option_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
-    """The mask option's grid alone (no variant)."""
-    L, S = s.num_tokens, s.num_keys
-    if s.mask_mode == "custom" and s.mask is not None:
-        return s.mask
-    if s.mask_mode.startswith("causal"):
-        causal = core_api.causal_variant(L, S, s.mask_mode.removeprefix("causal-"))
-        return tuple(tuple(row) for row in causal.cells(range(L), range(S)))
-    return tuple(tuple(True for _ in range(S)) for _ in range(L))
-
-
-def _and_variant(s: Session, grid, rows, cols) -> tuple[tuple[bool, ...], ...]:
-    """`grid` (at queries `rows`, keys `cols`) and-ed with the variant's mask there."""
+def _mask_cells(s: Session, rows, cols) -> tuple[tuple[bool, ...], ...]:
+    """The mask at queries `rows`, keys `cols`: the variant's (scratch's), or every key."""
     cells = core_api.variant_cells(s.variant, s.num_tokens, s.num_keys, s.num_heads, rows, cols)
     if cells is None:
-        return grid
-    return tuple(tuple(a and b for a, b in zip(r, c)) for r, c in zip(grid, cells))
+        return tuple(tuple(True for _ in cols) for _ in rows)
+    return tuple(map(tuple, cells))
 
 
 def sampled_indices(n: int, most: int) -> list[int]:
@@ -578,20 +558,37 @@ def sampled_indices(n: int, most: int) -> list[int]:
 
 def sampled_mask(s: Session, most: int) -> tuple[tuple[bool, ...], ...]:
     """The shown mask at up to `most` evenly spaced queries and keys (a picture of a big mask)."""
-    L, S = s.num_tokens, s.num_keys
-    rows, cols = sampled_indices(L, most), sampled_indices(S, most)
-    if s.mask_mode == "custom" and s.mask is not None:
-        grid = tuple(tuple(s.mask[i][j] for j in cols) for i in rows)
-    elif s.mask_mode.startswith("causal"):
-        causal = core_api.causal_variant(L, S, s.mask_mode.removeprefix("causal-"))
-        grid = tuple(tuple(row) for row in causal.cells(rows, cols))
-    else:
-        grid = tuple(tuple(True for _ in cols) for _ in rows)
-    return _and_variant(s, grid, rows, cols)
+    rows, cols = sampled_indices(s.num_tokens, most), sampled_indices(s.num_keys, most)
+    return _mask_cells(s, rows, cols)
 
 
 def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
-    """A copy with cell (i, j) of the shown mask flipped: a causal or no mask becomes custom."""
-    rows = [list(r) for r in _option_mask(s)]  # the option's own mask: the variant stays apart
+    """A copy with cell (i, j) of the shown mask flipped: the mask becomes a drawn one."""
+    rows = [list(r) for r in shown_mask(s)]
     rows[i][j] = not rows[i][j]
-    return dataclasses.replace(s, mask_mode="custom", mask=tuple(tuple(r) for r in rows))
+    drawn = tuple(tuple(r) for r in rows)
+    return dataclasses.replace(s, variant=dataclasses.replace(s.variant, mask="drawn", drawn=drawn))
+
+
+def with_mask_mode(v: core_api.VariantChoice, mode: str) -> core_api.VariantChoice:
+    """The choice with the mask an old mask_mode name means ('none', 'causal-top-left',
+    'causal-bottom-right'; main.py's --mask); SessionError naming the mask otherwise."""
+    if mode not in MASK_MODES[:3]:
+        raise SessionError(f"mask: expected one of {', '.join(MASK_MODES[:3])}, found {mode!r}")
+    if mode == "none":
+        return dataclasses.replace(v, mask="none")
+    return dataclasses.replace(v, mask="causal", align=mode.removeprefix("causal-"))
+
+
+def with_drawn_size(v: core_api.VariantChoice, rows: int, cols: int) -> core_api.VariantChoice:
+    """The choice with its drawn grid resized (kept cells stay, new cells may attend)."""
+    if not v.drawn:
+        return v
+    return dataclasses.replace(v, drawn=resize_mask(v.drawn, rows, cols))
+
+
+def without_drawn(v: core_api.VariantChoice) -> core_api.VariantChoice:
+    """The choice without a drawn grid (a drawn mask chosen becomes none)."""
+    if not v.drawn and v.mask != "drawn":
+        return v
+    return dataclasses.replace(v, mask="none" if v.mask == "drawn" else v.mask, drawn=())

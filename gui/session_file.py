@@ -83,6 +83,7 @@ def _optional_matrix(data: Mapping, field: str, rows: int | None, cols: int | No
 
 
 def _mask(data: Mapping, rows: int, cols: int):
+    """A version 2 file's drawn mask (None when it has none)."""
     v = data.get("mask")
     if v is None:
         return None
@@ -96,6 +97,27 @@ def _mask(data: Mapping, rows: int, cols: int):
         ):
             raise _fail(f"mask[{i}]", f"a list of {cols} booleans", row)
     return tuple(tuple(r) for r in v)
+
+
+def _one_mask(data: Mapping, variant: object, L: int, S: int, H: int) -> object:
+    """A version 2 file's two masks (mask_mode with its drawn mask, and the variant's) as the
+    one choice: the file's masks alone, or, when it has both, the grid a key had to pass both
+    of, drawn. Its drawn cells stay with the choice (drawn again when 'drawn' is chosen)."""
+    mode, mask = _choice(data, "mask_mode", MASK_MODES), _mask(data, L, S)
+    kept = dataclasses.replace(variant, drawn=mask) if mask is not None else variant
+    if mode == "none" or (mode == "custom" and mask is None):  # an empty custom: every key
+        return kept
+    align = mode.removeprefix("causal-") if mode != "custom" else variant.align
+    alone = "drawn" if mode == "custom" else "causal"
+    # alone when the variant has no mask, and the alignment moves no ALiBi slope
+    same = not variant.alibi or align == variant.align or L == S
+    if variant.mask == "none" and same:
+        return dataclasses.replace(kept, mask=alone, align=align)
+    grid = mask if mode == "custom" else core_api.causal_cells(L, S, align)
+    cells = core_api.variant_cells(variant, L, S, H, range(L), range(S))
+    if cells is not None:
+        grid = [[a and b for a, b in zip(r, c)] for r, c in zip(grid, cells)]
+    return dataclasses.replace(variant, mask="drawn", drawn=tuple(map(tuple, grid)))
 
 
 def _shape(m: Matrix | None) -> tuple[int, int] | None:
@@ -126,11 +148,12 @@ def _plan_heads(mode, query, key, value, w_q, w_k, w_v, heads: int, kv_heads: in
 
 
 def _upgraded(data: dict) -> dict:
-    """A version 1 session (the query table stored as "x") as version 2; others unchanged."""
+    """A version 1 session (the query table stored as "x") as version 2; others unchanged
+    (version 2's mask_mode and mask are read into the variant by `_one_mask`)."""
     if data.get("version") != 1 or "query" in data:
         return data
     upgraded = {k: v for k, v in data.items() if k != "x"}
-    return {**upgraded, "version": VERSION, "query": data.get("x")}
+    return {**upgraded, "version": 2, "query": data.get("x")}
 
 
 def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) -> Session:
@@ -141,9 +164,11 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     if not isinstance(data, dict):
         raise _fail("<top level>", "a JSON object", type(data).__name__)
     data = _upgraded(data)
-    if data.get("version") != VERSION:
-        raise _fail("version", f"{VERSION} (or 1, read as {VERSION})", data.get("version"))
+    old = data.get("version") == 2  # its mask_mode and mask become the variant's mask
+    if data.get("version") != VERSION and not old:
+        raise _fail("version", f"{VERSION} (or 1 or 2, read as {VERSION})", data.get("version"))
     known = {f.name for f in dataclasses.fields(Session)} | {"version"}
+    known |= {"mask_mode", "mask"} if old else set()
     unknown = sorted(set(data) - known)
     if unknown:
         raise SessionError(f"session has unknown fields: {', '.join(unknown)}")
@@ -158,7 +183,6 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     ok = isinstance(scale_value, int | float) and not isinstance(scale_value, bool)
     if not ok or not math.isfinite(scale_value):
         raise _fail("scale_value", "a finite number", scale_value)
-    mask_mode = _choice(data, "mask_mode", MASK_MODES)
     masked_rows = _choice(data, "masked_rows", MASKED_ROWS)
     backend, dtype = data.get("backend"), data.get("dtype")
     if backends is not None:
@@ -214,6 +238,11 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     )
     if mode == "self" and kv_heads != heads:
         raise _fail("num_kv_heads", f"num_heads={heads} in mode 'self'", kv_heads)
+    if old:
+        variant = _one_mask(data, variant, L, S, heads)
+    drawn = variant.drawn
+    if drawn and (len(drawn) != L or any(len(row) != S for row in drawn)):
+        raise _fail("variant.drawn", f"{L} rows of {S} booleans", f"{len(drawn)} rows")
     session = Session(
         tokens=_labels(data, "tokens", L),
         key_tokens=_labels(data, "key_tokens", S),
@@ -228,8 +257,6 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
         num_kv_heads=kv_heads,
         scale_mode=scale_mode,
         scale_value=float(scale_value),
-        mask_mode=mask_mode,
-        mask=_mask(data, L, S),
         masked_rows=masked_rows,
         backend=backend,
         dtype=dtype,

@@ -43,7 +43,8 @@ class ToyBanner(QFrame):
         if self.toy is None:
             return  # the window opened on a model head: no toy example to go back to
         toy = self.toy
-        mask = toy.variant.mask if toy.variant.mask != "none" else toy.mask_mode
+        v = toy.variant  # the one mask, causal with its alignment (as main.py's --mask)
+        mask = f"causal-{v.align}" if v.mask == "causal" else v.mask
         self.label.setText(
             f"The toy example ({toy.preset}, {toy.num_tokens} tokens, mask {mask}) was "
             f"replaced by {head.preset.removeprefix(MODEL).replace(':', ', ')}: its inputs "

@@ -33,6 +33,7 @@ MASK_LABELS = {
     "prefix": "prefix-LM",
     "documents": "documents (cu_seqlens)",
     "sink_tokens": "sink tokens + window",
+    "drawn": "drawn (click the grid)",
 }
 ALIGN_LABELS = {"bottom-right": "bottom-right", "top-left": "top-left"}
 ROPE_LABELS = {"none": "none", "half": "half (Llama)", "interleaved": "interleaved (GPT-J)"}
@@ -92,6 +93,10 @@ class VariantPanel(QGroupBox):
         self.form = QFormLayout(self)
         self.form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         self.mask = _combo(MASK_LABELS)
+        self.mask.setToolTip(
+            "the call's one mask: SDPA's is_causal is causal top-left, its attn_mask a drawn "
+            "grid; click the grid below to draw your own"
+        )
         self.align = _combo(ALIGN_LABELS)
         self.align.setToolTip(
             "where the queries sit among the keys, for the mask and ALiBi (decode: bottom-right); "

@@ -20,8 +20,11 @@ def call_sizes(s: Session) -> tuple[int, int]:
 
 
 def is_plain(s: Session) -> bool:
-    """No variant chosen and decode off: plain attention (what Copy as code writes)."""
-    return s.variant == core_api.VariantChoice() and not s.decode
+    """Decode off and nothing but a mask SDPA takes (none, causal, a drawn grid): what Copy as
+    code writes (the other masks' fields, such as a window's left, are unused then)."""
+    v = s.variant
+    plain = v.mask in ("none", "causal", "drawn") and v.softcap is None and not v.alibi
+    return plain and not v.sinks and v.rope == "none" and not s.decode
 
 
 def variant_of(s: Session) -> object:
@@ -121,8 +124,14 @@ def choice_from_fields(fields: Mapping[str, object]) -> object:
 
 
 def with_variant(s: Session, fields: Mapping[str, object]) -> Session:
-    """The session with the picker's variant; ValueError naming the field when it does not fit."""
-    edited = dataclasses.replace(s, variant=choice_from_fields(fields))
+    """The session with the picker's variant; ValueError naming the field when it does not fit.
+
+    The drawn grid stays (the picker does not show it); a first drawn mask starts all True."""
+    drawn = s.variant.drawn
+    if fields["mask"] == "drawn" and not drawn:
+        drawn = tuple(tuple(True for _ in range(s.num_keys)) for _ in range(s.num_tokens))
+    choice = dataclasses.replace(choice_from_fields(fields), drawn=drawn)
+    edited = dataclasses.replace(s, variant=choice)
     checked(edited)
     return edited
 

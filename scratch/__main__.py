@@ -38,15 +38,6 @@ def _num(v: float, decimals: int) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
-def _axis_labels(trace: Trace, axis: str, n: int) -> list[str]:
-    """Labels along one axis: tokens for query/key, else c0.. (feature), m0.. (model)."""
-    if axis == "query" and len(trace.tokens) == n:
-        return list(trace.tokens)
-    if axis == "key" and len(trace.key_tokens) == n:
-        return list(trace.key_tokens)
-    return [f"{_PREFIX.get(axis, '')}{i}" for i in range(n)]
-
-
 def format_matrix(
     rows: Sequence[Sequence[float]],
     row_labels: Sequence[str],
@@ -79,20 +70,20 @@ def format_matrix(
 def _format_value(trace: Trace, step: Step, decimals: int) -> str:
     """A step's value: one table for a matrix, one table per head (or leading index) above."""
     value, axes = step.tolist(), step.axes
+    first = trace.axis_labels(axes[0], len(value), _PREFIX.get(axes[0], ""))  # along axis 0
     if len(axes) == 1:  # a single row (row_dot, a bias's gradient): a 1 x n matrix
-        labels = _axis_labels(trace, axes[0], len(value))
-        return format_matrix([value], [step.name], labels, decimals)
+        return format_matrix([value], [step.name], first, decimals)
     if len(axes) > 2:
         blocks = []
-        for label, sub in zip(_axis_labels(trace, axes[0], len(value)), value, strict=True):
+        for label, sub in zip(first, value, strict=True):
             inner = type(step)(step.name, step.formula, sub, step.note, axes[1:])
             blocks.append(f"  {label}:\n" + _format_value(trace, inner, decimals))
         return "\n".join(blocks)
     n_cols = len(value[0]) if value else 0
     return format_matrix(
         value,
-        _axis_labels(trace, axes[0], len(value)),
-        _axis_labels(trace, axes[1], n_cols),
+        first,
+        trace.axis_labels(axes[1], n_cols, _PREFIX.get(axes[1], "")),
         decimals,
         row_sums=step.name == "weights",
     )

@@ -11,15 +11,9 @@ inputs; a trace instead propagates the differences of its own forward.)
 
 from __future__ import annotations
 
-from .step_bounds import product_parts, stored_input
-from .tolerance import gamma
+from .step_bounds import product_bound, product_parts, stored_input, transposed
 
 given = stored_input  # dO is an input the backend stored in its dtype
-
-
-def _T(ops, triple: tuple) -> tuple:
-    """(got, want, diff) transposed."""
-    return tuple(ops.T(x) for x in triple)
 
 
 def _cols(ops, triple: tuple, lo: int, hi: int) -> tuple:
@@ -34,7 +28,7 @@ def _side(ops, triples: list[tuple]) -> tuple:
 
 def _atop(ops, triples: list[tuple]) -> tuple:
     """Equally wide (got, want, diff) blocks stacked (rows after rows)."""
-    return _T(ops, _side(ops, [_T(ops, t) for t in triples]))
+    return transposed(ops, _side(ops, [transposed(ops, t) for t in triples]))
 
 
 def _parts(ops, a: tuple, b: tuple) -> tuple:
@@ -43,13 +37,9 @@ def _parts(ops, a: tuple, b: tuple) -> tuple:
 
 
 def _finish(cmp, prop, size, n: int, want, c: float = 1.0):
-    """c * (propagated + rounding of n products and their sum), then storage and truth.
-
-    Each product may also underflow into the subnormals, an absolute error up to one subnormal
-    spacing (`cmp.floor`) each, whatever its size: n + 2 of them."""
-    g, tiny = gamma(n + 2, cmp.u_acc), (n + 2) * cmp.floor
-    b0 = cmp.ops.ew(lambda p, s: c * (p + g * s) + tiny, prop, size)
-    return cmp.chain(b0, want, 2, n + 2, cmp.ops.ew(lambda s: c * s, size))
+    """step_bounds.product_bound with the subnormals: each product may underflow, an absolute
+    error up to one subnormal spacing (`cmp.floor`) each, whatever its size: n + 2 of them."""
+    return product_bound(cmp, prop, size, n, want, c, (n + 2) * cmp.floor)
 
 
 def _product(cmp, a: tuple, b: tuple, want, c: float = 1.0):
@@ -84,13 +74,13 @@ def _group(cmp, g: int) -> list[int]:
 def weight(cmp, name: str, reads: tuple[str, ...], h: int):
     """grad_w = input^T @ gradient (over every row)."""
     src, grad = reads
-    return _product(cmp, _T(cmp.ops, cmp.values(src)), cmp.values(grad), cmp.want[name])
+    return _product(cmp, transposed(cmp.ops, cmp.values(src)), cmp.values(grad), cmp.want[name])
 
 
 def bias(cmp, name: str, reads: tuple[str, ...], h: int):
     """grad_b = column sums of the gradient: gradient^T @ ones."""
     ops = cmp.ops
-    grad = _T(ops, cmp.values(reads[0]))
+    grad = transposed(ops, cmp.values(reads[0]))
     prop, size, n = _parts(ops, grad, _ones(ops, ops.shape(grad[0])[-1]))
     prop, size = _first_column(ops, prop), _first_column(ops, size)
     return _finish(cmp, prop, size, n, cmp.want[name])
@@ -104,7 +94,7 @@ def head_outputs(cmp, name: str, reads: tuple[str, ...], h: int):
     lo, hi = h * d_v, (h + 1) * d_v
     if "w_o" not in reads:  # an exact rearrangement of grad_output's columns
         return ops.cols(cmp.diff["grad_output"], lo, hi)
-    w_rows = _cols(ops, _T(ops, cmp.values("w_o")), lo, hi)  # (d_out, d_v)
+    w_rows = _cols(ops, transposed(ops, cmp.values("w_o")), lo, hi)  # (d_out, d_v)
     return _product(cmp, cmp.values("grad_output"), w_rows, want)
 
 
@@ -115,7 +105,7 @@ def value(cmp, name: str, reads: tuple[str, ...], h: int):
     d_v = ops.shape(cmp.want[name])[-1] // cmp.Hkv
     for g in range(cmp.Hkv):
         heads = _group(cmp, g)
-        a = _side(ops, [_T(ops, cmp.head("weights", k)) for k in heads])  # (S, n L)
+        a = _side(ops, [transposed(ops, cmp.head("weights", k)) for k in heads])  # (S, n L)
         b = _atop(ops, [_head_grad(cmp, k) for k in heads])  # (n L, d_v)
         want = ops.cols(cmp.want[name], g * d_v, (g + 1) * d_v)
         blocks.append(_product(cmp, a, b, want))
@@ -125,7 +115,7 @@ def value(cmp, name: str, reads: tuple[str, ...], h: int):
 def weights(cmp, name: str, reads: tuple[str, ...], h: int):
     """dP of head h: dO_h @ v_h^T."""
     ops = cmp.ops
-    v = _T(ops, cmp.head_slices(h, "v"))  # (d_v, S)
+    v = transposed(ops, cmp.head_slices(h, "v"))  # (d_v, S)
     return _product(cmp, _head_grad(cmp, h), v, cmp.head(name, h)[1])
 
 
@@ -185,7 +175,7 @@ def key(cmp, name: str, reads: tuple[str, ...], h: int):
     blocks = []
     for g in range(cmp.Hkv):
         heads = _group(cmp, g)
-        a = _side(ops, [_T(ops, cmp.head("grad_scores", k)) for k in heads])  # (S, n L)
+        a = _side(ops, [transposed(ops, cmp.head("grad_scores", k)) for k in heads])  # (S, n L)
         b = _atop(ops, [cmp.head_slices(k, "q") for k in heads])  # (n L, d)
         want = ops.cols(cmp.want[name], g * d, (g + 1) * d)
         blocks.append(_product(cmp, a, b, want, cmp.scale))
@@ -202,7 +192,7 @@ def inputs(cmp, name: str, reads: tuple[str, ...], h: int):
         if w is None:  # the identity: the gradient itself, one term
             p, s, k = tuple(ops.abs(ops.nan_to_zero(x)) for x in (grad[2], grad[0])) + (1,)
         else:
-            p, s, k = _parts(ops, grad, _T(ops, w))
+            p, s, k = _parts(ops, grad, transposed(ops, w))
         prop = p if prop is None else ops.add(prop, p)
         size = s if size is None else ops.add(size, s)
         n += k

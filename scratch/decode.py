@@ -15,9 +15,12 @@ mask_mod None: every key is seen (FlexAttention's meaning); at L = 1 that is cau
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 
 from .flex import create_block_mask, flex_attention, prepare
+from .front_doors import bound
 from .options import FlexOptions
 from .validate import as_tensor, check_flag, check_hook
 from .variants.base import Variant, check_sizes
@@ -128,10 +131,13 @@ def attend_at(x, q_offset: int, kv_offset: int, score_mod, mask_mod, batch: int 
     )
 
 
-def decode_attention(
-    query: object,
-    key: object,
-    value: object,
+def arrays_only(options: FlexOptions) -> FlexOptions:
+    """The options prepare checks with the arrays: scale, GQA and sinks (the mods are checked at
+    true positions by check_mods)."""
+    return FlexOptions(scale=options.scale, enable_gqa=options.enable_gqa, sinks=options.sinks)
+
+
+def decode_options(
     score_mod: Callable[..., float] | None = None,
     mask_mod: Callable[..., bool] | None = None,
     scale: float | None = None,
@@ -139,21 +145,43 @@ def decode_attention(
     return_lse: bool = False,
     *,
     sinks: object = None,
-) -> list | tuple[list, list]:
+) -> FlexOptions:
+    """Every decode call's keywords, after its arrays, written once: one FlexOptions."""
+    check_flag(return_lse, "return_lse")
+    return FlexOptions(score_mod, None, scale, enable_gqa, return_lse, sinks, mask_mod)
+
+
+def decode_door(impl: Callable) -> Callable:
+    """impl(*arrays, options) -> (output, lse) becomes the public call: impl's arrays, then
+    decode_options's keywords; it returns output, or (output, lse) when return_lse."""
+    arrays = list(inspect.signature(impl).parameters.values())[:-1]
+    keywords = list(inspect.signature(decode_options).parameters.values())
+    signature = inspect.Signature(arrays + keywords, return_annotation="list | tuple[list, list]")
+
+    def door(*args: object, **kwargs: object) -> list | tuple[list, list]:
+        given = bound(signature, impl.__name__, args, kwargs)
+        options = decode_options(**{p.name: given[p.name] for p in keywords if p.name in given})
+        output, lse = impl(*(given[p.name] for p in arrays), options)
+        return (output, lse) if options.return_lse else output
+
+    door.__signature__ = signature
+    return functools.update_wrapper(door, impl, updated=())
+
+
+@decode_door
+def decode_attention(query: object, key: object, value: object, options: FlexOptions):
     """Attention of query (B, H, L, E) at the last L positions of key (B, Hkv, S, E), value.
 
     The mods see true positions (q_idx = S - L + i); output (B, H, L, Ev), lse (B, H, L).
     """
-    x = prepare(query, key, value, FlexOptions(scale=scale, enable_gqa=enable_gqa, sinks=sinks))
+    x = prepare(query, key, value, arrays_only(options))
     B, H, _, L, S, _, _ = x.shape
     if L > S:
         raise ValueError(
             f"query: {L} queries cannot be the last positions of {S} keys (expected L <= S)"
         )
-    check_mods(score_mod, mask_mod, B, H, S)
-    check_flag(return_lse, "return_lse")
-    output, lse = attend_at(x, query_offset(L, S), 0, score_mod, mask_mod)
-    return (output, lse) if return_lse else output
+    check_mods(options.score_mod, options.mask_mod, B, H, S)
+    return attend_at(x, query_offset(L, S), 0, options.score_mod, options.mask_mod)
 
 
-__all__ = ["at_positions", "decode_attention", "query_offset"]
+__all__ = ["at_positions", "decode_attention", "decode_door", "query_offset"]

@@ -97,14 +97,6 @@ def matrix_table(
     return "".join(out) + (f"<div style='font-size:9px;color:#555'>{note}</div>" if note else "")
 
 
-def _labels(trace: object, axis: str, n: int) -> list[str]:
-    if axis == "query" and len(trace.tokens) == n:
-        return list(trace.tokens)
-    if axis == "key" and len(trace.key_tokens) == n:
-        return list(trace.key_tokens)
-    return [str(i) for i in range(n)]
-
-
 def step_html(trace: object, step: object) -> str:
     """One step: its name, formula and shape, and its matrix (head 0 of a step with heads)."""
     value, axes = step.value, step.axes
@@ -117,8 +109,8 @@ def step_html(trace: object, step: object) -> str:
     about += "</span>"
     if len(axes) == 1:  # one number per token or feature: drawn as one row
         value, axes = [value], ("", axes[0])
-    rows = _labels(trace, axes[0], len(value)) if axes[0] else [step.name]
-    cols = _labels(trace, axes[1], len(value[0]))
+    rows = trace.axis_labels(axes[0], len(value)) if axes[0] else [step.name]
+    cols = trace.axis_labels(axes[1], len(value[0]))
     kind = "weights" if step.name == "weights" else "signed"
     return f"<div><b>{about}</b>{matrix_table(value, rows, cols, kind)}</div>"
 

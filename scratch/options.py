@@ -103,8 +103,9 @@ class Options:
 
 @dataclass(frozen=True)
 class FlexOptions:
-    """How one flex_attention call computes, PyTorch's keywords as given: the mods, the scale,
-    GQA, lse and the sinks. Checked where the arrays are known (scratch.flex.check_call)."""
+    """How one flex_attention (or decode) call computes, PyTorch's keywords as given: the mods,
+    the scale, GQA, lse and the sinks. Checked where the arrays are known (scratch.flex.check_call,
+    scratch.decode.check_mods)."""
 
     score_mod: Callable[..., float] | None = None  # score_mod(score, b, h, q_idx, kv_idx)
     block_mask: object = None  # create_block_mask's BlockMask (torch's own, for torch)
@@ -112,6 +113,7 @@ class FlexOptions:
     enable_gqa: bool = False  # key/value may have fewer heads than query
     return_lse: bool = False  # also return each row's log-sum-exp
     sinks: object = None  # one learned sink logit per query head (gpt-oss), or None
+    mask_mod: Callable[..., bool] | None = None  # decode's mask at true positions (scratch.decode)
 
 
 __all__ = ["MASK_KINDS", "FlexOptions", "Options", "check_rng"]

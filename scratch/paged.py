@@ -11,10 +11,17 @@ Decoding a paged cache equals decoding the contiguous cache (tests/test_decode_p
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
 from math import nan
 
-from .decode import attend_at, check_mods, four_dims, key_value, query_offset
+from .decode import (
+    arrays_only,
+    attend_at,
+    check_mods,
+    decode_door,
+    four_dims,
+    key_value,
+    query_offset,
+)
 from .flex import prepare
 from .options import FlexOptions
 from .validate import check_flag, check_positive_int
@@ -90,43 +97,36 @@ def read_pages(key_cache: object, value_cache: object, block_table: object, seq_
     return keys, values
 
 
+@decode_door
 def paged_decode_attention(
     query: object,
     key_cache: object,
     value_cache: object,
     block_table: object,
     seq_lens: object,
-    score_mod: Callable[..., float] | None = None,
-    mask_mod: Callable[..., bool] | None = None,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-    return_lse: bool = False,
-    *,
-    sinks: object = None,
-) -> list | tuple[list, list]:
+    options: FlexOptions,
+) -> tuple[list, list]:
     """decode_attention per sequence b: query (B, H, L, E) the last L of its seq_lens[b] tokens."""
     q, (B, H, L, E) = four_dims(query, "query", "(B, H, L, E)")
     _, _, (P, Hkv, page_size, Ek, _) = check_caches(key_cache, value_cache)
-    if Ek != E or H % Hkv or (H != Hkv and not check_flag(enable_gqa, "enable_gqa")):
+    if Ek != E or H % Hkv or (H != Hkv and not check_flag(options.enable_gqa, "enable_gqa")):
         raise ValueError(
             f"key_cache: {Hkv} kv heads of {Ek} features for {H} query heads of {E} expected "
             f"equal features, and equal heads or enable_gqa=True with H % Hkv == 0"
         )
     block_table, seq_lens = check_table(block_table, seq_lens, P, page_size, B)
-    check_flag(return_lse, "return_lse")
     for b, n in enumerate(seq_lens):
         if n < L:
             raise ValueError(f"seq_lens[{b}]: {n} tokens, fewer than the {L} queries")
     keys, values = read_pages(key_cache, value_cache, block_table, seq_lens)
-    output, lse = [], []
-    options = FlexOptions(scale=scale, enable_gqa=enable_gqa, sinks=sinks)
+    output, lse, mods = [], [], (options.score_mod, options.mask_mod)
     for b, n in enumerate(seq_lens):
-        x = prepare([q[b]], [keys[b]], [values[b]], options)
-        check_mods(score_mod, mask_mod, None, H, n)  # B unknown to one sequence's call
-        out_b, lse_b = attend_at(x, query_offset(L, n), 0, score_mod, mask_mod, batch=b)
+        x = prepare([q[b]], [keys[b]], [values[b]], arrays_only(options))
+        check_mods(*mods, None, H, n)  # B unknown to one sequence's call
+        out_b, lse_b = attend_at(x, query_offset(L, n), 0, *mods, batch=b)
         output.append(out_b[0])
         lse.append(lse_b[0])
-    return (output, lse) if return_lse else output
+    return output, lse
 
 
 def to_pages(

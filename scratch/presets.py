@@ -3,22 +3,9 @@
 Design
 ------
 - `names()` lists the preset slugs in seed order; `get(name)` builds a fresh `Preset` (a
-  frozen dataclass) every call, so a caller that edits its nested lists changes only its copy.
-- A preset holds the notebook's inputs as nested lists of floats: `x` (query side), `key` and
-  `value` (None when they are `x`), `w_q`, `w_k`, `w_v` (None when the notebook has no
-  projections, so q = x, k = key, v = value), and `scale`, the factor the scores are
-  multiplied by: the notebook's 1/sqrt(d_k) as written (1.0 where it does not scale).
-- `printed[step]` is a `Printed`: what the notebook showed, as nested lists of floats, with
-  the cell, the expression, the dtype it computed in, and how it was printed. `decimals` is
-  the count of digits after the point (of the mantissa when `sci` is true); None means the
-  number was printed in full (whole numbers, or a float64 in Python's round-trip repr). A
-  value reproduces a print when it is within half a unit of the last printed digit (plus the
-  rounding of the notebook's `dtype`); tests/test_presets.py checks exactly that.
-  `row` says which row of the step the print is, when the notebook printed one row only.
-  Keys are step names of the trace (`x`, `w_k`, `q`, `k`, `v`, `scores`, `weights`, `output`)
-  or, for anything else the notebook printed, an extra key explained in `Printed.expr`.
-- `corrected[step]` holds the numbers a notebook should have printed where its code slips;
-  they were computed once with NumPy in float64 when the preset was written.
+  frozen dataclass, scratch.preset_record) every call, so a caller that edits its nested lists
+  changes only its copy. `Preset` and `Printed` (what a notebook printed, and how precisely)
+  are described in scratch.preset_record.
 - `trace(preset)` (or `preset.trace()`) runs `scratch.trace_attention` on the preset.
 
 Not here: seed 000's example 1 (a function with no data), seed 002's step 8 (unseeded
@@ -31,90 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from .preset_record import Preset, Printed, floats, notebook_source
 
 if TYPE_CHECKING:
     from .trace import Trace
-
-Matrix = list[list[float]]
-
-
-@dataclass(frozen=True)
-class Printed:
-    """One thing a notebook printed, with how precisely it was printed."""
-
-    value: object  # float, list[float] or list[list[float]], as printed
-    decimals: int | None  # digits after the point (mantissa digits if sci); None = in full
-    cell: str  # e.g. "In[39]"
-    expr: str  # the notebook expression whose value this is
-    dtype: str = "float32"  # what the notebook computed in: "float32", "float64", "int64"
-    sci: bool = False  # printed as mantissa e exponent
-    row: int | None = None  # the print is row `row` of the step's matrix
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A worked example: inputs, the notebook's scale, and the numbers it printed."""
-
-    name: str
-    title: str
-    source: str
-    tokens: tuple[str, ...]
-    key_tokens: tuple[str, ...] | None
-    x: Matrix
-    scale: float
-    key: Matrix | None = None
-    value: Matrix | None = None
-    w_q: Matrix | None = None
-    w_k: Matrix | None = None
-    w_v: Matrix | None = None
-    printed: dict[str, Printed] = field(default_factory=dict)
-    corrected: dict[str, Printed] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-    def kwargs(self) -> dict:
-        """Keyword arguments for `scratch.trace_attention` (inputs, tokens and scale)."""
-        return {
-            "x": self.x,
-            "key": self.key,
-            "value": self.value,
-            "w_q": self.w_q,
-            "w_k": self.w_k,
-            "w_v": self.w_v,
-            "tokens": list(self.tokens),
-            "key_tokens": None if self.key_tokens is None else list(self.key_tokens),
-            "scale": self.scale,
-        }
-
-    def slip_notes(self) -> list[str]:
-        """One line per slip the notebook printed (its `slip_*` entries): the cell, what it
-        computed and the numbers it printed, to set beside the trace's correct ones."""
-        return [
-            f"Slip printed by the notebook ({p.cell}): {p.expr} = {_printed_text(p)}"
-            for key, p in self.printed.items()
-            if key.startswith("slip")
-        ]
-
-    def trace(self) -> Trace:
-        """Run the ground-truth `scratch.trace_attention` on this preset."""
-        from .trace import trace_attention  # local: keeps this module importable on its own
-
-        return trace_attention(**self.kwargs())
-
-
-def _printed_text(p: Printed) -> str:
-    """A printed value as the notebook showed it: its decimals (mantissa digits when sci)."""
-
-    def one(x: float) -> str:
-        if p.decimals is None:
-            return f"{x:g}"
-        return f"{x:.{p.decimals}e}" if p.sci else f"{x:.{p.decimals}f}"
-
-    def text(v: object) -> str:
-        return "[" + ", ".join(text(x) for x in v) + "]" if isinstance(v, list) else one(v)
-
-    return text(p.value)
 
 
 def trace(preset: Preset | str) -> Trace:
@@ -124,29 +33,19 @@ def trace(preset: Preset | str) -> Trace:
     return preset.trace()
 
 
-def _floats(rows) -> Matrix:
-    """Copy a nested list of numbers as floats."""
-    return [[float(v) for v in row] for row in rows]
-
-
-def _src(seed: str, cells: str) -> str:
-    """Source string: the seed file and the cells the preset comes from."""
-    return f"seed {seed[:3]} ({seed}.txt), {cells}"
-
-
 # --- seed 000: torch, d_k passed as 4 although the width is 3 ----------------------------
 
 
 def _seed000_example2() -> Preset:
     """Seed 000 examples 2-3: q, k, v given directly, d_k = 4."""
     seed = "000_7c14042d86dbc24d"
-    q = _floats([[0, 10, 0]])  # (1, 3)
-    k = _floats([[10, 0, 0], [0, 10, 0], [0, 0, 10], [0, 0, 10]])  # (4, 3)
-    v = _floats([[1, 0, 1], [10, 0, 2], [100, 5, 0], [1000, 6, 0]])  # (4, 3)
+    q = floats([[0, 10, 0]])  # (1, 3)
+    k = floats([[10, 0, 0], [0, 10, 0], [0, 0, 10], [0, 0, 10]])  # (4, 3)
+    v = floats([[1, 0, 1], [10, 0, 2], [100, 5, 0], [1000, 6, 0]])  # (4, 3)
     return Preset(
         name="seed000-example2",
         title="Seed 000 examples 2-3: one query picks key 1 out of four",
-        source=_src(seed, "In[29]-In[58], In[43]"),
+        source=notebook_source(seed, "In[29]-In[58], In[43]"),
         tokens=("q",),
         key_tokens=("k0", "k1", "k2", "k3"),
         x=q,
@@ -154,9 +53,9 @@ def _seed000_example2() -> Preset:
         value=v,
         scale=1 / math.sqrt(4),
         printed={
-            "q": Printed(_floats(q), None, "In[56]", "temp_q"),
-            "k": Printed(_floats(k), None, "In[56]", "temp_k"),
-            "v": Printed(_floats(v), None, "In[56]", "temp_v"),
+            "q": Printed(floats(q), None, "In[56]", "temp_q"),
+            "k": Printed(floats(k), None, "In[56]", "temp_k"),
+            "v": Printed(floats(v), None, "In[56]", "temp_v"),
             "weights": Printed(
                 [[0.0, 1.0, 0.0, 0.0]], 3, "In[58]", "torch.round(attention_weights, decimals=3)"
             ),
@@ -182,6 +81,18 @@ _WV001 = [[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]  # (4, 3)
 _Q001 = [[1, 0, 2], [2, 2, 2], [2, 1, 3]]  # v @ W_q, (3, 3)
 _K001 = [[0, 1, 1], [4, 4, 0], [2, 3, 1]]  # v @ W_k, (3, 3)
 _VAL001 = [[1, 2, 3], [2, 8, 0], [2, 6, 3]]  # v @ W_v, (3, 3)
+_SCORES001 = [[2, 4, 4], [4, 16, 12], [4, 12, 10]]  # q @ k.T, (3, 3)
+
+
+def _int64(value: object, cell: str, expr: str, **more: object) -> Printed:
+    """An integer tensor the notebook printed in full (seed 001's torch examples)."""
+    return Printed(value, None, cell, expr, dtype="int64", **more)
+
+
+def _on_v001(tokens: tuple[str, ...] = ("v_1", "v_2", "v_3"), **fields: object) -> Preset:
+    """A preset on seed 001's three word vectors and weights (seed 002 takes the same), unscaled."""
+    w_q, w_k, w_v = floats(_WQ001), floats(_WK001), floats(_WV001)
+    return Preset(tokens=tokens, x=floats(_V001), w_q=w_q, w_k=w_k, w_v=w_v, scale=1.0, **fields)
 
 
 def _seed001_example1() -> Preset:
@@ -190,16 +101,16 @@ def _seed001_example1() -> Preset:
     return Preset(
         name="seed001-example1",
         title="Seed 001 example 1: softmax of given scores [13, 9, 9] over three encoder states",
-        source=_src(_SEED001, "In[3]-In[16]"),
+        source=notebook_source(_SEED001, "In[3]-In[16]"),
         tokens=("q",),
         key_tokens=("h_1", "h_2", "h_3"),
         x=[[1.0]],  # (1, 1): with k below, q @ k^T = [[13, 9, 9]]
         key=[[13.0], [9.0], [9.0]],  # (3, 1)
-        value=_floats(states),
+        value=floats(states),
         scale=1.0,
         printed={
             "v": Printed(
-                _floats(states), 4, "In[4]", "encoder_hidden_states", sci=True, dtype="float32"
+                floats(states), 4, "In[4]", "encoder_hidden_states", sci=True, dtype="float32"
             ),
             "slip_product": Printed(
                 [
@@ -228,26 +139,15 @@ def _seed001_example1() -> Preset:
 
 def _seed001_example2() -> Preset:
     """Seed 001 example 2: the keys of three word vectors."""
-    return Preset(
+    return _on_v001(
         name="seed001-example2",
         title="Seed 001 example 2: keys of three word vectors",
-        source=_src(_SEED001, "In[54]-In[100]"),
-        tokens=("v_1", "v_2", "v_3"),
-        key_tokens=None,
-        x=_floats(_V001),
-        w_q=_floats(_WQ001),
-        w_k=_floats(_WK001),
-        w_v=_floats(_WV001),
-        scale=1.0,
+        source=notebook_source(_SEED001, "In[54]-In[100]"),
         printed={
-            "x": Printed(_floats(_V001), None, "In[95]", "v_1, v_2, v_3", dtype="int64"),
-            "w_k": Printed(_floats(_WK001), None, "In[59]", "W_k", dtype="int64"),
-            "k": Printed(
-                _floats(_K001),
-                None,
-                "In[99]",
-                "compute_keys([v_1, v_2, v_3], [W_k1, W_k2, W_k3])",
-                dtype="int64",
+            "x": _int64(floats(_V001), "In[95]", "v_1, v_2, v_3"),
+            "w_k": _int64(floats(_WK001), "In[59]", "W_k"),
+            "k": _int64(
+                floats(_K001), "In[99]", "compute_keys([v_1, v_2, v_3], [W_k1, W_k2, W_k3])"
             ),
         },
         notes=(
@@ -260,41 +160,22 @@ def _seed001_example2() -> Preset:
 
 def _seed001_example3() -> Preset:
     """Seed 001 example 3: q, k, v and query 1's scores and softmax (integer tensors)."""
-    return Preset(
+    return _on_v001(
         name="seed001-example3",
         title="Seed 001 example 3: queries, keys, values; scores and softmax of query 1",
-        source=_src(_SEED001, "In[101]-In[157]"),
-        tokens=("v_1", "v_2", "v_3"),
-        key_tokens=None,
-        x=_floats(_V001),
-        w_q=_floats(_WQ001),
-        w_k=_floats(_WK001),
-        w_v=_floats(_WV001),
-        scale=1.0,
+        source=notebook_source(_SEED001, "In[101]-In[157]"),
         printed={
-            "k": Printed(_floats(_K001), None, "In[114]", "keys = v @ W_k", dtype="int64"),
-            "q": Printed(_floats(_Q001), None, "In[119]", "queries = v @ W_q", dtype="int64"),
-            "v": Printed(_floats(_VAL001), None, "In[118]", "values = v @ W_v", dtype="int64"),
-            "q0_times_kT": Printed(
+            "k": _int64(floats(_K001), "In[114]", "keys = v @ W_k"),
+            "q": _int64(floats(_Q001), "In[119]", "queries = v @ W_q"),
+            "v": _int64(floats(_VAL001), "In[118]", "values = v @ W_v"),
+            "q0_times_kT": _int64(
                 [[0.0, 0.0, 4.0], [1.0, 0.0, 6.0], [1.0, 0.0, 2.0]],
-                None,
                 "In[123]",
                 "queries[0] * keys.t() (broadcast: entry [r][j] = q_0[j] * k_j[r])",
-                dtype="int64",
             ),
-            "kT": Printed(
-                [[0.0, 4.0, 2.0], [1.0, 4.0, 3.0], [1.0, 0.0, 1.0]],
-                None,
-                "In[147]",
-                "keys.t()",
-                dtype="int64",
-            ),
-            "q01_times_k0": Printed(
-                [0.0, 0.0, 0.0], None, "In[143]", "queries[0][1] * keys[0]", dtype="int64"
-            ),
-            "scores": Printed(
-                [2.0, 4.0, 4.0], None, "In[154]", "queries[0] @ keys.t()", dtype="int64", row=0
-            ),
+            "kT": _int64(floats(zip(*_K001)), "In[147]", "keys.t()"),
+            "q01_times_k0": _int64([0.0, 0.0, 0.0], "In[143]", "queries[0][1] * keys[0]"),
+            "scores": _int64(floats(_SCORES001)[0], "In[154]", "queries[0] @ keys.t()", row=0),
             "weights": Printed(
                 [0.0634, 0.4683, 0.4683],
                 4,
@@ -309,21 +190,14 @@ def _seed001_example3() -> Preset:
 
 def _seed001_example2b() -> Preset:
     """Seed 001's second 'example 2': float q and k, scores without the transpose."""
-    return Preset(
+    return _on_v001(
         name="seed001-example2b",
         title="Seed 001 second 'example 2': float queries and keys, multiplied without transpose",
-        source=_src(_SEED001, "In[161]-In[183]"),
-        tokens=("v_1", "v_2", "v_3"),
-        key_tokens=None,
-        x=_floats(_V001),
-        w_q=_floats(_WQ001),
-        w_k=_floats(_WK001),
-        w_v=_floats(_WV001),
-        scale=1.0,
+        source=notebook_source(_SEED001, "In[161]-In[183]"),
         printed={
-            "x": Printed(_floats(_V001), None, "In[163]", "v"),
-            "q": Printed(_floats(_Q001), None, "In[181]", "queries = v @ w_query"),
-            "k": Printed(_floats(_K001), None, "In[182]", "keys = v @ w_key"),
+            "x": Printed(floats(_V001), None, "In[163]", "v"),
+            "q": Printed(floats(_Q001), None, "In[181]", "queries = v @ w_query"),
+            "k": Printed(floats(_K001), None, "In[182]", "keys = v @ w_key"),
             "slip_scores": Printed(
                 [[4.0, 7.0, 3.0], [12.0, 16.0, 4.0], [10.0, 15.0, 5.0]],
                 None,
@@ -333,11 +207,7 @@ def _seed001_example2b() -> Preset:
         },
         corrected={
             "scores": Printed(
-                [[2.0, 4.0, 4.0], [4.0, 16.0, 12.0], [4.0, 12.0, 10.0]],
-                None,
-                "(corrected)",
-                "queries @ keys.T",
-                dtype="float64",
+                floats(_SCORES001), None, "(corrected)", "queries @ keys.T", dtype="float64"
             ),
         },
         notes=(
@@ -360,30 +230,20 @@ def _seed002() -> Preset:
         """A NumPy print: float64, 8 decimals unless said otherwise."""
         return Printed(value, decimals, cell, expr, dtype=dtype, **kw)
 
-    return Preset(
+    return _on_v001(
         name="seed002",
         title="Seed 002: self-attention of three inputs in NumPy, unscaled",
-        source=_src(seed, "In[36]-In[50]"),
+        source=notebook_source(seed, "In[36]-In[50]"),
         tokens=("x1", "x2", "x3"),
-        key_tokens=None,
-        x=_floats(_V001),
-        w_q=_floats(_WQ001),
-        w_k=_floats(_WK001),
-        w_v=_floats(_WV001),
-        scale=1.0,
         printed={
-            "x": p(_floats(_V001), "In[36]", "x"),
-            "w_q": p(_floats(_WQ001), "In[37]", "w_query", None, "int64"),
-            "w_k": p(_floats(_WK001), "In[37]", "w_key", None, "int64"),
-            "w_v": p(_floats(_WV001), "In[37]", "w_value", None, "int64"),
-            "q": p(_floats(_Q001), "In[38]", "Q = np.matmul(x, w_query)"),
-            "k": p(_floats(_K001), "In[38]", "K = np.matmul(x, w_key)"),
-            "v": p(_floats(_VAL001), "In[38]", "V = np.matmul(x, w_value)"),
-            "scores": p(
-                [[2.0, 4.0, 4.0], [4.0, 16.0, 12.0], [4.0, 12.0, 10.0]],
-                "In[39]",
-                "(Q @ K.T) / root_dk",
-            ),
+            "x": p(floats(_V001), "In[36]", "x"),
+            "w_q": p(floats(_WQ001), "In[37]", "w_query", None, "int64"),
+            "w_k": p(floats(_WK001), "In[37]", "w_key", None, "int64"),
+            "w_v": p(floats(_WV001), "In[37]", "w_value", None, "int64"),
+            "q": p(floats(_Q001), "In[38]", "Q = np.matmul(x, w_query)"),
+            "k": p(floats(_K001), "In[38]", "K = np.matmul(x, w_key)"),
+            "v": p(floats(_VAL001), "In[38]", "V = np.matmul(x, w_value)"),
+            "scores": p(floats(_SCORES001), "In[39]", "(Q @ K.T) / root_dk"),
             "weights": p(
                 [
                     [6.33789383e-02, 4.68310531e-01, 4.68310531e-01],
@@ -451,10 +311,9 @@ def _journey() -> Preset:
     return Preset(
         name="journey",
         title='Seed 003: "Your journey starts with one step", every word attends to every word',
-        source=_src(_SEED003, "In[32], In[36]-In[43]"),
+        source=notebook_source(_SEED003, "In[32], In[36]-In[43]"),
         tokens=_WORDS003,
-        key_tokens=None,
-        x=_floats(_INPUTS003),
+        x=floats(_INPUTS003),
         scale=1.0,
         printed={
             "scores": Printed(
@@ -506,14 +365,14 @@ def _journey() -> Preset:
 
 def _journey_query() -> Preset:
     """Seed 003: the single query 'journey' (inputs[1]) against the six words."""
-    words = _floats(_INPUTS003)  # (6, 3)
+    words = floats(_INPUTS003)  # (6, 3)
     return Preset(
         name="journey-query",
         title='Seed 003: the single query "journey" against the six words',
-        source=_src(_SEED003, "In[32], In[14]-In[16]"),
+        source=notebook_source(_SEED003, "In[32], In[14]-In[16]"),
         tokens=("journey",),
         key_tokens=_WORDS003,
-        x=_floats(_INPUTS003[1:2]),  # (1, 3): query = inputs[1]
+        x=floats(_INPUTS003[1:2]),  # (1, 3): query = inputs[1]
         key=words,  # the same list for keys and values: the trace shows one key-side input
         value=words,
         scale=1.0,
@@ -571,13 +430,12 @@ def _seed004() -> Preset:
     return Preset(
         name="seed004",
         title="Seed 004: four words with seeded random integer weights, scaled by 1/sqrt(3)",
-        source=_src("004_d720eb7a223f5663", "In[3]-In[15]"),
+        source=notebook_source("004_d720eb7a223f5663", "In[3]-In[15]"),
         tokens=("word_1", "word_2", "word_3", "word_4"),
-        key_tokens=None,
-        x=_floats(words),
-        w_q=_floats(SEED004_W_Q),
-        w_k=_floats(SEED004_W_K),
-        w_v=_floats(SEED004_W_V),
+        x=floats(words),
+        w_q=floats(SEED004_W_Q),
+        w_k=floats(SEED004_W_K),
+        w_v=floats(SEED004_W_V),
         scale=1 / math.sqrt(3),
         printed={
             "output": Printed(

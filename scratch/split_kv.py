@@ -34,10 +34,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import exp, fsum, inf, log
 
-from .decode import attend_at, check_mods, four_dims, query_offset
+from .decode import arrays_only, attend_at, check_mods, decode_door, four_dims, query_offset
 from .flex import FlexInputs, prepare
 from .options import FlexOptions
-from .validate import as_tensor, check_flag, check_positive_int
+from .validate import as_tensor, check_positive_int
 from .variants.sinks import sink_logits
 
 Partial = tuple[list, list]  # (output (B, H, L, Ev), lse (B, H, L))
@@ -62,11 +62,19 @@ def split_kv_partials(
     enable_gqa: bool = False,
 ) -> list[Partial]:
     """Each split's (output, lse) over its own keys, query (B, H, L, E) the last L of S keys."""
-    x = prepare(query, key, value, FlexOptions(scale=scale, enable_gqa=enable_gqa))
+    options = FlexOptions(score_mod, None, scale, enable_gqa, mask_mod=mask_mod)
+    return partials_of(query, key, value, num_splits, options)
+
+
+def partials_of(
+    query: object, key: object, value: object, num_splits: int, options: FlexOptions
+) -> list[Partial]:
+    """split_kv_partials on one FlexOptions (its sinks wait for the merge)."""
+    x = prepare(query, key, value, arrays_only(options))
     B, H, Hkv, L, S, E, Ev = x.shape
     if L > S:
         raise ValueError(f"query: {L} queries cannot be the last positions of {S} keys")
-    check_mods(score_mod, mask_mod, B, H, S)
+    check_mods(options.score_mod, options.mask_mod, B, H, S)
     partials = []
     for lo, hi in split_bounds(S, num_splits):
         if lo == hi:  # no key at all: weight 0 in the merge
@@ -78,7 +86,9 @@ def split_kv_partials(
         part = FlexInputs(
             x.q, keys, values, (B, H, Hkv, L, hi - lo, E, Ev), x.scale, None, None, None
         )
-        partials.append(attend_at(part, query_offset(L, S), lo, score_mod, mask_mod))
+        partials.append(
+            attend_at(part, query_offset(L, S), lo, options.score_mod, options.mask_mod)
+        )
     return partials
 
 
@@ -127,26 +137,12 @@ def merge_partials(partials: list[Partial], sinks: object = None) -> Partial:
     return output, lse
 
 
+@decode_door
 def split_kv_attention(
-    query: object,
-    key: object,
-    value: object,
-    num_splits: int,
-    score_mod: Callable[..., float] | None = None,
-    mask_mod: Callable[..., bool] | None = None,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-    return_lse: bool = False,
-    *,
-    sinks: object = None,
-) -> list | Partial:
+    query: object, key: object, value: object, num_splits: int, options: FlexOptions
+) -> Partial:
     """decode_attention computed as flash-decoding does: num_splits partials, then the merge."""
-    check_flag(return_lse, "return_lse")
-    partials = split_kv_partials(
-        query, key, value, num_splits, score_mod, mask_mod, scale, enable_gqa
-    )
-    output, lse = merge_partials(partials, sinks)
-    return (output, lse) if return_lse else output
+    return merge_partials(partials_of(query, key, value, num_splits, options), options.sinks)
 
 
 __all__ = ["merge_partials", "split_bounds", "split_kv_attention", "split_kv_partials"]

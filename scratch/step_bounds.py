@@ -44,6 +44,18 @@ def product_parts(ops, a: tuple, b: tuple) -> tuple:
     return prop, ops.mm(ops.abs(ag), ops.abs(bg)), ops.shape(ag)[-1]
 
 
+def transposed(ops, triple: tuple) -> tuple:
+    """(got, want, diff) transposed."""
+    return tuple(ops.T(x) for x in triple)
+
+
+def product_bound(cmp, prop, size, n: int, want, c: float = 1.0, tiny: float = 0.0):
+    """c * (propagated + rounding of n products and their sum) + tiny, then storage and truth."""
+    g = gamma(n + 2, cmp.u_acc)
+    b0 = cmp.ops.ew(lambda p, s: c * (p + g * s) + tiny, prop, size)
+    return cmp.chain(b0, want, 2, n + 2, cmp.ops.ew(lambda s: c * s, size))
+
+
 def dense(cmp, src: str, w: str, want):
     """src @ w (+ bias): propagated differences + rounding of n products (bias unknown)."""
     ops = cmp.ops
@@ -68,7 +80,7 @@ def score_parts(cmp, h: int):
     if h not in cmp.scores_cache:
         ops = cmp.ops
         q, k = ("q_rotated", "k_rotated") if cmp.call.rotary else ("q", "k")  # what it reads
-        k_T = tuple(ops.T(x) for x in cmp.head_slices(h, k))  # (got, want, diff) of k^T
+        k_T = transposed(ops, cmp.head_slices(h, k))  # (got, want, diff) of k^T
         # (L, E) @ (E, S) -> (L, S)
         cmp.scores_cache[h] = product_parts(ops, cmp.head_slices(h, q), k_T)
     return cmp.scores_cache[h]
@@ -86,11 +98,8 @@ def scaled(cmp, name: str, reads: tuple[str, ...], h: int):
 
 def _scored(cmp, name: str, h: int, c: float):
     """c * (propagated + rounding of the E products) for scores (c = 1) and scaled (|scale|)."""
-    ops = cmp.ops
     prop, size, E = score_parts(cmp, h)
-    g = gamma(E + 2, cmp.u_acc)
-    b0 = ops.ew(lambda p, s: c * (p + g * s), prop, size)
-    return cmp.chain(b0, cmp.head(name, h)[1], 2, E + 2, ops.ew(lambda s: c * s, size))
+    return product_bound(cmp, prop, size, E, cmp.head(name, h)[1], c)
 
 
 def masked(cmp, name: str, reads: tuple[str, ...], h: int):

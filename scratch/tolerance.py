@@ -273,23 +273,37 @@ def _is_bool_mask(mask: object) -> bool:
     return isinstance(leaf, bool) or "bool" in type(leaf).__name__
 
 
-def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, group: int):
-    """tolerance() in plain Python, one (L, S) block at a time."""
+def list_blocks(query, key, value, weights, scale, dtype, attn_mask, group: int):
+    """The plain-Python walk of both bounds (this one and weights_tolerance): (lead, scale,
+    parts, blocks); parts the kernel's and the ground truth's Rounding, blocks yielding each
+    (L, S) block's (index, q, k, v, p, the float mask or None); v None when value is None."""
     q, q_shape = as_tensor(query, "query", min_dims=2)
     k, k_shape = as_tensor(key, "key", min_dims=2)
-    v, _ = as_tensor(value, "value", min_dims=2)
+    v = None if value is None else as_tensor(value, "value", min_dims=2)[0]
     p, _ = as_tensor(weights, "weights", min_dims=2)
     lead, E, S = q_shape[:-2], q_shape[-1], k_shape[-2]
-    scale = _scale(scale, E)
     mask = Mask.from_user(attn_mask, lead + (q_shape[-2], S)) if attn_mask is not None else None
     parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
+
+    def blocks():
+        for index in product(*map(range, lead)):
+            kv = _kv_of(index, k_shape, group)
+            vb = None if v is None else at(v, kv)
+            add = mask.slice(index) if mask is not None and not mask.is_bool else None
+            yield index, at(q, index), at(k, kv), vb, at(p, index), add
+
+    return lead, _scale(scale, E), parts, blocks()
+
+
+def _tolerance_lists(query, key, value, weights, scale, dtype, attn_mask, group: int):
+    """tolerance() in plain Python, one (L, S) block at a time."""
+    lead, scale, parts, walk = list_blocks(
+        query, key, value, weights, scale, dtype, attn_mask, group
+    )
     w_floor = sum(r.weight_floor for r in parts)
     o_floor = sum(r.output_floor for r in parts)
     blocks = []
-    for index in product(*map(range, lead)):
-        kv = _kv_of(index, k_shape, group)
-        qb, kb, vb, pb = at(q, index), at(k, kv), at(v, kv), at(p, index)
-        add = mask.slice(index) if mask is not None and not mask.is_bool else None
+    for index, qb, kb, vb, pb, add in walk:
         v_sum = [math.fsum(abs(row[c]) for row in vb) for c in range(len(vb[0]))]
         rows = []
         for i, (q_i, p_i) in enumerate(zip(qb, pb)):

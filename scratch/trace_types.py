@@ -91,6 +91,15 @@ class Trace:
         """Step names in order."""
         return [step.name for step in self.steps]
 
+    def axis_labels(self, axis: str, n: int, prefix: str = "") -> list[str]:
+        """Labels of n along one axis: the tokens on a query or key axis of their length, else
+        prefix + index (the terminal's c0.., the notebook's 0..)."""
+        if axis == "query" and len(self.tokens) == n:
+            return list(self.tokens)
+        if axis == "key" and len(self.key_tokens) == n:
+            return list(self.key_tokens)
+        return [f"{prefix}{i}" for i in range(n)]
+
     def described(self) -> dict:
         """The options as words and numbers (the trace JSON's "options", format version 1); a
         variant's rule in words under "variant" when the call had one."""

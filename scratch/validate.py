@@ -164,7 +164,7 @@ def _is_bool(value: object) -> bool:
 def as_mask(obj: object, name: str = "attn_mask") -> tuple[Nested, tuple[int, ...], bool]:
     """Validate a mask; return (values, shape, is_bool). Bool: True = may attend; float: added."""
     leaves, shape = _leaves_and_shape(obj, name)
-    if all(type(v) is bool for v in leaves):
+    if set(map(type, leaves)) <= {bool}:  # one C pass: 16.7 M cells at 4096 tokens
         return reshape(list(leaves), shape), shape, True
     if all(_is_bool(v) for v in leaves):
         return reshape([bool(v) for v in leaves], shape), shape, True

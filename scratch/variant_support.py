@@ -1,8 +1,11 @@
 """The variants an SDPA pipeline computes (is_causal's top-left Causal(0), a given attn_mask) and
-the refusal of any other: another diagonal, a window, ALiBi or a combination needs a
-flex_attention (the ground truth's, or a backend's where it has one)."""
+the refusal of any other: a window, ALiBi or a combination needs a flex_attention (the ground
+truth's, or a backend's where it has one). `as_sdpa` gives a lone mask variant back to SDPA's
+keywords, for the paths that take only those (the backward trace and the backends' backward)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from .options import Options
 from .variants import Causal, GivenMask
@@ -19,4 +22,17 @@ def sdpa_variant(options: Options, who: str) -> Causal | GivenMask | None:
     )
 
 
-__all__ = ["sdpa_variant"]
+def as_sdpa(options: Options, L: int, S: int) -> Options:
+    """`options` with a lone mask variant for L queries and S keys given as SDPA's keywords:
+    Causal(0) as is_causal, another diagonal as its (L, S) bool grid, a GivenMask as its
+    attn_mask; any other options unchanged (the same object)."""
+    v = options.variant
+    if options.attn_mask is not None or options.is_causal or not isinstance(v, Causal | GivenMask):
+        return options
+    if v == Causal(0):
+        return dataclasses.replace(options, variant=None, is_causal=True)
+    grid = v.cells(range(L), range(S)) if isinstance(v, Causal) else v.attn_mask
+    return dataclasses.replace(options, variant=None, attn_mask=grid)
+
+
+__all__ = ["as_sdpa", "sdpa_variant"]

@@ -20,22 +20,19 @@ installed (at 4096 keys the sizes are an (R, E) @ (E, S) product per head), plai
 from __future__ import annotations
 
 import math
-from itertools import product
 
-from .masks import Mask
-from .nested import at, stack
+from .nested import stack
 from .options import Options
 from .tolerance import (
     Rounding,
     _check_inputs,
-    _kv_of,
     _row_size,
     _row_sizes,
     _scale,
     as_float64,
     check_dtype,
+    list_blocks,
 )
-from .validate import as_tensor
 
 
 def weights_tolerance(
@@ -81,19 +78,12 @@ def weights_tolerance(
 
 def _weights_lists(query, key, weights, scale, dtype, attn_mask, group, stored) -> list:
     """weights_tolerance in plain Python (no NumPy), one (L, S) block at a time."""
-    q, q_shape = as_tensor(query, "query", min_dims=2)
-    k, k_shape = as_tensor(key, "key", min_dims=2)
-    p, _ = as_tensor(weights, "weights", min_dims=2)
-    lead, E, S = q_shape[:-2], q_shape[-1], k_shape[-2]
-    scale = _scale(scale, E)
-    mask = Mask.from_user(attn_mask, lead + (q_shape[-2], S)) if attn_mask is not None else None
-    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
+    lead, scale, parts, walk = list_blocks(
+        query, key, None, weights, scale, dtype, attn_mask, group
+    )
     floor = sum(r.weight_floor for r in parts)
     blocks = []
-    for index in product(*map(range, lead)):
-        kv = _kv_of(index, k_shape, group)
-        qb, kb, pb = at(q, index), at(k, kv), at(p, index)
-        add = mask.slice(index) if mask is not None and not mask.is_bool else None
+    for _, qb, kb, _, pb, add in walk:
         rows = []
         for i, (q_i, p_i) in enumerate(zip(qb, pb)):
             p_i = [0.0 if math.isnan(x) else x for x in p_i]

@@ -25,3 +25,14 @@ def journey_typed() -> sm.Session:
 def journey_preset(**changes) -> sm.Session:
     """The journey preset as a session, with `changes` applied."""
     return dataclasses.replace(sm.from_preset(core_api.get_preset("journey")), **changes)
+
+
+def with_mask(s: sm.Session, mask_mode: str, grid=None) -> sm.Session:
+    """`s` with the one mask an old mask_mode name means: 'none', 'causal-top-left',
+    'causal-bottom-right' (sm.with_mask_mode), or 'custom': the drawn `grid` (True = may attend)."""
+    if mask_mode == "custom":
+        drawn = tuple(map(tuple, grid))
+        return dataclasses.replace(
+            s, variant=dataclasses.replace(s.variant, mask="drawn", drawn=drawn)
+        )
+    return dataclasses.replace(s, variant=sm.with_mask_mode(s.variant, mask_mode))

@@ -10,7 +10,7 @@ import pytest
 
 from gui import codegen, controller, core_api, session_file
 from gui import session as sm
-from tests.journey_sessions import journey_typed
+from tests.journey_sessions import journey_typed, with_mask
 
 EPS64 = np.finfo(np.float64).eps
 
@@ -24,14 +24,14 @@ def _bound(trace) -> float:
 
 SNIPPET_CASES = [
     ("journey", {}),
-    ("cross", {"mask_mode": "causal-bottom-right"}),  # L = 2 queries, S = 4 keys
-    ("random-2h", {"mask_mode": "causal-top-left"}),
-    ("random-gqa", {"mask_mode": "causal-bottom-right", "masked_rows": "uniform"}),
+    ("cross", {"mask": "causal-bottom-right"}),  # L = 2 queries, S = 4 keys
+    ("random-2h", {"mask": "causal-top-left"}),
+    ("random-gqa", {"mask": "causal-bottom-right", "masked_rows": "uniform"}),
     ("project-key-no-value", {}),  # cross-attention whose values come from the key input
 ] + [  # a custom mask with a fully masked row, under each masked_rows policy
     (
         "random-custom",
-        {"mask_mode": "custom", "masked_rows": policy, "scale_mode": "custom", "scale_value": 0.7},
+        {"mask": "custom", "masked_rows": policy, "scale_mode": "custom", "scale_value": 0.7},
     )
     for policy in sm.MASKED_ROWS
 ]
@@ -62,14 +62,15 @@ def test_copy_as_code_snippet_runs_and_matches_the_trace(library, case, changes)
     if case == "random-custom":
         changes = dict(
             changes,
-            mask=(
+            grid=(
                 (True, False, True, False),
                 (False,) * 4,
                 (True,) * 4,
                 (False, False, False, True),
             ),
         )
-    s = dataclasses.replace(s, **changes)
+    mask, grid = changes.pop("mask", "none"), changes.pop("grid", None)
+    s = with_mask(dataclasses.replace(s, **changes), mask, grid)
     trace = core_api.ground_truth(*controller.example_and_options(s))
     namespace: dict = {}
     exec(compile(codegen.snippet(s, library), "<snippet>", "exec"), namespace)  # noqa: S102

@@ -12,6 +12,7 @@ import pytest
 from gui import cut_off
 from gui import session as sm
 from gui.edit_history import History
+from tests.journey_sessions import with_mask
 
 SEEDS = range(30)
 SIZES = ("num_tokens", "num_keys", "d_model", "d_k", "d_v", "num_heads", "num_kv_heads")
@@ -36,12 +37,12 @@ def custom_session(seed: int) -> sm.Session:
     keys = tokens if s.key is None else s.key_tokens  # no key input: the keys are the tokens
     s = dataclasses.replace(s, tokens=tokens, key_tokens=keys)
     mask = tuple(tuple(rng.random() < 0.7 for _ in range(s.num_keys)) for _ in range(s.num_tokens))
-    return dataclasses.replace(s, mask_mode="custom", mask=mask)
+    return with_mask(s, "custom", mask)
 
 
 def kept_fields(s: sm.Session) -> tuple:
     """Everything a resize may cut off."""
-    return (s.tokens, s.key_tokens, s.mask) + tuple(map(s.matrix, sm.MATRICES))
+    return (s.tokens, s.key_tokens, s.variant.drawn) + tuple(map(s.matrix, sm.MATRICES))
 
 
 def resize(s: sm.Session, kept: cut_off.CutOff | None, **sizes: int):
@@ -89,7 +90,7 @@ def test_several_shrinks_then_an_edit_then_growing_back(seed):
     assert t.query[0][0] == 12.5 and t.query[0][1:] == s.query[0][1:]
     assert t.query[1:L] == s.query[1:L] and t.tokens[:L] == s.tokens
     assert t.query[L:] == ((0.0,) * dm,) * 2 and t.tokens[L:] == (f"t{L}", f"t{L + 1}")
-    assert all(row[: s.num_keys] == old for row, old in zip(t.mask, s.mask))
+    assert all(row[: s.num_keys] == old for row, old in zip(t.variant.drawn, s.variant.drawn))
 
 
 def test_a_random_example_is_drawn_again_not_restored():

@@ -160,3 +160,32 @@ def test_more_queries_than_keys_and_bad_shapes_are_refused():
         scratch.decode_attention(q, [[k[0][0]] * 3], [[v[0][0]] * 3], enable_gqa=True)
     with pytest.raises(ValueError, match="query: expected 4 dims"):
         scratch.decode_attention(q[0], k, v)
+
+
+def test_the_decode_calls_state_their_keywords_once_and_keep_their_order():
+    """decode, split-KV and the paged cache: each call's arrays, then one list of keywords
+    (scratch.decode.decode_options), positional as before; a misspelled one names the call."""
+    import inspect
+
+    keywords = ["score_mod", "mask_mod", "scale", "enable_gqa", "return_lse", "sinks"]
+    calls = {
+        scratch.decode_attention: ["query", "key", "value"],
+        scratch.split_kv_attention: ["query", "key", "value", "num_splits"],
+        scratch.paged_decode_attention: ["query", "key_cache", "value_cache", "block_table",
+                                         "seq_lens"],
+    }  # fmt: skip
+    for call, arrays in calls.items():
+        params = inspect.signature(call).parameters
+        assert list(params) == arrays + keywords, call.__name__
+        assert params["sinks"].kind is inspect.Parameter.KEYWORD_ONLY, call.__name__
+        with pytest.raises(
+            TypeError, match=rf"^{call.__name__}\(\) got an unexpected keyword argument 'mask_md'"
+        ):
+            call(*[None] * len(arrays), mask_md=None)
+    by_position = scratch.decode_attention(Q0, K5, V5, None, Causal().mask_mod, None, False, True)
+    assert by_position == decode_numbers_raw(Causal()) and len(by_position) == 2
+
+
+def decode_numbers_raw(variant) -> tuple[list, list]:
+    """(output, lse) of Q0 against K5, V5 with the mods named."""
+    return scratch.decode_attention(Q0, K5, V5, mask_mod=variant.mask_mod, return_lse=True)

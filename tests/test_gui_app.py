@@ -47,6 +47,14 @@ def choose(combo, data) -> None:
     combo.activated.emit(i)
 
 
+def choose_mask(window, mask: str, align: str | None = None) -> None:
+    """Pick the one mask (and its alignment) in the Variant box the way a user does."""
+    panel = window.inputs.variant
+    if align is not None:
+        choose(panel.align, align)
+    choose(panel.mask, mask)
+
+
 def expected(trace, name: str, head: int | None = 0) -> np.ndarray:
     """The step values straight from the trace (one head for head steps), -inf -> NaN."""
     values = np.asarray(trace[name].tolist(), dtype=np.float64)
@@ -286,33 +294,34 @@ def test_sizes_keep_the_values_that_fit(qtbot, window, settle):
 
 
 def test_mask_cells_toggle_and_mask_the_trace(qtbot, window, settle):
-    choose(window.inputs.mask_mode, "custom")
+    choose_mask(window, "drawn")
     grid = window.inputs.mask_grid
     for i, j in ((0, 1), (2, 3), (2, 3), (3, 0)):
         qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=grid.cell_center(i, j).toPoint())
     settle(window)
     trace = window.outcome.trace
     allowed = [[(i, j) not in ((0, 1), (3, 0)) for j in range(4)] for i in range(4)]
-    assert [list(r) for r in window.inputs.session.mask] == allowed
+    assert [list(r) for r in window.inputs.session.variant.drawn] == allowed
     window.pipeline.set_step("masked")
     image = window.pipeline.heatmaps[0].image_item.image
     assert np.isnan(image).tolist() == [[not a for a in r] for r in allowed]
     assert trace["weights"].tolist()[0][1] == 0.0
 
 
-def test_causal_grid_then_click_makes_a_custom_mask(qtbot, window, settle):
-    choose(window.inputs.mask_mode, "causal-top-left")
+def test_causal_grid_then_click_makes_a_drawn_mask(qtbot, window, settle):
+    choose_mask(window, "causal", "top-left")
     settle(window)
     grid = window.inputs.mask_grid
     assert grid.grid == [[j <= i for j in range(4)] for i in range(4)]
     qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=grid.cell_center(0, 3).toPoint())
     settle(window)
     s = window.inputs.session
-    assert s.mask_mode == "custom" and s.mask[0] == (True, False, False, True)
+    assert s.variant.mask == "drawn" and s.variant.drawn[0] == (True, False, False, True)
+    assert window.inputs.variant.mask.currentData() == "drawn"  # the one control says so
 
 
 def test_a_big_causal_mask_is_drawn_sampled_and_not_clickable(qtbot, window, settle):
-    choose(window.inputs.mask_mode, "causal-top-left")
+    choose_mask(window, "causal", "top-left")
     window.inputs.num_tokens.setValue(100)
     settle(window)
     grid = window.inputs.mask_grid
@@ -321,7 +330,7 @@ def test_a_big_causal_mask_is_drawn_sampled_and_not_clickable(qtbot, window, set
     assert "100 x 100 mask drawn at 64 x 64" in grid.toolTip()
     qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=grid.cell_center(0, 40).toPoint())
     settle(window)
-    assert window.inputs.session.mask_mode == "causal-top-left"
+    assert window.inputs.session.variant.mask == "causal"
 
 
 def test_heads_all_average_and_backend(qtbot, window, settle):
@@ -397,7 +406,7 @@ def test_hand_edited_session_with_a_nan_cell_is_refused(qtbot, window, tmp_path)
 
 
 def test_exports_write_valid_files(qtbot, window, tmp_path, settle):
-    choose(window.inputs.mask_mode, "causal-top-left")
+    choose_mask(window, "causal", "top-left")
     settle(window)
     trace = window.outcome.trace
     f = window.files
@@ -442,7 +451,7 @@ def test_exports_refuse_a_trace_from_earlier_inputs(qtbot, window, tmp_path, set
 @pytest.mark.parametrize("library", ["numpy", "torch"])
 def test_copy_as_code_puts_a_running_snippet_on_the_clipboard(qtbot, window, library, settle):
     pytest.importorskip(library)
-    choose(window.inputs.mask_mode, "causal-bottom-right")
+    choose_mask(window, "causal", "bottom-right")
     settle(window)
     window.files.copy_code(library)
     namespace: dict = {}
@@ -560,7 +569,7 @@ def test_monkey_a_few_hundred_random_actions(qtbot, window):
                 i.preset,
                 i.mode,
                 i.scale_mode,
-                i.mask_mode,
+                i.variant.mask,
                 i.masked_rows,
                 i.backend,
                 i.dtype,
@@ -675,7 +684,7 @@ def test_a_new_seed_keeps_the_chosen_options(qtbot, window, settle):
     """Reseeding the random example changes the numbers, not the scale, mask or policy."""
     choose(window.inputs.preset, "random")
     settle(window)
-    choose(window.inputs.mask_mode, "causal-bottom-right")
+    choose_mask(window, "causal", "bottom-right")
     choose(window.inputs.scale_mode, "none")
     choose(window.inputs.masked_rows, "nan")
     settle(window)
@@ -684,8 +693,12 @@ def test_a_new_seed_keeps_the_chosen_options(qtbot, window, settle):
     settle(window)
     after = window.inputs.session
     assert after.seed == 7 and after.query != before.query
-    assert (after.mask_mode, after.scale_mode, after.masked_rows) == (
-        "causal-bottom-right",
+    assert (
+        after.variant.mask + " " + after.variant.align,
+        after.scale_mode,
+        after.masked_rows,
+    ) == (
+        "causal bottom-right",
         "none",
         "nan",
     )

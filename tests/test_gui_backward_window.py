@@ -15,6 +15,7 @@ pytest.importorskip("pyqtgraph")
 import scratch  # noqa: E402
 from gui import backward_check, core_api, session_file  # noqa: E402
 from gui import session as sm  # noqa: E402
+from tests.journey_sessions import with_mask
 
 pytestmark = pytest.mark.gui
 
@@ -283,7 +284,7 @@ MASKS = {
     "bottom-right": dict(mask_mode="causal-bottom-right"),
     "custom, row 1 fully masked, nan": dict(
         mask_mode="custom",
-        mask=((True,) * 4, (False,) * 4, (True, False, True, False), (True,) * 4),
+        grid=((True,) * 4, (False,) * 4, (True, False, True, False), (True,) * 4),
         masked_rows="nan",
     ),
 }
@@ -296,9 +297,12 @@ def test_the_check_compares_the_problem_the_view_shows(mask, heads, kv):
     gradients, head by head: it checks the mask, scale and heads the view shows."""
     from gui import controller
 
-    s = dataclasses.replace(projected(heads=heads, kv=kv), scale_mode="custom", scale_value=0.7,
-                            **MASKS[mask])  # fmt: skip
-    example, options = controller.example_and_options(s)
+    changes = dict(MASKS[mask])
+    s = with_mask(
+        projected(heads=heads, kv=kv), changes.pop("mask_mode"), changes.pop("grid", None)
+    )
+    s = dataclasses.replace(s, scale_mode="custom", scale_value=0.7, **changes)
+    example, options = controller.backward_example_and_options(s)
     trace = core_api.backward_trace(backward_check.grad_output_for(s), example, options)
     q, k, v, dO = backward_check.head_inputs(trace, "float64")
     truth = core_api.ground_truth_backward(

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -13,6 +11,7 @@ pytest.importorskip("pyqtgraph")
 
 from gui import core_api, learn_model  # noqa: E402
 from gui import session as sm  # noqa: E402
+from tests.journey_sessions import with_mask
 
 pytestmark = pytest.mark.gui
 SIZES = [(1024, 700), (1400, 900)]
@@ -20,7 +19,7 @@ SIZES = [(1024, 700), (1400, 900)]
 
 def journey(mask: str = "causal-top-left") -> sm.Session:
     """The 6-token journey preset (q = k = v = x, scale 1) with a causal mask."""
-    return dataclasses.replace(sm.from_preset(core_api.get_preset("journey")), mask_mode=mask)
+    return with_mask(sm.from_preset(core_api.get_preset("journey")), mask)
 
 
 def softmax(s: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -170,7 +169,7 @@ def test_every_page_fits_the_window(open_window, qtbot, size):
 
 def test_long_examples_are_thinned_and_too_long_ones_refused(open_window, qtbot, monkeypatch):
     s = sm.random_session(0, 100, 4, 2, 2, 1)
-    w = open_window(dataclasses.replace(s, mask_mode="causal-top-left"), size=(1024, 700))
+    w = open_window(with_mask(s, "causal-top-left"), size=(1024, 700))
     try:
         tiles = w.learn.tiles
         open_page(qtbot, w, tiles)

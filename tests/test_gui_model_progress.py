@@ -2,7 +2,6 @@
 screen), Generate keeping the keyboard focus, and the banner that says a model head replaced
 the toy example and brings it back exactly. A tiny GGUF Llama written here (loads in ms)."""
 
-import dataclasses
 import threading
 
 import pytest
@@ -19,6 +18,7 @@ from gui.model_session import head_session  # noqa: E402
 from gui.model_worker import frame  # noqa: E402
 from scratch import models, progress  # noqa: E402
 from scratch.models import decoding  # noqa: E402
+from tests.journey_sessions import with_mask
 from tests.test_models_gguf import metadata, weights, write  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -28,7 +28,7 @@ HOLD_S = 20  # the held dequantizer waits at most this long (the test releases i
 @pytest.fixture
 def window(open_window):
     """A small random example with a causal mask: the toy example a model head replaces."""
-    toy = dataclasses.replace(sm.random_session(3, 4, 4, 2, 2, 1), mask_mode="causal-top-left")
+    toy = with_mask(sm.random_session(3, 4, 4, 2, 2, 1), "causal-top-left")
     return open_window(toy)
 
 

@@ -10,10 +10,10 @@ import random
 import pytest
 
 import scratch
-from gui import controller, core_api, session_file
+from gui import controller, core_api, session_file, variant_session
 from gui import session as sm
 from scratch import presets
-from tests.journey_sessions import journey_typed
+from tests.journey_sessions import journey_typed, with_mask
 
 SEEDS = range(40)
 
@@ -31,14 +31,15 @@ def random_sizes(seed: int) -> sm.Session:
         heads,
         rng.choice([h for h in (1, 2, 4) if heads % h == 0]),
     )
+    mask = rng.choice(("none", "causal-top-left", "custom"))
+    grid = [[rng.random() < 0.7 for _ in range(s.num_keys)] for _ in range(s.num_tokens)]
     return dataclasses.replace(
-        s,
+        with_mask(s, mask, grid),
         backend=rng.choice(("scratch", "numpy")),
         dtype=rng.choice(("float64", "float32")),
         masked_rows=rng.choice(sm.MASKED_ROWS),
         scale_mode="custom",
         scale_value=rng.uniform(0.1, 2.0),
-        mask_mode=rng.choice(("none", "causal-top-left", "custom")),
         step="scores",
     )
 
@@ -58,10 +59,11 @@ def test_reseeding_a_random_example_draws_new_numbers_and_keeps_sizes_and_option
             seed + 1000, s.num_tokens, s.d_model, s.d_k, s.d_v, s.num_heads, s.num_kv_heads
         ).query
     )  # ... the ones that seed draws
-    # the user's options stay; a clicked mask belonged to the old numbers
+    # the user's options stay; a drawn mask belonged to the old numbers
     for option in ("backend", "dtype", "masked_rows", "scale_mode", "scale_value"):
         assert getattr(new, option) == getattr(s, option), option
-    assert new.mask_mode == ("none" if s.mask_mode == "custom" else s.mask_mode)
+    assert new.variant.mask == ("none" if s.variant.mask == "drawn" else s.variant.mask)
+    assert new.variant.drawn == () and new.variant.align == s.variant.align
     session_file.validate(new.to_dict())
 
 
@@ -105,13 +107,29 @@ def test_another_backend_keeps_the_dtype_it_has_else_takes_its_first():
     assert (moved.backend, moved.dtype) == ("numpy", "float64")
 
 
-def test_options_start_a_custom_mask_all_true_and_keep_a_clicked_one():
+def picker_fields(choice: object, **changes: object) -> dict:
+    """The Variant picker's fields showing `choice` (as VariantPanel.fields gives them)."""
+    fields = dict(
+        mask=choice.mask, align=choice.align, rope=choice.rope, softcap_on=False, alibi=False,
+        sinks_on=False, left=str(choice.left), right=str(choice.right), chunk=str(choice.chunk),
+        prefix=str(choice.prefix), sink_tokens=str(choice.sink_tokens), cu_seqlens="",
+        softcap="30", slopes="", sinks="", rope_base=f"{choice.rope_base:g}",
+    )  # fmt: skip
+    return {**fields, **changes}
+
+
+def test_choosing_drawn_starts_all_true_and_a_clicked_grid_stays_through_other_masks():
     s = sm.random_session(2, num_tokens=3)
-    custom = sm.with_options(s, "sqrt", 1.0, "custom", "nan", "float64")
-    assert custom.mask == ((True,) * 3,) * 3 and custom.masked_rows == "nan"
-    clicked = sm.toggled_mask_cell(custom, 1, 2)
-    again = sm.with_options(clicked, "none", 1.0, "custom", "zero", "")
-    assert again.mask == clicked.mask and again.dtype == s.dtype  # no dtype chosen: kept
+    drawn = variant_session.with_variant(s, picker_fields(s.variant, mask="drawn"))
+    assert drawn.variant.mask == "drawn" and drawn.variant.drawn == ((True,) * 3,) * 3
+    clicked = sm.toggled_mask_cell(drawn, 1, 2)
+    assert clicked.variant.drawn[1] == (True, True, False)
+    causal = variant_session.with_variant(clicked, picker_fields(clicked.variant, mask="causal"))
+    assert sm.shown_mask(causal) == tuple(map(tuple, scratch.causal_mask(3, 3, "bottom-right")))
+    back = variant_session.with_variant(causal, picker_fields(causal.variant, mask="drawn"))
+    assert back.variant == clicked.variant  # the clicked grid came back
+    kept = sm.with_options(back, "none", 1.0, "zero", "")
+    assert kept.variant == back.variant and kept.dtype == s.dtype  # no dtype chosen: kept
 
 
 def test_labels_are_parsed_from_the_two_lines_and_unchanged_labels_give_the_same_session():
@@ -126,24 +144,25 @@ def test_labels_are_parsed_from_the_two_lines_and_unchanged_labels_give_the_same
 def test_a_version_1_file_with_x_loads_as_the_query_table(tmp_path):
     s = sm.random_session(6)
     old = s.to_dict()
-    old["version"] = 1
+    del old["variant"]  # version 1 files had no variant, and SDPA's mask options
+    old.update(version=1, mask_mode="none", mask=None)
     old["x"] = old.pop("query")
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
     assert session_file.load(path) == s
-    assert json.loads(session_file.dumps(s))["version"] == 2 and "x" not in s.to_dict()
+    assert json.loads(session_file.dumps(s))["version"] == sm.VERSION and "x" not in s.to_dict()
 
 
 @pytest.mark.parametrize("align", ["top-left", "bottom-right"])
-def test_a_click_on_a_causal_grid_starts_the_custom_mask_from_the_causal_one(align):
-    s = dataclasses.replace(sm.random_session(5, num_tokens=3), mask_mode=f"causal-{align}")
+def test_a_click_on_a_causal_grid_starts_the_drawn_mask_from_the_causal_one(align):
+    s = with_mask(sm.random_session(5, num_tokens=3), f"causal-{align}")
     causal = tuple(tuple(r) for r in scratch.causal_mask(3, 3, align))
     assert sm.shown_mask(s) == causal
     clicked = sm.toggled_mask_cell(s, 0, 2)
     flipped = [list(r) for r in causal]
     flipped[0][2] = not flipped[0][2]
-    assert clicked.mask_mode == "custom" and clicked.mask == tuple(map(tuple, flipped))
-    assert sm.shown_mask(dataclasses.replace(s, mask_mode="none")) == ((True,) * 3,) * 3
+    assert clicked.variant.mask == "drawn" and clicked.variant.drawn == tuple(map(tuple, flipped))
+    assert sm.shown_mask(with_mask(s, "none")) == ((True,) * 3,) * 3
 
 
 @pytest.mark.parametrize("mode", ["none", "causal-top-left", "causal-bottom-right", "custom"])
@@ -153,12 +172,9 @@ def test_sampled_mask_is_the_shown_mask_at_the_sampled_queries_and_keys(mode, L,
     assert (s.num_tokens, s.num_keys) == (L, S)
     if mode == "custom":  # a seeded pattern, so no rule could produce it by accident
         pick = random.Random(f"{L}-{S}")
-        s = dataclasses.replace(
-            s, mask_mode="custom",
-            mask=tuple(tuple(pick.random() < 0.5 for _ in range(S)) for _ in range(L)),
-        )  # fmt: skip
+        s = with_mask(s, "custom", [[pick.random() < 0.5 for _ in range(S)] for _ in range(L)])
     else:
-        s = dataclasses.replace(s, mask_mode=mode)
+        s = with_mask(s, mode)
     full = sm.shown_mask(s)
     rows, cols = sm.sampled_indices(L, 64), sm.sampled_indices(S, 64)
     assert (rows[0], rows[-1], cols[0], cols[-1]) == (0, L - 1, 0, S - 1)

@@ -1,12 +1,11 @@
 """gui.learn_model: one head picked out of a trace (GQA included), the rows and keys shown."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
 from gui import controller, learn_model
 from gui import session as sm
+from tests.journey_sessions import with_mask
 
 
 def trace_of(s: sm.Session) -> object:
@@ -16,7 +15,7 @@ def trace_of(s: sm.Session) -> object:
 
 @pytest.mark.parametrize("head", range(4))
 def test_a_head_of_a_grouped_query_trace(head):
-    s = dataclasses.replace(sm.random_session(1, 5, 4, 2, 3, 4, 2), mask_mode="causal-top-left")
+    s = with_mask(sm.random_session(1, 5, 4, 2, 3, 4, 2), "causal-top-left")
     t = trace_of(s)
     x = learn_model.head_inputs(t, head)
     value = lambda n: np.asarray(t[n].tolist())  # noqa: E731

@@ -378,7 +378,7 @@ def test_inf_and_nan_are_refused_naming_the_argument(dtype, threads, L, E, monke
     big = np.full_like(fine, np.finfo(dtype).max)
     nf.FlexProblem(big, big, big, FlexOptions())
     norms = nf.FlexProblem(fine, fine, fine, FlexOptions()).k_norm
-    assert np.array_equal(norms, numpy_chunked._row_norms(fine).max(axis=-1))
+    assert np.array_equal(norms, numpy_chunked.row_norms(fine).max(axis=-1))
     rows = {0, L // threads - 1, min(L - 1, L // threads), L // 2, L - 2, L - 1}  # shares' ends
     for name in ("query", "key", "value"):
         for bad in (np.inf, -np.inf, np.nan):

@@ -13,7 +13,7 @@ pytest.importorskip("pyqtgraph")
 
 import scratch  # noqa: E402
 from gui import view_model  # noqa: E402
-from tests.journey_sessions import journey_preset  # noqa: E402
+from tests.journey_sessions import journey_preset, with_mask  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -42,7 +42,7 @@ def test_colour_ranges_change_the_image_and_say_which_is_on(qtbot, errors, open_
 
 
 def test_masked_weights_are_greyed_out_not_coloured_as_zero(qtbot, errors, open_window):
-    w = open_window(journey_preset(step="weights", mask_mode="causal-top-left"))
+    w = open_window(with_mask(journey_preset(step="weights"), "causal-top-left"))
     image = w.pipeline.heatmaps[0].image_item.image
     upper = np.triu(np.ones((6, 6), bool), k=1)
     assert np.isnan(image[upper]).all() and np.isfinite(image[~upper]).all()

@@ -11,16 +11,22 @@ import scratch
 from gui import controller, sampled_check
 from gui.session import MAX_TOKENS, random_session
 from scratch.backends import numpy_backend as nb
+from tests.journey_sessions import with_mask
 
 L_SAMPLED = sampled_check.SAMPLE_FROM_TOKENS + 20  # just past the size where sampling starts
 SAMPLED_STEPS = [
     f"head_outputs ({sampled_check.SAMPLE_ROWS} sampled rows)",
     f"weights ({sampled_check.SAMPLE_ROWS} sampled rows)",
-]  # the sampled check's two steps, in order
+]  # the sampled check's two steps, in order (no mask)
+MASKED_STEPS = [
+    f"{n} ({sampled_check.SAMPLE_ROWS} sampled rows)"
+    for n in ("scores", "scaled", "masked", "weights", "head_outputs", "output")
+]  # with a mask (a variant: causal, drawn, ...) every step of the rows is checked
 
 
-def _session(seed, **changes):
+def _session(seed, mask_mode="none", grid=None, **changes):
     s = random_session(seed, num_tokens=L_SAMPLED, num_heads=2, num_kv_heads=changes.pop("kv", 2))
+    s = with_mask(s, mask_mode, grid)
     return dataclasses.replace(s, backend="numpy", dtype="float32", **changes)
 
 
@@ -38,7 +44,8 @@ def _session(seed, **changes):
 def test_a_correct_backend_passes_the_sampled_check(seed, changes):
     """NumPy float32 traces pass on every seed and option, and the outcome says it sampled."""
     outcome = controller.run(_session(seed, **changes))
-    assert [c.name for c in outcome.checks] == SAMPLED_STEPS
+    steps = MASKED_STEPS if "mask_mode" in changes else SAMPLED_STEPS
+    assert [c.name for c in outcome.checks] == steps
     assert all(c.ok and 0 <= c.ratio <= 1 for c in outcome.checks), outcome.checks
     assert outcome.reference is outcome.trace  # no full ground truth was built
     assert outcome.sampled.startswith(f"16 of {L_SAMPLED} query rows checked (seeded sample")
@@ -55,15 +62,17 @@ def test_the_sampled_rows_match_the_ground_truth_exactly_in_float64():
 @pytest.mark.parametrize("mask_mode", ["none", "causal-top-left", "causal-bottom-right"])
 @pytest.mark.parametrize("step,index", [("head_outputs", 0), ("weights", 1)])
 def test_a_wrong_value_in_a_sampled_row_fails(step, index, mask_mode):
-    """One entry of a sampled row moved by 1e-3 fails its check (and only that one), with the
-    mask as a NumPy array (bottom-right), a causal flag or none."""
+    """One entry of a sampled row moved by 1e-3 fails its check (and only that one; with a
+    causal mask the output made from it too), under either causal alignment or none."""
     s = _session(1, mask_mode=mask_mode)
     trace = nb.trace_example(*controller.example_and_options(s), dtype="float32")
     row = scratch.sample_rows(L_SAMPLED, sampled_check.SAMPLE_ROWS, sampled_check.SAMPLE_SEED)[3]
     trace[step].value[1, row, 0] += 1e-3  # head 1, a sampled row
     checks = sampled_check.sampled_checks(trace, controller.example_and_options(s)[1], "float32")
-    assert [c.ok for c in checks] == [index != 0, index != 1]
-    assert checks[index].max_abs_diff == pytest.approx(1e-3, rel=1e-2)
+    failed = {c.name.split(" (")[0] for c in checks if not c.ok}
+    assert step in failed and failed <= {step, "output"}, checks
+    moved = next(c for c in checks if c.name.startswith(f"{step} ("))
+    assert moved.max_abs_diff == pytest.approx(1e-3, rel=1e-2)
 
 
 def test_a_wrong_value_outside_the_sample_is_not_seen():
@@ -161,18 +170,18 @@ def test_sampled_rows_of_a_real_text_are_labelled_with_their_position():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_a_custom_mask_reaches_backend_and_check_as_the_same_grid(seed):
-    """A custom mask (a NumPy array for the backend, built row by row) passes the sampled
-    check, and a wrong weight on a sampled row under it fails."""
+    """A drawn mask (the GivenMask variant of its grid) passes the sampled check, and a wrong
+    weight on a sampled row under it fails."""
     grid = np.random.default_rng(seed).random((L_SAMPLED, L_SAMPLED)) > 0.3
     grid[:, 0] = True  # every row sees key 0: the planted weight below is on an allowed key
     mask = tuple(map(tuple, grid.tolist()))
-    s = _session(seed, mask_mode="custom", mask=mask)
+    s = _session(seed, "custom", mask)
     _, options = controller.example_and_options(s)
-    assert options.attn_mask.dtype == bool and (options.attn_mask == grid).all()
+    assert options.attn_mask is None and options.variant.attn_mask == mask
     outcome = controller.run(s)
-    assert [c.name for c in outcome.checks] == SAMPLED_STEPS
+    assert [c.name for c in outcome.checks] == MASKED_STEPS
     assert all(c.ok for c in outcome.checks), outcome.checks
     row = sampled_check.checked_rows(L_SAMPLED)[5]
     outcome.trace["weights"].value[0, row, 0] += 1e-3
     checks = sampled_check.sampled_checks(outcome.trace, options, "float32")
-    assert [c.ok for c in checks] == [True, False]
+    assert {c.name.split(" (")[0] for c in checks if not c.ok} == {"weights"}

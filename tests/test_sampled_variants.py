@@ -58,7 +58,7 @@ def _session(seed: int, backend: str, name: str):
     if changes.pop("custom", False):  # a given mask: random cells, row 0 (always sampled) empty
         rng = random.Random(seed)
         grid = [[i > 0 and rng.random() < 0.7 for _ in range(L_SAMPLED)] for i in range(L_SAMPLED)]
-        changes.update(mask_mode="custom", mask=tuple(map(tuple, grid)))
+        choice = dataclasses.replace(choice, mask="drawn", drawn=tuple(map(tuple, grid)))
     return dataclasses.replace(s, backend=backend, dtype="float32", variant=choice, **changes)
 
 

@@ -12,14 +12,13 @@ import pytest
 
 from gui import atomic, session_file
 from gui import session as sm
-from tests.journey_sessions import journey_typed
+from tests.journey_sessions import journey_typed, with_mask
 
 
 def test_session_round_trip_keeps_every_field(tmp_path):
+    grid = [[(i + j) % 3 != 0 for j in range(5)] for i in range(5)]
     s = dataclasses.replace(
-        sm.random_session(7, 5, 4, 2, 3, 2, 1),
-        mask_mode="custom",
-        mask=tuple(tuple((i + j) % 3 != 0 for j in range(5)) for i in range(5)),
+        with_mask(sm.random_session(7, 5, 4, 2, 3, 2, 1), "custom", grid),
         masked_rows="uniform",
         scale_mode="custom",
         scale_value=-0.25,
@@ -40,12 +39,14 @@ BAD_FIELDS = [
     ("tokens", ["a", "b"], "tokens"),
     ("tokens", ["Your", "journey,", "starts", "with", "one", "step"], "without commas"),
     ("tokens", ["Your", "", "starts", "with", "one", "step"], "non-empty labels"),
-    ("mask_mode", "diagonal", "mask_mode"),
+    ("mask_mode", "causal-top-left", "unknown fields: mask_mode"),  # version 2's, now a variant
     ("masked_rows", "skip", "masked_rows"),
     ("num_heads", 0, "num_heads"),
     ("num_heads", 2, "'query': query: width 3 does not split into 2 heads"),  # scratch.plan's
     ("scale_value", float("inf"), "scale_value"),
-    ("mask", [[True] * 6] * 5, "mask"),
+    ("variant", {"mask": "drawn", "drawn": [[True] * 6] * 5}, "variant.drawn"),
+    ("variant", {"mask": "drawn", "drawn": [[True] * 6] * 5 + [[1] * 6]}, "drawn: expected"),
+    ("variant", {"mask": "drawn"}, "drawn: expected a grid of 6 rows of 6"),
     ("w_q", [[1.0]], "w_q"),
     ("backend", "abacus", "backend"),
     ("surprise", 1, "unknown fields"),

@@ -10,6 +10,7 @@ import pytest
 
 from gui import session as sm
 from gui import session_file
+from tests.journey_sessions import with_mask
 
 
 def test_resize_keeps_the_values_that_fit():
@@ -32,15 +33,15 @@ def test_heads_and_kv_heads_resize_the_projection_widths():
 
 def test_a_random_example_resized_is_drawn_again_not_zero_padded():
     s = sm.random_session(7, 6, 8, 4, 4, 1)
-    s = dataclasses.replace(s, backend="numpy", dtype="float32", mask_mode="causal-top-left")
+    s = dataclasses.replace(with_mask(s, "causal-top-left"), backend="numpy", dtype="float32")
     bigger = sm.regenerated(s, num_tokens=64)
     assert bigger.preset == "random" and bigger.num_tokens == 64
     zero_rows = [i for i, row in enumerate(bigger.query) if not any(row)]
     assert zero_rows == []  # rows 6-63 drawn, not zero-padded
-    assert (bigger.backend, bigger.dtype, bigger.mask_mode) == (
+    assert (bigger.backend, bigger.dtype, bigger.variant) == (
         "numpy",
         "float32",
-        "causal-top-left",
+        with_mask(s, "causal-top-left").variant,
     )
     wider = sm.regenerated(bigger, num_heads=2)
     assert wider.preset == "random" and wider.num_heads == 2

@@ -141,3 +141,15 @@ def test_every_backend_lays_out_the_same_steps_and_refuses_value_without_key():
         ), name
         with pytest.raises(ValueError, match="value: given without key"):
             be.trace_attention(x, value=mem)
+
+
+def test_axis_labels_are_the_tokens_on_their_axis_else_indices():
+    """One rule for the terminal, the notebook view (and the window): query and key axes of the
+    tokens' length get the tokens, any other axis (or length) prefix + index."""
+    trace = scratch.trace_attention([[1.0], [2.0]], key=[[1.0], [0.0], [3.0]], tokens=["a", "b"],
+                                     key_tokens=["x", "y", "z"])  # fmt: skip
+    assert trace.axis_labels("query", 2) == ["a", "b"]
+    assert trace.axis_labels("key", 3) == ["x", "y", "z"]
+    assert trace.axis_labels("key", 2, "k") == ["k0", "k1"]  # not the tokens' length
+    assert trace.axis_labels("feature", 3, "c") == ["c0", "c1", "c2"]
+    assert trace.axis_labels("model", 2) == ["0", "1"]

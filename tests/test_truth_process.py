@@ -18,6 +18,7 @@ import pytest
 from gui import controller, core_api, sampled_check, truth_process
 from gui.session import random_session
 from scratch import backends
+from tests.journey_sessions import with_mask
 
 L_SAMPLED = sampled_check.SAMPLE_FROM_TOKENS + 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,8 +33,12 @@ def _child_stopped():
     assert truth_process.child_pid() is None
 
 
-def _session(seed: int, **changes):
+MASKED_STEPS = ["scores", "scaled", "masked", "weights", "head_outputs", "output"]  # a variant's
+
+
+def _session(seed: int, mask_mode: str = "none", **changes):
     s = random_session(seed, num_tokens=L_SAMPLED, num_heads=2, num_kv_heads=changes.pop("kv", 2))
+    s = with_mask(s, mask_mode)
     return dataclasses.replace(s, backend="numpy", dtype="float32", **changes)
 
 
@@ -77,7 +82,8 @@ def test_the_window_gets_the_same_checks_as_computing_them_in_its_own_thread(see
     here = sampled_check.sampled_checks(
         outcome.trace, controller.example_and_options(s)[1], "float32"
     )
-    assert [c.name.split(" ")[0] for c in outcome.checks] == ["head_outputs", "weights"]
+    steps = ["head_outputs", "weights"] if mask_mode == "none" else MASKED_STEPS
+    assert [c.name.split(" ")[0] for c in outcome.checks] == steps
     assert _numbers(outcome.checks) == _numbers(here)
     assert all(c.ok for c in outcome.checks)
 

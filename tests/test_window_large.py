@@ -22,6 +22,7 @@ from gui import (  # noqa: E402
     view_model,  # noqa: E402
 )
 from gui.session import random_session  # noqa: E402
+from tests.journey_sessions import with_mask
 
 
 def _heaviest(cells: list[float]) -> float:
@@ -63,10 +64,9 @@ def test_one_sharp_weight_survives_pooling_where_a_stride_loses_it(monkeypatch):
 
 def _numpy_outcome(tokens: int, heads: int = 2, mask_mode: str = "none"):
     s = dataclasses.replace(
-        random_session(3, num_tokens=tokens, num_heads=heads),
+        with_mask(random_session(3, num_tokens=tokens, num_heads=heads), mask_mode),
         backend="numpy",
         dtype="float32",
-        mask_mode=mask_mode,
     )
     return controller.run(s)
 

@@ -3,8 +3,6 @@ overview's arrows between its stages."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 pytest.importorskip("PyQt6")
@@ -14,7 +12,7 @@ from PyQt6.QtCore import Qt  # noqa: E402
 
 from gui import session as sm  # noqa: E402
 from gui.pipeline_view import SOURCE_SIZE  # noqa: E402
-from tests.journey_sessions import journey_preset  # noqa: E402
+from tests.journey_sessions import journey_preset, with_mask  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -48,7 +46,7 @@ def test_the_side_panel_inputs_are_large_enough_to_read(qtbot, errors, open_wind
 
 
 def test_several_heads_at_1024_get_the_side_panels_room(qtbot, errors, open_window):
-    session = dataclasses.replace(sm.random_session(0, 6, 8, 4, 4, 2), mask_mode="causal-top-left")
+    session = with_mask(sm.random_session(0, 6, 8, 4, 4, 2), "causal-top-left")
     w = open_window(session, size=(1024, 700))
     p = w.pipeline
     p.set_head("all")

@@ -17,6 +17,7 @@ from PyQt6.QtWidgets import QWidget  # noqa: E402
 
 from gui import session as sm  # noqa: E402
 from gui.token_axis import GAP, keep_apart  # noqa: E402
+from tests.journey_sessions import with_mask
 
 pytestmark = pytest.mark.gui
 
@@ -208,7 +209,7 @@ def _overview_fits(w, tokens: int) -> None:
 def test_the_mistakes_gallery_keeps_its_colour_bars_inside(open_window, qtbot, tokens, size):
     """Word labels widen the query axis: the mistake's heatmaps (with the colour bars) were
     squeezed under their least width at 1024 x 700 and the bar's labels were cut ('0.1')."""
-    s = dataclasses.replace(word_session(tokens), mask_mode="causal-top-left")
+    s = with_mask(word_session(tokens), "causal-top-left")
     w = open_window(s, size=size)
     w.tabs.setCurrentWidget(w.learn)
     gallery = w.learn.mistakes
@@ -383,7 +384,7 @@ def test_a_short_reason_leaves_its_bars_the_room(open_window, qtbot, tokens, siz
     """The Scale page's words and table take ~150 pixels; the text box kept 3/5 of the page
     (310 at 1024 x 700) and the bars under it the rest, with a blank band between. Fitted to
     the words, no page may hide a line behind a scroll bar either."""
-    w = open_window(dataclasses.replace(word_session(tokens), mask_mode="causal-top-left"), size)
+    w = open_window(with_mask(word_session(tokens), "causal-top-left"), size)
     w.tabs.setCurrentWidget(w.learn)
     why = w.learn.why
     w.learn.pages.setCurrentWidget(why)

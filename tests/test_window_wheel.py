@@ -43,7 +43,7 @@ def shown(box: QWidget) -> object:
 
 # the boxes of the tried sequence (scale, L, the Variant box) and one of each other kind;
 # attribute paths on the inputs panel
-BOXES = ("scale_mode", "num_tokens", "d_model", "mask_mode", "masked_rows", "variant.mask")
+BOXES = ("scale_mode", "num_tokens", "d_model", "variant.align", "masked_rows", "variant.mask")
 
 
 def _box(inputs, path: str) -> QWidget:
@@ -110,7 +110,6 @@ def _places(w) -> dict[str, QPoint]:
     i = w.inputs
     controls = {
         "scale": i.scale_mode,
-        "attn_mask": i.mask_mode,
         "rows": i.masked_rows,
         "backend": i.backend,
         "mask": i.variant.mask,

@@ -48,27 +48,17 @@ import numpy as np
 
 from ..options import Options
 from ..variants import Causal
+from .numpy_chunk_rows import finish, log_sum_exp, row_norms, safe_ranges
 from .numpy_threads import cores, share, single_threaded_blas
 
-# Query chunk and key block. Measured interleaved with torch SDPA at L = S = 4096, E = 64,
-# float32, two AVX-512 cores (1 MiB L2 each), 40 rounds each, three runs: 1024 x 256 and
-# 1024 x 512 have the same best time as 2048 x 256 (0.96-0.98x SDPA) but a better median of
-# per-round ratios (0.98-1.01x against 0.83-0.88x): 2048-row chunks make exactly one task per
-# core at L = 4096, so a core that is interrupted holds up the call; 1024 gives four tasks,
-# taken by whichever worker is free. 512 x 512 and 1024 x 1024 were slower (best 0.90-0.99x).
-# L = 16384: all three within 1% (1.03-1.04x). With fewer chunks than cores the chunk shrinks
-# to ceil(L / cores).
+# Query chunk and key block (how they were measured: docs/notes/numpy_chunked.md).
 QUERY_CHUNK = 1024
 KEY_BLOCK = 256
 PARALLEL_MIN = 1 << 22  # L * S * batch from which query chunks go to worker threads
 BAND_ROWS = 1024  # query rows per step of band_pass (their scores: 1.5 MiB at W = 384 float32)
 LIMIT_LOG2 = 64.0  # largest exponent (base 2) the fast pass lets exp reach: 2^64 * S is finite
-# Buffer sets each thread keeps (memory stays O(chunk * (block + E)) per set). Two: calls that
-# alternate between two shapes, as a model whose sliding-window layers alternate with global
-# ones does (a window call of 8192-row chunks and a causal call of 1024-row ones), each find
-# theirs. With one, a window of 256 keys at L = 16384 right after a causal call took 15.9-20.1
-# ms (min-max of 15, median 18.4) against 13.1-24.8 ms (median 13.7) after another window call,
-# the 2-core dev host: a fresh set's page faults.
+# Buffer sets each thread keeps, O(chunk * (block + E)) each: two, so calls that alternate
+# between two shapes (window and global layers) each find theirs (docs/notes/numpy_chunked.md).
 TILE_SETS = 2
 _FAST_PASS = contextvars.ContextVar("fast_pass", default=True)
 _LOCAL = threading.local()  # each thread's buffers, kept between calls
@@ -422,7 +412,7 @@ def chunked_output(
     # the fast pass's per-row offset: scores of row i are <= |q_i| max_j |k_j| |factor|
     limit = LIMIT_LOG2 if exp_name == "exp2" else LIMIT_LOG2 * math.log(2.0)
     if k_norm is None:
-        k_norm = _row_norms(k).max(axis=-1)  # (...,)
+        k_norm = row_norms(k).max(axis=-1)  # (...,)
     if mask is not None:
         mask = np.broadcast_to(mask, tuple(lead) + (L, S))
     output = np.empty(tuple(lead) + (L, Ev), dtype=dtype)
@@ -438,7 +428,7 @@ def chunked_output(
         # step 0: fold scale (and log2(e)) into this chunk of q, in the worker's buffer
         q_rows, tile_scale = tiles.fold(q_rows, factor)
         # (1 + 1e-4) covers the rounding of the bound itself (float32 norms: E u < 1e-5)
-        bound = _row_norms(q[index][i0:i1]) * (k_norm[kv] * abs(factor) * (1 + 1e-4))  # (n,)
+        bound = row_norms(q[index][i0:i1]) * (k_norm[kv] * abs(factor) * (1 + 1e-4))  # (n,)
         offset = None
         if (bound > limit).any():
             offset = np.where(bound > limit, bound - limit, 0.0).astype(dtype)
@@ -481,15 +471,11 @@ def chunked_output(
         for i0 in range(0, L, chunk)
     ]
     workers = min(cores(), len(tasks))
-    if not parallel or workers < 2:
-        tiles = _tiles(chunk, block, Ev, dtype, E)
-        for task in tasks:  # in order: dropout draws follow the row-major order
-            run(tiles, *task)
-        return output, lse, detail
-    with single_threaded_blas() as single:
-        if not single:  # no BLAS control here: one thread, BLAS uses the cores
+    with contextlib.ExitStack() as stack:
+        single = parallel and workers > 1 and stack.enter_context(single_threaded_blas())
+        if not single:  # one thread (with no BLAS control here, BLAS uses the cores)
             tiles = _tiles(chunk, block, Ev, dtype, E)
-            for task in tasks:
+            for task in tasks:  # in order: dropout draws follow the row-major order
                 run(tiles, *task)
             return output, lse, detail
         if causal is not None:  # later chunks see more keys: longest first, no long one last
@@ -497,60 +483,3 @@ def chunked_output(
         share(tasks, workers, lambda task: run(_tiles(chunk, block, Ev, dtype, E), *task))
     detail += f"; {workers} threads (this one included), OpenBLAS on one thread"
     return output, lse, detail
-
-
-def safe_ranges(i0: int, i1: int, rows: np.ndarray | None, plan) -> list[tuple[int, int]]:
-    """The row ranges the safe pass redoes for `rows` (sorted; None: all of i0:i1): the smallest
-    range holding them, or for a flex call with a block mask one per query block holding some
-    (a range over many blocks would compute every key tile any of its rows sees)."""
-    if rows is None:
-        rows = np.arange(i0, i1)
-    if plan is None or plan.block_mask is None:
-        return [(int(rows[0]), int(rows[-1]) + 1)]
-    cuts = np.flatnonzero(np.diff(rows // plan.block_mask.block_size[0])) + 1
-    return [(int(run[0]), int(run[-1]) + 1) for run in np.split(rows, cuts)]
-
-
-def _row_norms(a: np.ndarray) -> np.ndarray:
-    """|a_i| of each row (last axis) in float32 when that is finite, else in float64."""
-    with np.errstate(over="ignore"):
-        norms = np.sqrt(np.einsum("...e,...e->...", a, a))
-    if norms.dtype == np.float64 or np.isfinite(norms).all():
-        return norms.astype(np.float64)
-    return np.sqrt(np.einsum("...e,...e->...", a, a, dtype=np.float64))
-
-
-def log_sum_exp(base, total, to_natural, out) -> None:
-    """out = (base + log(total)) * to_natural: the log-sum-exp of rows whose exps, taken
-    relative to `base` (in the exponential's base), sum to `total`; -inf where total is 0."""
-    log = np.log2 if to_natural != 1 else np.log  # the exponential's own base
-    with np.errstate(divide="ignore"):  # log(0) = -inf: a row with every key masked
-        log(total, out=out)
-    out += base
-    if to_natural != 1:
-        out *= to_natural
-
-
-def finish(acc, total, out, masked_rows, v_b, draws=None, dropout_p=0.0) -> None:
-    """step 6: out = acc / denominator (one division); rows with no allowed key follow
-    masked_rows."""
-    full = total == 0
-    np.divide(acc, np.where(full, 1, total)[:, None], out=out)
-    if full.any():
-        dropped = None if draws is None else draws[full]
-        out[full] = _masked_rows_output(
-            masked_rows, v_b, v_b.shape[0], out.dtype, dropped, dropout_p
-        )
-
-
-def _masked_rows_output(masked_rows, v_b, S, dtype, draws, dropout_p) -> np.ndarray | float:
-    """Output of fully masked rows: 0, NaN, or the mean of v; after dropout when it is on."""
-    if masked_rows == "zero":
-        return 0.0
-    if masked_rows == "nan":  # NaN weights, dropped or not (NaN * 0 = NaN, as torch's dropout)
-        return np.nan
-    if draws is None:
-        return v_b.mean(axis=0, dtype=np.float64).astype(dtype)
-    keep = draws >= dropout_p  # (r, S)
-    weights = keep.astype(dtype) / dtype.type(S * (1.0 - dropout_p))  # (r, S)
-    return weights @ v_b  # (r, S) @ (S, Ev) -> (r, Ev)

@@ -26,7 +26,8 @@ from ..front_doors import flex_door
 from ..options import FlexOptions, Options
 from ..validate import check_flag, check_scale
 from ..variants.sinks import sink_logits
-from .numpy_chunked import KEY_BLOCK, _row_norms, chunked_output
+from .numpy_chunk_rows import row_norms
+from .numpy_chunked import KEY_BLOCK, chunked_output
 from .numpy_flex_plan import FlexPlan, create_block_mask
 from .numpy_inputs import _array, _dtype, not_finite
 from .numpy_threads import cores, share
@@ -63,7 +64,7 @@ def finite_with_key_norms(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.nda
     def check(t: int) -> None:
         n, rows = tasks[t]
         if n == 1:  # key: the largest row norm of these rows (-inf when they are none)
-            norms = _row_norms(rows)
+            norms = row_norms(rows)
             found[t] = norms.max(axis=-1) if norms.shape[-1] else np.full(norms.shape[:-1], -np.inf)
         else:
             found[t] = bool(np.isfinite(rows).all())

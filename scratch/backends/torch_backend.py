@@ -236,7 +236,9 @@ def trace_example(
         values["key_input"] = run.inputs["key_input"]
     if value is not None:
         values["value_input"] = run.inputs["value_input"]
-    given = isinstance(options.attention_variant, GivenMask)
+    # a given attn_mask's kind; None when a variant attended (a drawn mask as the variant
+    # GivenMask, with no SDPA mask built: run.mask is None)
+    given = isinstance(options.attention_variant, GivenMask) and run.mask is not None
     is_bool = run.mask.dtype == torch.bool if given else None
     return layout_trace(
         values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,

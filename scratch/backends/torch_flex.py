@@ -36,7 +36,7 @@ from scratch.options import FlexOptions
 from scratch.validate import check_flag
 
 from .torch_flex_compile import compile_problem, compiled_flex_attention
-from .torch_flex_explicit import explicit_attention
+from .torch_flex_explicit import explicit_steps
 from .torch_flex_inputs import FlexCall, prepare
 
 KERNELS = ("flex-compiled", "flex-eager", "explicit")
@@ -81,9 +81,10 @@ def _forward(call: FlexCall, kernel: str, q, k, v, sinks) -> tuple[torch.Tensor,
     """(output, lse) of the call by `kernel`, sinks folded in; lse None for compiled on CPU."""
     if kernel == "explicit":
         wide = call.place.wide
-        return explicit_attention(
+        steps = explicit_steps(
             q.to(wide), k.to(wide), v.to(wide), call.scale, call.score_mod, call.mask_mod, sinks
         )
+        return steps.output, steps.lse
     if kernel == "flex-compiled" and call.place.device.type == "cpu":
         return _flex(call, kernel, q, k, v, lse=False), None
     output, lse = _flex(call, kernel, q, k, v, lse=True)

@@ -30,20 +30,6 @@ class FlexSteps:
     sink_weights: torch.Tensor | None  # (B, H, L): exp(sink[h] - lse); None without sinks
 
 
-def explicit_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    scale: float,
-    score_mod: Callable | None,
-    mask_mod: Callable | None,
-    sinks: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(output (B, H, L, Ev), lse (B, H, L)); kv heads shared by groups of query heads (GQA)."""
-    steps = explicit_steps(q, k, v, scale, score_mod, mask_mod, sinks)
-    return steps.output, steps.lse
-
-
 def explicit_steps(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -53,7 +39,8 @@ def explicit_steps(
     mask_mod: Callable | None,
     sinks: torch.Tensor | None,
 ) -> FlexSteps:
-    """explicit_attention with every step kept (a trace shows them)."""
+    """Every step of the explicit flex attention, output (B, H, L, Ev) and lse (B, H, L) last;
+    kv heads shared by groups of query heads (GQA)."""
     B, H, L, _ = q.shape
     S, group = k.shape[2], H // k.shape[1]
     k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)  # (B, H, S, .)
@@ -87,4 +74,4 @@ def explicit_steps(
     return FlexSteps(dots, changed, scores, weights, output, lse, sink_weights)
 
 
-__all__ = ["FlexSteps", "explicit_attention", "explicit_steps"]
+__all__ = ["FlexSteps", "explicit_steps"]

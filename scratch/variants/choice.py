@@ -1,8 +1,9 @@
 """A variant as plain data (what the window's picker and session files hold) -> one Variant.
 
-`VariantChoice` names a mask (none, causal, window, chunked, prefix-LM, documents from
-cu_seqlens, sink tokens) with its alignment, the score changes (softcap, then ALiBi), learned
-sinks and RoPE, in numbers and words only; `variant(L, S, H)` builds the one Variant a call of L
+`VariantChoice` names the one mask of a call (none, causal, window, chunked, prefix-LM, documents
+from cu_seqlens, sink tokens, or a grid drawn by hand: SDPA's bool attn_mask) with its alignment,
+the score changes (softcap, then ALiBi), learned sinks and RoPE, in numbers and words only;
+`variant(L, S, H)` builds the one Variant a call of L
 queries, S keys and H heads computes, with the variants' own checks (a refusal names the field:
 `left`, `cap`, `cu_seqlens`, `slopes`, `sinks`, ...). The queries are the last L of S positions
 when aligned bottom-right (decode: one query, S cached keys), the first L when top-left.
@@ -20,6 +21,7 @@ from .causal import Causal, shift_of
 from .chunked import ChunkedLocal
 from .combine import combine
 from .documents import Documents, ids_from_cu_seqlens
+from .given_mask import GivenMask
 from .prefix import PrefixLM
 from .rotary import Rotary
 from .sinks import LearnedSinks
@@ -27,7 +29,7 @@ from .softcap import Softcap
 from .streaming import SinkTokens
 from .window import SlidingWindow
 
-MASKS = ("none", "causal", "window", "chunked", "prefix", "documents", "sink_tokens")
+MASKS = ("none", "causal", "window", "chunked", "prefix", "documents", "sink_tokens", "drawn")
 ALIGNS = ("top-left", "bottom-right")
 ROPES = ("none", "half", "interleaved")
 
@@ -44,6 +46,9 @@ class VariantChoice:
     prefix: int = 2  # prefix-LM: keys every query sees
     cu_seqlens: tuple[int, ...] = ()  # documents: [0, n1, n1 + n2, ..., length]
     sink_tokens: int = 1  # sink tokens: the first keys kept in view
+    # drawn: the (length, S) grid of the whole sequence, True = may attend (kept while another
+    # mask is chosen, so choosing "drawn" again brings it back)
+    drawn: tuple[tuple[bool, ...], ...] = ()
     softcap: float | None = None  # cap * tanh(score / cap), applied first; None: off
     alibi: bool = False  # + slope[h] * (j - i), after the softcap
     slopes: tuple[float, ...] = ()  # ALiBi's slopes; (): the paper's for the head count
@@ -58,6 +63,7 @@ class VariantChoice:
                     f"{name}: expected one of {', '.join(allowed)}, found {getattr(self, name)!r}"
                 )
         object.__setattr__(self, "cu_seqlens", tuple(self.cu_seqlens))
+        object.__setattr__(self, "drawn", tuple(map(tuple, self.drawn)))
         object.__setattr__(self, "slopes", tuple(self.slopes))
         object.__setattr__(self, "sinks", tuple(self.sinks))
 
@@ -82,7 +88,25 @@ class VariantChoice:
                     f"found {self.cu_seqlens[-1]}"
                 )
             return Documents(ids[shift : shift + L], ids[:S])
+        if self.mask == "drawn":
+            return GivenMask.unchecked(self._drawn_rows(L, S, length))
         return None
+
+    def _drawn_rows(self, L: int, S: int, length: int) -> tuple[tuple[bool, ...], ...]:
+        """The drawn grid's cells for the call: the whole (L, S) grid, or at a decode step (L
+        queries of a sequence of `length` tokens, S of them cached) the rows of the newest S - L
+        .. S - 1 and keys 0 .. S - 1 of the (length, length) grid."""
+        grid = self.drawn
+        shape = (len(grid), len(grid[0]) if grid else 0)
+        square = all(len(row) == shape[1] for row in grid)
+        if shape == (L, S) and square:
+            return grid
+        if L < length and L <= S <= length and shape == (length, length) and square:
+            return tuple(row[:S] for row in grid[S - L : S])
+        raise ValueError(
+            f"drawn: expected a grid of {L} rows of {S} booleans (True = may attend), found "
+            f"{shape[0]} rows of {shape[1]}"
+        )
 
     def variant(self, L: int, S: int, H: int, length: int | None = None) -> Variant | None:
         """The Variant for L queries, S keys, H heads (cu_seqlens end at `length`, default S).
@@ -100,15 +124,16 @@ class VariantChoice:
         if self.rope != "none":
             parts.append(Rotary(self.rope_base, self.rope))
         parts = [p for p in parts if p is not None]
-        for p in parts:
-            p.check(1, H, L, S)
+        for p in parts:  # a drawn grid's shape is checked above; its cells when first read
+            if not (self.mask == "drawn" and isinstance(p, GivenMask)):
+                p.check(1, H, L, S)
         return None if not parts else parts[0] if len(parts) == 1 else combine(*parts)
 
     def to_dict(self) -> dict:
         """JSON-ready: lists, numbers, strings, None."""
-        return {
-            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
-        }
+        data = dataclasses.asdict(self)
+        data["drawn"] = [list(row) for row in self.drawn]
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
     @classmethod
     def from_dict(cls, data: object) -> VariantChoice:
@@ -142,6 +167,10 @@ def _check_json(name: str, value: object, default: object) -> None:
         ok = _number(value)
     elif isinstance(default, str):
         ok = isinstance(value, str)
+    elif name == "drawn":  # rows of bools
+        ok = isinstance(value, list) and all(
+            isinstance(row, list) and all(isinstance(b, bool) for b in row) for row in value
+        )
     else:  # tuples: cu_seqlens of integers, slopes and sinks of numbers
         item = (
             (lambda x: isinstance(x, int) and not isinstance(x, bool))
