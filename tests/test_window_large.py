@@ -14,7 +14,6 @@ pytest.importorskip("PyQt6")
 
 import scratch  # noqa: E402
 from gui import (  # noqa: E402
-    cell_explain,
     controller,
     core_api,
     pooled,
@@ -138,7 +137,7 @@ def test_one_cell_is_explained_from_its_rows_with_the_same_words(step, index):
         trace, steps=tuple(dataclasses.replace(s, value=s.tolist()) for s in trace.steps)
     )
     whole = scratch.explain(lists, step, index)
-    one = cell_explain.explain(_guarded(trace), step, index)
+    one = scratch.explain(_guarded(trace), step, index)
     assert (one.text, one.sources) == (whole.text, whole.sources)
     with pytest.raises(AssertionError, match="turned into lists"):
         _guarded(trace)[step].tolist()  # the guard does catch a whole matrix
