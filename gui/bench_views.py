@@ -8,7 +8,7 @@ VIEW_SIZE pixels). A step change is timed from `set_step` until the view has pai
 panels beside it, the sentence. Every change opens a step not seen with this trace (the view's
 panel cache is emptied first), so each is a first visit, the slow case. A hover is timed from
 the mouse over a cell (`hover_cell`, seeded cells) until the view has painted: the cell's
-explanation from its rows (gui.cell_explain), the sentence for its row, the source highlights.
+explanation from its rows (scratch.explain), the sentence for its row, the source highlights.
 """
 
 from __future__ import annotations

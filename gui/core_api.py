@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import scratch
 from scratch import backends, presets, steps
-from scratch.variants import Causal, causal_shift
-from scratch.variants import VariantChoice as VariantChoice  # gui/variant_session.py's, for now
+from scratch.variants import Causal, VariantChoice, causal_shift
 
 
 def preset_title(name: str) -> str:
@@ -42,11 +41,6 @@ def causal_variant(L: int, S: int, align: str) -> object:
     """scratch.variants.Causal for L queries and S keys aligned 'top-left' or 'bottom-right':
     its .cells(rows, cols) are the grid's, .shift its diagonal, .rule() its words."""
     return Causal(causal_shift(L, S, align))
-
-
-def mask_rule(variant: object) -> str:
-    """scratch.mask_rule (gui/variant_session.py's until the variant picker's rework)."""
-    return scratch.mask_rule(variant)
 
 
 def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> list | None:
@@ -130,38 +124,24 @@ def check_features() -> list[str]:
     return [*scratch.checker.FEATURES, "dropout"]
 
 
-def load_model(path: str | None) -> object:
-    """scratch.models.load(path), None for the default model; ImportError without NumPy,
-    safetensors or tokenizers (its .name says which)."""
+def start_model(path: str | None, text: str, progress: object = None) -> object:
+    """A decoder's Decoding of `text` (scratch.models.start: the prompt run, its cache kept for
+    Decoding.extend), or model.run(text) for a model without an output head; the load (of
+    scratch.models.load(path), None for the default model; ImportError without NumPy,
+    safetensors or tokenizers, its .name says which) and the run report to `progress` (a
+    scratch.Progress: stages, Cancel)."""
     from scratch import models
 
-    return models.load(path)
-
-
-def start_model(path: str | None, text: str, progress: object = None) -> object:
-    """A decoder's Decoding of `text` (scratch.models.decoding.start: the prompt run, its cache
-    kept for Decoding.extend), or model.run(text) for a model without an output head; the load
-    and the run report to `progress` (a scratch.progress.Progress: stages, Cancel)."""
-    from scratch import progress as progress_
-    from scratch.models import decoding
-
-    with progress_.reporting(progress):
-        model = load_model(path)
+    with scratch.reporting(progress):
+        model = models.load(path)
         decoder = getattr(model, "decoder", False)
-        return decoding.start(model, text) if decoder else model.run(text)
+        return models.start(model, text) if decoder else model.run(text)
 
 
 def kv_heads_of(model: object) -> list[int]:
     """The key/value head each query head reads (the model's Family record: grouped-query
     attention); BERT's and GPT-2's heads each read their own."""
     return model.family_record.kv_heads(model.config)
-
-
-def token_name(tokenizer: object, i: int) -> str:
-    """scratch.models.run.token_name: token i as text, a special token by its name."""
-    from scratch.models.run import token_name as name
-
-    return name(tokenizer, i)
 
 
 def decoder_head(model: object, layer: int, head: int) -> tuple[dict, VariantChoice]:
@@ -177,13 +157,6 @@ def decoder_head(model: object, layer: int, head: int) -> tuple[dict, VariantCho
         rope_base=float(model.config.rope_base),
     )
     return family.module().head_weights(model.config, model.weights, layer, head), rope
-
-
-def model_block(run: object, layer: int) -> object:
-    """scratch.models.block.block: layer `layer` of a run step by step, checked against it."""
-    from scratch.models.block import block
-
-    return block(run, layer)
 
 
 # ---------------------------------------------------------------- learn: why, mistakes, tiles

@@ -11,8 +11,8 @@ from PyQt6.QtCore import Qt, pyqtSignal
 from PyQt6.QtGui import QImage, QPixmap
 from PyQt6.QtWidgets import QFrame, QGridLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
+import scratch
 from gui import block_view_model as bvm
-from gui import core_api
 from gui.model_worker import ModelWorker
 
 IMAGE_W, IMAGE_H = 150, 50  # each box's heatmap, in pixels (matrices are stretched to fit)
@@ -149,7 +149,7 @@ class ModelBlock(QWidget):
 
         def work(report, stop) -> object:
             run = source.run() if hasattr(source, "extend") else source
-            return core_api.model_block(run, layer)
+            return scratch.models.layer_block(run, layer)
 
         self.worker.start(work)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import scratch
 from gui import core_api
 from gui import session as sm
 from gui.token_text import session_label
@@ -55,7 +56,7 @@ def rotated_session(run: object, layer: int, head: int) -> sm.Session:
     x = np.asarray(run.inputs[layer], dtype=np.float64)  # (T, d_model): RMSNorm'd input
     x, weights = with_biases(x, w)  # Qwen2: (T, d_model + 1), a last column of ones
     kv = core_api.kv_heads_of(run.model)[head]
-    names = (core_api.token_name(run.model.tokenizer, i) for i in run.ids)
+    names = (scratch.models.token_name(run.model.tokenizer, i) for i in run.ids)
     tokens = tuple(session_label(t) for t in names)  # '␣Paris', not 'ĠParis'
     return sm.Session(
         tokens=tokens,

@@ -17,7 +17,8 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import cell_explain, core_api, numbers, sentence_rows, sentences, view_model
+import scratch
+from gui import core_api, numbers, sentence_rows, sentences, view_model
 from gui.fixed_lines import FixedLines
 from gui.heatmap import Heatmap
 from gui.spin_boxes import DoubleSpinBox
@@ -476,7 +477,7 @@ class PipelineView(QWidget):
         if panel.vector:  # a vector step: the cell's row (a column vector) or column (a row)
             index = index[:-2] + ((cell[0],) if panel.vector == "column" else (cell[1],))
         try:
-            info = cell_explain.explain(self.reference, self.step_name, index)
+            info = scratch.explain(self.reference, self.step_name, index)
         except Exception as exc:  # noqa: BLE001 - show why there is no explanation
             self.explanation.setText(f"no explanation: {exc}")
             return

@@ -24,8 +24,9 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api, variant_session
+from gui import variant_session
 from gui.session import Session
+from scratch.variants import VariantChoice
 
 ALIGN_LABELS = {"bottom-right": "bottom-right", "top-left": "top-left"}
 ROPE_LABELS = {"none": "none", "half": "half (Llama)", "interleaved": "interleaved (GPT-J)"}
@@ -70,7 +71,7 @@ class VariantPanel(QGroupBox):
         self._updating = False
         self.form = QFormLayout(self)
         self.form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        self.mask = _combo(core_api.VariantChoice.mask_labels())
+        self.mask = _combo(VariantChoice.mask_labels())
         self.mask.setToolTip(
             "the call's one mask: SDPA's is_causal is causal top-left, its attn_mask a drawn "
             "grid; click the grid below to draw your own"
@@ -82,7 +83,7 @@ class VariantPanel(QGroupBox):
         )
         self.form.addRow("mask", self.mask)
         self.form.addRow("aligned", self.align)
-        self.params = core_api.VariantChoice.mask_params()  # one row per mask parameter
+        self.params = VariantChoice.mask_params()  # one row per mask parameter
         self.texts = {key: _edit(p.words, 0 if p.is_list else 64) for key, p in self.params.items()}
         self.texts.update(
             (name, _edit(tip, 64 if name not in ("slopes", "sinks") else 0))

@@ -1,6 +1,6 @@
 """The session's variant and decode step: pure edits, what a call computes, the mask drawn.
 
-The picker's texts become a VariantChoice (scratch's plain data, through core_api) here, and the
+The picker's texts become a VariantChoice (scratch's plain data) here, and the
 checks are the variants' own: `checked` builds the variant for the session's sizes, so a refusal
 names the field as scratch words it (`left`, `cap`, `cu_seqlens`, `slopes`, `sinks`). No Qt.
 """
@@ -10,8 +10,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+import scratch
 from gui import core_api
 from gui.session import Session, SessionError
+from scratch.variants import VariantChoice
 
 
 def call_sizes(s: Session) -> tuple[int, int]:
@@ -56,12 +58,12 @@ def in_positions(trace: object, s: Session) -> object:
     it as token n - 1, so the note gets the rule of the whole sequence, the Variant panel's."""
     if not s.decode or trace is None or getattr(trace.options, "variant", None) is None:
         return trace
-    said = core_api.mask_rule(trace.options.variant)
+    said = scratch.mask_rule(trace.options.variant)
     try:
         whole = s.variant.variant(s.num_tokens, s.num_keys, s.num_heads, length=s.num_tokens)
     except ValueError:
         return trace
-    shown = core_api.mask_rule(whole)
+    shown = scratch.mask_rule(whole)
     if not said or said == shown or "masked" not in trace:
         return trace
     steps = tuple(
@@ -96,10 +98,10 @@ def choice_from_fields(fields: Mapping[str, object]) -> object:
     `fields`: mask, align, rope (keys); alibi, softcap_on, sinks_on (bools); every mask
     parameter (left, right, chunk, prefix, sink_tokens, cu_seqlens, ...), slopes, softcap,
     sinks, rope_base (texts)."""
-    return core_api.VariantChoice(
+    return VariantChoice(
         mask=fields["mask"],
         align=fields["align"],
-        **{key: p.parse(fields[key]) for key, p in core_api.VariantChoice.mask_params().items()},
+        **{key: p.parse(fields[key]) for key, p in VariantChoice.mask_params().items()},
         softcap=_one(fields["softcap"], "cap", float) if fields["softcap_on"] else None,
         alibi=bool(fields["alibi"]),
         slopes=_floats(fields["slopes"], "slopes") if fields["alibi"] else (),

@@ -25,7 +25,7 @@ from .multihead_backward import MultiHeadGradients, multi_head_attention_backwar
 from .options import Options
 from .paged import paged_decode_attention
 from .plan import plan_multi_head, shapes_for_heads
-from .progress import Cancelled, Progress
+from .progress import Cancelled, Progress, reporting
 from .rope import rotary, rotary_backward
 from .rows import attention_rows, sample_rows
 from .softmax import softmax
@@ -40,9 +40,9 @@ from .variant_support import as_sdpa, sdpa_variant
 _LAZY = ("backends", "bench", "checker", "models", "presets")
 # functions that need numpy, imported from their module on first use
 _LAZY_FUNCTIONS = {
-    "check_backward": ".checker.backward_run",
-    "check_variants": ".checker.variant_run",
-    "check_variants_backward": ".checker.variant_backward_run",
+    "check_backward": ".checker.doors",
+    "check_variants": ".checker.doors",
+    "check_variants_backward": ".checker.doors",
 }
 
 
@@ -107,6 +107,7 @@ __all__ = [
     "one_hot",
     "paged_decode_attention",
     "plan_multi_head",
+    "reporting",
     "rotary",
     "rotary_backward",
     "sample_rows",

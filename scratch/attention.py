@@ -44,7 +44,7 @@ from .linalg import dot, matmul_nt, transpose_rows
 from .masks import Mask
 from .nested import at, stack
 from .options import Options
-from .plan import AttentionPlan, plan_attention
+from .plan import AttentionPlan, kv_index, plan_attention
 from .softmax import flex_weights, log_sum_exp_row, softmax_row, weights_with_sink
 from .validate import as_tensor
 from .variant_support import sdpa_variant
@@ -349,16 +349,14 @@ def attend_all(
     """attend() for every leading index, row-major; query head h reads kv head h // group."""
     results = []
     for index in product(*map(range, lead)):
-        kv_index = index
-        if group > 1:  # grouped-query attention: the head axis is the last leading axis
-            kv_index = index[:-1] + (index[-1] // group,)
+        kv = kv_index(index, group)  # grouped-query attention: h -> h // group
         mask_rows = mask.slice(index) if mask is not None else None
         added = mask is not None and not mask.is_bool
         results.append(
             attend(
                 at(q, index),
-                at(k, kv_index),
-                at(v, kv_index),
+                at(k, kv),
+                at(v, kv),
                 scale,
                 mask_rows,
                 masked_rows,

@@ -9,38 +9,26 @@ row_dot or a bias: entry `index`).
 
 from __future__ import annotations
 
-from math import inf
+from math import exp, inf
 
-from .step_explain import MAX_TERMS, Cell, Explanation, column, number, softmax_of, terms
-
-
-def _listed(values: list[float]) -> str:
-    """'a + b + c', cut after MAX_TERMS terms."""
-    text = " + ".join(number(x) for x in values[:MAX_TERMS])
-    if len(values) > MAX_TERMS:
-        text += f" + ... ({len(values) - MAX_TERMS} more terms)"
-    return text
-
-
-def _head_grad(cell: Cell, h: int) -> tuple[str, list]:
-    """(label, rows) of head h's dO: grad_head_outputs[h] with a head axis, else grad_output."""
-    t = cell.trace
-    if "grad_head_outputs" in t:
-        return f"grad_head_outputs[{h}]", t["grad_head_outputs"].tolist()[h]
-    return "grad_output", t["grad_output"].tolist()
+from .step_explain import (
+    MAX_TERMS,
+    Cell,
+    Explanation,
+    column,
+    head_block,
+    listed,
+    number,
+    row_sums,
+    terms,
+)
 
 
-def _group(cell: Cell, g: int) -> list[int]:
-    """The query heads that read key/value head g."""
-    t = cell.trace
-    return [h for h in range(t.num_heads) if h // (t.num_heads // t.num_kv_heads) == g]
-
-
-def _fully_masked(cell: Cell, h: int, i: int) -> bool:
-    """Whether every key is masked for query i (in head h)."""
-    masked = cell.rows("masked")
-    row = masked[h][i] if cell.trace["masked"].axes[0] == "head" else masked[i]
-    return all(x == -inf for x in row)
+def _in_head(cell: Cell, name: str, h: int) -> tuple[str, list]:
+    """(label, rows) of step `name` in head h: 'grad_head_outputs[1]' and its rows with a head
+    axis, else the whole step under its own name."""
+    hs = f"[{h}]" if cell.trace[name].axes[:1] == ("head",) else ""
+    return name + hs, cell.head(name, h)
 
 
 def given(cell: Cell) -> Explanation:
@@ -69,72 +57,76 @@ def bias(cell: Cell) -> Explanation:
     (grad,) = cell.reads
     c = cell.i
     values = column(cell.rows(grad), c)
-    text = f"{cell.label} = sum_i {grad}[i][{c}] = {_listed(values)} = {number(cell.value)}"
+    shown = listed([number(x) for x in values[:MAX_TERMS]], len(values))
+    text = f"{cell.label} = sum_i {grad}[i][{c}] = {shown} = {number(cell.value)}"
     return Explanation(text, ((grad, 1, c),))
 
 
 def head_outputs(cell: Cell) -> Explanation:
     """dO of head h: a row of grad_output times a row of w_o (or grad_output's own column)."""
     h, i, c = cell.h, cell.i, cell.j
-    d_v = len(cell.rows("grad_head_outputs")[0][0])
+    grad, *w_o = cell.reads  # grad_output, and w_o when the heads were mixed by it
+    d_v = len(cell.rows(cell.step)[0][0])
     col = h * d_v + c
-    dO = cell.rows("grad_output")[i]
-    if "w_o" not in cell.reads:
-        text = f"{cell.label} = grad_output[{i}][{col}] = {number(cell.value)} (head {h}'s columns)"
-        return Explanation(text, (("grad_output", 0, i),))
-    w_row = cell.rows("w_o")[col]
+    if not w_o:
+        text = f"{cell.label} = {grad}[{i}][{col}] = {number(cell.value)} (head {h}'s columns)"
+        return Explanation(text, ((grad, 0, i),))
+    (w,) = w_o
     text = (
-        f"{cell.label} = sum_n grad_output[{i}][n] * w_o[{col}][n] = {terms(dO, w_row)}"
-        f" = {number(cell.value)}"
+        f"{cell.label} = sum_n {grad}[{i}][n] * {w}[{col}][n] = "
+        f"{terms(cell.rows(grad)[i], cell.rows(w)[col])} = {number(cell.value)}"
     )
-    return Explanation(text, (("grad_output", 0, i), ("w_o", 0, col)))
+    return Explanation(text, ((grad, 0, i), (w, 0, col)))
 
 
 def value(cell: Cell) -> Explanation:
     """dV: key j's weights down every query row (of every head reading it) times dO's column."""
     t, j, col = cell.trace, cell.i, cell.j
-    weights = cell.rows("weights")
+    p_name, grad = cell.reads
     d_v = len(cell.rows("v")[0]) // t.num_kv_heads
     g, c = divmod(col, d_v)
     a, b = [], []
-    for h in _group(cell, g):
-        w = weights[h] if cell.trace["weights"].axes[0] == "head" else weights
-        a += column(w, j)
-        b += column(_head_grad(cell, h)[1], c)
-    grad = cell.reads[1]
-    if grad == "grad_output":
-        where = f"sum_i weights[i][{j}] * grad_output[i][{c}]"
+    for h in cell.group(g):
+        a += column(cell.head(p_name, h), j)
+        b += column(cell.head(grad, h), c)
+    if cell.trace[grad].axes[:1] != ("head",):
+        where = f"sum_i {p_name}[i][{j}] * {grad}[i][{c}]"
     else:
         where = (
-            f"sum over heads h in {_group(cell, g)}, rows i of "
-            f"weights[h][i][{j}] * {grad}[h][i][{c}]"
+            f"sum over heads h in {cell.group(g)}, rows i of "
+            f"{p_name}[h][i][{j}] * {grad}[h][i][{c}]"
         )
     text = f"{cell.label} = {where} = {terms(a, b)} = {number(cell.value)}"
-    return Explanation(text, (("weights", 1, j), (grad, 1, c)))
+    return Explanation(text, ((p_name, 1, j), (grad, 1, c)))
 
 
 def weights(cell: Cell) -> Explanation:
     """dP: head h's dO row i dotted with value row j (of its kv head)."""
     t, h, i, j = cell.trace, cell.h, cell.i, cell.j
-    label, dO = _head_grad(cell, h)
-    v = cell.rows("v")
+    grad, v_name = cell.reads
+    label, dO = _in_head(cell, grad, h)
+    v = cell.rows(v_name)
     d_v = len(v[0]) // t.num_kv_heads
     g = cell.kv_head
-    vj = v[j][g * d_v : (g + 1) * d_v]
+    vj = head_block(v[j], g, t.num_kv_heads)
     cols = f"[{g * d_v}:{(g + 1) * d_v}]" if t.num_kv_heads > 1 else ""
-    text = f"{cell.label} = {label}[{i}] . v[{j}]{cols} = {terms(dO[i], vj)} = {number(cell.value)}"
-    return Explanation(text, ((cell.reads[0], 0, i), ("v", 0, j)))
+    text = (
+        f"{cell.label} = {label}[{i}] . {v_name}[{j}]{cols} = {terms(dO[i], vj)}"
+        f" = {number(cell.value)}"
+    )
+    return Explanation(text, ((grad, 0, i), (v_name, 0, j)))
 
 
 def row_dot(cell: Cell) -> Explanation:
     """D_i: head h's dO row i dotted with its output row i."""
     h, i = cell.h, cell.i
-    label, dO = _head_grad(cell, h)
-    out = cell.reads[1]
-    o = cell.rows(out)
-    o_row, o_label = (o[h][i], f"{out}[{h}][{i}]") if cell.heads else (o[i], f"{out}[{i}]")
-    text = f"{cell.label} = {label}[{i}] . {o_label} = {terms(dO[i], o_row)} = {number(cell.value)}"
-    return Explanation(text, ((cell.reads[0], 0, i), (out, 0, i)))
+    grad, out = cell.reads
+    label, dO = _in_head(cell, grad, h)
+    text = (
+        f"{cell.label} = {label}[{i}] . {out}{cell.hs}[{i}] = {terms(dO[i], cell.row(out))}"
+        f" = {number(cell.value)}"
+    )
+    return Explanation(text, ((grad, 0, i), (out, 0, i)))
 
 
 def scores(cell: Cell) -> Explanation:
@@ -142,24 +134,25 @@ def scores(cell: Cell) -> Explanation:
     hs, i, j = cell.hs, cell.i, cell.j
     sources = (("weights", 0, i), ("grad_weights", 0, i), ("row_dot", 0, i))
     policy = cell.trace.options.masked_rows
-    if _fully_masked(cell, cell.h, i) and policy != "nan":
+    fully_masked = all(x == -inf for x in cell.row("masked"))
+    if fully_masked and policy != "nan":
         return Explanation(
             f"{cell.label} = {number(cell.value)}: every key is masked for query "
             f"'{cell.trace.tokens[i]}', so masked_rows={policy!r} makes the row's weights a "
             f"constant and no gradient reaches its scores",
             sources,
         )
-    p = cell.head_row("weights")[j]
-    dp = cell.head_row("grad_weights")[j]
-    rd = cell.rows("row_dot")
-    d = rd[cell.h][i] if cell.heads else rd[i]
+    p = cell.row("weights")[j]
+    dp = cell.row("grad_weights")[j]
+    d = cell.row("row_dot")
     dropout = cell.trace.options.dropout_p
     if dropout:  # P before dropout (from masked), dP after dropout's factor
         keep = 1 / (1 - dropout) if p != 0 else 0  # NaN (masked_rows="nan") counts as kept
-        row = cell.head_row("masked")
+        row = cell.row("masked")
         if row[j] != -inf:
-            p = softmax_of(row, j)[2]
-        elif not _fully_masked(cell, cell.h, i):
+            top, total, _ = row_sums(row)
+            p = exp(row[j] - top) / total
+        elif not fully_masked:
             p = 0.0  # a masked key: no weight before dropout either
         text = (
             f"{cell.label} = softmax(masked{hs}[{i}])[{j}] * (grad_weights{hs}[{i}][{j}] * keep"
@@ -183,40 +176,37 @@ def _scaled_sum(cell: Cell, where: str, a: list[float], b: list[float]) -> str:
 def query(cell: Cell) -> Explanation:
     """dQ: scale times row i of head h's dS times a column of k (its kv head's)."""
     t, i, col = cell.trace, cell.i, cell.j
+    grad, k = cell.reads
     d = len(cell.rows("q")[0]) // t.num_heads
     h, c = divmod(col, d)
-    g = h // (t.num_heads // t.num_kv_heads)
-    kcol = g * d + c
-    dS = cell.rows("grad_scores")
-    row = dS[h][i] if t["grad_scores"].axes[0] == "head" else dS[i]
-    hs = f"[{h}]" if t["grad_scores"].axes[0] == "head" else ""
-    where = f"sum_j grad_scores{hs}[{i}][j] * k[j][{kcol}]"
-    text = _scaled_sum(cell, where, row, column(cell.rows("k"), kcol))
-    return Explanation(text, (("grad_scores", 0, i), ("k", 1, kcol)))
+    kcol = cell.kv_of(h) * d + c
+    label, dS = _in_head(cell, grad, h)
+    where = f"sum_j {label}[{i}][j] * {k}[j][{kcol}]"
+    text = _scaled_sum(cell, where, dS[i], column(cell.rows(k), kcol))
+    return Explanation(text, ((grad, 0, i), (k, 1, kcol)))
 
 
 def key(cell: Cell) -> Explanation:
     """dK: scale times column j of dS (every head reading this kv head) times a column of q."""
     t, j, col = cell.trace, cell.i, cell.j
+    grad, q_name = cell.reads
     d = len(cell.rows("k")[0]) // t.num_kv_heads
     g, c = divmod(col, d)
-    heads = t["grad_scores"].axes[0] == "head"
-    dS, q = cell.rows("grad_scores"), cell.rows("q")
+    q = cell.rows(q_name)
     a, b = [], []
-    for h in _group(cell, g):
-        a += column(dS[h] if heads else dS, j)
+    for h in cell.group(g):
+        a += column(cell.head(grad, h), j)
         b += column(q, h * d + c)
-    if heads:
+    if t[grad].axes[:1] == ("head",):
         where = (
-            f"sum over heads h in {_group(cell, g)}, rows i of "
-            f"grad_scores[h][i][{j}] * q[i][h*{d}+{c}]"
+            f"sum over heads h in {cell.group(g)}, rows i of "
+            f"{grad}[h][i][{j}] * {q_name}[i][h*{d}+{c}]"
         )
     else:
-        where = f"sum_i grad_scores[i][{j}] * q[i][{c}]"
+        where = f"sum_i {grad}[i][{j}] * {q_name}[i][{c}]"
     text = _scaled_sum(cell, where, a, b)
-    return Explanation(
-        text, (("grad_scores", 1, j), *(("q", 1, h * d + c) for h in _group(cell, g)))
-    )
+    sources = ((grad, 1, j), *((q_name, 1, h * d + c) for h in cell.group(g)))
+    return Explanation(text, sources)
 
 
 def inputs(cell: Cell) -> Explanation:

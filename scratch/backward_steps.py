@@ -1,6 +1,7 @@
 """The words of the backward steps (9-16): when a call has each, what it reads, its formula.
 
-`scratch.steps` builds one registry entry per backward step from the `Words` made here: each
+`scratch.steps` builds one registry entry per backward step from the `Words` made here (and
+writes its forward words with the same helpers: fixed, said, h_suffix, kv_name): each
 entry gets its own reads, formula and note functions (families such as grad_w_q/k/v are built
 from what the entry is given: the weight, its input, its gradient), so nothing here looks a step
 up by its name. Each function takes the registry's `Call` (with `backward` set when the trace was
@@ -26,17 +27,17 @@ class Words:
     note: Callable[..., str]
 
 
-def _fixed(*names: str) -> Callable[..., tuple[str, ...]]:
+def fixed(*names: str) -> Callable[..., tuple[str, ...]]:
     """Reads that do not depend on the call."""
     return lambda call: names
 
 
-def _said(text: str) -> Callable[..., str]:
+def said(text: str) -> Callable[..., str]:
     """Words that do not depend on the call."""
     return lambda call: text
 
 
-def _h(call) -> str:
+def h_suffix(call) -> str:
     """'[h]' when the per-head backward steps have a head axis."""
     return "[h]" if call.multi else ""
 
@@ -85,16 +86,16 @@ def input_paths(call, step: str) -> list[tuple[str, str | None]]:
     ]
 
 
-def _group_heads(call, what: str) -> str:
-    """'h' or 'h // g': which query heads share a key/value head."""
+def kv_name(call, what: str) -> str:
+    """'k_h', or 'k_{h // g}' under GQA: the key/value head (of `what`) query head h reads."""
     return f"{what}_{{h // {call.group}}}" if call.num_kv_heads < call.num_heads else f"{what}_h"
 
 
 # step 9: grad_output, the dO the backward starts from
 GRAD_OUTPUT = Words(
-    _fixed(),
-    _said("grad_output = dO = d loss / d output (given)"),
-    _said("how the loss changes with each output entry: where the backward starts"),
+    fixed(),
+    said("grad_output = dO = d loss / d output (given)"),
+    said("how the loss changes with each output entry: where the backward starts"),
 )
 
 
@@ -103,16 +104,16 @@ def weight_grad(weight: str, source: Callable[..., str], grad: str, what: str) -
     return Words(
         lambda call: (source(call), grad),
         lambda call: f"grad_{weight} = {source(call)}^T @ {grad}",
-        _said(f"how the loss changes with each entry of {what}"),
+        said(f"how the loss changes with each entry of {what}"),
     )
 
 
 def bias_grad(bias: str, grad: str, what: str) -> Words:
     """grad_b = the column sums of `grad`, for the bias `bias` (b_o, b_q, ...) that is `what`."""
     return Words(
-        _fixed(grad),
-        _said(f"grad_{bias} = sum_i {grad}[i] (column sums)"),
-        _said(f"how the loss changes with each entry of {what}"),
+        fixed(grad),
+        said(f"grad_{bias} = sum_i {grad}[i] (column sums)"),
+        said(f"how the loss changes with each entry of {what}"),
     )
 
 
@@ -146,7 +147,7 @@ def _head_outputs_formula(call) -> str:
 GRAD_HEAD_OUTPUTS = Words(
     _head_outputs_reads,
     _head_outputs_formula,
-    _said("dO carried back through the output projection, split by heads"),
+    said("dO carried back through the output projection, split by heads"),
 )
 
 
@@ -164,35 +165,35 @@ def _value_formula(call) -> str:
 GRAD_VALUE = Words(
     lambda call: ("weights", head_grad(call)),
     _value_formula,
-    _said("each value row's gradient: the dO rows of the queries that used it, weighted"),
+    said("each value row's gradient: the dO rows of the queries that used it, weighted"),
 )
 
 
 def _weights_formula(call) -> str:
     """dP = dO V^T, per head."""
-    h = _h(call)
-    v = f"{_group_heads(call, 'v')}^T" if call.multi else "v^T"
+    h = h_suffix(call)
+    v = f"{kv_name(call, 'v')}^T" if call.multi else "v^T"
     return f"grad_weights{h} = {head_grad(call)}{h} @ {v}"
 
 
 GRAD_WEIGHTS = Words(
     lambda call: (head_grad(call), "v"),
     _weights_formula,
-    _said("how the loss changes with each attention weight (dP)"),
+    said("how the loss changes with each attention weight (dP)"),
 )
 
 
 # step 12: row_dot (D)
 def _row_dot_formula(call) -> str:
     """D_i = sum_c dO_ic O_ic."""
-    i = f"{_h(call)}[i]"
+    i = f"{h_suffix(call)}[i]"
     return f"row_dot{i} = sum_c {head_grad(call)}{i}[c] * {head_output(call)}{i}[c]"
 
 
 ROW_DOT = Words(
     lambda call: (head_grad(call), head_output(call)),
     _row_dot_formula,
-    _said("D, one number per query row: the weights' average of grad_weights on the row"),
+    said("D, one number per query row: the weights' average of grad_weights on the row"),
 )
 
 
@@ -204,7 +205,7 @@ def _scores_reads(call) -> tuple[str, ...]:
 
 def _scores_formula(call) -> str:
     """dS = P * (dP - D), with dropout's factor on dP when asked."""
-    h = _h(call)
+    h = h_suffix(call)
     if call.dropout_p:  # the weights before dropout, and dropout's factor on dP
         return (
             f"grad_scores{h} = softmax(masked{h}) * (grad_weights{h} * keep - row_dot{h}),"
@@ -216,7 +217,7 @@ def _scores_formula(call) -> str:
 GRAD_SCORES = Words(
     _scores_reads,
     _scores_formula,
-    _said(
+    said(
         "dS, softmax's Jacobian row by row: 0 where a weight is 0 and on a fully masked row "
         "(NaN there under masked_rows='nan')"
     ),
@@ -228,7 +229,7 @@ def _query_formula(call) -> str:
     """dQ = scale * dS K, per head."""
     if not call.multi:
         return "grad_query = scale * grad_scores @ k"
-    return f"grad_query[:, head h] = scale * grad_scores[h] @ {_group_heads(call, 'k')}"
+    return f"grad_query[:, head h] = scale * grad_scores[h] @ {kv_name(call, 'k')}"
 
 
 def _key_formula(call) -> str:
@@ -241,14 +242,14 @@ def _key_formula(call) -> str:
 
 
 GRAD_QUERY = Words(
-    _fixed("grad_scores", "k"),
+    fixed("grad_scores", "k"),
     _query_formula,
-    _said("each query's gradient: the keys, weighted by grad_scores, times the scale"),
+    said("each query's gradient: the keys, weighted by grad_scores, times the scale"),
 )
 GRAD_KEY = Words(
-    _fixed("grad_scores", "q"),
+    fixed("grad_scores", "q"),
     _key_formula,
-    _said("each key's gradient: the queries, weighted by grad_scores, times the scale"),
+    said("each key's gradient: the queries, weighted by grad_scores, times the scale"),
 )
 
 
@@ -263,7 +264,7 @@ def input_grad(step: str, note: str) -> Words:
         terms = [f"{grad} @ {w}^T" if w else grad for grad, w in input_paths(call, step)]
         return f"grad_{step} = " + " + ".join(terms)
 
-    return Words(reads, formula, _said(note))
+    return Words(reads, formula, said(note))
 
 
 GRAD_X = input_grad("x", "the gradient of the input: every projection it fed, carried back")

@@ -4,7 +4,8 @@
 `scores[0][1] = q_0 . k_1 = 2*4 + 2*4 + 2*0 = 16`, and `.sources` names the rows and columns of
 the earlier steps that fed it, as (step, axis, index) with axis 0 = row, 1 = column. The window
 shows these texts; it never does the arithmetic itself. Each step's explanation is the one its
-entry in `scratch.steps` names (functions in `scratch.step_explain`).
+entry in `scratch.steps` names (functions in `scratch.step_explain`). A NumPy or torch step is
+read a row at a time (`Step.rows`): one cell of a 4096-token trace reads a few rows.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def explain(trace: Trace, step: str, index: tuple[int, ...]) -> Explanation:
         raise TypeError(f"index: expected a tuple of ints, found {index!r}")
     if len(index) != len(st.axes):
         raise ValueError(f"index: expected {len(st.axes)} indices for step {step!r}, found {index}")
-    cell = st.tolist()
+    cell = st.rows()  # an array's rows are read as they are asked: one cell reads a few rows
     for n, i in zip(st.shape, index):
         if not 0 <= i < n:
             raise ValueError(f"index: {index} is outside step {step!r} of shape {st.shape}")

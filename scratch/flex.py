@@ -120,13 +120,18 @@ def check_block_mask(block_mask: object, B: int, H: int, L: int, S: int) -> None
         return
     if not isinstance(block_mask, BlockMask):
         raise TypeError("block_mask: expected None or a BlockMask from create_block_mask")
-    mb, mh, ml, ms = block_mask.shape
+    check_block_shape(block_mask.shape, B, H, L, S)
+    check_sizes(block_mask.mask_mod, B, H, L, S)
+
+
+def check_block_shape(shape: tuple[int, ...], B: int, H: int, L: int, S: int) -> None:
+    """A block mask (ours or torch's) must be made for (B, H, L, S) (B or H may be 1)."""
+    mb, mh, ml, ms = shape
     if mb not in (1, B) or mh not in (1, H) or (ml, ms) != (L, S):
         raise ValueError(
-            f"block_mask: made for shape {block_mask.shape}, expected (B, H, L, S) = "
+            f"block_mask: made for shape {tuple(shape)}, expected (B, H, L, S) = "
             f"{(B, H, L, S)} (B or H may be 1)"
         )
-    check_sizes(block_mask.mask_mod, B, H, L, S)
 
 
 def create_block_mask(

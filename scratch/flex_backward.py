@@ -22,7 +22,7 @@ from .attention import attend_backward, key_value_grads
 from .flex import head, prepare
 from .front_doors import flex_backward_door
 from .options import FlexOptions
-from .validate import as_tensor
+from .validate import as_tensor, check_grad_output
 
 
 def gradients_of(
@@ -32,8 +32,7 @@ def gradients_of(
     x = prepare(query, key, value, options)
     B, H, Hkv, L, _, _, Ev = x.shape
     d_out, ds = as_tensor(grad_output, "grad_output", min_dims=0)
-    if ds != (B, H, L, Ev):
-        raise ValueError(f"grad_output: expected the output's shape {(B, H, L, Ev)}, found {ds}")
+    check_grad_output(ds, (B, H, L, Ev))
     grad_q, grad_k, grad_v, sink_terms = [], [], [], [[] for _ in range(H)]
     for b in range(B):
         heads = []  # one Gradients per query head of batch b

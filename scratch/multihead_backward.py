@@ -26,7 +26,7 @@ from .linalg import matmul_nt, transpose_rows
 from .multihead import Projected, run_multi_head, split_heads
 from .nested import at, rows, unrows
 from .options import Options
-from .validate import as_tensor
+from .validate import as_tensor, check_grad_output
 
 
 @dataclass(frozen=True)
@@ -74,9 +74,7 @@ def run_backward(run: Projected, grad_output: object, rng: object = None) -> Bac
     plan, params, options = run.plan, run.params, run.options
     lead, H, Hkv, L, S = plan.lead, plan.num_heads, plan.num_kv_heads, plan.L, plan.S
     dO, dO_shape = as_tensor(grad_output, "grad_output", min_dims=2)
-    expected = lead + (L, plan.d_out)  # (..., L, d_out)
-    if dO_shape != expected:
-        raise ValueError(f"grad_output: expected the output's shape {expected}, found {dO_shape}")
+    check_grad_output(dO_shape, lead + (L, plan.d_out))  # (..., L, d_out)
     grads = {}
     # step 1: through the output projection     d_concat = dO @ w_o^T   (..., L, H * d_v)
     dO_rows = rows(dO, lead)

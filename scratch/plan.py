@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .validate import check_head_counts
+from .validate import check_grad_output, check_head_counts
 
 Shape = tuple[int, ...]
 PARAMS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
@@ -47,6 +47,11 @@ def shapes_for_heads(
         "w_k": (d_kv_in, Hkv * d_head),  # (S, d_kv_in) @ (d_kv_in, Hkv * d_head)
         "w_v": (d_kv_in, Hkv * d_v),  # (S, d_kv_in) @ (d_kv_in, Hkv * d_v)
     }
+
+
+def kv_index(index: Shape, group: int) -> Shape:
+    """The key/value leading index that query leading index `index` reads (GQA: h -> h // group)."""
+    return index[:-1] + (index[-1] // group,) if group > 1 else index
 
 
 @dataclass(frozen=True)
@@ -106,15 +111,11 @@ class AttentionPlan:
 
     def kv_index(self, index: Shape) -> Shape:
         """The key/value leading index that query leading index `index` reads (h -> h // group)."""
-        return index[:-1] + (index[-1] // self.group,) if self.group > 1 else index
+        return kv_index(index, self.group)
 
     def check_grad_output(self, shape: Shape) -> None:
         """dO must have the output's shape."""
-        if tuple(shape) != self.output_shape:
-            raise ValueError(
-                f"grad_output: expected the output's shape {self.output_shape}, "
-                f"found {tuple(shape)}"
-            )
+        check_grad_output(shape, self.output_shape)
 
 
 def plan_attention(

@@ -1,7 +1,10 @@
 """How one entry of each step is explained: one function per kind of step, read by the registry.
 
 Each function takes a `Cell` (the entry, where it sits and the trace it sits in) and returns an
-`Explanation`; `scratch.steps` names which function explains which step.
+`Explanation`; `scratch.steps` names which function explains which step. A variant's steps are
+explained by the same functions: RoPE's angles, the score change, the rule's reason for a masked
+key and the learned sink's term are the variant's own words (`Variant.explain`, `score_words`,
+`Rotary.words`): nothing here restates a rule.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from dataclasses import dataclass
 from math import exp, fsum, inf
 
 from .mask_words import MASK_WORDS
+from .variant_steps import Pieces, pieces
 
 MAX_TERMS = 6  # longer sums show the first terms and a count of the rest
 
@@ -53,17 +57,36 @@ class Cell:
     @property
     def kv_head(self) -> int:
         """The key/value head that query head h reads."""
+        return self.kv_of(self.h)
+
+    def kv_of(self, h: int) -> int:
+        """The key/value head that query head `h` reads (GQA: h // group)."""
         t = self.trace
-        return self.h // (t.num_heads // t.num_kv_heads)
+        return h // (t.num_heads // t.num_kv_heads)
+
+    def group(self, g: int) -> list[int]:
+        """The query heads that read key/value head g."""
+        return [h for h in range(self.trace.num_heads) if self.kv_of(h) == g]
 
     def rows(self, name: str) -> list:
-        """Step `name` of the trace as nested lists."""
-        return self.trace[name].tolist()
+        """Step `name` of the trace as nested lists (an array's rows read as they are asked)."""
+        return self.trace[name].rows()
 
-    def head_row(self, name: str) -> list:
-        """Row i of step `name`, in head h when this step has a head axis."""
+    def head(self, name: str, h: int | None = None) -> list:
+        """Step `name` in head h (this cell's by default) when it has a head axis, else whole."""
         value = self.rows(name)
-        return value[self.h][self.i] if self.heads else value[self.i]
+        has_heads = self.trace[name].axes[:1] == ("head",)
+        return value[self.h if h is None else h] if has_heads else value
+
+    def row(self, name: str, i: int | None = None, h: int | None = None) -> list:
+        """Row i of step `name` (this cell's row and head by default)."""
+        return self.head(name, h)[self.i if i is None else i]
+
+    @property
+    def pieces(self) -> Pieces | None:
+        """The trace's variant taken apart (RoPE, sinks, rule), or None for a trace without one."""
+        options = self.trace.options
+        return None if options.variant is None else pieces(options)
 
 
 Explainer = Callable[[Cell], Explanation]
@@ -78,13 +101,17 @@ def number(x: float) -> str:
     return f"{x:.4g}"
 
 
+def listed(parts: list[str], n: int) -> str:
+    """The first MAX_TERMS of n parts joined by ' + ', then a count of the rest."""
+    text = " + ".join(parts[:MAX_TERMS])
+    if n > MAX_TERMS:
+        text += f" + ... ({n - MAX_TERMS} more terms)"
+    return text
+
+
 def terms(a: list[float], b: list[float], op: str = "*") -> str:
     """'a0*b0 + a1*b1 + ...', cut after MAX_TERMS terms."""
-    parts = [f"{number(x)}{op}{number(y)}" for x, y in zip(a[:MAX_TERMS], b[:MAX_TERMS])]
-    text = " + ".join(parts)
-    if len(a) > MAX_TERMS:
-        text += f" + ... ({len(a) - MAX_TERMS} more terms)"
-    return text
+    return listed([f"{number(x)}{op}{number(y)}" for x, y in zip(a[:MAX_TERMS], b)], len(a))
 
 
 def column(matrix: list[list[float]], c: int) -> list[float]:
@@ -92,18 +119,20 @@ def column(matrix: list[list[float]], c: int) -> list[float]:
     return [row[c] for row in matrix]
 
 
-def _head_block(row: list[float], h: int, heads: int) -> list[float]:
+def head_block(row: list[float], h: int, heads: int) -> list[float]:
     """Columns of head h in a (.., heads * d) row."""
     d = len(row) // heads
     return row[h * d : (h + 1) * d]
 
 
-def _why_masked(cell: Cell) -> str:
-    """Plain-English reason a position is masked."""
+def why_masked(cell: Cell) -> str:
+    """Why the mask hides this cell: a variant rule's own words ('masked (window: key 0 outside
+    ...)', or 'seen (...)' for a cell it sees), else the trace's mask kind's reason."""
     t = cell.trace
+    if t.source.mask == "variant":
+        return cell.pieces.rule.explain(0, cell.h, cell.i, cell.j)
     kind = t.source.mask if t.source.mask != "none" else "float"  # -inf in a hand-made trace
-    why = MASK_WORDS[kind].why
-    return why.format(q=t.tokens[cell.i], k=t.key_tokens[cell.j])
+    return MASK_WORDS[kind].why.format(q=t.tokens[cell.i], k=t.key_tokens[cell.j])
 
 
 def given(cell: Cell) -> Explanation:
@@ -116,7 +145,8 @@ def given(cell: Cell) -> Explanation:
 
 
 def projection(cell: Cell) -> Explanation:
-    """q, k or v: a row of its input times a column of its weight (plus the bias), or the input."""
+    """q, k, v or the projected output: a row of its input times a column of its weight (plus
+    the bias), or the input itself with no weight."""
     i, j = cell.i, cell.j
     src = cell.reads[0]
     if len(cell.reads) == 1:  # no projection: the input itself
@@ -143,8 +173,8 @@ def scores(cell: Cell) -> Explanation:
     """A query row of head h dotted with a key row of its kv head."""
     t, i, j = cell.trace, cell.i, cell.j
     q, k = cell.reads  # q and k, or q_rotated and k_rotated under RoPE
-    qi = _head_block(cell.rows(q)[i], cell.h, t.num_heads)
-    kj = _head_block(cell.rows(k)[j], cell.kv_head, t.num_kv_heads)
+    qi = head_block(cell.rows(q)[i], cell.h, t.num_heads)
+    kj = head_block(cell.rows(k)[j], cell.kv_head, t.num_kv_heads)
     sub = f"_{cell.h}" if cell.heads else ""
     kv_sub = f"_{cell.kv_head}" if cell.heads else ""  # GQA: head h reads kv head h // group
     text = (
@@ -153,100 +183,150 @@ def scores(cell: Cell) -> Explanation:
     return Explanation(text, ((q, 0, i), (k, 0, j)))
 
 
+def rotated(cell: Cell) -> Explanation:
+    """q_rotated or k_rotated: one feature of a head turned by its position's angle."""
+    t, i, col = cell.trace, cell.i, cell.j
+    name = cell.reads[0]  # q or k
+    heads = t.num_heads if name == "q" else t.num_kv_heads
+    row = cell.rows(name)[i]  # (H * d,)
+    d = len(row) // heads
+    head, feature = divmod(col, d)
+    L, S = len(t.tokens), len(t.key_tokens)
+    position = i + S - L if name == "q" else i
+    words = cell.pieces.rotary.words(head_block(row, head, heads), position, feature, name)
+    return Explanation(f"{cell.label} (head {head}, position {position}): {words}", ((name, 0, i),))
+
+
 def scaled(cell: Cell) -> Explanation:
-    """A score times the scale."""
-    s = cell.head_row("scores")[cell.j]
+    """A score times the scale, then each score change of a variant with its own arithmetic."""
+    h, i, j, scale = cell.h, cell.i, cell.j, cell.trace.scale
+    (src,) = cell.reads
+    s = cell.row(src)[j]
+    p = cell.pieces
+    changes = [] if p is None else [part for part in p.rules if part.score_mod is not None]
+    at = f"{src}{cell.hs}[{i}][{j}] * scale"
+    if not changes:
+        text = f"{cell.label} = {at} = {number(s)} * {number(scale)} = {number(cell.value)}"
+        return Explanation(text, ((src, 0, i),))
+    score, words = s * scale, []
+    for part in changes:  # in the order the variant applies them
+        words.append(part.score_words(score, 0, h, i, j))
+        score = part.score_mod(score, 0, h, i, j)
     text = (
-        f"{cell.label} = scores{cell.hs}[{cell.i}][{cell.j}] * scale = {number(s)} * "
-        f"{number(cell.trace.scale)} = {number(cell.value)}"
+        f"{cell.label} = score_mod({at}): {number(s)} * {number(scale)} = {number(s * scale)}; "
+        + "; then ".join(words)
     )
-    return Explanation(text, (("scores", 0, cell.i),))
+    return Explanation(text, ((src, 0, i),))
 
 
 def masked(cell: Cell) -> Explanation:
     """A scaled score, -inf where the mask hides the key, or plus a float mask."""
-    s = cell.head_row("scaled")[cell.j]
-    source = (("scaled", 0, cell.i),)
+    (src,) = cell.reads
+    s = cell.row(src)[cell.j]
+    source = ((src, 0, cell.i),)
     if cell.value == -inf and s != -inf:
-        return Explanation(f"{cell.label} = -inf: {_why_masked(cell)}", source)
+        return Explanation(f"{cell.label} = -inf: {why_masked(cell)}", source)
+    at = f"{src}{cell.hs}[{cell.i}][{cell.j}]"
     if cell.trace.source.mask == "float":
         added = cell.value - s
-        at = f"[{cell.i}][{cell.j}]"
-        text = f"{cell.label} = scaled{cell.hs}{at} + attn_mask{at} = {number(s)} + {number(added)}"
+        mask_at = f"attn_mask[{cell.i}][{cell.j}]"
+        text = f"{cell.label} = {at} + {mask_at} = {number(s)} + {number(added)}"
         return Explanation(f"{text} = {number(cell.value)}", source)
-    text = f"{cell.label} = scaled{cell.hs}[{cell.i}][{cell.j}] = {number(cell.value)}"
-    return Explanation(text + " (not masked)", source)
+    seen = why_masked(cell) if cell.trace.source.mask == "variant" else "not masked"
+    return Explanation(f"{cell.label} = {at} = {number(cell.value)} ({seen})", source)
+
+
+def _sink(cell: Cell) -> float | None:
+    """The learned sink logit of this cell's head, or None without sinks."""
+    p = cell.pieces
+    return None if p is None or p.sinks is None else p.sinks.logits[cell.h]
 
 
 def weights(cell: Cell) -> Explanation:
-    """exp of the entry over the row's sum of exps, both relative to the row max."""
-    i, j, hs = cell.i, cell.j, cell.hs
-    row = cell.head_row("masked")
-    source = (("masked", 0, i),)
-    if all(x == -inf for x in row):
+    """exp of the entry over the row's sum of exps (plus a learned sink's term), both relative
+    to the max; then dropout's factor when asked; a masked key says why."""
+    i, j, hs, h = cell.i, cell.j, cell.hs, cell.h
+    (src,) = cell.reads
+    row = cell.row(src)
+    source = ((src, 0, i),)
+    sink = _sink(cell)
+    if sink is None and all(x == -inf for x in row):
         policy = cell.trace.options.masked_rows
         return Explanation(
             f"{cell.label} = {number(cell.value)}: every key is masked for query "
             f"'{cell.trace.tokens[i]}', so masked_rows={policy!r} decides",
             source,
         )
-    top, total, soft = softmax_of(row, j)
+    top, keys, term = row_sums(row, sink)
     m = row[j]
+    top_name = "max_row" if sink is None else "max"  # with a sink: the max of the row and sink
+    denominator = f"sum_j exp({src}{hs}[{i}][j] - {top_name})"
+    total = number(keys)
+    if sink is not None:
+        denominator = f"({denominator} + exp(sink[{h}] - max))"
+        total = f"({number(keys)} + {number(term)})"
     p = cell.trace.options.dropout_p
     factor = product = ""
     if p and m != -inf:  # then dropout's factor: 1 / (1 - p) for a kept weight, 0 for a dropped one
         kept = cell.value != 0
         factor = " * 1/(1-p)" if kept else " * 0 (dropped)"
-        product = f" = {number(soft)} * {number(1 / (1 - p)) if kept else 0}"
+        product = f" = {number(exp(m - top) / keys)} * {number(1 / (1 - p)) if kept else 0}"
     text = (
-        f"{cell.label} = exp(masked{hs}[{i}][{j}] - max_row) / "
-        f"sum_j exp(masked{hs}[{i}][j] - max_row){factor}"
-        f" = exp({number(m)} - {number(top)}) / {number(total)}"
+        f"{cell.label} = exp({src}{hs}[{i}][{j}] - {top_name}) / {denominator}{factor}"
+        f" = exp({number(m)} - {number(top)}) / {total}"
         # the difference itself too: from 4 digits of large logits it cannot be recomputed
-        + ("" if m == -inf else f" = exp({number(m - top)}) / {number(total)}")
+        + ("" if m == -inf else f" = exp({number(m - top)}) / {total}")
         + f"{product} = {number(cell.value)}"
     )
-    if m == -inf:
-        text += f" (masked: {_why_masked(cell)})"
+    if cell.trace.source.mask == "variant":
+        text += f" ({why_masked(cell)})"
+    elif m == -inf:
+        text += f" (masked: {why_masked(cell)})"
     return Explanation(text, source)
 
 
-def softmax_of(row: list[float], j: int) -> tuple[float, float, float]:
-    """(row max, sum_j exp(x_j - max), softmax of entry j) for a row with a finite entry."""
-    top = max(row)
-    total = fsum(exp(x - top) for x in row)
-    return top, total, exp(row[j] - top) / total
+def row_sums(row: list[float], sink: float | None = None) -> tuple[float, float, float]:
+    """(max, sum_j exp(x_j - max), exp(sink - max), 0 without a sink) of a row with a finite
+    entry or a sink; the max is taken over the row and the sink."""
+    top = max(row) if sink is None else max(max(row), sink)
+    return top, fsum(exp(x - top) for x in row), 0.0 if sink is None else exp(sink - top)
+
+
+def sink_weights(cell: Cell) -> Explanation:
+    """The sink's share of one row: its term over the row's denominator."""
+    h, i = cell.h, cell.i
+    (src,) = cell.reads
+    sink = _sink(cell)
+    top, keys, term = row_sums(cell.row(src), sink)
+    text = (
+        f"{cell.label} = exp(sink[{h}] - max) / (sum_j exp({src}{cell.hs}[{i}][j] - max) + "
+        f"exp(sink[{h}] - max)) = exp({number(sink)} - {number(top)}) / ({number(keys)} + "
+        f"{number(term)}) = {number(cell.value)}: the share of query '{cell.trace.tokens[i]}' "
+        "that goes to no key"
+    )
+    return Explanation(text, ((src, 0, i),))
 
 
 def weighted_values(cell: Cell) -> Explanation:
     """A row of weights times a column of v (of the kv head this head reads)."""
     t, i, j, hk = cell.trace, cell.i, cell.j, cell.kv_head
-    wi = cell.head_row("weights")
-    v = cell.rows("v")
-    vc = [_head_block(r, hk, t.num_kv_heads)[j] for r in v]
+    w_name, v_name = cell.reads
+    v = cell.rows(v_name)
+    vc = [head_block(r, hk, t.num_kv_heads)[j] for r in v]
     col = hk * (len(v[0]) // t.num_kv_heads) + j
     text = (
-        f"{cell.label} = sum_j weights{cell.hs}[{i}][j] * v[j][{col}] = {terms(wi, vc)}"
-        f" = {number(cell.value)}"
+        f"{cell.label} = sum_j {w_name}{cell.hs}[{i}][j] * {v_name}[j][{col}] = "
+        f"{terms(cell.row(w_name), vc)} = {number(cell.value)}"
     )
-    return Explanation(text, (("weights", 0, i), ("v", 1, col)))
+    return Explanation(text, ((w_name, 0, i), (v_name, 1, col)))
 
 
 def side_by_side(cell: Cell) -> Explanation:
     """An entry of the heads' outputs laid side by side: which head and column it came from."""
-    d_v = len(cell.rows("head_outputs")[0][0])
+    (src,) = cell.reads
+    d_v = len(cell.rows(src)[0][0])
     head, c = divmod(cell.j, d_v)
     return Explanation(
-        f"{cell.label} = head_outputs[{head}][{cell.i}][{c}] = {number(cell.value)} (head {head})",
-        (("head_outputs", 0, cell.i),),
+        f"{cell.label} = {src}[{head}][{cell.i}][{c}] = {number(cell.value)} (head {head})",
+        ((src, 0, cell.i),),
     )
-
-
-def output_projection(cell: Cell) -> Explanation:
-    """A row of concat times a column of w_o (plus b_o)."""
-    i, j = cell.i, cell.j
-    ci, wc = cell.rows("concat")[i], column(cell.rows("w_o"), j)
-    text = f"{cell.label} = sum_m concat[{i}][m] * w_o[m][{j}] = {terms(ci, wc)}"
-    if cell.bias:
-        text += _bias(cell, ci, wc, j)
-    return Explanation(text + f" = {number(cell.value)}", (("concat", 0, i), ("w_o", 1, j)))

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from . import backward_bounds as back_bounds
 from . import backward_explain as back_explains
 from . import backward_steps as back
 from . import step_bounds as bounds
 from . import step_explain as explains
-from . import variant_explain
+from .backward_steps import fixed, h_suffix, kv_name, said
 from .mask_words import MASK_WORDS
+from .trace_types import Step
 
 AXES = ("head", "query", "key", "model", "feature")
 
@@ -107,29 +109,11 @@ def _always(call: Call) -> bool:
     return True
 
 
-def _reads(*names: str) -> Callable[[Call], tuple[str, ...]]:
-    """A fixed list of steps read."""
-    return lambda call: names
-
-
-def _text(words: str) -> Words:
-    """Words that do not depend on the call."""
-    return lambda call: words
-
-
-def _cross(call: Call) -> bool:
-    """Keys (and values) come from their own input: the call has key_input."""
-    return call.cross
-
-
-def _separate_value(call: Call) -> bool:
-    """Values come from an input of their own: the call has value_input."""
-    return call.separate_value
-
-
-def _h(call: Call) -> str:
-    """'[h]' when the step has a head axis."""
-    return "[h]" if call.multi else ""
+# steps present when the call has key_input, value_input, a variant with RoPE, learned sinks
+_cross = attrgetter("cross")
+_separate_value = attrgetter("separate_value")
+_rotary = attrgetter("rotary")
+_sinks = attrgetter("sinks")
 
 
 def _count(n: int, noun: str) -> str:
@@ -139,9 +123,9 @@ def _count(n: int, noun: str) -> str:
 
 def _input(name: str, axes: tuple[str, ...], present, formula: str, note, arrow="") -> StepSpec:
     """An input (x, key_input, value_input) or a weight (w_q, w_k, w_v, w_o, arrow 'with')."""
-    note = note if callable(note) else _text(note)
+    note = note if callable(note) else said(note)
     return StepSpec(
-        name, 0, axes, present, _reads(), _text(formula), note, bounds.stored_input,
+        name, 0, axes, present, fixed(), said(formula), note, bounds.stored_input,
         explains.given, arrow=arrow,
     )  # fmt: skip
 
@@ -161,18 +145,17 @@ def _projection(out: str, what: str) -> StepSpec:
 
     side = "query" if out == "q" else "key"
     return StepSpec(
-        out, 1, (side, "feature"), _always, reads, formula, _text(what),
+        out, 1, (side, "feature"), _always, reads, formula, said(what),
         bounds.projection, explains.projection, biased=f"b_{out}", arrow="x @ W",
     )  # fmt: skip
 
 
 def _scores_formula(call: Call) -> str:
     """scores = q @ k^T, per head with the kv head each query head reads (rotated by RoPE)."""
-    q, k = ("q_rotated", "k_rotated") if call.rotary else ("q", "k")
+    q, k = _scores_reads(call)
     if not call.multi:
         return f"scores = {q} @ {k}^T"
-    kv = f"{k}_{{h // {call.group}}}" if call.num_kv_heads < call.num_heads else f"{k}_h"
-    return f"scores[h] = {q}_h @ {kv}^T"
+    return f"scores[h] = {q}_h @ {kv_name(call, k)}^T"
 
 
 def _scores_reads(call: Call) -> tuple[str, ...]:
@@ -182,8 +165,8 @@ def _scores_reads(call: Call) -> tuple[str, ...]:
 
 def _scaled_formula(call: Call) -> str:
     """scaled = scores * scale, then the variant's score change when it has one."""
-    inner = f"scores{_h(call)} * scale"
-    return f"scaled{_h(call)} = " + (f"score_mod({inner})" if call.score_rule else inner)
+    inner = f"scores{h_suffix(call)} * scale"
+    return f"scaled{h_suffix(call)} = " + (f"score_mod({inner})" if call.score_rule else inner)
 
 
 def _scaled_note(call: Call) -> str:
@@ -191,24 +174,15 @@ def _scaled_note(call: Call) -> str:
     return call.scale_note + (f"; score_mod = {call.score_rule}" if call.score_rule else "")
 
 
-def _rotary(call: Call) -> bool:
-    """The variant holds RoPE."""
-    return call.rotary
-
-
-def _sinks(call: Call) -> bool:
-    """The variant holds learned sinks."""
-    return call.sinks
-
-
 def _masked_formula(call: Call) -> str:
     """masked = scaled with the call's kind of mask."""
-    return f"masked{_h(call)} = " + MASK_WORDS[call.mask].formula.format(s=f"scaled{_h(call)}")
+    h = h_suffix(call)
+    return f"masked{h} = " + MASK_WORDS[call.mask].formula.format(s=f"scaled{h}")
 
 
 def _weights_formula(call: Call) -> str:
     """weights = softmax(masked) along each row (then dropout, when asked)."""
-    text = f"weights{_h(call)} = softmax(masked{_h(call)}) along each row"
+    text = f"weights{h_suffix(call)} = softmax(masked{h_suffix(call)}) along each row"
     if call.dropout_p:
         text += f", then dropout (p = {call.dropout_p:g}): kept x 1/(1-p), dropped 0"
     return text
@@ -228,8 +202,7 @@ def _weights_note(call: Call) -> str:
 
 def _head_outputs_formula(call: Call) -> str:
     """head_outputs[h] = weights[h] @ the v head it reads."""
-    vh = f"v_{{h // {call.group}}}" if call.num_kv_heads < call.num_heads else "v_h"
-    return f"head_outputs[h] = weights[h] @ {vh}"
+    return f"head_outputs[h] = weights[h] @ {kv_name(call, 'v')}"
 
 
 def _single(call: Call) -> bool:
@@ -286,75 +259,75 @@ STEPS: tuple[StepSpec, ...] = (
     _projection("v", "values: what each token passes on"),
     # step 1.5: RoPE turns q and k by their positions (a variant with Rotary)
     StepSpec(
-        "q_rotated", 1.5, ("query", "feature"), _rotary, _reads("q"),
-        _text("q_rotated = RoPE(q, positions i + S - L)"),
-        _text("queries turned by their positions: each pair of features by its angle"),
-        bounds.rotated, variant_explain.rotated, arrow="RoPE",
+        "q_rotated", 1.5, ("query", "feature"), _rotary, fixed("q"),
+        said("q_rotated = RoPE(q, positions i + S - L)"),
+        said("queries turned by their positions: each pair of features by its angle"),
+        bounds.rotated, explains.rotated, arrow="RoPE",
     ),
     StepSpec(
-        "k_rotated", 1.5, ("key", "feature"), _rotary, _reads("k"),
-        _text("k_rotated = RoPE(k, positions j)"),
-        _text("keys turned by their positions: each pair of features by its angle"),
-        bounds.rotated, variant_explain.rotated, arrow="RoPE",
+        "k_rotated", 1.5, ("key", "feature"), _rotary, fixed("k"),
+        said("k_rotated = RoPE(k, positions j)"),
+        said("keys turned by their positions: each pair of features by its angle"),
+        bounds.rotated, explains.rotated, arrow="RoPE",
     ),
     # step 2: scores = q @ k^T          (L, d_head) @ (d_head, S) -> (L, S) per head
     StepSpec(
         "scores", 2, _QK, _always, _scores_reads, _scores_formula,
-        _text("dot product of each query with each key: high = similar"),
+        said("dot product of each query with each key: high = similar"),
         bounds.scores, explains.scores, per_head=True, arrow="q @ k^T", sentence="match",
     ),
     # step 3: scaled = scores * scale
     StepSpec(
-        "scaled", 3, _QK, _always, _reads("scores"), _scaled_formula, _scaled_note,
-        bounds.scaled, variant_explain.scaled, per_head=True,
+        "scaled", 3, _QK, _always, fixed("scores"), _scaled_formula, _scaled_note,
+        bounds.scaled, explains.scaled, per_head=True,
         arrow="x scale", sentence="match",
     ),
     # step 4: masked = scaled + mask (-inf where a key may not be attended)
     StepSpec(
-        "masked", 4, _QK, _always, _reads("scaled"), _masked_formula,
+        "masked", 4, _QK, _always, fixed("scaled"), _masked_formula,
         lambda call: MASK_WORDS[call.mask].note.format(rule=call.rule), bounds.masked,
-        variant_explain.masked, per_head=True,
+        explains.masked, per_head=True,
         arrow="mask", sentence="mask",
     ),
     # step 5: weights = softmax(masked) along each row (then dropout, when asked)
     StepSpec(
-        "weights", 5, _QK, _always, _reads("masked"),
-        _weights_formula, _weights_note, bounds.weights, variant_explain.weights, per_head=True,
+        "weights", 5, _QK, _always, fixed("masked"),
+        _weights_formula, _weights_note, bounds.weights, explains.weights, per_head=True,
         arrow="softmax", sentence="attention",
     ),
     # step 5, with learned sinks: the sink's share of each row (its column in the denominator)
     StepSpec(
-        "sink_weights", 5, ("query",), _sinks, _reads("masked"),
-        lambda call: f"sink_weights{_h(call)} = exp(sink[h]) / (sum_j exp(masked[i][j]) + "
+        "sink_weights", 5, ("query",), _sinks, fixed("masked"),
+        lambda call: f"sink_weights{h_suffix(call)} = exp(sink[h]) / (sum_j exp(masked[i][j]) + "
         "exp(sink[h])) along each row",
-        _text("the learned sink's column: the share of each row that goes to no key "
+        said("the learned sink's column: the share of each row that goes to no key "
               "(its weights sum to 1 minus this)"),
-        bounds.sink_weights, variant_explain.sink_weights, per_head=True, arrow="sink",
+        bounds.sink_weights, explains.sink_weights, per_head=True, arrow="sink",
     ),
     # step 6: weights @ v               (L, S) @ (S, d_v) -> (L, d_v) per head
     StepSpec(
-        "output", 6, ("query", "feature"), _single, _reads("weights", "v"),
-        _text("output = weights @ v"),
-        _text("each output row is a weighted average of the value rows"),
+        "output", 6, ("query", "feature"), _single, fixed("weights", "v"),
+        said("output = weights @ v"),
+        said("each output row is a weighted average of the value rows"),
         bounds.weighted_values, explains.weighted_values, arrow="@ v", sentence="mix",
     ),
     StepSpec(
         "head_outputs", 6, ("head", "query", "feature"), lambda call: call.multi,
-        _reads("weights", "v"), _head_outputs_formula,
-        _text("each head's weighted average of its value rows"),
+        fixed("weights", "v"), _head_outputs_formula,
+        said("each head's weighted average of its value rows"),
         bounds.weighted_values, explains.weighted_values, arrow="weights @ v", sentence="mix",
     ),
     # step 7: the heads side by side    (H, L, d_v) -> (L, H * d_v)
     StepSpec(
-        "output", 7, ("query", "feature"), _heads_only, _reads("head_outputs"),
-        _text("output = concat(head_outputs[0], ..., head_outputs[H-1])"),
-        _text("the heads side by side"), bounds.side_by_side, explains.side_by_side,
+        "output", 7, ("query", "feature"), _heads_only, fixed("head_outputs"),
+        said("output = concat(head_outputs[0], ..., head_outputs[H-1])"),
+        said("the heads side by side"), bounds.side_by_side, explains.side_by_side,
         arrow="concat", sentence="heads",
     ),
     StepSpec(
-        "concat", 7, ("query", "feature"), _projected, _reads("head_outputs"),
-        _text("concat = [head_outputs[0] | ... | head_outputs[H-1]]"),
-        _text("the heads side by side"), bounds.side_by_side, explains.side_by_side,
+        "concat", 7, ("query", "feature"), _projected, fixed("head_outputs"),
+        said("concat = [head_outputs[0] | ... | head_outputs[H-1]]"),
+        said("the heads side by side"), bounds.side_by_side, explains.side_by_side,
         arrow="concat",
     ),
     _input(
@@ -363,10 +336,10 @@ STEPS: tuple[StepSpec, ...] = (
     ),
     # step 8: output = concat @ w_o (+ b_o)   (L, H * d_v) @ (H * d_v, d_out) -> (L, d_out)
     StepSpec(
-        "output", 8, ("query", "feature"), _projected, _reads("concat", "w_o"),
+        "output", 8, ("query", "feature"), _projected, fixed("concat", "w_o"),
         lambda call: "output = concat @ w_o" + (" + b_o" if "b_o" in call.given else ""),
-        _text("the heads mixed by the output projection"),
-        bounds.output_projection, explains.output_projection, biased="b_o", arrow="@ W_o",
+        said("the heads mixed by the output projection"),
+        bounds.output_projection, explains.projection, biased="b_o", arrow="@ W_o",
         sentence="heads",
     ),
     # step 9: grad_output = dO, the gradient the backward starts from   (L, d_out)
@@ -421,6 +394,23 @@ def steps_of(call: Call) -> tuple[StepSpec, ...]:
     return tuple(spec for spec in STEPS if spec.present(call))
 
 
+def lay_out(call: Call, values: dict[str, object], backward: bool = False) -> tuple[Step, ...]:
+    """The call's forward steps (or its backward steps), each its value in `values` (per-head
+    stacks (H, ...) given for every call: one head without a head axis keeps (...)), named,
+    worded and with axes as the registry says."""
+    steps = []
+    for spec in steps_of(call):
+        if spec.backward != backward:
+            continue
+        value = values[spec.name]
+        if spec.per_head and not call.multi:
+            value = value[0]  # (H, ...) -> (...) for one head
+        steps.append(
+            Step(spec.name, spec.formula(call), value, spec.note(call), spec.axes_for(call))
+        )
+    return tuple(steps)
+
+
 def spec_for(call: Call, name: str) -> StepSpec:
     """The registry entry of step `name` in a call; KeyError naming the steps it has."""
     for spec in steps_of(call):
@@ -455,7 +445,7 @@ def arrow_of(call: Call, name: str) -> str:
     w at all (q = k = v = x, or given directly) are the inputs themselves, not "x @ W" (one
     stage holds the three, so one w among them keeps "x @ W")."""
     spec = spec_for(call, name)
-    if name in ("q", "k", "v") and not {"w_q", "w_k", "w_v"} & set(call.given):
+    if name in ("q", "k", "v") and not back.projected(call):
         return f"= {call.source(name)}"
     return spec.arrow
 

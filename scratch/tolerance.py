@@ -14,7 +14,7 @@ from itertools import product
 
 from .masks import Mask
 from .nested import at, flat, stack
-from .plan import AttentionPlan, plan_attention
+from .plan import AttentionPlan, kv_index, plan_attention
 from .validate import (
     as_mask,
     as_tensor,
@@ -205,14 +205,10 @@ def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, gr
     if outside.any():
         index = tuple(int(i) for i in np.argwhere(outside)[0])
         _not_a_weight(p[index], index)
-    E, S = q.shape[-1], k.shape[-2]
-    if group > 1:  # query head h reads key/value head h // group
-        k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
-    # step 1: S_i, the largest |score| terms of a live key per row
-    S_i = _row_sizes(np, q, k, p, _scale(scale, E), attn_mask)  # (..., L, 1)
-    # step 2: the relative factor per row, and the absolute floors
-    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
-    factor = sum(np.vectorize(r.factor, otypes=[float])(r.score_gamma * S_i) for r in parts)
+    if group > 1:  # query head h reads value head h // group
+        v = np.repeat(v, group, axis=-3)
+    # steps 1-2: S_i per row, the relative factor R_i from it, and the absolute floors
+    factor, parts = row_factors(np, q, k, p, scale, dtype, attn_mask, group)  # (..., L, 1)
     p_clean = np.where(np.isnan(p), 0.0, p)
     # step 3: sum_j p_ij |v_jc|                        (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
     pv = p_clean @ np.abs(v)
@@ -224,11 +220,25 @@ def _tolerance_numpy(np, query, key, value, weights, scale, dtype, attn_mask, gr
     return np.where(exact, 0.0, bound).tolist()
 
 
+def row_factors(np, q, k, p, scale, dtype: str, attn_mask, group: int, stored: float = 0.0):
+    """(R_i(dtype) + R_i(float64) per row (..., L, 1), parts), for both bounds: q, k, p float64
+    arrays (k one per kv head), parts the kernel's and the ground truth's Rounding; `stored` adds
+    that many u_s S_i to each exponent (16-bit scores held before softmax)."""
+    E, S = q.shape[-1], k.shape[-2]
+    if group > 1:  # query head h reads key head h // group
+        k = np.repeat(k, group, axis=-3)
+    # step 1: S_i, the largest |score| terms of a live key per row
+    S_i = _row_sizes(np, q, k, p, _scale(scale, E), attn_mask)  # (..., L, 1)
+    # step 2: the relative factor per row
+    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))  # kernel + ground truth error
+    grown = [(r.score_gamma + stored * r.u_store) * S_i for r in parts]  # each exponent's delta_i
+    return sum(np.vectorize(r.factor, otypes=[float])(d) for r, d in zip(parts, grown)), parts
+
+
 def _kv_of(index: tuple[int, ...], k_shape: tuple[int, ...], group: int) -> tuple[int, ...]:
     """The key/value leading index a query index reads: size-1 axes broadcast, and query head
     h reads key/value head h // group."""
-    kv = tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index))
-    return kv[:-1] + (index[-1] // group,) if group > 1 else kv
+    return kv_index(tuple(0 if k_shape[n] == 1 else i for n, i in enumerate(index)), group)
 
 
 def _row_sizes(np, q, k, p, scale: float, attn_mask: object) -> object:

@@ -14,11 +14,11 @@ from .mask_words import trace_mask_kind
 from .multihead import concat_heads, run_multi_head
 from .options import Options
 from .plan import PARAMS, HeadPlan
-from .steps import AXES, Call, steps_of
+from .steps import AXES, Call, lay_out
 from .trace_backward import add_backward, replay_of
 from .trace_types import MayAttend, Source, Step, Trace
 from .validate import _describe
-from .variant_steps import Pieces, pieces
+from .variant_steps import Pieces, head_steps, pieces
 
 __all__ = [
     "AXES",
@@ -134,14 +134,7 @@ def layout_trace(
         dropout_p=options.dropout_p,
         **({} if p is None else variant_words(p)),
     )
-    steps = []
-    for spec in steps_of(call):  # the registry's steps 0 to 8, in trace order
-        value = values[spec.name]
-        if spec.per_head and not call.multi:
-            value = value[0]  # (H, L, S) -> (L, S) for one head
-        steps.append(
-            Step(spec.name, spec.formula(call), value, spec.note(call), spec.axes_for(call))
-        )
+    steps = lay_out(call, values)  # the registry's steps 0 to 8, in trace order
     allowed = None
     if kind != "none":
         allowed = grids[0] if all(g == grids[0] for g in grids) else tuple(grids)
@@ -149,7 +142,7 @@ def layout_trace(
     biases = tuple(sorted(name for name in given if name.startswith("b_")))
     made = Source(backend, dtype, kernel, kind, cross, biases)
     return Trace(
-        tuple(steps), labels, key_labels, scale, plan.num_heads, plan.num_kv_heads, allowed,
+        steps, labels, key_labels, scale, plan.num_heads, plan.num_kv_heads, allowed,
         options, made,
     )  # fmt: skip
 
@@ -189,11 +182,12 @@ def trace_example(
         )
     values = {"x": run.inputs["x"], "q": run.q, "k": run.k, "v": run.v, **run.params}
     values.update(concat=run.concat, output=run.output)
-    values["head_outputs"] = [s.output for s in run.heads]  # (H, L, d_v)
-    for name in ("scores", "scaled", "masked", "weights"):
-        values[name] = [getattr(s, name) for s in run.heads]  # (H, L, S)
-    if options.variant is not None:
-        values.update(variant_values(run.heads, run.plan.group))
+    per_head = head_steps(run.heads, run.plan.group)  # (H, L, S) each; RoPE's and sinks' too
+    values["head_outputs"] = per_head.pop("output")  # (H, L, d_v)
+    for name in ("q_rotated", "k_rotated"):  # (heads, n, d) -> (n, heads * d), as q and k
+        if name in per_head:
+            per_head[name] = concat_heads(per_head[name], ())
+    values.update(per_head)
     if example.key is not None:
         values["key_input"] = run.inputs["key_input"]
     if example.value is not None:
@@ -204,17 +198,6 @@ def trace_example(
         key_tokens=example.key_tokens, source=("scratch", "float64"),
     )  # fmt: skip
     return trace if grad_output is None else add_backward(trace, run, grad_output, replay)
-
-
-def variant_values(heads: list, group: int) -> dict:
-    """q_rotated (L, H*d), k_rotated (S, Hkv*d) and sink_weights (H, L) of a variant's heads."""
-    values = {}
-    if heads[0].q_rotated is not None:
-        values["q_rotated"] = concat_heads([s.q_rotated for s in heads], ())
-        values["k_rotated"] = concat_heads([s.k_rotated for s in heads[::group]], ())
-    if heads[0].sink_weights is not None:
-        values["sink_weights"] = [s.sink_weights for s in heads]  # (H, L)
-    return values
 
 
 trace_attention = trace_door(trace_example)

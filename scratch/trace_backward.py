@@ -12,8 +12,7 @@ import random
 
 from .multihead import Projected
 from .multihead_backward import run_backward
-from .steps import call_of, steps_of
-from .trace_types import Step
+from .steps import call_of, lay_out
 
 
 def replay_of(rng: object) -> object:
@@ -48,14 +47,4 @@ def add_backward(trace: object, run: Projected, grad_output: object, replay: obj
     call = dataclasses.replace(
         call_of(trace), backward=True, tokens=len(trace.tokens), key_tokens=len(trace.key_tokens)
     )
-    steps = []
-    for spec in steps_of(call):
-        if not spec.backward:
-            continue
-        value = values[spec.name]
-        if spec.per_head and not call.multi:
-            value = value[0]  # (H, ...) -> (...) for one head
-        steps.append(
-            Step(spec.name, spec.formula(call), value, spec.note(call), spec.axes_for(call))
-        )
-    return dataclasses.replace(trace, steps=trace.steps + tuple(steps))
+    return dataclasses.replace(trace, steps=trace.steps + lay_out(call, values, backward=True))

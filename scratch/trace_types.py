@@ -45,6 +45,12 @@ class Step:
         tolist = getattr(self.value, "tolist", None)
         return tolist() if callable(tolist) else self.value
 
+    def rows(self) -> object:
+        """The value read as nested lists: nested lists as they are, an array or tensor one row
+        at a time as it is read (`Rows`: one cell of a 4096-token step reads a few rows)."""
+        is_array = hasattr(self.value, "shape") and callable(getattr(self.value, "tolist", None))
+        return Rows(self.value) if is_array else self.value
+
     @property
     def shape(self) -> tuple[int, ...]:
         """Shape of the value, one entry per axis."""
@@ -151,7 +157,32 @@ def _mean_over_heads(heads: list) -> object:
         return sum(values) / len(values)
 
 
-class MayAttend(Sequence):
+class Rows(Sequence):
+    """An array read as nested lists one row at a time: `rows[i]` is a list of floats for a
+    matrix, another Rows for a higher-dimensional array (turning a 4096 x 4096 step into lists
+    took seconds per hover)."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: object):
+        self._array = array  # a NumPy array or a torch tensor
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        part = self._array[i]
+        if getattr(part, "ndim", 0) >= 2:
+            return Rows(part)
+        return part.tolist()  # a row: a list of floats; one entry: a float
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+class MayAttend(Rows):
     """An (L, S) may-attend grid kept as the backend's bool array or tensor, read as nested
     tuples of bools (a row is made when it is read).
 
@@ -160,26 +191,16 @@ class MayAttend(Sequence):
     window turns it back on after a job) stalled the event loop 100-140 ms after every masked
     recompute at 4096 tokens. Equal to a tuple grid with the same cells."""
 
-    __slots__ = ("_grid",)
-
-    def __init__(self, grid: object):
-        self._grid = grid  # (L, S) bools: a NumPy array or a torch tensor
-
-    def __len__(self) -> int:
-        return len(self._grid)
+    __slots__ = ()
 
     def __getitem__(self, i):
-        if isinstance(i, slice):
-            return tuple(self[j] for j in range(*i.indices(len(self))))
-        return tuple(self._grid[i].tolist())
-
-    def __iter__(self):
-        return (tuple(row.tolist()) for row in self._grid)
+        row = super().__getitem__(i)
+        return row if isinstance(i, slice) else tuple(row)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, MayAttend):
-            same_shape = tuple(self._grid.shape) == tuple(other._grid.shape)
-            return same_shape and bool((self._grid == other._grid).all())
+            same_shape = tuple(self._array.shape) == tuple(other._array.shape)
+            return same_shape and bool((self._array == other._array).all())
         if isinstance(other, tuple):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
@@ -187,8 +208,8 @@ class MayAttend(Sequence):
     __hash__ = None  # equal to tuples, whose hash it cannot share cheaply
 
     def __repr__(self) -> str:
-        rows, cols = tuple(self._grid.shape)
+        rows, cols = tuple(self._array.shape)
         return f"MayAttend({rows} x {cols} bools)"
 
 
-__all__ = ["MayAttend", "Source", "Step", "Trace"]
+__all__ = ["MayAttend", "Rows", "Source", "Step", "Trace"]

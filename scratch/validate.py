@@ -249,6 +249,27 @@ def check_hook(value: object, name: str, arity: int | None = None) -> None:
         ) from None
 
 
+def dtype_of(dtype: object, inputs: tuple, allowed: tuple[str, ...]) -> str:
+    """A backward's dtype name: `dtype=` when given (a name or a NumPy/torch dtype, one of
+    `allowed`), else the inputs' one common dtype when it is allowed, else "float64"."""
+    if dtype is not None:
+        text = str(dtype).replace("torch.", "")
+        if text not in allowed:
+            expected = ", ".join(allowed)
+            raise ValueError(f"dtype: expected one of {expected} or None, found {dtype!r}")
+        return text
+    kinds = {str(getattr(x, "dtype", "")).replace("torch.", "") for x in inputs}
+    return kinds.pop() if len(kinds) == 1 and kinds <= set(allowed) else "float64"
+
+
+def check_grad_output(shape: tuple[int, ...], expected: tuple[int, ...]) -> None:
+    """dO must have the output's shape."""
+    if tuple(shape) != tuple(expected):
+        raise ValueError(
+            f"grad_output: expected the output's shape {tuple(expected)}, found {tuple(shape)}"
+        )
+
+
 def check_positive_int(value: object, name: str) -> int:
     """A count such as `num_heads`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:

@@ -16,12 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import inf
 
-from .attention import attend
 from .compare import StepCheck, compare_traces
 from .multihead import concat_heads
 from .options import Options
 from .trace_types import Step, Trace
-from .variant_steps import Pieces, head_hooks, pieces
+from .variant_steps import Pieces, attend_heads, head_steps, pieces
 from .variants import GivenMask, Variant
 from .variants.combine import compose
 
@@ -124,22 +123,10 @@ def variant_rows(q: list, k: list, v: list, call: RowsCall) -> dict[str, list]:
     """The ground truth's steps of the sampled rows: q (H, R, E) those rows only, k (Hkv, S, E),
     v (Hkv, S, Ev). Returns per head scores, scaled, masked, weights (H, R, S) and output
     (H, R, Ev); q_rotated (H, R, E) and k_rotated (Hkv, S, E) under RoPE; sink_weights (H, R)."""
-    H, Hkv = len(q), len(k)
-    group = H // Hkv
+    group = len(q) // len(k)
     at = (call.rows, call.L)
-    heads = [
-        attend(q[h], k[h // group], v[h // group], call.scale, None, call.masked_rows,
-               rows=at, **head_hooks(call.pieces, h))
-        for h in range(H)
-    ]  # fmt: skip
-    names = ("scores", "scaled", "masked", "weights", "output")
-    found = {name: [getattr(s, name) for s in heads] for name in names}
-    if call.pieces.rotary is not None:
-        found["q_rotated"] = [s.q_rotated for s in heads]
-        found["k_rotated"] = [s.k_rotated for s in heads[::group]]
-    if call.pieces.sinks is not None:
-        found["sink_weights"] = [s.sink_weights for s in heads]
-    return found
+    heads = attend_heads(q, k, v, call.scale, call.pieces, call.masked_rows, group, rows=at)
+    return head_steps(heads, group)
 
 
 def pick_rows(value: object, rows: list[int], axis: int) -> object:

@@ -72,6 +72,41 @@ def head_hooks(p: Pieces, h: int) -> dict:
     }
 
 
+def attend_heads(
+    q: list,
+    k: list,
+    v: list,
+    scale: float,
+    p: Pieces,
+    masked_rows: str,
+    group: int,
+    rows: tuple[list[int], int] | None = None,
+) -> list[VariantSteps]:
+    """attend with the variant's hooks, each query head h reading kv head h // group: q (H, L, E)
+    (or its sampled rows, rows = (indices, L)), k (Hkv, S, E), v (Hkv, S, Ev)."""
+    return [
+        attend(q[h], k[h // group], v[h // group], scale, None, masked_rows, rows=rows,
+               **head_hooks(p, h))
+        for h in range(len(q))
+    ]  # fmt: skip
+
+
+def head_steps(heads: list[VariantSteps], group: int) -> dict[str, list]:
+    """The heads' steps stacked by head: scores, scaled, masked, weights (H, L, S), output
+    (H, L, Ev); under RoPE q_rotated (H, L, E) and k_rotated (Hkv, S, E), one per kv head; with
+    learned sinks sink_weights (H, L)."""
+    found = {
+        name: [getattr(s, name) for s in heads]
+        for name in ("scores", "scaled", "masked", "weights", "output")
+    }
+    if heads[0].q_rotated is not None:
+        found["q_rotated"] = [s.q_rotated for s in heads]
+        found["k_rotated"] = [s.k_rotated for s in heads[::group]]  # head g * group reads g
+    if heads[0].sink_weights is not None:
+        found["sink_weights"] = [s.sink_weights for s in heads]
+    return found
+
+
 def attend_variant_all(
     q: list,
     k: list,
@@ -89,23 +124,19 @@ def attend_variant_all(
         )
     if options.dropout_p:
         raise ValueError("dropout_p: a variant's trace has no dropout; expected 0.0")
-    H = head_lead[0]
-    p = pieces(options)
     L, S = len(q[0]), len(k[0])
     for part in parts_of(options.attention_variant):
-        part.check(1, H, L, S)
-    return [
-        attend(q[h], k[h // group], v[h // group], scale, None, options.masked_rows,
-               **head_hooks(p, h))
-        for h in range(H)
-    ]  # fmt: skip
+        part.check(1, head_lead[0], L, S)
+    return attend_heads(q, k, v, scale, pieces(options), options.masked_rows, group)
 
 
 __all__ = [
     "Pieces",
     "VariantSteps",
+    "attend_heads",
     "attend_variant_all",
     "head_hooks",
+    "head_steps",
     "parts_of",
     "pieces",
     "weights_with_sink",

@@ -24,14 +24,12 @@ import math
 from .nested import stack
 from .options import Options
 from .tolerance import (
-    Rounding,
     _check_inputs,
     _row_size,
-    _row_sizes,
-    _scale,
     as_float64,
     check_dtype,
     list_blocks,
+    row_factors,
 )
 
 
@@ -60,19 +58,10 @@ def weights_tolerance(
     except ImportError:
         return _weights_lists(query, key, weights, scale, dtype, attn_mask, group, stored)
     q, k, p = (as_float64(np, a) for a in (query, key, weights))
-    E, S = q.shape[-1], k.shape[-2]
-    if group > 1:
-        k = np.repeat(k, group, axis=-3)  # kv head h // group
-    scale = _scale(scale, E)
     p = np.nan_to_num(p)
-    # step 1: the largest live size of each row    (..., L, E) @ (..., E, S) -> (..., L, S)
-    largest = _row_sizes(np, q, k, p, scale, attn_mask)  # (..., L, 1)
-    # step 2: R_i p_ij + floor, the kernel's rounding in `dtype` plus the ground truth's own
-    parts = (Rounding(dtype, E, S), Rounding("float64", E, S))
-    factor = sum(
-        np.vectorize(r.factor, otypes=[float])((r.score_gamma + stored * r.u_store) * largest)
-        for r in parts
-    )
+    # steps 1-2: R_i of each row from its largest live size, the kernel's rounding in `dtype`
+    # plus the ground truth's own; then R_i p_ij + floor
+    factor, parts = row_factors(np, q, k, p, scale, dtype, attn_mask, group, stored)
     return (factor * p + sum(r.weight_floor for r in parts)).tolist()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from scratch.checker.backward_run import check_backward
+from scratch.checker import check_backward
 from tests.checker_backward_catalogue import CORRECT, PLANTED
 
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, settings
 
-from scratch.checker import backward_cases, prepare
+from scratch.checker import prepare
 from tests import font_sets
 
 # Qt renders offscreen in every test run; no display or system packages needed.
@@ -46,8 +46,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # The checker keeps its 64 latest prepared cases (seeded inputs, pure-Python ground truth and
 # bound; about 0.5 MB each). One check in one dtype prepares about 25, so the suite's checks of
 # many kernels in three dtypes evicted each other's and computed the same truths again and
-# again; the suite keeps 512 of each (same results, about half the checker tests' CPU).
-prepare._CACHE_SIZE = backward_cases._CACHE_SIZE = 512
+# again; the suite keeps 1024 (forward and backward cases: same results, about half the checker
+# tests' CPU).
+prepare._CACHE_SIZE = 1024
 
 
 @pytest.fixture(autouse=True)

@@ -73,6 +73,7 @@ def attend(
     return SimpleNamespace(
         scores=scores, scaled=scaled, masked=masked, weights=weights, output=output,
         fully_masked=fully_masked,
+        q_rotated=None, k_rotated=None, sink_weights=None,  # the kernel's Steps: no variant here
     )  # fmt: skip
 
 

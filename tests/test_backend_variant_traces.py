@@ -25,7 +25,10 @@ np = pytest.importorskip("numpy")
 
 L, D_MODEL, HEADS, KV_HEADS, D = 6, 5, 2, 1, 4
 EXTRAS = dict(softcap=2.0, alibi=True, sinks=(0.5, -1.0), rope="half")
+_grid = random.Random(7)  # the drawn mask: seeded cells, the diagonal always seen
+DRAWN = tuple(tuple(i == j or _grid.random() < 0.5 for j in range(L)) for i in range(L))
 MASK_FIELDS = dict(left=2, right=0, chunk=4, prefix=2, cu_seqlens=(0, 2, 6), sink_tokens=1)
+MASK_FIELDS["drawn"] = DRAWN
 
 
 def offered() -> list[VariantChoice]:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import scratch
 from scratch.backends import get
 from scratch.backends import numpy_backward as nb
+from scratch.backends.numpy_inputs import Draws
 from scratch.grad_tolerance import NAMES, compare, gradient_tolerance
 
 torch = pytest.importorskip("torch")
@@ -189,7 +190,8 @@ def mistaken_backward(q, k, v, g, mistake, scale=None, enable_gqa=False, rng=Non
     P /= P.sum(-1, keepdims=True)
     keep = 1.0
     if dropout_p:
-        keep = np.where(nb._draws(rng, P.shape) >= dropout_p, 1 / (1 - dropout_p), 0.0)
+        draws = Draws(random if rng is None else rng)(P.shape)
+        keep = np.where(draws >= dropout_p, 1 / (1 - dropout_p), 0.0)
     Pd = P * keep
     O = Pd @ vr
     if mistake == "dropout not reused":  # fresh draws in the backward
@@ -311,6 +313,25 @@ def test_gradient_tolerance_covers_every_step_with_its_shape():
             lambda x: nb.scaled_dot_product_attention_backward(*x, kernel="tiled", lse=x[3]),
             ValueError,
             "output, lse: pass both",
+        ),
+        (
+            lambda x: nb.scaled_dot_product_attention_backward(
+                *x, kernel="tiled", output=x[3][:, :2], lse=x[3][:, :2, 0]
+            ),
+            ValueError,
+            r"output, lse: expected shapes \(2, 3, 2\) \(\.\.\., L, Ev\) and \(2, 3\)",
+        ),
+        (
+            lambda x: nb.scaled_dot_product_attention_backward(*x, dtype="float16"),
+            ValueError,
+            "dtype: expected one of float32, float64 or None, found 'float16'",
+        ),
+        (
+            lambda x: get("numpy").flex_attention_backward(
+                *(y[None] for y in x), lse=x[3][None, ..., 0]
+            ),
+            ValueError,
+            r"output, lse: pass both \(from flex_attention, return_lse\) or neither",
         ),
         (
             lambda x: nb.scaled_dot_product_attention_backward(*x, dropout_p=0.5, rng="seed"),

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from scratch.checker import check_variants_backward
-from scratch.checker.variant_backward_run import prepare_backward
 from scratch.checker.variant_cases import variant_cases
 from scratch.checker.variant_numpy_backward import grads
+from scratch.checker.variant_run import prepare_backward
 from tests.checker_outside import outcome
 from tests.checker_variants import BACKWARD_CORRECT, BACKWARD_MISTAKES
 
@@ -21,9 +21,9 @@ def test_numpy_backward_equals_the_ground_truth_on_every_case():
     """variant_numpy_backward.grads (the diagnosis's family) == scratch.flex_attention_backward."""
     for case in variant_cases("float64"):
         made = prepare_backward(case, "float64", 3)
-        got = grads(case, made["prep"].data, made["d_out"])
+        got = grads(case, made.prep.data, made.d_out)
         S, E = case.k[2], case.q[3]
-        for g, t in zip(got, made["truth"], strict=True):
+        for g, t in zip(got, made.truth, strict=True):
             # float64 rounding of sums of E + S terms of size <= max |t| + 1 (rule changes: >> 1e-3)
             allowed = 8 * (E + S) * 2.0**-53 * (float(np.max(np.abs(t))) + 1.0)
             assert np.max(np.abs(g - t)) <= allowed, case.name

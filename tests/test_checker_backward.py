@@ -199,6 +199,27 @@ def test_cases_tell_the_mistakes_apart():
     assert max(c.k[-2] for c in cases) > 64
 
 
+def test_a_backward_case_is_a_case_with_a_grad_output():
+    """One case type: the backward cases are Cases with grad_output, and the one prepare makes
+    them (q, k, v, grad_output) while the same shapes without it get the forward's (q, k, v)."""
+    from dataclasses import replace
+
+    from scratch.checker.arrays import Arrays
+    from scratch.checker.cases import Case
+    from scratch.checker.prepare import prepare
+
+    cases = backward_cases("float32")
+    assert all(type(c) is Case and c.grad_output for c in cases)
+    case = next(c for c in cases if c.dropout_p)
+    arrays = Arrays("numpy", None)
+    args, kwargs = prepare(case, arrays, "float32", 0, "zero").call_args(arrays)
+    assert len(args) == 4 and kwargs["dropout_p"] == case.dropout_p
+    assert kwargs["dropout_mask"].shape == case.q[:-1] + (case.k[-2],)
+    forward = replace(case, grad_output=False, dropout_p=0.0)
+    args, kwargs = prepare(forward, arrays, "float32", 0, "zero").call_args(arrays)
+    assert len(args) == 3 and "dropout_mask" not in kwargs
+
+
 def test_cli_backward(capsys):
     target = "tests.backward_kernels:correct_numpy_backward"
     assert main(["--backward", target, "--seed", "4"]) == 0

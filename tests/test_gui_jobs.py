@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("PyQt6")
 
 import scratch  # noqa: E402
-from gui import controller, core_api  # noqa: E402
+from gui import controller  # noqa: E402
 from gui.jobs import collector_pause  # noqa: E402
 from gui.kernel_check import KernelCheckWorker  # noqa: E402
 from gui.model_worker import ModelWorker  # noqa: E402
@@ -34,8 +34,10 @@ class _BlockedModel:
 
 
 def test_a_request_superseded_while_queued_never_starts(qtbot, monkeypatch):
+    from scratch import models
+
     release, ran = threading.Event(), []
-    monkeypatch.setattr(core_api, "load_model", lambda path: _BlockedModel(release, ran))
+    monkeypatch.setattr(models, "load", lambda path: _BlockedModel(release, ran))
     worker = ModelWorker()  # one thread: "a" runs, "b" and "c" queue behind it
     shown: list[object] = []
     worker.finished.connect(shown.append)
@@ -73,12 +75,14 @@ def _raises(exc: Exception):
 
 
 def test_the_model_worker_says_what_is_missing_or_wrong(qtbot, monkeypatch):
+    from scratch import models
+
     worker = ModelWorker()
     missing = ImportError("No module named 'safetensors'", name="safetensors")
-    monkeypatch.setattr(core_api, "load_model", _raises(missing))
+    monkeypatch.setattr(models, "load", _raises(missing))
     message = _failure(qtbot, worker, lambda: worker.submit("default", "a text"))
     assert message == "real models need safetensors: run make run"
-    monkeypatch.setattr(core_api, "load_model", _raises(OSError("model directory: no such")))
+    monkeypatch.setattr(models, "load", _raises(OSError("model directory: no such")))
     message = _failure(qtbot, worker, lambda: worker.submit("/nowhere", "a text"))
     assert message == "model directory: no such"
 

@@ -12,7 +12,7 @@ np = pytest.importorskip("numpy")
 
 from gui import block_view_model as bvm  # noqa: E402
 from scratch import models  # noqa: E402
-from scratch.models.block import block  # noqa: E402
+from scratch.models import layer_block  # noqa: E402
 
 GPT2 = ["Token embeddings", "Position embeddings", "Into layer 1", "LayerNorm", "Attention: head 2",
         "Attention output", "+ Residual", "LayerNorm", "MLP (GELU)", "MLP output",
@@ -33,7 +33,7 @@ def _box(boxes, name):
 
 
 def test_the_boxes_keep_the_blocks_numbers_in_order_with_their_shapes(gpt2_run):
-    b = block(gpt2_run, 1)
+    b = layer_block(gpt2_run, 1)
     boxes = bvm.boxes(b, 2)
     assert [x.title for x in boxes] == GPT2
     T = len(gpt2_run.ids)
@@ -57,7 +57,7 @@ def test_the_boxes_keep_the_blocks_numbers_in_order_with_their_shapes(gpt2_run):
 
 def test_a_decoder_box_names_its_norm_its_mlp_and_its_next_tokens(smollm2):
     run = smollm2.run("The capital of France is")
-    b = block(run, 0)
+    b = layer_block(run, 0)
     boxes = bvm.boxes(b, 4)
     titles = [x.title for x in boxes]
     assert titles[:3] == ["Token embeddings", "Into layer 0", "RMSNorm"]
@@ -82,7 +82,7 @@ def test_the_view_draws_each_box_and_reflows_without_clipping(qtbot, gpt2_run):
     view.resize(1024, 600)
     view.show()
     qtbot.waitExposed(view)
-    view.show_block(block(gpt2_run, 1))
+    view.show_block(layer_block(gpt2_run, 1))
     boxes = view.boxes
     assert len(boxes) == len(GPT2)
     for w in boxes:  # the picture is the box's matrix, cell for cell, at its levels
@@ -120,7 +120,7 @@ def test_the_boxes_grow_to_fill_a_large_view_and_stay_whole(qtbot, gpt2_run, siz
     view.resize(*size)
     view.show()
     qtbot.waitExposed(view)
-    view.show_block(block(gpt2_run, 1))
+    view.show_block(layer_block(gpt2_run, 1))
     qtbot.wait(50)
     view._reflow()
     qtbot.waitUntil(lambda: view.boxes[-1].isVisible(), timeout=5000)
@@ -165,20 +165,19 @@ def test_the_block_tab_computes_off_the_gui_thread_and_opens_the_heads(
     qtbot, open_window, gpt2_run, monkeypatch
 ):
     pytest.importorskip("PyQt6")
-    from gui import core_api
     from gui import session as sm
 
     window = open_window(sm.random_session(0, 4, 4, 2, 2, 1), size=(1024, 700))
     panel = window.model
     panel.show_result(gpt2_run)
     window.tabs.setCurrentWidget(panel)
-    real, threads = core_api.model_block, []
+    real, threads = models.layer_block, []
 
     def probed(run, layer):
         threads.append(threading.current_thread())
         return real(run, layer)
 
-    monkeypatch.setattr(core_api, "model_block", probed)
+    monkeypatch.setattr(models, "layer_block", probed)
     panel.layer.setValue(2)
     panel.head.setCurrentIndex(panel.head.findData(1))
     with qtbot.waitSignal(panel.block.worker.finished, timeout=60000):

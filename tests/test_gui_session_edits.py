@@ -13,6 +13,7 @@ import scratch
 from gui import controller, session_file, variant_session
 from gui import session as sm
 from scratch import presets
+from scratch.variants import VariantChoice
 from tests.journey_sessions import journey_typed, with_mask
 
 SEEDS = range(40)
@@ -108,14 +109,17 @@ def test_another_backend_keeps_the_dtype_it_has_else_takes_its_first():
 
 
 def picker_fields(choice: object, **changes: object) -> dict:
-    """The Variant picker's fields showing `choice` (as VariantPanel.fields gives them)."""
+    """The Variant picker's fields showing `choice` (as VariantPanel.fields gives them): every
+    registered mask's parameters as their text boxes show them (cu_seqlens left blank)."""
+    params = {
+        key: "" if key == "cu_seqlens" else p.text(getattr(choice, key))
+        for key, p in VariantChoice.mask_params().items()
+    }
     fields = dict(
         mask=choice.mask, align=choice.align, rope=choice.rope, softcap_on=False, alibi=False,
-        sinks_on=False, left=str(choice.left), right=str(choice.right), chunk=str(choice.chunk),
-        prefix=str(choice.prefix), sink_tokens=str(choice.sink_tokens), cu_seqlens="",
-        softcap="30", slopes="", sinks="", rope_base=f"{choice.rope_base:g}",
+        sinks_on=False, softcap="30", slopes="", sinks="", rope_base=f"{choice.rope_base:g}",
     )  # fmt: skip
-    return {**fields, **changes}
+    return {**params, **fields, **changes}
 
 
 def test_choosing_drawn_starts_all_true_and_a_clicked_grid_stays_through_other_masks():

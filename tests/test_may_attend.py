@@ -57,4 +57,4 @@ def test_a_masked_numpy_trace_keeps_its_grid_as_an_array(seed):
     truth = scratch.trace_attention(x.tolist(), num_heads=2, attn_mask=mask.tolist())
     assert isinstance(found.allowed, MayAttend)
     assert found.allowed == truth.allowed
-    assert found.allowed._grid.base is None  # its own copy, not a view keeping (H, L, S) alive
+    assert found.allowed._array.base is None  # its own copy, not a view keeping (H, L, S) alive

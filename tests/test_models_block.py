@@ -10,7 +10,7 @@ from tests.model_dirs import AGREE, TEXT, build, gap, torch  # noqa: E402 (skips
 np = pytest.importorskip("numpy")
 
 from scratch import models  # noqa: E402
-from scratch.models.block import TOP, block  # noqa: E402
+from scratch.models.block import TOP, layer_block  # noqa: E402
 
 PROMPT = "The capital of France is"
 LLAMA = ["embeddings", "input", "norm", "attention", "attention output", "residual", "norm 2",
@@ -36,7 +36,7 @@ def test_a_smollm2_block_has_every_stage_with_its_shape_and_the_runs_numbers(smo
     run = smollm2.run(PROMPT)
     T = len(run.ids)
     for layer in (0, 17, 29):
-        b = block(run, layer)
+        b = layer_block(run, layer)
         assert b.names() == LLAMA and b.family == "llama"
         widths = {"attention": (9, T, T), "mlp": (T, 1536), "output": (T, TOP)}
         for stage in b.stages:
@@ -59,7 +59,7 @@ def test_a_block_is_transformers_hidden_states_layer_by_layer(tiny, family):
     run = ours.run(TEXT)
     hidden = _hidden(theirs, run.ids)
     for layer in range(ours.layers):
-        b = block(run, layer)
+        b = layer_block(run, layer)
         if family == "gpt2" or layer > 0:  # BERT's hidden_states[0] is after its LayerNorm
             assert gap(b["input"].value, hidden[layer]) <= AGREE, (family, layer, "input")
         if family == "bert" or layer + 1 < ours.layers:  # GPT-2's last has ln_f applied
@@ -80,4 +80,4 @@ def test_a_block_that_disagrees_with_the_run_is_refused(tiny, family):
     attentions[1, 0, -1, 0] += 1e-6  # one weight of layer 1, head 0 moved
     bad = dataclasses.replace(run, attentions=attentions)
     with pytest.raises(RuntimeError, match="layer 1 attention: the block differs"):
-        block(bad, 1)
+        layer_block(bad, 1)

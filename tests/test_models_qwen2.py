@@ -21,8 +21,8 @@ pytest.importorskip("tokenizers")
 
 from gui import block_view_model  # noqa: E402
 from scratch import models  # noqa: E402
+from scratch.models import layer_block  # noqa: E402
 from scratch.models.__main__ import main  # noqa: E402
-from scratch.models.block import block  # noqa: E402
 from tests.test_models_gguf import MERGES, TOKENS, write  # noqa: E402
 
 AGREE = 1e-12
@@ -142,7 +142,7 @@ def test_a_qwen2_head_traces_blocks_and_prints_as_a_llama_does(files):
     for layer, head in ((0, 0), (1, 3)):  # the ground truth adds the biases before RoPE
         weights = np.asarray(run.trace(layer, head)["weights"].value)  # raises past 1e-9
         assert np.abs(weights - run.attentions[layer, head]).max() <= 1e-12
-    b = block(run, 1)
+    b = layer_block(run, 1)
     assert np.abs(b["attention"].value - run.attentions[1]).max() <= 1e-12
     assert (b.family, b.layout) == ("qwen2", "llama")  # its name; its record's layout
     assert b["output"].words.startswith("next-token logits (T, 6): the 6 likeliest")  # vocab 6

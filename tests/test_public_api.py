@@ -31,15 +31,6 @@ PUBLIC_MODULES = (
     "scratch.online_softmax",
     "scratch.mistakes",
 )
-# gui/core_api.py's model section (the decode start under a progress, token names, a layer's
-# block) still reads scratch.models' inside: left to the models' rework (issue 34, item 5);
-# nothing else may
-AWAITING_FAMILY_PROTOCOL = {
-    ("gui/core_api.py", "from scratch import progress"),
-    ("gui/core_api.py", "from scratch.models import decoding"),
-    ("gui/core_api.py", "from scratch.models.run import ..."),
-    ("gui/core_api.py", "from scratch.models.block import ..."),
-}
 # the benchmark's plugin (`python -m scratch.bench --plugin gui.bench_window`), not the window:
 # it measures the window with scratch.bench's own host and statistics
 NOT_THE_WINDOW = {"gui/bench_window.py"}
@@ -100,7 +91,6 @@ def test_the_window_imports_only_scratch_s_public_api():
         if where in NOT_THE_WINDOW:
             continue
         uses = private_uses(path.read_text(encoding="utf-8"), where)
-        uses = [u for u in uses if (where, u.partition(": ")[2]) not in AWAITING_FAMILY_PROTOCOL]
         if uses:
             bad[where] = uses
     assert not bad, "the window reaches into scratch:\n" + "\n".join(

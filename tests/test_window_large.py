@@ -14,7 +14,6 @@ pytest.importorskip("PyQt6")
 
 import scratch  # noqa: E402
 from gui import (  # noqa: E402
-    cell_explain,
     controller,
     core_api,
     pooled,
@@ -134,11 +133,14 @@ def _guarded(trace):
 )  # fmt: skip
 def test_one_cell_is_explained_from_its_rows_with_the_same_words(step, index):
     trace = _numpy_outcome(12).trace
-    whole = scratch.explain(trace, step, index)  # scratch.explain, every step as lists
-    one = cell_explain.explain(_guarded(trace), step, index)
+    lists = dataclasses.replace(  # every step as nested lists: the ground truth's form
+        trace, steps=tuple(dataclasses.replace(s, value=s.tolist()) for s in trace.steps)
+    )
+    whole = scratch.explain(lists, step, index)
+    one = scratch.explain(_guarded(trace), step, index)
     assert (one.text, one.sources) == (whole.text, whole.sources)
     with pytest.raises(AssertionError, match="turned into lists"):
-        scratch.explain(_guarded(trace), step, index)  # the guard does catch a whole matrix
+        _guarded(trace)[step].tolist()  # the guard does catch a whole matrix
 
 
 def _random_matrix(rng: random.Random, rows: int, cols: int) -> list[list[float]]:

@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 KNOWN = ("scratch", "numpy", "torch-cpu", "torch-cuda")
 ALIASES = {"torch": ("torch-cuda", "torch-cpu")}  # first available wins
@@ -86,28 +87,43 @@ _FUNCTIONS = (
     "trace_attention",
     "trace_example",
 )
+_BACKWARD = "scaled_dot_product_attention_backward"
+# per family: the module holding _FUNCTIONS, and the module holding each further function
+_MODULES = {
+    "scratch": ("scratch.backends.scratch_backend", {_BACKWARD: "scratch.backward"}),
+    "numpy": (
+        "scratch.backends.numpy_backend",
+        {
+            _BACKWARD: "scratch.backends.numpy_backward",
+            "flex_attention": "scratch.backends.numpy_flex",
+            "flex_attention_backward": "scratch.backends.numpy_flex_backward",
+        },
+    ),
+    "torch": (
+        "scratch.backends.torch_backend",
+        {
+            _BACKWARD: "scratch.backends.torch_backward",
+            "flex_attention": "scratch.backends.torch_flex",
+            "flex_attention_backward": "scratch.backends.torch_flex",
+        },
+    ),
+}
 
 
 def _build(name: str) -> Backend:
-    """Create the Backend object for an available name."""
-    if name == "scratch":
-        from . import scratch_backend as mod
-    elif name == "numpy":
-        mod = importlib.import_module("scratch.backends.numpy_backend")
+    """Create the Backend object for an available name (its modules imported only now); a
+    torch backend's functions are bound to its device."""
+    family = "torch" if name.startswith("torch-") else name
+    device = name.removeprefix("torch-")
+    where, more = _MODULES[family]
+    mod = importlib.import_module(where)
+    if family == "torch":
+        fns = mod.functions(device)
     else:
-        from . import torch_backend as mod
-    if name in ("scratch", "numpy"):
         fns = {f: getattr(mod, f) for f in _FUNCTIONS}
-    else:
-        fns = mod.functions(name.removeprefix("torch-"))
-    fns["scaled_dot_product_attention_backward"] = _backward(name)
-    if name.startswith("torch-"):
-        fns.update(_torch_flex(name.removeprefix("torch-")))
-    if name == "numpy":  # flex_attention in NumPy (numpy_flex.py, numpy_flex_backward.py)
-        from .numpy_flex import flex_attention
-        from .numpy_flex_backward import flex_attention_backward
-
-        fns.update(flex_attention=flex_attention, flex_attention_backward=flex_attention_backward)
+    for f, module in more.items():
+        fn = getattr(importlib.import_module(module), f)
+        fns[f] = partial(fn, device=device) if family == "torch" else fn
     return Backend(
         name=name,
         dtypes=tuple(getattr(mod, "DTYPES", ("float64",))),
@@ -115,35 +131,6 @@ def _build(name: str) -> Backend:
         notes=str(getattr(mod, "NOTES", "")),
         **fns,
     )
-
-
-def _backward(name: str) -> Callable:
-    """The backward function of backend `name` (imported lazily, like the forward)."""
-    if name == "scratch":
-        from ..backward import scaled_dot_product_attention_backward
-
-        return scaled_dot_product_attention_backward
-    if name == "numpy":
-        from .numpy_backward import scaled_dot_product_attention_backward
-
-        return scaled_dot_product_attention_backward
-    from functools import partial
-
-    from .torch_backward import scaled_dot_product_attention_backward
-
-    return partial(scaled_dot_product_attention_backward, device=name.removeprefix("torch-"))
-
-
-def _torch_flex(device: str) -> dict[str, Callable]:
-    """The torch backend's flex_attention and its backward, bound to `device`."""
-    from functools import partial
-
-    from . import torch_flex
-
-    return {
-        f: partial(getattr(torch_flex, f), device=device)
-        for f in ("flex_attention", "flex_attention_backward")
-    }
 
 
 def get(name: str) -> Backend:

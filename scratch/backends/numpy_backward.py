@@ -18,7 +18,6 @@ Rows with every key masked follow `masked_rows` as in the ground truth (scratch/
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 
 import numpy as np
@@ -30,7 +29,7 @@ from ..validate import check_positive_int
 from ..variants import Causal
 from . import numpy_backend, numpy_backward_tiles
 from .numpy_backend import build_mask
-from .numpy_inputs import _array, _dtype, not_finite  # noqa: F401 (numpy_flex_backward reads _array here)
+from .numpy_inputs import Draws, GroupedHeads, _array, _dtype, forward_output
 
 KERNELS = ("explicit", "tiled")
 BLOCK = 64  # the general tiled loop's tile edge (the fast loop has its own: numpy_backward_tiles)
@@ -40,24 +39,7 @@ DTYPES = ("float32", "float64")
 # ---------------------------------------------------------------- inputs
 
 
-def _draws(rng: object, shape: tuple) -> np.ndarray:
-    """Uniform [0, 1) draws, row-major, by the numpy forward's rule (Generator, seed, Random)."""
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        rng = np.random.default_rng(int(rng))
-    if rng is None:
-        rng = random
-    if isinstance(rng, np.random.Generator):
-        return rng.random(shape)
-    if not callable(getattr(rng, "random", None)):
-        raise TypeError(
-            f"rng: expected a numpy.random.Generator, an int seed, a random.Random or None, "
-            f"found {type(rng).__name__}"
-        )
-    n = math.prod(shape)
-    return np.fromiter((rng.random() for _ in range(n)), np.float64, n).reshape(shape)
-
-
-class _Problem:
+class _Problem(GroupedHeads):
     """Validated inputs of one call, as arrays, with the GQA group size."""
 
     def __init__(self, query, key, value, options: Options, dtype):
@@ -99,16 +81,6 @@ class _Problem:
             return np.where(m, scaled, scaled - np.inf).astype(self.dtype, copy=False)
         return (scaled + m).astype(self.dtype, copy=False)
 
-    def repeat_kv(self, x: np.ndarray) -> np.ndarray:
-        """(..., Hkv, n, c) -> (..., Hq, n, c): query head h reads kv head h // group."""
-        return np.repeat(x, self.group, axis=-3) if self.group > 1 else x
-
-    def sum_groups(self, x: np.ndarray) -> np.ndarray:
-        """(..., Hq, n, c) -> (..., Hkv, n, c): the kv gradient sums its group's query heads."""
-        if self.group == 1:
-            return x
-        return x.reshape(x.shape[:-3] + (-1, self.group) + x.shape[-2:]).sum(axis=-3)
-
 
 # ---------------------------------------------------------------- forward with log-sum-exp
 
@@ -117,7 +89,8 @@ def _keep_mask(p: _Problem, rng: object) -> np.ndarray | None:
     """The forward's keep mask (..., L, S) bools (True: the weight is kept), or None."""
     if p.dropout_p == 0.0:
         return None
-    return _draws(rng, p.lead + (p.L, p.S)) >= p.dropout_p
+    # the numpy forward's draws (Generator, seed, Random); rng None: the `random` module's stream
+    return Draws(random if rng is None else rng)(p.lead + (p.L, p.S)) >= p.dropout_p
 
 
 def dropped(x: np.ndarray, keep: np.ndarray, p: _Problem) -> np.ndarray:
@@ -317,20 +290,14 @@ def gradients_of(
     if kernel == "explicit":
         return _explicit(p, g, keep)
     block = None if block_size is None else check_positive_int(block_size, "block_size")
-    if (output is None) != (lse is None):
-        raise ValueError("output, lse: pass both (from forward_with_lse) or neither")
-    if output is None and keep is None:  # the chunked forward (forward_with_lse's kernel)
-        output, lse = output_and_lse(p.q, p.k, p.v, options, dtype=p.dtype)
-    elif output is None:  # dropout: this call's keep mask (the rng stream was read above)
-        output, lse = _forward_tiled(p, keep, block or BLOCK)
-    else:
-        output = np.asarray(output, dtype=p.dtype)
-        lse = np.asarray(lse, dtype=p.dtype)
-        if output.shape != g.shape:
-            raise ValueError(f"output: expected shape {g.shape}, found {output.shape}")
-        if lse.shape != g.shape[:-1]:
-            raise ValueError(f"lse: expected shape {g.shape[:-1]} (..., L), found {lse.shape}")
+    given = forward_output(output, lse, g.shape, p.dtype, "forward_with_lse")
+    if given is not None:
+        output, lse = given
         _check_lse(p, lse)
+    elif keep is None:  # the chunked forward (forward_with_lse's kernel)
+        output, lse = output_and_lse(p.q, p.k, p.v, options, dtype=p.dtype)
+    else:  # dropout: this call's keep mask (the rng stream was read above)
+        output, lse = _forward_tiled(p, keep, block or BLOCK)
     return _tiled(p, g, keep, output, lse, block)
 
 

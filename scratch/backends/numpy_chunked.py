@@ -47,6 +47,7 @@ import threading
 import numpy as np
 
 from ..options import Options
+from ..plan import kv_index
 from ..variants import Causal
 from .numpy_chunk_rows import finish, log_sum_exp, row_norms, safe_ranges
 from .numpy_threads import cores, share, single_threaded_blas
@@ -94,13 +95,6 @@ def kernel_detail(dtype: np.dtype, float_mask: bool) -> tuple[str, str]:
         reason = "float64" if dtype != np.float32 else "a float mask or score_mod (in base e units)"
         return "exp", f"exp ({reason}; exp2 is used for float32 on this host)"
     return name, why
-
-
-def _kv_index(index: tuple[int, ...], group: int) -> tuple[int, ...]:
-    """The key/value leading index for a query leading index (GQA: head h -> h // group)."""
-    if group == 1:
-        return index
-    return index[:-1] + (index[-1] // group,)
 
 
 class _Tiles:
@@ -422,7 +416,7 @@ def chunked_output(
 
     def run(tiles: _Tiles, index: tuple, i0: int, i1: int) -> None:
         """Rows i0:i1 of one (batch, head) problem into `output`."""
-        kv = _kv_index(index, group)
+        kv = kv_index(index, group)
         mask_b = None if mask is None else mask[index]
         q_rows = q[index][i0:i1]  # (n, E)
         # step 0: fold scale (and log2(e)) into this chunk of q, in the worker's buffer

@@ -29,7 +29,7 @@ from ..variants.sinks import sink_logits
 from .numpy_chunk_rows import row_norms
 from .numpy_chunked import KEY_BLOCK, chunked_output
 from .numpy_flex_plan import FlexPlan, create_block_mask
-from .numpy_inputs import _array, _dtype, not_finite
+from .numpy_inputs import GroupedHeads, _array, _dtype, not_finite
 from .numpy_threads import cores, share
 
 KERNELS = ("chunked", "explicit")
@@ -82,7 +82,7 @@ def finite_with_key_norms(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.nda
     return k_norm
 
 
-class FlexProblem:
+class FlexProblem(GroupedHeads):
     """Validated arrays of one call: q (B, H, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev)."""
 
     def __init__(self, query: object, key: object, value: object, options: FlexOptions):
@@ -101,15 +101,6 @@ class FlexProblem:
         self.scale = check_scale(options.scale, E)
         self.dtype = dtype
         self.plan = FlexPlan(options.score_mod, options.block_mask, sink_logits(sinks, H))
-
-    def repeat_kv(self, x: np.ndarray) -> np.ndarray:
-        """(B, Hkv, n, c) -> (B, H, n, c): query head h reads kv head h // group."""
-        return np.repeat(x, self.group, axis=1) if self.group > 1 else x
-
-    def sum_groups(self, x: np.ndarray) -> np.ndarray:
-        """(B, H, n, c) -> (B, Hkv, n, c): a kv head's gradient sums its group's query heads."""
-        B, H, n, c = x.shape
-        return x if self.group == 1 else x.reshape(B, H // self.group, self.group, n, c).sum(2)
 
 
 def explicit_scores(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:

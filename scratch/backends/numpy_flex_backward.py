@@ -19,9 +19,9 @@ import numpy as np
 
 from ..front_doors import flex_backward_door
 from ..options import FlexOptions
-from ..validate import check_positive_int
-from .numpy_backward import _array
+from ..validate import check_grad_output, check_positive_int
 from .numpy_flex import FlexProblem, chunked, explicit_scores, explicit_softmax
+from .numpy_inputs import _array, forward_output
 
 KERNELS = ("tiled", "explicit")
 BLOCK = 128  # the tiled kernel's tile edge without a block mask (with one: its block size)
@@ -123,24 +123,13 @@ def gradients_of(
     x = FlexProblem(query, key, value, options)
     B, H, _, L, _, _, Ev = x.shape
     g = _array(grad_output, "grad_output", x.dtype)
-    if g.shape != (B, H, L, Ev):
-        raise ValueError(
-            f"grad_output: expected the output's shape {(B, H, L, Ev)}, found {g.shape}"
-        )
+    check_grad_output(g.shape, (B, H, L, Ev))
     if kernel == "explicit":
         grads, d_sinks = explicit(x, g)
     else:
         block = check_positive_int(block, "block")
-        if (output is None) != (lse is None):
-            raise ValueError("output, lse: pass both (from flex_attention, return_lse) or neither")
-        if output is None:
-            output, lse = chunked(x, None, block)
-        output, lse = np.asarray(output, x.dtype), np.asarray(lse, x.dtype)
-        if output.shape != g.shape or lse.shape != g.shape[:-1]:
-            raise ValueError(
-                f"output, lse: expected shapes {g.shape} and {g.shape[:-1]}, found "
-                f"{output.shape} and {lse.shape}"
-            )
+        given = forward_output(output, lse, g.shape, x.dtype, "flex_attention, return_lse")
+        output, lse = given if given is not None else chunked(x, None, block)
         grads, d_sinks = tiled(x, g, output, lse, block)
     return grads if d_sinks is None else (*grads, d_sinks)
 

@@ -239,12 +239,37 @@ def not_finite(name: str) -> ValueError:
 
 def _dtype(dtype: object, *inputs: object) -> np.dtype:
     """float32 when asked or when every input is a float32 array, else float64."""
-    if dtype is not None:
-        text = str(dtype).replace("torch.", "")
-        if text not in BACKWARD_DTYPES:
-            raise ValueError(
-                f"dtype: expected one of {', '.join(BACKWARD_DTYPES)} or None, found {dtype!r}"
-            )
-        return np.dtype(text)
-    kinds = {str(getattr(x, "dtype", "")).replace("torch.", "") for x in inputs}
-    return np.dtype(np.float32) if kinds == {"float32"} else np.dtype(np.float64)
+    return np.dtype(validate.dtype_of(dtype, inputs, BACKWARD_DTYPES))
+
+
+def forward_output(output: object, lse: object, shape: tuple, dtype: np.dtype, source: str):
+    """A backward's given forward: (output (shape), lse (shape[:-1])) as `dtype` arrays, or None
+    when neither is given; ValueError when only one is or a shape is not the output's."""
+    if (output is None) != (lse is None):
+        raise ValueError(f"output, lse: pass both (from {source}) or neither")
+    if output is None:
+        return None
+    output, lse = np.asarray(output, dtype), np.asarray(lse, dtype)
+    if output.shape != shape or lse.shape != shape[:-1]:
+        raise ValueError(
+            f"output, lse: expected shapes {shape} (..., L, Ev) and {shape[:-1]} (..., L), "
+            f"found {output.shape} and {lse.shape}"
+        )
+    return output, lse
+
+
+class GroupedHeads:
+    """What a problem whose query heads share kv heads in groups of `group` (GQA) does with
+    (..., heads, n, c) arrays: numpy_backward's and numpy_flex's."""
+
+    group: int
+
+    def repeat_kv(self, x: np.ndarray) -> np.ndarray:
+        """(..., Hkv, n, c) -> (..., H, n, c): query head h reads kv head h // group."""
+        return np.repeat(x, self.group, axis=-3) if self.group > 1 else x
+
+    def sum_groups(self, x: np.ndarray) -> np.ndarray:
+        """(..., H, n, c) -> (..., Hkv, n, c): a kv head's gradient sums its group's query heads."""
+        if self.group == 1:
+            return x
+        return x.reshape(x.shape[:-3] + (-1, self.group) + x.shape[-2:]).sum(axis=-3)

@@ -21,24 +21,13 @@ import torch.nn.functional as F
 from ..front_doors import backward_door
 from ..options import Options
 from ..plan import plan_attention
+from ..validate import dtype_of
+from .torch_compat import mask_empty_rows
 from .torch_math import build_mask, repeat_kv
 
 KERNELS = ("autograd", "explicit")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 _WIDE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
-
-
-def _storage(dtype: object, inputs: tuple) -> torch.dtype:
-    """The dtype asked for, or the inputs' common float dtype (float64 for lists)."""
-    if dtype is not None:
-        text = str(dtype).replace("torch.", "")
-        if text not in DTYPES:
-            raise ValueError(f"dtype: expected one of {', '.join(DTYPES)} or None, found {dtype!r}")
-        return getattr(torch, text)
-    kinds = {str(getattr(x, "dtype", "")).replace("torch.", "") for x in inputs}
-    return (
-        getattr(torch, kinds.pop()) if len(kinds) == 1 and kinds <= set(DTYPES) else torch.float64
-    )
 
 
 def _tensor(x: object, name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -117,10 +106,10 @@ def _safe_softmax(q, kr, scale, mask, full, masked_rows) -> torch.Tensor:
 def _autograd(q, k, v, g, mask, scale, group, masked_rows, keep):
     """torch.autograd.grad of the forward at dO = g."""
     q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
-    S = k.shape[-2]
     with torch.enable_grad():
         kr, vr = repeat_kv(k, q), repeat_kv(v, q)
-        full = _full_rows(mask, q.shape[:-1] + (S,))  # (..., L, 1) or None
+        full = None if mask is None else mask_empty_rows(mask)  # (..., L, 1) or None
+        full = None if full is None else full.expand(q.shape[:-1] + (1,))
         if keep is not None or full is not None and masked_rows == "nan":
             full = full if full is not None else torch.zeros((), dtype=torch.bool)
             P = _safe_softmax(q, kr, scale, mask, full, masked_rows)
@@ -137,16 +126,6 @@ def _autograd(q, k, v, g, mask, scale, group, masked_rows, keep):
             elif full is not None:  # "uniform": the mean of the values, no gradient to q, k
                 out = torch.where(full, vr.mean(dim=-2, keepdim=True), out)
         return torch.autograd.grad(out, (q, k, v), g)
-
-
-def _full_rows(mask, target) -> torch.Tensor | None:
-    """(..., L, 1) True where the mask leaves a row no key; None when no row is empty."""
-    if mask is None:
-        return None
-    empty = ~mask.any(-1) if mask.dtype == torch.bool else torch.isneginf(mask).all(-1)
-    if not bool(empty.any()):
-        return None
-    return empty.unsqueeze(-1).expand(target[:-1] + (1,))
 
 
 def _explicit(q, k, v, g, mask, scale, group, masked_rows, keep, storage):
@@ -197,7 +176,7 @@ def gradients_of(
     if kernel not in KERNELS:
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
     device = torch.device(device)
-    storage = _storage(dtype, (query, key, value))
+    storage = getattr(torch, dtype_of(dtype, (query, key, value), DTYPES))
     wide = _WIDE.get(storage, storage)
     q, k, v = (
         _tensor(x, n, storage, device).to(wide)

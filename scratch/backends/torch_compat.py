@@ -86,7 +86,7 @@ def fused_with_lse(heads: Heads) -> tuple[torch.Tensor, torch.Tensor, str]:
         )
     else:
         output = fused(heads)
-    fully = _mask_empty_rows(mask) if mask is not None else None
+    fully = mask_empty_rows(mask) if mask is not None else None
     if fully is not None:  # the op reports 0 there; the sum of exp is 0, its log -inf
         lse = lse.masked_fill(fully.squeeze(-1), -math.inf)
     return output, lse, f"lse from torch's fused CPU kernel (aten.{_FLASH_CPU})"
@@ -167,7 +167,7 @@ def _empty_rows_policy(output, q, k, v, mask, is_causal, scale, options, gen) ->
     from_data = _scores_may_overflow(q, k, scale)
     if mask is None and not from_data:
         return output
-    fully = _empty_rows(q, k, mask, is_causal, scale) if from_data else _mask_empty_rows(mask)
+    fully = _empty_rows(q, k, mask, is_causal, scale) if from_data else mask_empty_rows(mask)
     if fully is None:
         return output
     if masked_rows == "zero":
@@ -182,7 +182,7 @@ def _empty_rows_policy(output, q, k, v, mask, is_causal, scale, options, gen) ->
     return torch.where(fully, row, output)
 
 
-def _mask_empty_rows(mask: torch.Tensor) -> torch.Tensor | None:
+def mask_empty_rows(mask: torch.Tensor) -> torch.Tensor | None:
     """(..., L, 1) True where the mask leaves a row no key; None when no row is empty."""
     # one reduction over the mask (not the scores): a row's largest entry says if it is empty
     if mask.dtype == torch.bool:  # bool reductions are slow in torch: reduce the bytes instead
@@ -243,4 +243,4 @@ def _sdpa_zeroes_empty_rows(device: torch.device, dtype: torch.dtype) -> bool:
     return _ZEROES_CACHE[key]
 
 
-__all__ = ["fused", "fused_with_lse"]
+__all__ = ["fused", "fused_with_lse", "mask_empty_rows"]

@@ -33,7 +33,7 @@ from torch.nn.attention.flex_attention import flex_attention as torch_flex_atten
 
 from scratch.front_doors import flex_backward_door, flex_door
 from scratch.options import FlexOptions
-from scratch.validate import check_flag
+from scratch.validate import check_flag, check_grad_output
 
 from .torch_flex_compile import compile_problem, compiled_flex_attention
 from .torch_flex_explicit import explicit_steps
@@ -137,9 +137,7 @@ def gradients_of(
     B, H, L, _ = call.shape
     Ev = call.v.shape[3]
     d_out = call.place.tensor(grad_output, "grad_output", min_dims=0)
-    if tuple(d_out.shape) != (B, H, L, Ev):
-        found = tuple(d_out.shape)
-        raise ValueError(f"grad_output: expected the output's shape {(B, H, L, Ev)}, found {found}")
+    check_grad_output(tuple(d_out.shape), (B, H, L, Ev))
     chosen = choose_kernel(call, kernel, call.sinks is not None, grad=True)
     leaves = [t.detach().requires_grad_() for t in (call.q, call.k, call.v)]
     if call.sinks is not None:

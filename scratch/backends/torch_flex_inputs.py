@@ -14,7 +14,7 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask as TorchBlockMask
 from torch.nn.attention.flex_attention import create_block_mask
 
-from scratch.flex import check_call
+from scratch.flex import check_block_shape, check_call
 from scratch.options import FlexOptions
 from scratch.validate import check_scale
 from scratch.variants.sinks import sink_logits
@@ -67,16 +67,6 @@ def _sinks(sinks: object, H: int, place: Placement) -> torch.Tensor | None:
     return torch.tensor(logits, device=place.device, dtype=place.wide)
 
 
-def _torch_block(block_mask: TorchBlockMask, B: int, H: int, L: int, S: int) -> None:
-    """A torch BlockMask must be made for this call's sizes (B or H may be 1)."""
-    mb, mh, ml, ms = block_mask.shape
-    if mb not in (1, B) or mh not in (1, H) or (ml, ms) != (L, S):
-        raise ValueError(
-            f"block_mask: made for shape {tuple(block_mask.shape)}, expected (B, H, L, S) = "
-            f"{(B, H, L, S)} (B or H may be 1)"
-        )
-
-
 def prepare(
     query: object, key: object, value: object, options: FlexOptions, device, dtype
 ) -> FlexCall:
@@ -89,7 +79,7 @@ def prepare(
     checked = replace(options, block_mask=None) if given else options  # torch's: checked below
     B, H, _, L, S, E, _ = check_call(*shapes, checked)
     if given is not None:
-        _torch_block(given, B, H, L, S)
+        check_block_shape(tuple(given.shape), B, H, L, S)
         mask_mod, mask_shape, size = given.mask_mod, None, 128
     elif block_mask is not None:
         mask_mod, mask_shape = torch_form(block_mask.mask_mod, "mask"), block_mask.shape[:2]

@@ -7,6 +7,8 @@ import math
 import struct
 from collections.abc import Callable
 
+from .cases import Case
+
 ARRAYS = ("numpy", "torch", "list")
 
 
@@ -143,3 +145,59 @@ def _take_nested(x: list, rows: list[int], depth: int) -> list:
     if depth == 0:
         return [x[i] for i in rows]
     return [_take_nested(a, rows, depth - 1) for a in x]
+
+
+class Inputs:
+    """A prepared case's inputs in the caller's arrays: made once, fresh copies for each call.
+
+    Reads .dtype, .raw (the positional inputs as drawn: q, k, v and for a backward case
+    grad_output), .extra (keyword -> values as drawn, None where unused), .kwargs, ._masters."""
+
+    NAMES = ("query", "key", "value", "grad_output")
+
+    def masters(self, arrays: Arrays) -> tuple:
+        """The positional inputs, then each extra (or None), in the caller's array type."""
+        key = (arrays.array, str(arrays.device))
+        if key not in self._masters:
+            made = tuple(arrays.make(x, self.dtype) for x in self.raw)
+            extra = tuple(
+                None if x is None else arrays.make(x, self.dtype) for x in self.extra.values()
+            )
+            self._masters = {key: made + extra}  # one array type at a time
+        return self._masters[key]
+
+    def call_args(self, arrays: Arrays) -> tuple[tuple, dict]:
+        """Fresh copies of the inputs and the keywords the case needs, as fn gets them."""
+        made, n = self.masters(arrays), len(self.raw)
+        args = tuple(arrays.copy(x) for x in made[:n])
+        kwargs = dict(self.kwargs)
+        for word, master in zip(self.extra, made[n:]):
+            if master is not None:
+                kwargs[word] = arrays.copy(master)
+        return args, kwargs
+
+    def mutated(self, arrays: Arrays, args: tuple, kwargs: dict) -> list[str]:
+        """The inputs fn changed in place (compared with the masters they were copied from)."""
+        made, n = self.masters(arrays), len(self.raw)
+        names = [
+            name
+            for name, got, master in zip(self.NAMES, args, made[:n])
+            if not arrays.same(got, master)
+        ]
+        for word, master in zip(self.extra, made[n:]):
+            if master is not None and not arrays.same(kwargs[word], master):
+                names.append(word)
+        return names
+
+
+def made_in(arrays: Arrays, dtype: str, tensors: tuple, mask: object, case: Case) -> tuple:
+    """The tensors (and mask) made in the caller's array type and read back as the kernel sees
+    them: (masters, floats read back, mask master, mask as the ground truth should take it)."""
+    masters = tuple(arrays.make(x, dtype) for x in tensors)
+    floats = tuple(arrays.floats(x) for x in masters)
+    mask_master = None
+    if mask is not None:
+        mask_master = arrays.make(mask, dtype)
+        if case.mask == "float":
+            mask = arrays.floats(mask_master)
+    return masters, floats, mask_master, mask

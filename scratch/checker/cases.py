@@ -21,13 +21,17 @@ FEATURES = {
     "float32": "float32",
     "float64": "float64",
 }
+BACKWARD_FEATURES = (*FEATURES, "dropout")  # what check_backward's `require=` may name
 TWO_PI = 2.0 * math.pi  # random.gauss's TWOPI
 RAMP = 3.0  # late-max cases: a score offset of RAMP^2 * 4 (j/S) / sqrt(E), rising along the keys
 
 
 @dataclass(frozen=True)
 class Case:
-    """One seeded test input: shapes, the keywords fn gets, and which features it needs."""
+    """One seeded test input: shapes, the keywords fn gets, and which features it needs.
+
+    A backward case is a case with a grad_output (and perhaps dropout); a variant case is a case
+    with a variant's parameters (variant_cases.VariantCase)."""
 
     name: str
     q: tuple[int, ...]
@@ -41,6 +45,8 @@ class Case:
     q_size: float = 1.0  # spread of q; large values make exp overflow without max subtraction
     late_max: bool = False  # scores rise along the keys: the last key block holds each row's max
     rows: int = 0  # > 0: the ground truth computes only this many seeded query rows per head
+    dropout_p: float = 0.0  # backward cases: fn gets dropout_p and the forward's kept entries
+    grad_output: bool = False  # a backward case: fn also gets a seeded dO, returns (dq, dk, dv)
 
     def features(self, dtype: str) -> tuple[str, ...]:
         """Optional features (keys of FEATURES): fn may refuse a case that uses one."""
@@ -59,6 +65,8 @@ class Case:
             found.append("ev")
         if self.dtype is not None and self.dtype != dtype:
             found.append(self.dtype)
+        if self.dropout_p:
+            found.append("dropout")
         return tuple(found)
 
     def keywords(self) -> dict:
@@ -91,6 +99,8 @@ class Case:
             words.append("row max in the last key block")
         if self.rows:
             words.append(f"{self.rows} sampled rows per head")
+        if self.dropout_p:
+            words.append(f"dropout_p={self.dropout_p:g} with the forward's mask")
         return ", ".join(words) or "-"
 
 
@@ -188,6 +198,15 @@ def normals(rng: random.Random, n: int, size: float = 1.0) -> list[float]:
     if n % 2:  # the last one: rng keeps its sin half, as after the same number of calls
         out.append(rng.gauss(0.0, size))
     return out
+
+
+def draw(rng: random.Random, case: Case) -> tuple[list, list, list, list | None]:
+    """The case's seeded q, k, v (the late max added) and mask, drawn in this order."""
+    q = gauss(rng, case.q, case.q_size)
+    k, v = gauss(rng, case.k), gauss(rng, case.v)
+    if case.late_max:
+        add_late_max(q, k)
+    return q, k, v, mask_values(rng, case, case.q[-2], case.k[-2])
 
 
 def add_late_max(q: list, k: list) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from .arrays import ARRAYS
 from .cases import CASE_SETS, FEATURES
-from .run import check
+from .doors import check, check_backward, check_variants, check_variants_backward
 
 
 def load(target: str) -> Callable:
@@ -126,8 +126,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_backward(args: argparse.Namespace, settings: dict) -> object:
     """check_backward for --backward or --autograd; ValueError for a clash of options."""
-    from .backward_run import check_backward
-
     if args.backward and args.autograd:
         raise ValueError("--backward and --autograd: give one of them")
     if args.autograd and args.array != "torch":
@@ -141,13 +139,9 @@ def _check_variants(args: argparse.Namespace, settings: dict) -> object:
     """check_variants on the function, or check_variants_backward with --backward."""
     del settings["cases"], settings["masked_rows"]
     if args.backward:
-        from .variant_backward_run import check_variants_backward
-
         return check_variants_backward(
             load(args.backward), variant_style=args.variant_style, **settings
         )
     if args.function is None:
         raise ValueError("function: expected package.module:function (or --backward)")
-    from .variant_run import check_variants
-
     return check_variants(load(args.function), variant_style=args.variant_style, **settings)

@@ -15,20 +15,21 @@ from ..options import Options
 from ..rows import attention_rows, sample_rows
 from ..tolerance import tolerance
 from ..weights_tolerance import weights_tolerance
-from .arrays import Arrays
-from .cases import Case, add_late_max, gauss, mask_values
+from .arrays import Arrays, Inputs, made_in
+from .cases import Case, draw
 
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 64
 
 
 @dataclass
-class Prepared:
+class Prepared(Inputs):
     """A case's inputs (masters in the caller's arrays, float lists), truth, weights and bound."""
 
     case: Case
     dtype: str
-    raw: tuple  # q, k, v, mask as drawn (float64 lists, before rounding to the dtype)
+    raw: tuple  # q, k, v as drawn (float64 lists, before rounding to the dtype)
+    extra: dict  # attn_mask as drawn (None: no mask)
     kwargs: dict  # is_causal, scale, enable_gqa
     mask: list | None  # the mask as float64 lists (bools for a bool mask)
     rows: list[int] | None  # the sampled query rows (large cases), else None: every row
@@ -40,25 +41,6 @@ class Prepared:
     np_ready: bool = False
     _memo: dict = field(default_factory=dict)
     _masters: dict = field(default_factory=dict)
-
-    def masters(self, arrays: Arrays) -> tuple:
-        """(q, k, v, mask or None) in the caller's array type; every call gets fresh copies."""
-        key = (arrays.array, str(arrays.device))
-        if key not in self._masters:
-            q, k, v, mask = self.raw
-            made = tuple(arrays.make(x, self.dtype) for x in (q, k, v))
-            mask_master = None if mask is None else arrays.make(mask, self.dtype)
-            self._masters = {key: made + (mask_master,)}  # one array type at a time
-        return self._masters[key]
-
-    def call_args(self, arrays: Arrays) -> tuple[tuple, dict]:
-        """Fresh copies of the inputs, as fn gets them."""
-        *made, mask_master = self.masters(arrays)
-        args = tuple(arrays.copy(x) for x in made)
-        kwargs = dict(self.kwargs)
-        if mask_master is not None:
-            kwargs["attn_mask"] = arrays.copy(mask_master)
-        return args, kwargs
 
     def numpy(self, k: list, v: list) -> None:
         """float64 arrays of truth, bound, live rows and the reference Problem (needs numpy)."""
@@ -117,7 +99,8 @@ class Prepared:
 
 
 def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
-    """The case's Prepared, from the cache when this process made it before.
+    """The case's Prepared (a backward case's BackwardPrepared, backward_cases.py), from the
+    cache when this process made it before.
 
     The ground truth depends on the rounded values only, and numpy, torch and lists round to
     the same IEEE values, so one Prepared serves every array type."""
@@ -125,7 +108,12 @@ def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    made = _prepare(case, arrays, dtype, seed, masked_rows)
+    if case.grad_output:
+        from .backward_cases import prepare_backward
+
+        made = prepare_backward(case, arrays, dtype, seed, masked_rows)
+    else:
+        made = _prepare(case, arrays, dtype, seed, masked_rows)
     if not case.rows:  # the 4096-token cases are too big to keep
         _CACHE[key] = made
         while len(_CACHE) > _CACHE_SIZE:
@@ -133,29 +121,11 @@ def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str)
     return made
 
 
-def made_in(arrays: Arrays, dtype: str, tensors: tuple, mask: object, case: Case) -> tuple:
-    """The tensors (and mask) made in the caller's array type and read back as the kernel sees
-    them: (masters, floats read back, mask master, mask as the ground truth should take it)."""
-    masters = tuple(arrays.make(x, dtype) for x in tensors)
-    floats = tuple(arrays.floats(x) for x in masters)
-    mask_master = None
-    if mask is not None:
-        mask_master = arrays.make(mask, dtype)
-        if case.mask == "float":
-            mask = arrays.floats(mask_master)
-    return masters, floats, mask_master, mask
-
-
 def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
     """Seeded inputs made in the caller's array type, read back, and the ground truth on them."""
-    rng = random.Random(f"{seed}:{case.name}")
-    q = gauss(rng, case.q, case.q_size)
-    k, v = gauss(rng, case.k), gauss(rng, case.v)
-    if case.late_max:
-        add_late_max(q, k)
-    L, S = case.q[-2], case.k[-2]
-    mask = mask_values(rng, case, L, S)
-    raw = (q, k, v, mask)
+    q, k, v, mask = draw(random.Random(f"{seed}:{case.name}"), case)
+    L = case.q[-2]
+    raw, extra = (q, k, v), {"attn_mask": mask}
     masters, (q, k, v), mask_master, mask = made_in(arrays, dtype, (q, k, v), mask, case)
     kwargs = case.keywords()
     options = dict(
@@ -182,7 +152,7 @@ def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
     )
     bound = tolerance(*bound_inputs[0], **bound_inputs[1])
     prep = Prepared(
-        case, dtype, raw, kwargs, mask, rows, q_rows, truth, weights, bound, bound_inputs
+        case, dtype, raw, extra, kwargs, mask, rows, q_rows, truth, weights, bound, bound_inputs
     )
     prep._masters[(arrays.array, str(arrays.device))] = masters + (mask_master,)
     try:

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from ..variants import Variant, mask_variants
+from .cases import Case
 
 # what `require=` may name for check_variants, and how the verdict names each
 VARIANT_FEATURES = {
@@ -38,13 +39,9 @@ VARIANT_FEATURES.update({key: cls.label for key, cls in DERIVED.items()})
 
 
 @dataclass(frozen=True)
-class VariantCase:
-    """One seeded input: shapes and the variant's parameters (None / False: not used)."""
+class VariantCase(Case):
+    """A case with a variant's parameters (None / False: not used); gqa follows the shapes."""
 
-    name: str
-    q: tuple[int, int, int, int]
-    k: tuple[int, int, int, int]
-    v: tuple[int, int, int, int]
     causal: bool = False  # key j seen iff j <= i + S - L
     window: tuple[int, int] | None = None  # (left, right): FlashAttention's window_size
     softcap: float | None = None  # cap * tanh(score / cap), on the scaled score
@@ -56,9 +53,10 @@ class VariantCase:
     rotary: str | None = None  # RoPE pairing, 'half' or 'interleaved' (q, k arrive unrotated)
     q_size: float = 1.0  # spread of q (softcap cases: large scores, so the cap matters)
     # a registered mask: (key, ((parameter, value), ...)), bottom-right as every rule here
-    mask: tuple[str, tuple[tuple[str, object], ...]] | None = None
+    registered_mask: tuple[str, tuple[tuple[str, object], ...]] | None = None
 
     def __post_init__(self):
+        object.__setattr__(self, "gqa", self.q[1] != self.k[1])  # more query heads than kv heads
         L, S = self.q[2], self.k[2]
         if (self.alibi or self.cu_seqlens) and L != S:
             raise ValueError(f"{self.name}: ALiBi and documents cases need L == S")
@@ -70,12 +68,7 @@ class VariantCase:
         """Where the diagonal sits: query i at position i + shift (S - L, bottom-right)."""
         return self.k[2] - self.q[2]
 
-    @property
-    def gqa(self) -> bool:
-        """More query heads than kv heads."""
-        return self.q[1] != self.k[1]
-
-    def features(self) -> tuple[str, ...]:
+    def features(self, dtype: str = "") -> tuple[str, ...]:
         """The features (keys of VARIANT_FEATURES) the case uses."""
         on = {
             "causal": self.causal,
@@ -90,16 +83,16 @@ class VariantCase:
             "rope": self.rotary is not None,
             "gqa": self.gqa,
         }
-        if self.mask is not None:
-            on[self.mask[0]] = True
+        if self.registered_mask is not None:
+            on[self.registered_mask[0]] = True
         return tuple(name for name, used in on.items() if used)
 
     def registered(self, shift: int | None = None, changed: tuple = ()) -> Variant | None:
         """The registered mask (None: none) at the diagonal `shift` (None: the case's), with
         the parameters in `changed` ((name, value), ...) replacing the case's."""
-        if self.mask is None:
+        if self.registered_mask is None:
             return None
-        key, params = self.mask
+        key, params = self.registered_mask
         L, S = self.q[2], self.k[2]
         shift = self.shift if shift is None else shift
         return mask_variants()[key].chosen(dict(params + changed), L, S, shift, S)
@@ -125,9 +118,9 @@ class VariantCase:
             words.append(f"chunk={self.chunk}")
         if self.rotary is not None:
             words.append(f"RoPE {self.rotary}")
-        if self.mask is not None:
-            values = ", ".join(f"{name}={value}" for name, value in self.mask[1])
-            words.append(f"{self.mask[0]}({values})")
+        if self.registered_mask is not None:
+            values = ", ".join(f"{name}={value}" for name, value in self.registered_mask[1])
+            words.append(f"{self.registered_mask[0]}({values})")
         if self.gqa:
             words.append("GQA")
         if self.shift > 0:
@@ -183,7 +176,7 @@ def registered_cases() -> list[VariantCase]:
         VariantCase(
             key.replace("_", "-"),
             **_shapes(2, 2, 20, 24, 16),
-            mask=(key, tuple((p.key, p.default) for p in cls.params)),
+            registered_mask=(key, tuple((p.key, p.default) for p in cls.params)),
         )
         for key, cls in DERIVED.items()
     ]

@@ -82,10 +82,12 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
     keyword of the mask ignored (style 'flash') or the whole mask_mod ignored ('flex')."""
     flash = style == "flash"
     found = []
-    rules = any(f in ignored.MASK_RULES for f in case.features()) or case.mask is not None
+    rules = any(f in ignored.MASK_RULES for f in case.features())
+    rules = rules or case.registered_mask is not None
     if not flash and rules:
         found.append((ignored.MASK_MOD, Planted(no_mask=True)))
-    if case.shift > 0 and (case.causal or case.window or case.chunk or case.prefix or case.mask):
+    shifted = case.causal or case.window or case.chunk or case.prefix or case.registered_mask
+    if case.shift > 0 and shifted:
         found.append((TOP_LEFT, Planted(shift=0)))
     if case.causal:
         found += [
@@ -124,7 +126,7 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
                 (f"prefix-LM prefix length off by one ({n} keys, not {case.prefix})",
                  Planted(prefix_edge=edge))
             )  # fmt: skip
-    if case.mask is not None:
+    if case.registered_mask is not None:
         found += registered_candidates(case)
     if case.chunk is not None:
         if flash:
@@ -140,7 +142,7 @@ def registered_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
     """A registered mask's integer parameters, each off by one (within the values it takes)."""
     rule, found = case.registered(), []
     for p in rule.params:
-        value = dict(case.mask[1])[p.key]
+        value = dict(case.registered_mask[1])[p.key]
         if p.is_list:
             continue
         for n in (value - 1, value + 1):

@@ -134,7 +134,7 @@ def keywords(
     else:
         if case.prefix is not None:
             raise NoKeyword("FlashAttention's keywords have none for prefix-LM (use a mask_mod)")
-        if case.mask is not None:
+        if case.registered_mask is not None:
             label = case.registered().label
             raise NoKeyword(f"FlashAttention's keywords have none for {label} (use a mask_mod)")
         if case.causal:

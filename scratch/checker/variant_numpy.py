@@ -108,7 +108,7 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
     if case.chunk is not None and not p.no_chunk:
         n = case.chunk if p.chunk is None else p.chunk
         seen &= j // n == i // n
-    if case.mask is not None:  # a registered mask: its own mask_mod on the index arrays
+    if case.registered_mask is not None:  # a registered mask: its own mask_mod on the index arrays
         rule = case.registered(shift, p.params)
         seen &= rule.mask_mod_array(0, 0, np.arange(L)[:, None], j, np)
     if p.last_key_unseen:

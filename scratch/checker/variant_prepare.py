@@ -18,7 +18,7 @@ import numpy as np
 
 from ..flex import create_block_mask, flex_attention
 from ..rope import rotary
-from ..tolerance import UNIT_ROUNDOFF, ulp
+from ..tolerance import UNIT_ROUNDOFF
 from ..variants import (
     ALiBi,
     Causal,
@@ -31,7 +31,7 @@ from ..variants import (
     combine,
 )
 from .cases import gauss
-from .run import FLOOR_ULPS, RULE_FACTOR
+from .run import allowed_error
 from .variant_cases import VariantCase, rotary_tables
 from .variant_numpy import VariantData, attend
 
@@ -74,7 +74,7 @@ def truth_variant(case: VariantCase, slopes: list[float] | None):
         parts.append(Softcap(case.softcap))
     if case.alibi:
         parts.append(ALiBi(tuple(slopes)))
-    if case.mask is not None:
+    if case.registered_mask is not None:
         parts.append(case.registered())
     return combine(*parts) if parts else None
 
@@ -141,7 +141,7 @@ def prepare_variant(case: VariantCase, dtype: str, seed: int) -> VariantPrepared
             f"(more than rounding, {sane:.3g}): the checker's own rule and truth disagree"
         )
     top = float(np.max(np.abs(prep.truth)))
-    prep.allowed = RULE_FACTOR * prep.reference + FLOOR_ULPS * ulp(top, dtype)
+    prep.allowed = allowed_error(prep.reference, top, dtype)
     _CACHE[key] = prep
     while len(_CACHE) > 128:
         _CACHE.popitem(last=False)

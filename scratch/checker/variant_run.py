@@ -1,145 +1,228 @@
-"""check_variants: run a kernel on the variant cases, compare with scratch.flex_attention, name
-the mistake. See the README's checker section ("Variants")."""
+"""The variant kinds of case (check_variants and check_variants_backward, run.py): the output,
+or the gradients, compared with scratch.flex_attention's, the mistake named.
+
+The gradients' truth is scratch.flex_attention_backward on the rounded inputs (RoPE's gradients
+turned back with scratch.rotary_backward); each gradient passes under the forward's rule, with
+two correct reference backwards in the checked dtype (D from rowsum(dO * O) and from
+rowsum(P * dP)). See the README's checker section ("Variants").
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import random
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .arrays import ARRAYS, Arrays
-from .report import CaseResult, CheckReport, shape_text
-from .run import (
-    BadResult,
-    accepted_keywords,
-    call,
-    check_require,
-    check_settings,
-    finish,
-    kernel_raised,
-    run_all,
-    target_name,
+from ..flex_backward import flex_attention_backward
+from ..rope import rotary_backward
+from ..tolerance import UNIT_ROUNDOFF
+from .cases import gauss
+from .diagnosis import structural_score
+from .report import CaseResult
+from .run import Kind, allowed_error, call, not_taken
+from .variant_cases import VariantCase
+from .variant_diagnosis import diagnose, mask_candidates, score_candidates
+from .variant_keywords import NoKeyword, keywords
+from .variant_numpy import Planted, allowed
+from .variant_numpy_backward import GRADS, grads
+from .variant_prepare import SANE, VariantPrepared, prepare_variant, rounded, truth_inputs
+
+_CACHE: dict = {}
+SOFTCAP_GRAD = (
+    "softcap's backward misses its 1 - tanh^2(score / cap) factor (d cap tanh(s / cap) / ds)"
 )
-from .variant_cases import VARIANT_FEATURES, VariantCase, variant_cases
-from .variant_diagnosis import diagnose
-from .variant_keywords import NoKeyword, keywords, style_of
-from .variant_prepare import prepare_variant
+ROPE_GRAD = (
+    "RoPE's backward missing: the gradients of the rotated q and k returned, not turned back by "
+    "-angle to the unrotated inputs"
+)
 
 
-def check_variants(
-    fn: Callable,
-    *,
-    variant_style: str | None = None,
-    array: str = "numpy",
-    dtype: object = "float32",
-    device: object = None,
-    seed: int = 0,
-    require: object = (),
-    progress: Callable[[int, int, str], None] | None = None,
-) -> CheckReport:
-    """Run fn on the variant cases and compare each output with scratch.flex_attention's.
-
-    fn(q, k, v, **keywords) gets q (1, H, L, E), k, v (1, Hkv, S, E / Ev) and the case's
-    variant as FlashAttention's keywords (variant_style='flash': causal, window_size, softcap,
-    alibi_slopes, sinks, cu_seqlens_q / cu_seqlens_k, attention_chunk) or FlexAttention's
-    (variant_style='flex': mask_mod, score_mod, sinks); RoPE cases add rotary_cos, rotary_sin,
-    rotary_interleaved. The style is read from fn's parameters when not given. `require`
-    (e.g. "window,softcap") turns refused cases of those features into failures.
-    """
-    style, dtype, required, arrays = variant_settings(
-        fn, "fn", variant_style, array, dtype, device, seed, require
-    )
-    settings = (
-        f"variant_style={style}, array={array}, dtype={dtype}, device={device or 'default'}, "
-        f"seed={seed}" + (f", require={','.join(required)}" if required else "")
-    )
-    report = CheckReport(target_name(fn), settings)
-    accepts = accepted_keywords(fn)
-    run_all(
-        report,
-        variant_cases(dtype),
-        progress,
-        lambda c: run_case(fn, c, arrays, dtype, seed, style, accepts),
-    )
-    return finish(report, required)
-
-
-def variant_settings(fn, name: str, style, array, dtype, device, seed, require) -> tuple:
-    """(style, dtype, required features, Arrays), or a ValueError/TypeError naming the setting."""
-    if not callable(fn):
-        raise TypeError(
-            f"{name}: expected a callable attention function, found {type(fn).__name__}"
-        )
-    style = style_of(fn, style)
-    dtype, _ = check_settings(array, ARRAYS, "standard", ("standard",), seed, device, dtype, "zero")
-    if dtype not in ("float32", "float64"):
-        raise ValueError(f"dtype: the variant checker takes float32 or float64, found {dtype!r}")
-    required = check_require(require, tuple(VARIANT_FEATURES))
-    arrays = Arrays(array, device)
-    arrays.check_device()
-    return style, dtype, required, arrays
-
-
-def start_variant_case(
-    case: VariantCase, prep, arrays: Arrays, dtype: str, style: str, accepts
-) -> tuple[CaseResult, dict | None]:
-    """A variant case's result and the keywords of fn's style for it; None instead of the
-    keywords (the result 'unsupported', saying why) when fn cannot be given the variant."""
-    result = CaseResult(
-        case.name, shape_text(case.q, case.k, case.v), case.options(), dtype, "fail"
-    )
-    result.features = case.features()
+def variant_inputs(kind: Kind, case, result: CaseResult, made, prep, tensors: tuple):
+    """(made, args, keywords of fn's style), or None (unsupported) when fn cannot be given the
+    case's variant."""
     try:
-        kw = keywords(case, prep, arrays, dtype, style, accepts)
+        kw = keywords(case, prep, kind.arrays, kind.dtype, kind.style, kind.accepts)
     except NoKeyword as exc:
         result.status, result.message = "unsupported", str(exc)
-        return result, None
-    missing = [w for w in kw if accepts is not None and w not in accepts]
-    if missing:
-        result.status, result.message = "unsupported", f"fn takes no {missing[0]} keyword"
-        return result, None
-    return result, kw
+        return None
+    if not_taken(result, kw, kind.accepts):
+        return None
+    return made, tuple(kind.arrays.make(x.tolist(), kind.dtype) for x in tensors), kw
 
 
-def run_case(fn, case: VariantCase, arrays: Arrays, dtype: str, seed: int, style: str, accepts):
-    """One case: the keywords of fn's style, the call, the comparison, a diagnosis."""
-    prep = prepare_variant(case, dtype, seed)
-    result, kw = start_variant_case(case, prep, arrays, dtype, style, accepts)
-    if kw is None:
+class Variant(Kind):
+    """fn(q, k, v, **keywords of its style) -> output (1, H, L, Ev)."""
+
+    def inputs(self, case, result: CaseResult) -> tuple | None:
+        """The case's rounded inputs and its keywords."""
+        prep = prepare_variant(case, self.dtype, self.seed)
+        d = prep.data
+        return variant_inputs(self, case, result, prep, prep, (d.q, d.k, d.v))
+
+    def call(self, args: tuple, kwargs: dict) -> object:
+        """The output (weights, if returned, are not checked)."""
+        return call(self.fn, args, kwargs)[0]
+
+    def judge(self, result, prep: VariantPrepared, args, kwargs, out) -> CaseResult:
+        """Compare the output with the ground truth; diagnose a failure."""
+        try:
+            got = np.asarray(self.arrays.floats(out), dtype=np.float64)
+        except (TypeError, ValueError, AttributeError) as exc:  # None, a string, ragged lists...
+            result.message = f"fn's result is not an array of numbers: {type(out).__name__} ({exc})"
+            return result
+        expected = prep.truth.shape
+        if got.shape != expected:
+            result.message = f"output shape {got.shape}, expected {expected} (1, H, L, Ev)"
+            return result
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(got - prep.truth)
+        result.max_error = float(np.max(diff)) if np.all(np.isfinite(diff)) else float("inf")
+        result.bound = prep.allowed
+        result.ratio = result.max_error / prep.allowed if prep.allowed > 0 else float("inf")
+        result.diff = diff.tolist()
+        if result.ratio <= 1.0:
+            result.status = "pass"
+            return result
+        result.message = (
+            f"max error {result.max_error:.3g} > allowed {prep.allowed:.3g} ({2:g}x the largest "
+            f"error of the correct reference {self.dtype} kernels, {prep.reference:.3g}, + 4 ulps)"
+        )
+        result.diagnosis = diagnose(prep, got, self.style)
         return result
+
+
+def backward_case(case: VariantCase) -> VariantCase:
+    """The variant case with a grad_output: check_variants_backward's case."""
+    return dataclasses.replace(case, grad_output=True)
+
+
+@dataclass
+class GradPrepared:
+    """A variant case's inputs (the forward's), dO, true gradients and each one's allowed error."""
+
+    prep: VariantPrepared
+    d_out: np.ndarray
+    truth: list
+    allowed: list
+    memo: dict = field(default_factory=dict)
+
+
+def truth_grads(case: VariantCase, prep, d_out: np.ndarray) -> list[np.ndarray]:
+    """scratch.flex_attention_backward on the rounded inputs, RoPE turned back."""
     d = prep.data
-    args = tuple(arrays.make(x.tolist(), dtype) for x in (d.q, d.k, d.v))
-    try:
-        out, _ = call(fn, args, kw)
-    except BadResult as exc:
-        result.message = str(exc)
-        return result
-    except Exception as exc:  # the kernel's own error: a failure, or NotImplementedError
-        return kernel_raised(result, exc, arrays.array, fn, kw)
-    try:
-        got = np.asarray(arrays.floats(out), dtype=np.float64)
-    except (TypeError, ValueError, AttributeError) as exc:  # None, a string, ragged lists...
-        result.message = f"fn's result is not an array of numbers: {type(out).__name__} ({exc})"
-        return result
-    expected = prep.truth.shape
-    if got.shape != expected:
-        result.message = f"output shape {got.shape}, expected {expected} (1, H, L, Ev)"
-        return result
-    with np.errstate(invalid="ignore"):
-        diff = np.abs(got - prep.truth)
-    result.max_error = float(np.max(diff)) if np.all(np.isfinite(diff)) else float("inf")
-    result.bound = prep.allowed
-    result.ratio = result.max_error / prep.allowed if prep.allowed > 0 else float("inf")
-    result.diff = diff.tolist()
-    if result.ratio <= 1.0:
-        result.status = "pass"
-        return result
-    result.message = (
-        f"max error {result.max_error:.3g} > allowed {prep.allowed:.3g} ({2:g}x the largest "
-        f"error of the correct reference {dtype} kernels, {prep.reference:.3g}, + 4 ulps)"
+    q, k, score_mod, block, sinks, positions = truth_inputs(case, d)
+    found = list(
+        flex_attention_backward(
+            q, k, d.v.tolist(), d_out.tolist(), score_mod, block, d.scale, case.gqa, sinks=sinks
+        )
     )
-    result.diagnosis = diagnose(prep, got, style)
-    return result
+    if case.rotary is not None:
+        found[0] = rotary_backward(found[0], positions[0], pairing=case.rotary)
+        found[1] = rotary_backward(found[1], positions[1], pairing=case.rotary)
+    return [np.asarray(g, dtype=np.float64) for g in found]
 
 
-__all__ = ["check_variants"]
+def prepare_backward(case: VariantCase, dtype: str, seed: int) -> GradPrepared:
+    """grad_output, the true gradients, and each gradient's allowed error (cached)."""
+    case = dataclasses.replace(case, grad_output=False)  # the forward case's inputs, and a dO
+    key = (case, dtype, seed)
+    if key in _CACHE:
+        return _CACHE[key]
+    prep = prepare_variant(case, dtype, seed)
+    rng = random.Random(f"{seed}:{case.name}:grad_output")
+    d_out = rounded(gauss(rng, case.q[:3] + (case.v[3],)), dtype)
+    truth = truth_grads(case, prep, d_out)
+    refs = [grads(case, prep.data, d_out, dtype=dtype, d_from_output=f) for f in (True, False)]
+    allowed_err = []
+    u, n = UNIT_ROUNDOFF[dtype], case.q[3] + case.k[2]
+    for g, t in enumerate(truth):
+        r = max(float(np.max(np.abs(ref[g] - t))) for ref in refs)
+        top = float(np.max(np.abs(t)))
+        if not r <= SANE * n * u * max(top, 1.0):
+            raise RuntimeError(
+                f"{case.name}: the reference backward is {r:.3g} from the true {GRADS[g]} "
+                f"(more than rounding): the checker's own rule and truth disagree"
+            )
+        # references that happen to agree closely leave only the ulp floor; a correct kernel
+        # summing the n = E + S terms of a gradient in another order may differ by about n
+        # roundings of the largest entry (seen in float64: 4 false alarms over seeds 20-199)
+        allowed_err.append(allowed_error(r, top, dtype, floor=n * u * top))
+    made = GradPrepared(prep, d_out, truth, allowed_err)
+    if len(_CACHE) > 128:
+        _CACHE.clear()
+    _CACHE[key] = made
+    return made
+
+
+class VariantBackward(Kind):
+    """backward(q, k, v, grad_output, **keywords) -> (dq, dk, dv[, dsinks])."""
+
+    def inputs(self, case, result: CaseResult) -> tuple | None:
+        """The case's rounded inputs, dO and its keywords."""
+        made = prepare_backward(case, self.dtype, self.seed)
+        d = made.prep.data
+        return variant_inputs(self, case, result, made, made.prep, (d.q, d.k, d.v, made.d_out))
+
+    def judge(self, result, made: GradPrepared, args, kwargs, found) -> CaseResult:
+        """Compare each gradient with the ground truth's; diagnose a failure."""
+        try:
+            got = [np.asarray(self.arrays.floats(g), dtype=np.float64) for g in found]
+        except (TypeError, ValueError, AttributeError) as exc:  # None, a string, ragged lists...
+            result.message = (
+                f"fn's gradients are not arrays of numbers: {type(found).__name__} ({exc})"
+            )
+            return result
+        truth, allowed_err = made.truth, made.allowed
+        if len(got) != len(truth) or any(g.shape != t.shape for g, t in zip(got, truth)):
+            result.message = (
+                f"returned {len(got)} gradients of shapes {[g.shape for g in got]}, expected "
+                f"{[t.shape for t in truth]} ({', '.join(GRADS[: len(truth)])})"
+            )
+            return result
+        worst, name = 0.0, GRADS[0]
+        for g, t, a, n in zip(got, truth, allowed_err, GRADS):
+            with np.errstate(invalid="ignore"):
+                err = float(np.max(np.abs(g - t)))
+            ratio = err / a if a > 0 and np.isfinite(err) else float("inf")
+            if ratio >= worst:
+                worst, name, result.max_error, result.bound = ratio, n, err, a
+        result.ratio = worst
+        if worst <= 1.0:
+            result.status = "pass"
+            return result
+        result.message = f"{name}: max error {result.max_error:.3g} > allowed {result.bound:.3g}"
+        result.diagnosis = diagnose_backward(made, got)
+        return result
+
+
+def backward_candidates(case: VariantCase, masked: bool) -> list[tuple[str, Planted]]:
+    """The forward's mask and score mistakes (in P's recompute) and the backward's own."""
+    found = mask_candidates(case) + score_candidates(case, masked)
+    if case.softcap is not None:
+        found.append((SOFTCAP_GRAD, Planted(softcap_grad=False)))
+    if case.rotary is not None:
+        found.append((ROPE_GRAD, Planted(rope_grad=False)))
+    return found
+
+
+def diagnose_backward(made: GradPrepared, got: list[np.ndarray]) -> str | None:
+    """The one planted mistake whose dq, dk, dv got matches, or None (dsinks not compared: a
+    kernel that leaves the sink out of lse still reports some dsinks of its own)."""
+    case = made.prep.case
+    flat = lambda gs: np.concatenate([g.ravel() for g in gs[:3]])  # noqa: E731
+    truth = flat(made.truth)
+    bound = flat([np.full(t.shape, a) for t, a in zip(made.truth, made.allowed)])
+    if "outputs" not in made.memo:
+        masked = not allowed(case, Planted(), case.q[2], case.k[2]).all()
+        made.memo["outputs"] = [
+            (name, flat(grads(case, made.prep.data, made.d_out, planted)))
+            for name, planted in backward_candidates(case, masked)
+        ]
+    g = flat(got)
+    matched = {n for n, out in made.memo["outputs"] if structural_score(g, out, truth, bound) <= 2}
+    return matched.pop() if len(matched) == 1 else None
+
+
+__all__ = ["Variant", "VariantBackward", "prepare_backward"]

@@ -11,7 +11,19 @@ Needs numpy, safetensors, tokenizers and (for GGUF) gguf, imported only here, ne
 `import scratch`.
 """
 
+from .block import layer_block
+from .decoding import start
 from .files import DEFAULT_SHA256, ModelError
 from .model import Model, Run, load
+from .run import token_name
 
-__all__ = ["DEFAULT_SHA256", "Model", "ModelError", "Run", "load"]
+__all__ = [
+    "DEFAULT_SHA256",
+    "Model",
+    "ModelError",
+    "Run",
+    "layer_block",
+    "load",
+    "start",
+    "token_name",
+]

@@ -1,6 +1,6 @@
 """One Transformer block of a model run, every intermediate kept: where attention sits.
 
-`block(run, layer)` writes layer `layer` out step by step (embeddings and positions, the norm,
+`layer_block(run, layer)` writes layer `layer` out step by step (embeddings and positions, the norm,
 attention, the residual, the MLP, the residual again) and the model's output, each a named
 array. The residual stream entering the layer is the run's own (BERT: run.inputs) or is walked
 from the embeddings through the layers before it; either way each step's numbers are checked
@@ -52,7 +52,7 @@ class Block:
         return [s.name for s in self.stages]
 
 
-def block(run: object, layer: int) -> Block:
+def layer_block(run: object, layer: int) -> Block:
     """Layer `layer` of `run` step by step, checked against the run; RuntimeError on a gap."""
     model = run.model
     model.check_head(layer, 0)

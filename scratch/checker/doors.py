@@ -1,0 +1,226 @@
+"""scratch.check, check_backward, check_variants and check_variants_backward: the settings
+checked, the kind of case chosen, and the one runner (run.py) run over the cases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..tolerance import check_dtype
+from ..validate import check_masked_rows
+from .arrays import ARRAYS, Arrays
+from .cases import BACKWARD_FEATURES, CASE_SETS, FEATURES, cases_for
+from .report import CheckReport
+from .run import run_checks, target_name
+
+BACKWARD_ARRAYS = ("numpy", "torch")
+Progress = Callable[[int, int, str], None] | None
+
+
+def check(
+    fn: Callable,
+    *,
+    array: str = "numpy",
+    dtype: object = "float32",
+    device: object = None,
+    cases: str = "standard",
+    seed: int = 0,
+    masked_rows: str = "zero",
+    require: object = (),
+    progress: Progress = None,
+) -> CheckReport:
+    """Run fn on seeded cases and compare each output with the float64 ground truth (sampled
+    rows of 4096-token cases in 16/32-bit dtypes: its float64 NumPy stand-in, float64_rows.py).
+
+    fn(q, k, v, attn_mask=..., is_causal=..., scale=..., enable_gqa=...) gets only the keywords a
+    case needs and returns the output or (output, weights). `require` (e.g. ("mask", "causal"))
+    turns cases fn refuses for those features into failures. See the README's checker section.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable attention function, found {type(fn).__name__}")
+    dtype, masked_rows = check_settings(
+        array, ARRAYS, cases, CASE_SETS, seed, device, dtype, masked_rows
+    )
+    required = check_require(require)
+    if cases == "large" and array == "list":
+        raise ValueError(
+            "cases: 'large' needs array='numpy' or 'torch' (4096-token lists are slow)"
+        )
+    arrays = Arrays(array, device)
+    arrays.check_device()
+    from .forward import Forward
+
+    kind = Forward(fn, arrays, dtype, seed, masked_rows=masked_rows)
+    settings = settings_line(
+        array=array, dtype=dtype, device=device or "default", cases=cases, seed=seed,
+        masked_rows=masked_rows, require=",".join(required),
+    )  # fmt: skip
+    return run_checks(kind, target_name(fn), settings, cases_for(cases, dtype), progress, required)
+
+
+def check_backward(
+    fn: Callable | None,
+    *,
+    array: str = "numpy",
+    dtype: object = "float32",
+    device: object = None,
+    cases: str = "standard",
+    seed: int = 0,
+    backward: Callable | None = None,
+    masked_rows: str = "zero",
+    require: object = (),
+    progress: Progress = None,
+) -> CheckReport:
+    """Run a backward kernel on seeded cases and compare dq, dk, dv with the float64 ground truth.
+
+    The kernel checked is `backward` when given (fn is then the forward it belongs to, named in
+    the report, or None); else with array='torch' fn is a forward function differentiated by
+    torch.autograd.grad with the case's seeded dO, and with array='numpy' fn is the backward.
+    A backward is called as backward(q, k, v, grad_output, attn_mask=..., is_causal=...,
+    scale=..., enable_gqa=..., dropout_p=..., dropout_mask=...) with only the keywords a case
+    needs (dropout_mask: the forward's kept entries, True = kept) and returns (dq, dk, dv).
+    """
+    if backward is not None and not callable(backward):
+        raise TypeError(f"backward: expected a callable, found {type(backward).__name__}")
+    if fn is not None and not callable(fn):
+        raise TypeError(f"fn: expected a callable attention function, found {type(fn).__name__}")
+    if fn is None and backward is None:
+        raise TypeError("fn: expected a function (or backward=), found None")
+    dtype, masked_rows = check_settings(
+        array, BACKWARD_ARRAYS, cases, ("standard",), seed, device, dtype, masked_rows
+    )
+    required = check_require(require, BACKWARD_FEATURES)
+    arrays = Arrays(array, device)
+    arrays.check_device()
+    from .backward_cases import backward_cases
+    from .backward_run import Backward, backward_kernel
+
+    kernel, target = backward_kernel(fn, backward, array)
+    kind = Backward(kernel, arrays, dtype, seed, masked_rows=masked_rows)
+    settings = settings_line(
+        "backward", array=array, dtype=dtype, device=device or "default", cases=cases,
+        seed=seed, masked_rows=masked_rows, require=",".join(required),
+    )  # fmt: skip
+    return run_checks(kind, target, settings, backward_cases(dtype), progress, required)
+
+
+def check_variants(
+    fn: Callable,
+    *,
+    variant_style: str | None = None,
+    array: str = "numpy",
+    dtype: object = "float32",
+    device: object = None,
+    seed: int = 0,
+    require: object = (),
+    progress: Progress = None,
+) -> CheckReport:
+    """Run fn on the variant cases and compare each output with scratch.flex_attention's.
+
+    fn(q, k, v, **keywords) gets q (1, H, L, E), k, v (1, Hkv, S, E / Ev) and the case's
+    variant as FlashAttention's keywords (variant_style='flash': causal, window_size, softcap,
+    alibi_slopes, sinks, cu_seqlens_q / cu_seqlens_k, attention_chunk) or FlexAttention's
+    (variant_style='flex': mask_mod, score_mod, sinks); RoPE cases add rotary_cos, rotary_sin,
+    rotary_interleaved. The style is read from fn's parameters when not given. `require`
+    (e.g. "window,softcap") turns refused cases of those features into failures.
+    """
+    return _variants(fn, "fn", variant_style, array, dtype, device, seed, require, progress)
+
+
+def check_variants_backward(
+    backward: Callable,
+    *,
+    variant_style: str | None = None,
+    array: str = "numpy",
+    dtype: object = "float32",
+    device: object = None,
+    seed: int = 0,
+    require: object = (),
+    progress: Progress = None,
+) -> CheckReport:
+    """Run backward on the variant cases and compare its gradients with the exact ones.
+
+    backward(q, k, v, grad_output, **keywords) -> (dq, dk, dv), or (dq, dk, dv, dsinks) in cases
+    with sinks; the keywords as check_variants gives them (either style)."""
+    return _variants(
+        backward, "backward", variant_style, array, dtype, device, seed, require, progress
+    )
+
+
+def _variants(fn, name, style, array, dtype, device, seed, require, progress) -> CheckReport:
+    """check_variants (name 'fn') or check_variants_backward (name 'backward')."""
+    if not callable(fn):
+        raise TypeError(
+            f"{name}: expected a callable attention function, found {type(fn).__name__}"
+        )
+    from .variant_cases import VARIANT_FEATURES, variant_cases
+    from .variant_keywords import style_of
+    from .variant_run import Variant, VariantBackward, backward_case
+
+    style = style_of(fn, style)
+    dtype, _ = check_settings(array, ARRAYS, "standard", ("standard",), seed, device, dtype, "zero")
+    if dtype not in ("float32", "float64"):
+        raise ValueError(f"dtype: the variant checker takes float32 or float64, found {dtype!r}")
+    required = check_require(require, tuple(VARIANT_FEATURES))
+    arrays = Arrays(array, device)
+    arrays.check_device()
+    cases = variant_cases(dtype)
+    if name == "backward":
+        kind = VariantBackward(fn, arrays, dtype, seed, style=style)
+        cases = [backward_case(c) for c in cases]
+        settings = settings_line(
+            "backward", variant_style=style, array=array, dtype=dtype, seed=seed
+        )
+    else:
+        kind = Variant(fn, arrays, dtype, seed, style=style)
+        settings = settings_line(
+            variant_style=style, array=array, dtype=dtype, device=device or "default",
+            seed=seed, require=",".join(required),
+        )  # fmt: skip
+    return run_checks(kind, target_name(fn), settings, cases, progress, required)
+
+
+def settings_line(*words: str, **settings: object) -> str:
+    """The report's settings line: 'backward, array=numpy, ..., seed=0' (an empty setting,
+    such as no require, is left out)."""
+    parts = list(words) + [f"{k}={v}" for k, v in settings.items() if v != ""]
+    return ", ".join(parts)
+
+
+def check_settings(
+    array: str,
+    arrays: tuple,
+    cases: str,
+    case_sets: tuple,
+    seed: int,
+    device: object,
+    dtype: object,
+    masked_rows: str,
+) -> tuple[str, str]:
+    """ValueError/TypeError for a bad setting; the dtype and masked_rows policy, normalised."""
+    if array not in arrays:
+        raise ValueError(f"array: expected one of {', '.join(arrays)}, found {array!r}")
+    if cases not in case_sets:
+        raise ValueError(f"cases: expected one of {', '.join(case_sets)}, found {cases!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an int, found {type(seed).__name__} {seed!r}")
+    if device is not None and array != "torch":
+        raise ValueError(f"device: only meaningful with array='torch', found array={array!r}")
+    dtype = check_dtype(dtype)
+    if dtype == "bfloat16" and array == "numpy":
+        raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
+    return dtype, check_masked_rows(masked_rows)
+
+
+def check_require(require: object, known: tuple[str, ...] = tuple(FEATURES)) -> tuple[str, ...]:
+    """'mask,causal' or ('mask', 'causal') -> a tuple of `known` names; ValueError if unknown."""
+    if isinstance(require, str):
+        require = [w.strip() for w in require.split(",") if w.strip()]
+    if not isinstance(require, (list, tuple, set, frozenset)):
+        raise TypeError(f"require: expected feature names, found {type(require).__name__}")
+    for word in require:
+        if word not in known:
+            raise ValueError(f"require: expected names from {', '.join(known)}, found {word!r}")
+    return tuple(require)
+
+
+__all__ = ["check", "check_backward", "check_variants", "check_variants_backward"]
