@@ -118,6 +118,7 @@ class _Child:
         self.written: collections.deque = collections.deque()  # written, not yet answered
         self.guard = threading.Lock()  # over `written` and `alive`
         self.alive = True  # False once its answers have ended (it died or was stopped)
+        self.newest: Pending | None = None  # the last request sent (answers come in order)
         self.answered_once = False  # until then it may still be starting
         self.threads = [
             threading.Thread(target=self._write, name="truth-requests", daemon=True),
@@ -168,11 +169,19 @@ class _Child:
                 waiting.deliver(None)
             return
 
+    def send(self, pending: Pending) -> None:
+        """Queue the request for the writer; until its Pending is done the child is busy."""
+        self.newest = pending
+        self.inbox.put(pending)
+
     def usable(self) -> bool:
-        """Alive, with no request unanswered (an unanswered one is a superseded recompute's)."""
+        """Alive, with no request unanswered (an unanswered one is a superseded recompute's).
+        Asked of the newest Pending, not the queues: a request the writer has taken from the
+        inbox and not yet recorded as written is in neither."""
+        idle = self.newest is None or self.newest.done.is_set()
         with self.guard:
-            idle = self.alive and not self.written and self.inbox.empty()
-        return idle and self.process.poll() is None
+            alive = self.alive
+        return alive and idle and self.process.poll() is None
 
     def stop(self) -> None:
         """Kill it at once (nobody waits for its answers) and join both threads."""
@@ -216,7 +225,7 @@ class Pending:
                 if _child is None:
                     _child = _Child()
                 self.child = _child
-                _child.inbox.put(self)
+                _child.send(self)
         except OSError:  # the child cannot start: computed here
             self.child = None
             self.done.set()

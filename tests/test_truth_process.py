@@ -1,15 +1,22 @@
 """The sampled check's ground truth in a second process: same answers, failures handled, the
-backends' on_projected hook, and the child joined."""
+backends' on_projected hook, and the child joined.
+
+Which process computes a result is made certain, never left to the clock: a test that needs
+the child's answer waits for it (PATIENT_S guards against a hang only: the child starts in
+seconds even on a loaded machine), a test that needs the child not to answer stops it
+(SIGSTOP) first, and "returns at once" means "returns while the child is stopped"."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import os
+import queue
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -24,10 +31,18 @@ L_SAMPLED = sampled_check.SAMPLE_FROM_TOKENS + 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+PATIENT_S = 120.0  # the patience here: the child is waited for until it answers (a hang guard)
+HANG_S = 60.0  # a call that must not wait (for a stopped or dead child) fails if blocked this
+# long; less than PATIENT_S, so a call that spends the patience on a dead child fails
+
+
 @pytest.fixture(autouse=True)
-def _child_stopped():
-    """Each test starts without a child and leaves none running."""
+def _child_stopped(monkeypatch):
+    """Each test starts without a child, waits for the child's answers (a loaded machine may
+    take longer than the window's patience to start it), and leaves none running."""
     truth_process.shutdown()
+    monkeypatch.setattr(truth_process, "MIN_PATIENCE_S", PATIENT_S)
+    monkeypatch.setattr(truth_process, "STARTUP_S", PATIENT_S)
     yield
     truth_process.shutdown()
     assert truth_process.child_pid() is None
@@ -48,7 +63,7 @@ def _numbers(checks) -> list[tuple]:
 
 def _wait_until_dead(pid: int) -> None:
     """Until the killed child is a zombie or gone (os.kill returns before it has died)."""
-    deadline = time.perf_counter() + 10
+    deadline = time.perf_counter() + HANG_S
     while time.perf_counter() < deadline:
         try:
             with open(f"/proc/{pid}/stat") as f:
@@ -57,7 +72,38 @@ def _wait_until_dead(pid: int) -> None:
         except FileNotFoundError:
             return
         time.sleep(0.01)
-    raise AssertionError(f"process {pid} still alive 10 s after SIGKILL")
+    raise AssertionError(f"process {pid} still alive {HANG_S} s after SIGKILL")
+
+
+def _returns(call, *args):
+    """call(*args)'s value, from a thread; fails if it has not returned in HANG_S (it would
+    block for ever: the child it might wait for is stopped)."""
+    box: list = []
+
+    def run() -> None:
+        try:
+            box.append(("ok", call(*args)))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            box.append(("error", exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(HANG_S)
+    assert not thread.is_alive(), f"{call.__name__} still blocked after {HANG_S} s"
+    if box[0][0] == "error":
+        raise box[0][1]
+    return box[0][1]
+
+
+def _stopped_child() -> int:
+    """Start a child, let it answer once, then stop it (SIGSTOP): it reads and answers
+    nothing until SIGCONT or SIGKILL. Its process id."""
+    problem = _problem(10)
+    truth_process.start(problem.arguments(), problem.options).result()
+    pid = truth_process.child_pid()
+    assert pid is not None  # (PATIENT_S: the child answered)
+    os.kill(pid, signal.SIGSTOP)
+    return pid
 
 
 def _problem(seed: int = 1, **changes):
@@ -128,21 +174,22 @@ def test_a_hook_given_other_arrays_than_the_trace_holds_is_not_trusted(monkeypat
     assert not checks[1].ok  # the weights do not follow from the trace's (doubled) q
 
 
-def test_a_dead_child_is_replaced_and_the_answer_still_comes(monkeypatch):
+def test_a_dead_child_is_replaced_and_the_answer_still_comes():
     """Killed while idle: the next run gets the same answer from a new child. Killed during a
     request: that request is computed in the calling thread, with the same answer."""
     s = _session(4)
     first = _numbers(controller.run(s).checks)
     pid = truth_process.child_pid()
-    os.kill(pid, 9)
+    os.kill(pid, signal.SIGKILL)
     _wait_until_dead(pid)
     assert _numbers(controller.run(s).checks) == first
     new_pid = truth_process.child_pid()
     assert new_pid not in (None, pid)
     problem = _problem(4)
+    os.kill(new_pid, signal.SIGSTOP)  # it cannot answer before it is killed
     pending = truth_process.start(problem.arguments(), problem.options)
-    os.kill(new_pid, 9)
-    truth = pending.result()
+    os.kill(new_pid, signal.SIGKILL)
+    truth = _returns(pending.result)  # not the patience's PATIENT_S: its answers ended
     assert not pending.in_second_process
     assert truth == truth_process.exact_rows(problem.arguments(), problem.options)
 
@@ -155,10 +202,11 @@ def test_a_slow_child_is_not_waited_for_and_answers_stay_in_order(monkeypatch):
     monkeypatch.setattr(truth_process, "STARTUP_S", 0.0)
     pending = truth_process.start(a.arguments(), a.options)
     pid = truth_process.child_pid()
+    os.kill(pid, signal.SIGSTOP)  # slow for certain: it answers nothing
     pending.sent_at += 1e9  # as if sent just now and waited for already: no patience left
-    assert pending.result() == truth_process.exact_rows(a.arguments(), a.options)
+    assert _returns(pending.result) == truth_process.exact_rows(a.arguments(), a.options)
     assert not pending.in_second_process and truth_process.child_pid() is None
-    monkeypatch.setattr(truth_process, "MIN_PATIENCE_S", 60.0)
+    monkeypatch.setattr(truth_process, "MIN_PATIENCE_S", PATIENT_S)
     later = truth_process.start(b.arguments(), b.options)
     assert later.result() == truth_process.exact_rows(b.arguments(), b.options)
     assert later.in_second_process and truth_process.child_pid() not in (None, pid)
@@ -168,19 +216,17 @@ def test_a_stuck_child_holds_up_nobody(monkeypatch):
     """A child that is alive but does not read (stopped) costs one wait of the patience: the
     request, 0.65 MB at 4096 tokens, is written by a thread, never by the caller."""
     problem = _problem(10)
-    truth_process.start(problem.arguments(), problem.options).result()  # a warm child
-    pid = truth_process.child_pid()
-    os.kill(pid, signal.SIGSTOP)
+    pid = _stopped_child()
     try:
         monkeypatch.setattr(truth_process, "MIN_PATIENCE_S", 0.3)
         q, k, v, rows = problem.arguments()
         big = (q, [h * 40 for h in k], [h * 40 for h in v], rows)  # 40 x the keys (no mask)
-        start = time.perf_counter()
-        pending = truth_process.start(big, problem.options)  # larger than the pipe holds
-        assert time.perf_counter() - start < 0.2  # the caller (the backend's hook) goes on
-        pending.result()  # computed here once the patience is spent
+        # larger than the pipe holds: written by the caller, it would block for ever
+        pending = _returns(truth_process.start, big, problem.options)
+        assert truth_process.child_pid() == pid
+        truth = _returns(pending.result)  # computed here once the patience is spent
         assert not pending.in_second_process
-        assert time.perf_counter() - start < 5.0
+        assert truth == truth_process.exact_rows(big, problem.options)
         assert truth_process.child_pid() is None  # the stuck child was stopped
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -191,10 +237,8 @@ def test_a_new_request_does_not_wait_behind_one_nobody_reads():
     """A superseded recompute's request still in the child: the next request stops that
     child and a new one answers (at once, not after the abandoned ground truth)."""
     a, b = _problem(11), _problem(12)
-    truth_process.start(a.arguments(), a.options).result()  # a warm child
-    first = truth_process.child_pid()
-    big = (*a.arguments()[:3], a.arguments()[3] * 40)  # 40 x the rows (repeats allowed)
-    abandoned = truth_process.start(big, a.options)  # nobody calls result()
+    first = _stopped_child()  # it will not answer the abandoned request
+    abandoned = truth_process.start(a.arguments(), a.options)  # nobody calls result()
     assert truth_process.child_pid() == first
     fresh = truth_process.start(b.arguments(), b.options)
     assert truth_process.child_pid() not in (None, first)
@@ -203,14 +247,57 @@ def test_a_new_request_does_not_wait_behind_one_nobody_reads():
     assert abandoned.done.is_set() and abandoned.answer is None  # told: no answer coming
 
 
-def test_shutdown_does_not_wait_for_a_busy_child():
-    a = _problem(13)
-    truth_process.start(a.arguments(), a.options).result()
+class _HeldInbox:
+    """A child's inbox that holds its writer just after it takes the request `held` (as a
+    busy machine may), until that child is no longer the current one."""
+
+    def __init__(self, held: tuple):
+        self.queue, self.held = queue.SimpleQueue(), held
+        self.taken = threading.Event()  # set once the writer has taken `held`
+
+    def put(self, item) -> None:
+        self.queue.put(item)
+
+    def empty(self) -> bool:
+        return self.queue.empty()
+
+    def get(self):
+        item = self.queue.get()
+        if item is not None and item.request[0] is self.held:
+            self.taken.set()
+            deadline = time.perf_counter() + HANG_S
+            while truth_process._child is item.child and time.perf_counter() < deadline:
+                time.sleep(0.001)  # a state is awaited: the child replaced (or a hang guard)
+        return item
+
+
+def test_a_request_taken_but_not_yet_written_keeps_the_child_busy(monkeypatch):
+    """Taken from the inbox, not yet recorded as written: the next request still gets a new
+    child and does not queue behind the superseded one."""
+    a, b = _problem(15), _problem(16)
     big = (*a.arguments()[:3], a.arguments()[3] * 40)  # 40 x the rows (repeats allowed)
-    truth_process.start(big, a.options)  # seconds of work
-    start = time.perf_counter()
-    truth_process.shutdown()
-    assert time.perf_counter() - start < 1.0
+    inbox = _HeldInbox(big)
+    with monkeypatch.context() as m:
+        m.setattr(truth_process.queue, "SimpleQueue", lambda: inbox)
+        truth_process.start(a.arguments(), a.options).result()  # a warm child, this inbox
+    first = truth_process.child_pid()
+    abandoned = truth_process.start(big, a.options)  # the writer takes it and is held
+    assert inbox.taken.wait(HANG_S)
+    fresh = truth_process.start(b.arguments(), b.options)
+    assert truth_process.child_pid() not in (None, first)
+    assert fresh.result() == truth_process.exact_rows(b.arguments(), b.options)
+    assert fresh.in_second_process
+    assert abandoned.done.is_set() and abandoned.answer is None
+
+
+def test_shutdown_does_not_wait_for_a_busy_child():
+    """A child with work it will not finish (stopped) is killed, not waited for."""
+    a = _problem(13)
+    pid = _stopped_child()
+    truth_process.start(a.arguments(), a.options)
+    _returns(truth_process.shutdown)
+    assert truth_process.child_pid() is None
+    _wait_until_dead(pid)
 
 
 def test_a_bfloat16_torch_trace_is_checked_on_its_sampled_rows():
@@ -243,6 +330,7 @@ def test_the_child_never_runs_the_callers_script_again(tmp_path):
             from gui import controller, truth_process
             from gui.session import random_session
             print("script body ran")
+            truth_process.MIN_PATIENCE_S = truth_process.STARTUP_S = {PATIENT_S}
             s = random_session(0, num_tokens={L_SAMPLED})
             s = dataclasses.replace(s, backend="numpy", dtype="float32")
             outcome = controller.run(s)
