@@ -54,7 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=seed, help=f"random example's seed (0-{MAX_SEED}; default 0)")
     p.add_argument("--tokens", type=tokens, help=f"its tokens (1-{MAX_TOKENS}; default 6)")
     p.add_argument("--heads", type=heads, help=f"its heads (1-{MAX_HEADS}; default 1)")
-    p.add_argument("--mask", default=None, help="none, causal-top-left, causal-bottom-right")
+    p.add_argument(
+        "--mask",
+        default=None,
+        help="none, causal-top-left, causal-bottom-right, or a variant mask with its defaults "
+        "(window, chunked, prefix, sink_tokens, dilated, ...: the Variant box's names)",
+    )
     p.add_argument(
         "--grad-output", choices=GRAD_OUTPUTS, help="dO of the backward view (default: ones)"
     )
@@ -223,8 +228,8 @@ def build_session(args: argparse.Namespace, run=None):
         changes.update(backend=backend, dtype=dtype)
     if args.grad_output is not None:
         changes.update(grad_output=args.grad_output, grad_seed=args.grad_seed)
-    if args.mask is not None and args.mask not in sm.MASK_MODES[:3]:
-        raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(sm.MASK_MODES[:3])}")
+    if args.mask is not None and args.mask not in sm.mask_names():
+        raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(sm.mask_names())}")
     if changes or args.mask is not None:
         from gui.main_window import default_session
 

@@ -572,14 +572,23 @@ def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
     return dataclasses.replace(s, variant=dataclasses.replace(s.variant, mask="drawn", drawn=drawn))
 
 
+def mask_names() -> tuple[str, ...]:
+    """The masks a name can choose (main.py's --mask): none, causal in either alignment, and
+    every registered mask with its default parameters (documents and a drawn grid need their
+    cells, given in the Variant box)."""
+    given = ("none", "causal", "documents", "drawn")
+    registered = tuple(m for m in VariantChoice.mask_labels() if m not in given)
+    return ("none", "causal-top-left", "causal-bottom-right", *registered)
+
+
 def with_mask_mode(v: VariantChoice, mode: str) -> VariantChoice:
-    """The choice with the mask an old mask_mode name means ('none', 'causal-top-left',
-    'causal-bottom-right'; main.py's --mask); SessionError naming the mask otherwise."""
-    if mode not in MASK_MODES[:3]:
-        raise SessionError(f"mask: expected one of {', '.join(MASK_MODES[:3])}, found {mode!r}")
-    if mode == "none":
-        return dataclasses.replace(v, mask="none")
-    return dataclasses.replace(v, mask="causal", align=mode.removeprefix("causal-"))
+    """The choice with the mask `mode` names (one of mask_names(); 'causal-top-left' is SDPA's
+    is_causal); SessionError naming the mask otherwise."""
+    if mode not in mask_names():
+        raise SessionError(f"mask: expected one of {', '.join(mask_names())}, found {mode!r}")
+    if mode.startswith("causal-"):
+        return dataclasses.replace(v, mask="causal", align=mode.removeprefix("causal-"))
+    return dataclasses.replace(v, mask=mode)  # the alignment stays (ALiBi reads it too)
 
 
 def with_drawn_size(v: VariantChoice, rows: int, cols: int) -> VariantChoice:

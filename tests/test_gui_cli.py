@@ -291,3 +291,26 @@ def test_the_learn_tab_opens_from_the_command_line(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert png_size(out) == (1024, 700)
+
+
+RANDOM_6 = ["--preset", "random", "--seed", "0", "--tokens", "6", "--heads", "1"]
+
+
+@pytest.mark.parametrize("name", ["none", "causal-top-left", "causal-bottom-right", "window"])
+def test_mask_names_one_choice_of_the_variant_box(name):
+    """--mask picks the window's one mask choice: none, causal either way, or a variant mask
+    with its defaults (the session's variant then computes that mask)."""
+    main = load_main()
+    s = main.build_session(main.parse_args([*RANDOM_6, "--mask", name]))
+    mask, _, align = name.partition("-")
+    assert s.variant.mask == mask and (not align or s.variant.align == align)
+    shown = s.variant.variant(6, 6, 1)
+    expected = {"none": None, "causal": "j <= i", "window": "i - 2 <= j <= i"}[mask]
+    assert (shown is None) if expected is None else expected in shown.rule()
+
+
+def test_an_unknown_or_cell_given_mask_name_is_refused_naming_the_choices():
+    main = load_main()
+    for name in ("custom", "drawn", "documents", "Window"):
+        with pytest.raises(ValueError, match=r"unknown mask .*masks: none, causal-top-left"):
+            main.build_session(main.parse_args([*RANDOM_6, "--mask", name]))
