@@ -3,6 +3,7 @@ declares a `key` (base.Variant.__init_subclass__) is in MASK_VARIANTS, a new fil
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from pathlib import Path
@@ -11,10 +12,16 @@ from .base import MASK_VARIANTS, Variant
 from .params import Param
 
 
-def mask_variants() -> dict[str, type[Variant]]:
-    """{key: class} of every picker mask, in the order of their modules' names."""
+@functools.cache
+def _import_every_module() -> None:
+    """Import each module of this folder once (its classes register as they are defined)."""
     for found in pkgutil.iter_modules([str(Path(__file__).parent)]):
         importlib.import_module(f"{__package__}.{found.name}")
+
+
+def mask_variants() -> dict[str, type[Variant]]:
+    """{key: class} of every picker mask, in the order of their modules' names."""
+    _import_every_module()
     ordered = sorted(MASK_VARIANTS.items(), key=lambda item: item[1].__module__)
     return dict(ordered)
 
