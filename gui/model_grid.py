@@ -8,7 +8,7 @@ from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSignal
 from PyQt6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen
 from PyQt6.QtWidgets import QSizePolicy, QWidget
 
-from gui import pooled
+from gui import controls, pooled
 
 LABEL = 34  # pixels for the layer labels on the left and the head labels on top
 GAP = 4  # pixels between cells
@@ -20,9 +20,7 @@ MAX_SIDE = 48  # nor grows above this (more layers in view)
 
 def label_font() -> QFont:
     """The grid's layer and head labels' font."""
-    font = QFont()
-    font.setPointSize(8)
-    return font
+    return controls.font(8)
 
 
 def colour_table() -> np.ndarray:
