@@ -55,8 +55,8 @@ def _trace_alone_job(pool, session, call: tuple):
     """A function that starts the backend's trace alone on `pool` and returns its signals."""
     from PyQt6.QtCore import QObject, QRunnable, pyqtSignal
 
-    from gui import core_api
     from gui.worker import collector_pause
+    from scratch import backends
 
     class Signals(QObject):
         finished = pyqtSignal(object)
@@ -69,7 +69,8 @@ def _trace_alone_job(pool, session, call: tuple):
 
         def run(self) -> None:  # as gui.jobs._Job: the collector paused while it runs
             try:
-                trace = core_api.trace_with_backend(session.backend, session.dtype, *call)
+                backend = backends.get(session.backend)
+                trace = backend.trace_example(*call, dtype=session.dtype)
             except Exception as exc:  # noqa: BLE001 - reported to the waiting loop
                 self.signals.failed.emit(f"{type(exc).__name__}: {exc}")
             else:

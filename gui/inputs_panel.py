@@ -19,7 +19,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api, cut_off, variant_session
+from gui import cut_off, variant_session
 from gui import session as sm
 from gui.app_state import AppState
 from gui.head_note import model_head_note
@@ -104,12 +104,12 @@ def preset_html(name: str) -> str:
     """The preset's title and notes as rich text (slips in red); '' for random and custom."""
     if name not in presets.names():
         return ""
-    items = []
-    for note in core_api.preset_notes(name):
+    items, preset = [], presets.get(name)
+    for note in [str(n) for n in preset.notes] + preset.slip_notes():  # then the slips' output
         text = html.escape(note)
         slip = note.lower().startswith("slip")
         items.append(f"<li style='color:#a0301d'>{text}</li>" if slip else f"<li>{text}</li>")
-    title = html.escape(core_api.preset_title(name))
+    title = html.escape(str(preset.title))
     return f"<b>{title}</b><ul style='margin-left:-20px'>{''.join(items)}</ul>"
 
 
@@ -132,7 +132,7 @@ class InputsPanel(QWidget):
         form = QFormLayout(example)
         self.preset = QComboBox()
         for name in presets.names():  # the title shows; the id stays the data
-            title = core_api.preset_title(name)
+            title = str(presets.get(name).title)
             self.preset.addItem(title, name)
             self.preset.setItemData(
                 self.preset.count() - 1, f"{title} ({name})", Qt.ItemDataRole.ToolTipRole

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import scratch
-from gui import core_api
 from scratch.variants import VariantChoice
 
 # 2: the query-side table is "query" (version 1 files call it "x"); 3: one mask choice, the
@@ -29,6 +28,8 @@ MASKED_ROWS = ("zero", "nan", "uniform")
 # matrix, or d sum(output * target) = target, a one-hot target whose cell the seed picks
 GRAD_OUTPUTS = ("ones", "random", "target")
 MATRICES = ("query", "key", "value", "w_q", "w_k", "w_v")
+# the sizes `resized` and `regenerated` take (Session's properties of the same names)
+SIZES = ("num_tokens", "num_keys", "d_model", "d_k", "d_v", "num_heads", "num_kv_heads")
 MAX_TOKENS = 4096  # above 256 a NumPy/torch trace is checked on sampled rows (sampled_check)
 MAX_DIM = 1024  # a real model head: all-MiniLM-L6-v2 has d_model 384 (+1 for the bias column)
 MAX_HEADS = 16  # the heads spin box's range; a file may not ask for more
@@ -154,7 +155,7 @@ def default_tokens(count: int, prefix: str = "t") -> tuple[str, ...]:
     return tuple(f"{prefix}{i}" for i in range(count))
 
 
-def _as_matrix(rows: object) -> Matrix | None:
+def as_matrix(rows: object) -> Matrix | None:
     """Nested sequence (or array with tolist) -> tuple of tuples of floats."""
     if rows is None:
         return None
@@ -202,12 +203,12 @@ def random_session(
 
 def from_preset(preset: object) -> Session:
     """Turn a scratch Preset (name, tokens, x, key/value, w_*, scale, ...) into a session."""
-    x = _as_matrix(preset.x)
-    key = _as_matrix(getattr(preset, "key", None))
-    value = _as_matrix(getattr(preset, "value", None))
-    w_q = _as_matrix(getattr(preset, "w_q", None))
-    w_k = _as_matrix(getattr(preset, "w_k", None))
-    w_v = _as_matrix(getattr(preset, "w_v", None))
+    x = as_matrix(preset.x)
+    key = as_matrix(getattr(preset, "key", None))
+    value = as_matrix(getattr(preset, "value", None))
+    w_q = as_matrix(getattr(preset, "w_q", None))
+    w_k = as_matrix(getattr(preset, "w_k", None))
+    w_v = as_matrix(getattr(preset, "w_v", None))
     if w_q is not None:
         mode = "project"
     elif key is not None or value is not None:
@@ -232,7 +233,7 @@ def from_preset(preset: object) -> Session:
             scale_mode = "sqrt"
         else:
             scale_mode, scale_value = ("none", 1.0) if scale == 1.0 else ("custom", scale)
-    variant = with_mask_mode(VariantChoice(), "causal-top-left")  # SDPA's is_causal
+    causal = VariantChoice(mask="causal", align="top-left")  # SDPA's is_causal
     return Session(
         tokens=tokens,
         key_tokens=key_tokens,
@@ -248,7 +249,7 @@ def from_preset(preset: object) -> Session:
         scale_mode=scale_mode,
         scale_value=scale_value,
         preset=str(getattr(preset, "name", "custom")),
-        variant=variant if getattr(preset, "is_causal", False) else VariantChoice(),
+        variant=causal if getattr(preset, "is_causal", False) else VariantChoice(),
     )
 
 
@@ -271,28 +272,17 @@ def resize_labels(labels: Sequence[str], count: int) -> tuple[str, ...]:
     return tuple(labels[i] if i < len(labels) else f"t{i}" for i in range(count))
 
 
-def resized(
-    s: Session,
-    *,
-    num_tokens: int | None = None,
-    num_keys: int | None = None,
-    d_model: int | None = None,
-    d_k: int | None = None,
-    d_v: int | None = None,
-    num_heads: int | None = None,
-    num_kv_heads: int | None = None,
-) -> Session:
-    """A copy with new sizes; values that still fit are kept."""
-    L = num_tokens or s.num_tokens
-    H = num_heads or s.num_heads
-    Hkv = num_kv_heads or s.num_kv_heads
-    if s.num_kv_heads == s.num_heads and num_heads and not num_kv_heads:
+def resized(s: Session, **sizes: int) -> Session:
+    """A copy with new `sizes` (any of SIZES; 0 or None: unchanged); values that still fit
+    are kept."""
+    unknown = sorted(set(sizes) - set(SIZES))
+    if unknown:
+        raise TypeError(f"resized: unknown sizes {unknown}; expected some of {', '.join(SIZES)}")
+    L, S, dm, dk, dv, H, Hkv = (sizes.get(name) or getattr(s, name) for name in SIZES)
+    if s.num_kv_heads == s.num_heads and sizes.get("num_heads") and not sizes.get("num_kv_heads"):
         Hkv = H  # kv heads follow the heads unless the user set them apart
     cross = s.key is not None
-    S = (num_keys or s.num_keys) if cross else L
-    dm = d_model or s.d_model
-    dk = d_k or s.d_k
-    dv = d_v or s.d_v
+    S = S if cross else L
     check_widths(H, Hkv, dk, dv)
     if s.mode == "self":
         changes = dict(query=resize_matrix(s.query, L, dm))  # x (L, d_model)
@@ -331,30 +321,15 @@ def regenerated(s: Session, **sizes: int) -> Session:
     if s.preset != "random" or s.mode != "project" or s.key is not None:
         return resized(s, **sizes)
     shape = resized(s, **sizes)  # the same size rules (kv heads follow heads, limits)
-    fresh = random_session(
-        s.seed,
-        shape.num_tokens,
-        shape.d_model,
-        shape.d_k,
-        shape.d_v,
-        shape.num_heads,
-        shape.num_kv_heads,
-    )
+    heads = (shape.num_heads, shape.num_kv_heads)
+    fresh = random_session(s.seed, shape.num_tokens, shape.d_model, shape.d_k, shape.d_v, *heads)
     return dataclasses.replace(fresh, **kept_options(s), step=s.step, decode=shape.decode)
 
 
 def random_like(s: Session, seed: int) -> Session:
     """A random example drawn from `seed` at the sizes of `s` (2 heads unless `s` projects)."""
-    heads = s.num_heads if s.mode == "project" else 2
-    return random_session(
-        seed,
-        s.num_tokens,
-        max(s.d_model, 2),
-        s.d_k,
-        s.d_v,
-        heads,
-        s.num_kv_heads if s.mode == "project" else heads,
-    )
+    heads = (s.num_heads, s.num_kv_heads) if s.mode == "project" else (2, 2)
+    return random_session(seed, s.num_tokens, max(s.d_model, 2), s.d_k, s.d_v, *heads)
 
 
 def kept_on_preset(s: Session) -> dict:
@@ -444,17 +419,10 @@ def with_labels(s: Session, tokens_text: str, key_tokens_text: str) -> Session:
 
 
 def kept_options(s: Session) -> dict:
-    """The options a new random example keeps from the old one (a drawn mask does not)."""
-    return dict(
-        backend=s.backend,
-        dtype=s.dtype,
-        masked_rows=s.masked_rows,
-        scale_mode=s.scale_mode,
-        scale_value=s.scale_value,
-        grad_output=s.grad_output,
-        grad_seed=s.grad_seed,
-        variant=without_drawn(s.variant),  # a drawn mask belongs to the old example
-    )
+    """The options a new random example keeps from the old one: those a newly chosen example
+    keeps, the scale and the variant (a drawn mask does not: it belongs to the old example)."""
+    scale = dict(scale_mode=s.scale_mode, scale_value=s.scale_value)
+    return dict(kept_on_preset(s), **scale, variant=without_drawn(s.variant))
 
 
 def with_cell(s: Session, name: str, i: int, j: int, value: float) -> Session:
@@ -543,9 +511,21 @@ def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
     return _mask_cells(s, range(s.num_tokens), range(s.num_keys))
 
 
+def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> list | None:
+    """Rows `rows` and columns `cols` of the choice's mask (head 0's: the picture), asked of its
+    mask_mod; None when the choice has no mask (or does not fit: the picker says why)."""
+    try:
+        variant = choice.variant(L, S, H)
+    except ValueError:
+        return None
+    if variant is None or variant.mask_mod is None:
+        return None
+    return [[bool(variant.mask_mod(0, 0, i, j)) for j in cols] for i in rows]
+
+
 def _mask_cells(s: Session, rows, cols) -> tuple[tuple[bool, ...], ...]:
     """The mask at queries `rows`, keys `cols`: the variant's (scratch's), or every key."""
-    cells = core_api.variant_cells(s.variant, s.num_tokens, s.num_keys, s.num_heads, rows, cols)
+    cells = variant_cells(s.variant, s.num_tokens, s.num_keys, s.num_heads, rows, cols)
     if cells is None:
         return tuple(tuple(True for _ in cols) for _ in rows)
     return tuple(map(tuple, cells))

@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 import scratch
-from gui import atomic, core_api, variant_session
+from gui import atomic, variant_session
 from gui.session import (
     GRAD_OUTPUTS,
     MASK_MODES,
@@ -25,6 +25,7 @@ from gui.session import (
     Matrix,
     Session,
     SessionError,
+    variant_cells,
 )
 from scratch.variants import VariantChoice, causal_cells
 
@@ -116,7 +117,7 @@ def _one_mask(data: Mapping, variant: object, L: int, S: int, H: int) -> object:
     if variant.mask == "none" and same:
         return dataclasses.replace(kept, mask=alone, align=align)
     grid = mask if mode == "custom" else causal_cells(L, S, align)
-    cells = core_api.variant_cells(variant, L, S, H, range(L), range(S))
+    cells = variant_cells(variant, L, S, H, range(L), range(S))
     if cells is not None:
         grid = [[a and b for a, b in zip(r, c)] for r, c in zip(grid, cells)]
     return dataclasses.replace(variant, mask="drawn", drawn=tuple(map(tuple, grid)))

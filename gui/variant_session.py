@@ -11,7 +11,6 @@ import dataclasses
 from collections.abc import Mapping
 
 import scratch
-from gui import core_api
 from gui.session import Session, SessionError
 from scratch.variants import VariantChoice
 
@@ -129,11 +128,6 @@ def with_decode(s: Session, n: int) -> Session:
     edited = dataclasses.replace(s, decode=n)
     checked(edited)
     return edited
-
-
-def variant_cells(s: Session, rows: list[int], cols: list[int]) -> list[list[bool]] | None:
-    """The variant's mask at the given queries and keys of the whole sequence (None: no mask)."""
-    return core_api.variant_cells(s.variant, s.num_tokens, s.num_keys, s.num_heads, rows, cols)
 
 
 def rule(s: Session) -> str:

@@ -13,7 +13,7 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
 import scratch  # noqa: E402
-from gui import backward_check, core_api, session_file  # noqa: E402
+from gui import backward_check, session_file  # noqa: E402
 from gui import session as sm  # noqa: E402
 from tests.journey_sessions import with_mask
 
@@ -193,13 +193,13 @@ def test_the_check_tab_passes_a_correct_backends_gradients(qtbot, open_window, b
 
 
 def test_the_check_tab_names_a_planted_wrong_gradient(qtbot, open_window, monkeypatch):
-    real = core_api.backward_with_backend
+    real = backward_check.backward_with_backend
 
     def scale_missing_in_dk(name, dtype, q, k, v, dO, options):
         dq, dk, dv = real(name, dtype, q, k, v, dO, options)
         return dq, dk / options.scale, dv
 
-    monkeypatch.setattr(core_api, "backward_with_backend", scale_missing_in_dk)
+    monkeypatch.setattr(backward_check, "backward_with_backend", scale_missing_in_dk)
     w = open_window(dataclasses.replace(projected(), backend="numpy", dtype="float64"))
     outcome = open_backward(qtbot, w)
     assert [c.ok for c in outcome.checks] == [True, False, True]
@@ -305,8 +305,8 @@ def test_the_check_compares_the_problem_the_view_shows(mask, heads, kv):
     example, options = controller.backward_example_and_options(s)
     trace = scratch.trace_example(example, options, grad_output=backward_check.grad_output_for(s))
     q, k, v, dO = backward_check.head_inputs(trace, "float64")
-    truth = core_api.ground_truth_backward(
-        q, k, v, dO, backward_check.check_options(trace, options)
+    truth = backward_check.backward_with_backend(  # the ground truth's own backward
+        "scratch", "float64", q, k, v, dO, backward_check.check_options(trace, options)
     )
     assert len(truth) == 3  # dQ, dK, dV: the zip below compares each
     for name, h, got in zip(("grad_query", "grad_key", "grad_value"), (heads, kv, kv), truth):
