@@ -200,6 +200,7 @@ def build_session(args: argparse.Namespace, run=None):
     """The session the options ask for (None: the window chooses); ValueError on bad names."""
     from gui import session as sm
     from gui.app_state import backend_dtypes
+    from gui.variant_session import mask_names, with_mask_mode
     from scratch import presets
 
     s = None
@@ -228,14 +229,14 @@ def build_session(args: argparse.Namespace, run=None):
         changes.update(backend=backend, dtype=dtype)
     if args.grad_output is not None:
         changes.update(grad_output=args.grad_output, grad_seed=args.grad_seed)
-    if args.mask is not None and args.mask not in sm.mask_names():
-        raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(sm.mask_names())}")
+    if args.mask is not None and args.mask not in mask_names():
+        raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(mask_names())}")
     if changes or args.mask is not None:
         from gui.main_window import default_session
 
         s = dataclasses.replace(s or default_session(), **changes)
     if args.mask is not None:
-        s = dataclasses.replace(s, variant=sm.with_mask_mode(s.variant, args.mask))
+        s = dataclasses.replace(s, variant=with_mask_mode(s.variant, args.mask))
     return s
 
 

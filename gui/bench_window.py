@@ -221,7 +221,7 @@ def measure(
 def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
     """The largest event-loop gap of each recompute of the session under each of MASKS, and
     the hypervisor's steal during each."""
-    from gui import session as sm
+    from gui.variant_session import with_mask_mode
 
     gaps, steals = [], []
     for mask in MASKS:
@@ -230,7 +230,7 @@ def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
             rows = causal_cells(tokens, tokens, "top-left")
             variant = dataclasses.replace(base.variant, mask="drawn", drawn=tuple(map(tuple, rows)))
         else:
-            variant = sm.with_mask_mode(base.variant, mask)
+            variant = with_mask_mode(base.variant, mask)
         session = dataclasses.replace(base, variant=variant)
         job = (lambda s=session: worker.submit(s)), worker
         _timed(*job)  # warm-up

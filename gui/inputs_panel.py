@@ -323,14 +323,14 @@ class InputsPanel(QWidget):
     def _show_mask(self, s: Session) -> None:
         L, S = s.num_tokens, s.num_keys
         if L > GRID_LIMIT or S > GRID_LIMIT:  # a picture: evenly spaced queries and keys
-            self.mask_grid.set_grid(sm.sampled_mask(s, GRID_LIMIT), editable=False)
+            self.mask_grid.set_grid(variant_session.sampled_mask(s, GRID_LIMIT), editable=False)
             self.mask_grid.setToolTip(
                 f"{L} x {S} mask drawn at {min(L, GRID_LIMIT)} x {min(S, GRID_LIMIT)} evenly "
                 f"spaced queries and keys; cells can be clicked up to {GRID_LIMIT} x {GRID_LIMIT}"
             )
             return
         self.mask_grid.setToolTip("")
-        self.mask_grid.set_grid([list(row) for row in sm.shown_mask(s)], editable=True)
+        self.mask_grid.set_grid([list(row) for row in variant_session.shown_mask(s)], editable=True)
 
     def _show_tables(self, s: Session) -> None:
         current = self.tabs.tabText(self.tabs.currentIndex())
@@ -447,7 +447,7 @@ class InputsPanel(QWidget):
 
     def _on_toggle(self, i: int, j: int) -> None:
         """Flip one cell of the grid on screen (the mask on screen becomes a drawn one)."""
-        self._apply(sm.toggled_mask_cell, i, j)
+        self._apply(variant_session.toggled_mask_cell, i, j)
 
     def _on_backend(self) -> None:
         name = self.backend.currentData()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gui import numbers
-from gui.session import sampled_indices
+from gui.variant_session import sampled_indices
 from gui.view_model import (
     COLOUR_RANGES,
     TEXT_LIMIT,

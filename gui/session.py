@@ -21,8 +21,6 @@ VERSION = 3
 # qkv: the tables are q, k, v themselves; self: q = k = v = x (no weights)
 MODES = ("project", "qkv", "self")
 SCALE_MODES = ("sqrt", "none", "custom")
-# the mask options of version 2 files (and main.py's --mask): now variant masks
-MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
 MASKED_ROWS = ("zero", "nan", "uniform")
 # dO, the gradient the backward view starts from: d sum(output) (ones), a seeded random
 # matrix, or d sum(output * target) = target, a one-hot target whose cell the seed picks
@@ -225,14 +223,10 @@ def from_preset(preset: object) -> Session:
     heads = int(getattr(preset, "num_heads", 1) or 1)
     kv_heads = int(getattr(preset, "num_kv_heads", None) or heads)
     scale = getattr(preset, "scale", None)
-    scale_mode, scale_value = "sqrt", 1.0
-    width = len(w_q[0]) if w_q is not None else len(x[0])  # H*d_k
-    if scale is not None:
-        scale = float(scale)
-        if abs(scale - 1 / math.sqrt(width // heads)) <= 1e-12 * scale:
-            scale_mode = "sqrt"
-        else:
-            scale_mode, scale_value = ("none", 1.0) if scale == 1.0 else ("custom", scale)
+    scale_mode, scale_value = "sqrt", 1.0  # also for a given scale that is 1/sqrt(d_k)
+    d_k = (len(w_q[0]) if w_q is not None else len(x[0])) // heads  # H*d_k // H
+    if scale is not None and abs(float(scale) - 1 / math.sqrt(d_k)) > 1e-12 * float(scale):
+        scale_mode, scale_value = ("none", 1.0) if scale == 1.0 else ("custom", float(scale))
     causal = VariantChoice(mask="causal", align="top-left")  # SDPA's is_causal
     return Session(
         tokens=tokens,
@@ -256,14 +250,14 @@ def from_preset(preset: object) -> Session:
 # ---------------------------------------------------------------- edits (pure)
 
 
-def resize_matrix(m: Matrix | None, rows: int, cols: int) -> Matrix | None:
-    """Keep the values that still fit, fill new cells with 0."""
+def resize_matrix(m: tuple | None, rows: int, cols: int, fill: object = 0.0) -> tuple | None:
+    """Keep the cells that still fit, fill new cells with `fill` (a mask's: True, may attend)."""
     if m is None:
         return None
     out = []
     for i in range(rows):
         old = m[i] if i < len(m) else ()
-        out.append(tuple(old[c] if c < len(old) else 0.0 for c in range(cols)))
+        out.append(tuple(old[c] if c < len(old) else fill for c in range(cols)))
     return tuple(out)
 
 
@@ -283,7 +277,14 @@ def resized(s: Session, **sizes: int) -> Session:
         Hkv = H  # kv heads follow the heads unless the user set them apart
     cross = s.key is not None
     S = S if cross else L
-    check_widths(H, Hkv, dk, dv)
+    # every head's columns side by side must fit a matrix: SessionError says which product
+    for what, width in (
+        ("heads x d_k", H * dk),
+        ("kv heads x d_k", Hkv * dk),
+        ("kv heads x d_v", Hkv * dv),
+    ):
+        if width > MAX_DIM:
+            raise SessionError(f"{what} = {width} exceeds {MAX_DIM}")
     if s.mode == "self":
         changes = dict(query=resize_matrix(s.query, L, dm))  # x (L, d_model)
     else:  # the plan's shapes: x, key, value and W's (project) or q, k, v themselves (qkv)
@@ -304,23 +305,12 @@ def resized(s: Session, **sizes: int) -> Session:
     )
 
 
-def check_widths(heads: int, kv_heads: int, d_k: int, d_v: int) -> None:
-    """Every head's columns side by side must fit a matrix: SessionError says which product."""
-    for what, width in (
-        ("heads x d_k", heads * d_k),
-        ("kv heads x d_k", kv_heads * d_k),
-        ("kv heads x d_v", kv_heads * d_v),
-    ):
-        if width > MAX_DIM:
-            raise SessionError(f"{what} = {width} exceeds {MAX_DIM}")
-
-
 def regenerated(s: Session, **sizes: int) -> Session:
     """New sizes for a session: a random example is drawn again at those sizes (its options
     kept); any other session is resized, keeping the values that still fit."""
+    shape = resized(s, **sizes)  # a random example: the same size rules (kv heads follow heads)
     if s.preset != "random" or s.mode != "project" or s.key is not None:
-        return resized(s, **sizes)
-    shape = resized(s, **sizes)  # the same size rules (kv heads follow heads, limits)
+        return shape
     heads = (shape.num_heads, shape.num_kv_heads)
     fresh = random_session(s.seed, shape.num_tokens, shape.d_model, shape.d_k, shape.d_v, *heads)
     return dataclasses.replace(fresh, **kept_options(s), step=s.step, decode=shape.decode)
@@ -410,9 +400,7 @@ def with_labels(s: Session, tokens_text: str, key_tokens_text: str) -> Session:
     """New token labels from the two comma-separated lines (key labels only with a key input);
     `s` itself when nothing changed."""
     tokens = parse_tokens(tokens_text, s.num_tokens, "tokens")
-    keys = tokens
-    if s.key is not None:
-        keys = parse_tokens(key_tokens_text, s.num_keys, "key tokens")
+    keys = parse_tokens(key_tokens_text, s.num_keys, "key tokens") if s.key is not None else tokens
     if (tokens, keys) == (s.tokens, s.key_tokens):
         return s
     return dataclasses.replace(s, tokens=tokens, key_tokens=keys)
@@ -496,86 +484,11 @@ def _identity(n: int) -> Matrix:
     return tuple(tuple(1.0 if r == c else 0.0 for c in range(n)) for r in range(n))
 
 
-def resize_mask(mask, rows: int, cols: int):
-    """Keep the mask cells that fit; new cells may attend."""
-    if mask is None:
-        return None
-    return tuple(
-        tuple(mask[i][j] if i < len(mask) and j < len(mask[i]) else True for j in range(cols))
-        for i in range(rows)
-    )
-
-
-def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
-    """The (L, S) grid of the session's one mask, True = may attend (every key without one)."""
-    return _mask_cells(s, range(s.num_tokens), range(s.num_keys))
-
-
-def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> list | None:
-    """Rows `rows` and columns `cols` of the choice's mask (head 0's: the picture), asked of its
-    mask_mod; None when the choice has no mask (or does not fit: the picker says why)."""
-    try:
-        variant = choice.variant(L, S, H)
-    except ValueError:
-        return None
-    if variant is None or variant.mask_mod is None:
-        return None
-    return [[bool(variant.mask_mod(0, 0, i, j)) for j in cols] for i in rows]
-
-
-def _mask_cells(s: Session, rows, cols) -> tuple[tuple[bool, ...], ...]:
-    """The mask at queries `rows`, keys `cols`: the variant's (scratch's), or every key."""
-    cells = variant_cells(s.variant, s.num_tokens, s.num_keys, s.num_heads, rows, cols)
-    if cells is None:
-        return tuple(tuple(True for _ in cols) for _ in rows)
-    return tuple(map(tuple, cells))
-
-
-def sampled_indices(n: int, most: int) -> list[int]:
-    """At most `most` evenly spaced indices of range(n), first and last included."""
-    if n <= most:
-        return list(range(n))
-    return [round(k * (n - 1) / (most - 1)) for k in range(most)]
-
-
-def sampled_mask(s: Session, most: int) -> tuple[tuple[bool, ...], ...]:
-    """The shown mask at up to `most` evenly spaced queries and keys (a picture of a big mask)."""
-    rows, cols = sampled_indices(s.num_tokens, most), sampled_indices(s.num_keys, most)
-    return _mask_cells(s, rows, cols)
-
-
-def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
-    """A copy with cell (i, j) of the shown mask flipped: the mask becomes a drawn one."""
-    rows = [list(r) for r in shown_mask(s)]
-    rows[i][j] = not rows[i][j]
-    drawn = tuple(tuple(r) for r in rows)
-    return dataclasses.replace(s, variant=dataclasses.replace(s.variant, mask="drawn", drawn=drawn))
-
-
-def mask_names() -> tuple[str, ...]:
-    """The masks a name can choose (main.py's --mask): none, causal in either alignment, and
-    every registered mask with its default parameters (documents and a drawn grid need their
-    cells, given in the Variant box)."""
-    given = ("none", "causal", "documents", "drawn")
-    registered = tuple(m for m in VariantChoice.mask_labels() if m not in given)
-    return ("none", "causal-top-left", "causal-bottom-right", *registered)
-
-
-def with_mask_mode(v: VariantChoice, mode: str) -> VariantChoice:
-    """The choice with the mask `mode` names (one of mask_names(); 'causal-top-left' is SDPA's
-    is_causal); SessionError naming the mask otherwise."""
-    if mode not in mask_names():
-        raise SessionError(f"mask: expected one of {', '.join(mask_names())}, found {mode!r}")
-    if mode.startswith("causal-"):
-        return dataclasses.replace(v, mask="causal", align=mode.removeprefix("causal-"))
-    return dataclasses.replace(v, mask=mode)  # the alignment stays (ALiBi reads it too)
-
-
 def with_drawn_size(v: VariantChoice, rows: int, cols: int) -> VariantChoice:
     """The choice with its drawn grid resized (kept cells stay, new cells may attend)."""
     if not v.drawn:
         return v
-    return dataclasses.replace(v, drawn=resize_mask(v.drawn, rows, cols))
+    return dataclasses.replace(v, drawn=resize_matrix(v.drawn, rows, cols, fill=True))
 
 
 def without_drawn(v: VariantChoice) -> VariantChoice:

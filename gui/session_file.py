@@ -12,7 +12,6 @@ import scratch
 from gui import atomic, variant_session
 from gui.session import (
     GRAD_OUTPUTS,
-    MASK_MODES,
     MASKED_ROWS,
     MAX_CELL,
     MAX_DIM,
@@ -25,9 +24,12 @@ from gui.session import (
     Matrix,
     Session,
     SessionError,
-    variant_cells,
 )
+from gui.variant_session import variant_cells
 from scratch.variants import VariantChoice, causal_cells
+
+# the mask options of version 2 files: read into the variant's one mask (`_one_mask`)
+MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
 
 
 def _fail(field: str, expected: str, found: object) -> SessionError:

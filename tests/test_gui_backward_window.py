@@ -13,7 +13,7 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
 import scratch  # noqa: E402
-from gui import backward_check, session_file  # noqa: E402
+from gui import backward_check, session_file, variant_session  # noqa: E402
 from gui import session as sm  # noqa: E402
 from tests.journey_sessions import with_mask
 
@@ -261,9 +261,11 @@ def test_too_many_tokens_show_why_instead_of_the_steps(qtbot, open_window):
 @pytest.mark.parametrize("policy", ["zero", "nan"])
 def test_a_fully_masked_row_gets_no_gradient_and_the_check_agrees(qtbot, open_window, policy):
     s = dataclasses.replace(projected(heads=2), backend="numpy", dtype="float64")
-    s = sm.toggled_mask_cell(s, 0, 0)  # the grid starts all True: row 2 loses every key below
+    s = variant_session.toggled_mask_cell(
+        s, 0, 0
+    )  # the grid starts all True: row 2 loses every key below
     for j in range(4):
-        s = sm.toggled_mask_cell(s, 2, j)
+        s = variant_session.toggled_mask_cell(s, 2, j)
     w = open_window(dataclasses.replace(s, masked_rows=policy))
     outcome = open_backward(qtbot, w)
     dS = np.asarray(outcome.trace["grad_scores"].tolist())  # (H, L, S)
