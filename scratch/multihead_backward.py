@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from itertools import product
 from math import fsum
 
-from .attention import Gradients, Head
+from .attention import Gradients, heads_of
 from .backward import backward_heads
 from .front_doors import multi_head_door
 from .linalg import matmul_nt, transpose_rows
@@ -88,16 +88,11 @@ def run_backward(run: Projected, grad_output: object, rng: object = None) -> Bac
     # step 2: every head's backward; kv heads of a group summed in one fsum
     q_heads = split_heads(run.q, lead, H)  # (..., H, L, d_head)
     k_heads, v_heads = split_heads(run.k, lead, Hkv), split_heads(run.v, lead, Hkv)
-    qkv = (q_heads, k_heads, v_heads)
     dO_heads = split_heads(d_concat, lead, H)  # (..., H, L, d_v)
-    inputs = []  # (Head, dO (L, d_v)) of every (..., head), row-major
-    for index in product(*map(range, lead)):
-        for h in range(H):
-            head_index, kv_index = index + (h,), index + (h // plan.group,)
-            mask_rows = run.mask.slice(head_index) if run.mask is not None else None
-            q_h, k_h, v_h = (at(m, i) for m, i in zip(qkv, (head_index, kv_index, kv_index)))
-            head = Head(head_index, kv_index, q_h, k_h, v_h, mask_rows)
-            inputs.append((head, at(dO_heads, head_index)))
+    inputs = [  # (Head, dO (L, d_v)) of every (..., head), row-major
+        (head, at(dO_heads, head.index))
+        for head in heads_of(q_heads, k_heads, v_heads, plan.head_lead, plan.group, run.mask)
+    ]
     head_options = replace(options, rng=rng)  # the forward's dropout, drawn again from rng
     heads, kv = backward_heads(inputs, run.scale, run.mask, head_options)
     dq_blocks, dk_blocks, dv_blocks = [], [], []
