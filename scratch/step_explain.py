@@ -14,83 +14,12 @@ or column (axis 1) `index` of a step (of a one-axis step such as row_dot or a bi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from math import exp, fsum, inf
 
 from .mask_words import MASK_WORDS
-from .variant_steps import Pieces, pieces
+from .trace_types import Cell, Explanation
 
 MAX_TERMS = 6  # longer sums show the first terms and a count of the rest
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """The text shown on hover and the input rows/columns to highlight."""
-
-    text: str
-    sources: tuple[tuple[str, int, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One entry of a step: its value, where it sits (h, i, j), and what the step reads."""
-
-    trace: object  # a scratch.Trace
-    step: str
-    value: float
-    h: int  # head (0 for a step with no head axis)
-    i: int  # row
-    j: int  # column
-    heads: bool  # whether the step has a head axis
-    reads: tuple[str, ...]  # the steps this one reads, from the registry
-    bias: str  # the bias the call added to this step (b_q, b_o), or ''
-    index: tuple[int, ...] = ()  # the whole index (steps with one axis besides the head)
-
-    @property
-    def hs(self) -> str:
-        """'[h]' for a step with a head axis, else ''."""
-        return f"[{self.h}]" if self.heads else ""
-
-    @property
-    def label(self) -> str:
-        """'scores[0][1]' or 'scores[1][0][1]' (or 'row_dot[2]': the index as given)."""
-        if self.index:
-            return self.step + "".join(f"[{n}]" for n in self.index)
-        return f"{self.step}{self.hs}[{self.i}][{self.j}]"
-
-    @property
-    def kv_head(self) -> int:
-        """The key/value head that query head h reads."""
-        return self.kv_of(self.h)
-
-    def kv_of(self, h: int) -> int:
-        """The key/value head that query head `h` reads (GQA: h // group)."""
-        t = self.trace
-        return h // (t.num_heads // t.num_kv_heads)
-
-    def group(self, g: int) -> list[int]:
-        """The query heads that read key/value head g."""
-        return [h for h in range(self.trace.num_heads) if self.kv_of(h) == g]
-
-    def rows(self, name: str) -> list:
-        """Step `name` of the trace as nested lists (an array's rows read as they are asked)."""
-        return self.trace[name].rows()
-
-    def head(self, name: str, h: int | None = None) -> list:
-        """Step `name` in head h (this cell's by default) when it has a head axis, else whole."""
-        value = self.rows(name)
-        has_heads = self.trace[name].axes[:1] == ("head",)
-        return value[self.h if h is None else h] if has_heads else value
-
-    def row(self, name: str, i: int | None = None, h: int | None = None) -> list:
-        """Row i of step `name` (this cell's row and head by default)."""
-        return self.head(name, h)[self.i if i is None else i]
-
-    @property
-    def pieces(self) -> Pieces | None:
-        """The trace's variant taken apart (RoPE, sinks, rule), or None for a trace without one."""
-        options = self.trace.options
-        return None if options.variant is None else pieces(options)
 
 
 Explainer = Callable[[Cell], Explanation]
@@ -116,6 +45,14 @@ def listed(parts: list[str], n: int) -> str:
 def terms(a: list[float], b: list[float], op: str = "*") -> str:
     """'a0*b0 + a1*b1 + ...', cut after MAX_TERMS terms."""
     return listed([f"{number(x)}{op}{number(y)}" for x, y in zip(a[:MAX_TERMS], b)], len(a))
+
+
+def summed(cell: Cell, where: str, a: list, b: list, scaled: bool = False) -> str:
+    """'label = where = a0*b0 + ... = value'; scaled: 'scale * where = s * (...)'."""
+    if scaled:
+        s = number(cell.trace.scale)
+        return f"{cell.label} = scale * {where} = {s} * ({terms(a, b)}) = {number(cell.value)}"
+    return f"{cell.label} = {where} = {terms(a, b)} = {number(cell.value)}"
 
 
 def column(matrix: list[list[float]], c: int) -> list[float]:
@@ -183,9 +120,7 @@ def scores(cell: Cell) -> Explanation:
     kj = head_block(cell.rows(k)[j], cell.kv_head, t.num_kv_heads)
     sub = f"_{cell.h}" if cell.heads else ""
     kv_sub = f"_{cell.kv_head}" if cell.heads else ""  # GQA: head h reads kv head h // group
-    text = (
-        f"{cell.label} = {q}{sub}[{i}] . {k}{kv_sub}[{j}] = {terms(qi, kj)} = {number(cell.value)}"
-    )
+    text = summed(cell, f"{q}{sub}[{i}] . {k}{kv_sub}[{j}]", qi, kj)
     return Explanation(text, ((q, 0, i), (k, 0, j)))
 
 
@@ -320,9 +255,8 @@ def weighted_values(cell: Cell) -> Explanation:
     v = cell.rows(v_name)
     vc = [head_block(r, hk, t.num_kv_heads)[j] for r in v]
     col = hk * (len(v[0]) // t.num_kv_heads) + j
-    text = (
-        f"{cell.label} = sum_j {w_name}{cell.hs}[{i}][j] * {v_name}[j][{col}] = "
-        f"{terms(cell.row(w_name), vc)} = {number(cell.value)}"
+    text = summed(
+        cell, f"sum_j {w_name}{cell.hs}[{i}][j] * {v_name}[j][{col}]", cell.row(w_name), vc
     )
     return Explanation(text, ((w_name, 0, i), (v_name, 1, col)))
 
@@ -353,10 +287,7 @@ def weight_grad(cell: Cell) -> Explanation:
     src, grad = cell.reads
     m, c = cell.i, cell.j
     a, b = column(cell.rows(src), m), column(cell.rows(grad), c)
-    text = (
-        f"{cell.label} = sum_i {src}[i][{m}] * {grad}[i][{c}] = {terms(a, b)}"
-        f" = {number(cell.value)}"
-    )
+    text = summed(cell, f"sum_i {src}[i][{m}] * {grad}[i][{c}]", a, b)
     return Explanation(text, ((src, 1, m), (grad, 1, c)))
 
 
@@ -380,10 +311,8 @@ def grad_head_outputs(cell: Cell) -> Explanation:
         text = f"{cell.label} = {grad}[{i}][{col}] = {number(cell.value)} (head {h}'s columns)"
         return Explanation(text, ((grad, 0, i),))
     (w,) = w_o
-    text = (
-        f"{cell.label} = sum_n {grad}[{i}][n] * {w}[{col}][n] = "
-        f"{terms(cell.rows(grad)[i], cell.rows(w)[col])} = {number(cell.value)}"
-    )
+    where = f"sum_n {grad}[{i}][n] * {w}[{col}][n]"
+    text = summed(cell, where, cell.rows(grad)[i], cell.rows(w)[col])
     return Explanation(text, ((grad, 0, i), (w, 0, col)))
 
 
@@ -393,10 +322,8 @@ def grad_value(cell: Cell) -> Explanation:
     p_name, grad = cell.reads
     d_v = len(cell.rows("v")[0]) // t.num_kv_heads
     g, c = divmod(col, d_v)
-    a, b = [], []
-    for h in cell.group(g):
-        a += column(cell.head(p_name, h), j)
-        b += column(cell.head(grad, h), c)
+    a, b = _over_group(cell, g, lambda h: column(cell.head(p_name, h), j),
+                       lambda h: column(cell.head(grad, h), c))  # fmt: skip
     if cell.trace[grad].axes[:1] != ("head",):
         where = f"sum_i {p_name}[i][{j}] * {grad}[i][{c}]"
     else:
@@ -404,8 +331,7 @@ def grad_value(cell: Cell) -> Explanation:
             f"sum over heads h in {cell.group(g)}, rows i of "
             f"{p_name}[h][i][{j}] * {grad}[h][i][{c}]"
         )
-    text = f"{cell.label} = {where} = {terms(a, b)} = {number(cell.value)}"
-    return Explanation(text, ((p_name, 1, j), (grad, 1, c)))
+    return Explanation(summed(cell, where, a, b), ((p_name, 1, j), (grad, 1, c)))
 
 
 def grad_weights(cell: Cell) -> Explanation:
@@ -418,10 +344,7 @@ def grad_weights(cell: Cell) -> Explanation:
     g = cell.kv_head
     vj = head_block(v[j], g, t.num_kv_heads)
     cols = f"[{g * d_v}:{(g + 1) * d_v}]" if t.num_kv_heads > 1 else ""
-    text = (
-        f"{cell.label} = {label}[{i}] . {v_name}[{j}]{cols} = {terms(dO[i], vj)}"
-        f" = {number(cell.value)}"
-    )
+    text = summed(cell, f"{label}[{i}] . {v_name}[{j}]{cols}", dO[i], vj)
     return Explanation(text, ((grad, 0, i), (v_name, 0, j)))
 
 
@@ -430,10 +353,7 @@ def row_dot(cell: Cell) -> Explanation:
     h, i = cell.h, cell.i
     grad, out = cell.reads
     label, dO = _in_head(cell, grad, h)
-    text = (
-        f"{cell.label} = {label}[{i}] . {out}{cell.hs}[{i}] = {terms(dO[i], cell.row(out))}"
-        f" = {number(cell.value)}"
-    )
+    text = summed(cell, f"{label}[{i}] . {out}{cell.hs}[{i}]", dO[i], cell.row(out))
     return Explanation(text, ((grad, 0, i), (out, 0, i)))
 
 
@@ -475,10 +395,10 @@ def grad_scores(cell: Cell) -> Explanation:
     return Explanation(text, sources)
 
 
-def _scaled_sum(cell: Cell, where: str, a: list[float], b: list[float]) -> str:
-    """'label = scale * where = scale * (terms) = value'."""
-    s = number(cell.trace.scale)
-    return f"{cell.label} = scale * {where} = {s} * ({terms(a, b)}) = {number(cell.value)}"
+def _over_group(cell: Cell, g: int, a_of, b_of) -> tuple[list, list]:
+    """The two factors' terms of a sum over every query head reading kv head g, head by head."""
+    pairs = [(a_of(h), b_of(h)) for h in cell.group(g)]
+    return [x for a, _ in pairs for x in a], [y for _, b in pairs for y in b]
 
 
 def grad_query(cell: Cell) -> Explanation:
@@ -490,7 +410,7 @@ def grad_query(cell: Cell) -> Explanation:
     kcol = cell.kv_of(h) * d + c
     label, dS = _in_head(cell, grad, h)
     where = f"sum_j {label}[{i}][j] * {k}[j][{kcol}]"
-    text = _scaled_sum(cell, where, dS[i], column(cell.rows(k), kcol))
+    text = summed(cell, where, dS[i], column(cell.rows(k), kcol), scaled=True)
     return Explanation(text, ((grad, 0, i), (k, 1, kcol)))
 
 
@@ -501,10 +421,8 @@ def grad_key(cell: Cell) -> Explanation:
     d = len(cell.rows("k")[0]) // t.num_kv_heads
     g, c = divmod(col, d)
     q = cell.rows(q_name)
-    a, b = [], []
-    for h in cell.group(g):
-        a += column(cell.head(grad, h), j)
-        b += column(q, h * d + c)
+    a, b = _over_group(cell, g, lambda h: column(cell.head(grad, h), j),
+                       lambda h: column(q, h * d + c))  # fmt: skip
     if t[grad].axes[:1] == ("head",):
         where = (
             f"sum over heads h in {cell.group(g)}, rows i of "
@@ -512,7 +430,7 @@ def grad_key(cell: Cell) -> Explanation:
         )
     else:
         where = f"sum_i {grad}[i][{j}] * {q_name}[i][{c}]"
-    text = _scaled_sum(cell, where, a, b)
+    text = summed(cell, where, a, b, scaled=True)
     sources = ((grad, 1, j), *((q_name, 1, h * d + c) for h in cell.group(g)))
     return Explanation(text, sources)
 
@@ -536,5 +454,4 @@ def input_grad(cell: Cell) -> Explanation:
         a += row
         b += cell.rows(w)[m]
         sources.append((w, 0, m))
-    text = f"{cell.label} = {' + '.join(parts)} = {terms(a, b)} = {number(cell.value)}"
-    return Explanation(text, tuple(sources))
+    return Explanation(summed(cell, " + ".join(parts), a, b), tuple(sources))
