@@ -221,11 +221,10 @@ def _projected(call: Call) -> bool:
 _QK = ("query", "key")
 
 
-def _backward(name, number, axes, present, words, kind="", per_head=False) -> StepSpec:
+def _backward(name, number, axes, present, words, kind, per_head=False) -> StepSpec:
     """A backward step with its own words (reads, formula, note) from scratch.backward_steps;
-    its bound and explanation are the functions named `kind` (the step's name by default) in
-    scratch.step_bounds and scratch.step_explain."""
-    kind = kind or name
+    its bound and explanation are the functions named `kind` in scratch.step_bounds and
+    scratch.step_explain (never looked up by the step's own name)."""
     return StepSpec(
         name, number, axes, present, words.reads, words.formula, words.note,
         getattr(bounds, kind), getattr(explains, kind), per_head=per_head, backward=True,
@@ -351,17 +350,19 @@ STEPS: tuple[StepSpec, ...] = (
     _backward("grad_b_o", 10, ("feature",), back.given_and_backward("b_o"), back.GRAD_B_O,
               "bias_grad"),
     _backward("grad_head_outputs", 10, ("head", "query", "feature"), back.multi_backward,
-              back.GRAD_HEAD_OUTPUTS),
+              back.GRAD_HEAD_OUTPUTS, "grad_head_outputs"),
     # step 11: grad_value = weights^T @ dO, grad_weights = dO @ v^T    (S, L) @ (L, d_v) -> (S, d_v)
-    _backward("grad_value", 11, ("key", "feature"), back.backward, back.GRAD_VALUE),
-    _backward("grad_weights", 11, _QK, back.backward, back.GRAD_WEIGHTS, per_head=True),
+    _backward("grad_value", 11, ("key", "feature"), back.backward, back.GRAD_VALUE, "grad_value"),
+    _backward("grad_weights", 11, _QK, back.backward, back.GRAD_WEIGHTS, "grad_weights",
+              per_head=True),
     # step 12: row_dot = sum_c dO * O along each row (D)               (L, d_v) -> (L,)
-    _backward("row_dot", 12, ("query",), back.backward, back.ROW_DOT, per_head=True),
+    _backward("row_dot", 12, ("query",), back.backward, back.ROW_DOT, "row_dot", per_head=True),
     # step 13: grad_scores = weights * (grad_weights - row_dot)        (L, S)
-    _backward("grad_scores", 13, _QK, back.backward, back.GRAD_SCORES, per_head=True),
+    _backward("grad_scores", 13, _QK, back.backward, back.GRAD_SCORES, "grad_scores",
+              per_head=True),
     # step 14: grad_query = scale * dS @ k, grad_key = scale * dS^T @ q  (L, S) @ (S, E) -> (L, E)
-    _backward("grad_query", 14, ("query", "feature"), back.backward, back.GRAD_QUERY),
-    _backward("grad_key", 14, ("key", "feature"), back.backward, back.GRAD_KEY),
+    _backward("grad_query", 14, ("query", "feature"), back.backward, back.GRAD_QUERY, "grad_query"),
+    _backward("grad_key", 14, ("key", "feature"), back.backward, back.GRAD_KEY, "grad_key"),
     # step 15: grad_w_q = x^T @ grad_query (k, v alike), grad_b = column sums   (d, L) @ (L, m)
     *(
         _backward(f"grad_w_{n}", 15, ("model", "feature"), back.given_and_backward(f"w_{n}"),
