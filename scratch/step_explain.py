@@ -318,10 +318,8 @@ def grad_head_outputs(cell: Cell) -> Explanation:
 
 def grad_value(cell: Cell) -> Explanation:
     """dV: key j's weights down every query row (of every head reading it) times dO's column."""
-    t, j, col = cell.trace, cell.i, cell.j
+    j, (g, c, _) = cell.i, _kv_column(cell, "v")
     p_name, grad = cell.reads
-    d_v = len(cell.rows("v")[0]) // t.num_kv_heads
-    g, c = divmod(col, d_v)
     a, b = _over_group(cell, g, lambda h: column(cell.head(p_name, h), j),
                        lambda h: column(cell.head(grad, h), c))  # fmt: skip
     if cell.trace[grad].axes[:1] != ("head",):
@@ -395,6 +393,12 @@ def grad_scores(cell: Cell) -> Explanation:
     return Explanation(text, sources)
 
 
+def _kv_column(cell: Cell, name: str) -> tuple[int, int, int]:
+    """(kv head g, column c in it, its width) of this cell's column of k or v (`name`)."""
+    d = len(cell.rows(name)[0]) // cell.trace.num_kv_heads
+    return (*divmod(cell.j, d), d)
+
+
 def _over_group(cell: Cell, g: int, a_of, b_of) -> tuple[list, list]:
     """The two factors' terms of a sum over every query head reading kv head g, head by head."""
     pairs = [(a_of(h), b_of(h)) for h in cell.group(g)]
@@ -416,10 +420,8 @@ def grad_query(cell: Cell) -> Explanation:
 
 def grad_key(cell: Cell) -> Explanation:
     """dK: scale times column j of dS (every head reading this kv head) times a column of q."""
-    t, j, col = cell.trace, cell.i, cell.j
+    t, j, (g, c, d) = cell.trace, cell.i, _kv_column(cell, "k")
     grad, q_name = cell.reads
-    d = len(cell.rows("k")[0]) // t.num_kv_heads
-    g, c = divmod(col, d)
     q = cell.rows(q_name)
     a, b = _over_group(cell, g, lambda h: column(cell.head(grad, h), j),
                        lambda h: column(q, h * d + c))  # fmt: skip
