@@ -54,13 +54,13 @@ def _session(tokens: int):
 def _trace_alone_job(pool, session, call: tuple):
     """(a function that starts the backend's trace alone on `pool`, the worker whose signals
     report it): a gui.jobs job like the recompute's, Python's collector paused while it runs."""
-    from gui import core_api
     from gui.jobs import Worker
+    from scratch import backends
 
     alone = Worker(said=(Exception,))  # any failure is reported to the waiting loop
     alone.pool = pool
-    trace = lambda report, stop: core_api.trace_with_backend(  # noqa: E731
-        session.backend, session.dtype, *call
+    trace = lambda report, stop: backends.get(session.backend).trace_example(  # noqa: E731
+        *call, dtype=session.dtype
     )
     return (lambda: alone.start(trace)), alone
 
@@ -199,7 +199,7 @@ def measure(
 def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
     """The largest event-loop gap of each recompute of the session under each of MASKS, and
     the hypervisor's steal during each."""
-    from gui import session as sm
+    from gui.variant_session import with_mask_mode
 
     gaps, steals = [], []
     for mask in MASKS:
@@ -208,7 +208,7 @@ def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
             rows = causal_cells(tokens, tokens, "top-left")
             variant = dataclasses.replace(base.variant, mask="drawn", drawn=tuple(map(tuple, rows)))
         else:
-            variant = sm.with_mask_mode(base.variant, mask)
+            variant = with_mask_mode(base.variant, mask)
         session = dataclasses.replace(base, variant=variant)
         job = (lambda s=session: worker.submit(s)), worker
         _timed(*job)  # warm-up

@@ -12,7 +12,8 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import controls, core_api
+import scratch
+from gui import controls
 from gui.spin_boxes import SpinBox
 
 # what is checked: the CLI's plain function, --backward and --autograd
@@ -49,7 +50,7 @@ class KernelCheckOptions(QWidget):
         )
         self.seed = SpinBox(0, MAX_SEED, "seed of the cases' random inputs")
         self.require = QLineEdit()
-        features = ",".join(core_api.check_features())
+        features = ",".join([*scratch.checker.FEATURES, "dropout"])
         self.require.setPlaceholderText("e.g. mask,causal")
         self.require.setToolTip(
             f"features your kernel must support, comma-separated: {features} (dropout: "

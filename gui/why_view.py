@@ -1,6 +1,6 @@
 """Why each step exists, with the learner's numbers: the scale, the max subtraction, the mask.
 
-The numbers come from scratch.why (through core_api) in a worker; this view words them as
+The numbers come from scratch.why (gui.learn_model.why) in a worker; this view words them as
 tables and draws the weights as grouped bars, one page per step.
 """
 
@@ -11,8 +11,8 @@ import math
 import pyqtgraph as pg
 from PyQt6.QtWidgets import QScrollArea, QTabWidget, QVBoxLayout, QWidget
 
-from gui import controls, core_api
-from gui.learn_model import HeadInputs, key_rows, number, shown_keys, table
+from gui import controls
+from gui.learn_model import HeadInputs, key_rows, number, shown_keys, table, why
 from gui.learn_page import LearnPage
 
 COLOURS = ((150, 150, 150), (31, 119, 180), (214, 39, 40))  # grey, blue, red
@@ -140,7 +140,7 @@ class WhyView(LearnPage):
         scores, scaled, masked = x.scores.tolist(), x.scaled.tolist(), x.masked.tolist()
         allowed = x.allowed_lists()
         self.status.setText("computing...")
-        return lambda report, stop: core_api.why(scores, scaled, masked, x.d_k, i, allowed)
+        return lambda report, stop: why(scores, scaled, masked, x.d_k, i, allowed)
 
     def _on_finished(self, result: tuple) -> None:
         self.result = result
