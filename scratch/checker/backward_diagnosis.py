@@ -4,19 +4,24 @@ A failing kernel's (dq, dk, dv) is compared with every mistake's gradients on th
 the mistake is named only when all three gradients land on it (each within twice the rule's
 allowance, or 1/1000 of the mistake's own distance from the truth) and at least one of them
 is told apart from the truth. Otherwise nothing is named: a wrong name is worse than none.
+
+A mistake is planted in one of two forms. The explicit form rebuilds O and D from the planted
+P; FlashAttention-2's form (keys 'fa2_...') recomputes P per tile from the forward's
+log-sum-exp and takes D = rowsum(dO * O) from the forward's stored (correct) output, so a
+mistake in P there leaves O and D right.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import replace
 
 import numpy as np
 
-from .backward_reference import group_sum
-from .backward_tiled import MISTAKES as TILED
-from .backward_tiled import candidates as tiled_candidates
-from .diagnosis import structural_score
-from .reference import Problem
+from .backward_reference import group_sum, softmax
+from .diagnosis import Mistake, named, one, outputs, structural_score
+from .reference import LOG2E, Problem, scores
 
 MISTAKES = {
     "no_d": "the D term left out: dS = P * dP, but softmax's Jacobian needs dS = P * (dP - D)",
@@ -59,6 +64,47 @@ MISTAKES = {
         "log-sum-exp (FlashAttention's L_i)"
     ),
 }
+FA2 = {  # the same words as the explicit form's where the mistake is the same
+    "fa2_block_softmax": MISTAKES["block_softmax"],
+    "fa2_mask_dropped": MISTAKES["mask_dropped"],
+    "fa2_dq_overwritten": "dQ overwritten per key block instead of accumulated (= for +=)",
+    "fa2_dk_overwritten": "dK overwritten per query block instead of accumulated (= for +=)",
+    "fa2_dropout_unscaled": MISTAKES["dropout_unscaled"],
+    "fa2_ds_without_p": "dS without P: dS = dP - D instead of P * (dP - D)",
+    "fa2_dv_before_dropout": "dV from P before dropout: dV = P^T dO instead of (P * mask)^T dO",
+    "fa2_lse_log2": "lse in log2 units used as natural: P = exp(s - lse log2(e))",
+    "fa2_lse_scale": "lse from another scale: P = exp(s - lse) with lse of the unscaled q k^T",
+    "fa2_gqa_interleaved_sum": (
+        "GQA gradients summed over interleaved heads: kv head h gets query heads h, h + Hkv, ... "
+        "(the forward read h // group)"
+    ),
+}
+BLOCKS = (16, 32, 64, 128)  # the block sizes an FA2 block mistake is planted with
+SIZED = ("fa2_block_softmax", "fa2_dq_overwritten", "fa2_dk_overwritten")
+
+
+def _shows(p: Problem, factors, mistake: str | None, block: int) -> bool:
+    """Whether this case can show the mistake at all (its shapes, mask, dropout, heads)."""
+    k, v = p.heads()
+    L, S = p.q.shape[-2], k.shape[-2]
+    return not (
+        (mistake == "ds_transposed" and L != S)
+        or (mistake == "dq_from_v" and k.shape[-1] != v.shape[-1])
+        or (mistake in ("block_softmax", "fa2_block_softmax", "fa2_dq_overwritten") and S <= block)
+        or (mistake == "fa2_dk_overwritten" and L <= block)
+        or (mistake in ("d_before_dropout", "fa2_dropout_unscaled", "fa2_dv_before_dropout")
+            and factors is None)
+        or (mistake == "fa2_mask_dropped" and p.allowed is None)
+        or (mistake == "fa2_gqa_interleaved_sum" and not (p.gqa and k.shape[-3] != p.k.shape[-3]))
+    )  # fmt: skip
+
+
+def _lse(s: np.ndarray) -> np.ndarray:
+    """Each row's log-sum-exp (..., L, 1); +inf for rows with no key (their P is 0)."""
+    top = np.max(s, axis=-1, keepdims=True)
+    safe = np.where(np.isfinite(top), top, 0)
+    total = np.sum(np.exp(s - safe), axis=-1, keepdims=True)
+    return np.where(total > 0, safe + np.log(np.where(total > 0, total, 1)), np.inf)
 
 
 def planted(
@@ -70,33 +116,39 @@ def planted(
     block: int = 16,
 ) -> tuple[np.ndarray, ...] | None:
     """(dq, dk, dv) in float64 with one mistake planted (None: correct); None if inapplicable."""
+    if not _shows(p, factors, mistake, block):
+        return None
+    fa2 = mistake is not None and mistake.startswith("fa2_")
     k, v = p.heads(interleave=mistake == "gqa_interleaved")
     q, scale = p.q, p.scale
     L, S = q.shape[-2], k.shape[-2]
-    if mistake == "ds_transposed" and L != S:
-        return None
-    if mistake == "dq_from_v" and k.shape[-1] != v.shape[-1]:
-        return None
     keep = factors
+    unmasked, unscaled = replace(p, allowed=None), replace(p, scale=1.0)
     with np.errstate(all="ignore"):
-        s = q @ k.swapaxes(-1, -2) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
-        if p.add is not None:
-            s = s + p.add
-        if p.allowed is not None and mistake != "mask_dropped":
-            s = np.where(p.allowed, s, -np.inf)
-        P, empty = _softmax(s, masked_rows)
-        if mistake == "block_softmax":
-            if S <= block:
-                return None
+        s = scores(p, q, k, np.float64)  # (..., L, E) @ (..., E, S) -> (..., L, S), masked
+        P, empty = softmax(s, masked_rows)  # the forward's weights
+        O = (P if keep is None else P * keep) @ v  # (..., L, Ev): the forward's stored output
+        if mistake in ("block_softmax", "fa2_block_softmax"):  # each block its own softmax
             P = np.concatenate(
-                [_softmax(s[..., j : j + block], "zero")[0] for j in range(0, S, block)], axis=-1
+                [softmax(s[..., j : j + block], "zero")[0] for j in range(0, S, block)], axis=-1
             )
+        elif mistake == "mask_dropped":  # (its rows with no key: none)
+            P, empty = softmax(scores(unmasked, q, k, np.float64), masked_rows)
+        elif mistake == "fa2_mask_dropped":
+            P = np.exp(scores(unmasked, q, k, np.float64) - _lse(s))
+        elif mistake == "fa2_lse_log2":
+            P = np.exp(s - _lse(s) * LOG2E)
+        elif mistake == "fa2_lse_scale":
+            P = np.exp(s - _lse(scores(unscaled, q, k, np.float64)))
+        if fa2:
+            P = np.nan_to_num(P, nan=0.0, posinf=0.0)
         if mistake == "dropout_none":
             keep = None
-        if mistake == "dropout_unscaled" and keep is not None:
+        if mistake in ("dropout_unscaled", "fa2_dropout_unscaled") and keep is not None:
             keep = (keep > 0).astype(np.float64)
-        Pd = P if keep is None else P * keep
-        O = Pd @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+        Pd = P if keep is None or mistake == "fa2_dv_before_dropout" else P * keep
+        if not fa2:  # the explicit form: O rebuilt from the planted P
+            O = Pd @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
         dV = Pd.swapaxes(-1, -2) @ dO  # (..., S, L) @ (..., L, Ev) -> (..., S, Ev)
         dPd = dO @ v.swapaxes(-1, -2)  # (..., L, Ev) @ (..., Ev, S) -> (..., L, S)
         dP = dPd if keep is None or mistake == "dropout_dp" else dPd * keep
@@ -104,14 +156,16 @@ def planted(
         if mistake == "no_d":
             D = 0.0
         elif mistake == "d_before_dropout":
-            if factors is None:
-                return None
             D = np.sum(P * dPd, axis=-1, keepdims=True)
         elif mistake == "d_elementwise":
             D = P * dP
         elif mistake == "d_over_queries":
             D = np.sum(P * dP, axis=-2, keepdims=True)  # (..., 1, S)
         dS = P * (dP - D) if mistake != "sign" else P * (D - dP)
+        if mistake == "fa2_ds_without_p":
+            dS = dP - D
+            if p.allowed is not None:  # a kernel reads only the allowed tiles' keys
+                dS = np.where(p.allowed, dS, 0.0)
         if masked_rows == "uniform":
             dS = np.where(empty, 0.0, dS)
         dS_q = dS.swapaxes(-1, -2) if mistake == "ds_transposed" else dS
@@ -121,22 +175,19 @@ def planted(
         q_scale, k_scale = q_scale.get(mistake, scale), k_scale.get(mistake, scale)
         dQ = dS_q @ (v if mistake == "dq_from_v" else k) * q_scale  # (..., L, S) @ (..., S, E)
         dK = dS_k @ q * k_scale  # (..., S, L) @ (..., L, E) -> (..., S, E)
-    dK, dV = _to_kv_heads(p, dK, dV, mistake)
+        if mistake == "fa2_dq_overwritten":  # only the last key block's share survives
+            j = (S - 1) // block * block
+            dQ = dS[..., j:] @ k[..., j:, :] * scale
+        elif mistake == "fa2_dk_overwritten":  # only the last query block's share survives
+            i = (L - 1) // block * block
+            dK = dS[..., i:, :].swapaxes(-1, -2) @ q[..., i:, :] * scale
+    fold = "gqa_interleaved" if mistake == "fa2_gqa_interleaved_sum" else mistake
+    dK, dV = _to_kv_heads(p, dK, dV, fold)
     if mistake == "swapped":
         if dK.shape != dV.shape:
             return None
         dK, dV = dV, dK
     return dQ, dK, dV
-
-
-def _softmax(s: np.ndarray, masked_rows: str) -> tuple[np.ndarray, np.ndarray]:
-    """Row softmax of masked scores and the rows with no key; such rows follow the policy."""
-    top = np.max(s, axis=-1, keepdims=True)
-    e = np.exp(s - np.where(np.isfinite(top), top, 0))
-    total = np.sum(e, axis=-1, keepdims=True)
-    empty = total == 0
-    fill = {"zero": 0.0, "nan": math.nan, "uniform": 1.0 / s.shape[-1]}[masked_rows]
-    return np.where(empty, fill, e / np.where(empty, 1, total)), empty
 
 
 def _to_kv_heads(p: Problem, dK: np.ndarray, dV: np.ndarray, mistake: str | None):
@@ -157,27 +208,28 @@ def _to_kv_heads(p: Problem, dK: np.ndarray, dV: np.ndarray, mistake: str | None
     return group_sum(dK, kv), group_sum(dV, kv)
 
 
-def candidates(prep, masked_rows: str) -> list[tuple[str, tuple]]:
-    """(words, (dq, dk, dv)) of every mistake that applies to this case, computed once."""
+def candidates(prep, masked_rows: str) -> list[Mistake]:
+    """Every mistake (and block size) this case can show, as a record (words, planted kind)."""
+    found = []
+    for key, words in (MISTAKES | FA2).items():
+        if key == "nan_rows" and (masked_rows == "nan" or prep.case.mask != "empty-row"):
+            continue
+        if key.startswith("fa2_") and masked_rows != "zero":  # a tiled kernel's empty rows: P = 0
+            continue
+        for block in BLOCKS if key in SIZED else (16,):
+            found.append(Mistake(words, (None if key == "nan_rows" else key, block)))
+    return found
 
-    def make() -> list:
-        found = []
-        for key, words in MISTAKES.items():
-            policy = "nan" if key == "nan_rows" else masked_rows
-            if key == "nan_rows" and (masked_rows == "nan" or prep.case.mask != "empty-row"):
-                continue
-            plant = None if key == "nan_rows" else key
-            grads = planted(prep.problem, prep.grad_output, prep.factors, plant, policy)
-            if grads is not None:
-                found.append((words, grads))
-        if masked_rows == "zero":  # a tiled kernel's rows with no key: P = exp(s - inf) = 0
-            p = prep.problem
-            for words, (dQ, dK, dV) in tiled_candidates(p, prep.grad_output, prep.factors):
-                fold = "gqa_interleaved" if words == TILED["fa2_gqa_interleaved_sum"] else None
-                found.append((words, (dQ, *_to_kv_heads(p, dK, dV, fold))))
-        return found
 
-    return prep.memo(f"mistakes:{masked_rows}", make)
+def grads_of(prep, masked_rows: str):
+    """The planted backward of one record's (key, block) on this case (None: cannot show it)."""
+
+    def run(plant: tuple) -> tuple | None:
+        key, block = plant
+        policy = "nan" if key is None else masked_rows  # nan_rows: the 'nan' policy's grads
+        return planted(prep.problem, prep.grad_output, prep.factors, key, policy, block)
+
+    return run
 
 
 def match_score(got: tuple, grads: tuple, truth: tuple, allowed: tuple) -> float:
@@ -228,12 +280,9 @@ def diagnose(prep, got: tuple, allowed: tuple, masked_rows: str) -> str | None:
     """The known mistake that matches the kernel's (dq, dk, dv) best, or None."""
     if _nan_from_empty_rows(prep, got, masked_rows):
         return MISTAKES["nan_rows"]
-    matched = {
-        words
-        for words, grads in candidates(prep, masked_rows)
-        if match_score(got, grads, prep.truth, allowed) <= 2.0
-    }
-    return matched.pop() if len(matched) == 1 else None  # two names alike: this case can't tell
+    catalogue = functools.partial(candidates, prep, masked_rows)
+    made = outputs(prep._memo, f"mistakes:{masked_rows}", catalogue, grads_of(prep, masked_rows))
+    return named(got, made, prep.truth, allowed, score=match_score, pick=one)
 
 
 def diagnose_shapes(prep, shapes: tuple) -> str | None:

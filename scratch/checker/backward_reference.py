@@ -35,14 +35,20 @@ def weights_of(p: Problem, q, k, acc, dtype: str, masked_rows: str, *, reverse: 
     with np.errstate(all="ignore"):
         if reverse:
             q, k = q[..., ::-1], k[..., ::-1]
-        s = store(scores(sub, q, k, acc), dtype)  # (..., L, S)
+        return softmax(store(scores(sub, q, k, acc), dtype), masked_rows, dtype)  # (..., L, S)
+
+
+def softmax(s: np.ndarray, masked_rows: str, dtype: str = "float64"):
+    """(row softmax of masked scores s stored in `dtype`, rows with no key (..., L, 1)); the
+    rows with no key follow the masked_rows policy."""
+    with np.errstate(all="ignore"):
         top = np.max(s, axis=-1, keepdims=True)
         e = np.exp(s - np.where(np.isfinite(top), top, 0))
         total = np.sum(e, axis=-1, keepdims=True)
         empty = total == 0  # (..., L, 1): every key masked
         P = store(e / np.where(empty, 1, total), dtype)
     fill = {"zero": 0.0, "nan": math.nan, "uniform": 1.0 / s.shape[-1]}[masked_rows]
-    return np.where(empty, acc(fill), P).astype(acc), empty
+    return np.where(empty, s.dtype.type(fill), P).astype(s.dtype), empty
 
 
 def textbook(

@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -22,6 +24,56 @@ from ..tolerance import ACCUMULATE, UNIT_ROUNDOFF
 from . import ignored
 from . import variants as var
 from .reference import LOG2E, causal
+
+
+class Mistake(NamedTuple):
+    """One catalogue entry: a known mistake's name and how its family's planted kernel plants it
+    (forward: a thunk; variant: a variant_numpy.Planted; backward: (key, block))."""
+
+    name: str
+    plant: object
+
+
+def outputs(memo: dict, key: object, catalogue: Callable, run: Callable) -> list[tuple]:
+    """(name, run(plant)) of each Mistake of catalogue(), made once per case (kept in memo[key]);
+    left out where run returns None or raises ValueError, TypeError or FloatingPointError (the
+    case cannot show that mistake)."""
+    if key not in memo:
+        made = []
+        for name, plant in catalogue():
+            try:
+                out = run(plant)
+            except (ValueError, TypeError, FloatingPointError):
+                continue
+            if out is not None:
+                made.append((name, out))
+        memo[key] = made
+    return memo[key]
+
+
+def one(matched: set[str]) -> str | None:
+    """The one name matched, or None (two names alike: this case cannot tell which)."""
+    return next(iter(matched)) if len(matched) == 1 else None
+
+
+def matches(got, made: list, truth, bound, score=None) -> set[str]:
+    """The one diagnosis engine: the names of the planted mistakes whose output got lands on,
+    score(got, output, truth, bound) <= 2 (structural_score unless another is given)."""
+    score = score or structural_score
+    return {name for name, out in made if score(got, out, truth, bound) <= 2.0}
+
+
+def named(got, made: list, truth, bound, *, score=None, pick=ignored.pick) -> str | None:
+    """The name `pick` takes from the matches (ignored.pick: the one name, or the one saying a
+    keyword is ignored; `one`: the one name), or None."""
+    matched = matches(got, made, truth, bound, score)
+    return pick(matched) if matched else None
+
+
+def call(make: Callable) -> object:
+    """A forward Mistake's output: its plant is a thunk."""
+    return make()
+
 
 GQA_MODULO = "grouped-query heads mapped as h % Hkv instead of h // (Hq / Hkv)"
 
@@ -303,19 +355,22 @@ def diagnose(prep, got: np.ndarray, masked_rows: str, dtype: str) -> str | None:
     truth, bound, live = prep.truth_np, prep.bound_np, prep.live_np
     if overflows(prep, got, dtype):
         return OVERFLOW
-    matched = set()
-    for name, make in prep.variant_outputs("structure", masked_rows):
-        if structural_score(got, make, truth, bound) <= 2.0:
-            matched.add(name)
+    structure = functools.partial(candidates, prep.case, prep.problem, masked_rows, prep.rows)
+    made = outputs(prep._memo, ("structure", masked_rows), structure, call)
+    matched = matches(got, made, truth, bound)
     if matched:  # two names for one output: this case cannot tell which (but see ignored.pick)
         return ignored.pick(matched)
     if prep.case.q_size != 1.0:  # nearly one-hot rows: any relative error looks alike
         return None
-    precise = prep.variant_outputs("precision", masked_rows)
-    found = {n for n, out in precise if precision_match(got, out, truth, live)}
-    if len(found) == 1:
-        return found.pop()
-    return denominator_epsilon(prep, got) if not found else None
+    precision = functools.partial(precision_candidates, prep.problem, prep.dtype)
+    precise = outputs(prep._memo, ("precision", masked_rows), precision, call)
+    found = matches(got, precise, truth, live, _precision_score)
+    return one(found) if found else denominator_epsilon(prep, got)
+
+
+def _precision_score(got, variant, truth, live) -> float:
+    """0 where the error is the variant's error (precision_match), else inf: named()'s score."""
+    return 0.0 if precision_match(got, variant, truth, live) else math.inf
 
 
 def denominator_epsilon(prep, got: np.ndarray) -> str | None:

@@ -14,9 +14,9 @@ import math
 import numpy as np
 
 from . import ignored
-from .diagnosis import GQA_MODULO, structural_score
+from .diagnosis import GQA_MODULO, Mistake, matches, named, one, outputs, structural_score
 from .variant_cases import VariantCase
-from .variant_numpy import Planted, allowed, attend
+from .variant_numpy import Planted, allowed, attend, grads
 from .variant_prepare import VariantPrepared
 
 BLOCKS = (8, 16, 32, 64)
@@ -31,6 +31,13 @@ AVERAGED = (
 TOP_LEFT = (
     "decode aligned top-left: the diagonal at j = i instead of j = i + S - L (the L queries "
     "are the last L positions; FlashAttention's causal and window_size are bottom-right)"
+)
+SOFTCAP_GRAD = (
+    "softcap's backward misses its 1 - tanh^2(score / cap) factor (d cap tanh(s / cap) / ds)"
+)
+ROPE_GRAD = (
+    "RoPE's backward missing: the gradients of the rotated q and k returned, not turned back by "
+    "-angle to the unrotated inputs"
 )
 PAIRING = {
     "half": "RoPE pairing swapped: pairs (2m, 2m+1) turned (interleaved, GPT-J) where "
@@ -284,21 +291,39 @@ def diagnose(prep: VariantPrepared, got: np.ndarray, style: str = "flash") -> st
     """The one planted mistake got matches, or None (style: how fn took the variant)."""
     case, truth = prep.case, prep.truth
     bound = np.full(truth.shape, prep.allowed)
-    key = ("outputs", style)
-    if key not in prep.memo:
-        masked = not allowed(case, Planted(), case.q[2], case.k[2]).all()
-        made = []
-        for name, planted in candidates(case, masked, style):
-            made.append((name, attend(case, prep.data, planted)))
-        prep.memo[key] = made
-    matched = {
-        name for name, out in prep.memo[key] if structural_score(got, out, truth, bound) <= 2.0
-    }
+    catalogue = lambda: candidates(case, masked(case), style)  # noqa: E731
+    made = outputs(prep.memo, ("outputs", style), catalogue, lambda p: attend(case, prep.data, p))
+    matched = matches(got, made, truth, bound)
     if matched:  # two names: this case cannot tell which (but see ignored.pick)
         return ignored.pick(matched)
-    if case.softcap is None:
-        return None
-    return fit_cap(prep, got, bound)
+    return None if case.softcap is None else fit_cap(prep, got, bound)
 
 
-__all__ = ["candidates", "diagnose"]
+def masked(case: VariantCase) -> bool:
+    """Whether the case's rule hides some key from some query."""
+    return not allowed(case, Planted(), case.q[2], case.k[2]).all()
+
+
+def backward_candidates(case: VariantCase) -> list[Mistake]:
+    """The forward's mask and score mistakes (in P's recompute) and the backward's own."""
+    found = mask_candidates(case) + score_candidates(case, masked(case))
+    if case.softcap is not None:
+        found.append(Mistake(SOFTCAP_GRAD, Planted(softcap_grad=False)))
+    if case.rotary is not None:
+        found.append(Mistake(ROPE_GRAD, Planted(rope_grad=False)))
+    return found
+
+
+def diagnose_backward(made, got: list[np.ndarray]) -> str | None:
+    """The one planted mistake whose dq, dk, dv got matches, or None (dsinks not compared: a
+    kernel that leaves the sink out of lse still reports some dsinks of its own)."""
+    case = made.prep.case
+    flat = lambda gs: np.concatenate([g.ravel() for g in gs[:3]])  # noqa: E731
+    truth = flat(made.truth)
+    bound = flat([np.full(t.shape, a) for t, a in zip(made.truth, made.allowed)])
+    run = lambda p: flat(grads(case, made.prep.data, made.d_out, p))  # noqa: E731
+    found = outputs(made.memo, "outputs", lambda: backward_candidates(case), run)
+    return named(flat(got), found, truth, bound, pick=one)
+
+
+__all__ = ["candidates", "diagnose", "diagnose_backward"]
