@@ -5,23 +5,21 @@ the mistake is named only when all three gradients land on it (each within twice
 allowance, or 1/1000 of the mistake's own distance from the truth) and at least one of them
 is told apart from the truth. Otherwise nothing is named: a wrong name is worse than none.
 
-A mistake is planted in one of two forms. The explicit form rebuilds O and D from the planted
-P; FlashAttention-2's form (keys 'fa2_...') recomputes P per tile from the forward's
-log-sum-exp and takes D = rowsum(dO * O) from the forward's stored (correct) output, so a
-mistake in P there leaves O and D right.
+Each is planted by backward_reference.textbook (mistake=key) in one of two forms. The explicit
+form rebuilds O and D from the planted P; FlashAttention-2's form (keys 'fa2_...') recomputes
+P per tile from the forward's log-sum-exp and takes D = rowsum(dO * O) from the forward's
+stored (correct) output, so a mistake in P there leaves O and D right.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
 
 import numpy as np
 
-from .backward_reference import group_sum, softmax
-from .diagnosis import Mistake, named, one, outputs, structural_score
-from .reference import LOG2E, Problem, scores
+from .backward_reference import BLOCKS, SIZED, textbook
+from .mistake import Mistake, named, one, outputs, structural_score
 
 MISTAKES = {
     "no_d": "the D term left out: dS = P * dP, but softmax's Jacobian needs dS = P * (dP - D)",
@@ -79,137 +77,10 @@ FA2 = {  # the same words as the explicit form's where the mistake is the same
         "(the forward read h // group)"
     ),
 }
-BLOCKS = (16, 32, 64, 128)  # the block sizes an FA2 block mistake is planted with
-SIZED = ("fa2_block_softmax", "fa2_dq_overwritten", "fa2_dk_overwritten")
-
-
-def _shows(p: Problem, factors, mistake: str | None, block: int) -> bool:
-    """Whether this case can show the mistake at all (its shapes, mask, dropout, heads)."""
-    k, v = p.heads()
-    L, S = p.q.shape[-2], k.shape[-2]
-    return not (
-        (mistake == "ds_transposed" and L != S)
-        or (mistake == "dq_from_v" and k.shape[-1] != v.shape[-1])
-        or (mistake in ("block_softmax", "fa2_block_softmax", "fa2_dq_overwritten") and S <= block)
-        or (mistake == "fa2_dk_overwritten" and L <= block)
-        or (mistake in ("d_before_dropout", "fa2_dropout_unscaled", "fa2_dv_before_dropout")
-            and factors is None)
-        or (mistake == "fa2_mask_dropped" and p.allowed is None)
-        or (mistake == "fa2_gqa_interleaved_sum" and not (p.gqa and k.shape[-3] != p.k.shape[-3]))
-    )  # fmt: skip
-
-
-def _lse(s: np.ndarray) -> np.ndarray:
-    """Each row's log-sum-exp (..., L, 1); +inf for rows with no key (their P is 0)."""
-    top = np.max(s, axis=-1, keepdims=True)
-    safe = np.where(np.isfinite(top), top, 0)
-    total = np.sum(np.exp(s - safe), axis=-1, keepdims=True)
-    return np.where(total > 0, safe + np.log(np.where(total > 0, total, 1)), np.inf)
-
-
-def planted(
-    p: Problem,
-    dO: np.ndarray,
-    factors: np.ndarray | None,
-    mistake: str | None = None,
-    masked_rows: str = "zero",
-    block: int = 16,
-) -> tuple[np.ndarray, ...] | None:
-    """(dq, dk, dv) in float64 with one mistake planted (None: correct); None if inapplicable."""
-    if not _shows(p, factors, mistake, block):
-        return None
-    fa2 = mistake is not None and mistake.startswith("fa2_")
-    k, v = p.heads(interleave=mistake == "gqa_interleaved")
-    q, scale = p.q, p.scale
-    L, S = q.shape[-2], k.shape[-2]
-    keep = factors
-    unmasked, unscaled = replace(p, allowed=None), replace(p, scale=1.0)
-    with np.errstate(all="ignore"):
-        s = scores(p, q, k, np.float64)  # (..., L, E) @ (..., E, S) -> (..., L, S), masked
-        P, empty = softmax(s, masked_rows)  # the forward's weights
-        O = (P if keep is None else P * keep) @ v  # (..., L, Ev): the forward's stored output
-        if mistake in ("block_softmax", "fa2_block_softmax"):  # each block its own softmax
-            P = np.concatenate(
-                [softmax(s[..., j : j + block], "zero")[0] for j in range(0, S, block)], axis=-1
-            )
-        elif mistake == "mask_dropped":  # (its rows with no key: none)
-            P, empty = softmax(scores(unmasked, q, k, np.float64), masked_rows)
-        elif mistake == "fa2_mask_dropped":
-            P = np.exp(scores(unmasked, q, k, np.float64) - _lse(s))
-        elif mistake == "fa2_lse_log2":
-            P = np.exp(s - _lse(s) * LOG2E)
-        elif mistake == "fa2_lse_scale":
-            P = np.exp(s - _lse(scores(unscaled, q, k, np.float64)))
-        if fa2:
-            P = np.nan_to_num(P, nan=0.0, posinf=0.0)
-        if mistake == "dropout_none":
-            keep = None
-        if mistake in ("dropout_unscaled", "fa2_dropout_unscaled") and keep is not None:
-            keep = (keep > 0).astype(np.float64)
-        Pd = P if keep is None or mistake == "fa2_dv_before_dropout" else P * keep
-        if not fa2:  # the explicit form: O rebuilt from the planted P
-            O = Pd @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
-        dV = Pd.swapaxes(-1, -2) @ dO  # (..., S, L) @ (..., L, Ev) -> (..., S, Ev)
-        dPd = dO @ v.swapaxes(-1, -2)  # (..., L, Ev) @ (..., Ev, S) -> (..., L, S)
-        dP = dPd if keep is None or mistake == "dropout_dp" else dPd * keep
-        D = np.sum(dO * O, axis=-1, keepdims=True)  # (..., L, 1)
-        if mistake == "no_d":
-            D = 0.0
-        elif mistake == "d_before_dropout":
-            D = np.sum(P * dPd, axis=-1, keepdims=True)
-        elif mistake == "d_elementwise":
-            D = P * dP
-        elif mistake == "d_over_queries":
-            D = np.sum(P * dP, axis=-2, keepdims=True)  # (..., 1, S)
-        dS = P * (dP - D) if mistake != "sign" else P * (D - dP)
-        if mistake == "fa2_ds_without_p":
-            dS = dP - D
-            if p.allowed is not None:  # a kernel reads only the allowed tiles' keys
-                dS = np.where(p.allowed, dS, 0.0)
-        if masked_rows == "uniform":
-            dS = np.where(empty, 0.0, dS)
-        dS_q = dS.swapaxes(-1, -2) if mistake == "ds_transposed" else dS
-        dS_k = dS if mistake == "ds_transposed" else dS.swapaxes(-1, -2)
-        q_scale = {"no_scale_dq": 1.0, "no_scale": 1.0, "scale_twice_dq": scale * scale}
-        k_scale = {"no_scale_dk": 1.0, "no_scale": 1.0, "scale_twice_dk": scale * scale}
-        q_scale, k_scale = q_scale.get(mistake, scale), k_scale.get(mistake, scale)
-        dQ = dS_q @ (v if mistake == "dq_from_v" else k) * q_scale  # (..., L, S) @ (..., S, E)
-        dK = dS_k @ q * k_scale  # (..., S, L) @ (..., L, E) -> (..., S, E)
-        if mistake == "fa2_dq_overwritten":  # only the last key block's share survives
-            j = (S - 1) // block * block
-            dQ = dS[..., j:] @ k[..., j:, :] * scale
-        elif mistake == "fa2_dk_overwritten":  # only the last query block's share survives
-            i = (L - 1) // block * block
-            dK = dS[..., i:, :].swapaxes(-1, -2) @ q[..., i:, :] * scale
-    fold = "gqa_interleaved" if mistake == "fa2_gqa_interleaved_sum" else mistake
-    dK, dV = _to_kv_heads(p, dK, dV, fold)
-    if mistake == "swapped":
-        if dK.shape != dV.shape:
-            return None
-        dK, dV = dV, dK
-    return dQ, dK, dV
-
-
-def _to_kv_heads(p: Problem, dK: np.ndarray, dV: np.ndarray, mistake: str | None):
-    """dK, dV of the query heads turned into the kv heads' gradients (summed over each group)."""
-    kv = p.k.shape[-3] if p.k.ndim >= 3 else 1
-    if not p.gqa or dK.ndim < 3 or dK.shape[-3] == kv:
-        return dK, dV
-    H = dK.shape[-3]
-    group = H // kv
-    if mistake == "gqa_first_head":
-        return dK[..., ::group, :, :], dV[..., ::group, :, :]
-    if mistake == "gqa_mean":
-        return group_sum(dK, kv) / group, group_sum(dV, kv) / group
-    if mistake == "gqa_interleaved":  # query head h read kv head h % kv
-        shape = dK.shape[:-3] + (group, kv) + dK.shape[-2:]
-        vshape = dV.shape[:-3] + (group, kv) + dV.shape[-2:]
-        return dK.reshape(shape).sum(axis=-4), dV.reshape(vshape).sum(axis=-4)
-    return group_sum(dK, kv), group_sum(dV, kv)
 
 
 def candidates(prep, masked_rows: str) -> list[Mistake]:
-    """Every mistake (and block size) this case can show, as a record (words, planted kind)."""
+    """Every mistake (and block size) this case can show, as a record (words, (key, block))."""
     found = []
     for key, words in (MISTAKES | FA2).items():
         if key == "nan_rows" and (masked_rows == "nan" or prep.case.mask != "empty-row"):
@@ -222,12 +93,13 @@ def candidates(prep, masked_rows: str) -> list[Mistake]:
 
 
 def grads_of(prep, masked_rows: str):
-    """The planted backward of one record's (key, block) on this case (None: cannot show it)."""
+    """The planted backward (backward_reference.textbook in float64) of a record's (key, block)."""
 
     def run(plant: tuple) -> tuple | None:
         key, block = plant
         policy = "nan" if key is None else masked_rows  # nan_rows: the 'nan' policy's grads
-        return planted(prep.problem, prep.grad_output, prep.factors, key, policy, block)
+        p, dO, factors = prep.problem, prep.grad_output, prep.factors
+        return textbook(p, dO, factors, "float64", policy, mistake=key, block=block)
 
     return run
 

@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from . import ignored
-from .diagnosis import GQA_MODULO, Mistake, matches, named, one, outputs, structural_score
+from .diagnosis import GQA_MODULO
+from .mistake import Mistake, matches, named, one, outputs, structural_score
 from .variant_cases import VariantCase
 from .variant_numpy import Planted, allowed, attend, grads
 from .variant_prepare import VariantPrepared
@@ -47,19 +48,19 @@ PAIRING = {
 }
 
 
-def window_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, Planted]]:
+def window_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
     """Each window edge off by one, and (FlashAttention's keywords) window_size ignored."""
     left, right = case.window
     lo, hi = (None if left == -1 else -left), (None if right == -1 else right)
     found = []
     if lo is not None:
         found += [
-            (
+            Mistake(
                 f"window off by one on the left: {left - 1} keys before the diagonal seen, not "
                 f"window_size[0] = {left} (j >= i - left counts keys beside the diagonal)",
                 Planted(window_edges=(lo + 1, hi)),
             ),
-            (
+            Mistake(
                 f"window off by one on the left: {left + 1} keys before the diagonal seen, not "
                 f"window_size[0] = {left} (j >= i - left counts keys beside the diagonal)",
                 Planted(window_edges=(lo - 1, hi)),
@@ -67,12 +68,12 @@ def window_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str
         ]
     if hi is not None:
         found += [
-            (
+            Mistake(
                 f"window off by one on the right: {right + 1} keys after the diagonal seen, not "
                 f"window_size[1] = {right}",
                 Planted(window_edges=(lo, hi + 1)),
             ),
-            (
+            Mistake(
                 f"window off by one on the right: {right - 1} keys after the diagonal seen, not "
                 f"window_size[1] = {right}"
                 + (" (the diagonal key left out)" if right == 0 else ""),
@@ -80,11 +81,11 @@ def window_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str
             ),
         ]
     if style == "flash":
-        found.append((ignored.WINDOW, Planted(no_window=True)))
+        found.append(Mistake(ignored.WINDOW, Planted(no_window=True)))
     return found
 
 
-def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, Planted]]:
+def mask_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
     """Mistakes of the mask: alignment, causal edge, window, documents, prefix, chunks; a
     keyword of the mask ignored (style 'flash') or the whole mask_mod ignored ('flex')."""
     flash = style == "flash"
@@ -92,24 +93,26 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
     rules = any(f in ignored.MASK_RULES for f in case.features())
     rules = rules or case.registered_mask is not None
     if not flash and rules:
-        found.append((ignored.MASK_MOD, Planted(no_mask=True)))
+        found.append(Mistake(ignored.MASK_MOD, Planted(no_mask=True)))
     shifted = case.causal or case.window or case.chunk or case.prefix or case.registered_mask
     if case.shift > 0 and shifted:
-        found.append((TOP_LEFT, Planted(shift=0)))
+        found.append(Mistake(TOP_LEFT, Planted(shift=0)))
     if case.causal:
         found += [
-            ("causal mask off by one (diagonal excluded: j < i + S - L)", Planted(causal_edge=-1)),
+            Mistake(
+                "causal mask off by one (diagonal excluded: j < i + S - L)", Planted(causal_edge=-1)
+            ),
             ("causal mask off by one (one future key seen)", Planted(causal_edge=1)),
         ]
         if flash:
-            found.append((ignored.CAUSAL, Planted(no_causal=True)))
+            found.append(Mistake(ignored.CAUSAL, Planted(no_causal=True)))
     if case.window is not None:
         found += window_candidates(case, style)
     if case.cu_seqlens is not None:
         if flash:
-            found.append((ignored.DOCUMENTS, Planted(docs="ignored")))
+            found.append(Mistake(ignored.DOCUMENTS, Planted(docs="ignored")))
         found += [
-            (
+            Mistake(
                 "documents leak into each other: keys of later documents seen (a document's "
                 "end, cu_seqlens[d + 1], not applied)",
                 Planted(docs="no-end"),
@@ -117,7 +120,7 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
         ]
         for edge in (-1, 1):
             found.append(
-                (
+                Mistake(
                     f"document boundaries off by one: each document taken to start at "
                     f"cu_seqlens[d] {'-' if edge < 0 else '+'} 1",
                     Planted(doc_edge=edge),
@@ -125,27 +128,32 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
             )
     if case.prefix is not None:
         found.append(
-            ("prefix-LM prefix not seen bidirectionally (plain causal)", Planted(no_prefix=True))
+            Mistake(
+                "prefix-LM prefix not seen bidirectionally (plain causal)", Planted(no_prefix=True)
+            )
         )
         for edge in (-1, 1):
             n = case.prefix + edge
             found.append(
-                (f"prefix-LM prefix length off by one ({n} keys, not {case.prefix})",
+                Mistake(f"prefix-LM prefix length off by one ({n} keys, not {case.prefix})",
                  Planted(prefix_edge=edge))
             )  # fmt: skip
     if case.registered_mask is not None:
         found += registered_candidates(case)
     if case.chunk is not None:
         if flash:
-            found.append((ignored.CHUNK, Planted(no_chunk=True)))
+            found.append(Mistake(ignored.CHUNK, Planted(no_chunk=True)))
         for n in (case.chunk - 1, case.chunk + 1):
             found.append(
-                (f"chunk size off by one ({n} keys per chunk, not {case.chunk})", Planted(chunk=n))
+                Mistake(
+                    f"chunk size off by one ({n} keys per chunk, not {case.chunk})",
+                    Planted(chunk=n),
+                )
             )
     return found
 
 
-def registered_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+def registered_candidates(case: VariantCase) -> list[Mistake]:
     """A registered mask's integer parameters, each off by one (within the values it takes)."""
     rule, found = case.registered(), []
     for p in rule.params:
@@ -155,27 +163,25 @@ def registered_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
         for n in (value - 1, value + 1):
             if n >= p.least:
                 found.append(
-                    (f"{rule.label}: {p.label} off by one ({n}, not {value})",
+                    Mistake(f"{rule.label}: {p.label} off by one ({n}, not {value})",
                      Planted(params=((p.key, n),)))
                 )  # fmt: skip
     return found
 
 
-def score_candidates(
-    case: VariantCase, masked: bool, style: str = "flash"
-) -> list[tuple[str, Planted]]:
+def score_candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[Mistake]:
     """Mistakes of the score changes, the sinks and RoPE; a keyword ignored (softcap,
     alibi_slopes with style 'flash', score_mod with 'flex', sinks, rotary_cos and rotary_sin)."""
     flash = style == "flash"
     found = []
     if not flash and (case.softcap is not None or case.alibi):
-        found.append((ignored.SCORE_MOD, Planted(no_softcap=True, no_alibi=True)))
+        found.append(Mistake(ignored.SCORE_MOD, Planted(no_softcap=True, no_alibi=True)))
     if case.softcap is not None:
         if flash:
-            found.append((ignored.SOFTCAP, Planted(no_softcap=True)))
+            found.append(Mistake(ignored.SOFTCAP, Planted(no_softcap=True)))
         if masked:
             found.append(
-                (
+                Mistake(
                     "softcap applied after the mask: masked keys get cap * tanh(-inf) = -cap, "
                     "a finite score, and are seen (cap the scores, then mask)",
                     Planted(softcap_after_mask=True),
@@ -183,22 +189,22 @@ def score_candidates(
             )
     if case.alibi:
         found += [
-            ("ALiBi sign reversed: slope * (i - j) added, farther keys count more",
+            Mistake("ALiBi sign reversed: slope * (i - j) added, farther keys count more",
              Planted(alibi_sign=-1)),
             ("ALiBi slope order reversed: head h given slope[H - 1 - h] (the first head is the "
              "steepest)", Planted(slopes_reversed=True)),
         ]  # fmt: skip
         if flash:
-            found.append((ignored.ALIBI, Planted(no_alibi=True)))
+            found.append(Mistake(ignored.ALIBI, Planted(no_alibi=True)))
     if case.sinks:
-        found.append((ignored.SINKS, Planted(sink_out=True)))
+        found.append(Mistake(ignored.SINKS, Planted(sink_out=True)))
     if case.rotary is not None:
         other = "interleaved" if case.rotary == "half" else "half"
-        found.append((PAIRING[case.rotary], Planted(pairing=other)))
-        found.append((ignored.ROTARY, Planted(no_rope=True)))
+        found.append(Mistake(PAIRING[case.rotary], Planted(pairing=other)))
+        found.append(Mistake(ignored.ROTARY, Planted(no_rope=True)))
         if case.shift > 0:
             found.append(
-                (
+                Mistake(
                     "decode positions not offset: query i turned by RoPE position i, not "
                     "i + S - L (its position after the cached keys)",
                     Planted(q_positions="zero"),
@@ -206,7 +212,7 @@ def score_candidates(
             )
         if case.shift > 0 and case.q[2] > 1:
             found.append(
-                (
+                Mistake(
                     "decode queries all turned at RoPE position S - 1 (the newest): query i's "
                     "position is i + S - L",
                     Planted(q_positions="last"),
@@ -215,13 +221,13 @@ def score_candidates(
     return found
 
 
-def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+def split_candidates(case: VariantCase) -> list[Mistake]:
     """Split-KV merges without the max correction, for split counts 2-8 and block sizes; the
     last key dropped; the sink counted once per split."""
     S = case.k[2]
     sizes = {-(-S // n) for n in range(2, 9)} | {b for b in BLOCKS if b < S}
     found = [
-        (
+        Mistake(
             "the last key (j = S - 1) seen by no query (does a split or key tile end one key "
             "short?)",
             Planted(last_key_unseen=True),
@@ -240,23 +246,23 @@ def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
         # the same sink counted n times in every row: where every row sees every split it
         # matches the per-split candidate too, and the two matches give no name
         found += [
-            (f"the sink counted {n} times in each row's sum: add exp(sink[h]) once",
+            Mistake(f"the sink counted {n} times in each row's sum: add exp(sink[h]) once",
              Planted(sink_copies=n))
             for n in range(2, 9)
         ]  # fmt: skip
     for size in sorted(sizes):
-        found.append((MERGED, Planted(split=(size, "no-rescale"))))
-        found.append((AVERAGED, Planted(split=(size, "average"))))
+        found.append(Mistake(MERGED, Planted(split=(size, "no-rescale"))))
+        found.append(Mistake(AVERAGED, Planted(split=(size, "average"))))
     return found
 
 
-def head_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+def head_candidates(case: VariantCase) -> list[Mistake]:
     """The grouped-query head map interleaved (h % Hkv), where it differs from h // group."""
     H, Hkv = case.q[1], case.k[1]
     return [(GQA_MODULO, Planted(gqa_modulo=True))] if 1 < Hkv < H else []
 
 
-def candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[tuple[str, Planted]]:
+def candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[Mistake]:
     """(name, planted mistake) for every mistake this case may reveal to a kernel of `style`."""
     found = mask_candidates(case, style) + score_candidates(case, masked, style)
     found += head_candidates(case)
