@@ -12,9 +12,9 @@ Three kinds of evidence, never the size of the error alone:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from ..tolerance import ACCUMULATE, UNIT_ROUNDOFF
 from . import ignored
 from . import variants as var
 from .mistake import Mistake, call, matches, one, outputs, precision_score
-from .reference import LOG2E, causal
+from .reference import LOG2E, Problem, causal, scores
 
 GQA_MODULO = "grouped-query heads mapped as h % Hkv instead of h // (Hq / Hkv)"
 
@@ -45,7 +45,7 @@ def candidates(case, p, masked_rows: str, rows: np.ndarray | None) -> list[Mista
     if case.scale is not None:
         found.append(Mistake(ignored.SCALE, lambda: attend(scale=d)))
     if case.mask != "none":  # no case has a mask and is_causal both
-        unmasked = dataclasses.replace(p, allowed=None, add=None)
+        unmasked = replace(p, allowed=None, add=None)
         found.append(Mistake(ignored.ATTN_MASK, lambda: var.attend(unmasked, policy=masked_rows)))
     if case.is_causal:
         found.append(Mistake(ignored.IS_CAUSAL, lambda: attend(allowed=None)))
@@ -108,7 +108,7 @@ def candidates(case, p, masked_rows: str, rows: np.ndarray | None) -> list[Mista
                         lambda policy=policy: var.attend(p, policy=policy),
                     )
                 )
-    return found + outside_mistakes(case, p, masked_rows, rows) + var.tiled_mistakes(p)
+    return found + outside_mistakes(case, p, masked_rows, rows) + tiled_mistakes(p)
 
 
 def outside_mistakes(case, p, masked_rows: str, rows) -> list[Mistake]:
@@ -170,7 +170,7 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[Mistake]:
         )
     if rows is None:
         truth = attend()
-        ends = {L - L % b: b for b in reversed(var.BLOCKS) if L % b}  # same rows, one variant
+        ends = {L - L % b: b for b in reversed(BLOCKS) if L % b}  # same rows, one variant
         for b in ends.values():
             found.append(
                 Mistake(
@@ -181,7 +181,7 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[Mistake]:
             )
         if case.is_causal:
             i, j = np.arange(L)[:, None], np.arange(S)[None, :]
-            for b in (b for b in var.BLOCKS if b < S):
+            for b in (b for b in BLOCKS if b < S):
                 found.append(
                     Mistake(
                         "causal tile skipping keeps only the diagonal tile (key tiles left of "
@@ -189,6 +189,46 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[Mistake]:
                         lambda b=b: attend(allowed=causal(L, S, 0) & (j // b == i // b)),
                     )
                 )
+    return found
+
+
+BLOCKS = (8, 16, 32, 64, 128)
+
+
+STALE = (
+    "running max stale: exp(s - m) used the max from before this block (update m first, then "
+    "exp(s - m_new))"
+)
+RESCALES = {  # reference.online's rescale mistake -> its name
+    "none": "accumulator not rescaled when the running max grows (o += p @ v without "
+    "o *= exp(m_old - m_new))",
+    "inverted": "rescale factor inverted: exp(m_new - m_old) instead of exp(m_old - m_new)",
+    "none-both": "neither the accumulator nor the denominator rescaled when the running max "
+    "grows (o and l both need *= exp(m_old - m_new))",
+    "chunk": "chunks combined without their max correction: neither the accumulator nor "
+    "the denominator rescaled by exp(m_chunk - m_max)",
+    "inverted-both": "rescale factor inverted in both the accumulator and the denominator: "
+    "exp(m_new - m_old) instead of exp(m_old - m_new)",
+    "stale": STALE,
+    "stale-own": STALE,
+    "none-sum": "denominator not rescaled when the running max grows (l += rowsum(p) "
+    "without l *= exp(m_old - m_new))",
+}
+DROPPED = "last partial key block dropped (keys past the last full block ignored)"
+
+
+def tiled_mistakes(p: Problem) -> list[Mistake]:
+    """The block mistakes a one-pass kernel can make, per block size."""
+    S = p.k.shape[-2]
+    found, ends = [], set()
+    for b in BLOCKS:
+        if b < S:
+            for mode, name in RESCALES.items():
+                found.append(Mistake(name, lambda b=b, mode=mode: var.tiled(p, b, rescale=mode)))
+        end = S - S % b
+        if S % b and end not in ends:  # blocks with the same full part drop the same keys
+            ends.add(end)
+            found.append(Mistake(DROPPED, lambda b=b: var.tiled(p, b, drop_last=True)))
     return found
 
 
@@ -231,7 +271,7 @@ def precision_candidates(p, dtype: str) -> list[Mistake]:
                     lambda n=narrow: var.attend(p, narrow=("scores accumulated", n)),
                 )
             )
-            for b in var.BLOCKS:
+            for b in BLOCKS:
                 found.append(
                     Mistake(
                         f"lower precision: accumulator stored in {narrow} between key blocks "
@@ -262,10 +302,8 @@ def overflows(prep, got: np.ndarray, dtype: str) -> bool:
     if np.all(np.isfinite(got[live])) or not np.all(np.isfinite(truth[live])):
         return False
     p = prep.problem
-    k = p.heads()[0]
-    with np.errstate(all="ignore"):
-        s = p.q @ np.swapaxes(k, -1, -2) * p.scale  # (..., L, S)
-    top = np.max(np.where(p.allowed, s, -np.inf) if p.allowed is not None else s)
+    with np.errstate(all="ignore"):  # (..., L, S) scaled, masked, without the float mask
+        top = np.max(scores(replace(p, add=None), p.q, p.heads()[0], np.float64))
     return bool(top > math.log(float(np.finfo(ACCUMULATE[dtype]).max)))
 
 
@@ -291,13 +329,8 @@ def denominator_epsilon(prep, got: np.ndarray) -> str | None:
     """An epsilon added to the softmax denominator: got - truth = -truth * eps / l per row."""
     truth, live = prep.truth_np, prep.live_np
     p = prep.problem
-    k = p.heads()[0]
     with np.errstate(all="ignore"):
-        s = p.q @ np.swapaxes(k, -1, -2) * p.scale  # (..., L, S)
-        if p.add is not None:
-            s = s + p.add
-        if p.allowed is not None:
-            s = np.where(p.allowed, s, -np.inf)
+        s = scores(p, p.q, p.heads()[0], np.float64)  # (..., L, S)
         top = np.max(s, axis=-1, keepdims=True)
         total = np.sum(np.exp(s - np.where(np.isfinite(top), top, 0)), axis=-1, keepdims=True)
         a = (got - truth)[live].ravel()

@@ -52,34 +52,22 @@ def window_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
     """Each window edge off by one, and (FlashAttention's keywords) window_size ignored."""
     left, right = case.window
     lo, hi = (None if left == -1 else -left), (None if right == -1 else right)
-    found = []
-    if lo is not None:
-        found += [
-            Mistake(
-                f"window off by one on the left: {left - 1} keys before the diagonal seen, not "
-                f"window_size[0] = {left} (j >= i - left counts keys beside the diagonal)",
-                Planted(window_edges=(lo + 1, hi)),
-            ),
-            Mistake(
-                f"window off by one on the left: {left + 1} keys before the diagonal seen, not "
-                f"window_size[0] = {left} (j >= i - left counts keys beside the diagonal)",
-                Planted(window_edges=(lo - 1, hi)),
-            ),
-        ]
-    if hi is not None:
-        found += [
-            Mistake(
-                f"window off by one on the right: {right + 1} keys after the diagonal seen, not "
-                f"window_size[1] = {right}",
-                Planted(window_edges=(lo, hi + 1)),
-            ),
-            Mistake(
-                f"window off by one on the right: {right - 1} keys after the diagonal seen, not "
-                f"window_size[1] = {right}"
-                + (" (the diagonal key left out)" if right == 0 else ""),
-                Planted(window_edges=(lo, hi - 1)),
-            ),
-        ]
+    found = [
+        Mistake(
+            f"window off by one on the left: {n} keys before the diagonal seen, not "
+            f"window_size[0] = {left} (j >= i - left counts keys beside the diagonal)",
+            Planted(window_edges=(-n, hi)),
+        )
+        for n in ((left - 1, left + 1) if lo is not None else ())
+    ]
+    found += [
+        Mistake(
+            f"window off by one on the right: {n} keys after the diagonal seen, not "
+            f"window_size[1] = {right}" + (" (the diagonal key left out)" if n == -1 else ""),
+            Planted(window_edges=(lo, n)),
+        )
+        for n in ((right + 1, right - 1) if hi is not None else ())
+    ]
     if style == "flash":
         found.append(Mistake(ignored.WINDOW, Planted(no_window=True)))
     return found
@@ -102,7 +90,7 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
             Mistake(
                 "causal mask off by one (diagonal excluded: j < i + S - L)", Planted(causal_edge=-1)
             ),
-            ("causal mask off by one (one future key seen)", Planted(causal_edge=1)),
+            Mistake("causal mask off by one (one future key seen)", Planted(causal_edge=1)),
         ]
         if flash:
             found.append(Mistake(ignored.CAUSAL, Planted(no_causal=True)))
@@ -189,11 +177,16 @@ def score_candidates(case: VariantCase, masked: bool, style: str = "flash") -> l
             )
     if case.alibi:
         found += [
-            Mistake("ALiBi sign reversed: slope * (i - j) added, farther keys count more",
-             Planted(alibi_sign=-1)),
-            ("ALiBi slope order reversed: head h given slope[H - 1 - h] (the first head is the "
-             "steepest)", Planted(slopes_reversed=True)),
-        ]  # fmt: skip
+            Mistake(
+                "ALiBi sign reversed: slope * (i - j) added, farther keys count more",
+                Planted(alibi_sign=-1),
+            ),
+            Mistake(
+                "ALiBi slope order reversed: head h given slope[H - 1 - h] (the first head is the "
+                "steepest)",
+                Planted(slopes_reversed=True),
+            ),
+        ]
         if flash:
             found.append(Mistake(ignored.ALIBI, Planted(no_alibi=True)))
     if case.sinks:
@@ -259,7 +252,7 @@ def split_candidates(case: VariantCase) -> list[Mistake]:
 def head_candidates(case: VariantCase) -> list[Mistake]:
     """The grouped-query head map interleaved (h % Hkv), where it differs from h // group."""
     H, Hkv = case.q[1], case.k[1]
-    return [(GQA_MODULO, Planted(gqa_modulo=True))] if 1 < Hkv < H else []
+    return [Mistake(GQA_MODULO, Planted(gqa_modulo=True))] if 1 < Hkv < H else []
 
 
 def candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[Mistake]:

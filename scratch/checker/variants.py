@@ -1,14 +1,14 @@
 """Deliberately wrong attentions in float64 NumPy: each plants one known mistake.
 
 The diagnosis names a failing kernel's mistake only when the kernel's output lands on one of
-these (see diagnosis.py). Each function takes a reference.Problem and returns (..., L, Ev).
+these (diagnosis.py holds the catalogue). Each function takes a reference.Problem and returns
+(..., L, Ev).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .mistake import Mistake
 from .reference import Problem, online, store
 
 
@@ -102,43 +102,3 @@ def tiled(p: Problem, block: int, **planted) -> np.ndarray:
     """Online softmax over key blocks in float64 with a block mistake planted (reference.online's
     keywords: rescale, drop_last, store_acc)."""
     return online(p, "float64", block, **planted)
-
-
-BLOCKS = (8, 16, 32, 64, 128)
-
-
-STALE = (
-    "running max stale: exp(s - m) used the max from before this block (update m first, then "
-    "exp(s - m_new))"
-)
-RESCALES = {  # reference.online's rescale mistake -> its name
-    "none": "accumulator not rescaled when the running max grows (o += p @ v without "
-    "o *= exp(m_old - m_new))",
-    "inverted": "rescale factor inverted: exp(m_new - m_old) instead of exp(m_old - m_new)",
-    "none-both": "neither the accumulator nor the denominator rescaled when the running max "
-    "grows (o and l both need *= exp(m_old - m_new))",
-    "chunk": "chunks combined without their max correction: neither the accumulator nor "
-    "the denominator rescaled by exp(m_chunk - m_max)",
-    "inverted-both": "rescale factor inverted in both the accumulator and the denominator: "
-    "exp(m_new - m_old) instead of exp(m_old - m_new)",
-    "stale": STALE,
-    "stale-own": STALE,
-    "none-sum": "denominator not rescaled when the running max grows (l += rowsum(p) "
-    "without l *= exp(m_old - m_new))",
-}
-DROPPED = "last partial key block dropped (keys past the last full block ignored)"
-
-
-def tiled_mistakes(p: Problem) -> list[Mistake]:
-    """The block mistakes a one-pass kernel can make, per block size."""
-    S = p.k.shape[-2]
-    found, ends = [], set()
-    for b in BLOCKS:
-        if b < S:
-            for mode, name in RESCALES.items():
-                found.append(Mistake(name, lambda b=b, mode=mode: tiled(p, b, rescale=mode)))
-        end = S - S % b
-        if S % b and end not in ends:  # blocks with the same full part drop the same keys
-            ends.add(end)
-            found.append(Mistake(DROPPED, lambda b=b: tiled(p, b, drop_last=True)))
-    return found
