@@ -121,19 +121,19 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[Mistake]:
             "1.443x too large)",
             lambda: attend(stretch=LOG2E),
         ),
-        (
+        Mistake(
             "exp2 used without folding log2(e) into the scale (scores 0.693x too small)",
             lambda: attend(stretch=1.0 / LOG2E),
         ),
-        (
+        Mistake(
             "a natural-log lse used inside exp2: exp2(s log2(e) - lse) needs lse log2(e)",
             lambda: attend(lse_in_exp2=True),
         ),
-        (
+        Mistake(
             "softmax denominator + 1 (sum of exp(s - m) + 1 instead of the sum)",
             lambda: attend(denominator=1.0),
         ),
-        (
+        Mistake(
             "scale applied to v instead of the scores: softmax(q k^T) @ (scale v)",
             lambda: attend(scale=1.0) * p.scale,
         ),

@@ -22,10 +22,14 @@ from . import ignored
 
 class Mistake(NamedTuple):
     """One catalogue entry: a known mistake's name and how its family's planted kernel plants it
-    (forward: a thunk; variant: a variant_numpy.Planted; backward: (key, block))."""
+    (forward: a thunk; variant: a variant_numpy.Planted; backward: (key, block); the learners'
+    gallery, scratch.mistakes: (problem, is_causal) -> variants.attend's keywords, with the
+    wrong line of code and what the example needs)."""
 
     name: str
     plant: object
+    code: str = ""  # the wrong line, as a learner writes it (scratch.mistakes)
+    needs: str = ""  # "mask" / "causal": shown with the causal mask when the example lacks one
 
 
 def outputs(memo: dict, key: object, catalogue: Callable, run: Callable) -> list[tuple]:
@@ -34,13 +38,13 @@ def outputs(memo: dict, key: object, catalogue: Callable, run: Callable) -> list
     case cannot show that mistake)."""
     if key not in memo:
         made = []
-        for name, plant in catalogue():
+        for mistake in catalogue():
             try:
-                out = run(plant)
+                out = run(mistake.plant)
             except (ValueError, TypeError, FloatingPointError):
                 continue
             if out is not None:
-                made.append((name, out))
+                made.append((mistake.name, out))
         memo[key] = made
     return memo[key]
 

@@ -228,7 +228,7 @@ def split_candidates(case: VariantCase) -> list[Mistake]:
     ]
     if case.sinks:
         found += [
-            (  # named by the count (without a mask, splits as many give the same output)
+            Mistake(  # named by the count (without a mask, splits as many give the same output)
                 f"the sink counted once per split ({-(-S // size)} splits of the {S} keys): "
                 f"exp(sink[h]) added to the sum of each split with a key the row sees, before "
                 f"the merge; add it once, to the merged sum",
