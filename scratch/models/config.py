@@ -240,12 +240,33 @@ def _read(raw: dict, path: Path, family: str, field: str) -> object:
             raise ModelError(f"{path}: {key} expected true or false, found {value!r}")
         return value
     if field == "eps":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value < 0:
-            raise ModelError(f"{path}: {key} expected a finite number >= 0, found {value!r}")
-        return float(value)
+        return real(value, f"{path}: {key}", zero=True)
     if value is None and default is None:  # GPT-2's n_inner: null means 4 * n_embd
         return None
+    return whole(value, f"{path}: {key}")
+
+
+def whole(value: object, where: str) -> int:
+    """A whole number >= 1 (never a bool), else a ModelError naming `where` ("path: key")."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ModelError(f"{path}: {key} expected a whole number >= 1, found {value!r}")
+        raise ModelError(f"{where} expected a whole number >= 1, found {value!r}")
     return value
+
+
+def real(value: object, where: str, zero: bool = False) -> float:
+    """A finite number > 0 (>= 0 with `zero`) as a float, else a ModelError naming `where`."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        least = "a finite number >= 0" if zero else "a number > 0"
+        raise ModelError(f"{where} expected {least}, found {value!r}")
+    return float(value)
+
+
+def check_heads(config: Config, path: Path, heads: str, kv_heads: str, d_model: str) -> None:
+    """A decoder's heads are a multiple of its kv_heads and divide d_model, else a ModelError
+    naming the file and the three keys (as the file spells them)."""
+    if config.heads % config.kv_heads or config.d_model % config.heads:
+        raise ModelError(
+            f"{path}: {heads} {config.heads} must be a multiple of {kv_heads} {config.kv_heads} "
+            f"and divide {d_model} {config.d_model}"
+        )
