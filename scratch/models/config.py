@@ -57,60 +57,37 @@ IRRELEVANT = {
     "_attn_implementation": "eager, sdpa or flash: the same softmax(q k^T * scale) v",
 }
 
-# key names per family and field; GPT-2 also accepts transformers' aliases (attribute_map)
-NAMES = {
+# per family and field: its config.json key names (GPT-2 also accepts transformers' aliases, its
+# attribute_map) and transformers' default (GPT2Config(), BertConfig(); None: n_inner = 4 * n_embd)
+FIELDS = {
     "gpt2": {
-        "vocab_size": ("vocab_size",),
-        "d_model": ("n_embd", "hidden_size"),
-        "layers": ("n_layer", "num_hidden_layers"),
-        "heads": ("n_head", "num_attention_heads"),
-        "max_positions": ("n_positions", "max_position_embeddings"),
-        "d_inner": ("n_inner",),
-        "eps": ("layer_norm_epsilon",),
-        "activation": ("activation_function",),
-        "scale_weights": ("scale_attn_weights",),
-        "inverse_layer_scale": ("scale_attn_by_inverse_layer_idx",),
+        "vocab_size": (("vocab_size",), 50257),
+        "d_model": (("n_embd", "hidden_size"), 768),
+        "layers": (("n_layer", "num_hidden_layers"), 12),
+        "heads": (("n_head", "num_attention_heads"), 12),
+        "max_positions": (("n_positions", "max_position_embeddings"), 1024),
+        "d_inner": (("n_inner",), None),
+        "eps": (("layer_norm_epsilon",), 1e-5),
+        "activation": (("activation_function",), "gelu_new"),
+        "scale_weights": (("scale_attn_weights",), True),
+        "inverse_layer_scale": (("scale_attn_by_inverse_layer_idx",), False),
     },
     "bert": {
-        "vocab_size": ("vocab_size",),
-        "d_model": ("hidden_size",),
-        "layers": ("num_hidden_layers",),
-        "heads": ("num_attention_heads",),
-        "max_positions": ("max_position_embeddings",),
-        "d_inner": ("intermediate_size",),
-        "eps": ("layer_norm_eps",),
-        "activation": ("hidden_act",),
-        "type_vocab_size": ("type_vocab_size",),
-        "causal": ("is_decoder",),
+        "vocab_size": (("vocab_size",), 30522),
+        "d_model": (("hidden_size",), 768),
+        "layers": (("num_hidden_layers",), 12),
+        "heads": (("num_attention_heads",), 12),
+        "max_positions": (("max_position_embeddings",), 512),
+        "d_inner": (("intermediate_size",), 3072),
+        "eps": (("layer_norm_eps",), 1e-12),
+        "activation": (("hidden_act",), "gelu"),
+        "type_vocab_size": (("type_vocab_size",), 2),
+        "causal": (("is_decoder",), False),
     },
 }
-
-# transformers' defaults (GPT2Config(), BertConfig()); None: n_inner = 4 * n_embd
+NAMES = {family: {f: names for f, (names, _) in table.items()} for family, table in FIELDS.items()}
 DEFAULTS = {
-    "gpt2": {
-        "vocab_size": 50257,
-        "d_model": 768,
-        "layers": 12,
-        "heads": 12,
-        "max_positions": 1024,
-        "d_inner": None,
-        "eps": 1e-5,
-        "activation": "gelu_new",
-        "scale_weights": True,
-        "inverse_layer_scale": False,
-    },
-    "bert": {
-        "vocab_size": 30522,
-        "d_model": 768,
-        "layers": 12,
-        "heads": 12,
-        "max_positions": 512,
-        "d_inner": 3072,
-        "eps": 1e-12,
-        "activation": "gelu",
-        "type_vocab_size": 2,
-        "causal": False,
-    },
+    family: {f: value for f, (_, value) in table.items()} for family, table in FIELDS.items()
 }
 
 # GPT-2 only: BERT reads this key (is_decoder, its causal mask)

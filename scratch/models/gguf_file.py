@@ -12,6 +12,7 @@ The tables below spell the keys as a Llama file does (llama.*); a file of anothe
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -279,31 +280,28 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
 def allocate(c: Config) -> dict[str, np.ndarray]:
     """Empty float64 arrays for every tensor: q, k, v (their biases, and gate, up) as views of
     one array; a tied output head (output.weight) is the token table."""
-    fused = ("attn_q.", "attn_k.", "attn_v.", "ffn_gate.", "ffn_up.")
+    views = ("attn_q.", "attn_k.", "attn_v.", "ffn_gate.", "ffn_up.")
     weights = {
         name: np.empty(shape)
         for name, (shape, _) in tensors(c).items()
-        if not any(part in name for part in fused)
+        if not any(part in name for part in views)
     }
+
+    def fused(name: str, parts: list[str], rows: tuple[int, ...], *width: int) -> None:
+        """One array `name` whose consecutive blocks of rows are the tensors `parts`."""
+        whole = weights[name] = np.empty((sum(rows), *width))
+        for part, start, size in zip(parts, itertools.accumulate((0, *rows)), rows):
+            weights[part] = whole[start : start + size]
+
     kv = c.kv_heads * c.d_head
     for n in range(c.layers):
         p = f"blk.{n}."
-        qkv = np.empty((c.d_model + 2 * kv, c.d_model))  # (d + 2 kv, d_model): q, k, v rows
-        weights[p + "attn_qkv.weight"] = qkv
-        weights[p + "attn_q.weight"] = qkv[: c.d_model]
-        weights[p + "attn_k.weight"] = qkv[c.d_model : c.d_model + kv]
-        weights[p + "attn_v.weight"] = qkv[c.d_model + kv :]
-        gate_up = np.empty((2 * c.d_inner, c.d_model))  # (2 d_inner, d_model): gate, up rows
-        weights[p + "ffn_gate_up.weight"] = gate_up
-        weights[p + "ffn_gate.weight"] = gate_up[: c.d_inner]
-        weights[p + "ffn_up.weight"] = gate_up[c.d_inner :]
+        qkv = (p + "attn_q.", p + "attn_k.", p + "attn_v.")  # (d + 2 kv, d_model): q, k, v rows
+        fused(p + "attn_qkv.weight", [t + "weight" for t in qkv], (c.d_model, kv, kv), c.d_model)
+        gate_up = [p + "ffn_gate.weight", p + "ffn_up.weight"]  # (2 d_inner, d_model)
+        fused(p + "ffn_gate_up.weight", gate_up, (c.d_inner, c.d_inner), c.d_model)
         if family_of(c.family).qkv_bias:
-            b = weights[p + "attn_qkv.bias"] = np.empty(c.d_model + 2 * kv)  # q, k, v biases
-            weights[p + "attn_q.bias"], weights[p + "attn_k.bias"] = (
-                b[: c.d_model],
-                b[c.d_model : c.d_model + kv],
-            )
-            weights[p + "attn_v.bias"] = b[c.d_model + kv :]
+            fused(p + "attn_qkv.bias", [t + "bias" for t in qkv], (c.d_model, kv, kv))
     weights.setdefault("output.weight", weights["token_embd.weight"])  # tied: the token table
     return weights
 

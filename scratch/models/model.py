@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import progress as progress_
 from .config import Config, parse
+from .decoding import Generation, generate
 from .family import FAMILIES, Family, family_of
 from .files import (
     FILES,
@@ -21,7 +22,6 @@ from .files import (
     read_weights,
     verify_default_weights,
 )
-from .generate import Generation, generate
 from .gguf_file import read_gguf, smollm2_path, verify_smollm2
 from .llama_dir import read_dir
 from .run import Run

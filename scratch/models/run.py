@@ -31,8 +31,6 @@ class Run:
         """The k likeliest tokens after the text, with their probabilities (largest first)."""
         if self.logits is None:
             raise ValueError(f"{self.model.name} has no output head: it predicts no next token")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k: expected a whole number >= 1, found {k!r}")
         return top_tokens(self.model.tokenizer, self.logits[-1], k)
 
     def trace(self, layer: int, head: int) -> object:
@@ -95,6 +93,8 @@ class Run:
 
 def top_tokens(tokenizer: object, logits: np.ndarray, k: int) -> list[tuple[str, float]]:
     """The k likeliest tokens of one row of logits (vocab,) and their softmax probabilities."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k: expected a whole number >= 1, found {k!r}")
     shifted = np.exp(logits - logits.max())
     probs = shifted / shifted.sum()  # (vocab,)
     best = np.argsort(-probs, kind="stable")[:k]
