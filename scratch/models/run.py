@@ -46,15 +46,10 @@ class Run:
             self.model.check_head(layer, head)
             trace = self.model.family_record.module().ground_truth(self, layer, head)
             return self._agree(trace, layer, head)
-        p = self.model.head_projections(layer, head)
+        p = self.model.head_projections(layer, head)  # w_q, w_k, w_v, b_q, b_k, b_v
         trace = trace_attention(
             self.inputs[layer].tolist(),
-            w_q=p["w_q"].tolist(),
-            w_k=p["w_k"].tolist(),
-            w_v=p["w_v"].tolist(),
-            b_q=p["b_q"].tolist(),
-            b_k=p["b_k"].tolist(),
-            b_v=p["b_v"].tolist(),
+            **{name: m.tolist() for name, m in p.items()},
             tokens=self.tokens,
             is_causal=self.model.causal,
             scale=self.model.scale(layer),
