@@ -180,6 +180,29 @@ def explicit(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:
     return weights @ x.repeat_kv(x.v), lse
 
 
+def variant_steps(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, rule, sinks) -> dict:
+    """The explicit kernel on one example's heads q (H, L, E), k (Hkv, S, E), v (Hkv, S, Ev),
+    every step kept, under a variant's mask/score rule and sinks (array_trace.attend_variant's
+    `explicit`; its block mask from create_block_mask, the same rule object)."""
+    H, L, S = q.shape[0], q.shape[1], k.shape[1]
+    mask_mod = None if rule is None else rule.mask_mod
+    score_mod = None if rule is None else rule.score_mod
+    block_mask = None if mask_mod is None else create_block_mask(mask_mod, 1, H, L, S)
+    flex = FlexOptions(score_mod, block_mask, scale, H != k.shape[0], sinks=sinks)
+    x = FlexProblem(q[None], k[None], v[None], flex)  # (1, H, L, E), (1, Hkv, S, E|Ev)
+    scores, _, scaled, masked = (m[0] for m in explicit_steps(x))  # (H, L, S) each
+    weights, lse = (m[0] for m in explicit_softmax(x, masked[None]))  # (H, L, S), (H, L)
+    sink_weights = None
+    if sinks is not None:  # the sink's share of each row: exp(sink[h] - lse)
+        sink = np.asarray(sinks.logits, dtype=x.dtype)[:, None]  # (H, 1)
+        sink_weights = np.exp(sink - lse).astype(x.dtype, copy=False)
+    v_all = x.repeat_kv(x.v)[0]  # (H, S, Ev)
+    # output = weights @ v                  (H, L, S) @ (H, S, Ev) -> (H, L, Ev)
+    output = weights @ v_all
+    return dict(scores=scores, scaled=scaled, masked=masked, weights=weights, output=output,
+                v_all=v_all, sink_weights=sink_weights)  # fmt: skip
+
+
 def chunked(
     x: FlexProblem, chunk: int | None, block: int, lse: bool = True
 ) -> tuple[np.ndarray, np.ndarray | None]:

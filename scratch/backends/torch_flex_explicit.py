@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .torch_flex_mods import on_grid
+from .torch_flex_mods import on_grid, torch_form
 
 
 @dataclass(frozen=True)
@@ -74,4 +74,23 @@ def explicit_steps(
     return FlexSteps(dots, changed, scores, weights, output, lse, sink_weights)
 
 
-__all__ = ["FlexSteps", "explicit_steps"]
+def variant_steps(q, k, v, scale: float, rule, sinks, wide: torch.dtype) -> dict:
+    """explicit_steps on one example's heads q (H, L, E), k (Hkv, S, E), v (Hkv, S, Ev) in the
+    math dtype `wide`, under a variant's mask/score rule (its torch forms) and sinks: the dict
+    array_common.attend_variant reads (scores = q k^T, scaled = score_mod of them times scale,
+    masked, weights, output, each query head's values v_all, sink_weights)."""
+    mask_mod = None if rule is None else torch_form(rule.mask_mod, "mask")
+    score_mod = None if rule is None else torch_form(rule.score_mod, "score")
+    logits = None
+    if sinks is not None:
+        logits = torch.tensor(sinks.logits, dtype=wide, device=q.device)  # (H,)
+    # steps 2-6 on (1, H, L, .): scores, scaled, masked, weights with the sinks, output
+    s = explicit_steps(q[None], k[None], v[None], scale, score_mod, mask_mod, logits)
+    return dict(
+        scores=s.dots[0], scaled=s.changed[0], masked=s.scores[0], weights=s.weights[0],
+        output=s.output[0], v_all=v.repeat_interleave(q.shape[0] // v.shape[0], 0),
+        sink_weights=None if s.sink_weights is None else s.sink_weights[0],
+    )  # fmt: skip
+
+
+__all__ = ["FlexSteps", "explicit_steps", "variant_steps"]
