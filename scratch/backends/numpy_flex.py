@@ -218,15 +218,9 @@ def chunked(
 
 
 def attention_of(
-    query: object,
-    key: object,
-    value: object,
-    options: FlexOptions,
-    *,
-    kernel: str = "chunked",
-    chunk: int | None = None,
+    query, key, value, options: FlexOptions, *, kernel: str = "chunked", chunk: int | None = None,
     block: int = KEY_BLOCK,
-) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """FlexAttention in NumPy: output (B, H, L, Ev), and lse (B, H, L) with return_lse.
 
     kernel "chunked" (default; `chunk` query rows x `block` keys per tile) or "explicit".

@@ -101,17 +101,9 @@ def tiled(x: FlexProblem, g: np.ndarray, output: np.ndarray, lse: np.ndarray, bl
 
 
 def gradients_of(
-    query: object,
-    key: object,
-    value: object,
-    grad_output: object,
-    options: FlexOptions,
-    *,
-    kernel: str = "tiled",
-    block: int = BLOCK,
-    output: object = None,
-    lse: object = None,
-) -> tuple:
+    query, key, value, grad_output, options: FlexOptions, *, kernel: str = "tiled",
+    block: int = BLOCK, output=None, lse=None,
+) -> tuple:  # fmt: skip
     """(grad_query, grad_key, grad_value), plus grad_sinks (H,) when sinks are given.
 
     kernel "tiled" (default) takes the forward's `output` and `lse` (numpy_flex.flex_attention

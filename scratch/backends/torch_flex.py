@@ -96,15 +96,9 @@ def _forward(call: FlexCall, kernel: str, q, k, v, sinks) -> tuple[torch.Tensor,
 
 
 def attention_of(
-    query: object,
-    key: object,
-    value: object,
-    options: FlexOptions,
-    *,
-    kernel: str | None = None,
-    device: object = "cpu",
-    dtype: object = None,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    query, key, value, options: FlexOptions, *, kernel: str | None = None, device="cpu",
+    dtype=None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """FlexAttention in torch: output (B, H, L, Ev), and lse (B, H, L) with return_lse.
 
     Inputs that require a gradient get one through the result (explicit path on CPU)."""
@@ -122,16 +116,9 @@ flex_attention = flex_door(attention_of)
 
 
 def gradients_of(
-    query: object,
-    key: object,
-    value: object,
-    grad_output: object,
-    options: FlexOptions,
-    *,
-    kernel: str | None = None,
-    device: object = "cpu",
-    dtype: object = None,
-) -> tuple:
+    query, key, value, grad_output, options: FlexOptions, *, kernel: str | None = None,
+    device="cpu", dtype=None,
+) -> tuple:  # fmt: skip
     """(grad_query, grad_key, grad_value), plus grad_sinks (H,) when sinks are given."""
     call = prepare(query, key, value, options, device, dtype)
     B, H, L, _ = call.shape
