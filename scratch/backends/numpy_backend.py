@@ -96,6 +96,15 @@ def build_mask(
 # ---------------------------------------------------------------- kernels
 
 
+def add_mask(scaled: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """scaled + mask in scaled's dtype: -inf added where a bool mask is False, a float mask
+    added; scaled itself without a mask."""
+    if mask is None:
+        return scaled
+    masked = np.where(mask, scaled, scaled - np.inf) if mask.dtype == np.bool_ else scaled + mask
+    return masked.astype(scaled.dtype, copy=False)
+
+
 def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Steps:
     """Every intermediate of attention as whole arrays; q (..., L, E), k/v (..., S, E/Ev)."""
     S = k.shape[-2]
@@ -105,13 +114,7 @@ def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Ste
     scaled = scores * scores.dtype.type(scale)
     # step 4: masked = scaled + mask: -inf added where a key may not be seen (as in torch's
     # reference, so a NaN or +inf score there still makes the row NaN); float masks are added
-    if mask is None:
-        masked = scaled.copy()
-    elif mask.dtype == np.bool_:
-        masked = np.where(mask, scaled, scaled - np.inf)
-    else:
-        masked = scaled + mask
-    masked = masked.astype(scaled.dtype, copy=False)
+    masked = scaled.copy() if mask is None else add_mask(scaled, mask)
     # step 5: weights = softmax of each row (subtract the row max so exp never overflows);
     # exp and the division work in place in the one new array (at 4096 tokens each (H, L, S)
     # array is 64 MiB a head, and fresh memory costs page faults)
@@ -142,19 +145,14 @@ def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Ste
     return Steps(scores, scaled, masked, weights, output, lse)
 
 
-def _chunked_output(q, k, v, scale, mask, options: Options, settings: Settings, group: int):
-    """(output, lse or None, kernel detail) from the chunked kernel (numpy_chunked.py)."""
-    chunk, block = block_sizes(settings.block_size)
-    return numpy_chunked.chunked_output(
-        q, k, v, scale, mask, options, settings.draws, group, chunk, block
-    )
-
-
 def _attend(q, k, v, scale, mask, options: Options, settings: Settings, group: int):
     """(Steps or None, output, lse or None, kernel, detail): explicit when weights are wanted,
     else chunked; lse only with options.return_lse."""
-    if not settings.need_weights:
-        output, lse, detail = _chunked_output(q, k, v, scale, mask, options, settings, group)
+    if not settings.need_weights:  # the chunked kernel (numpy_chunked.py)
+        chunk, block = block_sizes(settings.block_size)
+        output, lse, detail = numpy_chunked.chunked_output(
+            q, k, v, scale, mask, options, settings.draws, group, chunk, block
+        )
         return None, output, lse, "chunked-online-softmax", detail
     if group > 1:  # query head h uses key/value head h // group
         k = np.repeat(k, group, axis=-3)  # (..., Hkv, S, E) -> (..., Hq, S, E)
