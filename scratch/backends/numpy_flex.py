@@ -47,12 +47,7 @@ from .numpy_threads import cores, share
 
 KERNELS = ("chunked", "explicit")
 # Query rows per chunk when a block mask skips tiles (1024 without one): a chunk is one task
-# for a worker thread (at L = 16384 on 2 cores the kernel makes it ceil(L / 2) = 8192: one task
-# per core), its fixed costs paid once per chunk; band_pass works on BAND_ROWS rows at a time
-# and the tiles on at most QUERY_CHUNK rows, whatever the chunk. Window of 256 keys at
-# L = 16384, float32, this 2-core host idle, best of 15 calls (BAND_ROWS 1024): chunks of
-# 8192 (2 tasks) 14.7 and 14.8 ms, 4096 (4 tasks) 15.3 and 16.3 ms; 4096 with the last 8192
-# rows in chunks of 1024 (10 tasks) 17.8 and 17.7 ms where 4 tasks took 16.8 and 16.1 ms.
+# for a worker thread, its fixed costs paid once per chunk (measured: docs/notes/numpy_chunked.md).
 FLEX_CHUNK = 8192
 
 
