@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..example import Example
 from ..options import Options
@@ -21,6 +22,19 @@ from ..plan import PARAMS, HeadPlan, plan_multi_head
 from ..trace import Trace, layout_trace
 from ..variant_steps import pieces
 from ..variants import Rotary
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Every intermediate of a backend's explicit kernel: NumPy arrays or torch tensors (torch:
+    scores, scaled, masked and lse in the math dtype, weights and output in storage)."""
+
+    scores: object  # (..., L, S)
+    scaled: object  # (..., L, S)
+    masked: object  # (..., L, S)
+    weights: object  # (..., L, S), after dropout
+    output: object  # (..., L, Ev)
+    lse: object = None  # (..., L) with options.return_lse: row max + log(row sum)
 
 
 def multi_head_inputs(
@@ -120,4 +134,4 @@ def trace_of(
     )  # fmt: skip
 
 
-__all__ = ["attend_variant", "check_one_example", "multi_head_inputs", "trace_of"]
+__all__ = ["Steps", "attend_variant", "check_one_example", "multi_head_inputs", "trace_of"]

@@ -24,6 +24,7 @@ import numpy as np
 
 from scratch.backends import numpy_chunked
 from scratch.backends.array_common import (
+    Steps,
     attend_variant,
     check_one_example,
     multi_head_inputs,
@@ -57,18 +58,6 @@ class Settings:
     draws: Draws | None = None  # uniform draws for dropout; None without dropout
     on_projected: object = None  # trace_attention's hook: called with (q, k, v, scale)
     variant_trace: bool = False  # a trace of a variant: numpy_variant_trace attends
-
-
-@dataclass(frozen=True)
-class Steps:
-    """Every intermediate of the explicit kernel as whole arrays."""
-
-    scores: np.ndarray  # (..., L, S)
-    scaled: np.ndarray  # (..., L, S)
-    masked: np.ndarray  # (..., L, S)
-    weights: np.ndarray  # (..., L, S)
-    output: np.ndarray  # (..., L, Ev)
-    lse: np.ndarray | None = None  # (..., L) with options.return_lse: row max + log(row sum)
 
 
 # ---------------------------------------------------------------- mask

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from scratch import validate
+from scratch.backends.array_common import Steps as Attended  # the explicit kernel's steps
 from scratch.backends.torch_inputs import Placement, as_mask, cast_mask
 from scratch.options import Options
 from scratch.variant_support import sdpa_variant
@@ -74,18 +75,6 @@ def add_mask(scaled: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     if mask.dtype == torch.bool:
         return torch.where(mask, scaled, scaled - math.inf)
     return scaled + cast_mask(mask, scaled.dtype)
-
-
-@dataclass(frozen=True)
-class Attended:
-    """Every intermediate of attention on (..., H, L, E) heads."""
-
-    scores: torch.Tensor  # (..., L, S) in the math dtype
-    scaled: torch.Tensor  # (..., L, S) in the math dtype
-    masked: torch.Tensor  # (..., L, S) in the math dtype
-    weights: torch.Tensor  # (..., L, S) in the storage dtype, after dropout
-    output: torch.Tensor  # (..., L, Ev) in the storage dtype
-    lse: torch.Tensor | None = None  # (..., L) in the math dtype, with options.return_lse
 
 
 @dataclass(frozen=True)
