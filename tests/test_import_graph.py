@@ -143,7 +143,7 @@ def test_run_decoding_generate_and_model_are_layers_annotations_included():
 
 def test_the_graph_reads_relative_lazy_and_package_imports():
     graph = import_graph()
-    assert "scratch.trace_backward" in graph["scratch.trace"]  # `from .trace_backward import`
+    assert "scratch.trace_types" in graph["scratch.trace"]  # `from .trace_types import`
     assert "scratch.models" in graph["gui.core_api"]  # `from scratch import models` in a function
     assert "scratch.plan" in graph["scratch.backends.numpy_backend"]  # `from scratch.plan import`
     assert "scratch.options" in graph["scratch.backends.numpy_chunked"]  # `from ..options import`
