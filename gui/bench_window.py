@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from gui import bench_views
 from scratch.bench import host, plugins
-from scratch.bench.stats import low_quantile
+from scratch.bench.row import low_quantile
 from scratch.variants import causal_cells
 
 WHAT = "the window's recompute at 4096 tokens"  # the goals' name in the bench's output

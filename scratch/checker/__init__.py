@@ -11,7 +11,9 @@ check_variants_backward: settings and the kind of case), run (the one runner), t
 case it runs (forward, backward_run, variant_run: inputs, call, judgement; the
 last two need numpy and are imported on first use), prepare / backward_cases / variant_prepare
 (inputs, ground truth and bound per case), reference / backward_reference (correct kernels in
-the checked dtype: the rule's yardstick), variants and the *diagnosis modules (known mistakes),
+the checked dtype: the rule's yardstick), mistake (one Mistake record, one diagnosis engine),
+variants (the planted forward kernel) and the *diagnosis modules (the catalogues of known
+mistakes),
 raised (what a kernel raised: a failure, or NotImplementedError declining a case), ignored,
 report (one CheckReport for every kind), cli.
 """

@@ -78,25 +78,6 @@ class Prepared(Inputs):
             self._memo["ref"] = max(errs)
         return self._memo["ref"]
 
-    def variant_outputs(self, kind: str, masked_rows: str) -> list:
-        """(name, output) of every variant of this kind, computed once."""
-        key = (kind, masked_rows)
-        if key not in self._memo:
-            from . import diagnosis
-
-            if kind == "structure":
-                made = diagnosis.candidates(self.case, self.problem, masked_rows, self.rows)
-            else:
-                made = diagnosis.precision_candidates(self.problem, self.dtype)
-            outs = []
-            for name, make in made:
-                try:
-                    outs.append((name, make()))
-                except (ValueError, TypeError, FloatingPointError):
-                    continue
-            self._memo[key] = outs
-        return self._memo[key]
-
 
 def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
     """The case's Prepared (a backward case's BackwardPrepared, backward_cases.py), from the
