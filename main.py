@@ -323,23 +323,16 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
     window.show()
     failed: list[str] = []
     window.worker.failed.connect(failed.append)
-    deadline = time.monotonic() + 120
-    while (window.worker.busy or window.outcome is None) and not failed:
-        app.processEvents()
-        time.sleep(0.01)
-        if time.monotonic() > deadline:
-            return fail("the trace took longer than 120 s")
+    if not _waited(app, lambda: (window.worker.busy or window.outcome is None) and not failed):
+        return fail("the trace took longer than 120 s")
     if failed:
         print(f"main.py: the trace failed: {failed[0]}", file=sys.stderr)
         return 1
     window.tabs.setCurrentWidget(tab_of(window, args))  # the Backward tab starts its computation
     pipeline = window.pipeline
     if args.tab == "backward":
-        while window.backward_worker.busy or window.backward_outcome is None:
-            app.processEvents()
-            time.sleep(0.01)
-            if time.monotonic() > deadline:
-                return fail("the backward pass took longer than 120 s")
+        if not _waited(app, lambda: window.backward_worker.busy or window.backward_outcome is None):
+            return fail("the backward pass took longer than 120 s")
         pipeline = window.backward.pipeline
     names = pipeline.names()
     if args.step and args.step not in names:
@@ -365,18 +358,20 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
     return 0
 
 
+def _waited(app, busy: Callable[[], bool], seconds: float = 120) -> bool:
+    """Handle events while busy(); False when it still was after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while busy():
+        app.processEvents()
+        time.sleep(0.01)
+        if time.monotonic() > deadline:
+            return False
+    return True
+
+
 def tab_of(window, args: argparse.Namespace):
     """The tab --tab names (the Pipeline without --tab), on screen or in --screenshot."""
-    tabs = {
-        "pipeline": window.pipeline,
-        "backward": window.backward,
-        "overview": window.overview,
-        "check": window.checks,
-        "kernel": window.kernel_check,
-        "model": window.model,
-        "learn": window.learn,
-    }
-    return tabs[args.tab or "pipeline"]
+    return window.pages[args.tab or "pipeline"]
 
 
 def open_as_asked(window, args: argparse.Namespace, run=None) -> None:

@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 from PyQt6.QtCore import pyqtSignal
-from PyQt6.QtWidgets import (
-    QComboBox,
-    QHBoxLayout,
-    QLabel,
-    QPushButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PyQt6.QtWidgets import QPushButton, QVBoxLayout, QWidget
 
-from gui import backward_check, view_model
+from gui import backward_check, controls, view_model
 from gui import session as sm
 from gui.pipeline_view import PipelineView
 from gui.spin_boxes import SpinBox
@@ -34,39 +27,26 @@ class BackwardView(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         # step 1: the dO choice (part of the session) and what is being computed
-        row = QHBoxLayout()
-        row.setContentsMargins(4, 4, 4, 0)
-        row.addWidget(QLabel("dO"))
-        self.kind = QComboBox()
-        for key, text in GRAD_LABELS.items():
-            self.kind.addItem(text, key)
-        self.kind.setToolTip(
+        self.kind = controls.combo(
+            GRAD_LABELS,
             "dO, the gradient of the loss with respect to the output: ones (loss = sum(output)), "
-            "random (seeded), or a one-hot target (loss = sum(output * target), cell from the seed)"
+            "random (seeded), or a one-hot target (loss = sum(output * target), cell from the "
+            "seed)",
         )
-        self.seed = SpinBox()
-        self.seed.setRange(0, sm.MAX_SEED)
-        self.seed.setKeyboardTracking(False)
-        self.seed.setToolTip("seed of the random dO, or of the one-hot target's cell")
-        self.status = QLabel()
-        self.status.setWordWrap(True)  # a long progress text wraps: the row fits 1024 pixels
+        self.seed = SpinBox(
+            0, sm.MAX_SEED, "seed of the random dO, or of the one-hot target's cell", False
+        )
+        self.status = controls.label()  # a long progress text wraps: the row fits 1024 pixels
         self.status.setMinimumWidth(80)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setVisible(False)
-        row.addWidget(self.kind)
-        row.addWidget(QLabel("seed"))
-        row.addWidget(self.seed)
-        row.addWidget(self.status, 1)
-        row.addWidget(self.cancel_button)
-        outer.addLayout(row)
-        self.about = QLabel()  # what dO is, in words
-        self.about.setWordWrap(True)
+        row = ("dO", self.kind, "seed", self.seed, (self.status, 1), self.cancel_button)
+        outer.addLayout(controls.row(*row, margins=(4, 4, 4, 0)))
+        self.about = controls.label(style="color: #114477;")  # what dO is, in words
         self.about.setContentsMargins(4, 0, 4, 0)
-        self.about.setStyleSheet("color: #114477;")
         outer.addWidget(self.about)
         # step 2: the refusal (too many tokens) or the steps themselves
-        self.message = QLabel()
-        self.message.setWordWrap(True)
+        self.message = controls.label()
         self.message.setContentsMargins(12, 12, 12, 12)
         self.message.setVisible(False)
         outer.addWidget(self.message)

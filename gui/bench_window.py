@@ -52,39 +52,17 @@ def _session(tokens: int):
 
 
 def _trace_alone_job(pool, session, call: tuple):
-    """A function that starts the backend's trace alone on `pool` and returns its signals."""
-    from PyQt6.QtCore import QObject, QRunnable, pyqtSignal
-
-    from gui.worker import collector_pause
+    """(a function that starts the backend's trace alone on `pool`, the worker whose signals
+    report it): a gui.jobs job like the recompute's, Python's collector paused while it runs."""
+    from gui.jobs import Worker
     from scratch import backends
 
-    class Signals(QObject):
-        finished = pyqtSignal(object)
-        failed = pyqtSignal(str)
-
-    class Job(QRunnable):
-        def __init__(self, signals: Signals):
-            super().__init__()
-            self.signals = signals
-
-        def run(self) -> None:  # as gui.jobs._Job: the collector paused while it runs
-            try:
-                backend = backends.get(session.backend)
-                trace = backend.trace_example(*call, dtype=session.dtype)
-            except Exception as exc:  # noqa: BLE001 - reported to the waiting loop
-                self.signals.failed.emit(f"{type(exc).__name__}: {exc}")
-            else:
-                self.signals.finished.emit(trace)
-            finally:
-                collector_pause().release()
-
-    signals = Signals()
-
-    def start() -> None:
-        collector_pause().hold()
-        pool.start(Job(signals))
-
-    return start, signals
+    alone = Worker(said=(Exception,))  # any failure is reported to the waiting loop
+    alone.pool = pool
+    trace = lambda report, stop: backends.get(session.backend).trace_example(  # noqa: E731
+        *call, dtype=session.dtype
+    )
+    return (lambda: alone.start(trace)), alone
 
 
 def _cpu_seconds() -> float:

@@ -9,7 +9,7 @@ import numpy as np
 import pyqtgraph as pg
 from PyQt6.QtGui import QFont, QFontMetrics
 
-from gui import numbers
+from gui import controls, numbers
 from gui.view_model import Panel
 
 POINT_SIZES = (9, 8, 7, 6)  # the largest type whose numbers fit their cells is used
@@ -134,7 +134,4 @@ def _largest_fit(
 
 
 def _font(points: int, stretch: int = 100) -> QFont:
-    font = QFont()
-    font.setPointSize(points)
-    font.setStretch(stretch)
-    return font
+    return controls.font(points, stretch=stretch)

@@ -6,7 +6,7 @@ import html
 
 import numpy as np
 from PyQt6.QtCore import Qt
-from PyQt6.QtGui import QColor, QFont, QFontMetrics
+from PyQt6.QtGui import QColor, QFontMetrics
 from PyQt6.QtWidgets import (
     QFrame,
     QLabel,
@@ -18,7 +18,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import sampled_check, view_model
+from gui import controls, sampled_check, view_model
 from gui.heatmap import Heatmap
 
 PASS, FAIL = QColor(200, 240, 200), QColor(255, 190, 190)
@@ -134,6 +134,74 @@ def fit_table(split: QSplitter) -> None:
     split.setSizes([height, total - height])
 
 
+class ReportSplit(QSplitter):
+    """A table of checks (report_table) beside or above the selected check's |difference| map
+    (side_by_side), fitted to the table's columns or rows (fit_table)."""
+
+    def __init__(
+        self, headers: tuple[str, ...], least: int, stretch: tuple[int, int], sizes: list[int]
+    ) -> None:
+        super().__init__(Qt.Orientation.Horizontal)
+        self.table = report_table(headers)
+        self.table.setMinimumWidth(least)
+        self.diff_map = Heatmap()
+        self.addWidget(self.table)
+        self.addWidget(self.diff_map)
+        self.setStretchFactor(0, stretch[0])
+        self.setStretchFactor(1, stretch[1])
+        self.setSizes(sizes)
+
+    def showEvent(self, event) -> None:
+        """A table filled while hidden is fitted to its rows once on screen."""
+        super().showEvent(event)
+        if self.property("fit_pending"):
+            fit_table(self)
+
+    def fill(self, rows: list[tuple[tuple[str, ...], QColor, str]], current: int, show) -> None:
+        """One table row per (cells, colour, tooltip); row `current` selected and shown with
+        show(row) (with the map shown or hidden, the table gets its columns' width)."""
+        self.table.setRowCount(len(rows))
+        for r, (cells, colour, tip) in enumerate(rows):
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setBackground(colour)
+                if tip:
+                    item.setToolTip(tip)
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+        if rows:
+            self.table.setCurrentCell(current, 0)
+            show(current)
+        fit_table(self)
+
+
+def largest_finite(image: np.ndarray) -> float:
+    """The largest finite value of a |difference| image (0 when it has none)."""
+    finite = image[np.isfinite(image)]
+    return float(finite.max()) if finite.size else 0.0
+
+
+def diff_panel(
+    image: np.ndarray, title: str, labels: tuple, axes: tuple, step: str, bound: float = 0.0
+) -> view_model.Panel:
+    """A |difference| image as a panel coloured from 0 to max(its largest, bound), within the
+    display's range; labels and axes: (rows, columns)."""
+    top = min(max(largest_finite(image), bound, view_model.LEVEL_FLOOR), view_model.DISPLAY_LIMIT)
+    return view_model.Panel(
+        title=title,
+        image=image,
+        raw=image.astype(np.float64),
+        row_labels=labels[0],
+        col_labels=labels[1],
+        row_axis=axes[0],
+        col_axis=axes[1],
+        kind="weights",
+        levels=(0.0, top),
+        step=step,
+        head=None,
+    )
+
+
 def _gradient_text(gradients: object) -> str:
     """The gradient check's line of the header: what it compared and the verdict."""
     if gradients is None:
@@ -160,8 +228,7 @@ class CheckPanel(QWidget):
         self.gradient_trace = None  # the backward trace the gradient rows belong to
         outer = QVBoxLayout(self)
         self.header = QLabel()
-        font = QFont()
-        font.setPointSize(12)
+        font = controls.font(12)
         self.header.setFont(font)
         self.header.setWordWrap(True)
         # the header scrolls when its lines outgrow the room: never pushes the window taller
@@ -172,16 +239,9 @@ class CheckPanel(QWidget):
         self._least_header = QFontMetrics(font).lineSpacing() * 4  # 4 lines at least
         header_box.setFixedHeight(self._least_header)
         outer.addWidget(header_box)
-        self.split = split = QSplitter(Qt.Orientation.Horizontal)
-        self.table = report_table(HEADERS)
-        split.addWidget(self.table)
-        self.diff_map = Heatmap()
-        split.addWidget(self.diff_map)
-        self.table.setMinimumWidth(300)
-        split.setStretchFactor(0, 2)
-        split.setStretchFactor(1, 3)
-        split.setSizes([520, 600])
-        outer.addWidget(split, 1)
+        self.split = ReportSplit(HEADERS, 300, (2, 3), [520, 600])
+        self.table, self.diff_map = self.split.table, self.split.diff_map
+        outer.addWidget(self.split, 1)
         self.table.currentCellChanged.connect(lambda row, *_: self.show_diff(row))
 
     def resizeEvent(self, event) -> None:
@@ -190,12 +250,6 @@ class CheckPanel(QWidget):
         side_by_side(self.split, event.size().width())
         super().resizeEvent(event)
         self._fit_header(event.size().width(), event.size().height())
-
-    def showEvent(self, event) -> None:
-        """A table filled while hidden is fitted to its rows once on screen."""
-        super().showEvent(event)
-        if self.split.property("fit_pending"):
-            fit_table(self.split)
 
     def _fit_header(self, width: int, height: int) -> None:
         """The header as tall as its lines, at least 4 (at its least height a sampled check's
@@ -232,7 +286,7 @@ class CheckPanel(QWidget):
         )
         self._fit_header(self.width(), self.height())
         self.diff_map.setVisible(bool(self.checks))
-        self.table.setRowCount(len(self.checks))
+        rows = []
         for r, check in enumerate(self.checks):
             cells = (
                 check.name,
@@ -243,19 +297,10 @@ class CheckPanel(QWidget):
                 f"{_number(check.bound):.3g}",
                 "pass" if check.ok else "FAIL",
             )
-            for c, text in enumerate(cells):
-                item = QTableWidgetItem(text)
-                item.setBackground(PASS if check.ok else FAIL)
-                if check.message:
-                    item.setToolTip(check.message)
-                self.table.setItem(r, c, item)
-        self.table.resizeColumnsToContents()
-        fit_table(self.split)
+            rows.append((cells, PASS if check.ok else FAIL, check.message))
         first_bad = next((r for r, c in enumerate(self.checks) if not c.ok), None)
         row = first_bad if first_bad is not None else self._default_row()
-        if self.checks:
-            self.table.setCurrentCell(row, 0)
-            self.show_diff(row)
+        self.split.fill(rows, row, self.show_diff)
 
     def _trace_of(self, row: int) -> object:
         """The trace a table row's check belongs to: the backend's, or the backward trace."""
@@ -275,9 +320,6 @@ class CheckPanel(QWidget):
             return
         self.diff_map.setVisible(True)
         image = view_model.diff_image(check.diff)
-        finite = image[np.isfinite(image)]
-        top = max(float(finite.max()) if finite.size else 0.0, _number(check.bound))
-        top = min(max(top, view_model.LEVEL_FLOOR), view_model.DISPLAY_LIMIT)
         rows, cols = image.shape
         trace = self._trace_of(row)
         sampled = sampled_check.sampled_view(check.name, trace)
@@ -291,18 +333,13 @@ class CheckPanel(QWidget):
         if sampled and axes[0] == "query" and len(sampled[1]) == rows:
             row_labels = [_token_label(trace.tokens, i) for i in sampled[1]]
             row_axis = f"query ({rows} sampled of {len(trace.tokens)})"
-        panel = view_model.Panel(
-            # a short title: a long one widens the plot past the room this panel has
-            title=f"|{name} - ground truth|",
-            image=image,
-            raw=image.astype(np.float64),
-            row_labels=row_labels,
-            col_labels=view_model.labels_for(trace, axes[-1], cols),
-            row_axis=row_axis,
-            col_axis=axes[-1] + (", largest over heads" if _per_head(step, row, self) else ""),
-            kind="weights",
-            levels=(0.0, top),
-            step=check.name,
-            head=None,
+        col_axis = axes[-1] + (", largest over heads" if _per_head(step, row, self) else "")
+        panel = diff_panel(
+            image,
+            f"|{name} - ground truth|",  # short: a long one widens the plot past its room
+            (row_labels, view_model.labels_for(trace, axes[-1], cols)),
+            (row_axis, col_axis),
+            check.name,
+            _number(check.bound),
         )
         self.diff_map.show_panel(panel)

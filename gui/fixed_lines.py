@@ -4,8 +4,9 @@ tooltip, so a changing text (the hover explanation) never resizes what is above 
 from __future__ import annotations
 
 from PyQt6.QtCore import QRect, Qt
-from PyQt6.QtGui import QFont
 from PyQt6.QtWidgets import QLabel, QSizePolicy, QWidget
+
+from gui import controls
 
 ELLIPSIS = "…"
 
@@ -17,11 +18,7 @@ class FixedLines(QLabel):
         self, lines: int, point_size: int, mono: bool = False, parent: QWidget | None = None
     ) -> None:
         super().__init__(parent)
-        font = QFont("monospace") if mono else QFont()
-        font.setPointSize(point_size)
-        if mono:
-            font.setStyleHint(QFont.StyleHint.Monospace)
-        self.setFont(font)
+        self.setFont(controls.font(point_size, mono))
         self.setWordWrap(True)
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from PyQt6.QtCore import pyqtSignal
-from PyQt6.QtWidgets import (
-    QCheckBox,
-    QHBoxLayout,
-    QLabel,
-    QPushButton,
-    QWidget,
-)
+from PyQt6.QtWidgets import QCheckBox, QPushButton, QWidget
 
+from gui import controls
 from gui.spin_boxes import DoubleSpinBox, SpinBox
 
 MAX_SEED = 2**31 - 1
@@ -25,29 +20,21 @@ class GenerateBar(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
         self.button = QPushButton("Generate next token")
         self.button.setToolTip("Feed the chosen token to the model: the KV cache grows by one")
-        self.temperature = DoubleSpinBox()
-        self.temperature.setRange(0.0, 5.0)
+        self.temperature = DoubleSpinBox(
+            0.0, 5.0, "0: greedy (the likeliest token); above 0: a seeded draw"
+        )
         self.temperature.setSingleStep(0.1)
         self.temperature.setDecimals(2)
-        self.temperature.setToolTip("0: greedy (the likeliest token); above 0: a seeded draw")
-        self.seed = SpinBox()
-        self.seed.setRange(0, MAX_SEED)
-        self.seed.setToolTip("seed of the draw (step n draws with the generator seeded (seed, n))")
+        self.seed = SpinBox(
+            0, MAX_SEED, "seed of the draw (step n draws with the generator seeded (seed, n))"
+        )
         self.newest = QCheckBox("newest row only")
         self.newest.setToolTip("each head shows only what the newest token attends to")
-        self.cache = QLabel()
-        self.cache.setWordWrap(True)  # never widens the tab past a 1024-pixel window
-        row.addWidget(self.button)
-        row.addWidget(QLabel("temperature"))
-        row.addWidget(self.temperature)
-        row.addWidget(QLabel("seed"))
-        row.addWidget(self.seed)
-        row.addWidget(self.newest)
-        row.addWidget(self.cache, 1)
+        self.cache = controls.label()  # never widens the tab past a 1024-pixel window
+        items = (self.button, "temperature", self.temperature, "seed", self.seed, self.newest)
+        self.setLayout(controls.row(*items, (self.cache, 1), margins=(0, 0, 0, 0)))
         self.button.clicked.connect(self._clicked)
         self.newest.toggled.connect(self.newestToggled)
         self.temperature.valueChanged.connect(lambda t: self.seed.setEnabled(t > 0))

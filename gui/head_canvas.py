@@ -7,7 +7,7 @@ from PyQt6.QtCore import QLineF, QRectF, Qt
 from PyQt6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PyQt6.QtWidgets import QSizePolicy, QWidget
 
-from gui import head_lines
+from gui import controls, head_lines
 from gui.head_legend import head_colours
 from gui.head_lines import HeadLines
 
@@ -21,10 +21,7 @@ POINT_SIZE = 8
 
 def label_font(bold: bool = False) -> QFont:
     """The token labels' type (bold: the token in focus)."""
-    font = QFont()
-    font.setPointSize(POINT_SIZE)
-    font.setBold(bold)
-    return font
+    return controls.font(POINT_SIZE, bold=bold)
 
 
 class HeadCanvas(QWidget):

@@ -6,9 +6,10 @@ import math
 
 import pyqtgraph as pg
 from PyQt6.QtCore import QRectF, Qt, pyqtSignal
-from PyQt6.QtGui import QColor, QFont, QPainter, QPen
+from PyQt6.QtGui import QColor, QPainter, QPen
 from PyQt6.QtWidgets import QSizePolicy, QWidget
 
+from gui import controls
 from gui.head_lines import HeadLines
 
 ENTRY_W = 46  # pixels per entry: a colour square and 'H11'
@@ -79,9 +80,7 @@ class HeadLegend(QWidget):
 
     def paintEvent(self, event) -> None:
         painter = QPainter(self)
-        font = QFont()
-        font.setPointSize(8)
-        painter.setFont(font)
+        painter.setFont(controls.font(8))
         colours = head_colours(self.state.count)
         for head in range(ALL, self.state.count):
             rect = self.entry_rect(head)

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 import numpy as np
 import pyqtgraph as pg
 from PyQt6.QtCore import QEvent, QPointF, QRectF, Qt, pyqtSignal
-from PyQt6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPen
+from PyQt6.QtGui import QBrush, QColor, QFontMetrics, QPen
 from PyQt6.QtWidgets import QGraphicsRectItem, QVBoxLayout, QWidget
 
-from gui import pooled
+from gui import controls, pooled
 from gui.cell_numbers import CellNumbers
 from gui.hover_tip import HoverTip
 from gui.token_axis import (  # noqa: F401 (nice_every, visible_ticks re-exported)
@@ -120,8 +120,7 @@ class Heatmap(QWidget):
         self.plot.getViewBox().sigRangeChanged.connect(self._fit_texts)
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.view.scene().sigMouseClicked.connect(self._on_mouse_clicked)
-        small = QFont()
-        small.setPointSize(7 if compact else 9)
+        small = controls.font(7 if compact else 9)
         for side in ("left", "bottom"):
             self.plot.getAxis(side).setStyle(tickFont=small)
             self.plot.getAxis(side).enableAutoSIPrefix(False)  # token axes have no units
@@ -190,9 +189,7 @@ class Heatmap(QWidget):
             return
         first, sep, rest = self._title.partition("<br>")  # a small second line stays as it is
         size = 8 if self.compact else 11
-        font = QFont()
-        font.setPointSize(size)
-        metrics = QFontMetrics(font)
+        metrics = QFontMetrics(controls.font(size))
         room = self.view.width() - TITLE_PADDING
         if not self.compact:  # the title spans the cells only: not the row labels, not the bar
             room -= int(self.plot.getAxis("left").width())
@@ -203,9 +200,8 @@ class Heatmap(QWidget):
             self.plot.setTitle(text, size=f"{size}pt")  # (its title row back to 30 pixels)
         if len(lines) > 1:  # 30 pixels hold a title and a small second line, not more
             notes = rest.count("<br>") + 1 if sep else 0
-            small = QFont()
-            small.setPointSize(7)
-            height = len(lines) * metrics.lineSpacing() + notes * QFontMetrics(small).lineSpacing()
+            small = QFontMetrics(controls.font(7)).lineSpacing()
+            height = len(lines) * metrics.lineSpacing() + notes * small
             height = max(30, height + 8)
             self.plot.titleLabel.setMaximumHeight(height)
             self.plot.layout.setRowFixedHeight(0, height)

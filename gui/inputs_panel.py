@@ -11,7 +11,6 @@ from PyQt6.QtWidgets import (
     QComboBox,
     QFormLayout,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QTabWidget,
@@ -19,7 +18,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import cut_off, variant_session
+from gui import controls, cut_off, variant_session
 from gui import session as sm
 from gui.app_state import AppState
 from gui.head_note import model_head_note
@@ -45,6 +44,19 @@ TABLE_TITLES = {
     "qkv": {"query": "Q", "key": "K", "value": "V"},
     "self": {"query": "X (q = k = v)"},
 }
+# the size boxes, two 4-digit boxes a row at most (the panel fits 330 pixels): each row's title,
+# then per box its session field, the panel's attribute, its label, its largest value and tip
+SIZES = (
+    ("lengths", (("num_tokens", "num_tokens", "L", sm.MAX_TOKENS, "L: number of query tokens"),
+                 ("num_keys", "num_keys", "S", sm.MAX_TOKENS,
+                  "S: number of key tokens (cross-attention)"))),
+    ("model", (("d_model", "d_model", "d_model", sm.MAX_DIM, "d_model: width of x"),)),
+    ("widths", (("d_k", "d_k", "d_k", sm.MAX_DIM, "d_k: query/key width of one head"),
+                ("d_v", "d_v", "d_v", sm.MAX_DIM, "d_v: value width of one head"))),
+    ("heads", (("num_heads", "heads", "heads", sm.MAX_HEADS, "number of heads"),
+               ("num_kv_heads", "kv_heads", "kv", sm.MAX_HEADS,
+                "key/value heads (grouped-query attention)"))),
+)  # fmt: skip
 GRID_LIMIT = 64  # the mask grid is drawn (and clickable) up to 64 x 64
 UNDO_KEYS = ("Ctrl+Z",)  # Edit > Undo and Redo of input edits (the window's menu)
 REDO_KEYS = ("Ctrl+Shift+Z", "Ctrl+Y")
@@ -77,27 +89,6 @@ def _with_cell(s: sm.Session, name: str, i: int, j: int, value: float) -> sm.Ses
     except ValueError as exc:
         title = TABLE_TITLES.get(s.mode, {}).get(name, name)
         raise ValueError(str(exc).replace(f"{name}[", f"{title}[", 1)) from None
-
-
-def _combo(labels: dict[str, str]) -> QComboBox:
-    box = QComboBox()
-    for key, text in labels.items():
-        box.addItem(text, key)
-    return box
-
-
-def _spin(lo: int, hi: int, tip: str) -> SpinBox:
-    box = SpinBox()
-    box.setRange(lo, hi)
-    box.setToolTip(tip)
-    box.setKeyboardTracking(False)  # one change per finished number, not per keystroke
-    return box
-
-
-def _select(box: QComboBox, key: str) -> None:
-    i = box.findData(key)
-    if i >= 0:
-        box.setCurrentIndex(i)
 
 
 def preset_html(name: str) -> str:
@@ -145,13 +136,13 @@ class InputsPanel(QWidget):
         )
         self.preset.setMinimumContentsLength(14)
         self.preset.view().setMinimumWidth(520)
-        self.seed = _spin(0, sm.MAX_SEED, "seed of the random example")
+        self.seed = SpinBox(0, sm.MAX_SEED, "seed of the random example", tracking=False)
         form.addRow("preset", self.preset)
         form.addRow("seed", self.seed)
         self.preset_notes = WrappedLabel()  # the notebook's title and notes, slips included
         self.preset_notes.setTextFormat(Qt.TextFormat.RichText)
         form.addRow(self.preset_notes)
-        self.mode = _combo(MODE_LABELS)
+        self.mode = controls.combo(MODE_LABELS)
         form.addRow("inputs", self.mode)
         self.tokens = QLineEdit()
         self.tokens.setToolTip("query token labels, comma-separated")
@@ -159,40 +150,24 @@ class InputsPanel(QWidget):
         self.key_tokens = QLineEdit()
         self.key_tokens.setToolTip("key token labels (cross-attention), comma-separated")
         form.addRow("key labels", self.key_tokens)
-        self.num_tokens = _spin(1, sm.MAX_TOKENS, "L: number of query tokens")
-        self.num_keys = _spin(1, sm.MAX_TOKENS, "S: number of key tokens (cross-attention)")
-        self.d_model = _spin(1, sm.MAX_DIM, "d_model: width of x")
-        self.d_k = _spin(1, sm.MAX_DIM, "d_k: query/key width of one head")
-        self.d_v = _spin(1, sm.MAX_DIM, "d_v: value width of one head")
-        self.heads = _spin(1, sm.MAX_HEADS, "number of heads")
-        self.kv_heads = _spin(1, sm.MAX_HEADS, "key/value heads (grouped-query attention)")
-        for title, pairs in (  # at most two 4-digit boxes a row: the panel fits 330 pixels
-            ("lengths", (("L", self.num_tokens), ("S", self.num_keys))),
-            ("model", (("d_model", self.d_model),)),
-            ("widths", (("d_k", self.d_k), ("d_v", self.d_v))),
-            ("heads", (("heads", self.heads), ("kv", self.kv_heads))),
-        ):
-            line = QHBoxLayout()
-            for label, box in pairs:
-                line.addWidget(QLabel(label))
-                line.addWidget(box)
-            line.addStretch(1)
-            form.addRow(title, line)
+        self.sizes: dict[str, SpinBox] = {}  # session field -> its box (one change per number)
+        for title, boxes in SIZES:
+            line = []
+            for field, name, label, top, tip in boxes:
+                self.sizes[field] = box = SpinBox(1, top, tip, tracking=False)
+                setattr(self, name, box)
+                line += [label, box]
+            form.addRow(title, controls.row(*line, 1))
         outer.addWidget(example)
         # step 2: options
         options = QGroupBox("Options")
         oform = QFormLayout(options)
         oform.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow dock: wrap
-        self.scale_mode = _combo(SCALE_LABELS)
-        self.scale_value = DoubleSpinBox()
-        self.scale_value.setRange(-1e6, 1e6)
+        self.scale_mode = controls.combo(SCALE_LABELS)
+        self.scale_value = DoubleSpinBox(-1e6, 1e6, tracking=False)
         self.scale_value.setDecimals(6)
-        self.scale_value.setKeyboardTracking(False)
-        srow = QHBoxLayout()
-        srow.addWidget(self.scale_mode, 1)
-        srow.addWidget(self.scale_value)
-        oform.addRow("scale", srow)
-        self.masked_rows = _combo(ROWS_LABELS)
+        oform.addRow("scale", controls.row((self.scale_mode, 1), self.scale_value))
+        self.masked_rows = controls.combo(ROWS_LABELS)
         self.masked_rows.setToolTip("what a query gets when every key is masked")
         oform.addRow("fully masked rows", self.masked_rows)
         self.backend = QComboBox()
@@ -201,10 +176,7 @@ class InputsPanel(QWidget):
         self.dtype = QComboBox()
         self.dtype.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.dtype.setMinimumContentsLength(len("bfloat16"))  # never 'bfloat1('
-        brow = QHBoxLayout()
-        brow.addWidget(self.backend, 1)
-        brow.addWidget(self.dtype)
-        oform.addRow("backend / dtype", brow)
+        oform.addRow("backend / dtype", controls.row((self.backend, 1), self.dtype))
         outer.addWidget(options)
         self.variant = VariantPanel()  # mask rule, score changes, sinks, RoPE, decode
         outer.addWidget(self.variant)
@@ -235,7 +207,7 @@ class InputsPanel(QWidget):
         self.mode.activated.connect(lambda _: self._on_mode())
         self.tokens.editingFinished.connect(self._on_tokens)
         self.key_tokens.editingFinished.connect(self._on_tokens)
-        for field, box in self._size_boxes().items():
+        for field, box in self.sizes.items():
             box.valueChanged.connect(lambda v, f=field: self._apply_sizes(f, v))
         self.scale_mode.activated.connect(lambda _: self._options())
         self.scale_value.valueChanged.connect(lambda _: self._options())
@@ -249,17 +221,6 @@ class InputsPanel(QWidget):
             model = table.matrix_model
             model.cellEdited.connect(lambda i, j, v, n=name: self._on_cell(n, i, j, v))
             model.rejected.connect(self.refused)
-
-    def _size_boxes(self) -> dict[str, SpinBox]:
-        return {
-            "num_tokens": self.num_tokens,
-            "num_keys": self.num_keys,
-            "d_model": self.d_model,
-            "d_k": self.d_k,
-            "d_v": self.d_v,
-            "num_heads": self.heads,
-            "num_kv_heads": self.kv_heads,
-        }
 
     # ---------------------------------------------------------------- showing a session
 
@@ -279,40 +240,33 @@ class InputsPanel(QWidget):
         self._updating = True
         try:
             self.kv_heads.setMaximum(s.num_heads)  # before the values: no clamping of kv
-            _select(self.preset, s.preset if self.preset.findData(s.preset) >= 0 else "custom")
+            controls.select(
+                self.preset, s.preset if self.preset.findData(s.preset) >= 0 else "custom"
+            )
             self.preset_notes.setText(preset_html(s.preset) or model_head_note(s))
             self.preset_notes.setVisible(bool(self.preset_notes.text()))
             self.seed.setValue(s.seed)
-            _select(self.mode, s.mode)
+            controls.select(self.mode, s.mode)
             for field, labels in ((self.tokens, s.tokens), (self.key_tokens, s.key_tokens)):
                 field.setText(", ".join(labels))
                 field.setCursorPosition(0)  # a long list shows its first labels, not its last
             self.key_tokens.setEnabled(s.key is not None)
-            sizes = {
-                "num_tokens": s.num_tokens,
-                "num_keys": s.num_keys,
-                "d_model": s.d_model,
-                "d_k": s.d_k,
-                "d_v": s.d_v,
-                "num_heads": s.num_heads,
-                "num_kv_heads": s.num_kv_heads,
-            }
-            for field, box in self._size_boxes().items():
-                box.setValue(sizes[field])
+            for field, box in self.sizes.items():
+                box.setValue(getattr(s, field))
             self.num_keys.setEnabled(s.key is not None)
             self.d_model.setEnabled(s.mode != "qkv")
             self.d_k.setEnabled(s.mode != "self")
             self.d_v.setEnabled(s.mode != "self")
             self.kv_heads.setEnabled(s.mode != "self")  # k = x: as many kv heads as heads
-            _select(self.scale_mode, s.scale_mode)
+            controls.select(self.scale_mode, s.scale_mode)
             self.scale_value.setValue(s.scale_value)
             self.scale_value.setEnabled(s.scale_mode == "custom")
-            _select(self.masked_rows, s.masked_rows)
-            _select(self.backend, s.backend)
+            controls.select(self.masked_rows, s.masked_rows)
+            controls.select(self.backend, s.backend)
             self.dtype.clear()
             for name in self.backends.get(s.backend, ()):
                 self.dtype.addItem(name, name)
-            _select(self.dtype, s.dtype)
+            controls.select(self.dtype, s.dtype)
             self._show_mask(s)
             self.variant.set_session(s)
             if tables:

@@ -1,6 +1,7 @@
 """Work off the GUI thread: one worker base whose jobs pause Python's collector while they run,
 and of whose requests only the newest reports its progress and result (TraceWorker, ModelWorker
-and KernelCheckWorker are this base with their own work and messages)."""
+and KernelCheckWorker are this base with their own work and messages; the Learn pages and the
+model's block view use it as it is)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from PyQt6.QtCore import QObject, QRunnable, QThreadPool, pyqtSignal
 # work(progress, cancelled) -> result: progress(done, total, what) reports, cancelled() is True
 # once a newer request (or a Cancel) has superseded this one
 Work = Callable[[Callable[[int, int, str], None], Callable[[], bool]], object]
+# failures a view says in words (an example too large, a row that sees no key, NumPy missing)
+SAID = (ValueError, TypeError, ImportError)
 
 
 class _CollectorPause(QObject):
@@ -129,8 +132,14 @@ class Worker(QObject):
     QUIET: tuple[type[BaseException], ...] = ()  # exceptions that end a job without a word
     WAIT_MS = 60000  # wait()'s default
 
-    def __init__(self, parent: QObject | None = None, threads: int = 1) -> None:
+    def __init__(
+        self,
+        parent: QObject | None = None,
+        threads: int = 1,
+        said: tuple[type[Exception], ...] = SAID,
+    ) -> None:
         super().__init__(parent)
+        self.said = said  # the exceptions whose words describe() reports
         self.pool = QThreadPool(self)
         self.pool.setMaxThreadCount(threads)
         self.current = 0  # the newest request's number
@@ -141,8 +150,9 @@ class Worker(QObject):
         self._signals.failed.connect(self._on_failed)
 
     def describe(self, exc: Exception) -> str | None:
-        """The message a job that raised `exc` reports; None: not expected, raised on."""
-        return None
+        """The message a job that raised `exc` reports (its words, for the exceptions in
+        `said`); None: not expected, raised on."""
+        return str(exc) if isinstance(exc, self.said) else None
 
     def start(self, work: Work) -> int:
         """Queue `work`; older requests are superseded (queued ones never start)."""

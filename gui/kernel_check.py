@@ -10,22 +10,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-from PyQt6.QtCore import Qt
 from PyQt6.QtGui import QColor
-from PyQt6.QtWidgets import (
-    QLabel,
-    QProgressBar,
-    QSplitter,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PyQt6.QtWidgets import QProgressBar, QVBoxLayout, QWidget
 
 import scratch
-from gui import numbers, view_model
-from gui.check_panel import fit_table, report_table, side_by_side
-from gui.heatmap import Heatmap
+from gui import controls, numbers, view_model
+from gui.check_panel import ReportSplit, diff_panel, largest_finite, side_by_side
 from gui.jobs import Worker
 from gui.kernel_check_options import KernelCheckOptions
 
@@ -82,10 +72,6 @@ class KernelCheckWorker(Worker):
             )
         )
 
-    def describe(self, exc: Exception) -> str | None:
-        """Why the check could not run, in words."""
-        return str(exc) if isinstance(exc, (ValueError, TypeError, ImportError)) else None
-
 
 class KernelCheckPanel(QWidget):
     """Kernel source, options and Check; then whose results they are, the case table, a diff
@@ -105,27 +91,17 @@ class KernelCheckPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         outer.addWidget(self.progress)
-        self.header = QLabel("Load your attention kernel and press Check.")
-        self.header.setWordWrap(True)
-        self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.header.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.header = controls.label(
+            "Load your attention kernel and press Check.", selectable=True, top_left=True
+        )
         self.header.setMinimumHeight(3 * self.header.fontMetrics().height())
         outer.addWidget(self.header)
         # step 2: the report, under a line that says whose results they are
-        self.results_label = QLabel("no results yet")
-        self.results_label.setWordWrap(True)
-        self.results_label.setStyleSheet("color: #555555;")
+        self.results_label = controls.label("no results yet", style="color: #555555;")
         outer.addWidget(self.results_label)
-        self.split = split = QSplitter(Qt.Orientation.Horizontal)
-        self.table = report_table(HEADERS)
-        self.table.setMinimumWidth(240)
-        split.addWidget(self.table)
-        self.diff_map = Heatmap()
-        split.addWidget(self.diff_map)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
-        split.setSizes([560, 340])
-        outer.addWidget(split, 1)
+        self.split = ReportSplit(HEADERS, 240, (3, 2), [560, 340])
+        self.table, self.diff_map = self.split.table, self.split.diff_map
+        outer.addWidget(self.split, 1)
         self._asked = ""  # the kernel and options of the check under way, in words
         self.diff_map.setVisible(False)  # no map until a report has a case to draw
         self.run_button.clicked.connect(self.start)
@@ -138,12 +114,6 @@ class KernelCheckPanel(QWidget):
         """Table beside the map when there is room, above it when not."""
         side_by_side(self.split, event.size().width())
         super().resizeEvent(event)
-
-    def showEvent(self, event) -> None:
-        """A table filled while hidden is fitted to its rows once on screen."""
-        super().showEvent(event)
-        if self.split.property("fit_pending"):
-            fit_table(self.split)
 
     def clear_results(self, why: str) -> None:
         """Forget the last report: its table and map belong to another kernel or options."""
@@ -194,8 +164,8 @@ class KernelCheckPanel(QWidget):
         elif not report:
             lines.append("diagnosis: no known mistake matches")
         self.header.setText("<br>".join(lines))
-        self.table.setRowCount(len(report.cases))
-        for r, case in enumerate(report.cases):
+        rows = []
+        for case in report.cases:
             cells = (
                 case.name,
                 case.dtype,
@@ -205,20 +175,10 @@ class KernelCheckPanel(QWidget):
                 "-" if math.isnan(case.ratio) else numbers.significant(case.ratio),
                 {"pass": "pass", "fail": "FAIL"}.get(case.status, case.status),
             )
-            for c, text in enumerate(cells):
-                item = QTableWidgetItem(text)
-                item.setBackground(COLOURS[case.status])
-                if case.message:
-                    item.setToolTip(case.message)
-                self.table.setItem(r, c, item)
-        self.table.resizeColumnsToContents()
+            rows.append((cells, COLOURS[case.status], case.message))
         failed = [r for r, c in enumerate(report.cases) if c.status == "fail" and c.diff]
         shown = [r for r, c in enumerate(report.cases) if c.diff]
-        row = (failed or shown or [0])[0]
-        if report.cases:
-            self.table.setCurrentCell(row, 0)
-            self.show_case(row)
-        fit_table(self.split)  # with the map shown (or not): the table gets its columns' width
+        self.split.fill(rows, (failed or shown or [0])[0], self.show_case)
 
     def show_case(self, row: int) -> None:
         """Case `row`'s |output - truth| (largest over heads) from 0 to its own largest error,
@@ -231,23 +191,11 @@ class KernelCheckPanel(QWidget):
         case = cases[row]
         self.diff_map.setVisible(True)
         image = view_model.diff_image(case.diff)
-        finite = image[np.isfinite(image)]
-        largest = float(finite.max()) if finite.size else 0.0
-        top = min(max(largest, view_model.LEVEL_FLOOR), view_model.DISPLAY_LIMIT)
         rows, cols = image.shape
-        panel = view_model.Panel(
-            title=f"|output - truth|, {case.name}: largest {largest:.2g}, bound {case.bound:.2g}",
-            image=image,
-            raw=image.astype(np.float64),
-            row_labels=_sparse_labels("q", rows),
-            col_labels=_sparse_labels("c", cols),
-            row_axis="query",
-            col_axis="feature",
-            kind="weights",
-            levels=(0.0, top),
-            step="output",
-            head=None,
-        )
+        largest = largest_finite(image)
+        title = f"|output - truth|, {case.name}: largest {largest:.2g}, bound {case.bound:.2g}"
+        labels = (_sparse_labels("q", rows), _sparse_labels("c", cols))
+        panel = diff_panel(image, title, labels, ("query", "feature"), "output")
         self.diff_map.show_panel(panel)
 
 

@@ -4,7 +4,6 @@ the same ones as `python -m scratch.check` (see scratch/checker/cli.py)."""
 from __future__ import annotations
 
 from PyQt6.QtWidgets import (
-    QComboBox,
     QFileDialog,
     QGridLayout,
     QLabel,
@@ -14,6 +13,7 @@ from PyQt6.QtWidgets import (
 )
 
 import scratch
+from gui import controls
 from gui.spin_boxes import SpinBox
 
 # what is checked: the CLI's plain function, --backward and --autograd
@@ -41,15 +41,14 @@ class KernelCheckOptions(QWidget):
         self.browse_button = QPushButton("Browse...")
         self.function = QLineEdit()
         self.function.setPlaceholderText("function (for a .py file)")
-        self.direction = _combo(DIRECTIONS.values(), DIRECTIONS.keys())
-        self.array = _combo(ARRAYS)
-        self.dtype = _combo(DTYPES)
-        self.cases = _combo(CASE_SETS)
-        self.masked_rows = _combo(MASKED_ROWS)
-        self.masked_rows.setToolTip("what a fully masked row of the output should hold")
-        self.seed = SpinBox()
-        self.seed.setRange(0, MAX_SEED)
-        self.seed.setToolTip("seed of the cases' random inputs")
+        self.direction = controls.combo(DIRECTIONS)
+        self.array = controls.combo(ARRAYS)
+        self.dtype = controls.combo(DTYPES)
+        self.cases = controls.combo(CASE_SETS)
+        self.masked_rows = controls.combo(
+            MASKED_ROWS, "what a fully masked row of the output should hold"
+        )
+        self.seed = SpinBox(0, MAX_SEED, "seed of the cases' random inputs")
         self.require = QLineEdit()
         features = ",".join([*scratch.checker.FEATURES, "dropout"])
         self.require.setPlaceholderText("e.g. mask,causal")
@@ -122,10 +121,3 @@ class KernelCheckOptions(QWidget):
         if o["require"]:
             words.append(f"require {o['require']}")
         return ", ".join(words)
-
-
-def _combo(texts, keys=None) -> QComboBox:
-    box = QComboBox()
-    for text, key in zip(texts, keys if keys is not None else texts):
-        box.addItem(text, key)
-    return box

@@ -6,8 +6,9 @@ its own worker, only while it is visible: a hidden page costs nothing.
 
 from __future__ import annotations
 
-from PyQt6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
+from PyQt6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
+from gui import controls
 from gui.learn_model import head_inputs
 from gui.mistakes_view import MistakesView
 from gui.tiles_view import TilesView
@@ -24,8 +25,7 @@ class LearnTab(QWidget):
         self.inputs = None  # HeadInputs of self.trace (made when a page first needs them)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.message = QLabel()
-        self.message.setWordWrap(True)
+        self.message = controls.label()
         self.message.setVisible(False)
         layout.addWidget(self.message)
         self.pages = QTabWidget()
@@ -75,7 +75,7 @@ class LearnTab(QWidget):
     def wait(self) -> None:
         """Cancel and join every page's workers (closing the window): the checks of the
         mistakes stop between two kernels instead of running all seven."""
-        workers = (self.why.worker, self.mistakes.plant_worker, self.mistakes.check_worker)
+        workers = (self.why.worker, self.mistakes.worker, self.mistakes.check_worker)
         for worker in (*workers, self.tiles.worker):
             worker.cancel()
             worker.wait()

@@ -39,6 +39,7 @@ from gui.worker import TraceWorker
 from scratch import presets
 
 DEFAULT_PRESET = "journey"
+TAB_TITLES = ("Pipeline", "Backward", "Overview", "Check", "Check a kernel", "Model", "Learn")
 NAVIGATION_KEYS = (Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Home, Qt.Key.Key_End)
 # line edits and spin boxes claim these keys themselves; tables and text areas are told to
 EDITORS = (QAbstractItemView, QTextEdit)
@@ -86,15 +87,19 @@ class MainWindow(QMainWindow):
         self.checks = CheckPanel()
         self.model = ModelPanel()
         self.kernel_check = KernelCheckPanel()
-        self.tabs = QTabWidget()
-        self.tabs.addTab(self.pipeline, "Pipeline")
-        self.tabs.addTab(self.backward, "Backward")
-        self.tabs.addTab(self.overview, "Overview")
-        self.tabs.addTab(self.checks, "Check")
-        self.tabs.addTab(self.kernel_check, "Check a kernel")
-        self.tabs.addTab(self.model, "Model")
         self.learn = LearnTab()  # why, mistakes, tiles: computed only while visible
-        self.tabs.addTab(self.learn, "Learn")
+        self.pages = {  # the tabs, by the names main.py's --tab takes
+            "pipeline": self.pipeline,
+            "backward": self.backward,
+            "overview": self.overview,
+            "check": self.checks,
+            "kernel": self.kernel_check,
+            "model": self.model,
+            "learn": self.learn,
+        }
+        self.tabs = QTabWidget()
+        for page, title in zip(self.pages.values(), TAB_TITLES):
+            self.tabs.addTab(page, title)
         self.setCentralWidget(self.tabs)
         self.inputs_scroll = scroll = QScrollArea()  # the Inputs panel scrolls, the banner stays
         scroll.setWidget(self.inputs)
@@ -119,11 +124,8 @@ class MainWindow(QMainWindow):
         self.progress.setMaximumWidth(160)
         self.cancel_button = QPushButton("Cancel")
         self.slow = SlowWarning()  # before a long scratch computation: NumPy, or compute anyway
-        bar = self.statusBar()
-        bar.addPermanentWidget(self.slow)
-        bar.addPermanentWidget(self.progress)
-        bar.addPermanentWidget(self.cancel_button)
-        bar.addPermanentWidget(self.backend_label)
+        for widget in (self.slow, self.progress, self.cancel_button, self.backend_label):
+            self.statusBar().addPermanentWidget(widget)
         self._set_busy(False)
         # step 3: the worker and the file actions
         self.worker = TraceWorker(self)

@@ -12,11 +12,12 @@ import math
 
 import numpy as np
 from PyQt6.QtCore import Qt
-from PyQt6.QtWidgets import QGridLayout, QLabel, QListView, QListWidget, QVBoxLayout, QWidget
+from PyQt6.QtWidgets import QGridLayout, QListView, QListWidget, QWidget
 
 from gui.heatmap import Heatmap
+from gui.jobs import Worker
 from gui.learn_model import HeadInputs, matrix_panel, number, shared_levels
-from gui.learn_worker import LearnWorker
+from gui.learn_page import LearnPage
 from scratch import mistakes
 
 
@@ -38,18 +39,15 @@ def diagnose_all(report, stop) -> dict:
     return found
 
 
-class MistakesView(QWidget):
+class MistakesView(LearnPage):
     """The mistakes on the left; the chosen one's weights and output beside the right ones."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.inputs: HeadInputs | None = None
         self.planted: dict = {}
         self.diagnoses: dict = {}
-        self._asked: HeadInputs | None = None
-        self.plant_worker, self.check_worker = LearnWorker(self), LearnWorker(self)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(4, 4, 4, 4)
+        self.plant_worker, self.check_worker = self.worker, Worker(self)
+        outer = self.outer
         # the mistakes in rows across the top: the four heatmaps get the whole width
         self.names = QListWidget()
         self.names.setFlow(QListView.Flow.LeftToRight)
@@ -60,8 +58,7 @@ class MistakesView(QWidget):
         self.names.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self._fit_names()
         outer.addWidget(self.names)
-        self.text = QLabel()
-        self.text.setWordWrap(True)
+        self.text = self.status  # the mistake in words, the checker's progress and verdict
         self.text.setTextFormat(Qt.TextFormat.RichText)
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         outer.addWidget(self.text)
@@ -79,25 +76,15 @@ class MistakesView(QWidget):
         outer.addLayout(grid, 1)
         self.names.currentRowChanged.connect(lambda _: self.show_current())
         self.plant_worker.finished.connect(self._on_planted)
-        self.plant_worker.failed.connect(self.text.setText)
         self.check_worker.progress.connect(lambda d, t, what: self._show_text(f"{what} ({d}/{t})"))
         self.check_worker.finished.connect(self._on_checked)
         self.check_worker.failed.connect(lambda m: self._show_text(f"the checker failed: {m}"))
 
-    def set_inputs(self, inputs: HeadInputs) -> None:
-        """A new example: plant every mistake on it; check the kernels once."""
-        self.inputs = inputs
-        self.refresh()
-
-    def refresh(self) -> None:
-        """Start the plants of the example on screen (and the checks, the first time)."""
-        x = self.inputs
-        if x is None or x is self._asked:
-            return
-        self._asked = x
-        self.plant_worker.start(lambda report, stop: plant_all(x))
+    def work(self, x: HeadInputs):
+        """Plant every mistake on a new example; check the kernels the first time."""
         if not self.diagnoses and not self.check_worker.busy:
             self.check_worker.start(diagnose_all)
+        return lambda report, stop: plant_all(x)
 
     def wait(self) -> None:
         """Join both workers (closing, tests)."""

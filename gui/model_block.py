@@ -6,13 +6,14 @@ read) the head in the pipeline. The block is computed in a worker; this widget o
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
 from PyQt6.QtCore import Qt, pyqtSignal
 from PyQt6.QtGui import QImage, QPixmap
 from PyQt6.QtWidgets import QFrame, QGridLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 import scratch
 from gui import block_view_model as bvm
+from gui import controls
+from gui.model_grid import colour_table, coloured
 from gui.model_worker import ModelWorker
 
 IMAGE_W, IMAGE_H = 150, 50  # each box's heatmap, in pixels (matrices are stretched to fit)
@@ -24,14 +25,12 @@ MAPS = {"weights": "viridis", "logits": "viridis", "signed": "CET-D1A"}
 def box_image(box: bvm.Box) -> QImage:
     """The box's matrix as an RGBA QImage, coloured at its levels (weights larger than the
     picture max-pooled to its pixels, so no bright cell is dropped)."""
-    table = pg.colormap.get(MAPS[box.kind]).getLookupTable(0.0, 1.0, 256, alpha=True)
+    table = colour_table(MAPS[box.kind])
     lo, hi = box.levels
     image = bvm.max_pool(box.image, IMAGE_H, IMAGE_W) if box.kind == "weights" else box.image
     scaled = (image - lo) / ((hi - lo) or 1.0)  # (rows, cols) in 0..1 at the levels
     index = np.clip(np.nan_to_num(scaled) * 255, 0, 255).round().astype(np.uint8)
-    rgba = np.ascontiguousarray(table[index])  # (rows, cols, 4)
-    rows, cols = index.shape
-    return QImage(rgba.data, cols, rows, 4 * cols, QImage.Format.Format_RGBA8888).copy()
+    return coloured(index, table)
 
 
 def fit(n: int, width: int, height: int, text_h: int, spacing: int) -> tuple[int, float]:
@@ -61,8 +60,7 @@ class BoxWidget(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.setSpacing(2)
-        self.title = QLabel(f"<b>{number}. {box.title}</b>")
-        self.title.setWordWrap(True)
+        self.title = controls.label(f"<b>{number}. {box.title}</b>")
         self.picture = QLabel()
         self.image = box_image(box)
         pixmap = QPixmap.fromImage(self.image).scaled(
@@ -73,8 +71,7 @@ class BoxWidget(QFrame):
         self.picture.setFixedSize(IMAGE_W, IMAGE_H)
         self.scale = 1.0
         self.shape = QLabel(box.shape)
-        self.words = QLabel(box.words)
-        self.words.setWordWrap(True)
+        self.words = controls.label(box.words)
         small = self.words.font()
         small.setPointSizeF(max(small.pointSizeF() - 1.5, 7.0))
         self.words.setFont(small)
@@ -129,8 +126,7 @@ class ModelBlock(QWidget):
         self.text_h = 0  # the tallest box's pixels besides its picture, at scale 1
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.title = QLabel("Run a model to see one of its layers here, step by step.")
-        self.title.setWordWrap(True)
+        self.title = controls.label("Run a model to see one of its layers here, step by step.")
         layout.addWidget(self.title)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)

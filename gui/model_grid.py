@@ -8,7 +8,7 @@ from PyQt6.QtCore import QPointF, QRectF, Qt, pyqtSignal
 from PyQt6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen
 from PyQt6.QtWidgets import QSizePolicy, QWidget
 
-from gui import pooled
+from gui import controls, pooled
 
 LABEL = 34  # pixels for the layer labels on the left and the head labels on top
 GAP = 4  # pixels between cells
@@ -20,14 +20,19 @@ MAX_SIDE = 48  # nor grows above this (more layers in view)
 
 def label_font() -> QFont:
     """The grid's layer and head labels' font."""
-    font = QFont()
-    font.setPointSize(8)
-    return font
+    return controls.font(8)
 
 
-def colour_table() -> np.ndarray:
-    """viridis as 256 RGBA rows (uint8), the weights colour map of the pipeline."""
-    return pg.colormap.get("viridis").getLookupTable(0.0, 1.0, 256, alpha=True)
+def colour_table(name: str = "viridis") -> np.ndarray:
+    """A colour map as 256 RGBA rows (uint8); viridis: the weights colour map of the pipeline."""
+    return pg.colormap.get(name).getLookupTable(0.0, 1.0, 256, alpha=True)
+
+
+def coloured(index: np.ndarray, table: np.ndarray) -> QImage:
+    """A (rows, cols) uint8 index into `table` as an RGBA QImage that owns its pixels."""
+    rgba = np.ascontiguousarray(table[index])  # (rows, cols, 4)
+    rows, cols = index.shape
+    return QImage(rgba.data, cols, rows, 4 * cols, QImage.Format.Format_RGBA8888).copy()
 
 
 def head_image(weights: np.ndarray, table: np.ndarray) -> QImage:
@@ -39,10 +44,7 @@ def head_image(weights: np.ndarray, table: np.ndarray) -> QImage:
     weights = pooled.maximum(weights, blocks)  # (ceil(T / bt), ceil(S / bs))
     top = float(weights.max()) or 1.0
     index = np.clip((weights / top * 255).round(), 0, 255).astype(np.uint8)
-    rgba = np.ascontiguousarray(table[index])  # (T, T, 4)
-    h, w = index.shape
-    image = QImage(rgba.data, w, h, 4 * w, QImage.Format.Format_RGBA8888)
-    return image.copy()  # owns its pixels: the array may go away
+    return coloured(index, table)
 
 
 class ModelGrid(QWidget):

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import html
 
-from PyQt6.QtCore import Qt, pyqtSignal
+from PyQt6.QtCore import QSignalBlocker, Qt, pyqtSignal
 from PyQt6.QtWidgets import (
     QComboBox,
     QFileDialog,
-    QHBoxLayout,
-    QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
@@ -21,7 +19,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import numbers
+from gui import controls, numbers
 from gui.focus import set_enabled_keeping_focus
 from gui.generate_bar import GenerateBar
 from gui.head_view import HeadView
@@ -58,9 +56,8 @@ class ModelPanel(QWidget):
         """The head view's heads -> the head picker and the grid's outline (one head: it)."""
         every = len(heads) == self.head.count() - 1
         one = -1 if every else heads[0] if len(heads) == 1 else None
-        self.head.blockSignals(True)
-        self.head.setCurrentIndex(self.head.findData(one))  # a few heads: blank, the legend says
-        self.head.blockSignals(False)
+        with QSignalBlocker(self.head):  # a few heads: blank, the legend says which
+            self.head.setCurrentIndex(self.head.findData(one))
         if one is not None and one >= 0:
             self.grid.select(self.layer.value(), one)
 
@@ -73,7 +70,6 @@ class ModelPanel(QWidget):
         self.opener = ModelWorker(self)  # a head's session (a decoder's head is traced)
         outer = QVBoxLayout(self)
         # step 1: what to run
-        top = QHBoxLayout()
         self.model_box = QComboBox()
         self.model_box.setEditable(True)
         for name, description in MODELS:
@@ -93,29 +89,23 @@ class ModelPanel(QWidget):
         self.text = QLineEdit(DEFAULT_TEXT)
         self.text.setPlaceholderText("Type a sentence")
         self.run_button = QPushButton("Run model")
-        top.addWidget(QLabel("Model"))
-        top.addWidget(self.model_box)
-        top.addWidget(self.browse)
-        top.addWidget(QLabel("Text"))
-        top.addWidget(self.text, 1)
-        top.addWidget(self.run_button)
-        outer.addLayout(top)
+        top = ("Model", self.model_box, self.browse, "Text", (self.text, 1), self.run_button)
+        outer.addLayout(controls.row(*top))
         self.generate_bar = GenerateBar()
         self.generate_bar.setVisible(False)
         outer.addWidget(self.generate_bar)
-        self.status = QLabel("Type a sentence and press Run model (the model loads once).")
-        self.status.setWordWrap(True)
-        self.status.setTextFormat(Qt.TextFormat.RichText)
+        self.status = controls.label(
+            "Type a sentence and press Run model (the model loads once).", rich=True
+        )
         outer.addWidget(self.status)
         # while a model loads and runs: its stage (hash check, read, dequantize ...) and Cancel
         self.busy = QWidget()
-        busy_row = QHBoxLayout(self.busy)
-        busy_row.setContentsMargins(0, 0, 0, 0)
         self.progress = QProgressBar()
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("Stop loading: the last run stays on screen")
-        busy_row.addWidget(self.progress, 1)
-        busy_row.addWidget(self.cancel_button)
+        self.busy.setLayout(
+            controls.row((self.progress, 1), self.cancel_button, margins=(0, 0, 0, 0))
+        )
         self.busy.setVisible(False)
         outer.addWidget(self.busy)
         # step 2: the model view (every head, scrolling) beside the next tokens and head view
@@ -123,8 +113,7 @@ class ModelPanel(QWidget):
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
-        self.grid_title = QLabel()
-        self.grid_title.setWordWrap(True)  # one line would widen the tab past 1024 pixels
+        self.grid_title = controls.label()  # one line would widen the tab past 1024 pixels
         left_layout.addWidget(self.grid_title)
         self.grid = ModelGrid()
         self.grid_scroll = QScrollArea()
@@ -138,20 +127,12 @@ class ModelPanel(QWidget):
         lines_box = QWidget()
         right_layout = QVBoxLayout(lines_box)
         right_layout.setContentsMargins(0, 0, 0, 0)
-        pick = QHBoxLayout()
-        pick.addWidget(QLabel("Head view: layer"))
-        self.layer = SpinBox()
-        self.layer.setToolTip("the layer whose heads the head view shows")
+        self.layer = SpinBox(tip="the layer whose heads the head view shows")
         self.head = QComboBox()
-        pick.addWidget(self.layer)
-        pick.addWidget(QLabel("head"))
-        pick.addWidget(self.head)
         self.open_button = QPushButton("Open in pipeline")
-        pick.addWidget(self.open_button)
-        pick.addStretch(1)
-        right_layout.addLayout(pick)
-        self.head_note = QLabel()  # a decoder's head: the KV head it shares, RoPE in the pipeline
-        self.head_note.setWordWrap(True)
+        pick = ("Head view: layer", self.layer, "head", self.head, self.open_button, 1)
+        right_layout.addLayout(controls.row(*pick))
+        self.head_note = controls.label()  # a decoder's head: its KV head, RoPE in the pipeline
         self.head_note.setVisible(False)
         right_layout.addWidget(self.head_note)
         self.lines = HeadView()
@@ -161,8 +142,7 @@ class ModelPanel(QWidget):
         split.addWidget(left)
         split.addWidget(right)
         split.setSizes([520, 480])
-        self.sinks = QLabel()
-        self.sinks.setWordWrap(True)
+        self.sinks = controls.label()
         # what "export view" captures: the views and the sink note, not the text controls
         self.content = QWidget()
         views = QVBoxLayout(self.content)
@@ -230,12 +210,16 @@ class ModelPanel(QWidget):
 
     def _cancelled(self) -> None:
         """Cancel: the load stops at its next piece; what was on screen stays."""
+        self.message.emit(self._stopped(f"cancelled: {self._model_name()} was not run"))
+
+    def _stopped(self, said: str) -> str:
+        """A run that ended without a result: the controls back, `said` in the status (with
+        what stays on screen); returns what the status says."""
         self.busy.setVisible(False)
         self._set_ready(True)
-        kept = " (the last run stays on screen)" if self.run or self.frame else ""
-        said = f"cancelled: {self._model_name()} was not run{kept}"
+        said += " (the last run stays on screen)" if self.run or self.frame else ""
         self.status.setText(html.escape(said))
-        self.message.emit(said)
+        return said
 
     def generate(self, temperature: float, seed: int | None) -> None:
         """One more token after the decoder's text (in the worker): the cache grows by one."""
@@ -256,10 +240,7 @@ class ModelPanel(QWidget):
             self.model_path.setText(folder)
 
     def _failed(self, message: str) -> None:
-        self.busy.setVisible(False)
-        self._set_ready(True)
-        kept = " (the last run stays on screen)" if self.run or self.frame else ""
-        self.status.setText(html.escape(f"refused: {message}{kept}"))
+        self._stopped(f"refused: {message}")
         self.refused.emit(f"refused: {message}")
 
     # ---------------------------------------------------------------- results (GUI thread)
@@ -314,9 +295,8 @@ class ModelPanel(QWidget):
         self.generate_bar.setVisible(True)
         self.bars.setVisible(True)
         if first:
-            self.generate_bar.newest.blockSignals(True)
-            self.generate_bar.newest.setChecked(False)
-            self.generate_bar.newest.blockSignals(False)
+            with QSignalBlocker(self.generate_bar.newest):
+                self.generate_bar.newest.setChecked(False)
             self._reset_pickers(model.layers, model.heads)
         self.generate_bar.cache.setText(
             f"KV cache: {numbers.count(d.length, 'token')} "
@@ -356,15 +336,12 @@ class ModelPanel(QWidget):
         return f"{said}<br>{html.escape(text)}{new}"
 
     def _reset_pickers(self, layers: int, heads: int) -> None:
-        self.layer.blockSignals(True)
-        self.layer.setRange(0, layers - 1)
-        self.layer.blockSignals(False)
-        self.head.blockSignals(True)
-        self.head.clear()
-        self.head.addItem("all heads", -1)
-        for h in range(heads):
-            self.head.addItem(f"head {h}", h)
-        self.head.blockSignals(False)
+        controls.set_quietly(self.layer, 0, layers - 1)
+        with QSignalBlocker(self.head):
+            self.head.clear()
+            self.head.addItem("all heads", -1)
+            for h in range(heads):
+                self.head.addItem(f"head {h}", h)
 
     def _attentions(self) -> object:
         """(layers, heads, S, S) of what is on screen."""

@@ -45,7 +45,8 @@ class ModelWorker(Worker):
     QUIET = (scratch.Cancelled,)  # a Cancel: the job ends at its next piece, without a word
 
     def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent, threads=1)  # one model in memory at a time; requests queue
+        # one model in memory at a time (requests queue); a model or text that cannot run
+        super().__init__(parent, threads=1, said=(ValueError, TypeError, OSError, RuntimeError))
 
     def submit(self, path: str, text: str) -> int:
         """Load (once per directory) and run; an older pending result is dropped. progress
@@ -81,6 +82,4 @@ class ModelWorker(Worker):
         """What the user reads for a model or text that cannot run."""
         if isinstance(exc, ImportError):
             return f"real models need {exc.name}: run make run"
-        if isinstance(exc, (ValueError, TypeError, OSError, RuntimeError)):
-            return str(exc)
-        return None
+        return super().describe(exc)

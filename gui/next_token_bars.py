@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PyQt6.QtGui import QFont
 
+from gui import controls
 from gui.token_text import readable
 
 BAR = (70, 110, 180)
@@ -21,15 +21,11 @@ class NextTokenBars(pg.PlotWidget):
         self.labels: list[pg.TextItem] = []
         item = self.getPlotItem()
         item.invertY(True)  # the likeliest token on top
-        item.setMouseEnabled(x=False, y=False)
-        item.hideButtons()
-        item.setMenuEnabled(False)
+        controls.still_plot(item)
         item.setLabel("bottom", "probability of the next token")
         item.getAxis("bottom").enableAutoSIPrefix(False)  # 0.04, not 40 (x0.001)
         item.getAxis("left").setWidth(96)
-        font = QFont()
-        font.setPointSize(9)
-        item.getAxis("left").setStyle(tickFont=font)
+        item.getAxis("left").setStyle(tickFont=controls.font(9))
         item.setTitle("Next token: run the text")
         self.setBackground("w")
         self.setMinimumHeight(150)

@@ -6,10 +6,9 @@ import dataclasses
 import math
 
 from PyQt6.QtCore import Qt, pyqtSignal
-from PyQt6.QtGui import QFont
 from PyQt6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
-from gui import view_model
+from gui import controls, view_model
 from gui.heatmap import Heatmap
 
 STAGES_PER_ROW = 4  # a long flow wraps onto more rows, each entered by a turning arrow
@@ -19,9 +18,7 @@ def _arrow(text: str, first_in_row: bool) -> QLabel:
     """An arrow with the operation it stands for written on it."""
     label = QLabel(f"{'↳' if first_in_row else '→'}\n{text}")
     label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-    font = QFont()
-    font.setPointSize(9)
-    label.setFont(font)
+    label.setFont(controls.font(9))
     label.setStyleSheet("color: #114477;")
     return label
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from PyQt6.QtCore import Qt, QTimer, pyqtSignal
-from PyQt6.QtGui import QFont
+from PyQt6.QtCore import QSignalBlocker, Qt, QTimer, pyqtSignal
 from PyQt6.QtWidgets import (
     QComboBox,
     QGridLayout,
-    QHBoxLayout,
     QLabel,
     QPushButton,
     QSlider,
@@ -18,7 +16,7 @@ from PyQt6.QtWidgets import (
 )
 
 import scratch
-from gui import numbers, sentences, view_model
+from gui import controls, numbers, sentences, view_model
 from gui.fixed_lines import FixedLines
 from gui.heatmap import Heatmap
 from gui.spin_boxes import DoubleSpinBox
@@ -31,14 +29,8 @@ PANEL_ROOM = 300  # pixels one of several large heatmaps needs (axes, colour bar
 
 
 def _label(point_size: int, mono: bool = False) -> QLabel:
-    label = QLabel()
-    label.setWordWrap(True)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    font = QFont("monospace") if mono else QFont()
-    font.setPointSize(point_size)
-    if mono:
-        font.setStyleHint(QFont.StyleHint.Monospace)
-    label.setFont(font)
+    label = controls.label(selectable=True)
+    label.setFont(controls.font(point_size, mono))
     return label
 
 
@@ -69,7 +61,6 @@ class PipelineView(QWidget):
         self.controls = QWidget()
         rows = QVBoxLayout(self.controls)
         rows.setContentsMargins(0, 0, 0, 0)
-        nav = QHBoxLayout()
         self.first_button = QPushButton("|<")
         self.prev_button = QPushButton("< Prev")
         self.next_button = QPushButton("Next >")
@@ -78,20 +69,16 @@ class PipelineView(QWidget):
         self.play_button.setCheckable(True)
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setPageStep(1)
-        self.speed = DoubleSpinBox()
-        self.speed.setRange(0.25, 10.0)
+        self.speed = DoubleSpinBox(0.25, 10.0, "steps per second while playing")
         self.speed.setValue(1.0)
         self.speed.setSuffix(" steps/s")
-        self.speed.setToolTip("steps per second while playing")
         self.step_label = _label(12)
         self.step_label.setWordWrap(False)
         self.head_label = QLabel("head")
         self.head_box = QComboBox()
-        self.colour_box = QComboBox()
-        for key, text in view_model.COLOUR_RANGES.items():
-            self.colour_box.addItem(f"colour {text.split(':')[0]}", key)
-        self.colour_box.setToolTip(
-            "how the weights are coloured: " + "; ".join(view_model.COLOUR_RANGES.values())
+        self.colour_box = controls.combo(
+            {key: f"colour {text.split(':')[0]}" for key, text in view_model.COLOUR_RANGES.items()},
+            "how the weights are coloured: " + "; ".join(view_model.COLOUR_RANGES.values()),
         )
         self.colour_box.setCurrentIndex(self.colour_box.findData(self.colour))
         for w in (
@@ -106,24 +93,14 @@ class PipelineView(QWidget):
             self.colour_box,
         ):
             w.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        for w, most in (
-            (self.first_button, 36),
-            (self.prev_button, 64),
-            (self.next_button, 64),
-            (self.last_button, 36),
-            (self.play_button, 64),
-        ):
+        buttons = (self.first_button, self.prev_button, self.next_button, self.last_button)
+        for w, most in zip((*buttons, self.play_button), (36, 64, 64, 36, 64)):
             w.setMaximumWidth(most)  # narrow buttons: the row fits 1024-pixel windows
-            nav.addWidget(w)
-        nav.addWidget(self.speed)
-        nav.addStretch(1)
-        nav.addWidget(self.step_label)
-        rows.addLayout(nav)
-        slide = QHBoxLayout()  # the slider gets most of a row: never squeezed to a stub
-        slide.addWidget(self.slider, 1)
-        for w in (self.head_label, self.head_box, self.colour_box):
-            slide.addWidget(w)
-        rows.addLayout(slide)
+        rows.addLayout(controls.row(*buttons, self.play_button, self.speed, 1, self.step_label))
+        # the slider gets most of a row: never squeezed to a stub
+        rows.addLayout(
+            controls.row((self.slider, 1), self.head_label, self.head_box, self.colour_box)
+        )
         outer.addWidget(self.controls)
         # step 2: the content: formula, heatmaps, words (what "export view" draws)
         self.content = QWidget()
@@ -140,8 +117,7 @@ class PipelineView(QWidget):
         self.source_area = QWidget()
         self.source_box = QVBoxLayout(self.source_area)
         self.source_box.setContentsMargins(0, 0, 0, 0)
-        self.source_title = QLabel("inputs of this step (hover a cell)")
-        self.source_title.setWordWrap(True)
+        self.source_title = controls.label("inputs of this step (hover a cell)")
         self.source_box.addWidget(self.source_title)
         # three sources stacked at source_height each, with their titles and axis labels, must
         # leave a 1024 x 700 window its height under every common font set (120 px each made
@@ -170,12 +146,11 @@ class PipelineView(QWidget):
         outer.addWidget(self.content, 1)
         # over the heatmaps while the trace on screen is not the current inputs' (a new one is
         # being computed, or it failed, or waits for an answer)
-        self.stale = QLabel(self.content)
-        self.stale.setWordWrap(True)
-        self.stale.setStyleSheet(
-            "background: rgba(255, 243, 205, 235); color: #6b4100; border: 1px solid #d9a400;"
-            "padding: 4px; font-weight: bold;"
+        self.stale = controls.label(
+            style="background: rgba(255, 243, 205, 235); color: #6b4100; border: 1px solid "
+            "#d9a400; padding: 4px; font-weight: bold;"
         )
+        self.stale.setParent(self.content)
         self.stale.hide()
         self.timer = QTimer(self)
         self._connect()
@@ -205,9 +180,7 @@ class PipelineView(QWidget):
         self.trace, self.reference = trace, reference if reference is not None else trace
         self._panels.clear()
         names = self.names()
-        self.slider.blockSignals(True)
-        self.slider.setRange(0, len(names) - 1)
-        self.slider.blockSignals(False)
+        controls.set_quietly(self.slider, 0, len(names) - 1)
         name = self.step_name if self.step_name in names else names[-1]
         self.set_step(name, force=True)
 
@@ -219,9 +192,8 @@ class PipelineView(QWidget):
         if name == self.step_name and not force:
             return
         self.step_name = name
-        self.slider.blockSignals(True)
-        self.slider.setValue(names.index(name))
-        self.slider.blockSignals(False)
+        with QSignalBlocker(self.slider):
+            self.slider.setValue(names.index(name))
         self._render()
         self.stepChanged.emit(name)
 
@@ -250,9 +222,8 @@ class PipelineView(QWidget):
 
     def set_playing(self, on: bool) -> None:
         """Start or stop stepping forward at the chosen speed."""
-        self.play_button.blockSignals(True)
-        self.play_button.setChecked(on)
-        self.play_button.blockSignals(False)
+        with QSignalBlocker(self.play_button):
+            self.play_button.setChecked(on)
         self.play_button.setText("Pause" if on else "Play")
         if on and self.slider.value() >= self.slider.maximum():
             self.go(0)

@@ -4,7 +4,7 @@ which numbers the box takes. The ranges themselves are the callers'."""
 
 from __future__ import annotations
 
-from PyQt6.QtWidgets import QDoubleSpinBox, QSpinBox, QWidget
+from PyQt6.QtWidgets import QDoubleSpinBox, QSpinBox
 
 
 def range_text(lo: float, hi: float) -> str:
@@ -42,18 +42,30 @@ class _SaysRange:
         span = range_text(self.minimum(), self.maximum())
         super().setToolTip(f"{self._about} ({span})" if self._about else span)
 
+    def _setup(self, lo, hi, tip: str, tracking: bool) -> None:
+        """The range (when given), what the box is about, and whether every keystroke counts
+        (tracking False: one change per finished number)."""
+        if lo is not None:
+            self.setRange(lo, hi)
+        self.setToolTip(tip)
+        self.setKeyboardTracking(tracking)
+
 
 class SpinBox(_SaysRange, QSpinBox):
     """A QSpinBox whose tooltip ends with its range."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._say_range()
+    def __init__(
+        self, lo: int | None = None, hi: int = 99, tip: str = "", tracking: bool = True
+    ) -> None:
+        super().__init__()
+        self._setup(lo, hi, tip, tracking)
 
 
 class DoubleSpinBox(_SaysRange, QDoubleSpinBox):
     """A QDoubleSpinBox whose tooltip ends with its range."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._say_range()
+    def __init__(
+        self, lo: float | None = None, hi: float = 99.0, tip: str = "", tracking: bool = True
+    ) -> None:
+        super().__init__()
+        self._setup(lo, hi, tip, tracking)

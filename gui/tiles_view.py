@@ -11,25 +11,16 @@ import numpy as np
 import pyqtgraph as pg
 from PyQt6.QtCore import QRectF, Qt
 from PyQt6.QtGui import QBrush, QColor
-from PyQt6.QtWidgets import (
-    QComboBox,
-    QGraphicsRectItem,
-    QGridLayout,
-    QHBoxLayout,
-    QLabel,
-    QPushButton,
-    QSlider,
-    QVBoxLayout,
-    QWidget,
-)
+from PyQt6.QtWidgets import QGraphicsRectItem, QGridLayout, QLabel, QPushButton, QSlider, QWidget
 
+from gui import controls
 from gui.heatmap import Heatmap
 from gui.learn_model import HeadInputs, matrix_panel, number, shared_levels, table, tile_rows
-from gui.learn_worker import LearnWorker
+from gui.learn_page import LearnPage
 from gui.spin_boxes import SpinBox
 from scratch.online_softmax import online_softmax
 
-DTYPES = {"float64 (exact)": "float64", "float16 tiles": "float16", "bfloat16 tiles": "bfloat16"}
+DTYPES = {"float64": "float64 (exact)", "float16": "float16 tiles", "bfloat16": "bfloat16 tiles"}
 FLOOR = 1e-17  # differences of 0 drawn here on the log axis
 TABLE_TILES = 10  # the running-values table shows the latest this many tiles
 
@@ -39,40 +30,25 @@ def default_block(S: int) -> int:
     return max(2, S // 8)
 
 
-class TilesView(QWidget):
+class TilesView(LearnPage):
     """Block size, dtype, row and tile pickers; the scores with the tile, the partial output."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.inputs: HeadInputs | None = None
         self.walk = None  # scratch's OnlineSoftmax on screen
-        self._asked: tuple | None = None
-        self.worker = LearnWorker(self)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(4, 4, 4, 4)
         # step 1: the pickers, in two short rows (they fit 1024 pixels)
-        first, second = QHBoxLayout(), QHBoxLayout()
-        self.block, self.row = SpinBox(), SpinBox()
-        self.block.setKeyboardTracking(False)
-        self.block.setToolTip("keys per tile (FlashAttention uses 64 or 128)")
-        self.dtype = QComboBox()
-        self.dtype.addItems(list(DTYPES))
-        self.dtype.setToolTip("emulate a 16-bit kernel: q, k, v and p stored in 16 bits")
-        for label, widget in (("block", self.block), ("tiles in", self.dtype), ("row", self.row)):
-            first.addWidget(QLabel(label))
-            first.addWidget(widget)
-        self.status = QLabel()
-        self.status.setWordWrap(True)
-        first.addWidget(self.status, 1)
+        self.block = self.spin("keys per tile (FlashAttention uses 64 or 128)")
+        self.row = SpinBox()
+        self.dtype = controls.combo(
+            DTYPES, "emulate a 16-bit kernel: q, k, v and p stored in 16 bits"
+        )
         self.back, self.forward = QPushButton("<"), QPushButton(">")
         self.step = QSlider(Qt.Orientation.Horizontal)
         self.where = QLabel()
-        second.addWidget(self.back)
-        second.addWidget(self.step, 1)
-        second.addWidget(self.forward)
-        second.addWidget(self.where, 1)
-        outer.addLayout(first)
-        outer.addLayout(second)
+        first = ("block", self.block, "tiles in", self.dtype, "row", self.row, (self.status, 1))
+        self.outer.addLayout(controls.row(*first))
+        second = (self.back, (self.step, 1), self.forward, (self.where, 1))
+        self.outer.addLayout(controls.row(*second))
         # step 2: scores with the tile, partial output; the difference per tile, the row's values
         grid = QGridLayout()
         self.scores, self.partial = Heatmap(), Heatmap()
@@ -84,65 +60,48 @@ class TilesView(QWidget):
         self.differences.setLabel("left", "max |partial - exact|")
         self.differences.getAxis("left").enableAutoSIPrefix(False)
         self.differences.addLegend(offset=(8, -8))  # bottom left: the curves start high
-        self.values = QLabel()
-        self.values.setWordWrap(True)
-        self.values.setTextFormat(Qt.TextFormat.RichText)
-        self.values.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.values = controls.label(rich=True, top_left=True)
         grid.addWidget(self.scores, 0, 0)
         grid.addWidget(self.partial, 0, 1)
         grid.addWidget(self.differences, 1, 0)
         grid.addWidget(self.values, 1, 1)
         grid.setRowStretch(0, 3)
         grid.setRowStretch(1, 2)
-        outer.addLayout(grid, 1)
+        self.outer.addLayout(grid, 1)
         self.tile_mark = QGraphicsRectItem()
         self.tile_mark.setPen(pg.mkPen((255, 140, 0), width=3, cosmetic=True))
         self.tile_mark.setBrush(QBrush(QColor(255, 165, 0, 60)))
         self.tile_mark.setZValue(10)
         self.scores.plot.addItem(self.tile_mark)
         self.now_line = pg.InfiniteLine(angle=90, pen=pg.mkPen((255, 140, 0), width=2))
-        self.block.valueChanged.connect(lambda _: self.refresh())
         self.dtype.currentIndexChanged.connect(lambda _: self.refresh())
         self.row.valueChanged.connect(lambda _: self.show_step())
         self.step.valueChanged.connect(lambda _: self.show_step())
         self.back.clicked.connect(lambda: self.step.setValue(self.step.value() - 1))
         self.forward.clicked.connect(lambda: self.step.setValue(self.step.value() + 1))
         self.worker.finished.connect(self._on_walked)
-        self.worker.failed.connect(self.status.setText)
 
-    def set_inputs(self, inputs: HeadInputs) -> None:
-        """A new example: the block and row pickers fit its sizes."""
+    def fit_pickers(self, inputs: HeadInputs) -> None:
+        """The block and row pickers fit the example's sizes: at first (or for another number
+        of keys) a few tiles and the last row, which a causal mask lets see every tile."""
         S, L = inputs.k.shape[0], len(tile_rows(inputs.q.shape[0]))
         fresh = self.inputs is None or self.inputs.k.shape[0] != S
-        self.inputs = inputs
-        for box, top in ((self.block, S), (self.row, L - 1)):
-            box.blockSignals(True)
-            box.setRange(1 if box is self.block else 0, max(top, 1 if box is self.block else 0))
-            box.blockSignals(False)
-        if fresh:  # a few tiles; the last row, which a causal mask lets see every tile
-            for box, value in ((self.block, min(default_block(S), S)), (self.row, L - 1)):
-                box.blockSignals(True)
-                box.setValue(value)
-                box.blockSignals(False)
-        self.refresh()
+        controls.set_quietly(self.block, 1, max(S, 1), min(default_block(S), S) if fresh else None)
+        controls.set_quietly(self.row, 0, max(L - 1, 0), L - 1 if fresh else None)
 
-    def refresh(self) -> None:
-        """Walk the tiles for the block and dtype on screen (in the worker)."""
-        x = self.inputs
-        ask = (x, self.block.value(), DTYPES[self.dtype.currentText()])
-        if x is None or ask == self._asked:
-            return
-        self._asked = ask
+    def request(self) -> tuple:
+        """The example, the block and the dtype on screen."""
+        return self.inputs, self.block.value(), self.dtype.currentData()
+
+    def work(self, x: HeadInputs, block: int, dtype: str):
+        """Walk the tiles (in the worker)."""
         rows = tile_rows(x.q.shape[0])
         q, k, v = x.q[rows].tolist(), x.k.tolist(), x.v.tolist()
         allowed = None if x.allowed is None else x.allowed[rows].tolist()
-        _, block, dtype = ask
         more = f" ({len(rows)} of {x.q.shape[0]} query rows)" if len(rows) < x.q.shape[0] else ""
         self.status.setText(f"walking the keys in tiles of {block}{more}...")
-        self.worker.start(
-            lambda report, stop: online_softmax(
-                q, k, v, scale=x.scale, allowed=allowed, block=block, dtype=dtype
-            )
+        return lambda report, stop: online_softmax(
+            q, k, v, scale=x.scale, allowed=allowed, block=block, dtype=dtype
         )
 
     def _on_walked(self, walk: object) -> None:
@@ -182,10 +141,8 @@ class TilesView(QWidget):
             self.differences.plot(
                 steps, rounding, pen="r", symbol="t", symbolSize=5, name="rounding"
             )
-        self.step.blockSignals(True)
-        self.step.setRange(0, len(walk.steps) - 1)
-        self.step.setValue(min(self.step.value(), len(walk.steps) - 1))
-        self.step.blockSignals(False)
+        final = len(walk.steps) - 1
+        controls.set_quietly(self.step, 0, final, min(self.step.value(), final))
         self.show_step()
 
     def show_step(self) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from PyQt6.QtCore import pyqtSignal
-from PyQt6.QtWidgets import QFrame, QLabel, QPushButton, QVBoxLayout, QWidget
+from PyQt6.QtWidgets import QFrame, QPushButton, QVBoxLayout, QWidget
 
+from gui import controls
 from gui import session as sm
 
 MODEL = "model:"  # the preset of a model head's session (gui.model_session)
@@ -27,8 +28,7 @@ class ToyBanner(QFrame):
         self.setStyleSheet("ToyBanner { background: #fff3cd; }")
         box = QVBoxLayout(self)
         box.setContentsMargins(4, 4, 4, 4)
-        self.label = QLabel()
-        self.label.setWordWrap(True)  # never widens the Inputs dock
+        self.label = controls.label()  # never widens the Inputs dock
         self.button = QPushButton("Back to the toy example")
         self.button.setToolTip("Show the example you had before, its inputs and mask unchanged")
         box.addWidget(self.label)

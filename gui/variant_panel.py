@@ -13,10 +13,8 @@ from __future__ import annotations
 from PyQt6.QtCore import Qt, pyqtSignal
 from PyQt6.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QFormLayout,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -24,7 +22,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import variant_session
+from gui import controls, variant_session
 from gui.session import Session
 from scratch.variants import VariantChoice
 
@@ -38,26 +36,12 @@ TIPS = {  # the score changes' boxes (each mask parameter's tip is its Param's w
 }
 
 
-def _combo(labels: dict[str, str]) -> QComboBox:
-    box = QComboBox()
-    for key, text in labels.items():
-        box.addItem(text, key)
-    return box
-
-
 def _edit(tip: str, width: int = 0) -> QLineEdit:
     edit = QLineEdit()
     edit.setToolTip(tip)
     if width:
         edit.setMaximumWidth(width)
     return edit
-
-
-def _row(*widgets: QWidget) -> QHBoxLayout:
-    line = QHBoxLayout()
-    for w in widgets:
-        line.addWidget(w)
-    return line
 
 
 class VariantPanel(QGroupBox):
@@ -71,15 +55,15 @@ class VariantPanel(QGroupBox):
         self._updating = False
         self.form = QFormLayout(self)
         self.form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        self.mask = _combo(VariantChoice.mask_labels())
-        self.mask.setToolTip(
+        self.mask = controls.combo(
+            VariantChoice.mask_labels(),
             "the call's one mask: SDPA's is_causal is causal top-left, its attn_mask a drawn "
-            "grid; click the grid below to draw your own"
+            "grid; click the grid below to draw your own",
         )
-        self.align = _combo(ALIGN_LABELS)
-        self.align.setToolTip(
+        self.align = controls.combo(
+            ALIGN_LABELS,
             "where the queries sit among the keys, for the mask and ALiBi (decode: bottom-right); "
-            "RoPE always turns a query by its true position"
+            "RoPE always turns a query by its true position",
         )
         self.form.addRow("mask", self.mask)
         self.form.addRow("aligned", self.align)
@@ -95,18 +79,15 @@ class VariantPanel(QGroupBox):
         self.softcap_on = QCheckBox("softcap")
         self.alibi = QCheckBox("ALiBi")
         self.sinks_on = QCheckBox("learned sinks")
-        cap_row = _row(self.softcap_on, t["softcap"])
-        cap_row.addStretch(1)  # the cap beside its box, not pushed to the far side
-        self.form.addRow(cap_row)
-        self.form.addRow(_row(self.alibi, t["slopes"]))
+        # the cap beside its box, not pushed to the far side
+        self.form.addRow(controls.row(self.softcap_on, t["softcap"], 1))
+        self.form.addRow(controls.row(self.alibi, t["slopes"]))
         t["slopes"].setPlaceholderText("paper's slopes")
-        self.form.addRow(_row(self.sinks_on, t["sinks"]))
-        self.rope = _combo(ROPE_LABELS)
-        self.form.addRow("RoPE", _row(self.rope, QLabel("base"), t["rope_base"]))
+        self.form.addRow(controls.row(self.sinks_on, t["sinks"]))
+        self.rope = controls.combo(ROPE_LABELS)
+        self.form.addRow("RoPE", controls.row(self.rope, "base", t["rope_base"]))
         # the variant's rule in words, from scratch: the inputs panel shows it under the mask
-        self.rule = QLabel()
-        self.rule.setWordWrap(True)
-        self.rule.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.rule = controls.label(selectable=True)
         # decode: the cache grows one token at a time; the newest token's row is computed
         self.decode_on = QCheckBox("decode")
         self.decode_on.setToolTip("one query (the newest token) against the cached tokens")
@@ -115,7 +96,7 @@ class VariantPanel(QGroupBox):
         self.decode.setPageStep(1)
         self.grow = QPushButton("+1 token")
         self.cache = QLabel()
-        self.form.addRow(_row(self.decode_on, self.decode, self.grow))
+        self.form.addRow(controls.row(self.decode_on, self.decode, self.grow))
         self.form.addRow(self.cache)
         for w in (self.decode, self.grow, self.decode_on):
             w.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # Left/Right stay the pipeline's

@@ -9,19 +9,11 @@ from __future__ import annotations
 import math
 
 import pyqtgraph as pg
-from PyQt6.QtCore import Qt
-from PyQt6.QtWidgets import (
-    QHBoxLayout,
-    QLabel,
-    QScrollArea,
-    QTabWidget,
-    QVBoxLayout,
-    QWidget,
-)
+from PyQt6.QtWidgets import QScrollArea, QTabWidget, QVBoxLayout, QWidget
 
+from gui import controls
 from gui.learn_model import HeadInputs, key_rows, number, shown_keys, table, why
-from gui.learn_worker import LearnWorker
-from gui.spin_boxes import SpinBox
+from gui.learn_page import LearnPage
 
 COLOURS = ((150, 150, 150), (31, 119, 180), (214, 39, 40))  # grey, blue, red
 PAGES = ("Scale", "Softmax", "Mask")
@@ -34,9 +26,7 @@ class Bars(pg.PlotWidget):
 
     def __init__(self) -> None:
         super().__init__()
-        self.setMenuEnabled(False)
-        self.setMouseEnabled(x=False, y=False)
-        self.hideButtons()
+        controls.still_plot(self)
         self.setMinimumHeight(140)
         # the legend in a row of its own above the bars (the title's row: no title here);
         # drawn over the plot's top right corner it covered the bars of the last keys
@@ -82,10 +72,7 @@ class WhyPage(QWidget):
         super().__init__()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
-        self.text = QLabel()
-        self.text.setWordWrap(True)
-        self.text.setTextFormat(Qt.TextFormat.RichText)
-        self.text.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.text = controls.label(rich=True, top_left=True)
         self.scroll = scroll = QScrollArea()
         scroll.setWidget(self.text)
         scroll.setWidgetResizable(True)
@@ -119,67 +106,41 @@ class WhyPage(QWidget):
         self.scroll.setMaximumHeight(max(words, 0) + 2 * frame + 4)
 
 
-class WhyView(QWidget):
+class WhyView(LearnPage):
     """The row picker, then one page per step: Scale, Softmax, Mask."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.inputs: HeadInputs | None = None
         self.result: tuple | None = None  # (ScaleWhy, MaxWhy, MaskWhy) on screen
-        self._asked: tuple | None = None
-        self.worker = LearnWorker(self)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(4, 4, 4, 4)
-        row = QHBoxLayout()
-        row.addWidget(QLabel("query row"))
-        self.row = SpinBox()
-        self.row.setKeyboardTracking(False)
-        self.row.setToolTip("the query row whose weights each page explains")
-        row.addWidget(self.row)
-        self.status = QLabel()
-        self.status.setWordWrap(True)
-        row.addWidget(self.status, 1)
-        outer.addLayout(row)
+        self.row = self.spin("the query row whose weights each page explains")
+        self.outer.addLayout(controls.row("query row", self.row, (self.status, 1)))
         self.pages = QTabWidget()
         self.scale_page, self.max_page, self.mask_page = WhyPage(), WhyPage(), WhyPage()
         for page, name in zip((self.scale_page, self.max_page, self.mask_page), PAGES):
             self.pages.addTab(page, name)
-        outer.addWidget(self.pages, 1)
-        self.row.valueChanged.connect(lambda _: self.refresh())
+        self.outer.addWidget(self.pages, 1)
         self.worker.finished.connect(self._on_finished)
-        self.worker.failed.connect(self._on_failed)
 
-    def set_inputs(self, inputs: HeadInputs) -> None:
-        """A new example: the row stays where it fits (the middle row at first)."""
-        first = self.inputs is None
-        self.inputs = inputs
+    def fit_pickers(self, inputs: HeadInputs) -> None:
+        """The row stays where it fits (the middle row at first)."""
         L = len(inputs.tokens)
-        self.row.blockSignals(True)
-        self.row.setRange(0, L - 1)
-        if first:
-            self.row.setValue(L // 2)
-        self.row.blockSignals(False)
-        self.refresh()
+        controls.set_quietly(self.row, 0, L - 1, L // 2 if self.inputs is None else None)
 
     def show_step(self, step: str) -> None:
         """Open the page of a pipeline step (scaled: Scale, masked: Mask, weights: Softmax)."""
         if step in STEP_PAGE:
             self.pages.setCurrentIndex(STEP_PAGE[step])
 
-    def refresh(self) -> None:
-        """Compute the reasons for the row on screen (in the worker), unless already shown."""
-        x = self.inputs
-        if x is None or (x, self.row.value()) == self._asked:
-            return
-        self._asked = (x, self.row.value())
-        i = self.row.value()
+    def request(self) -> tuple:
+        """The example and the row on screen."""
+        return self.inputs, self.row.value()
+
+    def work(self, x: HeadInputs, i: int):
+        """Compute the reasons for row i (in the worker)."""
         scores, scaled, masked = x.scores.tolist(), x.scaled.tolist(), x.masked.tolist()
         allowed = x.allowed_lists()
         self.status.setText("computing...")
-        self.worker.start(lambda report, stop: why(scores, scaled, masked, x.d_k, i, allowed))
-
-    def _on_failed(self, message: str) -> None:
-        self.status.setText(message)
+        return lambda report, stop: why(scores, scaled, masked, x.d_k, i, allowed)
 
     def _on_finished(self, result: tuple) -> None:
         self.result = result
