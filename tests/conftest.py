@@ -126,7 +126,7 @@ def settle(qtbot):
 
     def wait(window) -> None:
         qtbot.waitUntil(
-            lambda: not window.worker.busy and window.outcome is not None, timeout=20000
+            lambda: not window.worker.busy and window.outcome is not None, timeout=60_000
         )
 
     return wait

@@ -110,5 +110,5 @@ def test_the_labels_are_whole_at_1024x700(open_window, qtbot):
     w = open_window(sm.random_session(0, 6, 8, 4, 4, 1), size=SIZE)
     for name in w.pipeline.names():
         w.pipeline.set_step(name)
-        qtbot.waitUntil(lambda: not cut_texts(w), timeout=3000)
+        qtbot.waitUntil(lambda: not cut_texts(w), timeout=60_000)
     assert (w.width(), w.height()) == SIZE

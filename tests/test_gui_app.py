@@ -219,7 +219,7 @@ def test_keyboard_and_play_move_through_the_steps(qtbot, window):
     p.speed.setValue(10.0)
     qtbot.keyClick(p, Qt.Key.Key_Space)
     assert p.play_button.isChecked()
-    qtbot.waitUntil(lambda: not p.play_button.isChecked(), timeout=5000)
+    qtbot.waitUntil(lambda: not p.play_button.isChecked(), timeout=60_000)
     assert p.slider.value() == last
 
 
@@ -439,14 +439,14 @@ def test_exports_refuse_a_trace_from_earlier_inputs(qtbot, window, tmp_path, set
     settle(window)
     model = window.inputs.tables["query"].matrix_model
     model.setData(model.index(0, 0), "1e45")  # a float64 number, inf in float32: refused
-    qtbot.waitUntil(lambda: "not computed" in window.backend_label.text(), timeout=20000)
+    qtbot.waitUntil(lambda: "not computed" in window.backend_label.text(), timeout=60_000)
     assert not window.files.export_trace_json(str(tmp_path / "t.json"))
     assert not window.files.export_csv(str(tmp_path / "csv"))
     assert "earlier inputs" in window.warnings[-1]
     assert not (tmp_path / "t.json").exists() and not (tmp_path / "csv").exists()
     model.setData(model.index(0, 0), "0.5")
     settle(window)
-    qtbot.waitUntil(lambda: "not computed" not in window.backend_label.text(), timeout=20000)
+    qtbot.waitUntil(lambda: "not computed" not in window.backend_label.text(), timeout=60_000)
     assert window.files.export_trace_json(str(tmp_path / "t.json"))
 
 
@@ -715,7 +715,7 @@ def test_check_tab_says_when_values_outgrow_the_dtype(qtbot, window, settle):
     for j in range(model.columnCount()):
         model.setData(model.index(0, j), "300")
     settle(window)
-    qtbot.waitUntil(lambda: "CHECK FAILED" in window.backend_label.text(), timeout=20000)
+    qtbot.waitUntil(lambda: "CHECK FAILED" in window.backend_label.text(), timeout=60_000)
     assert "outgrew float16 (largest 65504)" in window.checks.header.text()
 
 

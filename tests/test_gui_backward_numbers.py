@@ -38,7 +38,7 @@ def fits(hm: Heatmap) -> bool:
 def test_backward_steps_at_13_tokens_show_numbers_where_they_fit(qtbot, open_window):
     window = open_window(sm.random_session(0, 13, 4, 2, 2, 1), size=(1024, 700))
     window.tabs.setCurrentWidget(window.backward)
-    qtbot.waitUntil(lambda: window.backward_outcome is not None, timeout=30000)
+    qtbot.waitUntil(lambda: window.backward_outcome is not None, timeout=60_000)
     pipeline = window.backward.pipeline
     shown = {}
     for name in pipeline.names():

@@ -56,7 +56,7 @@ def open_backward(qtbot, window) -> object:
     window.tabs.setCurrentWidget(window.backward)
     qtbot.waitUntil(
         lambda: not window.backward_worker.busy and window.backward_outcome is not None,
-        timeout=30000,
+        timeout=60_000,
     )
     assert dataclasses.replace(window.backward_outcome.session, step="") == dataclasses.replace(
         window.inputs.session, step=""

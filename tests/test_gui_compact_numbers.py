@@ -48,7 +48,7 @@ def test_a_13_token_head_at_1024x700_has_numbers_in_every_cell(open_window, qtbo
         hm = largest_map(window.pipeline)
         qtbot.waitUntil(lambda hm=hm, name=name: assert_every_cell_numbered(hm, name))
     window.tabs.setCurrentWidget(window.backward)
-    qtbot.waitUntil(lambda: window.backward_outcome is not None, timeout=30000)
+    qtbot.waitUntil(lambda: window.backward_outcome is not None, timeout=60_000)
     window.backward.pipeline.set_step("grad_weights")
     hm = largest_map(window.backward.pipeline)
     qtbot.waitUntil(lambda: assert_every_cell_numbered(hm, "grad_weights"))

@@ -226,7 +226,7 @@ def test_thirty_layers_of_nine_heads_stay_readable_at_1024x700(qtbot, open_windo
     metrics = QFontMetrics(font)
     for newest in (False, True):
         panel.generate_bar.newest.setChecked(newest)
-        qtbot.waitUntil(lambda: panel.grid.height() >= panel.grid.minimumHeight(), timeout=5000)
+        qtbot.waitUntil(lambda: panel.grid.height() >= panel.grid.minimumHeight(), timeout=60_000)
         assert (window.width(), window.height()) == (1024, 700)  # nothing widened the window
         grid = panel.grid
         rows = [grid.cell_rect(layer, 0) for layer in range(30)]

@@ -43,12 +43,12 @@ def test_a_request_superseded_while_queued_never_starts(qtbot, monkeypatch):
     worker.finished.connect(shown.append)
     try:
         worker.submit("default", "a")
-        qtbot.waitUntil(lambda: ran == ["a"], timeout=5000)
+        qtbot.waitUntil(lambda: ran == ["a"], timeout=60_000)
         worker.submit("default", "b")
         worker.submit("default", "c")
         assert worker.busy and collector_pause().jobs() == 3 and not gc.isenabled()
         release.set()
-        qtbot.waitUntil(lambda: not worker.busy, timeout=5000)
+        qtbot.waitUntil(lambda: not worker.busy, timeout=60_000)
     finally:
         release.set()
         assert worker.wait(5000)
@@ -61,7 +61,7 @@ def _failure(qtbot, worker, submit) -> str:
     """The message `worker` reports after submit() (no result may arrive)."""
     results: list[object] = []
     worker.finished.connect(results.append)
-    with qtbot.waitSignal(worker.failed, timeout=5000) as blocker:
+    with qtbot.waitSignal(worker.failed, timeout=60_000) as blocker:
         submit()
     assert worker.wait(5000) and results == [] and not worker.busy
     return blocker.args[0]
@@ -97,7 +97,7 @@ def test_the_kernel_check_worker_reports_progress_then_the_report_or_the_error(q
     worker = KernelCheckWorker()
     steps: list[tuple] = []
     worker.progress.connect(lambda *args: steps.append(args))
-    with qtbot.waitSignal(worker.finished, timeout=5000) as blocker:
+    with qtbot.waitSignal(worker.finished, timeout=60_000) as blocker:
         worker.submit(lambda: "ran", dtype="float32")
     assert worker.wait(5000)
     assert blocker.args == [("report", "ran", {"dtype": "float32"})]

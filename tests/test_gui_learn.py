@@ -69,14 +69,14 @@ def test_why_bars_are_the_learners_weights(window, qtbot):
     np.testing.assert_allclose(zero, softmax(np.where(causal[i], scaled[i], 0)), rtol=1e-13)
     # another row: the pages follow it
     why.row.setValue(5)
-    qtbot.waitUntil(lambda: not why.worker.busy and why.result[0].row == 5, timeout=20000)
+    qtbot.waitUntil(lambda: not why.worker.busy and why.result[0].row == 5, timeout=60_000)
     np.testing.assert_allclose(why.max_page.bars.items[0].opts["height"], softmax(scaled[5]))
     window.pipeline.set_step("masked")  # the pipeline's step opens its reason
     assert why.pages.currentWidget() is why.mask_page
     # new inputs while the page is open: it follows them (no mask now: the causal one is shown)
     window.load_session(journey("none"))
-    qtbot.waitUntil(lambda: not window.worker.busy, timeout=20000)
-    qtbot.waitUntil(lambda: not why.worker.busy and why.result[2].assumed_causal, timeout=20000)
+    qtbot.waitUntil(lambda: not window.worker.busy, timeout=60_000)
+    qtbot.waitUntil(lambda: not why.worker.busy and why.result[2].assumed_causal, timeout=60_000)
     assert "has no mask" in why.mask_page.text.text()
 
 
@@ -131,11 +131,11 @@ def test_tiles_step_through_the_online_softmax(window, qtbot):
         want = np.max(np.abs(seen - exact))
         assert curve[t] == pytest.approx(max(want, 1e-17), rel=1e-6, abs=1e-15)
     tiles.dtype.setCurrentText("float16 tiles")
-    qtbot.waitUntil(lambda: not tiles.worker.busy and tiles.walk.dtype == "float16", timeout=20000)
+    qtbot.waitUntil(lambda: not tiles.worker.busy and tiles.walk.dtype == "float16", timeout=60_000)
     rounding = tiles.differences.listDataItems()[1].yData
     assert 1e-5 < rounding[-1] < 1e-2  # float16's error entered: about its unit roundoff
     tiles.block.setValue(4)
-    qtbot.waitUntil(lambda: not tiles.worker.busy and tiles.walk.block == 4, timeout=20000)
+    qtbot.waitUntil(lambda: not tiles.worker.busy and tiles.walk.block == 4, timeout=60_000)
     assert tiles.step.maximum() == 1
 
 
@@ -199,7 +199,7 @@ def test_the_learn_tab_follows_the_pipelines_head(open_window, qtbot):
         i = why.row.value()
         np.testing.assert_allclose(why.scale_page.bars.items[0].opts["height"], softmax(scores[i]))
         w.pipeline.set_head("average")  # no single head: head 0
-        qtbot.waitUntil(lambda: not why.worker.busy, timeout=20000)
+        qtbot.waitUntil(lambda: not why.worker.busy, timeout=60_000)
         assert why.inputs.head == 0
     finally:
         w.close()
@@ -214,7 +214,7 @@ def test_closing_stops_the_checks_between_two_kernels(open_window, qtbot, monkey
     gallery = w.learn.mistakes
     w.tabs.setCurrentWidget(w.learn)
     w.learn.pages.setCurrentWidget(gallery)
-    qtbot.waitUntil(lambda: len(checked) >= 1, timeout=20000)
+    qtbot.waitUntil(lambda: len(checked) >= 1, timeout=60_000)
     w.close()  # cancels, then joins
     assert gallery.check_worker.pool.activeThreadCount() == 0
     assert 1 <= len(checked) <= 2 and gallery.diagnoses == {}  # stopped; no stale result shown

@@ -59,7 +59,7 @@ def test_clicking_a_head_in_the_grid_opens_it_in_the_pipeline(qtbot, window, run
     qtbot.mouseClick(panel.grid, Qt.MouseButton.LeftButton, pos=rect.center().toPoint())
     qtbot.waitUntil(
         lambda: not window.worker.busy and window.outcome.session.preset.endswith("layer 3:head 7"),
-        timeout=30000,
+        timeout=60_000,
     )
     assert window.tabs.currentWidget() is window.pipeline
     assert panel.grid.selected == (3, 7)
@@ -104,14 +104,14 @@ def test_a_bad_model_directory_is_refused_and_the_last_run_stays(qtbot, window, 
     panel = window.model
     panel.show_run(run)
     panel.model_path.setText(str(tmp_path / "nowhere"))
-    with qtbot.waitSignal(panel.worker.failed, timeout=30000):
+    with qtbot.waitSignal(panel.worker.failed, timeout=60_000):
         panel.run_button.click()
     assert panel.status.text().startswith(f"refused: {tmp_path / 'nowhere'}: not found (expected")
     assert "last run stays" in panel.status.text()
     assert panel.run is run and panel.run_button.isEnabled()
     panel.model_path.setText("default")
     panel.text.setText("   ")
-    with qtbot.waitSignal(panel.worker.failed, timeout=30000):
+    with qtbot.waitSignal(panel.worker.failed, timeout=60_000):
         panel.run_button.click()
     assert "text: empty" in panel.status.text() and panel.run is run
     assert "text: empty" in window.statusBar().currentMessage()

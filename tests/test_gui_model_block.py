@@ -96,7 +96,7 @@ def test_the_view_draws_each_box_and_reflows_without_clipping(qtbot, gpt2_run):
     assert brightest.green() > 200  # viridis's top end is yellow
     for width in (1024, 560):
         view.resize(width, 600)
-        qtbot.waitUntil(lambda: boxes[-1].isVisible(), timeout=5000)
+        qtbot.waitUntil(lambda: boxes[-1].isVisible(), timeout=60_000)
         view._reflow()
         qtbot.wait(50)
         right = max(w.geometry().right() for w in boxes)
@@ -123,7 +123,7 @@ def test_the_boxes_grow_to_fill_a_large_view_and_stay_whole(qtbot, gpt2_run, siz
     view.show_block(layer_block(gpt2_run, 1))
     qtbot.wait(50)
     view._reflow()
-    qtbot.waitUntil(lambda: view.boxes[-1].isVisible(), timeout=5000)
+    qtbot.waitUntil(lambda: view.boxes[-1].isVisible(), timeout=60_000)
     qtbot.wait(50)
     columns, scale = view.layout_now()
     port = view.scroll.viewport()

@@ -38,7 +38,7 @@ def test_the_backward_view_heads_its_weight_and_input_gradients(qtbot, open_wind
     read from the steps shown had no grad_w_q or grad_x, and heading them raised KeyError)."""
     w = open_window(sm.random_session(seed, 3, 4, 2, 2, 1))  # projected: w_q, w_k, w_v given
     w.tabs.setCurrentWidget(w.backward)
-    qtbot.waitUntil(lambda: w.backward_outcome is not None, timeout=30000)
+    qtbot.waitUntil(lambda: w.backward_outcome is not None, timeout=60_000)
     view = w.backward.pipeline
     names = view.names()
     assert {"grad_w_q", "grad_x"} <= set(names)

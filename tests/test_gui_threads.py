@@ -61,8 +61,8 @@ def test_qt_garbage_is_destroyed_in_the_gui_thread_not_in_a_computation_thread(
     Garbage(died_in)
     worker.submit(allocate_like_the_ground_truth)
     assert worker.wait(20000)  # the GUI thread waits inside Qt, allocating nothing meanwhile
-    qtbot.waitUntil(lambda: shown == [100_000], timeout=5000)
-    qtbot.waitUntil(lambda: not collector_pause().paused(), timeout=5000)  # the GUI thread's
+    qtbot.waitUntil(lambda: shown == [100_000], timeout=60_000)
+    qtbot.waitUntil(lambda: not collector_pause().paused(), timeout=60_000)  # the GUI thread's
     gc.collect()
     assert died_in == [GUI_THREAD], f"a Qt object was destroyed in thread {died_in}"
     assert collections_off_the_gui_thread == [], "the collector ran in a computation thread"
@@ -84,7 +84,7 @@ def test_collection_stays_paused_until_the_last_job_of_every_worker_ends(qtbot, 
         release.set()
         assert first.wait(5000) and second.wait(5000)
         assert collector_pause().jobs() == 0
-        qtbot.waitUntil(lambda: not collector_pause().paused(), timeout=5000)
+        qtbot.waitUntil(lambda: not collector_pause().paused(), timeout=60_000)
     finally:
         release.set()
         first.wait(5000)
@@ -119,7 +119,7 @@ def test_closing_the_window_mid_computation_joins_it_and_drops_its_result(
     settle(window)
     slow.set()
     window.load_session(sm.random_session(1, 5, 4, 2, 2, 1))
-    qtbot.waitUntil(started.is_set, timeout=20000)
+    qtbot.waitUntil(started.is_set, timeout=60_000)
     window.close()
     close_returned.set()
     assert window.worker.wait(20000)
@@ -175,12 +175,12 @@ def test_a_newer_submit_drops_queued_jobs_and_only_the_newest_is_shown(qtbot, mo
         # step 1: two jobs take both of the pool's threads and block there
         for name in ("a", "b"):
             worker.submit(name)
-            qtbot.waitUntil(lambda n=name: n in computed, timeout=5000)
+            qtbot.waitUntil(lambda n=name: n in computed, timeout=60_000)
         # step 2: rapid edits queue three more; only the newest may ever be computed
         for name in ("c", "d", "e"):
             worker.submit(name)
         release.set()
-        qtbot.waitUntil(lambda: not worker.busy, timeout=5000)
+        qtbot.waitUntil(lambda: not worker.busy, timeout=60_000)
     finally:
         release.set()
         assert worker.wait(5000)

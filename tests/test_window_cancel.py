@@ -87,12 +87,12 @@ def test_cancel_stops_the_scratch_ground_truth_at_4096_tokens_and_frees_its_list
     try:
         base = tracemalloc.get_traced_memory()[0]
         worker.submit(session)
-        qtbot.waitUntil(lambda: interrupt.armed() == 1, timeout=30000)
+        qtbot.waitUntil(lambda: interrupt.armed() == 1, timeout=60_000)
         # the ground truth's lists grow: at least 20 MB of scores so far
         qtbot.waitUntil(lambda: tracemalloc.get_traced_memory()[0] > base + 20e6, timeout=60000)
         worker.cancel()
         assert worker.wait(10000), "the ground truth still runs 10 s after Cancel"
-        qtbot.waitUntil(lambda: len(ended) == 1, timeout=10000)
+        qtbot.waitUntil(lambda: len(ended) == 1, timeout=60_000)
         left = tracemalloc.get_traced_memory()[0] - base
     finally:
         tracemalloc.stop()

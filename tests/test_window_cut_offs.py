@@ -63,11 +63,11 @@ def test_the_kernel_checks_table_and_map_are_whole_side_by_side_and_after_a_resi
     panel.show()
     panel.show_report(report(seed))
     assert panel.split.orientation().name == "Horizontal"
-    qtbot.waitUntil(lambda: whole_map(panel) is None, timeout=3000)
+    qtbot.waitUntil(lambda: whole_map(panel) is None, timeout=60_000)
     panel.resize(640, 780)  # stacked
     QApplication.processEvents()
     panel.resize(1000, 780)
-    qtbot.waitUntil(lambda: whole_map(panel) is None, timeout=3000)
+    qtbot.waitUntil(lambda: whole_map(panel) is None, timeout=60_000)
 
 
 @pytest.mark.parametrize("width", [420, 560, 700, 900])
@@ -88,7 +88,7 @@ def test_the_mistakes_list_shows_every_mistake_without_a_scroll_bar(qtbot, width
             assert room.contains(rect), (names.item(i).text(), rect, room)
         assert names.verticalScrollBar().maximum() == 0
 
-    qtbot.waitUntil(all_shown, timeout=3000)
+    qtbot.waitUntil(all_shown, timeout=60_000)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -114,4 +114,4 @@ def test_the_why_legend_covers_no_bar(qtbot, seed):
             box = item.mapRectToScene(item.boundingRect())
             assert not box.intersects(legend), (box, legend)
 
-    qtbot.waitUntil(apart, timeout=3000)
+    qtbot.waitUntil(apart, timeout=60_000)

@@ -19,7 +19,7 @@ def open_backward(open_window, qtbot, session: sm.Session):
     w = open_window(session, size=(1024, 700))
     w.tabs.setCurrentWidget(w.backward)
     qtbot.waitUntil(
-        lambda: not w.backward_worker.busy and w.backward_outcome is not None, timeout=20000
+        lambda: not w.backward_worker.busy and w.backward_outcome is not None, timeout=60_000
     )
     return w
 
@@ -41,7 +41,7 @@ def test_the_check_header_shows_the_gradients_verdict_whole(open_window, qtbot):
         assert checks.split.height() >= checks.height() // 3
         assert (w.width(), w.height()) == (1024, 700)
 
-    qtbot.waitUntil(whole, timeout=5000)
+    qtbot.waitUntil(whole, timeout=60_000)
 
 
 def test_the_backward_input_panels_show_their_titles_whole(open_window, qtbot):
@@ -61,7 +61,7 @@ def test_the_backward_input_panels_show_their_titles_whole(open_window, qtbot):
             assert view.contains(box.adjusted(1, 1, -1, -1)), (hm.panel.title, box, view)
             assert hm.plot.width() <= hm.view.width(), (hm.plot.width(), hm.view.width())
 
-    qtbot.waitUntil(whole, timeout=5000)
+    qtbot.waitUntil(whole, timeout=60_000)
 
 
 def test_a_narrow_tile_wraps_its_title_between_words(qtbot):

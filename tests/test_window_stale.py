@@ -75,7 +75,7 @@ def test_a_long_scratch_computation_waits_for_an_answer(qtbot, open_window, sett
     w.inputs.apply_edit(sm.with_backend, "scratch", scratch)
     assert w.slow.isVisible()
     w.slow.anyway_button.click()
-    qtbot.waitUntil(lambda: not w.worker.busy and w.outcome.backend == "scratch", timeout=20000)
+    qtbot.waitUntil(lambda: not w.worker.busy and w.outcome.backend == "scratch", timeout=60_000)
     assert w.slow.isHidden()
     w.inputs.apply_edit(sm.reseeded, 9)  # the same size again: not asked twice
     assert w.slow.isHidden()
