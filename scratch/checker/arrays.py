@@ -6,6 +6,8 @@ import copy
 import math
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from .cases import Case
 
@@ -136,24 +138,36 @@ class Arrays:
             return x
         if isinstance(x, list) and len(shape(x)) >= 2:
             lead = shape(x)[:-2]
-            return _take_nested(x, rows, len(lead))
+            return rows_of(x, rows, len(lead))
         return x
 
 
-def _take_nested(x: list, rows: list[int], depth: int) -> list:
-    """Rows `rows` of the second-to-last axis of nested lists."""
+def rows_of(x: list, rows: list[int], depth: int) -> list:
+    """x[..., rows, :] of nested lists with `depth` leading dims."""
     if depth == 0:
         return [x[i] for i in rows]
-    return [_take_nested(a, rows, depth - 1) for a in x]
+    return [rows_of(a, rows, depth - 1) for a in x]
 
 
+@dataclass
 class Inputs:
-    """A prepared case's inputs in the caller's arrays: made once, fresh copies for each call.
+    """A prepared case's inputs in the caller's arrays: made once, fresh copies for each call."""
 
-    Reads .dtype, .raw (the positional inputs as drawn: q, k, v and for a backward case
-    grad_output), .extra (keyword -> values as drawn, None where unused), .kwargs, ._masters."""
+    case: Case
+    dtype: str
+    raw: tuple  # the positional inputs as drawn (float64 lists): q, k, v (and grad_output)
+    extra: dict  # keyword -> values as drawn (None: unused): attn_mask (and dropout_mask)
+    kwargs: dict  # is_causal, scale, enable_gqa (and dropout_p)
+    _masters: dict = field(default_factory=dict, kw_only=True)  # (array, device) -> masters
+    _memo: dict = field(default_factory=dict, kw_only=True)
 
-    NAMES = ("query", "key", "value", "grad_output")
+    NAMES: ClassVar[tuple[str, ...]] = ("query", "key", "value", "grad_output")
+
+    def memo(self, key: str, make: Callable) -> object:
+        """make() computed once per case (reference errors, bounds, mistake variants)."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     def masters(self, arrays: Arrays) -> tuple:
         """The positional inputs, then each extra (or None), in the caller's array type."""
