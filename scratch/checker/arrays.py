@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..nested import map_leaves
 from .cases import Case
 
 ARRAYS = ("numpy", "torch", "list")
@@ -27,13 +28,6 @@ def round_float(x: float, dtype: str) -> float:
     return struct.unpack("f", struct.pack("I", bits))[0]
 
 
-def nested_map(f: Callable, nested: object) -> object:
-    """f applied to every leaf of nested lists."""
-    if isinstance(nested, list):
-        return [nested_map(f, x) for x in nested]
-    return f(nested)
-
-
 def first(nested: object) -> object:
     """The first leaf of nested lists."""
     while isinstance(nested, (list, tuple)):
@@ -48,21 +42,6 @@ def shape(nested: object) -> tuple[int, ...]:
         dims.append(len(nested))
         nested = nested[0] if nested else None
     return tuple(dims)
-
-
-def flat(nested: object) -> list:
-    """Leaves of nested lists in row-major order."""
-    level = [nested]
-    while level and isinstance(level[0], list):
-        level = [y for row in level for y in row]
-    return level
-
-
-def at(nested: list, index: tuple[int, ...]) -> list:
-    """nested[i0][i1]... for a tuple of leading indices."""
-    for i in index:
-        nested = nested[i]
-    return nested
 
 
 class Arrays:
@@ -96,7 +75,7 @@ class Arrays:
         """Data (nested lists of floats or bools) as the caller's array type in `dtype`."""
         is_bool = isinstance(first(data), bool)
         if self.array == "list":
-            return data if is_bool else nested_map(lambda x: round_float(x, dtype), data)
+            return data if is_bool else map_leaves(lambda x: round_float(x, dtype), data)
         if self.array == "numpy":
             if dtype == "bfloat16":
                 raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
@@ -124,7 +103,7 @@ class Arrays:
             return x.detach().to("cpu").double().tolist()
         if getattr(getattr(x, "dtype", None), "kind", None) in ("f", "b", "i", "u"):
             return x.astype("float64").tolist()  # numpy reals: the same floats, made in C
-        return nested_map(float, x.tolist() if hasattr(x, "tolist") else x)
+        return map_leaves(float, x.tolist() if hasattr(x, "tolist") else x)
 
     def take_rows(self, x: object, rows: list[int]) -> object:
         """x[..., rows, :] for a result (array, tensor or nested lists); as is when it cannot."""
