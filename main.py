@@ -160,12 +160,12 @@ def model_run(args: argparse.Namespace):
             if value is not None:
                 raise ValueError(f"{flag}: needs --model (or --text)")
         return None
-    from gui import core_api
     from gui.model_panel import DEFAULT_TEXT
+    from gui.model_session import start_model
 
     path = None if args.model in (None, "default") else args.model
     try:
-        shown = core_api.start_model(path, args.text if args.text is not None else DEFAULT_TEXT)
+        shown = start_model(path, args.text if args.text is not None else DEFAULT_TEXT)
     except ImportError as exc:
         raise ValueError(f"--model: real models need {exc.name}; run make run once") from exc
     decoder = hasattr(shown, "extend")
@@ -198,8 +198,9 @@ def model_of(shown) -> object:
 
 def build_session(args: argparse.Namespace, run=None):
     """The session the options ask for (None: the window chooses); ValueError on bad names."""
-    from gui import core_api
     from gui import session as sm
+    from gui.app_state import backend_dtypes
+    from gui.variant_session import mask_names, with_mask_mode
     from scratch import presets
 
     s = None
@@ -218,7 +219,7 @@ def build_session(args: argparse.Namespace, run=None):
         s = sm.from_preset(presets.get(args.preset))
     changes = {}
     if args.backend is not None or args.dtype is not None:
-        backends = core_api.backend_dtypes()
+        backends = backend_dtypes()
         backend = args.backend or "scratch"
         if backend not in backends:
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(backends)}")
@@ -228,14 +229,14 @@ def build_session(args: argparse.Namespace, run=None):
         changes.update(backend=backend, dtype=dtype)
     if args.grad_output is not None:
         changes.update(grad_output=args.grad_output, grad_seed=args.grad_seed)
-    if args.mask is not None and args.mask not in sm.mask_names():
-        raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(sm.mask_names())}")
+    if args.mask is not None and args.mask not in mask_names():
+        raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(mask_names())}")
     if changes or args.mask is not None:
         from gui.main_window import default_session
 
         s = dataclasses.replace(s or default_session(), **changes)
     if args.mask is not None:
-        s = dataclasses.replace(s, variant=sm.with_mask_mode(s.variant, args.mask))
+        s = dataclasses.replace(s, variant=with_mask_mode(s.variant, args.mask))
     return s
 
 

@@ -8,7 +8,7 @@ import os
 from PyQt6.QtCore import QStandardPaths
 from PyQt6.QtWidgets import QApplication, QFileDialog
 
-from gui import codegen, core_api, export, session_file, variant_session
+from gui import app_state, codegen, export, session_file, variant_session
 from gui import session as sm
 
 
@@ -47,7 +47,7 @@ class FileActions:
         if not path:
             return False
         try:
-            s = session_file.load(path, core_api.backend_dtypes())
+            s = session_file.load(path, app_state.backend_dtypes())
         except sm.SessionError as exc:
             self.window.warn(
                 f"Could not open {os.path.basename(path)}: {exc}. The current session is kept."

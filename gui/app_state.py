@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from gui import core_api, cut_off, session_file
+from gui import cut_off, session_file
 from gui import session as sm
 from gui.edit_history import History
 from gui.session import Session
+from scratch import backends as scratch_backends
 
 # a state of the undo history: the session and what shrinking it had cut off
 Kept = tuple[Session, "cut_off.CutOff | None"]
+
+
+def backend_dtypes() -> dict[str, tuple[str, ...]]:
+    """{backend name: dtype names} for every entry of scratch.backends.available()."""
+    return {n: tuple(scratch_backends.get(n).dtypes) for n in scratch_backends.available()}
 
 
 def same_inputs(a: Session | None, b: Session) -> bool:
@@ -36,7 +42,7 @@ class AppState:
         if not isinstance(session, Session):
             raise TypeError(f"session: expected a gui.session.Session, found {type(session)}")
         self.session = session
-        self.backends = core_api.backend_dtypes() if backends is None else backends
+        self.backends = backend_dtypes() if backends is None else backends
         self.cut: cut_off.CutOff | None = None
         # undo gives back exactly these objects: nothing is copied or rebuilt
         self.history: History[Kept] = History(lambda state: sm.cell_count(state[0]))

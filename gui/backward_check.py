@@ -16,10 +16,9 @@ import random
 import numpy as np
 
 import scratch
-from gui import core_api
 from gui.sampled_check import split_heads
 from gui.session import Session
-from scratch import step_check
+from scratch import backends, step_check
 
 # above this many query x key pairs the pure-Python backward is not computed in the window:
 # the backward trace (forward included) measured 0.03 s at 64 tokens, 0.45 s at 256 and 1.7 s
@@ -31,6 +30,7 @@ MAX_PAIRS = 512 * 512
 # 0.15 s at 64 tokens, 1.7 s at 256 and 8.8 s at 512 (mostly the bound), so it stops at 256
 CHECK_PAIRS = 256 * 256
 GRADIENTS = ("grad_query", "grad_key", "grad_value")  # what a backend's backward returns
+BACKWARD_OPTIONS = ("attn_mask", "is_causal", "scale", "enable_gqa", "masked_rows")
 
 
 def _over_limit(s: Session, limit: int, what: str, cost: str) -> str:
@@ -137,13 +137,31 @@ def check_options(trace: object, options: scratch.Options) -> scratch.Options:
     return dataclasses.replace(options, scale=trace.scale, enable_gqa=gqa)
 
 
+def _keywords(options: scratch.Options) -> dict:
+    """`options` as the keywords of the backward functions (PyTorch's names; no dropout)."""
+    return {name: getattr(options, name) for name in BACKWARD_OPTIONS}
+
+
+def backward_with_backend(
+    name: str, dtype: str, q, k, v, grad_output, options: scratch.Options
+) -> tuple:
+    """Backend `name`'s scaled_dot_product_attention_backward in `dtype`: (dq, dk, dv)."""
+    fn = backends.get(name).scaled_dot_product_attention_backward
+    keywords = _keywords(options)
+    if name == "scratch":  # the ground truth has one dtype and no dtype argument
+        return fn(q, k, v, grad_output, **keywords)
+    return fn(q, k, v, grad_output, **keywords, dtype=dtype)
+
+
 def check_heads(q, k, v, dO, options, backend: str, dtype: str) -> list[scratch.StepCheck]:
     """StepChecks of `backend`'s dQ, dK, dV on the heads' inputs against the ground truth's."""
     # step 1: the backend's own backward function, in the session's dtype
-    found = core_api.backward_with_backend(backend, dtype, q, k, v, dO, options)
-    # step 2: the ground truth's backward on the same inputs, and the bound for `dtype`
-    truth = core_api.ground_truth_backward(q, k, v, dO, options)
-    bound = core_api.gradient_bound(q, k, v, dO, options, dtype)
+    found = backward_with_backend(backend, dtype, q, k, v, dO, options)
+    # step 2: the ground truth's backward on the same inputs, and scratch.gradient_tolerance's
+    # per-element bound for `dtype`
+    keywords = _keywords(options)
+    truth = scratch.scaled_dot_product_attention_backward(q, k, v, dO, **keywords)
+    bound = scratch.gradient_tolerance(q, k, v, dO, **keywords, dtype=dtype)
     return [
         step_check(name, _as_array(f), t, bound[name], dtype)
         for name, f, t in zip(GRADIENTS, found, truth)

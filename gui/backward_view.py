@@ -12,7 +12,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import backward_check, core_api
+from gui import backward_check, view_model
 from gui import session as sm
 from gui.pipeline_view import PipelineView
 from gui.spin_boxes import SpinBox
@@ -71,7 +71,7 @@ class BackwardView(QWidget):
         self.message.setVisible(False)
         outer.addWidget(self.message)
         # lower input panels than the forward view's: the dO rows above fit 700 pixels too
-        self.pipeline = PipelineView(names_of=core_api.backward_steps, source_height=80)
+        self.pipeline = PipelineView(names_of=view_model.backward_steps, source_height=80)
         self.pipeline.step_name = "grad_output"
         self.pipeline.setVisible(False)
         outer.addWidget(self.pipeline, 1)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from gui import bench_views
 from scratch.bench import host, plugins
-from scratch.bench.stats import low_quantile
+from scratch.bench.row import low_quantile
 from scratch.variants import causal_cells
 
 WHAT = "the window's recompute at 4096 tokens"  # the goals' name in the bench's output
@@ -55,8 +55,8 @@ def _trace_alone_job(pool, session, call: tuple):
     """A function that starts the backend's trace alone on `pool` and returns its signals."""
     from PyQt6.QtCore import QObject, QRunnable, pyqtSignal
 
-    from gui import core_api
     from gui.worker import collector_pause
+    from scratch import backends
 
     class Signals(QObject):
         finished = pyqtSignal(object)
@@ -69,7 +69,8 @@ def _trace_alone_job(pool, session, call: tuple):
 
         def run(self) -> None:  # as gui.jobs._Job: the collector paused while it runs
             try:
-                trace = core_api.trace_with_backend(session.backend, session.dtype, *call)
+                backend = backends.get(session.backend)
+                trace = backend.trace_example(*call, dtype=session.dtype)
             except Exception as exc:  # noqa: BLE001 - reported to the waiting loop
                 self.signals.failed.emit(f"{type(exc).__name__}: {exc}")
             else:
@@ -220,7 +221,7 @@ def measure(
 def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
     """The largest event-loop gap of each recompute of the session under each of MASKS, and
     the hypervisor's steal during each."""
-    from gui import session as sm
+    from gui.variant_session import with_mask_mode
 
     gaps, steals = [], []
     for mask in MASKS:
@@ -229,7 +230,7 @@ def _masked_gaps(worker, tokens: int, wait_s: float) -> tuple[list, list]:
             rows = causal_cells(tokens, tokens, "top-left")
             variant = dataclasses.replace(base.variant, mask="drawn", drawn=tuple(map(tuple, rows)))
         else:
-            variant = sm.with_mask_mode(base.variant, mask)
+            variant = with_mask_mode(base.variant, mask)
         session = dataclasses.replace(base, variant=variant)
         job = (lambda s=session: worker.submit(s)), worker
         _timed(*job)  # warm-up

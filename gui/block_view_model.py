@@ -1,6 +1,6 @@
 """What the Model tab's block view shows of one layer (no Qt): a box per step of the block.
 
-Each box is one named array of scratch.models.block (through core_api) as a small heatmap:
+Each box is one named array of scratch.models.block as a small heatmap:
 its title, its shape in the model's own sizes, what it computes, the matrix to draw and its
 colour levels, and where a click on it goes (the attention box: the head grid; the heads'
 input x: the pipeline). Signed matrices get symmetric levels at the 99th percentile of |value|
@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from gui import pooled
 
 TITLES = {
     "embeddings": "Token embeddings",
@@ -104,9 +106,4 @@ def max_pool(image: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """The image shrunk to at most rows x cols by the largest value of each block: a weight of
     0.9 in a 512 x 512 head stays bright in a 50-pixel box (sampling would drop most cells)."""
     fy, fx = -(-image.shape[0] // rows), -(-image.shape[1] // cols)  # block sizes (ceil)
-    if fy == 1 and fx == 1:
-        return image
-    R, C = -(-image.shape[0] // fy), -(-image.shape[1] // fx)
-    padded = np.full((R * fy, C * fx), -np.inf, dtype=image.dtype)
-    padded[: image.shape[0], : image.shape[1]] = image
-    return np.ascontiguousarray(padded.reshape(R, fy, C, fx).max(axis=(1, 3)))
+    return pooled.maximum(image, (fy, fx))

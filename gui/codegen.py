@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gui import core_api
 from gui.session import Session
+from scratch.variants import Causal, causal_shift
 
 LIBRARIES = ("numpy", "torch")
 
@@ -120,7 +120,7 @@ def snippet(s: Session, library: str = "numpy") -> str:
     mask = None
     if s.variant.mask == "causal":
         align = s.variant.align
-        causal = core_api.causal_variant(L, S, align)  # its diagonal and its rule in words
+        causal = Causal(causal_shift(L, S, align))  # its diagonal and its rule in words
         diagonal = f", {kword}={causal.shift}" if causal.shift else ""
         mask = f"{tril}({ones}{diagonal})  # {align}, {causal.rule()}"
     elif s.variant.mask == "drawn":

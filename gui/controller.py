@@ -12,15 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import scratch
-from gui import (
-    backward_check,
-    core_api,
-    interrupt,
-    sampled_check,
-    truth_process,
-    variant_session,
-)
+from gui import backward_check, interrupt, sampled_check, truth_process, variant_session
 from gui.session import Session
+from scratch import backends
 
 
 @dataclass(frozen=True)
@@ -104,10 +98,11 @@ def run(
         pending = truth_process.start(problem.arguments(), problem.options)
         started.append((q, k, v, problem, pending))
 
-    hook = start_truth if sampled else None
+    hook = start_truth if sampled else None  # called once q, k, v exist, before attention
+    backend = backends.get(s.backend)  # the ground truth for 'scratch'
     with truth_process.sharing_cores() if sampled else contextlib.nullcontext():
         with _stoppable(stop) if s.backend == "scratch" else contextlib.nullcontext():
-            trace = core_api.trace_with_backend(s.backend, s.dtype, example, options, hook)
+            trace = backend.trace_example(example, options, dtype=s.dtype, on_projected=hook)
     if stop():
         raise Cancelled  # a started ground truth is left to finish; nobody reads it
     if sampled:

@@ -76,7 +76,7 @@ def regrown(s: sm.Session, kept: CutOff | None, **sizes: int) -> sm.Session:
     cross = s.key is not None  # as sm.resized: key labels of their own only with a key input
     variant = new.variant
     if variant.drawn and kept.mask is not None:
-        drawn = sm.resize_mask(kept.mask, new.num_tokens, new.num_keys)
+        drawn = sm.resize_matrix(kept.mask, new.num_tokens, new.num_keys, fill=True)
         variant = dataclasses.replace(variant, drawn=drawn)
     return dataclasses.replace(
         new,

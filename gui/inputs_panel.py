@@ -19,7 +19,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api, cut_off, variant_session
+from gui import cut_off, variant_session
 from gui import session as sm
 from gui.app_state import AppState
 from gui.head_note import model_head_note
@@ -104,12 +104,12 @@ def preset_html(name: str) -> str:
     """The preset's title and notes as rich text (slips in red); '' for random and custom."""
     if name not in presets.names():
         return ""
-    items = []
-    for note in core_api.preset_notes(name):
+    items, preset = [], presets.get(name)
+    for note in [str(n) for n in preset.notes] + preset.slip_notes():  # then the slips' output
         text = html.escape(note)
         slip = note.lower().startswith("slip")
         items.append(f"<li style='color:#a0301d'>{text}</li>" if slip else f"<li>{text}</li>")
-    title = html.escape(core_api.preset_title(name))
+    title = html.escape(str(preset.title))
     return f"<b>{title}</b><ul style='margin-left:-20px'>{''.join(items)}</ul>"
 
 
@@ -132,7 +132,7 @@ class InputsPanel(QWidget):
         form = QFormLayout(example)
         self.preset = QComboBox()
         for name in presets.names():  # the title shows; the id stays the data
-            title = core_api.preset_title(name)
+            title = str(presets.get(name).title)
             self.preset.addItem(title, name)
             self.preset.setItemData(
                 self.preset.count() - 1, f"{title} ({name})", Qt.ItemDataRole.ToolTipRole
@@ -323,14 +323,14 @@ class InputsPanel(QWidget):
     def _show_mask(self, s: Session) -> None:
         L, S = s.num_tokens, s.num_keys
         if L > GRID_LIMIT or S > GRID_LIMIT:  # a picture: evenly spaced queries and keys
-            self.mask_grid.set_grid(sm.sampled_mask(s, GRID_LIMIT), editable=False)
+            self.mask_grid.set_grid(variant_session.sampled_mask(s, GRID_LIMIT), editable=False)
             self.mask_grid.setToolTip(
                 f"{L} x {S} mask drawn at {min(L, GRID_LIMIT)} x {min(S, GRID_LIMIT)} evenly "
                 f"spaced queries and keys; cells can be clicked up to {GRID_LIMIT} x {GRID_LIMIT}"
             )
             return
         self.mask_grid.setToolTip("")
-        self.mask_grid.set_grid([list(row) for row in sm.shown_mask(s)], editable=True)
+        self.mask_grid.set_grid([list(row) for row in variant_session.shown_mask(s)], editable=True)
 
     def _show_tables(self, s: Session) -> None:
         current = self.tabs.tabText(self.tabs.currentIndex())
@@ -447,7 +447,7 @@ class InputsPanel(QWidget):
 
     def _on_toggle(self, i: int, j: int) -> None:
         """Flip one cell of the grid on screen (the mask on screen becomes a drawn one)."""
-        self._apply(sm.toggled_mask_cell, i, j)
+        self._apply(variant_session.toggled_mask_cell, i, j)
 
     def _on_backend(self) -> None:
         name = self.backend.currentData()

@@ -13,7 +13,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api
+import scratch
 from gui.spin_boxes import SpinBox
 
 # what is checked: the CLI's plain function, --backward and --autograd
@@ -51,7 +51,7 @@ class KernelCheckOptions(QWidget):
         self.seed.setRange(0, MAX_SEED)
         self.seed.setToolTip("seed of the cases' random inputs")
         self.require = QLineEdit()
-        features = ",".join(core_api.check_features())
+        features = ",".join([*scratch.checker.FEATURES, "dropout"])
         self.require.setPlaceholderText("e.g. mask,causal")
         self.require.setToolTip(
             f"features your kernel must support, comma-separated: {features} (dropout: "

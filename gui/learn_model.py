@@ -1,16 +1,17 @@
 """What the Learn tab reads from a trace (one head's matrices) and how it words the numbers.
 
-No Qt and no arithmetic of attention here: the numbers come from scratch (through core_api);
+No Qt and no arithmetic of attention here: the numbers come from scratch (scratch.why);
 this module picks one head's matrices out of a trace and formats values for the views.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from gui import numbers
+from gui.variant_session import sampled_indices
 from gui.view_model import (
     COLOUR_RANGES,
     TEXT_LIMIT,
@@ -87,12 +88,8 @@ def head_inputs(trace: object, head: int = 0) -> HeadInputs:
 
 
 def number(x: float) -> str:
-    """A value as a learner reads it: 4 significant digits, inf and nan spelled as IEEE does."""
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:.4g}"
+    """A value as a learner reads it: 4 significant digits ('g' spells inf and nan out)."""
+    return numbers.significant(x, 4)
 
 
 def shown_keys(priority: list[float], limit: int = 12) -> list[int]:
@@ -151,6 +148,15 @@ def shared_levels(*matrices: np.ndarray | None) -> tuple[float, float]:
 def tile_rows(L: int) -> list[int]:
     """The query rows the tile walk shows: all up to TILE_ROWS, else TILE_ROWS spread evenly
     from the first to the last (a causal mask's late rows see every tile)."""
-    if L <= TILE_ROWS:
-        return list(range(L))
-    return [round(n * (L - 1) / (TILE_ROWS - 1)) for n in range(TILE_ROWS)]
+    return sampled_indices(L, TILE_ROWS)
+
+
+def why(scores, scaled, masked, d_k: int, row: int, allowed=None) -> tuple:
+    """scratch.why's three reasons on one row: (why_scale at 1/sqrt(d_k), why_max, why_mask)."""
+    from scratch import why as w  # a public module of scratch: the learn tab's reasons
+
+    return (
+        w.why_scale(scores, 1.0 / d_k**0.5, d_k, row, allowed),
+        w.why_max(masked, row),
+        w.why_mask(scaled, row, allowed),
+    )

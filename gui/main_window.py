@@ -19,10 +19,10 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import controller, core_api, numbers, session_file
+from gui import controller, numbers, session_file
 from gui import session as sm
 from gui.actions import FileActions
-from gui.app_state import AppState, same_inputs
+from gui.app_state import AppState, backend_dtypes, same_inputs
 from gui.backward_view import BackwardView
 from gui.check_panel import CheckPanel
 from gui.head_note import head_title
@@ -57,7 +57,7 @@ def remembered_session(settings: QSettings) -> sm.Session | None:
     if not isinstance(text, str):
         return None
     try:
-        return session_file.loads(text, core_api.backend_dtypes())
+        return session_file.loads(text, backend_dtypes())
     except Exception:  # anything wrong with stored settings: start fresh, never fail to start
         return None
 

@@ -13,63 +13,50 @@ from __future__ import annotations
 import numpy as np
 
 import scratch
-from gui import core_api
 from gui import session as sm
 from gui.token_text import session_label
 from scratch.variants import VariantChoice
 
 
 def head_session(run: object, layer: int, head: int) -> sm.Session:
-    """The session that recomputes head `head` of layer `layer` of a model run."""
+    """The session that recomputes head `head` of layer `layer` of a model run.
+
+    A decoder's head (rotary positions) is in projection mode too: x is the layer's RMSNorm'd
+    input, W_q the head's columns, W_k and W_v those of the key/value head it shares (GQA), each
+    with its bias where the family has them (Qwen2), and the variant causal + RoPE turns q and k
+    after the projections (steps q_rotated, k_rotated), as the model adds the biases before RoPE."""
     model = run.model
+    preset = f"model:{model.name}:layer {layer}:head {head}"
+    scale_mode, scale_value = "sqrt", 1.0
     if model.decoder:
-        return rotated_session(run, layer, head)
+        projections, variant = decoder_head(model, layer, head)
+        names = (scratch.models.token_name(model.tokenizer, i) for i in run.ids)
+        tokens = tuple(session_label(t) for t in names)  # '␣Paris', not 'ĠParis'
+        preset += f" (RoPE; KV head {kv_heads_of(model)[head]})"
+    else:
+        projections = model.head_projections(layer, head)
+        causal = VariantChoice(mask="causal", align="top-left")  # SDPA's is_causal
+        variant = causal if model.causal else VariantChoice()
+        tokens = tuple(session_label(t) for t in run.tokens)
+        scale = model.scale(layer)  # None: 1/sqrt(d_head); a GPT-2 config may ask for another
+        if scale is not None:
+            scale_mode, scale_value = "custom", scale
     x = np.asarray(run.inputs[layer], dtype=np.float64)  # (T, d_model): the layer's attention input
-    x, weights = with_biases(x, model.head_projections(layer, head))  # (T, d_model + 1): ones
-    scale = model.scale(layer)  # None: 1/sqrt(d_head); a GPT-2 config may ask for another
-    tokens = tuple(session_label(t) for t in run.tokens)
+    x, weights = with_biases(x, projections)  # (T, d_model + 1) with biases: a column of ones
     return sm.Session(
         tokens=tokens,
         key_tokens=tokens,
-        query=_matrix(x),
-        w_q=_matrix(weights["q"]),
-        w_k=_matrix(weights["k"]),
-        w_v=_matrix(weights["v"]),
+        query=sm.as_matrix(x),
+        w_q=sm.as_matrix(weights["q"]),  # (d_model [+ 1], d_head): this head's columns
+        w_k=sm.as_matrix(weights["k"]),  # (d_model [+ 1], d_head): its key/value head's
+        w_v=sm.as_matrix(weights["v"]),
         mode="project",
         num_heads=1,
         num_kv_heads=1,
-        scale_mode="sqrt" if scale is None else "custom",
-        scale_value=1.0 if scale is None else scale,
-        variant=sm.with_mask_mode(VariantChoice(), "causal-top-left")
-        if model.causal
-        else VariantChoice(),
-        preset=f"model:{model.name}:layer {layer}:head {head}",
-    )
-
-
-def rotated_session(run: object, layer: int, head: int) -> sm.Session:
-    """A decoder head (rotary positions) in projection mode: x is the layer's RMSNorm'd input,
-    W_q the head's columns, W_k and W_v those of the key/value head it shares (GQA), each with
-    its bias where the family has them (Qwen2), and the variant causal + RoPE turns q and k after
-    the projections (steps q_rotated, k_rotated), as the model adds the biases before RoPE."""
-    w, rope = core_api.decoder_head(run.model, layer, head)
-    x = np.asarray(run.inputs[layer], dtype=np.float64)  # (T, d_model): RMSNorm'd input
-    x, weights = with_biases(x, w)  # Qwen2: (T, d_model + 1), a last column of ones
-    kv = core_api.kv_heads_of(run.model)[head]
-    names = (scratch.models.token_name(run.model.tokenizer, i) for i in run.ids)
-    tokens = tuple(session_label(t) for t in names)  # '␣Paris', not 'ĠParis'
-    return sm.Session(
-        tokens=tokens,
-        key_tokens=tokens,
-        query=_matrix(x),
-        w_q=_matrix(weights["q"]),  # (d_model [+ 1], d_head): this head's columns
-        w_k=_matrix(weights["k"]),  # (d_model [+ 1], d_head): its key/value head's
-        w_v=_matrix(weights["v"]),
-        mode="project",
-        num_heads=1,
-        num_kv_heads=1,
-        variant=rope,
-        preset=f"model:{run.model.name}:layer {layer}:head {head} (RoPE; KV head {kv})",
+        scale_mode=scale_mode,
+        scale_value=scale_value,
+        variant=variant,
+        preset=preset,
     )
 
 
@@ -87,6 +74,35 @@ def with_biases(x: np.ndarray, p: dict) -> tuple[np.ndarray, dict[str, np.ndarra
     return x1, weights
 
 
-def _matrix(a: np.ndarray) -> sm.Matrix:
-    """A float64 array as the session's tuple of tuples."""
-    return tuple(tuple(float(v) for v in row) for row in a)
+def start_model(path: str | None, text: str, progress: object = None) -> object:
+    """A decoder's Decoding of `text` (scratch.models.start: the prompt run, its cache kept for
+    Decoding.extend), or model.run(text) for a model without an output head; the load (of
+    scratch.models.load(path), None for the default model; ImportError without NumPy,
+    safetensors or tokenizers, its .name says which) and the run report to `progress` (a
+    scratch.Progress: stages, Cancel)."""
+    with scratch.reporting(progress):
+        model = scratch.models.load(path)
+        decoder = getattr(model, "decoder", False)
+        return scratch.models.start(model, text) if decoder else model.run(text)
+
+
+def kv_heads_of(model: object) -> list[int]:
+    """The key/value head each query head reads (the model's Family record: grouped-query
+    attention); BERT's and GPT-2's heads each read their own."""
+    return model.family_record.kv_heads(model.config)
+
+
+def decoder_head(model: object, layer: int, head: int) -> tuple[dict, VariantChoice]:
+    """A decoder's head as the window computes it: its w_q and its key/value head's w_k, w_v
+    (the family's head_weights, (d_model, d_head) each, with b_q, b_k, b_v where it has them),
+    and the variant the model applies after the projections: causal with RoPE (the Family
+    record's pairing, the model's base)."""
+    model.check_head(layer, head)
+    family = model.family_record
+    rope = VariantChoice(
+        mask="causal",
+        align="top-left",
+        rope=family.pairing,
+        rope_base=float(model.config.rope_base),
+    )
+    return family.module().head_weights(model.config, model.weights, layer, head), rope

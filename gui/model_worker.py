@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from PyQt6.QtCore import QObject
 
 import scratch
-from gui import core_api
 from gui.jobs import Worker
+from gui.model_session import kv_heads_of, start_model
 
 TOP = 10  # next tokens in the bar chart
 
@@ -32,7 +32,7 @@ def frame(decoding: object) -> DecoderFrame:
         decoding,
         decoding.attentions(),
         decoding.next_tokens(TOP),
-        core_api.kv_heads_of(model),
+        kv_heads_of(model),
         decoding.tokens,
     )
 
@@ -57,7 +57,7 @@ class ModelWorker(Worker):
             def thousandths(stage: str, done: int, total: int) -> None:
                 report(1000 * done // total if total else 1000, 1000, stage)  # int32 for Qt
 
-            result = core_api.start_model(directory, text, scratch.Progress(thousandths, stop))
+            result = start_model(directory, text, scratch.Progress(thousandths, stop))
             return frame(result) if hasattr(result, "extend") else result
 
         return self.start(work)

@@ -18,10 +18,11 @@ from PyQt6.QtWidgets import (
 )
 
 import scratch
-from gui import core_api, numbers, sentence_rows, sentences, view_model
+from gui import numbers, sentences, view_model
 from gui.fixed_lines import FixedLines
 from gui.heatmap import Heatmap
 from gui.spin_boxes import DoubleSpinBox
+from scratch import steps
 
 MAX_SOURCES = 3
 SOURCE_SIZE = 170  # the side panel's input heatmaps: at least this many pixels each way
@@ -302,7 +303,8 @@ class PipelineView(QWidget):
         trace, name = self.trace, self.step_name
         step = trace[name]
         names = self.names()
-        self.step_label.setText(core_api.step_heading(trace.names(), names, name))
+        # 'step 2: scores (5/9)', the call read from all the trace's steps (`names` may omit w_q)
+        self.step_label.setText(steps.heading(steps.call_of_names(trace.names()), names, name))
         self.formula.setText(step.formula)
         self.note.setText(step.note)
         choices = view_model.head_choices(trace, name)
@@ -371,7 +373,8 @@ class PipelineView(QWidget):
 
     def _source_steps(self) -> list[str]:
         """The steps that feed the current one: its `reads` in scratch's registry of steps."""
-        return [n for n in core_api.step_reads(self.trace, self.step_name) if n in self.trace]
+        call = steps.call_of(self.trace)
+        return [n for n in steps.spec_for(call, self.step_name).reads(call) if n in self.trace]
 
     def _show_sources(self) -> None:
         every = self._source_steps()
@@ -390,12 +393,13 @@ class PipelineView(QWidget):
         panel = self.heatmaps[0].panel if self.heatmaps else None
         if panel is None:
             return
-        kind = core_api.sentence_kind(self.trace.names(), self.step_name)
+        call = steps.call_of_names(self.trace.names())
+        kind = steps.spec_for(call, self.step_name).sentence  # one of gui.sentences.KINDS, or ''
         self.sentence.setText(self._sentence(kind, panel, row))
 
     def _sentence(self, kind: str, panel: view_model.Panel, row: int | None) -> str:
         """The sentence about query `row` (None: the row worth one), made from that row alone:
-        the row is chosen with NumPy (gui.sentence_rows), so 4096 tokens cost milliseconds."""
+        the row is chosen with NumPy (gui.sentences), so 4096 tokens cost milliseconds."""
         trace, matrix = self.trace, panel.raw  # (rows, cols)
         if kind == "mask":
             return sentences.mask_sentence(int(np.count_nonzero(np.isneginf(matrix))), matrix.size)
@@ -408,7 +412,7 @@ class PipelineView(QWidget):
             head = head if head is not None else 0
             weights = self._matrix("weights", head)  # (L, S)
             cols = view_model.labels_for(trace, "key", weights.shape[1])
-        pick = sentence_rows.sharpest_row if kind == "match" else sentence_rows.teaching_row
+        pick = sentences.sharpest_row if kind == "match" else sentences.teaching_row
         chosen = weights if weights is not None else matrix
         i = row if row is not None else pick(chosen) if kind in sentences.KINDS else 0
         if i >= chosen.shape[0] or i >= matrix.shape[0]:

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import scratch
-from gui import core_api
 from scratch.variants import VariantChoice
 
 # 2: the query-side table is "query" (version 1 files call it "x"); 3: one mask choice, the
@@ -22,13 +21,13 @@ VERSION = 3
 # qkv: the tables are q, k, v themselves; self: q = k = v = x (no weights)
 MODES = ("project", "qkv", "self")
 SCALE_MODES = ("sqrt", "none", "custom")
-# the mask options of version 2 files (and main.py's --mask): now variant masks
-MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
 MASKED_ROWS = ("zero", "nan", "uniform")
 # dO, the gradient the backward view starts from: d sum(output) (ones), a seeded random
 # matrix, or d sum(output * target) = target, a one-hot target whose cell the seed picks
 GRAD_OUTPUTS = ("ones", "random", "target")
 MATRICES = ("query", "key", "value", "w_q", "w_k", "w_v")
+# the sizes `resized` and `regenerated` take (Session's properties of the same names)
+SIZES = ("num_tokens", "num_keys", "d_model", "d_k", "d_v", "num_heads", "num_kv_heads")
 MAX_TOKENS = 4096  # above 256 a NumPy/torch trace is checked on sampled rows (sampled_check)
 MAX_DIM = 1024  # a real model head: all-MiniLM-L6-v2 has d_model 384 (+1 for the bias column)
 MAX_HEADS = 16  # the heads spin box's range; a file may not ask for more
@@ -154,7 +153,7 @@ def default_tokens(count: int, prefix: str = "t") -> tuple[str, ...]:
     return tuple(f"{prefix}{i}" for i in range(count))
 
 
-def _as_matrix(rows: object) -> Matrix | None:
+def as_matrix(rows: object) -> Matrix | None:
     """Nested sequence (or array with tolist) -> tuple of tuples of floats."""
     if rows is None:
         return None
@@ -202,12 +201,12 @@ def random_session(
 
 def from_preset(preset: object) -> Session:
     """Turn a scratch Preset (name, tokens, x, key/value, w_*, scale, ...) into a session."""
-    x = _as_matrix(preset.x)
-    key = _as_matrix(getattr(preset, "key", None))
-    value = _as_matrix(getattr(preset, "value", None))
-    w_q = _as_matrix(getattr(preset, "w_q", None))
-    w_k = _as_matrix(getattr(preset, "w_k", None))
-    w_v = _as_matrix(getattr(preset, "w_v", None))
+    x = as_matrix(preset.x)
+    key = as_matrix(getattr(preset, "key", None))
+    value = as_matrix(getattr(preset, "value", None))
+    w_q = as_matrix(getattr(preset, "w_q", None))
+    w_k = as_matrix(getattr(preset, "w_k", None))
+    w_v = as_matrix(getattr(preset, "w_v", None))
     if w_q is not None:
         mode = "project"
     elif key is not None or value is not None:
@@ -224,15 +223,11 @@ def from_preset(preset: object) -> Session:
     heads = int(getattr(preset, "num_heads", 1) or 1)
     kv_heads = int(getattr(preset, "num_kv_heads", None) or heads)
     scale = getattr(preset, "scale", None)
-    scale_mode, scale_value = "sqrt", 1.0
-    width = len(w_q[0]) if w_q is not None else len(x[0])  # H*d_k
-    if scale is not None:
-        scale = float(scale)
-        if abs(scale - 1 / math.sqrt(width // heads)) <= 1e-12 * scale:
-            scale_mode = "sqrt"
-        else:
-            scale_mode, scale_value = ("none", 1.0) if scale == 1.0 else ("custom", scale)
-    variant = with_mask_mode(VariantChoice(), "causal-top-left")  # SDPA's is_causal
+    scale_mode, scale_value = "sqrt", 1.0  # also for a given scale that is 1/sqrt(d_k)
+    d_k = (len(w_q[0]) if w_q is not None else len(x[0])) // heads  # H*d_k // H
+    if scale is not None and abs(float(scale) - 1 / math.sqrt(d_k)) > 1e-12 * float(scale):
+        scale_mode, scale_value = ("none", 1.0) if scale == 1.0 else ("custom", float(scale))
+    causal = VariantChoice(mask="causal", align="top-left")  # SDPA's is_causal
     return Session(
         tokens=tokens,
         key_tokens=key_tokens,
@@ -248,21 +243,21 @@ def from_preset(preset: object) -> Session:
         scale_mode=scale_mode,
         scale_value=scale_value,
         preset=str(getattr(preset, "name", "custom")),
-        variant=variant if getattr(preset, "is_causal", False) else VariantChoice(),
+        variant=causal if getattr(preset, "is_causal", False) else VariantChoice(),
     )
 
 
 # ---------------------------------------------------------------- edits (pure)
 
 
-def resize_matrix(m: Matrix | None, rows: int, cols: int) -> Matrix | None:
-    """Keep the values that still fit, fill new cells with 0."""
+def resize_matrix(m: tuple | None, rows: int, cols: int, fill: object = 0.0) -> tuple | None:
+    """Keep the cells that still fit, fill new cells with `fill` (a mask's: True, may attend)."""
     if m is None:
         return None
     out = []
     for i in range(rows):
         old = m[i] if i < len(m) else ()
-        out.append(tuple(old[c] if c < len(old) else 0.0 for c in range(cols)))
+        out.append(tuple(old[c] if c < len(old) else fill for c in range(cols)))
     return tuple(out)
 
 
@@ -271,29 +266,25 @@ def resize_labels(labels: Sequence[str], count: int) -> tuple[str, ...]:
     return tuple(labels[i] if i < len(labels) else f"t{i}" for i in range(count))
 
 
-def resized(
-    s: Session,
-    *,
-    num_tokens: int | None = None,
-    num_keys: int | None = None,
-    d_model: int | None = None,
-    d_k: int | None = None,
-    d_v: int | None = None,
-    num_heads: int | None = None,
-    num_kv_heads: int | None = None,
-) -> Session:
-    """A copy with new sizes; values that still fit are kept."""
-    L = num_tokens or s.num_tokens
-    H = num_heads or s.num_heads
-    Hkv = num_kv_heads or s.num_kv_heads
-    if s.num_kv_heads == s.num_heads and num_heads and not num_kv_heads:
+def resized(s: Session, **sizes: int) -> Session:
+    """A copy with new `sizes` (any of SIZES; 0 or None: unchanged); values that still fit
+    are kept."""
+    unknown = sorted(set(sizes) - set(SIZES))
+    if unknown:
+        raise TypeError(f"resized: unknown sizes {unknown}; expected some of {', '.join(SIZES)}")
+    L, S, dm, dk, dv, H, Hkv = (sizes.get(name) or getattr(s, name) for name in SIZES)
+    if s.num_kv_heads == s.num_heads and sizes.get("num_heads") and not sizes.get("num_kv_heads"):
         Hkv = H  # kv heads follow the heads unless the user set them apart
     cross = s.key is not None
-    S = (num_keys or s.num_keys) if cross else L
-    dm = d_model or s.d_model
-    dk = d_k or s.d_k
-    dv = d_v or s.d_v
-    check_widths(H, Hkv, dk, dv)
+    S = S if cross else L
+    # every head's columns side by side must fit a matrix: SessionError says which product
+    for what, width in (
+        ("heads x d_k", H * dk),
+        ("kv heads x d_k", Hkv * dk),
+        ("kv heads x d_v", Hkv * dv),
+    ):
+        if width > MAX_DIM:
+            raise SessionError(f"{what} = {width} exceeds {MAX_DIM}")
     if s.mode == "self":
         changes = dict(query=resize_matrix(s.query, L, dm))  # x (L, d_model)
     else:  # the plan's shapes: x, key, value and W's (project) or q, k, v themselves (qkv)
@@ -314,47 +305,21 @@ def resized(
     )
 
 
-def check_widths(heads: int, kv_heads: int, d_k: int, d_v: int) -> None:
-    """Every head's columns side by side must fit a matrix: SessionError says which product."""
-    for what, width in (
-        ("heads x d_k", heads * d_k),
-        ("kv heads x d_k", kv_heads * d_k),
-        ("kv heads x d_v", kv_heads * d_v),
-    ):
-        if width > MAX_DIM:
-            raise SessionError(f"{what} = {width} exceeds {MAX_DIM}")
-
-
 def regenerated(s: Session, **sizes: int) -> Session:
     """New sizes for a session: a random example is drawn again at those sizes (its options
     kept); any other session is resized, keeping the values that still fit."""
+    shape = resized(s, **sizes)  # a random example: the same size rules (kv heads follow heads)
     if s.preset != "random" or s.mode != "project" or s.key is not None:
-        return resized(s, **sizes)
-    shape = resized(s, **sizes)  # the same size rules (kv heads follow heads, limits)
-    fresh = random_session(
-        s.seed,
-        shape.num_tokens,
-        shape.d_model,
-        shape.d_k,
-        shape.d_v,
-        shape.num_heads,
-        shape.num_kv_heads,
-    )
+        return shape
+    heads = (shape.num_heads, shape.num_kv_heads)
+    fresh = random_session(s.seed, shape.num_tokens, shape.d_model, shape.d_k, shape.d_v, *heads)
     return dataclasses.replace(fresh, **kept_options(s), step=s.step, decode=shape.decode)
 
 
 def random_like(s: Session, seed: int) -> Session:
     """A random example drawn from `seed` at the sizes of `s` (2 heads unless `s` projects)."""
-    heads = s.num_heads if s.mode == "project" else 2
-    return random_session(
-        seed,
-        s.num_tokens,
-        max(s.d_model, 2),
-        s.d_k,
-        s.d_v,
-        heads,
-        s.num_kv_heads if s.mode == "project" else heads,
-    )
+    heads = (s.num_heads, s.num_kv_heads) if s.mode == "project" else (2, 2)
+    return random_session(seed, s.num_tokens, max(s.d_model, 2), s.d_k, s.d_v, *heads)
 
 
 def kept_on_preset(s: Session) -> dict:
@@ -435,26 +400,17 @@ def with_labels(s: Session, tokens_text: str, key_tokens_text: str) -> Session:
     """New token labels from the two comma-separated lines (key labels only with a key input);
     `s` itself when nothing changed."""
     tokens = parse_tokens(tokens_text, s.num_tokens, "tokens")
-    keys = tokens
-    if s.key is not None:
-        keys = parse_tokens(key_tokens_text, s.num_keys, "key tokens")
+    keys = parse_tokens(key_tokens_text, s.num_keys, "key tokens") if s.key is not None else tokens
     if (tokens, keys) == (s.tokens, s.key_tokens):
         return s
     return dataclasses.replace(s, tokens=tokens, key_tokens=keys)
 
 
 def kept_options(s: Session) -> dict:
-    """The options a new random example keeps from the old one (a drawn mask does not)."""
-    return dict(
-        backend=s.backend,
-        dtype=s.dtype,
-        masked_rows=s.masked_rows,
-        scale_mode=s.scale_mode,
-        scale_value=s.scale_value,
-        grad_output=s.grad_output,
-        grad_seed=s.grad_seed,
-        variant=without_drawn(s.variant),  # a drawn mask belongs to the old example
-    )
+    """The options a new random example keeps from the old one: those a newly chosen example
+    keeps, the scale and the variant (a drawn mask does not: it belongs to the old example)."""
+    scale = dict(scale_mode=s.scale_mode, scale_value=s.scale_value)
+    return dict(kept_on_preset(s), **scale, variant=without_drawn(s.variant))
 
 
 def with_cell(s: Session, name: str, i: int, j: int, value: float) -> Session:
@@ -528,74 +484,11 @@ def _identity(n: int) -> Matrix:
     return tuple(tuple(1.0 if r == c else 0.0 for c in range(n)) for r in range(n))
 
 
-def resize_mask(mask, rows: int, cols: int):
-    """Keep the mask cells that fit; new cells may attend."""
-    if mask is None:
-        return None
-    return tuple(
-        tuple(mask[i][j] if i < len(mask) and j < len(mask[i]) else True for j in range(cols))
-        for i in range(rows)
-    )
-
-
-def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
-    """The (L, S) grid of the session's one mask, True = may attend (every key without one)."""
-    return _mask_cells(s, range(s.num_tokens), range(s.num_keys))
-
-
-def _mask_cells(s: Session, rows, cols) -> tuple[tuple[bool, ...], ...]:
-    """The mask at queries `rows`, keys `cols`: the variant's (scratch's), or every key."""
-    cells = core_api.variant_cells(s.variant, s.num_tokens, s.num_keys, s.num_heads, rows, cols)
-    if cells is None:
-        return tuple(tuple(True for _ in cols) for _ in rows)
-    return tuple(map(tuple, cells))
-
-
-def sampled_indices(n: int, most: int) -> list[int]:
-    """At most `most` evenly spaced indices of range(n), first and last included."""
-    if n <= most:
-        return list(range(n))
-    return [round(k * (n - 1) / (most - 1)) for k in range(most)]
-
-
-def sampled_mask(s: Session, most: int) -> tuple[tuple[bool, ...], ...]:
-    """The shown mask at up to `most` evenly spaced queries and keys (a picture of a big mask)."""
-    rows, cols = sampled_indices(s.num_tokens, most), sampled_indices(s.num_keys, most)
-    return _mask_cells(s, rows, cols)
-
-
-def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
-    """A copy with cell (i, j) of the shown mask flipped: the mask becomes a drawn one."""
-    rows = [list(r) for r in shown_mask(s)]
-    rows[i][j] = not rows[i][j]
-    drawn = tuple(tuple(r) for r in rows)
-    return dataclasses.replace(s, variant=dataclasses.replace(s.variant, mask="drawn", drawn=drawn))
-
-
-def mask_names() -> tuple[str, ...]:
-    """The masks a name can choose (main.py's --mask): none, causal in either alignment, and
-    every registered mask with its default parameters (documents and a drawn grid need their
-    cells, given in the Variant box)."""
-    given = ("none", "causal", "documents", "drawn")
-    registered = tuple(m for m in VariantChoice.mask_labels() if m not in given)
-    return ("none", "causal-top-left", "causal-bottom-right", *registered)
-
-
-def with_mask_mode(v: VariantChoice, mode: str) -> VariantChoice:
-    """The choice with the mask `mode` names (one of mask_names(); 'causal-top-left' is SDPA's
-    is_causal); SessionError naming the mask otherwise."""
-    if mode not in mask_names():
-        raise SessionError(f"mask: expected one of {', '.join(mask_names())}, found {mode!r}")
-    if mode.startswith("causal-"):
-        return dataclasses.replace(v, mask="causal", align=mode.removeprefix("causal-"))
-    return dataclasses.replace(v, mask=mode)  # the alignment stays (ALiBi reads it too)
-
-
 def with_drawn_size(v: VariantChoice, rows: int, cols: int) -> VariantChoice:
     """The choice with its drawn grid resized (kept cells stay, new cells may attend)."""
     if not v.drawn:
         return v
-    return dataclasses.replace(v, drawn=resize_mask(v.drawn, rows, cols))
+    return dataclasses.replace(v, drawn=resize_matrix(v.drawn, rows, cols, fill=True))
 
 
 def without_drawn(v: VariantChoice) -> VariantChoice:

@@ -9,10 +9,9 @@ import os
 from collections.abc import Mapping, Sequence
 
 import scratch
-from gui import atomic, core_api, variant_session
+from gui import atomic, variant_session
 from gui.session import (
     GRAD_OUTPUTS,
-    MASK_MODES,
     MASKED_ROWS,
     MAX_CELL,
     MAX_DIM,
@@ -26,7 +25,11 @@ from gui.session import (
     Session,
     SessionError,
 )
+from gui.variant_session import variant_cells
 from scratch.variants import VariantChoice, causal_cells
+
+# the mask options of version 2 files: read into the variant's one mask (`_one_mask`)
+MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
 
 
 def _fail(field: str, expected: str, found: object) -> SessionError:
@@ -116,7 +119,7 @@ def _one_mask(data: Mapping, variant: object, L: int, S: int, H: int) -> object:
     if variant.mask == "none" and same:
         return dataclasses.replace(kept, mask=alone, align=align)
     grid = mask if mode == "custom" else causal_cells(L, S, align)
-    cells = core_api.variant_cells(variant, L, S, H, range(L), range(S))
+    cells = variant_cells(variant, L, S, H, range(L), range(S))
     if cells is not None:
         grid = [[a and b for a, b in zip(r, c)] for r, c in zip(grid, cells)]
     return dataclasses.replace(variant, mask="drawn", drawn=tuple(map(tuple, grid)))

@@ -11,7 +11,6 @@ import dataclasses
 from collections.abc import Mapping
 
 import scratch
-from gui import core_api
 from gui.session import Session, SessionError
 from scratch.variants import VariantChoice
 
@@ -131,11 +130,6 @@ def with_decode(s: Session, n: int) -> Session:
     return edited
 
 
-def variant_cells(s: Session, rows: list[int], cols: list[int]) -> list[list[bool]] | None:
-    """The variant's mask at the given queries and keys of the whole sequence (None: no mask)."""
-    return core_api.variant_cells(s.variant, s.num_tokens, s.num_keys, s.num_heads, rows, cols)
-
-
 def rule(s: Session) -> str:
     """The variant's rule in words for the session's sizes ('' for none or a refused one)."""
     try:
@@ -143,3 +137,71 @@ def rule(s: Session) -> str:
     except ValueError as exc:
         return f"not used: {exc}"
     return "" if variant is None else variant.rule()
+
+
+# ---------------------------------------------------------------- the one mask, drawn
+
+
+def variant_cells(choice: VariantChoice, L: int, S: int, H: int, rows, cols) -> list | None:
+    """Rows `rows` and columns `cols` of the choice's mask (head 0's: the picture), asked of its
+    mask_mod; None when the choice has no mask (or does not fit: the picker says why)."""
+    try:
+        variant = choice.variant(L, S, H)
+    except ValueError:
+        return None
+    if variant is None or variant.mask_mod is None:
+        return None
+    return [[bool(variant.mask_mod(0, 0, i, j)) for j in cols] for i in rows]
+
+
+def _mask_cells(s: Session, rows, cols) -> tuple[tuple[bool, ...], ...]:
+    """The mask at queries `rows`, keys `cols`: the variant's (scratch's), or every key."""
+    cells = variant_cells(s.variant, s.num_tokens, s.num_keys, s.num_heads, rows, cols)
+    if cells is None:
+        return tuple(tuple(True for _ in cols) for _ in rows)
+    return tuple(map(tuple, cells))
+
+
+def shown_mask(s: Session) -> tuple[tuple[bool, ...], ...]:
+    """The (L, S) grid of the session's one mask, True = may attend (every key without one)."""
+    return _mask_cells(s, range(s.num_tokens), range(s.num_keys))
+
+
+def sampled_indices(n: int, most: int) -> list[int]:
+    """At most `most` evenly spaced indices of range(n), first and last included."""
+    if n <= most:
+        return list(range(n))
+    return [round(k * (n - 1) / (most - 1)) for k in range(most)]
+
+
+def sampled_mask(s: Session, most: int) -> tuple[tuple[bool, ...], ...]:
+    """The shown mask at up to `most` evenly spaced queries and keys (a picture of a big mask)."""
+    rows, cols = sampled_indices(s.num_tokens, most), sampled_indices(s.num_keys, most)
+    return _mask_cells(s, rows, cols)
+
+
+def toggled_mask_cell(s: Session, i: int, j: int) -> Session:
+    """A copy with cell (i, j) of the shown mask flipped: the mask becomes a drawn one."""
+    rows = [list(r) for r in shown_mask(s)]
+    rows[i][j] = not rows[i][j]
+    drawn = tuple(tuple(r) for r in rows)
+    return dataclasses.replace(s, variant=dataclasses.replace(s.variant, mask="drawn", drawn=drawn))
+
+
+def mask_names() -> tuple[str, ...]:
+    """The masks a name can choose (main.py's --mask): none, causal in either alignment, and
+    every registered mask with its default parameters (documents and a drawn grid need their
+    cells, given in the Variant box)."""
+    given = ("none", "causal", "documents", "drawn")
+    registered = tuple(m for m in VariantChoice.mask_labels() if m not in given)
+    return ("none", "causal-top-left", "causal-bottom-right", *registered)
+
+
+def with_mask_mode(v: VariantChoice, mode: str) -> VariantChoice:
+    """The choice with the mask `mode` names (one of mask_names(); 'causal-top-left' is SDPA's
+    is_causal); SessionError naming the mask otherwise."""
+    if mode not in mask_names():
+        raise SessionError(f"mask: expected one of {', '.join(mask_names())}, found {mode!r}")
+    if mode.startswith("causal-"):
+        return dataclasses.replace(v, mask="causal", align=mode.removeprefix("causal-"))
+    return dataclasses.replace(v, mask=mode)  # the alignment stays (ALiBi reads it too)

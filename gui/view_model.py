@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import core_api, pooled
+from gui import pooled
+from scratch import steps
 
 TEXT_LIMIT = 16  # cell numbers are printed while both sides are at most this long
 HEAD_ALL, HEAD_AVERAGE = "all", "average"
@@ -178,7 +179,7 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
     values = step_values(step)
     axes = list(step.axes)
     # gradients at large sizes: a few large cells would leave the rest one flat colour
-    robust = values.size > TEXT_LIMIT**2 and step_name in core_api.backward_steps(trace)
+    robust = values.size > TEXT_LIMIT**2 and step_name in backward_steps(trace)
     row_axis, col_axis = axes[-2:] if len(axes) >= 2 else ("query", axes[-1])
     vector = ""
     if len(axes) - (axes[0] == "head") == 1:  # one number per token or per feature
@@ -237,6 +238,12 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
     return [make(f"{step.name} head {h}", values[h], h, None if masked is None else masked[h])]
 
 
+def backward_steps(trace: object) -> list[str]:
+    """The names of the trace's backward steps (dO onwards), in trace order."""
+    call = steps.call_of(trace)
+    return [n for n in trace.names() if steps.spec_for(call, n).backward]
+
+
 def diff_image(diff: object) -> np.ndarray:
     """A compare_traces |difference| as a 2-D image (largest over heads when it has them)."""
     d = np.abs(np.asarray(diff, dtype=np.float64))
@@ -272,8 +279,9 @@ def flow_stages(names: list[str]) -> list[Stage]:
     registry of steps: steps before 2 with the same number and arrow share a stage, every later
     step has its own."""
     stages: list[Stage] = []
-    last = None
-    for name, (number, arrow) in zip(names, core_api.step_stages(names)):
+    last, call = None, steps.call_of_names(names)
+    for name in names:
+        number, arrow = steps.spec_for(call, name).number, steps.arrow_of(call, name)
         if stages and number < 2 and (number, arrow) == last:  # inputs, weights, q k v, RoPE
             stages[-1] = Stage(stages[-1].names + (name,), stages[-1].arrow)
         else:

@@ -1,6 +1,6 @@
 """Why each step exists, with the learner's numbers: the scale, the max subtraction, the mask.
 
-The numbers come from scratch.why (through core_api) in a worker; this view words them as
+The numbers come from scratch.why (gui.learn_model.why) in a worker; this view words them as
 tables and draws the weights as grouped bars, one page per step.
 """
 
@@ -19,8 +19,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui import core_api
-from gui.learn_model import HeadInputs, key_rows, number, shown_keys, table
+from gui.learn_model import HeadInputs, key_rows, number, shown_keys, table, why
 from gui.learn_worker import LearnWorker
 from gui.spin_boxes import SpinBox
 
@@ -177,9 +176,7 @@ class WhyView(QWidget):
         scores, scaled, masked = x.scores.tolist(), x.scaled.tolist(), x.masked.tolist()
         allowed = x.allowed_lists()
         self.status.setText("computing...")
-        self.worker.start(
-            lambda report, stop: core_api.why(scores, scaled, masked, x.d_k, i, allowed)
-        )
+        self.worker.start(lambda report, stop: why(scores, scaled, masked, x.d_k, i, allowed))
 
     def _on_failed(self, message: str) -> None:
         self.status.setText(message)

@@ -48,13 +48,11 @@ _LAZY_FUNCTIONS = {
 
 def __getattr__(name: str) -> object:
     """scratch.presets, scratch.backends, ...: import the submodule on first access."""
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY_FUNCTIONS:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY_FUNCTIONS[name], __name__), name)
     raise AttributeError(f"module 'scratch' has no attribute {name!r}")
 

@@ -347,25 +347,11 @@ def attend_all(
     group: int = 1,
 ) -> list[Steps]:
     """attend() for every leading index, row-major; query head h reads kv head h // group."""
-    results = []
-    for index in product(*map(range, lead)):
-        kv = kv_index(index, group)  # grouped-query attention: h -> h // group
-        mask_rows = mask.slice(index) if mask is not None else None
-        added = mask is not None and not mask.is_bool
-        results.append(
-            attend(
-                at(q, index),
-                at(k, kv),
-                at(v, kv),
-                scale,
-                mask_rows,
-                masked_rows,
-                dropout_p,
-                rng,
-                added=added,
-            )
-        )
-    return results
+    added = mask is not None and not mask.is_bool  # a float mask is added at step 4
+    return [
+        attend(h.q, h.k, h.v, scale, h.mask_rows, masked_rows, dropout_p, rng, added=added)
+        for h in heads_of(q, k, v, lead, group, mask)
+    ]
 
 
 def build_mask(options: Options, target: tuple[int, ...]) -> Mask | None:
@@ -390,6 +376,17 @@ class Head:
     mask_rows: list[list] | None  # (L, S) of the broadcast mask; None without a mask
 
 
+def heads_of(
+    q: list, k: list, v: list, lead: tuple[int, ...], group: int, mask: Mask | None
+) -> Iterator[Head]:
+    """Every query head of q (..., L, E) in row-major order (the order dropout draws in), with
+    the slices it reads: kv head h // group of k and v (grouped-query), its (L, S) mask."""
+    for index in product(*map(range, lead)):
+        kv = kv_index(index, group)  # grouped-query attention: h -> h // group
+        mask_rows = mask.slice(index) if mask is not None else None
+        yield Head(index, kv, at(q, index), at(k, kv), at(v, kv), mask_rows)
+
+
 @dataclass(frozen=True)
 class Prepared:
     """The validated inputs of one attention call, shared by the forward, rows and backward."""
@@ -404,10 +401,7 @@ class Prepared:
 
     def heads(self) -> Iterator[Head]:
         """Every query head in row-major order (the order dropout draws in), with its slices."""
-        for index in product(*map(range, self.plan.lead)):
-            kv = self.plan.kv_index(index)
-            mask_rows = self.mask.slice(index) if self.mask is not None else None
-            yield Head(index, kv, at(self.q, index), at(self.k, kv), at(self.v, kv), mask_rows)
+        return heads_of(self.q, self.k, self.v, self.plan.lead, self.plan.group, self.mask)
 
 
 def prepare(query: object, key: object, value: object, options: Options) -> Prepared:
@@ -424,18 +418,8 @@ def forward(query: object, key: object, value: object, options: Options) -> tupl
     """(output (..., L, Ev), weights (..., L, S), lse (..., L) or None without return_lse)."""
     p = prepare(query, key, value, options)
     lead = p.plan.lead
-    steps = attend_all(
-        p.q,
-        p.k,
-        p.v,
-        lead,
-        p.scale,
-        p.mask,
-        p.masked_rows,
-        options.dropout_p,
-        options.rng,
-        p.plan.group,
-    )
+    steps = attend_all(p.q, p.k, p.v, lead, p.scale, p.mask, p.masked_rows, options.dropout_p,
+                       options.rng, p.plan.group)  # fmt: skip
     output = stack([s.output for s in steps], lead)  # (..., L, Ev)
     weights = stack([s.weights for s in steps], lead)  # (..., L, S)
     lse = None

@@ -105,16 +105,8 @@ class _Comparison:
         """Compare one step: shapes first, then values against the step's bound."""
         step, ref = self.trace[name], self.reference[name]
         if tuple(step.shape) != tuple(ref.shape):
-            return StepCheck(
-                name,
-                math.inf,
-                0.0,
-                False,
-                None,
-                math.inf,
-                None,
-                f"{name}: shape {tuple(step.shape)}, expected {tuple(ref.shape)}",
-            )
+            message = f"{name}: shape {tuple(step.shape)}, expected {tuple(ref.shape)}"
+            return StepCheck(name, math.inf, 0.0, False, None, math.inf, message=message)
         ops = self.ops
         got, want = ops.array(step.value), ops.array(ref.value)
         self.got[name], self.want[name] = got, want
@@ -123,16 +115,9 @@ class _Comparison:
         try:
             bounds = self.bound(name)
         except KeyError as exc:  # a step it reads is missing or had the wrong shape, or no entry
-            return StepCheck(
-                name,
-                ops.maxabs(diff),
-                0.0,
-                False,
-                ops.tolist(diff),
-                math.inf,
-                None,
-                f"{name}: no bound, {exc.args[0]}",
-            )
+            message = f"{name}: no bound, {exc.args[0]}"
+            return StepCheck(name, ops.maxabs(diff), 0.0, False, ops.tolist(diff), math.inf,
+                             message=message)  # fmt: skip
         return _judge(ops, name, got, want, diff, bounds, self.dtype)
 
     def bound(self, name: str):

@@ -19,7 +19,7 @@ import functools
 import inspect
 from collections.abc import Callable
 
-from .flex import create_block_mask, flex_attention, prepare
+from .flex import FlexInputs, create_block_mask, flex_attention, prepare
 from .front_doors import bound
 from .options import FlexOptions
 from .validate import as_tensor, check_flag, check_hook
@@ -137,6 +137,19 @@ def arrays_only(options: FlexOptions) -> FlexOptions:
     return FlexOptions(scale=options.scale, enable_gqa=options.enable_gqa, sinks=options.sinks)
 
 
+def decode_inputs(query: object, key: object, value: object, options: FlexOptions) -> FlexInputs:
+    """The arrays checked (scratch.flex.prepare) for L queries at the last L of S positions, and
+    the mods checked at true positions (check_mods)."""
+    x = prepare(query, key, value, arrays_only(options))
+    B, H, _, L, S, _, _ = x.shape
+    if L > S:
+        raise ValueError(
+            f"query: {L} queries cannot be the last positions of {S} keys (expected L <= S)"
+        )
+    check_mods(options.score_mod, options.mask_mod, B, H, S)
+    return x
+
+
 def decode_options(
     score_mod: Callable[..., float] | None = None,
     mask_mod: Callable[..., bool] | None = None,
@@ -174,13 +187,8 @@ def decode_attention(query: object, key: object, value: object, options: FlexOpt
 
     The mods see true positions (q_idx = S - L + i); output (B, H, L, Ev), lse (B, H, L).
     """
-    x = prepare(query, key, value, arrays_only(options))
-    B, H, _, L, S, _, _ = x.shape
-    if L > S:
-        raise ValueError(
-            f"query: {L} queries cannot be the last positions of {S} keys (expected L <= S)"
-        )
-    check_mods(options.score_mod, options.mask_mod, B, H, S)
+    x = decode_inputs(query, key, value, options)
+    L, S = x.shape[3:5]
     return attend_at(x, query_offset(L, S), 0, options.score_mod, options.mask_mod)
 
 

@@ -43,7 +43,7 @@ from .attention import attend, prepare
 from .front_doors import backward_door
 from .nested import at, stack
 from .options import Options
-from .tolerance import SMALLEST_SUBNORMAL, Rounding, check_dtype, gamma
+from .tolerance import SMALLEST_SUBNORMAL, Rounding, _row_size, check_dtype, gamma
 from .validate import as_tensor
 
 NAMES = ("grad_value", "grad_weights", "row_dot", "grad_scores", "grad_query", "grad_key")
@@ -67,22 +67,20 @@ class GradientTolerance:
         return getattr(self, name)
 
 
-def _parts(dtype: str, E: int, S: int) -> list[tuple[Rounding, float, float]]:
-    """(Rounding, u, u_s) for the kernel's dtype and for the float64 ground truth."""
-    out = []
-    for d in (dtype, "float64"):
-        r = Rounding(d, E, S)
-        out.append((r, r.u_acc, r.u_store))
-    return out
+def _tiny(r: Rounding) -> float:
+    """One product's underflow: a subnormal, and one more when the result is stored in 16 bits."""
+    return SMALLEST_SUBNORMAL[r.dtype] + (SMALLEST_SUBNORMAL[r.dtype] if r.u_store else 0.0)
 
 
-def _head_terms(q, k, v, g, scale, mask, mask_rows, masked_rows, f, r, u, us):
+def _head_terms(q, k, v, g, scale, mask, mask_rows, masked_rows, f, r: Rounding):
     """The per-head bound pieces of steps 1-5 (and the row terms steps 6-7 sum over)."""
+    u, us = r.u_acc, r.u_store
     fw = attend(q, k, v, scale, mask_rows, masked_rows, added=mask is not None and not mask.is_bool)
     P, full = fw.weights, fw.fully_masked
     L, S, E, Ev = len(q), len(k), len(q[0]), len(v[0])
-    tiny = SMALLEST_SUBNORMAL[r.dtype] + (SMALLEST_SUBNORMAL[r.dtype] if us else 0.0)
+    tiny = _tiny(r)
     w, o = r.weight_floor, r.output_floor
+    added = mask is not None and not mask.is_bool  # a float mask adds |mask_ij| to a score
     absv = [[abs(x) for x in row] for row in v]
     v_sum = [math.fsum(row[c] for row in absv) for c in range(Ev)]
     rows = []  # per query row: (P, r_i, M, e_dS, dead) ...
@@ -92,13 +90,7 @@ def _head_terms(q, k, v, g, scale, mask, mask_rows, masked_rows, f, r, u, us):
         silent = full[i] and masked_rows == "zero"
         P_i = [0.0] * S if nan_row or silent else P[i]
         # step 1: the relative error of P on this row (score error + stored lse)
-        S_i = 0.0
-        for j in range(S):
-            if P_i[j] > 0 and not full[i]:
-                size = abs(scale) * math.fsum(abs(a * b) for a, b in zip(q[i], k[j]))
-                if mask is not None and not mask.is_bool and math.isfinite(mask_rows[i][j]):
-                    size += abs(mask_rows[i][j])
-                S_i = max(S_i, size)
+        S_i = 0.0 if full[i] else _row_size(q[i], k, P_i, scale, mask_rows[i] if added else None)
         delta = r.score_gamma * S_i + 2 * u * (S_i + math.log(S) + 1)
         r_i = r.factor(delta) + us
         # step 2: dP
@@ -150,39 +142,25 @@ def _head_terms(q, k, v, g, scale, mask, mask_rows, masked_rows, f, r, u, us):
     )
 
 
-def _key_value(rows, S, E, Ev, scale, f, r, u, us):
+def _key_value(rows, S, E, Ev, scale, f, r: Rounding):
     """Steps 6 and 7 over every (head, row) reading one kv head."""
-    tiny = SMALLEST_SUBNORMAL[r.dtype] + (SMALLEST_SUBNORMAL[r.dtype] if us else 0.0)
     w = r.weight_floor
     live = [row for row in rows if not row[-1]]
     n = len(live)
-    gk, gv = gamma(n + 1, u) + us, gamma(n + 1, u) + us
-    grad_key = [
-        [
-            abs(scale)
-            * math.fsum(
-                t
-                for P_i, r_i, dS_mag, e_dS, dO_abs, q_i, _ in live
-                for t in (e_dS[j] * abs(q_i[c]), gk * dS_mag[j] * abs(q_i[c]))
-            )
-            + (n + 1) * tiny
-            for c in range(E)
-        ]
-        for j in range(S)
-    ]
-    grad_value = [
-        [
-            f
-            * math.fsum(
-                t
-                for P_i, r_i, dS_mag, e_dS, dO_abs, q_i, _ in live
-                for t in ((r_i * P_i[j] + w) * dO_abs[c], gv * P_i[j] * dO_abs[c])
-            )
-            + (n + 1) * tiny
-            for c in range(Ev)
-        ]
-        for j in range(S)
-    ]
+    g = gamma(n + 1, r.u_acc) + r.u_store
+
+    def summed(c: float, width: int, pair) -> list:
+        """c * sum over the live rows of pair(row, j, col)'s two terms, + (n + 1) tiny."""
+        return [
+            [c * math.fsum(t for row in live for t in pair(*row, j, col)) + (n + 1) * _tiny(r)
+             for col in range(width)]
+            for j in range(S)
+        ]  # fmt: skip
+
+    grad_key = summed(abs(scale), E, lambda P_i, r_i, dS_mag, e_dS, dO_abs, q_i, _, j, c: (
+        e_dS[j] * abs(q_i[c]), g * dS_mag[j] * abs(q_i[c])))  # fmt: skip
+    grad_value = summed(f, Ev, lambda P_i, r_i, dS_mag, e_dS, dO_abs, q_i, _, j, c: (
+        (r_i * P_i[j] + w) * dO_abs[c], g * P_i[j] * dO_abs[c]))  # fmt: skip
     return grad_key, grad_value
 
 
@@ -207,14 +185,14 @@ def tolerance_of(
     g, g_shape = as_tensor(grad_output, "grad_output", min_dims=2)
     plan.check_grad_output(g_shape)
     f = 1.0 / (1.0 - options.dropout_p)
-    parts = _parts(dtype, plan.E, plan.S)
+    parts = [Rounding(d, plan.E, plan.S) for d in (dtype, "float64")]
     steps = {name: [] for name in ("grad_weights", "row_dot", "grad_scores", "grad_query")}
     kv_rows: dict[tuple, list] = {}
     kv_nan: dict[tuple, bool] = {}
     for h in p.heads():
         kv, g_h = h.kv, at(g, h.index)  # g_h (L, Ev)
         head = (h.q, h.k, h.v, g_h, p.scale, p.mask, h.mask_rows, p.masked_rows, f)
-        per_part = [_head_terms(*head, r, u, us) for r, u, us in parts]
+        per_part = [_head_terms(*head, r) for r in parts]
         for n, name in enumerate(steps):
             steps[name].append(_add(per_part[0][n], per_part[1][n]))
         kv_rows.setdefault(kv, [[], []])
@@ -224,8 +202,8 @@ def tolerance_of(
     grad_key, grad_value = [], []
     for kv in product(*map(range, plan.kv_lead)):
         pieces = [
-            _key_value(rows, plan.S, plan.E, plan.Ev, p.scale, f, r, u, us)
-            for rows, (r, u, us) in zip(kv_rows[kv], parts)
+            _key_value(rows, plan.S, plan.E, plan.Ev, p.scale, f, r)
+            for rows, r in zip(kv_rows[kv], parts)
         ]
         dK, dV = _add(pieces[0][0], pieces[1][0]), _add(pieces[0][1], pieces[1][1])
         if kv_nan[kv]:  # NaN reaches every entry through the sums: compared by position

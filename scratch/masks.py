@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from math import inf
-
 from .validate import Nested, as_mask, check_mask_shape
 from .variants.causal import Causal, causal_cells
 
@@ -45,7 +43,3 @@ class Mask:
         L, S = self.target[-2:]
         rows = block if len(block) == L else block * L
         return [row if len(row) == S else row * S for row in rows]
-
-    def is_masked(self, row: list) -> list[bool]:
-        """Which positions of one mask row exclude their key."""
-        return [not a for a in row] if self.is_bool else [a == -inf for a in row]

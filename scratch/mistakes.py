@@ -16,20 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checker import variants
-from .checker.reference import Problem, causal
+from .checker.mistake import Mistake
+from .checker.reference import Problem, causal, scores
 
 LARGE = 100.0  # the no-max mistake is shown with q times this (the checker's large-logits case)
-
-
-@dataclass(frozen=True)
-class Mistake:
-    """One mistake: its name, the line of code that has it, and how it is planted."""
-
-    name: str
-    code: str  # the wrong line, as a learner writes it
-    keywords: Callable[[Problem, bool], dict]  # variants.attend keywords (problem, is_causal)
-    needs: str = ""  # "mask" / "causal": shown with the causal mask when the example lacks one
-    large_logits: bool = False  # shown with q * LARGE in float32 (exp overflows)
 
 
 def _off_by_one(p: Problem, is_causal: bool) -> dict:
@@ -38,28 +28,24 @@ def _off_by_one(p: Problem, is_causal: bool) -> dict:
     return {"allowed": causal(L, S, -1)} if is_causal else {}
 
 
-MISTAKES = (
-    Mistake("no scale", "scores = q @ k.T  # * scale forgotten", lambda p, c: {"scale": 1.0}),
+MISTAKES = (  # each plant: (problem, is_causal) -> variants.attend's keywords
+    Mistake("no scale", lambda p, c: {"scale": 1.0}, "scores = q @ k.T  # * scale forgotten"),
     Mistake(
         "softmax over the wrong axis",
-        "weights = softmax(masked, axis=0)",
         lambda p, c: {"axis": -2},
+        "weights = softmax(masked, axis=0)",
     ),
-    Mistake("no transpose", "scores = q @ k  # k.T meant", lambda p, c: {"transpose": False}),
-    Mistake("causal off by one", "allowed = j < i  # j <= i meant", _off_by_one, needs="causal"),
+    Mistake("no transpose", lambda p, c: {"transpose": False}, "scores = q @ k  # k.T meant"),
+    Mistake("causal off by one", _off_by_one, "allowed = j < i  # j <= i meant", needs="causal"),
     Mistake(
         "mask applied after softmax",
-        "weights = softmax(scaled) * allowed",
         lambda p, c: {"mask_after": True},
+        "weights = softmax(scaled) * allowed",
         needs="mask",
     ),
-    Mistake(
-        "no max subtraction",
-        "e = exp(masked)  # exp(masked - max) meant",
-        lambda p, c: {},
-        large_logits=True,
-    ),
-    Mistake("k used as v", "output = weights @ k  # v meant", lambda p, c: {"read_k_as_v": True}),
+    # no plant: shown with q times LARGE in float32, where exp overflows (no_max_attention)
+    Mistake("no max subtraction", None, "e = exp(masked)  # exp(masked - max) meant"),
+    Mistake("k used as v", lambda p, c: {"read_k_as_v": True}, "output = weights @ k  # v meant"),
 )
 NAMES = tuple(m.name for m in MISTAKES)
 
@@ -85,11 +71,7 @@ def no_max_attention(p: Problem, dtype: str = "float32") -> np.ndarray:
     k, v = p.heads()
     t = np.dtype(dtype).type
     with np.errstate(all="ignore"):
-        s = (p.q.astype(t) @ np.swapaxes(k, -1, -2).astype(t)) * t(p.scale)  # (..., L, S)
-        if p.add is not None:
-            s = s + p.add.astype(t)
-        if p.allowed is not None:
-            s = np.where(p.allowed, s, -np.inf).astype(t)
+        s = scores(p, p.q.astype(t), k.astype(t), t)  # (..., L, E) @ (..., E, S) -> (..., L, S)
         e = np.exp(s)  # no max subtracted: inf once a score passes log(max of dtype)
         w = e / np.sum(e, axis=-1, keepdims=True)
         return (w @ v.astype(t)).astype(np.float64)  # (..., L, S) @ (..., S, Ev)
@@ -97,9 +79,9 @@ def no_max_attention(p: Problem, dtype: str = "float32") -> np.ndarray:
 
 def attend(m: Mistake, p: Problem, is_causal: bool, dtype: str = "float32") -> np.ndarray:
     """The output of `p` with mistake `m` planted (float64; the no-max mistake in `dtype`)."""
-    if m.large_logits:
+    if m.plant is None:
         return no_max_attention(p, dtype)
-    return variants.attend(p, **m.keywords(p, is_causal))
+    return variants.attend(p, **m.plant(p, is_causal))
 
 
 def kernel(name: str) -> Callable:
@@ -156,15 +138,16 @@ def plant(name: str, q, k, v, scale: float, allowed=None) -> Planted:
         p, is_causal = problem(q, k, v, scale, causal(L, S, 0)), True
         had = "no mask" if allowed is None else "no (top-left) causal mask"
         notes.append(f"the example has {had}: shown with the causal one (is_causal=True)")
-    if m.large_logits:
+    if m.plant is None:
         p = Problem(p.q * LARGE, p.k, p.v, p.scale, p.allowed, None, False)
         notes.append(f"q times {LARGE:g} (large logits), the mistake computed in float32")
     ones = Problem(p.q, p.k, np.eye(S), p.scale, p.allowed, None, False)  # weights @ I = weights
     right_w, right_o = variants.attend(ones), variants.attend(p)
-    if m.keywords(p, is_causal).get("transpose") is False and E != S:
+    keywords = {} if m.plant is None else m.plant(p, is_causal)
+    if keywords.get("transpose") is False and E != S:
         error = f"q @ k is (L, E) @ (S, E) = ({L}, {E}) @ ({S}, {E}): it runs only when E == S"
         return Planted(m, right_w, None, right_o, None, "; ".join(notes), error)
-    same_weights = m.keywords(p, is_causal).get("read_k_as_v")  # the weights are right; v is not
+    same_weights = keywords.get("read_k_as_v")  # the weights are right; v is not
     wrong_w = right_w if same_weights else attend(m, ones, is_causal)
     return Planted(m, right_w, wrong_w, right_o, attend(m, p, is_causal), "; ".join(notes), "")
 

@@ -19,13 +19,14 @@ from dataclasses import dataclass, replace
 from itertools import product
 from math import fsum
 
-from .attention import Gradients, Head
+from .attention import Gradients, heads_of
 from .backward import backward_heads
 from .front_doors import multi_head_door
 from .linalg import matmul_nt, transpose_rows
-from .multihead import Projected, run_multi_head, split_heads
-from .nested import at, rows, unrows
+from .multihead import Projected, concat_heads, run_multi_head, split_heads
+from .nested import at, rows, stack, unrows
 from .options import Options
+from .plan import PARAMS
 from .validate import as_tensor, check_grad_output
 
 
@@ -88,26 +89,19 @@ def run_backward(run: Projected, grad_output: object, rng: object = None) -> Bac
     # step 2: every head's backward; kv heads of a group summed in one fsum
     q_heads = split_heads(run.q, lead, H)  # (..., H, L, d_head)
     k_heads, v_heads = split_heads(run.k, lead, Hkv), split_heads(run.v, lead, Hkv)
-    qkv = (q_heads, k_heads, v_heads)
     dO_heads = split_heads(d_concat, lead, H)  # (..., H, L, d_v)
-    inputs = []  # (Head, dO (L, d_v)) of every (..., head), row-major
-    for index in product(*map(range, lead)):
-        for h in range(H):
-            head_index, kv_index = index + (h,), index + (h // plan.group,)
-            mask_rows = run.mask.slice(head_index) if run.mask is not None else None
-            q_h, k_h, v_h = (at(m, i) for m, i in zip(qkv, (head_index, kv_index, kv_index)))
-            head = Head(head_index, kv_index, q_h, k_h, v_h, mask_rows)
-            inputs.append((head, at(dO_heads, head_index)))
+    inputs = [  # (Head, dO (L, d_v)) of every (..., head), row-major
+        (head, at(dO_heads, head.index))
+        for head in heads_of(q_heads, k_heads, v_heads, plan.head_lead, plan.group, run.mask)
+    ]
     head_options = replace(options, rng=rng)  # the forward's dropout, drawn again from rng
     heads, kv = backward_heads(inputs, run.scale, run.mask, head_options)
-    dq_blocks, dk_blocks, dv_blocks = [], [], []
-    for n, index in enumerate(product(*map(range, lead))):
-        per_head = [g.grad_query for g in heads[n * H : (n + 1) * H]]
-        groups = [kv[index + (g,)] for g in range(Hkv)]
-        dq_blocks.append([[c for h in per_head for c in h[i]] for i in range(L)])  # (L, H*d_head)
-        dk_blocks.append([[c for dK, _ in groups for c in dK[j]] for j in range(S)])  # (S, Hkv*d)
-        dv_blocks.append([[c for _, dV in groups for c in dV[j]] for j in range(S)])  # (S, Hkv*d_v)
-    dq, dk, dv = (sum(blocks, []) for blocks in (dq_blocks, dk_blocks, dv_blocks))  # all rows
+    kv_lead = lead + (Hkv,)
+    kv_heads = [kv[index] for index in product(*map(range, kv_lead))]  # row-major
+    grad_q = concat_heads(stack([g.grad_query for g in heads], plan.head_lead), lead)
+    grad_k = concat_heads(stack([dK for dK, _ in kv_heads], kv_lead), lead)  # (..., S, Hkv*d)
+    grad_v = concat_heads(stack([dV for _, dV in kv_heads], kv_lead), lead)  # (..., S, Hkv*d_v)
+    dq, dk, dv = (rows(m, lead) for m in (grad_q, grad_k, grad_v))  # every row, all leads
     # step 3: through the input projections     d_w = x^T @ d, d_b = column sums of d
     x_rows = {name: rows(data, lead) for name, data in run.inputs.items()}
     sources = {"q": "x", "k": "key_input", "v": "value_input"}
@@ -135,17 +129,7 @@ def run_backward(run: Projected, grad_output: object, rng: object = None) -> Bac
         ws = [params.get(w) or _identity(len(g[0])) for g, w in pairs]
         w = [sum((wm[c] for wm in ws), []) for c in range(len(ws[0]))]  # (d_in, sum m)
         grad_inputs[name] = unrows(matmul_nt(d, w), lead, L if name == "query" else S)
-    return BackwardRun(
-        run,
-        dO,
-        d_concat,
-        heads,
-        unrows(dq, lead, L),
-        unrows(dk, lead, S),
-        unrows(dv, lead, S),
-        grads,
-        grad_inputs,
-    )
+    return BackwardRun(run, dO, d_concat, heads, grad_q, grad_k, grad_v, grads, grad_inputs)
 
 
 def _identity(n: int) -> list[list[float]]:
@@ -166,19 +150,11 @@ def gradients_with_heads(
     """Gradients of multi_head_attention's output (same arguments) for `grad_output`."""
     run = run_multi_head(query, key, value, params, heads, options)
     back = run_backward(run, grad_output)
-    g = back.grad_params
     return MultiHeadGradients(
         back.grad_inputs["query"],
         back.grad_inputs["key"] if key is not None else None,
         back.grad_inputs["value"] if value is not None else None,
-        g["grad_w_q"],
-        g["grad_w_k"],
-        g["grad_w_v"],
-        g.get("grad_w_o"),
-        g.get("grad_b_q"),
-        g.get("grad_b_k"),
-        g.get("grad_b_v"),
-        g.get("grad_b_o"),
+        **{f"grad_{name}": back.grad_params.get(f"grad_{name}") for name in PARAMS},
     )
 
 

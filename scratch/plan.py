@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .validate import check_grad_output, check_head_counts
+from .validate import check_grad_output, check_head_counts, check_value_has_key
 
 Shape = tuple[int, ...]
 PARAMS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
@@ -123,12 +123,10 @@ def plan_attention(
 ) -> AttentionPlan:
     """Check query (..., L, E), key (..., S, E), value (..., S, Ev) (errors name the argument)
     and plan the call: its dims and the GQA group, decided here once."""
-    q_shape, k_shape, v_shape = tuple(q_shape), tuple(k_shape), tuple(v_shape)
-    for name, shape in (("query", q_shape), ("key", k_shape), ("value", v_shape)):
-        if len(shape) < 2:
-            raise ValueError(
-                f"{name}: expected at least 2 dims (..., length, width), found {shape}"
-            )
+    q_shape, k_shape, v_shape = (
+        _input(tuple(shape), name)
+        for shape, name in ((q_shape, "query"), (k_shape, "key"), (v_shape, "value"))
+    )
     if len(k_shape) != len(q_shape) or len(v_shape) != len(q_shape):
         bad, shape = ("key", k_shape) if len(k_shape) != len(q_shape) else ("value", v_shape)
         raise ValueError(
@@ -220,8 +218,7 @@ def plan_multi_head(
     Arguments are shapes (tuples), None where the argument was not given: key None means
     self-attention (key = value = query), value None means value = key.
     """
-    if key is None and value is not None:
-        raise ValueError("value: given without key; pass key as well (key=x for self-attention)")
+    check_value_has_key(key, value)
     H, Hkv = check_head_counts(num_heads, num_kv_heads)
     query = _input(tuple(query), "query")
     key = query if key is None else _input(tuple(key), "key")

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from itertools import product
 
 from .attention import attend, prepare
-from .masks import Mask
-from .nested import at, stack
+from .nested import stack
 from .options import Options
 from .validate import check_positive_int
 from .variant_support import sdpa_variant
@@ -74,26 +72,16 @@ def attention_rows(
     causal = variant if isinstance(variant, Causal) else None
     # the causal mask is built below for the sampled rows only, never as a whole (L, S) grid
     p = prepare(query, key, value, replace(options, is_causal=False))
-    plan = p.plan
-    picked = _check_rows(rows, plan.L)
-    mask = p.mask
-    if causal is not None:  # only the sampled rows of the causal grid
-        seen = causal.cells(picked, range(plan.S))  # (R, S)
-        mask = Mask(seen, (len(picked), plan.S), True, plan.lead + (len(picked), plan.S))
-    added = mask is not None and not mask.is_bool  # a float mask is added at step 4
+    picked = _check_rows(rows, p.plan.L)
+    seen = None if causal is None else causal.cells(picked, range(p.plan.S))  # (R, S)
+    added = p.mask is not None and not p.mask.is_bool  # a float mask is added at step 4
     outputs, weights = [], []
-    for index in product(*map(range, plan.lead)):
-        q_rows = [at(p.q, index)[i] for i in picked]  # (R, E): only the sampled query rows
-        mask_rows = None
-        if causal is not None:
-            mask_rows = seen
-        elif mask is not None:
-            full = mask.slice(index)  # (L, S) views of the broadcast mask, no copies
-            mask_rows = [full[i] for i in picked]  # (R, S)
-        kv = plan.kv_index(index)
-        steps = attend(
-            q_rows, at(p.k, kv), at(p.v, kv), p.scale, mask_rows, p.masked_rows, added=added
-        )
+    for head in p.heads():  # each head's (L, S) mask rows are views of the broadcast mask
+        mask_rows = seen  # (R, S): the causal grid's sampled rows, or the given mask's
+        if head.mask_rows is not None:
+            mask_rows = [head.mask_rows[i] for i in picked]
+        q_rows = [head.q[i] for i in picked]  # (R, E): only the sampled query rows
+        steps = attend(q_rows, head.k, head.v, p.scale, mask_rows, p.masked_rows, added=added)
         outputs.append(steps.output)  # (R, Ev)
         weights.append(steps.weights)  # (R, S)
-    return stack(outputs, plan.lead), stack(weights, plan.lead)
+    return stack(outputs, p.plan.lead), stack(weights, p.plan.lead)

@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import exp, fsum, inf, log
 
-from .decode import arrays_only, attend_at, check_mods, decode_door, four_dims, query_offset
-from .flex import FlexInputs, prepare
+from .decode import attend_at, decode_door, decode_inputs, four_dims, query_offset
+from .flex import FlexInputs
 from .options import FlexOptions
 from .validate import as_tensor, check_positive_int
 from .variants.sinks import sink_logits
@@ -70,11 +70,8 @@ def partials_of(
     query: object, key: object, value: object, num_splits: int, options: FlexOptions
 ) -> list[Partial]:
     """split_kv_partials on one FlexOptions (its sinks wait for the merge)."""
-    x = prepare(query, key, value, arrays_only(options))
+    x = decode_inputs(query, key, value, options)
     B, H, Hkv, L, S, E, Ev = x.shape
-    if L > S:
-        raise ValueError(f"query: {L} queries cannot be the last positions of {S} keys")
-    check_mods(options.score_mod, options.mask_mod, B, H, S)
     partials = []
     for lo, hi in split_bounds(S, num_splits):
         if lo == hi:  # no key at all: weight 0 in the merge

@@ -4,89 +4,22 @@ Each function takes a `Cell` (the entry, where it sits and the trace it sits in)
 `Explanation`; `scratch.steps` names which function explains which step. A variant's steps are
 explained by the same functions: RoPE's angles, the score change, the rule's reason for a masked
 key and the learned sink's term are the variant's own words (`Variant.explain`, `score_words`,
-`Rotary.words`): nothing here restates a rule.
+`Rotary.words`): nothing here restates a rule. The backward steps' texts show the numbers that
+produced them the same way: `grad_scores[1][2] = weights[1][2] * (grad_weights[1][2] -
+row_dot[1]) = 0.21 * (0.4 - 0.1) = 0.063`. A source (step, axis, index) lights up row (axis 0)
+or column (axis 1) `index` of a step (of a one-axis step such as row_dot or a bias: entry
+`index`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from math import exp, fsum, inf
 
 from .mask_words import MASK_WORDS
-from .variant_steps import Pieces, pieces
+from .trace_types import Cell, Explanation
 
 MAX_TERMS = 6  # longer sums show the first terms and a count of the rest
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """The text shown on hover and the input rows/columns to highlight."""
-
-    text: str
-    sources: tuple[tuple[str, int, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One entry of a step: its value, where it sits (h, i, j), and what the step reads."""
-
-    trace: object  # a scratch.Trace
-    step: str
-    value: float
-    h: int  # head (0 for a step with no head axis)
-    i: int  # row
-    j: int  # column
-    heads: bool  # whether the step has a head axis
-    reads: tuple[str, ...]  # the steps this one reads, from the registry
-    bias: str  # the bias the call added to this step (b_q, b_o), or ''
-    index: tuple[int, ...] = ()  # the whole index (steps with one axis besides the head)
-
-    @property
-    def hs(self) -> str:
-        """'[h]' for a step with a head axis, else ''."""
-        return f"[{self.h}]" if self.heads else ""
-
-    @property
-    def label(self) -> str:
-        """'scores[0][1]' or 'scores[1][0][1]' (or 'row_dot[2]': the index as given)."""
-        if self.index:
-            return self.step + "".join(f"[{n}]" for n in self.index)
-        return f"{self.step}{self.hs}[{self.i}][{self.j}]"
-
-    @property
-    def kv_head(self) -> int:
-        """The key/value head that query head h reads."""
-        return self.kv_of(self.h)
-
-    def kv_of(self, h: int) -> int:
-        """The key/value head that query head `h` reads (GQA: h // group)."""
-        t = self.trace
-        return h // (t.num_heads // t.num_kv_heads)
-
-    def group(self, g: int) -> list[int]:
-        """The query heads that read key/value head g."""
-        return [h for h in range(self.trace.num_heads) if self.kv_of(h) == g]
-
-    def rows(self, name: str) -> list:
-        """Step `name` of the trace as nested lists (an array's rows read as they are asked)."""
-        return self.trace[name].rows()
-
-    def head(self, name: str, h: int | None = None) -> list:
-        """Step `name` in head h (this cell's by default) when it has a head axis, else whole."""
-        value = self.rows(name)
-        has_heads = self.trace[name].axes[:1] == ("head",)
-        return value[self.h if h is None else h] if has_heads else value
-
-    def row(self, name: str, i: int | None = None, h: int | None = None) -> list:
-        """Row i of step `name` (this cell's row and head by default)."""
-        return self.head(name, h)[self.i if i is None else i]
-
-    @property
-    def pieces(self) -> Pieces | None:
-        """The trace's variant taken apart (RoPE, sinks, rule), or None for a trace without one."""
-        options = self.trace.options
-        return None if options.variant is None else pieces(options)
 
 
 Explainer = Callable[[Cell], Explanation]
@@ -114,6 +47,14 @@ def terms(a: list[float], b: list[float], op: str = "*") -> str:
     return listed([f"{number(x)}{op}{number(y)}" for x, y in zip(a[:MAX_TERMS], b)], len(a))
 
 
+def summed(cell: Cell, where: str, a: list, b: list, scaled: bool = False) -> str:
+    """'label = where = a0*b0 + ... = value'; scaled: 'scale * where = s * (...)'."""
+    if scaled:
+        s = number(cell.trace.scale)
+        return f"{cell.label} = scale * {where} = {s} * ({terms(a, b)}) = {number(cell.value)}"
+    return f"{cell.label} = {where} = {terms(a, b)} = {number(cell.value)}"
+
+
 def column(matrix: list[list[float]], c: int) -> list[float]:
     """Column c of a matrix."""
     return [row[c] for row in matrix]
@@ -136,11 +77,13 @@ def why_masked(cell: Cell) -> str:
 
 
 def given(cell: Cell) -> Explanation:
-    """An input: no arithmetic, only which token and feature it is."""
+    """An input (or dO): no arithmetic, only which token and feature it is."""
     t = cell.trace
     axes = t[cell.step].axes
     who = {"query": t.tokens, "key": t.key_tokens}.get(axes[-2])
     label = f" (token '{who[cell.i]}', feature {cell.j})" if who else ""
+    if cell.step == "grad_output":  # dO: the gradient of the loss by one output entry
+        label = f", d loss / d output[{cell.i}][{cell.j}]{label}"
     return Explanation(f"{cell.label} = {number(cell.value)}: given{label}")
 
 
@@ -177,9 +120,7 @@ def scores(cell: Cell) -> Explanation:
     kj = head_block(cell.rows(k)[j], cell.kv_head, t.num_kv_heads)
     sub = f"_{cell.h}" if cell.heads else ""
     kv_sub = f"_{cell.kv_head}" if cell.heads else ""  # GQA: head h reads kv head h // group
-    text = (
-        f"{cell.label} = {q}{sub}[{i}] . {k}{kv_sub}[{j}] = {terms(qi, kj)} = {number(cell.value)}"
-    )
+    text = summed(cell, f"{q}{sub}[{i}] . {k}{kv_sub}[{j}]", qi, kj)
     return Explanation(text, ((q, 0, i), (k, 0, j)))
 
 
@@ -314,9 +255,8 @@ def weighted_values(cell: Cell) -> Explanation:
     v = cell.rows(v_name)
     vc = [head_block(r, hk, t.num_kv_heads)[j] for r in v]
     col = hk * (len(v[0]) // t.num_kv_heads) + j
-    text = (
-        f"{cell.label} = sum_j {w_name}{cell.hs}[{i}][j] * {v_name}[j][{col}] = "
-        f"{terms(cell.row(w_name), vc)} = {number(cell.value)}"
+    text = summed(
+        cell, f"sum_j {w_name}{cell.hs}[{i}][j] * {v_name}[j][{col}]", cell.row(w_name), vc
     )
     return Explanation(text, ((w_name, 0, i), (v_name, 1, col)))
 
@@ -330,3 +270,190 @@ def side_by_side(cell: Cell) -> Explanation:
         f"{cell.label} = {src}[{head}][{cell.i}][{c}] = {number(cell.value)} (head {head})",
         ((src, 0, cell.i),),
     )
+
+
+# -- the backward steps (9-16)
+
+
+def _in_head(cell: Cell, name: str, h: int) -> tuple[str, list]:
+    """(label, rows) of step `name` in head h: 'grad_head_outputs[1]' and its rows with a head
+    axis, else the whole step under its own name."""
+    hs = f"[{h}]" if cell.trace[name].axes[:1] == ("head",) else ""
+    return name + hs, cell.head(name, h)
+
+
+def weight_grad(cell: Cell) -> Explanation:
+    """A weight's gradient: column m of its input times column c of the output's gradient."""
+    src, grad = cell.reads
+    m, c = cell.i, cell.j
+    a, b = column(cell.rows(src), m), column(cell.rows(grad), c)
+    text = summed(cell, f"sum_i {src}[i][{m}] * {grad}[i][{c}]", a, b)
+    return Explanation(text, ((src, 1, m), (grad, 1, c)))
+
+
+def bias_grad(cell: Cell) -> Explanation:
+    """A bias's gradient: the column sum of the gradient of what it was added to."""
+    (grad,) = cell.reads
+    c = cell.i
+    values = column(cell.rows(grad), c)
+    shown = listed([number(x) for x in values[:MAX_TERMS]], len(values))
+    text = f"{cell.label} = sum_i {grad}[i][{c}] = {shown} = {number(cell.value)}"
+    return Explanation(text, ((grad, 1, c),))
+
+
+def grad_head_outputs(cell: Cell) -> Explanation:
+    """dO of head h: a row of grad_output times a row of w_o (or grad_output's own column)."""
+    h, i, c = cell.h, cell.i, cell.j
+    grad, *w_o = cell.reads  # grad_output, and w_o when the heads were mixed by it
+    d_v = len(cell.rows(cell.step)[0][0])
+    col = h * d_v + c
+    if not w_o:
+        text = f"{cell.label} = {grad}[{i}][{col}] = {number(cell.value)} (head {h}'s columns)"
+        return Explanation(text, ((grad, 0, i),))
+    (w,) = w_o
+    where = f"sum_n {grad}[{i}][n] * {w}[{col}][n]"
+    text = summed(cell, where, cell.rows(grad)[i], cell.rows(w)[col])
+    return Explanation(text, ((grad, 0, i), (w, 0, col)))
+
+
+def grad_value(cell: Cell) -> Explanation:
+    """dV: key j's weights down every query row (of every head reading it) times dO's column."""
+    j, (g, c, _) = cell.i, _kv_column(cell, "v")
+    p_name, grad = cell.reads
+    a, b = _over_group(cell, g, lambda h: column(cell.head(p_name, h), j),
+                       lambda h: column(cell.head(grad, h), c))  # fmt: skip
+    if cell.trace[grad].axes[:1] != ("head",):
+        where = f"sum_i {p_name}[i][{j}] * {grad}[i][{c}]"
+    else:
+        where = (
+            f"sum over heads h in {cell.group(g)}, rows i of "
+            f"{p_name}[h][i][{j}] * {grad}[h][i][{c}]"
+        )
+    return Explanation(summed(cell, where, a, b), ((p_name, 1, j), (grad, 1, c)))
+
+
+def grad_weights(cell: Cell) -> Explanation:
+    """dP: head h's dO row i dotted with value row j (of its kv head)."""
+    t, h, i, j = cell.trace, cell.h, cell.i, cell.j
+    grad, v_name = cell.reads
+    label, dO = _in_head(cell, grad, h)
+    v = cell.rows(v_name)
+    d_v = len(v[0]) // t.num_kv_heads
+    g = cell.kv_head
+    vj = head_block(v[j], g, t.num_kv_heads)
+    cols = f"[{g * d_v}:{(g + 1) * d_v}]" if t.num_kv_heads > 1 else ""
+    text = summed(cell, f"{label}[{i}] . {v_name}[{j}]{cols}", dO[i], vj)
+    return Explanation(text, ((grad, 0, i), (v_name, 0, j)))
+
+
+def row_dot(cell: Cell) -> Explanation:
+    """D_i: head h's dO row i dotted with its output row i."""
+    h, i = cell.h, cell.i
+    grad, out = cell.reads
+    label, dO = _in_head(cell, grad, h)
+    text = summed(cell, f"{label}[{i}] . {out}{cell.hs}[{i}]", dO[i], cell.row(out))
+    return Explanation(text, ((grad, 0, i), (out, 0, i)))
+
+
+def grad_scores(cell: Cell) -> Explanation:
+    """dS = P * (dP - D) for one entry; 0 on a row whose keys are all masked ('zero', 'uniform')."""
+    hs, i, j = cell.hs, cell.i, cell.j
+    sources = (("weights", 0, i), ("grad_weights", 0, i), ("row_dot", 0, i))
+    policy = cell.trace.options.masked_rows
+    fully_masked = all(x == -inf for x in cell.row("masked"))
+    if fully_masked and policy != "nan":
+        return Explanation(
+            f"{cell.label} = {number(cell.value)}: every key is masked for query "
+            f"'{cell.trace.tokens[i]}', so masked_rows={policy!r} makes the row's weights a "
+            f"constant and no gradient reaches its scores",
+            sources,
+        )
+    p = cell.row("weights")[j]
+    dp = cell.row("grad_weights")[j]
+    d = cell.row("row_dot")
+    dropout = cell.trace.options.dropout_p
+    if dropout:  # P before dropout (from masked), dP after dropout's factor
+        keep = 1 / (1 - dropout) if p != 0 else 0  # NaN (masked_rows="nan") counts as kept
+        row = cell.row("masked")
+        if row[j] != -inf:
+            top, total, _ = row_sums(row)
+            p = exp(row[j] - top) / total
+        elif not fully_masked:
+            p = 0.0  # a masked key: no weight before dropout either
+        text = (
+            f"{cell.label} = softmax(masked{hs}[{i}])[{j}] * (grad_weights{hs}[{i}][{j}] * keep"
+            f" - row_dot{hs}[{i}]) = {number(p)} * ({number(dp)} * {number(keep)} - {number(d)})"
+            f" = {number(cell.value)}"
+        )
+        return Explanation(text, (("masked", 0, i), *sources))
+    text = (
+        f"{cell.label} = weights{hs}[{i}][{j}] * (grad_weights{hs}[{i}][{j}] - row_dot{hs}[{i}])"
+        f" = {number(p)} * ({number(dp)} - {number(d)}) = {number(cell.value)}"
+    )
+    return Explanation(text, sources)
+
+
+def _kv_column(cell: Cell, name: str) -> tuple[int, int, int]:
+    """(kv head g, column c in it, its width) of this cell's column of k or v (`name`)."""
+    d = len(cell.rows(name)[0]) // cell.trace.num_kv_heads
+    return (*divmod(cell.j, d), d)
+
+
+def _over_group(cell: Cell, g: int, a_of, b_of) -> tuple[list, list]:
+    """The two factors' terms of a sum over every query head reading kv head g, head by head."""
+    pairs = [(a_of(h), b_of(h)) for h in cell.group(g)]
+    return [x for a, _ in pairs for x in a], [y for _, b in pairs for y in b]
+
+
+def grad_query(cell: Cell) -> Explanation:
+    """dQ: scale times row i of head h's dS times a column of k (its kv head's)."""
+    t, i, col = cell.trace, cell.i, cell.j
+    grad, k = cell.reads
+    d = len(cell.rows("q")[0]) // t.num_heads
+    h, c = divmod(col, d)
+    kcol = cell.kv_of(h) * d + c
+    label, dS = _in_head(cell, grad, h)
+    where = f"sum_j {label}[{i}][j] * {k}[j][{kcol}]"
+    text = summed(cell, where, dS[i], column(cell.rows(k), kcol), scaled=True)
+    return Explanation(text, ((grad, 0, i), (k, 1, kcol)))
+
+
+def grad_key(cell: Cell) -> Explanation:
+    """dK: scale times column j of dS (every head reading this kv head) times a column of q."""
+    t, j, (g, c, d) = cell.trace, cell.i, _kv_column(cell, "k")
+    grad, q_name = cell.reads
+    q = cell.rows(q_name)
+    a, b = _over_group(cell, g, lambda h: column(cell.head(grad, h), j),
+                       lambda h: column(q, h * d + c))  # fmt: skip
+    if t[grad].axes[:1] == ("head",):
+        where = (
+            f"sum over heads h in {cell.group(g)}, rows i of "
+            f"{grad}[h][i][{j}] * {q_name}[i][h*{d}+{c}]"
+        )
+    else:
+        where = f"sum_i {grad}[i][{j}] * {q_name}[i][{c}]"
+    text = summed(cell, where, a, b, scaled=True)
+    sources = ((grad, 1, j), *((q_name, 1, h * d + c) for h in cell.group(g)))
+    return Explanation(text, sources)
+
+
+def input_grad(cell: Cell) -> Explanation:
+    """An input's gradient: every projection it fed, carried back (grad @ w^T, or grad itself)."""
+    i, m = cell.i, cell.j
+    reads = list(cell.reads)
+    parts, a, b, sources = [], [], [], []
+    while reads:
+        grad = reads.pop(0)
+        w = reads.pop(0) if reads and reads[0].startswith("w_") else None
+        row = cell.rows(grad)[i]
+        sources.append((grad, 0, i))
+        if w is None:  # no projection: the gradient passes straight through
+            parts.append(f"{grad}[{i}][{m}]")
+            a.append(row[m])
+            b.append(1.0)
+            continue
+        parts.append(f"sum_c {grad}[{i}][c] * {w}[{m}][c]")
+        a += row
+        b += cell.rows(w)[m]
+        sources.append((w, 0, m))
+    return Explanation(summed(cell, " + ".join(parts), a, b), tuple(sources))

@@ -22,8 +22,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from . import backward_bounds as back_bounds
-from . import backward_explain as back_explains
 from . import backward_steps as back
 from . import step_bounds as bounds
 from . import step_explain as explains
@@ -125,8 +123,8 @@ def _input(name: str, axes: tuple[str, ...], present, formula: str, note, arrow=
     """An input (x, key_input, value_input) or a weight (w_q, w_k, w_v, w_o, arrow 'with')."""
     note = note if callable(note) else said(note)
     return StepSpec(
-        name, 0, axes, present, fixed(), said(formula), note, bounds.stored_input,
-        explains.given, arrow=arrow,
+        name, 0, axes, present, fixed(), said(formula), note, bounds.given, explains.given,
+        arrow=arrow,
     )  # fmt: skip
 
 
@@ -223,11 +221,13 @@ def _projected(call: Call) -> bool:
 _QK = ("query", "key")
 
 
-def _backward(name, number, axes, present, words, bound, explain, per_head=False) -> StepSpec:
-    """A backward step with its own words (reads, formula, note) from scratch.backward_steps."""
+def _backward(name, number, axes, present, words, kind, per_head=False) -> StepSpec:
+    """A backward step with its own words (reads, formula, note) from scratch.backward_steps;
+    its bound and explanation are the functions named `kind` in scratch.step_bounds and
+    scratch.step_explain (never looked up by the step's own name)."""
     return StepSpec(
-        name, number, axes, present, words.reads, words.formula, words.note, bound, explain,
-        per_head=per_head, backward=True,
+        name, number, axes, present, words.reads, words.formula, words.note,
+        getattr(bounds, kind), getattr(explains, kind), per_head=per_head, backward=True,
     )  # fmt: skip
 
 
@@ -343,49 +343,44 @@ STEPS: tuple[StepSpec, ...] = (
         sentence="heads",
     ),
     # step 9: grad_output = dO, the gradient the backward starts from   (L, d_out)
-    _backward("grad_output", 9, ("query", "feature"), back.backward, back.GRAD_OUTPUT,
-              back_bounds.given, back_explains.given),
+    _backward("grad_output", 9, ("query", "feature"), back.backward, back.GRAD_OUTPUT, "given"),
     # step 10: grad_w_o = concat^T @ grad_output, and back through w_o   (L, d_out) -> (H, L, d_v)
     _backward("grad_w_o", 10, ("feature", "feature"), back.given_and_backward("w_o"),
-              back.GRAD_W_O, back_bounds.weight, back_explains.weight),
+              back.GRAD_W_O, "weight_grad"),
     _backward("grad_b_o", 10, ("feature",), back.given_and_backward("b_o"), back.GRAD_B_O,
-              back_bounds.bias, back_explains.bias),
+              "bias_grad"),
     _backward("grad_head_outputs", 10, ("head", "query", "feature"), back.multi_backward,
-              back.GRAD_HEAD_OUTPUTS, back_bounds.head_outputs, back_explains.head_outputs),
+              back.GRAD_HEAD_OUTPUTS, "grad_head_outputs"),
     # step 11: grad_value = weights^T @ dO, grad_weights = dO @ v^T    (S, L) @ (L, d_v) -> (S, d_v)
-    _backward("grad_value", 11, ("key", "feature"), back.backward, back.GRAD_VALUE,
-              back_bounds.value, back_explains.value),
-    _backward("grad_weights", 11, _QK, back.backward, back.GRAD_WEIGHTS, back_bounds.weights,
-              back_explains.weights, per_head=True),
+    _backward("grad_value", 11, ("key", "feature"), back.backward, back.GRAD_VALUE, "grad_value"),
+    _backward("grad_weights", 11, _QK, back.backward, back.GRAD_WEIGHTS, "grad_weights",
+              per_head=True),
     # step 12: row_dot = sum_c dO * O along each row (D)               (L, d_v) -> (L,)
-    _backward("row_dot", 12, ("query",), back.backward, back.ROW_DOT, back_bounds.row_dot,
-              back_explains.row_dot, per_head=True),
+    _backward("row_dot", 12, ("query",), back.backward, back.ROW_DOT, "row_dot", per_head=True),
     # step 13: grad_scores = weights * (grad_weights - row_dot)        (L, S)
-    _backward("grad_scores", 13, _QK, back.backward, back.GRAD_SCORES, back_bounds.scores,
-              back_explains.scores, per_head=True),
+    _backward("grad_scores", 13, _QK, back.backward, back.GRAD_SCORES, "grad_scores",
+              per_head=True),
     # step 14: grad_query = scale * dS @ k, grad_key = scale * dS^T @ q  (L, S) @ (S, E) -> (L, E)
-    _backward("grad_query", 14, ("query", "feature"), back.backward, back.GRAD_QUERY,
-              back_bounds.query, back_explains.query),
-    _backward("grad_key", 14, ("key", "feature"), back.backward, back.GRAD_KEY, back_bounds.key,
-              back_explains.key),
+    _backward("grad_query", 14, ("query", "feature"), back.backward, back.GRAD_QUERY, "grad_query"),
+    _backward("grad_key", 14, ("key", "feature"), back.backward, back.GRAD_KEY, "grad_key"),
     # step 15: grad_w_q = x^T @ grad_query (k, v alike), grad_b = column sums   (d, L) @ (L, m)
     *(
         _backward(f"grad_w_{n}", 15, ("model", "feature"), back.given_and_backward(f"w_{n}"),
-                  back.projection_weight_grad(n), back_bounds.weight, back_explains.weight)
+                  back.projection_weight_grad(n), "weight_grad")
         for n in ("q", "k", "v")
     ),
     *(
         _backward(f"grad_b_{n}", 15, ("feature",), back.given_and_backward(f"b_{n}"),
-                  back.projection_bias_grad(n), back_bounds.bias, back_explains.bias)
+                  back.projection_bias_grad(n), "bias_grad")
         for n in ("q", "k", "v")
     ),
     # step 16: grad_x = grad_query @ w_q^T (+ the paths of k and v)   (L, m) @ (m, d) -> (L, d)
-    _backward("grad_x", 16, ("query", "model"), back.input_grad_present(_always),
-              back.GRAD_X, back_bounds.inputs, back_explains.inputs),
+    _backward("grad_x", 16, ("query", "model"), back.input_grad_present(_always), back.GRAD_X,
+              "input_grad"),
     _backward("grad_key_input", 16, ("key", "model"), back.input_grad_present(_cross),
-              back.GRAD_KEY_INPUT, back_bounds.inputs, back_explains.inputs),
+              back.GRAD_KEY_INPUT, "input_grad"),
     _backward("grad_value_input", 16, ("key", "model"), back.input_grad_present(_separate_value),
-              back.GRAD_VALUE_INPUT, back_bounds.inputs, back_explains.inputs),
+              back.GRAD_VALUE_INPUT, "input_grad"),
 )  # fmt: skip
 
 

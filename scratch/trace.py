@@ -2,20 +2,26 @@
 
 `trace_attention` returns a `Trace`; `trace["weights"].value` looks a step up by name. The
 desktop app and the terminal trace render nothing but traces, so everything they show is here.
+With a grad_output the trace goes on backward: every number from
+`scratch.multihead_backward.run_backward` (the ground truth's backward, fsum everywhere), named
+and ordered as the registry's steps 9-16 say (`add_backward`).
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
+import random
 
 from .example import Example, check_trace_call
 from .front_doors import trace_door
 from .mask_words import trace_mask_kind
-from .multihead import concat_heads, run_multi_head
+from .multihead import Projected, concat_heads, run_multi_head
+from .multihead_backward import run_backward
 from .options import Options
 from .plan import PARAMS, HeadPlan
-from .steps import AXES, Call, lay_out
-from .trace_backward import add_backward, replay_of
+from .steps import AXES, Call, call_of, lay_out
 from .trace_types import MayAttend, Source, Step, Trace
 from .validate import _describe
 from .variant_steps import Pieces, head_steps, pieces
@@ -198,6 +204,41 @@ def trace_example(
         key_tokens=example.key_tokens, source=("scratch", "float64"),
     )  # fmt: skip
     return trace if grad_output is None else add_backward(trace, run, grad_output, replay)
+
+
+def replay_of(rng: object) -> object:
+    """A copy of `rng` (None: Python's global generator) in its present state: taken before the
+    forward draws its dropout mask, it draws the same mask again for the backward."""
+    if rng is None:
+        replay = random.Random()
+        replay.setstate(random.getstate())
+        return replay
+    return copy.deepcopy(rng)
+
+
+def add_backward(trace: object, run: Projected, grad_output: object, replay: object = None):
+    """`trace` (the forward of `run`) followed by its backward steps for dO = `grad_output`;
+    with dropout, `replay` draws the forward's mask again (see `replay_of`)."""
+    back = run_backward(run, grad_output, replay)
+    heads = back.heads  # one Gradients per head, in head order
+    values = {
+        "grad_output": back.grad_output,  # (L, d_out)
+        "grad_head_outputs": [g.grad_output for g in heads],  # (H, L, d_v)
+        "grad_value": back.grad_v,  # (S, Hkv * d_v), each kv head summed over its group
+        "grad_weights": [g.grad_dropped for g in heads],  # (H, L, S), d loss / d weights
+        "row_dot": [g.row_dot for g in heads],  # (H, L)
+        "grad_scores": [g.grad_scores for g in heads],  # (H, L, S)
+        "grad_query": back.grad_q,  # (L, H * d_head)
+        "grad_key": back.grad_k,  # (S, Hkv * d_head)
+        "grad_x": back.grad_inputs["query"],
+        "grad_key_input": back.grad_inputs["key"],
+        "grad_value_input": back.grad_inputs["value"],
+        **back.grad_params,  # grad_w_q ... grad_b_o, those given
+    }
+    call = dataclasses.replace(
+        call_of(trace), backward=True, tokens=len(trace.tokens), key_tokens=len(trace.key_tokens)
+    )
+    return dataclasses.replace(trace, steps=trace.steps + lay_out(call, values, backward=True))
 
 
 trace_attention = trace_door(trace_example)

@@ -1,8 +1,9 @@
 """What a trace is: its steps (`Step`), the whole (`Trace`), the typed record of what made it
-(`Source`, and the call's `Options`), and `MayAttend`, a may-attend grid kept as an array.
+(`Source`, and the call's `Options`), and `MayAttend`, a may-attend grid kept as an array; and
+one entry of a step as the registry's explanations read it (`Cell`) with its `Explanation`.
 
-No computation here: `scratch.trace` lays a trace out, `scratch.trace_backward` adds the backward
-steps; both build these values, and every reader (explain, compare, the window) reads them.
+No computation here: `scratch.trace` lays a trace out and adds the backward steps; it builds
+these values, and every reader (explain, compare, the window) reads them.
 """
 
 from __future__ import annotations
@@ -212,4 +213,77 @@ class MayAttend(Rows):
         return f"MayAttend({rows} x {cols} bools)"
 
 
-__all__ = ["MayAttend", "Rows", "Source", "Step", "Trace"]
+@dataclass(frozen=True)
+class Explanation:
+    """The text shown on hover and the input rows/columns to highlight."""
+
+    text: str
+    sources: tuple[tuple[str, int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One entry of a step: its value, where it sits (h, i, j), and what the step reads."""
+
+    trace: object  # a scratch.Trace
+    step: str
+    value: float
+    h: int  # head (0 for a step with no head axis)
+    i: int  # row
+    j: int  # column
+    heads: bool  # whether the step has a head axis
+    reads: tuple[str, ...]  # the steps this one reads, from the registry
+    bias: str  # the bias the call added to this step (b_q, b_o), or ''
+    index: tuple[int, ...] = ()  # the whole index (steps with one axis besides the head)
+
+    @property
+    def hs(self) -> str:
+        """'[h]' for a step with a head axis, else ''."""
+        return f"[{self.h}]" if self.heads else ""
+
+    @property
+    def label(self) -> str:
+        """'scores[0][1]' or 'scores[1][0][1]' (or 'row_dot[2]': the index as given)."""
+        if self.index:
+            return self.step + "".join(f"[{n}]" for n in self.index)
+        return f"{self.step}{self.hs}[{self.i}][{self.j}]"
+
+    @property
+    def kv_head(self) -> int:
+        """The key/value head that query head h reads."""
+        return self.kv_of(self.h)
+
+    def kv_of(self, h: int) -> int:
+        """The key/value head that query head `h` reads (GQA: h // group)."""
+        t = self.trace
+        return h // (t.num_heads // t.num_kv_heads)
+
+    def group(self, g: int) -> list[int]:
+        """The query heads that read key/value head g."""
+        return [h for h in range(self.trace.num_heads) if self.kv_of(h) == g]
+
+    def rows(self, name: str) -> list:
+        """Step `name` of the trace as nested lists (an array's rows read as they are asked)."""
+        return self.trace[name].rows()
+
+    def head(self, name: str, h: int | None = None) -> list:
+        """Step `name` in head h (this cell's by default) when it has a head axis, else whole."""
+        value = self.rows(name)
+        has_heads = self.trace[name].axes[:1] == ("head",)
+        return value[self.h if h is None else h] if has_heads else value
+
+    def row(self, name: str, i: int | None = None, h: int | None = None) -> list:
+        """Row i of step `name` (this cell's row and head by default)."""
+        return self.head(name, h)[self.i if i is None else i]
+
+    @property
+    def pieces(self) -> object:
+        """The trace's variant taken apart (scratch.variant_steps.Pieces: RoPE, sinks, rule), or
+        None for a trace without one."""
+        from .variant_steps import pieces  # here: variant_steps reads the head kernel's modules
+
+        options = self.trace.options
+        return None if options.variant is None else pieces(options)
+
+
+__all__ = ["Cell", "Explanation", "MayAttend", "Rows", "Source", "Step", "Trace"]

@@ -147,14 +147,6 @@ def as_matrix(obj: object, name: str) -> tuple[Nested, tuple[int, ...]]:
     return data, shape
 
 
-def as_vector(obj: object, name: str, length: int) -> list[float]:
-    """Validate a 1-D numeric input of a known length (a bias)."""
-    data, shape = as_tensor(obj, name, min_dims=1)
-    if shape != (length,):
-        raise ValueError(f"{name}: expected shape ({length},), found shape {shape}")
-    return data
-
-
 def _is_bool(value: object) -> bool:
     """A Python bool or a NumPy bool scalar (told apart from numbers without importing NumPy)."""
     kind = type(value)

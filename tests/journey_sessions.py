@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from gui import session as sm
+from gui import variant_session
 from scratch import presets
 
 
@@ -29,10 +30,11 @@ def journey_preset(**changes) -> sm.Session:
 
 def with_mask(s: sm.Session, mask_mode: str, grid=None) -> sm.Session:
     """`s` with the one mask an old mask_mode name means: 'none', 'causal-top-left',
-    'causal-bottom-right' (sm.with_mask_mode), or 'custom': the drawn `grid` (True = may attend)."""
+    'causal-bottom-right' (variant_session.with_mask_mode), or 'custom': the drawn `grid`
+    (True = may attend)."""
     if mask_mode == "custom":
         drawn = tuple(map(tuple, grid))
         return dataclasses.replace(
             s, variant=dataclasses.replace(s.variant, mask="drawn", drawn=drawn)
         )
-    return dataclasses.replace(s, variant=sm.with_mask_mode(s.variant, mask_mode))
+    return dataclasses.replace(s, variant=variant_session.with_mask_mode(s.variant, mask_mode))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import scratch
-from gui import controller
+from gui import controller, variant_session
 from gui import session as sm
 from tests.test_session_options import CHOICES, chosen
 
@@ -31,7 +31,7 @@ def test_every_mask_choice_is_computed_by_the_backend_and_checked(seed, fields, 
     checks = {c.name: c for c in outcome.checks}
     assert set(STEPS) <= set(checks) and all(c.ok for c in outcome.checks), outcome.checks
     # the backend's own masked step: -inf exactly where the window draws a masked cell
-    shown = np.array(sm.shown_mask(s))  # (L, S)
+    shown = np.array(variant_session.shown_mask(s))  # (L, S)
     masked = np.asarray(outcome.trace["masked"].tolist())  # (H, L, S)
     assert (np.isneginf(masked) == ~shown[None]).all()
     # a real comparison: one allowed cell of the backend's masked step moved fails its check
@@ -59,6 +59,8 @@ def test_the_backward_view_computes_every_sdpa_mask(seed, fields):
     outcome = controller.run_backward(s)
     assert outcome.refused == "" and outcome.checks, outcome.compared
     assert all(c.ok for c in outcome.checks), outcome.checks
-    shown = np.array(sm.shown_mask(s))  # (L, S): the forward steps of the backward trace
+    shown = np.array(
+        variant_session.shown_mask(s)
+    )  # (L, S): the forward steps of the backward trace
     masked = np.asarray(outcome.trace["masked"].tolist())  # (H, L, S)
     assert (np.isneginf(masked) == ~shown[None]).all()

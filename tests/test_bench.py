@@ -139,8 +139,8 @@ def test_plain_python_pair_is_judged_by_the_median_of_its_rounds():
 
 
 def test_low_quantile_is_numpys_default_10th_percentile():
-    """stats.low_quantile agrees with np.quantile (linear) over many sizes and seeds."""
-    from scratch.bench.stats import low_quantile
+    """row.low_quantile agrees with np.quantile (linear) over many sizes and seeds."""
+    from scratch.bench.row import low_quantile
 
     for seed in range(20):
         rng = np.random.default_rng(seed)

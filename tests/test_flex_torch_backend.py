@@ -21,11 +21,11 @@ import scratch  # noqa: E402
 import scratch.backends as backends  # noqa: E402
 from scratch.backends.torch_flex import (  # noqa: E402
     choose_kernel,
+    compile_problem,
     flex_attention,
     flex_attention_backward,
+    prepare,
 )
-from scratch.backends.torch_flex_compile import compile_problem  # noqa: E402
-from scratch.backends.torch_flex_inputs import prepare  # noqa: E402
 from scratch.options import FlexOptions  # noqa: E402
 from scratch.tolerance import reference_error_rule  # noqa: E402
 from tests.flex_cases import CASES, COMBINED, random_problems  # noqa: E402

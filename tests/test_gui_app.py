@@ -19,8 +19,9 @@ from PyQt6.QtCore import QPointF, Qt  # noqa: E402
 from PyQt6.QtWidgets import QApplication  # noqa: E402
 
 import scratch  # noqa: E402
-from gui import core_api, session_file, view_model  # noqa: E402
 from gui import session as sm  # noqa: E402
+from gui import session_file, view_model
+from gui.app_state import backend_dtypes  # noqa: E402
 from gui.check_panel import CheckPanel  # noqa: E402
 from gui.errors import ErrorHandler  # noqa: E402
 from gui.heatmap import Heatmap  # noqa: E402
@@ -349,7 +350,7 @@ def test_heads_all_average_and_backend(qtbot, window, settle):
     p.set_head("average")
     per_head = np.asarray(trace["weights"].tolist())
     assert_image(p.heatmaps[0], per_head.mean(axis=0), "average of heads")
-    for backend in core_api.backend_dtypes():
+    for backend in backend_dtypes():
         if backend == "scratch":
             continue
         choose(window.inputs.backend, backend)
@@ -647,7 +648,7 @@ def test_an_unexpected_error_in_a_slot_is_logged_and_the_window_survives(
 
 
 def test_check_tab_shows_every_step_of_the_comparison(qtbot, window, settle):
-    backends = [b for b in core_api.backend_dtypes() if b != "scratch"]
+    backends = [b for b in backend_dtypes() if b != "scratch"]
     if not backends:
         pytest.skip("only the scratch backend is available")
     choose(window.inputs.backend, backends[0])
@@ -719,7 +720,7 @@ def test_check_tab_says_when_values_outgrow_the_dtype(qtbot, window, settle):
 
 
 def test_hover_labels_the_ground_truth_and_states_the_backends_own_value(open_window):
-    if "float16" not in core_api.backend_dtypes().get("torch-cpu", ()):
+    if "float16" not in backend_dtypes().get("torch-cpu", ()):
         pytest.skip("needs the torch-cpu backend in float16")
     s = sm.random_session(3, 6, 8, 4, 4, 1)
     big_x = tuple(tuple(v * 40 for v in row) for row in s.query)  # large sums: float16 rounds them

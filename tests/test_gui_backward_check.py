@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import scratch
-from gui import backward_check, core_api
+from gui import backward_check
 from scratch import backends
 
 SEEDS = range(25)
@@ -53,7 +53,7 @@ def test_a_correct_backend_passes_over_many_seeds(backend, dtype):
 
 def wrong(mistake: str):
     """A backend backward with one planted mistake, built on numpy's correct one."""
-    real = core_api.backward_with_backend
+    real = backward_check.backward_with_backend
 
     def backward(name, dtype, q, k, v, dO, options):
         dq, dk, dv = (np.array(a, np.float64) for a in real("numpy", dtype, q, k, v, dO, options))
@@ -82,7 +82,7 @@ def wrong(mistake: str):
 )
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_planted_wrong_gradient_is_named(monkeypatch, mistake, named, dtype):
-    monkeypatch.setattr(core_api, "backward_with_backend", wrong(mistake))
+    monkeypatch.setattr(backward_check, "backward_with_backend", wrong(mistake))
     rng = np.random.default_rng(7)
     q, k, v, dO = (rng.standard_normal((2, 5, 3)).tolist() for _ in range(4))
     options = scratch.Options(is_causal=True, scale=0.5)

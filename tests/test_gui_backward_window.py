@@ -13,7 +13,7 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
 import scratch  # noqa: E402
-from gui import backward_check, core_api, session_file  # noqa: E402
+from gui import backward_check, session_file, variant_session  # noqa: E402
 from gui import session as sm  # noqa: E402
 from tests.journey_sessions import with_mask
 
@@ -193,13 +193,13 @@ def test_the_check_tab_passes_a_correct_backends_gradients(qtbot, open_window, b
 
 
 def test_the_check_tab_names_a_planted_wrong_gradient(qtbot, open_window, monkeypatch):
-    real = core_api.backward_with_backend
+    real = backward_check.backward_with_backend
 
     def scale_missing_in_dk(name, dtype, q, k, v, dO, options):
         dq, dk, dv = real(name, dtype, q, k, v, dO, options)
         return dq, dk / options.scale, dv
 
-    monkeypatch.setattr(core_api, "backward_with_backend", scale_missing_in_dk)
+    monkeypatch.setattr(backward_check, "backward_with_backend", scale_missing_in_dk)
     w = open_window(dataclasses.replace(projected(), backend="numpy", dtype="float64"))
     outcome = open_backward(qtbot, w)
     assert [c.ok for c in outcome.checks] == [True, False, True]
@@ -261,9 +261,11 @@ def test_too_many_tokens_show_why_instead_of_the_steps(qtbot, open_window):
 @pytest.mark.parametrize("policy", ["zero", "nan"])
 def test_a_fully_masked_row_gets_no_gradient_and_the_check_agrees(qtbot, open_window, policy):
     s = dataclasses.replace(projected(heads=2), backend="numpy", dtype="float64")
-    s = sm.toggled_mask_cell(s, 0, 0)  # the grid starts all True: row 2 loses every key below
+    s = variant_session.toggled_mask_cell(
+        s, 0, 0
+    )  # the grid starts all True: row 2 loses every key below
     for j in range(4):
-        s = sm.toggled_mask_cell(s, 2, j)
+        s = variant_session.toggled_mask_cell(s, 2, j)
     w = open_window(dataclasses.replace(s, masked_rows=policy))
     outcome = open_backward(qtbot, w)
     dS = np.asarray(outcome.trace["grad_scores"].tolist())  # (H, L, S)
@@ -305,8 +307,8 @@ def test_the_check_compares_the_problem_the_view_shows(mask, heads, kv):
     example, options = controller.backward_example_and_options(s)
     trace = scratch.trace_example(example, options, grad_output=backward_check.grad_output_for(s))
     q, k, v, dO = backward_check.head_inputs(trace, "float64")
-    truth = core_api.ground_truth_backward(
-        q, k, v, dO, backward_check.check_options(trace, options)
+    truth = backward_check.backward_with_backend(  # the ground truth's own backward
+        "scratch", "float64", q, k, v, dO, backward_check.check_options(trace, options)
     )
     assert len(truth) == 3  # dQ, dK, dV: the zip below compares each
     for name, h, got in zip(("grad_query", "grad_key", "grad_value"), (heads, kv, kv), truth):

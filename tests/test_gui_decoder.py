@@ -12,7 +12,7 @@ pytest.importorskip("pyqtgraph")
 
 from PyQt6.QtCore import QTimer  # noqa: E402
 
-from gui import core_api  # noqa: E402
+from gui import model_worker  # noqa: E402
 from gui import session as sm  # noqa: E402
 from gui.model_grid import colour_table, kv_colours  # noqa: E402
 from gui.model_worker import frame  # noqa: E402
@@ -42,7 +42,7 @@ def test_run_model_fills_the_bars_with_the_next_tokens_off_the_gui_thread(
     qtbot, window, smollm2, monkeypatch
 ):
     panel = window.model
-    real, threads, ticked = core_api.start_model, [], threading.Event()
+    real, threads, ticked = model_worker.start_model, [], threading.Event()
 
     def probed(path, text, progress=None):
         threads.append(threading.current_thread())
@@ -50,7 +50,7 @@ def test_run_model_fills_the_bars_with_the_next_tokens_off_the_gui_thread(
         assert ticked.wait(20), "the GUI thread handled no timer event while the model ran"
         return real(path, text, progress)
 
-    monkeypatch.setattr(core_api, "start_model", probed)
+    monkeypatch.setattr(model_worker, "start_model", probed)
     timer = QTimer()
     timer.timeout.connect(ticked.set)
     timer.start(5)

@@ -126,10 +126,12 @@ def test_choosing_drawn_starts_all_true_and_a_clicked_grid_stays_through_other_m
     s = sm.random_session(2, num_tokens=3)
     drawn = variant_session.with_variant(s, picker_fields(s.variant, mask="drawn"))
     assert drawn.variant.mask == "drawn" and drawn.variant.drawn == ((True,) * 3,) * 3
-    clicked = sm.toggled_mask_cell(drawn, 1, 2)
+    clicked = variant_session.toggled_mask_cell(drawn, 1, 2)
     assert clicked.variant.drawn[1] == (True, True, False)
     causal = variant_session.with_variant(clicked, picker_fields(clicked.variant, mask="causal"))
-    assert sm.shown_mask(causal) == tuple(map(tuple, scratch.causal_mask(3, 3, "bottom-right")))
+    assert variant_session.shown_mask(causal) == tuple(
+        map(tuple, scratch.causal_mask(3, 3, "bottom-right"))
+    )
     back = variant_session.with_variant(causal, picker_fields(causal.variant, mask="drawn"))
     assert back.variant == clicked.variant  # the clicked grid came back
     kept = sm.with_options(back, "none", 1.0, "zero", "")
@@ -161,12 +163,12 @@ def test_a_version_1_file_with_x_loads_as_the_query_table(tmp_path):
 def test_a_click_on_a_causal_grid_starts_the_drawn_mask_from_the_causal_one(align):
     s = with_mask(sm.random_session(5, num_tokens=3), f"causal-{align}")
     causal = tuple(tuple(r) for r in scratch.causal_mask(3, 3, align))
-    assert sm.shown_mask(s) == causal
-    clicked = sm.toggled_mask_cell(s, 0, 2)
+    assert variant_session.shown_mask(s) == causal
+    clicked = variant_session.toggled_mask_cell(s, 0, 2)
     flipped = [list(r) for r in causal]
     flipped[0][2] = not flipped[0][2]
     assert clicked.variant.mask == "drawn" and clicked.variant.drawn == tuple(map(tuple, flipped))
-    assert sm.shown_mask(with_mask(s, "none")) == ((True,) * 3,) * 3
+    assert variant_session.shown_mask(with_mask(s, "none")) == ((True,) * 3,) * 3
 
 
 @pytest.mark.parametrize("mode", ["none", "causal-top-left", "causal-bottom-right", "custom"])
@@ -179,11 +181,13 @@ def test_sampled_mask_is_the_shown_mask_at_the_sampled_queries_and_keys(mode, L,
         s = with_mask(s, "custom", [[pick.random() < 0.5 for _ in range(S)] for _ in range(L)])
     else:
         s = with_mask(s, mode)
-    full = sm.shown_mask(s)
-    rows, cols = sm.sampled_indices(L, 64), sm.sampled_indices(S, 64)
+    full = variant_session.shown_mask(s)
+    rows, cols = variant_session.sampled_indices(L, 64), variant_session.sampled_indices(S, 64)
     assert (rows[0], rows[-1], cols[0], cols[-1]) == (0, L - 1, 0, S - 1)
     assert len(rows) == min(L, 64) and len(set(rows)) == len(rows)
-    assert sm.sampled_mask(s, 64) == tuple(tuple(full[i][j] for j in cols) for i in rows)
+    assert variant_session.sampled_mask(s, 64) == tuple(
+        tuple(full[i][j] for j in cols) for i in rows
+    )
 
 
 def test_with_cell_refuses_non_finite_numbers():

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from scratch import models
-from scratch.models.generate import generate
+from scratch.models.decoding import generate
 
 
 @pytest.mark.parametrize("seed", ["a", 1.5, True])

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 import scratch
 from scratch.backends import get
 from scratch.backends import numpy_flex as nf
-from scratch.backends import numpy_flex_backward as nfb
 from scratch.options import FlexOptions
 from scratch.tolerance import reference_error_rule
 from scratch.variants import Causal, SlidingWindow, Softcap, combine
@@ -78,8 +77,8 @@ def check_all(variant, shapes, seed, sinks, *, size=2, chunk=3, block=4, bm=Fals
         )  # fmt: skip
         assert_close(o, out, TOL, f"{kernel} output")
         assert_close(ls, lse, TOL, f"{kernel} lse")
-    for kernel in nfb.KERNELS:
-        got = nfb.flex_attention_backward(
+    for kernel in nf.BACKWARD_KERNELS:
+        got = nf.flex_attention_backward(
             q, k, v, g, variant.score_mod, bm, None, True, sinks=sinks, kernel=kernel, block=block
         )
         assert len(got) == len(grads)
@@ -204,7 +203,7 @@ def test_the_kernels_visit_exactly_the_listed_tiles(variant):
     assert tiles_seen(forward, size) == listed
     assert sum((i1 - i0) * (j1 - j0) for *_, i0, i1, j0, j1 in forward) <= len(listed) * size**2
     x.plan.record = []
-    nfb.tiled(x, g, output, lse, size)
+    nf.tiled_backward(x, g, output, lse, size)
     assert tiles_seen(x.plan.record, size) == listed and len(x.plan.record) == len(listed)
     if isinstance(variant, SlidingWindow):
         assert len(listed) == H * 15  # 8 diagonal tiles + 7 below (a window of 6 keys)
@@ -270,7 +269,7 @@ def test_float32_within_flash_attentions_rule(name, with_sinks, seed):
 def test_the_numpy_backend_lists_its_flex_functions():
     backend = get("numpy")
     assert backend.flex_attention is nf.flex_attention
-    assert backend.flex_attention_backward is nfb.flex_attention_backward
+    assert backend.flex_attention_backward is nf.flex_attention_backward
 
 
 def test_bad_arguments_are_named():
@@ -287,6 +286,6 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="sinks"):
         nf.flex_attention(q, k, v, enable_gqa=True, sinks=[0.0])
     with pytest.raises(ValueError, match="grad_output"):
-        nfb.flex_attention_backward(q, k, v, g[..., :1], enable_gqa=True)
+        nf.flex_attention_backward(q, k, v, g[..., :1], enable_gqa=True)
     with pytest.raises(ValueError, match="output, lse"):
-        nfb.flex_attention_backward(q, k, v, g, enable_gqa=True, output=g)
+        nf.flex_attention_backward(q, k, v, g, enable_gqa=True, output=g)

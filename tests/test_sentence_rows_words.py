@@ -1,4 +1,4 @@
-"""The row a sentence is about (gui.sentence_rows), and the numbers the sentence then states,
+"""The row a sentence is about (gui.sentences), and the numbers the sentence then states,
 read back against the matrix: the row chosen is the rule's row by its definition (ties, -inf and
 nan included), its best and worst keys and their values are the row's, and the mask count is the
 count of -inf cells."""
@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from gui import sentence_rows, sentences
+from gui import sentences
 from gui.sentences import NOTABLE
 
 
@@ -52,11 +52,11 @@ def most_decided(m: np.ndarray, rows: list[int]) -> int:
 @pytest.mark.parametrize("seed", range(24))
 def test_the_sentences_row_is_the_rules_row_by_its_definition(seed):
     m = matrix(seed)
-    assert sentence_rows.sharpest_row(m) == most_decided(m, list(range(len(m))))
+    assert sentences.sharpest_row(m) == most_decided(m, list(range(len(m))))
     w = weights_like(seed)
     mixed = [i for i in range(len(w)) if sum(1 for v in w[i] if v >= NOTABLE) >= 2]
     want = most_decided(w, mixed) if mixed else most_decided(w, list(range(len(w))))
-    assert sentence_rows.teaching_row(w) == want, (w, mixed)
+    assert sentences.teaching_row(w) == want, (w, mixed)
 
 
 @pytest.mark.parametrize("seed", range(24))
@@ -64,7 +64,7 @@ def test_the_match_sentence_states_the_rows_best_and_least_keys(seed):
     m = matrix(seed)
     L, S = m.shape
     rows, cols = [f"q{i}" for i in range(L)], [f"k{j}" for j in range(S)]
-    i = sentence_rows.sharpest_row(m)
+    i = sentences.sharpest_row(m)
     text = sentences.describe("match", [m[i].tolist()], [rows[i]], cols, 0)
     finite = np.isfinite(m[i])
     if not finite.any():

@@ -87,7 +87,7 @@ def test_the_mask_a_backend_gets_is_the_mask_the_window_draws(fields, seed):
         # (documents need one sequence: cu_seqlens cut the queries' and the keys' positions)
         s = sm.resized(sm.with_mode(s, "qkv"), num_keys=L + 2)
     s = chosen(s, fields, seed)
-    shown = sm.shown_mask(s)
+    shown = variant_session.shown_mask(s)
     _, options = controller.example_and_options(s)
     assert options.attn_mask is None and not options.is_causal
     found = options.attention_variant
@@ -107,4 +107,4 @@ def test_the_mask_a_backend_gets_is_the_mask_the_window_draws(fields, seed):
 
 def test_the_mask_option_names_of_old_are_refused_when_unknown():
     with pytest.raises(sm.SessionError, match="mask: expected one of none, causal-top-left"):
-        sm.with_mask_mode(VariantChoice(), "custom")
+        variant_session.with_mask_mode(VariantChoice(), "custom")

@@ -22,7 +22,7 @@ import time
 import numpy as np
 import pytest
 
-from gui import controller, core_api, sampled_check, truth_process
+from gui import controller, sampled_check, truth_process
 from gui.session import random_session
 from scratch import backends
 from tests.journey_sessions import with_mask
@@ -109,7 +109,7 @@ def _stopped_child() -> int:
 def _problem(seed: int = 1, **changes):
     s = _session(seed, **changes)
     example, options = controller.example_and_options(s)
-    trace = core_api.trace_with_backend("numpy", "float32", example, options)
+    trace = backends.get("numpy").trace_example(example, options, dtype="float32")
     heads = (s.num_heads, s.num_kv_heads)
     values = (trace["q"].value, trace["k"].value, trace["v"].value)
     return sampled_check.row_problem(*values, trace.scale, heads, options)
@@ -134,19 +134,26 @@ def test_the_window_gets_the_same_checks_as_computing_them_in_its_own_thread(see
     assert all(c.ok for c in outcome.checks)
 
 
+def _numpy_traces_with(monkeypatch, trace_example) -> None:
+    """The numpy backend (the sessions' here) traces with `trace_example` meanwhile."""
+    fake = dataclasses.replace(backends.get("numpy"), trace_example=trace_example)
+    real_get = backends.get
+    monkeypatch.setattr(backends, "get", lambda name: fake if name == "numpy" else real_get(name))
+
+
 @pytest.mark.parametrize("step,index", [("head_outputs", 0), ("weights", 1)])
 def test_a_wrong_value_fails_the_check_computed_beside_the_trace(monkeypatch, step, index):
     """A backend whose trace is off by 1e-3 in one sampled row fails through the concurrent
     path (the child computed the truth from the hook's q, k, v)."""
-    real = core_api.trace_with_backend
+    real = backends.get("numpy").trace_example
     row = sampled_check.checked_rows(L_SAMPLED)[4]
 
-    def wrong(name, dtype, example, options, on_projected=None):
-        trace = real(name, dtype, example, options, on_projected)
+    def wrong(example, options, dtype=None, on_projected=None):
+        trace = real(example, options, dtype=dtype, on_projected=on_projected)
         trace[step].value[1, row, 0] += 1e-3
         return trace
 
-    monkeypatch.setattr(core_api, "trace_with_backend", wrong)
+    _numpy_traces_with(monkeypatch, wrong)
     checks = controller.run(_session(2)).checks
     assert truth_process.child_pid() is not None
     assert [c.ok for c in checks] == [index != 0, index != 1]
@@ -156,19 +163,19 @@ def test_a_wrong_value_fails_the_check_computed_beside_the_trace(monkeypatch, st
 def test_a_hook_given_other_arrays_than_the_trace_holds_is_not_trusted(monkeypatch):
     """If the hook saw copies (not the trace's own q, k, v), the check is computed again from
     the trace: a mistake in the trace's q is then still seen."""
-    real = core_api.trace_with_backend
+    real = backends.get("numpy").trace_example
     seen = []
 
-    def copies(name, dtype, example, options, on_projected=None):
+    def copies(example, options, dtype=None, on_projected=None):
         def hook(q, k, v, scale):
             seen.append(1)
             on_projected(q.copy(), k.copy(), v.copy(), scale)
 
-        trace = real(name, dtype, example, options, hook)
+        trace = real(example, options, dtype=dtype, on_projected=hook)
         trace["q"].value[...] *= 2  # the trace's q no longer made its weights
         return trace
 
-    monkeypatch.setattr(core_api, "trace_with_backend", copies)
+    _numpy_traces_with(monkeypatch, copies)
     checks = controller.run(_session(3)).checks
     assert seen == [1]
     assert not checks[1].ok  # the weights do not follow from the trace's (doubled) q
@@ -354,8 +361,8 @@ def test_on_projected_sees_the_arrays_the_trace_holds_before_attention(name):
         pytest.skip(f"{name} is not installed here")
     example, options = controller.example_and_options(_session(8, kv=1))
     calls = []
-    trace = core_api.trace_with_backend(
-        name, "float32", example, options, lambda *a: calls.append(a)
+    trace = backends.get(name).trace_example(
+        example, options, dtype="float32", on_projected=lambda *a: calls.append(a)
     )
     assert len(calls) == 1
     q, k, v, scale = calls[0]

@@ -221,7 +221,7 @@ def test_a_rule_that_reads_no_index_is_spread_to_every_cell(xp):
     seen = SlidingWindow(-1, -1).mask_mod_array(0, 0, q, kv, xp)
     assert tuple(seen.shape) == (3, 5) and str(seen.dtype).endswith("bool") and bool(seen.all())
     if xp is torch:
-        from scratch.backends.torch_flex_mods import on_grid, torch_form
+        from scratch.backends.torch_flex_explicit import on_grid, torch_form
 
         grid_seen = on_grid(torch_form(SlidingWindow(-1, -1).mask_mod, "mask"), (1, 1, 3, 5), None)
         assert grid_seen.shape == (1, 1, 3, 5) and bool(grid_seen.all())

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui import core_api  # noqa: E402
+from gui import learn_model  # noqa: E402
 from gui.learn_model import head_inputs  # noqa: E402
 from gui.why_view import mask_text, max_text, scale_text  # noqa: E402
 from scratch import trace_attention  # noqa: E402
@@ -70,7 +70,7 @@ def test_the_scale_page_states_the_rows_numbers(seed):
     scores = q @ q.T  # (L, d_k) @ (d_k, L) -> (L, L)
     seen = np.ones((L, L), bool) if allowed is None else allowed
     for row in range(L):
-        w, _, _ = core_api.why(
+        w, _, _ = learn_model.why(
             x.scores.tolist(), x.scaled.tolist(), x.masked.tolist(), d_k, row, x.allowed_lists()
         )
         text = scale_text(w, x)
@@ -104,7 +104,7 @@ def test_the_softmax_page_states_the_rows_max_and_overflow(seed):
     if allowed is not None:
         masked = np.where(allowed, masked, -np.inf)
     row = seed % L
-    _, w, _ = core_api.why(
+    _, w, _ = learn_model.why(
         x.scores.tolist(), x.scaled.tolist(), x.masked.tolist(), d_k, row, x.allowed_lists()
     )
     words = plain(max_text(w, x))
@@ -127,7 +127,7 @@ def test_the_mask_page_states_the_three_sums_and_its_claim_holds(seed):
     scaled = q @ q.T / math.sqrt(d_k)
     keep = np.tril(np.ones((L, L), bool)) if allowed is None else allowed  # the causal one shown
     for row in range(L):
-        _, _, w = core_api.why(
+        _, _, w = learn_model.why(
             x.scores.tolist(), x.scaled.tolist(), x.masked.tolist(), d_k, row, x.allowed_lists()
         )
         text = mask_text(w, x)

@@ -9,9 +9,8 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from gui import core_api  # noqa: E402
 from gui import session as sm  # noqa: E402
-from scratch import presets
+from scratch import presets  # noqa: E402
 from tests.journey_sessions import journey_preset  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -37,15 +36,17 @@ def test_presets_show_titles_and_the_notebook_notes(qtbot, errors, settle, open_
     box = w.inputs.preset
     for name in presets.names():
         i = box.findData(name)
-        assert box.itemText(i) == core_api.preset_title(name) != name
+        assert box.itemText(i) == str(presets.get(name).title) != name
     i = box.findData("seed001-example2b")
     box.setCurrentIndex(i)
     box.activated.emit(i)
     settle(w)
     notes = w.inputs.preset_notes
     assert notes.isVisible()
-    for note in core_api.preset_notes("seed001-example2b"):
+    preset = presets.get("seed001-example2b")
+    said = [str(n) for n in preset.notes] + preset.slip_notes()  # the notes, then the slips'
+    for note in said:
         assert re.sub(r"\s+", " ", note)[:40] in notes.text().replace("&#x27;", "'")
-    assert any(n.startswith("Slip") for n in core_api.preset_notes("seed001-example2b"))
+    assert any(n.startswith("Slip") for n in said)
     w.load_session(sm.random_session(0))
     assert not notes.isVisible()

@@ -13,8 +13,9 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
 import scratch  # noqa: E402
-from gui import core_api, session_file, view_model  # noqa: E402
 from gui import session as sm  # noqa: E402
+from gui import session_file, view_model
+from gui.app_state import backend_dtypes  # noqa: E402
 from scratch.variants import SlidingWindow, Softcap, VariantChoice  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -124,7 +125,7 @@ def test_sessions_save_and_load_the_variant(tmp_path, settle, open_window):
     assert saved.variant.cu_seqlens == (0, 2, 6) and saved.decode == 6
     path = tmp_path / "variant.json"
     session_file.save(path, saved)
-    loaded = session_file.load(path, core_api.backend_dtypes())
+    loaded = session_file.load(path, backend_dtypes())
     assert loaded == saved
     w.load_session(sm.random_session(0))
     settle(w)

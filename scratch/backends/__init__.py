@@ -96,7 +96,7 @@ _MODULES = {
         {
             _BACKWARD: "scratch.backends.numpy_backward",
             "flex_attention": "scratch.backends.numpy_flex",
-            "flex_attention_backward": "scratch.backends.numpy_flex_backward",
+            "flex_attention_backward": "scratch.backends.numpy_flex",
         },
     ),
     "torch": (

@@ -22,15 +22,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scratch.backends import numpy_chunked, numpy_variant_trace
+from scratch.backends import numpy_chunked
+from scratch.backends.array_common import (
+    Steps,
+    attend_variant,
+    check_one_example,
+    multi_head_inputs,
+    trace_of,
+)
+from scratch.backends.numpy_flex import variant_steps
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
 from scratch.example import Example, check_trace_call
 from scratch.front_doors import forward_door, multi_head_door, trace_door
 from scratch.options import Options
-from scratch.plan import PARAMS, HeadPlan, plan_attention, plan_multi_head
+from scratch.plan import HeadPlan, plan_attention
 from scratch.result import LseResult, Result
-from scratch.trace import Trace, layout_trace
+from scratch.trace import Trace
 from scratch.validate import check_flag, check_mask_shape
 from scratch.variant_support import sdpa_variant
 from scratch.variants import Causal
@@ -50,18 +58,6 @@ class Settings:
     draws: Draws | None = None  # uniform draws for dropout; None without dropout
     on_projected: object = None  # trace_attention's hook: called with (q, k, v, scale)
     variant_trace: bool = False  # a trace of a variant: numpy_variant_trace attends
-
-
-@dataclass(frozen=True)
-class Steps:
-    """Every intermediate of the explicit kernel as whole arrays."""
-
-    scores: np.ndarray  # (..., L, S)
-    scaled: np.ndarray  # (..., L, S)
-    masked: np.ndarray  # (..., L, S)
-    weights: np.ndarray  # (..., L, S)
-    output: np.ndarray  # (..., L, Ev)
-    lse: np.ndarray | None = None  # (..., L) with options.return_lse: row max + log(row sum)
 
 
 # ---------------------------------------------------------------- mask
@@ -89,6 +85,15 @@ def build_mask(
 # ---------------------------------------------------------------- kernels
 
 
+def add_mask(scaled: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """scaled + mask in scaled's dtype: -inf added where a bool mask is False, a float mask
+    added; scaled itself without a mask."""
+    if mask is None:
+        return scaled
+    masked = np.where(mask, scaled, scaled - np.inf) if mask.dtype == np.bool_ else scaled + mask
+    return masked.astype(scaled.dtype, copy=False)
+
+
 def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Steps:
     """Every intermediate of attention as whole arrays; q (..., L, E), k/v (..., S, E/Ev)."""
     S = k.shape[-2]
@@ -98,13 +103,7 @@ def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Ste
     scaled = scores * scores.dtype.type(scale)
     # step 4: masked = scaled + mask: -inf added where a key may not be seen (as in torch's
     # reference, so a NaN or +inf score there still makes the row NaN); float masks are added
-    if mask is None:
-        masked = scaled.copy()
-    elif mask.dtype == np.bool_:
-        masked = np.where(mask, scaled, scaled - np.inf)
-    else:
-        masked = scaled + mask
-    masked = masked.astype(scaled.dtype, copy=False)
+    masked = scaled.copy() if mask is None else add_mask(scaled, mask)
     # step 5: weights = softmax of each row (subtract the row max so exp never overflows);
     # exp and the division work in place in the one new array (at 4096 tokens each (H, L, S)
     # array is 64 MiB a head, and fresh memory costs page faults)
@@ -135,19 +134,14 @@ def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Ste
     return Steps(scores, scaled, masked, weights, output, lse)
 
 
-def _chunked_output(q, k, v, scale, mask, options: Options, settings: Settings, group: int):
-    """(output, lse or None, kernel detail) from the chunked kernel (numpy_chunked.py)."""
-    chunk, block = block_sizes(settings.block_size)
-    return numpy_chunked.chunked_output(
-        q, k, v, scale, mask, options, settings.draws, group, chunk, block
-    )
-
-
 def _attend(q, k, v, scale, mask, options: Options, settings: Settings, group: int):
     """(Steps or None, output, lse or None, kernel, detail): explicit when weights are wanted,
     else chunked; lse only with options.return_lse."""
-    if not settings.need_weights:
-        output, lse, detail = _chunked_output(q, k, v, scale, mask, options, settings, group)
+    if not settings.need_weights:  # the chunked kernel (numpy_chunked.py)
+        chunk, block = block_sizes(settings.block_size)
+        output, lse, detail = numpy_chunked.chunked_output(
+            q, k, v, scale, mask, options, settings.draws, group, chunk, block
+        )
         return None, output, lse, "chunked-online-softmax", detail
     if group > 1:  # query head h uses key/value head h // group
         k = np.repeat(k, group, axis=-3)  # (..., Hkv, S, E) -> (..., Hq, S, E)
@@ -236,18 +230,8 @@ def _run_multi_head(
 ) -> MultiHeadRun:
     """Convert, plan once, project, split heads, attend, concatenate, project out."""
     dtype = settings.dtype
-    x = as_numbers(query, "query", dtype)
-    xk = x if key is None else as_numbers(key, "key", dtype)
-    xv = xk if value is None else as_numbers(value, "value", dtype)
-    arrays = {name: as_numbers(w, name, dtype) for name, w in params.items() if w is not None}
-    shapes = {name: arr.shape for name, arr in arrays.items()}
-    plan = plan_multi_head(
-        x.shape,
-        None if key is None else xk.shape,
-        None if value is None else xv.shape,
-        num_heads=heads[0],
-        num_kv_heads=heads[1],
-        **shapes,
+    x, xk, xv, arrays, plan = multi_head_inputs(
+        query, key, value, params, heads, lambda obj, name, _: as_numbers(obj, name, dtype)
     )
     wq, wk, wv, wo = (arrays.get(name) for name in ("w_q", "w_k", "w_v", "w_o"))
     bq, bk, bv, bo = (arrays.get(name) for name in ("b_q", "b_k", "b_v", "b_o"))
@@ -264,7 +248,7 @@ def _run_multi_head(
     extras = None
     if settings.variant_trace:  # a variant: numpy_flex's explicit kernel, every step kept
         mask, kernel, detail = None, "explicit", ""
-        found, extras = numpy_variant_trace.attend_variant(q_h, k_h, v_h, scale, options)
+        found, extras = attend_variant(q_h, k_h, v_h, scale, options, np, variant_steps)
         steps, head_outputs = Steps(**found), found["output"]
     else:
         mask = build_mask(options, dtype, plan.scores_shape, settings.need_weights)
@@ -333,29 +317,16 @@ def trace_example(example: Example, options: Options, *, dtype=None, on_projecte
     )
     heads = (example.num_heads, example.num_kv_heads)
     run = _run_multi_head(example.x, key, value, params, heads, options, settings)
-    if run.x.ndim != 2:
-        raise ValueError(
-            f"x: a trace is one worked example, expected shape (L, d_model), "
-            f"found {run.x.ndim} dims"
-        )
-    # the numbers are all computed here; scratch.trace only names and describes them
+    check_one_example(run.x.ndim)
     steps = run.steps
-    values = {"x": run.x, "q": run.q, "k": run.k, "v": run.v}
-    values.update({"head_outputs": run.head_outputs, "concat": run.concat})
-    values.update({"scores": steps.scores, "scaled": steps.scaled, "masked": steps.masked})
-    values["weights"] = steps.weights
-    values.update({name: run.params.get(name) for name in PARAMS})
-    values["output"] = run.output
-    for name, per_head in (run.extras or {}).items():  # q_rotated (H, L, d) -> (L, H * d)
-        values[name] = per_head if name == "sink_weights" else _concat_heads(per_head)
-    if key is not None:
-        values["key_input"] = run.key_input
-    if value is not None:
-        values["value_input"] = run.value_input
+    values = {"x": run.x, "key_input": run.key_input, "value_input": run.value_input}
+    values.update({"q": run.q, "k": run.k, "v": run.v, "scores": steps.scores})
+    values.update({"scaled": steps.scaled, "masked": steps.masked, "weights": steps.weights})
+    values.update({"head_outputs": run.head_outputs, "concat": run.concat, "output": run.output})
     is_bool = None if run.mask is None else bool(run.mask.dtype == np.bool_)
-    return layout_trace(
-        values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
-        key_tokens=example.key_tokens, source=(NAME, run.x.dtype.name),
+    return trace_of(
+        example, options, run.plan, run.scale, values, params=run.params, extras=run.extras or {},
+        concat_heads=_concat_heads, is_bool=is_bool, source=(NAME, run.x.dtype.name),
     )  # fmt: skip
 
 

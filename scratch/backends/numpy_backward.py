@@ -28,7 +28,7 @@ from ..plan import plan_attention
 from ..validate import check_positive_int
 from ..variants import Causal
 from . import numpy_backend, numpy_backward_tiles
-from .numpy_backend import build_mask
+from .numpy_backend import add_mask, build_mask
 from .numpy_inputs import Draws, GroupedHeads, _array, _dtype, forward_output
 
 KERNELS = ("explicit", "tiled")
@@ -70,16 +70,13 @@ class _Problem(GroupedHeads):
         """S = scale * q k^T + mask for a tile of query rows and key columns."""
         # step 1: scores, scaled               (..., l, E) @ (..., E, s) -> (..., l, s)
         scaled = (q @ np.swapaxes(k, -1, -2)) * self.dtype.type(self.scale)
+        m = None
         if self.causal is not None:
             m = self.causal.tile(range(self.L)[rows], range(self.S)[cols])  # (l, s) bool
-        elif self.mask is None:
-            return scaled
-        else:
+        elif self.mask is not None:
             m = np.broadcast_to(self.mask, self.lead + (self.L, self.S))[..., rows, cols]
         # step 2: -inf added where masked (a bool mask), or the float mask added
-        if m.dtype == np.bool_:
-            return np.where(m, scaled, scaled - np.inf).astype(self.dtype, copy=False)
-        return (scaled + m).astype(self.dtype, copy=False)
+        return add_mask(scaled, m)
 
 
 # ---------------------------------------------------------------- forward with log-sum-exp

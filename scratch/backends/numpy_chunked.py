@@ -279,9 +279,7 @@ class _Tiles:
         (n, Ev) gets its p @ v, den (n,) its row sums. An exp that overflowed leaves inf or NaN in
         its rows' acc (p @ v with an inf in p): `fast` hands those rows to the safe pass.
         The scores are laid out keys first, (W, bq) per block, as k3 @ q3^T: an M of W = 384
-        rather than bq = 128 rows suits OpenBLAS's sgemm (one step, 8 blocks of a window of 256
-        keys, one core of the 2-core dev host: 0.975x the time of the (bq, W) layout, paired
-        medians of 400 alternating steps)."""
+        rather than bq = 128 rows suits OpenBLAS's sgemm (docs/notes/numpy_chunked.md)."""
         lo, width, cells = band
         bq = cells.shape[2]
         T = (i1 - i0) // bq

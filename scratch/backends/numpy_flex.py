@@ -15,6 +15,19 @@ A row that sees no key and has no sink gives output 0 and lse -inf; a learned si
 exp(sink[h]) to each row's denominator (no value) and is counted in the lse.
 `create_block_mask` (numpy_flex_plan) makes the BlockMask by NumPy row bands: at L = 16384 the
 ground truth's, one Python call per cell, would take minutes.
+
+The backward (`flex_attention_backward`): dQ, dK, dV (and d sinks), explicit or tiled, by the
+ground truth's formulas (scratch/flex_backward.py), per (b, h) and query row, p = weights,
+r = raw scaled scores, s = score_mod(r) (masked: -inf):
+  dV += p^T dO    dP = dO v^T    D = rowsum(dO * O)    dS = p (dP - D)
+  dR = dS * score_mod'(r)   (the variant's score_grad_array; a user's score_mod: dual numbers,
+                              cell by cell)
+  dQ = scale dR k    dK = scale dR^T q    dsink[h] = -sum_rows exp(sink[h] - lse) D
+- `explicit`: the whole (B, H, L, S) matrices (explicit_scores).
+- `tiled` (the default): one (block, block) tile of P at a time, recomputed from the forward's
+  lse, visiting only the key tiles the block mask lists for each query block (as the chunked
+  forward does); the sinks' gradient needs only lse and D, no tile. Memory O(block^2) beyond
+  the inputs and gradients.
 """
 
 from __future__ import annotations
@@ -22,24 +35,19 @@ from __future__ import annotations
 import numpy as np
 
 from ..flex import check_call
-from ..front_doors import flex_door
+from ..front_doors import flex_backward_door, flex_door
 from ..options import FlexOptions, Options
-from ..validate import check_flag, check_scale
+from ..validate import check_flag, check_grad_output, check_positive_int, check_scale
 from ..variants.sinks import sink_logits
 from .numpy_chunk_rows import row_norms
 from .numpy_chunked import KEY_BLOCK, chunked_output
 from .numpy_flex_plan import FlexPlan, create_block_mask
-from .numpy_inputs import GroupedHeads, _array, _dtype, not_finite
+from .numpy_inputs import GroupedHeads, _array, _dtype, forward_output, not_finite
 from .numpy_threads import cores, share
 
 KERNELS = ("chunked", "explicit")
 # Query rows per chunk when a block mask skips tiles (1024 without one): a chunk is one task
-# for a worker thread (at L = 16384 on 2 cores the kernel makes it ceil(L / 2) = 8192: one task
-# per core), its fixed costs paid once per chunk; band_pass works on BAND_ROWS rows at a time
-# and the tiles on at most QUERY_CHUNK rows, whatever the chunk. Window of 256 keys at
-# L = 16384, float32, this 2-core host idle, best of 15 calls (BAND_ROWS 1024): chunks of
-# 8192 (2 tasks) 14.7 and 14.8 ms, 4096 (4 tasks) 15.3 and 16.3 ms; 4096 with the last 8192
-# rows in chunks of 1024 (10 tasks) 17.8 and 17.7 ms where 4 tasks took 16.8 and 16.1 ms.
+# for a worker thread, its fixed costs paid once per chunk (measured: docs/notes/numpy_chunked.md).
 FLEX_CHUNK = 8192
 
 
@@ -180,6 +188,29 @@ def explicit(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:
     return weights @ x.repeat_kv(x.v), lse
 
 
+def variant_steps(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, rule, sinks) -> dict:
+    """The explicit kernel on one example's heads q (H, L, E), k (Hkv, S, E), v (Hkv, S, Ev),
+    every step kept, under a variant's mask/score rule and sinks (array_trace.attend_variant's
+    `explicit`; its block mask from create_block_mask, the same rule object)."""
+    H, L, S = q.shape[0], q.shape[1], k.shape[1]
+    mask_mod = None if rule is None else rule.mask_mod
+    score_mod = None if rule is None else rule.score_mod
+    block_mask = None if mask_mod is None else create_block_mask(mask_mod, 1, H, L, S)
+    flex = FlexOptions(score_mod, block_mask, scale, H != k.shape[0], sinks=sinks)
+    x = FlexProblem(q[None], k[None], v[None], flex)  # (1, H, L, E), (1, Hkv, S, E|Ev)
+    scores, _, scaled, masked = (m[0] for m in explicit_steps(x))  # (H, L, S) each
+    weights, lse = (m[0] for m in explicit_softmax(x, masked[None]))  # (H, L, S), (H, L)
+    sink_weights = None
+    if sinks is not None:  # the sink's share of each row: exp(sink[h] - lse)
+        sink = np.asarray(sinks.logits, dtype=x.dtype)[:, None]  # (H, 1)
+        sink_weights = np.exp(sink - lse).astype(x.dtype, copy=False)
+    v_all = x.repeat_kv(x.v)[0]  # (H, S, Ev)
+    # output = weights @ v                  (H, L, S) @ (H, S, Ev) -> (H, L, Ev)
+    output = weights @ v_all
+    return dict(scores=scores, scaled=scaled, masked=masked, weights=weights, output=output,
+                v_all=v_all, sink_weights=sink_weights)  # fmt: skip
+
+
 def chunked(
     x: FlexProblem, chunk: int | None, block: int, lse: bool = True
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -195,15 +226,9 @@ def chunked(
 
 
 def attention_of(
-    query: object,
-    key: object,
-    value: object,
-    options: FlexOptions,
-    *,
-    kernel: str = "chunked",
-    chunk: int | None = None,
+    query, key, value, options: FlexOptions, *, kernel: str = "chunked", chunk: int | None = None,
     block: int = KEY_BLOCK,
-) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """FlexAttention in NumPy: output (B, H, L, Ev), and lse (B, H, L) with return_lse.
 
     kernel "chunked" (default; `chunk` query rows x `block` keys per tile) or "explicit".
@@ -219,4 +244,112 @@ def attention_of(
 flex_attention = flex_door(attention_of)
 
 
-__all__ = ["FlexProblem", "create_block_mask", "flex_attention"]
+# ---------------------------------------------------------------- the backward
+
+BACKWARD_KERNELS = ("tiled", "explicit")
+BACKWARD_BLOCK = 128  # the tiled kernel's tile edge without a block mask (with one: its block size)
+
+
+def _sink_grad(x: FlexProblem, lse: np.ndarray, row_dot: np.ndarray) -> np.ndarray | None:
+    """d loss / d sink[h] = -sum over batch and rows of exp(sink[h] - lse) * D (None: no sinks)."""
+    if x.plan.sinks is None:
+        return None
+    sink = x.plan.sinks.reshape(1, -1, 1)  # (1, H, 1)
+    with np.errstate(invalid="ignore"):  # lse = sink at the least: never -inf with a sink
+        p_sink = np.exp(sink - lse.astype(np.float64))  # (B, H, L)
+    return (-(p_sink * row_dot.astype(np.float64)).sum(axis=(0, 2))).astype(x.dtype)
+
+
+def explicit_backward(x: FlexProblem, g: np.ndarray):
+    """Gradients with the whole (B, H, L, S) matrices."""
+    B, H, _, L, S, _, _ = x.shape
+    raw, scores = explicit_scores(x)
+    P, lse = explicit_softmax(x, scores)  # (B, H, L, S), (B, H, L)
+    k, v = x.repeat_kv(x.k), x.repeat_kv(x.v)
+    output = P @ v  # (B, H, L, S) @ (B, H, S, Ev) -> (B, H, L, Ev)
+    row_dot = np.sum(g * output, axis=-1)  # D (B, H, L)
+    # step 1: dV = P^T dO                   (B, H, S, L) @ (B, H, L, Ev) -> (B, H, S, Ev)
+    grad_value = np.swapaxes(P, -1, -2) @ g
+    # step 2: dS = P (dO v^T - D), then through the score change
+    dS = P * (g @ np.swapaxes(v, -1, -2) - row_dot[..., None])  # (B, H, L, S)
+    if x.plan.grad is not None:
+        b, h = np.arange(B).reshape(B, 1, 1, 1), np.arange(H).reshape(1, H, 1, 1)
+        with np.errstate(all="ignore"):
+            d = x.plan.grad(raw, b, h, np.arange(L)[:, None], np.arange(S)[None, :], np)
+        dS = np.where(P > 0, dS * d, 0).astype(x.dtype, copy=False)
+    scale = x.dtype.type(x.scale)
+    # step 3: dQ = scale dS k, dK = scale dS^T q
+    grad_query = (dS @ k) * scale  # (B, H, L, S) @ (B, H, S, E) -> (B, H, L, E)
+    grad_key = (np.swapaxes(dS, -1, -2) @ x.q) * scale  # (B, H, S, L) @ (B, H, L, E)
+    grads = (grad_query, x.sum_groups(grad_key), x.sum_groups(grad_value))
+    return grads, _sink_grad(x, lse, row_dot)
+
+
+def tiled_backward(x: FlexProblem, g: np.ndarray, output: np.ndarray, lse: np.ndarray, block: int):
+    """Gradients one tile at a time, only on the tiles the block mask lists."""
+    B, H, Hkv, L, S, E, Ev = x.shape
+    scale = x.dtype.type(x.scale)
+    rows_per = block if x.plan.block_mask is None else x.plan.block_mask.block_size[0]
+    # step 0: D = rowsum(dO * O) once per row; lse 0 where the row saw nothing (its P is 0)
+    row_dot = np.sum(g * output, axis=-1)  # (B, H, L)
+    base = np.where(np.isneginf(lse), 0, lse).astype(x.dtype)
+    grad_query = np.zeros(x.q.shape, x.dtype)  # (B, H, L, E)
+    grad_key = np.zeros((B, H, S, E), x.dtype)  # per query head, groups summed at the end
+    grad_value = np.zeros((B, H, S, Ev), x.dtype)
+    for b in range(B):
+        for h in range(H):
+            kv = h // x.group
+            q, k, v = x.q[b, h], x.k[b, kv], x.v[b, kv]  # (L, E), (S, E), (S, Ev)
+            for i0 in range(0, L, rows_per):
+                i1 = min(i0 + rows_per, L)
+                q_i, g_i = q[i0:i1], g[b, h, i0:i1]  # (n, E), (n, Ev)
+                for j0, j1, parts in x.plan.key_tiles(b, h, i0, i1, S, block):
+                    # step 1: recompute the tile of P from the forward's lse
+                    raw = (q_i @ k[j0:j1].T) * scale  # (n, E) @ (E, w) -> (n, w)
+                    s = raw.copy()
+                    x.plan.apply(s, b, h, i0, j0, parts)
+                    P = np.exp(s - base[b, h, i0:i1, None])  # (n, w), 0 where masked
+                    # step 2: dV_j += P^T dO_i      (w, n) @ (n, Ev) -> (w, Ev)
+                    grad_value[b, h, j0:j1] += P.T @ g_i
+                    # step 3: dS = P (dO_i v_j^T - D_i), through the score change
+                    dS = P * (g_i @ v[j0:j1].T - row_dot[b, h, i0:i1, None])  # (n, w)
+                    if x.plan.grad is not None:
+                        d = x.plan.score_grad(raw, b, h, i0, j0)
+                        dS = np.where(P > 0, dS * d, 0).astype(x.dtype, copy=False)
+                    # step 4: dQ_i += scale dS k_j, dK_j += scale dS^T q_i
+                    grad_query[b, h, i0:i1] += (dS @ k[j0:j1]) * scale  # (n, w) @ (w, E)
+                    grad_key[b, h, j0:j1] += (dS.T @ q_i) * scale  # (w, n) @ (n, E)
+    grads = (grad_query, x.sum_groups(grad_key), x.sum_groups(grad_value))
+    return grads, _sink_grad(x, lse, row_dot)
+
+
+def gradients_of(
+    query, key, value, grad_output, options: FlexOptions, *, kernel: str = "tiled",
+    block: int = BACKWARD_BLOCK, output=None, lse=None,
+) -> tuple:  # fmt: skip
+    """(grad_query, grad_key, grad_value), plus grad_sinks (H,) when sinks are given.
+
+    kernel "tiled" (default) takes the forward's `output` and `lse` (flex_attention
+    with return_lse=True, same arguments) or computes them with the chunked kernel; "explicit"
+    holds the whole score matrix.
+    """
+    if kernel not in BACKWARD_KERNELS:
+        raise ValueError(f"kernel: expected one of {', '.join(BACKWARD_KERNELS)}, found {kernel!r}")
+    x = FlexProblem(query, key, value, options)
+    B, H, _, L, _, _, Ev = x.shape
+    g = _array(grad_output, "grad_output", x.dtype)
+    check_grad_output(g.shape, (B, H, L, Ev))
+    if kernel == "explicit":
+        grads, d_sinks = explicit_backward(x, g)
+    else:
+        block = check_positive_int(block, "block")
+        given = forward_output(output, lse, g.shape, x.dtype, "flex_attention, return_lse")
+        output, lse = given if given is not None else chunked(x, None, block)
+        grads, d_sinks = tiled_backward(x, g, output, lse, block)
+    return grads if d_sinks is None else (*grads, d_sinks)
+
+
+flex_attention_backward = flex_backward_door(gradients_of)
+
+
+__all__ = ["FlexProblem", "create_block_mask", "flex_attention", "flex_attention_backward"]

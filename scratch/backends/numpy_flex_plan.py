@@ -333,13 +333,9 @@ class FlexPlan:
 
 
 def create_block_mask(
-    mask_mod: Callable[..., bool],
-    B: int | None,
-    H: int | None,
-    Q_LEN: int,
-    KV_LEN: int,
+    mask_mod: Callable[..., bool], B: int | None, H: int | None, Q_LEN: int, KV_LEN: int,
     BLOCK_SIZE: int | tuple[int, int] = 128,
-) -> BlockMask:
+) -> BlockMask:  # fmt: skip
     """scratch.create_block_mask by NumPy row bands: the same BlockMask (B or H None: 1)."""
     nb, nh, L, S, bq, bk = block_mask_sizes(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE)
     mask = array_form(mask_mod, "mask") or cellwise_mask(mask_mod)

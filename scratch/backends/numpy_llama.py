@@ -161,10 +161,9 @@ def _projections(
     out: np.ndarray | None = None, b_qkv: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """x @ w_qkv.T (+ b_qkv if given) (T, (H + 2G) d) with w_qkv = [w_q; w_k; w_v] (into `out`
-    when given), and its
-    q and k heads turned by RoPE (T, (H + G) d, in this thread's kept buffer: read it before the
-    next layer); cos, sin (T, 1, d/2). Shared among the cores in blocks of whole heads, each
-    block turning its own q and k heads right after its product."""
+    when given), and its q and k heads turned by RoPE (T, (H + G) d, in this thread's kept
+    buffer: read it before the next layer); cos, sin (T, 1, d/2). Shared among the cores in
+    blocks of whole heads, each block turning its own q and k heads right after its product."""
     T, d, turning = x.shape[0], c.d_head, c.heads + c.kv_heads
     n = w_qkv.shape[0] // d  # heads of q, k and v
     qkv = np.empty((T, n * d)) if out is None else out

@@ -29,8 +29,14 @@ from functools import partial
 import torch
 
 from scratch import validate
-from scratch.backends import torch_variant_trace
+from scratch.backends.array_common import (
+    attend_variant,
+    check_one_example,
+    multi_head_inputs,
+    trace_of,
+)
 from scratch.backends.torch_compat import fused, fused_with_lse
+from scratch.backends.torch_flex_explicit import variant_steps
 from scratch.backends.torch_inputs import DTYPES, Placement, as_device, generator, placement
 from scratch.backends.torch_math import (
     Attended,
@@ -44,9 +50,9 @@ from scratch.backends.torch_math import (
 from scratch.example import Example, check_trace_call
 from scratch.front_doors import forward_door, multi_head_door, trace_door
 from scratch.options import Options
-from scratch.plan import HeadPlan, plan_attention, plan_multi_head
+from scratch.plan import HeadPlan, plan_attention
 from scratch.result import LseResult, Result
-from scratch.trace import Trace, layout_trace
+from scratch.trace import Trace
 from scratch.variants import GivenMask
 
 NAME = "torch"
@@ -114,23 +120,7 @@ def _run_multi_head(
 ) -> MultiHead:
     """Convert the inputs, plan the heads once from their shapes, project (`fast`: for SDPA)."""
     place = placement((query, key, value, *params.values()), dtype, device)
-    # read as the ground truth reads them: inputs and projections at least 2-D, biases 1-D
-    x = place.tensor(query, "query", 2)
-    kx = x if key is None else place.tensor(key, "key", 2)
-    vx = kx if value is None else place.tensor(value, "value", 2)
-    tensors = {
-        name: None if obj is None else place.tensor(obj, name, 1 if name[0] == "b" else 2)
-        for name, obj in params.items()
-    }
-    shapes = {name: tuple(t.shape) for name, t in tensors.items() if t is not None}
-    plan = plan_multi_head(
-        tuple(x.shape),
-        tuple(kx.shape),
-        tuple(vx.shape),
-        num_heads=heads[0],
-        num_kv_heads=heads[1],
-        **shapes,
-    )
+    x, kx, vx, tensors, plan = multi_head_inputs(query, key, value, params, heads, place.tensor)
     # step 1: projections (an input without one is used as it is, as in a trace)
     q, k, v = (
         t if tensors[f"w_{n}"] is None else project(t, tensors[f"w_{n}"], tensors[f"b_{n}"], place)
@@ -203,19 +193,16 @@ def trace_example(
     run = _run_multi_head(
         example.x, key, value, example.projections(), heads, projecting, dtype, device, fast=False
     )
-    if run.inputs["x"].ndim != 2:
-        raise ValueError(
-            f"x: a trace is one worked example, expected shape (L, d_model), "
-            f"found {run.inputs['x'].ndim} dims"
-        )
+    check_one_example(run.inputs["x"].ndim)
     if on_projected is not None:  # before attention: a caller can start work on them
         on_projected(run.q, run.k, run.v, run.scale)
     extras = {}
-    if variant:  # torch_flex's explicit path, every step kept
-        H, Hkv = run.plan.num_heads, run.plan.num_kv_heads
-        found, extras = torch_variant_trace.attend_variant(
-            split_heads(run.q, H), split_heads(run.k, Hkv), split_heads(run.v, Hkv), run.scale,
-            options, run.place,
+    if variant:  # torch_flex's explicit path, every step kept, in the wide dtype
+        H, Hkv, wide = run.plan.num_heads, run.plan.num_kv_heads, run.place.wide
+        q, k, v = (split_heads(t, n).to(wide) for t, n in ((run.q, H), (run.k, Hkv), (run.v, Hkv)))
+        found, extras = attend_variant(
+            q, k, v, run.scale, options, torch, partial(variant_steps, wide=wide),
+            stored=lambda t: t.to(run.place.storage),
         )  # fmt: skip
         heads_out, s = found["output"], Attended(**found)
     else:
@@ -224,25 +211,18 @@ def trace_example(
     H, storage = run.plan.num_heads, run.place.storage
     w_o = run.params["w_o"]
     output = heads_out[0] if H == 1 and w_o is None else _project_out(run, concat)
-    # the numbers are all computed here; scratch.trace only names and describes them
-    values = {"x": run.inputs["x"], "q": run.q, "k": run.k, "v": run.v}
-    values.update(run.params)  # w_q ... b_o, None where not given
-    values.update(head_outputs=heads_out, concat=concat, output=output, weights=s.weights)
+    values = {**run.inputs, "q": run.q, "k": run.k, "v": run.v, "weights": s.weights}
+    values.update(head_outputs=heads_out, concat=concat, output=output)
     values.update(scores=s.scores.to(storage), scaled=s.scaled.to(storage))
     values.update(masked=s.masked.to(storage))
-    for name, per_head in extras.items():  # q_rotated (H, L, d) -> (L, H * d)
-        values[name] = per_head if name == "sink_weights" else concat_heads(per_head)
-    if key is not None:
-        values["key_input"] = run.inputs["key_input"]
-    if value is not None:
-        values["value_input"] = run.inputs["value_input"]
     # a given attn_mask's kind; None when a variant attended (a drawn mask as the variant
     # GivenMask, with no SDPA mask built: run.mask is None)
     given = isinstance(options.attention_variant, GivenMask) and run.mask is not None
     is_bool = run.mask.dtype == torch.bool if given else None
-    return layout_trace(
-        values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
-        key_tokens=example.key_tokens, source=(backend_name, str(storage).removeprefix("torch.")),
+    source = (backend_name, str(storage).removeprefix("torch."))
+    return trace_of(
+        example, options, run.plan, run.scale, values, params=run.params, extras=extras,
+        concat_heads=concat_heads, is_bool=is_bool, source=source,
     )  # fmt: skip
 
 

@@ -23,7 +23,7 @@ from ..options import Options
 from ..plan import plan_attention
 from ..validate import dtype_of
 from .torch_compat import mask_empty_rows
-from .torch_math import build_mask, repeat_kv
+from .torch_math import add_mask, build_mask, repeat_kv
 
 KERNELS = ("autograd", "explicit")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -71,16 +71,6 @@ def _keep(rng: object, shape: tuple, p: float, dtype, device) -> torch.Tensor | 
     return torch.where(draws >= p, factor, 0.0).to(device=device, dtype=dtype)
 
 
-def _masked(q, k, scale, mask) -> torch.Tensor:
-    """S = scale * q k^T + mask   (..., L, E) @ (..., E, S) -> (..., L, S)."""
-    scaled = (q @ k.transpose(-1, -2)) * scale
-    if mask is None:
-        return scaled
-    if mask.dtype == torch.bool:
-        return torch.where(mask, scaled, scaled - math.inf)
-    return scaled + mask.to(scaled.dtype)
-
-
 def _sum_groups(x: torch.Tensor, group: int) -> torch.Tensor:
     """(..., Hq, n, c) -> (..., Hkv, n, c): a kv gradient sums its group's query heads."""
     return x.unflatten(-3, (-1, group)).sum(-3) if group > 1 else x
@@ -92,8 +82,8 @@ def _safe_softmax(q, kr, scale, mask, full, masked_rows) -> torch.Tensor:
     On an empty row the unmasked scores stand in for the -inf ones: finite, and under "nan"
     the NaN they are multiplied by flows back to q and k as it does through a textbook softmax.
     """
-    masked = _masked(q, kr, scale, mask)  # (..., L, S)
     scaled = (q @ kr.transpose(-1, -2)) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    masked = add_mask(scaled, mask)  # (..., L, S)
     P = torch.softmax(torch.where(full, scaled, masked), dim=-1)
     if masked_rows == "zero":
         return torch.where(full, torch.zeros_like(P), P)
@@ -132,7 +122,8 @@ def _explicit(q, k, v, g, mask, scale, group, masked_rows, keep, storage):
     """The backward written out, step by step, in q's (wide) dtype."""
     kr, vr = repeat_kv(k, q), repeat_kv(v, q)  # (..., Hq, S, E), (..., Hq, S, Ev)
     S = k.shape[-2]
-    masked = _masked(q, kr, scale, mask)  # (..., L, S)
+    # S = scale * q k^T + mask            (..., L, E) @ (..., E, S) -> (..., L, S)
+    masked = add_mask((q @ kr.transpose(-1, -2)) * scale, mask)
     full = torch.isneginf(masked).all(-1, keepdim=True)  # (..., L, 1)
     # step 0: the forward's P (rounded to storage for 16-bit), P_d and O = P_d V
     top = masked.amax(-1, keepdim=True).masked_fill(full, 0.0)

@@ -23,7 +23,14 @@ import torch
 import torch.nn.functional as F
 
 from scratch.backends.torch_inputs import cast_mask, compute_dtype
-from scratch.backends.torch_math import Heads, causal_grid, dropout, fused_causal, repeat_kv
+from scratch.backends.torch_math import (
+    Heads,
+    add_mask,
+    causal_grid,
+    dropout,
+    fused_causal,
+    repeat_kv,
+)
 from scratch.options import Options
 
 
@@ -145,13 +152,9 @@ def _lse_by_chunks(q, k, mask, is_causal, scale) -> torch.Tensor:
     parts = []
     for i0 in range(0, L, LSE_CHUNK):
         rows = slice(i0, min(L, i0 + LSE_CHUNK))
-        masked = (q[..., rows, :].to(wide) @ kt) * scale  # (..., c, E) @ (..., E, S) -> (..., c, S)
-        if mask is not None:
-            m = mask if mask.ndim < 2 or mask.shape[-2] == 1 else mask[..., rows, :]
-            if m.dtype == torch.bool:
-                masked = torch.where(m, masked, masked - math.inf)
-            else:
-                masked = masked + cast_mask(m, wide)
+        m = mask if mask is None or mask.ndim < 2 or mask.shape[-2] == 1 else mask[..., rows, :]
+        # (..., c, E) @ (..., E, S) -> (..., c, S), then the mask
+        masked = add_mask((q[..., rows, :].to(wide) @ kt) * scale, m)
         parts.append(torch.logsumexp(masked, dim=-1))  # (..., c); -inf where all are -inf
     return torch.cat(parts, dim=-1)  # (..., L)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from scratch import validate
+from scratch.backends.array_common import Steps as Attended  # the explicit kernel's steps
 from scratch.backends.torch_inputs import Placement, as_mask, cast_mask
 from scratch.options import Options
 from scratch.variant_support import sdpa_variant
@@ -65,16 +66,15 @@ def dropout(weights: torch.Tensor, p: float, gen: torch.Generator | None) -> tor
     return torch.where(keep, weights / (1.0 - p), weights * 0)
 
 
-@dataclass(frozen=True)
-class Attended:
-    """Every intermediate of attention on (..., H, L, E) heads."""
-
-    scores: torch.Tensor  # (..., L, S) in the math dtype
-    scaled: torch.Tensor  # (..., L, S) in the math dtype
-    masked: torch.Tensor  # (..., L, S) in the math dtype
-    weights: torch.Tensor  # (..., L, S) in the storage dtype, after dropout
-    output: torch.Tensor  # (..., L, Ev) in the storage dtype
-    lse: torch.Tensor | None = None  # (..., L) in the math dtype, with options.return_lse
+def add_mask(scaled: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """masked = scaled + mask: -inf added where a key is excluded (False in a bool mask, -inf in
+    a float mask, cast to scaled's dtype), as torch's reference does: a NaN or +inf score there
+    gives NaN. scaled itself without a mask."""
+    if mask is None:
+        return scaled
+    if mask.dtype == torch.bool:
+        return torch.where(mask, scaled, scaled - math.inf)
+    return scaled + cast_mask(mask, scaled.dtype)
 
 
 @dataclass(frozen=True)
@@ -100,14 +100,8 @@ def attend(heads: Heads, place: Placement) -> Attended:
     scores = q @ k.transpose(-1, -2)  # (..., L, E) @ (..., E, S) -> (..., L, S)
     # step 3: scaled = scores * scale
     scaled = scores * scale  # (..., L, S)
-    # step 4: masked = scaled + mask: -inf added where a key is excluded (False in a bool mask,
-    # -inf in a float mask), as torch's reference does: a NaN or +inf score there gives NaN
-    if mask is None:
-        masked = scaled
-    elif mask.dtype == torch.bool:
-        masked = torch.where(mask, scaled, scaled - math.inf)  # (L, S) over (..., L, S)
-    else:
-        masked = scaled + cast_mask(mask, scaled.dtype)
+    # step 4: masked = scaled + mask
+    masked = add_mask(scaled, mask)  # (L, S) over (..., L, S)
     # step 5: weights = softmax of each row (subtract the row max so exp never overflows)
     fully = torch.isneginf(masked).all(dim=-1)  # (..., L) True where every key is -inf
     top = masked.amax(dim=-1, keepdim=True)  # (..., L, 1)
@@ -155,6 +149,7 @@ def concat_heads(heads_out: torch.Tensor) -> torch.Tensor:
 
 __all__ = [
     "Attended",
+    "add_mask",
     "attend",
     "build_mask",
     "concat_heads",

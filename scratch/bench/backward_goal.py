@@ -1,22 +1,8 @@
-"""Issue 24 items 1, 2 and 5: a training step's attention (forward with lse + backward) in NumPy.
+"""A training step's attention (forward with lse + backward) in NumPy against torch: a bench plugin.
 
-Opt-in (a plugin's goals, never in the default table):
-`python -m scratch.bench --plugin scratch.bench.backward_goal --only backward`.
-For each L in SIZES, causal or not, four rows timed interleaved (timing.measure_alternating) on
-the same float32 (1, 1, L, 64) inputs:
-- numpy: forward_with_lse, then the tiled backward given its output and lse;
-- torch: F.scaled_dot_product_attention (fused CPU kernel), then torch.autograd.grad;
-- the NumPy backend's chunked forward alone (need_weights=False, no lse): the floor's unit;
-- forward_with_lse alone (the same kernel with return_lse);
-- the numpy step again: the noise floor, compared with the first numpy row as a goal compares
-  two rows (1.000x if timing were exact).
-Without a mask, a line also gives the host's own limit (`HostLimit`): the step's seven products at
-the host's best float32 GEMM rate plus its two exps per score, against the time the torch goal
-allows.
-Goals: numpy >= 1.3x torch's speed; numpy within 1.4x of the floor, 3.5x the chunked forward's
-time (the backward's five matrix products per tile against the forward's two); forward_with_lse
-<= 1.05x the chunked forward's time (the lse costs nothing measurable). Memory: the peak growth
-of forward_with_lse + tiled backward at L = MEMORY_L (tracemalloc, one untimed causal call).
+`python -m scratch.bench --plugin scratch.bench.backward_goal --only backward` (issue 24 items 1,
+2, 5; the rows and goals: docs/notes/bench.md). Goals: numpy >= 1.3x torch's speed; within 1.4x
+of the floor, 3.5x the chunked forward's time; forward_with_lse <= 1.05x the chunked forward's.
 """
 
 from __future__ import annotations
@@ -27,7 +13,7 @@ from scratch.bench import host
 from scratch.bench.host import LOAD_WAIT_S
 from scratch.bench.memory import format_bytes, peak_growth
 from scratch.bench.plugins import Goal, GoalSet
-from scratch.bench.row import Row, pair_ratio
+from scratch.bench.row import Row, pair_ratio, reference_lines, verdict
 from scratch.bench.timing import measure, measure_alternating
 
 SIZES = (4096, 16384)
@@ -147,53 +133,36 @@ def judge(rows: list[Row], L: int, causal: bool, limit: HostLimit | None = None)
     step, torch_row, forward, with_lse, again = rows
     kind = "causal" if causal else "no mask"
     where = f"float32 (1, 1, {L}, {E}), {kind}"
-    speed = pair_ratio(step, torch_row)  # torch's time / numpy's: numpy's speed
     out = [
-        (
+        verdict(
             f"numpy forward_with_lse + tiled backward >= {TORCH_GOAL:g}x the speed of torch's "
             f"fused SDPA + autograd backward, {where}",
-            "PASS" if speed.p10 >= TORCH_GOAL else "FAIL",
-            speed.text("x"),
-        )
-    ]
-    floor = Row(L, "floor", forward.seconds * FLOOR_FACTOR, forward.runs, None, "n/a")
-    floor.times, floor.load = [t * FLOOR_FACTOR for t in forward.times], forward.load
-    over = pair_ratio(floor, step)  # numpy's time / the floor's
-    out.append(
-        (
+            pair_ratio(step, torch_row),  # torch's time / numpy's: numpy's speed
+            lambda r: r >= TORCH_GOAL,
+        ),
+        verdict(
             f"numpy forward_with_lse + tiled backward within {FLOOR_GOAL:g}x of the floor "
             f"({FLOOR_FACTOR:g}x the chunked forward's time), {where}",
-            "PASS" if over.p10 <= FLOOR_GOAL else "FAIL",
-            over.text("x the floor's time"),
-        )
-    )
-    lse_cost = pair_ratio(forward, with_lse)
-    out.append(
-        (
+            pair_ratio(forward.scaled(FLOOR_FACTOR, "floor"), step),  # numpy's time / the floor's
+            lambda r: r <= FLOOR_GOAL,
+            "x the floor's time",
+        ),
+        verdict(
             f"forward_with_lse <= {LSE_GOAL:g}x the chunked forward's time (the lse for free), "
             f"{where}",
-            "PASS" if lse_cost.p10 <= LSE_GOAL else "FAIL",
-            lse_cost.text("x the time"),
-        )
-    )
-    out.append(
+            pair_ratio(forward, with_lse),
+            lambda r: r <= LSE_GOAL,
+            "x the time",
+        ),
         (
             f"(noise floor, no goal) the numpy step against itself, {where}",
             "info",
             pair_ratio(step, again).text("x the time"),
-        )
-    )
+        ),
+    ]
     if limit is not None and not causal:
         out.append(limit_line(limit, step, torch_row, L))
-    for r in rows:
-        out.append(
-            (
-                f"(reference) {r.name}, {where}",
-                "info",
-                f"10th percentile {r.p10 * 1e3:.1f} ms, best {r.best * 1e3:.1f} ms, "
-                f"{r.runs} rounds",
-            )
-        )
+    out += reference_lines(rows, f", {where}")
     return out
 
 

@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
+
+from scratch.bench.timing import best_of
 
 LARGE_GOAL_S = 10.0  # check(numpy chunked kernel, cases="large"): three 4096-token cases
 BACKWARD_GOAL_S = 5.0  # check_backward(numpy backend's backward), the standard cases
-
-
-def _timed(run, runs: int) -> tuple[float, float, object]:
-    """(best wall seconds, that run's CPU seconds, its report) over `runs` calls."""
-    best = (float("inf"), 0.0, None)
-    for _ in range(runs):
-        t0, c0 = time.perf_counter(), time.process_time()
-        report = run()
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        if wall < best[0]:
-            best = (wall, cpu, report)
-    return best
 
 
 def _line(goal: str, limit: float | None, timed: tuple, runs: int) -> tuple[str, str, str]:
@@ -51,8 +40,8 @@ def checker_timing(runs: int = 2, cases: str = "large") -> list[tuple[str, str, 
 
     backward = numpy_be.scaled_dot_product_attention_backward
     large = cases == "large"
-    forward = _timed(lambda: scratch.check(kernel, cases=cases), runs)
-    back = _timed(lambda: scratch.check_backward(backward), runs)
+    forward = best_of(lambda: scratch.check(kernel, cases=cases), runs)
+    back = best_of(lambda: scratch.check_backward(backward), runs)
     return [
         _line(
             f"scratch.check(numpy chunked kernel, cases={cases!r}) < {LARGE_GOAL_S:g} s",

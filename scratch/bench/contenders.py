@@ -59,44 +59,30 @@ def contenders(L: int, device: str) -> list[tuple[str, Callable[[], object], str
     q, k, v = (rng.standard_normal((1, 1, L, E), dtype=np.float32) for _ in range(3))
     numpy_be = backends.get("numpy")
     rows: list[tuple[str, Callable[[], object], str]] = []
+
+    def add(name: str, fn: Callable[[], object], memory: str = "tracemalloc") -> None:
+        rows.append((name, fn, memory))
+
     if device == "cpu" and L <= PYTHON_MAX_L:
         lists = [a[0, 0].tolist() for a in (q, k, v)]  # the same float32 values, as floats
         # the ground truth's own weights, so the limit multiplies exactly the same matrices
         weights = scratch.scaled_dot_product_attention(*lists)[1]
-        rows.append(
-            (
-                "ground truth (scratch)",
-                lambda: scratch.scaled_dot_product_attention(*lists),
-                "tracemalloc",
-            )
-        )
-        rows.append(
-            (
-                "pure-Python kernel limit",
-                lambda: python_kernel_limit(*lists, weights),
-                "tracemalloc",
-            )
-        )
+        add("ground truth (scratch)", lambda: scratch.scaled_dot_product_attention(*lists))
+        add("pure-Python kernel limit", lambda: python_kernel_limit(*lists, weights))
         dO = rng.standard_normal((L, E), dtype=np.float32).tolist()  # the backward's grad_output
         rows += backward_contenders(*lists, dO)
     if device == "cpu":
         if L <= EXPLICIT_MAX_L:
-            rows.append(
-                (
-                    "numpy explicit",
-                    lambda: numpy_be.scaled_dot_product_attention(q, k, v),
-                    "tracemalloc",
-                )
-            )
+            add("numpy explicit", lambda: numpy_be.scaled_dot_product_attention(q, k, v))
 
         def chunked() -> object:
             return numpy_be.scaled_dot_product_attention(q, k, v, need_weights=False)
 
-        rows.append(("numpy chunked", chunked, "tracemalloc"))
+        add("numpy chunked", chunked)
         if L == NOISE_L:  # how far one call's timings differ from themselves in this run
-            rows.append((NOISE_ROW, chunked, "n/a"))
+            add(NOISE_ROW, chunked, "n/a")
         if L <= EXPLICIT_MAX_L:
-            rows.append((FLOOR_ROW, numpy_matmuls_alone(q[0, 0], k[0, 0], v[0, 0]), "n/a"))
+            add(FLOOR_ROW, numpy_matmuls_alone(q[0, 0], k[0, 0], v[0, 0]), "n/a")
     try:
         import torch
     except ImportError:
@@ -106,6 +92,7 @@ def contenders(L: int, device: str) -> list[tuple[str, Callable[[], object], str
         return rows
     tq, tk, tv = (torch.from_numpy(a).to(device) for a in (q, k, v))
     memory = "cuda" if device == "cuda" else "rss"
+    sdpa = torch.nn.functional.scaled_dot_product_attention
 
     def synced(fn: Callable[[], object]) -> Callable[[], object]:
         if device != "cuda":
@@ -114,37 +101,16 @@ def contenders(L: int, device: str) -> list[tuple[str, Callable[[], object], str
 
     torch_be = backends.get(name)
     if L <= EXPLICIT_MAX_L:
-        rows.append(
-            (
-                f"torch explicit ({device})",
-                synced(lambda: torch_be.scaled_dot_product_attention(tq, tk, tv)),
-                memory,
-            )
-        )
-    if L <= EXPLICIT_MAX_L or device == "cuda":  # its goal is at 4096 (CUDA: 32768 too)
-        rows.append(
-            (
-                f"torch backend fast ({device})",
-                synced(
-                    lambda: torch_be.scaled_dot_product_attention(tq, tk, tv, need_weights=False)
-                ),
-                memory,
-            )
-        )
-    rows.append(
-        (
-            f"torch SDPA ({device})",
-            synced(lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)),
+        add(
+            f"torch explicit ({device})",
+            synced(lambda: torch_be.scaled_dot_product_attention(tq, tk, tv)),
             memory,
         )
-    )
+    if L <= EXPLICIT_MAX_L or device == "cuda":  # its goal is at 4096 (CUDA: 32768 too)
+        fast = synced(lambda: torch_be.scaled_dot_product_attention(tq, tk, tv, need_weights=False))
+        add(f"torch backend fast ({device})", fast, memory)
+    add(f"torch SDPA ({device})", synced(lambda: sdpa(tq, tk, tv)), memory)
     if L <= EXPLICIT_MAX_L:  # for reference: (L, E) input takes torch's unfused math kernel
         tq2, tk2, tv2 = (t[0, 0] for t in (tq, tk, tv))
-        rows.append(
-            (
-                f"torch SDPA, 2-D input ({device})",
-                synced(lambda: torch.nn.functional.scaled_dot_product_attention(tq2, tk2, tv2)),
-                memory,
-            )
-        )
+        add(f"torch SDPA, 2-D input ({device})", synced(lambda: sdpa(tq2, tk2, tv2)), memory)
     return rows

@@ -1,20 +1,9 @@
-"""Issue 21 item 10: the NumPy flex kernel on a sliding window of 256 keys at L = 16384.
+"""The NumPy flex kernel on a sliding window of 256 keys at L = 16384: a bench plugin.
 
-Opt-in (a plugin's goals, never in the default table): `python -m scratch.bench --plugin
-scratch.bench.flex_goal --only flex`. Three rows timed interleaved (timing.measure_alternating)
-on the same float32 (1, 1, L, 64) inputs:
-- numpy_flex.flex_attention with the block mask of SlidingWindow(255, 0) (each query sees
-  itself and the 255 keys before it), its chunked kernel skipping the tiles the mask rules out;
-- the NumPy backend's chunked kernel on the full causal problem (is_causal=True);
-- torch's FlexAttention with the same rule (the variant's torch array form) as a torch block
-  mask, under torch.compile where it compiles here, else eager (the row's name says which,
-  and the goal line why).
-Goals: the window call <= 1.5x (causal time x the fraction of the causal kernel's cells the
-window kernel computes: the work of the tiles it must compute), and <= 1.25x torch's time.
-Cells: the window kernel's are counted (FlexPlan.record, one untimed call; rows its fast pass
-hands to the safe pass count again); the causal kernel's follow its loop (numpy_chunked: each
-query chunk i0:i1 computes keys 0 .. i1 - 1, a key block crossing the diagonal from its first
-row that sees one of its keys; a test counts the kernel's own cells against it).
+`python -m scratch.bench --plugin scratch.bench.flex_goal --only flex` (issue 21 item 10; the rows
+and how cells are counted: docs/notes/bench.md). Goals: the window call <= 1.5x (the full causal
+time x the fraction of the causal kernel's cells the window kernel computes), and <= 1.25x
+torch's FlexAttention's time.
 """
 
 from __future__ import annotations
@@ -23,7 +12,7 @@ import warnings
 
 from scratch.bench.host import LOAD_WAIT_S
 from scratch.bench.plugins import Goal, GoalSet
-from scratch.bench.row import Row, pair_ratio
+from scratch.bench.row import Row, pair_ratio, reference_lines, verdict
 
 FLEX_L = 16384
 WINDOW = 256  # keys each query sees: SlidingWindow(WINDOW - 1, 0)
@@ -134,31 +123,21 @@ def judge(rows: list[Row], cells, causal: int, why: str, L: int, window: int) ->
     win, full, torch_row = rows
     cells, listed = cells
     fraction = cells / causal
-    scaled = Row(L, "causal x fraction", full.seconds * fraction, full.runs, None, "n/a")
-    scaled.times, scaled.load = [t * fraction for t in full.times], full.load
-    work = pair_ratio(scaled, win)  # window time / (causal time x fraction), per round too
+    work = pair_ratio(full.scaled(fraction, "causal x fraction"), win)  # per round too
     tiles = (
         f"numpy flex chunked, window of {window} keys at L = {L}: <= {TILE_GOAL:g}x the full "
         f"causal chunked time x the fraction of its cells computed ({cells} / {causal} = "
         f"{fraction:.4f}; the block mask's tiles hold {listed} cells)"
     )
-    out = [(tiles, "PASS" if work.p10 <= TILE_GOAL else "FAIL", work.text("x the time"))]
-    rival = pair_ratio(torch_row, win)
     vs = (
         f"numpy flex chunked, window of {window} keys at L = {L}: <= {TORCH_GOAL:g}x the time "
         f"of {torch_row.name} ({why})"
     )
-    out.append((vs, "PASS" if rival.p10 <= TORCH_GOAL else "FAIL", rival.text("x the time")))
-    for r in rows:
-        out.append(
-            (
-                f"(reference) {r.name} at L = {L}",
-                "info",
-                f"10th percentile {r.p10 * 1e3:.1f} ms, best {r.best * 1e3:.1f} ms, "
-                f"{r.runs} rounds",
-            )
-        )
-    return out
+    return [
+        verdict(tiles, work, lambda r: r <= TILE_GOAL, "x the time"),
+        verdict(vs, pair_ratio(torch_row, win), lambda r: r <= TORCH_GOAL, "x the time"),
+        *reference_lines(rows, f" at L = {L}"),
+    ]
 
 
 def measure_flex(

@@ -7,14 +7,10 @@ from scratch.bench.pure_backward import PYTHON_BACKWARD_PAIR
 
 PYTHON_PAIR = ("ground truth (scratch)", "pure-Python kernel limit")
 PYTHON_GROUPS = (PYTHON_PAIR, PYTHON_BACKWARD_PAIR)  # plain Python: PAIR_RUNS rounds each
-PAIR_RUNS = 20  # rounds of the plain-Python pair (0.4-0.6 s a call; even: each first as often).
-# This machine's speed drifts by up to 1.3x over seconds (the same ground-truth call 0.49-0.62
-# s): with 7 or 11 rounds four idle runs measured 0.82-0.96x as the median of per-round ratios
+# rounds per group (the measurements behind each number: docs/notes/bench.md)
+PAIR_RUNS = 20  # rounds of the plain-Python pair (0.4-0.6 s a call; even: each first as often)
 GOAL_MAX_ROUNDS = 60  # a goal's 10th percentile is then near the 7th fastest of 60 rounds
-GOAL_MIN_ROUNDS = 20  # at least this many rounds for every other goal group (at L = 16384
-# a round of numpy and SDPA takes about a second: 6 rounds left best-vs-best at the mercy of
-# one lucky SDPA run, 0.93x and 1.09x in two idle runs of the same code; with 12 rounds five
-# runs measured 0.970-1.119x at the 10th percentile)
+GOAL_MIN_ROUNDS = 20  # at least this many rounds for every other goal group
 GOAL_BUDGET_S = 3.0  # ... and more until each row of the group has spent about this much
 
 

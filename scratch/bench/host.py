@@ -1,9 +1,4 @@
-"""What the benchmark ran on, and how busy the machine was: the host line and the load check.
-
-Timings depend on the host (NumPy's float32 exp2 has a SIMD path only with AVX-512; OpenBLAS
-picks kernels by core type) and on what else runs on it (torch's OpenMP threads slow down far
-more than NumPy under outside load), so every table records both.
-"""
+"""What the benchmark ran on, and how busy the machine was: the host line and the load check."""
 
 from __future__ import annotations
 

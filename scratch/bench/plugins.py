@@ -1,11 +1,7 @@
 """Goals measured outside scratch (the app's window), loaded by name: `--plugin MODULE`.
 
-scratch never imports the app. A plugin is a module that defines BENCH_GOALS, a tuple of
-GoalSet; `python -m scratch.bench --plugin MODULE` imports MODULE by the name given on the
-command line (`make bench` passes `--plugin gui.bench_window`, the window's recompute goals).
-Entry points were the other choice: they need the package installed (a fresh clone, or a
-worktree on PYTHONPATH, would find stale metadata or none) and would bring the app into
-every `python -m scratch.bench` unasked, the dependency this hook keeps out of scratch.
+A plugin is a module that defines BENCH_GOALS, a tuple of GoalSet; scratch never imports the app
+(why a name on the command line and not an entry point: docs/notes/bench.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The plain-Python backward's rows: the ground truth's backward and its fsum kernel limit.
 
-The limit is the sums no exact plain-Python backward can avoid, written as tightly as plain
-Python allows (one fsum over map(mul, ...) per entry, transposes made once): the scores
-q @ k^T (the weights are recomputed: the backward is given q, k, v and dO, not P), the
-forward's output O = P @ v (D_i = sum_c dO_ic O_ic, as FlashAttention defines it, reads it),
-D, dP = dO @ v^T, dQ = dS @ k, dK = dS^T @ q and dV = P^T @ dO. Like the forward's limit, it
-leaves out softmax and the elementwise steps, and it multiplies the ground truth's own P and dS.
+The limit is the sums no exact plain-Python backward can avoid (the weights recomputed from
+q @ k^T, O = P @ v for D_i = sum_c dO_ic O_ic, dP, dQ, dK, dV), one fsum per entry; like the
+forward's limit it leaves out softmax and the elementwise steps.
 """
 
 from __future__ import annotations

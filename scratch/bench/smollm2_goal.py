@@ -1,19 +1,9 @@
 """SmolLM2-135M's goals against transformers float64, timed in the same run: a bench plugin.
 
 `python -m scratch.bench --plugin scratch.bench.smollm2_goal --only smollm2` (`make bench` loads
-it): load + dequantize (<= 5 s), a 128-token run (<= 2 s) and one generation step with the
-key/value cache (<= 0.2 s), each in NumPy float64 and each against transformers' float64
-LlamaForCausalLM on the same host. The run and the step are timed like every goal group
-(timing.measure_alternating): one call of each per round, which goes first alternating, each
-call 20 ms after the one before (torch's OpenMP threads spin for a while after a call) and each
-round after up to a second's wait for other processes to go idle, so load slows both alike.
-The goal is also "not slower than transformers": for the run and the step, judged by the median of
-the per-round ratios (as the bench's plain-Python pair, goals.PAIRED_MEDIAN_GOALS: both calls are
-long and GEMM-bound, and this host's speed drifts within seconds, which a round's two calls share
-while two medians taken apart do not); the run is timed a third time per round, our call against
-itself, as the noise floor of that statistic. Both sides return the attention weights
-(transformers: eager attention, output_attentions=True); both use this package's tokenizer ids.
-The peak memory (RSS growth) of each load is stated.
+it): load + dequantize (<= 5 s), a 128-token run (<= 2 s) and one cached generation step
+(<= 0.2 s), each also not slower than transformers' float64 LlamaForCausalLM; the run and the step
+are judged by the median of their per-round ratios (how and why: docs/notes/bench.md).
 """
 
 from __future__ import annotations
@@ -25,14 +15,12 @@ import time
 from scratch.bench.host import LOAD_WAIT_S
 from scratch.bench.memory import format_bytes, peak_growth
 from scratch.bench.plugins import Goal, GoalSet
-from scratch.bench.row import pair_ratio
-from scratch.bench.stats import PairRatio
+from scratch.bench.row import PairRatio, pair_ratio
 from scratch.bench.timing import measure_alternating
 
 LOAD_GOAL_S, RUN_GOAL_S, STEP_GOAL_S = 5.0, 2.0, 0.2
 RUN_TOKENS = 128
-LOAD_ROUNDS, RUN_ROUNDS, STEP_ROUNDS = 2, 18, 16  # transformers' load (~15 s) is timed once;
-# the run's three rows take whole cycles of balanced orders (6 for 3 rows): 18 rounds, about 40 s
+LOAD_ROUNDS, RUN_ROUNDS, STEP_ROUNDS = 2, 18, 16  # 18: whole cycles of 3 rows' balanced orders
 TEXT = (
     "Attention lets each token of a sentence look back at the tokens before it, weigh them "
     "and mix their values into its own row. A decoder does this in every layer and every head, "

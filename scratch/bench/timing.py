@@ -13,12 +13,8 @@ from scratch.bench.row import Row
 
 TIME_BUDGET_S = 1.5  # per row: repeat until about this much time is spent (at least 3 runs)
 MAX_REPEATS = 30
-# In a goal group every call starts after this pause: torch's OpenMP threads keep spinning on
-# the cores for a few ms after a call. Measured at L = 4096 (best of 30, two AVX-512 cores): the
-# NumPy kernel took 33.5 ms right after an SDPA call, 30.7 ms 2 ms after it, 27.5 ms 10 ms
-# after it and 27.4 ms right after another NumPy call; SDPA after NumPy 25.8 ms, after SDPA
-# 25.5 ms. A 20 ms pause changed neither library's time after its own kind (27.1 vs 27.0 ms,
-# 25.7 vs 25.5 ms), so calls are not made colder by it.
+# in a goal group every call starts after this pause: torch's OpenMP threads keep spinning on
+# the cores for a few ms after a call (measured: docs/notes/bench.md)
 SETTLE_S = 0.02
 WARM_UP_COUNTS_S = 2.0  # a first call slower than this is also a timed run
 
@@ -53,13 +49,8 @@ def measure(
 
 def balanced_orders(n: int) -> list[list[int]]:
     """Orders of n rows, one per round, in which every row takes every place and directly
-    follows every other row equally often (a Williams design: n orders, 2n for odd n).
-
-    A plain rotation (A B C D, B C D A, ...) puts C after B in three rounds of four. Measured at
-    L = 4096: torch's SDPA ran 2% faster right after another torch call than right after the
-    NumPy kernel, so rotated, the torch fast path (after NumPy) measured 1.02-1.06x bare SDPA's
-    time (after torch) in seven runs; in shuffled orders 1.006x.
-    """
+    follows every other row equally often (a Williams design: n orders, 2n for odd n; why, not
+    a rotation: docs/notes/bench.md)."""
     first, low, high = [0], 1, n - 1
     while len(first) < n:  # 0, 1, n-1, 2, n-2, ...
         first.append(low)
@@ -122,3 +113,15 @@ def measure_alternating(
         Row(L, name, statistics.median(bucket), len(bucket), peak, memory, None, bucket, load)
         for (name, _, memory), bucket, peak in zip(rivals, times, peaks)
     ]
+
+
+def best_of(run: Callable[[], object], runs: int) -> tuple[float, float, object]:
+    """(best wall seconds, that call's CPU seconds, what it returned) over `runs` calls."""
+    best: tuple[float, float, object] = (float("inf"), 0.0, None)
+    for _ in range(runs):
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = run()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if wall < best[0]:
+            best = (wall, cpu, result)
+    return best

@@ -11,9 +11,11 @@ check_backward, check_variants, check_variants_backward: settings and the kind o
 (the one runner), the kinds of case it runs (forward, backward_run, variant_run: inputs, call,
 judgement; the last two need numpy and are imported on first use), prepare / variant_prepare
 (inputs, ground truth and bound per case, a backward case's gradients too), reference /
-backward_reference (correct kernels in the checked dtype: the rule's yardstick), variants and
-the *diagnosis modules (known mistakes), raised (what a kernel raised: a failure, or
-NotImplementedError declining a case), ignored, report (one CheckReport for every kind), cli.
+backward_reference (correct kernels in the checked dtype: the rule's yardstick), mistake (one
+Mistake record, one diagnosis engine), variants (the planted forward kernel) and the
+*diagnosis modules (the catalogues of known mistakes), raised (what a kernel raised: a
+failure, or NotImplementedError declining a case), ignored, report (one CheckReport for every
+kind), cli.
 """
 
 from .cases import FEATURES, Case, full_cases, large_cases, standard_cases

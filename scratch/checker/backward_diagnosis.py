@@ -4,19 +4,22 @@ A failing kernel's (dq, dk, dv) is compared with every mistake's gradients on th
 the mistake is named only when all three gradients land on it (each within twice the rule's
 allowance, or 1/1000 of the mistake's own distance from the truth) and at least one of them
 is told apart from the truth. Otherwise nothing is named: a wrong name is worse than none.
+
+Each is planted by backward_reference.textbook (mistake=key) in one of two forms. The explicit
+form rebuilds O and D from the planted P; FlashAttention-2's form (keys 'fa2_...') recomputes
+P per tile from the forward's log-sum-exp and takes D = rowsum(dO * O) from the forward's
+stored (correct) output, so a mistake in P there leaves O and D right.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-from .backward_reference import group_sum
-from .backward_tiled import MISTAKES as TILED
-from .backward_tiled import candidates as tiled_candidates
-from .diagnosis import structural_score
-from .reference import Problem
+from .backward_reference import BLOCKS, SIZED, textbook
+from .mistake import Mistake, named, one, outputs, structural_score
 
 MISTAKES = {
     "no_d": "the D term left out: dS = P * dP, but softmax's Jacobian needs dS = P * (dP - D)",
@@ -59,125 +62,46 @@ MISTAKES = {
         "log-sum-exp (FlashAttention's L_i)"
     ),
 }
+FA2 = {  # the same words as the explicit form's where the mistake is the same
+    "fa2_block_softmax": MISTAKES["block_softmax"],
+    "fa2_mask_dropped": MISTAKES["mask_dropped"],
+    "fa2_dq_overwritten": "dQ overwritten per key block instead of accumulated (= for +=)",
+    "fa2_dk_overwritten": "dK overwritten per query block instead of accumulated (= for +=)",
+    "fa2_dropout_unscaled": MISTAKES["dropout_unscaled"],
+    "fa2_ds_without_p": "dS without P: dS = dP - D instead of P * (dP - D)",
+    "fa2_dv_before_dropout": "dV from P before dropout: dV = P^T dO instead of (P * mask)^T dO",
+    "fa2_lse_log2": "lse in log2 units used as natural: P = exp(s - lse log2(e))",
+    "fa2_lse_scale": "lse from another scale: P = exp(s - lse) with lse of the unscaled q k^T",
+    "fa2_gqa_interleaved_sum": (
+        "GQA gradients summed over interleaved heads: kv head h gets query heads h, h + Hkv, ... "
+        "(the forward read h // group)"
+    ),
+}
 
 
-def planted(
-    p: Problem,
-    dO: np.ndarray,
-    factors: np.ndarray | None,
-    mistake: str | None = None,
-    masked_rows: str = "zero",
-    block: int = 16,
-) -> tuple[np.ndarray, ...] | None:
-    """(dq, dk, dv) in float64 with one mistake planted (None: correct); None if inapplicable."""
-    k, v = p.heads(interleave=mistake == "gqa_interleaved")
-    q, scale = p.q, p.scale
-    L, S = q.shape[-2], k.shape[-2]
-    if mistake == "ds_transposed" and L != S:
-        return None
-    if mistake == "dq_from_v" and k.shape[-1] != v.shape[-1]:
-        return None
-    keep = factors
-    with np.errstate(all="ignore"):
-        s = q @ k.swapaxes(-1, -2) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
-        if p.add is not None:
-            s = s + p.add
-        if p.allowed is not None and mistake != "mask_dropped":
-            s = np.where(p.allowed, s, -np.inf)
-        P, empty = _softmax(s, masked_rows)
-        if mistake == "block_softmax":
-            if S <= block:
-                return None
-            P = np.concatenate(
-                [_softmax(s[..., j : j + block], "zero")[0] for j in range(0, S, block)], axis=-1
-            )
-        if mistake == "dropout_none":
-            keep = None
-        if mistake == "dropout_unscaled" and keep is not None:
-            keep = (keep > 0).astype(np.float64)
-        Pd = P if keep is None else P * keep
-        O = Pd @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
-        dV = Pd.swapaxes(-1, -2) @ dO  # (..., S, L) @ (..., L, Ev) -> (..., S, Ev)
-        dPd = dO @ v.swapaxes(-1, -2)  # (..., L, Ev) @ (..., Ev, S) -> (..., L, S)
-        dP = dPd if keep is None or mistake == "dropout_dp" else dPd * keep
-        D = np.sum(dO * O, axis=-1, keepdims=True)  # (..., L, 1)
-        if mistake == "no_d":
-            D = 0.0
-        elif mistake == "d_before_dropout":
-            if factors is None:
-                return None
-            D = np.sum(P * dPd, axis=-1, keepdims=True)
-        elif mistake == "d_elementwise":
-            D = P * dP
-        elif mistake == "d_over_queries":
-            D = np.sum(P * dP, axis=-2, keepdims=True)  # (..., 1, S)
-        dS = P * (dP - D) if mistake != "sign" else P * (D - dP)
-        if masked_rows == "uniform":
-            dS = np.where(empty, 0.0, dS)
-        dS_q = dS.swapaxes(-1, -2) if mistake == "ds_transposed" else dS
-        dS_k = dS if mistake == "ds_transposed" else dS.swapaxes(-1, -2)
-        q_scale = {"no_scale_dq": 1.0, "no_scale": 1.0, "scale_twice_dq": scale * scale}
-        k_scale = {"no_scale_dk": 1.0, "no_scale": 1.0, "scale_twice_dk": scale * scale}
-        q_scale, k_scale = q_scale.get(mistake, scale), k_scale.get(mistake, scale)
-        dQ = dS_q @ (v if mistake == "dq_from_v" else k) * q_scale  # (..., L, S) @ (..., S, E)
-        dK = dS_k @ q * k_scale  # (..., S, L) @ (..., L, E) -> (..., S, E)
-    dK, dV = _to_kv_heads(p, dK, dV, mistake)
-    if mistake == "swapped":
-        if dK.shape != dV.shape:
-            return None
-        dK, dV = dV, dK
-    return dQ, dK, dV
+def candidates(prep, masked_rows: str) -> list[Mistake]:
+    """Every mistake (and block size) this case can show, as a record (words, (key, block))."""
+    found = []
+    for key, words in (MISTAKES | FA2).items():
+        if key == "nan_rows" and (masked_rows == "nan" or prep.case.mask != "empty-row"):
+            continue
+        if key.startswith("fa2_") and masked_rows != "zero":  # a tiled kernel's empty rows: P = 0
+            continue
+        for block in BLOCKS if key in SIZED else (16,):
+            found.append(Mistake(words, (None if key == "nan_rows" else key, block)))
+    return found
 
 
-def _softmax(s: np.ndarray, masked_rows: str) -> tuple[np.ndarray, np.ndarray]:
-    """Row softmax of masked scores and the rows with no key; such rows follow the policy."""
-    top = np.max(s, axis=-1, keepdims=True)
-    e = np.exp(s - np.where(np.isfinite(top), top, 0))
-    total = np.sum(e, axis=-1, keepdims=True)
-    empty = total == 0
-    fill = {"zero": 0.0, "nan": math.nan, "uniform": 1.0 / s.shape[-1]}[masked_rows]
-    return np.where(empty, fill, e / np.where(empty, 1, total)), empty
+def grads_of(prep, masked_rows: str):
+    """The planted backward (backward_reference.textbook in float64) of a record's (key, block)."""
 
+    def run(plant: tuple) -> tuple | None:
+        key, block = plant
+        policy = "nan" if key is None else masked_rows  # nan_rows: the 'nan' policy's grads
+        p, dO, factors = prep.problem, prep.grad_output, prep.factors
+        return textbook(p, dO, factors, "float64", policy, mistake=key, block=block)
 
-def _to_kv_heads(p: Problem, dK: np.ndarray, dV: np.ndarray, mistake: str | None):
-    """dK, dV of the query heads turned into the kv heads' gradients (summed over each group)."""
-    kv = p.k.shape[-3] if p.k.ndim >= 3 else 1
-    if not p.gqa or dK.ndim < 3 or dK.shape[-3] == kv:
-        return dK, dV
-    H = dK.shape[-3]
-    group = H // kv
-    if mistake == "gqa_first_head":
-        return dK[..., ::group, :, :], dV[..., ::group, :, :]
-    if mistake == "gqa_mean":
-        return group_sum(dK, kv) / group, group_sum(dV, kv) / group
-    if mistake == "gqa_interleaved":  # query head h read kv head h % kv
-        shape = dK.shape[:-3] + (group, kv) + dK.shape[-2:]
-        vshape = dV.shape[:-3] + (group, kv) + dV.shape[-2:]
-        return dK.reshape(shape).sum(axis=-4), dV.reshape(vshape).sum(axis=-4)
-    return group_sum(dK, kv), group_sum(dV, kv)
-
-
-def candidates(prep, masked_rows: str) -> list[tuple[str, tuple]]:
-    """(words, (dq, dk, dv)) of every mistake that applies to this case, computed once."""
-
-    def make() -> list:
-        found = []
-        for key, words in MISTAKES.items():
-            policy = "nan" if key == "nan_rows" else masked_rows
-            if key == "nan_rows" and (masked_rows == "nan" or prep.case.mask != "empty-row"):
-                continue
-            plant = None if key == "nan_rows" else key
-            grads = planted(prep.problem, prep.grad_output, prep.factors, plant, policy)
-            if grads is not None:
-                found.append((words, grads))
-        if masked_rows == "zero":  # a tiled kernel's rows with no key: P = exp(s - inf) = 0
-            p = prep.problem
-            for words, (dQ, dK, dV) in tiled_candidates(p, prep.grad_output, prep.factors):
-                fold = "gqa_interleaved" if words == TILED["fa2_gqa_interleaved_sum"] else None
-                found.append((words, (dQ, *_to_kv_heads(p, dK, dV, fold))))
-        return found
-
-    return prep.memo(f"mistakes:{masked_rows}", make)
+    return run
 
 
 def match_score(got: tuple, grads: tuple, truth: tuple, allowed: tuple) -> float:
@@ -228,12 +152,9 @@ def diagnose(prep, got: tuple, allowed: tuple, masked_rows: str) -> str | None:
     """The known mistake that matches the kernel's (dq, dk, dv) best, or None."""
     if _nan_from_empty_rows(prep, got, masked_rows):
         return MISTAKES["nan_rows"]
-    matched = {
-        words
-        for words, grads in candidates(prep, masked_rows)
-        if match_score(got, grads, prep.truth, allowed) <= 2.0
-    }
-    return matched.pop() if len(matched) == 1 else None  # two names alike: this case can't tell
+    catalogue = functools.partial(candidates, prep, masked_rows)
+    made = outputs(prep._memo, f"mistakes:{masked_rows}", catalogue, grads_of(prep, masked_rows))
+    return named(got, made, prep.truth, allowed, score=match_score, pick=one)
 
 
 def diagnose_shapes(prep, shapes: tuple) -> str | None:

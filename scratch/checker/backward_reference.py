@@ -11,11 +11,12 @@ twice the largest error of these, per gradient (see the README).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ..tolerance import ACCUMULATE
-from .reference import Problem, scores, store
+from .reference import LOG2E, Problem, scores, store
 
 
 def group_sum(x: np.ndarray, kv_heads: int) -> np.ndarray:
@@ -35,14 +36,50 @@ def weights_of(p: Problem, q, k, acc, dtype: str, masked_rows: str, *, reverse: 
     with np.errstate(all="ignore"):
         if reverse:
             q, k = q[..., ::-1], k[..., ::-1]
-        s = store(scores(sub, q, k, acc), dtype)  # (..., L, S)
+        return softmax(store(scores(sub, q, k, acc), dtype), masked_rows, dtype)  # (..., L, S)
+
+
+def softmax(s: np.ndarray, masked_rows: str, dtype: str = "float64"):
+    """(row softmax of masked scores s stored in `dtype`, rows with no key (..., L, 1)); the
+    rows with no key follow the masked_rows policy."""
+    with np.errstate(all="ignore"):
         top = np.max(s, axis=-1, keepdims=True)
         e = np.exp(s - np.where(np.isfinite(top), top, 0))
         total = np.sum(e, axis=-1, keepdims=True)
         empty = total == 0  # (..., L, 1): every key masked
         P = store(e / np.where(empty, 1, total), dtype)
     fill = {"zero": 0.0, "nan": math.nan, "uniform": 1.0 / s.shape[-1]}[masked_rows]
-    return np.where(empty, acc(fill), P).astype(acc), empty
+    return np.where(empty, s.dtype.type(fill), P).astype(s.dtype), empty
+
+
+BLOCKS = (16, 32, 64, 128)  # the block sizes an FA2 block mistake is planted with
+SIZED = ("fa2_block_softmax", "fa2_dq_overwritten", "fa2_dk_overwritten")
+RECOMPUTED = ("block_softmax", "mask_dropped", "fa2_block_softmax", "fa2_mask_dropped",
+              "fa2_lse_log2", "fa2_lse_scale")  # the mistakes in P's recompute  # fmt: skip
+
+
+def shows(p: Problem, factors, mistake: str | None, block: int) -> bool:
+    """Whether this case can show the mistake at all (its shapes, mask, dropout, heads)."""
+    k, v = p.heads()
+    L, S = p.q.shape[-2], k.shape[-2]
+    return not (
+        (mistake == "ds_transposed" and L != S)
+        or (mistake == "dq_from_v" and k.shape[-1] != v.shape[-1])
+        or (mistake in ("block_softmax", "fa2_block_softmax", "fa2_dq_overwritten") and S <= block)
+        or (mistake == "fa2_dk_overwritten" and L <= block)
+        or (mistake in ("d_before_dropout", "fa2_dropout_unscaled", "fa2_dv_before_dropout")
+            and factors is None)
+        or (mistake == "fa2_mask_dropped" and p.allowed is None)
+        or (mistake == "fa2_gqa_interleaved_sum" and not (p.gqa and k.shape[-3] != p.k.shape[-3]))
+    )  # fmt: skip
+
+
+def _lse(s: np.ndarray) -> np.ndarray:
+    """Each row's log-sum-exp (..., L, 1); +inf for rows with no key (their P is 0)."""
+    top = np.max(s, axis=-1, keepdims=True)
+    safe = np.where(np.isfinite(top), top, 0)
+    total = np.sum(np.exp(s - safe), axis=-1, keepdims=True)
+    return np.where(total > 0, safe + np.log(np.where(total > 0, total, 1)), np.inf)
 
 
 def textbook(
@@ -55,42 +92,121 @@ def textbook(
     reverse: bool = False,
     d_from_weights: bool = False,
     wide: bool = False,
-) -> tuple[np.ndarray, ...]:
+    mistake: str | None = None,
+    block: int = 16,
+) -> tuple[np.ndarray, ...] | None:
     """The backward written out: sums in ACCUMULATE[dtype], intermediates stored in the dtype
-    (in the accumulation type with wide=True)."""
+    (in the accumulation type with wide=True). With `mistake` (a key of backward_diagnosis's
+    MISTAKES or FA2, in float64) one known mistake planted: None where the case cannot show it."""
+    if not shows(p, factors, mistake, block):
+        return None
+    fa2 = mistake is not None and mistake.startswith("fa2_")
     acc = np.dtype(ACCUMULATE[dtype]).type
     mid = ACCUMULATE[dtype] if wide else dtype  # where intermediates are stored
-    k, v = p.heads()
+    k, v = p.heads(interleave=mistake == "gqa_interleaved")
     q, k, v, dO = (x.astype(acc) for x in (p.q, k, v, grad_output))
     keep = None if factors is None else factors.astype(acc)
     if reverse:  # the keys in the opposite order: other summation orders, same math
         k, v = k[..., ::-1, :], v[..., ::-1, :]
         keep = None if keep is None else keep[..., ::-1]
+    L, S, scale = q.shape[-2], k.shape[-2], p.scale
     with np.errstate(all="ignore"):
         P, empty = weights_of(p, q, k, acc, mid, masked_rows, reverse=reverse)  # (..., L, S)
-        Pd = P if keep is None else store(P * keep, mid)
-        O = store(Pd @ v, mid)  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+        if fa2:  # the forward's stored output (..., L, Ev), right whatever P the backward makes
+            O = (P if keep is None else P * keep) @ v
+        if mistake in RECOMPUTED:
+            P, empty = _recomputed(p, q, k, P, empty, mistake, masked_rows, block)
+        if mistake == "dropout_none":
+            keep = None
+        if mistake in ("dropout_unscaled", "fa2_dropout_unscaled") and keep is not None:
+            keep = (keep > 0).astype(acc)
+        Pd = P if keep is None or mistake == "fa2_dv_before_dropout" else store(P * keep, mid)
+        if not fa2:
+            O = store(Pd @ v, mid)  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
         dV = Pd.swapaxes(-1, -2) @ dO  # step 1: (..., S, L) @ (..., L, Ev) -> (..., S, Ev)
-        dP = store(dO @ v.swapaxes(-1, -2), mid)  # step 2: (..., L, Ev) @ (..., Ev, S)
-        if keep is not None:
-            dP = store(dP * keep, mid)  # step 3: the forward's dropout mask, reused
+        dPd = store(dO @ v.swapaxes(-1, -2), mid)  # step 2: (..., L, Ev) @ (..., Ev, S)
+        dP = dPd  # step 3: the forward's dropout mask, reused
+        if keep is not None and mistake != "dropout_dp":
+            dP = store(dPd * keep, mid)
         if d_from_weights:  # step 4: D_i = sum_j P_ij dP_ij, equal to sum_c dO_ic O_ic
             D = np.sum(P * dP, axis=-1, keepdims=True)
         else:
             D = np.sum(dO * O, axis=-1, keepdims=True)  # (..., L, 1)
-        dS = store(P * (dP - D), mid)  # step 5
+        if mistake == "no_d":
+            D = 0.0
+        elif mistake == "d_before_dropout":
+            D = np.sum(P * dPd, axis=-1, keepdims=True)
+        elif mistake == "d_elementwise":
+            D = P * dP
+        elif mistake == "d_over_queries":
+            D = np.sum(P * dP, axis=-2, keepdims=True)  # (..., 1, S)
+        dS = store(P * (dP - D) if mistake != "sign" else P * (D - dP), mid)  # step 5
+        if mistake == "fa2_ds_without_p":
+            dS = dP - D
+            if p.allowed is not None:  # a kernel reads only the allowed tiles' keys
+                dS = np.where(p.allowed, dS, 0.0)
         if masked_rows == "uniform":
             dS = np.where(empty, acc(0), dS)
-        dQ = store(dS @ k * acc(p.scale), dtype)  # step 6: (..., L, S) @ (..., S, E)
-        dK = dS.swapaxes(-1, -2) @ q * acc(p.scale)  # step 7: (..., S, L) @ (..., L, E)
+        dS_q = dS.swapaxes(-1, -2) if mistake == "ds_transposed" else dS
+        dS_k = dS if mistake == "ds_transposed" else dS.swapaxes(-1, -2)
+        q_scale = {"no_scale_dq": 1.0, "no_scale": 1.0, "scale_twice_dq": scale * scale}
+        k_scale = {"no_scale_dk": 1.0, "no_scale": 1.0, "scale_twice_dk": scale * scale}
+        q_scale, k_scale = acc(q_scale.get(mistake, scale)), acc(k_scale.get(mistake, scale))
+        dQ = store(dS_q @ (v if mistake == "dq_from_v" else k) * q_scale, dtype)  # step 6
+        dK = dS_k @ q * k_scale  # step 7: (..., S, L) @ (..., L, E) -> (..., S, E)
+        if mistake == "fa2_dq_overwritten":  # only the last key block's share survives
+            j = (S - 1) // block * block
+            dQ = dS[..., j:] @ k[..., j:, :] * scale
+        elif mistake == "fa2_dk_overwritten":  # only the last query block's share survives
+            i = (L - 1) // block * block
+            dK = dS[..., i:, :].swapaxes(-1, -2) @ q[..., i:, :] * scale
     if reverse:
         dK, dV = dK[..., ::-1, :], dV[..., ::-1, :]
+    dK, dV = _to_kv_heads(p, dK, dV, "gqa_interleaved" if fa2 and "gqa" in mistake else mistake)
+    if mistake == "swapped":
+        if dK.shape != dV.shape:
+            return None
+        dK, dV = dV, dK
+    return tuple(store(g, dtype).astype(np.float64) for g in (dQ, dK, dV))
+
+
+def _recomputed(p: Problem, q, k, P, empty, mistake: str, masked_rows: str, block: int):
+    """(P, rows with no key) as a backward with `mistake` recomputes them (float64)."""
+    S = k.shape[-2]
+    s = scores(p, q, k, np.float64)  # (..., L, S), masked
+    unmasked = scores(replace(p, allowed=None), q, k, np.float64)
+    if mistake in ("block_softmax", "fa2_block_softmax"):  # each block its own softmax
+        blocks = [softmax(s[..., j : j + block], "zero")[0] for j in range(0, S, block)]
+        P = np.concatenate(blocks, axis=-1)
+    elif mistake == "mask_dropped":  # (its rows with no key: none)
+        P, empty = softmax(unmasked, masked_rows)
+    elif mistake == "fa2_mask_dropped":
+        P = np.exp(unmasked - _lse(s))
+    elif mistake == "fa2_lse_log2":
+        P = np.exp(s - _lse(s) * LOG2E)
+    elif mistake == "fa2_lse_scale":
+        P = np.exp(s - _lse(scores(replace(p, scale=1.0), q, k, np.float64)))
+    if mistake.startswith("fa2_"):
+        P = np.nan_to_num(P, nan=0.0, posinf=0.0)
+    return P, empty
+
+
+def _to_kv_heads(p: Problem, dK: np.ndarray, dV: np.ndarray, mistake: str | None):
+    """dK, dV of the query heads turned into the kv heads' gradients (summed over each group)."""
     kv = p.k.shape[-3] if p.k.ndim >= 3 else 1
-    return (
-        dQ.astype(np.float64),
-        store(group_sum(dK, kv), dtype).astype(np.float64),
-        store(group_sum(dV, kv), dtype).astype(np.float64),
-    )
+    if not p.gqa or dK.ndim < 3 or dK.shape[-3] == kv:
+        return dK, dV
+    H = dK.shape[-3]
+    group = H // kv
+    if mistake == "gqa_first_head":
+        return dK[..., ::group, :, :], dV[..., ::group, :, :]
+    if mistake == "gqa_mean":
+        return group_sum(dK, kv) / group, group_sum(dV, kv) / group
+    if mistake == "gqa_interleaved":  # query head h read kv head h % kv
+        shape = dK.shape[:-3] + (group, kv) + dK.shape[-2:]
+        vshape = dV.shape[:-3] + (group, kv) + dV.shape[-2:]
+        return dK.reshape(shape).sum(axis=-4), dV.reshape(vshape).sum(axis=-4)
+    return group_sum(dK, kv), group_sum(dV, kv)
 
 
 def tiled(

@@ -12,58 +12,67 @@ Three kinds of evidence, never the size of the error alone:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ..tolerance import ACCUMULATE, UNIT_ROUNDOFF
 from . import ignored
 from . import variants as var
-from .reference import LOG2E, causal
+from .mistake import Mistake, call, matches, one, outputs, precision_score
+from .reference import LOG2E, Problem, causal, scores
 
 GQA_MODULO = "grouped-query heads mapped as h % Hkv instead of h // (Hq / Hkv)"
 
 DTYPE_16 = ("float16", "bfloat16")
 
 
-def candidates(case, p, masked_rows: str, rows: np.ndarray | None) -> list[tuple[str, object]]:
+def candidates(case, p, masked_rows: str, rows: np.ndarray | None) -> list[Mistake]:
     """(mistake, () -> output) for every structural mistake this case can reveal."""
     E, L, S, Ev = case.q[-1], p.q.shape[-2], case.k[-2], case.v[-1]
     d = 1.0 / math.sqrt(E)
     attend = functools.partial(var.attend, p, policy=masked_rows)
     found = [
-        ("missing scale: scores not multiplied by 1/sqrt(d)", lambda: attend(scale=1.0)),
-        ("scale 1/d instead of 1/sqrt(d)", lambda: attend(scale=1.0 / E)),
+        Mistake("missing scale: scores not multiplied by 1/sqrt(d)", lambda: attend(scale=1.0)),
+        Mistake("scale 1/d instead of 1/sqrt(d)", lambda: attend(scale=1.0 / E)),
     ]
     if not case.rows:
         found.append(
-            ("softmax over the wrong axis (over queries, not keys)", lambda: attend(axis=-2))
+            Mistake("softmax over the wrong axis (over queries, not keys)", lambda: attend(axis=-2))
         )
     if case.scale is not None:
-        found.append((ignored.SCALE, lambda: attend(scale=d)))
+        found.append(Mistake(ignored.SCALE, lambda: attend(scale=d)))
     if case.mask != "none":  # no case has a mask and is_causal both
-        unmasked = dataclasses.replace(p, allowed=None, add=None)
-        found.append((ignored.ATTN_MASK, lambda: var.attend(unmasked, policy=masked_rows)))
+        unmasked = replace(p, allowed=None, add=None)
+        found.append(Mistake(ignored.ATTN_MASK, lambda: var.attend(unmasked, policy=masked_rows)))
     if case.is_causal:
-        found.append((ignored.IS_CAUSAL, lambda: attend(allowed=None)))
+        found.append(Mistake(ignored.IS_CAUSAL, lambda: attend(allowed=None)))
     if E == S:
         found.append(
-            (
+            Mistake(
                 "q @ k without the transpose (q @ k instead of q @ k^T)",
                 lambda: attend(transpose=False),
             )
         )
     if E == Ev:
-        found.append(("k read where v belongs (weights @ k)", lambda: attend(read_k_as_v=True)))
+        found.append(
+            Mistake("k read where v belongs (weights @ k)", lambda: attend(read_k_as_v=True))
+        )
     if case.mask in ("bool", "empty-row"):
         found.append(
-            ("mask convention inverted (True taken as masked)", lambda: attend(allowed=~p.allowed))
+            Mistake(
+                "mask convention inverted (True taken as masked)",
+                lambda: attend(allowed=~p.allowed),
+            )
         )
     if case.mask == "float":
         found.append(
-            ("mask added before scaling ((scores + mask) * scale)", lambda: attend(mask_first=True))
+            Mistake(
+                "mask added before scaling ((scores + mask) * scale)",
+                lambda: attend(mask_first=True),
+            )
         )
     if case.is_causal:
         shifts = [
@@ -74,16 +83,16 @@ def candidates(case, p, masked_rows: str, rows: np.ndarray | None) -> list[tuple
             shifts.append((S - L, "bottom-right causal alignment instead of top-left (PyTorch's)"))
         Lq = case.q[-2]
         for shift, name in shifts:
-            found.append((name, lambda s=shift: attend(allowed=causal(Lq, S, s, rows))))
+            found.append(Mistake(name, lambda s=shift: attend(allowed=causal(Lq, S, s, rows))))
         found.append(
-            (
+            Mistake(
                 "causal mask inverted (attends to later keys: j >= i)",
                 lambda: attend(allowed=~causal(Lq, S, -1, rows)),
             )
         )
     if case.gqa:
         found.append(
-            (
+            Mistake(
                 GQA_MODULO,
                 lambda: attend(interleave=True),
             )
@@ -92,53 +101,53 @@ def candidates(case, p, masked_rows: str, rows: np.ndarray | None) -> list[tuple
         for policy in ("zero", "nan", "uniform"):
             if policy != masked_rows:
                 found.append(
-                    (
+                    Mistake(
                         f"fully masked rows give masked_rows={policy!r} results, not "
                         f"{masked_rows!r}; if that is your kernel's policy, check with "
                         f"masked_rows={policy!r} (--masked-rows {policy})",
                         lambda policy=policy: var.attend(p, policy=policy),
                     )
                 )
-    return found + outside_mistakes(case, p, masked_rows, rows) + var.tiled_mistakes(p)
+    return found + outside_mistakes(case, p, masked_rows, rows) + tiled_mistakes(p)
 
 
-def outside_mistakes(case, p, masked_rows: str, rows) -> list[tuple[str, object]]:
+def outside_mistakes(case, p, masked_rows: str, rows) -> list[Mistake]:
     """Mistakes of kernels written outside the project: exp2 folds, tiles, layouts, masks."""
     E, L, S, Ev = case.q[-1], p.q.shape[-2], case.k[-2], case.v[-1]
     attend = functools.partial(var.attend, p, policy=masked_rows)
     found = [
-        (
+        Mistake(
             "exp used where exp2 was meant: log2(e) folded into the scale, then exp (scores "
             "1.443x too large)",
             lambda: attend(stretch=LOG2E),
         ),
-        (
+        Mistake(
             "exp2 used without folding log2(e) into the scale (scores 0.693x too small)",
             lambda: attend(stretch=1.0 / LOG2E),
         ),
-        (
+        Mistake(
             "a natural-log lse used inside exp2: exp2(s log2(e) - lse) needs lse log2(e)",
             lambda: attend(lse_in_exp2=True),
         ),
-        (
+        Mistake(
             "softmax denominator + 1 (sum of exp(s - m) + 1 instead of the sum)",
             lambda: attend(denominator=1.0),
         ),
-        (
+        Mistake(
             "scale applied to v instead of the scores: softmax(q k^T) @ (scale v)",
             lambda: attend(scale=1.0) * p.scale,
         ),
     ]
     if case.scale is None and E != Ev:
         found.append(
-            (
+            Mistake(
                 "scale from the value width: 1/sqrt(Ev) instead of 1/sqrt(E) (E = q's last dim)",
                 lambda: attend(scale=1.0 / math.sqrt(Ev)),
             )
         )
     if case.gqa:
         found.append(
-            (
+            Mistake(
                 "GQA head map wrong in the value read only: v read from head h % Hkv, k from "
                 "h // (Hq / Hkv)",
                 lambda: attend(v_interleave=True),
@@ -146,7 +155,7 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[tuple[str, object]
         )
     if case.mask != "none" or case.is_causal:
         found.append(
-            (
+            Mistake(
                 "mask applied after the softmax (weights of the unmasked scores, then masked: "
                 "rows no longer sum to 1)",
                 lambda: attend(mask_after=True),
@@ -154,17 +163,17 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[tuple[str, object]
         )
     if case.mask == "float" and L == S and not rows:
         found.append(
-            (
+            Mistake(
                 "float mask transposed (mask[j, i] added to the score of query i, key j)",
                 lambda: attend(add_transposed=True, allowed=p.allowed.swapaxes(-1, -2)),
             )
         )
     if rows is None:
         truth = attend()
-        ends = {L - L % b: b for b in reversed(var.BLOCKS) if L % b}  # same rows, one variant
+        ends = {L - L % b: b for b in reversed(BLOCKS) if L % b}  # same rows, one variant
         for b in ends.values():
             found.append(
-                (
+                Mistake(
                     "last partial query block dropped (query rows past the last full block "
                     "left at zero)",
                     lambda b=b: np.where(np.arange(L)[:, None] < L - L % b, truth, 0.0),
@@ -172,9 +181,9 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[tuple[str, object]
             )
         if case.is_causal:
             i, j = np.arange(L)[:, None], np.arange(S)[None, :]
-            for b in (b for b in var.BLOCKS if b < S):
+            for b in (b for b in BLOCKS if b < S):
                 found.append(
-                    (
+                    Mistake(
                         "causal tile skipping keeps only the diagonal tile (key tiles left of "
                         "the diagonal skipped)",
                         lambda b=b: attend(allowed=causal(L, S, 0) & (j // b == i // b)),
@@ -183,7 +192,47 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[tuple[str, object]
     return found
 
 
-def precision_candidates(p, dtype: str) -> list[tuple[str, object]]:
+BLOCKS = (8, 16, 32, 64, 128)
+
+
+STALE = (
+    "running max stale: exp(s - m) used the max from before this block (update m first, then "
+    "exp(s - m_new))"
+)
+RESCALES = {  # reference.online's rescale mistake -> its name
+    "none": "accumulator not rescaled when the running max grows (o += p @ v without "
+    "o *= exp(m_old - m_new))",
+    "inverted": "rescale factor inverted: exp(m_new - m_old) instead of exp(m_old - m_new)",
+    "none-both": "neither the accumulator nor the denominator rescaled when the running max "
+    "grows (o and l both need *= exp(m_old - m_new))",
+    "chunk": "chunks combined without their max correction: neither the accumulator nor "
+    "the denominator rescaled by exp(m_chunk - m_max)",
+    "inverted-both": "rescale factor inverted in both the accumulator and the denominator: "
+    "exp(m_new - m_old) instead of exp(m_old - m_new)",
+    "stale": STALE,
+    "stale-own": STALE,
+    "none-sum": "denominator not rescaled when the running max grows (l += rowsum(p) "
+    "without l *= exp(m_old - m_new))",
+}
+DROPPED = "last partial key block dropped (keys past the last full block ignored)"
+
+
+def tiled_mistakes(p: Problem) -> list[Mistake]:
+    """The block mistakes a one-pass kernel can make, per block size."""
+    S = p.k.shape[-2]
+    found, ends = [], set()
+    for b in BLOCKS:
+        if b < S:
+            for mode, name in RESCALES.items():
+                found.append(Mistake(name, lambda b=b, mode=mode: var.tiled(p, b, rescale=mode)))
+        end = S - S % b
+        if S % b and end not in ends:  # blocks with the same full part drop the same keys
+            ends.add(end)
+            found.append(Mistake(DROPPED, lambda b=b: var.tiled(p, b, drop_last=True)))
+    return found
+
+
+def precision_candidates(p, dtype: str) -> list[Mistake]:
     """(finding, () -> output) for computations narrower than the dtype's bound assumes."""
     found = []
     acc = ACCUMULATE[dtype]
@@ -196,33 +245,35 @@ def precision_candidates(p, dtype: str) -> list[tuple[str, object]]:
                     f"16-bit accumulation: q @ k^T summed in {narrow}; the bound assumes float32 "
                     f"sums with {dtype} storage (PyTorch's policy)"
                 )
-                found.append((what, lambda n=narrow: var.attend(p, narrow=("scores summed", n))))
+                found.append(
+                    Mistake(what, lambda n=narrow: var.attend(p, narrow=("scores summed", n)))
+                )
             continue
         if narrow == "float16":
             found.append(
-                (
+                Mistake(
                     "lower precision: scores q @ k^T summed in float16 (a float16 matmul)",
                     lambda: var.attend(p, narrow=("scores computed", "float16")),
                 )
             )
         if narrow in DTYPE_16:
             found.append(
-                (
+                Mistake(
                     f"lower precision: weights @ v computed in {narrow} (weights, v and the "
                     f"output rounded to {narrow})",
                     lambda n=narrow: var.attend(p, narrow=("weights @ v", n)),
                 )
             )
             found.append(
-                (
+                Mistake(
                     f"lower precision: scores q @ k^T summed in {narrow} term by term "
                     f"(16-bit accumulation)",
                     lambda n=narrow: var.attend(p, narrow=("scores accumulated", n)),
                 )
             )
-            for b in var.BLOCKS:
+            for b in BLOCKS:
                 found.append(
-                    (
+                    Mistake(
                         f"lower precision: accumulator stored in {narrow} between key blocks "
                         f"(keep o in float32)",
                         lambda b=b, n=narrow: var.tiled(p, b, store_acc=n),
@@ -230,53 +281,13 @@ def precision_candidates(p, dtype: str) -> list[tuple[str, object]]:
                 )
         for stage in ("inputs", "scores", "weights", "output"):
             found.append(
-                (
+                Mistake(
                     f"lower precision: matches float64 attention with the {stage} rounded to "
                     f"{narrow} (an intermediate cast to {narrow}?)",
                     lambda st=stage, n=narrow: var.attend(p, narrow=(st, n)),
                 )
             )
     return found
-
-
-def structural_score(got, variant, truth, bound) -> float:
-    """max |got - variant| / max(bound, 1e-3 |variant - truth|): <= 2 is a match.
-
-    Requires the variant to be told apart from the truth (somewhere > 4 bounds away) and NaN
-    where the variant has NaN."""
-    if variant.shape != got.shape:
-        return math.inf
-    with np.errstate(all="ignore"):
-        vn, gn = np.isnan(variant), np.isnan(got)
-        if np.any(vn != gn):
-            return math.inf
-        both = ~vn
-        far = np.abs(variant - truth)
-        tell = np.where(np.isnan(truth) | ~both, 0.0, far / np.maximum(bound, 1e-300))
-        if not np.any(tell[both] > 4.0) and np.array_equal(vn, np.isnan(truth)):
-            return math.inf  # this case cannot reveal this mistake
-        err = np.abs(got - variant)[both]
-        allowed = np.maximum(bound, 1e-3 * np.where(np.isfinite(far), far, 0.0))[both]
-        if not np.all(np.isfinite(err)):
-            same_inf = np.all((got[both] == variant[both]) | np.isfinite(err))
-            if not same_inf:
-                return math.inf
-            err = np.where(np.isfinite(err), err, 0.0)
-        ratio = np.where(err == 0, 0.0, err / np.where(allowed > 0, allowed, 1e-300))
-        return float(np.max(ratio)) if ratio.size else math.inf
-
-
-def precision_match(got, variant, truth, live) -> bool:
-    """The error is the variant's error: |error - variant's error| <= 1/4 |variant's error|."""
-    with np.errstate(all="ignore"):
-        a = (got - truth)[live].ravel()
-        b = (variant - truth)[live].ravel()
-    if a.size == 0 or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
-        return False
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0 or nb == 0:
-        return False
-    return float(np.linalg.norm(a - b)) <= 0.25 * nb  # cosine >= 0.97, size within 25%
 
 
 OVERFLOW = (
@@ -291,10 +302,8 @@ def overflows(prep, got: np.ndarray, dtype: str) -> bool:
     if np.all(np.isfinite(got[live])) or not np.all(np.isfinite(truth[live])):
         return False
     p = prep.problem
-    k = p.heads()[0]
-    with np.errstate(all="ignore"):
-        s = p.q @ np.swapaxes(k, -1, -2) * p.scale  # (..., L, S)
-    top = np.max(np.where(p.allowed, s, -np.inf) if p.allowed is not None else s)
+    with np.errstate(all="ignore"):  # (..., L, S) scaled, masked, without the float mask
+        top = np.max(scores(replace(p, add=None), p.q, p.heads()[0], np.float64))
     return bool(top > math.log(float(np.finfo(ACCUMULATE[dtype]).max)))
 
 
@@ -303,32 +312,25 @@ def diagnose(prep, got: np.ndarray, masked_rows: str, dtype: str) -> str | None:
     truth, bound, live = prep.truth_np, prep.bound_np, prep.live_np
     if overflows(prep, got, dtype):
         return OVERFLOW
-    matched = set()
-    for name, make in prep.variant_outputs("structure", masked_rows):
-        if structural_score(got, make, truth, bound) <= 2.0:
-            matched.add(name)
+    structure = functools.partial(candidates, prep.case, prep.problem, masked_rows, prep.rows)
+    made = outputs(prep._memo, ("structure", masked_rows), structure, call)
+    matched = matches(got, made, truth, bound)
     if matched:  # two names for one output: this case cannot tell which (but see ignored.pick)
         return ignored.pick(matched)
     if prep.case.q_size != 1.0:  # nearly one-hot rows: any relative error looks alike
         return None
-    precise = prep.variant_outputs("precision", masked_rows)
-    found = {n for n, out in precise if precision_match(got, out, truth, live)}
-    if len(found) == 1:
-        return found.pop()
-    return denominator_epsilon(prep, got) if not found else None
+    precision = functools.partial(precision_candidates, prep.problem, prep.dtype)
+    precise = outputs(prep._memo, ("precision", masked_rows), precision, call)
+    found = matches(got, precise, truth, live, precision_score)
+    return one(found) if found else denominator_epsilon(prep, got)
 
 
 def denominator_epsilon(prep, got: np.ndarray) -> str | None:
     """An epsilon added to the softmax denominator: got - truth = -truth * eps / l per row."""
     truth, live = prep.truth_np, prep.live_np
     p = prep.problem
-    k = p.heads()[0]
     with np.errstate(all="ignore"):
-        s = p.q @ np.swapaxes(k, -1, -2) * p.scale  # (..., L, S)
-        if p.add is not None:
-            s = s + p.add
-        if p.allowed is not None:
-            s = np.where(p.allowed, s, -np.inf)
+        s = scores(p, p.q, p.heads()[0], np.float64)  # (..., L, S)
         top = np.max(s, axis=-1, keepdims=True)
         total = np.sum(np.exp(s - np.where(np.isfinite(top), top, 0)), axis=-1, keepdims=True)
         a = (got - truth)[live].ravel()

@@ -93,25 +93,6 @@ class Prepared(Inputs):
             "ref", lambda: max(kernel_errors(self.problem, self.dtype, self.truth_np, self.live_np))
         )
 
-    def variant_outputs(self, kind: str, masked_rows: str) -> list:
-        """(name, output) of every variant of this kind, computed once."""
-        from . import diagnosis
-
-        def make() -> list:
-            if kind == "structure":
-                made = diagnosis.candidates(self.case, self.problem, masked_rows, self.rows)
-            else:
-                made = diagnosis.precision_candidates(self.problem, self.dtype)
-            outs = []
-            for name, plant in made:
-                try:
-                    outs.append((name, plant()))
-                except (ValueError, TypeError, FloatingPointError):
-                    continue
-            return outs
-
-        return self.memo(f"{kind}:{masked_rows}", make)
-
 
 @dataclass
 class BackwardPrepared(Inputs):

@@ -128,8 +128,24 @@ def plain(p: Problem, dtype: str, *, reverse: bool = False) -> np.ndarray:
         return store(w @ v, dtype).astype(np.float64)  # (..., L, S) @ (..., S, Ev)
 
 
-def online(p: Problem, dtype: str, block: int, *, exp2: bool = False) -> np.ndarray:
-    """One pass over key blocks with a running max, running sum and rescaled accumulator."""
+def online(
+    p: Problem,
+    dtype: str,
+    block: int,
+    *,
+    exp2: bool = False,
+    rescale: str = "right",
+    drop_last: bool = False,
+    store_acc: str | None = None,
+) -> np.ndarray:
+    """One pass over key blocks with a running max, running sum and rescaled accumulator.
+
+    The diagnosis plants a block mistake here (in float64; a row with no key then gives 0):
+    rescale 'none' / 'inverted' (the accumulator only), 'none-sum' (the denominator only),
+    'none-both' / 'inverted-both' (both), 'stale' (exp(s - m) with the max from before the
+    block, 0 before the first), 'stale-own' (the first block's own max there), 'chunk' (each
+    block's own max, blocks summed without correction); drop_last leaves out the keys past the
+    last full block; store_acc rounds the accumulator to that dtype after every block."""
     acc = np.dtype(ACCUMULATE[dtype]).type
     k, v = p.heads()
     q, k, v = p.q.astype(acc), k.astype(acc), v.astype(acc)
@@ -138,17 +154,35 @@ def online(p: Problem, dtype: str, block: int, *, exp2: bool = False) -> np.ndar
     top = np.full(q.shape[:-1] + (1,), -np.inf, dtype=acc)  # (..., L, 1) running max
     total = np.zeros_like(top)  # (..., L, 1) running sum of exp
     out = np.zeros(q.shape[:-1] + (v.shape[-1],), dtype=acc)  # (..., L, Ev)
+    planted = rescale != "right" or drop_last or store_acc is not None
     with np.errstate(all="ignore"):
         s_all = scores(p, q, k, acc, exp2=exp2)  # (..., L, S); blocks are column slices of it
-        for j in range(0, S, block):
+        for j in range(0, S - S % block if drop_last else S, block):
             s = store(s_all[..., j : j + block], dtype)  # kept in the dtype
             new = np.maximum(top, np.max(s, axis=-1, keepdims=True))
+            if rescale == "chunk":
+                new = np.max(s, axis=-1, keepdims=True)
             safe = np.where(np.isfinite(new), new, 0)
             alpha = exp(top - safe)  # rescales what was summed under the old max
+            a_out = a_sum = alpha
+            if planted:
+                before = {"stale": 0.0, "stale-own": safe}.get(rescale)  # the first block's base
+                if before is not None:
+                    safe = np.where(np.isfinite(top), top, before)
+                inverse = np.where(alpha > 0, 1.0 / alpha, 0.0)  # exp(new - old): inverted
+                out_factor = {"none": 1.0, "none-both": 1.0, "chunk": 1.0, "inverted": inverse,
+                              "inverted-both": inverse}  # fmt: skip
+                sum_factor = {"none-sum": 1.0, "none-both": 1.0, "chunk": 1.0,
+                              "inverted-both": inverse}  # fmt: skip
+                a_out, a_sum = out_factor.get(rescale, alpha), sum_factor.get(rescale, alpha)
             e = exp(s - safe)
-            total = total * alpha + np.sum(e, axis=-1, keepdims=True)
-            out = out * alpha + store(e, dtype) @ v[..., j : j + block, :]
+            total = total * a_sum + np.sum(e, axis=-1, keepdims=True)
+            out = out * a_out + store(e, dtype) @ v[..., j : j + block, :]
+            if store_acc:  # the accumulator kept in a narrower dtype between blocks
+                out = store(out, store_acc)
             top = new
+        if planted:
+            return out / np.where(total > 0, total, 1.0)
         return store(out / total, dtype).astype(np.float64)
 
 

@@ -14,9 +14,10 @@ import math
 import numpy as np
 
 from . import ignored
-from .diagnosis import GQA_MODULO, structural_score
+from .diagnosis import GQA_MODULO
+from .mistake import Mistake, matches, named, one, outputs, structural_score
 from .variant_cases import VariantCase
-from .variant_numpy import Planted, allowed, attend
+from .variant_numpy import Planted, allowed, attend, grads
 from .variant_prepare import VariantPrepared
 
 BLOCKS = (8, 16, 32, 64)
@@ -32,6 +33,13 @@ TOP_LEFT = (
     "decode aligned top-left: the diagonal at j = i instead of j = i + S - L (the L queries "
     "are the last L positions; FlashAttention's causal and window_size are bottom-right)"
 )
+SOFTCAP_GRAD = (
+    "softcap's backward misses its 1 - tanh^2(score / cap) factor (d cap tanh(s / cap) / ds)"
+)
+ROPE_GRAD = (
+    "RoPE's backward missing: the gradients of the rotated q and k returned, not turned back by "
+    "-angle to the unrotated inputs"
+)
 PAIRING = {
     "half": "RoPE pairing swapped: pairs (2m, 2m+1) turned (interleaved, GPT-J) where "
     "rotary_interleaved=False asks for (m, m + d/2) (half-split, Llama / GPT-NeoX)",
@@ -40,44 +48,32 @@ PAIRING = {
 }
 
 
-def window_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, Planted]]:
+def window_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
     """Each window edge off by one, and (FlashAttention's keywords) window_size ignored."""
     left, right = case.window
     lo, hi = (None if left == -1 else -left), (None if right == -1 else right)
-    found = []
-    if lo is not None:
-        found += [
-            (
-                f"window off by one on the left: {left - 1} keys before the diagonal seen, not "
-                f"window_size[0] = {left} (j >= i - left counts keys beside the diagonal)",
-                Planted(window_edges=(lo + 1, hi)),
-            ),
-            (
-                f"window off by one on the left: {left + 1} keys before the diagonal seen, not "
-                f"window_size[0] = {left} (j >= i - left counts keys beside the diagonal)",
-                Planted(window_edges=(lo - 1, hi)),
-            ),
-        ]
-    if hi is not None:
-        found += [
-            (
-                f"window off by one on the right: {right + 1} keys after the diagonal seen, not "
-                f"window_size[1] = {right}",
-                Planted(window_edges=(lo, hi + 1)),
-            ),
-            (
-                f"window off by one on the right: {right - 1} keys after the diagonal seen, not "
-                f"window_size[1] = {right}"
-                + (" (the diagonal key left out)" if right == 0 else ""),
-                Planted(window_edges=(lo, hi - 1)),
-            ),
-        ]
+    found = [
+        Mistake(
+            f"window off by one on the left: {n} keys before the diagonal seen, not "
+            f"window_size[0] = {left} (j >= i - left counts keys beside the diagonal)",
+            Planted(window_edges=(-n, hi)),
+        )
+        for n in ((left - 1, left + 1) if lo is not None else ())
+    ]
+    found += [
+        Mistake(
+            f"window off by one on the right: {n} keys after the diagonal seen, not "
+            f"window_size[1] = {right}" + (" (the diagonal key left out)" if n == -1 else ""),
+            Planted(window_edges=(lo, n)),
+        )
+        for n in ((right + 1, right - 1) if hi is not None else ())
+    ]
     if style == "flash":
-        found.append((ignored.WINDOW, Planted(no_window=True)))
+        found.append(Mistake(ignored.WINDOW, Planted(no_window=True)))
     return found
 
 
-def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, Planted]]:
+def mask_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
     """Mistakes of the mask: alignment, causal edge, window, documents, prefix, chunks; a
     keyword of the mask ignored (style 'flash') or the whole mask_mod ignored ('flex')."""
     flash = style == "flash"
@@ -85,24 +81,26 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
     rules = any(f in ignored.MASK_RULES for f in case.features())
     rules = rules or case.registered_mask is not None
     if not flash and rules:
-        found.append((ignored.MASK_MOD, Planted(no_mask=True)))
+        found.append(Mistake(ignored.MASK_MOD, Planted(no_mask=True)))
     shifted = case.causal or case.window or case.chunk or case.prefix or case.registered_mask
     if case.shift > 0 and shifted:
-        found.append((TOP_LEFT, Planted(shift=0)))
+        found.append(Mistake(TOP_LEFT, Planted(shift=0)))
     if case.causal:
         found += [
-            ("causal mask off by one (diagonal excluded: j < i + S - L)", Planted(causal_edge=-1)),
-            ("causal mask off by one (one future key seen)", Planted(causal_edge=1)),
+            Mistake(
+                "causal mask off by one (diagonal excluded: j < i + S - L)", Planted(causal_edge=-1)
+            ),
+            Mistake("causal mask off by one (one future key seen)", Planted(causal_edge=1)),
         ]
         if flash:
-            found.append((ignored.CAUSAL, Planted(no_causal=True)))
+            found.append(Mistake(ignored.CAUSAL, Planted(no_causal=True)))
     if case.window is not None:
         found += window_candidates(case, style)
     if case.cu_seqlens is not None:
         if flash:
-            found.append((ignored.DOCUMENTS, Planted(docs="ignored")))
+            found.append(Mistake(ignored.DOCUMENTS, Planted(docs="ignored")))
         found += [
-            (
+            Mistake(
                 "documents leak into each other: keys of later documents seen (a document's "
                 "end, cu_seqlens[d + 1], not applied)",
                 Planted(docs="no-end"),
@@ -110,7 +108,7 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
         ]
         for edge in (-1, 1):
             found.append(
-                (
+                Mistake(
                     f"document boundaries off by one: each document taken to start at "
                     f"cu_seqlens[d] {'-' if edge < 0 else '+'} 1",
                     Planted(doc_edge=edge),
@@ -118,27 +116,32 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[tuple[str, 
             )
     if case.prefix is not None:
         found.append(
-            ("prefix-LM prefix not seen bidirectionally (plain causal)", Planted(no_prefix=True))
+            Mistake(
+                "prefix-LM prefix not seen bidirectionally (plain causal)", Planted(no_prefix=True)
+            )
         )
         for edge in (-1, 1):
             n = case.prefix + edge
             found.append(
-                (f"prefix-LM prefix length off by one ({n} keys, not {case.prefix})",
+                Mistake(f"prefix-LM prefix length off by one ({n} keys, not {case.prefix})",
                  Planted(prefix_edge=edge))
             )  # fmt: skip
     if case.registered_mask is not None:
         found += registered_candidates(case)
     if case.chunk is not None:
         if flash:
-            found.append((ignored.CHUNK, Planted(no_chunk=True)))
+            found.append(Mistake(ignored.CHUNK, Planted(no_chunk=True)))
         for n in (case.chunk - 1, case.chunk + 1):
             found.append(
-                (f"chunk size off by one ({n} keys per chunk, not {case.chunk})", Planted(chunk=n))
+                Mistake(
+                    f"chunk size off by one ({n} keys per chunk, not {case.chunk})",
+                    Planted(chunk=n),
+                )
             )
     return found
 
 
-def registered_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+def registered_candidates(case: VariantCase) -> list[Mistake]:
     """A registered mask's integer parameters, each off by one (within the values it takes)."""
     rule, found = case.registered(), []
     for p in rule.params:
@@ -148,27 +151,25 @@ def registered_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
         for n in (value - 1, value + 1):
             if n >= p.least:
                 found.append(
-                    (f"{rule.label}: {p.label} off by one ({n}, not {value})",
+                    Mistake(f"{rule.label}: {p.label} off by one ({n}, not {value})",
                      Planted(params=((p.key, n),)))
                 )  # fmt: skip
     return found
 
 
-def score_candidates(
-    case: VariantCase, masked: bool, style: str = "flash"
-) -> list[tuple[str, Planted]]:
+def score_candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[Mistake]:
     """Mistakes of the score changes, the sinks and RoPE; a keyword ignored (softcap,
     alibi_slopes with style 'flash', score_mod with 'flex', sinks, rotary_cos and rotary_sin)."""
     flash = style == "flash"
     found = []
     if not flash and (case.softcap is not None or case.alibi):
-        found.append((ignored.SCORE_MOD, Planted(no_softcap=True, no_alibi=True)))
+        found.append(Mistake(ignored.SCORE_MOD, Planted(no_softcap=True, no_alibi=True)))
     if case.softcap is not None:
         if flash:
-            found.append((ignored.SOFTCAP, Planted(no_softcap=True)))
+            found.append(Mistake(ignored.SOFTCAP, Planted(no_softcap=True)))
         if masked:
             found.append(
-                (
+                Mistake(
                     "softcap applied after the mask: masked keys get cap * tanh(-inf) = -cap, "
                     "a finite score, and are seen (cap the scores, then mask)",
                     Planted(softcap_after_mask=True),
@@ -176,22 +177,27 @@ def score_candidates(
             )
     if case.alibi:
         found += [
-            ("ALiBi sign reversed: slope * (i - j) added, farther keys count more",
-             Planted(alibi_sign=-1)),
-            ("ALiBi slope order reversed: head h given slope[H - 1 - h] (the first head is the "
-             "steepest)", Planted(slopes_reversed=True)),
-        ]  # fmt: skip
+            Mistake(
+                "ALiBi sign reversed: slope * (i - j) added, farther keys count more",
+                Planted(alibi_sign=-1),
+            ),
+            Mistake(
+                "ALiBi slope order reversed: head h given slope[H - 1 - h] (the first head is the "
+                "steepest)",
+                Planted(slopes_reversed=True),
+            ),
+        ]
         if flash:
-            found.append((ignored.ALIBI, Planted(no_alibi=True)))
+            found.append(Mistake(ignored.ALIBI, Planted(no_alibi=True)))
     if case.sinks:
-        found.append((ignored.SINKS, Planted(sink_out=True)))
+        found.append(Mistake(ignored.SINKS, Planted(sink_out=True)))
     if case.rotary is not None:
         other = "interleaved" if case.rotary == "half" else "half"
-        found.append((PAIRING[case.rotary], Planted(pairing=other)))
-        found.append((ignored.ROTARY, Planted(no_rope=True)))
+        found.append(Mistake(PAIRING[case.rotary], Planted(pairing=other)))
+        found.append(Mistake(ignored.ROTARY, Planted(no_rope=True)))
         if case.shift > 0:
             found.append(
-                (
+                Mistake(
                     "decode positions not offset: query i turned by RoPE position i, not "
                     "i + S - L (its position after the cached keys)",
                     Planted(q_positions="zero"),
@@ -199,7 +205,7 @@ def score_candidates(
             )
         if case.shift > 0 and case.q[2] > 1:
             found.append(
-                (
+                Mistake(
                     "decode queries all turned at RoPE position S - 1 (the newest): query i's "
                     "position is i + S - L",
                     Planted(q_positions="last"),
@@ -208,13 +214,13 @@ def score_candidates(
     return found
 
 
-def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+def split_candidates(case: VariantCase) -> list[Mistake]:
     """Split-KV merges without the max correction, for split counts 2-8 and block sizes; the
     last key dropped; the sink counted once per split."""
     S = case.k[2]
     sizes = {-(-S // n) for n in range(2, 9)} | {b for b in BLOCKS if b < S}
     found = [
-        (
+        Mistake(
             "the last key (j = S - 1) seen by no query (does a split or key tile end one key "
             "short?)",
             Planted(last_key_unseen=True),
@@ -222,7 +228,7 @@ def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
     ]
     if case.sinks:
         found += [
-            (  # named by the count (without a mask, splits as many give the same output)
+            Mistake(  # named by the count (without a mask, splits as many give the same output)
                 f"the sink counted once per split ({-(-S // size)} splits of the {S} keys): "
                 f"exp(sink[h]) added to the sum of each split with a key the row sees, before "
                 f"the merge; add it once, to the merged sum",
@@ -233,23 +239,23 @@ def split_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
         # the same sink counted n times in every row: where every row sees every split it
         # matches the per-split candidate too, and the two matches give no name
         found += [
-            (f"the sink counted {n} times in each row's sum: add exp(sink[h]) once",
+            Mistake(f"the sink counted {n} times in each row's sum: add exp(sink[h]) once",
              Planted(sink_copies=n))
             for n in range(2, 9)
         ]  # fmt: skip
     for size in sorted(sizes):
-        found.append((MERGED, Planted(split=(size, "no-rescale"))))
-        found.append((AVERAGED, Planted(split=(size, "average"))))
+        found.append(Mistake(MERGED, Planted(split=(size, "no-rescale"))))
+        found.append(Mistake(AVERAGED, Planted(split=(size, "average"))))
     return found
 
 
-def head_candidates(case: VariantCase) -> list[tuple[str, Planted]]:
+def head_candidates(case: VariantCase) -> list[Mistake]:
     """The grouped-query head map interleaved (h % Hkv), where it differs from h // group."""
     H, Hkv = case.q[1], case.k[1]
-    return [(GQA_MODULO, Planted(gqa_modulo=True))] if 1 < Hkv < H else []
+    return [Mistake(GQA_MODULO, Planted(gqa_modulo=True))] if 1 < Hkv < H else []
 
 
-def candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[tuple[str, Planted]]:
+def candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[Mistake]:
     """(name, planted mistake) for every mistake this case may reveal to a kernel of `style`."""
     found = mask_candidates(case, style) + score_candidates(case, masked, style)
     found += head_candidates(case)
@@ -284,21 +290,39 @@ def diagnose(prep: VariantPrepared, got: np.ndarray, style: str = "flash") -> st
     """The one planted mistake got matches, or None (style: how fn took the variant)."""
     case, truth = prep.case, prep.truth
     bound = np.full(truth.shape, prep.allowed)
-    key = ("outputs", style)
-    if key not in prep.memo:
-        masked = not allowed(case, Planted(), case.q[2], case.k[2]).all()
-        made = []
-        for name, planted in candidates(case, masked, style):
-            made.append((name, attend(case, prep.data, planted)))
-        prep.memo[key] = made
-    matched = {
-        name for name, out in prep.memo[key] if structural_score(got, out, truth, bound) <= 2.0
-    }
+    catalogue = lambda: candidates(case, masked(case), style)  # noqa: E731
+    made = outputs(prep.memo, ("outputs", style), catalogue, lambda p: attend(case, prep.data, p))
+    matched = matches(got, made, truth, bound)
     if matched:  # two names: this case cannot tell which (but see ignored.pick)
         return ignored.pick(matched)
-    if case.softcap is None:
-        return None
-    return fit_cap(prep, got, bound)
+    return None if case.softcap is None else fit_cap(prep, got, bound)
 
 
-__all__ = ["candidates", "diagnose"]
+def masked(case: VariantCase) -> bool:
+    """Whether the case's rule hides some key from some query."""
+    return not allowed(case, Planted(), case.q[2], case.k[2]).all()
+
+
+def backward_candidates(case: VariantCase) -> list[Mistake]:
+    """The forward's mask and score mistakes (in P's recompute) and the backward's own."""
+    found = mask_candidates(case) + score_candidates(case, masked(case))
+    if case.softcap is not None:
+        found.append(Mistake(SOFTCAP_GRAD, Planted(softcap_grad=False)))
+    if case.rotary is not None:
+        found.append(Mistake(ROPE_GRAD, Planted(rope_grad=False)))
+    return found
+
+
+def diagnose_backward(made, got: list[np.ndarray]) -> str | None:
+    """The one planted mistake whose dq, dk, dv got matches, or None (dsinks not compared: a
+    kernel that leaves the sink out of lse still reports some dsinks of its own)."""
+    case = made.prep.case
+    flat = lambda gs: np.concatenate([g.ravel() for g in gs[:3]])  # noqa: E731
+    truth = flat(made.truth)
+    bound = flat([np.full(t.shape, a) for t, a in zip(made.truth, made.allowed)])
+    run = lambda p: flat(grads(case, made.prep.data, made.d_out, p))  # noqa: E731
+    found = outputs(made.memo, "outputs", lambda: backward_candidates(case), run)
+    return named(flat(got), found, truth, bound, pick=one)
+
+
+__all__ = ["candidates", "diagnose", "diagnose_backward"]

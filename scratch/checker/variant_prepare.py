@@ -29,8 +29,7 @@ from .cases import gauss
 from .prepare import kept
 from .run import allowed_error
 from .variant_cases import VariantCase, rotary_tables
-from .variant_numpy import VariantData, attend
-from .variant_numpy_backward import GRADS, grads
+from .variant_numpy import GRADS, VariantData, attend, grads
 
 _CACHE: OrderedDict = OrderedDict()
 _GRAD_CACHE: OrderedDict = OrderedDict()

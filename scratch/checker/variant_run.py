@@ -9,23 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .diagnosis import structural_score
 from .report import CaseResult
 from .run import Kind, call, not_taken
 from .variant_cases import VariantCase
-from .variant_diagnosis import diagnose, mask_candidates, score_candidates
+from .variant_diagnosis import diagnose, diagnose_backward
 from .variant_keywords import NoKeyword, keywords
-from .variant_numpy import Planted, allowed
-from .variant_numpy_backward import GRADS, grads
+from .variant_numpy import GRADS
 from .variant_prepare import GradPrepared, VariantPrepared, prepare_backward, prepare_variant
-
-SOFTCAP_GRAD = (
-    "softcap's backward misses its 1 - tanh^2(score / cap) factor (d cap tanh(s / cap) / ds)"
-)
-ROPE_GRAD = (
-    "RoPE's backward missing: the gradients of the rotated q and k returned, not turned back by "
-    "-angle to the unrotated inputs"
-)
 
 
 class Variant(Kind):
@@ -118,34 +108,6 @@ class VariantBackward(Variant):
         result.message = f"{name}: max error {result.max_error:.3g} > allowed {result.bound:.3g}"
         result.diagnosis = diagnose_backward(made, got)
         return result
-
-
-def backward_candidates(case: VariantCase, masked: bool) -> list[tuple[str, Planted]]:
-    """The forward's mask and score mistakes (in P's recompute) and the backward's own."""
-    found = mask_candidates(case) + score_candidates(case, masked)
-    if case.softcap is not None:
-        found.append((SOFTCAP_GRAD, Planted(softcap_grad=False)))
-    if case.rotary is not None:
-        found.append((ROPE_GRAD, Planted(rope_grad=False)))
-    return found
-
-
-def diagnose_backward(made: GradPrepared, got: list[np.ndarray]) -> str | None:
-    """The one planted mistake whose dq, dk, dv got matches, or None (dsinks not compared: a
-    kernel that leaves the sink out of lse still reports some dsinks of its own)."""
-    case = made.prep.case
-    flat = lambda gs: np.concatenate([g.ravel() for g in gs[:3]])  # noqa: E731
-    truth = flat(made.truth)
-    bound = flat([np.full(t.shape, a) for t, a in zip(made.truth, made.allowed)])
-    if "outputs" not in made.memo:
-        masked = not allowed(case, Planted(), case.q[2], case.k[2]).all()
-        made.memo["outputs"] = [
-            (name, flat(grads(case, made.prep.data, made.d_out, planted)))
-            for name, planted in backward_candidates(case, masked)
-        ]
-    g = flat(got)
-    matched = {n for n, out in made.memo["outputs"] if structural_score(g, out, truth, bound) <= 2}
-    return matched.pop() if len(matched) == 1 else None
 
 
 __all__ = ["Variant", "VariantBackward"]

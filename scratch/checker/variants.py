@@ -1,14 +1,15 @@
 """Deliberately wrong attentions in float64 NumPy: each plants one known mistake.
 
 The diagnosis names a failing kernel's mistake only when the kernel's output lands on one of
-these (see diagnosis.py). Each function takes a reference.Problem and returns (..., L, Ev).
+these (diagnosis.py holds the catalogue). Each function takes a reference.Problem and returns
+(..., L, Ev).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .reference import Problem, store
+from .reference import Problem, online, store
 
 
 def attend(
@@ -97,107 +98,7 @@ def attend(
         return out
 
 
-def tiled(
-    p: Problem,
-    block: int,
-    *,
-    rescale: str = "right",
-    drop_last: bool = False,
-    store_acc: str | None = None,
-):
-    """Online softmax over key blocks in float64, with the running max's rescale mishandled.
-
-    rescale: 'right'; 'none' / 'inverted' (the accumulator only); 'none-sum' (the
-    denominator only); 'none-both' / 'inverted-both' (accumulator and denominator); 'stale'
-    (exp(s - m) with the max from before the block, 0 before the first) and 'stale-own' (the
-    first block's own max there); 'chunk' (each block's own max, blocks summed without
-    correction).
-    store_acc rounds the accumulator to that dtype after every block."""
-    k, v = p.heads()
-    q, S = p.q, k.shape[-2]
-    with np.errstate(all="ignore"):
-        s_all = q @ np.swapaxes(k, -1, -2) * p.scale  # (..., L, S)
-        if p.add is not None:
-            s_all = s_all + p.add
-        if p.allowed is not None:
-            s_all = np.where(p.allowed, s_all, -np.inf)
-        top = np.full(q.shape[:-1] + (1,), -np.inf)
-        total = np.zeros_like(top)
-        out = np.zeros(q.shape[:-1] + (v.shape[-1],))
-        end = S - S % block if drop_last else S
-        for j in range(0, end, block):
-            s = s_all[..., j : j + block]
-            new = np.maximum(top, np.max(s, axis=-1, keepdims=True))
-            if rescale == "chunk":
-                new = np.max(s, axis=-1, keepdims=True)
-            safe = np.where(np.isfinite(new), new, 0)
-            alpha = np.exp(top - safe)
-            before = {"stale": 0.0, "stale-own": safe}.get(rescale)  # the first block's base
-            e = np.exp(s - (safe if before is None else np.where(np.isfinite(top), top, before)))
-            inverse = np.where(alpha > 0, 1.0 / alpha, 0.0)  # exp(new - old): inverted
-            a_out = {"none": 1.0, "none-both": 1.0, "chunk": 1.0, "inverted": inverse}.get(
-                rescale, alpha
-            )
-            a_sum = {"none-both": 1.0, "chunk": 1.0, "none-sum": 1.0, "inverted-both": inverse}
-            a_sum = a_sum.get(rescale, alpha)
-            if rescale == "inverted-both":
-                a_out = inverse
-            total = total * a_sum + np.sum(e, axis=-1, keepdims=True)
-            out = out * a_out + e @ v[..., j : j + block, :]
-            if store_acc:  # the accumulator kept in a narrower dtype between blocks
-                out = store(out, store_acc)
-            top = new
-        return out / np.where(total > 0, total, 1.0)
-
-
-BLOCKS = (8, 16, 32, 64, 128)
-
-
-def tiled_mistakes(p: Problem) -> list[tuple[str, object]]:
-    """(name, () -> output) for the block mistakes a one-pass kernel can make, per block size."""
-    S = p.k.shape[-2]
-    found, ends = [], set()
-    both = (
-        "neither the accumulator nor the denominator rescaled when the running max grows "
-        "(o and l both need *= exp(m_old - m_new))"
-    )
-    more = {
-        "none-both": both,
-        "chunk": "chunks combined without their max correction: neither the accumulator nor "
-        "the denominator rescaled by exp(m_chunk - m_max)",
-        "inverted-both": "rescale factor inverted in both the accumulator and the denominator: "
-        "exp(m_new - m_old) instead of exp(m_old - m_new)",
-        "stale": "running max stale: exp(s - m) used the max from before this block (update m "
-        "first, then exp(s - m_new))",
-        "stale-own": "running max stale: exp(s - m) used the max from before this block (update "
-        "m first, then exp(s - m_new))",
-        "none-sum": "denominator not rescaled when the running max grows (l += rowsum(p) "
-        "without l *= exp(m_old - m_new))",
-    }
-    for b in BLOCKS:
-        if b < S:
-            for mode, name in more.items():
-                found.append((name, lambda b=b, mode=mode: tiled(p, b, rescale=mode)))
-            found.append(
-                (
-                    "accumulator not rescaled when the running max grows (o += p @ v without "
-                    "o *= exp(m_old - m_new))",
-                    lambda b=b: tiled(p, b, rescale="none"),
-                )
-            )
-            found.append(
-                (
-                    "rescale factor inverted: exp(m_new - m_old) instead of exp(m_old - m_new)",
-                    lambda b=b: tiled(p, b, rescale="inverted"),
-                )
-            )
-        end = S - S % b
-        if S % b and end not in ends:  # blocks with the same full part drop the same keys
-            ends.add(end)
-            found.append(
-                (
-                    "last partial key block dropped (keys past the last full block ignored)",
-                    lambda b=b: tiled(p, b, drop_last=True),
-                )
-            )
-    return found
+def tiled(p: Problem, block: int, **planted) -> np.ndarray:
+    """Online softmax over key blocks in float64 with a block mistake planted (reference.online's
+    keywords: rescale, drop_last, store_acc)."""
+    return online(p, "float64", block, **planted)

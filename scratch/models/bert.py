@@ -8,7 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from .config import Config
-from .layers import ACTIVATIONS, attention_heads, layer_norm
+from .layers import ACTIVATIONS, attention_heads, layer_norm, run_layers
+
+TABLES = ("embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight")
+ATTENTION_INPUT = "input"  # post-LN: the heads read the layer's input itself
 
 
 def projections(w: dict, layer: int) -> dict[str, np.ndarray]:
@@ -95,11 +98,4 @@ def layer(c: Config, w: dict, n: int, h: np.ndarray) -> dict[str, np.ndarray]:
 
 def forward(config: Config, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
     """(attentions (layers, heads, T, T), each layer's attention input x (T, d_model))."""
-    h = embed(config, w, ids)
-    attentions, inputs = [], []
-    for n in range(config.layers):
-        steps = layer(config, w, n, h)
-        attentions.append(steps["attention"])
-        inputs.append(h)
-        h = steps["residual 2"]
-    return np.stack(attentions), inputs
+    return run_layers(embed, layer, ATTENTION_INPUT, config, w, ids)[:2]

@@ -2,10 +2,10 @@
 
 `layer_block(run, layer)` writes layer `layer` out step by step (embeddings and positions, the norm,
 attention, the residual, the MLP, the residual again) and the model's output, each a named
-array. The residual stream entering the layer is the run's own (BERT: run.inputs) or is walked
-from the embeddings through the layers before it; either way each step's numbers are checked
-against the run's (the attention input x, the weights, the next layer's input, the logits) and a
-gap above AGREEMENT is refused, as run.trace refuses one.
+array. The residual stream is walked from the embeddings by the family's readable forward
+(layers.walk), and each step's numbers are checked against the run's (the attention input x,
+the weights, the next layer's input) and a gap above AGREEMENT is refused, as run.trace refuses
+one.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import bert, gpt2, llama
 from .family import family_of
+from .layers import walk
 from .run import AGREEMENT
 
 TOP = 16  # a decoder's output: the logit columns of the likeliest next tokens after the text
@@ -52,15 +52,6 @@ class Block:
         return [s.name for s in self.stages]
 
 
-def layer_block(run: object, layer: int) -> Block:
-    """Layer `layer` of `run` step by step, checked against the run; RuntimeError on a gap."""
-    model = run.model
-    model.check_head(layer, 0)
-    layout = family_of(model.family).layout  # the layer's shape: Qwen2's is Llama's
-    stages = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}[layout](run, layer)
-    return Block(model.family, layout, layer, list(run.tokens), tuple(stages))
-
-
 WORDS = {  # what each step computes, where the families say it alike
     "input": "h: layer {n}'s input (the residual stream)",
     "attention output": "the heads' outputs side by side @ W_o + b_o",
@@ -70,11 +61,77 @@ WORDS = {  # what each step computes, where the families say it alike
 }
 
 
-def _stages(n: int, arrays: dict, common: dict, own: dict) -> list[Stage]:
-    """The layer's arrays as Stages in the order given, each with its words (the family's own
-    where it has them)."""
-    words = {**common, **own}
-    return [Stage(name, words[name].format(n=n), value) for name, value in arrays.items()]
+OWN_WORDS = {  # each layout's own words ({heads}, {kv_heads}, {activation}: the config's)
+    "bert": {
+        "embeddings": "token embeddings (one row per token id)",
+        "positions": "position embeddings (+ token type 0)",
+        "attention": "softmax(q k^T / sqrt(d)) for {heads} heads",
+        "norm": "LayerNorm(residual)",
+        "mlp": "{activation}(norm @ W_1 + b_1)",
+        "residual 2": "LayerNorm(norm + mlp output): the layer's output",
+    },
+    "gpt2": {
+        "embeddings": "token embeddings (one row per token id)",
+        "positions": "position embeddings",
+        "norm": "x = LayerNorm(h): what the heads read",
+        "attention": "softmax(q k^T / sqrt(d), causal) for {heads} heads",
+        "norm 2": "LayerNorm(residual)",
+        "mlp": "{activation}(norm 2 @ W_1 + b_1)",
+    },
+    "llama": {
+        "embeddings": "token embeddings (positions come later, by RoPE)",
+        "norm": "x = RMSNorm(h): what the heads read",
+        "attention": "softmax(RoPE(q) RoPE(k)^T / sqrt(d), causal): {heads} query heads "
+        "sharing {kv_heads} key/value heads",
+        "attention output": "the heads' outputs side by side @ W_o",
+        "norm 2": "RMSNorm(residual)",
+        "mlp": "SwiGLU: silu(norm 2 @ W_gate) * (norm 2 @ W_up)",
+        "mlp output": "mlp @ W_down",
+    },
+}
+
+
+def layer_block(run: object, layer: int) -> Block:
+    """Layer `layer` of `run` step by step, checked against the run; RuntimeError on a gap.
+
+    The residual stream is walked from the embeddings through every layer the check needs (an
+    encoder's output is its last layer's; a decoder's chosen layer is checked against the next
+    layer's input, its output is the run's logits), each layer's attention input and weights
+    compared with the run's."""
+    model = run.model
+    model.check_head(layer, 0)
+    c, w, family = model.config, model.weights, family_of(model.family)
+    module = family.module()
+    table, positions = module.TABLES
+    words = {**WORDS, **OWN_WORDS[family.layout]}
+    say = lambda name: words[name].format(n=layer, heads=c.heads, kv_heads=c.kv_heads,  # noqa: E731
+                                          activation=c.activation)  # fmt: skip
+    stages = [Stage("embeddings", say("embeddings"), w[table][run.ids].astype(np.float64))]
+    if positions is not None:
+        stages.append(Stage("positions", say("positions"), _f64(w, positions)[: len(run.ids)]))
+    last = c.layers if not model.decoder else min(layer + 2, c.layers)
+    h = module.embed(c, w, run.ids)  # (T, d_model): layer 0's input
+    for n, arrays in enumerate(walk(module.layer, c, w, h, last)):
+        _agree(f"layer {n} attention input", arrays[module.ATTENTION_INPUT], run.inputs[n])
+        _agree(f"layer {n} attention", arrays["attention"], run.attentions[n])
+        if n == layer:
+            stages += [Stage(name, say(name), value) for name, value in arrays.items()]
+        h = arrays["residual 2"]
+    if model.decoder:
+        stages.append(_logits(run))
+    else:
+        stages.append(Stage("output", f"layer {c.layers - 1}'s output: one vector per token", h))
+    return Block(model.family, family.layout, layer, list(run.tokens), tuple(stages))
+
+
+def _logits(run: object) -> Stage:
+    """A decoder's output: the logit columns of the TOP likeliest next tokens after the text."""
+    top = np.argsort(-run.logits[-1], kind="stable")[:TOP]
+    decode = run.model.tokenizer.decode
+    names = ", ".join(repr(decode([int(i)])) for i in top[:3])
+    words = f"next-token logits (T, {run.logits.shape[1]}): the {len(top)} likeliest tokens' "
+    columns = tuple(decode([int(i)]) for i in top)
+    return Stage("output", words + f"columns ({names}, ...)", run.logits[:, top], columns)
 
 
 def _agree(name: str, mine: np.ndarray, run_value: np.ndarray) -> None:
@@ -86,110 +143,3 @@ def _agree(name: str, mine: np.ndarray, run_value: np.ndarray) -> None:
 
 def _f64(w: dict, name: str) -> np.ndarray:
     return w[name].astype(np.float64, copy=False)
-
-
-# ---------------------------------------------------------------- BERT: norms after the residuals
-
-
-def _bert_layer(run: object, n: int) -> list[Stage]:
-    """Encoder layer n from its input h = run.inputs[n] (BERT normalises after each residual)."""
-    c = run.model.config
-    arrays = bert.layer(c, run.model.weights, n, run.inputs[n])
-    _agree(f"layer {n} attention", arrays["attention"], run.attentions[n])
-    if n + 1 < c.layers:
-        _agree(f"layer {n} output", arrays["residual 2"], run.inputs[n + 1])
-    return _stages(n, arrays, WORDS, {
-        "attention": f"softmax(q k^T / sqrt(d)) for {c.heads} heads",
-        "norm": "LayerNorm(residual)",
-        "mlp": f"{c.activation}(norm @ W_1 + b_1)",
-        "residual 2": "LayerNorm(norm + mlp output): the layer's output",
-    })  # fmt: skip
-
-
-def _embedded(run: object, words: str, positions: str, note: str = "") -> list[Stage]:
-    """The token embeddings (one row per token id) and the position table's first T rows."""
-    w = run.model.weights
-    return [
-        Stage("embeddings", "token embeddings (one row per token id)",
-              w[words][run.ids].astype(np.float64)),  # (T, d_model)
-        Stage("positions", "position embeddings" + note, _f64(w, positions)[: len(run.ids)]),
-    ]  # fmt: skip
-
-
-def _bert(run: object, layer: int) -> list[Stage]:
-    c = run.model.config
-    stages = [
-        *_embedded(run, "embeddings.word_embeddings.weight",
-                   "embeddings.position_embeddings.weight", " (+ token type 0)"),
-        *_bert_layer(run, layer),
-    ]  # fmt: skip
-    last = stages[-1].value if layer == c.layers - 1 else _bert_layer(run, c.layers - 1)[-1].value
-    return [*stages, Stage("output", f"layer {c.layers - 1}'s output: one vector per token", last)]
-
-
-# ---------------------------------------------------------------- GPT-2: norms before
-
-
-def _gpt2_layer(run: object, n: int, h: np.ndarray) -> list[Stage]:
-    """Decoder layer n from the residual stream h entering it."""
-    c = run.model.config
-    arrays = gpt2.layer(c, run.model.weights, n, h)
-    _agree(f"layer {n} attention input", arrays["norm"], run.inputs[n])
-    _agree(f"layer {n} attention", arrays["attention"], run.attentions[n])
-    return _stages(n, arrays, WORDS, {
-        "norm": "x = LayerNorm(h): what the heads read",
-        "attention": f"softmax(q k^T / sqrt(d), causal) for {c.heads} heads",
-        "norm 2": "LayerNorm(residual)",
-        "mlp": f"{c.activation}(norm 2 @ W_1 + b_1)",
-    })  # fmt: skip
-
-
-def _gpt2(run: object, layer: int) -> list[Stage]:
-    c = run.model.config
-    start = _embedded(run, "wte.weight", "wpe.weight")
-    h, chosen = gpt2.embed(c, run.model.weights, run.ids), []  # (T, d_model)
-    for n in range(c.layers):  # the residual stream, layer by layer (no head: no logits here)
-        stages = _gpt2_layer(run, n, h)
-        chosen = stages if n == layer else chosen
-        h = stages[-1].value
-    out = Stage("output", f"layer {c.layers - 1}'s output: one vector per token", h)
-    return [*start, *chosen, out]
-
-
-# ---------------------------------------------------------------- Llama: RMSNorm, RoPE, GQA, SwiGLU
-
-
-def _llama_layer(run: object, n: int, h: np.ndarray) -> list[Stage]:
-    """Decoder layer n from the residual stream h entering it (RoPE positions 0..T-1)."""
-    c = run.model.config
-    arrays = llama.layer(c, run.model.weights, n, h)
-    _agree(f"layer {n} attention input", arrays["norm"], run.inputs[n])
-    _agree(f"layer {n} attention", arrays["attention"], run.attentions[n])
-    return _stages(n, arrays, WORDS, {
-        "norm": "x = RMSNorm(h): what the heads read",
-        "attention": f"softmax(RoPE(q) RoPE(k)^T / sqrt(d), causal): {c.heads} query heads "
-                     f"sharing {c.kv_heads} key/value heads",
-        "attention output": "the heads' outputs side by side @ W_o",
-        "norm 2": "RMSNorm(residual)",
-        "mlp": "SwiGLU: silu(norm 2 @ W_gate) * (norm 2 @ W_up)",
-        "mlp output": "mlp @ W_down",
-    })  # fmt: skip
-
-
-def _llama(run: object, layer: int) -> list[Stage]:
-    c, w = run.model.config, run.model.weights
-    h = w["token_embd.weight"][run.ids].astype(np.float64)  # (T, d_model): no position table
-    stages = [Stage("embeddings", "token embeddings (positions come later, by RoPE)", h)]
-    for n in range(layer + 1):  # the residual stream up to the chosen layer
-        chosen = _llama_layer(run, n, h)
-        h = chosen[-1].value
-    if layer + 1 < run.model.layers:
-        _agree(f"layer {layer} output", llama.rms_norm(h, w[f"blk.{layer + 1}.attn_norm.weight"],
-               c.eps), run.inputs[layer + 1])  # fmt: skip
-    top = np.argsort(-run.logits[-1], kind="stable")[:TOP]  # the likeliest next tokens
-    decode = run.model.tokenizer.decode
-    names = ", ".join(repr(decode([int(i)])) for i in top[:3])
-    out = Stage("output", f"next-token logits (T, {run.logits.shape[1]}): the {len(top)} likeliest "
-                f"tokens' columns ({names}, ...)", run.logits[:, top],  # fmt: skip
-                columns=tuple(decode([int(i)]) for i in top))  # fmt: skip
-    return [*stages, *chosen, out]

@@ -57,60 +57,37 @@ IRRELEVANT = {
     "_attn_implementation": "eager, sdpa or flash: the same softmax(q k^T * scale) v",
 }
 
-# key names per family and field; GPT-2 also accepts transformers' aliases (attribute_map)
-NAMES = {
+# per family and field: its config.json key names (GPT-2 also accepts transformers' aliases, its
+# attribute_map) and transformers' default (GPT2Config(), BertConfig(); None: n_inner = 4 * n_embd)
+FIELDS = {
     "gpt2": {
-        "vocab_size": ("vocab_size",),
-        "d_model": ("n_embd", "hidden_size"),
-        "layers": ("n_layer", "num_hidden_layers"),
-        "heads": ("n_head", "num_attention_heads"),
-        "max_positions": ("n_positions", "max_position_embeddings"),
-        "d_inner": ("n_inner",),
-        "eps": ("layer_norm_epsilon",),
-        "activation": ("activation_function",),
-        "scale_weights": ("scale_attn_weights",),
-        "inverse_layer_scale": ("scale_attn_by_inverse_layer_idx",),
+        "vocab_size": (("vocab_size",), 50257),
+        "d_model": (("n_embd", "hidden_size"), 768),
+        "layers": (("n_layer", "num_hidden_layers"), 12),
+        "heads": (("n_head", "num_attention_heads"), 12),
+        "max_positions": (("n_positions", "max_position_embeddings"), 1024),
+        "d_inner": (("n_inner",), None),
+        "eps": (("layer_norm_epsilon",), 1e-5),
+        "activation": (("activation_function",), "gelu_new"),
+        "scale_weights": (("scale_attn_weights",), True),
+        "inverse_layer_scale": (("scale_attn_by_inverse_layer_idx",), False),
     },
     "bert": {
-        "vocab_size": ("vocab_size",),
-        "d_model": ("hidden_size",),
-        "layers": ("num_hidden_layers",),
-        "heads": ("num_attention_heads",),
-        "max_positions": ("max_position_embeddings",),
-        "d_inner": ("intermediate_size",),
-        "eps": ("layer_norm_eps",),
-        "activation": ("hidden_act",),
-        "type_vocab_size": ("type_vocab_size",),
-        "causal": ("is_decoder",),
+        "vocab_size": (("vocab_size",), 30522),
+        "d_model": (("hidden_size",), 768),
+        "layers": (("num_hidden_layers",), 12),
+        "heads": (("num_attention_heads",), 12),
+        "max_positions": (("max_position_embeddings",), 512),
+        "d_inner": (("intermediate_size",), 3072),
+        "eps": (("layer_norm_eps",), 1e-12),
+        "activation": (("hidden_act",), "gelu"),
+        "type_vocab_size": (("type_vocab_size",), 2),
+        "causal": (("is_decoder",), False),
     },
 }
-
-# transformers' defaults (GPT2Config(), BertConfig()); None: n_inner = 4 * n_embd
+NAMES = {family: {f: names for f, (names, _) in table.items()} for family, table in FIELDS.items()}
 DEFAULTS = {
-    "gpt2": {
-        "vocab_size": 50257,
-        "d_model": 768,
-        "layers": 12,
-        "heads": 12,
-        "max_positions": 1024,
-        "d_inner": None,
-        "eps": 1e-5,
-        "activation": "gelu_new",
-        "scale_weights": True,
-        "inverse_layer_scale": False,
-    },
-    "bert": {
-        "vocab_size": 30522,
-        "d_model": 768,
-        "layers": 12,
-        "heads": 12,
-        "max_positions": 512,
-        "d_inner": 3072,
-        "eps": 1e-12,
-        "activation": "gelu",
-        "type_vocab_size": 2,
-        "causal": False,
-    },
+    family: {f: value for f, (_, value) in table.items()} for family, table in FIELDS.items()
 }
 
 # GPT-2 only: BERT reads this key (is_decoder, its causal mask)
@@ -240,12 +217,33 @@ def _read(raw: dict, path: Path, family: str, field: str) -> object:
             raise ModelError(f"{path}: {key} expected true or false, found {value!r}")
         return value
     if field == "eps":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value < 0:
-            raise ModelError(f"{path}: {key} expected a finite number >= 0, found {value!r}")
-        return float(value)
+        return real(value, f"{path}: {key}", zero=True)
     if value is None and default is None:  # GPT-2's n_inner: null means 4 * n_embd
         return None
+    return whole(value, f"{path}: {key}")
+
+
+def whole(value: object, where: str) -> int:
+    """A whole number >= 1 (never a bool), else a ModelError naming `where` ("path: key")."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ModelError(f"{path}: {key} expected a whole number >= 1, found {value!r}")
+        raise ModelError(f"{where} expected a whole number >= 1, found {value!r}")
     return value
+
+
+def real(value: object, where: str, zero: bool = False) -> float:
+    """A finite number > 0 (>= 0 with `zero`) as a float, else a ModelError naming `where`."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        least = "a finite number >= 0" if zero else "a number > 0"
+        raise ModelError(f"{where} expected {least}, found {value!r}")
+    return float(value)
+
+
+def check_heads(config: Config, path: Path, heads: str, kv_heads: str, d_model: str) -> None:
+    """A decoder's heads are a multiple of its kv_heads and divide d_model, else a ModelError
+    naming the file and the three keys (as the file spells them)."""
+    if config.heads % config.kv_heads or config.d_model % config.heads:
+        raise ModelError(
+            f"{path}: {heads} {config.heads} must be a multiple of {kv_heads} {config.kv_heads} "
+            f"and divide {d_model} {config.d_model}"
+        )

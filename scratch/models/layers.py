@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -95,3 +96,26 @@ def head_attention(
     weights = np.exp(scores)
     weights /= weights.sum(axis=-1, keepdims=True)  # (H, T, S)
     return weights, weights @ vh  # (H, T, S) @ (H, S, d) -> (H, T, d)
+
+
+def walk(layer: Callable, config: object, w: dict, h: np.ndarray, count: int) -> Iterator[dict]:
+    """The first `count` layers' arrays (layer(config, w, n, h): every intermediate by name),
+    each layer fed the one before's output ("residual 2"), from h (T, d_model) entering layer 0."""
+    for n in range(count):
+        arrays = layer(config, w, n, h)
+        yield arrays
+        h = arrays["residual 2"]
+
+
+def run_layers(
+    embed: Callable, layer: Callable, read: str, config: object, w: dict, ids: list[int]
+) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """A family's layers on a text: (attentions (layers, heads, T, T), each layer's attention
+    input (its arrays[read]), the last layer's output (T, d_model))."""
+    h = embed(config, w, ids)  # (T, d_model): layer 0's input
+    attentions, inputs = [], []
+    for arrays in walk(layer, config, w, h, config.layers):
+        attentions.append(arrays["attention"])
+        inputs.append(arrays[read])
+        h = arrays["residual 2"]
+    return np.stack(attentions), inputs, h

@@ -13,8 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from .config import Config
-from .layers import head_attention, sigmoid
+from .layers import head_attention, run_layers, sigmoid
 
+TABLES = ("token_embd.weight", None)  # a token table, no position table
+ATTENTION_INPUT = "norm"  # RMSNorm(h): what the heads read
 PAIRING = "half"  # how features pair for rotation once the GGUF reader has unpermuted q and k
 
 
@@ -70,20 +72,19 @@ def layer(c: Config, w: dict, n: int, h: np.ndarray) -> dict[str, np.ndarray]:
             "residual 2": residual + mlp}  # fmt: skip
 
 
+def embed(config: Config, w: dict, ids: list[int]) -> np.ndarray:
+    """The token table's rows: layer 0's input (T, d_model); positions come later, by RoPE."""
+    return w["token_embd.weight"][ids].astype(np.float64)
+
+
 def forward(
     config: Config, w: dict, ids: list[int]
 ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
     """(attentions (layers, heads, T, T), attention inputs (T, d_model), logits (T, vocab))."""
-    h = w["token_embd.weight"][ids].astype(np.float64)  # (T, d_model): no position table
-    attentions, inputs = [], []
-    for n in range(config.layers):  # the residual stream, layer by layer
-        steps = layer(config, w, n, h)
-        attentions.append(steps["attention"])
-        inputs.append(steps["norm"])
-        h = steps["residual 2"]
+    attentions, inputs, h = run_layers(embed, layer, ATTENTION_INPUT, config, w, ids)
     h = rms_norm(h, w["output_norm.weight"], config.eps)  # (T, d_model)
     logits = h @ w["output.weight"].T  # (T, d_model) @ (d_model, vocab): the output head
-    return np.stack(attentions), inputs, logits
+    return attentions, inputs, logits
 
 
 def head_weights(config: Config, w: dict, layer: int, head: int) -> dict[str, np.ndarray]:

@@ -9,14 +9,14 @@ GGUF reader's arrays (q, k, v and gate, up each in one array).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 
-from .config import Config
+from .config import IRRELEVANT as ENCODERS_IRRELEVANT
+from .config import Config, check_heads, real, whole
 from .files import ModelError, read_tokenizer, read_weights
-from .shapes import check_tokenizer
+from .shapes import check_tensors, check_tokenizer
 
 # key -> (Config field, LlamaConfig's default); num_key_value_heads' default is the head count
 READ = {
@@ -37,27 +37,17 @@ REFUSED = {
     "tie_word_embeddings": (True, False, "the output head is the token table (tied)"),
     "rope_scaling": (None, None, "RoPE scaling changes the angles"),
 }
-IRRELEVANT = {
+SHARED = (  # keys whose reason is the encoders' (config.IRRELEVANT)
+    "bos_token_id", "eos_token_id", "chunk_size_feed_forward", "dtype", "torch_dtype", "id2label",
+    "label2id", "problem_type", "initializer_range", "output_attentions", "output_hidden_states",
+    "return_dict", "use_cache", "transformers_version", "_name_or_path",
+)  # fmt: skip
+IRRELEVANT = {key: ENCODERS_IRRELEVANT[key] for key in SHARED} | {
     "architectures": "names the task class; the causal LM is run",
     "attention_dropout": "dropout is off at inference",
-    "bos_token_id": "generation only",
-    "eos_token_id": "generation only",
     "pad_token_id": "padding is off (one row per real token)",
-    "chunk_size_feed_forward": "the feed-forward in row chunks: the same rows, the same sums",
-    "dtype": "the weights' dtype is read from model.safetensors; the forward is float64",
-    "torch_dtype": "the weights' dtype is read from model.safetensors; the forward is float64",
-    "id2label": "task head only",
-    "label2id": "task head only",
-    "problem_type": "task head only",
-    "initializer_range": "random initialisation only",
     "is_encoder_decoder": "an encoder-decoder wrapper's flag; the decoder ignores it",
-    "output_attentions": "what transformers returns, not what it computes",
-    "output_hidden_states": "what transformers returns, not what it computes",
-    "return_dict": "what transformers returns, not what it computes",
     "pretraining_tp": "tensor-parallel slices of the same products",
-    "use_cache": "generation only (keys and values kept between steps)",
-    "transformers_version": "bookkeeping",
-    "_name_or_path": "bookkeeping",
 }
 PARTS = {  # Hugging Face's name within a layer -> the GGUF name
     "input_layernorm": "attn_norm",
@@ -90,22 +80,11 @@ def parse(raw: dict, path: Path) -> Config:
     values: dict = {}
     for key, (field, default) in READ.items():
         value = raw.get(key, default if default is not None else values["heads"])
-        if field == "eps":
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not ok or not math.isfinite(value) or value <= 0:
-                raise ModelError(f"{path}: {key} expected a number > 0, found {value!r}")
-            value = float(value)
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ModelError(f"{path}: {key} expected a whole number >= 1, found {value!r}")
-        values[field] = value
+        values[field] = (real if field == "eps" else whole)(value, f"{path}: {key}")
     config = Config(
         family="llama", activation="silu", causal=True, rope_base=_rope_base(raw, path), **values
     )
-    if config.heads % config.kv_heads or config.d_model % config.heads:
-        raise ModelError(
-            f"{path}: num_attention_heads {config.heads} must be a multiple of "
-            f"num_key_value_heads {config.kv_heads} and divide hidden_size {config.d_model}"
-        )
+    check_heads(config, path, "num_attention_heads", "num_key_value_heads", "hidden_size")
     if raw.get("head_dim") not in (None, config.d_head):
         raise ModelError(
             f"{path}: head_dim {raw['head_dim']!r} is refused (heads of another width than "
@@ -127,10 +106,7 @@ def _rope_base(raw: dict, path: Path) -> float:
         if extra:
             raise ModelError(f"{path}: rope_parameters key {extra[0]} is refused (RoPE changed)")
     base = (rope or {}).get("rope_theta", raw.get("rope_theta", 10000.0))
-    ok = isinstance(base, (int, float)) and not isinstance(base, bool)
-    if not ok or not math.isfinite(base) or base <= 0:
-        raise ModelError(f"{path}: rope_theta expected a number > 0, found {base!r}")
-    return float(base)
+    return real(base, f"{path}: rope_theta")
 
 
 def read_dir(folder: Path, raw: dict) -> tuple[Config, dict[str, np.ndarray], object]:
@@ -150,21 +126,18 @@ def read_dir(folder: Path, raw: dict) -> tuple[Config, dict[str, np.ndarray], ob
     if "lm_head.weight" in found:  # a tied head saved twice must be the token table
         if not np.array_equal(found.pop("lm_head.weight"), found.get("model.embed_tokens.weight")):
             raise ModelError(f"{path}: lm_head.weight differs from the token table (untied)")
-    extra = sorted(set(found) - set(names))
-    if extra:
-        raise ModelError(f"{path}: tensor {extra[0]} is not computed here (not a plain Llama)")
-    need = tensors(config)
+    table = tensors(config)
+    need = {hf: table[ours] for hf, ours in names.items()}  # (shape, types) by HF name
+
+    def problem(w: np.ndarray, want: tuple) -> str:
+        if w.dtype.kind == "f" and w.shape == want[0]:
+            return ""
+        return f"is {w.dtype} {w.shape}; expected floating point {want[0]} (config.json's sizes)"
+
+    check_tensors(config, need, found, path, problem)
     weights = allocate(config)
     for hf, ours in names.items():
-        if hf not in found:
-            raise ModelError(f"{path}: tensor {hf} is missing ({config.layers} layers asked for)")
-        w = found[hf]
-        if w.dtype.kind != "f" or w.shape != need[ours][0]:
-            raise ModelError(
-                f"{path}: tensor {hf} is {w.dtype} {w.shape}; expected floating point "
-                f"{need[ours][0]} (config.json's sizes)"
-            )
-        weights[ours][...] = w
+        weights[ours][...] = found[hf]
     tokenizer = read_tokenizer(folder / "tokenizer.json")
     check_tokenizer(config, tokenizer, folder / "tokenizer.json")
     return config, weights, tokenizer

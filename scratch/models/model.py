@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import progress as progress_
 from .config import Config, parse
+from .decoding import Generation, generate
 from .family import FAMILIES, Family, family_of
 from .files import (
     FILES,
@@ -21,11 +22,15 @@ from .files import (
     read_weights,
     verify_default_weights,
 )
-from .generate import Generation, generate
 from .gguf_file import read_gguf, smollm2_path, verify_smollm2
 from .llama_dir import read_dir
 from .run import Run
 from .shapes import check_tokenizer, check_weights
+
+
+def _from_config(name: str, doc: str) -> property:
+    """A Model property that reads the same field of its Config."""
+    return property(lambda self: getattr(self.config, name), doc=doc)
 
 
 @dataclass(frozen=True)
@@ -38,46 +43,25 @@ class Model:
     weights: dict = field(repr=False)
     tokenizer: object = field(repr=False)
 
-    @property
-    def family(self) -> str:
-        """The family's name: "bert", "gpt2", "llama" (its Family record: scratch.models.family)."""
-        return self.config.family
+    family = _from_config("family", 'The family\'s name: "bert", "gpt2", "llama", "qwen2".')
+    decoder = _from_config(
+        "decoder",
+        "Whether the model is a decoder (Config.decoder: rotary positions, an output "
+        "head, generation with a key/value cache).",
+    )
+    layers = _from_config("layers", "Number of attention layers.")
+    heads = _from_config("heads", "Heads per layer.")
+    d_model = _from_config("d_model", "Width of the hidden states.")
+    max_positions = _from_config("max_positions", "The most tokens the model has positions for.")
+    causal = _from_config(
+        "causal",
+        "Whether each token attends only to itself and earlier tokens (GPT-2, BERT decoders).",
+    )
 
     @property
     def family_record(self) -> Family:
         """What the family computes (scratch.models.family.Family: decoder, GQA map, RoPE)."""
         return family_of(self.family)
-
-    @property
-    def decoder(self) -> bool:
-        """Whether the model is a decoder (Config.decoder: rotary positions, an output head,
-        generation with a key/value cache)."""
-        return self.config.decoder
-
-    @property
-    def layers(self) -> int:
-        """Number of attention layers."""
-        return self.config.layers
-
-    @property
-    def heads(self) -> int:
-        """Heads per layer."""
-        return self.config.heads
-
-    @property
-    def d_model(self) -> int:
-        """Width of the hidden states."""
-        return self.config.d_model
-
-    @property
-    def max_positions(self) -> int:
-        """The most tokens the model has positions for."""
-        return self.config.max_positions
-
-    @property
-    def causal(self) -> bool:
-        """Whether each token attends only to itself and earlier tokens (GPT-2, BERT decoders)."""
-        return self.config.causal
 
     def scale(self, layer: int) -> float | None:
         """Layer `layer`'s score scale; None for the usual 1/sqrt(d_head)."""
@@ -226,23 +210,17 @@ def _load(path: str, verify: bool, stamp: tuple) -> Model:
     return Model(name, folder, config, weights, tokenizer)
 
 
-@functools.lru_cache(maxsize=1)
-def _load_packaged(path: str, packaged: bool, stamp: tuple) -> Model:
-    """The packaged SmolLM2, kept apart so opening other GGUF files never reloads it."""
-    return _read_gguf(path, packaged)
-
-
-@functools.lru_cache(maxsize=2)
-def _load_gguf(path: str, packaged: bool, stamp: tuple) -> Model:
-    """A local GGUF file, read once while unchanged (the two most recent are kept)."""
-    return _read_gguf(path, packaged)
-
-
-def _read_gguf(path: str, packaged: bool) -> Model:
-    """Read a GGUF file (SHA-256 checked if packaged)."""
+def _read_gguf(path: str, packaged: bool, stamp: tuple = ()) -> Model:
+    """Read a GGUF file (SHA-256 checked if packaged); `stamp` (size, mtime) keys the caches."""
     file = Path(path)
     if packaged:
         verify_smollm2(file)
     config, weights, tokenizer = read_gguf(file)
     name = "SmolLM2-135M-Instruct" if packaged else file.stem
     return Model(name, file, config, weights, tokenizer)
+
+
+# the packaged SmolLM2 is cached apart, so opening other GGUF files never reloads it; a local
+# GGUF file is read once while unchanged (the two most recent are kept)
+_load_packaged = functools.lru_cache(maxsize=1)(_read_gguf)
+_load_gguf = functools.lru_cache(maxsize=2)(_read_gguf)

@@ -31,8 +31,6 @@ class Run:
         """The k likeliest tokens after the text, with their probabilities (largest first)."""
         if self.logits is None:
             raise ValueError(f"{self.model.name} has no output head: it predicts no next token")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k: expected a whole number >= 1, found {k!r}")
         return top_tokens(self.model.tokenizer, self.logits[-1], k)
 
     def trace(self, layer: int, head: int) -> object:
@@ -48,15 +46,10 @@ class Run:
             self.model.check_head(layer, head)
             trace = self.model.family_record.module().ground_truth(self, layer, head)
             return self._agree(trace, layer, head)
-        p = self.model.head_projections(layer, head)
+        p = self.model.head_projections(layer, head)  # w_q, w_k, w_v, b_q, b_k, b_v
         trace = trace_attention(
             self.inputs[layer].tolist(),
-            w_q=p["w_q"].tolist(),
-            w_k=p["w_k"].tolist(),
-            w_v=p["w_v"].tolist(),
-            b_q=p["b_q"].tolist(),
-            b_k=p["b_k"].tolist(),
-            b_v=p["b_v"].tolist(),
+            **{name: m.tolist() for name, m in p.items()},
             tokens=self.tokens,
             is_causal=self.model.causal,
             scale=self.model.scale(layer),
@@ -95,6 +88,8 @@ class Run:
 
 def top_tokens(tokenizer: object, logits: np.ndarray, k: int) -> list[tuple[str, float]]:
     """The k likeliest tokens of one row of logits (vocab,) and their softmax probabilities."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k: expected a whole number >= 1, found {k!r}")
     shifted = np.exp(logits - logits.max())
     probs = shifted / shifted.sum()  # (vocab,)
     best = np.argsort(-probs, kind="stable")[:k]

@@ -8,6 +8,7 @@ fail (or to run on the wrong numbers) when a text is run or a head traced.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from .config import Config
@@ -60,3 +61,21 @@ def check_tokenizer(config: Config, tokenizer: object, path: Path) -> None:
             f"{path}: token {token!r} has id {top}, past config.json's vocab_size "
             f"{config.vocab_size} (the token table's rows)"
         )
+
+
+def check_tensors(
+    config: Config, need: dict, found: dict, path: Path, problem: Callable[[object, tuple], str]
+) -> None:
+    """A decoder file holds exactly the tensors `need` lists (name -> (shape, ...)), each of
+    them right: `problem(tensor, need[name])` says what is wrong with one ('' if nothing)."""
+    extra = sorted(set(found) - set(need))
+    if extra:
+        raise ModelError(
+            f"{path}: tensor {extra[0]} is not computed here (not a plain {config.family})"
+        )
+    for name, want in need.items():
+        if name not in found:
+            raise ModelError(f"{path}: tensor {name} is missing ({config.layers} layers asked for)")
+        why = problem(found[name], want)
+        if why:
+            raise ModelError(f"{path}: tensor {name} {why}")

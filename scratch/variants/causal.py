@@ -4,7 +4,7 @@ shift = 0 is top-left alignment (PyTorch's `is_causal`, `tril(ones(L, S))`); shi
 bottom-right (FlashAttention's causal, and decode: the L queries are the last L positions of S
 keys). A query with i + shift < 0 sees no key at all (its row is fully masked).
 
-Every reader asks here: the `Causal` variant (mask_mod, key ranges, words) and the forms of the
+Every reader asks here: the `Causal` variant (mask_mod, words) and the forms of the
 same grid the fast paths need: some cells as nested bools (`causal_cells`, for sampled rows or a
 thinned picture at 4096 tokens), the whole grid or one tile as a NumPy array (`causal_array`,
 `causal_tile`), the grid as a torch tensor on a device (`causal_tensor`). tests/test_causal.py
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..validate import check_positive_int
-from .base import Ranges, Variant, clip
+from .base import Variant
 
 ALIGNS = ("top-left", "bottom-right")
 
@@ -125,17 +125,13 @@ class Causal(Variant):
         sign = "<=" if self.mask_mod(b, h, q_idx, kv_idx) else ">"
         return f" (causal: key {kv_idx} {sign} {q_idx}{_plus(self.shift)})"
 
-    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
-        return clip(0, q_hi - 1 + self.shift + 1, S) if q_lo < q_hi else []
-
     def first_query(self, kv_idx: int) -> int:
         """The first query that sees key kv_idx (every later query sees it too)."""
         return max(0, kv_idx - self.shift)
 
     def keys_seen(self, q_lo: int, q_hi: int, S: int) -> int:
         """How many leading keys queries q_lo..q_hi-1 may see together (the rest are skipped)."""
-        found = self.key_ranges(0, 0, q_lo, q_hi, S)
-        return found[-1][1] if found else 0
+        return max(0, min(q_hi + self.shift, S)) if q_lo < q_hi else 0  # the last query's keys
 
 
 def _plus(shift: int) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Ranges, Variant, clip
+from .base import Variant
 from .causal import _plus
 from .params import Param
 
@@ -33,10 +33,3 @@ class ChunkedLocal(Variant):
     def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
         n = self.chunk
         return f" (key {kv_idx} in chunk {kv_idx // n}, query in chunk {(q_idx + self.shift) // n})"
-
-    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
-        if q_lo >= q_hi:
-            return []
-        first = (q_lo + self.shift) // self.chunk
-        last = (q_hi - 1 + self.shift) // self.chunk
-        return clip(first * self.chunk, (last + 1) * self.chunk, S)

@@ -2,9 +2,7 @@
 
 As FlexAttention: `and_masks(a, b)` sees a key iff every mask sees it, `or_masks` iff any does,
 and score_mods compose in the order given: `compose(softcap, alibi)` is alibi(softcap(score)).
-`combine(*variants)` makes one Variant of several: masks and-ed, score_mods composed in order,
-key ranges intersected (each part's own closed form: every key a query of the block sees is
-inside, possibly with a few that no single query sees, so skipping the rest stays exact).
+`combine(*variants)` makes one Variant of several: masks and-ed, score_mods composed in order.
 
 What and_masks, or_masks and compose return is the bound mod of a small Variant (Masks,
 Composed), whose array forms are derived as every variant's are (none when a part is a user's
@@ -16,46 +14,27 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .arrays import xp_of
-from .base import Ranges, Variant, array_form, check_sizes, derived_ranges
+from .base import Variant, array_form, check_sizes
 
 
-def intersect(a: Ranges, b: Ranges) -> Ranges:
-    """Keys in both lists of half-open ranges."""
-    found = []
-    for lo, hi in a:
-        for lo2, hi2 in b:
-            start, end = max(lo, lo2), min(hi, hi2)
-            if start < end:
-                found.append((start, end))
-    return sorted(found)
+class Mods(Variant):
+    """A variant made of several plain mods of one kind ('mask' or 'score')."""
+
+    def __init__(self, mods: tuple, kind: str):
+        self.mods = mods
+        self.on_arrays = all(array_form(m, kind) is not None for m in mods)
+
+    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
+        for m in self.mods:
+            check_sizes(m, B, H, L, S)
 
 
-def union(a: Ranges, b: Ranges) -> Ranges:
-    """Keys in either list of half-open ranges (merged, sorted)."""
-    found: Ranges = []
-    for lo, hi in sorted(a + b):
-        if found and lo <= found[-1][1]:
-            found[-1] = (found[-1][0], max(hi, found[-1][1]))
-        else:
-            found.append((lo, hi))
-    return found
-
-
-def mod_ranges(mask_mod: Callable[..., bool], b: int, h: int, q_lo: int, q_hi: int, S: int):
-    """Keys some query of the block may see under one mask_mod (its variant's closed form, or
-    derived cell by cell for a plain function)."""
-    owner = getattr(mask_mod, "__self__", None)
-    if isinstance(owner, Variant) and mask_mod == owner.mask_mod:
-        return owner.key_ranges(b, h, q_lo, q_hi, S)
-    return derived_ranges(mask_mod, b, h, q_lo, q_hi, S)
-
-
-class Masks(Variant):
+class Masks(Mods):
     """mask_mods met (every: all must see the key) or joined (any one sees it)."""
 
     def __init__(self, mask_mods: tuple, every: bool):
-        self.mods, self.every = mask_mods, every
-        self.on_arrays = all(array_form(m, "mask") is not None for m in mask_mods)
+        super().__init__(mask_mods, "mask")
+        self.every = every
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         found = (m(b, h, q_idx, kv_idx) for m in self.mods)
@@ -66,36 +45,20 @@ class Masks(Variant):
             seen = (seen & more) if self.every else (seen | more)
         return seen
 
-    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
-        for m in self.mods:
-            check_sizes(m, B, H, L, S)
-
     def rule(self) -> str:
         return f"{'every' if self.every else 'any'} of {len(self.mods)} masks"
 
-    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
-        found = [(0, S)] if self.every and q_lo < q_hi else []
-        for m in self.mods:
-            part = mod_ranges(m, b, h, q_lo, q_hi, S)
-            found = intersect(found, part) if self.every else union(found, part)
-        return found
 
-
-class Composed(Variant):
+class Composed(Mods):
     """score_mods applied in order (the first one sees the scaled score)."""
 
     def __init__(self, score_mods: tuple):
-        self.mods = score_mods
-        self.on_arrays = all(array_form(f, "score") is not None for f in score_mods)
+        super().__init__(score_mods, "score")
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         for f in self.mods:
             score = f(score, b, h, q_idx, kv_idx)
         return score
-
-    def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
-        for f in self.mods:
-            check_sizes(f, B, H, L, S)
 
     def rule(self) -> str:
         return f"{len(self.mods)} score changes in order"
@@ -155,13 +118,6 @@ class Combined(Variant):
             if p.score_mod is not None and score is not None:
                 score = p.score_mod(score, b, h, q_idx, kv_idx)
         return "; ".join(w for w in words if w)
-
-    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
-        found = [(0, S)] if q_lo < q_hi else []
-        for p in self.parts:
-            if p.mask_mod is not None:
-                found = intersect(found, p.key_ranges(b, h, q_lo, q_hi, S))
-        return found
 
 
 def combine(*variants: Variant) -> Combined:

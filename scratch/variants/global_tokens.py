@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Ranges, Variant, check_int, ranges_of
+from .base import Variant, check_int
 from .causal import _plus
 
 
@@ -52,10 +52,3 @@ class GlobalTokens(Variant):
         if position in self.tokens:
             return f" (query at position {position} is a global token)"
         return f" (neither key {kv_idx} nor the query's position {position} is a global token)"
-
-    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
-        if q_lo >= q_hi:
-            return []
-        if any(q_lo + self.shift <= t < q_hi + self.shift for t in self.tokens):
-            return [(0, S)]  # a global query sees every key
-        return ranges_of([j in self.tokens for j in range(S)])

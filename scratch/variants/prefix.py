@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .arrays import entry
-from .base import Ranges, Variant, check_count, check_int, clip
+from .base import Variant, check_count, check_int
 from .causal import _plus, at_or_before
 from .params import Param
 
@@ -57,8 +57,3 @@ class PrefixLM(Variant):
             return f" (key {kv_idx} in the prefix of {n})"
         sign = "<=" if at_or_before(kv_idx, q_idx + self.shift) else ">"
         return f" (key {kv_idx} after the prefix of {n}, {sign} {q_idx}{_plus(self.shift)})"
-
-    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
-        if q_lo >= q_hi:
-            return []
-        return clip(0, max(self.length(b), q_hi + self.shift), S)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Ranges, Variant, clip
+from .base import Variant
 from .causal import _plus, at_or_before
 from .params import Param
 
@@ -48,12 +48,3 @@ class SinkTokens(Variant):
             return f" (key {kv_idx} is a sink token)"
         inside = not at_or_before(kv_idx, d - self.left - 1)
         return f" (key {kv_idx} {'in' if inside else 'outside'} the window [{d - self.left}, {d}])"
-
-    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
-        if q_lo >= q_hi:
-            return []
-        last = q_hi - 1 + self.shift  # the last query's diagonal
-        start = q_lo + self.shift - self.left
-        if start <= self.sinks:
-            return clip(0, last + 1, S)
-        return clip(0, min(self.sinks, last + 1), S) + clip(start, last + 1, S)

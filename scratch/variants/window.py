@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Ranges, Variant, check_window_side, clip
+from .base import Variant, check_window_side
 from .causal import _plus, at_or_before, shift_of
 from .params import Param
 
@@ -57,10 +57,3 @@ class SlidingWindow(Variant):
         hi = "inf" if self.right == -1 else str(d + self.right)
         where = "in" if self.mask_mod(b, h, q_idx, kv_idx) else "outside"
         return f" (window: key {kv_idx} {where} [{lo}, {hi}])"
-
-    def key_ranges(self, b: int, h: int, q_lo: int, q_hi: int, S: int) -> Ranges:
-        if q_lo >= q_hi:
-            return []
-        lo = 0 if self.left == -1 else q_lo + self.shift - self.left
-        hi = S if self.right == -1 else q_hi - 1 + self.shift + self.right + 1
-        return clip(lo, hi, S)
