@@ -12,7 +12,7 @@ import pytest
 from scratch.checker import check_variants_backward
 from scratch.checker.variant_cases import variant_cases
 from scratch.checker.variant_numpy import grads
-from scratch.checker.variant_run import prepare_backward
+from scratch.checker.variant_prepare import prepare_backward
 from tests.checker_outside import outcome
 from tests.checker_variants import BACKWARD_CORRECT, BACKWARD_MISTAKES
 

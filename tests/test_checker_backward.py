@@ -17,7 +17,7 @@ import pytest
 
 import scratch
 from scratch.backward import scaled_dot_product_attention_backward
-from scratch.checker.backward_cases import backward_cases
+from scratch.checker.cases import backward_cases
 from scratch.checker.backward_diagnosis import MISTAKES
 from scratch.checker.cli import main
 from scratch.checker.report import CheckReport

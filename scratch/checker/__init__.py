@@ -5,17 +5,17 @@
     report.diagnosis         # e.g. "missing scale: scores not multiplied by 1/sqrt(d)"
 
 Modules: cases (the seeded cases: one Case type; a backward case is a case with a grad_output,
-a variant case one with a variant's parameters, variant_cases), arrays (the caller's array
-types; the inputs made in them once per case), doors (check, check_backward, check_variants,
-check_variants_backward: settings and the kind of case), run (the one runner), the kinds of
-case it runs (forward, backward_run, variant_run: inputs, call, judgement; the
-last two need numpy and are imported on first use), prepare / backward_cases / variant_prepare
-(inputs, ground truth and bound per case), reference / backward_reference (correct kernels in
-the checked dtype: the rule's yardstick), mistake (one Mistake record, one diagnosis engine),
-variants (the planted forward kernel) and the *diagnosis modules (the catalogues of known
-mistakes),
-raised (what a kernel raised: a failure, or NotImplementedError declining a case), ignored,
-report (one CheckReport for every kind), cli.
+a variant case one with a variant's registered masks and parameters, variant_cases), arrays
+(the caller's array types; the inputs made in them once per case), doors (check,
+check_backward, check_variants, check_variants_backward: settings and the kind of case), run
+(the one runner), the kinds of case it runs (forward, backward_run, variant_run: inputs, call,
+judgement; the last two need numpy and are imported on first use), prepare / variant_prepare
+(inputs, ground truth and bound per case, a backward case's gradients too), reference /
+backward_reference (correct kernels in the checked dtype: the rule's yardstick), mistake (one
+Mistake record, one diagnosis engine), variants (the planted forward kernel) and the
+*diagnosis modules (the catalogues of known mistakes), raised (what a kernel raised: a
+failure, or NotImplementedError declining a case), ignored, report (one CheckReport for every
+kind), cli.
 """
 
 from .cases import FEATURES, Case, full_cases, large_cases, standard_cases

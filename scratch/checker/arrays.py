@@ -6,7 +6,10 @@ import copy
 import math
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
 
+from ..nested import map_leaves
 from .cases import Case
 
 ARRAYS = ("numpy", "torch", "list")
@@ -25,13 +28,6 @@ def round_float(x: float, dtype: str) -> float:
     return struct.unpack("f", struct.pack("I", bits))[0]
 
 
-def nested_map(f: Callable, nested: object) -> object:
-    """f applied to every leaf of nested lists."""
-    if isinstance(nested, list):
-        return [nested_map(f, x) for x in nested]
-    return f(nested)
-
-
 def first(nested: object) -> object:
     """The first leaf of nested lists."""
     while isinstance(nested, (list, tuple)):
@@ -46,21 +42,6 @@ def shape(nested: object) -> tuple[int, ...]:
         dims.append(len(nested))
         nested = nested[0] if nested else None
     return tuple(dims)
-
-
-def flat(nested: object) -> list:
-    """Leaves of nested lists in row-major order."""
-    level = [nested]
-    while level and isinstance(level[0], list):
-        level = [y for row in level for y in row]
-    return level
-
-
-def at(nested: list, index: tuple[int, ...]) -> list:
-    """nested[i0][i1]... for a tuple of leading indices."""
-    for i in index:
-        nested = nested[i]
-    return nested
 
 
 class Arrays:
@@ -94,7 +75,7 @@ class Arrays:
         """Data (nested lists of floats or bools) as the caller's array type in `dtype`."""
         is_bool = isinstance(first(data), bool)
         if self.array == "list":
-            return data if is_bool else nested_map(lambda x: round_float(x, dtype), data)
+            return data if is_bool else map_leaves(lambda x: round_float(x, dtype), data)
         if self.array == "numpy":
             if dtype == "bfloat16":
                 raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
@@ -122,7 +103,7 @@ class Arrays:
             return x.detach().to("cpu").double().tolist()
         if getattr(getattr(x, "dtype", None), "kind", None) in ("f", "b", "i", "u"):
             return x.astype("float64").tolist()  # numpy reals: the same floats, made in C
-        return nested_map(float, x.tolist() if hasattr(x, "tolist") else x)
+        return map_leaves(float, x.tolist() if hasattr(x, "tolist") else x)
 
     def take_rows(self, x: object, rows: list[int]) -> object:
         """x[..., rows, :] for a result (array, tensor or nested lists); as is when it cannot."""
@@ -136,24 +117,36 @@ class Arrays:
             return x
         if isinstance(x, list) and len(shape(x)) >= 2:
             lead = shape(x)[:-2]
-            return _take_nested(x, rows, len(lead))
+            return rows_of(x, rows, len(lead))
         return x
 
 
-def _take_nested(x: list, rows: list[int], depth: int) -> list:
-    """Rows `rows` of the second-to-last axis of nested lists."""
+def rows_of(x: list, rows: list[int], depth: int) -> list:
+    """x[..., rows, :] of nested lists with `depth` leading dims."""
     if depth == 0:
         return [x[i] for i in rows]
-    return [_take_nested(a, rows, depth - 1) for a in x]
+    return [rows_of(a, rows, depth - 1) for a in x]
 
 
+@dataclass
 class Inputs:
-    """A prepared case's inputs in the caller's arrays: made once, fresh copies for each call.
+    """A prepared case's inputs in the caller's arrays: made once, fresh copies for each call."""
 
-    Reads .dtype, .raw (the positional inputs as drawn: q, k, v and for a backward case
-    grad_output), .extra (keyword -> values as drawn, None where unused), .kwargs, ._masters."""
+    case: Case
+    dtype: str
+    raw: tuple  # the positional inputs as drawn (float64 lists): q, k, v (and grad_output)
+    extra: dict  # keyword -> values as drawn (None: unused): attn_mask (and dropout_mask)
+    kwargs: dict  # is_causal, scale, enable_gqa (and dropout_p)
+    _masters: dict = field(default_factory=dict, kw_only=True)  # (array, device) -> masters
+    _memo: dict = field(default_factory=dict, kw_only=True)
 
-    NAMES = ("query", "key", "value", "grad_output")
+    NAMES: ClassVar[tuple[str, ...]] = ("query", "key", "value", "grad_output")
+
+    def memo(self, key: str, make: Callable) -> object:
+        """make() computed once per case (reference errors, bounds, mistake variants)."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     def masters(self, arrays: Arrays) -> tuple:
         """The positional inputs, then each extra (or None), in the caller's array type."""

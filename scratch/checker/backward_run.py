@@ -15,10 +15,10 @@ import numpy as np
 
 from ..tolerance import UNIT_ROUNDOFF, RuleResult
 from .arrays import Arrays
-from .backward_cases import BackwardPrepared
 from .backward_diagnosis import diagnose, diagnose_shapes
 from .backward_reference import max_error, reference_grads, rounding_scale
 from .blas import own_work
+from .prepare import BackwardPrepared
 from .report import CaseResult
 from .run import (
     RULE_FACTOR,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import cos, log, sin, sqrt
 
 from ..nested import reshape
@@ -22,6 +23,7 @@ FEATURES = {
     "float64": "float64",
 }
 BACKWARD_FEATURES = (*FEATURES, "dropout")  # what check_backward's `require=` may name
+DROPOUT_P = 0.25  # the dropout cases' probability; the kept entries are scaled by 1 / (1 - p)
 TWO_PI = 2.0 * math.pi  # random.gauss's TWOPI
 RAMP = 3.0  # late-max cases: a score offset of RAMP^2 * 4 (j/S) / sqrt(E), rising along the keys
 
@@ -162,6 +164,35 @@ def large_cases(dtype: str) -> list[Case]:
         Case("large", (n, 64), (n, 64), (n, 64), rows=24),
         Case("large-causal", (n, 64), (n, 64), (n, 64), is_causal=True, rows=24),
         Case("large-gqa", (1, 4, n, 64), (1, 2, n, 64), (1, 2, n, 64), gqa=True, rows=8),
+    ]
+
+
+def backward_cases(dtype: str) -> list[Case]:
+    """Small cases that tell the backward mistakes apart (the standard ones with a grad_output,
+    where they serve), then a few spanning key blocks of 8 and 16."""
+    C = functools.partial(Case, grad_output=True)
+    same = {c.name: replace(c, grad_output=True) for c in standard_cases(dtype)}
+    masks_and_causal = ("bool-mask", "float-mask", "causal-square", "causal-wide", "causal-tall")
+    cases = [
+        same["plain"],
+        C("square", (6, 8), (6, 8), (6, 8)),  # L == S: dS^T has dS's shape; E == Ev: dK ~ dV
+        same["batch-heads"],
+        *(same[name] for name in masks_and_causal),
+        C("custom-scale", (5, 8), (7, 8), (7, 4), scale=0.3),
+        same["gqa"],
+        same["masked-row"],
+        same["large-logits"],
+        C("dropout", (5, 8), (7, 8), (7, 4), dropout_p=DROPOUT_P),
+    ]
+    for other in ("float32", "float64"):
+        if other != dtype:
+            cases.append(C(other, (5, 8), (7, 8), (7, 4), dtype=other))
+    # key lengths spanning blocks of 8 and 16 with a partial last block, E == Ev
+    return cases + [
+        C("keys-17", (8, 16), (17, 16), (17, 16)),
+        C("keys-65-late-max", (5, 32), (65, 32), (65, 32), late_max=True),
+        C("causal-33", (33, 16), (33, 16), (33, 16), is_causal=True),
+        C("gqa-33", (1, 4, 5, 16), (1, 2, 33, 16), (1, 2, 33, 16), gqa=True),
     ]
 
 

@@ -4,16 +4,16 @@ checked, the kind of case chosen, and the one runner (run.py) run over the cases
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..tolerance import check_dtype
 from ..validate import check_masked_rows
 from .arrays import ARRAYS, Arrays
 from .cases import BACKWARD_FEATURES, CASE_SETS, FEATURES, cases_for
 from .report import CheckReport
-from .run import run_checks, target_name
+from .run import Progress, run_checks, target_name
 
 BACKWARD_ARRAYS = ("numpy", "torch")
-Progress = Callable[[int, int, str], None] | None
 
 
 def check(
@@ -91,8 +91,8 @@ def check_backward(
     required = check_require(require, BACKWARD_FEATURES)
     arrays = Arrays(array, device)
     arrays.check_device()
-    from .backward_cases import backward_cases
     from .backward_run import Backward, backward_kernel
+    from .cases import backward_cases
 
     kernel, target = backward_kernel(fn, backward, array)
     kind = Backward(kernel, arrays, dtype, seed, masked_rows=masked_rows)
@@ -154,7 +154,7 @@ def _variants(fn, name, style, array, dtype, device, seed, require, progress) ->
         )
     from .variant_cases import VARIANT_FEATURES, variant_cases
     from .variant_keywords import style_of
-    from .variant_run import Variant, VariantBackward, backward_case
+    from .variant_run import Variant, VariantBackward
 
     style = style_of(fn, style)
     dtype, _ = check_settings(array, ARRAYS, "standard", ("standard",), seed, device, dtype, "zero")
@@ -163,15 +163,14 @@ def _variants(fn, name, style, array, dtype, device, seed, require, progress) ->
     required = check_require(require, tuple(VARIANT_FEATURES))
     arrays = Arrays(array, device)
     arrays.check_device()
-    cases = variant_cases(dtype)
-    if name == "backward":
-        kind = VariantBackward(fn, arrays, dtype, seed, style=style)
-        cases = [backward_case(c) for c in cases]
+    backward = name == "backward"
+    kind = (VariantBackward if backward else Variant)(fn, arrays, dtype, seed, style=style)
+    cases = [replace(c, grad_output=backward) for c in variant_cases(dtype)]
+    if backward:
         settings = settings_line(
             "backward", variant_style=style, array=array, dtype=dtype, seed=seed
         )
     else:
-        kind = Variant(fn, arrays, dtype, seed, style=style)
         settings = settings_line(
             variant_style=style, array=array, dtype=dtype, device=device or "default",
             seed=seed, require=",".join(required),

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
+from ..nested import flat
 from ..tolerance import UNIT_ROUNDOFF, RuleResult
 from ..validate import as_tensor
-from .arrays import Arrays, flat, shape
+from .arrays import Arrays, shape
 from .blas import own_work
 from .cases import Case
 from .prepare import Prepared

@@ -1,36 +1,54 @@
-"""One case made ready: seeded inputs in the caller's arrays, the ground truth and its bound.
+"""One case made ready: seeded inputs in the caller's arrays, the ground truth and its bound
+(a backward case's: dO, the forward's dropout mask and the true gradients).
 
-Everything here depends on the case, seed, dtype and array type only (never on the kernel), so
-it is computed once per process and reused by every kernel checked with the same settings.
+Everything here depends on the case, seed, dtype, masked-rows policy and array type only (never
+on the kernel), so it is computed once per process and reused by every kernel checked with the
+same settings.
 """
 
 from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import product
+from typing import TYPE_CHECKING
 
 from ..attention import scaled_dot_product_attention
 from ..options import Options
 from ..rows import attention_rows, sample_rows
 from ..tolerance import tolerance
 from ..weights_tolerance import weights_tolerance
-from .arrays import Arrays, Inputs, made_in
-from .cases import Case, draw
+from .arrays import Arrays, Inputs, made_in, rows_of
+from .cases import Case, draw, gauss
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .reference import Problem
 
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 64
 
 
+def kept(cache: OrderedDict, key: tuple, make: Callable, size: int, keep: bool = True) -> object:
+    """make() for `key`, from `cache` when made before; the `size` latest used are kept."""
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    made = make()
+    if keep:
+        cache[key] = made
+        while len(cache) > size:
+            cache.popitem(last=False)
+    return made
+
+
 @dataclass
 class Prepared(Inputs):
-    """A case's inputs (masters in the caller's arrays, float lists), truth, weights and bound."""
+    """A forward case's inputs, truth, weights and bound."""
 
-    case: Case
-    dtype: str
-    raw: tuple  # q, k, v as drawn (float64 lists, before rounding to the dtype)
-    extra: dict  # attn_mask as drawn (None: no mask)
-    kwargs: dict  # is_causal, scale, enable_gqa
     mask: list | None  # the mask as float64 lists (bools for a bool mask)
     rows: list[int] | None  # the sampled query rows (large cases), else None: every row
     q_rows: list  # float64 lists of the checked query rows
@@ -39,8 +57,6 @@ class Prepared(Inputs):
     bound: list  # (..., R, Ev) per-element bound
     bound_inputs: tuple  # (args, kwargs) `tolerance` made `bound` from (weights_bound reads them)
     np_ready: bool = False
-    _memo: dict = field(default_factory=dict)
-    _masters: dict = field(default_factory=dict)
 
     def numpy(self, k: list, v: list) -> None:
         """float64 arrays of truth, bound, live rows and the reference Problem (needs numpy)."""
@@ -61,45 +77,42 @@ class Prepared(Inputs):
     def weights_bound(self) -> list:
         """(..., R, S) bound on a returned weight's error (`weights_tolerance`, the kernel's
         scores perhaps held in a 16-bit dtype), made once."""
-        if "weights_bound" not in self._memo:
+
+        def make() -> list:
             (q, k, _, weights), kw = self.bound_inputs
             options = Options(kw["attn_mask"], scale=kw["scale"], enable_gqa=kw["enable_gqa"])
-            self._memo["weights_bound"] = weights_tolerance(
-                q, k, weights, options, kw["dtype"], stored_scores=True
-            )
-        return self._memo["weights_bound"]
+            return weights_tolerance(q, k, weights, options, kw["dtype"], stored_scores=True)
+
+        return self.memo("weights_bound", make)
 
     def reference_error(self) -> float:
         """The largest error of the correct reference kernels in this dtype."""
-        if "ref" not in self._memo:
-            from .reference import kernel_errors
+        from .reference import kernel_errors
 
-            errs = kernel_errors(self.problem, self.dtype, self.truth_np, self.live_np)
-            self._memo["ref"] = max(errs)
-        return self._memo["ref"]
+        return self.memo(
+            "ref", lambda: max(kernel_errors(self.problem, self.dtype, self.truth_np, self.live_np))
+        )
 
 
-def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
-    """The case's Prepared (a backward case's BackwardPrepared, backward_cases.py), from the
-    cache when this process made it before.
+@dataclass
+class BackwardPrepared(Inputs):
+    """A backward case's inputs (with dO and the forward's dropout mask) and true gradients."""
+
+    truth: tuple  # (dq, dk, dv) float64 arrays
+    problem: Problem  # float64 q, k, v as rounded to the dtype, with the case's mask
+    grad_output: np.ndarray  # dO as rounded to the dtype
+    factors: np.ndarray | None  # dropout factors 0 or 1/(1-p) (..., L, S), None: no dropout
+
+
+def prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Inputs:
+    """The case's Prepared (a backward case's BackwardPrepared), from the cache when this
+    process made it before (the 4096-token cases are too big to keep).
 
     The ground truth depends on the rounded values only, and numpy, torch and lists round to
     the same IEEE values, so one Prepared serves every array type."""
-    key = (case, dtype, seed, masked_rows)
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
-    if case.grad_output:
-        from .backward_cases import prepare_backward
-
-        made = prepare_backward(case, arrays, dtype, seed, masked_rows)
-    else:
-        made = _prepare(case, arrays, dtype, seed, masked_rows)
-    if not case.rows:  # the 4096-token cases are too big to keep
-        _CACHE[key] = made
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return made
+    make = _prepare_backward if case.grad_output else _prepare
+    made = lambda: make(case, arrays, dtype, seed, masked_rows)  # noqa: E731
+    return kept(_CACHE, (case, dtype, seed, masked_rows), made, _CACHE_SIZE, not case.rows)
 
 
 def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str) -> Prepared:
@@ -119,7 +132,7 @@ def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
     rows = None
     if case.rows:
         rows = sample_rows(L, case.rows, seed)
-        q_rows = _rows_of(q, rows, len(case.q) - 2)
+        q_rows = rows_of(q, rows, len(case.q) - 2)
         truth, weights, arrays64 = _sampled_truth(case, dtype, q, k, v, mask, rows, options)
     else:
         truth, weights = scaled_dot_product_attention(q, k, v, **options)
@@ -133,14 +146,76 @@ def _prepare(case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
     )
     bound = tolerance(*bound_inputs[0], **bound_inputs[1])
     prep = Prepared(
-        case, dtype, raw, extra, kwargs, mask, rows, q_rows, truth, weights, bound, bound_inputs
-    )
-    prep._masters[(arrays.array, str(arrays.device))] = masters + (mask_master,)
+        case, dtype, raw, extra, kwargs, mask, rows, q_rows, truth, weights, bound, bound_inputs,
+        _masters={(arrays.array, str(arrays.device)): masters + (mask_master,)},
+    )  # fmt: skip
     try:
         prep.numpy(k, v)
     except ImportError:
         pass  # no numpy: the bound alone decides, and only shape mistakes are named
     return prep
+
+
+def _prepare_backward(
+    case: Case, arrays: Arrays, dtype: str, seed: int, masked_rows: str
+) -> BackwardPrepared:
+    """Seeded inputs and dO rounded through the caller's arrays, and the true gradients."""
+    import numpy as np
+
+    from ..backward import scaled_dot_product_attention_backward
+    from .reference import problem_for
+
+    rng = random.Random(f"{seed}:{case.name}:backward")
+    q, k, v, mask = draw(rng, case)
+    lead, L, S = case.q[:-2], case.q[-2], case.k[-2]
+    grad_output = gauss(rng, lead + (L, case.v[-1]))
+    raw = (q, k, v, grad_output)
+    masters, (q, k, v, grad_output), mask_master, read = made_in(arrays, dtype, raw, mask, case)
+    kwargs = case.keywords()
+    keep, factors = None, None
+    if case.dropout_p:
+        kwargs["dropout_p"] = case.dropout_p
+        keep, factors = _dropout(f"{seed}:{case.name}:dropout", lead, L, S, case.dropout_p)
+    truth = scaled_dot_product_attention_backward(
+        q,
+        k,
+        v,
+        grad_output,
+        read,
+        case.dropout_p,
+        case.is_causal,
+        case.scale,
+        enable_gqa=case.gqa,
+        masked_rows=masked_rows,
+        rng=random.Random(f"{seed}:{case.name}:dropout") if case.dropout_p else None,
+    )
+    extra = (mask_master, None if keep is None else arrays.make(keep, dtype))
+    return BackwardPrepared(
+        case,
+        dtype,
+        raw,
+        {"attn_mask": mask, "dropout_mask": keep},
+        kwargs,
+        tuple(np.asarray(g, dtype=np.float64) for g in truth),
+        problem_for(case, q, k, v, read),
+        np.asarray(grad_output, dtype=np.float64),
+        factors,
+        _masters={(arrays.array, str(arrays.device)): masters + extra},
+    )
+
+
+def _dropout(seed: str, lead: tuple, L: int, S: int, p: float) -> tuple:
+    """The forward's dropout draws, head by head in row-major order as the ground truth draws
+    them: (kept entries as nested bools, factors 0 or 1/(1-p) as an array)."""
+    import numpy as np
+
+    rng = random.Random(seed)
+    heads = [
+        [[rng.random() >= p for _ in range(S)] for _ in range(L)]
+        for _ in product(*map(range, lead))
+    ]
+    kept = np.asarray(heads, dtype=bool).reshape(lead + (L, S))
+    return kept.tolist(), np.where(kept, 1.0 / (1.0 - p), 0.0)
 
 
 def _sampled_truth(case, dtype: str, q, k, v, mask, rows: list[int], options: dict) -> tuple:
@@ -154,7 +229,7 @@ def _sampled_truth(case, dtype: str, q, k, v, mask, rows: list[int], options: di
         except ImportError:
             pass
         else:
-            q_rows = _rows_of(q, rows, len(case.q) - 2)
+            q_rows = rows_of(q, rows, len(case.q) - 2)
             problem = problem_for(case, q_rows, k, v, mask, rows)
             output, weights = float64_rows(problem, options["masked_rows"])
             arrays64 = (problem.q, problem.k, problem.v, weights)
@@ -162,14 +237,7 @@ def _sampled_truth(case, dtype: str, q, k, v, mask, rows: list[int], options: di
     return (*attention_rows(q, k, v, rows, **options), None)
 
 
-def _rows_of(x: list, rows: list[int], depth: int) -> list:
-    """x[..., rows, :] of nested lists with `depth` leading dims."""
-    if depth == 0:
-        return [x[i] for i in rows]
-    return [_rows_of(a, rows, depth - 1) for a in x]
-
-
-__all__ = ["Prepared", "prepare"]
+__all__ = ["BackwardPrepared", "Prepared", "kept", "prepare"]
 
 
 def score_storage_term(p, weights, dtype: str):

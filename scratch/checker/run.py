@@ -23,7 +23,6 @@ from .report import CaseResult, CheckReport, shape_text
 
 RULE_FACTOR = 2.0  # a kernel may have twice the largest error of the correct reference kernels
 FLOOR_ULPS = 4.0  # plus this many units in the last place of max |truth|
-BACKWARD_ARRAYS = ("numpy", "torch")
 Progress = Callable[[int, int, str], None] | None
 
 
@@ -47,12 +46,14 @@ class Kind:
     def inputs(self, case, result: CaseResult) -> tuple | None:
         """(prep, args, kwargs); None when the case cannot run (result says why). Here: a
         forward or backward case's seeded inputs and ground truth (prepare.py)."""
-        with own_work():  # the inputs and the ground truth
-            return made_inputs(
-                result,
-                lambda: prepare(case, self.arrays, result.dtype, self.seed, self.masked_rows),
-                self.arrays,
-            )
+        try:
+            with own_work():  # the inputs and the ground truth
+                prep = prepare(case, self.arrays, result.dtype, self.seed, self.masked_rows)
+                return (prep, *prep.call_args(self.arrays))
+        except (ValueError, TypeError) as exc:  # e.g. float64 on a device without it
+            result.status = "unsupported"
+            result.message = f"cannot make {result.dtype} inputs: {exc}"
+            return None
 
     def call(self, args: tuple, kwargs: dict) -> object:
         """fn's answer on the inputs; BadResult when it is not an answer."""
@@ -179,29 +180,16 @@ def start_case(case, dtype: str, needs: dict[str, bool], accepts) -> CaseResult:
         case.name, shape_text(case.q, case.k, case.v), case.options(), case.dtype or dtype, "fail"
     )
     result.features = case.features(dtype)
-    missing = [w for w, on in needs.items() if on and accepts is not None and w not in accepts]
-    if missing:
-        result.status, result.message = "unsupported", f"fn takes no {missing[0]} keyword"
+    not_taken(result, [word for word, on in needs.items() if on], accepts)
     return result
 
 
-def not_taken(result: CaseResult, kwargs: dict, accepts: set[str] | None) -> bool:
-    """Whether fn's signature lacks a keyword the case passes (the case is then unsupported)."""
-    missing = [w for w in kwargs if accepts is not None and w not in accepts]
+def not_taken(result: CaseResult, words: object, accepts: set[str] | None) -> bool:
+    """Whether fn's signature lacks a keyword of `words` (the case is then unsupported)."""
+    missing = [w for w in words if accepts is not None and w not in accepts]
     if missing:
         result.status, result.message = "unsupported", f"fn takes no {missing[0]} keyword"
     return bool(missing)
-
-
-def made_inputs(result: CaseResult, make: Callable, arrays: Arrays) -> tuple | None:
-    """(prep, args, kwargs) from `make()`; None (the case unsupported) when inputs fail."""
-    try:
-        prep = make()
-        return (prep, *prep.call_args(arrays))
-    except (ValueError, TypeError) as exc:  # e.g. float64 on a device without it
-        result.status = "unsupported"
-        result.message = f"cannot make {result.dtype} inputs: {exc}"
-        return None
 
 
 def changed_in_place(result: CaseResult, changed: list[str]) -> CaseResult:

@@ -5,9 +5,10 @@ Every rule is aligned bottom-right, as FlashAttention's `causal` and `window_siz
 at position i + S - L (the queries are the last L positions; a decode step has L < S), key j at
 position j. No case leaves a row without keys, so no masked-rows policy is needed.
 
-A registered mask (scratch.variants.mask_variants) that no hand-written field below covers gets
-one case of its own, derived from its declaration: its parameters at their defaults, the
-queries the last 20 of 24 positions (`registered_cases`); its feature is its key.
+A case's masks are registered masks (scratch.variants.mask_variants) with their declared
+parameters; one without hand-written mistakes gets one case of its own, derived from its
+declaration: its parameters at their defaults, the queries the last 20 of 24 positions
+(`registered_cases`); its feature is its key.
 """
 
 from __future__ import annotations
@@ -32,28 +33,43 @@ VARIANT_FEATURES = {
     "rope": "RoPE",
     "gqa": "GQA",
 }
-# the masks written out above by hand (their own fields and mistakes); the others are derived
+# the masks with hand-written mistakes (variant_diagnosis); every other registered mask gets a
+# case of its own and its mistakes derived from its declaration
 WRITTEN = ("causal", "window", "documents", "prefix", "chunked")
 DERIVED = {key: cls for key, cls in mask_variants().items() if key not in WRITTEN}
 VARIANT_FEATURES.update({key: cls.label for key, cls in DERIVED.items()})
+# how the report writes a hand-written mask's values (a derived one: key(name=value, ...))
+WORDS = {"causal": "causal", "window": "window_size=({0}, {1})", "documents": "cu_seqlens={0}",
+         "prefix": "prefix={0}", "chunked": "chunk={0}"}  # fmt: skip
+Masks = tuple[tuple[str, tuple[tuple[str, object], ...]], ...]  # (key, ((param, value), ...))
+
+
+def mask(key: str, *values: object) -> tuple[str, tuple[tuple[str, object], ...]]:
+    """A registered mask (scratch.variants) with its declared parameters' values, in order."""
+    params = mask_variants()[key].params
+    if len(values) != len(params):
+        raise ValueError(f"{key}: expected values for {[p.key for p in params]}, found {values}")
+    return key, tuple((p.key, value) for p, value in zip(params, values))
+
+
+def _value(key: str, doc: str) -> property:
+    """A case's mask `key`'s one parameter value (None: the case has no such mask)."""
+    return property(lambda self: (self.values(key) or (None,))[0], doc=doc)
 
 
 @dataclass(frozen=True)
 class VariantCase(Case):
-    """A case with a variant's parameters (None / False: not used); gqa follows the shapes."""
+    """A case with a variant's parameters (None / False: not used); gqa follows the shapes.
 
-    causal: bool = False  # key j seen iff j <= i + S - L
-    window: tuple[int, int] | None = None  # (left, right): FlashAttention's window_size
+    `masks` are registered masks (scratch.variants) with their parameters, bottom-right as
+    every rule here; the rest change the scores or the inputs."""
+
+    masks: Masks = ()
     softcap: float | None = None  # cap * tanh(score / cap), on the scaled score
     alibi: bool = False  # + slope[h] * (j - i), the paper's slopes for H heads (L == S only)
     sinks: bool = False  # one seeded sink logit per query head in each row's denominator
-    cu_seqlens: tuple[int, ...] | None = None  # packed documents (L == S only)
-    prefix: int | None = None  # prefix-LM: j < prefix or j <= i + S - L
-    chunk: int | None = None  # chunked local: j // chunk == (i + S - L) // chunk
     rotary: str | None = None  # RoPE pairing, 'half' or 'interleaved' (q, k arrive unrotated)
     q_size: float = 1.0  # spread of q (softcap cases: large scores, so the cap matters)
-    # a registered mask: (key, ((parameter, value), ...)), bottom-right as every rule here
-    registered_mask: tuple[str, tuple[tuple[str, object], ...]] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "gqa", self.q[1] != self.k[1])  # more query heads than kv heads
@@ -63,6 +79,24 @@ class VariantCase(Case):
         if self.cu_seqlens and self.cu_seqlens[-1] != S:
             raise ValueError(f"{self.name}: cu_seqlens must end at S = {S}")
 
+    def values(self, key: str) -> tuple | None:
+        """Mask `key`'s parameter values in declared order (None: the case has no such mask)."""
+        found = dict(self.masks).get(key)
+        return None if found is None else tuple(value for _, value in found)
+
+    causal = property(
+        lambda self: "causal" in dict(self.masks), doc="Key j seen iff j <= i + shift."
+    )
+    window = property(lambda self: self.values("window"), doc="(left, right): window_size.")
+    cu_seqlens = _value("documents", "Packed documents (L == S only).")
+    prefix = _value("prefix", "Prefix-LM: j < prefix or j <= i + shift.")
+    chunk = _value("chunked", "Chunked local: j // chunk == (i + shift) // chunk.")
+
+    @property
+    def registered_mask(self) -> tuple[str, tuple[tuple[str, object], ...]] | None:
+        """The mask without hand-written mistakes, (key, ((parameter, value), ...)), or None."""
+        return next((m for m in self.masks if m[0] not in WRITTEN), None)
+
     @property
     def shift(self) -> int:
         """Where the diagonal sits: query i at position i + shift (S - L, bottom-right)."""
@@ -70,57 +104,50 @@ class VariantCase(Case):
 
     def features(self, dtype: str = "") -> tuple[str, ...]:
         """The features (keys of VARIANT_FEATURES) the case uses."""
-        on = {
-            "causal": self.causal,
-            "window": self.window is not None,
+        on = {key: True for key, _ in self.masks} | {
             "softcap": self.softcap is not None,
             "alibi": self.alibi,
             "sinks": self.sinks,
-            "documents": self.cu_seqlens is not None,
-            "prefix": self.prefix is not None,
-            "chunked": self.chunk is not None,
             "decode": self.shift > 0,
             "rope": self.rotary is not None,
             "gqa": self.gqa,
         }
-        if self.registered_mask is not None:
-            on[self.registered_mask[0]] = True
-        return tuple(name for name, used in on.items() if used)
+        return tuple(name for name in VARIANT_FEATURES if on.get(name))
+
+    def mask_variant(self, key: str, shift: int | None = None, changed: tuple = ()) -> Variant:
+        """Mask `key` as a scratch.variants object at the diagonal `shift` (None: the case's),
+        with the parameters in `changed` ((name, value), ...) replacing the case's."""
+        L, S = self.q[2], self.k[2]
+        shift = self.shift if shift is None else shift
+        return mask_variants()[key].chosen(dict(dict(self.masks)[key] + changed), L, S, shift, S)
 
     def registered(self, shift: int | None = None, changed: tuple = ()) -> Variant | None:
         """The registered mask (None: none) at the diagonal `shift` (None: the case's), with
         the parameters in `changed` ((name, value), ...) replacing the case's."""
-        if self.registered_mask is None:
-            return None
-        key, params = self.registered_mask
-        L, S = self.q[2], self.k[2]
-        shift = self.shift if shift is None else shift
-        return mask_variants()[key].chosen(dict(params + changed), L, S, shift, S)
+        found = self.registered_mask
+        return None if found is None else self.mask_variant(found[0], shift, changed)
 
     def options(self) -> str:
         """The variant in words, for the report."""
-        words = []
-        if self.causal:
-            words.append("causal")
-        if self.window is not None:
-            words.append(f"window_size={self.window}")
+        masks = dict(self.masks)
+
+        def said(key: str) -> str:
+            values = [list(v) if isinstance(v, tuple) else v for _, v in masks[key]]
+            if key in WORDS:
+                return WORDS[key].format(*values)
+            return f"{key}({', '.join(f'{name}={value}' for name, value in masks[key])})"
+
+        words = [said(key) for key in ("causal", "window") if key in masks]
         if self.softcap is not None:
             words.append(f"softcap={self.softcap:g}")
         if self.alibi:
             words.append("ALiBi")
         if self.sinks:
             words.append("sinks")
-        if self.cu_seqlens is not None:
-            words.append(f"cu_seqlens={list(self.cu_seqlens)}")
-        if self.prefix is not None:
-            words.append(f"prefix={self.prefix}")
-        if self.chunk is not None:
-            words.append(f"chunk={self.chunk}")
+        words += [said(key) for key in ("documents", "prefix", "chunked") if key in masks]
         if self.rotary is not None:
             words.append(f"RoPE {self.rotary}")
-        if self.registered_mask is not None:
-            values = ", ".join(f"{name}={value}" for name, value in self.registered_mask[1])
-            words.append(f"{self.registered_mask[0]}({values})")
+        words += [said(key) for key in masks if key not in WRITTEN]
         if self.gqa:
             words.append("GQA")
         if self.shift > 0:
@@ -128,43 +155,50 @@ class VariantCase(Case):
         return ", ".join(words) or "-"
 
 
-def _shapes(H: int, Hkv: int, L: int, S: int, E: int, Ev: int | None = None) -> dict:
-    """q, k, v shapes of one case."""
-    return {"q": (1, H, L, E), "k": (1, Hkv, S, E), "v": (1, Hkv, S, Ev or E)}
+def _case(name: str, shapes: tuple, *masks: tuple, **options: object) -> VariantCase:
+    """A case of shapes (H, Hkv, L, S, E[, Ev]): q (1, H, L, E), k (1, Hkv, S, E), v (1, Hkv, S,
+    Ev) with the registered masks `masks` (made by `mask`) and the other options."""
+    H, Hkv, L, S, E, Ev = (*shapes, shapes[-1])[:6]
+    q, k, v = (1, H, L, E), (1, Hkv, S, E), (1, Hkv, S, Ev)
+    return VariantCase(name, q, k, v, masks=masks, **options)
 
 
 def variant_cases(dtype: str) -> list[VariantCase]:
     """The standard variant cases: each variant alone, in a decode step, and combined."""
-    c = VariantCase
-    big = 3.0  # softcap cases: scores of a few caps, so tanh bends them
+    c, big, causal = _case, 3.0, mask("causal")  # softcap cases: scores of a few caps (big)
     return [
-        c("window-both-sides", **_shapes(2, 2, 20, 20, 16, 8), window=(3, 2)),
-        c("window-causal", **_shapes(2, 2, 24, 24, 16), window=(5, 0)),
-        c("window-tiles", **_shapes(1, 1, 70, 70, 32), window=(17, 0)),
-        c("window-decode", **_shapes(2, 2, 4, 40, 16), window=(9, 0)),
-        c("softcap", **_shapes(2, 2, 12, 16, 16), softcap=2.0, q_size=big),
-        c("softcap-causal", **_shapes(2, 2, 16, 16, 16), causal=True, softcap=2.0, q_size=big),
-        c("alibi-causal", **_shapes(4, 4, 16, 16, 16), causal=True, alibi=True),
-        c("sinks", **_shapes(2, 2, 12, 16, 16), sinks=True),
-        c("documents", **_shapes(2, 2, 20, 20, 16), cu_seqlens=(0, 6, 13, 20)),
-        c("documents-causal", **_shapes(2, 2, 20, 20, 16), causal=True, cu_seqlens=(0, 7, 11, 20)),
-        c("prefix-lm", **_shapes(2, 2, 16, 16, 16), prefix=5),
-        c("chunked-causal", **_shapes(2, 2, 30, 30, 16), causal=True, chunk=8),
-        c("decode-causal", **_shapes(2, 2, 3, 29, 16), causal=True),
-        c("decode-split-kv-gqa", **_shapes(4, 2, 2, 96, 32), causal=True),  # packed-GQA decode
-        c("rope-half", **_shapes(2, 2, 12, 12, 16), causal=True, rotary="half"),
-        c("rope-interleaved", **_shapes(2, 2, 12, 12, 16), causal=True, rotary="interleaved"),
-        c("rope-decode", **_shapes(2, 2, 2, 20, 16), causal=True, rotary="half"),
+        c("window-both-sides", (2, 2, 20, 20, 16, 8), mask("window", 3, 2)),
+        c("window-causal", (2, 2, 24, 24, 16), mask("window", 5, 0)),
+        c("window-tiles", (1, 1, 70, 70, 32), mask("window", 17, 0)),
+        c("window-decode", (2, 2, 4, 40, 16), mask("window", 9, 0)),
+        c("softcap", (2, 2, 12, 16, 16), softcap=2.0, q_size=big),
+        c("softcap-causal", (2, 2, 16, 16, 16), causal, softcap=2.0, q_size=big),
+        c("alibi-causal", (4, 4, 16, 16, 16), causal, alibi=True),
+        c("sinks", (2, 2, 12, 16, 16), sinks=True),
+        c("documents", (2, 2, 20, 20, 16), mask("documents", (0, 6, 13, 20))),
+        c("documents-causal", (2, 2, 20, 20, 16), causal, mask("documents", (0, 7, 11, 20))),
+        c("prefix-lm", (2, 2, 16, 16, 16), mask("prefix", 5)),
+        c("chunked-causal", (2, 2, 30, 30, 16), causal, mask("chunked", 8)),
+        c("decode-causal", (2, 2, 3, 29, 16), causal),
+        c("decode-split-kv-gqa", (4, 2, 2, 96, 32), causal),  # packed-GQA decode
+        c("rope-half", (2, 2, 12, 12, 16), causal, rotary="half"),
+        c("rope-interleaved", (2, 2, 12, 12, 16), causal, rotary="interleaved"),
+        c("rope-decode", (2, 2, 2, 20, 16), causal, rotary="half"),
         c(
             "window-softcap-gqa-sinks",
-            **_shapes(4, 2, 24, 24, 16),
-            window=(7, 0),
+            (4, 2, 24, 24, 16),
+            mask("window", 7, 0),
             softcap=2.0,
             sinks=True,
             q_size=big,
+        ),  # fmt: skip
+        c("alibi-window", (4, 4, 20, 20, 16), mask("window", 6, 0), alibi=True),
+        c(
+            "documents-window",
+            (2, 2, 24, 24, 16),
+            mask("documents", (0, 9, 24)),
+            mask("window", 4, 0),
         ),
-        c("alibi-window", **_shapes(4, 4, 20, 20, 16), window=(6, 0), alibi=True),
-        c("documents-window", **_shapes(2, 2, 24, 24, 16), cu_seqlens=(0, 9, 24), window=(4, 0)),
         *registered_cases(),
     ]
 
@@ -173,10 +207,8 @@ def registered_cases() -> list[VariantCase]:
     """One case per registered mask not written out above: its parameters at their defaults,
     the queries the last 20 of 24 positions (the alignment shift 4 matters)."""
     return [
-        VariantCase(
-            key.replace("_", "-"),
-            **_shapes(2, 2, 20, 24, 16),
-            registered_mask=(key, tuple((p.key, p.default) for p in cls.params)),
+        _case(
+            key.replace("_", "-"), (2, 2, 20, 24, 16), mask(key, *(p.default for p in cls.params))
         )
         for key, cls in DERIVED.items()
     ]
@@ -194,6 +226,7 @@ __all__ = [
     "DERIVED",
     "VARIANT_FEATURES",
     "VariantCase",
+    "mask",
     "registered_cases",
     "rotary_tables",
     "variant_cases",

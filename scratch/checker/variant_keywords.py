@@ -12,11 +12,11 @@ NumPy index arrays that broadcast (a tile: rows[:, None], cols[None, :]) and tor
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 
 import numpy as np
 
+from ..variants.dual import tanh
 from .arrays import Arrays
 from .variant_cases import VariantCase
 from .variant_numpy import Planted, allowed
@@ -53,15 +53,6 @@ def style_of(fn: Callable, style: str | None) -> str:
         f"window_size, softcap, ... or FlexAttention's mask_mod, score_mod; found {found}); "
         "pass variant_style='flash' or 'flex'"
     )
-
-
-def tanh(x: object) -> object:
-    """tanh of a Python number, a NumPy array or a torch tensor, in that type."""
-    if type(x).__module__.startswith("torch"):
-        return x.tanh()
-    if isinstance(x, (int, float)):
-        return math.tanh(x)
-    return np.tanh(x)
 
 
 def lookup(table: object, *index: object) -> object:

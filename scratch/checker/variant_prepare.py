@@ -1,10 +1,14 @@
-"""A variant case made ready: seeded inputs, the exact ground truth and the allowed error.
+"""A variant case made ready: seeded inputs, the exact ground truth and the allowed error (a
+backward case's: dO, the exact gradients and each one's allowed error).
 
 The ground truth is scratch.flex_attention (plain Python, math.fsum) on the inputs as rounded to
 the checked dtype, with the case's rule built from scratch.variants and RoPE from scratch.rotary.
 The allowed error is the rule of the plain checker: twice the largest error of correct reference
 kernels in the checked dtype (variant_numpy.attend in one softmax, key by key, and over blocks of
-16 with exp2), plus 4 units in the last place of max |truth|.
+16 with exp2), plus 4 units in the last place of max |truth|. The gradients' truth is
+scratch.flex_attention_backward on the rounded inputs (RoPE's gradients turned back with
+scratch.rotary_backward), their yardstick two correct reference backwards in the checked dtype
+(D from rowsum(dO * O) and from rowsum(P * dP)).
 """
 
 from __future__ import annotations
@@ -12,30 +16,23 @@ from __future__ import annotations
 import math
 import random
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..flex import create_block_mask, flex_attention
-from ..rope import rotary
+from ..flex_backward import flex_attention_backward
+from ..rope import rotary, rotary_backward
 from ..tolerance import UNIT_ROUNDOFF
-from ..variants import (
-    ALiBi,
-    Causal,
-    ChunkedLocal,
-    Documents,
-    PrefixLM,
-    SlidingWindow,
-    Softcap,
-    alibi_slopes,
-    combine,
-)
+from ..variants import ALiBi, Softcap, alibi_slopes, combine
 from .cases import gauss
+from .prepare import kept
 from .run import allowed_error
 from .variant_cases import VariantCase, rotary_tables
-from .variant_numpy import VariantData, attend
+from .variant_numpy import GRADS, VariantData, attend, grads
 
 _CACHE: OrderedDict = OrderedDict()
+_GRAD_CACHE: OrderedDict = OrderedDict()
 SANE = 16.0  # reference kernels within 16 (E + S) u max|v| of the truth, or an internal error
 
 
@@ -59,23 +56,11 @@ def rounded(x: object, dtype: str) -> np.ndarray:
 
 def truth_variant(case: VariantCase, slopes: list[float] | None):
     """The case's rule as one scratch.variants object (None: plain attention)."""
-    shift, parts = case.shift, []
-    if case.causal:
-        parts.append(Causal(shift))
-    if case.window is not None:
-        parts.append(SlidingWindow(*case.window, shift))
-    if case.cu_seqlens is not None:
-        parts.append(Documents.from_cu_seqlens(list(case.cu_seqlens)))
-    if case.prefix is not None:
-        parts.append(PrefixLM(case.prefix, shift))
-    if case.chunk is not None:
-        parts.append(ChunkedLocal(case.chunk, shift))
+    parts = [case.mask_variant(key) for key, _ in case.masks]
     if case.softcap is not None:
         parts.append(Softcap(case.softcap))
     if case.alibi:
         parts.append(ALiBi(tuple(slopes)))
-    if case.registered_mask is not None:
-        parts.append(case.registered())
     return combine(*parts) if parts else None
 
 
@@ -122,10 +107,11 @@ def ground_truth(case: VariantCase, d: VariantData) -> np.ndarray:
 
 def prepare_variant(case: VariantCase, dtype: str, seed: int) -> VariantPrepared:
     """The case's VariantPrepared (kept for the next kernel checked with the same settings)."""
-    key = (case, dtype, seed)
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
+    return kept(_CACHE, (case, dtype, seed), lambda: _prepare(case, dtype, seed), 128)
+
+
+def _prepare(case: VariantCase, dtype: str, seed: int) -> VariantPrepared:
+    """Seeded inputs, the truth, and the allowed error from the reference kernels."""
     d = make_data(case, dtype, seed)
     prep = VariantPrepared(case, dtype, d, ground_truth(case, d))
     outs = [
@@ -142,17 +128,72 @@ def prepare_variant(case: VariantCase, dtype: str, seed: int) -> VariantPrepared
         )
     top = float(np.max(np.abs(prep.truth)))
     prep.allowed = allowed_error(prep.reference, top, dtype)
-    _CACHE[key] = prep
-    while len(_CACHE) > 128:
-        _CACHE.popitem(last=False)
     return prep
 
 
+@dataclass
+class GradPrepared:
+    """A variant case's inputs (the forward's), dO, true gradients and each one's allowed error."""
+
+    prep: VariantPrepared
+    d_out: np.ndarray
+    truth: list
+    allowed: list
+    memo: dict = field(default_factory=dict)
+
+
+def truth_grads(case: VariantCase, prep, d_out: np.ndarray) -> list[np.ndarray]:
+    """scratch.flex_attention_backward on the rounded inputs, RoPE turned back."""
+    d = prep.data
+    q, k, score_mod, block, sinks, positions = truth_inputs(case, d)
+    found = list(
+        flex_attention_backward(
+            q, k, d.v.tolist(), d_out.tolist(), score_mod, block, d.scale, case.gqa, sinks=sinks
+        )
+    )
+    if case.rotary is not None:
+        found[0] = rotary_backward(found[0], positions[0], pairing=case.rotary)
+        found[1] = rotary_backward(found[1], positions[1], pairing=case.rotary)
+    return [np.asarray(g, dtype=np.float64) for g in found]
+
+
+def prepare_backward(case: VariantCase, dtype: str, seed: int) -> GradPrepared:
+    """grad_output, the true gradients, and each gradient's allowed error (cached)."""
+    case = replace(case, grad_output=False)  # the forward case's inputs, and a dO
+    return kept(_GRAD_CACHE, (case, dtype, seed), lambda: _prepare_grads(case, dtype, seed), 128)
+
+
+def _prepare_grads(case: VariantCase, dtype: str, seed: int) -> GradPrepared:
+    """The forward case's VariantPrepared, a seeded dO, the true gradients, allowed errors."""
+    prep = prepare_variant(case, dtype, seed)
+    rng = random.Random(f"{seed}:{case.name}:grad_output")
+    d_out = rounded(gauss(rng, case.q[:3] + (case.v[3],)), dtype)
+    truth = truth_grads(case, prep, d_out)
+    refs = [grads(case, prep.data, d_out, dtype=dtype, d_from_output=f) for f in (True, False)]
+    allowed_err = []
+    u, n = UNIT_ROUNDOFF[dtype], case.q[3] + case.k[2]
+    for g, t in enumerate(truth):
+        r = max(float(np.max(np.abs(ref[g] - t))) for ref in refs)
+        top = float(np.max(np.abs(t)))
+        if not r <= SANE * n * u * max(top, 1.0):
+            raise RuntimeError(
+                f"{case.name}: the reference backward is {r:.3g} from the true {GRADS[g]} "
+                f"(more than rounding): the checker's own rule and truth disagree"
+            )
+        # references that happen to agree closely leave only the ulp floor; a correct kernel
+        # summing the n = E + S terms of a gradient in another order may differ by about n
+        # roundings of the largest entry (seen in float64: 4 false alarms over seeds 20-199)
+        allowed_err.append(allowed_error(r, top, dtype, floor=n * u * top))
+    return GradPrepared(prep, d_out, truth, allowed_err)
+
+
 __all__ = [
+    "GradPrepared",
     "VariantPrepared",
     "ground_truth",
     "truth_inputs",
     "make_data",
+    "prepare_backward",
     "prepare_variant",
     "truth_variant",
 ]
