@@ -23,7 +23,7 @@ trace: $(STAMP)
 	$(BIN)/python -m scratch
 
 bench: $(STAMP)  # the window's goals come from the app, as a plugin (scratch never imports gui)
-	$(BIN)/python -m scratch.bench --plugin gui.bench_window --plugin scratch.bench.backward_goal \
+	$(BIN)/python -m scratch.bench --plugin gui.app.bench_window --plugin scratch.bench.backward_goal \
 	    --plugin scratch.bench.flex_goal --plugin scratch.bench.smollm2_goal
 
 $(STAMP): pyproject.toml constraints.txt

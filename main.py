@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 TABS = ("pipeline", "backward", "overview", "check", "kernel", "model", "learn")
-GRAD_OUTPUTS = ("ones", "random", "target")  # gui.session.GRAD_OUTPUTS (Qt-free import later)
+GRAD_OUTPUTS = ("ones", "random", "target")  # gui.state.session.GRAD_OUTPUTS (Qt-free import later)
 MAX_GENERATE = 256  # --generate's most tokens (each step is one token through 30 layers)
 MAX_SIDE = 8192  # --size's largest side: an 8192 x 8192 picture is 256 MiB while it is drawn
 DEFAULT_SIZE = (1400, 900)
@@ -34,7 +34,7 @@ def int_in(lo: int, hi: int) -> Callable[[str], int]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options; out-of-range numbers are usage errors (exit status 2)."""
-    from gui.session import MAX_HEADS, MAX_SEED, MAX_TOKENS  # the spin boxes' ranges
+    from gui.state.session import MAX_HEADS, MAX_SEED, MAX_TOKENS  # the spin boxes' ranges
 
     p = argparse.ArgumentParser(
         description="Transformer attention, every step on screen. The options open the window "
@@ -160,8 +160,8 @@ def model_run(args: argparse.Namespace):
             if value is not None:
                 raise ValueError(f"{flag}: needs --model (or --text)")
         return None
-    from gui.model_panel import DEFAULT_TEXT
-    from gui.model_session import start_model
+    from gui.state.model_session import start_model
+    from gui.views.model_panel import DEFAULT_TEXT
 
     path = None if args.model in (None, "default") else args.model
     try:
@@ -172,7 +172,7 @@ def model_run(args: argparse.Namespace):
     if args.generate is not None and not decoder:
         raise ValueError(f"--generate: {shown.model.name} is not a decoder; try --model smollm2")
     if decoder:
-        from gui.model_worker import frame
+        from gui.work.model_worker import frame
 
         for _ in range(args.generate or 0):
             shown = shown.extend()
@@ -198,14 +198,14 @@ def model_of(shown) -> object:
 
 def build_session(args: argparse.Namespace, run=None):
     """The session the options ask for (None: the window chooses); ValueError on bad names."""
-    from gui import session as sm
-    from gui.app_state import backend_dtypes
-    from gui.variant_session import mask_names, with_mask_mode
-    from scratch import presets
+    from gui.state import session as sm
+    from gui.state.app_state import backend_dtypes
+    from gui.state.variant_session import mask_names, with_mask_mode
+    from scratch.learn import presets
 
     s = None
     if run is not None and (args.layer is not None or args.head is not None):
-        from gui.model_session import head_session
+        from gui.state.model_session import head_session
 
         head = int(args.head) if args.head is not None and args.head.isdigit() else 0
         whole = run.decoding.run() if hasattr(run, "decoding") else run  # every token so far
@@ -232,7 +232,7 @@ def build_session(args: argparse.Namespace, run=None):
     if args.mask is not None and args.mask not in mask_names():
         raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(mask_names())}")
     if changes or args.mask is not None:
-        from gui.main_window import default_session
+        from gui.app.main_window import default_session
 
         s = dataclasses.replace(s or default_session(), **changes)
     if args.mask is not None:
@@ -261,8 +261,8 @@ def screenshot(args: argparse.Namespace, session, run=None) -> int:
     from PyQt6.QtCore import QSettings
     from PyQt6.QtWidgets import QApplication
 
-    from gui.collector import own_collection
-    from gui.main_window import MainWindow, default_session
+    from gui.app.main_window import MainWindow, default_session
+    from gui.work.collector import own_collection
 
     width, height = args.size  # check_options parsed it
     quiet_offscreen_warnings()
@@ -313,7 +313,7 @@ def _delete_now(app, window) -> None:
 
 def _render_window(args: argparse.Namespace, app, window, run, session, width, height) -> int:
     """Show the window, open the asked tab, step and cell, write the PNG; 0 on success."""
-    from gui import export
+    from gui.widgets import export
 
     if run is not None:
         window.model.show_result(run, args.model or "default")
@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.generate is not None and args.tab is None and args.layer is None and args.head is None:
         args.tab = "model"  # the generation is what --generate asks to see (not a head of it)
     if args.list_presets:
-        from scratch import presets
+        from scratch.learn import presets
 
         print("\n".join(["random", *presets.names()]))
         return 0
@@ -413,14 +413,14 @@ def main(argv: list[str] | None = None) -> int:
         run = model_run(args)
         session = build_session(args, run)
         if args.head is not None and run is None:  # a model's head was checked by model_run
-            from gui.main_window import default_session
+            from gui.app.main_window import default_session
 
             check_head(args.head, (session or default_session()).num_heads)
     except ValueError as exc:
         return fail(str(exc))
     if args.step and args.tab != "backward":  # check the step name before starting Qt
-        from gui import controller
-        from gui.main_window import default_session
+        from gui.app.main_window import default_session
+        from gui.state import controller
 
         try:
             names = controller.step_names(session or default_session())
@@ -442,9 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     from PyQt6.QtCore import QSettings
     from PyQt6.QtWidgets import QApplication
 
-    from gui.collector import own_collection
-    from gui.errors import ErrorHandler
-    from gui.main_window import MainWindow
+    from gui.app.main_window import MainWindow
+    from gui.widgets.errors import ErrorHandler
+    from gui.work.collector import own_collection
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if os.environ.get("QT_QPA_PLATFORM") == "offscreen":  # e.g. a smoke run of make run

@@ -5,39 +5,45 @@ nested lists, every sum correctly rounded with math.fsum, with the argument name
 of `torch.nn.functional.scaled_dot_product_attention`. Standard library only.
 """
 
-from .attention import scaled_dot_product_attention
-from .backward import scaled_dot_product_attention_backward
-from .checker import CheckReport, check
-from .compare import StepCheck, compare_traces, step_check
-from .decode import decode_attention
-from .decode_view import decode_example
-from .example import Example
-from .explain import Explanation, explain
-from .flex import BlockMask, create_block_mask, flex_attention
-from .flex_backward import flex_attention_backward
-from .grad_output import make_grad_output, one_hot
-from .grad_tolerance import gradient_tolerance
-from .kv_cache import KVCache
-from .linalg import matmul, transpose
-from .masks import causal_mask
-from .multihead import multi_head_attention
-from .multihead_backward import MultiHeadGradients, multi_head_attention_backward
-from .options import Options
-from .paged import paged_decode_attention
-from .plan import plan_multi_head, shapes_for_heads
-from .progress import Cancelled, Progress, reporting
-from .rope import rotary, rotary_backward
-from .rows import attention_rows, sample_rows
-from .softmax import softmax
-from .split_kv import merge_partials, split_kv_attention
-from .tolerance import tolerance
-from .trace import Step, Trace, mask_rule, trace_attention, trace_example
-from .validate import MASKED_ROWS, as_tensor
-from .variant_support import as_sdpa, sdpa_variant
+from scratch.backward.grad_output import make_grad_output, one_hot
+from scratch.backward.multihead import MultiHeadGradients, multi_head_attention_backward
+from scratch.backward.sdpa import scaled_dot_product_attention_backward
+from scratch.bounds.grad_tolerance import gradient_tolerance
+from scratch.bounds.tolerance import tolerance
+from scratch.checker import CheckReport, check
+from scratch.core.attention import scaled_dot_product_attention
+from scratch.core.example import Example
+from scratch.core.masks import causal_mask
+from scratch.core.multihead import multi_head_attention
+from scratch.core.options import Options
+from scratch.core.rows import attention_rows, sample_rows
+from scratch.core.variant_support import as_sdpa, sdpa_variant
+from scratch.decode.attention import decode_attention
+from scratch.decode.example import decode_example
+from scratch.decode.kv_cache import KVCache
+from scratch.decode.paged import paged_decode_attention
+from scratch.decode.split_kv import merge_partials, split_kv_attention
+from scratch.flex.backward import flex_attention_backward
+from scratch.flex.forward import BlockMask, create_block_mask, flex_attention
+from scratch.ops.linalg import matmul, transpose
+from scratch.ops.plan import plan_multi_head, shapes_for_heads
+from scratch.ops.progress import Cancelled, Progress, reporting
+from scratch.ops.rope import rotary, rotary_backward
+from scratch.ops.softmax import softmax
+from scratch.ops.validate import MASKED_ROWS, as_tensor
+from scratch.trace.compare import StepCheck, compare_traces, step_check
+from scratch.trace.explain import Explanation, explain
+from scratch.trace.forward import Step, Trace, mask_rule, trace_attention, trace_example
 
 # Subpackages and modules reached as attributes after a plain `import scratch`, imported on
 # first use so that `import scratch` itself stays standard-library only.
-_LAZY = ("backends", "bench", "checker", "models", "presets")
+_LAZY = {
+    "backends": ".backends",
+    "bench": ".bench",
+    "checker": ".checker",
+    "models": ".models",
+    "presets": ".learn.presets",
+}
 # functions that need numpy, imported from their module on first use
 _LAZY_FUNCTIONS = {
     "check_backward": ".checker.doors",
@@ -47,11 +53,11 @@ _LAZY_FUNCTIONS = {
 
 
 def __getattr__(name: str) -> object:
-    """scratch.presets, scratch.backends, ...: import the submodule on first access."""
+    """scratch.learn.presets, scratch.backends, ...: import the submodule on first access."""
     import importlib
 
     if name in _LAZY:
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module(_LAZY[name], __name__)
     if name in _LAZY_FUNCTIONS:
         return getattr(importlib.import_module(_LAZY_FUNCTIONS[name], __name__), name)
     raise AttributeError(f"module 'scratch' has no attribute {name!r}")

@@ -15,13 +15,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from . import presets
-from .grad_output import GRAD_OUTPUT_KINDS, make_grad_output, one_hot
-from .steps import call_of, heading
-from .trace import trace_attention
+from scratch.backward.grad_output import GRAD_OUTPUT_KINDS, make_grad_output, one_hot
+from scratch.learn import presets
+from scratch.trace.forward import trace_attention
+from scratch.trace.steps import call_of, heading
 
 if TYPE_CHECKING:
-    from .trace import Step, Trace
+    from scratch.trace.forward import Step, Trace
 
 # Column/row labels for axes that carry no tokens: c = feature index, m = model index.
 _PREFIX = {"feature": "c", "model": "m", "head": "head "}
@@ -131,7 +131,7 @@ def format_trace(trace: Trace, decimals: int = 4) -> str:
 
 
 def _format_steps(trace: Trace, steps: Sequence[Step], decimals: int) -> list[str]:
-    """One text block per step, headed by its number in the registry (scratch.steps)."""
+    """One text block per step, headed by its number in the registry (scratch.trace.steps)."""
     call = call_of(trace)
     parts = []
     for step in steps:

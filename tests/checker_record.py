@@ -8,7 +8,8 @@ correct kernel); none: all.
 
 Runs the planted mistakes and correct kernels of tests/checker_catalogue.py,
 checker_backward_catalogue.py, checker_variants.py, checker_outside.py, ignored_kernels.py and
-scratch/mistakes.py, and records for each (catalogue kernel, seed) the verdict (PASS/FAIL), the
+scratch/learn/mistakes.py, and records for each (catalogue kernel, seed) the verdict (PASS/FAIL),
+the
 report's diagnosis (its name) and each failing case with its own diagnosis. --compare prints
 the PASS/FAIL counts per name of both files and the rows that differ (0 when the checker's
 verdicts and names did not change). Used to show a checker refactor changed nothing.
@@ -24,8 +25,8 @@ from collections import Counter
 
 def _jobs(part: str) -> list[tuple[str, object]]:
     """(row name, a function seed -> report) for every catalogue kernel; part selects some."""
-    from scratch import mistakes
     from scratch.checker import check, check_backward, check_variants, check_variants_backward
+    from scratch.learn import mistakes
     from tests import checker_backward_catalogue as bc
     from tests import checker_catalogue as fc
     from tests import checker_outside as oc

@@ -57,11 +57,11 @@ def _qt_leaves_nothing_behind(request):
     it: every computation joined, automatic collection still off, no window left behind."""
     if not {"qtbot", "qapp"} & set(request.fixturenames):
         yield
-        collector = sys.modules.get("gui.collector")
+        collector = sys.modules.get("gui.work.collector")
         if collector is not None and collector.owned():
             collector.collect_due()  # between tests the GUI thread is idle: a safe point
         return
-    from gui.collector import own_collection
+    from gui.work.collector import own_collection
 
     own_collection(request.getfixturevalue("qapp"))
     assert not gc.isenabled(), "automatic garbage collection is on while the app owns it"
@@ -70,7 +70,7 @@ def _qt_leaves_nothing_behind(request):
     from PyQt6.QtCore import QEvent
     from PyQt6.QtWidgets import QApplication, QMenu
 
-    from gui.worker import collector_pause
+    from gui.work.worker import collector_pause
 
     # pytest-qt has closed the test's widgets (closing a window joins its worker)
     assert collector_pause().jobs() == 0, "a TraceWorker job outlived its test: join it"
@@ -104,7 +104,7 @@ def _qt_leaves_nothing_behind(request):
 @pytest.fixture
 def errors():
     """Unexpected errors are recorded, never shown; every test ends with none."""
-    from gui.errors import ErrorHandler
+    from gui.widgets.errors import ErrorHandler
 
     handler = ErrorHandler(show_dialog=False).install()
     yield handler
@@ -135,7 +135,7 @@ def settle(qtbot):
 @pytest.fixture
 def open_window(qtbot, settings, errors, settle):
     """open_window(session, size): a MainWindow shown at `size`, its first trace delivered."""
-    from gui.main_window import MainWindow
+    from gui.app.main_window import MainWindow
 
     def make(session, size=(1200, 800)) -> MainWindow:
         w = MainWindow(settings, session, dialogs=False)
@@ -154,8 +154,8 @@ def _check_process_joined():
     yield
     import sys
 
-    if "gui.truth_process" in sys.modules:
-        sys.modules["gui.truth_process"].shutdown()
+    if "gui.state.truth_process" in sys.modules:
+        sys.modules["gui.state.truth_process"].shutdown()
 
 
 @pytest.fixture(scope="session")

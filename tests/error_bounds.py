@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from scratch.tolerance import EXP_ULPS, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF, gamma, tolerance
+from scratch.bounds.tolerance import EXP_ULPS, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF, gamma, tolerance
 
 
 def output_bound(q, k, v, p, scale, dtype, mask=None, blocks=1):

@@ -10,10 +10,10 @@ import numpy as np
 
 import scratch
 from scratch import backends
-from scratch.grad_tolerance import tolerance_of
-from scratch.options import Options
-from scratch.tolerance import UNIT_ROUNDOFF, gamma
-from scratch.weights_tolerance import weights_tolerance
+from scratch.bounds.grad_tolerance import tolerance_of
+from scratch.bounds.tolerance import UNIT_ROUNDOFF, gamma
+from scratch.bounds.weights_tolerance import weights_tolerance
+from scratch.core.options import Options
 
 U64 = np.finfo(np.float64).eps / 2  # float64's unit roundoff
 TINY = 2.0**-1074  # the smallest subnormal: what one rounding below the normal range may lose

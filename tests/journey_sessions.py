@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from gui import session as sm
-from gui import variant_session
-from scratch import presets
+from gui.state import session as sm
+from gui.state import variant_session
+from scratch.learn import presets
 
 
 def journey_typed() -> sm.Session:

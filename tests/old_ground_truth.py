@@ -1,8 +1,10 @@
 """The ground truth's three attention copies as they were before one head kernel replaced them
-(scratch/attention.py `attend`, scratch/variant_steps.py `attend_head`, scratch/flex.py `row` and
-`flex_attention`, at main feff91f), and the backward's copies (scratch/backward.py `backward_head`,
-`key_value_grads` and `gradients_of`, scratch/multihead_backward.py `run_backward`'s head loop,
-scratch/flex_backward.py `flex_attention_backward`, at main 92d44a4), frozen here ONLY so
+(scratch/core/attention.py `attend`, scratch/core/variant_steps.py `attend_head`,
+scratch/flex/forward.py `row` and
+`flex_attention`, at main feff91f), and the backward's copies (scratch/backward/sdpa.py
+`backward_head`,
+`key_value_grads` and `gradients_of`, scratch/backward/multihead.py `run_backward`'s head loop,
+scratch/flex/backward.py `flex_attention_backward`, at main 92d44a4), frozen here ONLY so
 tests/test_one_head.py can show the one kernel and its backward give every public entry the same
 bits. Not product code; do not import it elsewhere. Steps come back as SimpleNamespace objects
 with the same names."""
@@ -16,14 +18,14 @@ from itertools import product
 from math import exp, fsum, inf, log
 from types import SimpleNamespace
 
-from scratch.flex import BlockMask, FlexInputs, prepare
-from scratch.linalg import dot, matmul_nt, transpose_rows
-from scratch.masks import Mask
-from scratch.nested import at
-from scratch.options import FlexOptions, Options
-from scratch.softmax import softmax_row
-from scratch.validate import check_flag
-from scratch.variant_steps import Pieces, parts_of, pieces
+from scratch.core.masks import Mask
+from scratch.core.options import FlexOptions, Options
+from scratch.core.variant_steps import Pieces, parts_of, pieces
+from scratch.flex.forward import BlockMask, FlexInputs, prepare
+from scratch.ops.linalg import dot, matmul_nt, transpose_rows
+from scratch.ops.nested import at
+from scratch.ops.softmax import softmax_row
+from scratch.ops.validate import check_flag
 from scratch.variants import Rotary
 
 Matrix = list[list[float]]
@@ -310,7 +312,7 @@ def dropout_keep(L: int, S: int, dropout_p: float, rng: random.Random | None) ->
 
 
 def backward_head(q, k, v, mask, mask_rows, grad_output, scale, masked_rows, dropout_p, rng):
-    """scratch.backward.backward_head: one head's gradients as a SimpleNamespace."""
+    """scratch.backward.sdpa.backward_head: one head's gradients as a SimpleNamespace."""
     forward = attend(q, k, v, scale, mask, mask_rows, masked_rows)  # P without dropout
     P, full = forward.weights, forward.fully_masked  # (L, S), (L,)
     L, S = len(P), len(P[0])
@@ -344,7 +346,7 @@ def backward_head(q, k, v, mask, mask_rows, grad_output, scale, masked_rows, dro
 
 
 def key_value_grads(heads: list[tuple], scale: float) -> tuple[Matrix, Matrix]:
-    """scratch.backward.key_value_grads: one fsum over every (head, live row) of a kv head."""
+    """scratch.backward.sdpa.key_value_grads: one fsum over every (head, live row) of a kv head."""
     Pd = [P[i] for P, _, _, _, live in heads for i in live]
     dO = [g[i] for _, g, _, _, live in heads for i in live]
     dS = [d[i] for _, _, d, _, live in heads for i in live]
@@ -360,10 +362,10 @@ def key_value_grads(heads: list[tuple], scale: float) -> tuple[Matrix, Matrix]:
 
 
 def sdpa_backward(query, key, value, grad_output, options: Options) -> tuple:
-    """scratch.backward.gradients_of: (grad_query, grad_key, grad_value) of SDPA."""
-    from scratch.attention import prepare as prepare_sdpa
-    from scratch.nested import stack
-    from scratch.validate import as_tensor
+    """scratch.backward.sdpa.gradients_of: (grad_query, grad_key, grad_value) of SDPA."""
+    from scratch.core.attention import prepare as prepare_sdpa
+    from scratch.ops.nested import stack
+    from scratch.ops.validate import as_tensor
 
     p = prepare_sdpa(query, key, value, options)
     plan = p.plan
@@ -393,11 +395,11 @@ def sdpa_backward(query, key, value, grad_output, options: Options) -> tuple:
 
 
 def multi_head_heads(run, grad_output, rng=None) -> tuple:
-    """scratch.multihead_backward.run_backward's head loop: (heads, dq, dk, dv), the rows of
+    """scratch.backward.multihead.run_backward's head loop: (heads, dq, dk, dv), the rows of
     every leading index stacked, from d_concat = dO (no w_o) or dO @ w_o^T."""
-    from scratch.multihead import split_heads
-    from scratch.nested import rows, unrows
-    from scratch.validate import as_tensor
+    from scratch.core.multihead import split_heads
+    from scratch.ops.nested import rows, unrows
+    from scratch.ops.validate import as_tensor
 
     plan, params = run.plan, run.params
     lead, H, Hkv, L, S = plan.lead, plan.num_heads, plan.num_kv_heads, plan.L, plan.S
@@ -438,8 +440,8 @@ def flex_attention_backward(
     query, key, value, grad_output, score_mod=None, block_mask=None, scale=None,
     enable_gqa=False, *, sinks=None,
 ) -> tuple:  # fmt: skip
-    """scratch.flex_backward.flex_attention_backward, row by row with `row` above."""
-    from scratch.validate import as_tensor
+    """scratch.flex.backward.flex_attention_backward, row by row with `row` above."""
+    from scratch.ops.validate import as_tensor
     from scratch.variants.dual import derivative
 
     x = flex_inputs(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks)
@@ -484,7 +486,7 @@ def flex_attention_backward(
 
 
 def flex_inputs(query, key, value, score_mod, block_mask, scale, enable_gqa, sinks) -> FlexInputs:
-    """scratch.flex.prepare on the call's keywords (the one place this file meets its signature)."""
+    """scratch.flex.forward.prepare on the call's keywords (where this file meets its signature)."""
     return prepare(
         query, key, value, FlexOptions(score_mod, block_mask, scale, enable_gqa, False, sinks)
     )

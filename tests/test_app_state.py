@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from gui import session as sm
-from gui.app_state import AppState
+from gui.state import session as sm
+from gui.state.app_state import AppState
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_state_imports_no_qt():
-    """gui.app_state and everything it imports load without PyQt6 or pyqtgraph."""
+    """gui.state.app_state and everything it imports load without PyQt6 or pyqtgraph."""
     code = (
-        "import sys, gui.app_state\n"
+        "import sys, gui.state.app_state\n"
         "qt = sorted(m for m in sys.modules if m.split('.')[0] in ('PyQt6', 'pyqtgraph'))\n"
         "print(qt)\n"
     )
@@ -26,7 +26,7 @@ def test_the_state_imports_no_qt():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]", f"gui.app_state imports {done.stdout.strip()}"
+    assert done.stdout.strip() == "[]", f"gui.state.app_state imports {done.stdout.strip()}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +57,7 @@ def test_a_refused_edit_names_the_field_and_keeps_the_session():
     with pytest.raises(ValueError, match="dtype"):
         state.edit(bad)
     assert state.session is first and not state.history.can_undo()
-    with pytest.raises(TypeError, match="session: expected a gui.session.Session"):
+    with pytest.raises(TypeError, match="session: expected a gui.state.session.Session"):
         AppState("journey")
 
 

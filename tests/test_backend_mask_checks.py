@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import scratch
-from gui import controller, variant_session
-from gui import session as sm
+from gui.state import controller, variant_session
+from gui.state import session as sm
 from tests.test_session_options import CHOICES, chosen
 
 BACKENDS = [("numpy", "float64"), ("numpy", "float32"), ("torch-cpu", "float64")]

@@ -14,10 +14,10 @@ import pytest
 
 import scratch
 from scratch import backends
-from scratch.decode_view import decode_example
-from scratch.options import Options
-from scratch.trace import trace_example
-from scratch.validate import MASKED_ROWS
+from scratch.core.options import Options
+from scratch.decode.example import decode_example
+from scratch.ops.validate import MASKED_ROWS
+from scratch.trace.forward import trace_example
 from scratch.variants import VariantChoice
 from scratch.variants.choice import ALIGNS, MASKS, ROPES
 

@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 
 import scratch
 import scratch.backends as backends
-from scratch.compare import compare_traces
-from scratch.tolerance import (
+from scratch.bounds.tolerance import (
     ACCUMULATE,
     EXP_ULPS,
     SMALLEST_SUBNORMAL,
@@ -30,6 +29,7 @@ from scratch.tolerance import (
     gamma,
     tolerance,
 )
+from scratch.trace.compare import compare_traces
 
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 U64 = UNIT_ROUNDOFF["float64"]

@@ -1,4 +1,5 @@
-"""NumPy and torch backward kernels against the ground truth, within scratch.grad_tolerance."""
+"""NumPy and torch backward kernels against the ground truth, within
+scratch.bounds.grad_tolerance."""
 
 import math
 import random
@@ -12,7 +13,7 @@ import scratch
 from scratch.backends import get
 from scratch.backends import numpy_backward as nb
 from scratch.backends.numpy_inputs import Draws
-from scratch.grad_tolerance import NAMES, compare, gradient_tolerance
+from scratch.bounds.grad_tolerance import NAMES, compare, gradient_tolerance
 
 torch = pytest.importorskip("torch")
 from scratch.backends import torch_backward as tb  # noqa: E402
@@ -393,7 +394,7 @@ def test_16_bit_gradients_within_the_bound(dtype, kernel):
 def test_flash_attention_rule_for_gradients():
     """FlashAttention's backward rule: the tiled float32 kernel's error is at most 3x a plain
     float32 implementation's (plus 4 ulps), 40 seeds, causal and not."""
-    from scratch.tolerance import reference_error_rule
+    from scratch.bounds.tolerance import reference_error_rule
 
     for seed in range(40):
         rng = np.random.default_rng(seed)
@@ -415,8 +416,8 @@ def test_flash_attention_rule_for_gradients():
 @pytest.mark.parametrize("seed", range(8))
 def test_intermediate_steps_within_their_bounds(seed):
     """dP, D and dS of a plain float32 backward (one head) within their bounds of backward_head."""
-    from scratch.attention import Head
-    from scratch.backward import backward_head
+    from scratch.backward.sdpa import backward_head
+    from scratch.core.attention import Head
 
     inputs, _ = problem(seed, 5, 6, 4, 3, (1, 1), "none", 3.0, "float32")
     q, k, v, g = (x[0] for x in inputs)

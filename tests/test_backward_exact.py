@@ -1,8 +1,8 @@
 """The ground truth's backward, entry by entry, against its definition in exact arithmetic.
 
 Every sum of the backward is the correctly rounded sum of its (individually rounded) products
-(scratch.backward's module doc). Here each one is recomputed as a Fraction (exact) and rounded
-once by float(), independently of scratch.linalg; the elementwise steps (dropout's factors,
+(scratch.backward.sdpa's module doc). Here each one is recomputed as a Fraction (exact) and rounded
+once by float(), independently of scratch.ops.linalg; the elementwise steps (dropout's factors,
 dS = P * (dP - D), the scale) are the same float operations. So any change to how the backward
 computes (issue 24: its hot loops rewritten for speed) must keep every entry equal.
 """

@@ -10,7 +10,7 @@ from scratch.backends import numpy_backward as nb
 from scratch.backends import numpy_backward_tiles as tiles
 from scratch.backends import numpy_chunked as nc
 from scratch.backends.numpy_threads import openblas_threads
-from scratch.options import Options
+from scratch.core.options import Options
 
 pytest.importorskip("torch")  # test_backward_backends imports torch's backward at load
 from tests.test_backward_backends import check_against_truth, problem  # noqa: E402

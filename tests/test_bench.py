@@ -12,7 +12,7 @@ pytest.importorskip("torch")  # the table has torch rows
 from scratch import bench  # noqa: E402
 from scratch.bench import cli, contenders, groups, plugins, timing  # noqa: E402
 from scratch.bench.pure_backward import PYTHON_BACKWARD_PAIR  # noqa: E402
-from scratch.tolerance import UNIT_ROUNDOFF  # noqa: E402
+from scratch.bounds.tolerance import UNIT_ROUNDOFF  # noqa: E402
 
 # ---------------------------------------------------------------- benchmark script
 
@@ -280,7 +280,7 @@ def test_only_a_plugins_goals_refuses_sizes_and_quick(capsys):
         bench.main(["--only", "window"])
     err = capsys.readouterr().err
     assert "--only window: no plugin's goals of that name (loaded: none)" in err
-    assert "--plugin gui.bench_window" in err
+    assert "--plugin gui.app.bench_window" in err
 
 
 # ---------------------------------------------------------------- plugins
@@ -314,7 +314,7 @@ def test_a_plugin_module_adds_its_goals_by_name(capsys):
     ]
     assert _MEASURED == ["test-goals"]  # not measured again
     none = plugins.goal_lines((), full=True)
-    assert none[0][1] == "not measured" and "--plugin gui.bench_window" in none[0][2]
+    assert none[0][1] == "not measured" and "--plugin gui.app.bench_window" in none[0][2]
 
 
 def test_a_plugin_that_cannot_be_loaded_is_refused_by_name(capsys):
@@ -330,15 +330,17 @@ def test_a_plugin_that_cannot_be_loaded_is_refused_by_name(capsys):
 
 
 def test_the_windows_goals_are_a_plugin_of_the_app():
-    """gui.bench_window declares the window's goals; `make bench` passes it (PyQt6 needed)."""
+    """gui.app.bench_window declares the window's goals; `make bench` passes it (PyQt6 needed)."""
     pytest.importorskip("PyQt6")
-    window, views = plugins.load("gui.bench_window")
+    window, views = plugins.load("gui.app.bench_window")
     assert (window.name, window.what) == ("window", "the window's recompute at 4096 tokens")
-    assert views.name == "views"  # the pipeline view's step change and hover (gui/bench_views.py)
+    assert (
+        views.name == "views"
+    )  # the pipeline view's step change and hover (gui/views/bench_views.py)
     from pathlib import Path
 
     makefile = (Path(__file__).parent.parent / "Makefile").read_text()
-    assert "-m scratch.bench --plugin gui.bench_window" in makefile
+    assert "-m scratch.bench --plugin gui.app.bench_window" in makefile
 
 
 def test_a_ratio_that_rounds_onto_the_goal_shows_its_unrounded_value():

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from scratch.attention import Head
-from scratch.backward import backward_head
+from scratch.backward.sdpa import backward_head
 from scratch.bench.pure_backward import backward_contenders, python_backward_limit
+from scratch.core.attention import Head
 
 
 def _lists(seed: int, L: int, S: int, E: int, Ev: int) -> tuple[list, ...]:
@@ -36,7 +36,7 @@ def test_the_backward_limit_takes_exactly_the_ground_truths_sums(seed):
 
 def scratch_scores(q, k):
     """The forward's scores q @ k^T, from the ground truth's own steps."""
-    from scratch.attention import attend
+    from scratch.core.attention import attend
 
     return attend(q, k, [[0.0]] * len(k), 1.0).scores
 

@@ -1,4 +1,5 @@
-"""gui.bench_views, the pipeline view's step change and hover in the bench: verdicts, a run."""
+"""gui.views.bench_views, the pipeline view's step change and hover in the bench: verdicts, a
+run."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui import bench_views, bench_window  # noqa: E402
+from gui.app import bench_window  # noqa: E402
+from gui.views import bench_views  # noqa: E402
 
 
 def _result(changes, hovers):

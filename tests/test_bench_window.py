@@ -1,4 +1,4 @@
-"""gui.bench_window, the window's goals in the bench: pairing, verdicts, no leak (no timing)."""
+"""gui.app.bench_window, the window's goals in the bench: pairing, verdicts, no leak (no timing)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("numpy")
 
-from gui import bench_window  # noqa: E402
-from gui.controller import Outcome  # noqa: E402
-from gui.worker import TraceWorker  # noqa: E402
+from gui.app import bench_window  # noqa: E402
+from gui.state.controller import Outcome  # noqa: E402
+from gui.work.worker import TraceWorker  # noqa: E402
 
 
 def _result(trace, recompute, gaps, load=0.2):

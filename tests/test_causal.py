@@ -147,7 +147,7 @@ def test_the_causal_rule_is_written_in_one_place():
 
 
 def test_the_scan_finds_a_copy_planted_in_scratch_or_gui(tmp_path):
-    for name in ("scratch/rows.py", "scratch/variants/prefix.py", "gui/session.py"):
+    for name in ("scratch/core/rows.py", "scratch/variants/prefix.py", "gui/state/session.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         text = (ROOT / name).read_text(encoding="utf-8")
         (tmp_path / name).write_text(text + "\nseen = [[j <= i for j in cols] for i in rows]\n")
@@ -156,9 +156,9 @@ def test_the_scan_finds_a_copy_planted_in_scratch_or_gui(tmp_path):
     (tmp_path / "scratch/backends/k.py").write_text("stop = min(S, i1 + self.shift)\n")
     found = rule_copies(tmp_path)
     assert found == {
-        "gui/session.py": [planted],
+        "gui/state/session.py": [planted],
         "scratch/backends/k.py": [1],
-        "scratch/rows.py": [found["scratch/rows.py"][0]],
+        "scratch/core/rows.py": [found["scratch/core/rows.py"][0]],
         "scratch/variants/prefix.py": [found["scratch/variants/prefix.py"][0]],
     }
 

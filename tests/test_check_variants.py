@@ -15,8 +15,8 @@ from scratch.checker.variant_cases import registered_cases, variant_cases
 from scratch.checker.variant_keywords import style_of
 from scratch.checker.variant_numpy import attend
 from scratch.checker.variant_prepare import prepare_variant
-from scratch.flex import create_block_mask, flex_attention
-from scratch.rope import rotary
+from scratch.flex.forward import create_block_mask, flex_attention
+from scratch.ops.rope import rotary
 from tests.checker_outside import outcome
 from tests.checker_variants import CORRECT, MISTAKES
 from tests.variant_kernels import flash2_variants, split_kv

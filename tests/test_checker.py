@@ -493,8 +493,8 @@ class Block:
 sys.meta_path.insert(0, Block())
 import scratch
 from scratch.checker import check, standard_cases
-from scratch.compare import compare_traces
-from scratch.tolerance import tolerance
+from scratch.trace.compare import compare_traces
+from scratch.bounds.tolerance import tolerance
 report = check(scratch.scaled_dot_product_attention, array="list", dtype="float64")
 assert report, str(report)
 assert all(c.rule is None for c in report.cases)  # no numpy: the reference rule is skipped

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import scratch
-from scratch.backward import scaled_dot_product_attention_backward
-from scratch.checker.cases import backward_cases
+from scratch.backward.sdpa import scaled_dot_product_attention_backward
 from scratch.checker.backward_diagnosis import MISTAKES
+from scratch.checker.cases import backward_cases
 from scratch.checker.cli import main
 from scratch.checker.report import CheckReport
 from tests import backward_kernels as kernels

@@ -45,7 +45,7 @@ def test_a_changed_draw_is_caught():
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "bool"])
 def test_floats_read_back_as_before(dtype):
     from scratch.checker.arrays import Arrays
-    from scratch.nested import map_leaves as nested_map
+    from scratch.ops.nested import map_leaves as nested_map
 
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((2, 3, 4)) * 100).astype(dtype)
@@ -70,11 +70,11 @@ SAMPLED = [
 def test_sampled_rows_float64_reference_is_within_the_float64_bound(case, masked_rows):
     """float64_rows (16/32-bit checks of sampled rows) against the exact ground truth on the
     same rows: within the float64 kernel bound, NaN where the truth has NaN."""
+    from scratch.bounds.tolerance import tolerance
     from scratch.checker.arrays import Arrays
     from scratch.checker.cases import add_late_max, mask_values
     from scratch.checker.prepare import _sampled_truth, made_in
-    from scratch.rows import sample_rows
-    from scratch.tolerance import tolerance
+    from scratch.core.rows import sample_rows
 
     rng = random.Random(f"0:{case.name}")
     q, k, v = gauss(rng, case.q, case.q_size), gauss(rng, case.k), gauss(rng, case.v)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import scratch
-import scratch.weights_tolerance as wt
-from scratch.options import Options
-from scratch.weights_tolerance import weights_tolerance
+import scratch.bounds.weights_tolerance as wt
+from scratch.bounds.weights_tolerance import weights_tolerance
+from scratch.core.options import Options
 
 torch = pytest.importorskip("torch")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import scratch
-from scratch import presets
 from scratch.__main__ import attends_most, format_matrix, format_trace, main
-from scratch.steps import call_of, spec_for
+from scratch.learn import presets
+from scratch.trace.steps import call_of, spec_for
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import scratch
-from gui import codegen, controller, session_file
-from gui import session as sm
+from gui.present import codegen
+from gui.state import controller, session_file
+from gui.state import session as sm
 from tests.journey_sessions import journey_typed, with_mask
 
 EPS64 = np.finfo(np.float64).eps

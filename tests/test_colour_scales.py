@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from gui import view_model
+from gui.present import view_model
 
 INF = math.inf
 

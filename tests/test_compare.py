@@ -15,8 +15,8 @@ import pytest
 
 import scratch
 import scratch.backends as backends
-from scratch import compare
-from scratch.compare import compare_traces
+from scratch.trace import compare
+from scratch.trace.compare import compare_traces
 
 
 def test_compare_traces_refuses_non_traces():

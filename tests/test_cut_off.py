@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from gui import cut_off
-from gui import session as sm
-from gui.edit_history import History
+from gui.state import cut_off
+from gui.state import session as sm
+from gui.state.edit_history import History
 from tests.journey_sessions import with_mask
 
 SEEDS = range(30)

@@ -13,7 +13,7 @@ import pytest
 from decode_cases import problem, rows
 
 import scratch
-import scratch.decode
+import scratch.decode.attention
 from scratch.variants import (
     ALiBi,
     Causal,
@@ -69,7 +69,7 @@ def test_alibi_distance_is_the_true_distance():
 
 def test_planted_top_left_alignment_gives_other_numbers(monkeypatch):
     """Plant: the queries taken as positions 0 and 1 (top-left); the numbers above change."""
-    monkeypatch.setattr(scratch.decode, "query_offset", lambda L, S: 0)
+    monkeypatch.setattr(scratch.decode.attention, "query_offset", lambda L, S: 0)
     assert decode_numbers(Causal())[0] == [0.0, 0.5]
     assert decode_numbers(SlidingWindow(1, 0))[0] == [0.0, 0.5]
 
@@ -109,7 +109,7 @@ def test_planted_no_offset_differs_from_bottom_right(monkeypatch):
         q, k, v, block_mask=scratch.create_block_mask(Causal(4).mask_mod, 1, 2, 2, 6)
     )
     assert scratch.decode_attention(q, k, v, mask_mod=Causal().mask_mod) == expected
-    monkeypatch.setattr(scratch.decode, "query_offset", lambda L, S: 0)
+    monkeypatch.setattr(scratch.decode.attention, "query_offset", lambda L, S: 0)
     assert scratch.decode_attention(q, k, v, mask_mod=Causal().mask_mod) != expected
 
 
@@ -164,7 +164,8 @@ def test_more_queries_than_keys_and_bad_shapes_are_refused():
 
 def test_the_decode_calls_state_their_keywords_once_and_keep_their_order():
     """decode, split-KV and the paged cache: each call's arrays, then one list of keywords
-    (scratch.decode.decode_options), positional as before; a misspelled one names the call."""
+    (scratch.decode.attention.decode_options), positional as before; a misspelled one names the
+    call."""
     import inspect
 
     keywords = ["score_mod", "mask_mod", "scale", "enable_gqa", "return_lse", "sinks"]

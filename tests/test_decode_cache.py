@@ -15,7 +15,7 @@ import pytest
 from decode_cases import full_call, mods, problem, rows, variants
 
 import scratch
-import scratch.decode
+import scratch.decode.attention
 from scratch.variants import PrefixLM
 
 SINKS = [0.3, -0.5, 1.1, 0.0]  # one learned sink logit per query head (H = 4)
@@ -119,7 +119,7 @@ def decode_with_rope(q, k, v, variant, pairing, positions_of) -> list:
 def test_planted_top_left_fails(monkeypatch):
     """Plant: every decode query taken at position 0 (top-left); steps after the first differ."""
     q, k, v = problem(1)
-    monkeypatch.setattr(scratch.decode, "query_offset", lambda L, S: 0)
+    monkeypatch.setattr(scratch.decode.attention, "query_offset", lambda L, S: 0)
     found = mismatches(q, k, v, variants(4, 7)["causal"], [1] * 7)
     assert found and "position 0" not in " ".join(found)
 
@@ -127,7 +127,7 @@ def test_planted_top_left_fails(monkeypatch):
 def test_planted_score_positions_not_offset_fails(monkeypatch):
     """Plant: the mask sees true positions but the score_mod row indices; ALiBi's lse and the
     bias table's clamped distances give it away."""
-    real = scratch.decode.at_positions
+    real = scratch.decode.attention.at_positions
 
     def planted(mod, q_offset, kv_offset=0, batch=None):
         shifted, unshifted = real(mod, q_offset, kv_offset, batch), real(mod, 0, kv_offset, batch)
@@ -137,7 +137,7 @@ def test_planted_score_positions_not_offset_fails(monkeypatch):
 
     q, k, v = problem(4)
     assert mismatches(q, k, v, variants(4, 7)["alibi"], [1] * 7) == []
-    monkeypatch.setattr(scratch.decode, "at_positions", planted)
+    monkeypatch.setattr(scratch.decode.attention, "at_positions", planted)
     for name in ("alibi", "bias table"):
         assert mismatches(q, k, v, variants(4, 7)[name], [1] * 7), name
     assert mismatches(q, k, v, variants(4, 7)["causal"], [1] * 7) == []  # no score_mod

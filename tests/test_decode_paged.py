@@ -15,8 +15,8 @@ import pytest
 from decode_cases import mods, problem, rows, variants
 
 import scratch
-import scratch.paged
-from scratch.paged import read_pages, to_pages
+import scratch.decode.paged
+from scratch.decode.paged import read_pages, to_pages
 from scratch.variants import Causal
 
 SINKS = [0.3, -0.5, 1.1, 0.0]
@@ -106,7 +106,9 @@ def test_planted_wrong_page_read_fails(monkeypatch):
     expected = scratch.decode_attention(q, k, v, **options)
     assert scratch.paged_decode_attention(q, *pages, **options) == expected
     monkeypatch.setattr(
-        scratch.paged, "page_slot", lambda row, t, size: (row[max(t // size - 1, 0)], t % size)
+        scratch.decode.paged,
+        "page_slot",
+        lambda row, t, size: (row[max(t // size - 1, 0)], t % size),
     )
     assert scratch.paged_decode_attention(q, *pages, **options) != expected
 

@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from gui import controller, variant_session
-from gui import session as sm
+from gui.state import controller, variant_session
+from gui.state import session as sm
 from scratch.variants import VariantChoice
 
 CHOICES = [

@@ -1,7 +1,7 @@
 """Split-KV (flash-decoding): partials over key splits and their merge, against decode.
 
 The merged row is not bit-equal to the full row in general; its gap stays within the bound
-derived in scratch/split_kv.py's docstring, u W_c (5T + 3E + 12 ln n + 3 ln k + 27) for the
+derived in scratch/decode/split_kv.py's docstring, u W_c (5T + 3E + 12 ln n + 3 ln k + 27) for the
 output and u (3T + 6 ln n + 3 ln k + 9) for lse, over a seed sweep. One split is bit-equal;
 empty splits (lse -inf) merge to the same answer; a merge without rescaling, splits at the
 wrong key positions and top-left queries are planted and fail. Standard library only.
@@ -16,11 +16,11 @@ import pytest
 from decode_cases import mods, problem, rows, variants
 
 import scratch
-import scratch.split_kv
-from scratch.decode import at_positions
-from scratch.flex import create_block_mask, head, prepare
-from scratch.options import FlexOptions
-from scratch.split_kv import merge_partials, split_bounds, split_kv_partials
+import scratch.decode.split_kv
+from scratch.core.options import FlexOptions
+from scratch.decode.attention import at_positions
+from scratch.decode.split_kv import merge_partials, split_bounds, split_kv_partials
+from scratch.flex.forward import create_block_mask, head, prepare
 from scratch.variants import Causal, SlidingWindow
 
 U = 2.0**-53
@@ -183,14 +183,14 @@ def test_planted_split_mistakes_exceed_the_bound(plant, monkeypatch):
     q, k, v = spread_problem(2)
     variant = variants(4, 12)["window softcap alibi"]
     if plant == "no rescaling":
-        monkeypatch.setattr(scratch.split_kv, "merge_partials", merge_without_rescaling)
-    real = scratch.split_kv.attend_at
+        monkeypatch.setattr(scratch.decode.split_kv, "merge_partials", merge_without_rescaling)
+    real = scratch.decode.split_kv.attend_at
     if plant == "local key positions":  # each split's keys numbered from 0
         monkeypatch.setattr(
-            scratch.split_kv, "attend_at", lambda x, qo, ko, s, m: real(x, qo, 0, s, m)
+            scratch.decode.split_kv, "attend_at", lambda x, qo, ko, s, m: real(x, qo, 0, s, m)
         )
     if plant == "top-left":
-        monkeypatch.setattr(scratch.split_kv, "query_offset", lambda L, S: 0)
+        monkeypatch.setattr(scratch.decode.split_kv, "query_offset", lambda L, S: 0)
     merged = scratch.split_kv_attention(
         q, k, v, 3, **mods(variant), enable_gqa=True, return_lse=True
     )

@@ -6,8 +6,8 @@ import pytest
 
 import scratch
 from scratch import backends
-from scratch.example import Example
-from scratch.options import Options
+from scratch.core.example import Example
+from scratch.core.options import Options
 
 
 def rand(rng, rows, cols):
@@ -45,7 +45,7 @@ def _cross_example(seed: int) -> tuple[Example, dict]:
 def test_example_keeps_only_given_params_in_order():
     example = Example([[1.0]], params={"w_v": [[2.0]], "w_q": [[1.0]], "b_o": None})
     assert list(example.params) == ["w_q", "w_v"]
-    assert list(example.projections()) == list(scratch.plan.PARAMS)
+    assert list(example.projections()) == list(scratch.ops.plan.PARAMS)
     assert example.projections()["w_k"] is None
     with pytest.raises(TypeError):
         example.params["w_k"] = [[1.0]]  # read-only
@@ -114,13 +114,13 @@ def test_ground_truth_trace_example_dropout_backward_and_dtype():
     example, kwargs = _cross_example(6)
     dO = rand(random.Random(7), 3, 3)
     options = Options(dropout_p=0.5, rng=random.Random(11))
-    a = scratch.trace.trace_example(example, options, grad_output=dO)
+    a = scratch.trace.forward.trace_example(example, options, grad_output=dO)
     b = scratch.trace_attention(**kwargs, dropout_p=0.5, rng=random.Random(11), grad_output=dO)
     assert a.names() == b.names() and "grad_x" in a
     for step in b:
         assert a[step.name].tolist() == step.tolist(), step.name
     with pytest.raises(ValueError, match="dtype: expected None or 'float64'"):
-        scratch.trace.trace_example(example, Options(), dtype="float32")
+        scratch.trace.forward.trace_example(example, Options(), dtype="float32")
 
 
 @pytest.mark.parametrize("name", ["numpy", "torch-cpu"])

@@ -1,4 +1,5 @@
-"""Each step's hover explanation (scratch.step_explain) read back: every number it writes is the
+"""Each step's hover explanation (scratch.trace.step_explain) read back: every number it writes is
+the
 entry of the array it names, computed here with NumPy from the inputs, and its arithmetic holds."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 from scratch import explain, trace_attention
 
 NUM = r"(-?inf|nan|-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)"
-DIGITS = 5e-4  # scratch.step_explain.number writes 4 significant digits: within half a unit
+DIGITS = 5e-4  # scratch.trace.step_explain.number writes 4 significant digits: within half a unit
 
 
 def close(written: str, true: float) -> bool:

@@ -5,7 +5,7 @@ causal, L != S, B/H broadcast), through torch's FlexAttention eager and through 
 path, output and lse within 1e-13: both sides are float64, torch's sums have at most 8 terms of
 size < 30 (8 * 2.2e-16 * 30 < 1e-13) and the ground truth is correctly rounded up to a few ulps.
 The backward (the explicit path under torch.autograd on CPU) likewise. Float32: FlashAttention's
-rule (scratch.tolerance.reference_error_rule): at most twice the error of the plain float32
+rule (scratch.bounds.tolerance.reference_error_rule): at most twice the error of the plain float32
 explicit form of the same case (tests/flex_torch.explicit_forward) plus 4 ulps.
 """
 
@@ -26,8 +26,8 @@ from scratch.backends.torch_flex import (  # noqa: E402
     flex_attention_backward,
     prepare,
 )
-from scratch.options import FlexOptions  # noqa: E402
-from scratch.tolerance import reference_error_rule  # noqa: E402
+from scratch.bounds.tolerance import reference_error_rule  # noqa: E402
+from scratch.core.options import FlexOptions  # noqa: E402
 from tests.flex_cases import CASES, COMBINED, random_problems  # noqa: E402
 from tests.flex_torch import explicit_forward, randn  # noqa: E402
 

@@ -10,8 +10,8 @@ pytest.importorskip("pyqtgraph")
 from PyQt6.QtCore import QPoint, QRect  # noqa: E402
 from PyQt6.QtWidgets import QAbstractButton, QLabel, QWidget  # noqa: E402
 
-from gui import session as sm  # noqa: E402
-from gui.fixed_lines import FixedLines  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.widgets.fixed_lines import FixedLines  # noqa: E402
 from tests import font_sets  # noqa: E402
 
 pytestmark = pytest.mark.gui

@@ -8,9 +8,9 @@ import pytest
 
 import scratch
 from scratch import backends
-from scratch.front_doors import backward_door, forward_door, multi_head_door, trace_door
-from scratch.options import Options
-from scratch.plan import AttentionPlan, plan_attention
+from scratch.core.front_doors import backward_door, forward_door, multi_head_door, trace_door
+from scratch.core.options import Options
+from scratch.ops.plan import AttentionPlan, plan_attention
 
 KINDS = (
     "scaled_dot_product_attention",
@@ -141,8 +141,8 @@ def test_a_misspelled_keyword_is_named_with_the_public_function(backend):
 def test_flex_doors_build_one_flex_options():
     """flex_attention's and its backward's keywords, positional or named, become one FlexOptions
     (the backward's has return_lse False); the backend's own keywords pass through."""
-    from scratch.front_doors import flex_backward_door, flex_door
-    from scratch.options import FlexOptions
+    from scratch.core.front_doors import flex_backward_door, flex_door
+    from scratch.core.options import FlexOptions
 
     mod, bm = (lambda s, b, h, i, j: s), object()
     door = flex_door(_recorder("query", "key", "value", "options", "kernel"))

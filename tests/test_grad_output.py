@@ -2,7 +2,7 @@
 
 import pytest
 
-from scratch.grad_output import make_grad_output, one_hot
+from scratch.backward.grad_output import make_grad_output, one_hot
 
 
 def test_ones_is_the_gradient_of_the_sum():

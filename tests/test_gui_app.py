@@ -19,15 +19,16 @@ from PyQt6.QtCore import QPointF, Qt  # noqa: E402
 from PyQt6.QtWidgets import QApplication  # noqa: E402
 
 import scratch  # noqa: E402
-from gui import session as sm  # noqa: E402
-from gui import session_file, view_model
-from gui.app_state import backend_dtypes  # noqa: E402
-from gui.check_panel import CheckPanel  # noqa: E402
-from gui.errors import ErrorHandler  # noqa: E402
-from gui.heatmap import Heatmap  # noqa: E402
-from gui.main_window import MainWindow, remembered_session  # noqa: E402
-from gui.matrix_table import BAD_CELL  # noqa: E402
-from scratch import presets
+from gui.app.main_window import MainWindow, remembered_session  # noqa: E402
+from gui.present import view_model
+from gui.state import session as sm  # noqa: E402
+from gui.state import session_file
+from gui.state.app_state import backend_dtypes  # noqa: E402
+from gui.views.check_panel import CheckPanel  # noqa: E402
+from gui.widgets.errors import ErrorHandler  # noqa: E402
+from gui.widgets.heatmap import Heatmap  # noqa: E402
+from gui.widgets.matrix_table import BAD_CELL  # noqa: E402
+from scratch.learn import presets
 
 pytestmark = pytest.mark.gui
 
@@ -139,7 +140,7 @@ def test_wide_and_tall_matrices_are_shown_whole(qtbot, window, settle):
 
 def test_check_panel_puts_the_map_under_the_table_when_narrow(qtbot):
     """At 1024 pixels the tab is ~620 wide: side by side, the map's colour bar labels were cut."""
-    from gui.check_panel import SIDE_BY_SIDE_WIDTH
+    from gui.views.check_panel import SIDE_BY_SIDE_WIDTH
 
     panel = CheckPanel()
     qtbot.addWidget(panel)
@@ -187,7 +188,7 @@ def test_check_panel_lists_each_step_and_marks_failures(qtbot, errors):
 
 def test_every_preset_every_step_shows_the_trace_values(qtbot, window, settle):
     names = presets.names()
-    assert names, "scratch.presets offers no presets"
+    assert names, "scratch.learn.presets offers no presets"
     for name in names:
         choose(window.inputs.preset, name)
         settle(window)
@@ -520,7 +521,7 @@ def test_sizes_that_do_not_fit_are_refused_and_the_work_kept(
     before = window.inputs.session
     window.inputs.heads.setValue(3)  # 4 columns do not split into 3 heads
     assert window.inputs.session is before and window.inputs.heads.value() == before.num_heads
-    # the message of scratch.plan, as the backends say it, naming the session's field
+    # the message of scratch.ops.plan, as the backends say it, naming the session's field
     said = window.statusBar().currentMessage()
     assert "'query': query: width 4 does not split into 3 heads" in said
     assert not window.inputs.kv_heads.isEnabled()  # self-attention: kv heads = heads

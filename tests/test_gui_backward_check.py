@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import scratch
-from gui import backward_check
+from gui.state import backward_check
 from scratch import backends
 
 SEEDS = range(25)

@@ -8,9 +8,9 @@ pytest.importorskip("pyqtgraph")
 
 from PyQt6.QtGui import QFont, QFontMetrics  # noqa: E402
 
-from gui import numbers  # noqa: E402
-from gui import session as sm  # noqa: E402
-from gui.heatmap import Heatmap  # noqa: E402
+from gui.present import numbers  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.widgets.heatmap import Heatmap  # noqa: E402
 
 pytestmark = pytest.mark.gui
 SMALLEST = 6  # points: the smallest type a cell number is written in

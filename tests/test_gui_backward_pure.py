@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from gui import backward_check, session_file
-from gui import session as sm
+from gui.state import backward_check, session_file
+from gui.state import session as sm
 
 SEEDS = range(30)
 

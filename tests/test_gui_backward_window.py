@@ -13,8 +13,8 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
 import scratch  # noqa: E402
-from gui import backward_check, session_file, variant_session  # noqa: E402
-from gui import session as sm  # noqa: E402
+from gui.state import backward_check, session_file, variant_session  # noqa: E402
+from gui.state import session as sm  # noqa: E402
 from tests.journey_sessions import with_mask
 
 pytestmark = pytest.mark.gui
@@ -297,7 +297,7 @@ MASKS = {
 def test_the_check_compares_the_problem_the_view_shows(mask, heads, kv):
     """The check's ground truth on its inputs (float64: not rounded) is the trace's own
     gradients, head by head: it checks the mask, scale and heads the view shows."""
-    from gui import controller
+    from gui.state import controller
 
     changes = dict(MASKS[mask])
     s = with_mask(
@@ -335,7 +335,7 @@ def test_grad_x_names_all_six_inputs_and_draws_the_first_three(qtbot, open_windo
 def test_cancel_drops_a_running_backward_and_says_so(qtbot, open_window, monkeypatch):
     import threading
 
-    from gui import controller
+    from gui.state import controller
 
     release, real = threading.Event(), controller.run_backward
 

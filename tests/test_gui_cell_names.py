@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui import session as sm  # noqa: E402
-from gui.inputs_panel import TABLE_TITLES  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.views.inputs_panel import TABLE_TITLES  # noqa: E402
 
 
 @pytest.mark.parametrize("mode", ["self", "qkv", "project"])

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui import session as sm  # noqa: E402
+from gui.state import session as sm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.gui
@@ -194,8 +194,8 @@ def test_the_command_line_limits_are_the_spin_box_limits(qtbot):
     args = main.parse_args(["--preset", "random", "--seed", top[0], "--tokens", top[1]])
     assert (args.seed, args.tokens) == (sm.MAX_SEED, sm.MAX_TOKENS)
     assert main.parse_args(["--heads", top[2]]).heads == sm.MAX_HEADS
-    from gui.app_state import AppState
-    from gui.inputs_panel import InputsPanel
+    from gui.state.app_state import AppState
+    from gui.views.inputs_panel import InputsPanel
 
     panel = InputsPanel(AppState(sm.random_session(0, 4, 4, 2, 2, 1)))
     qtbot.addWidget(panel)
@@ -226,7 +226,7 @@ def test_the_screenshot_deletes_its_window_before_it_returns(qtbot, tmp_path):
     from PyQt6 import sip
     from PyQt6.QtWidgets import QApplication
 
-    from gui.main_window import MainWindow
+    from gui.app.main_window import MainWindow
 
     main = load_main()
     out = tmp_path / "shot.png"

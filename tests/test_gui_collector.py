@@ -14,8 +14,8 @@ pytest.importorskip("pyqtgraph")
 
 from PyQt6.QtCore import QThread  # noqa: E402
 
-from gui import collector  # noqa: E402
-from gui.jobs import collector_pause  # noqa: E402
+from gui.work import collector  # noqa: E402
+from gui.work.jobs import collector_pause  # noqa: E402
 from tests.qt_garbage import Garbage  # noqa: E402
 
 pytestmark = pytest.mark.gui

@@ -8,9 +8,9 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from gui import numbers  # noqa: E402
-from gui import session as sm  # noqa: E402
-from gui.heatmap import Heatmap  # noqa: E402
+from gui.present import numbers  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.widgets.heatmap import Heatmap  # noqa: E402
 from tests.test_window_sizes import word_session  # noqa: E402
 
 MINILM = "model:all-MiniLM-L6-v2:layer 0:head 3"

@@ -12,10 +12,10 @@ pytest.importorskip("pyqtgraph")
 
 from PyQt6.QtCore import QTimer  # noqa: E402
 
-from gui import model_worker  # noqa: E402
-from gui import session as sm  # noqa: E402
-from gui.model_grid import colour_table, kv_colours  # noqa: E402
-from gui.model_worker import frame  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.widgets.model_grid import colour_table, kv_colours  # noqa: E402
+from gui.work import model_worker  # noqa: E402
+from gui.work.model_worker import frame  # noqa: E402
 from tests.test_gui_cli import load_main, png_size  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -164,7 +164,7 @@ def test_a_decoder_head_opens_in_projection_mode_with_rope_as_its_variant(
 
 
 def test_main_generates_and_screenshots_the_generation_view(qtbot, tmp_path, smollm2, monkeypatch):
-    from gui import export
+    from gui.widgets import export
 
     main = load_main()
     seen = []
@@ -214,7 +214,7 @@ def test_help_says_what_generate_and_model_do(capsys):
 def test_thirty_layers_of_nine_heads_stay_readable_at_1024x700(qtbot, open_window, prompt_frame):
     from PyQt6.QtGui import QFont, QFontMetrics
 
-    from gui.model_grid import GAP
+    from gui.widgets.model_grid import GAP
 
     window = open_window(sm.random_session(0, 4, 4, 2, 2, 1), size=(1024, 700))
     panel = window.model

@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui.fixed_lines import ELLIPSIS, FixedLines  # noqa: E402
+from gui.widgets.fixed_lines import ELLIPSIS, FixedLines  # noqa: E402
 
 pytestmark = pytest.mark.gui
 

@@ -9,8 +9,8 @@ pytest.importorskip("pyqtgraph")
 
 from PyQt6.QtCore import QPointF, Qt  # noqa: E402
 
-from gui.head_legend import head_colours  # noqa: E402
-from gui.head_view import HeadView  # noqa: E402
+from gui.widgets.head_legend import head_colours  # noqa: E402
+from gui.widgets.head_view import HeadView  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -140,7 +140,7 @@ def test_hovering_a_token_on_either_side_keeps_only_its_lines(qtbot, view, side)
 def test_the_head_chosen_in_the_grid_and_in_the_legend_stay_in_step(qtbot, open_window):
     pytest.importorskip("safetensors")
     pytest.importorskip("tokenizers")
-    from gui import session as sm
+    from gui.state import session as sm
     from scratch import models
 
     try:

@@ -1,4 +1,4 @@
-"""gui.jobs.Worker, the base of the window's three workers: only the newest request reports, a
+"""gui.work.jobs.Worker, the base of the window's three workers: only the newest request reports, a
 request superseded while queued never starts, each worker says its failures in its own words,
 and Python's collector stays paused while any job is queued or running."""
 
@@ -12,11 +12,11 @@ import pytest
 pytest.importorskip("PyQt6")
 
 import scratch  # noqa: E402
-from gui import controller  # noqa: E402
-from gui.jobs import collector_pause  # noqa: E402
-from gui.kernel_check import KernelCheckWorker  # noqa: E402
-from gui.model_worker import ModelWorker  # noqa: E402
-from gui.worker import TraceWorker  # noqa: E402
+from gui.state import controller  # noqa: E402
+from gui.views.kernel_check import KernelCheckWorker  # noqa: E402
+from gui.work.jobs import collector_pause  # noqa: E402
+from gui.work.model_worker import ModelWorker  # noqa: E402
+from gui.work.worker import TraceWorker  # noqa: E402
 
 pytestmark = pytest.mark.gui
 

@@ -6,8 +6,8 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
 
-from gui import session as sm  # noqa: E402
-from gui.kernel_check import KernelCheckPanel, load_kernel  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.views.kernel_check import KernelCheckPanel, load_kernel  # noqa: E402
 
 pytestmark = pytest.mark.gui
 

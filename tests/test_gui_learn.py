@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from gui import learn_model  # noqa: E402
-from gui import session as sm  # noqa: E402
-from scratch import mistakes, presets
+from gui.present import learn_model  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from scratch.learn import mistakes, presets
 from tests.journey_sessions import with_mask
 
 pytestmark = pytest.mark.gui

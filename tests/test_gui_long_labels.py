@@ -15,8 +15,8 @@ from PyQt6.QtCore import QRectF  # noqa: E402
 from PyQt6.QtGui import QFont  # noqa: E402
 
 import scratch  # noqa: E402
-from gui import view_model  # noqa: E402
-from gui.heatmap import Heatmap  # noqa: E402
+from gui.present import view_model  # noqa: E402
+from gui.widgets.heatmap import Heatmap  # noqa: E402
 
 pytestmark = pytest.mark.gui
 

@@ -10,9 +10,9 @@ pytest.importorskip("tokenizers")
 
 from PyQt6.QtCore import QPointF, Qt  # noqa: E402
 
-from gui import session as sm  # noqa: E402
-from gui import session_file  # noqa: E402
-from gui.model_session import head_session  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.state import session_file  # noqa: E402
+from gui.state.model_session import head_session  # noqa: E402
 from scratch import models  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -82,7 +82,7 @@ def test_a_head_session_reproduces_the_model_with_biases_in_the_weights(run):
     assert len(s.query[0]) == 385 and all(row[-1] == 1.0 for row in s.query)  # the bias column
     assert len(s.w_q) == 385 and len(s.w_q[0]) == 32
     assert session_file.validate(s.to_dict()) == s  # a session that saves and loads back
-    from gui import controller
+    from gui.state import controller
 
     out = controller.run(s)
     assert np.abs(np.asarray(out.trace["weights"].value) - run.attentions[2, 4]).max() <= 1e-12

@@ -10,7 +10,7 @@ from tests.model_dirs import TEXT, build  # noqa: E402 (skips without numpy, tor
 
 np = pytest.importorskip("numpy")
 
-from gui import block_view_model as bvm  # noqa: E402
+from gui.present import block_view_model as bvm  # noqa: E402
 from scratch import models  # noqa: E402
 from scratch.models import layer_block  # noqa: E402
 
@@ -75,7 +75,7 @@ def test_a_decoder_box_names_its_norm_its_mlp_and_its_next_tokens(smollm2):
 @pytest.mark.gui
 def test_the_view_draws_each_box_and_reflows_without_clipping(qtbot, gpt2_run):
     pytest.importorskip("PyQt6")
-    from gui.model_block import BOX_W, ModelBlock, box_image
+    from gui.views.model_block import BOX_W, ModelBlock, box_image
 
     view = ModelBlock()
     qtbot.addWidget(view)
@@ -113,7 +113,7 @@ def test_the_boxes_grow_to_fill_a_large_view_and_stay_whole(qtbot, gpt2_run, siz
     """Where every box fits without scrolling at a larger scale, the boxes take it (a large
     window is not mostly empty); nothing is cut off at any size."""
     pytest.importorskip("PyQt6")
-    from gui.model_block import BOX_W, IMAGE_W, ModelBlock
+    from gui.views.model_block import BOX_W, IMAGE_W, ModelBlock
 
     view = ModelBlock()
     qtbot.addWidget(view)
@@ -142,7 +142,7 @@ def test_the_boxes_grow_to_fill_a_large_view_and_stay_whole(qtbot, gpt2_run, siz
 
 @pytest.mark.parametrize("n", [1, 11, 12])
 def test_fit_picks_the_largest_scale_that_fits_else_scale_one(n):
-    from gui.model_block import BOX_W, IMAGE_H, MAX_SCALE, fit
+    from gui.views.model_block import BOX_W, IMAGE_H, MAX_SCALE, fit
 
     for width, height in [(1300, 650), (990, 420), (600, 300), (4000, 4000)]:
         columns, scale = fit(n, width, height, 90, 6)
@@ -165,7 +165,7 @@ def test_the_block_tab_computes_off_the_gui_thread_and_opens_the_heads(
     qtbot, open_window, gpt2_run, monkeypatch
 ):
     pytest.importorskip("PyQt6")
-    from gui import session as sm
+    from gui.state import session as sm
 
     window = open_window(sm.random_session(0, 4, 4, 2, 2, 1), size=(1024, 700))
     panel = window.model
@@ -209,9 +209,9 @@ def qtbot_left():
 def test_a_long_prompt_leaves_the_views_their_height(qtbot, open_window, smollm2):
     """The status shows a long prompt's end only: at 1024 x 700 the block view keeps its rows."""
     pytest.importorskip("PyQt6")
-    from gui import session as sm
-    from gui.model_panel import PROMPT_CHARS
-    from gui.model_worker import frame
+    from gui.state import session as sm
+    from gui.views.model_panel import PROMPT_CHARS
+    from gui.work.model_worker import frame
     from scratch.models import decoding
 
     prompt = "the cat sat on the mat and then it looked at the dog " * 12  # 600 characters

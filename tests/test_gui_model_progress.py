@@ -13,11 +13,12 @@ pytest.importorskip("tokenizers")
 
 from PyQt6.QtWidgets import QApplication  # noqa: E402
 
-from gui import session as sm  # noqa: E402
-from gui.model_session import head_session  # noqa: E402
-from gui.model_worker import frame  # noqa: E402
-from scratch import models, progress  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.state.model_session import head_session  # noqa: E402
+from gui.work.model_worker import frame  # noqa: E402
+from scratch import models  # noqa: E402
 from scratch.models import decoding  # noqa: E402
+from scratch.ops import progress  # noqa: E402
 from tests.journey_sessions import with_mask
 from tests.test_models_gguf import metadata, weights, write  # noqa: E402
 

@@ -8,8 +8,8 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 pytest.importorskip("gguf")
 
-from gui import session as sm  # noqa: E402
-from gui.model_worker import frame  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.work.model_worker import frame  # noqa: E402
 from scratch import models  # noqa: E402
 from scratch.models import decoding  # noqa: E402
 from tests.test_models_gguf import write  # noqa: E402

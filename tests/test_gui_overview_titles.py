@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from gui import session as sm  # noqa: E402
+from gui.state import session as sm  # noqa: E402
 from scratch.variants import VariantChoice
 
 pytestmark = pytest.mark.gui

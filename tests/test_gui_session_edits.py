@@ -10,9 +10,9 @@ import random
 import pytest
 
 import scratch
-from gui import controller, session_file, variant_session
-from gui import session as sm
-from scratch import presets
+from gui.state import controller, session_file, variant_session
+from gui.state import session as sm
+from scratch.learn import presets
 from scratch.variants import VariantChoice
 from tests.journey_sessions import journey_typed, with_mask
 

@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui import session as sm  # noqa: E402
+from gui.state import session as sm  # noqa: E402
 from scratch.__main__ import format_trace  # noqa: E402
-from scratch.steps import call_of, spec_for  # noqa: E402
+from scratch.trace.steps import call_of, spec_for  # noqa: E402
 
 
 @pytest.mark.parametrize("seed", [1, 4])

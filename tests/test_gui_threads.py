@@ -12,11 +12,11 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
 
-from gui import controller  # noqa: E402
-from gui import session as sm  # noqa: E402
-from gui.main_window import MainWindow  # noqa: E402
-from gui.worker import TraceWorker, collector_pause  # noqa: E402
-from scratch import presets
+from gui.app.main_window import MainWindow  # noqa: E402
+from gui.state import controller  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.work.worker import TraceWorker, collector_pause  # noqa: E402
+from scratch.learn import presets
 from tests.qt_garbage import Garbage  # noqa: E402
 
 pytestmark = pytest.mark.gui

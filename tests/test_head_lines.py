@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from gui import head_lines
-from gui.head_lines import HeadLines
+from gui.present import head_lines
+from gui.present.head_lines import HeadLines
 
 
 def softmax_rows(seed: int, heads: int, tokens: int) -> np.ndarray:

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gui.head_note import head_title, model_head_note
-from gui.model_session import head_session
+from gui.state.head_note import head_title, model_head_note
+from gui.state.model_session import head_session
 
 
 def _run(name: str, rng: np.random.Generator) -> SimpleNamespace:

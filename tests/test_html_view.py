@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import pytest
 
 import scratch
-from scratch import html_view
+from scratch.trace import html_view
 
 
 class _Tables(HTMLParser):

@@ -24,7 +24,7 @@ def run(code: str) -> subprocess.CompletedProcess:
 
 def test_import_scratch_without_numpy_torch_qt():
     done = run(
-        "import scratch, scratch.presets, scratch.backends\n"
+        "import scratch, scratch.learn.presets, scratch.backends\n"
         "print(scratch.scaled_dot_product_attention([[1.0]], [[1.0]], [[2.0]])[0])"
     )
     assert done.returncode == 0, done.stderr
@@ -45,10 +45,10 @@ def test_backends_listing_without_numpy_torch():
 
 
 def test_subpackages_are_attributes_after_a_plain_import():
-    # exactly as the README says: no `import scratch.presets` needed
+    # exactly as the README says: no `import scratch.learn.presets` needed
     done = run(
         "import scratch, sys\n"
-        "print(len(scratch.presets.names()) > 0, scratch.backends.available())\n"
+        "print(len(scratch.learn.presets.names()) > 0, scratch.backends.available())\n"
         "print('presets' in dir(scratch), 'numpy' in sys.modules, 'torch' in sys.modules)"
     )
     assert done.returncode == 0, done.stderr

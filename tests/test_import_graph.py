@@ -141,13 +141,19 @@ def test_run_decoding_generate_and_model_are_layers_annotations_included():
     assert cycle is None, "import cycle in scratch.models: " + " -> ".join(cycle)
 
 
-def test_the_graph_reads_relative_lazy_and_package_imports():
+def test_the_graph_reads_relative_lazy_and_package_imports(tmp_path):
     graph = import_graph()
-    assert "scratch.trace_types" in graph["scratch.trace"]  # `from .trace_types import`
-    assert "scratch.why" in graph["gui.learn_model"]  # `from scratch import why` in a function
-    assert "scratch.plan" in graph["scratch.backends.numpy_backend"]  # `from scratch.plan import`
-    assert "scratch.options" in graph["scratch.backends.numpy_chunked"]  # `from ..options import`
-    assert "scratch.backends" in graph["gui.controller"]  # `from scratch import backends`
+    assert "scratch.learn.why" in graph["gui.present.learn_model"]  # lazy, in a function
+    assert "scratch.ops.plan" in graph["scratch.backends.numpy_backend"]  # `from a.b import`
+    assert "scratch.backends" in graph["gui.state.controller"]  # `from scratch import backends`
+    # the project's imports are absolute; a relative one is read all the same
+    known = {"pkg", "pkg.sub", "pkg.sub.one", "pkg.sub.two", "pkg.other"}
+    path = tmp_path / "one.py"
+    path.write_text("from .two import x\nfrom ..other import y\nfrom . import two\n")
+    assert imports_of("pkg.sub.one", path, known) == {"pkg.sub.two", "pkg.other"}
+    init = tmp_path / "__init__.py"
+    init.write_text("from .one import z\n")
+    assert imports_of("pkg.sub", init, known) == {"pkg.sub.one"}
 
 
 def test_find_cycle_finds_a_planted_cycle():
@@ -164,3 +170,72 @@ def test_imports_for_type_checking_only_are_left_out(tmp_path):
     )
     assert imports_of("m", path, {"a", "b", "c", "d"}) == {"c", "d"}
     assert imports_of("m", path, {"a", "b", "c", "d"}, annotations=True) == {"a", "b", "c", "d"}
+
+
+# The folders are the layers, lowest first (README, Layout): a module imports only from its own
+# folder and the folders below it. "scratch" is the package's top (__init__, __main__, check).
+LAYERS = (
+    "scratch.ops",
+    "scratch.variants",
+    "scratch.core",
+    "scratch.bounds",
+    "scratch.backward",
+    "scratch.flex",
+    "scratch.decode",
+    "scratch.trace",
+    "scratch.backends",
+    "scratch.checker",
+    "scratch.models",
+    "scratch.learn",
+    "scratch",
+    "scratch.bench",
+    "gui.state",
+    "gui.present",
+    "gui.work",
+    "gui.widgets",
+    "gui.views",
+    "gui.app",
+    "gui",
+    "main",
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the folder `module` lives in (its longest matching prefix)."""
+    found = [i for i, name in enumerate(LAYERS) if module == name or module.startswith(name + ".")]
+    if not found:
+        raise AssertionError(f"{module} lives in no layer of LAYERS")
+    return max(found, key=lambda i: len(LAYERS[i]))
+
+
+def imports_back_up(graph: dict[str, set[str]]) -> list[str]:
+    """'a -> b' for every import from a lower layer to a higher one."""
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if layer_of(target) > layer_of(module)
+    )
+
+
+def test_no_import_runs_back_up_a_layer():
+    up = imports_back_up(import_graph())
+    assert not up, "imports back up a layer:\n" + "\n".join(up)
+
+
+def test_every_module_lives_in_a_layer_and_every_layer_holds_modules():
+    modules = set(sources())
+    for module in modules:
+        layer_of(module)
+    empty = [name for name in LAYERS if not any(layer_of(m) == LAYERS.index(name) for m in modules)]
+    assert not empty, f"layers without a module: {empty}"
+
+
+def test_a_planted_import_back_up_is_found():
+    assert imports_back_up({"scratch.ops.nested": {"scratch.core.attention"}}) == [
+        "scratch.ops.nested -> scratch.core.attention"
+    ]
+    assert imports_back_up({"gui.state.session": {"gui.widgets.heatmap"}}) == [
+        "gui.state.session -> gui.widgets.heatmap"
+    ]
+    assert imports_back_up({"scratch.core.attention": {"scratch.ops.nested"}}) == []

@@ -156,7 +156,7 @@ def test_cuda_without_cuda_is_named():
 
 @pytest.mark.parametrize("T", [-1, 0, 1.5, True])
 def test_a_cache_refuses_a_token_count_that_is_not_positive(T):
-    from scratch.kv_cache import KVCache
+    from scratch.decode.kv_cache import KVCache
 
     assert KVCache().positions(2) == [0, 1]
     with pytest.raises((TypeError, ValueError), match="T: expected"):
@@ -184,7 +184,7 @@ def test_zero_d_tensor_slopes_are_numbers():
 def test_numpy_bool_answers_are_checked_once_per_type():
     """A mask_mod answering np.bool_ (doc[q] == doc[kv]) is taken; its type is remembered, so
     the check does not run per cell (it made create_block_mask 15x slower at 4096 tokens)."""
-    from scratch import flex
+    from scratch.flex import forward as flex
 
     doc = np.repeat(np.arange(2), 4)
     block = scratch.create_block_mask(lambda b, h, q, k: doc[q] == doc[k], None, None, 8, 8, 4)

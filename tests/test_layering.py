@@ -45,12 +45,12 @@ def test_scratch_never_imports_gui():
 @pytest.mark.parametrize(
     "source",
     [
-        "import gui.bench_window\n",
+        "import gui.app.bench_window\n",
         "import os, gui\n",
         "from gui import bench_window\n",
-        "from gui.worker import TraceWorker\n",
+        "from gui.work.worker import TraceWorker\n",
         "def later():\n    from gui import bench_window\n",  # lazily, inside a function
-        "import importlib\nimportlib.import_module('gui.bench_window')\n",
+        "import importlib\nimportlib.import_module('gui.app.bench_window')\n",
         "__import__('gui')\n",
     ],
 )
@@ -66,6 +66,6 @@ def test_the_scan_leaves_other_imports_and_text_alone(tmp_path):
     """Names that only start like gui, relative imports and strings are not imports of gui."""
     (tmp_path / "mod.py").write_text(
         "import guide\nfrom guitar import x\nfrom . import gui\n"
-        "HINT = 'pass --plugin gui.bench_window'\nprint('gui')\n"
+        "HINT = 'pass --plugin gui.app.bench_window'\nprint('gui')\n"
     )
     assert gui_imports(tmp_path) == []

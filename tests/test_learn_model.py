@@ -1,10 +1,12 @@
-"""gui.learn_model: one head picked out of a trace (GQA included), the rows and keys shown."""
+"""gui.present.learn_model: one head picked out of a trace (GQA included), the rows and keys
+shown."""
 
 import numpy as np
 import pytest
 
-from gui import controller, learn_model
-from gui import session as sm
+from gui.present import learn_model
+from gui.state import controller
+from gui.state import session as sm
 from tests.journey_sessions import with_mask
 
 

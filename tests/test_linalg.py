@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 import scratch
-from scratch.linalg import dot
+from scratch.ops.linalg import dot
 
 
 def exact_round(a, b):

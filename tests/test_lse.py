@@ -19,13 +19,13 @@ from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import scratch  # noqa: E402
-from scratch import attention  # noqa: E402
 from scratch.backends import get, torch_compat  # noqa: E402
 from scratch.backends import numpy_backward as nbw  # noqa: E402
 from scratch.backends import numpy_chunked as nc  # noqa: E402
-from scratch.grad_tolerance import compare, gradient_tolerance  # noqa: E402
-from scratch.options import Options  # noqa: E402
-from scratch.result import LseResult, Result  # noqa: E402
+from scratch.bounds.grad_tolerance import compare, gradient_tolerance  # noqa: E402
+from scratch.core import attention  # noqa: E402
+from scratch.core.options import Options  # noqa: E402
+from scratch.core.result import LseResult, Result  # noqa: E402
 from tests.error_bounds import lse_bound  # noqa: E402
 
 DTYPES = ("float32", "float64")

@@ -3,8 +3,8 @@
 import pytest
 
 from scratch import trace_attention
-from scratch.mask_words import MASK_WORDS, trace_mask_kind
-from scratch.options import MASK_KINDS
+from scratch.core.options import MASK_KINDS
+from scratch.trace.mask_words import MASK_WORDS, trace_mask_kind
 
 X = [[1.0, 0.0], [0.5, 2.0], [-1.0, 1.0]]
 

@@ -7,7 +7,7 @@ import pytest
 
 import scratch
 from scratch.backends import numpy_backend as nb
-from scratch.trace import MayAttend
+from scratch.trace.forward import MayAttend
 
 
 def _grid(seed: int, shape=(5, 7)) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""scratch.mistakes: each planted mistake on an example, and the checker's diagnosis of it."""
+"""scratch.learn.mistakes: each planted mistake on an example, and the checker's diagnosis of it."""
 
 import math
 import re
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from scratch import scaled_dot_product_attention
-from scratch.mistakes import MISTAKES, NAMES, diagnose, kernel, plant
+from scratch.learn.mistakes import MISTAKES, NAMES, diagnose, kernel, plant
 
 
 def example(seed: int, L: int, S: int, E: int, Ev: int):
@@ -127,7 +127,7 @@ def test_kernels_are_correct_where_their_mistake_cannot_show():
 def test_the_galleries_row_sums_sentence_states_the_sums_it_is_given(seed):
     """One number when every row sums alike ('each sum to 1', never '1..1'); else the smallest
     and the largest sum, read back and compared with the array's own."""
-    from gui.mistakes_view import row_sums_words
+    from gui.views.mistakes_view import row_sums_words
 
     rng = np.random.default_rng(seed)
     alike = np.ones(int(rng.integers(2, 9))) + rng.uniform(-1e-7, 1e-7)

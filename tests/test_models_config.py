@@ -110,7 +110,7 @@ def test_the_key_matters_the_plain_forward_differs(tmp_path, family, overrides):
 
 
 def test_the_head_session_carries_the_layers_scale(tmp_path):
-    from gui.model_session import head_session
+    from gui.state.model_session import head_session
 
     build(tmp_path / "m", "gpt2", scale_attn_by_inverse_layer_idx=True)
     run = models.load(tmp_path / "m").run(TEXT)

@@ -82,12 +82,13 @@ def test_an_encoder_cannot_start_a_decoding(smollm2):
 
 
 def test_a_decoder_head_session_projects_x_and_turns_q_and_k_by_rope(smollm2):
-    """gui.model_session: x is the layer's RMSNorm'd input, W_q the head's columns, W_k and W_v
+    """gui.state.model_session: x is the layer's RMSNorm'd input, W_q the head's columns, W_k and
+    W_v
     its key/value head's (GQA: head 5 reads KV head 1), the variant causal + RoPE (half pairing,
     base 100000); its trace's weights are the run's and its rotated q, k, output the ground
     truth's (no Qt)."""
-    from gui import controller
-    from gui.model_session import head_session
+    from gui.state import controller
+    from gui.state.model_session import head_session
 
     run = smollm2.run(PROMPT)
     for layer, head in ((0, 0), (7, 5), (29, 8)):

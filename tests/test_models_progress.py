@@ -1,4 +1,5 @@
-"""A model load's progress and cancel (scratch.progress): its stages in order with rising counts,
+"""A model load's progress and cancel (scratch.ops.progress): its stages in order with rising
+counts,
 a cancel at any piece raises Cancelled and caches nothing, and the command line's progress lines
 and Ctrl+C (exit status 130). Tiny GGUF files written here (tests/test_models_gguf.py's writer)."""
 
@@ -11,10 +12,11 @@ np = pytest.importorskip("numpy")
 pytest.importorskip("gguf")
 pytest.importorskip("tokenizers")
 
-from scratch import models, progress  # noqa: E402
+from scratch import models  # noqa: E402
 from scratch.models import files, gguf_file  # noqa: E402
 from scratch.models import model as model_module  # noqa: E402
 from scratch.models.__main__ import main  # noqa: E402
+from scratch.ops import progress  # noqa: E402
 from tests.test_models_gguf import LAYERS, metadata, weights, write  # noqa: E402
 
 STAGES = ["hash check", "read", "dequantize", "tokenizer"]  # a packaged file's load, in order
@@ -124,7 +126,7 @@ def test_a_cancel_at_any_piece_raises_cancelled_and_builds_nothing(tmp_path, mon
 
 
 def test_progress_refuses_what_is_not_a_progress():
-    with pytest.raises(TypeError, match="progress: expected a scratch.progress.Progress"):
+    with pytest.raises(TypeError, match="progress: expected a scratch.ops.progress.Progress"):
         models.load("smollm2", progress=lambda *a: None)
 
 

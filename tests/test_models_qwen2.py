@@ -19,7 +19,7 @@ np = pytest.importorskip("numpy")
 gguf = pytest.importorskip("gguf")
 pytest.importorskip("tokenizers")
 
-from gui import block_view_model  # noqa: E402
+from gui.present import block_view_model  # noqa: E402
 from scratch import models  # noqa: E402
 from scratch.models import layer_block  # noqa: E402
 from scratch.models.__main__ import main  # noqa: E402
@@ -156,12 +156,12 @@ def test_a_qwen2_head_traces_blocks_and_prints_as_a_llama_does(files):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_the_windows_qwen2_head_is_the_models_head_biases_included(files, seed):
-    """gui.model_session: x gets a column of ones and W_q, W_k, W_v a row of b_q, b_k, b_v, so
+    """gui.state.model_session: x gets a column of ones and W_q, W_k, W_v a row of b_q, b_k, b_v, so
     the window's q, k (after RoPE), scores and weights are the model's own (no Qt). Found: at
     most 7.1e-15 (scores), seeds 0-5, every head; dropping b_q moves the weights by 0.05-0.3."""
-    from gui import controller
-    from gui.head_note import model_head_note
-    from gui.model_session import head_session
+    from gui.state import controller
+    from gui.state.head_note import model_head_note
+    from gui.state.model_session import head_session
 
     run = models.load(files[seed]).run(TEXT)
     for layer, head in ((0, 1), (1, 2), (1, 3)):

@@ -76,7 +76,7 @@ def test_a_bad_generate_count_is_an_error_naming_it(tiny, capsys):
 def test_the_window_generate_button_draws_the_api_text(qtbot, tiny, api):
     pytest.importorskip("PyQt6")
     pytest.importorskip("pyqtgraph")
-    from gui.model_panel import ModelPanel
+    from gui.views.model_panel import ModelPanel
 
     panel = ModelPanel()
     qtbot.addWidget(panel)

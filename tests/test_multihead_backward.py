@@ -6,7 +6,7 @@ import random
 import pytest
 
 import scratch
-from scratch.multihead_backward import multi_head_attention_backward
+from scratch.backward.multihead import multi_head_attention_backward
 
 torch = pytest.importorskip("torch")
 T = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731

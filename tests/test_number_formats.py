@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gui import numbers
+from gui.present import numbers
 
 
 def test_the_window_writes_numbers_one_way_per_room():

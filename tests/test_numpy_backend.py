@@ -23,7 +23,7 @@ import scratch  # noqa: E402
 from scratch.backends import numpy_backend as nb  # noqa: E402
 from scratch.backends import numpy_chunked as nc  # noqa: E402
 from scratch.backends import numpy_threads as nt  # noqa: E402
-from scratch.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding  # noqa: E402
+from scratch.bounds.tolerance import EXP_ULPS, UNIT_ROUNDOFF, Rounding  # noqa: E402
 from tests.error_bounds import output_bound  # noqa: E402
 
 POLICIES = ("zero", "nan", "uniform")

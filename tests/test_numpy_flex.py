@@ -3,7 +3,7 @@
 float64: both sides are float64 on inputs of size ~1 with at most 6 keys and 3 features, the
 ground truth correctly rounded; a NumPy kernel's few dozen roundings of values below ~30 stay
 below 1e-13 (output, lse) and 1e-12 (gradients, one more product and sum). float32: FlashAttention's
-rule (scratch.tolerance.reference_error_rule): at most twice the error of a plain float32
+rule (scratch.bounds.tolerance.reference_error_rule): at most twice the error of a plain float32
 softmax(scores) @ v written here with torch's dense ops and the cases' own torch mods.
 """
 
@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 import scratch
 from scratch.backends import get
 from scratch.backends import numpy_flex as nf
-from scratch.options import FlexOptions
-from scratch.tolerance import reference_error_rule
+from scratch.bounds.tolerance import reference_error_rule
+from scratch.core.options import FlexOptions
 from scratch.variants import Causal, SlidingWindow, Softcap, combine
 
 TOL, GRAD_TOL = 1e-13, 1e-12

@@ -16,7 +16,7 @@ import pytest
 import scratch
 from scratch.backends import numpy_chunked
 from scratch.backends import numpy_flex as nf
-from scratch.options import FlexOptions
+from scratch.core.options import FlexOptions
 from scratch.variants import ALiBi, SlidingWindow, Softcap, combine
 from tests.error_bounds import lse_bound, output_bound
 

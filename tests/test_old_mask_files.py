@@ -9,8 +9,8 @@ import random
 import pytest
 
 import scratch
-from gui import controller, session_file
-from gui import session as sm
+from gui.state import controller, session_file
+from gui.state import session as sm
 from scratch.variants import VariantChoice
 
 MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")

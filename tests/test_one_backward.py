@@ -1,4 +1,5 @@
-"""The head kernel's one backward (scratch.attention.attend_backward) gives every public backward
+"""The head kernel's one backward (scratch.core.attention.attend_backward) gives every public
+backward
 the bits that the copies it replaced gave: tests/old_ground_truth.py keeps those copies frozen
 (backward_head and key_value_grads, SDPA's gradients_of, the multi-head head loop, the flex row
 loop), and each test compares them bit for bit (NaN = NaN, the sign of zero counts) over many
@@ -14,10 +15,10 @@ import pytest
 from test_one_head import flex_case, same, sdpa_case, shape, tensor
 
 import scratch
-from scratch.multihead import run_multi_head
-from scratch.multihead_backward import run_backward
-from scratch.nested import rows
-from scratch.options import Options
+from scratch.backward.multihead import run_backward
+from scratch.core.multihead import run_multi_head
+from scratch.core.options import Options
+from scratch.ops.nested import rows
 
 SEEDS = range(12)
 

@@ -1,4 +1,5 @@
-"""The one head kernel (scratch.attention.attend) gives every public entry the bits that the three
+"""The one head kernel (scratch.core.attention.attend) gives every public entry the bits that the
+three
 copies it replaced gave: tests/old_ground_truth.py keeps those copies frozen, and each test runs
 an entry twice in the same process, once as it is and once with the old copy put back in its
 place, over many seeds, shapes, masks and variants. Equal means equal bit for bit (NaN = NaN)."""
@@ -13,15 +14,15 @@ import old_ground_truth as old
 import pytest
 
 import scratch
-import scratch.attention
-import scratch.backward
-import scratch.decode
-import scratch.multihead
-import scratch.rows
-from scratch.options import Options
-from scratch.trace import trace_example
-from scratch.variant_rows import rows_call, variant_rows
-from scratch.variant_steps import parts_of
+import scratch.backward.sdpa
+import scratch.core.attention
+import scratch.core.multihead
+import scratch.core.rows
+import scratch.decode.attention
+from scratch.core.options import Options
+from scratch.core.variant_steps import parts_of
+from scratch.trace.forward import trace_example
+from scratch.trace.variant_rows import rows_call, variant_rows
 from scratch.variants import (
     ALiBi,
     Causal,
@@ -146,8 +147,8 @@ def test_sdpa_and_its_rows_equal_the_old_attend(seed, monkeypatch):
         picked = sorted({rng.randrange(L) for _ in range(2)})
         new = sdpa_entries(q, k, v, kw, p, picked, seed)
         with monkeypatch.context() as m:
-            m.setattr(scratch.attention, "attend_all", old.attend_all)
-            m.setattr(scratch.rows, "attend", old_rows_attend)
+            m.setattr(scratch.core.attention, "attend_all", old.attend_all)
+            m.setattr(scratch.core.rows, "attend", old_rows_attend)
             before = sdpa_entries(q, k, v, kw, p, picked, seed)
         assert same(new, before), (seed, kw)
 
@@ -169,7 +170,7 @@ def test_sdpa_backward_equals_the_old_attend(seed, monkeypatch):
 
         new = call()
         with monkeypatch.context() as m:
-            m.setattr(scratch.backward, "attend", old_rows_attend)
+            m.setattr(scratch.backward.sdpa, "attend", old_rows_attend)
             before = call()
         assert same(list(new), list(before)), (seed, kw)
 
@@ -222,8 +223,8 @@ def test_traced_pipeline_equals_the_old_copies(seed, monkeypatch):
         for o in options:
             new = trace_example(example, o)
             with monkeypatch.context() as m:
-                m.setattr(scratch.multihead, "attend_all", old.attend_all)
-                m.setattr(scratch.multihead, "attend_variant_all", old.attend_variant_all)
+                m.setattr(scratch.core.multihead, "attend_all", old.attend_all)
+                m.setattr(scratch.core.multihead, "attend_variant_all", old.attend_variant_all)
                 before = trace_example(example, o)
             assert new.names() == before.names()
             for step, was in zip(new.steps, before.steps):
@@ -304,7 +305,7 @@ def test_decode_equals_the_old_flex_attention(seed, monkeypatch):
 
         new = call()
         with monkeypatch.context() as m:
-            m.setattr(scratch.decode, "flex_attention", old.flex_attention)
+            m.setattr(scratch.decode.attention, "flex_attention", old.flex_attention)
             before = call()
         assert same(list(new), list(before)), seed
 

@@ -1,4 +1,4 @@
-"""scratch.online_softmax: every tile's running values against the exact attention."""
+"""scratch.learn.online_softmax: every tile's running values against the exact attention."""
 
 import math
 import random
@@ -7,9 +7,9 @@ from math import fsum, inf
 import pytest
 
 from scratch import scaled_dot_product_attention, tolerance
-from scratch.online_softmax import online_softmax
-from scratch.rounding import round_to
-from scratch.softmax import log_sum_exp_row
+from scratch.learn.online_softmax import online_softmax
+from scratch.ops.rounding import round_to
+from scratch.ops.softmax import log_sum_exp_row
 
 
 def example(seed: int, L: int, S: int, E: int, Ev: int, size: float = 1.0):

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from scratch.options import Options
+from scratch.core.options import Options
 from scratch.variants import GivenMask
 
 

@@ -12,7 +12,7 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
 import scratch  # noqa: E402
-from gui import view_model  # noqa: E402
+from gui.present import view_model  # noqa: E402
 from tests.journey_sessions import journey_preset, with_mask  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -53,7 +53,7 @@ def test_masked_weights_are_greyed_out_not_coloured_as_zero(qtbot, errors, open_
 def test_the_pipeline_writes_each_step_s_kind_of_sentence(qtbot, errors):
     """The sentence under a step is the kind its registry entry names (none for q, concat, a
     gradient), for one head and for several heads with w_o."""
-    from gui.pipeline_view import PipelineView
+    from gui.views.pipeline_view import PipelineView
 
     rng = np.random.default_rng(11)
     x = rng.normal(size=(4, 4)).round(3).tolist()
@@ -91,7 +91,7 @@ def test_the_pipeline_writes_each_step_s_kind_of_sentence(qtbot, errors):
 def test_each_step_s_inputs_are_the_steps_it_reads(qtbot, errors):
     """The 'inputs of this step' line names what the step reads (scratch's registry of steps),
     with heads and w_o, and for the backward's steps."""
-    from gui.pipeline_view import PipelineView
+    from gui.views.pipeline_view import PipelineView
 
     rng = np.random.default_rng(5)
     x = rng.normal(size=(4, 4)).round(3).tolist()

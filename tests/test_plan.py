@@ -2,7 +2,7 @@
 
 import pytest
 
-from scratch.plan import PARAMS, HeadPlan, plan_multi_head, projections
+from scratch.ops.plan import PARAMS, HeadPlan, plan_multi_head, projections
 
 
 def test_self_attention_with_projections():

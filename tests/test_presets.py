@@ -8,7 +8,7 @@ import math
 import pytest
 
 import scratch
-from scratch import presets
+from scratch.learn import presets
 
 NAMES = [
     "seed000-example2",

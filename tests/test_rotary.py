@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import scratch
-from scratch.rope import angles, rotary_words
+from scratch.ops.rope import angles, rotary_words
 
 TOL = 1e-14
 
@@ -127,7 +127,7 @@ def test_backward_is_the_transpose(pairing):
     positions = [0, 1, 7, 30, 1000]
     kw = {"pairing": pairing, "rotary_dim": 4}
     y, dx = scratch.rotary(x, positions, **kw), scratch.rotary_backward(g, positions, **kw)
-    flat = scratch.nested.flat
+    flat = scratch.ops.nested.flat
     lhs = math.fsum(a * b for a, b in zip(flat(y), flat(g)))
     rhs = math.fsum(a * b for a, b in zip(flat(x), flat(dx)))
     assert abs(lhs - rhs) <= 1e-13

@@ -1,4 +1,5 @@
-"""scratch.rounding: plain-Python float32/float16/bfloat16 rounding equals struct, NumPy, torch."""
+"""scratch.ops.rounding: plain-Python float32/float16/bfloat16 rounding equals struct, NumPy,
+torch."""
 
 import math
 import random
@@ -7,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from scratch.rounding import exp_in, round_to
+from scratch.ops.rounding import exp_in, round_to
 
 EDGES = [
     65504.0,  # float16's largest

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import scratch
-from gui import controller, sampled_check
-from gui.session import MAX_TOKENS, random_session
+from gui.state import controller, sampled_check
+from gui.state.session import MAX_TOKENS, random_session
 from scratch.backends import numpy_backend as nb
 from tests.journey_sessions import with_mask
 
@@ -140,7 +140,7 @@ def test_a_passing_check_shows_the_bound_where_the_difference_is_largest():
 def test_the_check_tab_names_the_sampled_tokens_and_shapes(qtbot):
     """The Check tab labels the sampled check's rows with their tokens and says "16 of L"."""
     pytest.importorskip("pyqtgraph")
-    from gui.check_panel import CheckPanel
+    from gui.views.check_panel import CheckPanel
 
     outcome = controller.run(_session(3))
     rows = sampled_check.checked_rows(L_SAMPLED)
@@ -162,7 +162,7 @@ def test_the_check_tab_names_the_sampled_tokens_and_shapes(qtbot):
 def test_sampled_rows_of_a_real_text_are_labelled_with_their_position():
     """A token that does not spell its own position gets the row number in front."""
     pytest.importorskip("PyQt6")
-    from gui.check_panel import _token_label
+    from gui.views.check_panel import _token_label
 
     assert _token_label(["t0", "t1"], 1) == "t1"
     assert _token_label(["the", "cat"], 1) == "1: cat"

@@ -16,11 +16,11 @@ import random
 
 import pytest
 
-from gui import controller, sampled_check
-from gui.session import random_session
-from scratch.options import Options
-from scratch.trace import trace_example
-from scratch.variant_rows import rows_call, variant_rows
+from gui.state import controller, sampled_check
+from gui.state.session import random_session
+from scratch.core.options import Options
+from scratch.trace.forward import trace_example
+from scratch.trace.variant_rows import rows_call, variant_rows
 from scratch.variants import ALiBi, Rotary, SlidingWindow, Softcap, VariantChoice
 from scratch.variants.arrays import module_of
 

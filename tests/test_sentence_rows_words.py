@@ -1,4 +1,4 @@
-"""The row a sentence is about (gui.sentences), and the numbers the sentence then states,
+"""The row a sentence is about (gui.present.sentences), and the numbers the sentence then states,
 read back against the matrix: the row chosen is the rule's row by its definition (ties, -inf and
 nan included), its best and worst keys and their values are the row's, and the mask count is the
 count of -inf cells."""
@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from gui import sentences
-from gui.sentences import NOTABLE
+from gui.present import sentences
+from gui.present.sentences import NOTABLE
 
 
 def matrix(seed: int) -> np.ndarray:

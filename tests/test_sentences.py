@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import scratch
-from gui import sentences
+from gui.present import sentences
 
 
 def test_sentence_names_the_two_largest_weights():
@@ -80,7 +80,7 @@ def test_output_sentence_with_several_heads_says_how_they_combine():
 
 def test_the_registry_s_sentence_kinds_are_exactly_those_describe_knows():
     """Every kind a registry entry names has its own sentence; no other kind has one."""
-    from scratch.steps import STEPS
+    from scratch.trace.steps import STEPS
 
     assert {spec.sentence for spec in STEPS} - {""} == set(sentences.KINDS)
     m, rows, cols = [[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]], ["a", "b"], ["x", "y", "z"]
@@ -104,7 +104,7 @@ def test_each_step_gets_the_sentence_of_its_kind():
     """The kinds the registry gives the forward steps: weights say where a query attends,
     scores and scaled its best and worst match, masked how much is hidden, an output what it
     mixes, several heads how they combine; nothing else gets a sentence."""
-    from scratch.steps import call_of, steps_of
+    from scratch.trace.steps import call_of, steps_of
 
     rng = np.random.default_rng(5)
     x, w = rng.normal(size=(3, 4)).round(3).tolist(), {}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gui import atomic, session_file
-from gui import session as sm
+from gui.state import atomic, session_file
+from gui.state import session as sm
 from tests.journey_sessions import journey_typed, with_mask
 
 
@@ -42,7 +42,7 @@ BAD_FIELDS = [
     ("mask_mode", "causal-top-left", "unknown fields: mask_mode"),  # version 2's, now a variant
     ("masked_rows", "skip", "masked_rows"),
     ("num_heads", 0, "num_heads"),
-    ("num_heads", 2, "'query': query: width 3 does not split into 2 heads"),  # scratch.plan's
+    ("num_heads", 2, "'query': query: width 3 does not split into 2 heads"),  # scratch.ops.plan's
     ("scale_value", float("inf"), "scale_value"),
     ("variant", {"mask": "drawn", "drawn": [[True] * 6] * 5}, "variant.drawn"),
     ("variant", {"mask": "drawn", "drawn": [[True] * 6] * 5 + [[1] * 6]}, "drawn: expected"),

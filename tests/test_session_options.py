@@ -10,8 +10,8 @@ import random
 import pytest
 
 import scratch
-from gui import controller, variant_session
-from gui import session as sm
+from gui.state import controller, variant_session
+from gui.state import session as sm
 from scratch.variants import VariantChoice
 from scratch.variants.choice import MASKS
 from tests.journey_sessions import journey_typed, with_mask

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from gui import session as sm
-from gui import session_file
+from gui.state import session as sm
+from gui.state import session_file
 from tests.journey_sessions import with_mask
 
 

@@ -1,9 +1,9 @@
-"""scratch.plan.shapes_for_heads is plan_multi_head's inverse: the shapes it gives plan back to
+"""scratch.ops.plan.shapes_for_heads is plan_multi_head's inverse: the shapes it gives plan back to
 the very heads they were made for (the window's resize asks it, not its own arithmetic)."""
 
 import itertools
 
-from scratch.plan import plan_multi_head, shapes_for_heads
+from scratch.ops.plan import plan_multi_head, shapes_for_heads
 
 
 def test_projected_shapes_plan_back_to_their_heads():
@@ -31,7 +31,7 @@ def test_without_inputs_the_tables_are_the_heads_side_by_side():
 
 
 def test_a_resized_session_is_what_the_plan_says():
-    from gui import session as sm
+    from gui.state import session as sm
 
     s = sm.random_session(0, num_tokens=3, d_model=4, d_k=2, d_v=3, num_heads=2, num_kv_heads=1)
     big = sm.resized(s, num_tokens=5, d_k=4, num_heads=4, num_kv_heads=2, d_model=6)

@@ -11,8 +11,9 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui import controller, slow_warning  # noqa: E402
-from gui import session as sm  # noqa: E402
+from gui.state import controller  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.views import slow_warning  # noqa: E402
 
 
 def _work_of(trace) -> tuple[int, int]:

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from gui import session as sm
-from scratch import presets
+from gui.state import session as sm
+from scratch.learn import presets
 
 
 def test_a_bad_step_is_refused_before_the_window_opens(monkeypatch, capsys):
@@ -22,7 +22,7 @@ def test_a_bad_step_is_refused_before_the_window_opens(monkeypatch, capsys):
 
 
 def test_the_model_head_note_names_the_bias_column():
-    from gui.head_note import model_head_note
+    from gui.state.head_note import model_head_note
 
     s = sm.random_session(0, 4, 4, 2, 2, 1)
     assert model_head_note(s) == ""
@@ -78,7 +78,7 @@ def test_the_model_tab_hides_the_examples_inputs_and_verdict(open_window):
 def test_a_model_head_in_the_pipeline_says_d_model_has_a_bias_column(open_window):
     pytest.importorskip("PyQt6")
     models = pytest.importorskip("scratch.models")
-    from gui.model_session import head_session
+    from gui.state.model_session import head_session
 
     try:
         run = models.load().run("Your journey starts with one step")
@@ -95,7 +95,7 @@ def test_a_model_head_in_the_pipeline_says_d_model_has_a_bias_column(open_window
 @pytest.mark.gui
 def test_a_one_token_cache_says_1_token(open_window, qtbot, smollm2):
     pytest.importorskip("PyQt6")
-    from gui.model_worker import frame
+    from gui.work.model_worker import frame
     from scratch.models import decoding
 
     start = decoding.start(smollm2, "Hi")
@@ -115,7 +115,7 @@ def test_a_longer_presets_notes_are_shown_whole_after_a_switch(qapp, settings):
     (222 of 250 pixels at 1024 x 700)."""
     import time
 
-    from gui.main_window import MainWindow
+    from gui.app.main_window import MainWindow
 
     w = MainWindow(settings, sm.from_preset(presets.get("journey")), dialogs=False)
     try:

@@ -5,7 +5,7 @@ import math
 import pytest
 
 import scratch
-from scratch.softmax import softmax_row
+from scratch.ops.softmax import softmax_row
 
 
 def test_softmax_large_logits_do_not_overflow():

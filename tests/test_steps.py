@@ -1,4 +1,4 @@
-"""The registry of steps (scratch.steps) is the single source of what each step is.
+"""The registry of steps (scratch.trace.steps) is the single source of what each step is.
 
 Every step of every backend's trace is a registry entry with the entry's formula and axes; the
 steps an entry reads are exactly the ones its explanations point at, come earlier in the trace
@@ -19,9 +19,9 @@ import pytest
 
 import scratch
 import scratch.backends as backends
-from scratch import steps
-from scratch.step_explain import Explanation
-from scratch.steps import STEPS, Call, call_of, spec_for, steps_of
+from scratch.trace import steps
+from scratch.trace.step_explain import Explanation
+from scratch.trace.steps import STEPS, Call, call_of, spec_for, steps_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,8 +84,8 @@ X = np.random.default_rng(4).normal(size=(4, 4)).round(3).tolist()
 
 def variant_traces() -> dict[str, scratch.Trace]:
     """The ground truth's forward traces of variants (RoPE, score change, rule, sinks)."""
-    from scratch.options import Options
-    from scratch.trace import trace_example
+    from scratch.core.options import Options
+    from scratch.trace.forward import trace_example
     from scratch.variants import ALiBi, LearnedSinks, Rotary, SlidingWindow, Softcap, combine
 
     w = np.random.default_rng(5).normal(size=(3, 4, 4)).round(3).tolist()
@@ -236,7 +236,7 @@ def test_compare_traces_uses_the_entry_s_bound(monkeypatch):
 def _renamed_registry(monkeypatch) -> tuple:
     """STEPS built again from steps.py with every entry that `_input` or `_backward` builds
     given another name ('renamed_' + its name), in a module of its own."""
-    source = (ROOT / "scratch/steps.py").read_text()
+    source = (ROOT / "scratch/trace/steps.py").read_text()
     renamed, count = re.subn(r'\b(_input|_backward)\((\s*)(f?)"', r'\1(\2\3"renamed_', source)
     module = types.ModuleType("scratch.renamed_steps")
     module.__package__ = "scratch"
@@ -287,8 +287,8 @@ def test_numbers_follow_the_computation():
                 assert spec_for(call, read).number < spec.number, (spec.name, read)
 
 
-COMMENTED = ("scratch/attention.py", "scratch/trace.py", "scratch/steps.py",
-             "scratch/multihead.py", "scratch/backends/numpy_backend.py",
+COMMENTED = ("scratch/core/attention.py", "scratch/trace/forward.py", "scratch/trace/steps.py",
+             "scratch/core/multihead.py", "scratch/backends/numpy_backend.py",
              "scratch/backends/torch_backend.py")  # fmt: skip
 
 
@@ -306,7 +306,7 @@ def test_step_comments_use_the_registry_numbers():
 
 def test_the_window_s_flow_reads_the_registry():
     """The overview's stages and arrows follow the registry's numbers and arrows."""
-    from gui import view_model
+    from gui.present import view_model
 
     trace = scratch.trace_attention(X, **SETUPS["float mask, w_o, b_o"])
     stages = view_model.flow_stages(trace.names())

@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from gui.tiles_view import tile_words
-from scratch.online_softmax import online_softmax
+from gui.views.tiles_view import tile_words
+from scratch.learn.online_softmax import online_softmax
 
 
 def _softmax(s: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ def test_the_likeliest_tokens_are_named_and_their_probabilities_are_softmax(seed
 
 def test_the_bars_label_a_special_token_by_its_name(qtbot):
     pytest.importorskip("PyQt6")
-    from gui.next_token_bars import NextTokenBars
+    from gui.widgets.next_token_bars import NextTokenBars
 
     tok, words = _tokenizer()
     logits = np.zeros(len(words))

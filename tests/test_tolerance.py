@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import scratch
-from scratch.tolerance import (
+from scratch.bounds.tolerance import (
     UNIT_ROUNDOFF,
     _tolerance_lists,
     gamma,

@@ -11,7 +11,7 @@ import pytest
 
 import scratch
 import scratch.backends as backends
-from scratch.plan import plan_attention
+from scratch.ops.plan import plan_attention
 
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")

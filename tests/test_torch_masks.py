@@ -156,9 +156,9 @@ def _mask_examples(target: tuple) -> dict[str, dict]:
 @pytest.mark.parametrize("target", [(3, 4), (2, 3, 4), (2, 3, 5, 4)])
 def test_build_mask_gives_the_ground_truths_mask_for_every_kind(target: tuple) -> None:
     """torch's one mask builder against the truth's, entry by entry, for each Options.mask_kind."""
-    from scratch.attention import build_mask as truth_mask
     from scratch.backends.torch_math import build_mask
-    from scratch.options import MASK_KINDS, Options
+    from scratch.core.attention import build_mask as truth_mask
+    from scratch.core.options import MASK_KINDS, Options
 
     examples = _mask_examples(target if len(target) > 2 else (1, *target))
     kinds = {Options(**kwargs).mask_kind for kwargs in examples.values()}

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import scratch
-from scratch.step_explain import number
-from scratch.steps import STEPS, call_of
+from scratch.trace.step_explain import number
+from scratch.trace.steps import STEPS, call_of
 from tests.backward_trace_cases import (
     AUTOGRAD_NAN,
     FORWARD_ONLY,

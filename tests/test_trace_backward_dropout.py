@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import scratch
-from scratch.steps import STEPS, call_of
+from scratch.trace.steps import STEPS, call_of
 from tests.backward_trace_cases import (
     AUTOGRAD_NAN,
     SETUPS,

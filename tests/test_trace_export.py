@@ -11,7 +11,7 @@ import scratch
 pytest.importorskip("numpy")
 pytest.importorskip("PyQt6")
 
-from gui import export  # noqa: E402
+from gui.widgets import export  # noqa: E402
 
 X = [[1.0, 0.5], [0.0, -1.0], [2.0, 1.0]]
 W = [[1.0, 0.0], [0.0, 1.0]]

@@ -22,8 +22,8 @@ import time
 import numpy as np
 import pytest
 
-from gui import controller, sampled_check, truth_process
-from gui.session import random_session
+from gui.state import controller, sampled_check, truth_process
+from gui.state.session import random_session
 from scratch import backends
 from tests.journey_sessions import with_mask
 
@@ -335,7 +335,7 @@ def test_the_child_never_runs_the_callers_script_again(tmp_path):
             f"""
             import dataclasses
             from gui import controller, truth_process
-            from gui.session import random_session
+            from gui.state.session import random_session
             print("script body ran")
             truth_process.MIN_PATIENCE_S = truth_process.STARTUP_S = {PATIENT_S}
             s = random_session(0, num_tokens={L_SAMPLED})

@@ -80,7 +80,7 @@ def test_the_rule_and_the_hover_words_say_it():
 @pytest.mark.gui
 def test_the_picker_offers_it_and_the_trace_follows(open_window, settle):
     pytest.importorskip("PyQt6")
-    from gui import session as sm
+    from gui.state import session as sm
 
     w = open_window(sm.random_session(1, 8, 4, 2, 2, 2))
     panel = w.inputs.variant
@@ -157,8 +157,8 @@ def test_the_windows_backends_compute_it_as_the_ground_truth(backend):
     pytest.importorskip(backend.split("-")[0])
     import scratch
     from scratch import backends
-    from scratch.options import Options
-    from scratch.trace import trace_example
+    from scratch.core.options import Options
+    from scratch.trace.forward import trace_example
 
     L = 9
     choice = VariantChoice(mask="dilated", width=2, dilation=2)

@@ -11,8 +11,9 @@ import random
 
 import pytest
 
-from scratch import attention, backward
-from scratch.options import Options
+from scratch.backward import sdpa as backward
+from scratch.core import attention
+from scratch.core.options import Options
 from scratch.variants import Causal, SlidingWindow, Softcap
 
 L, S, E = 4, 5, 3

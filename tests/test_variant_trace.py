@@ -10,8 +10,8 @@ import random
 import pytest
 
 import scratch
-from scratch.options import Options
-from scratch.trace import trace_example
+from scratch.core.options import Options
+from scratch.trace.forward import trace_example
 from scratch.variants import (
     ALiBi,
     Causal,
@@ -276,7 +276,7 @@ def test_a_choice_builds_its_variant_for_the_call_s_sizes():
 
 def test_each_decode_step_equals_that_row_of_the_full_trace():
     """Incremental equals full, exactly: window + softcap + ALiBi + sinks + RoPE, 2 heads."""
-    from scratch.decode_view import decode_example
+    from scratch.decode.example import decode_example
     from scratch.variants import VariantChoice
 
     rng = random.Random(7)
@@ -299,7 +299,7 @@ def test_a_decode_step_s_trace_equals_scratch_decode_attention():
     """The window's decode step (variants shifted to the query's position) against the decode
     module's convention (unshifted variants, q_idx = S - L + i): the same output, within the
     flex tolerance above. RoPE aside (decode_attention takes q and k as given)."""
-    from scratch.decode_view import decode_example
+    from scratch.decode.example import decode_example
     from scratch.variants import VariantChoice
 
     rng = random.Random(11)

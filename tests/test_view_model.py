@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 import scratch
-from gui import view_model
+from gui.present import view_model
 
 
 def _hand_trace():

@@ -1,4 +1,5 @@
-"""scratch.weights_tolerance: the bound on a kernel's weights holds for correct kernels in every
+"""scratch.bounds.weights_tolerance: the bound on a kernel's weights holds for correct kernels in
+every
 dtype, is tight enough that a small planted mistake breaks it, and refuses bad input by name."""
 
 import math
@@ -9,8 +10,8 @@ np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
 
 import scratch  # noqa: E402
-from scratch.options import Options  # noqa: E402
-from scratch.weights_tolerance import weights_tolerance  # noqa: E402
+from scratch.bounds.weights_tolerance import weights_tolerance  # noqa: E402
+from scratch.core.options import Options  # noqa: E402
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 

@@ -1,4 +1,4 @@
-"""scratch.why: the numbers behind each step's reason, against NumPy and the ground truth."""
+"""scratch.learn.why: the numbers behind each step's reason, against NumPy and the ground truth."""
 
 import math
 import random
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from scratch import scaled_dot_product_attention
-from scratch.linalg import matmul, transpose
-from scratch.why import why_mask, why_max, why_scale
+from scratch.learn.why import why_mask, why_max, why_scale
+from scratch.ops.linalg import matmul, transpose
 
 
 def example(seed: int, L: int = 6, S: int = 7, E: int = 16):

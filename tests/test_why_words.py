@@ -1,4 +1,5 @@
-"""The Why pages' words (gui.why_view on scratch.why's numbers) read back against the row they
+"""The Why pages' words (gui.views.why_view on scratch.learn.why's numbers) read back against the
+row they
 describe, computed here with NumPy: variances, entropies, largest weights, the max, the shift,
 the overflow limits, the three sums; and each claim holds on that row or is not made."""
 
@@ -14,16 +15,16 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui import learn_model  # noqa: E402
-from gui.learn_model import head_inputs  # noqa: E402
-from gui.why_view import mask_text, max_text, scale_text  # noqa: E402
+from gui.present import learn_model  # noqa: E402
+from gui.present.learn_model import head_inputs  # noqa: E402
+from gui.views.why_view import mask_text, max_text, scale_text  # noqa: E402
 from scratch import trace_attention  # noqa: E402
 
 NUM = r"(-?inf|nan|-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)"
 
 
 def close(written: str, true: float) -> bool:
-    """`written` is `true` in 4 significant digits (gui.learn_model.number)."""
+    """`written` is `true` in 4 significant digits (gui.present.learn_model.number)."""
     x = float(written)
     if not math.isfinite(true):
         return x == true or (math.isnan(x) and math.isnan(true))

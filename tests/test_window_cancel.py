@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui import controller, interrupt  # noqa: E402
-from gui.session import random_session  # noqa: E402
-from gui.worker import TraceWorker  # noqa: E402
+from gui.state import controller, interrupt  # noqa: E402
+from gui.state.session import random_session  # noqa: E402
+from gui.work.worker import TraceWorker  # noqa: E402
 
 
 class _Stop(Exception):

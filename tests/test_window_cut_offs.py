@@ -10,7 +10,7 @@ pytest.importorskip("pyqtgraph")
 import numpy as np  # noqa: E402
 from PyQt6.QtWidgets import QApplication  # noqa: E402
 
-from gui.kernel_check import KernelCheckPanel  # noqa: E402
+from gui.views.kernel_check import KernelCheckPanel  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -73,7 +73,7 @@ def test_the_kernel_checks_table_and_map_are_whole_side_by_side_and_after_a_resi
 @pytest.mark.parametrize("width", [420, 560, 700, 900])
 def test_the_mistakes_list_shows_every_mistake_without_a_scroll_bar(qtbot, width):
     """Three rows of fixed height hid two mistakes behind a scroll bar (Noto, 1024 x 700)."""
-    from gui.mistakes_view import MistakesView
+    from gui.views.mistakes_view import MistakesView
 
     view = MistakesView()
     qtbot.addWidget(view)
@@ -94,7 +94,7 @@ def test_the_mistakes_list_shows_every_mistake_without_a_scroll_bar(qtbot, width
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_why_legend_covers_no_bar(qtbot, seed):
     """The Mask page's legend sat over the plot's top right and covered the bars there."""
-    from gui.why_view import Bars
+    from gui.views.why_view import Bars
 
     bars = Bars()
     qtbot.addWidget(bars)

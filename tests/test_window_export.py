@@ -13,7 +13,7 @@ pytest.importorskip("pyqtgraph")
 
 from PyQt6.QtGui import QImage  # noqa: E402
 
-from gui.heatmap import CRISP_PIXELS  # noqa: E402
+from gui.widgets.heatmap import CRISP_PIXELS  # noqa: E402
 from tests.journey_sessions import journey_preset  # noqa: E402
 
 pytestmark = pytest.mark.gui

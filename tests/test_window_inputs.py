@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
-from gui import session as sm  # noqa: E402
-from scratch import presets  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from scratch.learn import presets  # noqa: E402
 from tests.journey_sessions import journey_preset  # noqa: E402
 
 pytestmark = pytest.mark.gui

@@ -10,8 +10,8 @@ pytest.importorskip("pyqtgraph")
 
 from PyQt6.QtCore import QRect  # noqa: E402
 
-from gui import session as sm  # noqa: E402
-from gui.kernel_check import KernelCheckPanel  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.views.kernel_check import KernelCheckPanel  # noqa: E402
 
 pytestmark = pytest.mark.gui
 

@@ -13,9 +13,10 @@ import pytest
 pytest.importorskip("PyQt6")
 
 import scratch  # noqa: E402
-from gui import controller, pooled, sentences, view_model  # noqa: E402
-from gui.session import random_session  # noqa: E402
-from scratch import steps  # noqa: E402
+from gui.present import pooled, sentences, view_model  # noqa: E402
+from gui.state import controller  # noqa: E402
+from gui.state.session import random_session  # noqa: E402
+from scratch.trace import steps  # noqa: E402
 from tests.journey_sessions import with_mask
 from tests.test_sentence_rows_words import most_decided  # noqa: E402
 
@@ -87,7 +88,7 @@ def test_a_pooled_panel_draws_a_small_image_and_keeps_every_exact_cell(monkeypat
 
 
 def test_the_mouse_over_a_pooled_image_names_the_exact_cell(monkeypatch, qtbot):
-    from gui.heatmap import Heatmap
+    from gui.widgets.heatmap import Heatmap
 
     monkeypatch.setattr(pooled, "MAX_SIDE", 16)
     trace = _numpy_outcome(40).trace
@@ -162,9 +163,9 @@ def test_the_sentences_row_chosen_with_numpy_is_the_rules_row_in_either_dtype(se
 
 
 def test_the_sentence_of_a_large_step_reads_the_same_as_of_a_small_one(qtbot, monkeypatch):
-    """The window's sentence at a pooled size is the one gui.sentences writes from the whole
+    """The window's sentence at a pooled size is the one gui.present.sentences writes from the whole
     matrix (pooling changes the picture, never the words)."""
-    from gui.pipeline_view import PipelineView
+    from gui.views.pipeline_view import PipelineView
 
     trace = _numpy_outcome(40, heads=1, mask_mode="causal-top-left").trace
     view = PipelineView()
@@ -193,7 +194,7 @@ def test_the_sentence_of_a_large_step_reads_the_same_as_of_a_small_one(qtbot, mo
 
 
 def test_hovering_a_pooled_heatmap_explains_the_exact_cell(qtbot, monkeypatch):
-    from gui.pipeline_view import PipelineView
+    from gui.views.pipeline_view import PipelineView
 
     monkeypatch.setattr(pooled, "MAX_SIDE", 16)
     trace = _numpy_outcome(40, heads=2).trace

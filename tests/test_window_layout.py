@@ -10,8 +10,8 @@ pytest.importorskip("pyqtgraph")
 
 from PyQt6.QtCore import Qt  # noqa: E402
 
-from gui import session as sm  # noqa: E402
-from gui.pipeline_view import SOURCE_SIZE  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.views.pipeline_view import SOURCE_SIZE  # noqa: E402
 from tests.journey_sessions import journey_preset, with_mask  # noqa: E402
 
 pytestmark = pytest.mark.gui

@@ -9,7 +9,7 @@ pytest.importorskip("pyqtgraph")
 from PyQt6.QtCore import QRectF  # noqa: E402
 from PyQt6.QtWidgets import QAbstractSpinBox  # noqa: E402
 
-from gui import session as sm  # noqa: E402
+from gui.state import session as sm  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -67,8 +67,8 @@ def test_the_backward_input_panels_show_their_titles_whole(open_window, qtbot):
 def test_a_narrow_tile_wraps_its_title_between_words(qtbot):
     import numpy as np
 
-    from gui import view_model
-    from gui.heatmap import Heatmap
+    from gui.present import view_model
+    from gui.widgets.heatmap import Heatmap
 
     hm = Heatmap(compact=True)
     qtbot.addWidget(hm)
@@ -121,7 +121,7 @@ def test_every_spin_box_says_its_range(open_window):
 def test_a_number_past_the_maximum_is_cut_and_the_tooltip_says_why(qtbot):
     from PyQt6.QtCore import Qt
 
-    from gui.spin_boxes import SpinBox
+    from gui.widgets.spin_boxes import SpinBox
 
     box = SpinBox()
     qtbot.addWidget(box)

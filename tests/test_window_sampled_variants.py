@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui import sampled_check  # noqa: E402
+from gui.state import sampled_check  # noqa: E402
 from tests.test_sampled_variants import FROM, ROWS, _names, _session, _softcap_twice  # noqa: E402
 
 pytestmark = pytest.mark.gui

@@ -15,8 +15,8 @@ from PyQt6.QtCore import QRect, QRectF, Qt  # noqa: E402
 from PyQt6.QtGui import QFontMetrics  # noqa: E402
 from PyQt6.QtWidgets import QWidget  # noqa: E402
 
-from gui import session as sm  # noqa: E402
-from gui.token_axis import GAP, keep_apart  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.widgets.token_axis import GAP, keep_apart  # noqa: E402
 from tests.journey_sessions import with_mask
 
 pytestmark = pytest.mark.gui
@@ -138,8 +138,8 @@ def test_the_pipeline_is_readable_at_every_size(open_window, qtbot, tokens, size
 
 def test_labels_turn_before_they_thin(qtbot, errors):
     """Six long key labels in a narrow heatmap: all six drawn upright, none dropped."""
-    from gui import view_model
-    from gui.heatmap import Heatmap
+    from gui.present import view_model
+    from gui.widgets.heatmap import Heatmap
 
     hm = Heatmap()
     qtbot.addWidget(hm)
@@ -235,7 +235,7 @@ def test_a_model_grid_cell_shows_a_sharp_head_at_any_length(qtbot, tokens):
     sampled every 11th cell at 512 tokens it missed every weight and showed one flat colour."""
     import numpy as np
 
-    from gui.model_grid import ModelGrid, colour_table
+    from gui.widgets.model_grid import ModelGrid, colour_table
 
     w = np.zeros((1, 1, tokens, tokens))  # (layers, heads, T, T)
     w[0, 0, np.arange(tokens), (np.arange(tokens) + 1) % tokens] = 1.0
@@ -328,8 +328,8 @@ def test_the_why_bars_keep_their_colours_at_any_length(qtbot, keys):
     wider than its fill, and the grey, blue and red series drew one black mass."""
     import numpy as np
 
-    import gui.heatmap  # noqa: F401  (sets the app's white background and black foreground)
-    from gui.why_view import COLOURS, Bars
+    import gui.widgets.heatmap  # noqa: F401  (sets the app's white background and black foreground)
+    from gui.views.why_view import COLOURS, Bars
 
     bars = Bars()
     qtbot.addWidget(bars)
@@ -419,7 +419,7 @@ def test_a_fitted_reason_never_hides_a_line_behind_a_scroll_bar(qtbot, first):
     """Words set while hidden at one width and shown at another: measured without room for
     the scroll bar, a box one line short showed the bar, the narrower words took another line
     and the bar stayed (the Scale page's 'on key' row hidden at 1400 x 900)."""
-    from gui.why_view import WhyPage
+    from gui.views.why_view import WhyPage
 
     hidden = []
     for width in range(400, 1001, 40):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gui import numbers
+from gui.present import numbers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,7 +56,7 @@ def test_help_text(capsys):
 def test_tab_opens_the_named_tab_on_screen_too(open_window):
     pytest.importorskip("PyQt6")
     import main
-    from gui import session as sm
+    from gui.state import session as sm
 
     w = open_window(sm.random_session(0, 4, 4, 2, 2, 1))
     for name, widget in (
@@ -75,8 +75,8 @@ def test_tab_opens_the_named_tab_on_screen_too(open_window):
 @pytest.mark.gui
 def test_a_refused_cell_names_the_table_the_user_sees(open_window, qtbot):
     pytest.importorskip("PyQt6")
-    from gui import session as sm
-    from gui.inputs_panel import TABLE_TITLES
+    from gui.state import session as sm
+    from gui.views.inputs_panel import TABLE_TITLES
 
     s = sm.random_session(0, 4, 4, 2, 2, 1)
     w = open_window(s)

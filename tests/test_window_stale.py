@@ -12,8 +12,9 @@ pytest.importorskip("PyQt6")
 
 from PyQt6.QtCore import QRect  # noqa: E402
 
-from gui import controller, slow_warning  # noqa: E402
-from gui import session as sm  # noqa: E402
+from gui.state import controller  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.views import slow_warning  # noqa: E402
 from tests.journey_sessions import journey_preset  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -88,7 +89,7 @@ def test_the_hover_tooltip_stays_inside_the_window(qtbot, open_window, size):
     from PyQt6.QtGui import QHelpEvent
     from PyQt6.QtWidgets import QApplication
 
-    from gui.hover_tip import HoverTip
+    from gui.widgets.hover_tip import HoverTip
 
     w = open_window(journey_preset(step="weights"), size)
     hm = w.pipeline.heatmaps[0]

@@ -7,9 +7,10 @@ import pytest
 
 pytest.importorskip("PyQt6")
 
-from gui import sampled_check, slow_warning, variant_session  # noqa: E402
-from gui import session as sm  # noqa: E402
-from gui.session import SessionError  # noqa: E402
+from gui.state import sampled_check, variant_session  # noqa: E402
+from gui.state import session as sm  # noqa: E402
+from gui.state.session import SessionError  # noqa: E402
+from gui.views import slow_warning  # noqa: E402
 from tests.journey_sessions import journey_preset  # noqa: E402
 
 pytestmark = pytest.mark.gui

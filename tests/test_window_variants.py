@@ -13,9 +13,10 @@ pytest.importorskip("PyQt6")
 pytest.importorskip("pyqtgraph")
 
 import scratch  # noqa: E402
-from gui import session as sm  # noqa: E402
-from gui import session_file, view_model
-from gui.app_state import backend_dtypes  # noqa: E402
+from gui.present import view_model
+from gui.state import session as sm  # noqa: E402
+from gui.state import session_file
+from gui.state.app_state import backend_dtypes  # noqa: E402
 from scratch.variants import SlidingWindow, Softcap, VariantChoice  # noqa: E402
 
 pytestmark = pytest.mark.gui
@@ -218,8 +219,8 @@ def test_copy_as_code_refuses_a_variant_rather_than_leave_it_out(settle, open_wi
 
 
 def test_the_overview_groups_rope_s_q_and_k_in_one_stage():
-    from scratch.options import Options
-    from scratch.trace import trace_example
+    from scratch.core.options import Options
+    from scratch.trace.forward import trace_example
     from scratch.variants import LearnedSinks, Rotary, combine
 
     example = scratch.Example([[1.0, 0.0], [0.0, 1.0]], params={"w_q": [[1.0, 0.0], [0.0, 1.0]]})

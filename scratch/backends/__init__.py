@@ -90,7 +90,7 @@ _FUNCTIONS = (
 _BACKWARD = "scaled_dot_product_attention_backward"
 # per family: the module holding _FUNCTIONS, and the module holding each further function
 _MODULES = {
-    "scratch": ("scratch.backends.scratch_backend", {_BACKWARD: "scratch.backward"}),
+    "scratch": ("scratch.backends.scratch_backend", {_BACKWARD: "scratch.backward.sdpa"}),
     "numpy": (
         "scratch.backends.numpy_backend",
         {
@@ -161,7 +161,7 @@ def single_threaded_blas() -> Iterator[None]:
     """NumPy's BLAS on one thread while the caller's workers run (numpy_threads'); nothing to
     hold without NumPy."""
     try:
-        from .numpy_threads import single_threaded_blas as one_thread
+        from scratch.backends.numpy_threads import single_threaded_blas as one_thread
     except ImportError:
         yield
         return

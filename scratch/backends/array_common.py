@@ -3,7 +3,7 @@ a variant's trace steps around the backend's own explicit flex kernel, and the t
 name. Written once; `xp` is numpy or torch, passed in (neither is imported here).
 
 A variant (Options.variant, with is_causal and attn_mask joined in) is taken apart as the ground
-truth takes it (scratch.variant_steps.pieces): RoPE turns q and k (Rotary.turn_array), the mask
+truth takes it (scratch.core.variant_steps.pieces): RoPE turns q and k (Rotary.turn_array), the mask
 and score changes run in the backend's explicit flex kernel (numpy_flex.variant_steps,
 torch_flex_explicit.variant_steps), which puts the learned sinks in each row's denominator. Then
 the options' masked_rows policy, as the ground truth applies it (a row that sees no key and has
@@ -16,12 +16,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..example import Example
-from ..options import Options
-from ..plan import PARAMS, HeadPlan, plan_multi_head
-from ..trace import Trace, layout_trace
-from ..variant_steps import pieces
-from ..variants import Rotary
+from scratch.core.example import Example
+from scratch.core.options import Options
+from scratch.core.variant_steps import pieces
+from scratch.ops.plan import PARAMS, HeadPlan, plan_multi_head
+from scratch.trace.forward import Trace, layout_trace
+from scratch.variants import Rotary
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def trace_of(
     for name in ("key", "value"):  # only an input the user passed is a step of the trace
         if getattr(example, name) is None:
             values.pop(f"{name}_input")
-    # the numbers are all the backend's; scratch.trace only names and describes them
+    # the numbers are all the backend's; scratch.trace.forward only names and describes them
     return layout_trace(
         values, plan, options, scale, is_bool=is_bool, tokens=example.tokens,
         key_tokens=example.key_tokens, source=source,

@@ -33,14 +33,14 @@ from scratch.backends.array_common import (
 from scratch.backends.numpy_flex import variant_steps
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
-from scratch.example import Example, check_trace_call
-from scratch.front_doors import forward_door, multi_head_door, trace_door
-from scratch.options import Options
-from scratch.plan import HeadPlan, plan_attention
-from scratch.result import LseResult, Result
-from scratch.trace import Trace
-from scratch.validate import check_flag, check_mask_shape
-from scratch.variant_support import sdpa_variant
+from scratch.core.example import Example, check_trace_call
+from scratch.core.front_doors import forward_door, multi_head_door, trace_door
+from scratch.core.options import Options
+from scratch.core.result import LseResult, Result
+from scratch.core.variant_support import sdpa_variant
+from scratch.ops.plan import HeadPlan, plan_attention
+from scratch.ops.validate import check_flag, check_mask_shape
+from scratch.trace.forward import Trace
 from scratch.variants import Causal
 
 NAME = "numpy"

@@ -12,7 +12,7 @@ dQ = scale * dS K; dK = scale * dS^T Q. GQA sums dK and dV over each group's que
   dropout it reads the forward's keep mask (L * S bools, a tile at a time): the project's rng
   rule is one sequential stream (the ground truth's), which cannot be regenerated per tile the
   way FlashAttention's counter-based Philox can.
-Rows with every key masked follow `masked_rows` as in the ground truth (scratch/backward.py).
+Rows with every key masked follow `masked_rows` as in the ground truth (scratch/backward/sdpa.py).
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import random
 
 import numpy as np
 
-from ..front_doors import backward_door, forward_door
-from ..options import Options
-from ..plan import plan_attention
-from ..validate import check_positive_int
-from ..variants import Causal
-from . import numpy_backend, numpy_backward_tiles
-from .numpy_backend import add_mask, build_mask
-from .numpy_inputs import Draws, GroupedHeads, _array, _dtype, forward_output
+from scratch.backends import numpy_backend, numpy_backward_tiles
+from scratch.backends.numpy_backend import add_mask, build_mask
+from scratch.backends.numpy_inputs import Draws, GroupedHeads, _array, _dtype, forward_output
+from scratch.core.front_doors import backward_door, forward_door
+from scratch.core.options import Options
+from scratch.ops.plan import plan_attention
+from scratch.ops.validate import check_positive_int
+from scratch.variants import Causal
 
 KERNELS = ("explicit", "tiled")
 BLOCK = 64  # the general tiled loop's tile edge (the fast loop has its own: numpy_backward_tiles)

@@ -28,8 +28,8 @@ import threading
 
 import numpy as np
 
-from .numpy_chunked import PARALLEL_MIN, kernel_detail
-from .numpy_threads import cores, share, single_threaded_blas
+from scratch.backends.numpy_chunked import PARALLEL_MIN, kernel_detail
+from scratch.backends.numpy_threads import cores, share, single_threaded_blas
 
 KEY_BLOCK = 256  # keys per task (outer loop); dK_j, dV_j (256, E) stay in cache
 QUERY_TILE = 512  # query rows per tile: two (512, 256) float32 tiles, 1 MiB, kept per worker

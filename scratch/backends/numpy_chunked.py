@@ -46,11 +46,11 @@ import threading
 
 import numpy as np
 
-from ..options import Options
-from ..plan import kv_index
-from ..variants import Causal
-from .numpy_chunk_rows import finish, log_sum_exp, row_norms, safe_ranges
-from .numpy_threads import cores, share, single_threaded_blas
+from scratch.backends.numpy_chunk_rows import finish, log_sum_exp, row_norms, safe_ranges
+from scratch.backends.numpy_threads import cores, share, single_threaded_blas
+from scratch.core.options import Options
+from scratch.ops.plan import kv_index
+from scratch.variants import Causal
 
 # Query chunk and key block (how they were measured: docs/notes/numpy_chunked.md).
 QUERY_CHUNK = 1024

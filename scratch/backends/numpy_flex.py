@@ -1,4 +1,5 @@
-"""flex_attention in NumPy: the ground truth's arguments and meaning (scratch/flex.py), arrays.
+"""flex_attention in NumPy: the ground truth's arguments and meaning (scratch/flex/forward.py),
+arrays.
 
 query (B, H, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev); score_mod, block_mask, scale,
 enable_gqa, return_lse and sinks= as scratch.flex_attention. A variant's mods run as its array
@@ -17,7 +18,7 @@ exp(sink[h]) to each row's denominator (no value) and is counted in the lse.
 ground truth's, one Python call per cell, would take minutes.
 
 The backward (`flex_attention_backward`): dQ, dK, dV (and d sinks), explicit or tiled, by the
-ground truth's formulas (scratch/flex_backward.py), per (b, h) and query row, p = weights,
+ground truth's formulas (scratch/flex/backward.py), per (b, h) and query row, p = weights,
 r = raw scaled scores, s = score_mod(r) (masked: -inf):
   dV += p^T dO    dP = dO v^T    D = rowsum(dO * O)    dS = p (dP - D)
   dR = dS * score_mod'(r)   (the variant's score_grad_array; a user's score_mod: dual numbers,
@@ -34,16 +35,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..flex import check_call
-from ..front_doors import flex_backward_door, flex_door
-from ..options import FlexOptions, Options
-from ..validate import check_flag, check_grad_output, check_positive_int, check_scale
-from ..variants.sinks import sink_logits
-from .numpy_chunk_rows import row_norms
-from .numpy_chunked import KEY_BLOCK, chunked_output
-from .numpy_flex_plan import FlexPlan, create_block_mask
-from .numpy_inputs import GroupedHeads, _array, _dtype, forward_output, not_finite
-from .numpy_threads import cores, share
+from scratch.backends.numpy_chunk_rows import row_norms
+from scratch.backends.numpy_chunked import KEY_BLOCK, chunked_output
+from scratch.backends.numpy_flex_plan import FlexPlan, create_block_mask
+from scratch.backends.numpy_inputs import GroupedHeads, _array, _dtype, forward_output, not_finite
+from scratch.backends.numpy_threads import cores, share
+from scratch.core.front_doors import flex_backward_door, flex_door
+from scratch.core.options import FlexOptions, Options
+from scratch.flex.forward import check_call
+from scratch.ops.validate import check_flag, check_grad_output, check_positive_int, check_scale
+from scratch.variants.sinks import sink_logits
 
 KERNELS = ("chunked", "explicit")
 # Query rows per chunk when a block mask skips tiles (1024 without one): a chunk is one task

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..flex import BlockMask, block_mask_sizes, modified, seen_by
-from ..variants.base import array_form
-from ..variants.dual import derivative
+from scratch.flex.forward import BlockMask, block_mask_sizes, modified, seen_by
+from scratch.variants.base import array_form
+from scratch.variants.dual import derivative
 
 # rows r0:r1 and keys c0:c1 of a tile that are not all seen; True: ask the mask, False: none seen
 Part = tuple[int, int, int, int, bool]

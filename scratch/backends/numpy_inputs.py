@@ -1,6 +1,6 @@
 """NumPy backend's input conversion: lists, arrays and tensors in, checked NumPy arrays out.
 
-Lists go through the ground truth's own reader (scratch.validate), so every backend accepts and
+Lists go through the ground truth's own reader (scratch.ops.validate), so every backend accepts and
 refuses the same inputs with the same messages; arrays and tensors are checked here.
 """
 
@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-from scratch import validate
 from scratch.backends import numpy_chunked
-from scratch.validate import check_positive_int
+from scratch.ops import validate
+from scratch.ops.validate import check_positive_int
 
 DTYPES = ("float64", "float32")
 

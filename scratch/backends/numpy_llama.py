@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import progress
-from ..variants import Causal
-from .numpy_threads import cores, share, single_threaded_blas
+from scratch.backends.numpy_threads import cores, share, single_threaded_blas
+from scratch.ops import progress
+from scratch.variants import Causal
 
 SHARED_ROWS = 2  # under this many tokens a step's products go to OpenBLAS's own threads
 BLOCKS_PER_CORE = 1  # blocks of output features per core in each product

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from scratch import attention, multihead, trace
-from scratch.front_doors import forward_door, multi_head_door
-from scratch.options import Options
-from scratch.result import LseResult, Result
-from scratch.validate import check_flag
+from scratch.core import attention, multihead
+from scratch.core.front_doors import forward_door, multi_head_door
+from scratch.core.options import Options
+from scratch.core.result import LseResult, Result
+from scratch.ops.validate import check_flag
+from scratch.trace import forward as trace
 
 NAME = "scratch"
 DTYPES = ("float64",)

@@ -28,7 +28,6 @@ from functools import partial
 
 import torch
 
-from scratch import validate
 from scratch.backends.array_common import (
     attend_variant,
     check_one_example,
@@ -47,12 +46,13 @@ from scratch.backends.torch_math import (
     project,
     split_heads,
 )
-from scratch.example import Example, check_trace_call
-from scratch.front_doors import forward_door, multi_head_door, trace_door
-from scratch.options import Options
-from scratch.plan import HeadPlan, plan_attention
-from scratch.result import LseResult, Result
-from scratch.trace import Trace
+from scratch.core.example import Example, check_trace_call
+from scratch.core.front_doors import forward_door, multi_head_door, trace_door
+from scratch.core.options import Options
+from scratch.core.result import LseResult, Result
+from scratch.ops import validate
+from scratch.ops.plan import HeadPlan, plan_attention
+from scratch.trace.forward import Trace
 from scratch.variants import GivenMask
 
 NAME = "torch"

@@ -8,7 +8,7 @@
 - `explicit`: dV = P_d^T dO, dP = dO V^T (times the dropout factors), D = rowsum(dO * O),
   dS = P * (dP - D), dQ = scale * dS K, dK = scale * dS^T Q, GQA summed over each group.
 16-bit inputs: sums in float32, P and dS rounded to the 16-bit dtype before their matmuls, each
-gradient rounded once at the end (scratch/grad_tolerance.py bounds exactly this).
+gradient rounded once at the end (scratch/bounds/grad_tolerance.py bounds exactly this).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..front_doors import backward_door
-from ..options import Options
-from ..plan import plan_attention
-from ..validate import dtype_of
-from .torch_compat import mask_empty_rows
-from .torch_math import add_mask, build_mask, repeat_kv
+from scratch.backends.torch_compat import mask_empty_rows
+from scratch.backends.torch_math import add_mask, build_mask, repeat_kv
+from scratch.core.front_doors import backward_door
+from scratch.core.options import Options
+from scratch.ops.plan import plan_attention
+from scratch.ops.validate import dtype_of
 
 KERNELS = ("autograd", "explicit")
 DTYPES = ("float16", "bfloat16", "float32", "float64")

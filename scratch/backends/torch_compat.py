@@ -31,7 +31,7 @@ from scratch.backends.torch_math import (
     fused_causal,
     repeat_kv,
 )
-from scratch.options import Options
+from scratch.core.options import Options
 
 
 def fused(heads: Heads) -> torch.Tensor:

@@ -19,7 +19,7 @@ floating dtype or `dtype=`). The kernel is chosen once per call, never swapped s
 - "explicit": the same steps written out in torch (torch_flex_explicit); what runs on CPU when
   any input needs a gradient, since torch 2.13's FlexAttention has no CPU backward.
 
-A call's inputs are checked by the ground truth's rules and words (scratch.flex.check_call;
+A call's inputs are checked by the ground truth's rules and words (scratch.flex.forward.check_call;
 `prepare`). block_mask is a scratch BlockMask (from scratch.create_block_mask; its mask_mod's
 torch form builds torch's own block mask) or a torch BlockMask (from torch's create_block_mask,
 used as it is).
@@ -43,15 +43,14 @@ from torch.nn.attention.flex_attention import AuxRequest, create_block_mask
 from torch.nn.attention.flex_attention import BlockMask as TorchBlockMask
 from torch.nn.attention.flex_attention import flex_attention as torch_flex_attention
 
-from scratch.flex import check_block_shape, check_call
-from scratch.front_doors import flex_backward_door, flex_door
-from scratch.options import FlexOptions
-from scratch.validate import check_flag, check_grad_output, check_scale
+from scratch.backends.torch_flex_explicit import explicit_steps, torch_form
+from scratch.backends.torch_inputs import Placement, placement
+from scratch.core.front_doors import flex_backward_door, flex_door
+from scratch.core.options import FlexOptions
+from scratch.flex.forward import check_block_shape, check_call
+from scratch.ops.validate import check_flag, check_grad_output, check_scale
 from scratch.variants.causal import at_or_before
 from scratch.variants.sinks import sink_logits
-
-from .torch_flex_explicit import explicit_steps, torch_form
-from .torch_inputs import Placement, placement
 
 KERNELS = ("flex-compiled", "flex-eager", "explicit")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from scratch import validate
+from scratch.ops import validate
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 _LOW_PRECISION = (torch.float16, torch.bfloat16)

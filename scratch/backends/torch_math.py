@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import torch
 
-from scratch import validate
 from scratch.backends.array_common import Steps as Attended  # the explicit kernel's steps
 from scratch.backends.torch_inputs import Placement, as_mask, cast_mask
-from scratch.options import Options
-from scratch.variant_support import sdpa_variant
+from scratch.core.options import Options
+from scratch.core.variant_support import sdpa_variant
+from scratch.ops import validate
 from scratch.variants import Causal
 
 

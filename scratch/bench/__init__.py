@@ -4,8 +4,8 @@
     python -m scratch.bench --quick         # a few seconds: small sizes only, no goal
     python -m scratch.bench --sizes 256,4096 --repeats 5 --markdown
     python -m scratch.bench --sizes 16384    # one goal's rows alone (here numpy vs SDPA)
-    python -m scratch.bench --plugin gui.bench_window            # + the window's goals
-    python -m scratch.bench --plugin gui.bench_window --only window   # those goals alone
+    python -m scratch.bench --plugin gui.app.bench_window            # + the window's goals
+    python -m scratch.bench --plugin gui.app.bench_window --only window   # those goals alone
 
 The rows are contenders.py's; the table's footer says how they are timed and judged, and
 docs/notes/bench.md the measurements behind each rule. Modules: contenders and pure_backward (the

@@ -37,14 +37,14 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="MODULE",
-        help="import MODULE for more goals (its BENCH_GOALS; repeatable): gui.bench_window "
+        help="import MODULE for more goals (its BENCH_GOALS; repeatable): gui.app.bench_window "
         "adds the window's recompute at 4096 tokens, as `make bench` does",
     )
     parser.add_argument(
         "--only",
         metavar="NAME",
         help="only a plugin's goals, no table (window: the window's recompute goals at 4096 "
-        "tokens, with --plugin gui.bench_window)",
+        "tokens, with --plugin gui.app.bench_window)",
     )
     parser.add_argument(
         "--device",
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             loaded = ", ".join(s.name for s in sets) or "none"
             parser.error(
                 f"--only {args.only}: no plugin's goals of that name (loaded: {loaded}); load "
-                f"them with --plugin MODULE (window: --plugin gui.bench_window)"
+                f"them with --plugin MODULE (window: --plugin gui.app.bench_window)"
             )
         if args.sizes or args.quick:
             parser.error(

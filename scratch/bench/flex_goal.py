@@ -80,7 +80,7 @@ def flex_rows(L: int = FLEX_L, window: int = WINDOW, compile: bool = True):
     import numpy as np
 
     from scratch.backends import get, numpy_flex
-    from scratch.options import FlexOptions
+    from scratch.core.options import FlexOptions
     from scratch.variants import SlidingWindow
 
     rng = np.random.default_rng(L)

@@ -46,7 +46,7 @@ def goal_lines(sets: tuple[GoalSet, ...], full: bool, progress: bool = False) ->
                 "goals from plugins, such as the window's recompute at 4096 tokens",
                 "not measured",
                 "none loaded: --plugin MODULE adds them, and `make bench` passes "
-                "--plugin gui.bench_window",
+                "--plugin gui.app.bench_window",
             )
         ]
     out: list[Goal] = []

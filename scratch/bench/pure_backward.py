@@ -35,9 +35,9 @@ def python_backward_limit(q: list, k: list, v: list, dO: list, P: list, dS: list
 def backward_contenders(q: list, k: list, v: list, dO: list) -> list[tuple[str, Callable, str]]:
     """The two rows on one head's lists; the limit multiplies the ground truth's own P and dS."""
     import scratch
-    from scratch.attention import Head
-    from scratch.backward import backward_head
-    from scratch.options import Options
+    from scratch.backward.sdpa import backward_head
+    from scratch.core.attention import Head
+    from scratch.core.options import Options
 
     scale = Options().scale_for(len(q[0]))  # the default 1/sqrt(E), as the timed call uses
     head = backward_head(Head((), (), q, k, v, None), dO, scale)

@@ -18,10 +18,10 @@ failure, or NotImplementedError declining a case), ignored, report (one CheckRep
 kind), cli.
 """
 
-from .cases import FEATURES, Case, full_cases, large_cases, standard_cases
-from .cli import load, main
-from .doors import check, check_backward, check_variants, check_variants_backward
-from .report import CaseResult, CheckReport
+from scratch.checker.cases import FEATURES, Case, full_cases, large_cases, standard_cases
+from scratch.checker.cli import load, main
+from scratch.checker.doors import check, check_backward, check_variants, check_variants_backward
+from scratch.checker.report import CaseResult, CheckReport
 
 __all__ = [
     "check_backward",

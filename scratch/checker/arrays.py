@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..nested import map_leaves
-from .cases import Case
+from scratch.checker.cases import Case
+from scratch.ops.nested import map_leaves
 
 ARRAYS = ("numpy", "torch", "list")
 

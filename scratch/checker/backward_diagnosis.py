@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from .backward_reference import BLOCKS, SIZED, textbook
-from .mistake import Mistake, named, one, outputs, structural_score
+from scratch.checker.backward_reference import BLOCKS, SIZED, textbook
+from scratch.checker.mistake import Mistake, named, one, outputs, structural_score
 
 MISTAKES = {
     "no_d": "the D term left out: dS = P * dP, but softmax's Jacobian needs dS = P * (dP - D)",

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..tolerance import ACCUMULATE
-from .reference import LOG2E, Problem, scores, store
+from scratch.bounds.tolerance import ACCUMULATE
+from scratch.checker.reference import LOG2E, Problem, scores, store
 
 
 def group_sum(x: np.ndarray, kv_heads: int) -> np.ndarray:

@@ -13,14 +13,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..tolerance import UNIT_ROUNDOFF, RuleResult
-from .arrays import Arrays
-from .backward_diagnosis import diagnose, diagnose_shapes
-from .backward_reference import max_error, reference_grads, rounding_scale
-from .blas import own_work
-from .prepare import BackwardPrepared
-from .report import CaseResult
-from .run import (
+from scratch.bounds.tolerance import UNIT_ROUNDOFF, RuleResult
+from scratch.checker.arrays import Arrays
+from scratch.checker.backward_diagnosis import diagnose, diagnose_shapes
+from scratch.checker.backward_reference import max_error, reference_grads, rounding_scale
+from scratch.checker.blas import own_work
+from scratch.checker.prepare import BackwardPrepared
+from scratch.checker.report import CaseResult
+from scratch.checker.run import (
     RULE_FACTOR,
     BadResult,
     Kind,

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 def own_work() -> Iterator[None]:
     """OpenBLAS held to one thread while the checker computes (without numpy: nothing to do)."""
     try:
-        from ..backends.numpy_threads import single_threaded_blas
+        from scratch.backends.numpy_threads import single_threaded_blas
     except ImportError:  # no numpy: the checker's own work is plain Python
         yield
         return

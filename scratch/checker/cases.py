@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass, replace
 from math import cos, log, sin, sqrt
 
-from ..nested import reshape
+from scratch.ops.nested import reshape
 
 CASE_SETS = ("standard", "full", "large")
 # what `require=` may name, and how the verdict names a feature a kernel refused

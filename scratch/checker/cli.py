@@ -13,9 +13,9 @@ import importlib
 import sys
 from collections.abc import Callable
 
-from .arrays import ARRAYS
-from .cases import CASE_SETS, FEATURES
-from .doors import check, check_backward, check_variants, check_variants_backward
+from scratch.checker.arrays import ARRAYS
+from scratch.checker.cases import CASE_SETS, FEATURES
+from scratch.checker.doors import check, check_backward, check_variants, check_variants_backward
 
 
 def load(target: str) -> Callable:

@@ -18,11 +18,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..tolerance import ACCUMULATE, UNIT_ROUNDOFF
-from . import ignored
-from . import variants as var
-from .mistake import Mistake, call, matches, one, outputs, precision_score
-from .reference import LOG2E, Problem, causal, scores
+from scratch.bounds.tolerance import ACCUMULATE, UNIT_ROUNDOFF
+from scratch.checker import ignored
+from scratch.checker import variants as var
+from scratch.checker.mistake import Mistake, call, matches, one, outputs, precision_score
+from scratch.checker.reference import LOG2E, Problem, causal, scores
 
 GQA_MODULO = "grouped-query heads mapped as h % Hkv instead of h // (Hq / Hkv)"
 

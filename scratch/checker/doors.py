@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..tolerance import check_dtype
-from ..validate import check_masked_rows
-from .arrays import ARRAYS, Arrays
-from .cases import BACKWARD_FEATURES, CASE_SETS, FEATURES, cases_for
-from .report import CheckReport
-from .run import Progress, run_checks, target_name
+from scratch.bounds.tolerance import check_dtype
+from scratch.checker.arrays import ARRAYS, Arrays
+from scratch.checker.cases import BACKWARD_FEATURES, CASE_SETS, FEATURES, cases_for
+from scratch.checker.report import CheckReport
+from scratch.checker.run import Progress, run_checks, target_name
+from scratch.ops.validate import check_masked_rows
 
 BACKWARD_ARRAYS = ("numpy", "torch")
 
@@ -47,7 +47,7 @@ def check(
         )
     arrays = Arrays(array, device)
     arrays.check_device()
-    from .forward import Forward
+    from scratch.checker.forward import Forward
 
     kind = Forward(fn, arrays, dtype, seed, masked_rows=masked_rows)
     settings = settings_line(
@@ -91,8 +91,8 @@ def check_backward(
     required = check_require(require, BACKWARD_FEATURES)
     arrays = Arrays(array, device)
     arrays.check_device()
-    from .backward_run import Backward, backward_kernel
-    from .cases import backward_cases
+    from scratch.checker.backward_run import Backward, backward_kernel
+    from scratch.checker.cases import backward_cases
 
     kernel, target = backward_kernel(fn, backward, array)
     kind = Backward(kernel, arrays, dtype, seed, masked_rows=masked_rows)
@@ -152,9 +152,9 @@ def _variants(fn, name, style, array, dtype, device, seed, require, progress) ->
         raise TypeError(
             f"{name}: expected a callable attention function, found {type(fn).__name__}"
         )
-    from .variant_cases import VARIANT_FEATURES, variant_cases
-    from .variant_keywords import style_of
-    from .variant_run import Variant, VariantBackward
+    from scratch.checker.variant_cases import VARIANT_FEATURES, variant_cases
+    from scratch.checker.variant_keywords import style_of
+    from scratch.checker.variant_run import Variant, VariantBackward
 
     style = style_of(fn, style)
     dtype, _ = check_settings(array, ARRAYS, "standard", ("standard",), seed, device, dtype, "zero")

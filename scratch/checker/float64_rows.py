@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .reference import Problem, scores
+from scratch.checker.reference import Problem, scores
 
 
 def float64_rows(p: Problem, masked_rows: str) -> tuple[np.ndarray, np.ndarray]:

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import math
 
-from ..nested import flat
-from ..tolerance import UNIT_ROUNDOFF, RuleResult
-from ..validate import as_tensor
-from .arrays import Arrays, shape
-from .blas import own_work
-from .cases import Case
-from .prepare import Prepared
-from .report import CaseResult
-from .run import RULE_FACTOR, BadResult, Kind, allowed_error, call, changed_in_place
+from scratch.bounds.tolerance import UNIT_ROUNDOFF, RuleResult
+from scratch.checker.arrays import Arrays, shape
+from scratch.checker.blas import own_work
+from scratch.checker.cases import Case
+from scratch.checker.prepare import Prepared
+from scratch.checker.report import CaseResult
+from scratch.checker.run import RULE_FACTOR, BadResult, Kind, allowed_error, call, changed_in_place
+from scratch.ops.nested import flat
+from scratch.ops.validate import as_tensor
 
 BOUND_SHARE = 16.0  # an element within 1/16 of its worst-case bound never fails the rule
 
@@ -71,7 +71,7 @@ class Forward(Kind):
         result.message = _failure(result, cdtype)
         result.diagnosis = _behaviour(self.fn, prep, arrays, got, weights)
         if result.diagnosis is None and got_np is not None:
-            from .diagnosis import diagnose
+            from scratch.checker.diagnosis import diagnose
 
             with own_work():  # the known mistakes' outputs
                 result.diagnosis = diagnose(prep, got_np, self.masked_rows, cdtype)
@@ -113,7 +113,7 @@ def rule(got_np, prep: Prepared) -> RuleResult:
     4 ulps, or <= 1/BOUND_SHARE of its own bound (errors that small are never called wrong)."""
     import numpy as np
 
-    from .reference import max_error
+    from scratch.checker.reference import max_error
 
     err = max_error(got_np, prep.truth_np, prep.live_np)
     ref = prep.reference_error()
@@ -158,7 +158,7 @@ def _diagnose_shape(case: Case, found: tuple, out: object, prep: Prepared, array
         got = np.asarray(arrays.floats(out), dtype=np.float64)
     except Exception:
         return None
-    from . import variants
+    from scratch.checker import variants
 
     candidates = []
     if found[-2:] == (L, S):

@@ -8,7 +8,7 @@ does not ignore it, and a case that fails otherwise is not explained by it.
 
 from __future__ import annotations
 
-from .report import CaseResult
+from scratch.checker.report import CaseResult
 
 # the forward checker's keywords (torch's scaled_dot_product_attention)
 ATTN_MASK = "attn_mask ignored: the output is attention without the mask (every key seen)"

@@ -17,18 +17,18 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import ignored
+from scratch.checker import ignored
 
 
 class Mistake(NamedTuple):
     """One catalogue entry: a known mistake's name and how its family's planted kernel plants it
     (forward: a thunk; variant: a variant_numpy.Planted; backward: (key, block); the learners'
-    gallery, scratch.mistakes: (problem, is_causal) -> variants.attend's keywords, with the
+    gallery, scratch.learn.mistakes: (problem, is_causal) -> variants.attend's keywords, with the
     wrong line of code and what the example needs)."""
 
     name: str
     plant: object
-    code: str = ""  # the wrong line, as a learner writes it (scratch.mistakes)
+    code: str = ""  # the wrong line, as a learner writes it (scratch.learn.mistakes)
     needs: str = ""  # "mask" / "causal": shown with the causal mask when the example lacks one
 
 

@@ -15,18 +15,18 @@ from dataclasses import dataclass
 from itertools import product
 from typing import TYPE_CHECKING
 
-from ..attention import scaled_dot_product_attention
-from ..options import Options
-from ..rows import attention_rows, sample_rows
-from ..tolerance import tolerance
-from ..weights_tolerance import weights_tolerance
-from .arrays import Arrays, Inputs, made_in, rows_of
-from .cases import Case, draw, gauss
+from scratch.bounds.tolerance import tolerance
+from scratch.bounds.weights_tolerance import weights_tolerance
+from scratch.checker.arrays import Arrays, Inputs, made_in, rows_of
+from scratch.checker.cases import Case, draw, gauss
+from scratch.core.attention import scaled_dot_product_attention
+from scratch.core.options import Options
+from scratch.core.rows import attention_rows, sample_rows
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .reference import Problem
+    from scratch.checker.reference import Problem
 
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 64
@@ -62,7 +62,7 @@ class Prepared(Inputs):
         """float64 arrays of truth, bound, live rows and the reference Problem (needs numpy)."""
         import numpy as np
 
-        from .reference import problem_for
+        from scratch.checker.reference import problem_for
 
         self.truth_np = np.asarray(self.truth, dtype=np.float64)
         self.bound_np = np.asarray(self.bound, dtype=np.float64)
@@ -87,7 +87,7 @@ class Prepared(Inputs):
 
     def reference_error(self) -> float:
         """The largest error of the correct reference kernels in this dtype."""
-        from .reference import kernel_errors
+        from scratch.checker.reference import kernel_errors
 
         return self.memo(
             "ref", lambda: max(kernel_errors(self.problem, self.dtype, self.truth_np, self.live_np))
@@ -162,8 +162,8 @@ def _prepare_backward(
     """Seeded inputs and dO rounded through the caller's arrays, and the true gradients."""
     import numpy as np
 
-    from ..backward import scaled_dot_product_attention_backward
-    from .reference import problem_for
+    from scratch.backward.sdpa import scaled_dot_product_attention_backward
+    from scratch.checker.reference import problem_for
 
     rng = random.Random(f"{seed}:{case.name}:backward")
     q, k, v, mask = draw(rng, case)
@@ -224,8 +224,8 @@ def _sampled_truth(case, dtype: str, q, k, v, mask, rows: list[int], options: di
     (float64_rows.py says why)."""
     if dtype != "float64":
         try:
-            from .float64_rows import float64_rows
-            from .reference import problem_for
+            from scratch.checker.float64_rows import float64_rows
+            from scratch.checker.reference import problem_for
         except ImportError:
             pass
         else:
@@ -252,7 +252,7 @@ def score_storage_term(p, weights, dtype: str):
     """
     import numpy as np
 
-    from ..tolerance import UNIT_ROUNDOFF
+    from scratch.bounds.tolerance import UNIT_ROUNDOFF
 
     k, v = p.heads()
     size = abs(p.scale) * (np.abs(p.q) @ np.swapaxes(np.abs(k), -1, -2))  # (..., R, S)

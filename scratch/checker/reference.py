@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tolerance import ACCUMULATE
-from ..variants.causal import causal_tile
+from scratch.bounds.tolerance import ACCUMULATE
+from scratch.variants.causal import causal_tile
 
 LOG2E = 1.0 / math.log(2.0)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..tolerance import RuleResult
-from .cases import FEATURES
-from .variant_cases import VARIANT_FEATURES
+from scratch.bounds.tolerance import RuleResult
+from scratch.checker.cases import FEATURES
+from scratch.checker.variant_cases import VARIANT_FEATURES
 
 
 @dataclass

@@ -13,13 +13,13 @@ import math
 import re
 from collections.abc import Callable
 
-from ..tolerance import ulp
-from .arrays import Arrays
-from .blas import own_work
-from .ignored import settle_ignored
-from .prepare import prepare
-from .raised import array_mismatch, describe, refused_keyword
-from .report import CaseResult, CheckReport, shape_text
+from scratch.bounds.tolerance import ulp
+from scratch.checker.arrays import Arrays
+from scratch.checker.blas import own_work
+from scratch.checker.ignored import settle_ignored
+from scratch.checker.prepare import prepare
+from scratch.checker.raised import array_mismatch, describe, refused_keyword
+from scratch.checker.report import CaseResult, CheckReport, shape_text
 
 RULE_FACTOR = 2.0  # a kernel may have twice the largest error of the correct reference kernels
 FLOOR_ULPS = 4.0  # plus this many units in the last place of max |truth|

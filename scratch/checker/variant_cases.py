@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..variants import Variant, mask_variants
-from .cases import Case
+from scratch.checker.cases import Case
+from scratch.variants import Variant, mask_variants
 
 # what `require=` may name for check_variants, and how the verdict names each
 VARIANT_FEATURES = {

@@ -13,12 +13,12 @@ import math
 
 import numpy as np
 
-from . import ignored
-from .diagnosis import GQA_MODULO
-from .mistake import Mistake, matches, named, one, outputs, structural_score
-from .variant_cases import VariantCase
-from .variant_numpy import Planted, allowed, attend, grads
-from .variant_prepare import VariantPrepared
+from scratch.checker import ignored
+from scratch.checker.diagnosis import GQA_MODULO
+from scratch.checker.mistake import Mistake, matches, named, one, outputs, structural_score
+from scratch.checker.variant_cases import VariantCase
+from scratch.checker.variant_numpy import Planted, allowed, attend, grads
+from scratch.checker.variant_prepare import VariantPrepared
 
 BLOCKS = (8, 16, 32, 64)
 MERGED = (

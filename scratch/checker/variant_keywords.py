@@ -16,11 +16,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..variants.dual import tanh
-from .arrays import Arrays
-from .variant_cases import VariantCase
-from .variant_numpy import Planted, allowed
-from .variant_prepare import VariantPrepared
+from scratch.checker.arrays import Arrays
+from scratch.checker.variant_cases import VariantCase
+from scratch.checker.variant_numpy import Planted, allowed
+from scratch.checker.variant_prepare import VariantPrepared
+from scratch.variants.dual import tanh
 
 STYLES = ("flash", "flex")
 FLASH_WORDS = ("window_size", "softcap", "alibi_slopes", "cu_seqlens", "cu_seqlens_q",

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..variants.causal import at_or_before
-from .variant_cases import VariantCase
+from scratch.checker.variant_cases import VariantCase
+from scratch.variants.causal import at_or_before
 
 
 @dataclass(frozen=True)

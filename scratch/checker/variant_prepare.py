@@ -20,16 +20,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..flex import create_block_mask, flex_attention
-from ..flex_backward import flex_attention_backward
-from ..rope import rotary, rotary_backward
-from ..tolerance import UNIT_ROUNDOFF
-from ..variants import ALiBi, Softcap, alibi_slopes, combine
-from .cases import gauss
-from .prepare import kept
-from .run import allowed_error
-from .variant_cases import VariantCase, rotary_tables
-from .variant_numpy import GRADS, VariantData, attend, grads
+from scratch.bounds.tolerance import UNIT_ROUNDOFF
+from scratch.checker.cases import gauss
+from scratch.checker.prepare import kept
+from scratch.checker.run import allowed_error
+from scratch.checker.variant_cases import VariantCase, rotary_tables
+from scratch.checker.variant_numpy import GRADS, VariantData, attend, grads
+from scratch.flex.backward import flex_attention_backward
+from scratch.flex.forward import create_block_mask, flex_attention
+from scratch.ops.rope import rotary, rotary_backward
+from scratch.variants import ALiBi, Softcap, alibi_slopes, combine
 
 _CACHE: OrderedDict = OrderedDict()
 _GRAD_CACHE: OrderedDict = OrderedDict()

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .report import CaseResult
-from .run import Kind, call, not_taken
-from .variant_cases import VariantCase
-from .variant_diagnosis import diagnose, diagnose_backward
-from .variant_keywords import NoKeyword, keywords
-from .variant_numpy import GRADS
-from .variant_prepare import GradPrepared, VariantPrepared, prepare_backward, prepare_variant
+from scratch.checker.report import CaseResult
+from scratch.checker.run import Kind, call, not_taken
+from scratch.checker.variant_cases import VariantCase
+from scratch.checker.variant_diagnosis import diagnose, diagnose_backward
+from scratch.checker.variant_keywords import NoKeyword, keywords
+from scratch.checker.variant_numpy import GRADS
+from scratch.checker.variant_prepare import (
+    GradPrepared,
+    VariantPrepared,
+    prepare_backward,
+    prepare_variant,
+)
 
 
 class Variant(Kind):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .reference import Problem, online, store
+from scratch.checker.reference import Problem, online, store
 
 
 def attend(

@@ -11,11 +11,11 @@ Needs numpy, safetensors, tokenizers and (for GGUF) gguf, imported only here, ne
 `import scratch`.
 """
 
-from .block import layer_block
-from .decoding import start
-from .files import DEFAULT_SHA256, ModelError
-from .model import Model, Run, load
-from .run import token_name
+from scratch.models.block import layer_block
+from scratch.models.decoding import start
+from scratch.models.files import DEFAULT_SHA256, ModelError
+from scratch.models.model import Model, Run, load
+from scratch.models.run import token_name
 
 __all__ = [
     "DEFAULT_SHA256",

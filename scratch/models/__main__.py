@@ -7,10 +7,10 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from ..progress import Cancelled, Line, Progress, reporting
-from .family import decoders
-from .files import ModelError
-from .model import load
+from scratch.models.family import decoders
+from scratch.models.files import ModelError
+from scratch.models.model import load
+from scratch.ops.progress import Cancelled, Line, Progress, reporting
 
 CANCELLED = 130  # the exit status of a run stopped by Ctrl+C (128 + SIGINT), as shells report
 

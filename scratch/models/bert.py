@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import Config
-from .layers import ACTIVATIONS, attention_heads, layer_norm, run_layers
+from scratch.models.config import Config
+from scratch.models.layers import ACTIVATIONS, attention_heads, layer_norm, run_layers
 
 TABLES = ("embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight")
 ATTENTION_INPUT = "input"  # post-LN: the heads read the layer's input itself

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .family import family_of
-from .layers import walk
-from .run import AGREEMENT
+from scratch.models.family import family_of
+from scratch.models.layers import walk
+from scratch.models.run import AGREEMENT
 
 TOP = 16  # a decoder's output: the logit columns of the likeliest next tokens after the text
 

@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .family import family_of
-from .files import ModelError
-from .layers import ACTIVATIONS
+from scratch.models.family import family_of
+from scratch.models.files import ModelError
+from scratch.models.layers import ACTIVATIONS
 
 # what each key of each family does here (the README's table lists the same, tested)
 IRRELEVANT = {

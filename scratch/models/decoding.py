@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .run import Run, token_name, top_tokens
+from scratch.models.run import Run, token_name, top_tokens
 
 
 @dataclass(frozen=True)

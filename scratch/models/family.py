@@ -33,7 +33,7 @@ class Family:
         """A whole text's (attentions, attention inputs[, logits]): a decoder's by the fast
         path (scratch.backends.numpy_llama, checked against the readable forward)."""
         if self.decoder:
-            from ..backends import numpy_llama
+            from scratch.backends import numpy_llama
 
             return numpy_llama.forward(config, weights, ids)
         return self.module().forward(config, weights, ids)
@@ -43,7 +43,7 @@ class Family:
         (attentions, attention inputs, logits, the cache grown by len(ids))."""
         if not self.decoder:
             raise ValueError(f"{self.name} is not a decoder; it has no key/value cache to step")
-        from ..backends import numpy_llama
+        from scratch.backends import numpy_llama
 
         return numpy_llama.step(config, weights, ids, cache)
 

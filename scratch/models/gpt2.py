@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import Config
-from .layers import ACTIVATIONS, attention_heads, layer_norm, run_layers
+from scratch.models.config import Config
+from scratch.models.layers import ACTIVATIONS, attention_heads, layer_norm, run_layers
 
 TABLES = ("wte.weight", "wpe.weight")  # the token and position tables
 ATTENTION_INPUT = "norm"  # pre-LN: the heads read ln_1(h)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ..variants import Causal
+from scratch.variants import Causal
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import Config
-from .layers import head_attention, run_layers, sigmoid
+from scratch.models.config import Config
+from scratch.models.layers import head_attention, run_layers, sigmoid
 
 TABLES = ("token_embd.weight", None)  # a token table, no position table
 ATTENTION_INPUT = "norm"  # RMSNorm(h): what the heads read
@@ -103,9 +103,9 @@ def head_weights(config: Config, w: dict, layer: int, head: int) -> dict[str, np
 def ground_truth(run: object, layer: int, head: int) -> object:
     """The pure-Python Trace of one head: q, k, v projected by fsum sums (plus their biases
     where the family has them), turned by scratch.rotary, key/value head h // group, causal."""
-    from ..linalg import matmul
-    from ..rope import rotary
-    from ..trace import trace_attention
+    from scratch.ops.linalg import matmul
+    from scratch.ops.rope import rotary
+    from scratch.trace.forward import trace_attention
 
     c = run.model.config
     x = run.inputs[layer].tolist()  # (T, d_model)

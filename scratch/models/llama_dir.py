@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import IRRELEVANT as ENCODERS_IRRELEVANT
-from .config import Config, check_heads, real, whole
-from .files import ModelError, read_tokenizer, read_weights
-from .shapes import check_tensors, check_tokenizer
+from scratch.models.config import IRRELEVANT as ENCODERS_IRRELEVANT
+from scratch.models.config import Config, check_heads, real, whole
+from scratch.models.files import ModelError, read_tokenizer, read_weights
+from scratch.models.shapes import check_tensors, check_tokenizer
 
 # key -> (Config field, LlamaConfig's default); num_key_value_heads' default is the head count
 READ = {
@@ -111,7 +111,7 @@ def _rope_base(raw: dict, path: Path) -> float:
 
 def read_dir(folder: Path, raw: dict) -> tuple[Config, dict[str, np.ndarray], object]:
     """(Config, float64 weights under the GGUF names, tokenizer) of a Llama directory."""
-    from .gguf_file import allocate, tensors
+    from scratch.models.gguf_file import allocate, tensors
 
     config = parse(raw, folder / "config.json")
     path = folder / "model.safetensors"

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import progress as progress_
-from .config import Config, parse
-from .decoding import Generation, generate
-from .family import FAMILIES, Family, family_of
-from .files import (
+from scratch.models.config import Config, parse
+from scratch.models.decoding import Generation, generate
+from scratch.models.family import FAMILIES, Family, family_of
+from scratch.models.files import (
     FILES,
     ModelError,
     check_dir,
@@ -22,10 +21,11 @@ from .files import (
     read_weights,
     verify_default_weights,
 )
-from .gguf_file import read_gguf, smollm2_path, verify_smollm2
-from .llama_dir import read_dir
-from .run import Run
-from .shapes import check_tokenizer, check_weights
+from scratch.models.gguf_file import read_gguf, smollm2_path, verify_smollm2
+from scratch.models.llama_dir import read_dir
+from scratch.models.run import Run
+from scratch.models.shapes import check_tokenizer, check_weights
+from scratch.ops import progress as progress_
 
 
 def _from_config(name: str, doc: str) -> property:
@@ -135,8 +135,8 @@ def load(path: object = None, progress: progress_.Progress | None = None) -> Mod
     """The default model (all-MiniLM-L6-v2, verified by SHA-256), "smollm2" (SmolLM2-135M-Instruct,
     verified), a local model directory (BERT, GPT-2 or Llama family) or a local .gguf file
     (a decoder family: Llama, Qwen2). A first load reports its stages to `progress`
-    (scratch.progress: hash check, read, dequantize, tokenizer) and raises
-    scratch.progress.Cancelled once it is cancelled, caching nothing; a load of an unchanged
+    (scratch.ops.progress: hash check, read, dequantize, tokenizer) and raises
+    scratch.ops.progress.Cancelled once it is cancelled, caching nothing; a load of an unchanged
     file already read reports nothing."""
     with progress_.reporting(progress):
         return _find(path)

@@ -22,8 +22,8 @@ class Run:
     logits: np.ndarray | None = field(default=None, repr=False)  # (T, vocab): decoders' head
 
     def _repr_html_(self) -> str:
-        """Jupyter shows a run as its first and last layers' weights (scratch.html_view)."""
-        from ..html_view import run_html
+        """Jupyter shows a run as its first and last layers' weights (scratch.trace.html_view)."""
+        from scratch.trace.html_view import run_html
 
         return run_html(self)
 
@@ -40,7 +40,7 @@ class Run:
         and biases; its weights must agree with the NumPy forward's to AGREEMENT, else this
         raises (a mismatch would be a bug in one of them).
         """
-        from ..trace import trace_attention
+        from scratch.trace.forward import trace_attention
 
         if self.model.decoder:  # rotary positions sit between projection and scores
             self.model.check_head(layer, head)

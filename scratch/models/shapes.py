@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import Config
-from .files import ModelError
+from scratch.models.config import Config
+from scratch.models.files import ModelError
 
 
 def check_weights(config: Config, need: dict, weights: dict, path: Path) -> None:

@@ -10,26 +10,26 @@ offers are registered by declaring a key (mask_variants, mask_params: any module
 so a new mask is one file here).
 """
 
-from . import dual
-from .alibi import ALiBi, alibi_slopes
-from .alibi_symmetric import SymmetricALiBi
-from .base import Variant
-from .bias_table import BiasTable
-from .causal import Causal, causal_array, causal_cells, causal_shift
-from .choice import VariantChoice
-from .chunked import ChunkedLocal
-from .combine import Combined, and_masks, combine, compose, or_masks
-from .documents import Documents
-from .given_mask import GivenMask
-from .global_tokens import GlobalTokens
-from .params import Param
-from .prefix import PrefixLM
-from .registry import mask_params, mask_variants
-from .rotary import Rotary
-from .sinks import LearnedSinks
-from .softcap import Softcap
-from .streaming import SinkTokens
-from .window import SlidingWindow
+from scratch.variants import dual
+from scratch.variants.alibi import ALiBi, alibi_slopes
+from scratch.variants.alibi_symmetric import SymmetricALiBi
+from scratch.variants.base import Variant
+from scratch.variants.bias_table import BiasTable
+from scratch.variants.causal import Causal, causal_array, causal_cells, causal_shift
+from scratch.variants.choice import VariantChoice
+from scratch.variants.chunked import ChunkedLocal
+from scratch.variants.combine import Combined, and_masks, combine, compose, or_masks
+from scratch.variants.documents import Documents
+from scratch.variants.given_mask import GivenMask
+from scratch.variants.global_tokens import GlobalTokens
+from scratch.variants.params import Param
+from scratch.variants.prefix import PrefixLM
+from scratch.variants.registry import mask_params, mask_variants
+from scratch.variants.rotary import Rotary
+from scratch.variants.sinks import LearnedSinks
+from scratch.variants.softcap import Softcap
+from scratch.variants.streaming import SinkTokens
+from scratch.variants.window import SlidingWindow
 
 __all__ = [
     "ALiBi",

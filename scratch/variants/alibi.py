@@ -15,9 +15,9 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from .arrays import entry
-from .base import Variant, check_count, check_int, number
-from .causal import _plus
+from scratch.variants.arrays import entry
+from scratch.variants.base import Variant, check_count, check_int, number
+from scratch.variants.causal import _plus
 
 
 def alibi_slopes(num_heads: int) -> list[float]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .alibi import ALiBi, alibi_slopes
-from .arrays import entry
-from .base import number
+from scratch.variants.alibi import ALiBi, alibi_slopes
+from scratch.variants.arrays import entry
+from scratch.variants.base import number
 
 
 @dataclass(frozen=True)

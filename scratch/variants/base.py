@@ -26,9 +26,9 @@ import numbers
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .arrays import spread
-from .dual import Dual, derivative, value_and_grad
-from .params import Param
+from scratch.variants.arrays import spread
+from scratch.variants.dual import Dual, derivative, value_and_grad
+from scratch.variants.params import Param
 
 Ranges = list[tuple[int, int]]  # sorted, disjoint half-open key ranges [lo, hi)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arrays import clamp
-from .arrays import entry as look_up
-from .base import Variant, check_count, number
+from scratch.variants.arrays import clamp
+from scratch.variants.arrays import entry as look_up
+from scratch.variants.base import Variant, check_count, number
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..validate import check_positive_int
-from .base import Variant
+from scratch.ops.validate import check_positive_int
+from scratch.variants.base import Variant
 
 ALIGNS = ("top-left", "bottom-right")
 

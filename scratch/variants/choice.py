@@ -18,16 +18,16 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from .alibi import ALiBi
-from .base import Variant, check_int
-from .causal import shift_of
-from .combine import combine
-from .given_mask import GivenMask
-from .params import Param
-from .registry import mask_params, mask_variants
-from .rotary import Rotary
-from .sinks import LearnedSinks
-from .softcap import Softcap
+from scratch.variants.alibi import ALiBi
+from scratch.variants.base import Variant, check_int
+from scratch.variants.causal import shift_of
+from scratch.variants.combine import combine
+from scratch.variants.given_mask import GivenMask
+from scratch.variants.params import Param
+from scratch.variants.registry import mask_params, mask_variants
+from scratch.variants.rotary import Rotary
+from scratch.variants.sinks import LearnedSinks
+from scratch.variants.softcap import Softcap
 
 MASKS = ("none", *mask_variants(), "drawn")  # drawn: a grid clicked by hand, not a rule
 ALIGNS = ("top-left", "bottom-right")

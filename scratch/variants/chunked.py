@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Variant
-from .causal import _plus
-from .params import Param
+from scratch.variants.base import Variant
+from scratch.variants.causal import _plus
+from scratch.variants.params import Param
 
 
 @dataclass(frozen=True)

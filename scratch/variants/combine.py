@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .arrays import xp_of
-from .base import Variant, array_form, check_sizes
+from scratch.variants.arrays import xp_of
+from scratch.variants.base import Variant, array_form, check_sizes
 
 
 class Mods(Variant):

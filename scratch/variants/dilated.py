@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Variant
-from .causal import at_or_before
-from .params import Param
+from scratch.variants.base import Variant
+from scratch.variants.causal import at_or_before
+from scratch.variants.params import Param
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arrays import entry
-from .base import Variant, check_count
-from .params import Param
+from scratch.variants.arrays import entry
+from scratch.variants.base import Variant, check_count
+from scratch.variants.params import Param
 
 
 def _ids(ids: object, name: str) -> tuple[tuple[int, ...], ...]:

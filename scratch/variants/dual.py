@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from .arrays import module_of
+from scratch.variants.arrays import module_of
 
 
 class Dual:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import inf
 
-from ..validate import as_mask, check_mask_shape
-from .arrays import entry
-from .base import Variant, number
+from scratch.ops.validate import as_mask, check_mask_shape
+from scratch.variants.arrays import entry
+from scratch.variants.base import Variant, number
 
 
 class GivenMask(Variant):

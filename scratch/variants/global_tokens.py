@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Variant, check_int
-from .causal import _plus
+from scratch.variants.base import Variant, check_int
+from scratch.variants.causal import _plus
 
 
 @dataclass(frozen=True)

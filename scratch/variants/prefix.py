@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arrays import entry
-from .base import Variant, check_count, check_int
-from .causal import _plus, at_or_before
-from .params import Param
+from scratch.variants.arrays import entry
+from scratch.variants.base import Variant, check_count, check_int
+from scratch.variants.causal import _plus, at_or_before
+from scratch.variants.params import Param
 
 
 @dataclass(frozen=True)

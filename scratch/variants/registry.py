@@ -8,8 +8,8 @@ import importlib
 import pkgutil
 from pathlib import Path
 
-from .base import MASK_VARIANTS, Variant
-from .params import Param
+from scratch.variants.base import MASK_VARIANTS, Variant
+from scratch.variants.params import Param
 
 
 @functools.cache

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..rope import PAIRINGS, _pairs, angles, rotary, rotary_words
-from .arrays import is_torch
-from .base import Variant
+from scratch.ops.rope import PAIRINGS, _pairs, angles, rotary, rotary_words
+from scratch.variants.arrays import is_torch
+from scratch.variants.base import Variant
 
 
 @dataclass(frozen=True)

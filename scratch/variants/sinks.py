@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import Variant, number
+from scratch.variants.base import Variant, number
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import dual
-from .base import Variant, number
+from scratch.variants import dual
+from scratch.variants.base import Variant, number
 
 
 @dataclass(frozen=True)

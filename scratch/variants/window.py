@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Variant, check_window_side
-from .causal import _plus, at_or_before, shift_of
-from .params import Param
+from scratch.variants.base import Variant, check_window_side
+from scratch.variants.causal import _plus, at_or_before, shift_of
+from scratch.variants.params import Param
 
 
 @dataclass(frozen=True)

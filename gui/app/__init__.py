@@ -1,0 +1,1 @@
+"""The main window, its actions, and the benchmark's window plugin."""

@@ -1,0 +1,1 @@
+"""What the window shows, computed without widgets: view models, numbers, sentences."""

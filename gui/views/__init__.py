@@ -1,0 +1,1 @@
+"""The panels and tabs: each renders a part of the state."""

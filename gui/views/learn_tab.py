@@ -1,0 +1,82 @@
+"""The Learn tab: why each step exists, a mistakes gallery, FlashAttention's tiles.
+
+Each page reads one head of the trace on screen (gui.present.learn_model.head_inputs) and computes
+in
+its own worker, only while it is visible: a hidden page costs nothing.
+"""
+
+from __future__ import annotations
+
+from PyQt6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
+
+from gui.present.learn_model import head_inputs
+from gui.views.mistakes_view import MistakesView
+from gui.views.tiles_view import TilesView
+from gui.views.why_view import WhyView
+from gui.widgets import controls
+
+
+class LearnTab(QWidget):
+    """Why / Mistakes / Tiles, fed the trace on screen."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.trace = None
+        self.head = 0  # the pipeline's head (0 while it shows all heads or their average)
+        self.inputs = None  # HeadInputs of self.trace (made when a page first needs them)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.message = controls.label()
+        self.message.setVisible(False)
+        layout.addWidget(self.message)
+        self.pages = QTabWidget()
+        self.why, self.mistakes, self.tiles = WhyView(), MistakesView(), TilesView()
+        self.pages.addTab(self.why, "Why, with your numbers")
+        self.pages.addTab(self.mistakes, "Mistakes gallery")
+        self.pages.addTab(self.tiles, "FlashAttention's tiles")
+        layout.addWidget(self.pages, 1)
+        self.pages.currentChanged.connect(lambda _: self.refresh())
+
+    def set_trace(self, trace: object) -> None:
+        """A new trace on screen; the visible page follows it."""
+        self.trace, self.inputs = trace, None
+        self.refresh()
+
+    def set_head(self, choice: str) -> None:
+        """The pipeline's head choice: a head number is followed; 'all' / 'average' give 0."""
+        head = int(choice) if choice.isdigit() else 0
+        if head != self.head:
+            self.head, self.inputs = head, None
+            self.refresh()
+
+    def show_step(self, step: str) -> None:
+        """The pipeline's step: the Why page opens its reason."""
+        self.why.show_step(step)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Give the visible page the current head's inputs."""
+        if self.trace is None or not self.isVisible():
+            return
+        if self.inputs is None:
+            try:
+                self.inputs = head_inputs(self.trace, self.head)
+            except ValueError as exc:
+                self.message.setText(str(exc))
+                self.message.setVisible(True)
+                self.pages.setVisible(False)  # not the last example's numbers, greyed
+                return
+        self.message.setVisible(False)
+        self.pages.setVisible(True)
+        self.pages.currentWidget().set_inputs(self.inputs)
+
+    def wait(self) -> None:
+        """Cancel and join every page's workers (closing the window): the checks of the
+        mistakes stop between two kernels instead of running all seven."""
+        workers = (self.why.worker, self.mistakes.worker, self.mistakes.check_worker)
+        for worker in (*workers, self.tiles.worker):
+            worker.cancel()
+            worker.wait()

@@ -1,0 +1,1 @@
+"""Reusable Qt widgets: the heatmap, its axes and numbers, spin boxes, the head view."""

@@ -1,0 +1,1 @@
+"""Background work: the worker pool and its jobs."""

@@ -1,0 +1,1 @@
+"""The backward pass: SDPA and multi-head gradients, grad_output choices."""

@@ -1,0 +1,1 @@
+"""Error bounds: the forward's, the weights', the gradients', each step's."""

@@ -1,0 +1,1 @@
+"""One head kernel and its front doors: options, examples, masks, attention, multi-head, rows."""

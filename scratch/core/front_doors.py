@@ -1,0 +1,267 @@
+"""The public keyword signatures, written once: one front door per kind of call.
+
+Every backend keeps PyTorch's keyword arguments at its door, and behind the door only typed
+values travel. Each door here turns the keywords into one `Options` (and, for a trace, one
+`Example`) and calls the backend's own implementation with them; keywords only one backend
+has (need_weights, dtype, device, kernel, block_size, ...) pass through to it untouched. The
+doors hold no arithmetic: every backend still writes its own math below its door.
+
+    forward_door(impl)   scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
+                         is_causal, scale, *, enable_gqa, masked_rows, rng, return_lse)
+                         -> impl(query, key, value, options, **more)
+    backward_door(impl)  scaled_dot_product_attention_backward(query, key, value, grad_output,
+                         the forward's arguments but return_lse)
+                         -> impl(query, key, value, grad_output, options, **more)
+    multi_head_door(impl) multi_head_attention(query, key, value, w_q, w_k, w_v, w_o=None, *,
+                         num_heads, num_kv_heads, b_q, b_k, b_v, b_o, attn_mask, is_causal, scale,
+                         masked_rows) -> impl(query, key, value, params, heads, options, **more)
+    trace_door(impl)     trace_attention(x, key, value, w_q, w_k, w_v, w_o, *, tokens,
+                         key_tokens, num_heads, num_kv_heads, b_q ... b_o, attn_mask, is_causal,
+                         scale, masked_rows, dropout_p, rng) -> impl(example, options, **more)
+    flex_door(impl)      flex_attention(query, key, value, score_mod, block_mask, scale,
+                         enable_gqa, return_lse, *, sinks) -> impl(query, key, value, options)
+    flex_backward_door(impl) flex_attention_backward(query, key, value, grad_output, the
+                         forward's arguments but return_lse) -> impl(..., grad_output, options)
+
+Each kind's parameters are written once, in the private function that turns them into impl's
+arguments (`_sdpa_arguments`, `_multi_head_arguments`, `_trace_arguments`, `_flex_arguments`);
+a backward's are its forward's with grad_output after value and no return_lse
+(`_backward_of`), and one `_door` binds every call to them.
+
+`own_rng=True`: the backend reads `rng` itself (an int seed, a numpy or torch generator as well
+as a random.Random), so it is passed on as `rng=` instead of into Options, which takes only
+the ground truth's kinds.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from scratch.core.example import Example
+from scratch.core.options import FlexOptions, Options
+from scratch.ops.plan import projections
+from scratch.ops.validate import check_projections, check_value_has_key
+
+
+def _extra_keywords(impl: Callable, passed: int) -> frozenset[str] | None:
+    """The keywords impl takes after the `passed` arguments its door gives it (None: any)."""
+    params = list(inspect.signature(impl).parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(p.name for p in params[passed:] if p.kind in named)
+
+
+def _refuse_unknown(door: str, accepted: frozenset[str] | None, more: dict) -> None:
+    """A misspelled keyword is named with the public function's name, not the backend's."""
+    unknown = [name for name in more if accepted is not None and name not in accepted]
+    if unknown:
+        also = ", ".join(sorted(accepted)) or "none"
+        raise TypeError(
+            f"{door}() got an unexpected keyword argument {unknown[0]!r} "
+            f"(this backend's own keywords: {also})"
+        )
+
+
+def _backward_of(signature: inspect.Signature) -> inspect.Signature:
+    """A forward's parameters as its backward's: grad_output after value, no return_lse."""
+    params = [p for p in signature.parameters.values() if p.name != "return_lse"]
+    grad_output = inspect.Parameter("grad_output", params[0].kind, annotation=params[0].annotation)
+    return signature.replace(parameters=[*params[:3], grad_output, *params[3:]])
+
+
+def bound(signature: inspect.Signature, name: str, args: tuple, kwargs: dict) -> dict:
+    """The call's arguments by parameter name; a call that does not fit is a TypeError naming
+    the public function `name`."""
+    try:
+        return signature.bind(*args, **kwargs).arguments
+    except TypeError as error:
+        raise TypeError(f"{name}() {error}") from None
+
+
+def _door(
+    name: str, front: Callable, impl: Callable, passed: int, *, own_rng: bool = False
+) -> Callable:
+    """The public function `name`: front's parameters (a *_backward's: _backward_of them) and
+    **more.
+
+    front turns the keywords into impl's first `passed` arguments (a backward's grad_output
+    goes in after value); **more, the backend's own keywords, passes on untouched.
+    `own_rng`: the backend reads `rng` itself, so it goes into more, not into front.
+    """
+    backward = name.endswith("_backward")
+    signature = inspect.signature(front)
+    signature = _backward_of(signature) if backward else signature
+    more = inspect.Parameter("more", inspect.Parameter.VAR_KEYWORD, annotation="object")
+    signature = signature.replace(
+        parameters=[*signature.parameters.values(), more], return_annotation="object"
+    )
+    accepted = _extra_keywords(impl, passed)
+
+    def door(*args: object, **kwargs: object) -> object:
+        given = bound(signature, name, args, kwargs)
+        extra = given.pop("more", {})
+        _refuse_unknown(name, accepted, extra)
+        if own_rng:
+            extra["rng"] = given.pop("rng", None)
+        if not backward:
+            return impl(*front(**given), **extra)
+        grad_output = given.pop("grad_output")
+        query, key, value, *options = front(**given)
+        return impl(query, key, value, grad_output, *options, **extra)
+
+    door.__signature__ = signature
+    door.__name__ = door.__qualname__ = name
+    door.__module__ = impl.__module__
+    what = "backward, after grad_output" if backward else "function"
+    door.__doc__ = f"{front.__doc__} (the {what}):\n\n{impl.__name__}: {impl.__doc__}"
+    return door
+
+
+def _sdpa_arguments(
+    query: object,
+    key: object,
+    value: object,
+    attn_mask: object = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    enable_gqa: bool = False,
+    masked_rows: str = "zero",
+    rng: object = None,
+    return_lse: bool = False,
+) -> tuple:
+    """The keywords as one Options, then the backend's own"""
+    options = Options(attn_mask, is_causal, scale=scale, dropout_p=dropout_p, rng=rng,
+                      enable_gqa=enable_gqa, masked_rows=masked_rows,
+                      return_lse=return_lse)  # fmt: skip
+    return query, key, value, options
+
+
+def _multi_head_arguments(
+    query: object,
+    key: object,
+    value: object,
+    w_q: object,
+    w_k: object,
+    w_v: object,
+    w_o: object = None,
+    *,
+    num_heads: int = 1,
+    num_kv_heads: int | None = None,
+    b_q: object = None,
+    b_k: object = None,
+    b_v: object = None,
+    b_o: object = None,
+    attn_mask: object = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    masked_rows: str = "zero",
+) -> tuple:
+    """The keywords as projections, head counts and one Options, then the backend's own"""
+    check_projections(w_q, w_k, w_v)
+    check_value_has_key(key, value)
+    options = Options(attn_mask, is_causal, scale=scale, masked_rows=masked_rows)
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    return query, key, value, params, (num_heads, num_kv_heads), options
+
+
+def _trace_arguments(
+    x: object,
+    key: object = None,
+    value: object = None,
+    w_q: object = None,
+    w_k: object = None,
+    w_v: object = None,
+    w_o: object = None,
+    *,
+    tokens: object = None,
+    key_tokens: object = None,
+    num_heads: int = 1,
+    num_kv_heads: int | None = None,
+    b_q: object = None,
+    b_k: object = None,
+    b_v: object = None,
+    b_o: object = None,
+    attn_mask: object = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    masked_rows: str = "zero",
+    dropout_p: float = 0.0,
+    rng: object = None,
+) -> tuple:
+    """One worked example x (L, d_model), every step kept; projections are optional. The
+    keywords become one Example and one Options, then the backend's own trace_example"""
+    params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
+    example = Example(x, key, value, params, tokens, key_tokens, num_heads, num_kv_heads)
+    options = Options(
+        attn_mask, is_causal, scale=scale, dropout_p=dropout_p, masked_rows=masked_rows, rng=rng
+    )
+    return example, options
+
+
+def _flex_arguments(
+    query: object,
+    key: object,
+    value: object,
+    score_mod: Callable | None = None,
+    block_mask: object = None,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    return_lse: bool = False,
+    *,
+    sinks: object = None,
+) -> tuple:
+    """The keywords as one FlexOptions, then the backend's own flex_attention"""
+    return (
+        query,
+        key,
+        value,
+        FlexOptions(score_mod, block_mask, scale, enable_gqa, return_lse, sinks),
+    )
+
+
+def forward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
+    """scaled_dot_product_attention's keywords -> impl(query, key, value, options, **more)."""
+    return _door("scaled_dot_product_attention", _sdpa_arguments, impl, 4, own_rng=own_rng)
+
+
+def backward_door(impl: Callable, *, own_rng: bool = False) -> Callable:
+    """The backward's keywords (the forward's, after grad_output) -> impl(query, key, value,
+    grad_output, options, **more)."""
+    return _door("scaled_dot_product_attention_backward", _sdpa_arguments, impl, 5, own_rng=own_rng)
+
+
+def multi_head_door(impl: Callable) -> Callable:
+    """multi_head_attention's keywords -> impl(query, key, value, params, heads, options)."""
+    return _door("multi_head_attention", _multi_head_arguments, impl, 6)
+
+
+def trace_door(impl: Callable) -> Callable:
+    """trace_attention's keywords -> impl(Example, Options, **more) (more: dtype, on_projected,
+    grad_output, ...: what that backend's trace_example takes)."""
+    return _door("trace_attention", _trace_arguments, impl, 2)
+
+
+def flex_door(impl: Callable) -> Callable:
+    """flex_attention's keywords -> impl(query, key, value, options: FlexOptions, **more)."""
+    return _door("flex_attention", _flex_arguments, impl, 4)
+
+
+def flex_backward_door(impl: Callable) -> Callable:
+    """flex_attention_backward's keywords (the forward's, after grad_output, but return_lse) ->
+    impl(query, key, value, grad_output, options: FlexOptions, **more)."""
+    return _door("flex_attention_backward", _flex_arguments, impl, 5)
+
+
+__all__ = [
+    "backward_door",
+    "bound",
+    "flex_backward_door",
+    "flex_door",
+    "forward_door",
+    "multi_head_door",
+    "trace_door",
+]

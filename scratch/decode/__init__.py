@@ -1,0 +1,1 @@
+"""Decoding: a query block against a KV cache, split-KV partials, a paged cache."""

@@ -1,0 +1,1 @@
+"""For learners: why each step, online softmax, planted mistakes, the notebooks' presets."""

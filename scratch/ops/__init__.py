@@ -1,0 +1,1 @@
+"""What everything stands on: nested lists, checks, fsum matmul, softmax, RoPE, shape plans."""

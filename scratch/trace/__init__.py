@@ -1,0 +1,1 @@
+"""Traces: every step of a call recorded, its words and bounds, compared."""
