@@ -213,16 +213,14 @@ FUNCTIONS = {
     "scratch.mha": lambda q, k, m: scratch.multi_head_attention(q, k, k, X, X, X, attn_mask=m),
     "numpy.mha": lambda q, k, m: NB.multi_head_attention(q, k, k, X, X, X, attn_mask=m),
     "torch.mha": lambda q, k, m: TB.multi_head_attention(q, k, k, X, X, X, attn_mask=m),
-    "scratch.trace.forward": lambda q, k, m: scratch.trace_attention(q, k, attn_mask=m),
+    "scratch.trace": lambda q, k, m: scratch.trace_attention(q, k, attn_mask=m),
     "numpy.trace": lambda q, k, m: NB.trace_attention(q, k, attn_mask=m),
     "torch.trace": lambda q, k, m: TB.trace_attention(q, k, attn_mask=m),
     "scratch.tolerance": lambda q, k, m: scratch.tolerance(q, k, k, m),
     "scratch.softmax": lambda q, k, m: scratch.softmax(q),
     "scratch.matmul": lambda q, k, m: scratch.matmul(q, k),
-    "scratch.core.rows": lambda q, k, m: scratch.attention_rows(q, k, k, [0], m),
-    "scratch.backward.sdpa": lambda q, k, m: scratch.scaled_dot_product_attention_backward(
-        q, k, k, q
-    ),
+    "scratch.rows": lambda q, k, m: scratch.attention_rows(q, k, k, [0], m),
+    "scratch.backward": lambda q, k, m: scratch.scaled_dot_product_attention_backward(q, k, k, q),
 }
 
 
