@@ -322,10 +322,10 @@ def test_a_plugin_that_cannot_be_loaded_is_refused_by_name(capsys):
     naming --plugin and the module."""
     with pytest.raises(ValueError, match=r"--plugin no_such_module_here: cannot be imported"):
         plugins.load("no_such_module_here")
-    with pytest.raises(ValueError, match=r"--plugin scratch.softmax: expected BENCH_GOALS, a "):
-        plugins.load("scratch.softmax")
+    with pytest.raises(ValueError, match=r"--plugin scratch.ops.softmax: expected BENCH_GOALS, a "):
+        plugins.load("scratch.ops.softmax")
     with pytest.raises(SystemExit, match="2"):
-        bench.main(["--plugin", "scratch.softmax", "--quick"])
+        bench.main(["--plugin", "scratch.ops.softmax", "--quick"])
     assert "found NoneType" in capsys.readouterr().err
 
 

@@ -45,10 +45,10 @@ def test_backends_listing_without_numpy_torch():
 
 
 def test_subpackages_are_attributes_after_a_plain_import():
-    # exactly as the README says: no `import scratch.learn.presets` needed
+    # exactly as the README says: no `import scratch.learn.presets` needed for scratch.presets
     done = run(
         "import scratch, sys\n"
-        "print(len(scratch.learn.presets.names()) > 0, scratch.backends.available())\n"
+        "print(len(scratch.presets.names()) > 0, scratch.backends.available())\n"
         "print('presets' in dir(scratch), 'numpy' in sys.modules, 'torch' in sys.modules)"
     )
     assert done.returncode == 0, done.stderr

@@ -334,7 +334,7 @@ def test_the_child_never_runs_the_callers_script_again(tmp_path):
         textwrap.dedent(
             f"""
             import dataclasses
-            from gui import controller, truth_process
+            from gui.state import controller, truth_process
             from gui.state.session import random_session
             print("script body ran")
             truth_process.MIN_PATIENCE_S = truth_process.STARTUP_S = {PATIENT_S}
