@@ -53,7 +53,7 @@ _LAZY_FUNCTIONS = {
 
 
 def __getattr__(name: str) -> object:
-    """scratch.learn.presets, scratch.backends, ...: import the submodule on first access."""
+    """scratch.presets, scratch.backends, ...: import the submodule on first access."""
     import importlib
 
     if name in _LAZY:
