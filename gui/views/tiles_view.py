@@ -11,7 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 from PyQt6.QtCore import QRectF, Qt
 from PyQt6.QtGui import QBrush, QColor
-from PyQt6.QtWidgets import QGraphicsRectItem, QGridLayout, QLabel, QPushButton, QSlider, QWidget
+from PyQt6.QtWidgets import QGraphicsRectItem, QGridLayout, QPushButton, QSlider, QWidget
 
 from gui.present.learn_model import (
     HeadInputs,
@@ -51,7 +51,7 @@ class TilesView(LearnPage):
         )
         self.back, self.forward = QPushButton("<"), QPushButton(">")
         self.step = QSlider(Qt.Orientation.Horizontal)
-        self.where = QLabel()
+        self.where = controls.label()  # word-wrapped: a long tile sentence takes two lines
         first = ("block", self.block, "tiles in", self.dtype, "row", self.row, (self.status, 1))
         self.outer.addLayout(controls.row(*first))
         second = (self.back, (self.step, 1), self.forward, (self.where, 1))
