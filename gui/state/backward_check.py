@@ -111,13 +111,6 @@ def _rounded(a: np.ndarray, dtype: str) -> np.ndarray:
     return a.astype(dtype).astype(np.float64)
 
 
-def _as_array(x: object) -> np.ndarray:
-    """A backend's result (nested lists, array or tensor) as float64 NumPy."""
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().double().numpy()
-    return np.asarray(x, np.float64)
-
-
 def head_inputs(trace: object, dtype: str) -> tuple[list, list, list, list]:
     """The heads' q (H, L, d_k), k (Hkv, S, d_k), v (Hkv, S, d_v) and dO (H, L, d_v) of a
     backward trace, rounded to `dtype` (what a backend computing in it works on)."""
@@ -163,7 +156,7 @@ def check_heads(q, k, v, dO, options, backend: str, dtype: str) -> list[scratch.
     truth = scratch.scaled_dot_product_attention_backward(q, k, v, dO, **keywords)
     bound = scratch.gradient_tolerance(q, k, v, dO, **keywords, dtype=dtype)
     return [
-        step_check(name, _as_array(f), t, bound[name], dtype)
+        step_check(name, f, t, bound[name], dtype)  # it reads lists, arrays and tensors
         for name, f, t in zip(GRADIENTS, found, truth)
     ]
 
