@@ -33,11 +33,15 @@ def frozen(run: Run) -> Run:
 
 
 class _Pieces(QObject):
-    piece = pyqtSignal(int, object)  # job, a frozen Run
+    piece = pyqtSignal()  # a newer piece waits in TrainWorker._latest
 
 
 class TrainWorker(Worker):
-    """One Trainer advanced in pieces; pieceDone(run) after each, finished(DONE or PAUSED)."""
+    """One Trainer advanced in pieces; pieceDone(run) after each, finished(DONE or PAUSED).
+
+    Pieces the window has not drawn yet are never queued up: the worker keeps only the newest
+    one and signals once until the window takes it, so a window slower than training skips
+    pieces instead of falling behind (Pause and Cancel act at once, not after a backlog)."""
 
     pieceDone = pyqtSignal(object)  # a frozen Run: what the window draws
     QUIET = (Cancelled,)
@@ -47,6 +51,8 @@ class TrainWorker(Worker):
         self.trainer: Trainer | None = None
         self.piece = 10  # steps between two redraws (the speed control)
         self._pause = threading.Event()
+        self._lock = threading.Lock()
+        self._latest: tuple[int, Run] | None = None  # (job, run): the newest undrawn piece
         self._pieces = _Pieces()
         self._pieces.piece.connect(self._on_piece)
 
@@ -54,7 +60,8 @@ class TrainWorker(Worker):
         """Train `trainer` from where it is (a new run, or a paused one resumed)."""
         self.trainer = trainer
         self._pause.clear()
-        return self.start(lambda report, stop: self._train(trainer, report, stop))
+        job = self.current + 1  # the number start() gives this request
+        return self.start(lambda report, stop: self._train(job, trainer, report, stop))
 
     def resume(self) -> int | None:
         """Go on with the paused trainer (None when there is none or it has finished)."""
@@ -66,23 +73,30 @@ class TrainWorker(Worker):
         """End the job after its current piece; the trainer waits for resume()."""
         self._pause.set()
 
-    def _train(self, trainer: Trainer, report, stop) -> str:
-        job = self.current
-
-        def tick(stage: str, done: int, total: int) -> None:
-            report(done, total, stage)
-
-        with reporting(Progress(tick, stop)):
+    def _train(self, job: int, trainer: Trainer, report, stop) -> str:
+        steps = trainer.config.steps
+        with reporting(Progress(None, stop)):  # a Cancel raises Cancelled between two steps
             while not trainer.finished:
                 trainer.advance(max(1, self.piece))
-                self._pieces.piece.emit(job, frozen(trainer.run))
+                self._deliver(job, frozen(trainer.run))
+                report(trainer.run.steps_done, steps, "train")
                 if self._pause.is_set():
                     return PAUSED
         return DONE
 
-    def _on_piece(self, job: int, run: Run) -> None:
-        if job == self.current:
-            self.pieceDone.emit(run)
+    def _deliver(self, job: int, run: Run) -> None:
+        """Keep the newest piece (worker thread); signal only when none is waiting."""
+        with self._lock:
+            waiting = self._latest is not None
+            self._latest = (job, run)
+        if not waiting:
+            self._pieces.piece.emit()
+
+    def _on_piece(self) -> None:
+        with self._lock:
+            latest, self._latest = self._latest, None
+        if latest is not None and latest[0] == self.current:
+            self.pieceDone.emit(latest[1])
 
 
 __all__ = ["DONE", "PAUSED", "TrainWorker", "frozen"]
