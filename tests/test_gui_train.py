@@ -18,17 +18,19 @@ from scratch.train import ModelConfig, TrainConfig, Trainer, run_file  # noqa: E
 pytestmark = pytest.mark.gui
 
 
-def tiny_config(seed: int = 0, steps: int = 6, **model: object) -> TrainConfig:
+def tiny_config(seed: int = 0, steps: int = 6, lr: float = 1e-3, **model: object) -> TrainConfig:
     """A model small enough that a step takes milliseconds (context 7, d_model 4, batch 2)."""
     shape = dict(vocab=8, context=7, d_model=4, n_layers=2, n_heads=2) | model
     return TrainConfig(
-        task="induction", steps=steps, batch=2, snapshot_every=2, seed=seed,
+        task="induction", steps=steps, batch=2, snapshot_every=2, seed=seed, lr=lr,
         model=ModelConfig(**shape),
     )  # fmt: skip
 
 
 def tiny_run(seed: int = 0, **model: object) -> object:
-    return Trainer(tiny_config(seed, **model)).advance()
+    """Six steps at a learning rate of 0.1: the heads move 0.03 away from uniform weights (at
+    1e-3 they stayed within 2e-7 of it, and another layer's weights drew the same picture)."""
+    return Trainer(tiny_config(seed, lr=0.1, **model)).advance()
 
 
 @pytest.fixture
@@ -89,7 +91,7 @@ def test_the_scrubber_shows_each_snapshots_weights(tab, seed):
     run = tiny_run(seed)
     tab.open_run(run)
     assert tab.scrubber.maximum() == len(run.snapshots) - 1
-    for layer, head in ((0, 1), (1, 0)):
+    for layer, head in ((seed % 2, 1 - seed % 2),):  # over the seeds: both layers, both heads
         tab.head = (layer, head)
         for index, snapshot in enumerate(run.snapshots):
             tab.scrubber.setValue(index)
