@@ -146,7 +146,7 @@ def test_a_click_on_a_head_opens_its_layer_at_that_step(tab, qtbot, seed):
             )
         assert (s.mode, s.num_heads, s.num_kv_heads) == ("project", 2, 2)
         assert s.variant.mask == "causal" and s.preset.startswith("model:")
-        assert f"step 4" in s.preset and f"head {layer + 1}.{head + 1}" in s.preset
+        assert "step 4" in s.preset and f"head {layer + 1}.{head + 1}" in s.preset
         assert s.tokens == tuple(str(t) for t in run.probe)
 
 
