@@ -33,7 +33,7 @@ from gui.widgets.loss_plot import LossPlot
 from gui.widgets.model_grid import ModelGrid
 from gui.widgets.score_plots import ScorePlots
 from gui.widgets.spin_boxes import SpinBox
-from gui.work.train_worker import PAUSED, TrainWorker
+from gui.work.train_worker import PAUSED, TrainWorker, frozen
 from scratch.train.config import ModelConfig, TrainConfig
 from scratch.train.run import Run, Trainer
 from scratch.train.tasks import TASKS
@@ -201,7 +201,8 @@ class TrainTab(QWidget):
         self.started = time.perf_counter()
         self.progress.setRange(0, config.steps)
         self.progress.setValue(0)
-        self.show_run(trainer.run)  # step 0: the untrained heads
+        self.show_run(frozen(trainer.run))  # step 0: the untrained heads (a copy: the worker
+        # appends to the trainer's own record while the window reads this one)
         self.worker.begin(trainer)
         self._set_buttons()
         return True
