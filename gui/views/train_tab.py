@@ -295,6 +295,7 @@ class TrainTab(QWidget):
         self.colours.setText(train_view.colour_words(run.config.model.n_layers))
         if first:
             self.head = train_view.default_head(run) if run.steps_done else (0, 0)
+            self._show_settings(run.config)
         last = len(run.snapshots) - 1
         self.scrubber.blockSignals(True)
         self.scrubber.setRange(0, last)
@@ -312,6 +313,16 @@ class TrainTab(QWidget):
         self.words.setText(
             f"{said} {phase + ' ' if phase else ''}({train_view.progress_text(run, seconds)})"
         )
+
+    def _show_settings(self, config: TrainConfig) -> None:
+        """The controls say the run's settings (an opened file's; Start trains them again)."""
+        m = config.model
+        controls.select(self.task, config.task)
+        for box, value in ((self.steps, config.steps), (self.seed, config.seed),
+                           (self.layers, m.n_layers), (self.heads, m.n_heads)):  # fmt: skip
+            controls.set_quietly(box, box.minimum(), max(box.maximum(), value), value)
+        self.mlp.setChecked(m.mlp)
+        self.norm.setChecked(m.norm)
 
     def _show_snapshot(self) -> None:
         """The scrubbed snapshot: every head in the grid, the chosen head with its tokens."""

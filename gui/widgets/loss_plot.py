@@ -23,7 +23,8 @@ class LossPlot(pg.PlotWidget):
         item.setTitle("loss (smoothed)", size="9pt")
         item.setLabel("bottom", "step")
         item.showGrid(x=True, y=True, alpha=0.2)
-        self.legend = item.addLegend(offset=(-4, 4), labelTextSize="8pt")
+        self.legend = item.addLegend(offset=(4, -4), labelTextSize="8pt")  # bottom left: the
+        # curves start high and reach the bottom only at the end
         self.total = item.plot(pen=pg.mkPen(TOTAL, width=1.5), name="every position")
         self.scored = item.plot(pen=pg.mkPen(SCORED, width=2), name="scored part")
         self.phase = pg.InfiniteLine(angle=90, pen=pg.mkPen(PHASE, width=2))
