@@ -129,6 +129,7 @@ class TrainTab(QWidget):
         right_layout.addWidget(self.step_label)
         self.grid = ModelGrid()
         self.grid.count_from = 1  # L1 H1 is head 1.1, as the words name it
+        self.grid.empty_text = "Press Start: every head's attention on the probe shows here"
         self.grid.setMinimumSize(200, 90)
         self.grid.setToolTip("Every head on the probe: click one to open its layer in the pipeline")
         self.grid_scroll = QScrollArea()
@@ -238,6 +239,8 @@ class TrainTab(QWidget):
 
     def _set_buttons(self) -> None:
         busy = self.worker.busy
+        for button in (self.open_button, self.backward_button):
+            button.setEnabled(self.run is not None)
         self.file_button.setEnabled(self.task.currentData() == "text")
         self.pause_button.setText("Resume" if self.paused else "Pause")
         self.pause_button.setEnabled(busy or self.paused)
@@ -303,6 +306,7 @@ class TrainTab(QWidget):
             self.scrubber.setValue(last)
         self.scrubber.blockSignals(False)
         self.scrubber.setEnabled(True)
+        self._set_buttons()
         if self.progress.maximum() != total or not self.worker.busy:
             self.progress.setRange(0, total)
             self.progress.setValue(run.steps_done)

@@ -68,6 +68,7 @@ class ModelGrid(QWidget):
         self.newest_only = False
         self.selected: tuple[int, int] | None = None
         self.count_from = 0  # the labels' first number (the Train tab counts from 1, as papers do)
+        self.empty_text = "Run a text to see heads"  # what an empty grid says
         self.setMinimumSize(320, 240)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMouseTracking(True)
@@ -182,7 +183,7 @@ class ModelGrid(QWidget):
         painter = QPainter(self)
         painter.fillRect(self.rect(), QColor("white"))
         if not self.images:
-            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "Run a text to see heads")
+            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self.empty_text)
             return
         painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)  # sharp cells
         painter.setFont(label_font())
