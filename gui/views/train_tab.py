@@ -125,8 +125,14 @@ class TrainTab(QWidget):
         )
         self.scrubber.setEnabled(False)
         self.step_label = controls.label()
+        self.open_button = QPushButton("Open in pipeline")
+        self.backward_button = QPushButton("Open in Backward")
+        self.backward_button.setToolTip(train_view.BACKWARD_NOTE)
         right_layout.addWidget(self.scrubber)
-        right_layout.addWidget(self.step_label)
+        # the step beside the buttons: the heatmap below gets the height
+        right_layout.addLayout(
+            controls.row((self.step_label, 1), self.open_button, self.backward_button)
+        )
         self.grid = ModelGrid()
         self.grid.count_from = 1  # L1 H1 is head 1.1, as the words name it
         self.grid.empty_text = "Press Start: every head's attention on the probe shows here"
@@ -143,10 +149,6 @@ class TrainTab(QWidget):
         right_layout.addWidget(heads_split, 1)
         self.head_label = controls.label()
         right_layout.addWidget(self.head_label)
-        self.open_button = QPushButton("Open in pipeline")
-        self.backward_button = QPushButton("Open in Backward")
-        self.backward_button.setToolTip(train_view.BACKWARD_NOTE)
-        right_layout.addLayout(controls.row(self.open_button, self.backward_button, 1))
         split.addWidget(left)
         split.addWidget(right)
         split.setSizes([520, 480])
