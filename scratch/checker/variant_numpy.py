@@ -127,14 +127,18 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
     return seen
 
 
-def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str) -> np.ndarray:
-    """x (..., N, D) turned by the rows of cos, sin (N, D / 2) with the given pairing."""
+def rotate(
+    x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str, narrow: str | None = None
+) -> np.ndarray:
+    """x (..., N, D) turned by the rows of cos, sin (N, D / 2) with the given pairing; each
+    product and sum rounded to `narrow` when given (transformers' apply_rotary_pos_emb)."""
     half = x.shape[-1] // 2
     if pairing == "half":
         a, b = x[..., :half], x[..., half:]
     else:
         a, b = x[..., 0::2], x[..., 1::2]
-    a2, b2 = a * cos - b * sin, b * cos + a * sin
+    a2 = keep(keep(a * cos, narrow) - keep(b * sin, narrow), narrow)
+    b2 = keep(keep(b * cos, narrow) + keep(a * sin, narrow), narrow)
     if pairing == "half":
         return np.concatenate([a2, b2], axis=-1)
     out = np.empty_like(x)
@@ -145,7 +149,7 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str) -> np.
 def turned(case: VariantCase, d: VariantData, p: Planted, acc, narrow: str | None = None):
     """q, k turned by RoPE as the case (with p) asks (rounded to `narrow`, when given)."""
     q, k = d.q.astype(acc), d.k.astype(acc)
-    return keep(turn_pair(case, d, p, acc, q, k), narrow)
+    return turn_pair(case, d, p, acc, q, k, narrow=narrow)
 
 
 def keep(xs, narrow: str | None):
@@ -160,9 +164,9 @@ def narrowed(dtype: str) -> str | None:
     return None if ACCUMULATE[dtype] == dtype else dtype
 
 
-def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0):
+def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0, narrow=None):
     """q at positions i + S - L (i with p.q_positions 'zero', S - 1 with 'last'), k at j; sign
-    -1 turns back."""
+    -1 turns back; every step rounded to `narrow` when given."""
     if case.rotary is None or p.no_rope:
         return q, k
     L = q.shape[2]
@@ -173,8 +177,8 @@ def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0):
     else:
         first = 0 if p.q_positions == "zero" else case.shift
         at = np.arange(first, first + L)
-    q = rotate(q, cos[at], sin[at], pairing)
-    return q, rotate(k, cos, sin, pairing)
+    q = rotate(q, cos[at], sin[at], pairing, narrow)
+    return q, rotate(k, cos, sin, pairing, narrow)
 
 
 def scores(
@@ -239,6 +243,8 @@ def attend(
                 sink = sink + np.log(np.maximum(n, 1)).astype(acc)
         if p.split is not None:
             return split_merge(s, v, sink, *p.split)
+        if eager:  # the sink as one more score (gpt-oss), weights normalised, then rounded
+            return eager_output(s, v, sink, narrow)
         S = s.shape[-1]
         step = S if block is None else block
         exp = np.exp2 if exp2 else np.exp
@@ -262,6 +268,17 @@ def attend(
             total = total * alpha + exp(sink * fold - new)
             out = out * alpha
         return keep(out / total, narrow).astype(np.float64)
+
+
+def eager_output(s: np.ndarray, v: np.ndarray, sink, narrow: str | None) -> np.ndarray:
+    """softmax(s) (with the sink's score in each row) in s's dtype, the weights rounded to
+    `narrow`, then weights @ v rounded: transformers' eager attention after its scores."""
+    if sink is not None:  # (1, H, L, S + 1) scores; the sink's weight meets no value
+        s = np.concatenate([s, np.broadcast_to(sink, s.shape[:-1] + (1,))], axis=-1)
+        v = np.concatenate([v, np.zeros_like(v[..., :1, :])], axis=-2)
+    e = np.exp(s - s.max(-1, keepdims=True))  # every row sees a key: the max is finite
+    weights = keep(e / e.sum(-1, keepdims=True), narrow)
+    return keep(weights @ v, narrow).astype(np.float64)  # (1, H, L, S) @ (1, H, S, Ev)
 
 
 def split_merge(s: np.ndarray, v: np.ndarray, sink, size: int, mode: str) -> np.ndarray:
@@ -344,7 +361,7 @@ def grads(
         fold = lambda x: x.reshape((1, Hkv, group) + x.shape[2:]).sum(2)  # noqa: E731
         dk, dv = fold(dk), fold(dv)
         if p.rope_grad:
-            dq, dk = turn_pair(case, d, p, acc, *keep((dq, dk), step), sign=-1.0)
+            dq, dk = turn_pair(case, d, p, acc, *keep((dq, dk), step), sign=-1.0, narrow=step)
         found = [dq, dk, dv]
         if d.sinks is not None:
             p_sink = np.zeros_like(D) if sink is None else np.exp(sink - lse)
