@@ -149,3 +149,21 @@ def sdpa_backward(q, k, v, grad_output, *, bug=None, **keywords):
     with torch.enable_grad():
         out = sdpa(*leaves[:3], bug=bug, **keywords)
         return torch.autograd.grad(out, leaves, grad_output)
+
+
+def widened(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+            sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, attention_chunk=0,
+            rotary_cos=None, rotary_sin=None, rotary_interleaved=False, *, bug=None):  # fmt: skip
+    """tests/variant_kernels.py's FlashAttention-2 tiled kernel in float32 on 16-bit NumPy
+    inputs, the output rounded to their dtype (bug 'float32-out': returned in float32)."""
+    import numpy as np
+
+    from tests.variant_kernels import flash2_variants
+
+    def up(x):
+        return None if x is None else np.asarray(x, dtype=np.float32)
+
+    out = flash2_variants(up(q), up(k), up(v), causal, window_size, softcap, up(alibi_slopes),
+                          up(sinks), cu_seqlens_q, cu_seqlens_k, attention_chunk, up(rotary_cos),
+                          up(rotary_sin), rotary_interleaved)  # fmt: skip
+    return out if bug == "float32-out" else out.astype(q.dtype)
