@@ -41,24 +41,20 @@ BACKWARD_CORRECT = {
     "autograd through transformers eager": (kernel(k16.eager_backward, "eager_bw"), 19),
     "autograd through SDPA": (kernel(k16.sdpa_backward, "sdpa_bw"), 16),
 }
-SOFTCAP = "softcap not applied"
+SOFTCAP, LONG, NO_MAX = "softcap not applied", "window-left-long", "softmax-16bit-no-max"
 # name -> (fn, dtype, the words its name must hold); torch arrays, FlashAttention's keywords
 MISTAKES = {
-    "eager window left one long bfloat16": (k16.eager, "window-left-long", "bfloat16", LEFT),
-    "eager window left one long float16": (k16.eager, "window-left-long", "float16", LEFT),
-    "SDPA window left one long float16": (k16.sdpa, "window-left-long", "float16", LEFT),
+    "eager window left one long bfloat16": (k16.eager, LONG, "bfloat16", LEFT),
+    "eager window left one long float16": (k16.eager, LONG, "float16", LEFT),
+    "SDPA window left one long float16": (k16.sdpa, LONG, "float16", LEFT),
     "eager softcap missing bfloat16": (k16.eager, "no-softcap", "bfloat16", SOFTCAP),
     "eager softcap missing float16": (k16.eager, "no-softcap", "float16", SOFTCAP),
     # float16's exp overflows past 11.09; the large-logits case reaches it
-    "eager softmax in float16 without the max": (
-        k16.eager, "softmax-16bit-no-max", "float16", "exp overflows"
-    ),  # fmt: skip
+    "eager softmax in float16 without the max": (k16.eager, NO_MAX, "float16", "exp overflows"),
     "FlexAttention sink left out bfloat16": (vk.flex_eager, "sink-out", "bfloat16", "sink left"),
 }
 BACKWARD_MISTAKES = {
-    "autograd window left one long bfloat16": (
-        k16.eager_backward, "window-left-long", "bfloat16", LEFT
-    ),  # fmt: skip
+    "autograd window left one long bfloat16": (k16.eager_backward, LONG, "bfloat16", LEFT),
     "autograd softcap missing float16": (k16.eager_backward, "no-softcap", "float16", SOFTCAP),
 }
 

@@ -259,8 +259,8 @@ def attend(
             alpha = exp(top - safe)
             e = exp(t - safe)
             total = total * alpha + e.sum(-1, keepdims=True)
-            # the weights fed to weights @ v in the kernel's dtype (16 bits: rounded)
-            out = out * alpha + keep(e, narrow) @ v[..., j : j + step, :]  # (.., L, Bk) @ (.., Bk, Ev)
+            # (.., L, Bk) @ (.., Bk, Ev): the weights in the kernel's dtype (16 bits: rounded)
+            out = out * alpha + keep(e, narrow) @ v[..., j : j + step, :]
             top = new
         if sink is not None:  # the sink: one more term of the denominator, no value
             new = np.maximum(top, sink * fold)
