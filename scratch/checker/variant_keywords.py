@@ -24,8 +24,7 @@ import numpy as np
 from scratch.checker.arrays import Arrays
 from scratch.checker.variant_cases import VariantCase
 from scratch.checker.variant_layout import FLASH_ATTN, INTERFACE, VARLEN, interface_of, sequences
-from scratch.checker.variant_numpy import Planted, allowed
-from scratch.checker.variant_prepare import VariantPrepared
+from scratch.checker.variant_numpy import Planted, VariantData, allowed
 from scratch.variants.dual import tanh
 
 STYLES = ("flash", "flex", *INTERFACE)
@@ -74,7 +73,7 @@ def lookup(table: object, *index: object) -> object:
     return table[index]
 
 
-def mods(case: VariantCase, prep: VariantPrepared, arrays: Arrays, dtype: str) -> dict:
+def mods(case: VariantCase, data: VariantData, arrays: Arrays, dtype: str) -> dict:
     """mask_mod and score_mod for the case (only those it has), over the caller's arrays."""
     found: dict = {}
     L, S = case.q[2], case.k[2]
@@ -91,7 +90,7 @@ def mods(case: VariantCase, prep: VariantPrepared, arrays: Arrays, dtype: str) -
     cap, bias = case.softcap, None
     if case.alibi:  # slope[h] * (j - i) per head, (H, L, S)
         d = np.arange(S)[None, :] - (np.arange(L)[:, None] + case.shift)
-        bias = arrays.make((prep.data.slopes[:, None, None] * d[None]).tolist(), dtype)
+        bias = arrays.make((data.slopes[:, None, None] * d[None]).tolist(), dtype)
 
     def score_mod(score, b, h, q_idx, kv_idx):
         if cap is not None:
@@ -122,21 +121,21 @@ def cu_words(case: VariantCase, accepts: set[str] | None) -> list[str]:
 
 def keywords(
     case: VariantCase,
-    prep: VariantPrepared,
+    data: VariantData,
     arrays: Arrays,
     dtype: str,
     style: str,
     accepts: set[str] | None,
 ) -> dict:
     """The keywords fn gets for the case in its style; NoKeyword where the style has none."""
-    d, kw = prep.data, {}
+    d, kw = data, {}
     if style == "flex":
-        kw.update(mods(case, prep, arrays, dtype))
+        kw.update(mods(case, data, arrays, dtype))
     else:
         if style in INTERFACE:
-            kw.update(interface_keywords(case, prep, arrays, dtype, style, accepts))
+            kw.update(interface_keywords(case, data, arrays, dtype, style, accepts))
         else:
-            kw.update(flash_words(case, prep, arrays, dtype))
+            kw.update(flash_words(case, data, arrays, dtype))
         if case.cu_seqlens is not None and style == "flash":
             for word in cu_words(case, accepts):
                 kw[word] = int_array(arrays, list(case.cu_seqlens))
@@ -153,7 +152,7 @@ def keywords(
     return kw
 
 
-def flash_words(case: VariantCase, prep: VariantPrepared, arrays: Arrays, dtype: str) -> dict:
+def flash_words(case: VariantCase, data: VariantData, arrays: Arrays, dtype: str) -> dict:
     """causal, window_size, softcap, alibi_slopes: the mask and score keywords FlashAttention
     has; NoKeyword for a mask it has none for (prefix-LM, a registered mask)."""
     if case.prefix is not None:
@@ -175,7 +174,7 @@ def flash_words(case: VariantCase, prep: VariantPrepared, arrays: Arrays, dtype:
     if case.softcap is not None:
         kw["softcap"] = case.softcap
     if case.alibi:
-        kw["alibi_slopes"] = arrays.make(prep.data.slopes.tolist(), dtype)
+        kw["alibi_slopes"] = arrays.make(data.slopes.tolist(), dtype)
     return kw
 
 
@@ -190,7 +189,7 @@ OPTIONAL = {
 
 def interface_keywords(
     case: VariantCase,
-    prep: VariantPrepared,
+    data: VariantData,
     arrays: Arrays,
     dtype: str,
     style: str,
@@ -208,7 +207,7 @@ def interface_keywords(
             "FlashAttention's interface has no keyword for documents in flash_attn_func "
             "(flash_attn_varlen_func takes them as cu_seqlens)"
         )
-    kw = flash_words(case, prep, arrays, dtype)
+    kw = flash_words(case, data, arrays, dtype)
     if case.scale is not None:
         kw["softmax_scale"] = case.scale
     if style == VARLEN:

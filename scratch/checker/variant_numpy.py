@@ -323,7 +323,7 @@ def grads(
         dq = (ds @ k) * scale  # (1, H, L, S) @ (1, H, S, E)
         dk = (np.swapaxes(ds, -1, -2) @ q) * scale  # (1, H, S, L) @ (1, H, L, E)
         dv = np.swapaxes(w, -1, -2) @ dout  # (1, H, S, L) @ (1, H, L, Ev)
-        fold = lambda x: x.reshape((1, Hkv, group) + x.shape[2:]).sum(2)  # noqa: E731
+        fold = lambda x: x.reshape((x.shape[0], Hkv, group) + x.shape[2:]).sum(2)  # noqa: E731
         dk, dv = fold(dk), fold(dv)
         if p.rope_grad:
             dq, dk = turn_pair(case, d, p, acc, dq, dk, sign=-1.0)

@@ -25,6 +25,7 @@ from scratch.checker.variant_numpy import GRADS
 from scratch.checker.variant_prepare import (
     GradPrepared,
     VariantPrepared,
+    make_data,
     prepare_backward,
     prepare_variant,
 )
@@ -40,19 +41,20 @@ class Variant(Kind):
         if self.style in INTERFACE:  # the shapes as fn gets them
             shapes = (kernel_shape(self.style, n) for n in (case.q, case.k, case.v))
             result.shapes = shape_text(*shapes)
+        data = make_data(case, self.dtype, self.seed)  # cheap; the truth only for cases run
+        try:
+            kw = keywords(case, data, self.arrays, self.dtype, self.style, self.accepts)
+        except NoKeyword as exc:
+            result.status, result.message = "unsupported", str(exc)
+            return None
+        if not_taken(result, kw, self.accepts):
+            return None
         if case.grad_output:
             made = prepare_backward(case, self.dtype, self.seed)
             prep, tensors = made.prep, (made.d_out,)
         else:
             made = prep = prepare_variant(case, self.dtype, self.seed)
             tensors = ()
-        try:
-            kw = keywords(case, prep, self.arrays, self.dtype, self.style, self.accepts)
-        except NoKeyword as exc:
-            result.status, result.message = "unsupported", str(exc)
-            return None
-        if not_taken(result, kw, self.accepts):
-            return None
         d, style = prep.data, self.style
         tensors = (to_kernel(style, x) for x in (d.q, d.k, d.v, *tensors))  # the kernel's layout
         args = tuple(self.arrays.make(x.tolist(), self.dtype) for x in tensors)
