@@ -133,9 +133,8 @@ def keywords(
         kw.update(mods(case, data, arrays, dtype))
     else:
         if style in INTERFACE:
-            kw.update(interface_keywords(case, data, arrays, dtype, style, accepts))
-        else:
-            kw.update(flash_words(case, data, arrays, dtype))
+            kw.update(interface_keywords(case, style, arrays, accepts))
+        kw.update(flash_words(case, data, arrays, dtype))
         if case.cu_seqlens is not None and style == "flash":
             for word in cu_words(case, accepts):
                 kw[word] = int_array(arrays, list(case.cu_seqlens))
@@ -188,15 +187,10 @@ OPTIONAL = {
 
 
 def interface_keywords(
-    case: VariantCase,
-    data: VariantData,
-    arrays: Arrays,
-    dtype: str,
-    style: str,
-    accepts: set[str] | None,
+    case: VariantCase, style: str, arrays: Arrays, accepts: set[str] | None
 ) -> dict:
-    """FlashAttention's own mask and score keywords for the case (flash_attn_func's; for
-    flash_attn_varlen_func also the packed sequences' int32 cu_seqlens_q/k and max_seqlen_q/k);
+    """FlashAttention's own interface's keywords beyond flash_words: softmax_scale, and for
+    flash_attn_varlen_func the packed sequences' int32 cu_seqlens_q/k and max_seqlen_q/k;
     NoKeyword for a feature its signature has no keyword for. keywords() adds the rest."""
     used = {"sinks": case.sinks, "chunk": case.chunk is not None, "rotary": case.rotary}
     for feature, (word, said) in OPTIONAL.items():
@@ -207,7 +201,7 @@ def interface_keywords(
             "FlashAttention's interface has no keyword for documents in flash_attn_func "
             "(flash_attn_varlen_func takes them as cu_seqlens)"
         )
-    kw = flash_words(case, data, arrays, dtype)
+    kw = {}
     if case.scale is not None:
         kw["softmax_scale"] = case.scale
     if style == VARLEN:
