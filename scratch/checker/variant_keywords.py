@@ -155,16 +155,10 @@ def flash_words(case: VariantCase, data: VariantData, arrays: Arrays, dtype: str
     """causal, window_size, softcap, alibi_slopes: the mask and score keywords FlashAttention
     has; NoKeyword for a mask it has none for (prefix-LM, a registered mask)."""
     if case.prefix is not None:
-        raise NoKeyword(
-            "FlashAttention's interface has no keyword for prefix-LM (a mask_mod says it: "
-            "variant_style='flex')"
-        )
+        raise NoKeyword("FlashAttention's interface has no keyword for prefix-LM (use a mask_mod)")
     if case.registered_mask is not None:
         label = case.registered().label
-        raise NoKeyword(
-            f"FlashAttention's interface has no keyword for {label} (a mask_mod says it: "
-            "variant_style='flex')"
-        )
+        raise NoKeyword(f"FlashAttention's interface has no keyword for {label} (use a mask_mod)")
     kw: dict = {}
     if case.causal:
         kw["causal"] = True
