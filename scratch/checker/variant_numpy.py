@@ -16,7 +16,7 @@ torch autograd through the eager forward (every stored intermediate in 16 bits).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -43,7 +43,8 @@ class Planted:
     slopes_reversed: bool = False
     no_alibi: bool = False
     sink_out: bool = False  # the sink left out of the denominator
-    docs: str = "same"  # 'same', 'ignored' or 'no-end' (a query sees later documents)
+    docs: str = "same"  # 'same', 'ignored', 'no-end' (a query sees later documents) or
+    # 'inclusive' (slices [cu[d], cu[d + 1]]: a query also sees the next document's first key)
     doc_edge: int = 0  # every document boundary moved by this many positions
     prefix_edge: int = 0
     no_prefix: bool = False
@@ -62,6 +63,8 @@ class Planted:
     softcap_grad: bool = True  # backward: False leaves out softcap's 1 - tanh^2 factor
     rope_grad: bool = True  # backward: False returns the gradients of the rotated q and k
     params: tuple[tuple[str, object], ...] = ()  # a registered mask's parameters changed
+    scale: float | None = None  # another softmax scale (None: the case's)
+    bshd_as_bhsd: bool = False  # FlashAttention's (B, L, H, E) read as (B, H, L, E)
 
 
 CORRECT = Planted()  # nothing planted
@@ -112,7 +115,10 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
         ids = doc_ids(case.cu_seqlens, S, p.doc_edge)
         q_ids = ids[np.clip(i, 0, S - 1)]
         # 'no-end': from the start of the query's document on, later documents included
-        seen &= (ids[j] >= q_ids) if p.docs == "no-end" else (ids[j] == q_ids)
+        same = (ids[j] >= q_ids) if p.docs == "no-end" else (ids[j] == q_ids)
+        if p.docs == "inclusive":  # the key at the query's document's end, cu[d + 1], too
+            same |= j == np.asarray(case.cu_seqlens)[1:][q_ids]
+        seen &= same
     if case.prefix is not None:
         causal = at_or_before(j, i)
         seen &= causal if p.no_prefix else (j < case.prefix + p.prefix_edge) | causal
@@ -194,8 +200,9 @@ def scores(
         k, v = np.tile(k, (1, group, 1, 1)), np.tile(v, (1, group, 1, 1))
     else:  # kv heads 0, 0, ..., 1, 1, ...: head h reads h // group
         k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    scale = d.scale if p.scale is None else p.scale
     s = keep(q @ np.swapaxes(k, -1, -2), narrow)  # (1, H, L, E) @ (1, H, E, S) -> (1, H, L, S)
-    s = keep(s * acc(d.scale), narrow)
+    s = keep(s * acc(scale), narrow)
     seen = allowed(case, p, L, S)
     if p.softcap_after_mask:
         s = np.where(seen, s, -np.inf)
@@ -225,6 +232,8 @@ def attend(
 ) -> np.ndarray:
     """Output (1, H, L, Ev) as float64: in one softmax, or one pass over key blocks of `block`;
     a 16-bit dtype's roundings as FlashAttention's (eager: transformers' eager attention's)."""
+    if p.bshd_as_bhsd:
+        return across_heads(case, d, replace(p, bshd_as_bhsd=False), dtype, block, exp2)
     acc = np.dtype(ACCUMULATE[dtype]).type
     narrow = narrowed(dtype)
     with np.errstate(all="ignore"):
@@ -281,6 +290,16 @@ def eager_output(s: np.ndarray, v: np.ndarray, sink, narrow: str | None) -> np.n
     return keep(weights @ v, narrow).astype(np.float64)  # (1, H, L, S) @ (1, H, S, Ev)
 
 
+def across_heads(case: VariantCase, d: VariantData, p: Planted, *how) -> np.ndarray:
+    """What a kernel that reads FlashAttention's (B, L, H, E) as (B, H, L, E) returns, read back
+    as (B, H, L, Ev): at each position, attention of its H queries over the Hkv keys there."""
+    swap = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731  (B, H, N, D) <-> (B, N, H, D)
+    shapes = {name: (n[0], n[2], n[1], n[3]) for name, n in zip("qkv", (case.q, case.k, case.v))}
+    wrong = replace(case, name=f"{case.name} read as BHSD", **shapes)
+    data = VariantData(swap(d.q), swap(d.k), swap(d.v), d.scale, None, None, None, None)
+    return swap(attend(wrong, data, p, dtype=how[0], block=how[1], exp2=how[2]))
+
+
 def split_merge(s: np.ndarray, v: np.ndarray, sink, size: int, mode: str) -> np.ndarray:
     """Split-KV partials (own max, sum, output each) merged the wrong way: `mode`."""
     parts = []
@@ -331,7 +350,8 @@ def grads(
         H, Hkv = q.shape[1], k.shape[1]
         group = H // Hkv
         k = np.repeat(k, group, axis=1)
-        raw = keep(keep(q @ np.swapaxes(k, -1, -2), step) * acc(d.scale), step)  # before changes
+        scale = acc(d.scale if p.scale is None else p.scale)
+        raw = keep(keep(q @ np.swapaxes(k, -1, -2), step) * scale, step)  # before score changes
         top = s.max(-1, keepdims=True)
         sink = None
         if d.sinks is not None and not p.sink_out:
@@ -355,10 +375,10 @@ def grads(
         if case.softcap is not None and not p.no_softcap and p.softcap_grad:
             ds = ds * keep(1 - keep(np.tanh(keep(raw / acc(cap), step)), step) ** 2, step)
         ds = keep(ds, narrow)  # dS fed to the dq and dk gemms in the kernel's dtype
-        dq = (ds @ k) * acc(d.scale)  # (1, H, L, S) @ (1, H, S, E)
-        dk = (np.swapaxes(ds, -1, -2) @ q) * acc(d.scale)  # (1, H, S, L) @ (1, H, L, E)
+        dq = (ds @ k) * scale  # (1, H, L, S) @ (1, H, S, E)
+        dk = (np.swapaxes(ds, -1, -2) @ q) * scale  # (1, H, S, L) @ (1, H, L, E)
         dv = np.swapaxes(w, -1, -2) @ dout  # (1, H, S, L) @ (1, H, L, Ev)
-        fold = lambda x: x.reshape((1, Hkv, group) + x.shape[2:]).sum(2)  # noqa: E731
+        fold = lambda x: x.reshape((x.shape[0], Hkv, group) + x.shape[2:]).sum(2)  # noqa: E731
         dk, dv = fold(dk), fold(dv)
         if p.rope_grad:
             dq, dk = turn_pair(case, d, p, acc, *keep((dq, dk), step), sign=-1.0, narrow=step)
@@ -374,6 +394,7 @@ __all__ = [
     "CORRECT",
     "Planted",
     "VariantData",
+    "across_heads",
     "allowed",
     "attend",
     "doc_ids",
