@@ -107,7 +107,7 @@ def test_the_eager_reference_rounds_where_torch_eager_attention_does(dtype):
         if case.prefix is not None or case.registered_mask is not None:
             continue  # no FlashAttention keyword
         prep = prepare_variant(case, dtype, 0)
-        kw = keywords(case, prep, arrays, dtype, "flash", set())
+        kw = keywords(case, prep.data, arrays, dtype, "flash", set())
         d = prep.data
         got = k16.eager(*(arrays.make(x.tolist(), dtype) for x in (d.q, d.k, d.v)), **kw)
         mine = attend(case, d, dtype=dtype, eager=True)

@@ -98,8 +98,8 @@ def eager(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes
     return torch.matmul(weights[..., :S], v)  # (B, H, L, S) @ (B, H, S, Ev)
 
 
-def eager_backward(q, k, v, grad_output, *, bug=None, **keywords):
-    """torch.autograd.grad through `eager` (dsinks too where the case has sinks)."""
+def autograd(forward, q, k, v, grad_output, bug, keywords: dict):
+    """torch.autograd.grad through forward: (dq, dk, dv), and dsinks where the case has sinks."""
     import torch
 
     leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v)]
@@ -108,8 +108,13 @@ def eager_backward(q, k, v, grad_output, *, bug=None, **keywords):
         keywords["sinks"] = sinks.detach().clone().requires_grad_(True)
         leaves.append(keywords["sinks"])
     with torch.enable_grad():
-        out = eager(*leaves[:3], bug=bug, **keywords)
+        out = forward(*leaves[:3], bug=bug, **keywords)
         return torch.autograd.grad(out, leaves, grad_output)
+
+
+def eager_backward(q, k, v, grad_output, *, bug=None, **keywords):
+    """torch.autograd.grad through `eager`."""
+    return autograd(eager, q, k, v, grad_output, bug, keywords)
 
 
 def sdpa(q, k, v, causal=False, window_size=(-1, -1), alibi_slopes=None, sinks=None,
@@ -138,17 +143,8 @@ def sdpa(q, k, v, causal=False, window_size=(-1, -1), alibi_slopes=None, sinks=N
 
 
 def sdpa_backward(q, k, v, grad_output, *, bug=None, **keywords):
-    """torch.autograd.grad through `sdpa` (dsinks too where the case has sinks)."""
-    import torch
-
-    leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v)]
-    sinks = keywords.get("sinks")
-    if sinks is not None:
-        keywords["sinks"] = sinks.detach().clone().requires_grad_(True)
-        leaves.append(keywords["sinks"])
-    with torch.enable_grad():
-        out = sdpa(*leaves[:3], bug=bug, **keywords)
-        return torch.autograd.grad(out, leaves, grad_output)
+    """torch.autograd.grad through `sdpa`."""
+    return autograd(sdpa, q, k, v, grad_output, bug, keywords)
 
 
 def widened(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
