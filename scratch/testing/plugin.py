@@ -90,7 +90,12 @@ def pytest_collection_modifyitems(
     plans = make_plans(config)
     config.stash[PLANS], config.stash[RESULTS] = plans, {key: [] for key in plans}
     checks = AttentionChecks.from_parent(session, name="attention", nodeid="attention")
-    items.extend(checks.collect())
+    found = checks.collect()
+    # told like any collector's items, so "collected N items" counts them
+    session.ihook.pytest_collectreport(
+        report=pytest.CollectReport("attention", "passed", None, found)
+    )
+    items.extend(found)
 
 
 def kind_option(config: pytest.Config) -> str:
