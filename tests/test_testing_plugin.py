@@ -14,9 +14,11 @@ import sys
 import tomllib
 from pathlib import Path
 
+import numpy  # noqa: F401 (here before pytester's inline runs: they restore sys.modules after)
 import pytest
 
-from scratch.checker.cases import standard_cases
+from scratch.checker.cases import backward_cases, full_cases, standard_cases
+from scratch.checker.variant_cases import variant_cases
 
 pytest_plugins = ["pytester"]
 
@@ -110,6 +112,51 @@ def test_a_bad_kernel_or_option_is_a_usage_error(pytester: pytest.Pytester):
         result = pytester.runpytest("-p", PLUGIN, *args)
         assert result.ret == pytest.ExitCode.USAGE_ERROR, args
         assert said in result.stderr.str(), args
+
+
+DECLINES = """
+def attention(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+              sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, attention_chunk=None,
+              rotary_cos=None, rotary_sin=None, rotary_interleaved=False, enable_gqa=False):
+    raise NotImplementedError("no variants here")
+"""
+
+
+def test_each_kind_of_check_collects_its_cases(pytester: pytest.Pytester):
+    pytester.makepyfile(declines=DECLINES)
+    kernel = "--attention-kernel=declines:attention"
+    for args, kind, cases in [
+        (["--attention-cases=full"], "forward", full_cases("float32")),
+        (
+            ["--attention-backward", "--attention-dtypes=float64"],
+            "backward",
+            backward_cases("float64"),
+        ),
+        (["--attention-variants"], "variants", variant_cases("float32")),
+        (
+            ["--attention-variants", "--attention-backward"],
+            "variants-backward",
+            variant_cases("float32"),
+        ),
+    ]:
+        result = pytester.runpytest("-p", PLUGIN, kernel, "--collect-only", "-q", *args)
+        dtype = "float64" if "--attention-dtypes=float64" in args else "float32"
+        want = [f"attention::{kind}[{c.name}-{dtype}-seed0]" for c in cases]
+        assert [x for x in result.stdout.lines if x.startswith("attention::")] == want, kind
+
+
+def test_declined_cases_are_skipped_and_a_check_with_no_pass_fails(pytester: pytest.Pytester):
+    """Every variant case declined (NotImplementedError): all skipped with the kernel's reason,
+    and the session fails, as the checker's verdict does ("no case passed")."""
+    pytester.makepyfile(declines=DECLINES)
+    result = pytester.runpytest(
+        "-p", PLUGIN, "--attention-kernel=declines:attention", "--attention-variants", "-rs"
+    )
+    result.assert_outcomes(skipped=len(variant_cases("float32")))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert "declined: raised NotImplementedError: no variants here" in out
+    assert "FAIL: no case passed" in out
 
 
 def test_the_entry_point_loads_the_plugin_and_a_correct_kernel_passes(
