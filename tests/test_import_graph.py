@@ -188,6 +188,7 @@ LAYERS = (
     "scratch.testing",
     "scratch.models",
     "scratch.learn",
+    "scratch.train",
     "scratch",
     "scratch.bench",
     "gui.state",
