@@ -47,7 +47,7 @@ class AttentionCase:
     dtype: str
 
     @property
-    def __name__(self) -> str:  # noqa: PLW3201 (read by pytest for the test id)
+    def __name__(self) -> str:  # pytest reads it for the test's id
         return self.case.name
 
     @property

@@ -115,8 +115,8 @@ def make_plans(config: pytest.Config) -> dict:
     if here not in sys.path:  # like `python -m pytest`: the kernel's module may be right here
         sys.path.insert(0, here)
     kind = kind_option(config)
-    settings: dict = dict(array=o("attention_array"), device=o("attention_device"))
-    settings["require"] = o("attention_require")
+    settings = {"array": o("attention_array"), "device": o("attention_device"),
+                "require": o("attention_require")}  # fmt: skip
     if kind == "forward":
         settings["cases"] = o("attention_cases")
     elif o("attention_cases") != "standard":
@@ -129,7 +129,7 @@ def make_plans(config: pytest.Config) -> dict:
                 plan = DOORS[kind].plan(kernel, dtype=dtype, seed=seed, **settings)
                 plans[kind, plan.kind.dtype, seed] = plan
     except (ValueError, TypeError, ImportError) as exc:
-        raise pytest.UsageError(f"--attention-kernel: {exc}") from None
+        raise pytest.UsageError(f"attention check: {exc}") from None  # exc names the setting
     return plans
 
 
