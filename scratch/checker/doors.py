@@ -110,7 +110,7 @@ def check(
                 f"cases: fn takes FlashAttention's interface ({style}), checked on the standard "
                 f"variant cases only; found cases={cases!r}"
             )
-        return check_variants(
+        return check_variants.plan(
             fn, variant_style=style, array=array, dtype=dtype, device=device, seed=seed,
             require=require, progress=progress,
         )  # fmt: skip

@@ -172,6 +172,7 @@ __all__ = [
     "AttentionMismatch",
     "assert_attention_close",
     "attention_cases",
+    "case_kind",
     "outcome",
     "kind_of",
 ]

@@ -154,9 +154,16 @@ class AttentionChecks(pytest.Collector):
 
     def collect(self) -> list[AttentionItem]:
         """The items, in the order of the checker's report, dtype by dtype, seed by seed."""
+        from scratch.testing.assertions import case_kind
+
+        # named by the kind of case: a forward check of FlashAttention's own interface runs
+        # the variant cases
         return [
             AttentionItem.from_parent(
-                self, name=f"{key[0]}[{case.name}-{key[1]}-seed{key[2]}]", key=key, case=case
+                self,
+                name=f"{case_kind(case)}[{case.name}-{key[1]}-seed{key[2]}]",
+                key=key,
+                case=case,
             )
             for key, plan in self.config.stash[PLANS].items()
             for case in plan.cases
