@@ -373,9 +373,7 @@ MISTAKES: dict[str, tuple] = {
     "flash-decoding natural lse merged with exp2": _planted(
         flash_decoding, "lse-ln-in-exp2", "natural-log lse merged with exp2"
     ),
-    "flash-decoding empty split NaN": _planted(
-        flash_decoding, "empty-split-nan", "an empty split"
-    ),
+    "flash-decoding empty split NaN": _planted(flash_decoding, "empty-split-nan", "an empty split"),
     "flash-decoding 3 splits, weights not renormalised": _planted(
         flash_decoding, "merge-unnormalised", "not renormalised", num_splits=3
     ),

@@ -235,10 +235,11 @@ def attend(
     """Output (1, H, L, Ev) as float64: in one softmax, or one pass over key blocks of `block`."""
     acc = np.float64 if dtype == "float64" else np.float32
     if p.zero_keys:  # zero keys past the end: score 0, value 0
-        pad = lambda x: np.concatenate(  # noqa: E731
-            [x, np.zeros(x.shape[:2] + (p.zero_keys, x.shape[3]))], axis=2
-        )
-        d = replace(d, k=pad(d.k), v=pad(d.v))
+        padded = {
+            name: np.concatenate([x, np.zeros(x.shape[:2] + (p.zero_keys, x.shape[3]))], axis=2)
+            for name, x in (("k", d.k), ("v", d.v))
+        }
+        d = replace(d, **padded)
     with np.errstate(all="ignore"):
         s, v = scores(case, d, p, acc)
         sink = None
