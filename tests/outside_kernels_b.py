@@ -391,7 +391,7 @@ MISTAKES: dict[str, tuple] = {
     ),
     "paged block table read by the logical page": _planted(paged_decode, "logical-index", None),
     # tile skipping
-    "flash2 window tiles from the last row's edge": _planted(
+    "flash2 window tiles from the last row": _planted(
         flash2_skip, "window-left-last-row", "the window's left boundary tile skipped"
     ),
     "flash2 diagonal tile skipped": _planted(

@@ -50,7 +50,7 @@ def main(mistake_seeds: int = 50, correct_seeds: int = 200) -> int:
     runs = n * len(rows)
     print(f"{'all ' + str(len(rows)) + ' mistakes':<42} {runs - total['passed']:>6} "
           f"{total['named']:>5} {total['unnamed']:>7} {total['misnamed']:>8}")  # fmt: skip
-    print(f"named {total['named'] / runs:.1%} of {runs} checks; ", end="")
+    print(f"named {total['named'] / max(runs, 1):.1%} of {runs} checks; ", end="")
     checks = len(CORRECT) * correct_seeds
     print(f"false alarms: {sum(alarms.values())} in {checks} checks of {len(CORRECT)} correct "
           f"kernels {dict(alarms) or ''}; {time.time() - start:.0f} s")  # fmt: skip
