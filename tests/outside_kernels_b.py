@@ -309,28 +309,21 @@ def kernel(fn, name: str, **fixed):
     return part
 
 
-CORRECT: dict[str, tuple] = {}  # name -> (fn, array, dtype): must pass
-for _dtype in ("float32", "float64"):
-    CORRECT[f"gpt-oss sdpa {_dtype}"] = (kernel(gptoss_sdpa, "gptoss_sdpa"), "torch", _dtype)
-    CORRECT[f"sink flash2 16x16 {_dtype}"] = (kernel(sink_flash2, "sink_flash2"), "numpy", _dtype)
-    CORRECT[f"flash-decoding 4 splits {_dtype}"] = (
-        kernel(flash_decoding, "flash_decoding"), "numpy", _dtype
-    )  # fmt: skip
-    CORRECT[f"flash-decoding 3 splits {_dtype}"] = (
-        kernel(flash_decoding, "flash_decoding_3", num_splits=3), "numpy", _dtype
-    )  # fmt: skip
-    CORRECT[f"paged decode pages of 16 {_dtype}"] = (
-        kernel(paged_decode, "paged_decode"), "numpy", _dtype
-    )  # fmt: skip
-    CORRECT[f"paged decode pages of 8 {_dtype}"] = (
-        kernel(paged_decode, "paged_decode_8", block_size=8), "numpy", _dtype
-    )  # fmt: skip
-    CORRECT[f"flash2 tile skipping 16x16 {_dtype}"] = (
-        kernel(flash2_skip, "flash2_skip"), "numpy", _dtype
-    )  # fmt: skip
-    CORRECT[f"flash2 tile skipping 16x32 {_dtype}"] = (
-        kernel(flash2_skip, "flash2_skip_16x32", bk=32), "numpy", _dtype
-    )  # fmt: skip
+KERNELS = {  # name -> (fn, array, keywords fixed)
+    "gpt-oss sdpa": (gptoss_sdpa, "torch", {}),
+    "sink flash2 16x16": (sink_flash2, "numpy", {}),
+    "flash-decoding 4 splits": (flash_decoding, "numpy", {}),
+    "flash-decoding 3 splits": (flash_decoding, "numpy", {"num_splits": 3}),
+    "paged decode pages of 16": (paged_decode, "numpy", {}),
+    "paged decode pages of 8": (paged_decode, "numpy", {"block_size": 8}),
+    "flash2 tile skipping 16x16": (flash2_skip, "numpy", {}),
+    "flash2 tile skipping 16x32": (flash2_skip, "numpy", {"bk": 32}),
+}
+CORRECT = {  # name -> (fn, array, dtype): must pass
+    f"{name} {dtype}": (kernel(fn, fn.__name__, **fixed), array, dtype)
+    for name, (fn, array, fixed) in KERNELS.items()
+    for dtype in ("float32", "float64")
+}
 
 
 def _planted(fn, bug: str, words: str | None, array: str = "numpy", **fixed) -> tuple:
