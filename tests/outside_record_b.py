@@ -6,6 +6,11 @@ Every planted mistake of tests/outside_kernels_b.py on seeds 0..mistake_seeds-1 
 and every correct kernel there on seeds 0..correct_seeds-1 (default 200); prints one row per
 mistake (caught, named, unnamed, misnamed of the seeds), the share named and the false alarms.
 Exit status 0 when nothing passed, nothing was misnamed and no correct kernel failed.
+
+Recorded (at 53c222a, nice -n 5 on a loaded 2-core host, 1564 s): 23 mistakes x seeds 0-49, all
+caught, 1100 of 1150 named (95.7%), 0 misnamed; unnamed only the block table read by the
+logical page (50 of 50: the keys it reads depend on the kernel's own shuffle, which no
+candidate can know); 0 false alarms in 3200 checks (16 correct kernels x seeds 0-199).
 """
 
 from __future__ import annotations
