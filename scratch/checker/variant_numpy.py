@@ -65,6 +65,15 @@ class Planted:
     params: tuple[tuple[str, object], ...] = ()  # a registered mask's parameters changed
     scale: float | None = None  # another softmax scale (None: the case's)
     bshd_as_bhsd: bool = False  # FlashAttention's (B, L, H, E) read as (B, H, L, E)
+    # outside kernels (issue 35): sinks, split-KV merges, paged caches, tile skipping
+    sink_scale: float = 1.0  # the sink logit times this (1/sqrt(d): scaled with the scores)
+    sink_heads: str = "own"  # 'own' sinks[h], 'first' sinks[0] for all, 'kv' sinks[h // group]
+    sink_unshifted: bool = False  # exp(sink) added to a sum kept relative to the row max m
+    sink_value: bool = False  # exp(sink - m) added to the output too (a value of 1s)
+    sink_unrescaled: bool = False  # the sink raised the running max; the output not rescaled
+    keys_dropped: int = 0  # the last n keys seen by no query (a page or split never read)
+    zero_keys: int = 0  # n zero keys (score 0, value 0) read past the end, at positions S, ...
+    tiles: tuple[int, int, str] | None = None  # (bq, bk, rule): key tiles a tiled kernel skips
 
 
 CORRECT = Planted()  # nothing planted
@@ -130,7 +139,40 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
         seen &= rule.mask_mod_array(0, 0, np.arange(L)[:, None], j, np)
     if p.last_key_unseen:
         seen[:, -1] = False
+    if p.keys_dropped:
+        seen[:, S - p.keys_dropped :] = False
+    if p.tiles is not None:
+        seen &= tiles_run(case, seen, *p.tiles)
     return seen
+
+
+def tiles_run(case: VariantCase, seen: np.ndarray, bq: int, bk: int, rule: str) -> np.ndarray:
+    """(L, S) bool: the key tiles a tiled kernel computes for each query tile, by `rule`:
+    'full' (only tiles every key of which is seen), 'right-full' (none crossing the causal or
+    right window edge), 'ceil' (the first key tile ceil(lo / bk), lo the first query's left
+    edge), 'plus-one' (from lo + 1) or 'last-row' (from the last query's left edge)."""
+    L, S = seen.shape
+    run = np.zeros((L, S), dtype=bool)
+    left, right = case.window if case.window is not None else (-1, -1)
+    right = 0 if case.causal else right
+    for i0 in range(0, L, bq):
+        i1 = min(i0 + bq, L)
+        lo_first, lo_last = i0 + case.shift - left, i1 - 1 + case.shift - left
+        hi_first = i0 + case.shift + right
+        for j0 in range(0, S, bk):
+            j1 = min(j0 + bk, S)
+            if rule == "full":
+                keep = bool(seen[i0:i1, j0:j1].all())
+            elif rule == "right-full":
+                keep = right < 0 or j1 - 1 <= hi_first
+            elif rule == "last-row":
+                keep = left < 0 or j0 >= (max(0, lo_last) // bk) * bk
+            elif rule == "ceil":
+                keep = left < 0 or j0 >= -(-lo_first // bk) * bk
+            else:  # 'plus-one'
+                keep = left < 0 or j0 >= ((lo_first + 1) // bk) * bk
+            run[i0:i1, j0:j1] = keep
+    return run
 
 
 def rotate(
@@ -236,11 +278,17 @@ def attend(
         return across_heads(case, d, replace(p, bshd_as_bhsd=False), dtype, block, exp2)
     acc = np.dtype(ACCUMULATE[dtype]).type
     narrow = narrowed(dtype)
+    if p.zero_keys:  # zero keys past the end: score 0, value 0
+        padded = {
+            name: np.concatenate([x, np.zeros(x.shape[:2] + (p.zero_keys, x.shape[3]))], axis=2)
+            for name, x in (("k", d.k), ("v", d.v))
+        }
+        d = replace(d, **padded)
     with np.errstate(all="ignore"):
         s, v = scores(case, d, p, acc, narrow if eager else None)
         sink = None
         if d.sinks is not None and not p.sink_out:
-            sink = d.sinks.astype(acc)[None, :, None, None]  # (1, H, 1, 1)
+            sink = sink_logits(d, p).astype(acc)[None, :, None, None]  # (1, H, 1, 1)
             if p.sink_copies != 1:  # n exp(sink) = exp(sink + log n)
                 sink = sink + acc(np.log(p.sink_copies))
             if p.sink_split is not None:  # n exp(sink) = exp(sink + log n), n per row
@@ -271,11 +319,16 @@ def attend(
             # (.., L, Bk) @ (.., Bk, Ev): the weights in the kernel's dtype (16 bits: rounded)
             out = out * alpha + keep(e, narrow) @ v[..., j : j + step, :]
             top = new
+        if sink is not None and p.sink_unshifted:  # exp(sink) beside sums relative to the max
+            sink = sink + top / fold
         if sink is not None:  # the sink: one more term of the denominator, no value
             new = np.maximum(top, sink * fold)
             alpha = exp(top - new)
-            total = total * alpha + exp(sink * fold - new)
-            out = out * alpha
+            e_sink = exp(sink * fold - new)
+            total = total * alpha + e_sink
+            out = out if p.sink_unrescaled else out * alpha
+            if p.sink_value:  # (wrong) the sink's term added to every output feature
+                out = out + e_sink
         return keep(out / total, narrow).astype(np.float64)
 
 
@@ -300,6 +353,17 @@ def across_heads(case: VariantCase, d: VariantData, p: Planted, *how) -> np.ndar
     return swap(attend(wrong, data, p, dtype=how[0], block=how[1], exp2=how[2]))
 
 
+def sink_logits(d: VariantData, p: Planted) -> np.ndarray:
+    """(H,) the sink logit each query head uses, with p's head map and scale."""
+    sinks = d.sinks
+    if p.sink_heads == "first":
+        sinks = np.full_like(sinks, sinks[0])
+    elif p.sink_heads == "kv":  # the kv head's index h // group used for the query head's
+        H, Hkv = d.q.shape[1], d.k.shape[1]
+        sinks = sinks[np.arange(H) // (H // Hkv)]
+    return sinks * p.sink_scale
+
+
 def split_merge(s: np.ndarray, v: np.ndarray, sink, size: int, mode: str) -> np.ndarray:
     """Split-KV partials (own max, sum, output each) merged the wrong way: `mode`."""
     parts = []
@@ -312,11 +376,34 @@ def split_merge(s: np.ndarray, v: np.ndarray, sink, size: int, mode: str) -> np.
     if mode == "average":  # each split's normalised output, averaged
         out = sum(o / np.where(n > 0, n, 1) for o, n, _ in parts) / len(parts)
         return out.astype(np.float64)
+    if mode in LSE_MERGES:
+        return lse_merge(parts, sink, mode)
     out = sum(o for o, _, _ in parts)
     total = sum(n for _, n, _ in parts)
     if sink is not None:
         total = total + np.exp(sink)
     return (out / total).astype(np.float64)
+
+
+# flash-decoding merges by each split's lse = m + log(sum), wrongly: weights exp(lse - max)
+# without dividing by their sum; lse in log2 units merged with exp (weights exp(lse log2(e)));
+# natural lse merged with exp2 (exp(lse ln 2)); an empty split's 0/0 output left NaN
+LSE_MERGES = {"unnormalised": 1.0, "log2-in-exp": 1.0 / np.log(2.0), "ln-in-exp2": np.log(2.0),
+              "nan-empty": 1.0}  # fmt: skip
+
+
+def lse_merge(parts: list, sink, mode: str) -> np.ndarray:
+    """Split partials (output, sum, max) merged by their lse the wrong way: `mode`."""
+    outs = [o / (n if mode == "nan-empty" else np.where(n > 0, n, 1)) for o, n, _ in parts]
+    lses = [m + np.log(n) for _, n, m in parts]  # -inf for an empty split
+    if sink is not None:  # the sink: a partial with lse = sink and no output
+        outs.append(np.zeros_like(outs[0]))
+        lses.append(sink + np.zeros_like(lses[0]))
+    c = LSE_MERGES[mode]
+    top = np.max(np.stack(lses), axis=0)
+    w = [np.exp(c * (lse - top)) for lse in lses]
+    out = sum(wi * o for wi, o in zip(w, outs))
+    return (out if mode == "unnormalised" else out / sum(w)).astype(np.float64)
 
 
 GRADS = ("grad_query", "grad_key", "grad_value", "grad_sinks")
@@ -401,4 +488,5 @@ __all__ = [
     "grads",
     "rotate",
     "split_merge",
+    "tiles_run",
 ]
