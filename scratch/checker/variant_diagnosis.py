@@ -14,12 +14,13 @@ import math
 import numpy as np
 
 from scratch.checker import ignored
-from scratch.checker.diagnosis import GQA_MODULO
+from scratch.checker.diagnosis import GQA_MODULO, OVERFLOW
 from scratch.checker.mistake import Mistake, matches, named, one, outputs, structural_score
 from scratch.checker.variant_cases import VariantCase
 from scratch.checker.variant_layout import FLASH_ATTN
-from scratch.checker.variant_numpy import Planted, allowed, attend, grads
+from scratch.checker.variant_numpy import CORRECT, Planted, allowed, attend, grads, scores
 from scratch.checker.variant_prepare import VariantPrepared
+from scratch.trace.compare import LARGEST
 
 BLOCKS = (8, 16, 32, 64)
 MERGED = (
@@ -438,6 +439,8 @@ def fit_cap(prep: VariantPrepared, got: np.ndarray, bound: np.ndarray) -> str | 
 def diagnose(prep: VariantPrepared, got: np.ndarray, style: str = "flash") -> str | None:
     """The one planted mistake got matches, or None (style: how fn took the variant)."""
     case, truth = prep.case, prep.truth
+    if overflows(prep, got):
+        return OVERFLOW
     bound = np.full(truth.shape, prep.allowed)
     catalogue = lambda: candidates(case, masked(case), style)  # noqa: E731
     made = outputs(prep.memo, ("outputs", style), catalogue, lambda p: attend(case, prep.data, p))
@@ -445,6 +448,16 @@ def diagnose(prep: VariantPrepared, got: np.ndarray, style: str = "flash") -> st
     if matched:  # two names: this case cannot tell which (but see ignored.pick)
         return ignored.pick(matched)
     return None if case.softcap is None else fit_cap(prep, got, bound)
+
+
+def overflows(prep: VariantPrepared, got: np.ndarray) -> bool:
+    """inf or NaN in got where the truth is finite, in a case whose scores pass the largest
+    argument exp takes in the checked dtype (float16: 11.09; its kernels' exp overflows first)."""
+    if np.all(np.isfinite(got)):
+        return False
+    with np.errstate(all="ignore"):
+        s, _ = scores(prep.case, prep.data, CORRECT, np.float64)
+    return bool(np.max(s) > math.log(LARGEST[prep.dtype]))
 
 
 def masked(case: VariantCase) -> bool:

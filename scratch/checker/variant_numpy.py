@@ -3,6 +3,15 @@
 In float64 it is the diagnosis's family of wrong attentions (each matches scratch.flex_attention
 when nothing is planted: tests/test_check_variants.py); in the checked dtype, with several key
 block sizes, it gives the correct reference kernels whose errors set the rule's yardstick.
+
+In float16 and bfloat16 a reference computes as the 16-bit kernels in use do: FlashAttention-2's
+(Dao 2023, Algorithm 1; flash_fwd_kernel.h converts P to the input type before the P @ V gemm)
+sums q @ k^T, the softmax and the output in float32 and rounds to 16 bits only the weights fed
+to weights @ v and the output; `eager` also rounds every step of the scores (the matmul, the
+scale, softcap, ALiBi, RoPE) as transformers' eager attention does in the model's dtype, with
+its softmax in float32 (`softmax(..., dtype=torch.float32).to(query.dtype)`). The backward's
+16-bit roundings are FlashAttention-2's (P and dS rounded before their gemms) or, eager, those of
+torch autograd through the eager forward (every stored intermediate in 16 bits).
 """
 
 from __future__ import annotations
@@ -11,6 +20,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scratch.bounds.tolerance import ACCUMULATE
+from scratch.checker.reference import store
 from scratch.checker.variant_cases import VariantCase
 from scratch.variants.causal import at_or_before
 
@@ -164,14 +175,18 @@ def tiles_run(case: VariantCase, seen: np.ndarray, bq: int, bk: int, rule: str) 
     return run
 
 
-def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str) -> np.ndarray:
-    """x (..., N, D) turned by the rows of cos, sin (N, D / 2) with the given pairing."""
+def rotate(
+    x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str, narrow: str | None = None
+) -> np.ndarray:
+    """x (..., N, D) turned by the rows of cos, sin (N, D / 2) with the given pairing; each
+    product and sum rounded to `narrow` when given (transformers' apply_rotary_pos_emb)."""
     half = x.shape[-1] // 2
     if pairing == "half":
         a, b = x[..., :half], x[..., half:]
     else:
         a, b = x[..., 0::2], x[..., 1::2]
-    a2, b2 = a * cos - b * sin, b * cos + a * sin
+    a2 = keep(keep(a * cos, narrow) - keep(b * sin, narrow), narrow)
+    b2 = keep(keep(b * cos, narrow) + keep(a * sin, narrow), narrow)
     if pairing == "half":
         return np.concatenate([a2, b2], axis=-1)
     out = np.empty_like(x)
@@ -179,15 +194,27 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str) -> np.
     return out
 
 
-def turned(case: VariantCase, d: VariantData, p: Planted, acc, sign: float = 1.0):
-    """q, k (or, with sign -1, gradients) turned by RoPE as the case (with p) asks."""
+def turned(case: VariantCase, d: VariantData, p: Planted, acc, narrow: str | None = None):
+    """q, k turned by RoPE as the case (with p) asks (rounded to `narrow`, when given)."""
     q, k = d.q.astype(acc), d.k.astype(acc)
-    return turn_pair(case, d, p, acc, q, k, sign)
+    return turn_pair(case, d, p, acc, q, k, narrow=narrow)
 
 
-def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0):
+def keep(xs, narrow: str | None):
+    """Arrays (one, or a tuple) rounded to the dtype `narrow` (None: left as they are)."""
+    if narrow is None:
+        return xs
+    return tuple(store(x, narrow) for x in xs) if isinstance(xs, tuple) else store(xs, narrow)
+
+
+def narrowed(dtype: str) -> str | None:
+    """The 16-bit storage dtype a kernel in `dtype` rounds to (None: it stores in its sums')."""
+    return None if ACCUMULATE[dtype] == dtype else dtype
+
+
+def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0, narrow=None):
     """q at positions i + S - L (i with p.q_positions 'zero', S - 1 with 'last'), k at j; sign
-    -1 turns back."""
+    -1 turns back; every step rounded to `narrow` when given."""
     if case.rotary is None or p.no_rope:
         return q, k
     L = q.shape[2]
@@ -198,13 +225,16 @@ def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0):
     else:
         first = 0 if p.q_positions == "zero" else case.shift
         at = np.arange(first, first + L)
-    q = rotate(q, cos[at], sin[at], pairing)
-    return q, rotate(k, cos, sin, pairing)
+    q = rotate(q, cos[at], sin[at], pairing, narrow)
+    return q, rotate(k, cos, sin, pairing, narrow)
 
 
-def scores(case: VariantCase, d: VariantData, p: Planted, acc) -> tuple[np.ndarray, np.ndarray]:
-    """(scores (1, H, L, S) after score changes and mask, kv-head-repeated v) in dtype acc."""
-    q, k = turned(case, d, p, acc)
+def scores(
+    case: VariantCase, d: VariantData, p: Planted, acc, narrow: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scores (1, H, L, S) after score changes and mask, kv-head-repeated v) in dtype acc;
+    every step rounded to `narrow` when given (eager attention in a 16-bit dtype)."""
+    q, k = turned(case, d, p, acc, narrow)
     v = d.v.astype(acc)
     H, L, S = q.shape[1], q.shape[2], k.shape[2]
     group = H // k.shape[1]
@@ -213,20 +243,22 @@ def scores(case: VariantCase, d: VariantData, p: Planted, acc) -> tuple[np.ndarr
     else:  # kv heads 0, 0, ..., 1, 1, ...: head h reads h // group
         k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     scale = d.scale if p.scale is None else p.scale
-    s = (q @ np.swapaxes(k, -1, -2)) * acc(scale)  # (1, H, L, E) @ (1, H, E, S) -> (1, H, L, S)
-    keep = allowed(case, p, L, S)
+    s = keep(q @ np.swapaxes(k, -1, -2), narrow)  # (1, H, L, E) @ (1, H, E, S) -> (1, H, L, S)
+    s = keep(s * acc(scale), narrow)
+    seen = allowed(case, p, L, S)
     if p.softcap_after_mask:
-        s = np.where(keep, s, -np.inf)
+        s = np.where(seen, s, -np.inf)
     if case.softcap is not None and not p.no_softcap:
         cap = acc(case.softcap if p.cap is None else p.cap)
-        s = cap * np.tanh(s / cap)
+        s = keep(cap * keep(np.tanh(keep(s / cap, narrow)), narrow), narrow)
     if case.alibi and not p.no_alibi:
         slopes = d.slopes[::-1] if p.slopes_reversed else d.slopes
         i = np.arange(L)[:, None] + case.shift
         distance = (np.arange(S)[None, :] - i).astype(acc)  # (L, S): j - i
-        s = s + (p.alibi_sign * slopes.astype(acc))[None, :, None, None] * distance
+        bias = keep((p.alibi_sign * slopes.astype(acc))[None, :, None, None] * distance, narrow)
+        s = keep(s + bias, narrow)
     if not p.softcap_after_mask:
-        s = np.where(keep, s, -np.inf)
+        s = np.where(seen, s, -np.inf)
     return s, v
 
 
@@ -238,11 +270,14 @@ def attend(
     dtype: str = "float64",
     block: int | None = None,
     exp2: bool = False,
+    eager: bool = False,
 ) -> np.ndarray:
-    """Output (1, H, L, Ev) as float64: in one softmax, or one pass over key blocks of `block`."""
+    """Output (1, H, L, Ev) as float64: in one softmax, or one pass over key blocks of `block`;
+    a 16-bit dtype's roundings as FlashAttention's (eager: transformers' eager attention's)."""
     if p.bshd_as_bhsd:
         return across_heads(case, d, replace(p, bshd_as_bhsd=False), dtype, block, exp2)
-    acc = np.float64 if dtype == "float64" else np.float32
+    acc = np.dtype(ACCUMULATE[dtype]).type
+    narrow = narrowed(dtype)
     if p.zero_keys:  # zero keys past the end: score 0, value 0
         padded = {
             name: np.concatenate([x, np.zeros(x.shape[:2] + (p.zero_keys, x.shape[3]))], axis=2)
@@ -250,7 +285,7 @@ def attend(
         }
         d = replace(d, **padded)
     with np.errstate(all="ignore"):
-        s, v = scores(case, d, p, acc)
+        s, v = scores(case, d, p, acc, narrow if eager else None)
         sink = None
         if d.sinks is not None and not p.sink_out:
             sink = sink_logits(d, p).astype(acc)[None, :, None, None]  # (1, H, 1, 1)
@@ -265,6 +300,8 @@ def attend(
                 sink = sink + np.log(np.maximum(n, 1)).astype(acc)
         if p.split is not None:
             return split_merge(s, v, sink, *p.split)
+        if eager:  # the sink as one more score (gpt-oss), weights normalised, then rounded
+            return eager_output(s, v, sink, narrow)
         S = s.shape[-1]
         step = S if block is None else block
         exp = np.exp2 if exp2 else np.exp
@@ -279,7 +316,8 @@ def attend(
             alpha = exp(top - safe)
             e = exp(t - safe)
             total = total * alpha + e.sum(-1, keepdims=True)
-            out = out * alpha + e @ v[..., j : j + step, :]  # (.., L, Bk) @ (.., Bk, Ev)
+            # (.., L, Bk) @ (.., Bk, Ev): the weights in the kernel's dtype (16 bits: rounded)
+            out = out * alpha + keep(e, narrow) @ v[..., j : j + step, :]
             top = new
         if sink is not None and p.sink_unshifted:  # exp(sink) beside sums relative to the max
             sink = sink + top / fold
@@ -291,7 +329,18 @@ def attend(
             out = out if p.sink_unrescaled else out * alpha
             if p.sink_value:  # (wrong) the sink's term added to every output feature
                 out = out + e_sink
-        return (out / total).astype(np.float64)
+        return keep(out / total, narrow).astype(np.float64)
+
+
+def eager_output(s: np.ndarray, v: np.ndarray, sink, narrow: str | None) -> np.ndarray:
+    """softmax(s) (with the sink's score in each row) in s's dtype, the weights rounded to
+    `narrow`, then weights @ v rounded: transformers' eager attention after its scores."""
+    if sink is not None:  # (1, H, L, S + 1) scores; the sink's weight meets no value
+        s = np.concatenate([s, np.broadcast_to(sink, s.shape[:-1] + (1,))], axis=-1)
+        v = np.concatenate([v, np.zeros_like(v[..., :1, :])], axis=-2)
+    e = np.exp(s - s.max(-1, keepdims=True))  # every row sees a key: the max is finite
+    weights = keep(e / e.sum(-1, keepdims=True), narrow)
+    return keep(weights @ v, narrow).astype(np.float64)  # (1, H, L, S) @ (1, H, S, Ev)
 
 
 def across_heads(case: VariantCase, d: VariantData, p: Planted, *how) -> np.ndarray:
@@ -368,6 +417,7 @@ def grads(
     *,
     dtype: str = "float64",
     d_from_output: bool = True,
+    eager: bool = False,
 ) -> list[np.ndarray]:
     """[dq (1, H, L, E), dk (1, Hkv, S, E), dv (1, Hkv, S, Ev)] (+ dsinks (H,)) as float64.
 
@@ -375,16 +425,20 @@ def grads(
         dV = P^T dO          dP = dO V^T          D = rowsum(dO * O) (= rowsum(P * dP))
         dS = P (dP - D)      dR = dS * score_mod'(raw)    (softcap: 1 - tanh^2(raw / cap))
         dQ = scale dR K      dK = scale dR^T Q    dsink[h] = -sum_i p_sink[i] D[i]
-    with RoPE's gradients turned back by -angle; GQA heads summed into their kv head."""
-    acc = np.float64 if dtype == "float64" else np.float32
+    with RoPE's gradients turned back by -angle; GQA heads summed into their kv head. In a
+    16-bit dtype P and dS are rounded before their gemms and O, the forward's, is stored in 16
+    bits (FlashAttention-2); `eager` rounds every intermediate (torch autograd in 16 bits)."""
+    acc = np.dtype(ACCUMULATE[dtype]).type
+    narrow = narrowed(dtype)
+    step = narrow if eager else None  # where eager attention also rounds
     with np.errstate(all="ignore"):
-        s, v = scores(case, d, p, acc)  # (1, H, L, S) masked, v repeated to H heads
-        q, k = turned(case, d, p, acc)
+        s, v = scores(case, d, p, acc, step)  # (1, H, L, S) masked, v repeated to H heads
+        q, k = turned(case, d, p, acc, step)
         H, Hkv = q.shape[1], k.shape[1]
         group = H // Hkv
         k = np.repeat(k, group, axis=1)
         scale = acc(d.scale if p.scale is None else p.scale)
-        raw = (q @ np.swapaxes(k, -1, -2)) * scale  # (1, H, L, S) before score changes
+        raw = keep(keep(q @ np.swapaxes(k, -1, -2), step) * scale, step)  # before score changes
         top = s.max(-1, keepdims=True)
         sink = None
         if d.sinks is not None and not p.sink_out:
@@ -394,31 +448,32 @@ def grads(
         if sink is not None:
             total = total + np.exp(sink - top)
         lse = top + np.log(total)
-        w = np.exp(s - lse)  # (1, H, L, S): weights, 0 where masked
+        w = keep(np.exp(s - lse), narrow)  # (1, H, L, S): weights, 0 where masked
         dout = d_out.astype(acc)
-        out = w @ v  # (1, H, L, S) @ (1, H, S, Ev)
-        dp = dout @ np.swapaxes(v, -1, -2)  # (1, H, L, Ev) @ (1, H, Ev, S)
+        out = keep(w @ v, narrow)  # (1, H, L, S) @ (1, H, S, Ev): the forward's output
+        dp = keep(dout @ np.swapaxes(v, -1, -2), step)  # (1, H, L, Ev) @ (1, H, Ev, S)
         D = (
             (dout * out).sum(-1, keepdims=True)
             if d_from_output
             else (w * dp).sum(-1, keepdims=True)
         )
-        ds = w * (dp - D)
+        ds = keep(w * (dp - D), step)
         cap = case.softcap if p.cap is None else p.cap
         if case.softcap is not None and not p.no_softcap and p.softcap_grad:
-            ds = ds * (1 - np.tanh(raw / acc(cap)) ** 2)
+            ds = ds * keep(1 - keep(np.tanh(keep(raw / acc(cap), step)), step) ** 2, step)
+        ds = keep(ds, narrow)  # dS fed to the dq and dk gemms in the kernel's dtype
         dq = (ds @ k) * scale  # (1, H, L, S) @ (1, H, S, E)
         dk = (np.swapaxes(ds, -1, -2) @ q) * scale  # (1, H, S, L) @ (1, H, L, E)
         dv = np.swapaxes(w, -1, -2) @ dout  # (1, H, S, L) @ (1, H, L, Ev)
         fold = lambda x: x.reshape((x.shape[0], Hkv, group) + x.shape[2:]).sum(2)  # noqa: E731
         dk, dv = fold(dk), fold(dv)
         if p.rope_grad:
-            dq, dk = turn_pair(case, d, p, acc, dq, dk, sign=-1.0)
+            dq, dk = turn_pair(case, d, p, acc, *keep((dq, dk), step), sign=-1.0, narrow=step)
         found = [dq, dk, dv]
         if d.sinks is not None:
             p_sink = np.zeros_like(D) if sink is None else np.exp(sink - lse)
             found.append((-(p_sink * D)).sum(axis=(0, 2, 3)))  # (H,)
-        return [g.astype(np.float64) for g in found]
+        return [keep(g, narrow).astype(np.float64) for g in found]
 
 
 __all__ = [
