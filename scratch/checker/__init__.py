@@ -18,7 +18,15 @@ failure, or NotImplementedError declining a case), ignored, report (one CheckRep
 kind), cli.
 """
 
-from scratch.checker.cases import FEATURES, Case, full_cases, large_cases, standard_cases
+from scratch.checker.cases import (
+    CASE_SETS,
+    FEATURES,
+    Case,
+    full_cases,
+    large_cases,
+    medium_cases,
+    standard_cases,
+)
 from scratch.checker.cli import load, main
 from scratch.checker.doors import check, check_backward, check_variants, check_variants_backward
 from scratch.checker.report import CaseResult, CheckReport
@@ -27,6 +35,7 @@ __all__ = [
     "check_backward",
     "check_variants",
     "check_variants_backward",
+    "CASE_SETS",
     "FEATURES",
     "Case",
     "CaseResult",
@@ -36,5 +45,6 @@ __all__ = [
     "large_cases",
     "load",
     "main",
+    "medium_cases",
     "standard_cases",
 ]

@@ -41,9 +41,9 @@ def check(
         array, ARRAYS, cases, CASE_SETS, seed, device, dtype, masked_rows
     )
     required = check_require(require)
-    if cases == "large" and array == "list":
+    if cases in ("large", "medium") and array == "list":
         raise ValueError(
-            "cases: 'large' needs array='numpy' or 'torch' (4096-token lists are slow)"
+            f"cases: {cases!r} needs array='numpy' or 'torch' (1024- and 4096-token lists are slow)"
         )
     arrays = Arrays(array, device)
     arrays.check_device()
