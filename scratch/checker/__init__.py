@@ -15,7 +15,7 @@ backward_reference (correct kernels in the checked dtype: the rule's yardstick),
 Mistake record, one diagnosis engine), variants (the planted forward kernel) and the
 *diagnosis modules (the catalogues of known mistakes), raised (what a kernel raised: a
 failure, or NotImplementedError declining a case), ignored, report (one CheckReport for every
-kind), cli.
+kind), interpreter (what Triton's CPU interpreter cannot show: the report's notes), cli.
 """
 
 from scratch.checker.cases import (
