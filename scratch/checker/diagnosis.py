@@ -189,10 +189,24 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[Mistake]:
                         lambda b=b: attend(allowed=causal(L, S, 0) & (j // b == i // b)),
                     )
                 )
+            for b in (b for b in BLOCKS if b < L):  # else every row sees no key: no evidence
+                for policy in dict.fromkeys((masked_rows, "nan")):  # 0 / 0 in the first tile
+                    found.append(
+                        Mistake(
+                            DIAGONAL_SKIPPED,
+                            lambda b=b, policy=policy: attend(
+                                allowed=causal(L, S, 0) & (j < i // b * b), policy=policy
+                            ),
+                        )
+                    )
     return found
 
 
 BLOCKS = (8, 16, 32, 64, 128)
+DIAGONAL_SKIPPED = (
+    "causal tile bound stops before the query's own tile (the diagonal tile skipped: keys "
+    "from the start of the query's tile on are never seen, and the first tile's rows see none)"
+)
 
 
 STALE = (
