@@ -4,7 +4,6 @@ function that runs interpreted Triton kernels (measured with triton 3.9.0, torch
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 import types
 
@@ -22,10 +21,8 @@ def is_interpreted_kernel(obj: object) -> bool:
 
 
 def runs_interpreted(fn: object) -> bool:
-    """Whether fn reaches interpreted Triton kernels: TRITON_INTERPRET=1 with triton imported,
-    or such a kernel among fn's globals or in a module among them."""
-    if os.environ.get("TRITON_INTERPRET") == "1" and "triton" in sys.modules:
-        return True
+    """Whether fn reaches interpreted Triton kernels: one among fn's globals or in a module
+    among them (fn's own module, or the one its kernels live in)."""
     fn = inspect.unwrap(getattr(fn, "func", fn))  # functools.partial, decorators
     names = getattr(fn, "__globals__", {})
     for value in list(names.values()):
