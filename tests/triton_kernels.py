@@ -41,6 +41,21 @@ def _mm(a, b):
 
 
 @triton.jit
+def _tile(X, n, rows, N, cols, W: tl.constexpr):
+    """Rows `rows` and features `cols` of slice n of X (N rows of W features), 0 past its ends."""
+    inside = (rows[:, None] < N) & (cols[None, :] < W)
+    return tl.load(X + n * N * W + rows[:, None] * W + cols[None, :], mask=inside, other=0.0)
+
+
+@triton.jit
+def _put(X, n, rows, N, cols, W: tl.constexpr, value):
+    """Store value (rows x cols) into slice n of X in X's dtype, nothing past its ends."""
+    inside = (rows[:, None] < N) & (cols[None, :] < W)
+    at = X + n * N * W + rows[:, None] * W + cols[None, :]
+    tl.store(at, value.to(X.dtype.element_ty), mask=inside)
+
+
+@triton.jit
 def _kv_row(n, HQ, HKV):
     """The k/v slice that query slice n reads: head h of batch b reads kv head h // (HQ / HKV)."""
     return (n // HQ) * HKV + (n % HQ) // (HQ // HKV)
@@ -58,11 +73,7 @@ def _forward_kernel(
     rows = start + tl.arange(0, BLOCK_M)  # query i
     cols = tl.arange(0, BLOCK_N)  # key j within a tile
     e, ev = tl.arange(0, BE), tl.arange(0, BEV)  # feature c (padded to a power of 2)
-    q = tl.load(
-        Q + n * L * E + rows[:, None] * E + e[None, :],
-        mask=(rows[:, None] < L) & (e[None, :] < E),
-        other=0.0,
-    )  # (BLOCK_M, BE)
+    q = _tile(Q, n, rows, L, e, E)  # (BLOCK_M, BE)
     m = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max, log2 units
     l = tl.zeros([BLOCK_M], tl.float32)  # running denominator
     o = tl.zeros([BLOCK_M, BEV], tl.float32)  # running numerator (weights @ v)
@@ -74,16 +85,8 @@ def _forward_kernel(
             hi = tl.minimum(S, start + BLOCK_M)
     for lo in range(0, hi, BLOCK_N):
         keys = lo + cols
-        k = tl.load(
-            K + kv * S * E + keys[:, None] * E + e[None, :],
-            mask=(keys[:, None] < S) & (e[None, :] < E),
-            other=0.0,
-        )  # (BLOCK_N, BE)
-        v = tl.load(
-            V + kv * S * EV + keys[:, None] * EV + ev[None, :],
-            mask=(keys[:, None] < S) & (ev[None, :] < EV),
-            other=0.0,
-        )  # (BLOCK_N, BEV)
+        k = _tile(K, kv, keys, S, e, E)  # (BLOCK_N, BE)
+        v = _tile(V, kv, keys, S, ev, EV)  # (BLOCK_N, BEV)
         # step 1: scores in log2 units, (BLOCK_M, BE) @ (BE, BLOCK_N) -> (BLOCK_M, BLOCK_N)
         s = _mm(q, tl.trans(k)) * qk_scale
         keep = keys[None, :] < S
@@ -105,11 +108,7 @@ def _forward_kernel(
         o += _mm(p.to(v.dtype), v)
         m = m_new
     o = o / l[:, None]
-    tl.store(
-        O + n * L * EV + rows[:, None] * EV + ev[None, :],
-        o.to(O.dtype.element_ty),
-        mask=(rows[:, None] < L) & (ev[None, :] < EV),
-    )
+    _put(O, n, rows, L, ev, EV, o)
     tl.store(LSE + n * L + rows, m + tl.log2(l), mask=rows < L)  # log2-sum-exp2 per row
 
 
@@ -119,10 +118,8 @@ def _delta_kernel(O, DO, DELTA, L, EV: tl.constexpr, BEV: tl.constexpr, BLOCK_M:
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     n = tl.program_id(1)
     ev = tl.arange(0, BEV)
-    at = n * L * EV + rows[:, None] * EV + ev[None, :]
-    inside = (rows[:, None] < L) & (ev[None, :] < EV)
-    o = tl.load(O + at, mask=inside, other=0.0).to(tl.float32)
-    do = tl.load(DO + at, mask=inside, other=0.0).to(tl.float32)
+    o = _tile(O, n, rows, L, ev, EV).to(tl.float32)
+    do = _tile(DO, n, rows, L, ev, EV).to(tl.float32)
     tl.store(DELTA + n * L + rows, tl.sum(o * do, 1), mask=rows < L)
 
 
@@ -137,16 +134,8 @@ def _dkdv_kernel(
     kv = tl.program_id(1)
     keys = start + tl.arange(0, BLOCK_N)
     e, ev = tl.arange(0, BE), tl.arange(0, BEV)
-    k = tl.load(
-        K + kv * S * E + keys[:, None] * E + e[None, :],
-        mask=(keys[:, None] < S) & (e[None, :] < E),
-        other=0.0,
-    )
-    v = tl.load(
-        V + kv * S * EV + keys[:, None] * EV + ev[None, :],
-        mask=(keys[:, None] < S) & (ev[None, :] < EV),
-        other=0.0,
-    )
+    k = _tile(K, kv, keys, S, e, E)
+    v = _tile(V, kv, keys, S, ev, EV)
     dk = tl.zeros([BLOCK_N, BE], tl.float32)
     dv = tl.zeros([BLOCK_N, BEV], tl.float32)
     group = HQ // HKV
@@ -159,16 +148,8 @@ def _dkdv_kernel(
         for qs in range(lo, L, BLOCK_M):
             rows = qs + tl.arange(0, BLOCK_M)
             inside = rows < L
-            q = tl.load(
-                Q + n * L * E + rows[:, None] * E + e[None, :],
-                mask=inside[:, None] & (e[None, :] < E),
-                other=0.0,
-            )
-            do = tl.load(
-                DO + n * L * EV + rows[:, None] * EV + ev[None, :],
-                mask=inside[:, None] & (ev[None, :] < EV),
-                other=0.0,
-            )
+            q = _tile(Q, n, rows, L, e, E)
+            do = _tile(DO, n, rows, L, ev, EV)
             lse = tl.load(LSE + n * L + rows, mask=inside, other=0.0)
             delta = tl.load(DELTA + n * L + rows, mask=inside, other=0.0)
             # P^T recomputed from the lse: (BLOCK_N, BE) @ (BE, BLOCK_M) -> (BLOCK_N, BLOCK_M)
@@ -181,16 +162,8 @@ def _dkdv_kernel(
             dp_t = _mm(v, tl.trans(do))  # dP^T = V dO^T
             ds_t = p_t * (dp_t - delta[None, :])  # dS = P * (dP - D)
             dk += _mm(ds_t.to(q.dtype), q)  # dK = dS^T Q (scaled below)
-    tl.store(
-        DK + kv * S * E + keys[:, None] * E + e[None, :],
-        (dk * sm_scale).to(DK.dtype.element_ty),
-        mask=(keys[:, None] < S) & (e[None, :] < E),
-    )
-    tl.store(
-        DV + kv * S * EV + keys[:, None] * EV + ev[None, :],
-        dv.to(DV.dtype.element_ty),
-        mask=(keys[:, None] < S) & (ev[None, :] < EV),
-    )
+    _put(DK, kv, keys, S, e, E, dk * sm_scale)
+    _put(DV, kv, keys, S, ev, EV, dv)
 
 
 @triton.jit
@@ -206,16 +179,8 @@ def _dq_kernel(
     rows = start + tl.arange(0, BLOCK_M)
     inside = rows < L
     e, ev = tl.arange(0, BE), tl.arange(0, BEV)
-    q = tl.load(
-        Q + n * L * E + rows[:, None] * E + e[None, :],
-        mask=inside[:, None] & (e[None, :] < E),
-        other=0.0,
-    )
-    do = tl.load(
-        DO + n * L * EV + rows[:, None] * EV + ev[None, :],
-        mask=inside[:, None] & (ev[None, :] < EV),
-        other=0.0,
-    )
+    q = _tile(Q, n, rows, L, e, E)
+    do = _tile(DO, n, rows, L, ev, EV)
     lse = tl.load(LSE + n * L + rows, mask=inside, other=0.0)
     delta = tl.load(DELTA + n * L + rows, mask=inside, other=0.0)
     dq = tl.zeros([BLOCK_M, BE], tl.float32)
@@ -224,16 +189,8 @@ def _dq_kernel(
         hi = tl.minimum(S, start + BLOCK_M)
     for lo in range(0, hi, BLOCK_N):
         keys = lo + tl.arange(0, BLOCK_N)
-        k = tl.load(
-            K + kv * S * E + keys[:, None] * E + e[None, :],
-            mask=(keys[:, None] < S) & (e[None, :] < E),
-            other=0.0,
-        )
-        v = tl.load(
-            V + kv * S * EV + keys[:, None] * EV + ev[None, :],
-            mask=(keys[:, None] < S) & (ev[None, :] < EV),
-            other=0.0,
-        )
+        k = _tile(K, kv, keys, S, e, E)
+        v = _tile(V, kv, keys, S, ev, EV)
         s = _mm(q, tl.trans(k)) * qk_scale  # (BLOCK_M, BLOCK_N)
         keep = inside[:, None] & (keys[None, :] < S)
         if CAUSAL:
@@ -242,11 +199,7 @@ def _dq_kernel(
         dp = _mm(do, tl.trans(v))  # dP = dO V^T
         ds = p * (dp - delta[:, None])
         dq += _mm(ds.to(k.dtype), k)  # dQ = dS K (scaled below)
-    tl.store(
-        DQ + n * L * E + rows[:, None] * E + e[None, :],
-        (dq * sm_scale).to(DQ.dtype.element_ty),
-        mask=inside[:, None] & (e[None, :] < E),
-    )
+    _put(DQ, n, rows, L, e, E, dq * sm_scale)
 
 
 def _slices(q, k, v, enable_gqa: bool):
