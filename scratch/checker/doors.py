@@ -240,8 +240,6 @@ def _variants(fn, name, style, array, dtype, device, seed, require, progress) ->
 
     style = style_of(fn, style)
     dtype, _ = check_settings(array, ARRAYS, "standard", ("standard",), seed, device, dtype, "zero")
-    if dtype not in ("float32", "float64"):
-        raise ValueError(f"dtype: the variant checker takes float32 or float64, found {dtype!r}")
     required = check_require(require, tuple(VARIANT_FEATURES))
     arrays = Arrays(array, device)
     arrays.check_device()
@@ -291,7 +289,10 @@ def check_settings(
         raise ValueError(f"device: only meaningful with array='torch', found array={array!r}")
     dtype = check_dtype(dtype)
     if dtype == "bfloat16" and array == "numpy":
-        raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
+        raise ValueError(
+            "dtype: numpy has no bfloat16 (array='numpy', dtype='bfloat16'); use array='torch' "
+            "for bfloat16"
+        )
     return dtype, check_masked_rows(masked_rows)
 
 
