@@ -3,13 +3,17 @@ as a reader pastes it into a new interpreter (its imports and names its own). A 
 directly by a ```text block prints that text: words exactly, each number to the last digit shown
 (give or take one unit of it: another host's BLAS may round a float32 sum the other way)."""
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+TRITON = re.compile(r"^(import|from) triton\b", re.MULTILINE)
 
 
 def python_blocks(text: str) -> list[str]:
@@ -66,11 +70,37 @@ def run_alone(n: int, block: str, tmp_path, monkeypatch) -> None:
         pytest.fail(f"README python block {n} ({first!r}) raised {type(exc).__name__}: {exc}")
 
 
+def run_in_a_child(n: int, block: str, tmp_path) -> str:
+    """Run one block as a script in a child process: a block that imports triton sets
+    TRITON_INTERPRET before triton's first import (here it would stay on for every later test)
+    and needs its kernels in a file (Triton reads their source). Returns what it printed."""
+    path = tmp_path / f"readme_block_{n}.py"
+    path.write_text(block, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(README.parent)}
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run(
+        [sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    if done.returncode != 0:
+        first = block.strip().splitlines()[0]
+        pytest.fail(f"README python block {n} ({first!r}) failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
 def test_a_block_that_leans_on_an_earlier_one_fails_alone(tmp_path, monkeypatch):
     """The runner's own check: a name an earlier block defined is not there for the next."""
     run_alone(1, "x = 1\n", tmp_path, monkeypatch)
     with pytest.raises(pytest.fail.Exception, match=r"block 2 \('y = x'\) raised NameError"):
         run_alone(2, "y = x\n", tmp_path, monkeypatch)
+
+
+def test_a_block_run_in_a_child_fails_when_it_raises(tmp_path):
+    """The child runner's own check: its exit status counts, and a block is matched by import."""
+    run_in_a_child(1, "import os\n", tmp_path)
+    with pytest.raises(pytest.fail.Exception, match=r"block 2 \('x = 1'\) failed"):
+        run_in_a_child(2, "x = 1\nraise ValueError('planted')\n", tmp_path)
+    assert TRITON.search("import os\nimport triton\n") and not TRITON.search("# import triton")
 
 
 def test_the_output_comparison_reads_numbers_to_their_last_digit():
@@ -90,7 +120,12 @@ def test_each_python_block_runs_on_its_own(n, block, shown, tmp_path, monkeypatc
     pytest.importorskip("numpy")  # the backends and checker blocks use NumPy
     pytest.importorskip("torch")
     capsys.readouterr()
-    run_alone(n, block, tmp_path, monkeypatch)
+    if TRITON.search(block):  # the optional extra: `make triton`
+        pytest.importorskip("triton", reason="the optional triton extra is not installed")
+        printed = run_in_a_child(n, block, tmp_path)
+    else:
+        run_alone(n, block, tmp_path, monkeypatch)
+        printed = capsys.readouterr().out
     if shown is not None:
-        differs = same_output(capsys.readouterr().out, shown)
+        differs = same_output(printed, shown)
         assert differs is None, f"README python block {n} prints other than its text: {differs}"

@@ -16,10 +16,18 @@ backward_reference (correct kernels in the checked dtype: the rule's yardstick),
 Mistake record, one diagnosis engine), variants (the planted forward kernel) and the
 *diagnosis modules (the catalogues of known mistakes), raised (what a kernel raised: a
 failure, or NotImplementedError declining a case), ignored, report (one CheckReport for every
-kind), cli.
+kind), interpreter (what Triton's CPU interpreter cannot show: the report's notes), cli.
 """
 
-from scratch.checker.cases import FEATURES, Case, full_cases, large_cases, standard_cases
+from scratch.checker.cases import (
+    CASE_SETS,
+    FEATURES,
+    Case,
+    full_cases,
+    large_cases,
+    medium_cases,
+    standard_cases,
+)
 from scratch.checker.cli import load, main
 from scratch.checker.doors import check, check_backward, check_variants, check_variants_backward
 from scratch.checker.report import CaseResult, CheckReport
@@ -28,6 +36,7 @@ __all__ = [
     "check_backward",
     "check_variants",
     "check_variants_backward",
+    "CASE_SETS",
     "FEATURES",
     "Case",
     "CaseResult",
@@ -37,5 +46,6 @@ __all__ = [
     "large_cases",
     "load",
     "main",
+    "medium_cases",
     "standard_cases",
 ]

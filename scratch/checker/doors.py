@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from scratch.bounds.tolerance import check_dtype
 from scratch.checker.arrays import ARRAYS, Arrays
 from scratch.checker.cases import BACKWARD_FEATURES, CASE_SETS, FEATURES, cases_for
+from scratch.checker.interpreter import interpreter_notes
 from scratch.checker.report import CheckReport
 from scratch.checker.run import Kind, Progress, finish, run_case, run_checks, target_name
 from scratch.ops.validate import check_masked_rows
@@ -40,9 +41,9 @@ class Plan:
         """One case by the one runner, finished as a report of its own (scratch.testing: one
         test per case); a name kept only when true of every case (an ignored keyword,
         ignored.py) is judged on this case alone."""
-        return finish(
-            CheckReport(self.target, self.settings, [run_case(self.kind, case)]), self.required
-        )
+        notes = interpreter_notes(self.kind.fn, self.kind.dtype)
+        report = CheckReport(self.target, self.settings, [run_case(self.kind, case)], notes=notes)
+        return finish(report, self.required)
 
 
 def door(plan: Callable[..., Plan]) -> Callable[..., CheckReport]:
@@ -118,9 +119,9 @@ def check(
         array, ARRAYS, cases, CASE_SETS, seed, device, dtype, masked_rows
     )
     required = check_require(require)
-    if cases == "large" and array == "list":
+    if cases in ("large", "medium") and array == "list":
         raise ValueError(
-            "cases: 'large' needs array='numpy' or 'torch' (4096-token lists are slow)"
+            f"cases: {cases!r} needs array='numpy' or 'torch' (1024- and 4096-token lists are slow)"
         )
     arrays = Arrays(array, device)
     arrays.check_device()
