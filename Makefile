@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint trace bench clean
+.PHONY: run test lint trace bench triton clean
 
 run: $(STAMP)
 	$(BIN)/python main.py
@@ -25,6 +25,9 @@ trace: $(STAMP)
 bench: $(STAMP)  # the window's goals come from the app, as a plugin (scratch never imports gui)
 	$(BIN)/python -m scratch.bench --plugin gui.app.bench_window --plugin scratch.bench.backward_goal \
 	    --plugin scratch.bench.flex_goal --plugin scratch.bench.smollm2_goal
+
+triton: $(STAMP)  # optional: Triton 3.9 (a 286 MB wheel), so the interpreted Triton tests run
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[triton]"
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

@@ -300,6 +300,20 @@ def test_large_cases_are_4096_tokens():
     assert all(rows > 0 for *_, rows in shapes.values())
 
 
+def test_medium_cases_are_the_large_ones_at_1024_tokens():
+    """The case set for slow kernels (Triton's interpreter): the same three, a quarter as long."""
+    from scratch.checker import CASE_SETS, large_cases, medium_cases
+
+    assert "medium" in CASE_SETS
+    large, medium = large_cases("float32"), medium_cases("float32")
+    assert [c.name for c in medium] == ["medium", "medium-causal", "medium-gqa"]
+    for big, small in zip(large, medium):
+        assert small.q[-2] == small.k[-2] == 1024 and small.q[-1] == big.q[-1] == 64
+        assert (small.is_causal, small.gqa, small.rows) == (big.is_causal, big.gqa, big.rows)
+    with pytest.raises(ValueError, match="'medium' needs array='numpy' or 'torch'"):
+        check(kernels.attention, array="list", cases="medium")
+
+
 def test_nan_policy_accepts_nan_rows():
     """The same kernel passes when the user says fully masked rows should be NaN."""
     report = check(kernels.BUGGY["nan-rows"])

@@ -1,7 +1,7 @@
 """scratch.train: the tiny transformer's gradients, Adam, scores, the record and its file.
 
 Every hand-written backward line is compared with torch autograd on the same model in float64
-(tests/train_reference.py), over random configurations; the attention inside runs through the
+(scratch/train/torch_model.py), over random configurations; the attention inside runs through the
 NumPy backend's kernels and, for a tiny model, through the pure-Python ground truth.
 """
 
@@ -16,7 +16,6 @@ import pytest
 import torch
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
-from train_reference import torch_gradients
 
 from scratch.train import ModelConfig, TrainConfig, Trainer, load, save
 from scratch.train.__main__ import main
@@ -24,6 +23,7 @@ from scratch.train.adam import Adam
 from scratch.train.model import Model, init_params
 from scratch.train.scores import head_scores
 from scratch.train.tasks import make_task
+from scratch.train.torch_model import torch_gradients
 from scratch.train.words import phase_change, summary
 
 # no explain phase: a planted gradient bug must fail in seconds, not search for minutes

@@ -24,7 +24,7 @@ DIRECTIONS = {
 }
 ARRAYS = ("numpy", "torch", "list")
 DTYPES = ("float32", "float64", "float16", "bfloat16")
-CASE_SETS = ("standard", "full", "large")
+CASE_SETS = scratch.checker.CASE_SETS  # standard, full, large, medium
 MASKED_ROWS = ("zero", "nan", "uniform")
 MAX_SEED = 2**31 - 1
 

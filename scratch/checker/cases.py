@@ -10,7 +10,7 @@ from math import cos, log, sin, sqrt
 
 from scratch.ops.nested import reshape
 
-CASE_SETS = ("standard", "full", "large")
+CASE_SETS = ("standard", "full", "large", "medium")
 # what `require=` may name, and how the verdict names a feature a kernel refused
 FEATURES = {
     "batch": "leading dims",
@@ -159,11 +159,22 @@ def full_cases(dtype: str) -> list[Case]:
 
 def large_cases(dtype: str) -> list[Case]:
     """L = S = 4096, head dim 64: checked on a seeded sample of query rows per head."""
-    n = 4096
+    return sampled_cases("large", 4096)
+
+
+def medium_cases(dtype: str) -> list[Case]:
+    """The large cases at L = S = 1024, for slow kernels: Triton's interpreter (TRITON_INTERPRET=1)
+    takes about 10 ms of CPU per 64 x 64 tile step, 4 minutes for the large cases' 22,500."""
+    return sampled_cases("medium", 1024)
+
+
+def sampled_cases(name: str, n: int) -> list[Case]:
+    """Plain, causal and GQA (4 query heads, 2 kv heads) at L = S = n, head dim 64, each checked
+    on a seeded sample of 24 query rows (8 per head for GQA)."""
     return [
-        Case("large", (n, 64), (n, 64), (n, 64), rows=24),
-        Case("large-causal", (n, 64), (n, 64), (n, 64), is_causal=True, rows=24),
-        Case("large-gqa", (1, 4, n, 64), (1, 2, n, 64), (1, 2, n, 64), gqa=True, rows=8),
+        Case(name, (n, 64), (n, 64), (n, 64), rows=24),
+        Case(f"{name}-causal", (n, 64), (n, 64), (n, 64), is_causal=True, rows=24),
+        Case(f"{name}-gqa", (1, 4, n, 64), (1, 2, n, 64), (1, 2, n, 64), gqa=True, rows=8),
     ]
 
 
@@ -197,8 +208,14 @@ def backward_cases(dtype: str) -> list[Case]:
 
 
 def cases_for(name: str, dtype: str) -> list[Case]:
-    """The case set called `name` ('standard', 'full' or 'large')."""
-    return {"standard": standard_cases, "full": full_cases, "large": large_cases}[name](dtype)
+    """The case set called `name` (one of CASE_SETS)."""
+    sets = {
+        "standard": standard_cases,
+        "full": full_cases,
+        "large": large_cases,
+        "medium": medium_cases,
+    }
+    return sets[name](dtype)
 
 
 def gauss(rng: random.Random, shape: tuple[int, ...], size: float = 1.0) -> list:

@@ -189,10 +189,24 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[Mistake]:
                         lambda b=b: attend(allowed=causal(L, S, 0) & (j // b == i // b)),
                     )
                 )
+            for b in (b for b in BLOCKS if b < L):  # else every row sees no key: no evidence
+                for policy in dict.fromkeys((masked_rows, "nan")):  # 0 / 0 in the first tile
+                    found.append(
+                        Mistake(
+                            DIAGONAL_SKIPPED,
+                            lambda b=b, policy=policy: attend(
+                                allowed=causal(L, S, 0) & (j < i // b * b), policy=policy
+                            ),
+                        )
+                    )
     return found
 
 
 BLOCKS = (8, 16, 32, 64, 128)
+DIAGONAL_SKIPPED = (
+    "causal tile bound stops before the query's own tile (the diagonal tile skipped: keys "
+    "from the start of the query's tile on are never seen, and the first tile's rows see none)"
+)
 
 
 STALE = (
@@ -322,7 +336,9 @@ def diagnose(prep, got: np.ndarray, masked_rows: str, dtype: str) -> str | None:
     precision = functools.partial(precision_candidates, prep.problem, prep.dtype)
     precise = outputs(prep._memo, ("precision", masked_rows), precision, call)
     found = matches(got, precise, truth, live, precision_score)
-    return one(found) if found else denominator_epsilon(prep, got)
+    if found:
+        return one(found)
+    return denominator_epsilon(prep, got) or float32_answer(prep, got, masked_rows)
 
 
 def denominator_epsilon(prep, got: np.ndarray) -> str | None:
@@ -344,3 +360,37 @@ def denominator_epsilon(prep, got: np.ndarray) -> str | None:
     if eps > 0 and left <= 0.1 * np.linalg.norm(a) and 3 * left <= uniform:
         return f"an epsilon added to the softmax denominator (l + eps, eps ~ {eps:.1g})"
     return None
+
+
+FLOAT32 = (
+    "computed in float32: this float64 case's output is a right float32 answer (the attention "
+    "of its inputs rounded to float32, within the float32 rule), not a float64 one: a float32 "
+    "accumulator or cast, or a float64 value passed where float32 is taken (Triton passes a "
+    "Python float argument, such as sm_scale, as float32)"
+)
+
+
+def float32_answer(prep, got: np.ndarray, masked_rows: str) -> str | None:
+    """FLOAT32 when a float64 case's output passes the float32 rule on the inputs rounded to
+    float32: within 2x the worst float32 reference kernel (+ 4 ulps) of their float64 attention."""
+    if prep.dtype != "float64":
+        return None
+    from scratch.checker.reference import kernel_errors, store
+    from scratch.checker.run import allowed_error
+
+    p, live = prep.problem, prep.live_np
+    p32 = replace(
+        p,
+        q=store(p.q, "float32"),
+        k=store(p.k, "float32"),
+        v=store(p.v, "float32"),
+        add=None if p.add is None else store(p.add, "float32"),
+    )
+    truth32 = var.attend(p32, policy=masked_rows)  # float64 math on the float32 inputs
+    with np.errstate(all="ignore"):
+        err = np.abs(got - truth32)[live]
+    if err.size == 0 or not np.all(np.isfinite(err)):
+        return None
+    reference = max(kernel_errors(p32, "float32", truth32, live))
+    top = float(np.max(np.abs(truth32[live])))
+    return FLOAT32 if float(np.max(err)) <= allowed_error(reference, top, "float32") else None

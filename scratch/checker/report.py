@@ -46,6 +46,7 @@ class CheckReport:
     settings: str
     cases: list[CaseResult] = field(default_factory=list)
     diagnosis: str | None = None
+    notes: list[str] = field(default_factory=list)  # what this check cannot show (interpreter.py)
 
     def __bool__(self) -> bool:
         return all(c.ok for c in self.cases) and any(c.status == "pass" for c in self.cases)
@@ -153,6 +154,7 @@ class CheckReport:
             lines.append("diagnosis: none (every failing case raised: see its exception above)")
         elif not self:
             lines.append("diagnosis: no known mistake matches")
+        lines.extend(f"note: {note}" for note in self.notes)
         return "\n".join(lines).rstrip() + "\n"
 
 

@@ -17,6 +17,7 @@ from scratch.bounds.tolerance import ulp
 from scratch.checker.arrays import Arrays
 from scratch.checker.blas import own_work
 from scratch.checker.ignored import settle_ignored
+from scratch.checker.interpreter import interpreter_notes
 from scratch.checker.prepare import prepare
 from scratch.checker.raised import array_mismatch, describe, refused_keyword
 from scratch.checker.report import CaseResult, CheckReport, shape_text
@@ -90,7 +91,7 @@ def run_checks(
     kind: Kind, target: str, settings: str, cases: list, progress: Progress, required: tuple
 ) -> CheckReport:
     """Every case into one report, telling `progress` before each; then `finish`."""
-    report = CheckReport(target, settings)
+    report = CheckReport(target, settings, notes=interpreter_notes(kind.fn, kind.dtype))
     for n, case in enumerate(cases):
         if progress is not None:
             progress(n + 1, len(cases), case.name)

@@ -5,11 +5,14 @@
     logits = norm(x) @ w_u;  loss = mean cross-entropy of the targets
 
 Attention runs through the project's own kernels: the forward is a backend's
-scaled_dot_product_attention (with the row log-sum-exp), the backward its
-scaled_dot_product_attention_backward (the "numpy" backend, or "scratch", the pure-Python
-ground truth, for a tiny check). Every other gradient is written below its forward line, in
-reverse order, as nanoGPT's and llm.c's readers expect. `norm` is the identity unless
-ModelConfig.norm; the MLP exists only with ModelConfig.mlp.
+scaled_dot_product_attention, the backward its scaled_dot_product_attention_backward (the
+"numpy" backend, or "scratch", the pure-Python ground truth, for a tiny check). With NumPy both
+are the explicit kernels: a training batch is many short sequences, and the explicit kernels
+compute every head of the batch in one pass of array operations, where the chunked and tiled
+kernels (made for long sequences) would loop over the (batch, head) pairs in Python.
+Every other gradient is written out below, in reverse order of the forward's steps, as
+nanoGPT's and llm.c's readers expect. `norm` is the identity unless ModelConfig.norm; the MLP
+exists only with ModelConfig.mlp.
 """
 
 from __future__ import annotations
@@ -59,10 +62,15 @@ class Forward:
     losses: np.ndarray  # (B, T) each position's cross-entropy
     saved: list = field(default_factory=list)  # per layer: the tensors its backward reads
     final: tuple = ()  # the last norm's inputs and outputs
-    weights: list = field(default_factory=list)  # per layer (B, H, T, T), when asked
+    weights: list = field(default_factory=list)  # per layer (B, H, T, T), when asked for
 
 
 # ---------------------------------------------------------------- pieces and their gradients
+
+
+def flat(x: np.ndarray) -> np.ndarray:
+    """(B, T, n) -> (B*T, n): a weight's gradient sums over every position of the batch."""
+    return x.reshape(-1, x.shape[-1])
 
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, tuple]:
@@ -109,29 +117,26 @@ class Model:
         self.backend = backend
         self.attention = backends.get(backend)
 
-    def _sdpa(self, q, k, v, need_weights: bool) -> tuple:
-        """(output (B, H, T, dh), what the backward reads, weights (B, H, T, T) or None)."""
+    def _sdpa(self, q, k, v) -> tuple:
+        """(output (B, H, T, dh), weights (B, H, T, T)) from the backend's forward."""
         gqa = self.config.kv_heads != self.config.n_heads
-        if self.backend == "numpy":  # the chunked kernel, its row log-sum-exp kept
+        if self.backend == "numpy":  # the explicit kernel: all heads of the batch at once
             found = self.attention.scaled_dot_product_attention(
-                q, k, v, is_causal=self.config.causal, enable_gqa=gqa, return_lse=True,
-                need_weights=need_weights,
-            )  # fmt: skip
-            return found[0], found[1], found.weights
+                q, k, v, is_causal=self.config.causal, enable_gqa=gqa, need_weights=True
+            )
+            return found[0], found.weights
         found = self.attention.scaled_dot_product_attention(
             q.tolist(), k.tolist(), v.tolist(), is_causal=self.config.causal, enable_gqa=gqa
         )
-        return np.asarray(found[0], q.dtype), None, np.asarray(found[1], q.dtype)
+        return np.asarray(found[0], q.dtype), np.asarray(found[1], q.dtype)
 
-    def _sdpa_backward(self, q, k, v, out, lse, d_out) -> tuple[np.ndarray, ...]:
-        """(dq, dk, dv) from the backend's backward kernel (NumPy's tiled one reads the
-        forward's output and lse instead of recomputing them)."""
+    def _sdpa_backward(self, q, k, v, d_out) -> tuple[np.ndarray, ...]:
+        """(dq, dk, dv) from the backend's backward kernel."""
         gqa = self.config.kv_heads != self.config.n_heads
-        if self.backend == "numpy":
+        if self.backend == "numpy":  # the explicit backward: all heads of the batch at once
             return self.attention.scaled_dot_product_attention_backward(
-                q, k, v, d_out, is_causal=self.config.causal, enable_gqa=gqa, kernel="tiled",
-                output=out, lse=lse,
-            )  # fmt: skip
+                q, k, v, d_out, is_causal=self.config.causal, enable_gqa=gqa
+            )
         grads = self.attention.scaled_dot_product_attention_backward(
             q.tolist(), k.tolist(), v.tolist(), d_out.tolist(), is_causal=self.config.causal,
             enable_gqa=gqa,
@@ -158,12 +163,12 @@ class Model:
             k = (h @ params[f"{n}.w_k"]).reshape(B, T, Hkv, dh).transpose(0, 2, 1, 3)
             v = (h @ params[f"{n}.w_v"]).reshape(B, T, Hkv, dh).transpose(0, 2, 1, 3)
             q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
-            out, lse, weights = self._sdpa(q, k, v, need_weights)  # (B, H, T, dh)
+            out, weights = self._sdpa(q, k, v)  # (B, H, T, dh), (B, H, T, T)
             if need_weights:
                 result.weights.append(weights)
             merged = out.transpose(0, 2, 1, 3).reshape(B, T, H * dh)  # (B, T, H*dh)
             x = x + merged @ params[f"{n}.w_o"]  # (B, T, H*dh) @ (H*dh, D) -> (B, T, D)
-            saved.update(q=q, k=k, v=v, out=out, lse=lse, merged=merged)
+            saved.update(q=q, k=k, v=v, merged=merged)
             if c.mlp:
                 # step 3: the MLP, a second residual sublayer
                 saved["x_mid"] = x
@@ -200,7 +205,7 @@ class Model:
             np.take_along_axis(dlogits, targets[..., None], axis=-1) - 1, axis=-1,
         )  # fmt: skip
         dlogits /= B * T
-        grads["w_u"] = np.einsum("btd,btv->dv", hf, dlogits)  # (D, V)
+        grads["w_u"] = flat(hf).T @ flat(dlogits)  # (D, B*T) @ (B*T, V) -> (D, V)
         dx = dlogits @ params["w_u"].T  # (B, T, V) @ (V, D) -> (B, T, D)
         if c.norm:
             dx, grads["lnf_g"], grads["lnf_b"] = layer_norm_backward(dx, lnf)
@@ -208,10 +213,10 @@ class Model:
             s = fwd.saved[n]
             if c.mlp:
                 # step 3 back: x = x_mid + act @ w_proj + b_proj
-                grads[f"{n}.w_proj"] = np.einsum("btf,btd->fd", s["act"], dx)
+                grads[f"{n}.w_proj"] = flat(s["act"]).T @ flat(dx)  # (4D, D)
                 grads[f"{n}.b_proj"] = dx.sum(axis=(0, 1))
                 dpre = (dx @ params[f"{n}.w_proj"].T) * (s["pre"] > 0)  # ReLU passes where > 0
-                grads[f"{n}.w_fc"] = np.einsum("btd,btf->df", s["h2"], dpre)
+                grads[f"{n}.w_fc"] = flat(s["h2"]).T @ flat(dpre)  # (D, 4D)
                 grads[f"{n}.b_fc"] = dpre.sum(axis=(0, 1))
                 dh2 = dpre @ params[f"{n}.w_fc"].T
                 if c.norm:
@@ -220,24 +225,24 @@ class Model:
                     )
                 dx = dx + dh2  # the residual passes dx on unchanged
             # step 2 back: x = x_in + merged @ w_o
-            grads[f"{n}.w_o"] = np.einsum("bte,btd->ed", s["merged"], dx)
+            grads[f"{n}.w_o"] = flat(s["merged"]).T @ flat(dx)  # (H*dh, D)
             d_merged = dx @ params[f"{n}.w_o"].T  # (B, T, H*dh)
             d_out = np.ascontiguousarray(d_merged.reshape(B, T, H, dh).transpose(0, 2, 1, 3))
-            dq, dk, dv = self._sdpa_backward(s["q"], s["k"], s["v"], s["out"], s["lse"], d_out)
+            dq, dk, dv = self._sdpa_backward(s["q"], s["k"], s["v"], d_out)
             dq = dq.transpose(0, 2, 1, 3).reshape(B, T, H * dh)  # (B, T, H*dh)
             dk = dk.transpose(0, 2, 1, 3).reshape(B, T, Hkv * dh)
             dv = dv.transpose(0, 2, 1, 3).reshape(B, T, Hkv * dh)
             h = s["h"]
-            grads[f"{n}.w_q"] = np.einsum("btd,bte->de", h, dq)
-            grads[f"{n}.w_k"] = np.einsum("btd,bte->de", h, dk)
-            grads[f"{n}.w_v"] = np.einsum("btd,bte->de", h, dv)
+            grads[f"{n}.w_q"] = flat(h).T @ flat(dq)  # (D, B*T) @ (B*T, H*dh) -> (D, H*dh)
+            grads[f"{n}.w_k"] = flat(h).T @ flat(dk)
+            grads[f"{n}.w_v"] = flat(h).T @ flat(dv)
             dh_ = dq @ params[f"{n}.w_q"].T + dk @ params[f"{n}.w_k"].T + dv @ params[f"{n}.w_v"].T
             if c.norm:
                 dh_, grads[f"{n}.ln1_g"], grads[f"{n}.ln1_b"] = layer_norm_backward(dh_, s["ln1"])
             dx = dx + dh_
         # step 1 back: the embeddings gather rows, so their gradients scatter-add
-        grads["w_te"] = np.zeros_like(params["w_te"])
-        np.add.at(grads["w_te"], inputs, dx)
+        one_hot = (inputs.reshape(-1)[:, None] == np.arange(c.vocab)).astype(dx.dtype)  # (B*T, V)
+        grads["w_te"] = one_hot.T @ flat(dx)  # (V, B*T) @ (B*T, D): each token's rows summed
         grads["w_pe"] = np.zeros_like(params["w_pe"])
         grads["w_pe"][:T] = dx.sum(axis=0)
         return {name: grads[name].astype(params[name].dtype, copy=False) for name in params}

@@ -1,13 +1,12 @@
-"""The tiny transformer of scratch.train written again in torch, for autograd to differentiate.
+"""The tiny transformer of scratch.train written again in torch: autograd's reference.
 
-Test-only: the same parameters (a dict of NumPy arrays) and the same forward as
-scratch/train/model.py, but in torch ops, so `torch.autograd.grad` gives the reference
-gradients every hand-written backward line is compared with.
+The same parameters (a dict of arrays) and the same forward as model.py, in torch ops: the tests
+compare every hand-written gradient with `torch.autograd.grad` of this loss in float64, and the
+benchmark trains it beside the NumPy model on the same data (bench/train_goal.py). Needs torch.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -15,9 +14,13 @@ from scratch.train.config import ModelConfig
 from scratch.train.model import LN_EPS
 
 
-def torch_loss(config: ModelConfig, params: dict, inputs, targets) -> tuple:
-    """(mean loss, the parameters as leaf tensors) in float64."""
-    p = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in params.items()}
+def leaves(params: dict, dtype: torch.dtype = torch.float64) -> dict:
+    """The parameters as torch leaf tensors that want gradients."""
+    return {k: torch.tensor(v, dtype=dtype, requires_grad=True) for k, v in params.items()}
+
+
+def torch_loss(config: ModelConfig, p: dict, inputs, targets) -> torch.Tensor:
+    """The mean loss of the model with parameters `p` (torch tensors)."""
     B, T = inputs.shape
     H, Hkv, dh = config.n_heads, config.kv_heads, config.d_head
     tokens = torch.tensor(inputs)
@@ -40,18 +43,16 @@ def torch_loss(config: ModelConfig, params: dict, inputs, targets) -> tuple:
     if config.norm:
         x = F.layer_norm(x, (config.d_model,), p["lnf_g"], p["lnf_b"], LN_EPS)
     logits = x @ p["w_u"]
-    loss = F.cross_entropy(logits.reshape(B * T, -1), torch.tensor(targets).reshape(-1))
-    return loss, p
+    return F.cross_entropy(logits.reshape(B * T, -1), torch.tensor(targets).reshape(-1))
 
 
 def torch_gradients(config: ModelConfig, params: dict, inputs, targets) -> tuple[float, dict]:
     """(loss, every parameter's gradient as float64 NumPy) by torch autograd."""
-    loss, p = torch_loss(config, params, inputs, targets)
+    p = leaves(params)
+    loss = torch_loss(config, p, inputs, targets)
     names = list(p)
     grads = torch.autograd.grad(loss, [p[n] for n in names])
     return float(loss.detach()), {n: g.numpy() for n, g in zip(names, grads)}
 
 
-def as_float64(params: dict) -> dict:
-    """A copy of the parameters in float64."""
-    return {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
+__all__ = ["leaves", "torch_gradients", "torch_loss"]
