@@ -95,7 +95,7 @@ def head_words(run: Run, snapshot: Snapshot, layer: int, head: int) -> str:
     uniform = float(np.mean(1.0 / np.arange(2, T + 1)))  # a uniform causal head's previous score
     return (
         f"{head_name(layer, head)} at step {snapshot.step:,}: {', '.join(parts)} "
-        f"(a head spread evenly over the keys it sees scores about {uniform:.2f})."
+        f"(spread evenly over the keys it sees, a head's previous-token score is {uniform:.2f})."
     )
 
 
