@@ -30,6 +30,11 @@ PUBLIC_MODULES = (
     "scratch.learn.why",
     "scratch.learn.online_softmax",
     "scratch.learn.mistakes",
+    "scratch.ops.atomic",
+    "scratch.train",
+    "scratch.train.words",
+    "scratch.train.run_file",
+    "scratch.train.tasks",
 )
 # the benchmark's plugin (`python -m scratch.bench --plugin gui.app.bench_window`), not the window:
 # it measures the window with scratch.bench's own host and statistics

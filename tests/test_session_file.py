@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gui.state import atomic, session_file
 from gui.state import session as sm
+from gui.state import session_file
+from scratch.ops import atomic
 from tests.journey_sessions import journey_typed, with_mask
 
 

@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 import scratch
-from gui.state import atomic, variant_session
+from gui.state import variant_session
 from gui.state.session import (
     GRAD_OUTPUTS,
     MASKED_ROWS,
@@ -26,6 +26,7 @@ from gui.state.session import (
     SessionError,
 )
 from gui.state.variant_session import variant_cells
+from scratch.ops import atomic
 from scratch.variants import VariantChoice, causal_cells
 
 # the mask options of version 2 files: read into the variant's one mask (`_one_mask`)

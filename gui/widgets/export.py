@@ -10,7 +10,7 @@ import os
 import re
 
 from gui.present import view_model
-from gui.state import atomic
+from scratch.ops import atomic
 
 
 def _plain(v: object) -> object:

@@ -104,8 +104,8 @@ def _weights(p: _Problem, masked: np.ndarray, lse: np.ndarray) -> np.ndarray:
     return np.where(full, p.dtype.type(fill), P).astype(p.dtype, copy=False)
 
 
-def _forward(p: _Problem, keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """(output, lse) with the whole P; lse = -inf on fully masked rows."""
+def _forward(p: _Problem, keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(output, lse, P) with the whole P; lse = -inf on fully masked rows."""
     k, v = p.repeat_kv(p.k), p.repeat_kv(p.v)
     masked = p.masked(p.q, k)  # (..., L, S)
     # step 3: lse_i = max_i + log(sum_j exp(S_ij - max_i)), the row's softmax denominator
@@ -119,7 +119,7 @@ def _forward(p: _Problem, keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarr
     output = Pd @ v
     if p.masked_rows == "zero":
         output = np.where(full, p.dtype.type(0.0), output)
-    return output, lse[..., 0].astype(p.dtype, copy=False)
+    return output, lse[..., 0].astype(p.dtype, copy=False), P
 
 
 def _forward_tiled(p: _Problem, keep: np.ndarray | None, block: int):
@@ -186,10 +186,8 @@ forward_with_lse = forward_door(output_and_lse, own_rng=True)
 def _explicit(p: _Problem, g: np.ndarray, keep: np.ndarray | None):
     """dQ, dK, dV with the whole (..., L, S) P."""
     k, v = p.repeat_kv(p.k), p.repeat_kv(p.v)  # (..., Hq, S, E), (..., Hq, S, Ev)
-    output, lse = _forward(p, keep)
-    lse = lse[..., None]  # (..., L, 1)
-    full = np.isneginf(lse)
-    P = _weights(p, p.masked(p.q, k), lse)  # (..., L, S)
+    output, lse, P = _forward(p, keep)  # P (..., L, S), kept from the forward: not recomputed
+    full = np.isneginf(lse[..., None])  # (..., L, 1)
     Pd = P if keep is None else dropped(P, keep, p)
     # step 1: dV = P_d^T dO                   (..., S, L) @ (..., L, Ev) -> (..., S, Ev)
     grad_value = np.swapaxes(Pd, -1, -2) @ g

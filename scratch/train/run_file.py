@@ -1,22 +1,23 @@
 """A training run on disk: one .npz the window opens, written atomically, read with checks.
 
 The file holds the settings (JSON), the loss at every step and every snapshot (weights, the
-probe's attention, the head scores). `save` writes a temporary file beside the target and
-renames it over the target, so a crash never leaves half a file; `load` refuses a file that is
-not a run of this format with a ValueError naming the file and what is wrong (nothing is
-pickled: arrays and JSON text only).
+probe's attention, the head scores). `save` writes it atomically (scratch.ops.atomic: a
+temporary file beside the target, renamed over it), so a crash never leaves half a file;
+`load` refuses a file that is not a run of this format with a ValueError naming the file and
+what is wrong (nothing is pickled: arrays and JSON text only).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
-import tempfile
 import zipfile
 
 import numpy as np
 
+from scratch.ops import atomic
 from scratch.train.config import ModelConfig, TrainConfig
 from scratch.train.run import Run, Snapshot
 from scratch.train.tasks import Task
@@ -51,15 +52,9 @@ def save(run: Run, path: str | os.PathLike) -> None:
         arrays[f"param/{name}"] = np.stack([s.params[name] for s in run.snapshots])
     for name in run.snapshots[0].scores:
         arrays[f"score/{name}"] = np.stack([s.scores[name] for s in run.snapshots])
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".run-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    atomic.write_bytes(path, buffer.getvalue())
 
 
 def _refuse(path: str, why: str) -> ValueError:

@@ -49,3 +49,6 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def write_text(path: str | os.PathLike, text: str) -> None:
     """Write UTF-8 `text` atomically."""
     write_bytes(path, text.encode("utf-8"))
+
+
+__all__ = ["write_bytes", "write_text"]
