@@ -10,7 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-TABS = ("pipeline", "backward", "overview", "check", "kernel", "model", "learn")
+TABS = ("pipeline", "backward", "overview", "check", "kernel", "model", "learn", "train")
 GRAD_OUTPUTS = ("ones", "random", "target")  # gui.state.session.GRAD_OUTPUTS (Qt-free import later)
 MAX_GENERATE = 256  # --generate's most tokens (each step is one token through 30 layers)
 MAX_SIDE = 8192  # --size's largest side: an 8192 x 8192 picture is 256 MiB while it is drawn

@@ -67,6 +67,36 @@ class FileActions:
             return False
         return self._write(path, lambda: session_file.save(path, self.current_session()))
 
+    def open_run(self, path: str | None = None) -> bool:
+        """Open a training run (.npz) in the Train tab; a corrupt or foreign file is refused
+        with a message and the run on screen kept."""
+        from scratch.train import run_file
+
+        path = path or self._ask(False, "Open run", "Training run (*.npz)")
+        if not path:
+            return False
+        try:
+            run = run_file.load(path)
+        except ValueError as exc:
+            self.window.warn(f"Could not open {os.path.basename(path)}: {exc}. The run is kept.")
+            return False
+        self.window.train.open_run(run)
+        self.window.tabs.setCurrentWidget(self.window.train)
+        self.remember_folder(path)
+        self.window.say(f"opened {path}")
+        return True
+
+    def save_run(self, path: str | None = None) -> bool:
+        """Write the Train tab's run (.npz, atomically: a failed write leaves the old file)."""
+        from scratch.train import run_file
+
+        run = self.window.train.run
+        if run is None:
+            self.window.warn("No training run to save yet: press Start in the Train tab.")
+            return False
+        path = path or self._ask(True, "Save run", "Training run (*.npz)")
+        return bool(path) and self._write(path, lambda: run_file.save(run, path))
+
     def export_png(self, path: str | None = None) -> bool:
         """The current tab as a PNG image."""
         path = path or self._ask(True, "Export PNG", "PNG image (*.png)")

@@ -34,13 +34,16 @@ from gui.views.model_panel import ModelPanel
 from gui.views.overview import Overview
 from gui.views.pipeline_view import PipelineView
 from gui.views.slow_warning import SlowWarning
+from gui.views.train_tab import TrainTab
 from gui.widgets.toy_banner import ToyBanner, is_model_head
 from gui.widgets.wheel_guard import guard_wheel
 from gui.work.worker import TraceWorker
 from scratch.learn import presets
 
 DEFAULT_PRESET = "journey"
-TAB_TITLES = ("Pipeline", "Backward", "Overview", "Check", "Check a kernel", "Model", "Learn")
+TAB_TITLES = (
+    "Pipeline", "Backward", "Overview", "Check", "Check a kernel", "Model", "Learn", "Train",
+)  # fmt: skip
 NAVIGATION_KEYS = (Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Home, Qt.Key.Key_End)
 # line edits and spin boxes claim these keys themselves; tables and text areas are told to
 EDITORS = (QAbstractItemView, QTextEdit)
@@ -89,6 +92,7 @@ class MainWindow(QMainWindow):
         self.model = ModelPanel()
         self.kernel_check = KernelCheckPanel()
         self.learn = LearnTab()  # why, mistakes, tiles: computed only while visible
+        self.train = TrainTab()  # a tiny transformer trained in a worker, its heads forming
         self.pages = {  # the tabs, by the names main.py's --tab takes
             "pipeline": self.pipeline,
             "backward": self.backward,
@@ -97,6 +101,7 @@ class MainWindow(QMainWindow):
             "kernel": self.kernel_check,
             "model": self.model,
             "learn": self.learn,
+            "train": self.train,
         }
         self.tabs = QTabWidget()
         for page, title in zip(self.pages.values(), TAB_TITLES):
@@ -151,6 +156,9 @@ class MainWindow(QMainWindow):
         entries = [
             ("&Open session...", QKeySequence.StandardKey.Open, lambda: f.open_session()),
             ("&Save session...", QKeySequence.StandardKey.Save, lambda: f.save_session()),
+            None,
+            ("Open &run...", None, lambda: f.open_run()),
+            ("Save r&un...", None, lambda: f.save_run()),
             None,
             ("Export view as &PNG...", None, lambda: f.export_png()),
             ("Export view as S&VG...", None, lambda: f.export_svg()),
@@ -234,6 +242,9 @@ class MainWindow(QMainWindow):
         self.pipeline.headChanged.connect(self.learn.set_head)
         self.overview.stepChosen.connect(self.open_step)
         self.model.sessionChosen.connect(self.open_model_session)
+        self.train.sessionChosen.connect(self.open_train_head)
+        self.train.backwardChosen.connect(self.open_train_backward)
+        self.train.message.connect(self.say)
         self.toy_banner.back.connect(self.load_session)
         self.inputs.sessionChanged.connect(self.toy_banner.follow)
         self.tabs.currentChanged.connect(lambda _: self._inputs_for_tab())
@@ -379,9 +390,20 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentWidget(self.pipeline)
         self.say(f"{head_title(s.preset)}: the model's own numbers")
 
+    def open_train_head(self, s: sm.Session) -> None:
+        """A trained layer from the Train tab, opened as a model head is, its head shown."""
+        self.open_model_session(s)
+        self.pipeline.set_head(str(self.train.head[1]))
+
+    def open_train_backward(self, s: sm.Session) -> None:
+        """The same layer opened in the Backward tab (its dO chosen there)."""
+        self.open_train_head(s)
+        self.tabs.setCurrentWidget(self.backward)
+
     def _inputs_for_tab(self) -> None:
-        """The Model tab has its own inputs: the Inputs dock steps aside to give it the width."""
-        toy = self.tabs.currentWidget() is not self.model
+        """The Model and Train tabs have their own inputs: the Inputs dock steps aside to give
+        them the width."""
+        toy = self.tabs.currentWidget() not in (self.model, self.train)
         self.dock.setVisible(toy)
         self.backend_label.setVisible(toy)  # "all steps pass" is the example's, not the model's
 
@@ -435,4 +457,5 @@ class MainWindow(QMainWindow):
         self.model.wait()
         self.kernel_check.worker.wait()
         self.learn.wait()
+        self.train.wait()  # training stops between two steps and its worker is joined
         super().closeEvent(event)

@@ -67,6 +67,8 @@ class ModelGrid(QWidget):
         self.columns: list[int] = []  # the heads in the order drawn: grouped by KV head
         self.newest_only = False
         self.selected: tuple[int, int] | None = None
+        self.count_from = 0  # the labels' first number (the Train tab counts from 1, as papers do)
+        self.empty_text = "Run a text to see heads"  # what an empty grid says
         self.setMinimumSize(320, 240)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMouseTracking(True)
@@ -174,13 +176,14 @@ class ModelGrid(QWidget):
         if found is not None and self.attentions is not None:
             layer, head = found
             kv = f", reads KV head {self.kv_heads[head]}" if self.grouped() else ""
+            layer, head = layer + self.count_from, head + self.count_from
             self.setToolTip(f"layer {layer}, head {head}{kv}: click to open it in the pipeline")
 
     def paintEvent(self, event) -> None:
         painter = QPainter(self)
         painter.fillRect(self.rect(), QColor("white"))
         if not self.images:
-            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "Run a text to see heads")
+            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self.empty_text)
             return
         painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)  # sharp cells
         painter.setFont(label_font())
@@ -190,7 +193,7 @@ class ModelGrid(QWidget):
             painter.drawText(
                 QRectF(0, rect.top(), LABEL - 4, rect.height()),
                 Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                f"L{layer}",
+                f"L{layer + self.count_from}",
             )
             for head, image in enumerate(row):
                 painter.drawImage(self.cell_rect(layer, head), image)
@@ -203,7 +206,7 @@ class ModelGrid(QWidget):
             painter.drawText(
                 QRectF(rect.left() - GAP, self.top() - LABEL, side + 2 * GAP, LABEL - 4),
                 Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom,
-                f"H{head}",
+                f"H{head + self.count_from}",
             )
         if self.grouped():
             for n, kv in enumerate(kv_order):
