@@ -264,3 +264,14 @@ def test_bad_settings_are_refused_with_their_names():
         TrainConfig(dtype="float16")
     with pytest.raises(TypeError, match="mlp: expected True or False"):
         ModelConfig(mlp=1)
+
+
+def test_a_run_shows_itself_in_a_notebook():
+    config = TrainConfig(
+        steps=3, batch=2, snapshot_every=1, model=ModelConfig(context=7, d_model=4)
+    )
+    run = Trainer(config).advance()
+    page = run._repr_html_()
+    assert page.count("<polyline") == 2 and "<svg" in page
+    assert summary(run).split(":")[0] in page  # the words, escaped into the page
+    assert page.count("<tr><td>head ") == 2 * 4  # every head's scores: 2 layers x 4 heads
