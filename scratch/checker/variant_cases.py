@@ -199,6 +199,21 @@ def variant_cases(dtype: str) -> list[VariantCase]:
             mask("documents", (0, 9, 24)),
             mask("window", 4, 0),
         ),
+        # outside kernels' slips (issue 35): head counts not a power of two (naive ALiBi slopes
+        # are exact for H = 4), a cap and scale whose product is not 1/cap, ALiBi with softcap,
+        # a chunked decode step, documents of length 1
+        c("alibi-6-heads", (6, 6, 16, 16, 16), causal, alibi=True),
+        c(
+            "alibi-softcap-12-heads",
+            (12, 12, 16, 16, 16),
+            causal,
+            alibi=True,
+            softcap=2.0,
+            q_size=big,
+        ),  # fmt: skip
+        c("softcap-window-e32", (2, 2, 20, 20, 32), mask("window", 8, 0), softcap=3.0, q_size=4.5),
+        c("chunked-decode", (2, 2, 3, 29, 16), causal, mask("chunked", 8)),
+        c("documents-single", (2, 2, 20, 20, 16), mask("documents", (0, 1, 8, 9, 15, 20))),
         *registered_cases(),
     ]
 
