@@ -229,7 +229,10 @@ def registered_cases() -> list[VariantCase]:
     ]
 
 
-def rotary_tables(S: int, rotary_dim: int, base: float = 10000.0) -> tuple[list, list]:
+ROPE_BASE = 10000.0  # the RoPE cases' base: theta_m = ROPE_BASE ** (-2m / rotary_dim)
+
+
+def rotary_tables(S: int, rotary_dim: int, base: float = ROPE_BASE) -> tuple[list, list]:
     """FlashAttention's rotary_cos, rotary_sin: (S, rotary_dim / 2), position p, pair m."""
     theta = [base ** (-2.0 * m / rotary_dim) for m in range(rotary_dim // 2)]
     cos = [[math.cos(p * t) for t in theta] for p in range(S)]
@@ -239,6 +242,7 @@ def rotary_tables(S: int, rotary_dim: int, base: float = 10000.0) -> tuple[list,
 
 __all__ = [
     "DERIVED",
+    "ROPE_BASE",
     "VARIANT_FEATURES",
     "VariantCase",
     "mask",

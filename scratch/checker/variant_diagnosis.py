@@ -4,7 +4,7 @@ Each candidate is variant_numpy.attend with one `Planted` change, in float64. A 
 when exactly one candidate matches (diagnosis.structural_score <= 2: within the allowed error,
 or 1/1000 of how far that candidate is from the truth) and that candidate is told apart from
 the truth in this case; two matching names give none. A cap other than the case's is fitted
-(softcap with the wrong cap) and named with the cap found.
+(softcap with the wrong cap) and named with the cap found; so is a RoPE base other than 10000.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from scratch.checker import ignored
 from scratch.checker.diagnosis import GQA_MODULO
 from scratch.checker.mistake import Mistake, matches, named, one, outputs, structural_score
-from scratch.checker.variant_cases import VariantCase
+from scratch.checker.variant_cases import ROPE_BASE, VariantCase
 from scratch.checker.variant_numpy import Planted, allowed, attend, grads
 from scratch.checker.variant_prepare import VariantPrepared
 
@@ -336,8 +336,6 @@ def diagnose_backward(made, got: list[np.ndarray]) -> str | None:
 
 
 # ---- outside kernels' slips (issue 35): RoPE, softcap, ALiBi, chunk and document boundaries
-
-ROPE_BASE = 10000.0  # variant_cases.rotary_tables' base
 
 
 def slip_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scratch.checker.variant_cases import VariantCase
+from scratch.checker.variant_cases import ROPE_BASE, VariantCase
 from scratch.variants.causal import at_or_before
 
 
@@ -297,10 +297,10 @@ def rope_full(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str, lay
 
 
 def slipped_rope(case, p: Planted, acc, q, k, sign: float = 1.0):
-    """q, k turned by RoPE with one of p's slips: the tables from p.rope_freq (base 10000,
+    """q, k turned by RoPE with one of p's slips: the tables from p.rope_freq (ROPE_BASE,
     theta_m = base ** (-2m / d) when not given), query i at i + S - L + p.rope_q_shift."""
     L, S, E = q.shape[2], k.shape[2], q.shape[-1]
-    base, e = p.rope_freq or (10000.0, 2.0)
+    base, e = p.rope_freq or (ROPE_BASE, 2.0)
     theta = base ** (-e * np.arange(E // 2) / E)  # (E / 2,)
     first = case.shift + p.rope_q_shift
     tables = []
