@@ -187,6 +187,7 @@ LAYERS = (
     "scratch.checker",
     "scratch.models",
     "scratch.learn",
+    "scratch.train",
     "scratch",
     "scratch.bench",
     "gui.state",
