@@ -285,8 +285,10 @@ def rope_full(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str, lay
     """x * cos + turned(x) * sin as transformers writes RoPE: the (N, D / 2) tables widened to
     D in `layout` ('half': cat(t, t), HF's; 'interleaved': each repeated, GPT-J's), turned(x)
     rotate_half (pairing 'half') or GPT-J's rotate_every_two ('interleaved')."""
-    widen = (lambda t: np.concatenate([t, t], -1)) if layout == "half" else (
-        lambda t: np.repeat(t, 2, -1))  # fmt: skip
+
+    def widen(t: np.ndarray) -> np.ndarray:  # (N, D / 2) -> (N, D)
+        return np.concatenate([t, t], -1) if layout == "half" else np.repeat(t, 2, -1)
+
     half = x.shape[-1] // 2
     if pairing == "half":
         turned_x = np.concatenate([-x[..., half:], x[..., :half]], -1)
