@@ -387,7 +387,7 @@ PLANTED = (
     (flash_ref, "chunk-early", "chunk boundaries one position early"),
     (flash_ref, "chunk-top-left", "chunk of decode query i taken as i // chunk"),
     # documents: the varlen loop; chunks: the chunk loop
-    (varlen_loop, "inclusive", "cu_seqlens end taken as inclusive"),
+    (varlen_loop, "inclusive", "document ends taken as inclusive"),
     (varlen_loop, "drop-last", "the last document never computed"),
     (chunk_loop, "drop-last", "the last partial chunk never computed"),
 )

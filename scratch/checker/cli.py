@@ -3,7 +3,7 @@
 `--backward package.module:function` checks a backward function's (dq, dk, dv) instead, and
 `--autograd package.module:function` the gradients torch.autograd takes through a forward.
 `--variants` runs the variant cases instead (check_variants, with --backward
-check_variants_backward; `--variant-style flash|flex`).
+check_variants_backward; `--variant-style flash|flex|flash_attn|flash_attn_varlen`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from scratch.checker.arrays import ARRAYS
 from scratch.checker.cases import CASE_SETS, FEATURES
 from scratch.checker.doors import check, check_backward, check_variants, check_variants_backward
+from scratch.checker.variant_layout import INTERFACE
 
 
 def load(target: str) -> Callable:
@@ -71,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         help="check the variant cases (window, softcap, ALiBi, sinks, documents, RoPE, ...)",
     )
     parser.add_argument(
-        "--variant-style", choices=("flash", "flex"), default=None, help="with --variants"
+        "--variant-style",
+        choices=("flash", "flex", *INTERFACE),
+        default=None,
+        help="with --variants",
     )
     parser.add_argument("--array", choices=ARRAYS, default="numpy")
     parser.add_argument(

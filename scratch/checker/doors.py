@@ -34,9 +34,27 @@ def check(
     fn(q, k, v, attn_mask=..., is_causal=..., scale=..., enable_gqa=...) gets only the keywords a
     case needs and returns the output or (output, weights). `require` (e.g. ("mask", "causal"))
     turns cases fn refuses for those features into failures. See the README's checker section.
+
+    A kernel named or parameterised like FlashAttention's flash_attn_func or
+    flash_attn_varlen_func (softmax_scale; max_seqlen_q) is checked as check_variants checks it
+    in that style (its layout, its keywords, bottom-right causal), on the standard variant cases
+    (none leaves a row without keys, so masked_rows does not matter there).
     """
     if not callable(fn):
         raise TypeError(f"fn: expected a callable attention function, found {type(fn).__name__}")
+    from scratch.checker.variant_layout import interface_of
+
+    style = interface_of(fn)
+    if style is not None:  # FlashAttention's own interface: the variant cases in its style
+        if cases != "standard":
+            raise ValueError(
+                f"cases: fn takes FlashAttention's interface ({style}), checked on the standard "
+                f"variant cases only; found cases={cases!r}"
+            )
+        return check_variants(
+            fn, variant_style=style, array=array, dtype=dtype, device=device, seed=seed,
+            require=require, progress=progress,
+        )  # fmt: skip
     dtype, masked_rows = check_settings(
         array, ARRAYS, cases, CASE_SETS, seed, device, dtype, masked_rows
     )
@@ -154,6 +172,7 @@ def _variants(fn, name, style, array, dtype, device, seed, require, progress) ->
         )
     from scratch.checker.variant_cases import VARIANT_FEATURES, variant_cases
     from scratch.checker.variant_keywords import style_of
+    from scratch.checker.variant_layout import INTERFACE
     from scratch.checker.variant_run import Variant, VariantBackward
 
     style = style_of(fn, style)
@@ -165,7 +184,8 @@ def _variants(fn, name, style, array, dtype, device, seed, require, progress) ->
     arrays.check_device()
     backward = name == "backward"
     kind = (VariantBackward if backward else Variant)(fn, arrays, dtype, seed, style=style)
-    cases = [replace(c, grad_output=backward) for c in variant_cases(dtype)]
+    interface = style in INTERFACE  # FlashAttention's own: a scale keyword, a batch axis
+    cases = [replace(c, grad_output=backward) for c in variant_cases(dtype, interface)]
     if backward:
         settings = settings_line(
             "backward", variant_style=style, array=array, dtype=dtype, seed=seed

@@ -26,6 +26,10 @@ SINKS = (
 DOCUMENTS = "documents leak into each other: keys of other documents seen (cu_seqlens ignored)"
 CHUNK = "chunked local attention not applied (keys of earlier chunks seen): attention_chunk ignored"
 ROTARY = "rotary_cos and rotary_sin ignored: q and k not turned by RoPE"
+# FlashAttention's own interface (flash_attn_func)
+SOFTMAX_SCALE = (
+    "softmax_scale ignored: the default 1/sqrt(headdim) used, not the softmax_scale given"
+)
 # FlexAttention's: every mask rule is in mask_mod, softcap and ALiBi in score_mod
 MASK_MOD = "mask_mod ignored: every key seen (the case's mask rule never applied)"
 SCORE_MOD = "score_mod ignored: the scores neither capped nor biased"
@@ -44,6 +48,7 @@ IGNORED = {
     DOCUMENTS: ("documents",),
     CHUNK: ("chunked",),
     ROTARY: ("rope",),
+    SOFTMAX_SCALE: ("scale",),
     MASK_MOD: MASK_RULES,
     SCORE_MOD: ("softcap", "alibi"),
 }

@@ -32,6 +32,7 @@ VARIANT_FEATURES = {
     "decode": "decode (L < S)",
     "rope": "RoPE",
     "gqa": "GQA",
+    "scale": "scale",
 }
 # the masks with hand-written mistakes (variant_diagnosis); every other registered mask gets a
 # case of its own and its mistakes derived from its declaration
@@ -111,6 +112,7 @@ class VariantCase(Case):
             "decode": self.shift > 0,
             "rope": self.rotary is not None,
             "gqa": self.gqa,
+            "scale": self.scale is not None,
         }
         return tuple(name for name in VARIANT_FEATURES if on.get(name))
 
@@ -152,6 +154,10 @@ class VariantCase(Case):
             words.append("GQA")
         if self.shift > 0:
             words.append(f"decode (L < S, shift {self.shift})")
+        if self.scale is not None:
+            words.append(f"softmax_scale={self.scale:g}")
+        if self.q[0] > 1:
+            words.append(f"batch {self.q[0]}")
         return ", ".join(words) or "-"
 
 
@@ -163,8 +169,10 @@ def _case(name: str, shapes: tuple, *masks: tuple, **options: object) -> Variant
     return VariantCase(name, q, k, v, masks=masks, **options)
 
 
-def variant_cases(dtype: str) -> list[VariantCase]:
-    """The standard variant cases: each variant alone, in a decode step, and combined."""
+def variant_cases(dtype: str, interface: bool = False) -> list[VariantCase]:
+    """The standard variant cases: each variant alone, in a decode step, and combined; with
+    `interface` (FlashAttention's own, which has a scale keyword and a batch axis) also a
+    softmax_scale of the case's own and a batch of 2."""
     c, big, causal = _case, 3.0, mask("causal")  # softcap cases: scores of a few caps (big)
     return [
         c("window-both-sides", (2, 2, 20, 20, 16, 8), mask("window", 3, 2)),
@@ -215,6 +223,17 @@ def variant_cases(dtype: str) -> list[VariantCase]:
         c("chunked-decode", (2, 2, 3, 29, 16), causal, mask("chunked", 8)),
         c("documents-single", (2, 2, 20, 20, 16), mask("documents", (0, 1, 8, 9, 15, 20))),
         *registered_cases(),
+        *(interface_cases() if interface else []),
+    ]
+
+
+def interface_cases() -> list[VariantCase]:
+    """FlashAttention's interface's own: softmax_scale not 1/sqrt(E) (a kernel that ignores it
+    fails here only), and two batch entries with GQA, causal, L < S (two sequences packed)."""
+    shapes = (2, 4, 10, 16), (2, 2, 14, 16), (2, 2, 14, 16)  # decode: 10 queries of 14 keys
+    return [
+        _case("softmax-scale", (2, 2, 16, 16, 16), scale=0.4),
+        VariantCase("batch-decode-gqa", *shapes, masks=(mask("causal"),)),
     ]
 
 

@@ -17,6 +17,7 @@ from scratch.checker import ignored
 from scratch.checker.diagnosis import GQA_MODULO
 from scratch.checker.mistake import Mistake, matches, named, one, outputs, structural_score
 from scratch.checker.variant_cases import ROPE_BASE, VariantCase
+from scratch.checker.variant_layout import FLASH_ATTN
 from scratch.checker.variant_numpy import Planted, allowed, attend, grads
 from scratch.checker.variant_prepare import VariantPrepared
 
@@ -39,6 +40,16 @@ SOFTCAP_GRAD = (
 ROPE_GRAD = (
     "RoPE's backward missing: the gradients of the rotated q and k returned, not turned back by "
     "-angle to the unrotated inputs"
+)
+INCLUSIVE = (
+    "document ends taken as inclusive: each document also sees the next one's first key "
+    "(sequence d is rows cu_seqlens[d] .. cu_seqlens[d + 1] - 1; a slice [cu_seqlens[d] : "
+    "cu_seqlens[d + 1] + 1] takes one too many)"
+)
+BSHD_AS_BHSD = (
+    "(batch, seqlen, nheads, headdim) read as (batch, nheads, seqlen, headdim): attention across "
+    "the heads at each position, not across the positions (flash_attn_func's q is (B, L, H, E); "
+    "transpose to (B, H, L, E) before q @ k^T, and the output back)"
 )
 PAIRING = {
     "half": "RoPE pairing swapped: pairs (2m, 2m+1) turned (interleaved, GPT-J) where "
@@ -68,15 +79,25 @@ def window_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
         )
         for n in ((right + 1, right - 1) if hi is not None else ())
     ]
-    if style == "flash":
+    if left != right:  # read as (right, left)
+        swapped = (None if right == -1 else -right), (None if left == -1 else left)
+        found.append(
+            Mistake(
+                f"window_size read as (right, left): {right} keys before the diagonal and "
+                f"{left} after seen, not window_size=({left}, {right}) (keys i - left .. "
+                "i + right)",
+                Planted(window_edges=swapped),
+            )
+        )
+    if style != "flex":
         found.append(Mistake(ignored.WINDOW, Planted(no_window=True)))
     return found
 
 
 def mask_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
     """Mistakes of the mask: alignment, causal edge, window, documents, prefix, chunks; a
-    keyword of the mask ignored (style 'flash') or the whole mask_mod ignored ('flex')."""
-    flash = style == "flash"
+    keyword of the mask ignored (FlashAttention's keywords) or the mask_mod ignored ('flex')."""
+    flash = style != "flex"
     found = []
     rules = any(f in ignored.MASK_RULES for f in case.features())
     rules = rules or case.registered_mask is not None
@@ -105,6 +126,7 @@ def mask_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
                 "end, cu_seqlens[d + 1], not applied)",
                 Planted(docs="no-end"),
             ),
+            Mistake(INCLUSIVE, Planted(docs="inclusive")),
         ]
         for edge in (-1, 1):
             found.append(
@@ -158,10 +180,13 @@ def registered_candidates(case: VariantCase) -> list[Mistake]:
 
 
 def score_candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[Mistake]:
-    """Mistakes of the score changes, the sinks and RoPE; a keyword ignored (softcap,
-    alibi_slopes with style 'flash', score_mod with 'flex', sinks, rotary_cos and rotary_sin)."""
-    flash = style == "flash"
+    """Mistakes of the scale, the score changes, the sinks and RoPE; a keyword ignored
+    (softmax_scale, softcap and alibi_slopes with FlashAttention's keywords, score_mod with
+    'flex', sinks, rotary_cos and rotary_sin)."""
+    flash = style != "flex"
     found = []
+    if case.scale is not None:
+        found.append(Mistake(ignored.SOFTMAX_SCALE, Planted(scale=1.0 / math.sqrt(case.q[3]))))
     if not flash and (case.softcap is not None or case.alibi):
         found.append(Mistake(ignored.SCORE_MOD, Planted(no_softcap=True, no_alibi=True)))
     if case.softcap is not None:
@@ -255,10 +280,20 @@ def head_candidates(case: VariantCase) -> list[Mistake]:
     return [Mistake(GQA_MODULO, Planted(gqa_modulo=True))] if 1 < Hkv < H else []
 
 
+def layout_candidates(case: VariantCase, style: str) -> list[Mistake]:
+    """flash_attn_func's (B, L, H, E) read as (B, H, L, E), where such a kernel runs at all
+    (L == S, H == Hkv: q @ k^T broadcasts) and per-head tables do not make it raise."""
+    (_, H, L, _), (_, Hkv, S, _) = case.q, case.k
+    plain = not (case.alibi or case.sinks or case.cu_seqlens or case.rotary)
+    if style != FLASH_ATTN or L != S or H != Hkv or not plain:
+        return []
+    return [Mistake(BSHD_AS_BHSD, Planted(bshd_as_bhsd=True))]
+
+
 def candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[Mistake]:
     """(name, planted mistake) for every mistake this case may reveal to a kernel of `style`."""
     found = mask_candidates(case, style) + score_candidates(case, masked, style)
-    found += head_candidates(case)
+    found += head_candidates(case) + layout_candidates(case, style)
     found += slip_candidates(case, style)
     return found + split_candidates(case)
 
@@ -343,7 +378,7 @@ def slip_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
     FlashAttention's keywords also the softcap's formula, ALiBi's slopes and where its bias
     goes, and chunk and document boundaries (FlexAttention's mods carry those rules whole)."""
     found = rope_slips(case)
-    if style == "flash":
+    if style != "flex":
         found += softcap_slips(case) + alibi_slips(case) + boundary_slips(case)
     return found
 
@@ -503,9 +538,10 @@ def alibi_slips(case: VariantCase) -> list[Mistake]:
 
 
 def boundary_slips(case: VariantCase) -> list[Mistake]:
-    """Document ids one off between queries and keys, found with side='left', an inclusive
-    cu_seqlens end, the last document never computed; chunks as a sliding window, chunk of a
-    decode query from its index, chunk boundaries one off, the last partial chunk dropped."""
+    """Document ids one off between queries and keys, found with side='left', the last
+    document never computed (an inclusive end is mask_candidates' INCLUSIVE); chunks as a
+    sliding window, chunk of a decode query from its index, chunk boundaries one off, the last
+    partial chunk dropped."""
     found, L, S = [], case.q[2], case.k[2]
     positions = np.arange(L) + case.shift  # each query's position
     if case.cu_seqlens is not None:
@@ -525,12 +561,6 @@ def boundary_slips(case: VariantCase) -> list[Mistake]:
                 "position counted in the document before, position 0 alone; side='right' - 1 "
                 "is meant",
                 Planted(doc_slip="left"),
-            ),
-            Mistake(
-                "cu_seqlens end taken as inclusive: each query also sees the next document's "
-                "first key (cu_seqlens[d + 1]); document d is cu_seqlens[d] <= j < "
-                "cu_seqlens[d + 1]",
-                Planted(doc_slip="inclusive"),
             ),
             Mistake(
                 "the last document never computed: its rows left zero (a loop over "

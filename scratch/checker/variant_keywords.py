@@ -3,10 +3,15 @@
 style 'flash': causal (bottom-right), window_size=(left, right), softcap, alibi_slopes (H,),
 sinks (H,), cu_seqlens_q and cu_seqlens_k (or one cu_seqlens), attention_chunk.
 style 'flex': mask_mod(b, h, q_idx, kv_idx) and score_mod(score, b, h, q_idx, kv_idx), plus
-sinks. Both: rotary_cos, rotary_sin (S, E / 2) and rotary_interleaved for RoPE, enable_gqa
-where the kernel takes it. The mods are written so that one function serves Python numbers,
-NumPy index arrays that broadcast (a tile: rows[:, None], cols[None, :]) and torch tensors
-(FlexAttention's vmapped 0-d tensors): each looks a cell up in a table of the caller's arrays.
+sinks. Styles 'flash_attn' and 'flash_attn_varlen': FlashAttention's own interface
+(variant_layout.py: flash_attn_func on (B, L, H, E), flash_attn_varlen_func packed), with its
+keyword names: softmax_scale (where the case has a scale of its own), causal, window_size,
+softcap, alibi_slopes; cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k for varlen; sinks,
+attention_chunk and rotary_cos only where fn's signature names them. All: rotary_cos,
+rotary_sin (S, E / 2) and rotary_interleaved for RoPE, enable_gqa where the kernel takes it.
+The mods are written so that one function serves Python numbers, NumPy index arrays that
+broadcast (a tile: rows[:, None], cols[None, :]) and torch tensors (FlexAttention's vmapped 0-d
+tensors): each looks a cell up in a table of the caller's arrays.
 """
 
 from __future__ import annotations
@@ -18,11 +23,11 @@ import numpy as np
 
 from scratch.checker.arrays import Arrays
 from scratch.checker.variant_cases import VariantCase
-from scratch.checker.variant_numpy import Planted, allowed
-from scratch.checker.variant_prepare import VariantPrepared
+from scratch.checker.variant_layout import FLASH_ATTN, INTERFACE, VARLEN, interface_of, sequences
+from scratch.checker.variant_numpy import Planted, VariantData, allowed
 from scratch.variants.dual import tanh
 
-STYLES = ("flash", "flex")
+STYLES = ("flash", "flex", *INTERFACE)
 FLASH_WORDS = ("window_size", "softcap", "alibi_slopes", "cu_seqlens", "cu_seqlens_q",
                "attention_chunk", "causal")  # fmt: skip
 FLEX_WORDS = ("mask_mod", "score_mod")
@@ -33,11 +38,15 @@ class NoKeyword(Exception):
 
 
 def style_of(fn: Callable, style: str | None) -> str:
-    """'flash' or 'flex': given, or read from fn's parameters (ValueError when it cannot be)."""
+    """A style of STYLES: given, or read from fn's name and parameters (FlashAttention's own
+    interface first: variant_layout.interface_of); ValueError when it cannot be."""
     if style is not None:
         if style not in STYLES:
             raise ValueError(f"variant_style: expected one of {', '.join(STYLES)}, found {style!r}")
         return style
+    found = interface_of(fn)
+    if found is not None:
+        return found
     try:
         names = set(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
@@ -51,7 +60,7 @@ def style_of(fn: Callable, style: str | None) -> str:
     raise ValueError(
         "variant_style: fn's parameters do not say how it takes a variant (FlashAttention's "
         f"window_size, softcap, ... or FlexAttention's mask_mod, score_mod; found {found}); "
-        "pass variant_style='flash' or 'flex'"
+        "pass variant_style='flash', 'flex', 'flash_attn' or 'flash_attn_varlen'"
     )
 
 
@@ -64,7 +73,7 @@ def lookup(table: object, *index: object) -> object:
     return table[index]
 
 
-def mods(case: VariantCase, prep: VariantPrepared, arrays: Arrays, dtype: str) -> dict:
+def mods(case: VariantCase, data: VariantData, arrays: Arrays, dtype: str) -> dict:
     """mask_mod and score_mod for the case (only those it has), over the caller's arrays."""
     found: dict = {}
     L, S = case.q[2], case.k[2]
@@ -81,7 +90,7 @@ def mods(case: VariantCase, prep: VariantPrepared, arrays: Arrays, dtype: str) -
     cap, bias = case.softcap, None
     if case.alibi:  # slope[h] * (j - i) per head, (H, L, S)
         d = np.arange(S)[None, :] - (np.arange(L)[:, None] + case.shift)
-        bias = arrays.make((prep.data.slopes[:, None, None] * d[None]).tolist(), dtype)
+        bias = arrays.make((data.slopes[:, None, None] * d[None]).tolist(), dtype)
 
     def score_mod(score, b, h, q_idx, kv_idx):
         if cap is not None:
@@ -112,31 +121,21 @@ def cu_words(case: VariantCase, accepts: set[str] | None) -> list[str]:
 
 def keywords(
     case: VariantCase,
-    prep: VariantPrepared,
+    data: VariantData,
     arrays: Arrays,
     dtype: str,
     style: str,
     accepts: set[str] | None,
 ) -> dict:
     """The keywords fn gets for the case in its style; NoKeyword where the style has none."""
-    d, kw = prep.data, {}
+    d, kw = data, {}
     if style == "flex":
-        kw.update(mods(case, prep, arrays, dtype))
+        kw.update(mods(case, data, arrays, dtype))
     else:
-        if case.prefix is not None:
-            raise NoKeyword("FlashAttention's keywords have none for prefix-LM (use a mask_mod)")
-        if case.registered_mask is not None:
-            label = case.registered().label
-            raise NoKeyword(f"FlashAttention's keywords have none for {label} (use a mask_mod)")
-        if case.causal:
-            kw["causal"] = True
-        if case.window is not None:
-            kw["window_size"] = case.window
-        if case.softcap is not None:
-            kw["softcap"] = case.softcap
-        if case.alibi:
-            kw["alibi_slopes"] = arrays.make(d.slopes.tolist(), dtype)
-        if case.cu_seqlens is not None:
+        if style in INTERFACE:
+            kw.update(interface_keywords(case, style, arrays, accepts))
+        kw.update(flash_words(case, data, arrays, dtype))
+        if case.cu_seqlens is not None and style == "flash":
             for word in cu_words(case, accepts):
                 kw[word] = int_array(arrays, list(case.cu_seqlens))
         if case.chunk is not None:
@@ -152,4 +151,68 @@ def keywords(
     return kw
 
 
-__all__ = ["FLASH_WORDS", "FLEX_WORDS", "NoKeyword", "STYLES", "keywords", "mods", "style_of"]
+def flash_words(case: VariantCase, data: VariantData, arrays: Arrays, dtype: str) -> dict:
+    """causal, window_size, softcap, alibi_slopes: the mask and score keywords FlashAttention
+    has; NoKeyword for a mask it has none for (prefix-LM, a registered mask)."""
+    if case.prefix is not None:
+        raise NoKeyword("FlashAttention's interface has no keyword for prefix-LM (use a mask_mod)")
+    if case.registered_mask is not None:
+        label = case.registered().label
+        raise NoKeyword(f"FlashAttention's interface has no keyword for {label} (use a mask_mod)")
+    kw: dict = {}
+    if case.causal:
+        kw["causal"] = True
+    if case.window is not None:
+        kw["window_size"] = case.window
+    if case.softcap is not None:
+        kw["softcap"] = case.softcap
+    if case.alibi:
+        kw["alibi_slopes"] = arrays.make(data.slopes.tolist(), dtype)
+    return kw
+
+
+# a feature flash_attn_func's signature has no keyword for, the keyword a kernel may add for it
+# (FlashAttention 3's attention_chunk; flash_attn_with_kvcache's rotary_cos), and where it lives
+OPTIONAL = {
+    "sinks": ("sinks", "learned sinks (sinks=)"),
+    "chunk": ("attention_chunk", "chunked local attention (attention_chunk=, FlashAttention 3)"),
+    "rotary": ("rotary_cos", "RoPE (rotary_cos=, rotary_sin=: flash_attn_with_kvcache)"),
+}
+
+
+def interface_keywords(
+    case: VariantCase, style: str, arrays: Arrays, accepts: set[str] | None
+) -> dict:
+    """FlashAttention's own interface's keywords beyond flash_words: softmax_scale, and for
+    flash_attn_varlen_func the packed sequences' int32 cu_seqlens_q/k and max_seqlen_q/k;
+    NoKeyword for a feature its signature has no keyword for. keywords() adds the rest."""
+    used = {"sinks": case.sinks, "chunk": case.chunk is not None, "rotary": case.rotary}
+    for feature, (word, said) in OPTIONAL.items():
+        if used[feature] and accepts is not None and word not in accepts:
+            raise NoKeyword(f"FlashAttention's interface has no keyword for {said}")
+    if case.cu_seqlens is not None and style == FLASH_ATTN:
+        raise NoKeyword(
+            "FlashAttention's interface has no keyword for documents in flash_attn_func "
+            "(flash_attn_varlen_func takes them as cu_seqlens)"
+        )
+    kw = {}
+    if case.scale is not None:
+        kw["softmax_scale"] = case.scale
+    if style == VARLEN:
+        for end, n in (("q", case.q), ("k", case.k)):
+            cu = sequences(n, case.cu_seqlens)
+            kw[f"cu_seqlens_{end}"] = int_array(arrays, cu)
+            kw[f"max_seqlen_{end}"] = max(b - a for a, b in zip(cu, cu[1:]))
+    return kw
+
+
+__all__ = [
+    "FLASH_WORDS",
+    "FLEX_WORDS",
+    "NoKeyword",
+    "STYLES",
+    "interface_keywords",
+    "keywords",
+    "mods",
+    "style_of",
+]

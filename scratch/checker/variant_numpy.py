@@ -7,7 +7,7 @@ block sizes, it gives the correct reference kernels whose errors set the rule's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,7 +32,8 @@ class Planted:
     slopes_reversed: bool = False
     no_alibi: bool = False
     sink_out: bool = False  # the sink left out of the denominator
-    docs: str = "same"  # 'same', 'ignored' or 'no-end' (a query sees later documents)
+    docs: str = "same"  # 'same', 'ignored', 'no-end' (a query sees later documents) or
+    # 'inclusive' (slices [cu[d], cu[d + 1]]: a query also sees the next document's first key)
     doc_edge: int = 0  # every document boundary moved by this many positions
     prefix_edge: int = 0
     no_prefix: bool = False
@@ -51,6 +52,8 @@ class Planted:
     softcap_grad: bool = True  # backward: False leaves out softcap's 1 - tanh^2 factor
     rope_grad: bool = True  # backward: False returns the gradients of the rotated q and k
     params: tuple[tuple[str, object], ...] = ()  # a registered mask's parameters changed
+    scale: float | None = None  # another softmax scale (None: the case's)
+    bshd_as_bhsd: bool = False  # FlashAttention's (B, L, H, E) read as (B, H, L, E)
     # outside kernels' slips: RoPE, softcap, ALiBi, chunk and document boundaries
     rope_slip: str | None = None  # 'reversed' (-angle), 'swapped' (cos for sin), 'tables' (the
     # full-width tables laid out for the other pairing), 'v' (v turned too), 'q-only', 'k-only'
@@ -60,9 +63,8 @@ class Planted:
     slopes: tuple[float, ...] | None = None  # other ALiBi slopes (H,)
     alibi_slip: str | None = None  # 'scaled' ((q.k + bias) scale), 'before-softcap' (capped),
     # 'after-softmax' / 'after-softmax-j' (slope (j - i) / slope j added to the weights)
-    doc_slip: str | None = None  # 'next' / 'previous' (queries' ids one off the keys'), 'left'
-    # (searchsorted side='left': each boundary one late, position 0 alone), 'inclusive' (a
-    # query also sees the next document's first key)
+    doc_slip: str | None = None  # 'next' / 'previous' (queries' ids one off the keys') or
+    # 'left' (searchsorted side='left': each boundary one late, position 0 alone)
     chunk_slip: str | None = None  # 'window' (j > i - chunk), 'top-left' (query chunk i //
     # chunk), 'early' / 'late' (chunk boundaries one position early / late)
     zero_rows: tuple[int, ...] = ()  # query rows left zero (a chunk or document never computed)
@@ -117,11 +119,11 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
         q_ids = ids[np.clip(i, 0, S - 1)]
         if p.doc_slip is not None:
             seen &= slipped_documents(case.cu_seqlens, S, i, j, p.doc_slip)
-        # 'no-end': from the start of the query's document on, later documents included
-        elif p.docs == "no-end":
-            seen &= ids[j] >= q_ids
-        else:
-            seen &= ids[j] == q_ids
+        else:  # 'no-end': from the start of the query's document on, later documents included
+            same = (ids[j] >= q_ids) if p.docs == "no-end" else (ids[j] == q_ids)
+            if p.docs == "inclusive":  # the key at the query's document's end, cu[d + 1], too
+                same |= j == np.asarray(case.cu_seqlens)[1:][q_ids]
+            seen &= same
     if case.prefix is not None:
         causal = at_or_before(j, i)
         seen &= causal if p.no_prefix else (j < case.prefix + p.prefix_edge) | causal
@@ -191,7 +193,8 @@ def scores(case: VariantCase, d: VariantData, p: Planted, acc) -> tuple[np.ndarr
         k, v = np.tile(k, (1, group, 1, 1)), np.tile(v, (1, group, 1, 1))
     else:  # kv heads 0, 0, ..., 1, 1, ...: head h reads h // group
         k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-    s = (q @ np.swapaxes(k, -1, -2)) * acc(d.scale)  # (1, H, L, E) @ (1, H, E, S) -> (1, H, L, S)
+    scale = d.scale if p.scale is None else p.scale
+    s = (q @ np.swapaxes(k, -1, -2)) * acc(scale)  # (1, H, L, E) @ (1, H, E, S) -> (1, H, L, S)
     keep = allowed(case, p, L, S)
     if p.softcap_after_mask:
         s = np.where(keep, s, -np.inf)
@@ -220,6 +223,8 @@ def attend(
     exp2: bool = False,
 ) -> np.ndarray:
     """Output (1, H, L, Ev) as float64: in one softmax, or one pass over key blocks of `block`."""
+    if p.bshd_as_bhsd:
+        return across_heads(case, d, replace(p, bshd_as_bhsd=False), dtype, block, exp2)
     acc = np.float64 if dtype == "float64" else np.float32
     with np.errstate(all="ignore"):
         s, v = scores(case, d, p, acc)
@@ -330,10 +335,7 @@ def slipped_documents(cu: tuple[int, ...], S: int, i, j, slip: str) -> np.ndarra
     q_ids = ids[np.clip(i, 0, S - 1)]
     if slip in ("next", "previous"):
         q_ids = q_ids + (1 if slip == "next" else -1)
-    seen = ids[j] == q_ids
-    if slip == "inclusive":  # keys cu[d] .. cu[d + 1], the end included
-        seen |= j == np.asarray(cu)[np.minimum(q_ids + 1, len(cu) - 1)]
-    return seen
+    return ids[j] == q_ids
 
 
 def slipped_chunks(n: int, i, j, row, slip: str) -> np.ndarray:
@@ -345,6 +347,16 @@ def slipped_chunks(n: int, i, j, row, slip: str) -> np.ndarray:
         return j // n == row // n
     edge = 1 if slip == "early" else -1
     return (j + edge) // n == (i + edge) // n
+
+
+def across_heads(case: VariantCase, d: VariantData, p: Planted, *how) -> np.ndarray:
+    """What a kernel that reads FlashAttention's (B, L, H, E) as (B, H, L, E) returns, read back
+    as (B, H, L, Ev): at each position, attention of its H queries over the Hkv keys there."""
+    swap = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731  (B, H, N, D) <-> (B, N, H, D)
+    shapes = {name: (n[0], n[2], n[1], n[3]) for name, n in zip("qkv", (case.q, case.k, case.v))}
+    wrong = replace(case, name=f"{case.name} read as BHSD", **shapes)
+    data = VariantData(swap(d.q), swap(d.k), swap(d.v), d.scale, None, None, None, None)
+    return swap(attend(wrong, data, p, dtype=how[0], block=how[1], exp2=how[2]))
 
 
 def split_merge(s: np.ndarray, v: np.ndarray, sink, size: int, mode: str) -> np.ndarray:
@@ -392,7 +404,8 @@ def grads(
         H, Hkv = q.shape[1], k.shape[1]
         group = H // Hkv
         k = np.repeat(k, group, axis=1)
-        raw = (q @ np.swapaxes(k, -1, -2)) * acc(d.scale)  # (1, H, L, S) before score changes
+        scale = acc(d.scale if p.scale is None else p.scale)
+        raw = (q @ np.swapaxes(k, -1, -2)) * scale  # (1, H, L, S) before score changes
         top = s.max(-1, keepdims=True)
         sink = None
         if d.sinks is not None and not p.sink_out:
@@ -415,10 +428,10 @@ def grads(
         cap = case.softcap if p.cap is None else p.cap
         if case.softcap is not None and not p.no_softcap and p.softcap_grad:
             ds = ds * (1 - np.tanh(raw / acc(cap)) ** 2)
-        dq = (ds @ k) * acc(d.scale)  # (1, H, L, S) @ (1, H, S, E)
-        dk = (np.swapaxes(ds, -1, -2) @ q) * acc(d.scale)  # (1, H, S, L) @ (1, H, L, E)
+        dq = (ds @ k) * scale  # (1, H, L, S) @ (1, H, S, E)
+        dk = (np.swapaxes(ds, -1, -2) @ q) * scale  # (1, H, S, L) @ (1, H, L, E)
         dv = np.swapaxes(w, -1, -2) @ dout  # (1, H, S, L) @ (1, H, L, Ev)
-        fold = lambda x: x.reshape((1, Hkv, group) + x.shape[2:]).sum(2)  # noqa: E731
+        fold = lambda x: x.reshape((x.shape[0], Hkv, group) + x.shape[2:]).sum(2)  # noqa: E731
         dk, dv = fold(dk), fold(dv)
         if p.rope_grad:
             dq, dk = turn_pair(case, d, p, acc, dq, dk, sign=-1.0)
@@ -434,6 +447,7 @@ __all__ = [
     "CORRECT",
     "Planted",
     "VariantData",
+    "across_heads",
     "alibi_bias",
     "allowed",
     "attend",

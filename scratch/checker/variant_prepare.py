@@ -75,7 +75,8 @@ def make_data(case: VariantCase, dtype: str, seed: int) -> VariantData:
     cos = sin = None
     if case.rotary is not None:
         cos, sin = (rounded(t, dtype) for t in rotary_tables(S, E))
-    return VariantData(q, k, v, 1.0 / math.sqrt(E), slopes, sinks, cos, sin)
+    scale = 1.0 / math.sqrt(E) if case.scale is None else case.scale
+    return VariantData(q, k, v, scale, slopes, sinks, cos, sin)
 
 
 def truth_inputs(case: VariantCase, d: VariantData) -> tuple:

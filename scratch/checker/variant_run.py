@@ -9,57 +9,85 @@ from __future__ import annotations
 
 import numpy as np
 
-from scratch.checker.report import CaseResult
+from scratch.checker.report import CaseResult, shape_text
 from scratch.checker.run import Kind, call, not_taken
 from scratch.checker.variant_cases import VariantCase
 from scratch.checker.variant_diagnosis import diagnose, diagnose_backward
 from scratch.checker.variant_keywords import NoKeyword, keywords
+from scratch.checker.variant_layout import (
+    INTERFACE,
+    from_kernel,
+    kernel_shape,
+    layout_words,
+    to_kernel,
+)
 from scratch.checker.variant_numpy import GRADS
 from scratch.checker.variant_prepare import (
     GradPrepared,
     VariantPrepared,
+    make_data,
     prepare_backward,
     prepare_variant,
 )
 
 
 class Variant(Kind):
-    """fn(q, k, v, **keywords of its style) -> output (1, H, L, Ev)."""
+    """fn(q, k, v, **keywords of its style) -> output (1, H, L, Ev), or in FlashAttention's own
+    layout for its interface's styles (variant_layout.py)."""
 
     def inputs(self, case: VariantCase, result: CaseResult) -> tuple | None:
         """The case's rounded inputs (a backward case's: and dO) and its keywords; None
         (unsupported) when fn cannot be given the case's variant."""
+        if self.style in INTERFACE:  # the shapes as fn gets them
+            shapes = (kernel_shape(self.style, n) for n in (case.q, case.k, case.v))
+            result.shapes = shape_text(*shapes)
+        data = make_data(case, self.dtype, self.seed)  # cheap; the truth only for cases run
+        try:
+            kw = keywords(case, data, self.arrays, self.dtype, self.style, self.accepts)
+        except NoKeyword as exc:
+            result.status, result.message = "unsupported", str(exc)
+            return None
+        if not_taken(result, kw, self.accepts):
+            return None
         if case.grad_output:
             made = prepare_backward(case, self.dtype, self.seed)
             prep, tensors = made.prep, (made.d_out,)
         else:
             made = prep = prepare_variant(case, self.dtype, self.seed)
             tensors = ()
-        try:
-            kw = keywords(case, prep, self.arrays, self.dtype, self.style, self.accepts)
-        except NoKeyword as exc:
-            result.status, result.message = "unsupported", str(exc)
-            return None
-        if not_taken(result, kw, self.accepts):
-            return None
-        d = prep.data
-        args = tuple(self.arrays.make(x.tolist(), self.dtype) for x in (d.q, d.k, d.v, *tensors))
+        d, style = prep.data, self.style
+        tensors = (to_kernel(style, x) for x in (d.q, d.k, d.v, *tensors))  # the kernel's layout
+        args = tuple(self.arrays.make(x.tolist(), self.dtype) for x in tensors)
         return made, args, kw
 
     def call(self, args: tuple, kwargs: dict) -> object:
-        """The output (weights, if returned, are not checked)."""
+        """The output (weights, if returned, are not checked; FlashAttention's interface returns
+        out, or a tuple led by out: (out, softmax_lse[, S_dmask]))."""
+        if self.style in INTERFACE:
+            found = self.fn(*args, **kwargs)
+            return found[0] if isinstance(found, (tuple, list)) and found else found
         return call(self.fn, args, kwargs)[0]
+
+    def read(self, x: object, shape: tuple) -> np.ndarray | str:
+        """fn's array (expected: `shape` (B, H, N, D) in the kernel's layout; dsinks (H,) as it
+        is) as float64 in `shape`, or what is wrong with it."""
+        try:
+            got = np.asarray(self.arrays.floats(x), dtype=np.float64)
+        except (TypeError, ValueError, AttributeError) as exc:  # None, a string, ragged lists...
+            return f"not an array of numbers: {type(x).__name__} ({exc})"
+        if len(shape) != 4:  # dsinks
+            return got if got.shape == shape else f"shape {got.shape}, expected {shape}"
+        want = kernel_shape(self.style, shape)
+        if got.shape != want:
+            return f"shape {got.shape}, expected {want} {layout_words(self.style)}"
+        return from_kernel(self.style, got, shape)
 
     def judge(self, result, prep: VariantPrepared, args, kwargs, out) -> CaseResult:
         """Compare the output with the ground truth; diagnose a failure."""
-        try:
-            got = np.asarray(self.arrays.floats(out), dtype=np.float64)
-        except (TypeError, ValueError, AttributeError) as exc:  # None, a string, ragged lists...
-            result.message = f"fn's result is not an array of numbers: {type(out).__name__} ({exc})"
-            return result
-        expected = prep.truth.shape
-        if got.shape != expected:
-            result.message = f"output shape {got.shape}, expected {expected} (1, H, L, Ev)"
+        got = self.read(out, prep.truth.shape)
+        if isinstance(got, str):
+            result.message = f"fn's output: {got}"
+            result.diagnosis = layout_mistake(self.style, out, prep.truth.shape)
             return result
         with np.errstate(invalid="ignore"):
             diff = np.abs(got - prep.truth)
@@ -85,20 +113,21 @@ class VariantBackward(Variant):
 
     def judge(self, result, made: GradPrepared, args, kwargs, found) -> CaseResult:
         """Compare each gradient with the ground truth's; diagnose a failure."""
-        try:
-            got = [np.asarray(self.arrays.floats(g), dtype=np.float64) for g in found]
-        except (TypeError, ValueError, AttributeError) as exc:  # None, a string, ragged lists...
-            result.message = (
-                f"fn's gradients are not arrays of numbers: {type(found).__name__} ({exc})"
-            )
-            return result
         truth, allowed_err = made.truth, made.allowed
-        if len(got) != len(truth) or any(g.shape != t.shape for g, t in zip(got, truth)):
+        n = len(found) if isinstance(found, (tuple, list)) else None
+        if n != len(truth):
+            said = f"{n} gradients" if n is not None else f"a {type(found).__name__}"
             result.message = (
-                f"returned {len(got)} gradients of shapes {[g.shape for g in got]}, expected "
-                f"{[t.shape for t in truth]} ({', '.join(GRADS[: len(truth)])})"
+                f"returned {said}, expected {len(truth)}: {', '.join(GRADS[: len(truth)])}"
             )
             return result
+        got = []
+        for g, t, name in zip(found, truth, GRADS):
+            read = self.read(g, t.shape)
+            if isinstance(read, str):
+                result.message = f"{name}: {read}"
+                return result
+            got.append(read)
         worst, name = 0.0, GRADS[0]
         for g, t, a, n in zip(got, truth, allowed_err, GRADS):
             with np.errstate(invalid="ignore"):
@@ -113,6 +142,18 @@ class VariantBackward(Variant):
         result.message = f"{name}: max error {result.max_error:.3g} > allowed {result.bound:.3g}"
         result.diagnosis = diagnose_backward(made, got)
         return result
+
+
+def layout_mistake(style: str, out: object, shape: tuple) -> str | None:
+    """A name for an output of the wrong shape that is the right one in (B, H, L, Ev): left in
+    FlexAttention's layout by a kernel that takes FlashAttention's interface."""
+    found = tuple(getattr(out, "shape", ()))
+    if style not in INTERFACE or found != tuple(shape) or found == kernel_shape(style, shape):
+        return None
+    return (
+        f"output left in (batch, nheads, seqlen, headdim) {found}: {style}_func returns "
+        f"{layout_words(style)} (transpose it back)"
+    )
 
 
 __all__ = ["Variant", "VariantBackward"]
