@@ -71,7 +71,9 @@ MISTAKES: dict[str, tuple] = {
     "flash2 RoPE decode not offset": _planted(
         vk.flash2_variants, "rope-no-offset", "decode positions not offset"
     ),
-    "flash2 window tile skipping": _planted(vk.flash2_variants, "tile-skip-window", None),
+    "flash2 window tile skipping": _planted(
+        vk.flash2_variants, "tile-skip-window", "the window's left boundary tile skipped"
+    ),
     # split-KV / chunked, FlexAttention's mods
     "split-KV merged without rescaling": _planted(
         vk.split_kv, "merge-no-rescale", "merged without rescaling"

@@ -185,6 +185,7 @@ LAYERS = (
     "scratch.trace",
     "scratch.backends",
     "scratch.checker",
+    "scratch.testing",
     "scratch.models",
     "scratch.learn",
     "scratch.train",

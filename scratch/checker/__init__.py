@@ -7,7 +7,8 @@
 Modules: cases (the seeded cases: one Case type; a backward case is a case with a grad_output,
 a variant case one with a variant's registered masks and parameters, variant_cases), arrays
 (the caller's array types; the inputs made in them once per case), doors (check,
-check_backward, check_variants, check_variants_backward: settings and the kind of case), run
+check_backward, check_variants, check_variants_backward: settings and the kind of case, a Plan
+run whole or case by case, as scratch.testing runs it), run
 (the one runner), the kinds of case it runs (forward, backward_run, variant_run: inputs, call,
 judgement; the last two need numpy and are imported on first use), prepare / variant_prepare
 (inputs, ground truth and bound per case, a backward case's gradients too), reference /

@@ -3,19 +3,78 @@ checked, the kind of case chosen, and the one runner (run.py) run over the cases
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from scratch.bounds.tolerance import check_dtype
 from scratch.checker.arrays import ARRAYS, Arrays
 from scratch.checker.cases import BACKWARD_FEATURES, CASE_SETS, FEATURES, cases_for
 from scratch.checker.report import CheckReport
-from scratch.checker.run import Progress, run_checks, target_name
+from scratch.checker.run import Kind, Progress, finish, run_case, run_checks, target_name
 from scratch.ops.validate import check_masked_rows
 
 BACKWARD_ARRAYS = ("numpy", "torch")
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A check before it runs: the kind of case (the kernel, arrays, dtype and seed in it), its
+    cases, the report's head, the features a case may not decline, and who hears of progress."""
+
+    kind: Kind
+    target: str
+    settings: str
+    cases: list
+    required: tuple[str, ...] = ()
+    progress: Progress = None
+
+    def run(self) -> CheckReport:
+        """Every case by the one runner into one report."""
+        return run_checks(
+            self.kind, self.target, self.settings, self.cases, self.progress, self.required
+        )
+
+    def run_one(self, case) -> CheckReport:
+        """One case by the one runner, finished as a report of its own (scratch.testing: one
+        test per case); a name kept only when true of every case (an ignored keyword,
+        ignored.py) is judged on this case alone."""
+        return finish(
+            CheckReport(self.target, self.settings, [run_case(self.kind, case)]), self.required
+        )
+
+
+def door(plan: Callable[..., Plan]) -> Callable[..., CheckReport]:
+    """A check: `plan`'s arguments, its Plan run into a CheckReport. `check.plan` (the function
+    undecorated) returns the Plan, to run its cases one by one (scratch.testing)."""
+
+    @functools.wraps(plan)
+    def check(*args, **kwargs) -> CheckReport:
+        return plan(*args, **kwargs).run()
+
+    check.__signature__ = inspect.signature(plan).replace(return_annotation="CheckReport")
+    check.plan = plan
+    return check
+
+
+def checked_cases(kind: str, dtype: str, cases: str = "standard", interface: bool = False) -> list:
+    """The cases a door runs: kind 'forward' (the set `cases`), 'backward', 'variants' or
+    'variants-backward' (with `interface`: FlashAttention's own interface's too); dtype already
+    checked."""
+    if kind == "forward":
+        return cases_for(cases, dtype)
+    if kind == "backward":
+        from scratch.checker.cases import backward_cases
+
+        return backward_cases(dtype)
+    from scratch.checker.variant_cases import variant_cases
+
+    backward = kind == "variants-backward"
+    return [replace(c, grad_output=backward) for c in variant_cases(dtype, interface)]
+
+
+@door
 def check(
     fn: Callable,
     *,
@@ -27,7 +86,7 @@ def check(
     masked_rows: str = "zero",
     require: object = (),
     progress: Progress = None,
-) -> CheckReport:
+) -> Plan:
     """Run fn on seeded cases and compare each output with the float64 ground truth (sampled
     rows of 4096-token cases in 16/32-bit dtypes: its float64 NumPy stand-in, float64_rows.py).
 
@@ -51,7 +110,7 @@ def check(
                 f"cases: fn takes FlashAttention's interface ({style}), checked on the standard "
                 f"variant cases only; found cases={cases!r}"
             )
-        return check_variants(
+        return check_variants.plan(
             fn, variant_style=style, array=array, dtype=dtype, device=device, seed=seed,
             require=require, progress=progress,
         )  # fmt: skip
@@ -72,9 +131,11 @@ def check(
         array=array, dtype=dtype, device=device or "default", cases=cases, seed=seed,
         masked_rows=masked_rows, require=",".join(required),
     )  # fmt: skip
-    return run_checks(kind, target_name(fn), settings, cases_for(cases, dtype), progress, required)
+    cases = checked_cases("forward", dtype, cases)
+    return Plan(kind, target_name(fn), settings, cases, required, progress)
 
 
+@door
 def check_backward(
     fn: Callable | None,
     *,
@@ -87,7 +148,7 @@ def check_backward(
     masked_rows: str = "zero",
     require: object = (),
     progress: Progress = None,
-) -> CheckReport:
+) -> Plan:
     """Run a backward kernel on seeded cases and compare dq, dk, dv with the float64 ground truth.
 
     The kernel checked is `backward` when given (fn is then the forward it belongs to, named in
@@ -110,7 +171,6 @@ def check_backward(
     arrays = Arrays(array, device)
     arrays.check_device()
     from scratch.checker.backward_run import Backward, backward_kernel
-    from scratch.checker.cases import backward_cases
 
     kernel, target = backward_kernel(fn, backward, array)
     kind = Backward(kernel, arrays, dtype, seed, masked_rows=masked_rows)
@@ -118,9 +178,10 @@ def check_backward(
         "backward", array=array, dtype=dtype, device=device or "default", cases=cases,
         seed=seed, masked_rows=masked_rows, require=",".join(required),
     )  # fmt: skip
-    return run_checks(kind, target, settings, backward_cases(dtype), progress, required)
+    return Plan(kind, target, settings, checked_cases("backward", dtype), required, progress)
 
 
+@door
 def check_variants(
     fn: Callable,
     *,
@@ -131,7 +192,7 @@ def check_variants(
     seed: int = 0,
     require: object = (),
     progress: Progress = None,
-) -> CheckReport:
+) -> Plan:
     """Run fn on the variant cases and compare each output with scratch.flex_attention's.
 
     fn(q, k, v, **keywords) gets q (1, H, L, E), k, v (1, Hkv, S, E / Ev) and the case's
@@ -144,6 +205,7 @@ def check_variants(
     return _variants(fn, "fn", variant_style, array, dtype, device, seed, require, progress)
 
 
+@door
 def check_variants_backward(
     backward: Callable,
     *,
@@ -154,7 +216,7 @@ def check_variants_backward(
     seed: int = 0,
     require: object = (),
     progress: Progress = None,
-) -> CheckReport:
+) -> Plan:
     """Run backward on the variant cases and compare its gradients with the exact ones.
 
     backward(q, k, v, grad_output, **keywords) -> (dq, dk, dv), or (dq, dk, dv, dsinks) in cases
@@ -164,28 +226,28 @@ def check_variants_backward(
     )
 
 
-def _variants(fn, name, style, array, dtype, device, seed, require, progress) -> CheckReport:
+def _variants(fn, name, style, array, dtype, device, seed, require, progress) -> Plan:
     """check_variants (name 'fn') or check_variants_backward (name 'backward')."""
     if not callable(fn):
         raise TypeError(
             f"{name}: expected a callable attention function, found {type(fn).__name__}"
         )
-    from scratch.checker.variant_cases import VARIANT_FEATURES, variant_cases
+    from scratch.checker.variant_cases import VARIANT_FEATURES
     from scratch.checker.variant_keywords import style_of
     from scratch.checker.variant_layout import INTERFACE
     from scratch.checker.variant_run import Variant, VariantBackward
 
     style = style_of(fn, style)
     dtype, _ = check_settings(array, ARRAYS, "standard", ("standard",), seed, device, dtype, "zero")
-    if dtype not in ("float32", "float64"):
-        raise ValueError(f"dtype: the variant checker takes float32 or float64, found {dtype!r}")
     required = check_require(require, tuple(VARIANT_FEATURES))
     arrays = Arrays(array, device)
     arrays.check_device()
     backward = name == "backward"
     kind = (VariantBackward if backward else Variant)(fn, arrays, dtype, seed, style=style)
     interface = style in INTERFACE  # FlashAttention's own: a scale keyword, a batch axis
-    cases = [replace(c, grad_output=backward) for c in variant_cases(dtype, interface)]
+    cases = checked_cases(
+        "variants-backward" if backward else "variants", dtype, interface=interface
+    )
     if backward:
         settings = settings_line(
             "backward", variant_style=style, array=array, dtype=dtype, seed=seed
@@ -195,7 +257,7 @@ def _variants(fn, name, style, array, dtype, device, seed, require, progress) ->
             variant_style=style, array=array, dtype=dtype, device=device or "default",
             seed=seed, require=",".join(required),
         )  # fmt: skip
-    return run_checks(kind, target_name(fn), settings, cases, progress, required)
+    return Plan(kind, target_name(fn), settings, cases, required, progress)
 
 
 def settings_line(*words: str, **settings: object) -> str:
@@ -226,7 +288,10 @@ def check_settings(
         raise ValueError(f"device: only meaningful with array='torch', found array={array!r}")
     dtype = check_dtype(dtype)
     if dtype == "bfloat16" and array == "numpy":
-        raise ValueError("dtype: numpy has no bfloat16; use array='torch' for bfloat16")
+        raise ValueError(
+            "dtype: numpy has no bfloat16 (array='numpy', dtype='bfloat16'); use array='torch' "
+            "for bfloat16"
+        )
     return dtype, check_masked_rows(masked_rows)
 
 
@@ -242,4 +307,11 @@ def check_require(require: object, known: tuple[str, ...] = tuple(FEATURES)) -> 
     return tuple(require)
 
 
-__all__ = ["check", "check_backward", "check_variants", "check_variants_backward"]
+__all__ = [
+    "Plan",
+    "check",
+    "check_backward",
+    "check_variants",
+    "check_variants_backward",
+    "checked_cases",
+]

@@ -3,6 +3,15 @@
 In float64 it is the diagnosis's family of wrong attentions (each matches scratch.flex_attention
 when nothing is planted: tests/test_check_variants.py); in the checked dtype, with several key
 block sizes, it gives the correct reference kernels whose errors set the rule's yardstick.
+
+In float16 and bfloat16 a reference computes as the 16-bit kernels in use do: FlashAttention-2's
+(Dao 2023, Algorithm 1; flash_fwd_kernel.h converts P to the input type before the P @ V gemm)
+sums q @ k^T, the softmax and the output in float32 and rounds to 16 bits only the weights fed
+to weights @ v and the output; `eager` also rounds every step of the scores (the matmul, the
+scale, softcap, ALiBi, RoPE) as transformers' eager attention does in the model's dtype, with
+its softmax in float32 (`softmax(..., dtype=torch.float32).to(query.dtype)`). The backward's
+16-bit roundings are FlashAttention-2's (P and dS rounded before their gemms) or, eager, those of
+torch autograd through the eager forward (every stored intermediate in 16 bits).
 """
 
 from __future__ import annotations
@@ -11,6 +20,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scratch.bounds.tolerance import ACCUMULATE
+from scratch.checker.reference import store
 from scratch.checker.variant_cases import ROPE_BASE, VariantCase
 from scratch.variants.causal import at_or_before
 
@@ -68,6 +79,15 @@ class Planted:
     chunk_slip: str | None = None  # 'window' (j > i - chunk), 'top-left' (query chunk i //
     # chunk), 'early' / 'late' (chunk boundaries one position early / late)
     zero_rows: tuple[int, ...] = ()  # query rows left zero (a chunk or document never computed)
+    # outside kernels (issue 35): sinks, split-KV merges, paged caches, tile skipping
+    sink_scale: float = 1.0  # the sink logit times this (1/sqrt(d): scaled with the scores)
+    sink_heads: str = "own"  # 'own' sinks[h], 'first' sinks[0] for all, 'kv' sinks[h // group]
+    sink_unshifted: bool = False  # exp(sink) added to a sum kept relative to the row max m
+    sink_value: bool = False  # exp(sink - m) added to the output too (a value of 1s)
+    sink_unrescaled: bool = False  # the sink raised the running max; the output not rescaled
+    keys_dropped: int = 0  # the last n keys seen by no query (a page or split never read)
+    zero_keys: int = 0  # n zero keys (score 0, value 0) read past the end, at positions S, ...
+    tiles: tuple[int, int, str] | None = None  # (bq, bk, rule): key tiles a tiled kernel skips
 
 
 CORRECT = Planted()  # nothing planted
@@ -138,17 +158,54 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
         seen &= rule.mask_mod_array(0, 0, np.arange(L)[:, None], j, np)
     if p.last_key_unseen:
         seen[:, -1] = False
+    if p.keys_dropped:
+        seen[:, S - p.keys_dropped :] = False
+    if p.tiles is not None:
+        seen &= tiles_run(case, seen, *p.tiles)
     return seen
 
 
-def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str) -> np.ndarray:
-    """x (..., N, D) turned by the rows of cos, sin (N, D / 2) with the given pairing."""
+def tiles_run(case: VariantCase, seen: np.ndarray, bq: int, bk: int, rule: str) -> np.ndarray:
+    """(L, S) bool: the key tiles a tiled kernel computes for each query tile, by `rule`:
+    'full' (only tiles every key of which is seen), 'right-full' (none crossing the causal or
+    right window edge), 'ceil' (the first key tile ceil(lo / bk), lo the first query's left
+    edge), 'plus-one' (from lo + 1) or 'last-row' (from the last query's left edge)."""
+    L, S = seen.shape
+    run = np.zeros((L, S), dtype=bool)
+    left, right = case.window if case.window is not None else (-1, -1)
+    right = 0 if case.causal else right
+    for i0 in range(0, L, bq):
+        i1 = min(i0 + bq, L)
+        lo_first, lo_last = i0 + case.shift - left, i1 - 1 + case.shift - left
+        hi_first = i0 + case.shift + right
+        for j0 in range(0, S, bk):
+            j1 = min(j0 + bk, S)
+            if rule == "full":
+                keep = bool(seen[i0:i1, j0:j1].all())
+            elif rule == "right-full":
+                keep = right < 0 or j1 - 1 <= hi_first
+            elif rule == "last-row":
+                keep = left < 0 or j0 >= (max(0, lo_last) // bk) * bk
+            elif rule == "ceil":
+                keep = left < 0 or j0 >= -(-lo_first // bk) * bk
+            else:  # 'plus-one'
+                keep = left < 0 or j0 >= ((lo_first + 1) // bk) * bk
+            run[i0:i1, j0:j1] = keep
+    return run
+
+
+def rotate(
+    x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str, narrow: str | None = None
+) -> np.ndarray:
+    """x (..., N, D) turned by the rows of cos, sin (N, D / 2) with the given pairing; each
+    product and sum rounded to `narrow` when given (transformers' apply_rotary_pos_emb)."""
     half = x.shape[-1] // 2
     if pairing == "half":
         a, b = x[..., :half], x[..., half:]
     else:
         a, b = x[..., 0::2], x[..., 1::2]
-    a2, b2 = a * cos - b * sin, b * cos + a * sin
+    a2 = keep(keep(a * cos, narrow) - keep(b * sin, narrow), narrow)
+    b2 = keep(keep(b * cos, narrow) + keep(a * sin, narrow), narrow)
     if pairing == "half":
         return np.concatenate([a2, b2], axis=-1)
     out = np.empty_like(x)
@@ -156,15 +213,27 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str) -> np.
     return out
 
 
-def turned(case: VariantCase, d: VariantData, p: Planted, acc, sign: float = 1.0):
-    """q, k (or, with sign -1, gradients) turned by RoPE as the case (with p) asks."""
+def turned(case: VariantCase, d: VariantData, p: Planted, acc, narrow: str | None = None):
+    """q, k turned by RoPE as the case (with p) asks (rounded to `narrow`, when given)."""
     q, k = d.q.astype(acc), d.k.astype(acc)
-    return turn_pair(case, d, p, acc, q, k, sign)
+    return turn_pair(case, d, p, acc, q, k, narrow=narrow)
 
 
-def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0):
+def keep(xs, narrow: str | None):
+    """Arrays (one, or a tuple) rounded to the dtype `narrow` (None: left as they are)."""
+    if narrow is None:
+        return xs
+    return tuple(store(x, narrow) for x in xs) if isinstance(xs, tuple) else store(xs, narrow)
+
+
+def narrowed(dtype: str) -> str | None:
+    """The 16-bit storage dtype a kernel in `dtype` rounds to (None: it stores in its sums')."""
+    return None if ACCUMULATE[dtype] == dtype else dtype
+
+
+def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0, narrow=None):
     """q at positions i + S - L (i with p.q_positions 'zero', S - 1 with 'last'), k at j; sign
-    -1 turns back."""
+    -1 turns back; every step rounded to `narrow` when given."""
     if case.rotary is None or p.no_rope:
         return q, k
     if p.rope_slip or p.rope_q_shift or p.rope_freq:
@@ -177,13 +246,16 @@ def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0):
     else:
         first = 0 if p.q_positions == "zero" else case.shift
         at = np.arange(first, first + L)
-    q = rotate(q, cos[at], sin[at], pairing)
-    return q, rotate(k, cos, sin, pairing)
+    q = rotate(q, cos[at], sin[at], pairing, narrow)
+    return q, rotate(k, cos, sin, pairing, narrow)
 
 
-def scores(case: VariantCase, d: VariantData, p: Planted, acc) -> tuple[np.ndarray, np.ndarray]:
-    """(scores (1, H, L, S) after score changes and mask, kv-head-repeated v) in dtype acc."""
-    q, k = turned(case, d, p, acc)
+def scores(
+    case: VariantCase, d: VariantData, p: Planted, acc, narrow: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scores (1, H, L, S) after score changes and mask, kv-head-repeated v) in dtype acc;
+    every step rounded to `narrow` when given (eager attention in a 16-bit dtype)."""
+    q, k = turned(case, d, p, acc, narrow)
     v = d.v.astype(acc)
     if p.rope_slip == "v" and case.rotary is not None:  # v turned too, key j at position j
         v = rope_full(v, d.cos.astype(acc), d.sin.astype(acc), case.rotary, case.rotary)
@@ -194,22 +266,24 @@ def scores(case: VariantCase, d: VariantData, p: Planted, acc) -> tuple[np.ndarr
     else:  # kv heads 0, 0, ..., 1, 1, ...: head h reads h // group
         k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     scale = d.scale if p.scale is None else p.scale
-    s = (q @ np.swapaxes(k, -1, -2)) * acc(scale)  # (1, H, L, E) @ (1, H, E, S) -> (1, H, L, S)
-    keep = allowed(case, p, L, S)
+    s = keep(q @ np.swapaxes(k, -1, -2), narrow)  # (1, H, L, E) @ (1, H, E, S) -> (1, H, L, S)
+    s = keep(s * acc(scale), narrow)
+    seen = allowed(case, p, L, S)
     if p.softcap_after_mask:
-        s = np.where(keep, s, -np.inf)
+        s = np.where(seen, s, -np.inf)
     after = (p.alibi_slip or "").startswith("after-softmax")  # added to the weights instead
     bias = None if after else alibi_bias(case, d, p, acc, L, S)
+    bias = None if bias is None else keep(bias, narrow)
     if bias is not None and p.alibi_slip == "before-softcap":
-        s = s + bias
+        s = keep(s + bias, narrow)
     if case.softcap is not None and not p.no_softcap:
         cap = acc(case.softcap if p.cap is None else p.cap)
         c1, c2 = (cap, cap) if p.softcap_form is None else map(acc, p.softcap_form)
-        s = c1 * np.tanh(s / c2)
+        s = keep(c1 * keep(np.tanh(keep(s / c2, narrow)), narrow), narrow)
     if bias is not None and p.alibi_slip != "before-softcap":
-        s = s + bias
+        s = keep(s + bias, narrow)
     if not p.softcap_after_mask:
-        s = np.where(keep, s, -np.inf)
+        s = np.where(seen, s, -np.inf)
     return s, v
 
 
@@ -221,16 +295,25 @@ def attend(
     dtype: str = "float64",
     block: int | None = None,
     exp2: bool = False,
+    eager: bool = False,
 ) -> np.ndarray:
-    """Output (1, H, L, Ev) as float64: in one softmax, or one pass over key blocks of `block`."""
+    """Output (1, H, L, Ev) as float64: in one softmax, or one pass over key blocks of `block`;
+    a 16-bit dtype's roundings as FlashAttention's (eager: transformers' eager attention's)."""
     if p.bshd_as_bhsd:
         return across_heads(case, d, replace(p, bshd_as_bhsd=False), dtype, block, exp2)
-    acc = np.float64 if dtype == "float64" else np.float32
+    acc = np.dtype(ACCUMULATE[dtype]).type
+    narrow = narrowed(dtype)
+    if p.zero_keys:  # zero keys past the end: score 0, value 0
+        padded = {
+            name: np.concatenate([x, np.zeros(x.shape[:2] + (p.zero_keys, x.shape[3]))], axis=2)
+            for name, x in (("k", d.k), ("v", d.v))
+        }
+        d = replace(d, **padded)
     with np.errstate(all="ignore"):
-        s, v = scores(case, d, p, acc)
+        s, v = scores(case, d, p, acc, narrow if eager else None)
         sink = None
         if d.sinks is not None and not p.sink_out:
-            sink = d.sinks.astype(acc)[None, :, None, None]  # (1, H, 1, 1)
+            sink = sink_logits(d, p).astype(acc)[None, :, None, None]  # (1, H, 1, 1)
             if p.sink_copies != 1:  # n exp(sink) = exp(sink + log n)
                 sink = sink + acc(np.log(p.sink_copies))
             if p.sink_split is not None:  # n exp(sink) = exp(sink + log n), n per row
@@ -242,6 +325,8 @@ def attend(
                 sink = sink + np.log(np.maximum(n, 1)).astype(acc)
         if p.split is not None:
             return split_merge(s, v, sink, *p.split)
+        if eager:  # the sink as one more score (gpt-oss), weights normalised, then rounded
+            return eager_output(s, v, sink, narrow)
         S = s.shape[-1]
         step = S if block is None else block
         exp = np.exp2 if exp2 else np.exp
@@ -256,13 +341,19 @@ def attend(
             alpha = exp(top - safe)
             e = exp(t - safe)
             total = total * alpha + e.sum(-1, keepdims=True)
-            out = out * alpha + e @ v[..., j : j + step, :]  # (.., L, Bk) @ (.., Bk, Ev)
+            # (.., L, Bk) @ (.., Bk, Ev): the weights in the kernel's dtype (16 bits: rounded)
+            out = out * alpha + keep(e, narrow) @ v[..., j : j + step, :]
             top = new
+        if sink is not None and p.sink_unshifted:  # exp(sink) beside sums relative to the max
+            sink = sink + top / fold
         if sink is not None:  # the sink: one more term of the denominator, no value
             new = np.maximum(top, sink * fold)
             alpha = exp(top - new)
-            total = total * alpha + exp(sink * fold - new)
-            out = out * alpha
+            e_sink = exp(sink * fold - new)
+            total = total * alpha + e_sink
+            out = out if p.sink_unrescaled else out * alpha
+            if p.sink_value:  # (wrong) the sink's term added to every output feature
+                out = out + e_sink
         out = out / total
         if (p.alibi_slip or "").startswith("after-softmax"):  # bias @ v: the bias in the weights
             form = "j" if p.alibi_slip.endswith("-j") else "j - i"
@@ -270,7 +361,18 @@ def attend(
             out = out + np.broadcast_to(bias, s.shape) @ v  # (1, H, L, S) @ (1, H, S, Ev)
         if p.zero_rows:
             out[..., list(p.zero_rows), :] = 0.0
-        return out.astype(np.float64)
+        return keep(out, narrow).astype(np.float64)
+
+
+def eager_output(s: np.ndarray, v: np.ndarray, sink, narrow: str | None) -> np.ndarray:
+    """softmax(s) (with the sink's score in each row) in s's dtype, the weights rounded to
+    `narrow`, then weights @ v rounded: transformers' eager attention after its scores."""
+    if sink is not None:  # (1, H, L, S + 1) scores; the sink's weight meets no value
+        s = np.concatenate([s, np.broadcast_to(sink, s.shape[:-1] + (1,))], axis=-1)
+        v = np.concatenate([v, np.zeros_like(v[..., :1, :])], axis=-2)
+    e = np.exp(s - s.max(-1, keepdims=True))  # every row sees a key: the max is finite
+    weights = keep(e / e.sum(-1, keepdims=True), narrow)
+    return keep(weights @ v, narrow).astype(np.float64)  # (1, H, L, S) @ (1, H, S, Ev)
 
 
 def alibi_bias(case, d: VariantData, p: Planted, acc, L: int, S: int, form: str = "j - i"):
@@ -359,6 +461,17 @@ def across_heads(case: VariantCase, d: VariantData, p: Planted, *how) -> np.ndar
     return swap(attend(wrong, data, p, dtype=how[0], block=how[1], exp2=how[2]))
 
 
+def sink_logits(d: VariantData, p: Planted) -> np.ndarray:
+    """(H,) the sink logit each query head uses, with p's head map and scale."""
+    sinks = d.sinks
+    if p.sink_heads == "first":
+        sinks = np.full_like(sinks, sinks[0])
+    elif p.sink_heads == "kv":  # the kv head's index h // group used for the query head's
+        H, Hkv = d.q.shape[1], d.k.shape[1]
+        sinks = sinks[np.arange(H) // (H // Hkv)]
+    return sinks * p.sink_scale
+
+
 def split_merge(s: np.ndarray, v: np.ndarray, sink, size: int, mode: str) -> np.ndarray:
     """Split-KV partials (own max, sum, output each) merged the wrong way: `mode`."""
     parts = []
@@ -371,11 +484,34 @@ def split_merge(s: np.ndarray, v: np.ndarray, sink, size: int, mode: str) -> np.
     if mode == "average":  # each split's normalised output, averaged
         out = sum(o / np.where(n > 0, n, 1) for o, n, _ in parts) / len(parts)
         return out.astype(np.float64)
+    if mode in LSE_MERGES:
+        return lse_merge(parts, sink, mode)
     out = sum(o for o, _, _ in parts)
     total = sum(n for _, n, _ in parts)
     if sink is not None:
         total = total + np.exp(sink)
     return (out / total).astype(np.float64)
+
+
+# flash-decoding merges by each split's lse = m + log(sum), wrongly: weights exp(lse - max)
+# without dividing by their sum; lse in log2 units merged with exp (weights exp(lse log2(e)));
+# natural lse merged with exp2 (exp(lse ln 2)); an empty split's 0/0 output left NaN
+LSE_MERGES = {"unnormalised": 1.0, "log2-in-exp": 1.0 / np.log(2.0), "ln-in-exp2": np.log(2.0),
+              "nan-empty": 1.0}  # fmt: skip
+
+
+def lse_merge(parts: list, sink, mode: str) -> np.ndarray:
+    """Split partials (output, sum, max) merged by their lse the wrong way: `mode`."""
+    outs = [o / (n if mode == "nan-empty" else np.where(n > 0, n, 1)) for o, n, _ in parts]
+    lses = [m + np.log(n) for _, n, m in parts]  # -inf for an empty split
+    if sink is not None:  # the sink: a partial with lse = sink and no output
+        outs.append(np.zeros_like(outs[0]))
+        lses.append(sink + np.zeros_like(lses[0]))
+    c = LSE_MERGES[mode]
+    top = np.max(np.stack(lses), axis=0)
+    w = [np.exp(c * (lse - top)) for lse in lses]
+    out = sum(wi * o for wi, o in zip(w, outs))
+    return (out if mode == "unnormalised" else out / sum(w)).astype(np.float64)
 
 
 GRADS = ("grad_query", "grad_key", "grad_value", "grad_sinks")
@@ -389,6 +525,7 @@ def grads(
     *,
     dtype: str = "float64",
     d_from_output: bool = True,
+    eager: bool = False,
 ) -> list[np.ndarray]:
     """[dq (1, H, L, E), dk (1, Hkv, S, E), dv (1, Hkv, S, Ev)] (+ dsinks (H,)) as float64.
 
@@ -396,16 +533,20 @@ def grads(
         dV = P^T dO          dP = dO V^T          D = rowsum(dO * O) (= rowsum(P * dP))
         dS = P (dP - D)      dR = dS * score_mod'(raw)    (softcap: 1 - tanh^2(raw / cap))
         dQ = scale dR K      dK = scale dR^T Q    dsink[h] = -sum_i p_sink[i] D[i]
-    with RoPE's gradients turned back by -angle; GQA heads summed into their kv head."""
-    acc = np.float64 if dtype == "float64" else np.float32
+    with RoPE's gradients turned back by -angle; GQA heads summed into their kv head. In a
+    16-bit dtype P and dS are rounded before their gemms and O, the forward's, is stored in 16
+    bits (FlashAttention-2); `eager` rounds every intermediate (torch autograd in 16 bits)."""
+    acc = np.dtype(ACCUMULATE[dtype]).type
+    narrow = narrowed(dtype)
+    step = narrow if eager else None  # where eager attention also rounds
     with np.errstate(all="ignore"):
-        s, v = scores(case, d, p, acc)  # (1, H, L, S) masked, v repeated to H heads
-        q, k = turned(case, d, p, acc)
+        s, v = scores(case, d, p, acc, step)  # (1, H, L, S) masked, v repeated to H heads
+        q, k = turned(case, d, p, acc, step)
         H, Hkv = q.shape[1], k.shape[1]
         group = H // Hkv
         k = np.repeat(k, group, axis=1)
         scale = acc(d.scale if p.scale is None else p.scale)
-        raw = (q @ np.swapaxes(k, -1, -2)) * scale  # (1, H, L, S) before score changes
+        raw = keep(keep(q @ np.swapaxes(k, -1, -2), step) * scale, step)  # before score changes
         top = s.max(-1, keepdims=True)
         sink = None
         if d.sinks is not None and not p.sink_out:
@@ -415,31 +556,32 @@ def grads(
         if sink is not None:
             total = total + np.exp(sink - top)
         lse = top + np.log(total)
-        w = np.exp(s - lse)  # (1, H, L, S): weights, 0 where masked
+        w = keep(np.exp(s - lse), narrow)  # (1, H, L, S): weights, 0 where masked
         dout = d_out.astype(acc)
-        out = w @ v  # (1, H, L, S) @ (1, H, S, Ev)
-        dp = dout @ np.swapaxes(v, -1, -2)  # (1, H, L, Ev) @ (1, H, Ev, S)
+        out = keep(w @ v, narrow)  # (1, H, L, S) @ (1, H, S, Ev): the forward's output
+        dp = keep(dout @ np.swapaxes(v, -1, -2), step)  # (1, H, L, Ev) @ (1, H, Ev, S)
         D = (
             (dout * out).sum(-1, keepdims=True)
             if d_from_output
             else (w * dp).sum(-1, keepdims=True)
         )
-        ds = w * (dp - D)
+        ds = keep(w * (dp - D), step)
         cap = case.softcap if p.cap is None else p.cap
         if case.softcap is not None and not p.no_softcap and p.softcap_grad:
-            ds = ds * (1 - np.tanh(raw / acc(cap)) ** 2)
+            ds = ds * keep(1 - keep(np.tanh(keep(raw / acc(cap), step)), step) ** 2, step)
+        ds = keep(ds, narrow)  # dS fed to the dq and dk gemms in the kernel's dtype
         dq = (ds @ k) * scale  # (1, H, L, S) @ (1, H, S, E)
         dk = (np.swapaxes(ds, -1, -2) @ q) * scale  # (1, H, S, L) @ (1, H, L, E)
         dv = np.swapaxes(w, -1, -2) @ dout  # (1, H, S, L) @ (1, H, L, Ev)
         fold = lambda x: x.reshape((x.shape[0], Hkv, group) + x.shape[2:]).sum(2)  # noqa: E731
         dk, dv = fold(dk), fold(dv)
         if p.rope_grad:
-            dq, dk = turn_pair(case, d, p, acc, dq, dk, sign=-1.0)
+            dq, dk = turn_pair(case, d, p, acc, *keep((dq, dk), step), sign=-1.0, narrow=step)
         found = [dq, dk, dv]
         if d.sinks is not None:
             p_sink = np.zeros_like(D) if sink is None else np.exp(sink - lse)
             found.append((-(p_sink * D)).sum(axis=(0, 2, 3)))  # (H,)
-        return [g.astype(np.float64) for g in found]
+        return [keep(g, narrow).astype(np.float64) for g in found]
 
 
 __all__ = [
@@ -459,4 +601,5 @@ __all__ = [
     "slipped_documents",
     "slipped_rope",
     "split_merge",
+    "tiles_run",
 ]
