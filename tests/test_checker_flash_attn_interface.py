@@ -147,10 +147,16 @@ MISTAKES = [
             "window-tiles",
             "window-decode",
             "alibi-window",
+            "softcap-window-e32",
         },  # fmt: skip
         "window_size read as (right, left)",
     ),
-    ("varlen", "inclusive-end", {"documents"}, "document ends taken as inclusive"),
+    (
+        "varlen",
+        "inclusive-end",
+        {"documents", "documents-single"},
+        "document ends taken as inclusive",
+    ),
     ("reference", "bshd-as-bhsd", None, "(batch, seqlen, nheads, headdim) read as (batch, nheads"),
     ("reference", "output-bhsd", None, "output left in (batch, nheads, seqlen, headdim)"),
 ]

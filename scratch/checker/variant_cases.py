@@ -214,6 +214,21 @@ def variant_cases(dtype: str, interface: bool = False) -> list[VariantCase]:
             mask("documents", (0, 9, 24)),
             mask("window", 4, 0),
         ),
+        # outside kernels' slips (issue 35): head counts not a power of two (naive ALiBi slopes
+        # are exact for H = 4), a cap and scale whose product is not 1/cap, ALiBi with softcap,
+        # a chunked decode step, documents of length 1
+        c("alibi-6-heads", (6, 6, 16, 16, 16), causal, alibi=True),
+        c(
+            "alibi-softcap-12-heads",
+            (12, 12, 16, 16, 16),
+            causal,
+            alibi=True,
+            softcap=2.0,
+            q_size=big,
+        ),  # fmt: skip
+        c("softcap-window-e32", (2, 2, 20, 20, 32), mask("window", 8, 0), softcap=3.0, q_size=4.5),
+        c("chunked-decode", (2, 2, 3, 29, 16), causal, mask("chunked", 8)),
+        c("documents-single", (2, 2, 20, 20, 16), mask("documents", (0, 1, 8, 9, 15, 20))),
         *registered_cases(),
         *(interface_cases() if interface else []),
     ]
@@ -240,7 +255,10 @@ def registered_cases() -> list[VariantCase]:
     ]
 
 
-def rotary_tables(S: int, rotary_dim: int, base: float = 10000.0) -> tuple[list, list]:
+ROPE_BASE = 10000.0  # the RoPE cases' base: theta_m = ROPE_BASE ** (-2m / rotary_dim)
+
+
+def rotary_tables(S: int, rotary_dim: int, base: float = ROPE_BASE) -> tuple[list, list]:
     """FlashAttention's rotary_cos, rotary_sin: (S, rotary_dim / 2), position p, pair m."""
     theta = [base ** (-2.0 * m / rotary_dim) for m in range(rotary_dim // 2)]
     cos = [[math.cos(p * t) for t in theta] for p in range(S)]
@@ -250,6 +268,7 @@ def rotary_tables(S: int, rotary_dim: int, base: float = 10000.0) -> tuple[list,
 
 __all__ = [
     "DERIVED",
+    "ROPE_BASE",
     "VARIANT_FEATURES",
     "VariantCase",
     "mask",

@@ -22,7 +22,7 @@ import numpy as np
 
 from scratch.bounds.tolerance import ACCUMULATE
 from scratch.checker.reference import store
-from scratch.checker.variant_cases import VariantCase
+from scratch.checker.variant_cases import ROPE_BASE, VariantCase
 from scratch.variants.causal import at_or_before
 
 
@@ -65,6 +65,20 @@ class Planted:
     params: tuple[tuple[str, object], ...] = ()  # a registered mask's parameters changed
     scale: float | None = None  # another softmax scale (None: the case's)
     bshd_as_bhsd: bool = False  # FlashAttention's (B, L, H, E) read as (B, H, L, E)
+    # outside kernels' slips: RoPE, softcap, ALiBi, chunk and document boundaries
+    rope_slip: str | None = None  # 'reversed' (-angle), 'swapped' (cos for sin), 'tables' (the
+    # full-width tables laid out for the other pairing), 'v' (v turned too), 'q-only', 'k-only'
+    rope_q_shift: int = 0  # the queries' RoPE positions moved by this many (keys' kept)
+    rope_freq: tuple[float, float] | None = None  # (base, e): theta_m = base ** (-e m / d)
+    softcap_form: tuple[float, float] | None = None  # (c1, c2): c1 tanh(q.k scale / c2)
+    slopes: tuple[float, ...] | None = None  # other ALiBi slopes (H,)
+    alibi_slip: str | None = None  # 'scaled' ((q.k + bias) scale), 'before-softcap' (capped),
+    # 'after-softmax' / 'after-softmax-j' (slope (j - i) / slope j added to the weights)
+    doc_slip: str | None = None  # 'next' / 'previous' (queries' ids one off the keys') or
+    # 'left' (searchsorted side='left': each boundary one late, position 0 alone)
+    chunk_slip: str | None = None  # 'window' (j > i - chunk), 'top-left' (query chunk i //
+    # chunk), 'early' / 'late' (chunk boundaries one position early / late)
+    zero_rows: tuple[int, ...] = ()  # query rows left zero (a chunk or document never computed)
     # outside kernels (issue 35): sinks, split-KV merges, paged caches, tile skipping
     sink_scale: float = 1.0  # the sink logit times this (1/sqrt(d): scaled with the scores)
     sink_heads: str = "own"  # 'own' sinks[h], 'first' sinks[0] for all, 'kv' sinks[h // group]
@@ -123,17 +137,22 @@ def allowed(case: VariantCase, p: Planted, L: int, S: int) -> np.ndarray:
     if case.cu_seqlens is not None and p.docs != "ignored":
         ids = doc_ids(case.cu_seqlens, S, p.doc_edge)
         q_ids = ids[np.clip(i, 0, S - 1)]
-        # 'no-end': from the start of the query's document on, later documents included
-        same = (ids[j] >= q_ids) if p.docs == "no-end" else (ids[j] == q_ids)
-        if p.docs == "inclusive":  # the key at the query's document's end, cu[d + 1], too
-            same |= j == np.asarray(case.cu_seqlens)[1:][q_ids]
-        seen &= same
+        if p.doc_slip is not None:
+            seen &= slipped_documents(case.cu_seqlens, S, i, j, p.doc_slip)
+        else:  # 'no-end': from the start of the query's document on, later documents included
+            same = (ids[j] >= q_ids) if p.docs == "no-end" else (ids[j] == q_ids)
+            if p.docs == "inclusive":  # the key at the query's document's end, cu[d + 1], too
+                same |= j == np.asarray(case.cu_seqlens)[1:][q_ids]
+            seen &= same
     if case.prefix is not None:
         causal = at_or_before(j, i)
         seen &= causal if p.no_prefix else (j < case.prefix + p.prefix_edge) | causal
     if case.chunk is not None and not p.no_chunk:
         n = case.chunk if p.chunk is None else p.chunk
-        seen &= j // n == i // n
+        if p.chunk_slip is None:
+            seen &= j // n == i // n
+        else:
+            seen &= slipped_chunks(n, i, j, np.arange(L)[:, None], p.chunk_slip)
     if case.registered_mask is not None:  # a registered mask: its own mask_mod on the index arrays
         rule = case.registered(shift, p.params)
         seen &= rule.mask_mod_array(0, 0, np.arange(L)[:, None], j, np)
@@ -217,6 +236,8 @@ def turn_pair(case, d: VariantData, p: Planted, acc, q, k, sign: float = 1.0, na
     -1 turns back; every step rounded to `narrow` when given."""
     if case.rotary is None or p.no_rope:
         return q, k
+    if p.rope_slip or p.rope_q_shift or p.rope_freq:
+        return slipped_rope(case, p, acc, q, k, sign)
     L = q.shape[2]
     pairing = p.pairing or case.rotary
     cos, sin = d.cos.astype(acc), acc(sign) * d.sin.astype(acc)
@@ -236,6 +257,8 @@ def scores(
     every step rounded to `narrow` when given (eager attention in a 16-bit dtype)."""
     q, k = turned(case, d, p, acc, narrow)
     v = d.v.astype(acc)
+    if p.rope_slip == "v" and case.rotary is not None:  # v turned too, key j at position j
+        v = rope_full(v, d.cos.astype(acc), d.sin.astype(acc), case.rotary, case.rotary)
     H, L, S = q.shape[1], q.shape[2], k.shape[2]
     group = H // k.shape[1]
     if p.gqa_modulo:  # kv heads 0, 1, ..., Hkv - 1, 0, 1, ...: head h reads h % Hkv
@@ -248,14 +271,16 @@ def scores(
     seen = allowed(case, p, L, S)
     if p.softcap_after_mask:
         s = np.where(seen, s, -np.inf)
+    after = (p.alibi_slip or "").startswith("after-softmax")  # added to the weights instead
+    bias = None if after else alibi_bias(case, d, p, acc, L, S)
+    bias = None if bias is None else keep(bias, narrow)
+    if bias is not None and p.alibi_slip == "before-softcap":
+        s = keep(s + bias, narrow)
     if case.softcap is not None and not p.no_softcap:
         cap = acc(case.softcap if p.cap is None else p.cap)
-        s = keep(cap * keep(np.tanh(keep(s / cap, narrow)), narrow), narrow)
-    if case.alibi and not p.no_alibi:
-        slopes = d.slopes[::-1] if p.slopes_reversed else d.slopes
-        i = np.arange(L)[:, None] + case.shift
-        distance = (np.arange(S)[None, :] - i).astype(acc)  # (L, S): j - i
-        bias = keep((p.alibi_sign * slopes.astype(acc))[None, :, None, None] * distance, narrow)
+        c1, c2 = (cap, cap) if p.softcap_form is None else map(acc, p.softcap_form)
+        s = keep(c1 * keep(np.tanh(keep(s / c2, narrow)), narrow), narrow)
+    if bias is not None and p.alibi_slip != "before-softcap":
         s = keep(s + bias, narrow)
     if not p.softcap_after_mask:
         s = np.where(seen, s, -np.inf)
@@ -329,7 +354,14 @@ def attend(
             out = out if p.sink_unrescaled else out * alpha
             if p.sink_value:  # (wrong) the sink's term added to every output feature
                 out = out + e_sink
-        return keep(out / total, narrow).astype(np.float64)
+        out = out / total
+        if (p.alibi_slip or "").startswith("after-softmax"):  # bias @ v: the bias in the weights
+            form = "j" if p.alibi_slip.endswith("-j") else "j - i"
+            bias = alibi_bias(case, d, p, acc, s.shape[2], s.shape[3], form)
+            out = out + np.broadcast_to(bias, s.shape) @ v  # (1, H, L, S) @ (1, H, S, Ev)
+        if p.zero_rows:
+            out[..., list(p.zero_rows), :] = 0.0
+        return keep(out, narrow).astype(np.float64)
 
 
 def eager_output(s: np.ndarray, v: np.ndarray, sink, narrow: str | None) -> np.ndarray:
@@ -341,6 +373,82 @@ def eager_output(s: np.ndarray, v: np.ndarray, sink, narrow: str | None) -> np.n
     e = np.exp(s - s.max(-1, keepdims=True))  # every row sees a key: the max is finite
     weights = keep(e / e.sum(-1, keepdims=True), narrow)
     return keep(weights @ v, narrow).astype(np.float64)  # (1, H, L, S) @ (1, H, S, Ev)
+
+
+def alibi_bias(case, d: VariantData, p: Planted, acc, L: int, S: int, form: str = "j - i"):
+    """(1, H, L or 1, S) slope[h] * (j - i) (form 'j': slope[h] * j, BLOOM's, equal under the
+    softmax) with p's slopes, sign, order and scale; None without ALiBi."""
+    if not case.alibi or p.no_alibi:
+        return None
+    slopes = d.slopes if p.slopes is None else np.asarray(p.slopes)
+    slopes = slopes[::-1] if p.slopes_reversed else slopes
+    i = 0 if form == "j" else np.arange(L)[:, None] + case.shift
+    distance = (np.arange(S)[None, :] - i).astype(acc)  # (L, S): j - i
+    bias = (p.alibi_sign * slopes.astype(acc))[None, :, None, None] * distance
+    return bias * acc(d.scale) if p.alibi_slip == "scaled" else bias
+
+
+def rope_full(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str, layout: str):
+    """x * cos + turned(x) * sin as transformers writes RoPE: the (N, D / 2) tables widened to
+    D in `layout` ('half': cat(t, t), HF's; 'interleaved': each repeated, GPT-J's), turned(x)
+    rotate_half (pairing 'half') or GPT-J's rotate_every_two ('interleaved')."""
+
+    def widen(t: np.ndarray) -> np.ndarray:  # (N, D / 2) -> (N, D)
+        return np.concatenate([t, t], -1) if layout == "half" else np.repeat(t, 2, -1)
+
+    half = x.shape[-1] // 2
+    if pairing == "half":
+        turned_x = np.concatenate([-x[..., half:], x[..., :half]], -1)
+    else:
+        turned_x = np.empty_like(x)
+        turned_x[..., 0::2], turned_x[..., 1::2] = -x[..., 1::2], x[..., 0::2]
+    return x * widen(cos) + turned_x * widen(sin)
+
+
+def slipped_rope(case, p: Planted, acc, q, k, sign: float = 1.0):
+    """q, k turned by RoPE with one of p's slips: the tables from p.rope_freq (ROPE_BASE,
+    theta_m = base ** (-2m / d) when not given), query i at i + S - L + p.rope_q_shift."""
+    L, S, E = q.shape[2], k.shape[2], q.shape[-1]
+    base, e = p.rope_freq or (ROPE_BASE, 2.0)
+    theta = base ** (-e * np.arange(E // 2) / E)  # (E / 2,)
+    first = case.shift + p.rope_q_shift
+    tables = []
+    for at in (np.arange(first, first + L), np.arange(S)):
+        angle = at[:, None] * theta[None, :]  # (N, E / 2)
+        cos, sin = np.cos(angle).astype(acc), acc(sign) * np.sin(angle).astype(acc)
+        if p.rope_slip == "reversed":
+            sin = -sin
+        if p.rope_slip == "swapped":
+            cos, sin = sin, cos
+        tables.append((cos, sin))
+    pairing = p.pairing or case.rotary
+    other = "interleaved" if pairing == "half" else "half"
+    layout = other if p.rope_slip == "tables" else pairing
+    q2 = q if p.rope_slip == "k-only" else rope_full(q, *tables[0], pairing, layout)
+    k2 = k if p.rope_slip == "q-only" else rope_full(k, *tables[1], pairing, layout)
+    return q2, k2
+
+
+def slipped_documents(cu: tuple[int, ...], S: int, i, j, slip: str) -> np.ndarray:
+    """(L, S) bool: the documents rule as a kernel with `slip` (Planted.doc_slip) applies it."""
+    ids = doc_ids(cu, S)
+    if slip == "left":  # searchsorted side='left': position cu[d] counted in document d - 1
+        ids = np.searchsorted(np.asarray(cu), np.arange(S), side="left")
+    q_ids = ids[np.clip(i, 0, S - 1)]
+    if slip in ("next", "previous"):
+        q_ids = q_ids + (1 if slip == "next" else -1)
+    return ids[j] == q_ids
+
+
+def slipped_chunks(n: int, i, j, row, slip: str) -> np.ndarray:
+    """(L, S) bool: chunks of n as a kernel with `slip` (Planted.chunk_slip) applies them; i
+    the queries' positions, row their indices."""
+    if slip == "window":
+        return j > i - n
+    if slip == "top-left":
+        return j // n == row // n
+    edge = 1 if slip == "early" else -1
+    return (j + edge) // n == (i + edge) // n
 
 
 def across_heads(case: VariantCase, d: VariantData, p: Planted, *how) -> np.ndarray:
@@ -482,11 +590,16 @@ __all__ = [
     "Planted",
     "VariantData",
     "across_heads",
+    "alibi_bias",
     "allowed",
     "attend",
     "doc_ids",
     "grads",
+    "rope_full",
     "rotate",
+    "slipped_chunks",
+    "slipped_documents",
+    "slipped_rope",
     "split_merge",
     "tiles_run",
 ]
