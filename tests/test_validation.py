@@ -5,7 +5,7 @@ import math
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scratch
@@ -273,6 +273,9 @@ def test_fuzz_only_value_or_type_errors():
     an answer NumPy agrees with, with dropout or without (each happens often: counted)."""
     seen = collections.Counter()
 
+    # 150 examples: at the profile's 60, one path came 9 times in a full-suite run (its draws
+    # then depend on what ran before in the process), under this test's floor of 10
+    @settings(max_examples=150)
     @given(
         mostly(well_formed(), st.tuples(structure, structure, structure, option)),
         mostly(st.one_of(st.none(), st.floats(-4.0, 4.0)), option),

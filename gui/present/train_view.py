@@ -10,8 +10,9 @@ import numpy as np
 
 from gui.present import numbers
 from gui.present.view_model import Panel, colour_weights
-from scratch.train.run import Run, Snapshot
+from scratch.train import Run, Snapshot
 from scratch.train.words import best_head, head_name, part_name, phase_change, smoothed
+from scratch.variants import Causal
 
 SCORE_TITLES = {
     "previous": "previous-token score",
@@ -57,7 +58,7 @@ def head_panel(run: Run, snapshot: Snapshot, layer: int, head: int) -> Panel:
     T = w.shape[0]
     masked = None
     if run.config.model.causal:
-        masked = np.where(np.tri(T, dtype=bool), 0.0, -np.inf)  # key j > query i: unseen
+        masked = np.where(Causal(0).tile(range(T), range(T)), 0.0, -np.inf)  # unseen: -inf
     image, levels = colour_weights(w, masked, "fixed")
     labels = [run.task.label(int(t)) for t in run.probe]
     title = f"{head_name(layer, head)} at step {snapshot.step:,}"

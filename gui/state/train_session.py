@@ -14,8 +14,7 @@ import numpy as np
 
 from gui.state import session as sm
 from gui.state.token_text import session_label
-from scratch.train.model import Model
-from scratch.train.run import Run, Snapshot
+from scratch.train import Model, Run, Snapshot
 from scratch.train.words import head_name
 from scratch.variants import VariantChoice
 

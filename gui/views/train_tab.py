@@ -34,8 +34,7 @@ from gui.widgets.model_grid import ModelGrid
 from gui.widgets.score_plots import ScorePlots
 from gui.widgets.spin_boxes import SpinBox
 from gui.work.train_worker import PAUSED, TrainWorker, frozen
-from scratch.train.config import ModelConfig, TrainConfig
-from scratch.train.run import Run, Trainer
+from scratch.train import ModelConfig, Run, TrainConfig, Trainer
 from scratch.train.tasks import TASKS
 from scratch.train.words import head_name, part_name, phase_change, summary
 

@@ -13,8 +13,8 @@ import threading
 from PyQt6.QtCore import QObject, pyqtSignal
 
 from gui.work.jobs import Worker
-from scratch.ops.progress import Cancelled, Progress, reporting
-from scratch.train.run import Run, Trainer
+from scratch import Cancelled, Progress, reporting
+from scratch.train import Run, Trainer
 
 PAUSED = "paused"  # finished carries this when a Pause ended the job (else "done")
 DONE = "done"

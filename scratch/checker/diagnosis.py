@@ -23,6 +23,7 @@ from scratch.checker import ignored
 from scratch.checker import variants as var
 from scratch.checker.mistake import Mistake, call, matches, one, outputs, precision_score
 from scratch.checker.reference import LOG2E, Problem, causal, scores
+from scratch.variants.causal import at_or_before
 
 GQA_MODULO = "grouped-query heads mapped as h % Hkv instead of h // (Hq / Hkv)"
 
@@ -195,7 +196,8 @@ def outside_mistakes(case, p, masked_rows: str, rows) -> list[Mistake]:
                         Mistake(
                             DIAGONAL_SKIPPED,
                             lambda b=b, policy=policy: attend(
-                                allowed=causal(L, S, 0) & (j < i // b * b), policy=policy
+                                allowed=causal(L, S, 0) & at_or_before(j, i // b * b - 1),
+                                policy=policy,
                             ),
                         )
                     )

@@ -23,7 +23,7 @@ import numpy as np
 from scratch.bounds.tolerance import ACCUMULATE
 from scratch.checker.reference import store
 from scratch.checker.variant_cases import ROPE_BASE, VariantCase
-from scratch.variants.causal import at_or_before
+from scratch.variants.causal import Causal, at_or_before
 
 
 @dataclass(frozen=True)
@@ -174,10 +174,11 @@ def tiles_run(case: VariantCase, seen: np.ndarray, bq: int, bk: int, rule: str) 
     run = np.zeros((L, S), dtype=bool)
     left, right = case.window if case.window is not None else (-1, -1)
     right = 0 if case.causal else right
+    rule = Causal(case.shift)  # the window's edges are measured from each query's diagonal
     for i0 in range(0, L, bq):
         i1 = min(i0 + bq, L)
-        lo_first, lo_last = i0 + case.shift - left, i1 - 1 + case.shift - left
-        hi_first = i0 + case.shift + right
+        lo_first, lo_last = rule.diagonal(i0) - left, rule.diagonal(i1 - 1) - left
+        hi_first = rule.diagonal(i0) + right
         for j0 in range(0, S, bk):
             j1 = min(j0 + bk, S)
             if rule == "full":
@@ -444,7 +445,7 @@ def slipped_chunks(n: int, i, j, row, slip: str) -> np.ndarray:
     """(L, S) bool: chunks of n as a kernel with `slip` (Planted.chunk_slip) applies them; i
     the queries' positions, row their indices."""
     if slip == "window":
-        return j > i - n
+        return ~at_or_before(j, i - n)  # keys after i - n: a window of n, not a chunk
     if slip == "top-left":
         return j // n == row // n
     edge = 1 if slip == "early" else -1

@@ -12,7 +12,18 @@ Needs NumPy (`import scratch` itself does not).
 """
 
 from scratch.train.config import ModelConfig, TrainConfig
+from scratch.train.model import Model
 from scratch.train.run import Run, Snapshot, Trainer, train
 from scratch.train.run_file import load, save
 
-__all__ = ["ModelConfig", "Run", "Snapshot", "TrainConfig", "Trainer", "load", "save", "train"]
+__all__ = [
+    "Model",
+    "ModelConfig",
+    "Run",
+    "Snapshot",
+    "TrainConfig",
+    "Trainer",
+    "load",
+    "save",
+    "train",
+]

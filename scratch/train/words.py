@@ -147,6 +147,7 @@ __all__ = [
     "PhaseChange",
     "best_head",
     "head_name",
+    "part_name",
     "phase_change",
     "run_html",
     "smoothed",

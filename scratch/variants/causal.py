@@ -125,6 +125,11 @@ class Causal(Variant):
         sign = "<=" if self.mask_mod(b, h, q_idx, kv_idx) else ">"
         return f" (causal: key {kv_idx} {sign} {q_idx}{_plus(self.shift)})"
 
+    def diagonal(self, q_idx: int) -> int:
+        """The last key query q_idx may see: its diagonal, q_idx + shift (a window's edges are
+        measured from it)."""
+        return q_idx + self.shift
+
     def first_query(self, kv_idx: int) -> int:
         """The first query that sees key kv_idx (every later query sees it too)."""
         return max(0, kv_idx - self.shift)
