@@ -11,14 +11,14 @@ import pytest
 
 from scratch.checker import check_variants_backward
 from scratch.checker.variant_cases import variant_cases
-from scratch.checker.variant_numpy import grads
+from scratch.checker.variant_grads import grads
 from scratch.checker.variant_prepare import prepare_backward
 from tests.checker_outside import outcome
 from tests.checker_variants import BACKWARD_CORRECT, BACKWARD_MISTAKES
 
 
 def test_numpy_backward_equals_the_ground_truth_on_every_case():
-    """variant_numpy.grads (the diagnosis's family) == scratch.flex_attention_backward."""
+    """variant_grads.grads (the diagnosis's family) == scratch.flex_attention_backward."""
     for case in variant_cases("float64"):
         made = prepare_backward(case, "float64", 3)
         got = grads(case, made.prep.data, made.d_out)

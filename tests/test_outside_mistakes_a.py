@@ -14,8 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from scratch.checker.outside_slips import paper_slopes  # noqa: E402
 from scratch.checker.variant_cases import variant_cases  # noqa: E402
-from scratch.checker.variant_diagnosis import paper_slopes  # noqa: E402
 from scratch.checker.variant_numpy import Planted, attend  # noqa: E402
 from scratch.checker.variant_prepare import prepare_variant  # noqa: E402
 from scratch.variants import alibi_slopes  # noqa: E402

@@ -16,95 +16,15 @@ torch autograd through the eager forward (every stored intermediate in 16 bits).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from scratch.bounds.tolerance import ACCUMULATE
 from scratch.checker.reference import store
 from scratch.checker.variant_cases import ROPE_BASE, VariantCase
+from scratch.checker.variant_planted import CORRECT, Planted, VariantData
 from scratch.variants.causal import Causal, at_or_before
-
-
-@dataclass(frozen=True)
-class Planted:
-    """One mistake (the defaults are the correct attention)."""
-
-    shift: int | None = None  # the diagonal's offset (None: the case's S - L; 0: top-left)
-    causal_edge: int = 0  # key j seen iff j <= i + shift + causal_edge
-    no_causal: bool = False
-    no_mask: bool = False  # no rule at all: every key seen (FlexAttention's mask_mod ignored)
-    window_edges: tuple[int | None, int | None] | None = None  # (lo, hi) offsets from diagonal
-    no_window: bool = False
-    cap: float | None = None  # another cap (None: the case's)
-    no_softcap: bool = False
-    softcap_after_mask: bool = False  # masked scores become cap * tanh(-inf) = -cap
-    alibi_sign: int = 1
-    slopes_reversed: bool = False
-    no_alibi: bool = False
-    sink_out: bool = False  # the sink left out of the denominator
-    docs: str = "same"  # 'same', 'ignored', 'no-end' (a query sees later documents) or
-    # 'inclusive' (slices [cu[d], cu[d + 1]]: a query also sees the next document's first key)
-    doc_edge: int = 0  # every document boundary moved by this many positions
-    prefix_edge: int = 0
-    no_prefix: bool = False
-    chunk: int | None = None  # another chunk size
-    no_chunk: bool = False
-    pairing: str | None = None  # another RoPE pairing
-    no_rope: bool = False  # q and k not turned
-    q_positions: str = "offset"  # 'offset' (i + S - L), 'zero' (i: decode not offset) or
-    # 'last' (every query at S - 1, the newest position)
-    last_key_unseen: bool = False  # key S - 1 seen by no query (a split ending one key short)
-    sink_copies: int = 1  # exp(sink) counted this many times in every row's sum
-    sink_split: int | None = None  # keys per split: exp(sink) counted once in each split's
-    # sum that has a key the row sees (a split-KV kernel adding the sink before its merge)
-    split: tuple[int, str] | None = None  # (keys per split, 'no-rescale' | 'average')
-    gqa_modulo: bool = False  # query head h reads kv head h % Hkv, not h // (H / Hkv)
-    softcap_grad: bool = True  # backward: False leaves out softcap's 1 - tanh^2 factor
-    rope_grad: bool = True  # backward: False returns the gradients of the rotated q and k
-    params: tuple[tuple[str, object], ...] = ()  # a registered mask's parameters changed
-    scale: float | None = None  # another softmax scale (None: the case's)
-    bshd_as_bhsd: bool = False  # FlashAttention's (B, L, H, E) read as (B, H, L, E)
-    # outside kernels' slips: RoPE, softcap, ALiBi, chunk and document boundaries
-    rope_slip: str | None = None  # 'reversed' (-angle), 'swapped' (cos for sin), 'tables' (the
-    # full-width tables laid out for the other pairing), 'v' (v turned too), 'q-only', 'k-only'
-    rope_q_shift: int = 0  # the queries' RoPE positions moved by this many (keys' kept)
-    rope_freq: tuple[float, float] | None = None  # (base, e): theta_m = base ** (-e m / d)
-    softcap_form: tuple[float, float] | None = None  # (c1, c2): c1 tanh(q.k scale / c2)
-    slopes: tuple[float, ...] | None = None  # other ALiBi slopes (H,)
-    alibi_slip: str | None = None  # 'scaled' ((q.k + bias) scale), 'before-softcap' (capped),
-    # 'after-softmax' / 'after-softmax-j' (slope (j - i) / slope j added to the weights)
-    doc_slip: str | None = None  # 'next' / 'previous' (queries' ids one off the keys') or
-    # 'left' (searchsorted side='left': each boundary one late, position 0 alone)
-    chunk_slip: str | None = None  # 'window' (j > i - chunk), 'top-left' (query chunk i //
-    # chunk), 'early' / 'late' (chunk boundaries one position early / late)
-    zero_rows: tuple[int, ...] = ()  # query rows left zero (a chunk or document never computed)
-    # outside kernels (issue 35): sinks, split-KV merges, paged caches, tile skipping
-    sink_scale: float = 1.0  # the sink logit times this (1/sqrt(d): scaled with the scores)
-    sink_heads: str = "own"  # 'own' sinks[h], 'first' sinks[0] for all, 'kv' sinks[h // group]
-    sink_unshifted: bool = False  # exp(sink) added to a sum kept relative to the row max m
-    sink_value: bool = False  # exp(sink - m) added to the output too (a value of 1s)
-    sink_unrescaled: bool = False  # the sink raised the running max; the output not rescaled
-    keys_dropped: int = 0  # the last n keys seen by no query (a page or split never read)
-    zero_keys: int = 0  # n zero keys (score 0, value 0) read past the end, at positions S, ...
-    tiles: tuple[int, int, str] | None = None  # (bq, bk, rule): key tiles a tiled kernel skips
-
-
-CORRECT = Planted()  # nothing planted
-
-
-@dataclass
-class VariantData:
-    """A case's inputs as float64 arrays (already rounded to the checked dtype)."""
-
-    q: np.ndarray  # (1, H, L, E)
-    k: np.ndarray  # (1, Hkv, S, E)
-    v: np.ndarray  # (1, Hkv, S, Ev)
-    scale: float
-    slopes: np.ndarray | None  # (H,)
-    sinks: np.ndarray | None  # (H,)
-    cos: np.ndarray | None  # (S, E / 2)
-    sin: np.ndarray | None
 
 
 def doc_ids(cu: tuple[int, ...], S: int, edge: int = 0) -> np.ndarray:
@@ -515,78 +435,7 @@ def lse_merge(parts: list, sink, mode: str) -> np.ndarray:
     return (out if mode == "unnormalised" else out / sum(w)).astype(np.float64)
 
 
-GRADS = ("grad_query", "grad_key", "grad_value", "grad_sinks")
-
-
-def grads(
-    case: VariantCase,
-    d: VariantData,
-    d_out: np.ndarray,
-    p: Planted = CORRECT,
-    *,
-    dtype: str = "float64",
-    d_from_output: bool = True,
-    eager: bool = False,
-) -> list[np.ndarray]:
-    """[dq (1, H, L, E), dk (1, Hkv, S, E), dv (1, Hkv, S, Ev)] (+ dsinks (H,)) as float64.
-
-    P recomputed from the scores (the case's mask, score changes and sinks), then
-        dV = P^T dO          dP = dO V^T          D = rowsum(dO * O) (= rowsum(P * dP))
-        dS = P (dP - D)      dR = dS * score_mod'(raw)    (softcap: 1 - tanh^2(raw / cap))
-        dQ = scale dR K      dK = scale dR^T Q    dsink[h] = -sum_i p_sink[i] D[i]
-    with RoPE's gradients turned back by -angle; GQA heads summed into their kv head. In a
-    16-bit dtype P and dS are rounded before their gemms and O, the forward's, is stored in 16
-    bits (FlashAttention-2); `eager` rounds every intermediate (torch autograd in 16 bits)."""
-    acc = np.dtype(ACCUMULATE[dtype]).type
-    narrow = narrowed(dtype)
-    step = narrow if eager else None  # where eager attention also rounds
-    with np.errstate(all="ignore"):
-        s, v = scores(case, d, p, acc, step)  # (1, H, L, S) masked, v repeated to H heads
-        q, k = turned(case, d, p, acc, step)
-        H, Hkv = q.shape[1], k.shape[1]
-        group = H // Hkv
-        k = np.repeat(k, group, axis=1)
-        scale = acc(d.scale if p.scale is None else p.scale)
-        raw = keep(keep(q @ np.swapaxes(k, -1, -2), step) * scale, step)  # before score changes
-        top = s.max(-1, keepdims=True)
-        sink = None
-        if d.sinks is not None and not p.sink_out:
-            sink = d.sinks.astype(acc)[None, :, None, None]  # (1, H, 1, 1)
-            top = np.maximum(top, sink)
-        total = np.exp(s - top).sum(-1, keepdims=True)
-        if sink is not None:
-            total = total + np.exp(sink - top)
-        lse = top + np.log(total)
-        w = keep(np.exp(s - lse), narrow)  # (1, H, L, S): weights, 0 where masked
-        dout = d_out.astype(acc)
-        out = keep(w @ v, narrow)  # (1, H, L, S) @ (1, H, S, Ev): the forward's output
-        dp = keep(dout @ np.swapaxes(v, -1, -2), step)  # (1, H, L, Ev) @ (1, H, Ev, S)
-        D = (
-            (dout * out).sum(-1, keepdims=True)
-            if d_from_output
-            else (w * dp).sum(-1, keepdims=True)
-        )
-        ds = keep(w * (dp - D), step)
-        cap = case.softcap if p.cap is None else p.cap
-        if case.softcap is not None and not p.no_softcap and p.softcap_grad:
-            ds = ds * keep(1 - keep(np.tanh(keep(raw / acc(cap), step)), step) ** 2, step)
-        ds = keep(ds, narrow)  # dS fed to the dq and dk gemms in the kernel's dtype
-        dq = (ds @ k) * scale  # (1, H, L, S) @ (1, H, S, E)
-        dk = (np.swapaxes(ds, -1, -2) @ q) * scale  # (1, H, S, L) @ (1, H, L, E)
-        dv = np.swapaxes(w, -1, -2) @ dout  # (1, H, S, L) @ (1, H, L, Ev)
-        fold = lambda x: x.reshape((x.shape[0], Hkv, group) + x.shape[2:]).sum(2)  # noqa: E731
-        dk, dv = fold(dk), fold(dv)
-        if p.rope_grad:
-            dq, dk = turn_pair(case, d, p, acc, *keep((dq, dk), step), sign=-1.0, narrow=step)
-        found = [dq, dk, dv]
-        if d.sinks is not None:
-            p_sink = np.zeros_like(D) if sink is None else np.exp(sink - lse)
-            found.append((-(p_sink * D)).sum(axis=(0, 2, 3)))  # (H,)
-        return [keep(g, narrow).astype(np.float64) for g in found]
-
-
 __all__ = [
-    "GRADS",
     "CORRECT",
     "Planted",
     "VariantData",
@@ -595,7 +444,6 @@ __all__ = [
     "allowed",
     "attend",
     "doc_ids",
-    "grads",
     "rope_full",
     "rotate",
     "slipped_chunks",

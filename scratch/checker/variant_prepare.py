@@ -26,7 +26,8 @@ from scratch.checker.prepare import kept
 from scratch.checker.reference import store
 from scratch.checker.run import allowed_error
 from scratch.checker.variant_cases import VariantCase, rotary_tables
-from scratch.checker.variant_numpy import GRADS, VariantData, attend, grads, narrowed
+from scratch.checker.variant_grads import GRADS, grads
+from scratch.checker.variant_numpy import VariantData, attend, narrowed
 from scratch.flex.backward import flex_attention_backward
 from scratch.flex.forward import create_block_mask, flex_attention
 from scratch.ops.rope import rotary, rotary_backward

@@ -13,6 +13,7 @@ from scratch.checker.report import CaseResult, shape_text
 from scratch.checker.run import Kind, call, not_taken
 from scratch.checker.variant_cases import VariantCase
 from scratch.checker.variant_diagnosis import diagnose, diagnose_backward
+from scratch.checker.variant_grads import GRADS
 from scratch.checker.variant_keywords import NoKeyword, keywords
 from scratch.checker.variant_layout import (
     INTERFACE,
@@ -21,7 +22,6 @@ from scratch.checker.variant_layout import (
     layout_words,
     to_kernel,
 )
-from scratch.checker.variant_numpy import GRADS
 from scratch.checker.variant_prepare import (
     GradPrepared,
     VariantPrepared,
