@@ -94,11 +94,11 @@ def tiles_run(case: VariantCase, seen: np.ndarray, bq: int, bk: int, rule: str) 
     run = np.zeros((L, S), dtype=bool)
     left, right = case.window if case.window is not None else (-1, -1)
     right = 0 if case.causal else right
-    rule = Causal(case.shift)  # the window's edges are measured from each query's diagonal
+    diagonal = Causal(case.shift).diagonal  # the window's edges are measured from it
     for i0 in range(0, L, bq):
         i1 = min(i0 + bq, L)
-        lo_first, lo_last = rule.diagonal(i0) - left, rule.diagonal(i1 - 1) - left
-        hi_first = rule.diagonal(i0) + right
+        lo_first, lo_last = diagonal(i0) - left, diagonal(i1 - 1) - left
+        hi_first = diagonal(i0) + right
         for j0 in range(0, S, bk):
             j1 = min(j0 + bk, S)
             if rule == "full":
