@@ -151,9 +151,9 @@ class Model:
         H, Hkv, dh = c.n_heads, c.kv_heads, c.d_head
         # step 1: embeddings                                      (B, T, D)
         x = params["w_te"][inputs] + params["w_pe"][:T]
-        result = Forward(np.empty(0), 0.0, np.empty(0))
+        layers, attention = [], []  # per layer: what its backward reads; the weights
         for n in range(c.n_layers):
-            saved = {"x_in": x}
+            saved = {}
             # step 2: attention, one residual sublayer
             h = x
             if c.norm:
@@ -165,13 +165,12 @@ class Model:
             q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
             out, weights = self._sdpa(q, k, v)  # (B, H, T, dh), (B, H, T, T)
             if need_weights:
-                result.weights.append(weights)
+                attention.append(weights)
             merged = out.transpose(0, 2, 1, 3).reshape(B, T, H * dh)  # (B, T, H*dh)
             x = x + merged @ params[f"{n}.w_o"]  # (B, T, H*dh) @ (H*dh, D) -> (B, T, D)
             saved.update(q=q, k=k, v=v, merged=merged)
             if c.mlp:
                 # step 3: the MLP, a second residual sublayer
-                saved["x_mid"] = x
                 h2 = x
                 if c.norm:
                     h2, saved["ln2"] = layer_norm(x, params[f"{n}.ln2_g"], params[f"{n}.ln2_b"])
@@ -179,17 +178,15 @@ class Model:
                 act = np.maximum(pre, 0)
                 x = x + act @ params[f"{n}.w_proj"] + params[f"{n}.b_proj"]
                 saved.update(h2=h2, pre=pre, act=act)
-            result.saved.append(saved)
+            layers.append(saved)
         # step 4: the unembedding and the loss
         hf, lnf = x, None
         if c.norm:
             hf, lnf = layer_norm(x, params["lnf_g"], params["lnf_b"])
         logits = hf @ params["w_u"]  # (B, T, D) @ (D, V) -> (B, T, V)
         losses, probs = cross_entropy(logits, targets)
-        result.logits, result.losses = logits, losses
-        result.loss = float(losses.mean(dtype=np.float64))
-        result.final = (hf, lnf, probs, inputs, targets)
-        return result
+        loss = float(losses.mean(dtype=np.float64))
+        return Forward(logits, loss, losses, layers, (hf, lnf, probs, inputs, targets), attention)
 
     def backward(self, params: dict, fwd: Forward) -> dict:
         """The gradient of the mean loss with respect to every parameter (same keys)."""
