@@ -41,6 +41,7 @@ class Shard:
     counts: dict[str, int] = field(default_factory=dict)
     seconds_per_file: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # "test id: first line of its message"
 
 
 def test_files(root: Path = ROOT) -> list[str]:
@@ -83,6 +84,10 @@ def _read_report(shard: Shard, xml_path: Path) -> None:
         outcome = next((t for t in ("failure", "error", "skipped") if t in tags), None)
         key = {"failure": "failed", "error": "errors", "skipped": "skipped", None: "passed"}
         counts[key[outcome]] += 1
+        if outcome in ("failure", "error"):
+            said = next(child for child in case if child.tag == outcome).get("message", "")
+            test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
+            shard.failures.append(f"{test_id}: {said.splitlines()[0][:300] if said else outcome}")
         module = case.get("classname", "").split(".")
         for name in shard.files:
             parts = Path(name).with_suffix("").parts
@@ -147,6 +152,8 @@ def _summarise(shards: list[Shard], check_files: bool) -> int:
         )
         state = "FAILED: " + "; ".join(shard.problems) if shard.problems else "ok"
         print(f"shard {shard.number} ({len(shard.files)} files): {told} -- {state}")
+        for failure in shard.failures:  # repeated here: a CI log's tail shows only its last lines
+            print(f"  failed {failure}")
     failed = any(s.problems for s in shards)
     total = sum(s.counts.get("tests", 0) for s in shards)
     print(f"{'FAILED' if failed else 'passed'}: {len(shards)} shards, {total} tests in all")

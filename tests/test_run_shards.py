@@ -46,7 +46,10 @@ def test_one_failing_shard_fails_the_run(tmp_path, capsys):
     shards = fake_suite(tmp_path, {"test_a.py": PASSING, "test_b.py": FAILING})
     assert run_shards.run(shards, [], root=tmp_path) == 1
     assert shards[1].counts["failed"] == 1
-    assert "shard 2 (1 files): 1 tests: 0 passed, 1 failed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "shard 2 (1 files): 1 tests: 0 passed, 1 failed" in out
+    summary = out.split("==== shards ====")[1]  # the failed test is named again at the very end
+    assert "failed tests.test_b::" in summary and "assert" in summary
 
 
 def test_a_shard_that_runs_no_test_fails_the_run(tmp_path, capsys):
