@@ -69,6 +69,24 @@ def test_start_pause_resume_and_cancel_between_pieces(tab, qtbot):
     assert not tab.pause_button.isEnabled() and not tab.cancel_button.isEnabled()
 
 
+def test_the_windows_timers_fire_while_it_redraws_every_step(tab, qtbot):
+    """A redraw per step, each taking longer than a step: the GUI thread still has idle time
+    (a redraw posted the moment the last one ended starved every timer: a test's waitUntil
+    returned only when the 100,000 steps were done)."""
+    from PyQt6.QtCore import QTimer
+
+    tab.worker.piece = 1
+    assert tab.start(tiny_config(steps=5_000))  # 15-40 s here: a starved wait ends with it
+    qtbot.waitUntil(lambda: tab.run.steps_done >= 1, timeout=60_000)
+    fired = []
+    for delay in (0, 50, 200):
+        QTimer.singleShot(delay, lambda d=delay: fired.append(d))
+    qtbot.waitUntil(lambda: len(fired) == 3, timeout=10_000)
+    assert tab.worker.busy and tab.worker.trainer.run.steps_done < 5_000  # still training
+    tab.cancel()
+    assert tab.worker.wait(60_000)
+
+
 def test_a_run_trains_to_its_end_and_is_drawn_whole(tab, qtbot):
     assert tab.start(tiny_config(steps=9))
     qtbot.waitUntil(lambda: not tab.worker.busy and tab.run.steps_done == 9, timeout=60_000)

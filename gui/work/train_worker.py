@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
-from PyQt6.QtCore import QObject, pyqtSignal
+from PyQt6.QtCore import QObject, QTimer, pyqtSignal
 
 from gui.work.jobs import Worker
 from scratch import Cancelled, Progress, reporting
@@ -41,7 +42,12 @@ class TrainWorker(Worker):
 
     Pieces the window has not drawn yet are never queued up: the worker keeps only the newest
     one and signals once until the window takes it, so a window slower than training skips
-    pieces instead of falling behind (Pause and Cancel act at once, not after a backlog)."""
+    pieces instead of falling behind (Pause and Cancel act at once, not after a backlog). After
+    a redraw the window rests at least as long as the redraw took (REST_MS at least) before it
+    takes the next piece: a redraw posted the moment the last one ended left the GUI thread no
+    idle time, and Qt's timers (a test's wait, the window's own) never fired."""
+
+    REST_MS = 30
 
     pieceDone = pyqtSignal(object)  # a frozen Run: what the window draws
     QUIET = (Cancelled,)
@@ -53,8 +59,12 @@ class TrainWorker(Worker):
         self._pause = threading.Event()
         self._lock = threading.Lock()
         self._latest: tuple[int, Run] | None = None  # (job, run): the newest undrawn piece
+        self._armed = True  # the next piece signals at once (else the window is resting)
         self._pieces = _Pieces()
         self._pieces.piece.connect(self._on_piece)
+        self._rest = QTimer(self)  # the window's rest after a redraw
+        self._rest.setSingleShot(True)
+        self._rest.timeout.connect(self._rested)
 
     def begin(self, trainer: Trainer) -> int:
         """Train `trainer` from where it is (a new run, or a paused one resumed)."""
@@ -85,18 +95,30 @@ class TrainWorker(Worker):
         return DONE
 
     def _deliver(self, job: int, run: Run) -> None:
-        """Keep the newest piece (worker thread); signal only when none is waiting."""
+        """Keep the newest piece (worker thread); signal only when the window is ready for it."""
         with self._lock:
-            waiting = self._latest is not None
             self._latest = (job, run)
-        if not waiting:
+            ready, self._armed = self._armed, False
+        if ready:
             self._pieces.piece.emit()
 
     def _on_piece(self) -> None:
+        """Draw the newest piece (GUI thread), then rest before taking another."""
         with self._lock:
             latest, self._latest = self._latest, None
+        began = time.perf_counter()
         if latest is not None and latest[0] == self.current:
             self.pieceDone.emit(latest[1])
+        took_ms = 1000 * (time.perf_counter() - began)
+        self._rest.start(max(self.REST_MS, round(took_ms)))
+
+    def _rested(self) -> None:
+        """After the rest: draw a piece that came meanwhile, or signal the next one at once."""
+        with self._lock:
+            waiting = self._latest is not None
+            self._armed = not waiting
+        if waiting:
+            self._on_piece()
 
 
 __all__ = ["DONE", "PAUSED", "TrainWorker", "frozen"]
