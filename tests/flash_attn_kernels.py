@@ -69,7 +69,8 @@ def make_reference(bug: str | None = None, xp: str = "numpy"):
             if alibi_slopes is not None:
                 s = s - alibi_slopes[:, None, None] * torch.tensor(dist, dtype=s.dtype)
             s = s.masked_fill(~torch.tensor(keep), float("-inf"))
-            out = torch.softmax(s, dim=-1) @ v  # (B, H, L, S) @ (B, H, S, Ev)
+            weights = torch.softmax(s, dim=-1).nan_to_num(0.0)  # a row with no key: 0
+            out = weights @ v  # (B, H, L, S) @ (B, H, S, Ev)
             return out if bug in ("output-bhsd", "bshd-as-bhsd") else out.transpose(1, 2)
         k, v = np.repeat(k, H // Hkv, axis=1), np.repeat(v, H // Hkv, axis=1)
         s = q @ k.swapaxes(-1, -2) * q.dtype.type(scale)  # (B, H, L, E) @ (B, H, E, S)
@@ -78,15 +79,23 @@ def make_reference(bug: str | None = None, xp: str = "numpy"):
         if alibi_slopes is not None:
             s = s - np.asarray(alibi_slopes)[:, None, None] * dist.astype(s.dtype)
         s = np.where(keep, s, -np.inf)
-        weights = np.exp(s - s.max(-1, keepdims=True))
-        out = (weights / weights.sum(-1, keepdims=True)) @ v  # (B, H, L, S) @ (B, H, S, Ev)
+        with np.errstate(invalid="ignore"):  # a row with no key (causal, L > S): weights 0
+            weights = np.nan_to_num(np.exp(s - s.max(-1, keepdims=True)))
+            total = weights.sum(-1, keepdims=True)
+        out = (weights / np.where(total > 0, total, 1)) @ v  # (B, H, L, S) @ (B, H, S, Ev)
         return out if bug in ("output-bhsd", "bshd-as-bhsd") else out.transpose(0, 2, 1, 3)
 
     return flash_attn_func
 
 
-def make_tiled(bug: str | None = None, block: int = 16):
-    """flash_attn_func as FlashAttention-2's loop in NumPy: key blocks, a running max and sum."""
+LSE_BUGS = ("lse-base-2", "lse-zero-empty", "lse-no-max")
+
+
+def make_tiled(bug: str | None = None, block: int = 16, lse: str | None = None):
+    """flash_attn_func as FlashAttention-2's loop in NumPy: key blocks, a running max and sum.
+    lse 'e' (natural, FlashAttention's softmax_lse) or '2' (base 2, a Triton kernel's): return
+    (out, softmax_lse (B, H, L), None), with the LSE_BUGS: base 2 reported as natural, 0 for a
+    row with no key, the max left out of it (log l alone)."""
 
     def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                         window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
@@ -116,7 +125,17 @@ def make_tiled(bug: str | None = None, block: int = 16):
             total = total * alpha + p.sum(-1, keepdims=True)
             acc = acc * alpha + p @ v[:, :, j : j + block]  # (B, H, L, Bk) @ (B, H, Bk, Ev)
             top = new
-        return (acc / total).transpose(0, 2, 1, 3)  # (B, L, H, Ev)
+        with np.errstate(invalid="ignore"):  # a row with no key (causal, L > S): output 0
+            out = np.where(total > 0, acc / total, 0).transpose(0, 2, 1, 3)  # (B, L, H, Ev)
+        if lse is None:
+            return out
+        with np.errstate(divide="ignore"):  # a row with no key: log 0 = -inf
+            found = np.log(total) if bug == "lse-no-max" else top + np.log(total)  # (B, H, L, 1)
+        if bug == "lse-zero-empty":
+            found = np.where(total > 0, found, 0.0)
+        if lse == "2" or bug == "lse-base-2":
+            found = found / np.log(2.0)  # m log2(e) + log2 l
+        return out, found[..., 0], None  # (out, softmax_lse, S_dmask)
 
     return flash_attn_func
 
@@ -133,10 +152,16 @@ def make_varlen(inner, bug: str | None = None):
         end = 1 if bug == "inclusive-end" else 0
         shape = (q.shape[0], q.shape[1], v.shape[2])
         out = q.new_zeros(shape) if hasattr(q, "new_zeros") else np.zeros(shape, q.dtype)
+        lse = None
         for b in range(len(cu_q) - 1):
             rows, keys = slice(cu_q[b], cu_q[b + 1] + end), slice(cu_k[b], cu_k[b + 1] + end)
             options = (dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes)
-            out[rows] = inner(q[None, rows], k[None, keys], v[None, keys], *options)[0]
-        return out
+            found = inner(q[None, rows], k[None, keys], v[None, keys], *options)
+            if isinstance(found, tuple):  # (out, softmax_lse (1, H, rows), S_dmask)
+                lse = np.zeros((q.shape[1], q.shape[0])) if lse is None else lse  # (H, total_q)
+                lse[:, rows] = found[1][0]
+                found = found[0]
+            out[rows] = found[0]
+        return out if lse is None else (out, lse, None)
 
     return flash_attn_varlen_func

@@ -6,7 +6,9 @@ FlashAttention-2 / gpt-oss-Triton tiled forward (exp2 with log2(e) folded into t
 sink joining the denominator after the last tile), flash-decoding (each key split's normalised
 output and lse, merged by the lse), a vLLM-style paged decode (k and v written into a page pool
 through a shuffled block table, then read back through it) and a FlashAttention-2 forward that
-skips the key tiles outside the causal / window mask. All take FlashAttention's keywords.
+skips the key tiles outside the causal / window mask, all in FlashAttention's keywords; and a
+FlexAttention-style block-sparse forward (mask_mod asked per cell, empty tiles skipped). The
+sink and split-KV kernels can also report their lse (`lse=True`: (out, lse), natural log).
 `bug=None` is the correct kernel. CORRECT and MISTAKES (at the end) label each kernel with what
 the checker must say: every planted mistake with words its name must hold (None: no name).
 Used by tests/test_outside_mistakes_b.py and tests/outside_record_b.py.
@@ -81,8 +83,9 @@ def gptoss_sdpa(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, sinks=
 
 
 def sink_flash2(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, sinks=None, *,
-                bq=16, bk=16, bug=None):  # fmt: skip
-    """Query tiles outer, key tiles inner, exp2 units; the sink joins after the last tile."""
+                bq=16, bk=16, lse=False, bug=None):  # fmt: skip
+    """Query tiles outer, key tiles inner, exp2 units; the sink joins after the last tile.
+    lse: return (out, lse (1, H, L)), natural log (m + log2 l) ln 2, as a backward reads it."""
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     dt = q.dtype.type
     _, H, L, E = q.shape
@@ -91,6 +94,7 @@ def sink_flash2(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, sinks=
     qk_scale = dt(LOG2E / math.sqrt(E))  # scores in log2 units
     rows_all, left, right = _positions(L, S, causal, window_size)
     out = np.zeros((1, H, L, Ev), dtype=dt)
+    lse2 = np.zeros((1, H, L), dtype=dt)  # m + log2 l per row
     with np.errstate(all="ignore"):
         for i0 in range(0, L, bq):
             i1 = min(i0 + bq, L)
@@ -114,6 +118,8 @@ def sink_flash2(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, sinks=
                 l_i = l_i * alpha + p.sum(-1, keepdims=True)
                 acc = acc * alpha + p @ v[..., j0:j1, :]  # (1, H, Bq, Bk) @ (1, H, Bk, Ev)
                 m = m_new
+            if bug == "lse-before-sink":  # (wrong) the lse taken before the sink joins l_i
+                lse2[..., i0:i1] = (np.where(np.isfinite(m), m, 0) + np.log2(l_i))[..., 0]
             if sinks is not None:
                 sink = np.asarray(sinks, dtype=dt)[None, :, None, None]  # (1, H, 1, 1)
                 if bug == "sink-natural-in-exp2":  # (wrong) the sink left in natural units
@@ -132,15 +138,18 @@ def sink_flash2(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, sinks=
                 else:  # gpt-oss's Triton kernel: the sink in the sum, relative to m
                     l_i = l_i + np.exp2(sink2 - np.where(np.isfinite(m), m, 0))
             out[..., i0:i1, :] = acc / l_i
-    return out
+            if bug != "lse-before-sink":
+                lse2[..., i0:i1] = (np.where(np.isfinite(m), m, 0) + np.log2(l_i))[..., 0]
+    return (out, lse2 * dt(math.log(2.0))) if lse else out
 
 
 # ------------------------------------------------------------------- flash-decoding, split-KV
 
 
 def flash_decoding(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, sinks=None, *,
-                   num_splits=4, bug=None):  # fmt: skip
-    """Split the keys num_splits ways; each split's output and lse; merge by the lse."""
+                   num_splits=4, lse=False, bug=None):  # fmt: skip
+    """Split the keys num_splits ways; each split's output and lse; merge by the lse.
+    lse: return (out, the merged lse (1, H, L)), natural log."""
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     dt = q.dtype.type
     _, H, L, E = q.shape
@@ -183,7 +192,12 @@ def flash_decoding(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, sin
         out = sum(wi * o for wi, o in zip(w, outs))
         if bug == "merge-unnormalised":  # (wrong) weights relative to the max, not their sum
             return out
-        return out / sum(w)
+        if not lse:
+            return out / sum(w)
+        merged = (top + np.log(sum(w)))[..., 0]  # (1, H, L): log sum_s exp(lse_s)
+        if bug == "lse-reported-log2":  # (wrong) the merged lse handed on in log2 units
+            merged = merged * dt(LOG2E)
+        return out / sum(w), merged
 
 
 # ---------------------------------------------------------------- vLLM-style paged decode
@@ -299,6 +313,54 @@ def flash2_skip(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, *, bq=
     return out
 
 
+# ------------------------------------------------- a FlexAttention-style block-sparse forward
+
+
+def flex_tiles(q, k, v, score_mod=None, mask_mod=None, enable_gqa=False, *, bq=16, bk=16,
+               bug=None):  # fmt: skip
+    """FlexAttention's words: mask_mod asked for every (query, key), a key tile computed when
+    any of its cells is seen (block sparsity), score_mod on each score, an online softmax."""
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    dt = q.dtype.type
+    _, H, L, E = q.shape
+    Hkv, S, Ev = k.shape[1], k.shape[2], v.shape[3]
+    k, v = np.repeat(k, H // Hkv, axis=1), np.repeat(v, H // Hkv, axis=1)
+    seen = np.ones((H, L, S), dtype=bool)
+    if mask_mod is not None:
+        for h, i, j in np.ndindex(H, L, S):
+            seen[h, i, j] = bool(mask_mod(0, h, i, j))
+    out = np.zeros((1, H, L, Ev), dtype=dt)
+    with np.errstate(all="ignore"):
+        for h, i0 in np.ndindex(H, -(-L // bq)):
+            i0 *= bq
+            i1 = min(i0 + bq, L)
+            m = np.full((i1 - i0, 1), -np.inf, dtype=dt)
+            l_i = np.zeros_like(m)
+            acc = np.zeros((i1 - i0, Ev), dtype=dt)
+            for j0 in range(0, S, bk):
+                j1 = min(j0 + bk, S)
+                tile = seen[h, i0:i1, j0:j1]
+                if bug == "causal-skip":  # (wrong) a causal kernel's skipping kept for any mask
+                    if j0 > i1 - 1 + S - L or not tile.any():
+                        continue
+                elif not tile.any():
+                    continue
+                s = q[0, h, i0:i1] @ k[0, h, j0:j1].T * dt(1 / math.sqrt(E))  # (Bq, Bk)
+                if score_mod is not None:
+                    for a, b in np.ndindex(*s.shape):
+                        s[a, b] = score_mod(float(s[a, b]), 0, h, i0 + a, j0 + b)
+                s = np.where(tile, s, -np.inf)
+                m_new = np.maximum(m, s.max(-1, keepdims=True))
+                safe = np.where(np.isfinite(m_new), m_new, 0)
+                p = np.exp(s - safe)
+                alpha = np.exp(m - safe)
+                l_i = l_i * alpha + p.sum(-1, keepdims=True)
+                acc = acc * alpha + p @ v[0, h, j0:j1]  # (Bq, Bk) @ (Bk, Ev)
+                m = m_new
+            out[0, h, i0:i1] = np.where(l_i > 0, acc / l_i, 0)
+    return out
+
+
 # ------------------------------------------------------------------- the labelled catalogue
 
 
@@ -318,6 +380,9 @@ KERNELS = {  # name -> (fn, array, keywords fixed)
     "paged decode pages of 8": (paged_decode, "numpy", {"block_size": 8}),
     "flash2 tile skipping 16x16": (flash2_skip, "numpy", {}),
     "flash2 tile skipping 16x32": (flash2_skip, "numpy", {"bk": 32}),
+    "sink flash2 reporting its lse": (sink_flash2, "numpy", {"lse": True}),
+    "flash-decoding reporting its lse": (flash_decoding, "numpy", {"lse": True}),
+    "flex block-sparse 16x16": (flex_tiles, "numpy", {}),
 }
 CORRECT = {  # name -> (fn, array, dtype): must pass
     f"{name} {dtype}": (kernel(fn, fn.__name__, **fixed), array, dtype)
@@ -396,7 +461,17 @@ MISTAKES: dict[str, tuple] = {
     "flash2 16x32 window left tile off by one": _planted(
         flash2_skip, "window-left-plus-one", "the window's left boundary tile skipped", bk=32
     ),
+    "flex block-sparse tiles past the diagonal skipped": _planted(
+        flex_tiles, "causal-skip", "key tiles past the causal diagonal skipped"
+    ),
+    # a reported lse
+    "flash-decoding merged lse handed on in log2": _planted(
+        flash_decoding, "lse-reported-log2", "lse in base 2", lse=True
+    ),
+    "flash2 lse taken before the sink joins": _planted(
+        sink_flash2, "lse-before-sink", "lse without the sink's term", lse=True
+    ),
 }
 
-__all__ = ["CORRECT", "MISTAKES", "flash2_skip", "flash_decoding", "gptoss_sdpa", "paged_decode",
-           "sink_flash2"]  # fmt: skip
+__all__ = ["CORRECT", "MISTAKES", "flash2_skip", "flash_decoding", "flex_tiles", "gptoss_sdpa",
+           "paged_decode", "sink_flash2"]  # fmt: skip

@@ -90,7 +90,7 @@ def test_the_cli_exits_1_on_a_crash(argv, capsys):
 
 def test_the_cli_exits_0_when_only_refusals_are_left(capsys):
     assert main(["--variants", "--dtype", "float64", "tests.raising_kernels:decode_step"]) == 0
-    assert "PASS on 8 of 27 cases" in capsys.readouterr().out
+    assert "PASS on 8 of 28 cases" in capsys.readouterr().out
 
 
 def refuses_scale(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
@@ -143,7 +143,7 @@ def test_the_decode_kernel_lists_only_the_features_it_never_ran():
     not_run += ["dilated window", "sink tokens + window"]  # registered masks: no flash keyword
     assert report.unsupported_features == not_run
     assert report.verdict == (
-        "PASS on 8 of 27 cases; " + ", ".join(not_run) + " unsupported; 3 more cases not run "
+        "PASS on 8 of 28 cases; " + ", ".join(not_run) + " unsupported; 3 more cases not run "
         "(window-both-sides, softcap, sinks)"
     ), report.verdict
 

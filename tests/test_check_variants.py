@@ -81,10 +81,10 @@ def test_a_flash_style_kernel_refuses_prefix_lm_unless_required():
     assert report, str(report)
     assert "; prefix-LM, " in report.verdict and report.verdict.endswith(" unsupported")
     refused = {c.name for c in report.cases if c.status == "unsupported"}
-    assert refused == {"prefix-lm"} | {c.name for c in registered_cases()}  # no keyword there
+    assert refused == {"prefix-lm", "prefix-tiles"} | {c.name for c in registered_cases()}
     required = check_variants(flash2_variants, seed=0, require="prefix")
     assert not required
-    assert [c.name for c in required.failed] == ["prefix-lm"]
+    assert [c.name for c in required.failed] == ["prefix-lm", "prefix-tiles"]
 
 
 def test_a_missing_keyword_makes_its_cases_unsupported():

@@ -77,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="with --variants",
     )
+    parser.add_argument(
+        "--lse-base",
+        choices=("e", "2"),
+        default="e",
+        help="with --variants: the base of an lse fn returns beside its output (default e)",
+    )
     parser.add_argument("--array", choices=ARRAYS, default="numpy")
     parser.add_argument(
         "--dtype", default="float32", help="float32 (default), float64, float16 or bfloat16"
@@ -113,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         progress=progress,
     )
     try:
+        if args.lse_base != "e" and not (args.variants and not args.backward):
+            raise ValueError("--lse-base: only with --variants (a forward's reported lse)")
         if args.variants:
             report = _check_variants(args, settings)
         elif args.backward or args.autograd:
@@ -148,4 +156,6 @@ def _check_variants(args: argparse.Namespace, settings: dict) -> object:
         )
     if args.function is None:
         raise ValueError("function: expected package.module:function (or --backward)")
-    return check_variants(load(args.function), variant_style=args.variant_style, **settings)
+    return check_variants(
+        load(args.function), variant_style=args.variant_style, lse_base=args.lse_base, **settings
+    )

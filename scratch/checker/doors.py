@@ -192,6 +192,7 @@ def check_variants(
     device: object = None,
     seed: int = 0,
     require: object = (),
+    lse_base: object = "e",
     progress: Progress = None,
 ) -> Plan:
     """Run fn on the variant cases and compare each output with scratch.flex_attention's.
@@ -201,9 +202,13 @@ def check_variants(
     alibi_slopes, sinks, cu_seqlens_q / cu_seqlens_k, attention_chunk) or FlexAttention's
     (variant_style='flex': mask_mod, score_mod, sinks); RoPE cases add rotary_cos, rotary_sin,
     rotary_interleaved. The style is read from fn's parameters when not given. `require`
-    (e.g. "window,softcap") turns refused cases of those features into failures.
+    (e.g. "window,softcap") turns refused cases of those features into failures. An lse fn
+    returns beside its output ((out, lse) (1, H, L); FlashAttention's softmax_lse) is checked
+    too, as a natural log, or in base 2 with lse_base=2.
     """
-    return _variants(fn, "fn", variant_style, array, dtype, device, seed, require, progress)
+    return _variants(
+        fn, "fn", variant_style, array, dtype, device, seed, require, progress, lse_base
+    )
 
 
 @door
@@ -227,7 +232,7 @@ def check_variants_backward(
     )
 
 
-def _variants(fn, name, style, array, dtype, device, seed, require, progress) -> Plan:
+def _variants(fn, name, style, array, dtype, device, seed, require, progress, base="e") -> Plan:
     """check_variants (name 'fn') or check_variants_backward (name 'backward')."""
     if not callable(fn):
         raise TypeError(
@@ -244,7 +249,9 @@ def _variants(fn, name, style, array, dtype, device, seed, require, progress) ->
     arrays = Arrays(array, device)
     arrays.check_device()
     backward = name == "backward"
-    kind = (VariantBackward if backward else Variant)(fn, arrays, dtype, seed, style=style)
+    kind = (VariantBackward if backward else Variant)(
+        fn, arrays, dtype, seed, style=style, lse_base=base
+    )
     interface = style in INTERFACE  # FlashAttention's own: a scale keyword, a batch axis
     cases = checked_cases(
         "variants-backward" if backward else "variants", dtype, interface=interface
@@ -256,7 +263,7 @@ def _variants(fn, name, style, array, dtype, device, seed, require, progress) ->
     else:
         settings = settings_line(
             variant_style=style, array=array, dtype=dtype, device=device or "default",
-            seed=seed, require=",".join(required),
+            seed=seed, require=",".join(required), lse_base="" if kind.lse_base == "e" else 2,
         )  # fmt: skip
     return Plan(kind, target_name(fn), settings, cases, required, progress)
 

@@ -12,7 +12,8 @@ import math
 
 from scratch.checker.mistake import Mistake
 from scratch.checker.variant_cases import VariantCase
-from scratch.checker.variant_numpy import Planted
+from scratch.checker.variant_numpy import Planted, allowed
+from scratch.variants.causal import Causal
 
 BLOCKS = (8, 16, 32, 64)
 
@@ -69,6 +70,20 @@ TILE_LEFT = (
     "lo + 1, or from the tile's last query; lo = i0 + S - L - window_size[0], use floor)"
 )
 
+TILE_PAST_DIAGONAL = (
+    "key tiles past the causal diagonal skipped, as a causal kernel skips them, under a mask "
+    "that sees keys there (prefix-LM: the prefix's keys in them left out; a window's right side; "
+    "whole documents): skip a tile only when the mask hides all of it"
+)
+
+
+def sees_past_diagonal(case: VariantCase) -> bool:
+    """Whether the case's mask hides some key and lets some query see a key past its diagonal."""
+    L, S = case.q[2], case.k[2]
+    seen = allowed(case, Planted(), L, S)
+    causal = Causal(case.shift).tile(range(L), range(S))  # (L, S): j <= i + shift
+    return not seen.all() and bool((seen & ~causal).any())
+
 
 def dropped_name(n: int) -> str:
     """The name of the last n keys seen by no query (n >= 2; one key: split_candidates')."""
@@ -114,6 +129,10 @@ def outside_candidates(case: VariantCase, masked: bool) -> list[Mistake]:
     if plain:
         pads = {1} | {-S % n for n in BLOCKS if S % n}
         found += [Mistake(zero_name(n), Planted(zero_keys=n)) for n in sorted(pads)]
+    if sees_past_diagonal(case):  # tiles skipped as a causal kernel skips them
+        rows, keys = {min(b, case.q[2]) for b in TILES}, {min(b, S) for b in TILES}
+        found += [Mistake(TILE_PAST_DIAGONAL, Planted(tiles=(bq, bk, "causal-skip")))
+                  for bq in sorted(rows) for bk in sorted(keys)]  # fmt: skip
     if case.causal or case.window is not None:
         rules = {"full": TILE_PARTIAL, "right-full": TILE_PARTIAL}
         if case.window is not None and case.window[0] >= 0:

@@ -193,6 +193,7 @@ def variant_cases(dtype: str, interface: bool = False) -> list[VariantCase]:
         c("documents", (2, 2, 20, 20, 16), mask("documents", (0, 6, 13, 20))),
         c("documents-causal", (2, 2, 20, 20, 16), causal, mask("documents", (0, 7, 11, 20))),
         c("prefix-lm", (2, 2, 16, 16, 16), mask("prefix", 5)),
+        c("prefix-tiles", (1, 1, 80, 80, 16), mask("prefix", 67)),  # past a tile of 16 or 64
         c("chunked-causal", (2, 2, 30, 30, 16), causal, mask("chunked", 8)),
         c("decode-causal", (2, 2, 3, 29, 16), causal),
         c("decode-split-kv-gqa", (4, 2, 2, 96, 32), causal),  # packed-GQA decode
@@ -236,11 +237,14 @@ def variant_cases(dtype: str, interface: bool = False) -> list[VariantCase]:
 
 def interface_cases() -> list[VariantCase]:
     """FlashAttention's interface's own: softmax_scale not 1/sqrt(E) (a kernel that ignores it
-    fails here only), and two batch entries with GQA, causal, L < S (two sequences packed)."""
+    fails here only), two batch entries with GQA, causal, L < S (two sequences packed), and
+    causal with more queries than keys (its first L - S rows see no key: output 0, lse
+    infinite, as FlashAttention documents)."""
     shapes = (2, 4, 10, 16), (2, 2, 14, 16), (2, 2, 14, 16)  # decode: 10 queries of 14 keys
     return [
         _case("softmax-scale", (2, 2, 16, 16, 16), scale=0.4),
         VariantCase("batch-decode-gqa", *shapes, masks=(mask("causal"),)),
+        _case("causal-more-queries", (2, 2, 20, 12, 16), mask("causal")),
     ]
 
 

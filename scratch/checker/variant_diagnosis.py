@@ -325,6 +325,8 @@ def fit_cap(prep: VariantPrepared, got: np.ndarray, bound: np.ndarray) -> str | 
 def diagnose(prep: VariantPrepared, got: np.ndarray, style: str = "flash") -> str | None:
     """The one planted mistake got matches, or None (style: how fn took the variant)."""
     case, truth = prep.case, prep.truth
+    if empty_rows_wrong(prep, got):
+        return EMPTY_ROWS
     if overflows(prep, got):
         return OVERFLOW
     bound = np.full(truth.shape, prep.allowed)
@@ -335,6 +337,22 @@ def diagnose(prep: VariantPrepared, got: np.ndarray, style: str = "flash") -> st
         return ignored.pick(matched)
     found = None if case.softcap is None else fit_cap(prep, got, bound)
     return found if found or case.rotary is None else fit_base(prep, got, bound)
+
+
+EMPTY_ROWS = (
+    "a row that sees no key (here causal with more queries than keys: the first L - S rows) "
+    "must give output 0, as FlashAttention and FlexAttention do, not NaN from 0/0: guard the "
+    "division by the row's sum"
+)
+
+
+def empty_rows_wrong(prep: VariantPrepared, got: np.ndarray) -> bool:
+    """Whether got is wrong only in the rows that see no key (the others within the bound)."""
+    empty = ~np.isfinite(prep.lse)[..., None] & np.ones(got.shape, dtype=bool)  # (1, H, L, Ev)
+    if not empty.any() or np.all(got[empty] == 0):
+        return False
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.abs(got[~empty] - prep.truth[~empty]) <= prep.allowed))
 
 
 def overflows(prep: VariantPrepared, got: np.ndarray) -> bool:

@@ -89,7 +89,8 @@ def tiles_run(case: VariantCase, seen: np.ndarray, bq: int, bk: int, rule: str) 
     """(L, S) bool: the key tiles a tiled kernel computes for each query tile, by `rule`:
     'full' (only tiles every key of which is seen), 'right-full' (none crossing the causal or
     right window edge), 'ceil' (the first key tile ceil(lo / bk), lo the first query's left
-    edge), 'plus-one' (from lo + 1) or 'last-row' (from the last query's left edge)."""
+    edge), 'plus-one' (from lo + 1), 'last-row' (from the last query's left edge) or
+    'causal-skip' (none starting past the last query's diagonal, whatever the mask)."""
     L, S = seen.shape
     run = np.zeros((L, S), dtype=bool)
     left, right = case.window if case.window is not None else (-1, -1)
@@ -105,6 +106,8 @@ def tiles_run(case: VariantCase, seen: np.ndarray, bq: int, bk: int, rule: str) 
                 keep = bool(seen[i0:i1, j0:j1].all())
             elif rule == "right-full":
                 keep = right < 0 or j1 - 1 <= hi_first
+            elif rule == "causal-skip":
+                keep = bool(at_or_before(j0, diagonal(i1 - 1)))
             elif rule == "last-row":
                 keep = left < 0 or j0 >= (max(0, lo_last) // bk) * bk
             elif rule == "ceil":
@@ -217,9 +220,14 @@ def attend(
     block: int | None = None,
     exp2: bool = False,
     eager: bool = False,
-) -> np.ndarray:
+    with_lse: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Output (1, H, L, Ev) as float64: in one softmax, or one pass over key blocks of `block`;
-    a 16-bit dtype's roundings as FlashAttention's (eager: transformers' eager attention's)."""
+    a 16-bit dtype's roundings as FlashAttention's (eager: transformers' eager attention's).
+    with_lse: (output, lse (1, H, L)), the natural-log lse as the pass computed it (m + log l,
+    with exp2 (m' + log2 l) ln 2; -inf for a row with no key and no sink)."""
+    if with_lse and (p.split is not None or eager or p.bshd_as_bhsd):
+        raise ValueError("with_lse: only a one-pass reference reports its lse")
     if p.bshd_as_bhsd:
         return across_heads(case, d, replace(p, bshd_as_bhsd=False), dtype, block, exp2)
     acc = np.dtype(ACCUMULATE[dtype]).type
@@ -275,14 +283,19 @@ def attend(
             out = out if p.sink_unrescaled else out * alpha
             if p.sink_value:  # (wrong) the sink's term added to every output feature
                 out = out + e_sink
-        out = out / total
+            top = new
+        out = out / total  # a row with no key: 0/0, as an unguarded kernel leaves it
+        if with_lse:  # (1, H, L): m + log l in the pass's units, back to natural log
+            log = np.log2 if exp2 else np.log
+            lse = ((top + log(total)) / fold)[..., 0]
         if (p.alibi_slip or "").startswith("after-softmax"):  # bias @ v: the bias in the weights
             form = "j" if p.alibi_slip.endswith("-j") else "j - i"
             bias = alibi_bias(case, d, p, acc, s.shape[2], s.shape[3], form)
             out = out + np.broadcast_to(bias, s.shape) @ v  # (1, H, L, S) @ (1, H, S, Ev)
         if p.zero_rows:
             out[..., list(p.zero_rows), :] = 0.0
-        return keep(out, narrow).astype(np.float64)
+        out = keep(out, narrow).astype(np.float64)
+        return (out, lse.astype(np.float64)) if with_lse else out
 
 
 def eager_output(s: np.ndarray, v: np.ndarray, sink, narrow: str | None) -> np.ndarray:

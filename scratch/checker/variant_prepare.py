@@ -48,6 +48,8 @@ class VariantPrepared:
     truth: np.ndarray
     allowed: float = math.nan
     reference: float = math.nan  # the largest error of the reference kernels
+    lse: np.ndarray | None = None  # (1, H, L) natural log; -inf for a row with no key, no sink
+    lse_allowed: float = math.nan  # the same rule for a kernel's reported lse
     memo: dict = field(default_factory=dict)
 
 
@@ -99,13 +101,14 @@ def truth_inputs(case: VariantCase, d: VariantData) -> tuple:
     return q, k, score_mod, block_mask, sinks, positions
 
 
-def ground_truth(case: VariantCase, d: VariantData) -> np.ndarray:
-    """scratch.flex_attention on the rounded inputs: (1, H, L, Ev), exact."""
+def ground_truth(case: VariantCase, d: VariantData) -> tuple[np.ndarray, np.ndarray]:
+    """scratch.flex_attention on the rounded inputs: output (1, H, L, Ev) and lse (1, H, L)."""
     q, k, score_mod, block_mask, sinks, _ = truth_inputs(case, d)
-    out = flex_attention(
-        q, k, d.v.tolist(), score_mod, block_mask, d.scale, enable_gqa=case.gqa, sinks=sinks
-    )
-    return np.asarray(out, dtype=np.float64)
+    out, lse = flex_attention(
+        q, k, d.v.tolist(), score_mod, block_mask, d.scale, enable_gqa=case.gqa, sinks=sinks,
+        return_lse=True,
+    )  # fmt: skip
+    return np.asarray(out, dtype=np.float64), np.asarray(lse, dtype=np.float64)
 
 
 def prepare_variant(case: VariantCase, dtype: str, seed: int) -> VariantPrepared:
@@ -116,12 +119,15 @@ def prepare_variant(case: VariantCase, dtype: str, seed: int) -> VariantPrepared
 def _prepare(case: VariantCase, dtype: str, seed: int) -> VariantPrepared:
     """Seeded inputs, the truth, and the allowed error from the reference kernels."""
     d = make_data(case, dtype, seed)
-    prep = VariantPrepared(case, dtype, d, ground_truth(case, d))
-    outs = [
-        attend(case, d, dtype=dtype),
-        attend(case, d, dtype=dtype, block=1),
-        attend(case, d, dtype=dtype, block=16, exp2=True),
+    truth, lse = ground_truth(case, d)
+    prep = VariantPrepared(case, dtype, d, truth, lse=lse)
+    passes = [
+        attend(case, d, dtype=dtype, with_lse=True),
+        attend(case, d, dtype=dtype, block=1, with_lse=True),
+        attend(case, d, dtype=dtype, block=16, exp2=True, with_lse=True),
     ]
+    empty = ~np.isfinite(lse)[..., None]  # (1, H, L, 1): rows with no key; output 0
+    outs = [np.where(empty, 0.0, out) for out, _ in passes]  # (the passes leave 0/0 there)
     if narrowed(dtype):  # 16 bits: transformers' eager attention too (every score step rounded)
         outs.append(attend(case, d, dtype=dtype, eager=True))
     prep.reference = max(float(np.max(np.abs(o - prep.truth))) for o in outs)
@@ -133,7 +139,22 @@ def _prepare(case: VariantCase, dtype: str, seed: int) -> VariantPrepared:
         )
     top = float(np.max(np.abs(prep.truth)))
     prep.allowed = allowed_error(prep.reference, top, dtype)
+    prep.lse_allowed = lse_allowed(lse, [found for _, found in passes], case, dtype)
     return prep
+
+
+def lse_allowed(truth: np.ndarray, found: list[np.ndarray], case: VariantCase, dtype: str):
+    """The rule for a reported lse: twice the reference passes' largest error (rows with no
+    key: -inf in both, no error), + 4 ulps of max |lse|, and at least the rounding of a sum of
+    the row's E + S terms in the sums' dtype (scores summed in another order move the lse by
+    about that)."""
+    live = np.isfinite(truth)
+    if not live.any():
+        return 0.0
+    worst = max(float(np.max(np.abs(f[live] - truth[live]))) for f in found)
+    top = float(np.max(np.abs(truth[live])))
+    floor = (case.q[3] + case.k[2]) * UNIT_ROUNDOFF[ACCUMULATE[dtype]] * max(top, 1.0)
+    return allowed_error(worst, top, dtype, floor=floor)
 
 
 @dataclass
@@ -200,6 +221,7 @@ __all__ = [
     "GradPrepared",
     "VariantPrepared",
     "ground_truth",
+    "lse_allowed",
     "truth_inputs",
     "make_data",
     "prepare_backward",

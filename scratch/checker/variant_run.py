@@ -22,6 +22,7 @@ from scratch.checker.variant_layout import (
     layout_words,
     to_kernel,
 )
+from scratch.checker.variant_lse import judge_lse, lse_base, read_lse
 from scratch.checker.variant_prepare import (
     GradPrepared,
     VariantPrepared,
@@ -33,7 +34,12 @@ from scratch.checker.variant_prepare import (
 
 class Variant(Kind):
     """fn(q, k, v, **keywords of its style) -> output (1, H, L, Ev), or in FlashAttention's own
-    layout for its interface's styles (variant_layout.py)."""
+    layout for its interface's styles (variant_layout.py); an lse beside it is checked in the
+    base the setting lse_base names ('e' or 2)."""
+
+    def __init__(self, fn, arrays, dtype: str, seed: int, **settings):
+        super().__init__(fn, arrays, dtype, seed, **settings)
+        self.lse_base = lse_base(settings.get("lse_base", "e"))
 
     def inputs(self, case: VariantCase, result: CaseResult) -> tuple | None:
         """The case's rounded inputs (a backward case's: and dO) and its keywords; None
@@ -60,13 +66,16 @@ class Variant(Kind):
         args = tuple(self.arrays.make(x.tolist(), self.dtype) for x in tensors)
         return made, args, kw
 
-    def call(self, args: tuple, kwargs: dict) -> object:
-        """The output (weights, if returned, are not checked; FlashAttention's interface returns
-        out, or a tuple led by out: (out, softmax_lse[, S_dmask]))."""
+    def call(self, args: tuple, kwargs: dict) -> tuple[object, object]:
+        """(output, what came beside it or None): FlashAttention's interface returns out, or a
+        tuple led by out, (out, softmax_lse[, S_dmask]); the other styles out, (out, lse) or
+        (out, weights). An lse is checked (variant_lse.py); weights are not."""
         if self.style in INTERFACE:
             found = self.fn(*args, **kwargs)
-            return found[0] if isinstance(found, (tuple, list)) and found else found
-        return call(self.fn, args, kwargs)[0]
+            if isinstance(found, (tuple, list)) and found:
+                return found[0], found[1] if len(found) > 1 else None
+            return found, None
+        return call(self.fn, args, kwargs)
 
     def read(self, x: object, shape: tuple) -> np.ndarray | str:
         """fn's array (expected: `shape` (B, H, N, D) in the kernel's layout; dsinks (H,) as it
@@ -82,8 +91,9 @@ class Variant(Kind):
             return f"shape {got.shape}, expected {want} {layout_words(self.style)}"
         return from_kernel(self.style, got, shape)
 
-    def judge(self, result, prep: VariantPrepared, args, kwargs, out) -> CaseResult:
-        """Compare the output with the ground truth; diagnose a failure."""
+    def judge(self, result, prep: VariantPrepared, args, kwargs, found) -> CaseResult:
+        """Compare the output (and a reported lse) with the ground truth; diagnose a failure."""
+        out, beside = found
         got = self.read(out, prep.truth.shape)
         if isinstance(got, str):
             result.message = f"fn's output: {got}"
@@ -97,6 +107,8 @@ class Variant(Kind):
         result.diff = diff.tolist()
         if result.ratio <= 1.0:
             result.status = "pass"
+            if self.reports_lse(beside):
+                self.judge_lse(result, prep, beside)
             return result
         result.message = (
             f"max error {result.max_error:.3g} > allowed {prep.allowed:.3g} ({2:g}x the largest "
@@ -104,6 +116,22 @@ class Variant(Kind):
         )
         result.diagnosis = diagnose(prep, got, self.style)
         return result
+
+    def reports_lse(self, beside: object) -> bool:
+        """Whether what came beside the output is an lse to check: FlashAttention's interface's
+        second item always (softmax_lse), else an array one axis shorter than the output."""
+        if beside is None:
+            return False
+        return self.style in INTERFACE or len(getattr(beside, "shape", (0, 0, 0, 0))) == 3
+
+    def judge_lse(self, result: CaseResult, prep: VariantPrepared, beside: object) -> None:
+        """Fail a passing case whose reported lse is wrong (unreadable, shaped wrong, off)."""
+        got = read_lse(beside, self.arrays, self.style, prep.truth.shape)
+        if isinstance(got, str):
+            result.status, result.message = "fail", f"fn's lse: {got}"
+            return
+        result.status = "fail"
+        judge_lse(result, prep, got, self.lse_base)
 
 
 class VariantBackward(Variant):
