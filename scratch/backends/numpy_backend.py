@@ -90,8 +90,12 @@ def add_mask(scaled: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     added; scaled itself without a mask."""
     if mask is None:
         return scaled
-    masked = np.where(mask, scaled, scaled - np.inf) if mask.dtype == np.bool_ else scaled + mask
-    return masked.astype(scaled.dtype, copy=False)
+    if mask.dtype != np.bool_:
+        return (scaled + mask).astype(scaled.dtype, copy=False)
+    # one pass: + -0.0 where seen (x + -0.0 is x, -0.0 and NaN included), + -inf where not (a
+    # NaN or +inf score there stays NaN); the additive mask is made at the mask's own shape
+    one = scaled.dtype.type
+    return np.add(scaled, np.where(mask, one(-0.0), one(-np.inf)), dtype=scaled.dtype)
 
 
 def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Steps:
