@@ -931,3 +931,20 @@ def test_rows_with_a_large_bound_subtract_it_and_skip_the_safe_pass(monkeypatch)
         "large logits", res.output, out_t, output_bound(q, k, v, w_t, 0.5, "float32", None, 2)
     )
     assert np.max(q.astype(np.float64) @ k[0].T.astype(np.float64) * 0.5) > 199
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_bool_mask_adds_minus_inf_where_unseen_and_keeps_every_other_bit(dtype, seed):
+    """add_mask's one pass equals np.where(mask, s, s - inf) bit for bit: -0.0, NaN and +inf
+    scores included (a NaN or +inf where masked stays NaN, as in torch's reference)."""
+    from scratch.backends.numpy_backend import add_mask
+
+    rng = np.random.default_rng(seed)
+    scaled = rng.standard_normal((2, 3, 6, 7)).astype(dtype)
+    scaled.flat[rng.choice(scaled.size, 20, replace=False)] = [np.nan, np.inf, -np.inf, -0.0] * 5
+    for mask in (rng.random((6, 7)) < 0.5, rng.random((2, 3, 6, 7)) < 0.5):
+        with np.errstate(invalid="ignore"):
+            expected = np.where(mask, scaled, scaled - np.inf)
+            found = add_mask(scaled, mask)
+        assert found.dtype == dtype and found.tobytes() == expected.tobytes()
