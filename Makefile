@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint trace bench triton clean
+.PHONY: run test lint trace bench triton docs docs-serve clean
 
 run: $(STAMP)
 	$(BIN)/python main.py
@@ -29,6 +29,14 @@ bench: $(STAMP)  # the window's goals come from the app, as a plugin (scratch ne
 triton: $(STAMP)  # optional: Triton 3.9 (a 286 MB wheel), so the interpreted Triton tests run
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[triton]"
 
+docs: $(STAMP)  # the docs site into site/ (the docs extra: mkdocs, mkdocs-material, mkdocstrings)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs]"
+	$(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP)  # the same site at http://127.0.0.1:8000, rebuilt on every edit
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs]"
+	$(BIN)/mkdocs serve
+
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -38,4 +46,4 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site

@@ -187,7 +187,7 @@ def test_reorder_and_upcast_attn_is_the_same_math(tmp_path):
     assert gap(hf_attentions(hf, run.ids), run.attentions) <= 1e-5
 
 
-# --- the table of keys: every key of transformers' configs, and the README says the same ------
+# --- the table of keys: every key of transformers' configs, and the docs say the same -----
 
 
 @pytest.mark.parametrize(
@@ -202,11 +202,13 @@ def test_every_key_of_transformers_config_is_in_the_table(family, cls):
 
 
 def test_the_readme_table_lists_each_key_as_the_code_decides():
-    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parent.parent / "docs" / "learn" / "models.md").read_text(
+        encoding="utf-8"
+    )
     rows = re.findall(
         r"^\| `(\w+)` \| (gpt2|bert|both) \| (implemented|refused|irrelevant) \|", text, re.M
     )
-    assert len(rows) > 30, "the README has no table of config keys"
+    assert len(rows) > 30, "docs/learn/models.md has no table of config keys"
     readme = {}
     for key, family, what in rows:
         for f in ("gpt2", "bert") if family == "both" else (family,):

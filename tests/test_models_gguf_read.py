@@ -1,5 +1,5 @@
 """The GGUF parser and dequantizer against gguf's own (GGUFReader, gguf.quants), the metadata
-key table against the README, and cut or corrupt files refused as GGUFErrors only."""
+key table against docs/learn/models.md, and cut or corrupt files refused as GGUFErrors only."""
 
 import re
 from pathlib import Path
@@ -164,9 +164,11 @@ def test_flipped_bytes_are_read_or_refused_as_gguf_errors(tmp_path):
 
 
 def test_the_readme_table_lists_each_key_as_the_code_decides():
-    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parent.parent / "docs" / "learn" / "models.md").read_text(
+        encoding="utf-8"
+    )
     rows = re.findall(r"^\| `([\w.*]+)` \| (implemented|checked|irrelevant|refused) \|", text, re.M)
-    assert len(rows) > 30, "the README has no table of GGUF metadata keys"
+    assert len(rows) > 30, "docs/learn/models.md has no table of GGUF metadata keys"
     assert dict(rows) == gguf_file.keys()
     assert len(dict(rows)) == len(rows)  # no key twice
 

@@ -1,6 +1,6 @@
 """A Llama-family directory (config.json, model.safetensors, tokenizer.json), written here by
 transformers itself from a seeded random model, agrees with it in float64; its config keys are
-read or refused by name, and the README's table says the same as the code."""
+read or refused by name, and docs/learn/models.md's table says the same as the code."""
 
 import json
 import re
@@ -126,7 +126,9 @@ def test_every_key_of_transformers_llama_config_is_in_the_table():
 
 
 def test_the_readme_table_lists_each_key_as_the_code_decides():
-    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parent.parent / "docs" / "learn" / "models.md").read_text(
+        encoding="utf-8"
+    )
     rows = re.findall(r"^\| `(\w+)` \| llama \| (implemented|refused|irrelevant) \|", text, re.M)
-    assert len(rows) > 20, "the README has no table of a Llama directory's config keys"
+    assert len(rows) > 20, "docs/learn/models.md has no table of a Llama directory's config keys"
     assert dict(rows) == llama_dir.keys()

@@ -1,40 +1,12 @@
-"""README.md's table of contents lists every ## and ### heading, in order, with GitHub's anchors."""
+"""README.md, the front page: its table of contents lists every ## and ### heading, in order, with
+GitHub's anchors; it stays short and links every page of the docs' two paths and project."""
 
-import os
 import re
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-README = os.path.join(ROOT, "README.md")
+from docs_pages import DOCS, README, anchor, headings, links, name
+
 TOC_TITLE = "**Contents**"
-
-
-def headings(text: str) -> list[tuple[int, str]]:
-    """(level, title) of every ATX heading outside fenced code blocks."""
-    found, fence = [], None
-    for line in text.splitlines():
-        marker = re.match(r"\s*(```+|~~~+)", line)
-        if marker:
-            token = marker.group(1)[0] * 3
-            fence = None if fence == token else (fence or token)
-            continue
-        heading = re.match(r"(#{1,6}) +(.+?) *#* *$", line)
-        if fence is None and heading:
-            found.append((len(heading.group(1)), heading.group(2)))
-    return found
-
-
-def rendered(title: str) -> str:
-    """The heading's text as GitHub shows it: links by their text, no code backticks."""
-    title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title)
-    return title.replace("`", "")
-
-
-def anchor(title: str, seen: dict[str, int]) -> str:
-    """GitHub's anchor: lowercase, punctuation but - and _ gone, spaces to -, -1, -2 on repeats."""
-    slug = re.sub(r"[^\w\- ]", "", rendered(title).lower()).replace(" ", "-")
-    count = seen.get(slug, 0)
-    seen[slug] = count + 1
-    return slug if count == 0 else f"{slug}-{count}"
+MAX_LINES = 250  # issue 36: the README is a front page; the rest lives in docs/
 
 
 def expected_toc(text: str) -> list[str]:
@@ -83,7 +55,7 @@ def test_headings_skip_code_blocks():
 
 
 def test_the_table_of_contents_lists_every_heading():
-    text = open(README, encoding="utf-8").read()
+    text = README.read_text(encoding="utf-8")
     want, have = expected_toc(text), written_toc(text)
     missing = [line for line in want if line not in have]
     extra = [line for line in have if line not in want]
@@ -95,9 +67,25 @@ def test_the_table_of_contents_lists_every_heading():
 
 
 def test_every_anchor_in_the_contents_names_a_heading():
-    text = open(README, encoding="utf-8").read()
+    text = README.read_text(encoding="utf-8")
     seen: dict[str, int] = {}
     anchors = {anchor(title, seen) for _, title in headings(text)}
     for line in written_toc(text):
         target = re.search(r"\]\(#([^)]*)\)$", line)
         assert target and target.group(1) in anchors, line
+
+
+def test_the_readme_is_a_front_page():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_LINES, f"README.md has {len(lines)} lines; at most {MAX_LINES}"
+
+
+def test_the_readme_links_every_page_of_learn_check_and_project():
+    linked = {
+        (README.parent / target.partition("#")[0]).resolve()
+        for _, target in links(README.read_text(encoding="utf-8"))
+    }
+    pages = [p for d in ("learn", "check", "project") for p in sorted((DOCS / d).glob("*.md"))]
+    assert len(pages) > 10
+    unlinked = [name(p) for p in pages if p.resolve() not in linked]
+    assert not unlinked, f"README.md links none of {unlinked}"

@@ -1,7 +1,7 @@
 """The pytest plugin (`pytest --attention-kernel=module:function`), run in separate pytest
 processes (pytester) on a correct and a wrong kernel written here; its report read back.
 
-The README's plugin output (section "The checker inside your own pytest") is this file's
+The docs' plugin output (docs/check/pytest-plugin.md) is this file's
 `test_a_planted_mistake_fails_its_cases_with_the_diagnosis` run: its lines are checked here.
 """
 
@@ -23,7 +23,7 @@ from scratch.checker.variant_cases import variant_cases
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "check" / "pytest-plugin.md"  # the plugin's section of the docs
 PLUGIN = "scratch.testing.plugin"
 # the venv's other pytest plugins, left out of the separate runs: loading them (PyQt6,
 # hypothesis, anyio) took 7 of a trivial run's 9 s here
@@ -211,11 +211,11 @@ def test_the_entry_point_loads_the_plugin_and_a_correct_kernel_passes(
 
 
 def readme_excerpt() -> list[str]:
-    """The lines of the README's plugin run (the ```text block after its pytest command)."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index("### The checker inside your own pytest")
+    """The lines of the docs' plugin run (the ```text block after its pytest command)."""
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index("# The checker inside your own pytest")
     block = re.search(r"```text\n(.*?)```", text[start:], re.DOTALL)
-    assert block is not None, "no ```text block in the plugin's README section"
+    assert block is not None, "no ```text block in docs/check/pytest-plugin.md"
     lines = block.group(1).splitlines()
     # the command, the elisions and the rulers' width (the terminal's) are not the output's
     return [x.strip("_ ") for x in lines if x.strip() not in ("", "...") and x[:2] != "$ "]
@@ -243,5 +243,5 @@ def test_a_planted_mistake_fails_its_cases_with_the_diagnosis(
             in out
         )
     assert out.count("\nworst element: output[") == len(causal)
-    for line in readme_excerpt():  # the README shows this run
-        assert line in out, f"README line not in the run's output: {line!r}"
+    for line in readme_excerpt():  # the docs show this run
+        assert line in out, f"docs line not in the run's output: {line!r}"

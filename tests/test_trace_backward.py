@@ -1,5 +1,5 @@
 """The backward steps of a trace: which steps, their shapes, their numbers (against the ground
-truth's backward functions and against torch.autograd), explain's arithmetic, the README's
+truth's backward functions and against torch.autograd), explain's arithmetic, the docs'
 worked example. Bounds: test_trace_backward_bounds.py; dropout: test_trace_backward_dropout.py."""
 
 from __future__ import annotations
@@ -247,11 +247,11 @@ def test_a_grad_output_of_the_wrong_shape_is_refused():
         scratch.trace_attention(X, grad_output="ones")
 
 
-# -- the README's worked example, reproduced without the code under test ----------------------
+# -- the docs' worked example, reproduced without the code under test ----------------------
 
 README_X = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
 README_DO = [[0.5, 1.0], [1.0, -1.0], [0.0, 2.0]]
-README_NUMBERS = {  # as printed in README.md, section "Backward: the gradients, traced"
+README_NUMBERS = {  # as printed in docs/learn/ground-truth.md (Backward: the gradients, traced)
     "grad_value": [[0.8302, 1.1663], [0.6698, -0.1733], [0, 1.007]],
     "grad_weights": [[0.5, 1, 1.5], [1, -1, 0], [0, 2, 2]],
     "row_dot": [0.5, -0.3395, 1.5035],
@@ -305,7 +305,9 @@ def test_the_readme_grad_scores_cell_by_hand():
 def test_the_readme_prints_these_numbers():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "learn" / "ground-truth.md").read_text(
+        encoding="utf-8"
+    )
     fmt = lambda x: f"{x:g}"  # noqa: E731
     for name, printed in README_NUMBERS.items():
         rows = printed if isinstance(printed[0], list) else [printed]

@@ -41,7 +41,7 @@ def make_grad_output(
 
 
 def one_hot(rows: int, cols: int, i: int, c: int) -> list[list[float]]:
-    """A target with a single 1 at (i, c): dO asks how output[i][c] depends on everything."""
+    """A target with a single 1 at (i, c): dO asks how `output[i][c]` depends on everything."""
     if not (0 <= i < rows and 0 <= c < cols):
         raise ValueError(f"i, c: expected a cell inside ({rows}, {cols}), found ({i}, {c})")
     return [[float(r == i and k == c) for k in range(cols)] for r in range(rows)]

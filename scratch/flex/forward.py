@@ -61,7 +61,7 @@ def checked_seen(seen: object, b: int, h: int, i: int, j: int) -> bool:
 class BlockMask:
     """A mask_mod with the tiles it leaves: for each (b, h, query block), the key blocks to visit.
 
-    kv_blocks[b][h][qb] lists (key block, full) for every key block where some query of the
+    `kv_blocks[b][h][qb]` lists (key block, full) for every key block where some query of the
     block sees some key; `full` says every cell of the tile is seen (no mask_mod call needed).
     Derived from mask_mod by asking it about every cell, so it cannot disagree with it.
     """

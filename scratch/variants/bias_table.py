@@ -16,7 +16,7 @@ from scratch.variants.base import Variant, check_count, number
 
 @dataclass(frozen=True)
 class BiasTable(Variant):
-    """score + table[h][clamp(j - i, -m, m) + m], m = max_distance."""
+    """`score + table[h][clamp(j - i, -m, m) + m]`, `m = max_distance`."""
 
     table: tuple[tuple[float, ...], ...]
 

@@ -1,0 +1,60 @@
+"""The docs site builds with `mkdocs build --strict` (no broken link or anchor, no missing API
+object, no page left out of the nav) and its Reference shows every name of scratch.__all__.
+Skipped where the docs extra is not installed (`make docs` installs it)."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from docs_pages import DOCS, ROOT
+
+import scratch
+
+NOT_IN_THE_SITE = {"notes"}  # measurement notes the code cites by path; mkdocs.yml excludes them
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site built once into a tmp folder; the build's output when it fails."""
+    pytest.importorskip(
+        "mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]')"
+    )
+    pytest.importorskip("material", reason="mkdocs-material (the docs extra) is not installed")
+    pytest.importorskip("mkdocstrings", reason="mkdocstrings (the docs extra) is not installed")
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    return out, done
+
+
+def test_the_site_builds_strict_with_no_warning(site):
+    out, done = site
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{log[-4000:]}"
+    assert "WARNING" not in log, log[-4000:]
+
+
+def test_every_page_is_in_the_site(site):
+    out, _ = site
+    pages = [p for p in DOCS.rglob("*.md") if p.relative_to(DOCS).parts[0] not in NOT_IN_THE_SITE]
+    assert len(pages) > 20
+    missing = [str(p.relative_to(DOCS)) for p in pages
+               if not (out / p.relative_to(DOCS)).with_suffix(".html").is_file()]  # fmt: skip
+    assert not missing, f"pages with no HTML in the site: {missing}"
+
+
+def documented(html: str) -> set[str]:
+    """The last part of every object id the reference page renders (scratch.x.y -> y)."""
+    return {i.rsplit(".", 1)[-1] for i in re.findall(r'id="(scratch(?:\.\w+)+)"', html)}
+
+
+def test_the_reference_shows_every_public_name(site):
+    out, _ = site
+    html = (out / "reference" / "scratch.html").read_text(encoding="utf-8")
+    missing = [n for n in scratch.__all__ if n not in documented(html)]
+    assert not missing, f"names of scratch.__all__ missing from reference/scratch.md: {missing}"
