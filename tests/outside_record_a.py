@@ -7,6 +7,10 @@ Runs every planted slip of tests/outside_kernels_a.py (float32) on seeds 0..mist
 (default 200) through check_variants; prints one row per slip (caught, named, unnamed,
 misnamed) and the false alarms. Exit status 0 when nothing passed, nothing was misnamed and no
 correct kernel failed.
+
+Recorded (at 78687e5, nice -n 5 on a 2-core host shared with another record and a CI run,
+1684 s): 38 slips x seeds 0-49, 1900 of 1900 named, 0 unnamed, 0 misnamed, 0 passed; 0 false
+alarms in 2800 checks (7 correct kernels x float32 and float64 x seeds 0-199).
 """
 
 from __future__ import annotations
