@@ -79,6 +79,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--layer", type=int, help="with --model: open this layer's --head in the pipeline"
     )
     p.add_argument(
+        "--run",
+        metavar="FILE.npz",
+        help="a training run (python -m scratch.train ... --out FILE.npz) to open in the Train "
+        "tab (the tab shown unless --tab names another)",
+    )
+    p.add_argument(
         "--generate",
         type=int_in(1, MAX_GENERATE),
         metavar="N",
@@ -107,6 +113,18 @@ def check_options(args: argparse.Namespace) -> None:
     if args.grad_seed is not None and args.grad_output not in ("random", "target"):
         raise ValueError("--grad-seed: read only with --grad-output random or target")
     args.grad_seed = args.grad_seed or 0
+
+
+def training_run(args: argparse.Namespace) -> object:
+    """The --run file's training run, or None; ValueError naming the file and why when it is
+    not one. With --run and no --tab the Train tab is the one shown."""
+    if args.run is None:
+        return None
+    from scratch.train import run_file
+
+    found = run_file.load(args.run)
+    args.tab = args.tab or "train"
+    return found
 
 
 def check_screenshot_path(path: str) -> None:
@@ -315,6 +333,8 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
     """Show the window, open the asked tab, step and cell, write the PNG; 0 on success."""
     from gui.widgets import export
 
+    if args.train_run is not None:
+        window.train.open_run(args.train_run)
     if run is not None:
         window.model.show_result(run, args.model or "default")
         if session is not None and args.layer is not None:
@@ -375,7 +395,10 @@ def tab_of(window, args: argparse.Namespace):
 
 
 def open_as_asked(window, args: argparse.Namespace, run=None) -> None:
-    """The window on screen opens what the options ask: the model run, --step, --head, --tab."""
+    """The window on screen opens what the options ask: the training run, the model run,
+    --step, --head, --tab."""
+    if args.train_run is not None:
+        window.train.open_run(args.train_run)
     if run is not None:
         window.model.show_result(run, args.model or "default")
     if args.step:
@@ -410,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     try:
         check_options(args)
+        args.train_run = training_run(args)  # read by the window on screen or in a picture
         run = model_run(args)
         session = build_session(args, run)
         if args.head is not None and run is None:  # a model's head was checked by model_run

@@ -314,3 +314,44 @@ def test_an_unknown_or_cell_given_mask_name_is_refused_naming_the_choices():
     for name in ("custom", "drawn", "documents", "Window"):
         with pytest.raises(ValueError, match=r"unknown mask .*masks: none, causal-top-left"):
             main.build_session(main.parse_args([*RANDOM_6, "--mask", name]))
+
+
+def saved_training_run(path: Path) -> object:
+    """A 4-step induction run of a tiny model, saved where python -m scratch.train --out puts it."""
+    from scratch.train import ModelConfig, TrainConfig, Trainer, run_file
+
+    model = ModelConfig(vocab=8, context=7, d_model=4, n_layers=2, n_heads=2)
+    run = Trainer(TrainConfig(steps=4, batch=2, snapshot_every=2, model=model)).advance()
+    run_file.save(run, path)
+    return run
+
+
+def test_a_training_run_opens_in_the_train_tab(open_window, tmp_path):
+    saved = saved_training_run(tmp_path / "run.npz")
+    main = load_main()
+    args = main.parse_args(["--run", str(tmp_path / "run.npz")])
+    main.check_options(args)
+    args.train_run = main.training_run(args)
+    assert args.tab == "train"  # --run shows the Train tab unless --tab names another
+    window = open_window(None, (1024, 700))
+    main.open_as_asked(window, args)
+    assert window.tabs.currentWidget() is window.train
+    assert window.train.run.losses == saved.losses and window.train.run.steps_done == 4
+
+
+def test_a_training_run_renders_and_a_bad_file_is_a_usage_error(tmp_path):
+    saved_training_run(tmp_path / "run.npz")
+    out = tmp_path / "train.png"
+    done = run_main("--run", str(tmp_path / "run.npz"), "--size", "1024x700", "--screenshot",
+                    str(out), tmp_path=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert png_size(out) == (1024, 700)
+    empty = tmp_path / "empty.png"  # the Train tab with no run: its hint, no curves
+    done = run_main("--tab", "train", "--size", "1024x700", "--screenshot", str(empty),
+                    tmp_path=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes() != empty.read_bytes()  # the run is drawn
+    bad = tmp_path / "bad.png"
+    done = run_main("--run", str(ROOT / "README.md"), "--screenshot", str(bad), tmp_path=tmp_path)
+    assert done.returncode == 2 and "README.md: not a training run" in done.stderr, done.stderr
+    assert not bad.exists()
