@@ -52,7 +52,7 @@ def test_head_and_tab_open_on_screen_too(open_window, qtbot):
     import main
 
     w = open_window(sm.random_session(0, 4, 4, 2, 2, 2))
-    args = argparse.Namespace(step="weights", head="all", tab="check", model=None)
+    args = argparse.Namespace(step="weights", head="all", tab="check", model=None, train_run=None)
     main.open_as_asked(w, args)
     qtbot.waitUntil(lambda: not w.worker.busy and w.outcome is not None, timeout=60_000)
     assert w.tabs.currentWidget() is w.checks
