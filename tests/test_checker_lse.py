@@ -141,3 +141,26 @@ def test_a_prefix_longer_than_a_tile_tells_a_causal_tile_skip_apart():
         assert status["prefix-lm"].status == "pass"
         assert status["prefix-tiles"].status == "fail"
         assert "key tiles past the causal diagonal skipped" in status["prefix-tiles"].diagnosis
+
+
+def test_an_lse_in_nested_lists_is_checked_too():
+    """array='list': scratch.flex_attention's own (out, lse) passes on seeds 0-4; the same lse
+    in base 2 fails, named."""
+    from scratch import create_block_mask, flex_attention
+
+    def plain(q, k, v, score_mod=None, mask_mod=None, sinks=None, enable_gqa=False, base=1.0):
+        H, L, S = len(q[0]), len(q[0][0]), len(k[0][0])
+        block = None if mask_mod is None else create_block_mask(mask_mod, 1, H, L, S)
+        out, lse = flex_attention(q, k, v, score_mod, block, enable_gqa=enable_gqa, sinks=sinks,
+                                  return_lse=True)  # fmt: skip
+        return out, [[[x * base for x in row] for row in head] for head in lse]
+
+    for seed in range(5):
+        report = check_variants(plain, array="list", dtype="float64", seed=seed)
+        assert report, str(report)
+
+    def base_2(q, k, v, score_mod=None, mask_mod=None, sinks=None, enable_gqa=False):
+        return plain(q, k, v, score_mod, mask_mod, sinks, enable_gqa, base=1 / np.log(2.0))
+
+    report = check_variants(base_2, array="list", dtype="float64")
+    assert not report and {c.diagnosis for c in report.failed} == {OTHER_BASE["e"]}

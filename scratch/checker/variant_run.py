@@ -119,10 +119,14 @@ class Variant(Kind):
 
     def reports_lse(self, beside: object) -> bool:
         """Whether what came beside the output is an lse to check: FlashAttention's interface's
-        second item always (softmax_lse), else an array one axis shorter than the output."""
+        second item always (softmax_lse), else an array (or nested lists) of three axes, one
+        fewer than the output's."""
         if beside is None:
             return False
-        return self.style in INTERFACE or len(getattr(beside, "shape", (0, 0, 0, 0))) == 3
+        try:
+            return self.style in INTERFACE or np.ndim(beside) == 3
+        except ValueError:  # ragged lists: not an lse (weights are not read either)
+            return False
 
     def judge_lse(self, result: CaseResult, prep: VariantPrepared, beside: object) -> None:
         """Fail a passing case whose reported lse is wrong (unreadable, shaped wrong, off)."""
