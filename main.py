@@ -333,12 +333,9 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
     """Show the window, open the asked tab, step and cell, write the PNG; 0 on success."""
     from gui.widgets import export
 
-    if args.train_run is not None:
-        window.train.open_run(args.train_run)
-    if run is not None:
-        window.model.show_result(run, args.model or "default")
-        if session is not None and args.layer is not None:
-            window.model.grid.select(args.layer, int(args.head) if args.head else 0)
+    open_runs(window, args, run)
+    if run is not None and session is not None and args.layer is not None:
+        window.model.grid.select(args.layer, int(args.head) if args.head else 0)
     window.resize(width, height)
     window.show()
     failed: list[str] = []
@@ -394,13 +391,17 @@ def tab_of(window, args: argparse.Namespace):
     return window.pages[args.tab or "pipeline"]
 
 
-def open_as_asked(window, args: argparse.Namespace, run=None) -> None:
-    """The window on screen opens what the options ask: the training run, the model run,
-    --step, --head, --tab."""
+def open_runs(window, args: argparse.Namespace, run=None) -> None:
+    """The --run file's training run in the Train tab, the model's run in the Model tab."""
     if args.train_run is not None:
         window.train.open_run(args.train_run)
     if run is not None:
         window.model.show_result(run, args.model or "default")
+
+
+def open_as_asked(window, args: argparse.Namespace, run=None) -> None:
+    """The window on screen opens what the options ask: the runs, --step, --head, --tab."""
+    open_runs(window, args, run)
     if args.step:
         window.pipeline.step_name = args.step
     if args.head is not None and run is None:  # a model's head is the session's one head

@@ -348,7 +348,7 @@ EMPTY_ROWS = (
 
 def empty_rows_wrong(prep: VariantPrepared, got: np.ndarray) -> bool:
     """Whether got is wrong only in the rows that see no key (the others within the bound)."""
-    empty = ~np.isfinite(prep.lse)[..., None] & np.ones(got.shape, dtype=bool)  # (1, H, L, Ev)
+    empty = np.broadcast_to(prep.empty_rows, got.shape)  # (1, H, L, Ev)
     if not empty.any() or np.all(got[empty] == 0):
         return False
     with np.errstate(invalid="ignore"):

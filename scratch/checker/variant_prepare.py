@@ -52,6 +52,11 @@ class VariantPrepared:
     lse_allowed: float = math.nan  # the same rule for a kernel's reported lse
     memo: dict = field(default_factory=dict)
 
+    @property
+    def empty_rows(self) -> np.ndarray:
+        """(1, H, L, 1) bool: the rows that see no key (and have no sink): output 0 there."""
+        return ~np.isfinite(self.lse)[..., None]
+
 
 def rounded(x: object, dtype: str) -> np.ndarray:
     """Nested floats rounded to dtype, as float64 (numpy and torch round alike: IEEE)."""
@@ -126,8 +131,7 @@ def _prepare(case: VariantCase, dtype: str, seed: int) -> VariantPrepared:
         attend(case, d, dtype=dtype, block=1, with_lse=True),
         attend(case, d, dtype=dtype, block=16, exp2=True, with_lse=True),
     ]
-    empty = ~np.isfinite(lse)[..., None]  # (1, H, L, 1): rows with no key; output 0
-    outs = [np.where(empty, 0.0, out) for out, _ in passes]  # (the passes leave 0/0 there)
+    outs = [np.where(prep.empty_rows, 0.0, out) for out, _ in passes]  # (passes leave 0/0)
     if narrowed(dtype):  # 16 bits: transformers' eager attention too (every score step rounded)
         outs.append(attend(case, d, dtype=dtype, eager=True))
     prep.reference = max(float(np.max(np.abs(o - prep.truth))) for o in outs)
