@@ -413,7 +413,8 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
         app.processEvents()
     if not _waited(app, lambda: any(w.busy for w in workers(window))):
         return fail("the tab's work took longer than 120 s")
-    app.processEvents()
+    for _ in range(5):  # the results' layout settles (a page's boxes resize to their pictures)
+        app.processEvents()
     export.atomic.write_bytes(args.screenshot, export.widget_png(window))
     print(f"wrote {args.screenshot} ({window.width()}x{window.height()})")
     return 0
