@@ -69,6 +69,10 @@ class Picture:
         return "pipeline"
 
 
+# 1024 x 700 unless a page prints the picture's command without --size (main.py's default
+# 1400 x 900 then: screenshot, backward_view, model_view) or the picture needs the room (the
+# mistakes' four heatmaps, the tiles' three plots, the variant's Inputs, the head view's lines,
+# the Train tab after the change, which issue 37 asks for at both sizes).
 PICTURES = (
     Picture("screenshot.png", ("--preset", "journey", "--step", "weights", "--hover", "1,2"),
             (1400, 900)),
