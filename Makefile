@@ -39,6 +39,7 @@ docs-serve: $(STAMP)  # the same site at http://127.0.0.1:8000, rebuilt on every
 	$(BIN)/mkdocs serve
 
 screenshots: $(STAMP)  # main.py --screenshot per picture (a 1,500-step training run first), the manifest
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs]"  # the notebook's browser
 	$(BIN)/python tests/screenshots.py
 
 $(STAMP): pyproject.toml constraints.txt

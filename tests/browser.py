@@ -1,8 +1,9 @@
 """Render HTML files in a real browser engine (QtWebEngine, the docs extra) to PNGs.
 
-`python tests/browser.py OUT_FOLDER FILE.html...` loads each file offscreen, waits for its load
-to finish and for a drawn frame, writes OUT_FOLDER/<name>.png and prints one JSON line per file
-with what the page holds (title, first heading, every picture's natural width, style sheets).
+`python tests/browser.py [--size WxH] OUT_FOLDER FILE.html...` loads each file offscreen (at
+1280 x 1800 without --size), waits for its load to finish and for a drawn frame, writes
+OUT_FOLDER/<name>.png and prints one JSON line per file with what the page holds (title, first
+heading, every picture's natural width, style sheets, tables' widths).
 It runs in a process of its own: QtWebEngine must be imported before any QApplication exists,
 which a test process that already ran Qt tests cannot promise. As root Chromium refuses to start
 without --no-sandbox; offscreen there is no OpenGL, so --disable-gpu (software drawing).
@@ -57,7 +58,7 @@ def blank(image, box: list[int] | None = None) -> bool:
     )
 
 
-def render_all(files: list[Path], out: Path) -> list[dict]:
+def render_all(files: list[Path], out: Path, size: tuple[int, int] = (WIDTH, HEIGHT)) -> list[dict]:
     """Each file's facts (see FACTS) with its PNG's path; 'error' says what failed."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = chromium_flags()
@@ -68,7 +69,7 @@ def render_all(files: list[Path], out: Path) -> list[dict]:
     results = []
     for path in files:
         view = QWebEngineView()  # a new one each time: no frame of the last page is left in it
-        view.resize(WIDTH, HEIGHT)
+        view.resize(*size)
         view.show()
         results.append(render(app, view, path, out))
         view.close()
@@ -139,13 +140,23 @@ def drawn(app, view, probes: list[list[int]]):
 
 
 def main(argv: list[str]) -> int:
-    """Render argv[1:] into the folder argv[0]; one JSON line per file; 1 if one failed."""
+    """Render the files into the folder (argv: [--size WxH] OUT_FOLDER FILE.html...); one JSON
+    line per file; 1 if one failed, 2 on a usage error."""
+    size = (WIDTH, HEIGHT)
+    if argv[:1] == ["--size"] and len(argv) > 1:
+        try:
+            size = tuple(int(side) for side in argv[1].lower().split("x"))
+        except ValueError:
+            size = ()
+        argv = argv[2:] if len(size) == 2 and min(size) > 0 else []
     if len(argv) < 2:
-        print("usage: python tests/browser.py OUT_FOLDER FILE.html...", file=sys.stderr)
+        print(
+            "usage: python tests/browser.py [--size WxH] OUT_FOLDER FILE.html...", file=sys.stderr
+        )
         return 2
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
-    results = render_all([Path(a).resolve() for a in argv[1:]], out)
+    results = render_all([Path(a).resolve() for a in argv[1:]], out, size)
     for found in results:
         print(json.dumps(found))
     return 1 if any("error" in found for found in results) else 0

@@ -1,10 +1,12 @@
 """The docs' pictures, each made by one command: `make screenshots` (this file) remakes them.
 
 PICTURES is the one list: a picture's file name in docs/images/ and the `main.py --screenshot`
-options that draw it. Run `python tests/screenshots.py` for all of them, or name some
-(`python tests/screenshots.py tour_mask.png`). Each run rewrites docs/images/manifest.json:
-per picture its command, its size, the PNG's sha256 and the sha256 of each source file that
-draws it (main.py and the window's modules its tab reaches), which tests/test_screenshots.py
+options that draw it, or NOTEBOOK: a trace's notebook HTML drawn by a browser engine
+(tests/browser.py; PyQt6-WebEngine, the docs extra). `python tests/screenshots.py` makes all
+of them, `python tests/screenshots.py tour_mask.png` the ones named. Each run rewrites
+docs/images/manifest.json: per picture its command, its size, the PNG's sha256 and the sha256
+of each source file that draws it (main.py and the window's modules its tab reaches; for the
+notebook, the HTML's module and the browser script), which tests/test_screenshots.py
 recomputes to find a picture older than its code. It lives in tests/ (beside run_shards.py,
 another tool `make` runs) so the test reads the same list and nothing but pages sits in docs/.
 """
@@ -25,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "docs" / "images"
 MANIFEST = IMAGES / "manifest.json"
 RUN = "{run}"  # stands for the training run file TRAIN_RUN makes (once, for every picture)
+NOTEBOOK = "notebook"  # a picture of notebook_page() drawn by tests/browser.py, not main.py
+FOLDER = "{folder}"  # stands for the folder the notebook page is written to
 TRAIN_RUN = ("induction", "--steps", "1500", "--seed", "0")  # python -m scratch.train's options
 # What every picture shows around its tab: the Inputs and Variant panels (the Model tab hides
 # them) and the PNG export. Not gui.app.main_window: it imports every tab's view.
@@ -52,14 +56,20 @@ class Picture:
     size: tuple[int, int] = (1024, 700)
 
     def command(self) -> list[str]:
-        """main.py's command line (without the interpreter), output path as docs/images/NAME."""
+        """main.py's command line (without the interpreter), output path as docs/images/NAME;
+        for a NOTEBOOK picture, tests/browser.py's on the page notebook_page() writes."""
         width, height = self.size
+        if self.args == (NOTEBOOK,):
+            page = f"{FOLDER}/{Path(self.name).stem}.html"
+            return ["tests/browser.py", "--size", f"{width}x{height}", "docs/images", page]
         shot = ("--screenshot", f"docs/images/{self.name}", "--size", f"{width}x{height}")
         return ["main.py", *self.args, *shot]
 
     def tab(self) -> str:
-        """The tab the picture shows, as main.py chooses it."""
+        """The tab the picture shows, as main.py chooses it (NOTEBOOK: not the window)."""
         args = list(self.args)
+        if args == [NOTEBOOK]:
+            return NOTEBOOK
         if "--tab" in args:
             return args[args.index("--tab") + 1]
         if "--run" in args:
@@ -108,7 +118,18 @@ PICTURES = (
     Picture("train_before.png", ("--run", RUN, "--snapshot", "500")),
     Picture("train_during.png", ("--run", RUN, "--snapshot", "900")),
     Picture("train_after.png", ("--run", RUN), (1400, 900)),
+    Picture("notebook_trace.png", (NOTEBOOK,), (1024, 960)),  # the nine steps' tables
 )  # fmt: skip
+
+
+def notebook_page() -> str:
+    """docs/learn/notebook.md's trace as Jupyter shows it (its _repr_html_), as a web page."""
+    import scratch
+
+    trace = scratch.trace_attention(
+        [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], tokens=["the", "cat", "sat"], is_causal=True
+    )
+    return f"<!doctype html><meta charset='utf-8'><title>trace</title>{trace._repr_html_()}"
 
 
 def drawing_modules(picture: Picture, graph: dict[str, set[str]]) -> list[str]:
@@ -116,6 +137,9 @@ def drawing_modules(picture: Picture, graph: dict[str, set[str]]) -> list[str]:
     every gui module they import."""
     from test_import_graph import reached
 
+    if picture.tab() == NOTEBOOK:  # the HTML, what it reaches in scratch.trace, the browser
+        found = {"scratch.trace.html_view", *reached(graph, "scratch.trace.html_view")}
+        return sorted({m for m in found if m.startswith("scratch.trace.")} | {"tests.browser"})
     frame = FRAME[-1:] if picture.tab() in NO_INPUTS else FRAME
     roots = (*frame, TAB_VIEWS[picture.tab()])
     found = {"main", *roots}
@@ -129,7 +153,7 @@ def sources_sha256(picture: Picture, graph: dict[str, set[str]] | None = None) -
     from test_import_graph import import_graph, sources
 
     graph = import_graph() if graph is None else graph
-    paths = sources()
+    paths = {**sources(), "tests.browser": ROOT / "tests" / "browser.py"}
     return {
         module: hashlib.sha256(paths[module].read_bytes()).hexdigest()[:16]
         for module in drawing_modules(picture, graph)
@@ -177,7 +201,11 @@ def make(pictures: list[Picture]) -> None:
         run = make_run(folder) if any(RUN in p.args for p in pictures) else ""
         for picture in pictures:
             start = time.monotonic()
-            command = [sys.executable, *(a.replace(RUN, run) for a in picture.command())]
+            if picture.tab() == NOTEBOOK:
+                page = Path(folder) / f"{Path(picture.name).stem}.html"
+                page.write_text(notebook_page(), encoding="utf-8")
+            asked = (a.replace(RUN, run).replace(FOLDER, folder) for a in picture.command())
+            command = [sys.executable, *asked]
             subprocess.run(command, cwd=ROOT, env=env, check=True)
             print(f"  {picture.name}: {time.monotonic() - start:.1f} s", flush=True)
     graph = import_graph()
@@ -190,6 +218,7 @@ def make(pictures: list[Picture]) -> None:
 
 def main(argv: list[str]) -> int:
     """Make the pictures named in argv (all of them without names); 2 on an unknown name."""
+    sys.path.insert(0, str(ROOT))  # this checkout's scratch (notebook_page), not an installed one
     by_name = {p.name: p for p in PICTURES}
     unknown = [name for name in argv if name not in by_name]
     if unknown:
