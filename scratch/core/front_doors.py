@@ -36,6 +36,7 @@ the ground truth's kinds.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 
 from scratch.core.example import Example
@@ -114,9 +115,28 @@ def _door(
     door.__signature__ = signature
     door.__name__ = door.__qualname__ = name
     door.__module__ = impl.__module__
-    what = "backward, after grad_output" if backward else "function"
-    door.__doc__ = f"{front.__doc__} (the {what}):\n\n{impl.__name__}: {impl.__doc__}"
+    door.__doc__ = f"{inspect.cleandoc(impl.__doc__ or name)}\n\n{_args_section(front, backward)}"
     return door
+
+
+GRAD_OUTPUT = "    grad_output: dO (..., L, Ev), the loss's gradient by the forward's output."
+MORE = (
+    "    **more: the backend's own keywords (need_weights, dtype, device, kernel, ...), passed on"
+    " untouched; one it does not take is refused."
+)
+
+
+def _args_section(front: Callable, backward: bool) -> str:
+    """front's `Args:` section, each parameter's words written once there, plus **more; a
+    backward's has grad_output after value and no return_lse (as `_backward_of` makes its
+    signature)."""
+    doc = inspect.cleandoc(front.__doc__)
+    head, *entries = re.split(r"\n(?=    \w)", doc[doc.index("Args:") :])
+    if backward:
+        entries = [entry for entry in entries if not entry.startswith("    return_lse:")]
+        after = [entry.startswith("    value:") for entry in entries].index(True) + 1
+        entries.insert(after, GRAD_OUTPUT)
+    return "\n".join([head, *entries, MORE])
 
 
 def _sdpa_arguments(
@@ -133,7 +153,24 @@ def _sdpa_arguments(
     rng: object = None,
     return_lse: bool = False,
 ) -> tuple:
-    """The keywords as one Options, then the backend's own"""
+    """scaled_dot_product_attention's keywords as one Options.
+
+    Args:
+        query: q (..., L, E); the leading axes (batch, heads) broadcast.
+        key: k (..., S, E).
+        value: v (..., S, Ev).
+        attn_mask: None, or (..., L, S) broadcast to the scores: bool (True = may attend) or
+            float (added to the scaled scores).
+        dropout_p: the probability of dropping a weight (the kept ones scale by 1 / (1 - p)).
+        is_causal: key j visible to query i iff j <= i (top-left, as PyTorch); not with
+            attn_mask.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        enable_gqa: grouped-query attention: H query heads share H / Hkv key/value heads.
+        masked_rows: a row with no visible key: "zero" (weights 0, as PyTorch >= 2.5), "nan"
+            (the textbook 0 / 0) or "uniform" (equal weights: what a -1e9 fill gives).
+        rng: the dropout's random.Random (or the backend's generator or an int seed).
+        return_lse: return (output, lse (..., L)) instead of (output, weights (..., L, S)).
+    """
     options = Options(attn_mask, is_causal, scale=scale, dropout_p=dropout_p, rng=rng,
                       enable_gqa=enable_gqa, masked_rows=masked_rows,
                       return_lse=return_lse)  # fmt: skip
@@ -160,7 +197,28 @@ def _multi_head_arguments(
     scale: float | None = None,
     masked_rows: str = "zero",
 ) -> tuple:
-    """The keywords as projections, head counts and one Options, then the backend's own"""
+    """multi_head_attention's keywords as projections, head counts and one Options.
+
+    Args:
+        query: the queries' inputs (..., L, d_model).
+        key: the keys' inputs (..., S, d_kv_in); None: self-attention (key = value = query).
+        value: the values' inputs (..., S, d_kv_in); None: value = key.
+        w_q: (d_model, H * E), q = query @ w_q (+ b_q).
+        w_k: (d_kv_in, Hkv * E), k = key @ w_k (+ b_k).
+        w_v: (d_kv_in, Hkv * Ev), v = value @ w_v (+ b_v).
+        w_o: (H * Ev, d_out), the heads side by side @ w_o (+ b_o); None: no output projection.
+        num_heads: H, the query heads.
+        num_kv_heads: Hkv, the key/value heads (grouped-query attention); None: H.
+        b_q: (H * E,) or None.
+        b_k: (Hkv * E,) or None.
+        b_v: (Hkv * Ev,) or None.
+        b_o: (d_out,) or None.
+        attn_mask: None, or (..., L, S) broadcast over the heads: bool (True = may attend) or
+            float (added to the scaled scores).
+        is_causal: key j visible to query i iff j <= i (top-left); not with attn_mask.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        masked_rows: a row with no visible key: "zero", "nan" or "uniform".
+    """
     check_projections(w_q, w_k, w_v)
     check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale=scale, masked_rows=masked_rows)
@@ -192,8 +250,31 @@ def _trace_arguments(
     dropout_p: float = 0.0,
     rng: object = None,
 ) -> tuple:
-    """One worked example x (L, d_model), every step kept; projections are optional. The
-    keywords become one Example and one Options, then the backend's own trace_example"""
+    """trace_attention's keywords as one Example and one Options; projections are optional.
+
+    Args:
+        x: the worked example (L, d_model): the queries' inputs (q itself without w_q).
+        key: the keys' inputs (S, d_kv_in); None: self-attention (the keys are x).
+        value: the values' inputs (S, d_kv_in); None: value = key.
+        w_q: (d_model, H * E) or None (q = x).
+        w_k: (d_kv_in, Hkv * E) or None.
+        w_v: (d_kv_in, Hkv * Ev) or None.
+        w_o: (H * Ev, d_out) or None (no output projection).
+        tokens: L labels of the queries (default "t0", "t1", ...).
+        key_tokens: S labels of the keys (default: tokens, in self-attention).
+        num_heads: H, the query heads.
+        num_kv_heads: Hkv, the key/value heads (grouped-query attention); None: H.
+        b_q: (H * E,) or None.
+        b_k: (Hkv * E,) or None.
+        b_v: (Hkv * Ev,) or None.
+        b_o: (d_out,) or None.
+        attn_mask: None, or (L, S): bool (True = may attend) or float (added).
+        is_causal: key j visible to query i iff j <= i (top-left); not with attn_mask.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        masked_rows: a row with no visible key: "zero", "nan" or "uniform".
+        dropout_p: the probability of dropping a weight.
+        rng: the dropout's random.Random.
+    """
     params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     example = Example(x, key, value, params, tokens, key_tokens, num_heads, num_kv_heads)
     options = Options(
@@ -214,7 +295,22 @@ def _flex_arguments(
     *,
     sinks: object = None,
 ) -> tuple:
-    """The keywords as one FlexOptions, then the backend's own flex_attention"""
+    """flex_attention's keywords as one FlexOptions.
+
+    Args:
+        query: q (B, H, L, E).
+        key: k (B, Hkv, S, E).
+        value: v (B, Hkv, S, Ev).
+        score_mod: score_mod(score, b, h, q_idx, kv_idx) -> the changed score (after the
+            scale), or None.
+        block_mask: a BlockMask from create_block_mask (its mask_mod says which keys a query
+            sees), or None: every key.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        enable_gqa: grouped-query attention: H query heads share H / Hkv key/value heads.
+        return_lse: return (output, lse (B, H, L)) instead of output alone.
+        sinks: one learned sink logit per query head (gpt-oss), added to each row's
+            denominator; None: no sink.
+    """
     return (
         query,
         key,
