@@ -1,8 +1,9 @@
 """A griffe extension (mkdocs.yml loads it): the front doors read as the functions they are.
 
 `scaled_dot_product_attention = forward_door(attention_of)` reads to griffe's static analysis as
-an attribute with no docstring; each such name is imported and shown as a function with the
-door's own signature and docstring (scratch.core.front_doors writes both).
+an attribute with no docstring, and `@decode_door def decode_attention(query, key, value,
+options)` as a function taking `options`; each is imported and shown with the door's own
+signature and docstring (scratch.core.front_doors and scratch.decode.attention write both).
 """
 
 import inspect
@@ -21,22 +22,33 @@ def _parameter(p: inspect.Parameter) -> griffe.Parameter:
     return griffe.Parameter(p.name, annotation=annotation, kind=kind, default=default)
 
 
+def _parameters(door: object) -> griffe.Parameters:
+    """The door's signature as griffe's parameters."""
+    return griffe.Parameters(*map(_parameter, inspect.signature(door).parameters.values()))
+
+
 class FrontDoors(griffe.Extension):
-    """Replace every `name = *_door(impl)` attribute with the function it makes."""
+    """Show every door-made function with the door's signature and docstring."""
 
     def on_attribute_instance(self, *, attr: griffe.Attribute, **kwargs: object) -> None:
-        """An attribute made by a door becomes a Function with its signature and docstring."""
+        """`name = *_door(impl)` becomes a Function."""
         if attr.value is None or not DOOR.match(str(attr.value)):
             return
         door = griffe.dynamic_import(attr.path)
-        signature = inspect.signature(door)
-        parameters = griffe.Parameters(*map(_parameter, signature.parameters.values()))
         function = griffe.Function(
             attr.name,
             lineno=attr.lineno,
             endlineno=attr.endlineno,
-            parameters=parameters,
-            returns=str(signature.return_annotation),
+            parameters=_parameters(door),
+            returns=str(inspect.signature(door).return_annotation),
             docstring=griffe.Docstring(inspect.getdoc(door), lineno=attr.lineno),
         )
         attr.parent.set_member(attr.name, function)
+
+    def on_function_instance(self, *, func: griffe.Function, **kwargs: object) -> None:
+        """`@*_door def name(...)` takes the door's signature and docstring."""
+        if not any(DOOR.match(f"{decorator.value}(") for decorator in func.decorators):
+            return
+        door = griffe.dynamic_import(func.path)
+        func.parameters = _parameters(door)
+        func.docstring = griffe.Docstring(inspect.getdoc(door), lineno=func.lineno, parent=func)

@@ -115,7 +115,13 @@ def _door(
     door.__signature__ = signature
     door.__name__ = door.__qualname__ = name
     door.__module__ = impl.__module__
-    door.__doc__ = f"{inspect.cleandoc(impl.__doc__ or name)}\n\n{_args_section(front, backward)}"
+    entries = arguments_of(front.__doc__)
+    if backward:  # as _backward_of: grad_output after value, no return_lse
+        entries = [entry for entry in entries if not entry.startswith("    return_lse:")]
+        after = [entry.startswith("    value:") for entry in entries].index(True) + 1
+        entries.insert(after, GRAD_OUTPUT)
+    # the door's arguments are front's, not impl's (impl takes Options)
+    door.__doc__ = with_arguments(impl.__doc__ or name, [*entries, MORE], replace=True)
     return door
 
 
@@ -126,17 +132,27 @@ MORE = (
 )
 
 
-def _args_section(front: Callable, backward: bool) -> str:
-    """front's `Args:` section, each parameter's words written once there, plus **more; a
-    backward's has grad_output after value and no return_lse (as `_backward_of` makes its
-    signature)."""
-    doc = inspect.cleandoc(front.__doc__)
-    head, *entries = re.split(r"\n(?=    \w)", doc[doc.index("Args:") :])
-    if backward:
-        entries = [entry for entry in entries if not entry.startswith("    return_lse:")]
-        after = [entry.startswith("    value:") for entry in entries].index(True) + 1
-        entries.insert(after, GRAD_OUTPUT)
-    return "\n".join([head, *entries, MORE])
+def arguments_of(doc: str) -> list[str]:
+    """The entries of a docstring's `Args:` section, each with its continuation lines (a door's
+    keywords are described once, in the function that reads them)."""
+    doc = inspect.cleandoc(doc)
+    block = doc[doc.index("Args:\n") + len("Args:\n") :].split("\n\n")[0]
+    return re.split(r"\n(?=    \S)", block)
+
+
+def with_arguments(doc: str, entries: list[str], *, replace: bool = False) -> str:
+    """doc (cleaned) with `entries` at the end of its `Args:` section (`replace`: instead of
+    its entries), or in a new one before its Returns/Examples (or at its end)."""
+    doc = inspect.cleandoc(doc)
+    if "Args:\n" in doc:
+        start = doc.index("Args:\n")
+        end = doc.find("\n\n", start)
+        end = len(doc) if end < 0 else end
+        kept = doc[: start + len("Args:")] if replace else doc[:end]
+        return "\n".join([kept, *entries]) + doc[end:]
+    later = re.search(r"\n\n(?=(Returns|Examples):\n)", doc)
+    end = later.start() if later else len(doc)
+    return "\n".join([doc[:end] + "\n\nArgs:", *entries]) + doc[end:]
 
 
 def _sdpa_arguments(
@@ -353,6 +369,7 @@ def flex_backward_door(impl: Callable) -> Callable:
 
 
 __all__ = [
+    "arguments_of",
     "backward_door",
     "bound",
     "flex_backward_door",
@@ -360,4 +377,5 @@ __all__ = [
     "forward_door",
     "multi_head_door",
     "trace_door",
+    "with_arguments",
 ]
