@@ -11,7 +11,7 @@ import re
 
 import griffe
 
-DOOR = re.compile(r"^\w*_door\(")  # forward_door(...), flex_backward_door(...), ...
+DOOR = re.compile(r"^(\w+_)?door\(")  # door(...), forward_door(...), decode_door(...), ...
 
 
 def _parameter(p: inspect.Parameter) -> griffe.Parameter:
