@@ -4,6 +4,8 @@
 an attribute with no docstring, and `@decode_door def decode_attention(query, key, value,
 options)` as a function taking `options`; each is imported and shown with the door's own
 signature and docstring (scratch.core.front_doors and scratch.decode.attention write both).
+A class made by `@with_mask_params` shows its runtime docstring (the registered masks'
+parameters, each described by its Param's words).
 """
 
 import inspect
@@ -12,6 +14,7 @@ import re
 import griffe
 
 DOOR = re.compile(r"^(\w+_)?door\(")  # door(...), forward_door(...), decode_door(...), ...
+DERIVED = {"with_mask_params"}  # class decorators that write the class's docstring
 
 
 def _parameter(p: inspect.Parameter) -> griffe.Parameter:
@@ -52,3 +55,10 @@ class FrontDoors(griffe.Extension):
         door = griffe.dynamic_import(func.path)
         func.parameters = _parameters(door)
         func.docstring = griffe.Docstring(inspect.getdoc(door), lineno=func.lineno, parent=func)
+
+    def on_class_instance(self, *, cls: griffe.Class, **kwargs: object) -> None:
+        """`@with_mask_params class Name` takes its runtime docstring."""
+        if not any(str(decorator.value) in DERIVED for decorator in cls.decorators):
+            return
+        runtime = griffe.dynamic_import(cls.path)
+        cls.docstring = griffe.Docstring(inspect.getdoc(runtime), lineno=cls.lineno, parent=cls)

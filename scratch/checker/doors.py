@@ -109,8 +109,10 @@ def check(
     require: object = (),
     progress: Progress = None,
 ) -> Plan:
-    """Run fn on seeded cases and compare each output with the float64 ground truth (sampled
-    rows of 4096-token cases in 16/32-bit dtypes: its float64 NumPy stand-in, float64_rows.py).
+    """Run fn on seeded cases and compare each output with the float64 ground truth.
+
+    Sampled rows of 4096-token cases in 16/32-bit dtypes are compared with the ground truth's
+    float64 NumPy stand-in (float64_rows.py).
 
     fn(q, k, v, attn_mask=..., is_causal=..., scale=..., enable_gqa=...) gets only the keywords a
     case needs and returns the output or (output, weights). `require` (e.g. ("mask", "causal"))
