@@ -10,8 +10,12 @@ parameters, each described by its Param's words).
 
 import inspect
 import re
+import sys
+from pathlib import Path
 
 import griffe
+
+ROOT = str(Path(__file__).resolve().parents[1])  # this checkout's scratch, not an installed one
 
 DOOR = re.compile(r"^(\w+_)?door\(")  # door(...), forward_door(...), decode_door(...), ...
 DERIVED = {"with_mask_params"}  # class decorators that write the class's docstring
@@ -25,6 +29,23 @@ def _parameter(p: inspect.Parameter) -> griffe.Parameter:
     return griffe.Parameter(p.name, annotation=annotation, kind=kind, default=default)
 
 
+def _runtime(path: str) -> object:
+    """The object at `path` (scratch.x.y), imported from this checkout."""
+    return griffe.dynamic_import(path, [ROOT, *sys.path])  # it replaces sys.path meanwhile
+
+
+def _docstring(obj: object, at: griffe.Object, agent: griffe.Visitor) -> griffe.Docstring:
+    """obj's runtime docstring for `at`, parsed as the visitor parses every other docstring
+    (mkdocs.yml's style; `at`'s signature gives the types)."""
+    return griffe.Docstring(
+        inspect.getdoc(obj),
+        lineno=at.lineno,
+        parent=at,
+        parser=agent.docstring_parser,
+        parser_options=agent.docstring_options,
+    )
+
+
 def _parameters(door: object) -> griffe.Parameters:
     """The door's signature as griffe's parameters."""
     return griffe.Parameters(*map(_parameter, inspect.signature(door).parameters.values()))
@@ -33,32 +54,39 @@ def _parameters(door: object) -> griffe.Parameters:
 class FrontDoors(griffe.Extension):
     """Show every door-made function with the door's signature and docstring."""
 
-    def on_attribute_instance(self, *, attr: griffe.Attribute, **kwargs: object) -> None:
+    def on_attribute_instance(
+        self, *, attr: griffe.Attribute, agent: griffe.Visitor, **kwargs: object
+    ) -> None:
         """`name = *_door(impl)` becomes a Function."""
         if attr.value is None or not DOOR.match(str(attr.value)):
             return
-        door = griffe.dynamic_import(attr.path)
+        door = _runtime(attr.path)
         function = griffe.Function(
             attr.name,
             lineno=attr.lineno,
             endlineno=attr.endlineno,
             parameters=_parameters(door),
             returns=str(inspect.signature(door).return_annotation),
-            docstring=griffe.Docstring(inspect.getdoc(door), lineno=attr.lineno),
         )
+        function.docstring = _docstring(door, function, agent)
         attr.parent.set_member(attr.name, function)
 
-    def on_function_instance(self, *, func: griffe.Function, **kwargs: object) -> None:
+    def on_function_instance(
+        self, *, func: griffe.Function, agent: griffe.Visitor, **kwargs: object
+    ) -> None:
         """`@*_door def name(...)` takes the door's signature and docstring."""
         if not any(DOOR.match(f"{decorator.value}(") for decorator in func.decorators):
             return
-        door = griffe.dynamic_import(func.path)
+        door = _runtime(func.path)
         func.parameters = _parameters(door)
-        func.docstring = griffe.Docstring(inspect.getdoc(door), lineno=func.lineno, parent=func)
+        func.returns = str(inspect.signature(door).return_annotation)
+        func.docstring = _docstring(door, func, agent)
 
-    def on_class_instance(self, *, cls: griffe.Class, **kwargs: object) -> None:
+    def on_class_instance(
+        self, *, cls: griffe.Class, agent: griffe.Visitor, **kwargs: object
+    ) -> None:
         """`@with_mask_params class Name` takes its runtime docstring."""
         if not any(str(decorator.value) in DERIVED for decorator in cls.decorators):
             return
-        runtime = griffe.dynamic_import(cls.path)
-        cls.docstring = griffe.Docstring(inspect.getdoc(runtime), lineno=cls.lineno, parent=cls)
+        runtime = _runtime(cls.path)
+        cls.docstring = _docstring(runtime, cls, agent)
