@@ -14,7 +14,7 @@ from scratch.checker.cases import BACKWARD_FEATURES, CASE_SETS, FEATURES, cases_
 from scratch.checker.interpreter import interpreter_notes
 from scratch.checker.report import CheckReport
 from scratch.checker.run import Kind, Progress, finish, run_case, run_checks, target_name
-from scratch.core.front_doors import arguments_of, with_arguments
+from scratch.core.front_doors import arguments_for, with_arguments
 from scratch.ops.validate import check_masked_rows
 
 BACKWARD_ARRAYS = ("numpy", "torch")
@@ -65,10 +65,7 @@ SETTINGS = """The keywords the doors share, described once: each door's docstrin
 def door(plan: Callable[..., Plan]) -> Callable[..., CheckReport]:
     """A check: `plan`'s arguments, its Plan run into a CheckReport. `check.plan` (the function
     undecorated) returns the Plan, to run its cases one by one (scratch.testing)."""
-    taken = list(inspect.signature(plan).parameters)
-    entries = arguments_of(plan.__doc__) + arguments_of(SETTINGS)
-    named = {entry.split(":")[0].strip(): entry for entry in entries}
-    arguments = [named[name] for name in taken if name in named]  # in the signature's order
+    arguments = arguments_for(inspect.signature(plan).parameters, plan.__doc__, SETTINGS)
 
     @functools.wraps(plan)
     def check(*args, **kwargs) -> CheckReport:

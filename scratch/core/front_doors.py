@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from scratch.core.example import Example
 from scratch.core.options import FlexOptions, Options
@@ -115,21 +115,25 @@ def _door(
     door.__signature__ = signature
     door.__name__ = door.__qualname__ = name
     door.__module__ = impl.__module__
-    entries = arguments_of(front.__doc__)
-    if backward:  # as _backward_of: grad_output after value, no return_lse
-        entries = [entry for entry in entries if not entry.startswith("    return_lse:")]
-        after = [entry.startswith("    value:") for entry in entries].index(True) + 1
-        entries.insert(after, GRAD_OUTPUT)
     # the door's arguments are front's, not impl's (impl takes Options)
-    door.__doc__ = with_arguments(impl.__doc__ or name, [*entries, MORE], replace=True)
+    arguments = arguments_for(signature.parameters, front.__doc__, KEYWORDS)
+    door.__doc__ = with_arguments(impl.__doc__ or name, arguments, replace=True)
     return door
 
 
-GRAD_OUTPUT = "    grad_output: dO (..., L, Ev), the loss's gradient by the forward's output."
-MORE = (
-    "    **more: the backend's own keywords (need_weights, dtype, device, kernel, ...), passed on"
-    " untouched; one it does not take is refused."
-)
+KEYWORDS = """The words for the keywords several doors share (a door's own are in its front's).
+
+    Args:
+        grad_output: dO (..., L, Ev), the loss's gradient by the forward's output.
+        num_heads: H, the query heads.
+        num_kv_heads: Hkv, the key/value heads (grouped-query attention); None: H.
+        b_q: (H * E,) or None.
+        b_k: (Hkv * E,) or None.
+        b_v: (Hkv * Ev,) or None.
+        b_o: (d_out,) or None.
+        **more: the backend's own keywords (need_weights, dtype, device, kernel, ...), passed
+            on untouched; one it does not take is refused.
+    """
 
 
 def arguments_of(doc: str) -> list[str]:
@@ -138,6 +142,16 @@ def arguments_of(doc: str) -> list[str]:
     doc = inspect.cleandoc(doc)
     block = doc[doc.index("Args:\n") + len("Args:\n") :].split("\n\n")[0]
     return re.split(r"\n(?=    \S)", block)
+
+
+def arguments_for(names: Iterable[str], *docs: str) -> list[str]:
+    """The `Args:` entry of each name, in the order of `names`, from the first of `docs` that
+    describes it (a name none describes is left out: tests/test_docstrings.py finds it)."""
+    found: dict[str, str] = {}
+    for doc in docs:
+        for entry in arguments_of(doc):
+            found.setdefault(entry.split(":")[0].strip().lstrip("*"), entry)
+    return [found[name] for name in names if name in found]
 
 
 def with_arguments(doc: str, entries: list[str], *, replace: bool = False) -> str:
@@ -223,12 +237,6 @@ def _multi_head_arguments(
         w_k: (d_kv_in, Hkv * E), k = key @ w_k (+ b_k).
         w_v: (d_kv_in, Hkv * Ev), v = value @ w_v (+ b_v).
         w_o: (H * Ev, d_out), the heads side by side @ w_o (+ b_o); None: no output projection.
-        num_heads: H, the query heads.
-        num_kv_heads: Hkv, the key/value heads (grouped-query attention); None: H.
-        b_q: (H * E,) or None.
-        b_k: (Hkv * E,) or None.
-        b_v: (Hkv * Ev,) or None.
-        b_o: (d_out,) or None.
         attn_mask: None, or (..., L, S) broadcast over the heads: bool (True = may attend) or
             float (added to the scaled scores).
         is_causal: key j visible to query i iff j <= i (top-left); not with attn_mask.
@@ -278,12 +286,6 @@ def _trace_arguments(
         w_o: (H * Ev, d_out) or None (no output projection).
         tokens: L labels of the queries (default "t0", "t1", ...).
         key_tokens: S labels of the keys (default: tokens, in self-attention).
-        num_heads: H, the query heads.
-        num_kv_heads: Hkv, the key/value heads (grouped-query attention); None: H.
-        b_q: (H * E,) or None.
-        b_k: (Hkv * E,) or None.
-        b_v: (Hkv * Ev,) or None.
-        b_o: (d_out,) or None.
         attn_mask: None, or (L, S): bool (True = may attend) or float (added).
         is_causal: key j visible to query i iff j <= i (top-left); not with attn_mask.
         scale: the scores' factor; None: 1 / sqrt(E).
@@ -369,6 +371,7 @@ def flex_backward_door(impl: Callable) -> Callable:
 
 
 __all__ = [
+    "arguments_for",
     "arguments_of",
     "backward_door",
     "bound",

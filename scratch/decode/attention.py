@@ -19,7 +19,7 @@ import functools
 import inspect
 from collections.abc import Callable
 
-from scratch.core.front_doors import arguments_of, bound, with_arguments
+from scratch.core.front_doors import arguments_for, bound, with_arguments
 from scratch.core.options import FlexOptions
 from scratch.flex.forward import FlexInputs, create_block_mask, flex_attention, prepare
 from scratch.ops.validate import as_tensor, check_flag, check_hook
@@ -190,7 +190,8 @@ def decode_door(impl: Callable) -> Callable:
 
     door.__signature__ = signature
     door = functools.update_wrapper(door, impl, updated=())
-    door.__doc__ = with_arguments(impl.__doc__, arguments_of(decode_options.__doc__))
+    names = [p.name for p in keywords]
+    door.__doc__ = with_arguments(impl.__doc__, arguments_for(names, decode_options.__doc__))
     return door
 
 
