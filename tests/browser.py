@@ -6,7 +6,8 @@ OUT_FOLDER/<name>.png and prints one JSON line per file with what the page holds
 heading, every picture's natural width, style sheets, tables' widths).
 It runs in a process of its own: QtWebEngine must be imported before any QApplication exists,
 which a test process that already ran Qt tests cannot promise. As root Chromium refuses to start
-without --no-sandbox; offscreen there is no OpenGL, so --disable-gpu (software drawing).
+without --no-sandbox ("Running as root without --no-sandbox is not supported"); --disable-gpu
+skips its OpenGL attempt, which fails offscreen (it then draws in software, as it would anyway).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ FACTS = """(() => ({
 
 
 def chromium_flags() -> str:
-    """The flags QtWebEngine needs here: no sandbox as root, no GPU offscreen."""
+    """The flags QtWebEngine needs here: no sandbox as root; no GPU (none offscreen)."""
     flags = os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", "").split()
     wanted = ["--disable-gpu", *(["--no-sandbox"] if os.geteuid() == 0 else [])]
     return " ".join([*flags, *(f for f in wanted if f not in flags)])
