@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from scratch.ops.nested import reshape
 
 MASKED_ROWS = ("zero", "nan", "uniform")
+"""The policies for a row whose every key is masked (`masked_rows=`): zero weights and output
+(PyTorch >= 2.5, FlashAttention), NaN (the textbook 0/0), or uniform weights 1/S."""
 MAX_DIMS = 32  # deeper than any real attention tensor; guards against runaway nesting
 
 Nested = list  # nested lists of floats (or bools for masks)
