@@ -22,6 +22,7 @@ from scratch.backends import single_threaded_blas
 from scratch.ops.progress import current
 from scratch.train.adam import Adam
 from scratch.train.config import TrainConfig
+from scratch.train.memory import keep_freed_memory
 from scratch.train.model import Model, init_params
 from scratch.train.scores import head_scores
 from scratch.train.tasks import Task, make_task
@@ -130,6 +131,7 @@ class Trainer:
         if steps is not None:
             end = min(end, self.run.steps_done + steps)
         tick = current()
+        keep_freed_memory()  # each step's arrays reuse the last step's pages (memory.py)
         # a training step's products are small ((B*T, D) by (D, H*dh)): BLAS threads cost more
         # than they save (this host, default model: 0.10 s of CPU a step on one thread, 0.68 s
         # on two, and 3.7x the wall time under load)
