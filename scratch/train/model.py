@@ -130,13 +130,15 @@ class Model:
         )
         return np.asarray(found[0], q.dtype), np.asarray(found[1], q.dtype)
 
-    def _sdpa_backward(self, q, k, v, d_out) -> tuple[np.ndarray, ...]:
-        """(dq, dk, dv) from the backend's backward kernel."""
+    def _sdpa_backward(self, q, k, v, d_out, out, weights) -> tuple[np.ndarray, ...]:
+        """(dq, dk, dv) from the backend's backward kernel; the NumPy one reads the forward's
+        output and weights instead of recomputing them."""
         gqa = self.config.kv_heads != self.config.n_heads
         if self.backend == "numpy":  # the explicit backward: all heads of the batch at once
             return self.attention.scaled_dot_product_attention_backward(
-                q, k, v, d_out, is_causal=self.config.causal, enable_gqa=gqa
-            )
+                q, k, v, d_out, is_causal=self.config.causal, enable_gqa=gqa, output=out,
+                weights=weights,
+            )  # fmt: skip
         grads = self.attention.scaled_dot_product_attention_backward(
             q.tolist(), k.tolist(), v.tolist(), d_out.tolist(), is_causal=self.config.causal,
             enable_gqa=gqa,
@@ -168,7 +170,7 @@ class Model:
                 attention.append(weights)
             merged = out.transpose(0, 2, 1, 3).reshape(B, T, H * dh)  # (B, T, H*dh)
             x = x + merged @ params[f"{n}.w_o"]  # (B, T, H*dh) @ (H*dh, D) -> (B, T, D)
-            saved.update(q=q, k=k, v=v, merged=merged)
+            saved.update(q=q, k=k, v=v, out=out, weights=weights, merged=merged)
             if c.mlp:
                 # step 3: the MLP, a second residual sublayer
                 h2 = x
@@ -225,7 +227,7 @@ class Model:
             grads[f"{n}.w_o"] = flat(s["merged"]).T @ flat(dx)  # (H*dh, D)
             d_merged = dx @ params[f"{n}.w_o"].T  # (B, T, H*dh)
             d_out = np.ascontiguousarray(d_merged.reshape(B, T, H, dh).transpose(0, 2, 1, 3))
-            dq, dk, dv = self._sdpa_backward(s["q"], s["k"], s["v"], d_out)
+            dq, dk, dv = self._sdpa_backward(s["q"], s["k"], s["v"], d_out, s["out"], s["weights"])
             dq = dq.transpose(0, 2, 1, 3).reshape(B, T, H * dh)  # (B, T, H*dh)
             dk = dk.transpose(0, 2, 1, 3).reshape(B, T, Hkv * dh)
             dv = dv.transpose(0, 2, 1, 3).reshape(B, T, Hkv * dh)
