@@ -80,6 +80,16 @@ def dense(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (flat(x) @ w).reshape(x.shape[:-1] + (w.shape[-1],))
 
 
+def qkv_weights(params: dict, n: int) -> np.ndarray:
+    """Layer n's w_q, w_k, w_v side by side: (D, H dh), (D, Hkv dh) x 2 -> (D, (H + 2 Hkv) dh)."""
+    return np.concatenate([params[f"{n}.w_q"], params[f"{n}.w_k"], params[f"{n}.w_v"]], axis=1)
+
+
+def qkv_heads(H: int, Hkv: int) -> tuple[slice, slice, slice]:
+    """Where q's, k's and v's heads sit among qkv_weights' H + 2 Hkv column blocks."""
+    return slice(0, H), slice(H, H + Hkv), slice(H + Hkv, H + 2 * Hkv)
+
+
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, tuple]:
     """(x - mean) / sqrt(var + eps) * g + b over the last axis; and what its backward needs."""
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
@@ -168,10 +178,12 @@ class Model:
             if c.norm:
                 h, saved["ln1"] = layer_norm(x, params[f"{n}.ln1_g"], params[f"{n}.ln1_b"])
             saved["h"] = h
-            q = dense(h, params[f"{n}.w_q"]).reshape(B, T, H, dh).transpose(0, 2, 1, 3)  # B,H,T,dh
-            k = dense(h, params[f"{n}.w_k"]).reshape(B, T, Hkv, dh).transpose(0, 2, 1, 3)
-            v = dense(h, params[f"{n}.w_v"]).reshape(B, T, Hkv, dh).transpose(0, 2, 1, 3)
-            q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
+            # q, k, v in one product, as nanoGPT's c_attn: (B, T, D) @ (D, (H + 2 Hkv) dh)
+            qkv = dense(h, qkv_weights(params, n)).reshape(B, T, H + 2 * Hkv, dh)
+            q, k, v = (  # each (B, heads, T, dh)
+                np.ascontiguousarray(qkv[:, :, heads].transpose(0, 2, 1, 3))
+                for heads in qkv_heads(H, Hkv)
+            )
             out, weights = self._sdpa(q, k, v)  # (B, H, T, dh), (B, H, T, T)
             if need_weights:
                 attention.append(weights)
@@ -234,19 +246,17 @@ class Model:
             grads[f"{n}.w_o"] = flat(s["merged"]).T @ flat(dx)  # (H*dh, D)
             d_merged = dense(dx, params[f"{n}.w_o"].T)  # (B, T, H*dh)
             d_out = np.ascontiguousarray(d_merged.reshape(B, T, H, dh).transpose(0, 2, 1, 3))
-            dq, dk, dv = self._sdpa_backward(s["q"], s["k"], s["v"], d_out, s["out"], s["weights"])
-            dq = dq.transpose(0, 2, 1, 3).reshape(B, T, H * dh)  # (B, T, H*dh)
-            dk = dk.transpose(0, 2, 1, 3).reshape(B, T, Hkv * dh)
-            dv = dv.transpose(0, 2, 1, 3).reshape(B, T, Hkv * dh)
-            h = s["h"]
-            grads[f"{n}.w_q"] = flat(h).T @ flat(dq)  # (D, B*T) @ (B*T, H*dh) -> (D, H*dh)
-            grads[f"{n}.w_k"] = flat(h).T @ flat(dk)
-            grads[f"{n}.w_v"] = flat(h).T @ flat(dv)
-            dh_ = (
-                dense(dq, params[f"{n}.w_q"].T)
-                + dense(dk, params[f"{n}.w_k"].T)
-                + dense(dv, params[f"{n}.w_v"].T)
-            )
+            found = self._sdpa_backward(s["q"], s["k"], s["v"], d_out, s["out"], s["weights"])
+            d_qkv = np.empty((B, T, H + 2 * Hkv, dh), dx.dtype)  # dq, dk, dv side by side
+            for heads, d in zip(qkv_heads(H, Hkv), found):
+                d_qkv[:, :, heads] = d.transpose(0, 2, 1, 3)  # (B, heads, T, dh) -> (B, T, ...)
+            d_qkv = d_qkv.reshape(B, T, -1)  # (B, T, (H + 2 Hkv) dh)
+            # (D, B*T) @ (B*T, (H + 2 Hkv) dh): w_q's, w_k's and w_v's gradients side by side
+            d_weights = flat(s["h"]).T @ flat(d_qkv)
+            widths = np.cumsum([H * dh, Hkv * dh])
+            for name, d in zip(("w_q", "w_k", "w_v"), np.split(d_weights, widths, axis=1)):
+                grads[f"{n}.{name}"] = d
+            dh_ = dense(d_qkv, qkv_weights(params, n).T)  # (B, T, (H + 2 Hkv) dh) -> (B, T, D)
             if c.norm:
                 dh_, grads[f"{n}.ln1_g"], grads[f"{n}.ln1_b"] = layer_norm_backward(dh_, s["ln1"])
             dx = dx + dh_
