@@ -69,7 +69,19 @@ def __dir__() -> list[str]:
 
 
 def shape_of(nested: object) -> tuple[int, ...]:
-    """Shape of a regular nested list (or array); ValueError/TypeError if it is not one."""
+    """Shape of a regular nested list (or array); ValueError/TypeError if it is not one.
+
+    Args:
+        nested: a number's nested lists (at least one level), or an array.
+
+    Returns:
+        The shape, one length per level.
+
+    Examples:
+        >>> import scratch
+        >>> scratch.shape_of([[1, 2, 3], [4, 5, 6]])
+        (2, 3)
+    """
     return as_tensor(nested, "nested", min_dims=1)[1]
 
 

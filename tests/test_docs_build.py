@@ -2,6 +2,7 @@
 object, no page left out of the nav) and its Reference shows every name of scratch.__all__.
 Skipped where the docs extra is not installed (`make docs` installs it)."""
 
+import html as html_lib
 import os
 import re
 import subprocess
@@ -58,3 +59,19 @@ def test_the_reference_shows_every_public_name(site):
     html = (out / "reference" / "scratch.html").read_text(encoding="utf-8")
     missing = [n for n in scratch.__all__ if n not in documented(html)]
     assert not missing, f"names of scratch.__all__ missing from reference/scratch.md: {missing}"
+
+
+def test_the_doors_show_their_arguments(site):
+    """A door-made function (`name = forward_door(impl)`, `@decode_door`, the checker's `@door`)
+    shows the door's signature and its Parameters (docs/griffe_doors.py), not an attribute."""
+    out, _ = site
+    html = (out / "reference" / "scratch.html").read_text(encoding="utf-8")
+    for name in ("scaled_dot_product_attention", "flex_attention_backward", "trace_attention",
+                 "decode_attention", "checker.doors.check"):  # fmt: skip
+        start = html.index(f'id="scratch.{name}"')
+        part = html[start : html.find('class="doc doc-heading"', start + 100)]
+        assert "module-attribute" not in part, f"{name} shows as an attribute"
+        assert 'doc-section-title">Parameters' in part, f"{name} shows no Parameters"
+        text = html_lib.unescape(re.sub(r"<[^>]+>", "", part))
+        signature = text[text.index(name.rpartition(".")[2] + "(") :].split(")")[0]
+        assert "options" not in signature, f"{name}: the impl's signature {signature})"

@@ -79,7 +79,7 @@ def test_the_dO_choice_is_a_pure_edit_that_keeps_everything_else():
 @pytest.mark.parametrize(
     "kind, seed, message",
     [
-        ("twos", 0, "dO: expected one of ones, random, target, found 'twos'"),
+        ("twos", 0, "dO: expected one of ones, random, target, training, found 'twos'"),
         ("random", -1, r"dO seed: expected an integer in \[0, 2147483647\], found -1"),
         ("random", 2**31, r"dO seed: expected an integer in \[0, 2147483647\], found 2147483648"),
         ("random", True, r"dO seed: expected an integer .* found True"),

@@ -226,3 +226,45 @@ def test_the_train_tab_fits_the_window(open_window, qtbot, size):
     assert (w.width(), w.height()) == size
     heat = w.train.heatmap
     assert heat.view.ci.geometry().width() <= heat.view.width() + 1
+
+
+def test_open_in_backward_differentiates_for_the_training_steps_own_dO(open_window, qtbot):
+    """The Backward tab offers 'from the training step' only for a layer opened from a run,
+    chooses it, says which step it is from, and its trace starts from the model's own dO."""
+    from gui.views.backward_view import TRAINING
+    from scratch.train import Model
+
+    w = open_window(sm.random_session(0, 4, 4, 2, 2, 1))
+    toy = w.inputs.session
+    box = w.backward.kind
+
+    def offered() -> list:
+        return [box.itemData(i) for i in range(box.count())]
+
+    assert TRAINING not in offered()  # a toy example has no training dO
+    run = tiny_run(1)
+    w.train.open_run(run)
+    w.train.scrubber.setValue(2)  # step 4
+    w.train.head = (1, 0)
+    w.train.backward_button.click()
+    assert w.tabs.currentWidget() is w.backward
+    qtbot.waitUntil(
+        lambda: (
+            not w.backward_worker.busy
+            and w.backward_outcome is not None
+            and w.backward_outcome.session.grad_output == TRAINING
+        ),
+        timeout=60_000,
+    )
+    assert TRAINING in offered() and box.currentData() == TRAINING
+    assert "step 4 on the probe" in w.backward.about.text()
+    params = {k: v.astype(np.float64) for k, v in run.snapshots[2].params.items()}
+    mine = (
+        Model(run.config.model)
+        .attention_grad_outputs(params, run.probe[None], run.probe_targets[None])[1]
+        .grad_output[0]
+    )  # (H, T, dh): layer 2's
+    found = np.asarray(w.backward_outcome.trace["grad_head_outputs"].tolist())
+    np.testing.assert_array_equal(found, mine)
+    w.load_session(toy)  # the toy example back: its dO choice no longer lists the training one
+    assert TRAINING not in offered() and box.currentData() == toy.grad_output

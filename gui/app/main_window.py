@@ -396,7 +396,8 @@ class MainWindow(QMainWindow):
         self.pipeline.set_head(str(self.train.head[1]))
 
     def open_train_backward(self, s: sm.Session) -> None:
-        """The same layer opened in the Backward tab (its dO chosen there)."""
+        """The same layer opened in the Backward tab, its dO the training loss's own gradient
+        there (the session's 'training' choice: gui/state/train_session.py)."""
         self.open_train_head(s)
         self.tabs.setCurrentWidget(self.backward)
 

@@ -121,9 +121,11 @@ def progress_text(run: Run, seconds: float | None = None) -> str:
 
 
 BACKWARD_NOTE = (
-    "Open in Backward: this layer's attention on the probe, differentiated for the dO you pick "
-    "there (ones, random or a one-hot target); the training step's own dO, from the loss, is "
-    "not one the Backward tab takes."
+    "Open in Backward: this layer's attention on the probe at the scrubbed step, differentiated "
+    "for dO 'from the training step': the gradient of the model's mean loss on the probe with "
+    "respect to this layer's attention output (the model's own backward), so dQ, dK, dV are "
+    "the model's gradients at this layer. Ones, random or a one-hot target can be picked there "
+    "instead."
 )
 
 

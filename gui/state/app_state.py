@@ -31,7 +31,8 @@ def same_inputs(a: Session | None, b: Session) -> bool:
 
 def same_forward(a: Session, b: Session) -> bool:
     """Whether two sessions differ at most in the dO choice (the forward trace is the same)."""
-    return same_inputs(dataclasses.replace(a, grad_output=b.grad_output, grad_seed=b.grad_seed), b)
+    dO = dict(grad_output=b.grad_output, grad_seed=b.grad_seed, grad_given=b.grad_given)
+    return same_inputs(dataclasses.replace(a, **dO), b)
 
 
 class AppState:

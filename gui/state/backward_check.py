@@ -72,6 +72,8 @@ def target_cell(s: Session) -> tuple[int, int]:
 def grad_output_for(s: Session) -> list[list[float]]:
     """dO (L, d_out) for the session's choice (scratch.backward.grad_output.make_grad_output)."""
     rows, cols = s.num_tokens, s.d_out
+    if s.grad_output == "training":  # the example's own (with_fitting_grad keeps its shape)
+        return [list(row) for row in s.grad_given.values]
     if s.grad_output == "target":
         target = scratch.one_hot(rows, cols, *target_cell(s))
         return scratch.make_grad_output("target", rows, cols, target=target)
@@ -84,6 +86,8 @@ def describe_grad_output(s: Session) -> str:
         return "dO = 1 everywhere: the gradient of loss = sum(output)"
     if s.grad_output == "random":
         return f"dO random in [-1, 1] (seed {s.grad_seed})"
+    if s.grad_output == "training":
+        return f"dO: {s.grad_given.source}"
     i, c = target_cell(s)
     return (
         f"dO = target, the gradient of loss = sum(output * target); the target is one-hot at "

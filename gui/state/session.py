@@ -23,8 +23,9 @@ MODES = ("project", "qkv", "self")
 SCALE_MODES = ("sqrt", "none", "custom")
 MASKED_ROWS = ("zero", "nan", "uniform")
 # dO, the gradient the backward view starts from: d sum(output) (ones), a seeded random
-# matrix, or d sum(output * target) = target, a one-hot target whose cell the seed picks
-GRAD_OUTPUTS = ("ones", "random", "target")
+# matrix, d sum(output * target) = target, a one-hot target whose cell the seed picks, or the
+# one the example came with (a training run's loss gradient: Session.grad_given)
+GRAD_OUTPUTS = ("ones", "random", "target", "training")
 MATRICES = ("query", "key", "value", "w_q", "w_k", "w_v")
 # the sizes `resized` and `regenerated` take (Session's properties of the same names)
 SIZES = ("num_tokens", "num_keys", "d_model", "d_k", "d_v", "num_heads", "num_kv_heads")
@@ -42,6 +43,18 @@ Matrix = tuple[tuple[float, ...], ...]
 
 class SessionError(ValueError):
     """A session file or dict that cannot be used; the message names the field."""
+
+
+@dataclass(frozen=True)
+class GivenGrad:
+    """A dO the example came with: a training run's loss gradient at the layer's output."""
+
+    values: Matrix  # (L, d_out): the heads side by side, as the output
+    source: str  # where it came from, in words ("the loss's gradient at step 1,200 on ...")
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict."""
+        return {"values": [list(row) for row in self.values], "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,7 @@ class Session:
     step: str = "weights"
     grad_output: str = "ones"  # one of GRAD_OUTPUTS (files without it load as "ones")
     grad_seed: int = 0  # seed of the random dO or of the one-hot target
+    grad_given: GivenGrad | None = None  # the dO "training" reads (None: the example has none)
     # the attention variant: the one mask (none, causal, window, ..., a drawn grid), score
     # changes, sinks, RoPE (scratch's plain data); and the decode step (0: off; n: token n-1
     # queries the n cached tokens); gui/state/variant_session.py
@@ -134,7 +148,7 @@ class Session:
             value = getattr(self, field.name)
             if isinstance(value, tuple):
                 value = [list(row) if isinstance(row, tuple) else row for row in value]
-            elif isinstance(value, VariantChoice):
+            elif isinstance(value, VariantChoice | GivenGrad):
                 value = value.to_dict()
             data[field.name] = value
         return data
@@ -268,7 +282,7 @@ def resize_labels(labels: Sequence[str], count: int) -> tuple[str, ...]:
 
 def resized(s: Session, **sizes: int) -> Session:
     """A copy with new `sizes` (any of SIZES; 0 or None: unchanged); values that still fit
-    are kept."""
+    are kept (a given dO only while its shape does)."""
     unknown = sorted(set(sizes) - set(SIZES))
     if unknown:
         raise TypeError(f"resized: unknown sizes {unknown}; expected some of {', '.join(SIZES)}")
@@ -292,7 +306,7 @@ def resized(s: Session, **sizes: int) -> Session:
         shapes = scratch.shapes_for_heads(L, S, (H, Hkv), dk, dv, inputs)
         changes = {name: resize_matrix(s.matrix(name), *shape) for name, shape in shapes.items()}
     key_tokens = resize_labels(s.key_tokens, S) if cross else resize_labels(s.tokens, L)
-    return dataclasses.replace(
+    resized_s = dataclasses.replace(
         s,
         tokens=resize_labels(s.tokens, L),
         key_tokens=key_tokens,
@@ -303,6 +317,7 @@ def resized(s: Session, **sizes: int) -> Session:
         decode=min(s.decode, L),
         **changes,
     )
+    return with_fitting_grad(resized_s)
 
 
 def regenerated(s: Session, **sizes: int) -> Session:
@@ -329,7 +344,7 @@ def kept_on_preset(s: Session) -> dict:
         backend=s.backend,
         dtype=s.dtype,
         masked_rows=s.masked_rows,
-        grad_output=s.grad_output,
+        grad_output="ones" if s.grad_output == "training" else s.grad_output,  # not the new one's
         grad_seed=s.grad_seed,
     )
 
@@ -377,12 +392,24 @@ def with_options(
 
 
 def with_grad_output(s: Session, kind: str, seed: int) -> Session:
-    """Another dO for the backward view: `kind` one of GRAD_OUTPUTS, `seed` in [0, MAX_SEED]."""
+    """Another dO for the backward view: `kind` one of GRAD_OUTPUTS ('training' only when the
+    example came with one), `seed` in [0, MAX_SEED]."""
     if kind not in GRAD_OUTPUTS:
         raise SessionError(f"dO: expected one of {', '.join(GRAD_OUTPUTS)}, found {kind!r}")
+    if kind == "training" and s.grad_given is None:
+        raise SessionError("dO: 'training' needs an example opened from a training run")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise SessionError(f"dO seed: expected an integer in [0, {MAX_SEED}], found {seed!r}")
     return dataclasses.replace(s, grad_output=kind, grad_seed=seed)
+
+
+def with_fitting_grad(s: Session) -> Session:
+    """`s`, without its given dO when that no longer has the output's shape (L, d_out)."""
+    given = s.grad_given
+    if given is None or (len(given.values), len(given.values[0])) == (s.num_tokens, s.d_out):
+        return s
+    kind = "ones" if s.grad_output == "training" else s.grad_output
+    return dataclasses.replace(s, grad_given=None, grad_output=kind)
 
 
 def parse_tokens(text: str, count: int, field: str) -> tuple[str, ...]:
@@ -433,6 +460,11 @@ def with_mode(s: Session, mode: str) -> Session:
     """Switch between projections, direct q/k/v and q = k = v = x, keeping what fits."""
     if mode == s.mode:
         return s
+    return with_fitting_grad(_in_mode(s, mode))
+
+
+def _in_mode(s: Session, mode: str) -> Session:
+    """`s` switched to `mode` (with_mode's work, before the given dO is checked)."""
     L, S = s.num_tokens, s.num_keys
     if mode == "self":
         return dataclasses.replace(

@@ -21,9 +21,11 @@ from gui.state.session import (
     MODES,
     SCALE_MODES,
     VERSION,
+    GivenGrad,
     Matrix,
     Session,
     SessionError,
+    with_fitting_grad,
 )
 from gui.state.variant_session import variant_cells
 from scratch.ops import atomic
@@ -82,6 +84,18 @@ def _matrix(data: Mapping, field: str, rows: int | None, cols: int | None) -> Ma
                 raise _fail(f"{field}[{i}][{j}]", within, cell)
         out.append(tuple(float(c) for c in row))
     return tuple(out)
+
+
+def _given_grad(v: object) -> GivenGrad | None:
+    """The dO a session came with (a training run's), or None; absent in older files."""
+    if v is None:
+        return None
+    if not isinstance(v, Mapping) or set(v) != {"values", "source"}:
+        raise _fail("grad_given", "null or {'values': rows, 'source': text}", v)
+    if not isinstance(v["source"], str):
+        raise _fail("grad_given.source", "a string", v["source"])
+    values = _matrix({"grad_given.values": v["values"]}, "grad_given.values", None, None)
+    return GivenGrad(values, v["source"])
 
 
 def _optional_matrix(data: Mapping, field: str, rows: int | None, cols: int | None):
@@ -204,6 +218,9 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
     grads = {"grad_output": "ones", "grad_seed": 0, **data}
     grad_output = _choice(grads, "grad_output", GRAD_OUTPUTS)
     grad_seed = _int(grads, "grad_seed", 0, MAX_SEED)
+    grad_given = _given_grad(data.get("grad_given"))
+    if grad_output == "training" and grad_given is None:
+        raise _fail("grad_given", "the dO of grad_output 'training'", None)
     # the variant and the decode step: absent in files written before them (none, off)
     try:
         variant = VariantChoice.from_dict(data.get("variant", {}))
@@ -271,9 +288,13 @@ def validate(data: object, backends: Mapping[str, Sequence[str]] | None = None) 
         step=data["step"],
         grad_output=grad_output,
         grad_seed=grad_seed,
+        grad_given=grad_given,
         variant=variant,
         decode=decode,
     )
+    if grad_given is not None and with_fitting_grad(session).grad_given is None:
+        shape = f"{len(grad_given.values)} x {len(grad_given.values[0])}"
+        raise _fail("grad_given.values", f"{L} rows of {session.d_out} numbers (L x d_out)", shape)
     try:  # the variant's own checks, for these sizes
         variant_session.checked(session)
     except SessionError as exc:

@@ -13,6 +13,8 @@ from gui.widgets import controls
 from gui.widgets.spin_boxes import SpinBox
 
 GRAD_LABELS = {"ones": "ones", "random": "random", "target": "one-hot target"}
+TRAINING = "training"  # the choice offered only to an example opened from a training run
+TRAINING_LABEL = "from the training step"
 
 
 class BackwardView(QWidget):
@@ -32,8 +34,8 @@ class BackwardView(QWidget):
         self.kind = controls.combo(
             GRAD_LABELS,
             "dO, the gradient of the loss with respect to the output: ones (loss = sum(output)), "
-            "random (seeded), or a one-hot target (loss = sum(output * target), cell from the "
-            "seed)",
+            "random (seeded), a one-hot target (loss = sum(output * target), cell from the "
+            "seed), or, for a layer opened from the Train tab, the training loss's own gradient",
         )
         self.seed = SpinBox(
             0, sm.MAX_SEED, "seed of the random dO, or of the one-hot target's cell", False
@@ -72,12 +74,21 @@ class BackwardView(QWidget):
         self.session = s
         self._updating = True
         try:
+            self._offer_training(s.grad_given is not None)
             self.kind.setCurrentIndex(max(0, self.kind.findData(s.grad_output)))
             self.seed.setValue(s.grad_seed)
-            self.seed.setEnabled(s.grad_output != "ones")
+            self.seed.setEnabled(s.grad_output in ("random", "target"))
         finally:
             self._updating = False
         self.about.setText(backward_check.describe_grad_output(s))
+
+    def _offer_training(self, offered: bool) -> None:
+        """The 'from the training step' choice listed only when the session carries its dO."""
+        index = self.kind.findData(TRAINING)
+        if offered and index < 0:
+            self.kind.addItem(TRAINING_LABEL, TRAINING)
+        elif not offered and index >= 0:
+            self.kind.removeItem(index)
 
     def set_busy(self, text: str) -> None:
         """Say what is being computed ('' when nothing is)."""

@@ -19,7 +19,24 @@ GRAD_OUTPUT_KINDS = ("ones", "random", "target")
 def make_grad_output(
     kind: str, rows: int, cols: int, *, seed: int = 0, target: object = None
 ) -> list[list[float]]:
-    """dO of shape (rows, cols) for `kind` ('ones', 'random' with `seed`, 'target')."""
+    """dO of shape (rows, cols) for `kind` ('ones', 'random' with `seed`, 'target').
+
+    Args:
+        kind: "ones" (every entry 1), "random" (uniform in [-1, 1], two decimals) or
+            "target" (the given matrix).
+        rows: L, the output's rows.
+        cols: Ev, the output's columns.
+        seed: the "random" draw's seed.
+        target: with "target": the (rows, cols) matrix itself (one_hot makes one).
+
+    Returns:
+        dO (rows, cols) as nested lists.
+
+    Examples:
+        >>> from scratch import make_grad_output
+        >>> make_grad_output("ones", 2, 3)
+        [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    """
     rows, cols = check_positive_int(rows, "rows"), check_positive_int(cols, "cols")
     if kind == "ones":
         return [[1.0] * cols for _ in range(rows)]
@@ -41,7 +58,22 @@ def make_grad_output(
 
 
 def one_hot(rows: int, cols: int, i: int, c: int) -> list[list[float]]:
-    """A target with a single 1 at (i, c): dO asks how `output[i][c]` depends on everything."""
+    """A target with a single 1 at (i, c): dO asks how `output[i][c]` depends on everything.
+
+    Args:
+        rows: L, the output's rows.
+        cols: Ev, the output's columns.
+        i: the query row of the 1.
+        c: the feature of the 1.
+
+    Returns:
+        The (rows, cols) matrix, 1.0 at (i, c) and 0.0 elsewhere.
+
+    Examples:
+        >>> from scratch import one_hot
+        >>> one_hot(2, 2, 1, 0)
+        [[0.0, 0.0], [1.0, 0.0]]
+    """
     if not (0 <= i < rows and 0 <= c < cols):
         raise ValueError(f"i, c: expected a cell inside ({rows}, {cols}), found ({i}, {c})")
     return [[float(r == i and k == c) for k in range(cols)] for r in range(rows)]

@@ -32,7 +32,21 @@ from scratch.ops.validate import as_tensor, check_grad_output
 
 @dataclass(frozen=True)
 class MultiHeadGradients:
-    """Gradients of every input, weight and bias of multi_head_attention (None: not given)."""
+    """Gradients of every input, weight and bias of multi_head_attention (None: not given).
+
+    Attributes:
+        grad_query: (..., L, d_model).
+        grad_key: (..., S, d_kv_in), when key was given.
+        grad_value: (..., S, d_kv_in), when value was given.
+        grad_w_q: (d_model, H * E).
+        grad_w_k: (d_kv_in, Hkv * E).
+        grad_w_v: (d_kv_in, Hkv * Ev).
+        grad_w_o: (H * Ev, d_out), when w_o was given.
+        grad_b_q: (H * E,), when b_q was given.
+        grad_b_k: (Hkv * E,), when b_k was given.
+        grad_b_v: (Hkv * Ev,), when b_v was given.
+        grad_b_o: (d_out,), when b_o was given.
+    """
 
     grad_query: list  # (..., L, d_model)
     grad_key: list | None  # (..., S, d_kv_in), when key was given
@@ -147,7 +161,13 @@ def gradients_with_heads(
     *,
     grad_output: object,
 ) -> MultiHeadGradients:
-    """Gradients of multi_head_attention's output (same arguments) for `grad_output`."""
+    """Gradients of multi_head_attention's output (same arguments) for `grad_output`.
+
+    `grad_output` (keyword, required: it travels in **more) is dO (..., L, d_out).
+
+    Returns:
+        A MultiHeadGradients: every input's, weight's and bias's gradient.
+    """
     run = run_multi_head(query, key, value, params, heads, options)
     back = run_backward(run, grad_output)
     return MultiHeadGradients(

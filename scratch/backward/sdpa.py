@@ -80,9 +80,12 @@ def backward_heads(
 def gradients_of(
     query: object, key: object, value: object, grad_output: object, options: Options
 ) -> tuple[list, list, list]:
-    """(grad_query, grad_key, grad_value) of scaled_dot_product_attention for grad_output.
+    """The gradients of scaled_dot_product_attention's inputs for grad_output, in plain Python.
 
     Same arguments as the forward; the same `rng` state reproduces the forward's dropout mask.
+
+    Returns:
+        (grad_query (..., L, E), grad_key (..., S, E), grad_value (..., S, Ev)).
     """
     p = prepare(query, key, value, options)
     plan = p.plan

@@ -177,7 +177,12 @@ def tolerance_of(
 
     The inputs are the kernel's own (already rounded) query, key, value and grad_output, with
     the arguments of scaled_dot_product_attention_backward (rng is not read: the bounds hold
-    for any dropout mask); the module doc derives each bound.
+    for any dropout mask), and `dtype` (keyword: the kernel's dtype, default "float32"); the
+    module doc derives each bound.
+
+    Returns:
+        A GradientTolerance: the bound of each backward step (grad_query, grad_key,
+        grad_value among them), each the shape of its gradient.
     """
     dtype = check_dtype(dtype)
     p = prepare(query, key, value, options)

@@ -144,6 +144,27 @@ def tolerance(
     the checker's second rule (`reference_error_rule`) is the practical test for those.
     Rows whose weights are all zero (masked_rows="zero") get bound 0: the output must be exactly
     zero. Rows with NaN weights (masked_rows="nan") get bound 0 too; compare NaN-ness there.
+
+    Args:
+        query: the kernel's q (..., L, E), as it rounded it.
+        key: k (..., S, E).
+        value: v (..., S, Ev).
+        weights: the ground truth's weights p (..., L, S) from these inputs.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        dtype: the kernel's dtype: "float64", "float32", "float16" or "bfloat16".
+        attn_mask: the call's mask, None or (..., L, S) (a float mask counts in S_i).
+        enable_gqa: grouped-query attention (key/value with fewer heads).
+
+    Returns:
+        The bound (..., L, Ev) on each |output - ground truth|.
+
+    Examples:
+        >>> import scratch
+        >>> q = [[1.0, 0.0], [0.0, 1.0]]
+        >>> _, weights = scratch.scaled_dot_product_attention(q, q, q)
+        >>> bound = scratch.tolerance(q, q, q, weights, dtype="float32")
+        >>> 0 < bound[0][0] < 1e-5
+        True
     """
     dtype = check_dtype(dtype)
     group = _check_inputs(query, key, value, weights, scale, attn_mask, enable_gqa).group

@@ -33,7 +33,24 @@ class Case:
     """One seeded test input: shapes, the keywords fn gets, and which features it needs.
 
     A backward case is a case with a grad_output (and perhaps dropout); a variant case is a case
-    with a variant's parameters (variant_cases.VariantCase)."""
+    with a variant's parameters (variant_cases.VariantCase).
+
+    Attributes:
+        name: the case's name in the report.
+        q: the query's shape (..., L, E).
+        k: the key's shape (..., S, E).
+        v: the value's shape (..., S, Ev).
+        mask: "none", "bool", "float" or "empty-row" (bool with a fully masked row).
+        is_causal: fn gets is_causal=True.
+        scale: the scale fn gets; None: not given (1 / sqrt(E)).
+        gqa: fn gets enable_gqa=True (k, v with fewer heads).
+        dtype: the case's own dtype; None: the dtype the checker was asked for.
+        q_size: the spread of q; large values make exp overflow without max subtraction.
+        late_max: scores rise along the keys: the last key block holds each row's max.
+        rows: > 0: the ground truth computes only this many seeded query rows per head.
+        dropout_p: backward cases: fn gets dropout_p and the forward's kept entries.
+        grad_output: a backward case: fn also gets a seeded dO, returns (dq, dk, dv).
+    """
 
     name: str
     q: tuple[int, ...]
@@ -107,7 +124,14 @@ class Case:
 
 
 def standard_cases(dtype: str) -> list[Case]:
-    """Small cases that tell the mistakes apart, then block-sized ones shaped like real kernels."""
+    """Small cases that tell the mistakes apart, then block-sized ones shaped like real kernels.
+
+    Args:
+        dtype: the checked dtype's name (float64 cases may reach larger scores).
+
+    Returns:
+        The cases, in order.
+    """
     big = 1000.0 if dtype == "float64" else 100.0  # float64 exp overflows only past 709
     cases = [
         Case("plain", (5, 8), (7, 8), (7, 4)),
@@ -144,7 +168,14 @@ def standard_cases(dtype: str) -> list[Case]:
 
 
 def full_cases(dtype: str) -> list[Case]:
-    """The standard cases plus more sizes."""
+    """The standard cases plus more sizes.
+
+    Args:
+        dtype: the checked dtype's name (float64 cases may reach larger scores).
+
+    Returns:
+        The cases, in order.
+    """
     return standard_cases(dtype) + [
         Case("tiny", (1, 1), (1, 1), (1, 1)),
         Case("one-key", (6, 4), (1, 4), (1, 3)),
@@ -158,13 +189,29 @@ def full_cases(dtype: str) -> list[Case]:
 
 
 def large_cases(dtype: str) -> list[Case]:
-    """L = S = 4096, head dim 64: checked on a seeded sample of query rows per head."""
+    """L = S = 4096, head dim 64: checked on a seeded sample of query rows per head.
+
+    Args:
+        dtype: the checked dtype's name (the same cases for every dtype).
+
+    Returns:
+        The cases, in order.
+    """
     return sampled_cases("large", 4096)
 
 
 def medium_cases(dtype: str) -> list[Case]:
-    """The large cases at L = S = 1024, for slow kernels: Triton's interpreter (TRITON_INTERPRET=1)
-    takes about 10 ms of CPU per 64 x 64 tile step, 4 minutes for the large cases' 22,500."""
+    """The large cases at L = S = 1024, for slow kernels such as Triton's interpreter.
+
+    Triton's interpreter (TRITON_INTERPRET=1) takes about 10 ms of CPU per 64 x 64 tile step,
+    4 minutes for the large cases' 22,500.
+
+    Args:
+        dtype: the checked dtype's name (the same cases for every dtype).
+
+    Returns:
+        The cases, in order.
+    """
     return sampled_cases("medium", 1024)
 
 

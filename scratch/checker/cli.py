@@ -20,7 +20,19 @@ from scratch.checker.variant_layout import INTERFACE
 
 
 def load(target: str) -> Callable:
-    """'package.module:function' (or module:Class.method) -> the function; ValueError if not."""
+    """'package.module:function' (or module:Class.method) -> the function; ValueError if not.
+
+    Args:
+        target: "package.module:function" or "package.module:Class.method".
+
+    Returns:
+        The function, imported.
+
+    Examples:
+        >>> from scratch.checker import load
+        >>> load("math:sqrt")(4.0)
+        2.0
+    """
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"function: expected 'package.module:function', found {target!r}")
@@ -48,7 +60,14 @@ def load(target: str) -> Callable:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m scratch.check module:function [options]`: 0 pass, 1 fail, 2 bad arguments."""
+    """`python -m scratch.check module:function [options]`: 0 pass, 1 fail, 2 bad arguments.
+
+    Args:
+        argv: the command line's arguments; None: sys.argv[1:].
+
+    Returns:
+        The exit status: 0 pass, 1 fail, 2 bad arguments.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m scratch.check",
         description="Check an attention function against the float64 ground truth.",

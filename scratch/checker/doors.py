@@ -14,6 +14,7 @@ from scratch.checker.cases import BACKWARD_FEATURES, CASE_SETS, FEATURES, cases_
 from scratch.checker.interpreter import interpreter_notes
 from scratch.checker.report import CheckReport
 from scratch.checker.run import Kind, Progress, finish, run_case, run_checks, target_name
+from scratch.core.front_doors import arguments_for, with_arguments
 from scratch.ops.validate import check_masked_rows
 
 BACKWARD_ARRAYS = ("numpy", "torch")
@@ -46,15 +47,32 @@ class Plan:
         return finish(report, self.required)
 
 
+SETTINGS = """The keywords the doors share, described once: each door's docstring has its own.
+
+    Args:
+        array: the arrays fn gets and returns: "numpy", "torch" or "list" (nested lists).
+        dtype: the inputs' dtype: "float32", "float64", "float16" or "bfloat16".
+        device: the torch device, e.g. "cuda"; None: the default.
+        cases: the case set: "standard", "full", "large" (4096 tokens, sampled rows) or "medium".
+        seed: the cases' seed.
+        masked_rows: what fn gives a row with no visible key: "zero", "nan" or "uniform".
+        require: features fn must support (a tuple or "mask,causal"): a case fn refuses for one
+            of them fails instead of counting as unsupported.
+        progress: a scratch.ops.progress.Progress told of each case done (it can cancel), or None.
+    """
+
+
 def door(plan: Callable[..., Plan]) -> Callable[..., CheckReport]:
     """A check: `plan`'s arguments, its Plan run into a CheckReport. `check.plan` (the function
     undecorated) returns the Plan, to run its cases one by one (scratch.testing)."""
+    arguments = arguments_for(inspect.signature(plan).parameters, plan.__doc__, SETTINGS)
 
     @functools.wraps(plan)
     def check(*args, **kwargs) -> CheckReport:
         return plan(*args, **kwargs).run()
 
     check.__signature__ = inspect.signature(plan).replace(return_annotation="CheckReport")
+    check.__doc__ = with_arguments(plan.__doc__, arguments, replace=True)
     check.plan = plan
     return check
 
@@ -88,8 +106,10 @@ def check(
     require: object = (),
     progress: Progress = None,
 ) -> Plan:
-    """Run fn on seeded cases and compare each output with the float64 ground truth (sampled
-    rows of 4096-token cases in 16/32-bit dtypes: its float64 NumPy stand-in, float64_rows.py).
+    """Run fn on seeded cases and compare each output with the float64 ground truth.
+
+    Sampled rows of 4096-token cases in 16/32-bit dtypes are compared with the ground truth's
+    float64 NumPy stand-in (float64_rows.py).
 
     fn(q, k, v, attn_mask=..., is_causal=..., scale=..., enable_gqa=...) gets only the keywords a
     case needs and returns the output or (output, weights). `require` (e.g. ("mask", "causal"))
@@ -99,6 +119,20 @@ def check(
     flash_attn_varlen_func (softmax_scale; max_seqlen_q) is checked as check_variants checks it
     in that style (its layout, its keywords, bottom-right causal), on the standard variant cases
     (none leaves a row without keys, so masked_rows does not matter there).
+
+    Args:
+        fn: the attention function, q (..., L, E), k (..., S, E), v (..., S, Ev) in the
+            array type `array` -> output (..., L, Ev) or (output, weights (..., L, S)).
+
+    Returns:
+        The CheckReport: one row per case, truthy when no case fails; `.diagnosis` names
+        the mistake a failure looks like.
+
+    Examples:
+        >>> import scratch
+        >>> report = scratch.check(scratch.backends.get("numpy").scaled_dot_product_attention)
+        >>> bool(report), report.diagnosis
+        (True, None)
     """
     if not callable(fn):
         raise TypeError(f"fn: expected a callable attention function, found {type(fn).__name__}")
@@ -158,6 +192,14 @@ def check_backward(
     A backward is called as backward(q, k, v, grad_output, attn_mask=..., is_causal=...,
     scale=..., enable_gqa=..., dropout_p=..., dropout_mask=...) with only the keywords a case
     needs (dropout_mask: the forward's kept entries, True = kept) and returns (dq, dk, dv).
+
+    Args:
+        fn: the forward (array="torch": differentiated by torch.autograd.grad; with
+            `backward`: only named in the report, or None), or with array="numpy" the backward.
+        backward: the backward kernel to check, or None (see fn).
+
+    Returns:
+        The CheckReport of dq, dk and dv.
     """
     if backward is not None and not callable(backward):
         raise TypeError(f"backward: expected a callable, found {type(backward).__name__}")
@@ -205,6 +247,16 @@ def check_variants(
     (e.g. "window,softcap") turns refused cases of those features into failures. An lse fn
     returns beside its output ((out, lse) (1, H, L); FlashAttention's softmax_lse) is checked
     too, as a natural log, or in base 2 with lse_base=2.
+
+    Args:
+        fn: the variant kernel, fn(q, k, v, **keywords) -> output (1, H, L, Ev) or
+            (output, lse).
+        variant_style: "flash", "flex", "flash_attn" or "flash_attn_varlen"; None: read
+            from fn's parameters.
+        lse_base: the base of fn's lse: "e" (or e) or 2.
+
+    Returns:
+        The CheckReport of the variant cases.
     """
     return _variants(
         fn, "fn", variant_style, array, dtype, device, seed, require, progress, lse_base
@@ -226,7 +278,15 @@ def check_variants_backward(
     """Run backward on the variant cases and compare its gradients with the exact ones.
 
     backward(q, k, v, grad_output, **keywords) -> (dq, dk, dv), or (dq, dk, dv, dsinks) in cases
-    with sinks; the keywords as check_variants gives them (either style)."""
+    with sinks; the keywords as check_variants gives them (either style).
+
+    Args:
+        backward: the variant backward kernel.
+        variant_style: "flash" or "flex" (as check_variants); None: read from its parameters.
+
+    Returns:
+        The CheckReport of the variant cases' gradients.
+    """
     return _variants(
         backward, "backward", variant_style, array, dtype, device, seed, require, progress
     )

@@ -12,7 +12,25 @@ from scratch.checker.variant_cases import VARIANT_FEATURES
 
 @dataclass
 class CaseResult:
-    """The outcome of one case: status is 'pass', 'fail' or 'unsupported'."""
+    """The outcome of one case: status is 'pass', 'fail' or 'unsupported'.
+
+    Attributes:
+        name: the case's name.
+        shapes: q, k, v shapes in words.
+        options: the keywords fn got, in words.
+        dtype: the dtype checked.
+        status: "pass", "fail" or "unsupported" (fn declined the case).
+        max_error: the largest |output - truth|.
+        bound: the bound at the max error (pass) or at the worst ratio (fail).
+        ratio: max error / bound over elements (<= 1 passes).
+        rule: the second rule's result (fn's error vs a correct kernel's in its dtype), or None.
+        message: the verdict in words.
+        diagnosis: the mistake a failure looks like, or None.
+        features: the optional features the case uses (keys of FEATURES).
+        raised: the type of what fn raised (a refusal or a crash), if it did.
+        trace: the last lines of fn's own code in that exception's traceback.
+        diff: |output - truth| per element (..., R, Ev), for the window's heatmap.
+    """
 
     name: str
     shapes: str
@@ -40,7 +58,15 @@ class CaseResult:
 
 @dataclass
 class CheckReport:
-    """All case results; truthy when no case fails and one passes. str() is a readable table."""
+    """All case results; truthy when no case fails and one passes. str() is a readable table.
+
+    Attributes:
+        target: the checked function's name (module:function).
+        settings: the check's settings in one line.
+        cases: one CaseResult per case.
+        diagnosis: the mistake the failures look like, or None.
+        notes: what this check cannot show (e.g. under Triton's CPU interpreter).
+    """
 
     target: str
     settings: str

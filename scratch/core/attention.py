@@ -429,8 +429,21 @@ def forward(query: object, key: object, value: object, options: Options) -> tupl
 
 
 def attention_of(query: object, key: object, value: object, options: Options) -> tuple:
-    """softmax(q @ k^T * scale + mask) @ v -> (output (..., L, Ev), weights (..., L, S)),
-    or (output, lse (..., L)) with return_lse=True."""
+    """softmax(q @ k^T * scale + mask) @ v in plain Python, every sum correctly rounded.
+
+    Returns:
+        (output (..., L, Ev), weights (..., L, S)), or (output, lse (..., L)) with
+        return_lse=True.
+
+    Examples:
+        >>> import scratch
+        >>> q = [[1.0, 0.0], [0.0, 1.0]]
+        >>> output, weights = scratch.scaled_dot_product_attention(q, q, q, is_causal=True)
+        >>> weights[0]
+        [1.0, 0.0]
+        >>> [round(w, 4) for w in weights[1]]
+        [0.3302, 0.6698]
+    """
     output, weights, lse = forward(query, key, value, options)
     return (output, lse) if options.return_lse else (output, weights)
 

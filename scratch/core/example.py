@@ -21,9 +21,20 @@ from scratch.ops.validate import _describe, check_hook, check_value_has_key
 class Example:
     """The inputs of one worked example: x (q itself when no w_q), key, value, projections.
 
-    `params` maps PARAMS names (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o) to matrices and biases;
-    a name left out (or None) is not given. key None: self-attention; value None: value = key
-    (value=key is stored as None). Compared by identity (its fields may be arrays)."""
+    Compared by identity (its fields may be arrays).
+
+    Attributes:
+        x: the query input (L, d_model).
+        key: the key input (S, d_kv_in) for cross-attention; None: self-attention.
+        value: the value input (S, d_kv_in) when it differs from key; None: value = key
+            (value=key is stored as None).
+        params: PARAMS names (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o) -> matrices and biases
+            (w_q (d_model, H * E), ...); a name left out (or None) is not given.
+        tokens: L labels; None: t0, t1, ...
+        key_tokens: S labels; None: the query's (self-attention) or k0, k1, ...
+        num_heads: H.
+        num_kv_heads: Hkv; None: H; fewer: grouped-query attention.
+    """
 
     x: object  # (L, d_model): the query input
     key: object = None  # (S, d_key) for cross-attention

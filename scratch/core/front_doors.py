@@ -36,7 +36,8 @@ the ground truth's kinds.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 
 from scratch.core.example import Example
 from scratch.core.options import FlexOptions, Options
@@ -114,9 +115,58 @@ def _door(
     door.__signature__ = signature
     door.__name__ = door.__qualname__ = name
     door.__module__ = impl.__module__
-    what = "backward, after grad_output" if backward else "function"
-    door.__doc__ = f"{front.__doc__} (the {what}):\n\n{impl.__name__}: {impl.__doc__}"
+    # the door's arguments are front's, not impl's (impl takes Options)
+    arguments = arguments_for(signature.parameters, front.__doc__, KEYWORDS)
+    door.__doc__ = with_arguments(impl.__doc__ or name, arguments, replace=True)
     return door
+
+
+KEYWORDS = """The words for the keywords several doors share (a door's own are in its front's).
+
+    Args:
+        grad_output: dO (..., L, Ev), the loss's gradient by the forward's output.
+        num_heads: H, the query heads.
+        num_kv_heads: Hkv, the key/value heads (grouped-query attention); None: H.
+        b_q: (H * E,) or None.
+        b_k: (Hkv * E,) or None.
+        b_v: (Hkv * Ev,) or None.
+        b_o: (d_out,) or None.
+        **more: the backend's own keywords (need_weights, dtype, device, kernel, ...), passed
+            on untouched; one it does not take is refused.
+    """
+
+
+def arguments_of(doc: str) -> list[str]:
+    """The entries of a docstring's `Args:` section, each with its continuation lines (a door's
+    keywords are described once, in the function that reads them)."""
+    doc = inspect.cleandoc(doc)
+    block = doc[doc.index("Args:\n") + len("Args:\n") :].split("\n\n")[0]
+    return re.split(r"\n(?=    \S)", block)
+
+
+def arguments_for(names: Iterable[str], *docs: str) -> list[str]:
+    """The `Args:` entry of each name, in the order of `names`, from the first of `docs` that
+    describes it (a name none describes is left out: tests/test_docstrings.py finds it)."""
+    found: dict[str, str] = {}
+    for doc in docs:
+        for entry in arguments_of(doc):
+            found.setdefault(entry.split(":")[0].strip().lstrip("*"), entry)
+    return [found[name] for name in names if name in found]
+
+
+def with_arguments(doc: str, entries: list[str], *, replace: bool = False) -> str:
+    """doc (cleaned) with `entries` at the end of its `Args:` section (`replace`: instead of
+    its entries), or in a new one before its Returns/Examples (or at its end)."""
+    doc = inspect.cleandoc(doc)
+    if "Args:\n" in doc:
+        start = doc.index("Args:\n")
+        end = doc.find("\n\n", start)
+        end = len(doc) if end < 0 else end
+        kept = doc[: start + len("Args:")] if replace else doc[:end]
+        return "\n".join([kept, *entries]) + doc[end:]
+    later = re.search(r"\n\n(?=(Returns|Examples):\n)", doc)
+    end = later.start() if later else len(doc)
+    return "\n".join([doc[:end] + "\n\nArgs:", *entries]) + doc[end:]
 
 
 def _sdpa_arguments(
@@ -133,7 +183,24 @@ def _sdpa_arguments(
     rng: object = None,
     return_lse: bool = False,
 ) -> tuple:
-    """The keywords as one Options, then the backend's own"""
+    """scaled_dot_product_attention's keywords as one Options.
+
+    Args:
+        query: q (..., L, E); the leading axes (batch, heads) broadcast.
+        key: k (..., S, E).
+        value: v (..., S, Ev).
+        attn_mask: None, or (..., L, S) broadcast to the scores: bool (True = may attend) or
+            float (added to the scaled scores).
+        dropout_p: the probability of dropping a weight (the kept ones scale by 1 / (1 - p)).
+        is_causal: key j visible to query i iff j <= i (top-left, as PyTorch); not with
+            attn_mask.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        enable_gqa: grouped-query attention: H query heads share H / Hkv key/value heads.
+        masked_rows: a row with no visible key: "zero" (weights 0, as PyTorch >= 2.5), "nan"
+            (the textbook 0 / 0) or "uniform" (equal weights: what a -1e9 fill gives).
+        rng: the dropout's random.Random (or the backend's generator or an int seed).
+        return_lse: return (output, lse (..., L)) instead of (output, weights (..., L, S)).
+    """
     options = Options(attn_mask, is_causal, scale=scale, dropout_p=dropout_p, rng=rng,
                       enable_gqa=enable_gqa, masked_rows=masked_rows,
                       return_lse=return_lse)  # fmt: skip
@@ -160,7 +227,22 @@ def _multi_head_arguments(
     scale: float | None = None,
     masked_rows: str = "zero",
 ) -> tuple:
-    """The keywords as projections, head counts and one Options, then the backend's own"""
+    """multi_head_attention's keywords as projections, head counts and one Options.
+
+    Args:
+        query: the queries' inputs (..., L, d_model).
+        key: the keys' inputs (..., S, d_kv_in); None: self-attention (key = value = query).
+        value: the values' inputs (..., S, d_kv_in); None: value = key.
+        w_q: (d_model, H * E), q = query @ w_q (+ b_q).
+        w_k: (d_kv_in, Hkv * E), k = key @ w_k (+ b_k).
+        w_v: (d_kv_in, Hkv * Ev), v = value @ w_v (+ b_v).
+        w_o: (H * Ev, d_out), the heads side by side @ w_o (+ b_o); None: no output projection.
+        attn_mask: None, or (..., L, S) broadcast over the heads: bool (True = may attend) or
+            float (added to the scaled scores).
+        is_causal: key j visible to query i iff j <= i (top-left); not with attn_mask.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        masked_rows: a row with no visible key: "zero", "nan" or "uniform".
+    """
     check_projections(w_q, w_k, w_v)
     check_value_has_key(key, value)
     options = Options(attn_mask, is_causal, scale=scale, masked_rows=masked_rows)
@@ -192,8 +274,25 @@ def _trace_arguments(
     dropout_p: float = 0.0,
     rng: object = None,
 ) -> tuple:
-    """One worked example x (L, d_model), every step kept; projections are optional. The
-    keywords become one Example and one Options, then the backend's own trace_example"""
+    """trace_attention's keywords as one Example and one Options; projections are optional.
+
+    Args:
+        x: the worked example (L, d_model): the queries' inputs (q itself without w_q).
+        key: the keys' inputs (S, d_kv_in); None: self-attention (the keys are x).
+        value: the values' inputs (S, d_kv_in); None: value = key.
+        w_q: (d_model, H * E) or None (q = x).
+        w_k: (d_kv_in, Hkv * E) or None.
+        w_v: (d_kv_in, Hkv * Ev) or None.
+        w_o: (H * Ev, d_out) or None (no output projection).
+        tokens: L labels of the queries (default "t0", "t1", ...).
+        key_tokens: S labels of the keys (default: tokens, in self-attention).
+        attn_mask: None, or (L, S): bool (True = may attend) or float (added).
+        is_causal: key j visible to query i iff j <= i (top-left); not with attn_mask.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        masked_rows: a row with no visible key: "zero", "nan" or "uniform".
+        dropout_p: the probability of dropping a weight.
+        rng: the dropout's random.Random.
+    """
     params = projections(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)
     example = Example(x, key, value, params, tokens, key_tokens, num_heads, num_kv_heads)
     options = Options(
@@ -214,7 +313,22 @@ def _flex_arguments(
     *,
     sinks: object = None,
 ) -> tuple:
-    """The keywords as one FlexOptions, then the backend's own flex_attention"""
+    """flex_attention's keywords as one FlexOptions.
+
+    Args:
+        query: q (B, H, L, E).
+        key: k (B, Hkv, S, E).
+        value: v (B, Hkv, S, Ev).
+        score_mod: score_mod(score, b, h, q_idx, kv_idx) -> the changed score (after the
+            scale), or None.
+        block_mask: a BlockMask from create_block_mask (its mask_mod says which keys a query
+            sees), or None: every key.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        enable_gqa: grouped-query attention: H query heads share H / Hkv key/value heads.
+        return_lse: return (output, lse (B, H, L)) instead of output alone.
+        sinks: one learned sink logit per query head (gpt-oss), added to each row's
+            denominator; None: no sink.
+    """
     return (
         query,
         key,
@@ -257,6 +371,8 @@ def flex_backward_door(impl: Callable) -> Callable:
 
 
 __all__ = [
+    "arguments_for",
+    "arguments_of",
     "backward_door",
     "bound",
     "flex_backward_door",
@@ -264,4 +380,5 @@ __all__ = [
     "forward_door",
     "multi_head_door",
     "trace_door",
+    "with_arguments",
 ]

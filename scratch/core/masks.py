@@ -7,7 +7,24 @@ from scratch.variants.causal import Causal, causal_cells
 
 
 def causal_mask(L: int, S: int, align: str = "top-left") -> list[list[bool]]:
-    """True where query i may attend key j: j <= i (top-left) or j <= i + S - L (bottom-right)."""
+    """True where query i may attend key j: j <= i (top-left) or j <= i + S - L (bottom-right).
+
+    Args:
+        L: the query length.
+        S: the key length.
+        align: "top-left" (PyTorch's is_causal, tril(ones(L, S))) or "bottom-right" (the last
+            query sees every key, as in decoding with a cache).
+
+    Returns:
+        The (L, S) grid of bools, True = may attend.
+
+    Examples:
+        >>> from scratch import causal_mask
+        >>> causal_mask(2, 3)
+        [[True, False, False], [True, True, False]]
+        >>> causal_mask(2, 3, align="bottom-right")
+        [[True, True, False], [True, True, True]]
+    """
     return causal_cells(L, S, align)  # PyTorch's is_causal is top-left: tril(ones(L, S))
 
 

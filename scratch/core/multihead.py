@@ -151,7 +151,11 @@ def run_multi_head(
 def attention_with_heads(
     query: object, key: object, value: object, params: dict, heads: tuple, options: Options
 ) -> tuple[list, list]:
-    """Project, attend per head, concatenate, project out -> (output, weights (..., H, L, S))."""
+    """Project, attend per head, concatenate, project out, in plain Python.
+
+    Returns:
+        (output (..., L, d_out), weights (..., H, L, S)); d_out is H * Ev without w_o.
+    """
     run = run_multi_head(query, key, value, params, heads, options)
     weights = stack([s.weights for s in run.heads], run.plan.head_lead)  # (..., H, L, S)
     return run.output, weights

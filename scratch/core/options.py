@@ -30,7 +30,21 @@ def check_rng(rng: object) -> None:
 
 @dataclass(frozen=True)
 class Options:
-    """How one attention call computes: mask, scale, empty-row policy, dropout, GQA, lse."""
+    """How one attention call computes: mask, scale, empty-row policy, dropout, GQA, lse.
+
+    Attributes:
+        attn_mask: None, or (..., L, S) broadcast to the scores: bool (True = may attend) or
+            float (added).
+        is_causal: PyTorch's top-left causal mask, tril(ones(L, S)); not with attn_mask.
+        variant: a scratch.variants object applied after the scale (a mask and/or a score
+            change), or None.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        dropout_p: the probability of dropping each weight after softmax.
+        enable_gqa: key/value may have fewer heads than query.
+        masked_rows: a row where every key is masked: "zero", "nan" or "uniform".
+        rng: random.Random (or a backend's generator) for dropout.
+        return_lse: also return each row's log-sum-exp of the masked scores.
+    """
 
     attn_mask: object = None  # bool (True = may attend) or float (added), broadcast to scores
     is_causal: bool = False  # PyTorch's top-left causal mask, tril(ones(L, S))

@@ -21,7 +21,21 @@ from scratch.variants import Causal
 
 
 def sample_rows(L: int, count: int, seed: int = 0) -> list[int]:
-    """`count` distinct query rows of 0..L-1, sorted; the first and last rows are always in."""
+    """`count` distinct query rows of 0..L-1, sorted; the first and last rows are always in.
+
+    Args:
+        L: the query length.
+        count: how many rows (all L when count >= L; count 1: the last row).
+        seed: the draw's seed for the rows between the first and the last.
+
+    Returns:
+        The rows, sorted.
+
+    Examples:
+        >>> from scratch import sample_rows
+        >>> sample_rows(4, 10)
+        [0, 1, 2, 3]
+    """
     L, count = check_positive_int(L, "L"), check_positive_int(count, "count")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed: expected an int, found {type(seed).__name__} {seed!r}")
@@ -62,8 +76,20 @@ def attention_rows(
 ) -> tuple[list, list]:
     """Rows `rows` of scaled_dot_product_attention's (output, weights), computed alone.
 
-    Returns (output (..., R, Ev), weights (..., R, S)) with R = len(rows): entry n is exactly
-    row rows[n] of the full ground truth, bit for bit, for the same arguments.
+    Args:
+        query: q (..., L, E).
+        key: k (..., S, E).
+        value: v (..., S, Ev).
+        rows: R distinct query rows, each in 0..L-1 (sample_rows picks some).
+        attn_mask: None, or (..., L, S): bool (True = may attend) or float (added).
+        is_causal: key j visible to query i iff j <= i (top-left).
+        scale: the scores' factor; None: 1 / sqrt(E).
+        enable_gqa: grouped-query attention (key/value with fewer heads).
+        masked_rows: a row with no visible key: "zero", "nan" or "uniform".
+
+    Returns:
+        (output (..., R, Ev), weights (..., R, S)): entry n is exactly row rows[n] of the full
+        ground truth, bit for bit, for the same arguments.
     """
     options = Options(
         attn_mask, is_causal, scale=scale, enable_gqa=enable_gqa, masked_rows=masked_rows

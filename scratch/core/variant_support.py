@@ -12,7 +12,15 @@ from scratch.variants import Causal, GivenMask
 
 
 def sdpa_variant(options: Options, who: str) -> Causal | GivenMask | None:
-    """`options.attention_variant` when `who` (a pipeline's name) computes it, else refused."""
+    """`options.attention_variant` when `who` (a pipeline's name) computes it, else refused.
+
+    Args:
+        options: the call's Options.
+        who: the pipeline's name, for the NotImplementedError's message.
+
+    Returns:
+        Causal(0), a GivenMask or None: the variants SDPA's pipelines compute.
+    """
     found = options.attention_variant
     if found is None or found == Causal(0) or isinstance(found, GivenMask):
         return found
@@ -23,9 +31,19 @@ def sdpa_variant(options: Options, who: str) -> Causal | GivenMask | None:
 
 
 def as_sdpa(options: Options, L: int, S: int) -> Options:
-    """`options` with a lone mask variant for L queries and S keys given as SDPA's keywords:
-    Causal(0) as is_causal, another diagonal as its (L, S) bool grid, a GivenMask as its
-    attn_mask; any other options unchanged (the same object)."""
+    """`options` with a lone mask variant given as SDPA's keywords instead.
+
+    Causal(0) becomes is_causal, another diagonal its (L, S) bool grid, a GivenMask its
+    attn_mask; any other options come back unchanged (the same object).
+
+    Args:
+        options: the call's Options.
+        L: the query length.
+        S: the key length.
+
+    Returns:
+        The Options SDPA's keywords can say.
+    """
     v = options.variant
     if options.attn_mask is not None or options.is_causal or not isinstance(v, Causal | GivenMask):
         return options

@@ -19,7 +19,7 @@ import functools
 import inspect
 from collections.abc import Callable
 
-from scratch.core.front_doors import bound
+from scratch.core.front_doors import arguments_for, bound, with_arguments
 from scratch.core.options import FlexOptions
 from scratch.flex.forward import FlexInputs, create_block_mask, flex_attention, prepare
 from scratch.ops.validate import as_tensor, check_flag, check_hook
@@ -160,7 +160,17 @@ def decode_options(
     *,
     sinks: object = None,
 ) -> FlexOptions:
-    """Every decode call's keywords, after its arrays, written once: one FlexOptions."""
+    """Every decode call's keywords, after its arrays, written once: one FlexOptions.
+
+    Args:
+        score_mod: score_mod(score, b, h, q_idx, kv_idx) -> the changed score, or None; the
+            mods see true positions (q_idx = S - L + i).
+        mask_mod: mask_mod(b, h, q_idx, kv_idx) -> True where the query sees the key, or None.
+        scale: the scores' factor; None: 1 / sqrt(E).
+        enable_gqa: grouped-query attention: H query heads share H / Hkv key/value heads.
+        return_lse: return (output, lse (B, H, L)) instead of output alone.
+        sinks: one learned sink logit per query head, added to each row's denominator; None.
+    """
     check_flag(return_lse, "return_lse")
     return FlexOptions(score_mod, None, scale, enable_gqa, return_lse, sinks, mask_mod)
 
@@ -179,14 +189,30 @@ def decode_door(impl: Callable) -> Callable:
         return (output, lse) if options.return_lse else output
 
     door.__signature__ = signature
-    return functools.update_wrapper(door, impl, updated=())
+    door = functools.update_wrapper(door, impl, updated=())
+    names = [p.name for p in keywords]
+    door.__doc__ = with_arguments(impl.__doc__, arguments_for(names, decode_options.__doc__))
+    return door
 
 
 @decode_door
 def decode_attention(query: object, key: object, value: object, options: FlexOptions):
     """Attention of query (B, H, L, E) at the last L positions of key (B, Hkv, S, E), value.
 
-    The mods see true positions (q_idx = S - L + i); output (B, H, L, Ev), lse (B, H, L).
+    Args:
+        query: the new tokens' q (B, H, L, E), at positions S - L .. S - 1.
+        key: every cached token's k (B, Hkv, S, E), the new ones last.
+        value: v (B, Hkv, S, Ev).
+
+    Returns:
+        output (B, H, L, Ev), or (output, lse (B, H, L)) with return_lse=True.
+
+    Examples:
+        >>> import scratch
+        >>> k = [[[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]]  # (B, Hkv, S, E) = (1, 1, 3, 2)
+        >>> out = scratch.decode_attention([[[[1.0, 0.0]]]], k, k)  # one query at position 2
+        >>> [round(x, 4) for x in out[0][0][0]]
+        [0.8022, 0.5989]
     """
     x = decode_inputs(query, key, value, options)
     L, S = x.shape[3:5]

@@ -12,7 +12,15 @@ from scratch.core.example import Example
 
 
 def decode_example(example: Example, n: int) -> Example:
-    """`example` (self-attention: the keys are the queries' tokens) at decode step n."""
+    """`example` (self-attention: the keys are the queries' tokens) at decode step n.
+
+    Args:
+        example: a self-attention Example of L tokens.
+        n: the step, 1..L: the cache holds the first n tokens, the query is token n - 1.
+
+    Returns:
+        The Example of that step.
+    """
     L = len(example.x)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= L:
         raise ValueError(f"decode: expected a cache of 1 to {L} tokens, found {n!r}")

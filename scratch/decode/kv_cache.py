@@ -15,7 +15,15 @@ from scratch.ops.validate import check_positive_int
 
 
 class KVCache:
-    """Keys (B, Hkv, S, E) and values (B, Hkv, S, Ev) of the S tokens appended so far."""
+    """Keys (B, Hkv, S, E) and values (B, Hkv, S, Ev) of the S tokens appended so far.
+
+    Examples:
+        >>> from scratch import KVCache
+        >>> cache = KVCache()
+        >>> cache.append([[[[1.0, 0.0]]]], [[[[2.0]]]])  # one token: (B, Hkv, T, E), (.., Ev)
+        >>> cache.seq_len, cache.positions(2)
+        (1, [1, 2])
+    """
 
     def __init__(self) -> None:
         self.key: list = []  # (B, Hkv, S, E) once a token is appended

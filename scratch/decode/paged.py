@@ -106,7 +106,18 @@ def paged_decode_attention(
     seq_lens: object,
     options: FlexOptions,
 ) -> tuple[list, list]:
-    """decode_attention per sequence b: query (B, H, L, E) the last L of its seq_lens[b] tokens."""
+    """decode_attention per sequence b: query (B, H, L, E) the last L of its seq_lens[b] tokens.
+
+    Args:
+        query: q (B, H, L, E).
+        key_cache: the pages' keys (P, Hkv, page_size, E) (to_pages cuts a cache into them).
+        value_cache: the pages' values (P, Hkv, page_size, Ev).
+        block_table: per sequence b, its pages in order.
+        seq_lens: per sequence b, its cached tokens (at least L).
+
+    Returns:
+        output (B, H, L, Ev), or (output, lse (B, H, L)) with return_lse=True.
+    """
     q, (B, H, L, E) = four_dims(query, "query", "(B, H, L, E)")
     _, _, (P, Hkv, page_size, Ek, _) = check_caches(key_cache, value_cache)
     if Ek != E or H % Hkv or (H != Hkv and not check_flag(options.enable_gqa, "enable_gqa")):

@@ -103,7 +103,15 @@ def merge_rows(outputs: list[list[float]], lses: list[float], sink: float | None
 
 
 def merge_partials(partials: list[Partial], sinks: object = None) -> Partial:
-    """The splits' partials merged: output (B, H, L, Ev), lse (B, H, L); sinks join here."""
+    """The splits' partials merged: output (B, H, L, Ev), lse (B, H, L); sinks join here.
+
+    Args:
+        partials: (output (B, H, L, Ev), lse (B, H, L)) of each split of the keys.
+        sinks: one learned sink logit per query head, or None.
+
+    Returns:
+        (output, lse) as one attention over every split's keys gives them.
+    """
     if not isinstance(partials, (list, tuple)) or not partials:
         raise ValueError("partials: expected a non-empty list of (output, lse) pairs")
     outs, lses, shape = [], [], None
@@ -138,7 +146,17 @@ def merge_partials(partials: list[Partial], sinks: object = None) -> Partial:
 def split_kv_attention(
     query: object, key: object, value: object, num_splits: int, options: FlexOptions
 ) -> Partial:
-    """decode_attention computed as flash-decoding does: num_splits partials, then the merge."""
+    """decode_attention computed as flash-decoding does: num_splits partials, then the merge.
+
+    Args:
+        query: q (B, H, L, E).
+        key: k (B, Hkv, S, E).
+        value: v (B, Hkv, S, Ev).
+        num_splits: how many key ranges are attended apart, then merged.
+
+    Returns:
+        output (B, H, L, Ev), or (output, lse (B, H, L)) with return_lse=True.
+    """
     return merge_partials(partials_of(query, key, value, num_splits, options), options.sinks)
 
 

@@ -29,7 +29,12 @@ from scratch.ops.validate import as_tensor, check_grad_output
 def gradients_of(
     query: object, key: object, value: object, grad_output: object, options: FlexOptions
 ) -> tuple:
-    """(grad_query, grad_key, grad_value), plus grad_sinks (one per head) when sinks are given."""
+    """The gradients of flex_attention's inputs for grad_output, in plain Python.
+
+    Returns:
+        (grad_query (B, H, L, E), grad_key (B, Hkv, S, E), grad_value (B, Hkv, S, Ev)), plus
+        grad_sinks (one per head) when sinks are given.
+    """
     x = prepare(query, key, value, options)
     B, H, Hkv, L, _, _, Ev = x.shape
     d_out, ds = as_tensor(grad_output, "grad_output", min_dims=0)

@@ -61,9 +61,15 @@ def checked_seen(seen: object, b: int, h: int, i: int, j: int) -> bool:
 class BlockMask:
     """A mask_mod with the tiles it leaves: for each (b, h, query block), the key blocks to visit.
 
-    `kv_blocks[b][h][qb]` lists (key block, full) for every key block where some query of the
-    block sees some key; `full` says every cell of the tile is seen (no mask_mod call needed).
     Derived from mask_mod by asking it about every cell, so it cannot disagree with it.
+
+    Attributes:
+        mask_mod: mask_mod(b, h, q_idx, kv_idx) -> True where the query sees the key.
+        shape: (B, H, Q_LEN, KV_LEN); B or H of 1 broadcast.
+        block_size: (query block, key block) sizes.
+        kv_blocks: `kv_blocks[b][h][qb]` lists (key block, full) for every key block where
+            some query of the block sees some key; `full` says every cell of the tile is seen
+            (no mask_mod call needed).
     """
 
     mask_mod: Callable[..., bool]
@@ -142,7 +148,25 @@ def create_block_mask(
     KV_LEN: int,
     BLOCK_SIZE: int | tuple[int, int] = 128,
 ) -> BlockMask:
-    """FlexAttention's create_block_mask: the tiles mask_mod leaves (B or H None: broadcast)."""
+    """FlexAttention's create_block_mask: the tiles mask_mod leaves (B or H None: broadcast).
+
+    Args:
+        mask_mod: mask_mod(b, h, q_idx, kv_idx) -> True where the query sees the key.
+        B: the batch, or None (every batch alike).
+        H: the heads, or None (every head alike).
+        Q_LEN: L, the queries.
+        KV_LEN: S, the keys.
+        BLOCK_SIZE: the tile's side, or (query block, key block).
+
+    Returns:
+        The BlockMask.
+
+    Examples:
+        >>> from scratch import create_block_mask
+        >>> causal = lambda b, h, q_idx, kv_idx: kv_idx <= q_idx
+        >>> create_block_mask(causal, None, None, 4, 4, BLOCK_SIZE=2).kv_blocks[0][0]
+        [[(0, False)], [(0, True), (1, False)]]
+    """
     B, H, L, S, bq, bk = block_mask_sizes(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE)
 
     def tiles(b: int, h: int, qb: int) -> list[tuple[int, bool]]:
@@ -252,7 +276,16 @@ def head(x: FlexInputs, b: int, h: int) -> Steps:
 def attention_of(query: object, key: object, value: object, options: FlexOptions):
     """FlexAttention in plain Python: output (B, H, L, Ev), and lse (B, H, L) with return_lse.
 
-    `sinks`: one learned sink logit per query head (gpt-oss), added to each row's denominator.
+    Returns:
+        output (B, H, L, Ev), or (output, lse (B, H, L)) with return_lse=True.
+
+    Examples:
+        >>> import scratch
+        >>> from scratch.variants import Softcap
+        >>> q = [[[[1.0, 0.0], [0.0, 1.0]]]]  # (B, H, L, E) = (1, 1, 2, 2)
+        >>> out = scratch.flex_attention(q, q, q, score_mod=Softcap(30.0).score_mod)
+        >>> len(out), len(out[0]), len(out[0][0]), len(out[0][0][0])
+        (1, 1, 2, 2)
     """
     x = prepare(query, key, value, options)
     B, H = x.shape[:2]

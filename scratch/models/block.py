@@ -97,7 +97,15 @@ def layer_block(run: object, layer: int) -> Block:
     The residual stream is walked from the embeddings through every layer the check needs (an
     encoder's output is its last layer's; a decoder's chosen layer is checked against the next
     layer's input, its output is the run's logits), each layer's attention input and weights
-    compared with the run's."""
+    compared with the run's.
+
+    Args:
+        run: a Run (model.run(text)).
+        layer: the layer, 0..layers-1.
+
+    Returns:
+        The Block: the layer's steps (T, d_model) and the model's output.
+    """
     model = run.model
     model.check_head(layer, 0)
     c, w, family = model.config, model.weights, family_of(model.family)

@@ -84,7 +84,15 @@ class Decoding:
 
 
 def start(model: object, text: str) -> Decoding:
-    """The prompt run once, its cache kept: a Decoding with no new token yet."""
+    """The prompt run once, its cache kept: a Decoding with no new token yet.
+
+    Args:
+        model: a decoder Model (SmolLM2, a Llama or Qwen2 family .gguf).
+        text: the prompt.
+
+    Returns:
+        The Decoding to add tokens to, one step at a time with the key/value cache.
+    """
     check_decoder(model)
     tokens, ids = model.tokenize(text)
     attentions, inputs, logits, cache = model.family_record.step(model.config, model.weights, ids)

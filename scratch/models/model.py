@@ -35,7 +35,15 @@ def _from_config(name: str, doc: str) -> property:
 
 @dataclass(frozen=True)
 class Model:
-    """Weights (read once), tokenizer and shape of one model."""
+    """Weights (read once), tokenizer and shape of one model.
+
+    Attributes:
+        name: the model's name (a known model's, or its directory's or file's).
+        path: the directory or file it was read from.
+        config: its Config: the family, layers, heads, widths.
+        weights: {tensor name: array}, float64.
+        tokenizer: its tokenizers.Tokenizer.
+    """
 
     name: str
     path: Path
@@ -132,12 +140,22 @@ class Model:
 
 
 def load(path: object = None, progress: progress_.Progress | None = None) -> Model:
-    """The default model (all-MiniLM-L6-v2, verified by SHA-256), "smollm2" (SmolLM2-135M-Instruct,
-    verified), a local model directory (BERT, GPT-2 or Llama family) or a local .gguf file
-    (a decoder family: Llama, Qwen2). A first load reports its stages to `progress`
-    (scratch.ops.progress: hash check, read, dequantize, tokenizer) and raises
-    scratch.ops.progress.Cancelled once it is cancelled, caching nothing; a load of an unchanged
-    file already read reports nothing."""
+    """A model read once and verified: the default, "smollm2", a model directory or a .gguf file.
+
+    A first load reports its stages to `progress` (scratch.ops.progress: hash check, read,
+    dequantize, tokenizer) and raises scratch.ops.progress.Cancelled once it is cancelled,
+    caching nothing; a load of an unchanged file already read reports nothing.
+
+    Args:
+        path: None (all-MiniLM-L6-v2, verified by SHA-256), "smollm2" (SmolLM2-135M-Instruct,
+            verified), a local model directory (BERT, GPT-2 or Llama family: config.json,
+            model.safetensors, tokenizer.json) or a local .gguf file (a decoder family: Llama,
+            Qwen2).
+        progress: a Progress told of each stage of a first load (it can cancel), or None.
+
+    Returns:
+        The Model (`.run(text)` runs a text through it).
+    """
     with progress_.reporting(progress):
         return _find(path)
 

@@ -11,7 +11,17 @@ AGREEMENT = 1e-9  # the ground truth's weights of a head vs the NumPy forward's 
 
 @dataclass(frozen=True)
 class Run:
-    """One text through one model: tokens and the attention weights of every head."""
+    """One text through one model: tokens and the attention weights of every head.
+
+    Attributes:
+        model: the scratch.models.Model it ran on.
+        text: the text.
+        tokens: its T tokens as text.
+        ids: their T ids.
+        attentions: every head's weights (layers, heads, T, T), float64.
+        inputs: per layer, the attention block's input x (T, d_model).
+        logits: a decoder's next-token logits (T, vocab); None for an encoder.
+    """
 
     model: object  # the scratch.models.Model it ran on (run sits below model: no import of it)
     text: str
@@ -97,5 +107,13 @@ def top_tokens(tokenizer: object, logits: np.ndarray, k: int) -> list[tuple[str,
 
 
 def token_name(tokenizer: object, i: int) -> str:
-    """Token i as text; a special token by its name ('<|im_end|>'), which decode drops."""
+    """Token i as text; a special token by its name ('<|im_end|>'), which decode drops.
+
+    Args:
+        tokenizer: a tokenizers.Tokenizer (a Model's `.tokenizer`).
+        i: the token's id.
+
+    Returns:
+        The token's text, or "" for an id with none.
+    """
     return tokenizer.decode([i], skip_special_tokens=False) or tokenizer.id_to_token(i) or ""

@@ -46,12 +46,37 @@ def transpose_rows(a: list[list[float]]) -> list[list[float]]:
 
 
 def transpose(a: object) -> list[list[float]]:
-    """Swap rows and columns: (n, m) -> (m, n); a is validated like every public input."""
+    """Swap rows and columns: (n, m) -> (m, n); a is validated like every public input.
+
+    Args:
+        a: a matrix (n, m): nested lists or an array.
+
+    Returns:
+        The (m, n) matrix as nested lists of floats.
+
+    Examples:
+        >>> from scratch import transpose
+        >>> transpose([[1, 2, 3], [4, 5, 6]])
+        [[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]
+    """
     return transpose_rows(as_matrix(a, "a")[0])
 
 
 def matmul(a: object, b: object) -> list[list[float]]:
-    """a @ b for matrices (n, m) @ (m, p) -> (n, p), each entry an fsum of products."""
+    """a @ b for matrices (n, m) @ (m, p) -> (n, p), each entry an fsum of products.
+
+    Args:
+        a: the left matrix (n, m).
+        b: the right matrix (m, p).
+
+    Returns:
+        The (n, p) product as nested lists of floats, each entry correctly rounded.
+
+    Examples:
+        >>> from scratch import matmul
+        >>> matmul([[1, 2]], [[3], [4]])
+        [[11.0]]
+    """
     a, (n, m) = as_matrix(a, "a")
     b, (mb, p) = as_matrix(b, "b")
     if mb != m:

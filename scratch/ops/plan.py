@@ -32,9 +32,27 @@ def shapes_for_heads(
     d_v: int,
     inputs: tuple[int, int] | None = None,
 ) -> dict[str, Shape]:
-    """The shapes of a call whose `heads` (H, Hkv) are d_head (query, key) and d_v (value) wide,
-    the inverse of `plan_multi_head`: with `inputs` (d_model, d_kv_in), the inputs and their
-    projections; without, no projections, so the inputs are the heads side by side."""
+    """The shapes of a multi-head call with these heads: `plan_multi_head`'s inverse.
+
+    With `inputs` (d_model, d_kv_in), the inputs and their projections; without, no
+    projections, so the inputs are the heads side by side.
+
+    Args:
+        L: the query length.
+        S: the key/value length.
+        heads: (H, Hkv), the query and key/value heads.
+        d_head: E, one query (and key) head's width.
+        d_v: Ev, one value head's width.
+        inputs: (d_model, d_kv_in), the inputs' widths; None: no projections.
+
+    Returns:
+        {argument name: shape} for query, key, value (and w_q, w_k, w_v with `inputs`).
+
+    Examples:
+        >>> from scratch import shapes_for_heads
+        >>> shapes_for_heads(5, 7, (2, 1), 4, 3)
+        {'query': (5, 8), 'key': (7, 4), 'value': (7, 3)}
+    """
     H, Hkv = heads
     if inputs is None:  # q, k, v themselves: (L, H * d_head), (S, Hkv * d_head), (S, Hkv * d_v)
         return {"query": (L, H * d_head), "key": (S, Hkv * d_head), "value": (S, Hkv * d_v)}
@@ -217,6 +235,31 @@ def plan_multi_head(
 
     Arguments are shapes (tuples), None where the argument was not given: key None means
     self-attention (key = value = query), value None means value = key.
+
+    Args:
+        query: the queries' inputs' shape (..., L, d_model).
+        key: the keys' inputs' shape (..., S, d_kv_in), or None.
+        value: the values' inputs' shape (..., S, d_kv_in), or None.
+        w_q: (d_model, H * E), or None (the query is q itself).
+        w_k: (d_kv_in, Hkv * E), or None.
+        w_v: (d_kv_in, Hkv * Ev), or None.
+        w_o: (H * Ev, d_out), or None.
+        b_q: (H * E,), or None.
+        b_k: (Hkv * E,), or None.
+        b_v: (Hkv * Ev,), or None.
+        b_o: (d_out,), or None.
+        num_heads: H, a positive int.
+        num_kv_heads: Hkv, dividing H; None: H.
+
+    Returns:
+        The HeadPlan: lead, L, S, H, Hkv, the input widths, E (d_head), Ev (d_v), d_out.
+
+    Examples:
+        >>> from scratch import plan_multi_head
+        >>> plan = plan_multi_head((5, 8), w_q=(8, 8), w_k=(8, 4), w_v=(8, 4),
+        ...                        num_heads=2, num_kv_heads=1)
+        >>> plan.L, plan.num_heads, plan.num_kv_heads, plan.d_head, plan.group
+        (5, 2, 1, 4, 2)
     """
     check_value_has_key(key, value)
     H, Hkv = check_head_counts(num_heads, num_kv_heads)

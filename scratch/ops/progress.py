@@ -23,7 +23,12 @@ class Cancelled(Exception):
 
 @dataclass(frozen=True)
 class Progress:
-    """report(stage, done, total) as each piece ends; cancelled() -> True stops the work."""
+    """report(stage, done, total) as each piece ends; cancelled() -> True stops the work.
+
+    Attributes:
+        report: called with (stage, done, total) after each piece; None: no report.
+        cancelled: asked before each report; True raises Cancelled. None: never cancelled.
+    """
 
     report: Callable[[str, int, int], None] | None = None
     cancelled: Callable[[], bool] | None = None
@@ -49,7 +54,14 @@ def current() -> Progress:
 
 @contextlib.contextmanager
 def reporting(progress: Progress | None) -> Iterator[Progress]:
-    """Make `progress` current inside the block (None: keep the one already current)."""
+    """Make `progress` current inside the block (None: keep the one already current).
+
+    Args:
+        progress: the Progress long work inside the block reports to, or None.
+
+    Returns:
+        A context manager that yields the Progress now current.
+    """
     if progress is None:
         yield current()
         return

@@ -96,7 +96,24 @@ def rotary(
     pairing: str = "half",
     rotary_dim: int | None = None,
 ) -> list:
-    """x (..., L, D) with each row's first rotary_dim features turned by its position's angles."""
+    """x (..., L, D) with each row's first rotary_dim features turned by its position's angles.
+
+    Args:
+        x: q or k (..., L, D).
+        positions: L positions, one per row (a decode step's are its true positions).
+        base: theta_k = base ** (-2k / rotary_dim) for pair k.
+        pairing: "half" (Llama, GPT-NeoX: features k and k + rotary_dim/2) or "interleaved"
+            (RoFormer, GPT-J: features 2k and 2k + 1).
+        rotary_dim: the features that turn (even, at most D); None: all D.
+
+    Returns:
+        The turned x (..., L, D) as nested lists.
+
+    Examples:
+        >>> from scratch import rotary
+        >>> rotary([[1.0, 0.0]], [0.0])  # position 0 turns by 0
+        [[1.0, 0.0]]
+    """
     return _turn(x, positions, base, pairing, rotary_dim, 1.0)
 
 
@@ -108,7 +125,18 @@ def rotary_backward(
     pairing: str = "half",
     rotary_dim: int | None = None,
 ) -> list:
-    """The gradient of rotary's input: grad_output turned back (the rotation's transpose)."""
+    """The gradient of rotary's input: grad_output turned back (the rotation's transpose).
+
+    Args:
+        grad_output: the gradient by rotary's output (..., L, D).
+        positions: the L positions rotary turned by.
+        base: rotary's base.
+        pairing: rotary's pairing, "half" or "interleaved".
+        rotary_dim: rotary's rotary_dim; None: all D.
+
+    Returns:
+        The gradient by rotary's input x (..., L, D).
+    """
     return _turn(grad_output, positions, base, pairing, rotary_dim, -1.0)
 
 

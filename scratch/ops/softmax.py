@@ -64,7 +64,23 @@ def log_sum_exp_row(row: list[float]) -> float:
 
 
 def softmax(x: object, masked_rows: str = "zero") -> list:
-    """Softmax of a vector or of every row along the last axis of a nested list."""
+    """Softmax of a vector or of every row along the last axis of a nested list.
+
+    Args:
+        x: a vector (S,) or scores (..., S); -inf entries are masked keys.
+        masked_rows: a row of only -inf: "zero" (all 0), "nan" (the textbook 0 / 0) or
+            "uniform" (1 / S each).
+
+    Returns:
+        The weights, x's shape, each row summing to 1 (or a masked row as masked_rows says).
+
+    Examples:
+        >>> from scratch import softmax
+        >>> softmax([0.0, 0.0])
+        [0.5, 0.5]
+        >>> softmax([[float("-inf"), float("-inf")]])
+        [[0.0, 0.0]]
+    """
     masked_rows = check_masked_rows(masked_rows)
     data, shape = as_tensor(x, "x", min_dims=1)
     if len(shape) == 1:

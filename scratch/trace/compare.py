@@ -36,10 +36,16 @@ LARGEST = {"float64": 1.7976931348623157e308, "float32": 3.4028234663852886e38,
 class StepCheck:
     """One step compared: max |difference|, the bound where it binds most, verdict, |diff| grid.
 
-    `ratio` is the largest |difference| / bound over elements (ok means ratio <= 1); `bound` is
-    the per-element bound at the largest |difference| when the step passes, and at the worst
-    ratio when it fails, so `max_abs_diff` vs `bound` always reads like the verdict. `bounds` is
-    the per-element bound grid.
+    Attributes:
+        name: the step's name.
+        max_abs_diff: the largest |difference|.
+        bound: the per-element bound at the largest |difference| when the step passes, and at
+            the worst ratio when it fails, so `max_abs_diff` vs `bound` reads like the verdict.
+        ok: the verdict (ratio <= 1).
+        diff: the |difference| grid, the step's shape, or None.
+        ratio: the largest |difference| / bound over elements.
+        bounds: the per-element bound grid, or None.
+        message: the verdict in words.
     """
 
     name: str
@@ -53,7 +59,16 @@ class StepCheck:
 
 
 def compare_traces(trace: object, reference: object, *, dtype: object = None) -> list:
-    """StepCheck for every step both traces have, in the trace's order (shapes, then values)."""
+    """StepCheck for every step both traces have, in the trace's order (shapes, then values).
+
+    Args:
+        trace: a backend's Trace.
+        reference: the ground truth's Trace of the same call.
+        dtype: the dtype the bounds are for; None: the trace's own.
+
+    Returns:
+        One StepCheck per step.
+    """
     for name, t in (("trace", trace), ("reference", reference)):
         if not isinstance(t, Trace):
             raise TypeError(f"{name}: expected a scratch.Trace, found {type(t).__name__}")
@@ -147,8 +162,18 @@ class _Comparison:
 
 
 def step_check(name: str, found: object, truth: object, bound: object, dtype: str) -> StepCheck:
-    """One step's StepCheck from its values, the truth's and the per-element bound (one shape,
-    nested lists or arrays): the verdict, numbers and message compare_traces gives a step."""
+    """One step's StepCheck: the verdict, numbers and message compare_traces gives a step.
+
+    Args:
+        name: the step's name, for the message.
+        found: the step's values (nested lists or an array).
+        truth: the ground truth's, the same shape.
+        bound: the per-element bound, the same shape.
+        dtype: the dtype's name, for the message.
+
+    Returns:
+        The StepCheck.
+    """
     ops = _ops()
     got, want = ops.array(found), ops.array(truth)
     return _judge(ops, name, got, want, ops.absdiff(got, want), ops.array(bound), dtype)

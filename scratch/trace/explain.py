@@ -19,7 +19,22 @@ __all__ = ["MAX_TERMS", "Explanation", "explain"]
 
 
 def explain(trace: Trace, step: str, index: tuple[int, ...]) -> Explanation:
-    """Explain the entry `trace[step].value[index]` with the numbers that produced it."""
+    """Explain the entry `trace[step].value[index]` with the numbers that produced it.
+
+    Args:
+        trace: a Trace (trace_attention makes one).
+        step: a step's name, e.g. "scores" or "weights".
+        index: the entry's index in the step's value, e.g. (i, j) or (h, i, j).
+
+    Returns:
+        The Explanation: its arithmetic in words and the input cells it reads.
+
+    Examples:
+        >>> import scratch
+        >>> trace = scratch.trace_attention([[1.0, 0.0], [0.0, 1.0]], is_causal=True)
+        >>> print(scratch.explain(trace, "weights", (1, 0)).text)  # doctest: +ELLIPSIS
+        weights[1][0] = exp(masked[1][0] - max_row) / ... = exp(-0.7071) / 1.493 = 0.3302
+    """
     if not isinstance(trace, Trace):
         raise TypeError(f"trace: expected a scratch.Trace, found {type(trace).__name__}")
     names = trace.names()

@@ -91,8 +91,21 @@ def variant_words(p: Pieces) -> dict:
 
 
 def mask_rule(variant: object) -> str:
-    """The words a trace's masked step gives a variant's mask rule ('j <= i', rules joined by
-    'and'); '' for None or a variant without a mask."""
+    """The words a trace's masked step gives a variant's mask rule.
+
+    Args:
+        variant: a scratch.variants object, or None.
+
+    Returns:
+        The rule in words ('j <= i', rules joined by 'and'); '' for None or a variant
+        without a mask.
+
+    Examples:
+        >>> from scratch import mask_rule
+        >>> from scratch.variants import SlidingWindow
+        >>> mask_rule(SlidingWindow(2))
+        'window (2, 0): key j seen by query i iff i - 2 <= j <= i'
+    """
     return variant_words(pieces(Options(variant=variant)))["rule"] if variant is not None else ""
 
 
@@ -167,7 +180,27 @@ def trace_example(
     be None or "float64" (the only one here), and `on_projected` (None or a function) is called
     with the nested lists q, k, v and the scale once the projections exist, before attention.
     Options read: attn_mask, is_causal, scale, masked_rows, dropout_p, rng (GQA comes from
-    example.num_kv_heads; a trace has no lse step, so return_lse=True is refused)."""
+    example.num_kv_heads; a trace has no lse step, so return_lse=True is refused).
+
+    Args:
+        example: the inputs: x (L, d_model), key, value, projections, tokens, heads.
+        options: the call's Options (mask, scale, masked_rows, dropout).
+        dtype: None or "float64".
+        on_projected: None, or a function called with (q, k, v, scale) before attention.
+        grad_output: None, or dO (L, d_out): the trace goes on with the backward steps.
+
+    Returns:
+        The Trace: steps x, q, k, v, scores, scaled, masked, weights, output (and the
+        projections' and the backward's where they apply), each a Step.
+
+    Examples:
+        >>> import scratch
+        >>> trace = scratch.trace_attention([[1.0, 0.0], [0.0, 1.0]], is_causal=True)
+        >>> trace.names()
+        ['x', 'q', 'k', 'v', 'scores', 'scaled', 'masked', 'weights', 'output']
+        >>> round(trace["weights"].value[1][0], 4)
+        0.3302
+    """
     check_trace_call(example, options, on_projected)
     if dtype not in (None, "float64"):
         raise ValueError(f"dtype: expected None or 'float64' (the ground truth), found {dtype!r}")

@@ -33,7 +33,15 @@ class Source:
 
 @dataclass(frozen=True)
 class Step:
-    """One named matrix of the computation: `name`, `formula`, `value`, `note`, `axes`."""
+    """One named matrix of the computation: `name`, `formula`, `value`, `note`, `axes`.
+
+    Attributes:
+        name: the step's name (x, q, k, v, scores, scaled, masked, weights, output, ...).
+        formula: how it is computed, in symbols.
+        value: nested lists for the ground truth; a backend may store its own array.
+        note: a line on what it is.
+        axes: one name per axis, e.g. ("head", "query", "key").
+    """
 
     name: str
     formula: str
@@ -67,7 +75,19 @@ class Step:
 
 @dataclass(frozen=True)
 class Trace:
-    """The ordered steps of one attention computation plus the labels needed to show them."""
+    """The ordered steps of one attention computation plus the labels needed to show them.
+
+    Attributes:
+        steps: the Steps in order; `trace[name]` finds one.
+        tokens: the query-side labels, L of them.
+        key_tokens: the key-side labels, S of them.
+        scale: the scale the scores were multiplied by.
+        num_heads: H.
+        num_kv_heads: Hkv.
+        allowed: the (L, S) "may attend" grid; None: no mask.
+        options: the Options the call used.
+        source: the backend, dtype, kernel and mask kind that made it.
+    """
 
     steps: tuple[Step, ...]
     tokens: tuple[str, ...]  # query-side labels, len L
@@ -215,7 +235,12 @@ class MayAttend(Rows):
 
 @dataclass(frozen=True)
 class Explanation:
-    """The text shown on hover and the input rows/columns to highlight."""
+    """The text shown on hover and the input rows/columns to highlight.
+
+    Attributes:
+        text: the entry's arithmetic in words.
+        sources: (step, row, column) of each input cell it reads.
+    """
 
     text: str
     sources: tuple[tuple[str, int, int], ...] = ()

@@ -66,6 +66,17 @@ class Forward:
     weights: list = field(default_factory=list)  # per layer (B, H, T, T), when asked for
 
 
+@dataclass(frozen=True)
+class AttentionGrads:
+    """One layer's attention in the backward: the gradient of the mean loss with respect to its
+    output (dO, each head's before w_o) and to its q, k, v (what the kernel's backward gives)."""
+
+    grad_output: np.ndarray  # (B, H, T, dh)
+    grad_query: np.ndarray  # (B, H, T, dh)
+    grad_key: np.ndarray  # (B, Hkv, T, dh)
+    grad_value: np.ndarray  # (B, Hkv, T, dh)
+
+
 # ---------------------------------------------------------------- pieces and their gradients
 
 
@@ -211,11 +222,21 @@ class Model:
 
     def backward(self, params: dict, fwd: Forward) -> dict:
         """The gradient of the mean loss with respect to every parameter (same keys)."""
+        return self._backward(params, fwd)[0]
+
+    def attention_grad_outputs(self, params: dict, inputs: np.ndarray,
+                               targets: np.ndarray) -> list[AttentionGrads]:  # fmt: skip
+        """Per layer, what the backward computes at its attention: dO = d(mean loss) /
+        d(attention output) (B, H, T, dh), each head's before w_o, and the dq, dk, dv it gives."""
+        return self._backward(params, self.forward(params, inputs, targets))[1]
+
+    def _backward(self, params: dict, fwd: Forward) -> tuple[dict, list[AttentionGrads]]:
+        """(the parameters' gradients, per layer its attention's dO, dq, dk, dv)."""
         c = self.config
         hf, lnf, probs, inputs, targets = fwd.final
         B, T = inputs.shape
         H, Hkv, dh = c.n_heads, c.kv_heads, c.d_head
-        grads = {}
+        grads, at_attention = {}, []
         # step 4 back: dlogits = (p - onehot) / (B T)
         dlogits = probs.copy()
         np.put_along_axis(
@@ -247,6 +268,7 @@ class Model:
             d_merged = dense(dx, params[f"{n}.w_o"].T)  # (B, T, H*dh)
             d_out = np.ascontiguousarray(d_merged.reshape(B, T, H, dh).transpose(0, 2, 1, 3))
             found = self._sdpa_backward(s["q"], s["k"], s["v"], d_out, s["out"], s["weights"])
+            at_attention.insert(0, AttentionGrads(d_out, *found))  # layer order
             d_qkv = np.empty((B, T, H + 2 * Hkv, dh), dx.dtype)  # dq, dk, dv side by side
             for heads, d in zip(qkv_heads(H, Hkv), found):
                 d_qkv[:, :, heads] = d.transpose(0, 2, 1, 3)  # (B, heads, T, dh) -> (B, T, ...)
@@ -265,7 +287,8 @@ class Model:
         grads["w_te"] = one_hot.T @ flat(dx)  # (V, B*T) @ (B*T, D): each token's rows summed
         grads["w_pe"] = np.zeros_like(params["w_pe"])
         grads["w_pe"][:T] = dx.sum(axis=0)
-        return {name: grads[name].astype(params[name].dtype, copy=False) for name in params}
+        grads = {name: grads[name].astype(params[name].dtype, copy=False) for name in params}
+        return grads, at_attention
 
     def gradients(self, params: dict, inputs: np.ndarray, targets: np.ndarray,
                   shards: int = 1) -> tuple[np.ndarray, dict]:  # fmt: skip
@@ -293,4 +316,4 @@ class Model:
         return losses, grads
 
 
-__all__ = ["Forward", "Model", "cross_entropy", "init_params", "layer_norm"]
+__all__ = ["AttentionGrads", "Forward", "Model", "cross_entropy", "init_params", "layer_norm"]

@@ -46,6 +46,7 @@ class Run:
     config: TrainConfig
     task: Task
     probe: np.ndarray  # (T,) the probe's input tokens
+    probe_targets: np.ndarray | None = None  # (T,) its targets (None: a file written before)
     losses: list = field(default_factory=list)  # mean loss over every position, per step
     scored_losses: list = field(default_factory=list)  # over the predictable positions
     snapshots: list = field(default_factory=list)
@@ -100,7 +101,7 @@ class Trainer:
         self.shards = config.threads or cores()  # the batch split over this many threads
         probe = task.probe()
         self.probe = probe
-        self.run = Run(config, task, probe.inputs[0].copy())
+        self.run = Run(config, task, probe.inputs[0].copy(), probe.targets[0].copy())
         self.started = time.perf_counter()
         self._snapshot()
 

@@ -48,6 +48,8 @@ def save(run: Run, path: str | os.PathLike) -> None:
         "snap_steps": np.array([s.step for s in run.snapshots], dtype=np.int64),
         "snap_weights": np.stack([np.stack(s.weights) for s in run.snapshots]),
     }
+    if run.probe_targets is not None:
+        arrays["probe_targets"] = run.probe_targets
     for name in run.snapshots[0].params:
         arrays[f"param/{name}"] = np.stack([s.params[name] for s in run.snapshots])
     for name in run.snapshots[0].scores:
@@ -85,6 +87,8 @@ def load(path: str | os.PathLike) -> Run:
         config = TrainConfig(**config)
         task = Task(**settings["task"])
         run = Run(config, task, found["probe"].astype(np.int64))
+        if "probe_targets" in found:  # absent in files written before it was saved
+            run.probe_targets = found["probe_targets"].astype(np.int64)
         run.losses = found["losses"].tolist()
         run.scored_losses = found["scored_losses"].tolist()
         run.seconds = found["seconds"].tolist()

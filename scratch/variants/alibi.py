@@ -21,7 +21,19 @@ from scratch.variants.causal import _plus
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
-    """The ALiBi paper's slope per head, for any head count."""
+    """The ALiBi paper's slope per head, for any head count.
+
+    Args:
+        num_heads: H.
+
+    Returns:
+        H slopes, 2^(-8/H), 2^(-16/H), ... for a power of two H.
+
+    Examples:
+        >>> from scratch.variants import alibi_slopes
+        >>> alibi_slopes(4)
+        [0.25, 0.0625, 0.015625, 0.00390625]
+    """
     check_int(num_heads, "num_heads", least=1)
 
     def powers(n: int) -> list[float]:  # n a power of two: 2^(-8/n), 2^(-16/n), ...
@@ -33,7 +45,13 @@ def alibi_slopes(num_heads: int) -> list[float]:
 
 @dataclass(frozen=True)
 class ALiBi(Variant):
-    """score + slopes[h] * (kv_idx - (q_idx + shift)); slopes: the paper's via for_heads."""
+    """score + slopes[h] * (kv_idx - (q_idx + shift)); slopes: the paper's via for_heads.
+
+    Attributes:
+        slopes: one slope per query head (alibi_slopes gives the paper's).
+        shift: the diagonal: query i sits at key position i + shift (0: top-left; S - L:
+            bottom-right, as in decoding).
+    """
 
     slopes: tuple[float, ...]
     shift: int = 0

@@ -16,7 +16,13 @@ from scratch.variants.base import number
 
 @dataclass(frozen=True)
 class SymmetricALiBi(ALiBi):
-    """score - slopes[h] * |i + shift - j| (slopes as ALiBi's)."""
+    """score - slopes[h] * |i + shift - j| (slopes as ALiBi's).
+
+    Attributes:
+        slopes: one slope per query head (alibi_slopes gives the paper's).
+        shift: the diagonal: query i sits at key position i + shift (0: top-left; S - L:
+            bottom-right, as in decoding).
+    """
 
     shift: int = 0
 

@@ -16,7 +16,11 @@ from scratch.variants.base import Variant, check_count, number
 
 @dataclass(frozen=True)
 class BiasTable(Variant):
-    """`score + table[h][clamp(j - i, -m, m) + m]`, `m = max_distance`."""
+    """`score + table[h][clamp(j - i, -m, m) + m]`, `m = max_distance`.
+
+    Attributes:
+        table: per query head, 2m + 1 biases, for relative distances -m..m.
+    """
 
     table: tuple[tuple[float, ...], ...]
 

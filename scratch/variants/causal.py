@@ -40,8 +40,20 @@ def shift_of(align: str, L: int, S: int) -> int:
 def causal_shift(L: int, S: int, align: str = "top-left") -> int:
     """The diagonal of the causal grid: key j is visible to query i iff j <= i + shift.
 
-    0 for "top-left" (PyTorch's is_causal, tril(ones(L, S))), S - L for "bottom-right" (the
-    last query sees every key, as in decoding with a cache)."""
+    Args:
+        L: the query length.
+        S: the key length.
+        align: "top-left" (PyTorch's is_causal) or "bottom-right" (decoding with a cache).
+
+    Returns:
+        0 for "top-left" (PyTorch's is_causal, tril(ones(L, S))), S - L for "bottom-right" (the
+        last query sees every key, as in decoding with a cache).
+
+    Examples:
+        >>> from scratch.variants import causal_shift
+        >>> causal_shift(2, 5), causal_shift(2, 5, "bottom-right")
+        (0, 3)
+    """
     L, S = check_positive_int(L, "L"), check_positive_int(S, "S")
     return shift_of(align, L, S)
 
@@ -53,15 +65,35 @@ def causal_cells(
     rows: Sequence[int] | None = None,
     cols: Sequence[int] | None = None,
 ) -> list[list[bool]]:
-    """Rows `rows` and columns `cols` (every one when None) of the (L, S) causal grid, True =
-    may attend; only the cells asked for are made."""
+    """Rows `rows` and columns `cols` of the (L, S) causal grid; only the cells asked for are made.
+
+    Args:
+        L: the query length.
+        S: the key length.
+        align: "top-left" (PyTorch's is_causal) or "bottom-right" (decoding with a cache).
+        rows: the query rows to make; None: every one.
+        cols: the key columns to make; None: every one.
+
+    Returns:
+        The (len(rows), len(cols)) grid of bools, True = may attend.
+    """
     causal = Causal(causal_shift(L, S, align))  # L, S and align checked first
     return causal.cells(range(L) if rows is None else rows, range(S) if cols is None else cols)
 
 
 def causal_array(L: int, S: int, align: str = "top-left") -> object:
-    """The (L, S) causal grid as a NumPy bool array (needs NumPy): milliseconds at 4096 tokens,
-    where 16.7 M nested bools take seconds to make and to convert."""
+    """The (L, S) causal grid as a NumPy bool array (needs NumPy).
+
+    Milliseconds at 4096 tokens, where 16.7 M nested bools take seconds to make and to convert.
+
+    Args:
+        L: the query length.
+        S: the key length.
+        align: "top-left" (PyTorch's is_causal) or "bottom-right" (decoding with a cache).
+
+    Returns:
+        The (L, S) numpy bool array, True = may attend.
+    """
     return causal_tile(causal_shift(L, S, align), range(L), range(S))
 
 
@@ -87,7 +119,12 @@ def causal_tensor(shift: int, L: int, S: int, device: object = None) -> object:
 
 @dataclass(frozen=True)
 class Causal(Variant):
-    """Key j visible to query i iff j <= i + shift (shift 0: top-left; S - L: bottom-right)."""
+    """Key j visible to query i iff j <= i + shift (shift 0: top-left; S - L: bottom-right).
+
+    Attributes:
+        shift: the diagonal: query i sits at key position i + shift (0: top-left; S - L:
+            bottom-right, as in decoding).
+    """
 
     key, label = "causal", "causal"
     shift: int = 0

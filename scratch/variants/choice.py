@@ -15,6 +15,7 @@ own.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -35,17 +36,33 @@ ROPES = ("none", "half", "interleaved")
 
 
 def with_mask_params(cls: type) -> type:
-    """cls with one field per registered mask parameter (its default), before @dataclass."""
+    """cls with one field per registered mask parameter (its default), before @dataclass; each
+    field's words (Param.words) end its docstring, whose last section is `Attributes:`."""
     for p in mask_params().values():
         cls.__annotations__[p.key] = "tuple[int, ...]" if p.is_list else "int"
         setattr(cls, p.key, p.default)
+    words = [f"    {p.key}: {p.words} (default {p.default!r})." for p in mask_params().values()]
+    cls.__doc__ = "\n".join([inspect.cleandoc(cls.__doc__), *words])
     return cls
 
 
 @dataclass(frozen=True)
 @with_mask_params
 class VariantChoice:
-    """One variant in numbers and words: a mask, score changes, learned sinks, RoPE."""
+    """One variant in numbers and words: a mask, score changes, learned sinks, RoPE.
+
+    Attributes:
+        mask: "none", "drawn" or a registered mask's key (MASKS).
+        align: where the queries sit among the keys: "bottom-right" or "top-left" (ALIGNS).
+        drawn: the (length, S) grid of the whole sequence, True = may attend (kept while
+            another mask is chosen, so choosing "drawn" again brings it back).
+        softcap: cap * tanh(score / cap), applied first; None: off.
+        alibi: + slope[h] * (j - i), after the softcap.
+        slopes: ALiBi's slopes; (): the paper's for the head count.
+        sinks: learned sink logits, one per head; (): none.
+        rope: RoPE's pairing (ROPES); "none": off.
+        rope_base: RoPE's base.
+    """
 
     mask: str = "none"  # one of MASKS
     align: str = "bottom-right"  # where the queries sit among the keys (ALIGNS)

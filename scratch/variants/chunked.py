@@ -16,7 +16,13 @@ from scratch.variants.params import Param
 
 @dataclass(frozen=True)
 class ChunkedLocal(Variant):
-    """Key j seen by query i iff j // chunk == (i + shift) // chunk."""
+    """Key j seen by query i iff j // chunk == (i + shift) // chunk.
+
+    Attributes:
+        chunk: keys per chunk (Llama 4's attention_chunk).
+        shift: the diagonal: query i sits at key position i + shift (0: top-left; S - L:
+            bottom-right, as in decoding).
+    """
 
     key, label = "chunked", "chunked local"
     params = (Param("chunk", 4, 1, "keys per chunk"),)

@@ -65,22 +65,47 @@ class Composed(Mods):
 
 
 def and_masks(*mask_mods: Callable[..., bool]) -> Callable[..., bool]:
-    """A mask_mod that sees a key iff every given mask_mod sees it."""
+    """A mask_mod that sees a key iff every given mask_mod sees it.
+
+    Args:
+        *mask_mods: mask_mod(b, h, q_idx, kv_idx) -> bool functions.
+
+    Returns:
+        Their and.
+    """
     return Masks(mask_mods, every=True).mask_mod
 
 
 def or_masks(*mask_mods: Callable[..., bool]) -> Callable[..., bool]:
-    """A mask_mod that sees a key iff some given mask_mod sees it."""
+    """A mask_mod that sees a key iff some given mask_mod sees it.
+
+    Args:
+        *mask_mods: mask_mod(b, h, q_idx, kv_idx) -> bool functions.
+
+    Returns:
+        Their or.
+    """
     return Masks(mask_mods, every=False).mask_mod
 
 
 def compose(*score_mods: Callable[..., float]) -> Callable[..., float]:
-    """A score_mod applying the given ones in order (the first one sees the scaled score)."""
+    """A score_mod applying the given ones in order (the first one sees the scaled score).
+
+    Args:
+        *score_mods: score_mod(score, b, h, q_idx, kv_idx) -> float functions.
+
+    Returns:
+        Their composition.
+    """
     return Composed(score_mods).score_mod
 
 
 class Combined(Variant):
-    """Several variants as one: every mask must see the key; score_mods apply in order."""
+    """Several variants as one: every mask must see the key; score_mods apply in order.
+
+    Args:
+        *parts: the Variants, at least one.
+    """
 
     def __init__(self, *parts: Variant):
         if not parts or not all(isinstance(p, Variant) for p in parts):
@@ -121,5 +146,18 @@ class Combined(Variant):
 
 
 def combine(*variants: Variant) -> Combined:
-    """One variant made of several (masks and-ed, score_mods composed in the order given)."""
+    """One variant made of several (masks and-ed, score_mods composed in the order given).
+
+    Args:
+        *variants: the Variants, at least one.
+
+    Returns:
+        The Combined variant.
+
+    Examples:
+        >>> from scratch.variants import Causal, Softcap, SlidingWindow, combine
+        >>> both = combine(SlidingWindow(1), Causal(0), Softcap(30.0))
+        >>> both.mask_mod(0, 0, 2, 0), both.mask_mod(0, 0, 2, 1)
+        (False, True)
+    """
     return Combined(*variants)

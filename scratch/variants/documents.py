@@ -46,7 +46,12 @@ def ids_from_cu_seqlens(cu_seqlens: object, name: str = "cu_seqlens") -> list[in
 
 @dataclass(frozen=True)
 class Documents(Variant):
-    """Key j seen by query i iff `q_ids[b][i] == kv_ids[b][j]` (kv_ids default: q_ids)."""
+    """Key j seen by query i iff `q_ids[b][i] == kv_ids[b][j]` (kv_ids default: q_ids).
+
+    Attributes:
+        q_ids: per batch b, each query's document id (L of them).
+        kv_ids: per batch b, each key's document id (S of them); None: q_ids.
+    """
 
     key, label = "documents", "documents (cu_seqlens)"
     params = (

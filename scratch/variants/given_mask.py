@@ -16,7 +16,11 @@ from scratch.variants.base import Variant, number
 
 
 class GivenMask(Variant):
-    """`attn_mask[b][h][i][j]` (broadcast): bool = may the query see the key; float = added."""
+    """`attn_mask[b][h][i][j]` (broadcast): bool = may the query see the key; float = added.
+
+    Args:
+        attn_mask: SDPA's attn_mask, (L, S) up to (B, H, L, S): bool or float.
+    """
 
     def __init__(self, attn_mask: object):
         self.attn_mask = attn_mask  # as given: a backend reads its own array from here

@@ -16,7 +16,13 @@ from scratch.variants.causal import _plus
 
 @dataclass(frozen=True)
 class GlobalTokens(Variant):
-    """Key j seen by query i iff j in tokens or i + shift in tokens."""
+    """Key j seen by query i iff j in tokens or i + shift in tokens.
+
+    Attributes:
+        tokens: the global positions: seen by every query, and seeing every key.
+        shift: the diagonal: query i sits at key position i + shift (0: top-left; S - L:
+            bottom-right, as in decoding).
+    """
 
     tokens: tuple[int, ...]
     shift: int = 0

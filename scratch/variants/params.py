@@ -13,7 +13,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter of a mask variant: an integer, or a list of integers (default a tuple)."""
+    """One parameter of a mask variant: an integer, or a list of integers (default a tuple).
+
+    Attributes:
+        name: the variant's field.
+        default: VariantChoice's default, and the checker case's value.
+        least: the smallest value the variant takes (a list: none).
+        words: the picker's tip (and VariantChoice's docstring's words for the field).
+        choice: the field in VariantChoice and session files ('': name).
+        blank: an empty list's text in the picker ('{tokens}': the session's tokens).
+        named: the picker's row label and the name a refusal gives ('': the key).
+    """
 
     name: str  # the variant's field
     default: int | tuple[int, ...]  # VariantChoice's default, and the checker case's value

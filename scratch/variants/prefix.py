@@ -17,7 +17,13 @@ from scratch.variants.params import Param
 
 @dataclass(frozen=True)
 class PrefixLM(Variant):
-    """Key j seen by query i iff j < prefix[b] or j <= i + shift."""
+    """Key j seen by query i iff j < prefix[b] or j <= i + shift.
+
+    Attributes:
+        prefix: the keys every query sees (one count, or one per batch b).
+        shift: the diagonal: query i sits at key position i + shift (0: top-left; S - L:
+            bottom-right, as in decoding).
+    """
 
     key, label = "prefix", "prefix-LM"
     params = (Param("prefix", 2, 0, "keys every query sees"),)

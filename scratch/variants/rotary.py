@@ -19,7 +19,13 @@ from scratch.variants.base import Variant
 
 @dataclass(frozen=True)
 class Rotary(Variant):
-    """RoPE on q and k (pairing "half" or "interleaved", base, first rotary_dim features)."""
+    """RoPE on q and k (pairing "half" or "interleaved", base, first rotary_dim features).
+
+    Attributes:
+        base: theta_k = base ** (-2k / rotary_dim) for pair k.
+        pairing: "half" (Llama: features k and k + rotary_dim/2) or "interleaved" (GPT-J).
+        rotary_dim: the features that turn (even); None: all E.
+    """
 
     base: float = 10000.0
     pairing: str = "half"

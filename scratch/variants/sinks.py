@@ -21,7 +21,11 @@ class LearnedSinks(Variant):
 
     A Variant with neither mod, so it combines with masks and score changes
     (`combine(SlidingWindow(2, 0), Softcap(30), LearnedSinks([0.5]))`); the ground truth's trace
-    reads it from Options.variant, flex_attention from `sinks=`."""
+    reads it from Options.variant, flex_attention from `sinks=`.
+
+    Attributes:
+        logits: one sink logit per query head.
+    """
 
     logits: tuple[float, ...]
 

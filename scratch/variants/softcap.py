@@ -15,7 +15,11 @@ from scratch.variants.base import Variant, number
 
 @dataclass(frozen=True)
 class Softcap(Variant):
-    """cap * tanh(score / cap), cap > 0."""
+    """cap * tanh(score / cap), cap > 0.
+
+    Attributes:
+        cap: the largest |score| after the cap (Gemma 2: 50).
+    """
 
     cap: float
 

@@ -16,7 +16,14 @@ from scratch.variants.params import Param
 
 @dataclass(frozen=True)
 class SinkTokens(Variant):
-    """Key j seen by query i iff j <= i + shift and (j < sinks or j >= i + shift - left)."""
+    """Key j seen by query i iff j <= i + shift and (j < sinks or j >= i + shift - left).
+
+    Attributes:
+        sinks: the first keys every query keeps seeing (StreamingLLM's attention sinks).
+        left: keys before the diagonal key in the window.
+        shift: the diagonal: query i sits at key position i + shift (0: top-left; S - L:
+            bottom-right, as in decoding).
+    """
 
     key, label = "sink_tokens", "sink tokens + window"
     params = (

@@ -18,7 +18,20 @@ from scratch.variants.params import Param
 
 @dataclass(frozen=True)
 class SlidingWindow(Variant):
-    """Key j seen by query i iff i + shift - left <= j <= i + shift + right (-1: unbounded)."""
+    """Key j seen by query i iff i + shift - left <= j <= i + shift + right (-1: unbounded).
+
+    Attributes:
+        left: keys before the diagonal key (-1: unbounded); (2, 0) sees 3 keys.
+        right: keys after the diagonal key (-1: unbounded).
+        shift: the diagonal: query i sits at key position i + shift (0: top-left; S - L:
+            bottom-right, as in decoding).
+
+    Examples:
+        >>> from scratch.variants import SlidingWindow
+        >>> window = SlidingWindow(1)
+        >>> [[window.mask_mod(0, 0, i, j) for j in range(3)] for i in range(3)]
+        [[True, False, False], [True, True, False], [False, True, True]]
+    """
 
     key, label = "window", "sliding window (left, right)"
     params = (
