@@ -1,12 +1,13 @@
 # Two commands on a fresh clone (only python3 and make needed):
 #   make run    set up .venv when needed, open the desktop app
 #   make test   set up .venv when needed, lint and run every test
+#   make screenshots  draw every picture of the docs again into docs/images/ (tests/screenshots.py)
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint trace bench triton docs docs-serve clean
+.PHONY: run test lint trace bench triton docs docs-serve screenshots clean
 
 run: $(STAMP)
 	$(BIN)/python main.py
@@ -36,6 +37,10 @@ docs: $(STAMP)  # the docs site into site/ (the docs extra: mkdocs, mkdocs-mater
 docs-serve: $(STAMP)  # the same site at http://127.0.0.1:8000, rebuilt on every edit
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs]"
 	$(BIN)/mkdocs serve
+
+screenshots: $(STAMP)  # main.py --screenshot per picture (a 1,500-step training run first), the manifest
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs]"  # the notebook's browser
+	$(BIN)/python tests/screenshots.py
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

@@ -15,6 +15,7 @@ GRAD_OUTPUTS = ("ones", "random", "target")  # gui.state.session.GRAD_OUTPUTS (Q
 MAX_GENERATE = 256  # --generate's most tokens (each step is one token through 30 layers)
 MAX_SIDE = 8192  # --size's largest side: an 8192 x 8192 picture is 256 MiB while it is drawn
 DEFAULT_SIZE = (1400, 900)
+PAGES = {"learn": ("why", "mistakes", "tiles"), "model": ("heads", "block")}  # --page, in order
 
 
 def int_in(lo: int, hi: int) -> Callable[[str], int]:
@@ -46,6 +47,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--head", default=None, help="head number, 'all' or 'average'")
     p.add_argument(
         "--tab", choices=TABS, default=None, help="which view to open (default: pipeline)"
+    )
+    p.add_argument(
+        "--page",
+        help="a page inside the tab: the Learn tab's why, mistakes or tiles; the Model tab's "
+        "heads or block",
+    )
+    p.add_argument(
+        "--mistake",
+        metavar="NAME",
+        help="with --page mistakes: the gallery's mistake to show, e.g. 'causal off by one'",
+    )
+    p.add_argument(
+        "--kernel",
+        metavar="MODULE:FUNCTION",
+        help="with --tab kernel: check this kernel (package.module:function, or FILE.py:FUNCTION)",
     )
     p.add_argument("--backend", help="backend name (default: scratch)")
     p.add_argument("--dtype", help="dtype name for the backend")
@@ -85,6 +101,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "tab (the tab shown unless --tab names another)",
     )
     p.add_argument(
+        "--snapshot",
+        type=int_in(0, 10**9),
+        metavar="STEP",
+        help="with --run: scrub the Train tab to the run's snapshot at STEP (the last one at or "
+        "before it)",
+    )
+    p.add_argument(
         "--generate",
         type=int_in(1, MAX_GENERATE),
         metavar="N",
@@ -113,6 +136,22 @@ def check_options(args: argparse.Namespace) -> None:
     if args.grad_seed is not None and args.grad_output not in ("random", "target"):
         raise ValueError("--grad-seed: read only with --grad-output random or target")
     args.grad_seed = args.grad_seed or 0
+    if args.page is not None and args.page not in PAGES.get(args.tab, ()):
+        pages = "; ".join(f"--tab {tab}: {', '.join(names)}" for tab, names in PAGES.items())
+        raise ValueError(f"--page: expected a page of the tab ({pages}), found {args.page!r}")
+    if args.mistake is not None:
+        from scratch.learn.mistakes import NAMES
+
+        if args.page != "mistakes":
+            raise ValueError("--mistake: read only with --tab learn --page mistakes")
+        if args.mistake not in NAMES:
+            raise ValueError(
+                f"--mistake: expected one of {', '.join(NAMES)}; found {args.mistake!r}"
+            )
+    if args.snapshot is not None and args.run is None:
+        raise ValueError("--snapshot: read only with --run")
+    if args.kernel is not None and args.tab != "kernel":
+        raise ValueError("--kernel: read only with --tab kernel")
 
 
 def training_run(args: argparse.Namespace) -> object:
@@ -335,6 +374,7 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
 
     open_runs(window, args, run)
     if run is not None and session is not None and args.layer is not None:
+        window.model.layer.setValue(args.layer)  # the head view's and the Whole block's layer
         window.model.grid.select(args.layer, int(args.head) if args.head else 0)
     window.resize(width, height)
     window.show()
@@ -346,6 +386,7 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
         print(f"main.py: the trace failed: {failed[0]}", file=sys.stderr)
         return 1
     window.tabs.setCurrentWidget(tab_of(window, args))  # the Backward tab starts its computation
+    open_page(window, args)
     pipeline = window.pipeline
     if args.tab == "backward":
         if not _waited(app, lambda: window.backward_worker.busy or window.backward_outcome is None):
@@ -370,6 +411,10 @@ def _render_window(args: argparse.Namespace, app, window, run, session, width, h
             )
         pipeline.hover_cell(row, col)
         app.processEvents()
+    if not _waited(app, lambda: any(w.busy for w in workers(window))):
+        return fail("the tab's work took longer than 120 s")
+    for _ in range(5):  # the results' layout settles (a page's boxes resize to their pictures)
+        app.processEvents()
     export.atomic.write_bytes(args.screenshot, export.widget_png(window))
     print(f"wrote {args.screenshot} ({window.width()}x{window.height()})")
     return 0
@@ -391,10 +436,38 @@ def tab_of(window, args: argparse.Namespace):
     return window.pages[args.tab or "pipeline"]
 
 
+def open_page(window, args: argparse.Namespace) -> None:
+    """The --page inside the tab, and the --kernel filled in and checked."""
+    if args.page is not None:
+        pages = window.learn.pages if args.tab == "learn" else window.model.views
+        pages.setCurrentIndex(PAGES[args.tab].index(args.page))
+    if args.mistake is not None:
+        from scratch.learn.mistakes import NAMES
+
+        window.learn.mistakes.names.setCurrentRow(NAMES.index(args.mistake))
+    if args.kernel is not None:
+        panel = window.kernel_check
+        source, _, function = args.kernel.rpartition(":") if ".py:" in args.kernel else (
+            args.kernel, "", "")  # fmt: skip
+        panel.source.setText(source)
+        panel.function.setText(function)
+        panel.start()
+
+
+def workers(window) -> list:
+    """Every worker of the window (the objects with a `busy` flag): the pages' own work."""
+    from PyQt6.QtCore import QObject
+
+    return [w for w in window.findChildren(QObject) if isinstance(getattr(w, "busy", None), bool)]
+
+
 def open_runs(window, args: argparse.Namespace, run=None) -> None:
     """The --run file's training run in the Train tab, the model's run in the Model tab."""
     if args.train_run is not None:
         window.train.open_run(args.train_run)
+        if args.snapshot is not None:
+            steps = [snapshot.step for snapshot in args.train_run.snapshots]
+            window.train.scrubber.setValue(max(sum(step <= args.snapshot for step in steps) - 1, 0))
     if run is not None:
         window.model.show_result(run, args.model or "default")
 
@@ -407,6 +480,7 @@ def open_as_asked(window, args: argparse.Namespace, run=None) -> None:
     if args.head is not None and run is None:  # a model's head is the session's one head
         window.pipeline.set_head(args.head)
     window.tabs.setCurrentWidget(tab_of(window, args))
+    open_page(window, args)
 
 
 def no_screen() -> bool:

@@ -163,3 +163,6 @@ def attention_ragged_list(q, k, v, attn_mask=None, is_causal=False, scale=None, 
         last = last[-1]
     last[-1] = last[-1][:-1]
     return out
+
+
+scale_1_d = BUGGY["scale-1/d"]  # for the docs picture of the Check a kernel tab

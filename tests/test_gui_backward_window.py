@@ -217,7 +217,10 @@ def test_a_refused_dO_edit_keeps_the_session(qtbot, open_window):
     before = w.inputs.session
     w.inputs.apply_edit(sm.with_grad_output, "twos", 1)
     assert w.inputs.session is before
-    assert "refused: dO: expected one of ones, random, target, training" in w.statusBar().currentMessage()
+    assert (
+        "refused: dO: expected one of ones, random, target, training"
+        in w.statusBar().currentMessage()
+    )
 
 
 def test_a_file_with_a_bad_dO_choice_is_refused_and_the_work_kept(qtbot, open_window, tmp_path):

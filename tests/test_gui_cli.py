@@ -251,6 +251,12 @@ def test_the_screenshot_deletes_its_window_before_it_returns(qtbot, tmp_path):
         (("--preset", "journey", "--seed", "3", "--heads", "2"), "--seed, --heads: set the"),
         (("--grad-seed", "5", "--screenshot", "x.png"), "--grad-seed: read only with --grad-"),
         (("--grad-output", "ones", "--grad-seed", "5"), "--grad-seed: read only with"),
+        (("--page", "tiles"), "--page: expected a page of the tab (--tab learn: why, mistakes"),
+        (("--tab", "model", "--page", "tiles"), "--tab model: heads, block), found 'tiles'"),
+        (("--tab", "learn", "--page", "mistakes", "--mistake", "typo"), "--mistake: expected one"),
+        (("--tab", "learn", "--mistake", "no scale"), "--mistake: read only with --tab learn --p"),
+        (("--kernel", "tests.kernels_for_checker:scale_1_d"), "--kernel: read only with --tab k"),
+        (("--snapshot", "500"), "--snapshot: read only with --run"),
     ],
 )
 def test_options_that_cannot_work_or_would_be_ignored_are_refused(capsys, args, words):
@@ -355,3 +361,41 @@ def test_a_training_run_renders_and_a_bad_file_is_a_usage_error(tmp_path):
     done = run_main("--run", str(ROOT / "README.md"), "--screenshot", str(bad), tmp_path=tmp_path)
     assert done.returncode == 2 and "README.md: not a training run" in done.stderr, done.stderr
     assert not bad.exists()
+
+
+def opened(main, open_window, argv: list[str]) -> object:
+    """The window on screen as main.py opens it with argv (one window per call)."""
+    args = main.parse_args(argv)
+    main.check_options(args)
+    args.train_run = main.training_run(args)
+    window = open_window(None, (1024, 700))
+    main.open_as_asked(window, args)
+    return window
+
+
+def test_a_page_and_a_mistake_open_as_asked(open_window):
+    main = load_main()
+    window = opened(main, open_window, ["--tab", "learn", "--page", "tiles"])
+    assert window.learn.pages.currentWidget() is window.learn.tiles
+    argv = ["--tab", "learn", "--page", "mistakes", "--mistake", "causal off by one"]
+    window = opened(main, open_window, argv)
+    assert window.learn.pages.currentWidget() is window.learn.mistakes
+    assert window.learn.mistakes.current() == "causal off by one"
+
+
+def test_a_kernel_is_filled_in_and_checked(open_window, qtbot):
+    main = load_main()
+    argv = ["--tab", "kernel", "--kernel", "tests.kernels_for_checker:scale_1_d"]
+    panel = opened(main, open_window, argv).kernel_check
+    assert panel.source.text() == "tests.kernels_for_checker:scale_1_d"
+    qtbot.waitUntil(lambda: panel.report is not None, timeout=120_000)
+    assert "scale 1/d instead of 1/sqrt(d)" in str(panel.report.diagnosis)
+
+
+@pytest.mark.parametrize(("step", "shown"), [(0, 0), (1, 0), (3, 2), (4, 4), (99, 4)])
+def test_a_snapshot_is_the_last_one_at_or_before_the_step(open_window, tmp_path, step, shown):
+    saved_training_run(tmp_path / "run.npz")  # snapshots at steps 0, 2 and 4
+    main = load_main()
+    argv = ["--run", str(tmp_path / "run.npz"), "--snapshot", str(step)]
+    window = opened(main, open_window, argv)
+    assert window.train.snapshot.step == shown

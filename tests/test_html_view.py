@@ -160,3 +160,13 @@ def test_import_scratch_and_a_traces_html_need_no_numpy():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_each_step_s_heading_names_its_step_once(is_causal):
+    """A step's formula names its step ('q = x (no projection)'): the heading says it once,
+    not 'q = q = x' (as it read in a browser)."""
+    page = _trace(is_causal=is_causal)._repr_html_()
+    for name in ("q", "scores", "weights", "output"):
+        assert f"{name} = {name} = " not in page, name
+    assert "scores = q @ k^T" in page and "weights = softmax(masked) along each row" in page

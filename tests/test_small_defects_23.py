@@ -2,7 +2,6 @@
 screenshot (--head, a bad --step), the Model tab hides the example's status, and a model head
 in the pipeline says why d_model is one more than the model's."""
 
-import argparse
 import dataclasses
 
 import pytest
@@ -52,7 +51,8 @@ def test_head_and_tab_open_on_screen_too(open_window, qtbot):
     import main
 
     w = open_window(sm.random_session(0, 4, 4, 2, 2, 2))
-    args = argparse.Namespace(step="weights", head="all", tab="check", model=None, train_run=None)
+    args = main.parse_args(["--step", "weights", "--head", "all", "--tab", "check"])
+    args.train_run = None  # what main() reads from --run (none here)
     main.open_as_asked(w, args)
     qtbot.waitUntil(lambda: not w.worker.busy and w.outcome is not None, timeout=60_000)
     assert w.tabs.currentWidget() is w.checks

@@ -101,7 +101,8 @@ def step_html(trace: object, step: object) -> str:
     """One step: its name, formula and shape, and its matrix (head 0 of a step with heads)."""
     value, axes = step.value, step.axes
     shape = step.shape
-    formula = html.escape(f"{step.name} = {step.formula}")
+    said = step.formula  # 'q = x (no projection)': it names its step already ('x' is 'x')
+    formula = html.escape(said if said.split(" = ")[0] == step.name else f"{step.name} = {said}")
     about = f"{formula} &nbsp; <span style='color:#555'>{' x '.join(map(str, shape))}"
     if axes and axes[0] == "head":
         value, axes = value[0], axes[1:]
