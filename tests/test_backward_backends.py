@@ -29,6 +29,17 @@ def _numpy(kernel, block=None):
     return run
 
 
+def _numpy_given_weights(*args, **kwargs):
+    """The explicit kernel reading the numpy forward's own output and weights (no recompute);
+    with dropout the forward's weights are dropped ones, so P is recomputed as before."""
+    if kwargs.get("dropout_p", 0.0) > 0:
+        return nb.scaled_dot_product_attention_backward(*args, **kwargs)
+    forward = get("numpy").scaled_dot_product_attention(*args[:3], **kwargs, need_weights=True)
+    return nb.scaled_dot_product_attention_backward(
+        *args, **kwargs, output=forward[0], weights=forward.weights
+    )
+
+
 def _torch(kernel):
     def run(*args, **kwargs):
         grads = tb.scaled_dot_product_attention_backward(*args, kernel=kernel, **kwargs)
@@ -39,6 +50,7 @@ def _torch(kernel):
 
 KERNELS = {
     "numpy-explicit": _numpy("explicit"),
+    "numpy-explicit-given-weights": _numpy_given_weights,
     "numpy-tiled": _numpy("tiled", block=2),
     "numpy-tiled-3": _numpy("tiled", block=3),
     "torch-autograd": _torch("autograd"),
@@ -268,6 +280,35 @@ def test_tiled_takes_the_forwards_output_and_lse():
     explicit = nb.scaled_dot_product_attention_backward(*inputs, **kwargs)
     for a, b in zip(given_lse, explicit):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_explicit_takes_the_forwards_weights(seed):
+    # what scratch.train does: the backward reads the forward's P instead of recomputing it
+    inputs, kwargs = problem(seed, 6, 6, 3, 2, (4, 2), "causal", 2.0, "float32")
+    check_against_truth(_numpy_given_weights, inputs, kwargs, "float32")
+    forward = get("numpy").scaled_dot_product_attention(*inputs[:3], **kwargs, need_weights=True)
+    output, weights = forward[0], forward.weights
+
+    other, _ = problem(seed + 100, 6, 6, 3, 2, (4, 2), "causal", 2.0, "float32")
+    stale = get("numpy").scaled_dot_product_attention(*other[:3], **kwargs, need_weights=True)
+
+    def planted(*args, **kw):  # another problem's weights (causal, rows summing to 1 too)
+        return nb.scaled_dot_product_attention_backward(
+            *args, **kw, output=output, weights=stale.weights
+        )
+
+    with pytest.raises(AssertionError, match="grad_"):
+        check_against_truth(planted, inputs, kwargs, "float32")
+    call = nb.scaled_dot_product_attention_backward
+    with pytest.raises(ValueError, match="weights: pass the same forward's output"):
+        call(*inputs, **kwargs, weights=weights)
+    with pytest.raises(ValueError, match="weights: only without dropout"):
+        call(*inputs, **kwargs, dropout_p=0.5, output=output, weights=weights)
+    with pytest.raises(ValueError, match="weights: read by the explicit kernel only"):
+        call(*inputs, **kwargs, kernel="tiled", output=output, weights=weights)
+    with pytest.raises(ValueError, match=r"output, weights: expected shapes"):
+        call(*inputs, **kwargs, output=output, weights=weights[..., :-1])
 
 
 def test_backends_registry_offers_the_backward():

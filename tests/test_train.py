@@ -77,6 +77,23 @@ def test_one_steps_gradients_equal_torch_autograd_in_float64(config, seed):
         assert err <= 1e-12, f"{name}: max |numpy - torch| = {err:.3g} ({config})"
 
 
+@pytest.mark.parametrize("shards", [2, 3, 5])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_batch_split_over_threads_gives_torchs_gradients(shards, seed):
+    # Trainer.step splits each batch over threads (TrainConfig.threads): each part's gradient
+    # of its own mean loss, weighted by its share of the batch (5 rows: parts of 3 and 2 rows)
+    config = ModelConfig(vocab=7, context=6, d_model=8, n_heads=2, n_kv_heads=1, mlp=True)
+    params, inputs, targets, *_ = one_step(config, seed, batch=5)
+    losses, grads = Model(config).gradients(params, inputs, targets, shards)
+    torch_loss, expected = torch_gradients(config, params, inputs, targets)
+    assert abs(float(losses.mean()) - torch_loss) <= 1e-12 * max(1.0, abs(torch_loss))
+    assert set(grads) == set(expected)
+    for name, g in grads.items():
+        assert g.shape == expected[name].shape and g.dtype == params[name].dtype, name
+        err = float(np.max(np.abs(g - expected[name])))
+        assert err <= 1e-12, f"{name}: max |numpy - torch| = {err:.3g} ({shards} parts)"
+
+
 @pytest.mark.parametrize("mlp_norm", [False, True])
 def test_the_pure_python_ground_truth_computes_the_same_step(mlp_norm):
     config = ModelConfig(vocab=5, context=4, d_model=4, n_layers=2, n_heads=2, n_kv_heads=1,

@@ -183,11 +183,15 @@ forward_with_lse = forward_door(output_and_lse, own_rng=True)
 # ---------------------------------------------------------------- the explicit backward
 
 
-def _explicit(p: _Problem, g: np.ndarray, keep: np.ndarray | None):
-    """dQ, dK, dV with the whole (..., L, S) P."""
+def _explicit(p: _Problem, g: np.ndarray, keep: np.ndarray | None, given: tuple | None = None):
+    """dQ, dK, dV with the whole (..., L, S) P: the forward's (given: (output, P)) or recomputed."""
     k, v = p.repeat_kv(p.k), p.repeat_kv(p.v)  # (..., Hq, S, E), (..., Hq, S, Ev)
-    output, lse, P = _forward(p, keep)  # P (..., L, S), kept from the forward: not recomputed
-    full = np.isneginf(lse[..., None])  # (..., L, 1)
+    if given is None:
+        output, lse, P = _forward(p, keep)  # P (..., L, S), recomputed from q and k
+        full = np.isneginf(lse[..., None])  # (..., L, 1)
+    else:
+        output, P = given  # the forward's own: nothing recomputed
+        full = ~_live_rows(p)[..., None]  # (..., L, 1)
     Pd = P if keep is None else dropped(P, keep, p)
     # step 1: dV = P_d^T dO                   (..., S, L) @ (..., L, Ev) -> (..., S, Ev)
     grad_value = np.swapaxes(Pd, -1, -2) @ g
@@ -197,15 +201,44 @@ def _explicit(p: _Problem, g: np.ndarray, keep: np.ndarray | None):
         grad_weights = dropped(grad_weights, keep, p)
     # step 3: D_i = sum_c dO_ic O_ic          (..., L, 1)
     row_dot = np.sum(g * output, axis=-1, keepdims=True)
-    # step 4: dS = P * (dP - D); a constant row ("zero", "uniform") gets no gradient
-    grad_scores = P * (grad_weights - row_dot)
-    if p.masked_rows != "nan":
+    # step 4: dS = P * (dP - D), in dP's array (two passes, no new (L, S) array); a constant
+    # row ("zero", "uniform") gets no gradient
+    grad_scores = np.subtract(grad_weights, row_dot, out=grad_weights)
+    grad_scores = np.multiply(P, grad_scores, out=grad_scores)
+    if p.masked_rows != "nan" and full.any():
         grad_scores = np.where(full, p.dtype.type(0.0), grad_scores)
     # step 5: dQ = scale * dS K               (..., L, S) @ (..., S, E) -> (..., L, E)
     grad_query = (grad_scores @ k) * p.dtype.type(p.scale)
     # step 6: dK = scale * dS^T Q             (..., S, L) @ (..., L, E) -> (..., S, E)
     grad_key = (np.swapaxes(grad_scores, -1, -2) @ p.q) * p.dtype.type(p.scale)
     return grad_query, p.sum_groups(grad_key), p.sum_groups(grad_value)
+
+
+def _given_weights(p: _Problem, kernel: str, output: object, weights: object) -> tuple | None:
+    """The forward's (output, weights) as arrays for the explicit kernel, or None when weights
+    is not given; ValueError naming what is missing or the wrong shape."""
+    if weights is None:
+        return None
+    if kernel != "explicit":
+        raise ValueError(
+            f"weights: read by the explicit kernel only, found kernel={kernel!r} "
+            f"(the tiled kernel takes the forward's output and lse)"
+        )
+    if output is None:
+        raise ValueError("weights: pass the same forward's output too (output=)")
+    if p.dropout_p > 0.0:
+        raise ValueError(
+            f"weights: only without dropout (the forward's weights are dropped ones), "
+            f"found dropout_p={p.dropout_p}"
+        )
+    shape = p.lead + (p.L, p.S)
+    output, weights = np.asarray(output, p.dtype), np.asarray(weights, p.dtype)
+    if output.shape != p.lead + (p.L, p.Ev) or weights.shape != shape:
+        raise ValueError(
+            f"output, weights: expected shapes {p.lead + (p.L, p.Ev)} (..., L, Ev) and {shape} "
+            f"(..., L, S), found {output.shape} and {weights.shape}"
+        )
+    return output, weights
 
 
 # ---------------------------------------------------------------- the tiled backward
@@ -267,7 +300,7 @@ def _tiled_general(p: _Problem, g: np.ndarray, keep, output, lse, block: int):
 
 def gradients_of(
     query, key, value, grad_output, options: Options, *, rng=None, dtype=None,
-    kernel="explicit", block_size=None, output=None, lse=None,
+    kernel="explicit", block_size=None, output=None, lse=None, weights=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """(grad_query, grad_key, grad_value) in NumPy, the ground truth's arguments and meanings.
 
@@ -276,14 +309,17 @@ def gradients_of(
     computes them itself. The same `rng` state reproduces the forward's dropout mask (numpy
     forward's rule). block_size: None, each tiled loop's own tiles (numpy_backward_tiles'
     512 x 256 where it applies, else BLOCK x BLOCK); an int, square tiles of that edge.
+    `weights` with `output`: the explicit kernel reads the forward's weights P (..., L, S) (the
+    numpy forward's need_weights=True, same arguments, no dropout) instead of recomputing them.
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
     p = _Problem(query, key, value, options, dtype)
     g = p.grad_output(grad_output)
     keep = _keep_mask(p, rng)
+    given_weights = _given_weights(p, kernel, output, weights)
     if kernel == "explicit":
-        return _explicit(p, g, keep)
+        return _explicit(p, g, keep, given_weights)
     block = None if block_size is None else check_positive_int(block_size, "block_size")
     given = forward_output(output, lse, g.shape, p.dtype, "forward_with_lse")
     if given is not None:
@@ -296,17 +332,20 @@ def gradients_of(
     return _tiled(p, g, keep, output, lse, block)
 
 
+def _live_rows(p: _Problem) -> np.ndarray:
+    """Whether each query row sees at least one key: (L,) or the mask's (..., L) bools."""
+    if p.causal is not None:  # row i sees a key iff i + shift >= 0
+        return np.arange(p.L) + p.causal.shift >= 0  # (L,)
+    if p.mask is None:
+        return np.ones(p.L, dtype=bool)
+    m = np.broadcast_to(p.mask, p.lead + (p.L, p.S))
+    return m.any(axis=-1) if m.dtype == np.bool_ else (m > -np.inf).any(axis=-1)
+
+
 def _check_lse(p: _Problem, lse: np.ndarray) -> None:
     """A forward's lse: finite on every row that sees a key, -inf on a fully masked one
     (ValueError naming the first row that breaks it: P recomputed from a wrong lse is wrong)."""
-    if p.causal is not None:  # row i sees a key iff i + shift >= 0
-        live = np.arange(p.L) + p.causal.shift >= 0  # (L,)
-    elif p.mask is None:
-        live = np.ones(p.L, dtype=bool)
-    else:
-        m = np.broadcast_to(p.mask, p.lead + (p.L, p.S))
-        live = m.any(axis=-1) if m.dtype == np.bool_ else (m > -np.inf).any(axis=-1)
-    live = np.broadcast_to(live, lse.shape)
+    live = np.broadcast_to(_live_rows(p), lse.shape)
     bad = np.where(live, ~np.isfinite(lse), ~np.isneginf(lse))
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])

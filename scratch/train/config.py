@@ -72,12 +72,16 @@ class TrainConfig:
     dtype: str = "float32"
     backend: str = "numpy"
     snapshot_every: int = 50  # keep the weights and the probe's attention every this many steps
+    threads: int | None = None  # threads splitting each batch (None: one per core); the split
+    # changes how float sums round, so a seeded run is bit for bit the same at the same count
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
 
     def __post_init__(self) -> None:
         check_positive_int(self.steps, "steps")
         check_positive_int(self.batch, "batch")
         check_positive_int(self.snapshot_every, "snapshot_every")
+        if self.threads is not None:
+            check_positive_int(self.threads, "threads")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed: expected an int >= 0, found {self.seed!r}")
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scratch.backends import single_threaded_blas
+from scratch.backends.numpy_threads import cores
 from scratch.ops.progress import current
 from scratch.train.adam import Adam
 from scratch.train.config import TrainConfig
+from scratch.train.memory import keep_freed_memory
 from scratch.train.model import Model, init_params
 from scratch.train.scores import head_scores
 from scratch.train.tasks import Task, make_task
@@ -96,6 +98,7 @@ class Trainer:
         self.params = init_params(model_config, init_rng, config.dtype)
         self.data_rng = data_rng
         self.adam = Adam(self.params, config.lr, config.betas, config.eps)
+        self.shards = config.threads or cores()  # the batch split over this many threads
         probe = task.probe()
         self.probe = probe
         self.run = Run(config, task, probe.inputs[0].copy(), probe.targets[0].copy())
@@ -113,16 +116,18 @@ class Trainer:
     def step(self) -> float:
         """One training step: batch, forward, backward, Adam. Returns the step's loss."""
         batch = self.run.task.batch(self.data_rng, self.config.batch)
-        fwd = self.model.forward(self.params, batch.inputs, batch.targets)
-        grads = self.model.backward(self.params, fwd)
+        losses, grads = self.model.gradients(
+            self.params, batch.inputs, batch.targets, self.shards
+        )  # losses (B, T)
         self.adam.step(self.params, grads)
         run = self.run
-        run.losses.append(fwd.loss)
-        run.scored_losses.append(float(fwd.losses[:, batch.scored].mean(dtype=np.float64)))
+        loss = float(losses.mean(dtype=np.float64))
+        run.losses.append(loss)
+        run.scored_losses.append(float(losses[:, batch.scored].mean(dtype=np.float64)))
         run.seconds.append(time.perf_counter() - self.started)
         if run.steps_done % self.config.snapshot_every == 0 or run.steps_done == self.config.steps:
             self._snapshot()
-        return fwd.loss
+        return loss
 
     def advance(self, steps: int | None = None) -> Run:
         """Run `steps` more steps (None: up to config.steps), ticking the current Progress
@@ -131,6 +136,7 @@ class Trainer:
         if steps is not None:
             end = min(end, self.run.steps_done + steps)
         tick = current()
+        keep_freed_memory()  # each step's arrays reuse the last step's pages (memory.py)
         # a training step's products are small ((B*T, D) by (D, H*dh)): BLAS threads cost more
         # than they save (this host, default model: 0.10 s of CPU a step on one thread, 0.68 s
         # on two, and 3.7x the wall time under load)
