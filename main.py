@@ -77,6 +77,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(window, chunked, prefix, sink_tokens, dilated, ...: the Variant box's names)",
     )
     p.add_argument(
+        "--decode",
+        type=int_in(1, 10**6),
+        metavar="N",
+        help="decode step N (the Variant box's decode): the cache holds tokens 0 .. N-1 and "
+        "token N-1 is the one query; N at most the example's tokens",
+    )
+    p.add_argument(
         "--grad-output", choices=GRAD_OUTPUTS, help="dO of the backward view (default: ones)"
     )
     p.add_argument("--grad-seed", type=seed, help="seed of a random dO or target (default 0)")
@@ -257,7 +264,7 @@ def build_session(args: argparse.Namespace, run=None):
     """The session the options ask for (None: the window chooses); ValueError on bad names."""
     from gui.state import session as sm
     from gui.state.app_state import backend_dtypes
-    from gui.state.variant_session import mask_names, with_mask_mode
+    from gui.state.variant_session import mask_names, with_decode, with_mask_mode
     from scratch.learn import presets
 
     s = None
@@ -288,12 +295,17 @@ def build_session(args: argparse.Namespace, run=None):
         changes.update(grad_output=args.grad_output, grad_seed=args.grad_seed)
     if args.mask is not None and args.mask not in mask_names():
         raise ValueError(f"unknown mask {args.mask!r}; masks: {', '.join(mask_names())}")
-    if changes or args.mask is not None:
+    if changes or args.mask is not None or args.decode is not None:
         from gui.app.main_window import default_session
 
         s = dataclasses.replace(s or default_session(), **changes)
     if args.mask is not None:
         s = dataclasses.replace(s, variant=with_mask_mode(s.variant, args.mask))
+    if args.decode is not None:
+        try:
+            s = with_decode(s, args.decode)
+        except ValueError as exc:  # the session's own words, under the option's name
+            raise ValueError(f"--decode {args.decode}: {exc}") from None
     return s
 
 

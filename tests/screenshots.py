@@ -96,6 +96,8 @@ PICTURES = (
                                "causal-top-left", "--backend", "numpy", "--tab", "check")),
     Picture("variant_view.png", ("--preset", "journey", "--mask", "window", "--step", "weights",
                                  "--hover", "3,2"), (1400, 900)),
+    Picture("decode_view.png", ("--preset", "journey", "--mask", "window", "--decode", "5",
+                                "--step", "weights")),
     Picture("learn_why.png", ("--preset", "journey", "--mask", "causal-top-left", "--step",
                               "masked", "--tab", "learn")),
     Picture("learn_mistakes.png", ("--preset", "journey", "--mask", "causal-top-left", "--tab",

@@ -322,6 +322,23 @@ def test_an_unknown_or_cell_given_mask_name_is_refused_naming_the_choices():
             main.build_session(main.parse_args([*RANDOM_6, "--mask", name]))
 
 
+def test_decode_opens_the_variant_boxs_decode_step():
+    """--decode N: the cache holds tokens 0 .. N-1 and token N-1 is the one query."""
+    from gui.state.variant_session import call_sizes
+
+    main = load_main()
+    for n in (1, 4, 6):
+        s = main.build_session(main.parse_args([*RANDOM_6, "--mask", "window", "--decode", str(n)]))
+        assert s.decode == n and call_sizes(s) == (1, n)
+        assert s.variant.mask == "window"  # the other options still hold
+
+
+def test_a_decode_step_past_the_example_is_refused_in_the_sessions_words():
+    main = load_main()
+    with pytest.raises(ValueError, match=r"--decode 7: decode: expected a cache of 1 to 6 tokens"):
+        main.build_session(main.parse_args([*RANDOM_6, "--decode", "7"]))
+
+
 def saved_training_run(path: Path) -> object:
     """A 4-step induction run of a tiny model, saved where python -m scratch.train --out puts it."""
     from scratch.train import ModelConfig, TrainConfig, Trainer, run_file
