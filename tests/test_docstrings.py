@@ -3,12 +3,20 @@ and every argument of its signature under `Args:` (a record's fields under `Attr
 parsed as mkdocs.yml's docstring_style (google) by griffe, the parser mkdocstrings uses; no
 entry names an argument the signature lacks; and each `Examples:` block runs (doctest).
 The public names: scratch.__all__, and scratch.models', scratch.variants' and scratch.checker's
-__all__ (the Reference's pages). Skipped without griffe (the docs extra: `make docs`)."""
+__all__ (the Reference's pages). Their classes' public methods too (those defined in the class's
+own body; a staticmethod or classmethod unwrapped; a property: a docstring only). A method that
+overrides one a project base class documents (a variant's `rule`, `why`, `check`, ...: Variant's)
+may have no docstring of its own when the base's entry documents its arguments (inspect.getdoc
+inherits it, the Reference shows the base's entry): the words are written once, not per variant.
+Variant's `mask_mod` and `score_mod` are None there ("no such mod"): their entries are those of
+the protocols they are annotated with (MaskMod, ScoreMod). A method with a docstring of its own
+documents every argument itself. Skipped without griffe (the docs extra: `make docs`)."""
 
 import doctest
 import importlib
 import inspect
 import logging
+import typing
 from collections.abc import Callable
 
 import pytest
@@ -86,6 +94,63 @@ def problems(name: str, obj: object) -> list[str]:
     return found
 
 
+def public_methods() -> dict[str, object]:
+    """{module.Class.method: function or property} of the public classes' public methods, each
+    defined in the class's own body."""
+    found: dict[str, object] = {}
+    for name, obj in public_objects().items():
+        if not inspect.isclass(obj):
+            continue
+        for method_name, member in vars(obj).items():
+            if isinstance(member, (staticmethod, classmethod)):
+                member = member.__func__
+            if not method_name.startswith("_") and (
+                inspect.isfunction(member) or isinstance(member, property)
+            ):
+                found[f"{name}.{method_name}"] = member
+    return found
+
+
+def base_entry(cls: type, name: str) -> Callable | None:
+    """The nearest project base of cls that documents `name`: its method of that name, or the
+    documented `__call__` of the protocol it annotates `name` with (Variant.mask_mod: MaskMod)."""
+    for base in cls.__mro__[1:]:
+        if not base.__module__.startswith("scratch") or name not in vars(base):
+            continue
+        member = vars(base)[name]
+        if isinstance(member, (staticmethod, classmethod)):
+            member = member.__func__
+        if inspect.isfunction(member) and member.__doc__:
+            return member
+        hint = typing.get_type_hints(base).get(name)
+        for kind in typing.get_args(hint) or (hint,):
+            call = vars(kind).get("__call__") if isinstance(kind, type) else None
+            if inspect.isfunction(call) and call.__doc__:
+                return call
+    return None
+
+
+def method_problems(name: str, method: object, owner: type) -> list[str]:
+    """problems() of a method (a property: its docstring only); one without a docstring uses
+    its base's entry (base_entry), which must document the same arguments."""
+    if isinstance(method, property):
+
+        def getter() -> None: ...
+
+        getter.__doc__ = method.__doc__
+        return problems(name, getter)
+    if method.__doc__:
+        return problems(name, method)
+    short = name.rpartition(".")[2]
+    entry = base_entry(owner, short)
+    if entry is None:
+        return [f"{name}: no docstring (and no project base documents {short!r})"]
+    have, want = documented(entry.__doc__, ARGUMENTS), arguments(method)
+    return [
+        f"{name}: argument {arg!r} is not in its base's entry" for arg in want if arg not in have
+    ]
+
+
 def test_a_planted_gap_is_found():
     def f(query: object, key: object, *more: object) -> None:
         """One line.
@@ -140,6 +205,56 @@ def test_every_public_name_documents_its_arguments(module_name):
     assert not found, f"{len(found)} gaps in the Reference:\n" + "\n".join(found)
 
 
+def test_an_override_uses_its_bases_entry():
+    class Base:
+        def why(self, q_idx: int, kv_idx: int) -> str:
+            """One line.
+
+            Args:
+                q_idx: the query's row i.
+                kv_idx: the key's column j.
+            """
+            return ""
+
+    class Override(Base):
+        def why(self, q_idx: int, kv_idx: int) -> str:
+            return ""
+
+        def rule(self) -> str:
+            return ""
+
+    Base.__module__ = Override.__module__ = "scratch.planted"
+    assert method_problems("Override.why", Override.why, Override) == []
+    assert method_problems("Override.rule", Override.rule, Override) == [
+        "Override.rule: no docstring (and no project base documents 'rule')"
+    ]
+    Base.why.__doc__ = Base.why.__doc__.replace("kv_idx: the", "key: the")
+    assert method_problems("Override.why", Override.why, Override) == [
+        "Override.why: argument 'kv_idx' is not in its base's entry"
+    ]
+
+
+def test_the_variants_mods_have_entries():
+    pytest.importorskip("numpy")
+    from scratch.variants import Causal, Softcap
+
+    assert base_entry(Causal, "mask_mod").__qualname__ == "MaskMod.__call__"
+    assert base_entry(Softcap, "score_mod").__qualname__ == "ScoreMod.__call__"
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_every_public_method_documents_its_arguments(module_name):
+    pytest.importorskip("numpy")
+    objects = public_objects()
+    found = [
+        problem
+        for name, method in public_methods().items()
+        if name.split(".")[0 : name.count(".") - 1] == module_name.split(".")
+        for problem in method_problems(name, method, objects[name.rpartition(".")[0]])
+    ]
+    assert not found, f"{len(found)} gaps in the Reference's methods:\n" + "\n".join(found)
+
+
 def examples(obj: Callable) -> list[doctest.DocTest]:
     """The doctests of obj's own docstring (its Examples: block)."""
     finder = doctest.DocTestFinder(recurse=False)
@@ -149,7 +264,9 @@ def examples(obj: Callable) -> list[doctest.DocTest]:
 def test_the_examples_run():
     pytest.importorskip("numpy")
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    tests = [test for obj in public_objects().values() for test in examples(obj)]
+    methods = [m for m in public_methods().values() if inspect.isfunction(m)]
+    objects = [*public_objects().values(), *methods]
+    tests = [test for obj in objects for test in examples(obj)]
     assert len(tests) >= 10, "the public API's Examples: blocks"
     for test in tests:
         result = runner.run(test, out=lambda text: None)

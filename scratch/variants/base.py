@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from scratch.variants.arrays import spread
 from scratch.variants.dual import Dual, derivative, value_and_grad
@@ -51,6 +51,35 @@ def ranges_of(flags: list[bool]) -> Ranges:
     return found
 
 
+class MaskMod(Protocol):
+    """FlexAttention's mask_mod: may a query see a key (a variant's `mask_mod`)."""
+
+    def __call__(self, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+        """True where query q_idx may see key kv_idx; on index arrays, bools that broadcast.
+
+        Args:
+            b: the batch index (an int, or an index array).
+            h: the head index.
+            q_idx: the query's row i.
+            kv_idx: the key's column j.
+        """
+
+
+class ScoreMod(Protocol):
+    """FlexAttention's score_mod: the scaled score changed (a variant's `score_mod`)."""
+
+    def __call__(self, score: Any, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+        """The scaled score of query q_idx and key kv_idx, changed (a float, or an array).
+
+        Args:
+            score: the scaled score q_i . k_j * scale (a float, a dual number or an array).
+            b: the batch index (an int, or an index array).
+            h: the head index.
+            q_idx: the query's row i.
+            kv_idx: the key's column j.
+        """
+
+
 MASK_VARIANTS: dict[str, type[Variant]] = {}  # key -> class: the masks the picker offers
 
 
@@ -71,8 +100,15 @@ class Variant:
 
     @classmethod
     def chosen(cls, values: dict, L: int, S: int, shift: int, length: int) -> Variant:
-        """The mask for a choice's values ({param key: value}), L queries at the diagonal
-        `shift` of S keys (`length`: the whole sequence's, for rules given over all of it)."""
+        """The mask for a choice's values, L queries at the diagonal `shift` of S keys.
+
+        Args:
+            values: {param key: value} (a VariantChoice's, see params.Param).
+            L: the number of queries.
+            S: the number of keys.
+            shift: key j is on query i's diagonal at j = i + shift.
+            length: the whole sequence's length, for rules given over all of it (Documents).
+        """
         return cls(**{p.name: values[p.key] for p in cls.params}, shift=shift)
 
     def __post_init__(self) -> None:
@@ -89,8 +125,8 @@ class Variant:
             if not p.is_list:
                 check_int(getattr(self, p.name), p.name, least=p.least)
 
-    mask_mod: Callable[..., bool] | None = None
-    score_mod: Callable[..., float] | None = None
+    mask_mod: MaskMod | None = None  # None: no mask
+    score_mod: ScoreMod | None = None  # None: no score change
     on_arrays = True  # the mods take index arrays (a combination of a user's plain ones: no)
 
     @property
@@ -119,7 +155,14 @@ class Variant:
         return xp.ones_like(score) * grad  # a constant derivative (score + bias: 1) spread
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
-        """Refuse sizes the variant's data does not fit (B or H None: not known); none here."""
+        """Refuse sizes the variant's data does not fit (ValueError); none here.
+
+        Args:
+            B: the batch size (None: not known).
+            H: the number of heads (None: not known).
+            L: the number of queries.
+            S: the number of keys.
+        """
 
     def rule(self) -> str:
         """The rule in one line of words (the window's legend, the checker's case name): for a
@@ -132,7 +175,15 @@ class Variant:
         return f"{head}: {said[:1].lower()}{said[1:]}" if said else head
 
     def explain(self, b: int, h: int, q_idx: int, kv_idx: int, score: float | None = None) -> str:
-        """Hover text for one cell: why the key is seen or masked, and the score's change."""
+        """Hover text for one cell: why the key is seen or masked, and the score's change.
+
+        Args:
+            b: the batch index.
+            h: the head index.
+            q_idx: the query's row i.
+            kv_idx: the key's column j.
+            score: the cell's scaled score (None: no score words).
+        """
         parts = []
         if self.mask_mod is not None:
             seen = self.mask_mod(b, h, q_idx, kv_idx)
@@ -142,15 +193,38 @@ class Variant:
         return "; ".join(parts)
 
     def why(self, b: int, h: int, q_idx: int, kv_idx: int) -> str:
-        """Words for mask_mod's answer at one cell (a subclass writes its own arithmetic)."""
+        """Words for mask_mod's answer at one cell (a subclass writes its own arithmetic).
+
+        Args:
+            b: the batch index.
+            h: the head index.
+            q_idx: the query's row i.
+            kv_idx: the key's column j.
+        """
         return f" (query {q_idx}, key {kv_idx}: {self.rule()})"
 
     def score_words(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> str:
-        """Words for score_mod at one cell: 'name(score) = ... = value'."""
+        """Words for score_mod at one cell: 'name(score) = ... = value'.
+
+        Args:
+            score: the cell's scaled score.
+            b: the batch index.
+            h: the head index.
+            q_idx: the query's row i.
+            kv_idx: the key's column j.
+        """
         return f"{number(score)} -> {number(self.score_mod(score, b, h, q_idx, kv_idx))}"
 
     def score_grad(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
-        """d score_mod / d score at one cell, from score_mod itself (dual numbers)."""
+        """d score_mod / d score at one cell, from score_mod itself (dual numbers).
+
+        Args:
+            score: the cell's scaled score.
+            b: the batch index.
+            h: the head index.
+            q_idx: the query's row i.
+            kv_idx: the key's column j.
+        """
         if self.score_mod is None:
             return 1.0
         return derivative(self.score_mod, score, b, h, q_idx, kv_idx)
@@ -160,6 +234,13 @@ class Variant:
 
         Derived from mask_mod by asking it about every cell (no mask_mod: every key), so it
         cannot disagree with the rule.
+
+        Args:
+            b: the batch index.
+            h: the head index.
+            q_lo: the block's first query row.
+            q_hi: one past its last query row.
+            S: the number of keys.
         """
         queries, sees = range(q_lo, q_hi), self.mask_mod
         return ranges_of([sees is None or any(sees(b, h, i, j) for i in queries) for j in range(S)])
@@ -223,7 +304,9 @@ def check_window_side(value: object, name: str) -> int:
 
 __all__ = [
     "MASK_VARIANTS",
+    "MaskMod",
     "Ranges",
+    "ScoreMod",
     "Variant",
     "array_form",
     "check_count",
