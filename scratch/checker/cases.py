@@ -68,7 +68,12 @@ class Case:
     grad_output: bool = False  # a backward case: fn also gets a seeded dO, returns (dq, dk, dv)
 
     def features(self, dtype: str) -> tuple[str, ...]:
-        """Optional features (keys of FEATURES): fn may refuse a case that uses one."""
+        """Optional features (keys of FEATURES): fn may refuse a case that uses one.
+
+        Args:
+            dtype: the dtype the check runs in ("float32", ...); a case pinned to another lists
+                that dtype.
+        """
         found = []
         if len(self.q) > 2:
             found.append("batch")

@@ -76,9 +76,11 @@ class Options:
 
     @property
     def attention_variant(self) -> Variant | None:
-        """The one variant the call computes: Causal(0) for is_causal (top-left, as PyTorch),
-        GivenMask for attn_mask (checked when its cells are first read), and `variant`, combined
-        (masks and-ed, score changes in that order); None when nothing changes the scores."""
+        """The one variant the call computes (None when nothing changes the scores).
+
+        Causal(0) for is_causal (top-left, as PyTorch), GivenMask for attn_mask (checked when its
+        cells are first read), and `variant`, combined (masks and-ed, score changes in that order).
+        """
         parts = []
         if self.is_causal:
             parts.append(Causal(0))
@@ -98,7 +100,11 @@ class Options:
         return "none" if self.attn_mask is None else "given"
 
     def scale_for(self, E: int) -> float:
-        """The softmax scale for head width E: the given scale, or 1 / sqrt(E)."""
+        """The softmax scale for head width E: the given scale, or 1 / sqrt(E).
+
+        Args:
+            E: the query's and key's width (d_k).
+        """
         return check_scale(self.scale, E)
 
     def describe(self) -> str:

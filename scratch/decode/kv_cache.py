@@ -36,12 +36,21 @@ class KVCache:
         return len(self.key[0][0]) if self.key else 0
 
     def positions(self, T: int = 1) -> list[int]:
-        """The true positions of the next T tokens (what scratch.rotary needs for them)."""
+        """The true positions of the next T tokens (what scratch.rotary needs for them).
+
+        Args:
+            T: how many tokens come next (an integer >= 1).
+        """
         T = check_positive_int(T, "T")
         return list(range(self.seq_len, self.seq_len + T))
 
     def append(self, key: object, value: object) -> None:
-        """Add T tokens: key (B, Hkv, T, E), value (B, Hkv, T, Ev)."""
+        """Add T tokens' keys and values to the cache (ValueError if the sizes differ from it).
+
+        Args:
+            key: (B, Hkv, T, E), nested lists.
+            value: (B, Hkv, T, Ev).
+        """
         k, v, (B, Hkv, _, E, Ev) = key_value(key, value, "T")
         if self.sizes is not None and (B, Hkv, E, Ev) != self.sizes:
             raise ValueError(
@@ -58,10 +67,15 @@ class KVCache:
                 self.value[b][h].extend(v[b][h])  # (S, Ev) + (T, Ev) -> (S + T, Ev)
 
     def attend(self, query: object, **options: object) -> list | tuple[list, list]:
-        """decode_attention of query (B, H, L, E), the newest L tokens, over the cache.
+        """decode_attention of the newest L tokens' queries over the cache.
 
-        options: decode_attention's (score_mod, mask_mod, scale, enable_gqa, return_lse, sinks),
-        the mods written in true positions.
+        Args:
+            query: (B, H, L, E), nested lists.
+            **options: decode_attention's (score_mod, mask_mod, scale, enable_gqa, return_lse,
+                sinks), the mods written in true positions.
+
+        Returns:
+            output (B, H, L, Ev); (output, lse) with return_lse.
         """
         if not self.seq_len:
             raise ValueError("query: the cache is empty; append the tokens' key and value first")

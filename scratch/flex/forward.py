@@ -78,11 +78,24 @@ class BlockMask:
     kv_blocks: list
 
     def sees(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
-        """mask_mod's answer for one cell."""
+        """mask_mod's answer for one cell (True: the query sees the key).
+
+        Args:
+            b: the batch index.
+            h: the head index.
+            q_idx: the query's row i.
+            kv_idx: the key's column j.
+        """
         return seen_by(self.mask_mod, b, h, q_idx, kv_idx)
 
     def keys(self, b: int, h: int, q_idx: int) -> list[int]:
-        """The keys query q_idx of (b, h) sees, visiting only the listed tiles."""
+        """The keys query q_idx of (b, h) sees, visiting only the listed tiles.
+
+        Args:
+            b: the batch index.
+            h: the head index.
+            q_idx: the query's row i.
+        """
         B, H = self.shape[:2]
         tiles = self.kv_blocks[b if B > 1 else 0][h if H > 1 else 0][q_idx // self.block_size[0]]
         n, S = self.block_size[1], self.shape[3]

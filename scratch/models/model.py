@@ -72,11 +72,19 @@ class Model:
         return family_of(self.family)
 
     def scale(self, layer: int) -> float | None:
-        """Layer `layer`'s score scale; None for the usual 1/sqrt(d_head)."""
+        """Layer `layer`'s score scale; None for the usual 1/sqrt(d_head).
+
+        Args:
+            layer: the layer, 0 to layers - 1.
+        """
         return self.config.scale(layer)
 
     def tokenize(self, text: object) -> tuple[list[str], list[int]]:
-        """The tokens and ids of `text`, special tokens included; refuses empty or too long text."""
+        """The tokens and ids of `text`, special tokens included; refuses empty or too long text.
+
+        Args:
+            text: the sentence (a str with a word token, at most max_positions tokens).
+        """
         if not isinstance(text, str):
             raise TypeError(f"text: expected a string, found {type(text).__name__}")
         if not text.strip():
@@ -103,7 +111,11 @@ class Model:
         return tokens, ids
 
     def run(self, text: str) -> Run:
-        """Run the model on `text`: every layer's and head's attention weights, in float64."""
+        """Run the model on `text`: every layer's and head's attention weights, in float64.
+
+        Args:
+            text: the sentence (see tokenize).
+        """
         tokens, ids = self.tokenize(text)
         out = self.family_record.forward(self.config, self.weights, ids)
         return Run(self, text, tokens, ids, *out)
@@ -111,12 +123,23 @@ class Model:
     def generate(
         self, text: str, max_new_tokens: int, temperature: float = 0.0, seed: int | None = None
     ) -> Generation:
-        """Continue `text` token by token with a key/value cache (decoders with an output head);
-        temperature 0 picks the likeliest token, above 0 samples (seeded by `seed`)."""
+        """Continue `text` token by token with a key/value cache (decoders with an output head).
+
+        Args:
+            text: the prompt (see tokenize).
+            max_new_tokens: how many tokens to add (>= 1; prompt + new within max_positions).
+            temperature: 0 picks the likeliest token; above 0 samples from softmax(logits / t).
+            seed: seeds the sampling (step n by (seed, n)); None: unseeded.
+        """
         return generate(self, text, max_new_tokens, temperature, seed)
 
     def head_projections(self, layer: int, head: int) -> dict[str, np.ndarray]:
-        """w_q, w_k, w_v (d_model, d_head) and b_q, b_k, b_v (d_head,) of one head."""
+        """w_q, w_k, w_v (d_model, d_head) and b_q, b_k, b_v (d_head,) of one head.
+
+        Args:
+            layer: the layer, 0 to layers - 1.
+            head: the head, 0 to heads - 1.
+        """
         self.check_head(layer, head)
         if self.decoder:
             raise ValueError(
@@ -131,7 +154,12 @@ class Model:
         }
 
     def check_head(self, layer: object, head: object) -> None:
-        """layer and head are ints in range."""
+        """layer and head are ints in range (TypeError or ValueError naming the argument).
+
+        Args:
+            layer: the layer, 0 to layers - 1.
+            head: the head, 0 to heads - 1.
+        """
         for name, value, top in (("layer", layer, self.layers), ("head", head, self.heads)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name}: expected an int, found {type(value).__name__}")

@@ -38,7 +38,11 @@ class Run:
         return run_html(self)
 
     def next_tokens(self, k: int = 10) -> list[tuple[str, float]]:
-        """The k likeliest tokens after the text, with their probabilities (largest first)."""
+        """The k likeliest tokens after the text, with their probabilities (largest first).
+
+        Args:
+            k: how many tokens.
+        """
         if self.logits is None:
             raise ValueError(f"{self.model.name} has no output head: it predicts no next token")
         return top_tokens(self.model.tokenizer, self.logits[-1], k)
@@ -49,6 +53,10 @@ class Run:
         The pure-Python ground truth recomputes the head from x and the head's w_q, w_k, w_v
         and biases; its weights must agree with the NumPy forward's to AGREEMENT, else this
         raises (a mismatch would be a bug in one of them).
+
+        Args:
+            layer: the layer, 0 to layers - 1.
+            head: the head, 0 to heads - 1.
         """
         from scratch.trace.forward import trace_attention
 
@@ -84,6 +92,9 @@ class Run:
         Many heads park most of their weight on [CLS], [SEP] or the first token (an "attention
         sink"): a head with nothing useful to look at still has to put its softmax mass
         somewhere, and a token every row can see is the cheapest place.
+
+        Args:
+            threshold: the least average weight (0 to 1) that makes a head a token's sink.
         """
         mean = self.attentions.mean(axis=2)  # (layers, heads, T): average over query rows
         top = mean.argmax(axis=-1)  # (layers, heads)

@@ -55,8 +55,11 @@ class Step:
         return tolist() if callable(tolist) else self.value
 
     def rows(self) -> object:
-        """The value read as nested lists: nested lists as they are, an array or tensor one row
-        at a time as it is read (`Rows`: one cell of a 4096-token step reads a few rows)."""
+        """The value read as nested lists, an array's rows read only when asked.
+
+        Nested lists as they are, an array or tensor one row at a time as it is read (`Rows`:
+        one cell of a 4096-token step reads a few rows).
+        """
         is_array = hasattr(self.value, "shape") and callable(getattr(self.value, "tolist", None))
         return Rows(self.value) if is_array else self.value
 
@@ -119,8 +122,13 @@ class Trace:
         return [step.name for step in self.steps]
 
     def axis_labels(self, axis: str, n: int, prefix: str = "") -> list[str]:
-        """Labels of n along one axis: the tokens on a query or key axis of their length, else
-        prefix + index (the terminal's c0.., the notebook's 0..)."""
+        """Labels of n entries along one axis: the tokens, or prefix + index.
+
+        Args:
+            axis: the axis's name ("query" and "key" take the tokens when there are n of them).
+            n: the axis's length.
+            prefix: what goes before each index otherwise (the terminal's c0.., the notebook's 0..).
+        """
         if axis == "query" and len(self.tokens) == n:
             return list(self.tokens)
         if axis == "key" and len(self.key_tokens) == n:
@@ -128,8 +136,10 @@ class Trace:
         return [f"{prefix}{i}" for i in range(n)]
 
     def described(self) -> dict:
-        """The options as words and numbers (the trace JSON's "options", format version 1); a
-        variant's rule in words under "variant" when the call had one."""
+        """The options as words and numbers (the trace JSON's "options", format version 1).
+
+        A variant's rule in words is under "variant" when the call had one.
+        """
         source, options = self.source, self.options
         variant = {} if options.variant is None else {"variant": options.variant.rule()}
         return variant | {
@@ -151,7 +161,14 @@ class Trace:
         return trace_html(self)
 
     def head_average(self, name: str) -> object:
-        """Step `name` averaged over its head axis, in float64 (NaN where a head has NaN)."""
+        """Step `name` averaged over its head axis, in float64 (NaN where a head has NaN).
+
+        Args:
+            name: the step's name, one with a head axis first, e.g. "weights" (H, L, S).
+
+        Returns:
+            The mean (L, S) as the step's type holds it (a tensor, an array or nested lists).
+        """
         step = self[name]
         if not step.axes or step.axes[0] != "head":
             raise ValueError(f"name: step {name!r} has no head axis (its axes: {step.axes})")
