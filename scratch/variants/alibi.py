@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from typing import Self
 
 from scratch.variants.arrays import entry
 from scratch.variants.base import Variant, check_count, check_int, number
@@ -69,8 +70,13 @@ class ALiBi(Variant):
         object.__setattr__(self, "slopes", tuple(float(s) for s in self.slopes))
 
     @classmethod
-    def for_heads(cls, num_heads: int, shift: int = 0) -> ALiBi:
-        """ALiBi with the paper's slopes for `num_heads` heads."""
+    def for_heads(cls, num_heads: int, shift: int = 0) -> Self:
+        """This ALiBi (or SymmetricALiBi) with the paper's slopes for `num_heads` heads.
+
+        Args:
+            num_heads: H, the number of query heads (one slope each).
+            shift: the diagonal: query i sits at key position i + shift.
+        """
         return cls(tuple(alibi_slopes(num_heads)), shift)
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:

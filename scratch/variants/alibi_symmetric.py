@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scratch.variants.alibi import ALiBi, alibi_slopes
+from scratch.variants.alibi import ALiBi
 from scratch.variants.arrays import entry
 from scratch.variants.base import number
 
@@ -25,11 +25,6 @@ class SymmetricALiBi(ALiBi):
     """
 
     shift: int = 0
-
-    @classmethod
-    def for_heads(cls, num_heads: int, shift: int = 0) -> SymmetricALiBi:
-        """Symmetric ALiBi with the paper's slopes for `num_heads` heads."""
-        return cls(tuple(alibi_slopes(num_heads)), shift)
 
     def score_mod(self, score: float, b: int, h: int, q_idx: int, kv_idx: int) -> float:
         slope = entry(self, "slopes", self.slopes, score, h)

@@ -119,8 +119,11 @@ class Variant:
         self.check_params()
 
     def check_params(self) -> None:
-        """Each declared integer parameter an integer >= its Param's least (ValueError naming
-        the field); a mask that takes more (-1 for unbounded, a list) checks its own."""
+        """Each declared integer parameter an integer >= its Param's least, else ValueError.
+
+        The error names the field; a mask that takes more (-1 for unbounded, a list) checks its
+        own.
+        """
         for p in self.params:
             if not p.is_list:
                 check_int(getattr(self, p.name), p.name, least=p.least)
@@ -165,8 +168,10 @@ class Variant:
         """
 
     def rule(self) -> str:
-        """The rule in one line of words (the window's legend, the checker's case name): for a
-        declared mask, its label, its values and its docstring's first line."""
+        """The rule in one line of words (the window's legend, the checker's case name).
+
+        For a declared mask: its label, its values and its docstring's first line.
+        """
         said = " ".join((type(self).__doc__ or "").strip().split("\n\n")[0].split())
         values = [f"{p.name} {getattr(self, p.name)}" for p in self.params]
         values += [f"shift {self.shift}"] if getattr(self, "shift", 0) else []

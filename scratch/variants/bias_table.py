@@ -44,10 +44,17 @@ class BiasTable(Variant):
 
     @property
     def max_distance(self) -> int:
+        """m, the farthest relative distance with its own entry (the table's rows are 2m + 1)."""
         return len(self.table[0]) // 2
 
     def entry(self, h: int, q_idx: int, kv_idx: int) -> int:
-        """The table column for a relative distance kv_idx - q_idx."""
+        """The table column for a relative distance kv_idx - q_idx.
+
+        Args:
+            h: the query head (unused: every head's row has the same columns).
+            q_idx: the query's row i.
+            kv_idx: the key's column j.
+        """
         m = self.max_distance
         return clamp(kv_idx - q_idx, -m, m) + m
 

@@ -131,28 +131,56 @@ class Causal(Variant):
 
     @classmethod
     def aligned(cls, align: str, L: int, S: int) -> Causal:
-        """The causal variant for L queries and S keys aligned 'top-left' or 'bottom-right'."""
+        """The causal variant for L queries and S keys, its diagonal aligned as named.
+
+        Args:
+            align: 'top-left' (shift 0) or 'bottom-right' (shift S - L).
+            L: the number of queries.
+            S: the number of keys.
+        """
         return cls(shift_of(align, L, S))
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
         return at_or_before(kv_idx, q_idx + self.shift)
 
     def cells(self, rows: Sequence[int], cols: Sequence[int]) -> list[list[bool]]:
-        """The grid's cells for queries `rows` and keys `cols` as nested bools (R, C)."""
+        """The grid's cells for queries `rows` and keys `cols` as nested bools (R, C).
+
+        Args:
+            rows: the R query rows i.
+            cols: the C key columns j.
+        """
         shift = self.shift  # at_or_before(j, i + shift) inlined: 16.7 M calls at 4096 tokens
         return [[j <= i + shift for j in cols] for i in rows]  # (R, C)
 
     def tile(self, rows: range, cols: range) -> object:
-        """Queries `rows`, keys `cols` (contiguous ranges) as a NumPy bool array (R, C)."""
+        """Queries `rows`, keys `cols` as a NumPy bool array (R, C).
+
+        Args:
+            rows: the R query rows i, a contiguous range.
+            cols: the C key columns j, a contiguous range.
+        """
         return causal_tile(self.shift, rows, cols)
 
     def tensor(self, L: int, S: int, device: object = None) -> object:
-        """The (L, S) grid as a torch bool tensor on `device`."""
+        """The (L, S) grid as a torch bool tensor on `device`.
+
+        Args:
+            L: the number of queries.
+            S: the number of keys.
+            device: the torch device (None: torch's default).
+        """
         return causal_tensor(self.shift, L, S, device)
 
     def sees_whole_tile(self, rows: range, cols: range) -> bool:
-        """Whether every query of `rows` sees every key of `cols` (the tile needs no mask):
-        the tile's last key is on or below its first query's diagonal."""
+        """Whether every query of `rows` sees every key of `cols` (the tile needs no mask).
+
+        True when the tile's last key is on or below its first query's diagonal.
+
+        Args:
+            rows: the tile's query rows, a range.
+            cols: the tile's key columns, a range.
+        """
         return self.mask_mod(0, 0, rows.start, cols.stop - 1)
 
     def rule(self) -> str:
@@ -163,16 +191,31 @@ class Causal(Variant):
         return f" (causal: key {kv_idx} {sign} {q_idx}{_plus(self.shift)})"
 
     def diagonal(self, q_idx: int) -> int:
-        """The last key query q_idx may see: its diagonal, q_idx + shift (a window's edges are
-        measured from it)."""
+        """The last key query q_idx may see: its diagonal, q_idx + shift.
+
+        A window's edges are measured from it.
+
+        Args:
+            q_idx: the query's row i.
+        """
         return q_idx + self.shift
 
     def first_query(self, kv_idx: int) -> int:
-        """The first query that sees key kv_idx (every later query sees it too)."""
+        """The first query that sees key kv_idx (every later query sees it too).
+
+        Args:
+            kv_idx: the key's column j.
+        """
         return max(0, kv_idx - self.shift)
 
     def keys_seen(self, q_lo: int, q_hi: int, S: int) -> int:
-        """How many leading keys queries q_lo..q_hi-1 may see together (the rest are skipped)."""
+        """How many leading keys queries q_lo..q_hi-1 may see together (the rest are skipped).
+
+        Args:
+            q_lo: the block's first query row.
+            q_hi: one past its last query row.
+            S: the number of keys.
+        """
         return max(0, min(q_hi + self.shift, S)) if q_lo < q_hi else 0  # the last query's keys
 
 

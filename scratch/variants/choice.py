@@ -89,8 +89,7 @@ class VariantChoice:
 
     @staticmethod
     def mask_labels() -> dict[str, str]:
-        """The masks a choice may name, in the picker's words: 'none' first, then each
-        registered mask."""
+        """The masks a choice may name, in the picker's words: 'none', each registered, 'drawn'."""
         registered = {key: cls.label for key, cls in mask_variants().items()}
         return {"none": "none", **registered, "drawn": "drawn (click the grid)"}
 
@@ -101,7 +100,11 @@ class VariantChoice:
 
     @staticmethod
     def mask_fields(mask: str) -> tuple[str, ...]:
-        """The parameter fields `mask` reads ('none' and 'drawn': none)."""
+        """The parameter fields `mask` reads ('none' and 'drawn': none).
+
+        Args:
+            mask: a key of mask_labels().
+        """
         if mask in ("none", "drawn"):
             return ()
         return tuple(p.key for p in mask_variants()[mask].params)
@@ -133,9 +136,17 @@ class VariantChoice:
         )
 
     def variant(self, L: int, S: int, H: int, length: int | None = None) -> Variant | None:
-        """The Variant for L queries, S keys, H heads (cu_seqlens end at `length`, default S).
+        """The Variant for L queries, S keys, H heads, checked against those sizes.
 
-        Checked against those sizes; None when nothing is chosen."""
+        Args:
+            L: the number of queries (the last L of S positions, or the first: `align`).
+            S: the number of keys.
+            H: the number of heads (ALiBi's slopes for_heads).
+            length: the whole sequence's length, where cu_seqlens end (None: S).
+
+        Returns:
+            The variant, combined from the chosen parts; None when nothing is chosen.
+        """
         check_int(S, "S", least=1)
         parts = [self._mask(L, S, S if length is None else length)]
         if self.softcap is not None:
@@ -161,7 +172,11 @@ class VariantChoice:
 
     @classmethod
     def from_dict(cls, data: object) -> VariantChoice:
-        """A choice from JSON data (a session's "variant"); ValueError naming the field."""
+        """A choice from JSON data (a session's "variant"); ValueError naming the field.
+
+        Args:
+            data: {field: value}, as to_dict writes it.
+        """
         if not isinstance(data, dict):
             raise ValueError(f"expected an object of VariantChoice's fields, found {data!r}")
         fields = {f.name: f for f in dataclasses.fields(cls)}

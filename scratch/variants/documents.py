@@ -70,15 +70,20 @@ class Documents(Variant):
 
     @classmethod
     def from_cu_seqlens(cls, cu_seqlens_q: list[int], cu_seqlens_k: list[int] | None = None):
-        """Documents of one packed batch entry from FlashAttention's cumulative lengths."""
+        """Documents of one packed batch entry from FlashAttention's cumulative lengths.
+
+        Args:
+            cu_seqlens_q: the queries' cumulative lengths [0, n1, n1 + n2, ..., L], increasing.
+            cu_seqlens_k: the keys' [0, ..., S] the same way (None: the queries').
+        """
         q = ids_from_cu_seqlens(cu_seqlens_q, "cu_seqlens_q")
         k = None if cu_seqlens_k is None else ids_from_cu_seqlens(cu_seqlens_k, "cu_seqlens_k")
         return cls(q, k)
 
     @classmethod
     def chosen(cls, values: dict, L: int, S: int, shift: int, length: int) -> Documents:
-        """The documents of cu_seqlens over the whole sequence (`length` tokens): the L queries
-        at positions shift.. shift + L - 1, the S keys at 0..S-1."""
+        # Variant.chosen's entry: the documents of cu_seqlens over the whole sequence (`length`
+        # tokens), the L queries at positions shift.. shift + L - 1, the S keys at 0..S-1
         ids = ids_from_cu_seqlens(list(values["cu_seqlens"]), "cu_seqlens")
         if len(ids) != length:
             raise ValueError(

@@ -35,8 +35,14 @@ class GivenMask(Variant):
 
     @classmethod
     def unchecked(cls, attn_mask: object) -> GivenMask:
-        """The variant of `attn_mask`, checked and read as nested lists only when first used
-        (a backend reads `attn_mask` as its own array and never pays for 16.7 M Python cells)."""
+        """The variant of `attn_mask`, checked and read as nested lists only when first used.
+
+        A backend reads `attn_mask` as its own array and never pays for 16.7 M Python cells.
+
+        Args:
+            attn_mask: (B or 1, H or 1, L, S) bools (True: seen) or floats (added to the score),
+                nested lists or an array.
+        """
         found = cls.__new__(cls)
         found.attn_mask = attn_mask
         return found
@@ -63,8 +69,15 @@ class GivenMask(Variant):
         check_mask_shape(self.shape, (mb if B is None else B, mh if H is None else H, L, S))
 
     def value(self, b: int, h: int, q_idx: int, kv_idx: int, like: object = None) -> bool | float:
-        """The mask's entry for one cell (size-1 axes broadcast); for index arrays the entries
-        as one array, in like's dtype (like None: the mask's own, bools as bools)."""
+        """The mask's entry for one cell (size-1 axes broadcast), or for index arrays, one array.
+
+        Args:
+            b: the batch index (an int, or an index array).
+            h: the head index.
+            q_idx: the query's row i.
+            kv_idx: the key's column j.
+            like: an array whose dtype the entries take (None: the mask's own, bools as bools).
+        """
         index = tuple(n if size > 1 else 0 for n, size in zip((b, h, q_idx, kv_idx), self.shape))
         own = like is None  # (B or 1, H or 1, L, S): bools as bools, floats in the score's dtype
         return entry(self, "values", self.values, kv_idx if own else like, *index, own_dtype=own)

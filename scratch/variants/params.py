@@ -49,11 +49,19 @@ class Param:
         return isinstance(self.default, tuple)
 
     def text(self, value: object) -> str:
-        """value as the picker's text box shows it."""
+        """value as the picker's text box shows it.
+
+        Args:
+            value: the parameter's value (an int, or a tuple of ints for a list).
+        """
         return ", ".join(map(str, value)) if self.is_list else str(value)
 
     def parse(self, text: str) -> int | tuple[int, ...]:
-        """The picker's text as a value; ValueError naming the field."""
+        """The picker's text as a value; ValueError naming the field.
+
+        Args:
+            text: what the picker's text box holds ("4", or "3, 5" for a list).
+        """
         try:
             if self.is_list:
                 return tuple(int(t) for t in text.replace(",", " ").split())

@@ -40,7 +40,11 @@ class PrefixLM(Variant):
             check_int(self.prefix, "prefix", least=0)
 
     def length(self, b: int) -> int:
-        """The prefix length of batch entry b (an index array b: the lengths of its entries)."""
+        """The prefix length of batch entry b (an index array b: the lengths of its entries).
+
+        Args:
+            b: the batch index (an int, or an index array).
+        """
         if isinstance(self.prefix, tuple):
             return entry(self, "prefix", self.prefix, b, b)
         return self.prefix

@@ -46,19 +46,36 @@ class Rotary(Variant):
 
     @staticmethod
     def positions(L: int, S: int) -> tuple[list[int], list[int]]:
-        """(query positions, key positions): i + S - L for query i, j for key j."""
+        """(query positions, key positions): i + S - L for query i, j for key j.
+
+        Args:
+            L: the number of queries (the last L of S positions).
+            S: the number of keys.
+        """
         return [i + S - L for i in range(L)], list(range(S))
 
     def turn(self, x: list, positions: list[int]) -> list:
-        """x (L, d_head) turned by scratch.rotary."""
+        """x turned by scratch.rotary, row n by the angle of positions[n].
+
+        Args:
+            x: q or k of one head, (L, d_head) nested lists.
+            positions: (L,) each row's position.
+        """
         return rotary(
             x, positions, base=self.base, pairing=self.pairing, rotary_dim=self.rotary_dim
         )
 
     def turn_array(self, x: object, positions: list[int], xp: object) -> object:
-        """x (..., n, d_head), a NumPy array or torch tensor (xp its module), turned as `turn`
-        turns rows: the same angles and cos, sin (Python's math), each pair a' = a cos - b sin,
-        b' = b cos + a sin in x's dtype (the features past rotary_dim pass through)."""
+        """x turned as `turn` turns rows, on an array: the same angles, in x's dtype.
+
+        cos and sin come from Python's math; each pair a' = a cos - b sin, b' = b cos + a sin in
+        x's dtype (the features past rotary_dim pass through).
+
+        Args:
+            x: (..., n, d_head), a NumPy array or torch tensor.
+            positions: (n,) each row's position.
+            xp: x's module, numpy or torch.
+        """
         rd = x.shape[-1] if self.rotary_dim is None else self.rotary_dim
         if rd % 2:
             raise ValueError(f"x: the last dimension ({rd}) is odd; rotary turns pairs of features")
@@ -80,7 +97,14 @@ class Rotary(Variant):
         return out
 
     def words(self, row: list[float], position: int, feature: int, name: str) -> str:
-        """Hover text of one rotated feature (angle, cos, sin of its pair)."""
+        """Hover text of one rotated feature (angle, cos, sin of its pair).
+
+        Args:
+            row: (d_head,) the row before the turn.
+            position: the row's position.
+            feature: the feature's column c.
+            name: the row's name in the words ("q" or "k").
+        """
         return rotary_words(
             row, position, feature, name=name, base=self.base, pairing=self.pairing,
             rotary_dim=self.rotary_dim,

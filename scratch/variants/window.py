@@ -48,7 +48,15 @@ class SlidingWindow(Variant):
 
     @classmethod
     def aligned(cls, left: int, right: int, L: int, S: int, align: str = "bottom-right"):
-        """The window for L queries and S keys, aligned as FlashAttention (bottom-right)."""
+        """The window for L queries and S keys, aligned as FlashAttention (bottom-right).
+
+        Args:
+            left: keys seen before the diagonal key (-1: unbounded).
+            right: keys seen after it (-1: unbounded).
+            L: the number of queries.
+            S: the number of keys.
+            align: 'bottom-right' (shift S - L) or 'top-left' (shift 0).
+        """
         return cls(left, right, shift_of(align, L, S))
 
     def mask_mod(self, b: int, h: int, q_idx: int, kv_idx: int) -> bool:
