@@ -259,11 +259,9 @@ def test_open_in_backward_differentiates_for_the_training_steps_own_dO(open_wind
     assert TRAINING in offered() and box.currentData() == TRAINING
     assert "step 4 on the probe" in w.backward.about.text()
     params = {k: v.astype(np.float64) for k, v in run.snapshots[2].params.items()}
-    mine = (
-        Model(run.config.model)
-        .attention_grad_outputs(params, run.probe[None], run.probe_targets[None])[1]
-        .grad_output[0]
-    )  # (H, T, dh): layer 2's
+    model = Model(run.config.model)
+    fwd = model.forward(params, run.probe[None], run.probe_targets[None])
+    mine = model.attention_grad_outputs(params, fwd)[1].grad_output[0]  # (H, T, dh): layer 2's
     found = np.asarray(w.backward_outcome.trace["grad_head_outputs"].tolist())
     np.testing.assert_array_equal(found, mine)
     w.load_session(toy)  # the toy example back: its dO choice no longer lists the training one

@@ -41,8 +41,8 @@ def models_own(run: object, step: int) -> tuple[list, dict]:
     params = {k: np.asarray(v, np.float64) for k, v in run.snapshot_at(step).params.items()}
     model = Model(run.config.model, "numpy")
     inputs, targets = run.probe[None], run.probe_targets[None]
-    grads = model.backward(params, model.forward(params, inputs, targets))
-    return model.attention_grad_outputs(params, inputs, targets), grads
+    fwd = model.forward(params, inputs, targets)
+    return model.attention_grad_outputs(params, fwd), model.backward(params, fwd)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -19,38 +19,30 @@ import numpy as np
 from gui.state import session as sm
 from gui.state.token_text import session_label
 from scratch.train import Model, Run, Snapshot
+from scratch.train.model import Forward
 from scratch.train.words import head_name
 from scratch.variants import VariantChoice
 
 PRESET = "model:tiny transformer"  # model_session's prefix: the window's path for model heads
 
 
-def _float64(snapshot: Snapshot) -> dict:
-    """The snapshot's weights in float64 (the window's dtype; a run trains in float32)."""
-    return {name: np.asarray(w, dtype=np.float64) for name, w in snapshot.params.items()}
-
-
-def layer_input(run: Run, snapshot: Snapshot, layer: int) -> np.ndarray:
-    """h (T, d_model): layer `layer`'s attention input on the probe with the snapshot's
-    weights (its layer-norm output when the model has norms), float64."""
-    check_layer_head(run, layer, 0)
+def probe_forward(run: Run, snapshot: Snapshot) -> tuple[Model, dict, Forward]:
+    """(the model, the snapshot's weights in float64, its forward on the probe): one pass the
+    layer's input and its training dO both read. The targets are the probe's own (zeros for a
+    run file saved before them: only the loss reads them)."""
     probe = np.asarray(run.probe, dtype=np.int64)[None, :]  # (1, T)
+    targets = np.zeros_like(probe) if run.probe_targets is None else run.probe_targets
+    targets = np.asarray(targets, dtype=np.int64).reshape(probe.shape)  # (1, T)
+    params = {name: np.asarray(w, np.float64) for name, w in snapshot.params.items()}
     model = Model(run.config.model, "numpy")
-    fwd = model.forward(_float64(snapshot), probe, np.zeros_like(probe))  # targets unused here
-    return fwd.saved[layer]["h"][0]  # (T, d_model)
+    return model, params, model.forward(params, probe, targets)
 
 
-def layer_grad_output(run: Run, snapshot: Snapshot, layer: int) -> np.ndarray | None:
-    """dO (T, H * d_head): d(the mean loss on the probe) / d(layer `layer`'s attention output),
-    each head's columns side by side as the session's output has them, at the snapshot's
-    weights in float64; None when the run has no probe targets (a file saved before them)."""
-    check_layer_head(run, layer, 0)
-    if run.probe_targets is None:
-        return None
-    probe = np.asarray(run.probe, dtype=np.int64)[None, :]  # (1, T)
-    targets = np.asarray(run.probe_targets, dtype=np.int64)[None, :]
-    model = Model(run.config.model, "numpy")
-    d_out = model.attention_grad_outputs(_float64(snapshot), probe, targets)[layer].grad_output
+def layer_grad_output(model: Model, params: dict, fwd: Forward, layer: int) -> np.ndarray:
+    """dO (T, H * d_head): d(the mean loss on the probe) / d(layer `layer`'s attention output)
+    from the model's own backward of `fwd`, each head's columns side by side as the session's
+    output has them."""
+    d_out = model.attention_grad_outputs(params, fwd)[layer].grad_output  # (1, H, T, dh)
     H, T, dh = d_out.shape[1:]
     return d_out[0].transpose(1, 0, 2).reshape(T, H * dh)  # (H, T, dh) -> (T, H*dh)
 
@@ -78,17 +70,16 @@ def head_session(run: Run, step: int, layer: int, head: int) -> sm.Session:
     check_layer_head(run, layer, head)
     snapshot = run.snapshot_at(step)
     m = run.config.model
-    x = layer_input(run, snapshot, layer)  # (T, d_model)
-    weights = {n: np.asarray(snapshot.params[f"{layer}.w_{n}"], np.float64) for n in "qkv"}
+    model, params, fwd = probe_forward(run, snapshot)
+    x = fwd.saved[layer]["h"][0]  # (T, d_model): the layer's (normed) input on the probe
+    weights = {n: params[f"{layer}.w_{n}"] for n in "qkv"}
     tokens = tuple(session_label(run.task.label(int(t))) for t in run.probe)
     causal = VariantChoice(mask="causal", align="top-left")  # the model's is_causal
     task = run.config.task
-    dO = layer_grad_output(run, snapshot, layer)
-    given = (
-        None
-        if dO is None
-        else sm.GivenGrad(sm.as_matrix(dO), grad_source(run, snapshot.step, layer))
-    )
+    given = None  # a run file saved before the probe's targets has no training dO
+    if run.probe_targets is not None:
+        dO = layer_grad_output(model, params, fwd, layer)  # (T, H * d_head)
+        given = sm.GivenGrad(sm.as_matrix(dO), grad_source(run, snapshot.step, layer))
     return sm.Session(
         tokens=tokens,
         key_tokens=tokens,
@@ -114,5 +105,5 @@ __all__ = [
     "grad_source",
     "head_session",
     "layer_grad_output",
-    "layer_input",
+    "probe_forward",
 ]

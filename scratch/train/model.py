@@ -224,11 +224,11 @@ class Model:
         """The gradient of the mean loss with respect to every parameter (same keys)."""
         return self._backward(params, fwd)[0]
 
-    def attention_grad_outputs(self, params: dict, inputs: np.ndarray,
-                               targets: np.ndarray) -> list[AttentionGrads]:  # fmt: skip
-        """Per layer, what the backward computes at its attention: dO = d(mean loss) /
-        d(attention output) (B, H, T, dh), each head's before w_o, and the dq, dk, dv it gives."""
-        return self._backward(params, self.forward(params, inputs, targets))[1]
+    def attention_grad_outputs(self, params: dict, fwd: Forward) -> list[AttentionGrads]:
+        """Per layer, what `backward` computes at its attention for the forward `fwd`: dO =
+        d(mean loss) / d(attention output) (B, H, T, dh), each head's before w_o, and the dq, dk,
+        dv it gives."""
+        return self._backward(params, fwd)[1]
 
     def _backward(self, params: dict, fwd: Forward) -> tuple[dict, list[AttentionGrads]]:
         """(the parameters' gradients, per layer its attention's dO, dq, dk, dv)."""
