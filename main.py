@@ -477,9 +477,9 @@ def open_runs(window, args: argparse.Namespace, run=None) -> None:
     """The --run file's training run in the Train tab, the model's run in the Model tab."""
     if args.train_run is not None:
         window.train.open_run(args.train_run)
-        if args.snapshot is not None:
-            steps = [snapshot.step for snapshot in args.train_run.snapshots]
-            window.train.scrubber.setValue(max(sum(step <= args.snapshot for step in steps) - 1, 0))
+        if args.snapshot is not None:  # every run has its snapshot at step 0
+            run_ = args.train_run
+            window.train.scrubber.setValue(run_.snapshots.index(run_.snapshot_at(args.snapshot)))
     if run is not None:
         window.model.show_result(run, args.model or "default")
 

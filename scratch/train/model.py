@@ -309,10 +309,11 @@ class Model:
 
         share(list(range(len(parts))), len(parts), work)
         losses = np.concatenate([f[0] for f in found])  # (B, T)
-        grads = {}
-        for name, p in params.items():  # mean over the batch = sum of (share * part's mean)
-            shares = [p.dtype.type(len(rows) / B) for rows in parts]
-            grads[name] = sum(w * f[1][name] for w, f in zip(shares, found))
+        shares = [len(rows) / B for rows in parts]  # mean over the batch = sum of share * mean
+        grads = {
+            name: sum(p.dtype.type(w) * f[1][name] for w, f in zip(shares, found))
+            for name, p in params.items()
+        }
         return losses, grads
 
 
