@@ -18,8 +18,7 @@ import numpy as np
 
 from gui.state import session as sm
 from gui.state.token_text import session_label
-from scratch.train import Model, Run, Snapshot
-from scratch.train.model import Forward
+from scratch.train import Forward, Model, Run, Snapshot
 from scratch.train.words import head_name
 from scratch.variants import VariantChoice
 

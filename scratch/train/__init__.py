@@ -12,11 +12,12 @@ Needs NumPy (`import scratch` itself does not).
 """
 
 from scratch.train.config import ModelConfig, TrainConfig
-from scratch.train.model import Model
+from scratch.train.model import Forward, Model
 from scratch.train.run import Run, Snapshot, Trainer, train
 from scratch.train.run_file import load, save
 
 __all__ = [
+    "Forward",
     "Model",
     "ModelConfig",
     "Run",
