@@ -245,9 +245,10 @@ def test_open_in_backward_differentiates_for_the_training_steps_own_dO(open_wind
     run = tiny_run(1)
     w.train.open_run(run)
     w.train.scrubber.setValue(2)  # step 4
-    w.train.head = (1, 0)
+    w.train.head = (1, 1)
     w.train.backward_button.click()
     assert w.tabs.currentWidget() is w.backward
+    assert w.backward.pipeline.head == "1"  # the head clicked, shown there too
     qtbot.waitUntil(
         lambda: (
             not w.backward_worker.busy

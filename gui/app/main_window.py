@@ -240,6 +240,7 @@ class MainWindow(QMainWindow):
         self.pipeline.headChanged.connect(self.overview.set_head)
         self.pipeline.stepChanged.connect(self.learn.show_step)
         self.pipeline.headChanged.connect(self.learn.set_head)
+        self.pipeline.headChanged.connect(self.backward.pipeline.set_head)  # the same head there
         self.overview.stepChosen.connect(self.open_step)
         self.model.sessionChosen.connect(self.open_model_session)
         self.train.sessionChosen.connect(self.open_train_head)
