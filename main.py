@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable
 
 TABS = ("pipeline", "backward", "overview", "check", "kernel", "model", "learn", "train")
-GRAD_OUTPUTS = ("ones", "random", "target")  # gui.state.session.GRAD_OUTPUTS (Qt-free import later)
 MAX_GENERATE = 256  # --generate's most tokens (each step is one token through 30 layers)
 MAX_SIDE = 8192  # --size's largest side: an 8192 x 8192 picture is 256 MiB while it is drawn
 DEFAULT_SIZE = (1400, 900)
@@ -35,7 +34,7 @@ def int_in(lo: int, hi: int) -> Callable[[str], int]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options; out-of-range numbers are usage errors (exit status 2)."""
-    from gui.state.session import MAX_HEADS, MAX_SEED, MAX_TOKENS  # the spin boxes' ranges
+    from gui.state.session import GRAD_OUTPUTS, MAX_HEADS, MAX_SEED, MAX_TOKENS  # the window's
 
     p = argparse.ArgumentParser(
         description="Transformer attention, every step on screen. The options open the window "
@@ -83,9 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="decode step N (the Variant box's decode): the cache holds tokens 0 .. N-1 and "
         "token N-1 is the one query; N at most the example's tokens",
     )
-    p.add_argument(
-        "--grad-output", choices=GRAD_OUTPUTS, help="dO of the backward view (default: ones)"
-    )
+    given = [kind for kind in GRAD_OUTPUTS if kind != "training"]  # "training": from a run
+    p.add_argument("--grad-output", choices=given, help="dO of the backward view (default: ones)")
     p.add_argument("--grad-seed", type=seed, help="seed of a random dO or target (default 0)")
     p.add_argument("--hover", metavar="ROW,COL", help="only with --screenshot: hover this cell")
     p.add_argument("--screenshot", metavar="FILE.png", help="render offscreen to FILE and exit")

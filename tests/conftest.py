@@ -70,7 +70,7 @@ def _qt_leaves_nothing_behind(request):
     from PyQt6.QtCore import QEvent
     from PyQt6.QtWidgets import QApplication, QMenu
 
-    from gui.work.worker import collector_pause
+    from gui.work.jobs import collector_pause
 
     # pytest-qt has closed the test's widgets (closing a window joins its worker)
     assert collector_pause().jobs() == 0, "a TraceWorker job outlived its test: join it"

@@ -31,8 +31,10 @@ NOTEBOOK = "notebook"  # a picture of notebook_page() drawn by tests/browser.py,
 FOLDER = "{folder}"  # stands for the folder the notebook page is written to
 TRAIN_RUN = ("induction", "--steps", "1500", "--seed", "0")  # python -m scratch.train's options
 # What every picture shows around its tab: the Inputs and Variant panels (the Model tab hides
-# them) and the PNG export. Not gui.app.main_window: it imports every tab's view.
+# them) and the PNG export; and the window that lays the tabs out, gui.app.main_window, its own
+# file only (it imports every tab's view: their edits stale only their own tab's pictures).
 FRAME = ("gui.views.inputs_panel", "gui.views.variant_panel", "gui.widgets.export")
+WINDOW = "gui.app.main_window"
 NO_INPUTS = ("model",)
 TAB_VIEWS = {  # main.py's --tab -> the module that draws that tab
     "pipeline": "gui.views.pipeline_view",
@@ -144,7 +146,7 @@ def drawing_modules(picture: Picture, graph: dict[str, set[str]]) -> list[str]:
         return sorted({m for m in found if m.startswith("scratch.trace.")} | {"tests.browser"})
     frame = FRAME[-1:] if picture.tab() in NO_INPUTS else FRAME
     roots = (*frame, TAB_VIEWS[picture.tab()])
-    found = {"main", *roots}
+    found = {"main", WINDOW, *roots}
     for root in roots:
         found |= reached(graph, root)
     return sorted(m for m in found if m == "main" or m.startswith("gui."))

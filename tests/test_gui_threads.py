@@ -15,7 +15,8 @@ pytest.importorskip("pyqtgraph")
 from gui.app.main_window import MainWindow  # noqa: E402
 from gui.state import controller  # noqa: E402
 from gui.state import session as sm  # noqa: E402
-from gui.work.worker import TraceWorker, collector_pause  # noqa: E402
+from gui.work.jobs import collector_pause  # noqa: E402
+from gui.work.worker import TraceWorker  # noqa: E402
 from scratch.learn import presets
 from tests.qt_garbage import Garbage  # noqa: E402
 

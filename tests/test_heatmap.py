@@ -17,7 +17,8 @@ from PyQt6.QtWidgets import QApplication  # noqa: E402
 
 import scratch  # noqa: E402
 from gui.present import view_model  # noqa: E402
-from gui.widgets.heatmap import Heatmap, visible_ticks  # noqa: E402
+from gui.widgets.heatmap import Heatmap  # noqa: E402
+from gui.widgets.token_axis import visible_ticks  # noqa: E402
 
 pytestmark = pytest.mark.gui
 

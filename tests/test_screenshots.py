@@ -94,3 +94,6 @@ def test_each_picture_is_drawn_by_its_tab_s_modules(graph):
     assert {"main", "gui.views.overview", "gui.views.inputs_panel"} <= set(overview)
     assert "gui.views.model_panel" not in overview
     assert "gui.views.model_panel" in model and "gui.views.inputs_panel" not in model
+    # the window that lays the tabs out draws every picture of main.py, itself only
+    assert "gui.app.main_window" in overview and "gui.app.main_window" in model
+    assert "gui.views.train_tab" not in overview  # main_window's imports are not followed

@@ -18,6 +18,7 @@ from gui.present.view_model import (
     as_float64,
     as_image,
     colour_weights,
+    largest_finite,
     levels_for,
 )
 from gui.state.variant_session import sampled_indices
@@ -140,8 +141,8 @@ def matrix_panel(
 
 def shared_levels(*matrices: np.ndarray | None) -> tuple[float, float]:
     """Symmetric levels covering the finite values of every matrix given (None skipped)."""
-    finite = [np.abs(m[np.isfinite(m)]) for m in matrices if m is not None]
-    top = max((float(f.max()) for f in finite if f.size), default=1.0)
+    shown = [m for m in matrices if m is not None and np.isfinite(m).any()]
+    top = max((largest_finite(m) for m in shown), default=1.0)
     return levels_for("shared", np.array([top, -top]))[1]
 
 

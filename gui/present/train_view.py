@@ -11,18 +11,20 @@ import numpy as np
 from gui.present import numbers
 from gui.present.view_model import Panel, colour_weights
 from scratch.train import Run, Snapshot
-from scratch.train.words import best_head, head_name, part_name, phase_change, smoothed
+from scratch.train.words import (
+    best_head,
+    head_name,
+    leading_score,
+    part_name,
+    phase_change,
+    smoothed,
+)
 from scratch.variants import Causal
 
 SCORE_TITLES = {
     "previous": "previous-token score",
     "induction": "induction score",
     "first": "first-token score",
-}
-SCORE_MEANING = {
-    "previous": "looks one token back",
-    "induction": "looks at the token after this token's earlier copy",
-    "first": "rests on the first token",
 }
 
 
@@ -46,9 +48,7 @@ def score_lines(run: Run) -> tuple[np.ndarray, dict[str, np.ndarray]]:
 def default_head(run: Run) -> tuple[int, int]:
     """The head the tab shows first: the strongest induction head at the last snapshot (the
     strongest previous-token head when the task does not repeat)."""
-    last = run.snapshots[-1]
-    score = "induction" if run.task.period is not None else "previous"
-    return best_head(last.scores[score])
+    return best_head(run.snapshots[-1].scores[leading_score(run)])
 
 
 def head_panel(run: Run, snapshot: Snapshot, layer: int, head: int) -> Panel:
@@ -131,7 +131,6 @@ BACKWARD_NOTE = (
 
 __all__ = [
     "BACKWARD_NOTE",
-    "SCORE_MEANING",
     "SCORE_TITLES",
     "default_head",
     "head_panel",

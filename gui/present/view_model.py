@@ -98,7 +98,7 @@ def levels_for(
     if step_name in ("weights", "sink_weights"):  # shares of a row: 0..1
         return "weights", (0.0, 1.0)
     finite = np.abs(values[np.isfinite(values)])
-    top = float(finite.max()) if finite.size else 0.0
+    top = largest_finite(values)
     if robust and finite.size:
         top = float(np.percentile(finite, AUTO_PERCENTILE)) or top  # all but 1% near 0: max
     top = min(top, DISPLAY_LIMIT)
@@ -157,7 +157,7 @@ def _masked_like(trace: object, step_name: str, values: np.ndarray) -> np.ndarra
     return masked if masked.shape == values.shape else None
 
 
-def _largest(values: np.ndarray) -> float:
+def largest_finite(values: np.ndarray) -> float:
     """The largest finite |value| (0 when none is finite)."""
     finite = np.abs(values[np.isfinite(values)])
     return float(finite.max()) if finite.size else 0.0
@@ -215,7 +215,7 @@ def panels(trace: object, step_name: str, head: str = "0", colour: str = "fixed"
             image, lv = as_image(shown), levels
         else:
             image, lv = colour_weights(shown, hidden, colour)
-        largest = None if small else _largest(shown)
+        largest = None if small else largest_finite(shown)
         return Panel(
             title, image, rl, cl, row_axis, col_axis, kind, lv, step_name, h, raw, note, vector,
             blocks, largest,

@@ -177,18 +177,15 @@ class ReportSplit(QSplitter):
         fit_table(self)
 
 
-def largest_finite(image: np.ndarray) -> float:
-    """The largest finite value of a |difference| image (0 when it has none)."""
-    finite = image[np.isfinite(image)]
-    return float(finite.max()) if finite.size else 0.0
-
-
 def diff_panel(
     image: np.ndarray, title: str, labels: tuple, axes: tuple, step: str, bound: float = 0.0
 ) -> view_model.Panel:
     """A |difference| image as a panel coloured from 0 to max(its largest, bound), within the
     display's range; labels and axes: (rows, columns)."""
-    top = min(max(largest_finite(image), bound, view_model.LEVEL_FLOOR), view_model.DISPLAY_LIMIT)
+    top = min(
+        max(view_model.largest_finite(image), bound, view_model.LEVEL_FLOOR),
+        view_model.DISPLAY_LIMIT,
+    )
     return view_model.Panel(
         title=title,
         image=image,

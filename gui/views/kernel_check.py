@@ -15,7 +15,7 @@ from PyQt6.QtWidgets import QProgressBar, QVBoxLayout, QWidget
 
 import scratch
 from gui.present import numbers, view_model
-from gui.views.check_panel import ReportSplit, diff_panel, largest_finite, side_by_side
+from gui.views.check_panel import ReportSplit, diff_panel, side_by_side
 from gui.views.kernel_check_options import KernelCheckOptions
 from gui.widgets import controls
 from gui.work.jobs import Worker
@@ -193,7 +193,7 @@ class KernelCheckPanel(QWidget):
         self.diff_map.setVisible(True)
         image = view_model.diff_image(case.diff)
         rows, cols = image.shape
-        largest = largest_finite(image)
+        largest = view_model.largest_finite(image)
         title = f"|output - truth|, {case.name}: largest {largest:.2g}, bound {case.bound:.2g}"
         labels = (_sparse_labels("q", rows), _sparse_labels("c", cols))
         panel = diff_panel(image, title, labels, ("query", "feature"), "output")

@@ -10,7 +10,7 @@ import pyqtgraph as pg
 from PyQt6.QtGui import QFont, QFontMetrics
 
 from gui.present import numbers
-from gui.present.view_model import Panel
+from gui.present.view_model import Panel, largest_finite
 from gui.widgets import controls
 
 POINT_SIZES = (9, 8, 7, 6)  # the largest type whose numbers fit their cells is used
@@ -22,8 +22,7 @@ MARGIN = 1  # pixels around a number's text box
 
 def common_exponent(raw: np.ndarray) -> int:
     """The power of ten a matrix of tiny numbers (all below 0.01) is written in; 0 otherwise."""
-    finite = np.abs(raw[np.isfinite(raw)])
-    top = float(finite.max()) if finite.size else 0.0
+    top = largest_finite(raw)
     return math.floor(math.log10(top)) if 0 < top < 0.01 else 0
 
 

@@ -17,13 +17,7 @@ from gui.present.view_model import Panel
 from gui.widgets import controls
 from gui.widgets.cell_numbers import CellNumbers
 from gui.widgets.hover_tip import HoverTip
-from gui.widgets.token_axis import (  # noqa: F401 (nice_every, visible_ticks re-exported)
-    LONGEST_COMPACT,
-    LONGEST_LABEL,
-    TokenAxis,
-    nice_every,
-    visible_ticks,
-)
+from gui.widgets.token_axis import LONGEST_COMPACT, LONGEST_LABEL, TokenAxis
 
 pg.setConfigOptions(background="w", foreground="k", antialias=True)
 

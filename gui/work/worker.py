@@ -8,9 +8,9 @@ from PyQt6.QtCore import QObject, pyqtSignal
 
 from gui.state import controller, interrupt
 from gui.state.session import Session
-from gui.work.jobs import Worker, collector_pause
+from gui.work.jobs import Worker
 
-__all__ = ["TraceWorker", "collector_pause"]  # collector_pause: gui.work.jobs's, still found here
+__all__ = ["TraceWorker"]
 
 
 class TraceWorker(Worker):

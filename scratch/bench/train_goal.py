@@ -102,7 +102,7 @@ def time_to_score(config: TrainConfig) -> tuple[float | None, int]:
     start = time.perf_counter()
     while not trainer.finished:
         trainer.advance(CHECK_EVERY)
-        if np.nanmax(trainer.run.snapshots[-1].scores["induction"]) >= SCORE:
+        if trainer.run.first_step_with("induction", SCORE) is not None:
             return time.perf_counter() - start, trainer.run.steps_done
     return None, trainer.run.steps_done
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 BLOCK = 32
-TYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_1")  # the types this file's forward accepts
 
 
 def _nibbles(qs: np.ndarray) -> np.ndarray:

@@ -67,6 +67,11 @@ def best_head(scores: np.ndarray) -> tuple[int, int]:
     return int(layer), int(head)
 
 
+def leading_score(run) -> str:
+    """The score a run is told by: 'induction' when its task repeats, else 'previous'."""
+    return "induction" if run.task.period is not None else "previous"
+
+
 def part_name(task: str) -> str:
     """What the scored positions are, in the task's words."""
     return {"induction": "repeated half", "copying": "copy", "sorting": "sorted half"}.get(
@@ -84,7 +89,7 @@ def summary(run) -> str:
     words = [f"{done:,} steps of {task}: loss {run.losses[-1]:.2f} overall, "
              f"{run.scored_losses[-1]:.2f} on the {part_name(task)}."]  # fmt: skip
     change = phase_change(run.scored_losses)
-    score = "induction" if run.task.period is not None else "previous"
+    score = leading_score(run)
     if change is None:
         words.append(f"No phase change yet: the loss on the {part_name(task)} has not fallen by "
                      f"{DROP:.0%} within {WINDOW} steps.")  # fmt: skip
@@ -147,6 +152,7 @@ __all__ = [
     "PhaseChange",
     "best_head",
     "head_name",
+    "leading_score",
     "part_name",
     "phase_change",
     "run_html",
