@@ -148,3 +148,26 @@ def test_check_tab_numbers_fit_their_cells_and_the_colour_bar_is_labelled(qtbot,
     labels = [t for sp, vs in axis.tickValues(0.0, 3e-3, 400) for t in axis.tickStrings(vs, 1, sp)]
     assert len(labels) >= 3
     assert axis.width() >= max(metrics.horizontalAdvance(t) for t in labels) + 5
+
+
+def test_cell_numbers_live_in_one_layer_and_go_with_it(qtbot, errors):
+    """A step of 24 x 24 numbers is 576 plain texts under one layer, not 576 items the view box
+    follows one by one (pyqtgraph TextItems took seconds to make and to delete at 40 tokens);
+    the next panel's numbers replace them all, and a number sits on its cell's centre."""
+    from PyQt6 import sip
+
+    from gui.widgets.cell_numbers import CellText
+
+    hm = shown_heatmap(qtbot, 900, 800, view_model.panels(big_trace(24, 24), "x")[0])
+    texts, box = hm._texts, hm.plot.getViewBox()
+    assert len(texts) == 24 * 24 and all(isinstance(t, CellText) for t in texts)
+    assert all(t.parentItem() is hm.numbers.layer for t in texts)
+    assert hm.numbers.layer.scene() is box.scene() and len(box.addedItems) <= 3  # no text
+    cell = texts[0].pos()
+    centre = box.mapViewToScene(cell)
+    assert texts[0].sceneBoundingRect().center().x() == pytest.approx(centre.x(), abs=1.0)
+    assert texts[0].sceneBoundingRect().center().y() == pytest.approx(centre.y(), abs=1.0)
+    hm.show_panel(view_model.panels(big_trace(4, 3), "x")[0])
+    qtbot.wait(10)
+    assert len(hm._texts) == 12
+    assert all(sip.isdeleted(t) or t.scene() is None for t in texts)  # the old ones are gone

@@ -7,7 +7,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PyQt6.QtGui import QFont, QFontMetrics
+from PyQt6.QtCore import Qt
+from PyQt6.QtGui import QFont, QFontMetrics, QTransform
+from PyQt6.QtWidgets import QGraphicsItem, QGraphicsItemGroup, QGraphicsSimpleTextItem
 
 from gui.present import numbers
 from gui.present.view_model import Panel, largest_finite
@@ -17,7 +19,7 @@ POINT_SIZES = (9, 8, 7, 6)  # the largest type whose numbers fit their cells is 
 CONDENSED = 75  # percent width of the last resort: compact numbers in 6 pt condensed type
 MOST_TEXTS = 1600  # at most this many cells in view get numbers (40 x 40): more would crawl
 PADDING = 3  # pixels a number leaves free in its cell (its text box's margins included)
-MARGIN = 1  # pixels around a number's text box
+MARGIN = 1  # pixels kept free above and below a number
 
 
 def common_exponent(raw: np.ndarray) -> int:
@@ -36,12 +38,34 @@ def cells_in_view(
     return rows, cols
 
 
+class CellText(QGraphicsSimpleTextItem):
+    """One cell's number: plain Qt text centred on its cell. Not a pyqtgraph TextItem: each of
+    those follows the view's every change in Python, so 1,600 of them took seconds to make and
+    to delete (a step change at 40 tokens); CellNumbers.fit places them all at once instead."""
+
+    def __init__(self, text: str, colour: object, parent: QGraphicsItem) -> None:
+        super().__init__(text, parent)
+        self.setBrush(pg.mkColor(colour))
+        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)  # hovers reach the heatmap
+
+    def place(self, per_pixel_x: float, per_pixel_y: float) -> None:
+        """Centred on its position, one text pixel one screen pixel (view units per pixel)."""
+        box = self.boundingRect()
+        centre = QTransform.fromTranslate(-box.width() / 2, -box.height() / 2)
+        self.setTransform(centre * QTransform.fromScale(per_pixel_x, per_pixel_y))
+
+    def toPlainText(self) -> str:  # noqa: N802 (QGraphicsTextItem's name)
+        """The number as written."""
+        return self.text()
+
+
 class CellNumbers:
-    """The TextItems of one plot's cell numbers, made for the cells in view as they fit."""
+    """The texts of one plot's cell numbers, made for the cells in view as they fit."""
 
     def __init__(self, plot: pg.PlotItem) -> None:
         self.plot = plot
-        self.items: dict[tuple[int, int], pg.TextItem] = {}
+        self.layer = self._new_layer()  # every number's parent, over the image
+        self.items: dict[tuple[int, int], CellText] = {}
         self.point_size = 0  # the type size in use (0: no numbers shown)
         self.panel: Panel | None = None
         self.cmap: pg.ColorMap | None = None
@@ -50,9 +74,7 @@ class CellNumbers:
 
     def set_panel(self, panel: Panel | None, cmap: pg.ColorMap | None = None) -> str:
         """Forget the old numbers; returns the common factor ('1e-04') the cells are written in."""
-        for item in self.items.values():
-            self.plot.removeItem(item)
-        self.items = {}
+        self._clear()
         self.point_size = 0
         self.panel, self.cmap = panel, cmap
         self.exponent = 0
@@ -80,22 +102,38 @@ class CellNumbers:
                 [(i, j) for i in rows for j in cols], self.panel.raw, self.exponent, wide, high
             )
         if chosen is not self.format:  # the numbers drawn are in the other format: redraw
-            for item in self.items.values():
-                self.plot.removeItem(item)
-            self.items, self.format = {}, chosen
+            self._clear()
+            self.format = chosen
         wanted = {(i, j) for i in rows for j in cols} if size else set()
+        if not wanted:
+            self._clear()
         for key in [k for k in self.items if k not in wanted]:
-            self.plot.removeItem(self.items.pop(key))
+            self.plot.scene().removeItem(self.items.pop(key))  # Python's now: freed with it
         for i, j in sorted(wanted - self.items.keys()):
-            item = pg.TextItem(self.text(i, j), color=self._pen(i, j), anchor=(0.5, 0.5))
-            item.textItem.document().setDocumentMargin(MARGIN)  # Qt's 4 px would not fit
+            item = CellText(self.text(i, j), self._pen(i, j), self.layer)
             item.setPos(j, i)
-            self.plot.addItem(item)
             self.items[(i, j)] = item
-        if size:
+        if size:  # view units per screen pixel; rows may run downwards (an inverted y axis)
+            per_x = (-1 if box.state["xInverted"] else 1) / wide
+            per_y = (1 if box.state["yInverted"] else -1) / high
             for item in self.items.values():
                 item.setFont(font)
+                item.place(per_x, per_y)
         self.point_size = size
+
+    def _new_layer(self) -> QGraphicsItemGroup:
+        """An empty group in the plot's view coordinates, drawn over the image."""
+        layer = QGraphicsItemGroup()
+        layer.setZValue(10)
+        self.plot.getViewBox().addItem(layer, ignoreBounds=True)
+        return layer
+
+    def _clear(self) -> None:
+        """Every number gone at once: the layer leaves the scene with them (deleted in C++)."""
+        if self.items:
+            self.plot.getViewBox().removeItem(self.layer)
+            self.layer = self._new_layer()
+        self.items = {}
 
     def _pen(self, i: int, j: int) -> object:
         """Black or white for contrast with the cell's colour; dark grey on a masked cell."""

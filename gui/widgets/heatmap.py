@@ -15,7 +15,7 @@ from PyQt6.QtWidgets import QGraphicsRectItem, QVBoxLayout, QWidget
 from gui.present import pooled
 from gui.present.view_model import Panel
 from gui.widgets import controls
-from gui.widgets.cell_numbers import CellNumbers
+from gui.widgets.cell_numbers import CellNumbers, CellText
 from gui.widgets.hover_tip import HoverTip
 from gui.widgets.token_axis import LONGEST_COMPACT, LONGEST_LABEL, TokenAxis
 
@@ -232,7 +232,7 @@ class Heatmap(QWidget):
         box.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
 
     @property
-    def _texts(self) -> list[pg.TextItem]:
+    def _texts(self) -> list[CellText]:
         """The cell numbers drawn now (those in view, while they fit)."""
         return list(self.numbers.items.values())
 
