@@ -11,6 +11,7 @@ import pytest
 import scratch
 from gui.state import controller, variant_session
 from gui.state import session as sm
+from gui.state.input_modes import with_mode
 from tests.test_session_options import CHOICES, chosen
 
 BACKENDS = [("numpy", "float64"), ("numpy", "float32"), ("torch-cpu", "float64")]
@@ -54,7 +55,7 @@ def test_the_backward_view_computes_every_sdpa_mask(seed, fields):
     """The backward paths take SDPA's masks: none, causal either alignment (cross-attention:
     bottom-right's diagonal is not 0) and a drawn grid reach them, and their gradients check."""
     s = sm.random_session(seed, num_tokens=3 + seed, num_heads=2)
-    s = sm.resized(sm.with_mode(s, "qkv"), num_keys=s.num_tokens + 2)  # S = L + 2 keys
+    s = sm.resized(with_mode(s, "qkv"), num_keys=s.num_tokens + 2)  # S = L + 2 keys
     s = dataclasses.replace(chosen(s, fields, seed), backend="numpy")
     outcome = controller.run_backward(s)
     assert outcome.refused == "" and outcome.checks, outcome.compared

@@ -12,6 +12,7 @@ import pytest
 from gui.state import cut_off
 from gui.state import session as sm
 from gui.state.edit_history import History
+from gui.state.input_modes import with_mode
 from tests.journey_sessions import with_mask
 
 SEEDS = range(30)
@@ -25,7 +26,7 @@ def custom_session(seed: int) -> sm.Session:
     heads = rng.choice((1, 2))
     s = sm.random_session(seed, rng.randint(2, 6), 2 * rng.randint(1, 3), 2, 2, heads)
     mode = rng.choice(sm.MODES)
-    s = sm.with_mode(dataclasses.replace(s, preset="custom"), mode)
+    s = with_mode(dataclasses.replace(s, preset="custom"), mode)
     if mode != "self" and rng.random() < 0.5:  # cross-attention: S keys of their own
         key = sm.random_matrix(rng, s.num_tokens + 1, len(s.key[0]) if s.key else s.d_model)
         if mode == "qkv":

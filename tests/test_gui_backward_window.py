@@ -15,6 +15,7 @@ pytest.importorskip("pyqtgraph")
 import scratch  # noqa: E402
 from gui.state import backward_check, session_file, variant_session  # noqa: E402
 from gui.state import session as sm  # noqa: E402
+from gui.state.input_modes import with_mode  # noqa: E402
 from tests.journey_sessions import with_mask
 
 pytestmark = pytest.mark.gui
@@ -32,7 +33,7 @@ def projected(seed=0, tokens=4, heads=2, kv=None) -> sm.Session:
 
 CONFIGS = {
     "one head, q = k = v = x": (
-        dataclasses.replace(sm.with_mode(projected(heads=1), "self"), num_kv_heads=1),
+        dataclasses.replace(with_mode(projected(heads=1), "self"), num_kv_heads=1),
         SINGLE,
     ),
     "one head, projections": (projected(heads=1), SINGLE + PROJECTED + ["grad_x"]),
@@ -45,7 +46,7 @@ CONFIGS = {
         SINGLE[:1] + ["grad_head_outputs"] + SINGLE[1:] + PROJECTED + ["grad_x"],
     ),
     "two heads, q, k, v given": (
-        sm.with_mode(projected(heads=2), "qkv"),
+        with_mode(projected(heads=2), "qkv"),
         SINGLE[:1] + ["grad_head_outputs"] + SINGLE[1:],
     ),
 }

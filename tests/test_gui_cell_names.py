@@ -10,12 +10,13 @@ import pytest
 pytest.importorskip("PyQt6")
 
 from gui.state import session as sm  # noqa: E402
+from gui.state.input_modes import with_mode  # noqa: E402
 from gui.views.inputs_panel import TABLE_TITLES  # noqa: E402
 
 
 @pytest.mark.parametrize("mode", ["self", "qkv", "project"])
 def test_a_refused_cell_is_named_by_its_tabs_title(open_window, mode):
-    s = sm.with_mode(sm.random_session(2), mode)
+    s = with_mode(sm.random_session(2), mode)
     w = open_window(s)
     rng = random.Random(mode)
     tabs = {w.inputs.tabs.tabText(t) for t in range(w.inputs.tabs.count())}

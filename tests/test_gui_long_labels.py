@@ -113,7 +113,7 @@ def test_the_title_lies_inside_and_the_factor_is_said_iff_cells_show_numbers(
     exponent = hm.numbers.exponent
     assert exponent < 0 and f"x 1e{exponent:03d}" in hm.plot.titleLabel.text
     for (i, j), item in hm.numbers.items.items():  # the factor times the mantissa is the cell
-        value = float(item.toPlainText()) * 10.0**exponent
+        value = float(item.text()) * 10.0**exponent
         assert value == pytest.approx(float(panel.raw[i, j]), abs=0.5 * 10.0 ** (exponent - 2))
     assert inside.contains(title_rect(hm)), (title_rect(hm), inside)
     hm.reset_zoom()  # back to the whole matrix: the numbers go, and the factor with them

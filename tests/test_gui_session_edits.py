@@ -12,6 +12,7 @@ import pytest
 import scratch
 from gui.state import controller, session_file, variant_session
 from gui.state import session as sm
+from gui.state.input_modes import with_mode
 from scratch.learn import presets
 from scratch.variants import VariantChoice
 from tests.journey_sessions import journey_typed, with_mask
@@ -174,7 +175,7 @@ def test_a_click_on_a_causal_grid_starts_the_drawn_mask_from_the_causal_one(alig
 @pytest.mark.parametrize("mode", ["none", "causal-top-left", "causal-bottom-right", "custom"])
 @pytest.mark.parametrize(("L", "S"), [(5, 5), (70, 70), (90, 130), (130, 90), (200, 7)])
 def test_sampled_mask_is_the_shown_mask_at_the_sampled_queries_and_keys(mode, L, S):
-    s = sm.resized(sm.with_mode(sm.random_session(seed=3, num_tokens=L), "qkv"), num_keys=S)
+    s = sm.resized(with_mode(sm.random_session(seed=3, num_tokens=L), "qkv"), num_keys=S)
     assert (s.num_tokens, s.num_keys) == (L, S)
     if mode == "custom":  # a seeded pattern, so no rule could produce it by accident
         pick = random.Random(f"{L}-{S}")
@@ -202,7 +203,7 @@ def test_with_cell_refuses_non_finite_numbers():
 def test_mode_switches_give_valid_sessions(kv_heads):
     s = sm.random_session(2, 3, 4, 2, 3, 2, kv_heads)
     for mode in ("qkv", "self", "project", "qkv"):
-        s = sm.with_mode(s, mode)
+        s = with_mode(s, mode)
         assert s.mode == mode
         session_file.validate(s.to_dict())
         scratch.trace_example(*controller.example_and_options(s))  # the core accepts it
@@ -215,9 +216,9 @@ def test_switching_to_projections_keeps_the_result(d_v, kv_heads):
     kv heads and cross-attention kept (K and V stay inputs when d_k == d_v)."""
     for start in ("qkv", "self"):
         s = sm.random_session(5, 3, 4, 2, d_v, 2, kv_heads if start == "qkv" else 2)
-        s = sm.with_mode(s, start)
+        s = with_mode(s, start)
         before = scratch.trace_example(*controller.example_and_options(s))
-        after_s = sm.with_mode(s, "project")
+        after_s = with_mode(s, "project")
         session_file.validate(after_s.to_dict())
         after = scratch.trace_example(*controller.example_and_options(after_s))
         assert after_s.num_heads == s.num_heads == 2

@@ -11,6 +11,7 @@ import pytest
 import scratch
 from gui.state import controller, session_file
 from gui.state import session as sm
+from gui.state.input_modes import with_mode
 from scratch.variants import VariantChoice
 
 MASK_MODES = ("none", "causal-top-left", "causal-bottom-right", "custom")
@@ -28,7 +29,7 @@ def old_file(seed: int, mask_mode: str, variant: dict, cross: bool) -> tuple[dic
     rng = random.Random(seed)
     s = sm.random_session(seed, num_tokens=rng.randint(2, 6))
     if cross:  # S = L + 2 keys of their own
-        s = sm.resized(sm.with_mode(s, "qkv"), num_keys=s.num_tokens + 2)
+        s = sm.resized(with_mode(s, "qkv"), num_keys=s.num_tokens + 2)
     L, S = s.num_tokens, s.num_keys
     grid = [[rng.random() < 0.6 for _ in range(S)] for _ in range(L)]
     data = s.to_dict()

@@ -12,6 +12,7 @@ import pytest
 
 from gui.state import session as sm
 from gui.state import session_file
+from gui.state.input_modes import with_mode
 from scratch.ops import atomic
 from tests.journey_sessions import journey_typed, with_mask
 
@@ -65,7 +66,7 @@ def test_validate_rejects_a_bad_field_and_names_it(field, value, named):
 
 
 def test_validate_rejects_qkv_values_that_do_not_split_into_kv_heads():
-    s = sm.with_mode(sm.random_session(2, 3, 4, 2, 2, 2), "qkv")
+    s = with_mode(sm.random_session(2, 3, 4, 2, 2, 2), "qkv")
     data = s.to_dict()
     data["value"] = [[1.0, 2.0, 3.0]] * 3  # 3 columns, 2 kv heads
     with pytest.raises(sm.SessionError, match="'value'"):
@@ -74,7 +75,7 @@ def test_validate_rejects_qkv_values_that_do_not_split_into_kv_heads():
 
 def test_validate_rejects_kv_heads_in_self_mode():
     """q = k = v = x: k has num_heads * d_k columns, so it cannot split into fewer heads."""
-    data = sm.with_mode(sm.random_session(2, 3, 4, 2, 2, 2), "self").to_dict()
+    data = with_mode(sm.random_session(2, 3, 4, 2, 2, 2), "self").to_dict()
     session_file.validate(data)
     data["num_kv_heads"] = 1
     with pytest.raises(sm.SessionError, match="'num_kv_heads'"):

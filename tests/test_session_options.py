@@ -12,6 +12,7 @@ import pytest
 import scratch
 from gui.state import controller, variant_session
 from gui.state import session as sm
+from gui.state.input_modes import with_mode
 from scratch.variants import VariantChoice
 from scratch.variants.choice import MASKS
 from tests.journey_sessions import journey_typed, with_mask
@@ -85,7 +86,7 @@ def test_the_mask_a_backend_gets_is_the_mask_the_window_draws(fields, seed):
     s = sm.random_session(seed, num_tokens=L)
     if seed % 2 and fields["mask"] != "documents":  # cross-attention: S keys of their own
         # (documents need one sequence: cu_seqlens cut the queries' and the keys' positions)
-        s = sm.resized(sm.with_mode(s, "qkv"), num_keys=L + 2)
+        s = sm.resized(with_mode(s, "qkv"), num_keys=L + 2)
     s = chosen(s, fields, seed)
     shown = variant_session.shown_mask(s)
     _, options = controller.example_and_options(s)

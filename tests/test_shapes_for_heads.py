@@ -32,6 +32,7 @@ def test_without_inputs_the_tables_are_the_heads_side_by_side():
 
 def test_a_resized_session_is_what_the_plan_says():
     from gui.state import session as sm
+    from gui.state.input_modes import with_mode
 
     s = sm.random_session(0, num_tokens=3, d_model=4, d_k=2, d_v=3, num_heads=2, num_kv_heads=1)
     big = sm.resized(s, num_tokens=5, d_k=4, num_heads=4, num_kv_heads=2, d_model=6)
@@ -39,7 +40,7 @@ def test_a_resized_session_is_what_the_plan_says():
     for name in ("query", "w_q", "w_k", "w_v"):
         m = big.matrix(name)
         assert (len(m), len(m[0])) == shapes[name], name
-    qkv = sm.with_mode(big, "qkv")
+    qkv = with_mode(big, "qkv")
     for name, shape in shapes_for_heads(5, 5, (4, 2), 4, 3).items():
         m = qkv.matrix(name)
         assert (len(m), len(m[0])) == shape, name

@@ -13,6 +13,7 @@ pytest.importorskip("PyQt6")
 
 from gui.state import controller  # noqa: E402
 from gui.state import session as sm  # noqa: E402
+from gui.state.input_modes import with_mode  # noqa: E402
 from gui.views import slow_warning  # noqa: E402
 
 
@@ -34,7 +35,7 @@ def test_the_estimate_counts_the_calls_own_work(seed):
     heads, kv = [(1, 1), (2, 2), (4, 2)][seed % 3]
     sizes = dict(d_model=4 * (1 + seed), d_k=2, d_v=1 + seed % 2)
     s = sm.random_session(seed, 5 + seed, **sizes, num_heads=heads, num_kv_heads=kv)
-    s = sm.with_mode(s, ["project", "self", "qkv"][seed % 3])
+    s = with_mode(s, ["project", "self", "qkv"][seed % 3])
     for decode in (0, 2, s.num_tokens):
         d = dataclasses.replace(s, decode=decode)
         trace = controller.run(d).trace

@@ -87,7 +87,7 @@ def assert_numbers_fit(hm) -> None:
     rows, cols = hm.panel.image.shape
     cell = hm.image_item.sceneBoundingRect().width() / cols
     for item in hm._texts:
-        assert item.isVisible() and item.sceneBoundingRect().width() <= cell, item.toPlainText()
+        assert item.isVisible() and item.sceneBoundingRect().width() <= cell, item.text()
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["1024x700", "1400x900"])

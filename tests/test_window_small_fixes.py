@@ -76,13 +76,14 @@ def test_tab_opens_the_named_tab_on_screen_too(open_window):
 def test_a_refused_cell_names_the_table_the_user_sees(open_window, qtbot):
     pytest.importorskip("PyQt6")
     from gui.state import session as sm
+    from gui.state.input_modes import with_mode
     from gui.views.inputs_panel import TABLE_TITLES
 
     s = sm.random_session(0, 4, 4, 2, 2, 1)
     w = open_window(s)
     said = []
     w.inputs.refused.connect(said.append)
-    w.inputs._apply(sm.with_mode, "self")
+    w.inputs._apply(with_mode, "self")
     assert w.inputs.session.mode == "self"
     w.inputs._on_cell("query", 0, 1, float("nan"))
     title = TABLE_TITLES["self"]["query"]

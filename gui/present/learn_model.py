@@ -141,8 +141,7 @@ def matrix_panel(
 
 def shared_levels(*matrices: np.ndarray | None) -> tuple[float, float]:
     """Symmetric levels covering the finite values of every matrix given (None skipped)."""
-    shown = [m for m in matrices if m is not None and np.isfinite(m).any()]
-    top = max((largest_finite(m) for m in shown), default=1.0)
+    top = max((largest_finite(m) for m in matrices if m is not None), default=0.0)  # 0: 1.0
     return levels_for("shared", np.array([top, -top]))[1]
 
 

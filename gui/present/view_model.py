@@ -97,9 +97,9 @@ def levels_for(
     few big cells among 262 k small ones at 512 tokens) do not make the rest one flat colour."""
     if step_name in ("weights", "sink_weights"):  # shares of a row: 0..1
         return "weights", (0.0, 1.0)
-    finite = np.abs(values[np.isfinite(values)])
     top = largest_finite(values)
-    if robust and finite.size:
+    if robust and top > 0:
+        finite = np.abs(values[np.isfinite(values)])
         top = float(np.percentile(finite, AUTO_PERCENTILE)) or top  # all but 1% near 0: max
     top = min(top, DISPLAY_LIMIT)
     top = top if top > 0 else 1.0

@@ -22,6 +22,7 @@ from gui.state import cut_off, variant_session
 from gui.state import session as sm
 from gui.state.app_state import AppState
 from gui.state.head_note import model_head_note
+from gui.state.input_modes import with_mode
 from gui.state.session import Session
 from gui.views.variant_panel import VariantPanel
 from gui.widgets import controls
@@ -382,7 +383,7 @@ class InputsPanel(QWidget):
             self.state.cut = None
 
     def _on_mode(self) -> None:
-        if self._apply(sm.with_mode, self.mode.currentData()):
+        if self._apply(with_mode, self.mode.currentData()):
             self.state.cut = None  # the tables mean other things now
 
     def _on_tokens(self) -> None:

@@ -54,10 +54,6 @@ class CellText(QGraphicsSimpleTextItem):
         centre = QTransform.fromTranslate(-box.width() / 2, -box.height() / 2)
         self.setTransform(centre * QTransform.fromScale(per_pixel_x, per_pixel_y))
 
-    def toPlainText(self) -> str:  # noqa: N802 (QGraphicsTextItem's name)
-        """The number as written."""
-        return self.text()
-
 
 class CellNumbers:
     """The texts of one plot's cell numbers, made for the cells in view as they fit."""
