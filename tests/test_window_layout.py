@@ -40,6 +40,7 @@ def test_the_side_panel_inputs_are_large_enough_to_read(qtbot, errors, open_wind
     assert len(shown) == 2  # x and w_v feed v
     for hm in shown:
         assert hm.width() >= SOURCE_SIZE and hm.height() >= 140
+        hm.plot.getViewBox().updateMatrix()  # the view's transform as the next paint has it
         image, box = hm.image_item.sceneBoundingRect(), hm.plot.getViewBox().sceneBoundingRect()
         # the matrix fills its tile along its long side (no small picture in a big frame)
         assert max(image.width() / box.width(), image.height() / box.height()) >= 0.95
