@@ -23,6 +23,7 @@ MINILM = "model:all-MiniLM-L6-v2:layer 0:head 3"
 
 pytestmark = pytest.mark.gui
 TOKENS = 13
+SMALL = 6  # the zoom test's tokens
 
 
 def largest_map(view) -> Heatmap:
@@ -90,30 +91,35 @@ def zoom_to(hm: Heatmap, pixels: float) -> None:
     box.setRange(xRange=(-0.5, wide - 0.5), yRange=(-0.5, high - 0.5), padding=0)
 
 
+@pytest.mark.parametrize("seed", [3, 4])
 @pytest.mark.parametrize("fits", ["full", "compact only"])
 def test_the_compact_form_is_drawn_where_the_full_one_is_wider_than_the_cell(
-    open_window, qtbot, fits
+    open_window, qtbot, fits, seed
 ):
-    window = open_head(open_window)
+    # 6 tokens: at the cell widths below every cell stays in view in any layout (a box of
+    # 232 x 318 px was seen in the full suite: 13 tokens of 20 px did not fit it)
+    window = open_window(sm.random_session(seed, SMALL, 8, 4, 4, 1), size=(1024, 700))
     window.pipeline.set_step("scores")
     hm = largest_map(window.pipeline)
-    qtbot.waitUntil(lambda: assert_every_cell_numbered(hm, "scores"))
+    qtbot.waitUntil(lambda: len(hm._texts) == SMALL * SMALL, timeout=60_000)
     smallest = cell_numbers.POINT_SIZES[-1]
     full = widest(hm, numbers.cell, smallest) + cell_numbers.PADDING
     compact = widest(hm, numbers.compact, smallest) + cell_numbers.PADDING
-    assert compact < full, (compact, full)  # a leading 0 dropped: a character narrower
+    assert compact < full, (compact, full)  # a leading 0 or a digit dropped: narrower
     target = full + 2 if fits == "full" else (compact + full) / 2  # pixels
-    box = hm.plot.getViewBox()
-    if fits == "compact only":  # every cell in view: the widest full number is among them
-        assert min(box.width(), box.height()) >= TOKENS * target, (box.width(), target)
     zoom_to(hm, target)
 
     def drawn_as_chosen() -> None:
+        box = hm.plot.getViewBox()
+        # every cell in view: the product fits the numbers of the cells in view, here all
+        assert min(box.width(), box.height()) >= SMALL * target, (box.width(), box.height())
+        if abs(cell_pixels(hm) - target) >= 0.5:  # a busy host laid out after the zoom
+            zoom_to(hm, target)
         cell = cell_pixels(hm)
         assert abs(cell - target) < 0.5, (cell, target)
         expected = numbers.cell if fits == "full" else numbers.compact
         assert hm.numbers.format is expected, (hm.numbers.format, cell)
-        assert len(hm._texts) == TOKENS * TOKENS if fits == "compact only" else hm._texts
+        assert len(hm._texts) == SMALL * SMALL
         for item in hm._texts:
             assert item.isVisible() and item.sceneBoundingRect().width() <= cell, item.text()
 
