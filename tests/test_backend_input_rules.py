@@ -301,3 +301,11 @@ def test_fuzz_only_value_and_type_errors_escape():
 
     one()
     assert seen["answered"] >= 10 and seen["refused"] >= 10, seen
+
+
+def test_every_backend_refuses_a_bias_without_its_weight_with_the_same_message():
+    """b_q with no w_q: the NumPy trace once added it to x while the others dropped it."""
+    example = scratch.Example(Q, params={"w_k": W, "w_v": W, "b_q": [0.5] * len(Q[0])})
+    traces = [scratch.trace_example] + [backends.get(n).trace_example for n in backends.available()]
+    calls = [(fn, (example, scratch.Options()), {}) for fn in traces]
+    assert messages(ValueError, calls) == {"b_q: given without w_q; expected w_q as well"}

@@ -211,9 +211,10 @@ class MultiHeadRun:
 
 
 def _project(x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
-    """x @ w (+ b): (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out); x itself when no w."""
+    """x @ w (+ b): (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out); x itself when no w (the
+    plan refuses a bias without its weight)."""
     if w is None:
-        return x if b is None else x + b
+        return x
     out = x @ w  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
     return out if b is None else out + b
 

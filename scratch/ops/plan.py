@@ -209,8 +209,11 @@ def _weight_width(w: Shape | None, name: str, rows: int, heads: int, heads_name:
     return w[1]
 
 
-def _bias(b: Shape | None, name: str, length: int) -> None:
-    """A bias is a vector as long as the projection's output."""
+def _bias(b: Shape | None, name: str, length: int, weight: Shape | None) -> None:
+    """A bias is a vector as long as the projection's output, and only beside its weight."""
+    if b is not None and weight is None:
+        w = "w" + name[1:]
+        raise ValueError(f"{name}: given without {w}; expected {w} as well")
     if b is not None and tuple(b) != (length,):
         raise ValueError(f"{name}: expected shape ({length},), found shape {b}")
 
@@ -244,7 +247,7 @@ def plan_multi_head(
         w_k: (d_kv_in, Hkv * E), or None.
         w_v: (d_kv_in, Hkv * Ev), or None.
         w_o: (H * Ev, d_out), or None.
-        b_q: (H * E,), or None.
+        b_q: (H * E,), or None; only with w_q (each bias with its weight).
         b_k: (Hkv * E,), or None.
         b_v: (Hkv * Ev,), or None.
         b_o: (d_out,), or None.
@@ -277,8 +280,12 @@ def plan_multi_head(
     q_width = _weight_width(w_q, "w_q", d_model, H, "num_heads")
     k_width = _weight_width(w_k, "w_k", d_key, Hkv, "num_kv_heads")
     v_width = _weight_width(w_v, "w_v", d_value, Hkv, "num_kv_heads")
-    for name, b, width in (("b_q", b_q, q_width), ("b_k", b_k, k_width), ("b_v", b_v, v_width)):
-        _bias(b, name, width)
+    for name, b, width, w in (
+        ("b_q", b_q, q_width, w_q),
+        ("b_k", b_k, k_width, w_k),
+        ("b_v", b_v, v_width, w_v),
+    ):
+        _bias(b, name, width, w)
     for name, width, heads in (
         ("query", q_width, H),
         ("key", k_width, Hkv),
@@ -301,9 +308,7 @@ def plan_multi_head(
                 f"w_o: expected {H * d_v} rows (num_heads * d_v), found shape {tuple(w_o)}"
             )
         d_out = w_o[1]
-        _bias(b_o, "b_o", d_out)
-    elif b_o is not None:
-        raise ValueError("b_o: given without w_o; expected w_o as well")
+    _bias(b_o, "b_o", d_out, w_o)
     return HeadPlan(lead, query[-2], key[-2], H, Hkv, d_model, d_key, d_value, d_head, d_v, d_out)
 
 
