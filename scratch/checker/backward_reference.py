@@ -291,16 +291,6 @@ def reference_grads(prep, masked_rows: str) -> list[tuple[np.ndarray, ...]]:
     return outs
 
 
-def max_error(got: np.ndarray, truth: np.ndarray) -> float:
-    """max |got - truth|: NaN against NaN is 0, NaN or inf against a number is inf."""
-    with np.errstate(invalid="ignore"):
-        both = np.isnan(got) & np.isnan(truth)
-        diff = np.where(both, 0.0, np.abs(got - truth))
-    if diff.size == 0:
-        return 0.0
-    return math.inf if not np.all(np.isfinite(diff)) else float(np.max(diff))
-
-
 def rounding_scale(p: Problem, dO: np.ndarray, factors: np.ndarray | None) -> tuple:
     """Per element of (dq, dk, dv): the size of the terms whose rounding moves it (float64).
 

@@ -16,9 +16,10 @@ import numpy as np
 from scratch.bounds.tolerance import UNIT_ROUNDOFF, RuleResult
 from scratch.checker.arrays import Arrays
 from scratch.checker.backward_diagnosis import diagnose, diagnose_shapes
-from scratch.checker.backward_reference import max_error, reference_grads, rounding_scale
+from scratch.checker.backward_reference import reference_grads, rounding_scale
 from scratch.checker.blas import own_work
 from scratch.checker.prepare import BackwardPrepared
+from scratch.checker.reference import max_error
 from scratch.checker.report import CaseResult
 from scratch.checker.run import (
     RULE_FACTOR,

@@ -29,6 +29,19 @@ def fitted(miss, grid: np.ndarray) -> float:
     return (lo + hi) / 2
 
 
+def fit(prep: VariantPrepared, got: np.ndarray, bound: np.ndarray, plant, grid) -> float | None:
+    """The x whose plant(x) (a Planted) comes closest to got, fitted over `grid`; None unless
+    that attention lands on got (structural score <= 2: got is plant(x) up to rounding)."""
+    case, d = prep.case, prep.data
+
+    def miss(x: float) -> float:
+        return float(np.max(np.abs(got - attend(case, d, plant(x)))))
+
+    x = fitted(miss, grid)
+    out = attend(case, d, plant(x))
+    return x if structural_score(got, out, prep.truth, bound) <= 2.0 else None
+
+
 def slip_candidates(case: VariantCase, style: str = "flash") -> list[Mistake]:
     """Slips of kernels written outside: RoPE's rotation and positions (either style); with
     FlashAttention's keywords also the softcap's formula, ALiBi's slopes and where its bias
@@ -85,19 +98,12 @@ def rope_slips(case: VariantCase) -> list[Mistake]:
 def fit_base(prep: VariantPrepared, got: np.ndarray, bound: np.ndarray) -> str | None:
     """The RoPE base that explains got (theta_m = base ** (-2m / d)), when it is not 10000: a
     wrong base, the exponent m / d for 2m / d (base 100), or its sign lost (base 1 / 10000)."""
-    case, d = prep.case, prep.data
-
-    def miss(log_b: float) -> float:
-        out = attend(case, d, Planted(rope_freq=(10.0**log_b, 2.0)))
-        return float(np.max(np.abs(got - out)))
-
-    base = 10.0 ** fitted(miss, np.linspace(-6.0, 8.0, 113))
-    if abs(math.log10(base / ROPE_BASE)) < 0.01:
+    log_b = fit(
+        prep, got, bound, lambda x: Planted(rope_freq=(10.0**x, 2.0)), np.linspace(-6.0, 8.0, 113)
+    )
+    if log_b is None or abs(math.log10(10.0**log_b / ROPE_BASE)) < 0.01:
         return None
-    out = attend(case, d, Planted(rope_freq=(base, 2.0)))
-    if structural_score(got, out, prep.truth, bound) > 2.0:
-        return None
-    return base_name(base)
+    return base_name(10.0**log_b)
 
 
 # bases that slips give (theta_m = base ** (-2m / d)), and the slip in words
@@ -261,4 +267,4 @@ def boundary_slips(case: VariantCase) -> list[Mistake]:
     return found
 
 
-__all__ = ["cap_reasons", "fit_base", "fitted", "paper_slopes", "slip_candidates"]
+__all__ = ["cap_reasons", "fit", "fit_base", "fitted", "paper_slopes", "slip_candidates"]

@@ -196,10 +196,14 @@ def kernel_errors(p: Problem, dtype: str, truth: np.ndarray, live: np.ndarray) -
     return [max_error(o, truth, live) for o in outs]
 
 
-def max_error(got: np.ndarray, truth: np.ndarray, live: np.ndarray) -> float:
-    """max |got - truth| over the live rows (rows with at least one weight); inf for non-finite."""
+def max_error(got: np.ndarray, truth: np.ndarray, rows: np.ndarray | None = None) -> float:
+    """max |got - truth|, over `rows` (a bool index: the live rows, the finite lse entries) when
+    given: NaN against NaN is 0, NaN or inf against a number is inf; 0 where nothing counts."""
     with np.errstate(invalid="ignore"):
-        diff = np.abs(got - truth)[live]
+        both = np.isnan(got) & np.isnan(truth)
+        diff = np.where(both, 0.0, np.abs(got - truth))
+    if rows is not None:
+        diff = diff[rows]
     if diff.size == 0:
         return 0.0
     return math.inf if not np.all(np.isfinite(diff)) else float(np.max(diff))

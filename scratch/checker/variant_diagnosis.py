@@ -15,9 +15,9 @@ import numpy as np
 
 from scratch.checker import ignored
 from scratch.checker.diagnosis import GQA_MODULO, OVERFLOW
-from scratch.checker.mistake import Mistake, matches, named, one, outputs, structural_score
+from scratch.checker.mistake import Mistake, matches, named, one, outputs
 from scratch.checker.outside_mistakes import outside_candidates, split_sizes
-from scratch.checker.outside_slips import cap_reasons, fit_base, fitted, slip_candidates
+from scratch.checker.outside_slips import cap_reasons, fit, fit_base, slip_candidates
 from scratch.checker.variant_cases import VariantCase
 from scratch.checker.variant_grads import grads
 from scratch.checker.variant_layout import FLASH_ATTN
@@ -304,19 +304,12 @@ def candidates(case: VariantCase, masked: bool, style: str = "flash") -> list[Mi
 
 def fit_cap(prep: VariantPrepared, got: np.ndarray, bound: np.ndarray) -> str | None:
     """The cap that explains got, when it is not the case's: 'softcap with the wrong cap'."""
-    case, d = prep.case, prep.data
-    cap = case.softcap
-
-    def miss(log_c: float) -> float:
-        out = attend(case, d, Planted(cap=cap * math.exp(log_c)))
-        return float(np.max(np.abs(got - out)))
-
-    c = cap * math.exp(fitted(miss, np.linspace(-4.0, 4.0, 49)))
-    if abs(c / cap - 1) < 0.02:
+    case, cap = prep.case, prep.case.softcap
+    grid = np.linspace(-4.0, 4.0, 49)  # log(c / cap)
+    log_c = fit(prep, got, bound, lambda x: Planted(cap=cap * math.exp(x)), grid)
+    if log_c is None or abs(math.exp(log_c) - 1) < 0.02:
         return None
-    out = attend(case, d, Planted(cap=c))
-    if structural_score(got, out, prep.truth, bound) > 2.0:
-        return None
+    c = cap * math.exp(log_c)
     return f"softcap with the wrong cap: the output matches cap ~ {c:.3g}, not {cap:g}" + "".join(
         f" (= {words})" for value, words in cap_reasons(case) if abs(c / value - 1) < 0.02
     )

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from scratch.checker.reference import max_error
 from scratch.checker.variant_layout import VARLEN
 from scratch.checker.variant_numpy import scores
 from scratch.checker.variant_planted import CORRECT
@@ -76,17 +77,7 @@ def lse_error(got: np.ndarray, truth: np.ndarray) -> float:
     live = np.isfinite(truth)
     if np.any(np.isfinite(got[~live])) or np.any(np.isnan(got)):
         return math.inf
-    return live_error(got, truth)
-
-
-def live_error(got: np.ndarray, truth: np.ndarray) -> float:
-    """The largest |got - truth| over the rows that see a key (NaN: inf)."""
-    live = np.isfinite(truth)
-    if not live.any():
-        return 0.0
-    with np.errstate(invalid="ignore"):
-        err = np.abs(got[live] - truth[live])
-    return float(np.max(err)) if not np.any(np.isnan(err)) else math.inf
+    return max_error(got, truth, live)
 
 
 def judge_lse(result, prep, got: np.ndarray, base: str) -> None:
@@ -108,7 +99,8 @@ def lse_mistake(prep, got: np.ndarray, base: str) -> str | None:
     """The name of a reported lse's mistake: a finite lse for a row with no key, the other
     base, the sink left out; None when none fits every row."""
     truth, allowed = prep.lse * BASES[base], prep.lse_allowed * BASES[base]
-    if np.any(np.isfinite(got[~np.isfinite(truth)])) and live_error(got, truth) <= allowed:
+    live = np.isfinite(truth)
+    if np.any(np.isfinite(got[~live])) and max_error(got, truth, live) <= allowed:
         return EMPTY_ROW
     other = "2" if base == "e" else "e"
     if lse_error(got, prep.lse * BASES[other]) <= prep.lse_allowed * BASES[other]:

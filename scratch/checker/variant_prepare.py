@@ -23,7 +23,7 @@ import numpy as np
 from scratch.bounds.tolerance import ACCUMULATE, UNIT_ROUNDOFF
 from scratch.checker.cases import gauss
 from scratch.checker.prepare import kept
-from scratch.checker.reference import store
+from scratch.checker.reference import max_error, store
 from scratch.checker.run import allowed_error
 from scratch.checker.variant_cases import VariantCase, rotary_tables
 from scratch.checker.variant_grads import GRADS, grads
@@ -134,7 +134,7 @@ def _prepare(case: VariantCase, dtype: str, seed: int) -> VariantPrepared:
     outs = [np.where(prep.empty_rows, 0.0, out) for out, _ in passes]  # (passes leave 0/0)
     if narrowed(dtype):  # 16 bits: transformers' eager attention too (every score step rounded)
         outs.append(attend(case, d, dtype=dtype, eager=True))
-    prep.reference = max(float(np.max(np.abs(o - prep.truth))) for o in outs)
+    prep.reference = max(max_error(o, prep.truth) for o in outs)
     sane = SANE * (case.q[3] + case.k[2]) * UNIT_ROUNDOFF[dtype] * float(np.max(np.abs(d.v)))
     if not prep.reference <= sane:  # the yardstick itself must agree with the truth
         raise RuntimeError(
@@ -155,7 +155,7 @@ def lse_allowed(truth: np.ndarray, found: list[np.ndarray], case: VariantCase, d
     live = np.isfinite(truth)
     if not live.any():
         return 0.0
-    worst = max(float(np.max(np.abs(f[live] - truth[live]))) for f in found)
+    worst = max(max_error(f, truth, live) for f in found)
     top = float(np.max(np.abs(truth[live])))
     floor = (case.q[3] + case.k[2]) * UNIT_ROUNDOFF[ACCUMULATE[dtype]] * max(top, 1.0)
     return allowed_error(worst, top, dtype, floor=floor)
@@ -206,7 +206,7 @@ def _prepare_grads(case: VariantCase, dtype: str, seed: int) -> GradPrepared:
     u, n = UNIT_ROUNDOFF[dtype], case.q[3] + case.k[2]
     u_sum = UNIT_ROUNDOFF[ACCUMULATE[dtype]]  # the precision of the sums (float32 for 16 bits)
     for g, t in enumerate(truth):
-        r = max(float(np.max(np.abs(ref[g] - t))) for ref in refs)
+        r = max(max_error(ref[g], t) for ref in refs)
         top = float(np.max(np.abs(t)))
         if not r <= SANE * n * u * max(top, 1.0):
             raise RuntimeError(
