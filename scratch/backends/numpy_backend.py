@@ -30,7 +30,7 @@ from scratch.backends.array_common import (
     multi_head_inputs,
     trace_of,
 )
-from scratch.backends.numpy_flex import variant_steps
+from scratch.backends.numpy_flex import softmax_lse, variant_steps
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
 from scratch.backends.numpy_inputs import Draws, as_mask, as_numbers, block_sizes, result_dtype
 from scratch.core.example import Example, check_trace_call
@@ -108,24 +108,16 @@ def _explicit_steps(q, k, v, scale: float, mask, options: Options, draws) -> Ste
     # step 4: masked = scaled + mask: -inf added where a key may not be seen (as in torch's
     # reference, so a NaN or +inf score there still makes the row NaN); float masks are added
     masked = scaled.copy() if mask is None else add_mask(scaled, mask)
-    # step 5: weights = softmax of each row (subtract the row max so exp never overflows);
-    # exp and the division work in place in the one new array (at 4096 tokens each (H, L, S)
-    # array is 64 MiB a head, and fresh memory costs page faults)
-    row_max = masked.max(axis=-1, keepdims=True)  # (..., L, 1)
-    full = np.isneginf(row_max)  # rows where every key is masked
-    weights = np.subtract(masked, np.where(full, 0, row_max), dtype=masked.dtype)
-    np.exp(weights, out=weights)  # exp(-inf) = 0 on masked keys
-    total = weights.sum(axis=-1, keepdims=True)  # >= 1 on rows with an allowed key
-    weights /= np.where(full, 1, total)
+    # step 5: weights = softmax of each row (the row max subtracted so exp never overflows) and
+    # lse, the log of each row's denominator (-inf on a row where every key is masked)
+    weights, lse = softmax_lse(masked)
+    full = np.isneginf(lse)[..., None]  # (..., L, 1): rows where every key is masked
     if options.masked_rows == "nan":
         weights = np.where(full, np.nan, weights)
     elif options.masked_rows == "uniform":
         weights = np.where(full, 1.0 / S, weights)
     weights = weights.astype(scaled.dtype, copy=False)
-    lse = None
-    if options.return_lse:  # log of the denominator: max + log(sum), -inf on empty rows
-        with np.errstate(divide="ignore"):
-            lse = (np.where(full, 0, row_max) + np.log(total))[..., 0].astype(scaled.dtype)
+    lse = lse if options.return_lse else None
     # step 5, then: dropout on the weights (kept entries scaled by 1 / (1 - p), dropped ones
     # times 0: 0, but a NaN weight stays NaN, as in torch's dropout)
     p = options.dropout_p

@@ -157,29 +157,36 @@ def dense_seen(x: FlexProblem) -> np.ndarray:
     return seen
 
 
-def explicit_softmax(x: FlexProblem, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(weights (B, H, L, S), lse (B, H, L)) with the sinks in each row's denominator."""
-    H = x.shape[1]
-    top = scores.max(axis=-1)  # (B, H, L)
-    sink = None
-    if x.plan.sinks is not None:
-        sink = x.plan.sinks.astype(x.dtype).reshape(1, H, 1)  # (1, H, 1)
+def softmax_lse(scores: np.ndarray, sink: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """(weights (..., L, S), lse (..., L)) of masked scores in their dtype, with exp(sink) (an
+    array broadcasting to (..., L); None: no sink) in each row's denominator; a row with no term
+    at all: weights 0, lse -inf. NumPy's one explicit softmax (SDPA's explicit kernel too)."""
+    top = scores.max(axis=-1)  # (..., L)
+    if sink is not None:
         top = np.maximum(top, sink)
     # step 3: lse = top + log(sum_j exp(s_j - top) + exp(sink - top)); no term at all: -inf
     empty = np.isneginf(top)
     base = np.where(empty, 0, top)
-    # one exp, in place in one new array (at 4096 tokens a second exp of the whole grid took
-    # longer than all the rest of a window trace)
-    weights = np.subtract(scores, base[..., None], dtype=x.dtype)
+    # one exp, in place in one new array (at 4096 tokens each (H, L, S) array is 64 MiB a head,
+    # fresh memory costs page faults, and a second exp of the whole grid took longer than all
+    # the rest of a window trace)
+    weights = np.subtract(scores, base[..., None], dtype=scores.dtype)
     np.exp(weights, out=weights)  # exp(-inf) = 0 on masked keys
     total = weights.sum(axis=-1)
     if sink is not None:
         total = total + np.exp(sink - base)
     with np.errstate(divide="ignore"):
-        lse = np.where(empty, -np.inf, base + np.log(total)).astype(x.dtype)
+        lse = np.where(empty, -np.inf, base + np.log(total)).astype(scores.dtype)
     # step 4: weights = exp(s - top) / total, 0 on masked keys and on rows that see nothing
     weights /= np.where(empty, 1, total)[..., None]
     return weights, lse
+
+
+def explicit_softmax(x: FlexProblem, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(weights (B, H, L, S), lse (B, H, L)) with the sinks in each row's denominator."""
+    sinks = x.plan.sinks
+    sink = None if sinks is None else sinks.astype(x.dtype).reshape(1, x.shape[1], 1)  # (1, H, 1)
+    return softmax_lse(scores, sink)
 
 
 def explicit(x: FlexProblem) -> tuple[np.ndarray, np.ndarray]:
