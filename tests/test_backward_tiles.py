@@ -30,7 +30,7 @@ def fast(rows, keys, parallel=False):
             if keep is not None
             else nb.output_and_lse(q, k, v, options)
         )
-        assert tiles.applies(p, keep, lse)
+        assert tiles.applies(p, lse)
         found = tiles.gradients(p, p.grad_output(g), keep, output, lse, rows, keys)
         assert found is not None
         dq, dk, dv, _ = found
@@ -93,7 +93,7 @@ def test_general_loop_where_the_fast_one_does_not_apply():
     options = Options(**kwargs)
     p = nb._Problem(*inputs[:3], options, None)
     output, lse = nb.output_and_lse(*inputs[:3], options)
-    assert not tiles.applies(p, None, lse)
+    assert not tiles.applies(p, lse)
     public = nb.scaled_dot_product_attention_backward(
         *inputs, **kwargs, kernel="tiled", output=output, lse=lse
     )

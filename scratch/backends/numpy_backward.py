@@ -33,7 +33,6 @@ from scratch.variants import Causal
 
 KERNELS = ("explicit", "tiled")
 BLOCK = 64  # the general tiled loop's tile edge (the fast loop has its own: numpy_backward_tiles)
-DTYPES = ("float32", "float64")
 
 
 # ---------------------------------------------------------------- inputs
@@ -247,7 +246,7 @@ def _given_weights(p: _Problem, kernel: str, output: object, weights: object) ->
 def _tiled(p: _Problem, g: np.ndarray, keep, output, lse, block: int | None):
     """dQ, dK, dV: the fast loop (numpy_backward_tiles) where it applies, else `_tiled_general`;
     block None: each loop's own tile sizes, an int: (block, block) tiles in either."""
-    if numpy_backward_tiles.applies(p, keep, lse):
+    if numpy_backward_tiles.applies(p, lse):
         sizes = () if block is None else (block, block)  # None: the fast loop's own tiles
         found = numpy_backward_tiles.gradients(p, g, keep, output, lse, *sizes)
         if found is not None:

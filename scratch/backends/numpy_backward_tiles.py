@@ -22,6 +22,7 @@ widened copies and O(workers * (L * E + tile)), each thread's kept for its next 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import threading
@@ -69,7 +70,7 @@ def _kept(name: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
     return found
 
 
-def applies(p, keep, lse: np.ndarray) -> bool:
+def applies(p, lse: np.ndarray) -> bool:
     """Whether the fast loop computes this call: no mask or a causal one, every lse finite."""
     return p.mask is None and bool(np.isfinite(lse).all())
 
@@ -163,7 +164,7 @@ def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=K
     ]
     workers = min(cores(), len(tasks))
     parallel = workers > 1 and L * S * math.prod(p.lead) >= PARALLEL_MIN
-    with single_threaded_blas() if parallel else _serial() as single:
+    with single_threaded_blas() if parallel else contextlib.nullcontext(False) as single:
         if parallel and single:
             share(tasks, workers, run)
             detail += f"; {workers} threads (this one included), OpenBLAS on one thread"
@@ -177,13 +178,3 @@ def gradients(p, g, keep, output, lse, rows_per_tile=QUERY_TILE, keys_per_task=K
     grad_query *= dtype.type(p.scale)
     grad_key *= dtype.type(p.scale)
     return grad_query, grad_key, grad_value, detail
-
-
-class _serial:
-    """A stand-in for single_threaded_blas when the call runs on this thread alone."""
-
-    def __enter__(self) -> bool:
-        return False
-
-    def __exit__(self, *exc) -> None:
-        return None

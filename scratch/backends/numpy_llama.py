@@ -145,7 +145,7 @@ def _step(
             v = np.concatenate([cache.v[n], v], axis=1)
         ks.append(k)
         vs.append(v)
-        context = _attention(c, q, k, v, seen, attentions[n])  # (T, H d); weights (H, T, S)
+        context = _attention(q, k, v, seen, attentions[n])  # (T, H d); weights (H, T, S)
         h += linear(context, w[p + "attn_output.weight"], scratch("residual", h.shape))
         m = rms_norm(h, w[p + "ffn_norm.weight"], c.eps, out=scratch("norm", h.shape))
         inner = _swiglu(m, w[p + "ffn_gate_up.weight"])  # (T, d_inner)
@@ -186,7 +186,7 @@ def _projections(
 
 
 def _attention(
-    c: object, q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, weights: np.ndarray
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, weights: np.ndarray
 ) -> np.ndarray:
     """Causal attention of q (H, T, d) over k, v (G, S, d), seen (T, S) the causal cells (query
     i at S - T + i), written into weights (H, T, S), which must hold zeros: the context (T, H d).

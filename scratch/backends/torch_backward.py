@@ -93,7 +93,7 @@ def _safe_softmax(q, kr, scale, mask, full, masked_rows) -> torch.Tensor:
     return P * torch.where(full, math.nan, 1.0).to(P.dtype)
 
 
-def _autograd(q, k, v, g, mask, scale, group, masked_rows, keep):
+def _autograd(q, k, v, g, mask, scale, masked_rows, keep):
     """torch.autograd.grad of the forward at dO = g."""
     q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
     with torch.enable_grad():
@@ -186,7 +186,7 @@ def gradients_of(
         mask = mask.to(wide)
     keep = _keep(rng, plan.scores_shape, options.dropout_p, wide, device)
     if kernel == "autograd":
-        grads = _autograd(q, k, v, g, mask, scale, plan.group, masked_rows, keep)
+        grads = _autograd(q, k, v, g, mask, scale, masked_rows, keep)
     else:
         grads = _explicit(q, k, v, g, mask, scale, plan.group, masked_rows, keep, storage)
     return tuple(x.to(storage) for x in grads)
