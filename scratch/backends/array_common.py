@@ -1,6 +1,7 @@
 """What the NumPy and torch backends share: reading a multi-head call's inputs and planning it,
-a variant's trace steps around the backend's own explicit flex kernel, and the trace's values by
-name. Written once; `xp` is numpy or torch, passed in (neither is imported here).
+and a variant's trace steps around the backend's own explicit flex kernel (scratch.trace.forward's
+trace_of lays out the values). Written once; `xp` is numpy or torch, passed in (neither is
+imported here).
 
 A variant (Options.variant, with is_causal and attn_mask joined in) is taken apart as the ground
 truth takes it (scratch.core.variant_steps.pieces): RoPE turns q and k (Rotary.turn_array), the mask
@@ -16,11 +17,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scratch.core.example import Example
 from scratch.core.options import Options
 from scratch.core.variant_steps import pieces
-from scratch.ops.plan import PARAMS, HeadPlan, plan_multi_head
-from scratch.trace.forward import Trace, layout_trace
+from scratch.ops.plan import HeadPlan, plan_multi_head
 from scratch.variants import Rotary
 
 
@@ -103,35 +102,4 @@ def attend_variant(
     return steps, extras
 
 
-def check_one_example(x_dims: int) -> None:
-    """A trace is one worked example: x (L, d_model), no leading dims."""
-    if x_dims != 2:
-        raise ValueError(
-            f"x: a trace is one worked example, expected shape (L, d_model), found {x_dims} dims"
-        )
-
-
-def trace_of(
-    example: Example, options: Options, plan: HeadPlan, scale: float, values: dict, *,
-    params: dict, extras: dict, concat_heads: Callable, is_bool: bool | None,
-    source: tuple[str, ...],
-) -> Trace:  # fmt: skip
-    """The Trace of a backend's arrays: `values` holds x, key_input, value_input, q, k, v, the
-    per-head scores, scaled, masked, weights (H, L, S), head_outputs, concat and output; params
-    the projections given (w_q ... b_o); extras the variant's per-head q_rotated, k_rotated
-    (joined side by side by concat_heads) and sink_weights (H, L)."""
-    values = dict(values)
-    values.update({name: params.get(name) for name in PARAMS})
-    for name, per_head in extras.items():  # q_rotated (H, L, d) -> (L, H * d)
-        values[name] = per_head if name == "sink_weights" else concat_heads(per_head)
-    for name in ("key", "value"):  # only an input the user passed is a step of the trace
-        if getattr(example, name) is None:
-            values.pop(f"{name}_input")
-    # the numbers are all the backend's; scratch.trace.forward only names and describes them
-    return layout_trace(
-        values, plan, options, scale, is_bool=is_bool, tokens=example.tokens,
-        key_tokens=example.key_tokens, source=source,
-    )  # fmt: skip
-
-
-__all__ = ["Steps", "attend_variant", "check_one_example", "multi_head_inputs", "trace_of"]
+__all__ = ["Steps", "attend_variant", "multi_head_inputs"]

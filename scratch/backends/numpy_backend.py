@@ -26,9 +26,7 @@ from scratch.backends import numpy_chunked
 from scratch.backends.array_common import (
     Steps,
     attend_variant,
-    check_one_example,
     multi_head_inputs,
-    trace_of,
 )
 from scratch.backends.numpy_flex import softmax_lse, variant_steps
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
@@ -40,7 +38,7 @@ from scratch.core.result import LseResult, Result
 from scratch.core.variant_support import sdpa_variant
 from scratch.ops.plan import HeadPlan, plan_attention
 from scratch.ops.validate import check_flag, check_mask_shape
-from scratch.trace.forward import Trace
+from scratch.trace.forward import Trace, check_one_example, trace_of
 from scratch.variants import Causal
 
 NAME = "numpy"
@@ -323,7 +321,7 @@ def trace_example(example: Example, options: Options, *, dtype=None, on_projecte
     is_bool = None if run.mask is None else bool(run.mask.dtype == np.bool_)
     return trace_of(
         example, options, run.plan, run.scale, values, params=run.params, extras=run.extras or {},
-        concat_heads=_concat_heads, is_bool=is_bool, source=(NAME, run.x.dtype.name),
+        join_heads=_concat_heads, is_bool=is_bool, source=(NAME, run.x.dtype.name),
     )  # fmt: skip
 
 

@@ -30,9 +30,7 @@ import torch
 
 from scratch.backends.array_common import (
     attend_variant,
-    check_one_example,
     multi_head_inputs,
-    trace_of,
 )
 from scratch.backends.torch_compat import fused, fused_with_lse
 from scratch.backends.torch_flex_explicit import variant_steps
@@ -52,7 +50,7 @@ from scratch.core.options import Options
 from scratch.core.result import LseResult, Result
 from scratch.ops import validate
 from scratch.ops.plan import HeadPlan, plan_attention
-from scratch.trace.forward import Trace
+from scratch.trace.forward import Trace, check_one_example, trace_of
 from scratch.variants import GivenMask
 
 NAME = "torch"
@@ -222,7 +220,7 @@ def trace_example(
     source = (backend_name, str(storage).removeprefix("torch."))
     return trace_of(
         example, options, run.plan, run.scale, values, params=run.params, extras=extras,
-        concat_heads=concat_heads, is_bool=is_bool, source=source,
+        join_heads=concat_heads, is_bool=is_bool, source=source,
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import math
 import random
+from collections.abc import Callable
 
 from scratch.backward.multihead import run_backward
 from scratch.core.example import Example, check_trace_call
@@ -32,10 +33,12 @@ __all__ = [
     "Source",
     "Step",
     "Trace",
+    "check_one_example",
     "layout_trace",
     "mask_rule",
     "trace_attention",
     "trace_example",
+    "trace_of",
 ]
 
 
@@ -166,6 +169,37 @@ def layout_trace(
     )  # fmt: skip
 
 
+def check_one_example(x_dims: int) -> None:
+    """A trace is one worked example: x (L, d_model), no leading dims."""
+    if x_dims != 2:
+        raise ValueError(
+            f"x: a trace is one worked example, expected shape (L, d_model), found {x_dims} dims"
+        )
+
+
+def trace_of(
+    example: Example, options: Options, plan: HeadPlan, scale: float, values: dict, *,
+    params: dict, extras: dict, join_heads: Callable, is_bool: bool | None,
+    source: tuple[str, ...],
+) -> Trace:  # fmt: skip
+    """The Trace of a backend's arrays: `values` holds x, key_input, value_input, q, k, v, the
+    per-head scores, scaled, masked, weights (H, L, S), head_outputs, concat and output; params
+    the projections given (w_q ... b_o); extras the variant's per-head q_rotated, k_rotated
+    (joined side by side by join_heads) and sink_weights (H, L)."""
+    values = dict(values)
+    values.update({name: params.get(name) for name in PARAMS})
+    for name, per_head in extras.items():  # q_rotated (H, L, d) -> (L, H * d)
+        values[name] = per_head if name == "sink_weights" else join_heads(per_head)
+    for name in ("key", "value"):  # only an input the user passed is a step of the trace
+        if getattr(example, name) is None:
+            values.pop(f"{name}_input")
+    # the numbers are all the backend's; scratch.trace.forward only names and describes them
+    return layout_trace(
+        values, plan, options, scale, is_bool=is_bool, tokens=example.tokens,
+        key_tokens=example.key_tokens, source=source,
+    )  # fmt: skip
+
+
 def trace_example(
     example: Example,
     options: Options,
@@ -214,27 +248,16 @@ def trace_example(
     run = run_multi_head(
         example.x, example.key, example.value, example.projections(), heads, options, on_projected
     )
-    if run.lead:
-        raise ValueError(
-            f"x: a trace is one worked example, expected shape (L, d_model), "
-            f"found {len(run.lead) + 2} dims"
-        )
-    values = {"x": run.inputs["x"], "q": run.q, "k": run.k, "v": run.v, **run.params}
-    values.update(concat=run.concat, output=run.output)
+    check_one_example(len(run.lead) + 2)
     per_head = head_steps(run.heads, run.plan.group)  # (H, L, S) each; RoPE's and sinks' too
-    values["head_outputs"] = per_head.pop("output")  # (H, L, d_v)
-    for name in ("q_rotated", "k_rotated"):  # (heads, n, d) -> (n, heads * d), as q and k
-        if name in per_head:
-            per_head[name] = concat_heads(per_head[name], ())
-    values.update(per_head)
-    if example.key is not None:
-        values["key_input"] = run.inputs["key_input"]
-    if example.value is not None:
-        values["value_input"] = run.inputs["value_input"]
+    found = [n for n in ("q_rotated", "k_rotated", "sink_weights") if n in per_head]
+    extras = {n: per_head.pop(n) for n in found}
+    values = {**run.inputs, "q": run.q, "k": run.k, "v": run.v, **per_head}
+    values.update(head_outputs=values.pop("output"), concat=run.concat, output=run.output)
     is_bool = None if run.mask is None else run.mask.is_bool  # read by run_multi_head
-    trace = layout_trace(
-        values, run.plan, options, run.scale, is_bool=is_bool, tokens=example.tokens,
-        key_tokens=example.key_tokens, source=("scratch", "float64"),
+    trace = trace_of(
+        example, options, run.plan, run.scale, values, params=run.params, extras=extras,
+        join_heads=lambda m: concat_heads(m, ()), is_bool=is_bool, source=("scratch", "float64"),
     )  # fmt: skip
     return trace if grad_output is None else add_backward(trace, run, grad_output, replay)
 
