@@ -28,7 +28,7 @@ from scratch.backends.numpy_inputs import Draws, GroupedHeads, _array, _dtype, f
 from scratch.core.front_doors import backward_door, forward_door
 from scratch.core.options import Options
 from scratch.ops.plan import plan_attention
-from scratch.ops.validate import check_positive_int
+from scratch.ops.validate import check_choice, check_positive_int
 from scratch.variants import Causal
 
 KERNELS = ("explicit", "tiled")
@@ -311,8 +311,7 @@ def gradients_of(
     `weights` with `output`: the explicit kernel reads the forward's weights P (..., L, S) (the
     numpy forward's need_weights=True, same arguments, no dropout) instead of recomputing them.
     """
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
+    check_choice(kernel, "kernel", KERNELS)
     p = _Problem(query, key, value, options, dtype)
     g = p.grad_output(grad_output)
     keep = _keep_mask(p, rng)

@@ -43,7 +43,13 @@ from scratch.backends.numpy_threads import cores, share
 from scratch.core.front_doors import flex_backward_door, flex_door
 from scratch.core.options import FlexOptions, Options
 from scratch.flex.forward import check_call
-from scratch.ops.validate import check_flag, check_grad_output, check_positive_int, check_scale
+from scratch.ops.validate import (
+    check_choice,
+    check_flag,
+    check_grad_output,
+    check_positive_int,
+    check_scale,
+)
 from scratch.variants.sinks import sink_logits
 
 KERNELS = ("chunked", "explicit")
@@ -241,8 +247,7 @@ def attention_of(
 
     kernel "chunked" (default; `chunk` query rows x `block` keys per tile) or "explicit".
     """
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
+    check_choice(kernel, "kernel", KERNELS)
     return_lse = check_flag(options.return_lse, "return_lse")
     x = FlexProblem(query, key, value, options)
     output, lse = explicit(x) if kernel == "explicit" else chunked(x, chunk, block, return_lse)
@@ -341,8 +346,7 @@ def gradients_of(
     with return_lse=True, same arguments) or computes them with the chunked kernel; "explicit"
     holds the whole score matrix.
     """
-    if kernel not in BACKWARD_KERNELS:
-        raise ValueError(f"kernel: expected one of {', '.join(BACKWARD_KERNELS)}, found {kernel!r}")
+    check_choice(kernel, "kernel", BACKWARD_KERNELS)
     x = FlexProblem(query, key, value, options)
     B, H, _, L, _, _, Ev = x.shape
     g = _array(grad_output, "grad_output", x.dtype)

@@ -23,7 +23,7 @@ from scratch.backends.torch_math import add_mask, build_mask, repeat_kv
 from scratch.core.front_doors import backward_door
 from scratch.core.options import Options
 from scratch.ops.plan import plan_attention
-from scratch.ops.validate import dtype_of
+from scratch.ops.validate import check_choice, dtype_of
 
 KERNELS = ("autograd", "explicit")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -164,8 +164,7 @@ def gradients_of(
     `kernel` is "autograd" or "explicit"; `rng` (int seed, torch.Generator or random.Random)
     gives the dropout mask the forward drew from the same state.
     """
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, found {kernel!r}")
+    check_choice(kernel, "kernel", KERNELS)
     device = torch.device(device)
     storage = getattr(torch, dtype_of(dtype, (query, key, value), DTYPES))
     wide = _WIDE.get(storage, storage)

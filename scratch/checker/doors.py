@@ -15,7 +15,7 @@ from scratch.checker.interpreter import interpreter_notes
 from scratch.checker.report import CheckReport
 from scratch.checker.run import Kind, Progress, finish, run_case, run_checks, target_name
 from scratch.core.front_doors import arguments_for, with_arguments
-from scratch.ops.validate import check_masked_rows
+from scratch.ops.validate import check_choice, check_masked_rows
 
 BACKWARD_ARRAYS = ("numpy", "torch")
 
@@ -346,10 +346,8 @@ def check_settings(
     masked_rows: str,
 ) -> tuple[str, str]:
     """ValueError/TypeError for a bad setting; the dtype and masked_rows policy, normalised."""
-    if array not in arrays:
-        raise ValueError(f"array: expected one of {', '.join(arrays)}, found {array!r}")
-    if cases not in case_sets:
-        raise ValueError(f"cases: expected one of {', '.join(case_sets)}, found {cases!r}")
+    check_choice(array, "array", arrays)
+    check_choice(cases, "cases", case_sets)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed: expected an int, found {type(seed).__name__} {seed!r}")
     if device is not None and array != "torch":

@@ -25,6 +25,7 @@ from scratch.checker.arrays import Arrays
 from scratch.checker.variant_cases import VariantCase
 from scratch.checker.variant_layout import FLASH_ATTN, INTERFACE, VARLEN, interface_of, sequences
 from scratch.checker.variant_numpy import Planted, VariantData, allowed
+from scratch.ops.validate import check_choice
 from scratch.variants.dual import tanh
 
 STYLES = ("flash", "flex", *INTERFACE)
@@ -41,8 +42,7 @@ def style_of(fn: Callable, style: str | None) -> str:
     """A style of STYLES: given, or read from fn's name and parameters (FlashAttention's own
     interface first: variant_layout.interface_of); ValueError when it cannot be."""
     if style is not None:
-        if style not in STYLES:
-            raise ValueError(f"variant_style: expected one of {', '.join(STYLES)}, found {style!r}")
+        check_choice(style, "variant_style", STYLES)
         return style
     found = interface_of(fn)
     if found is not None:

@@ -26,6 +26,7 @@ from math import fsum, inf
 
 from scratch.bounds.tolerance import ACCUMULATE, UNIT_ROUNDOFF, gamma
 from scratch.ops.rounding import DTYPES, exp_in, round_to
+from scratch.ops.validate import check_choice
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,7 @@ def _check(q: list, k: list, v: list, allowed: object, block: int, dtype: str) -
     """ValueError naming the argument that does not fit."""
     if not isinstance(block, int) or isinstance(block, bool) or block < 1:
         raise ValueError(f"block: expected a positive int, found {block!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype: expected one of {', '.join(DTYPES)}, found {dtype!r}")
+    check_choice(dtype, "dtype", DTYPES)
     if not q or not k or len(k) != len(v):
         raise ValueError(
             f"key, value: expected the same number of rows (>= 1), found {len(k)}, {len(v)}"

@@ -218,6 +218,13 @@ def check_masked_rows(masked_rows: object) -> str:
     return masked_rows
 
 
+def check_choice(value: object, name: str, choices: tuple[str, ...]) -> object:
+    """value itself when it is one of `choices` (a kernel, a dtype, a style...)."""
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {', '.join(choices)}, found {value!r}")
+    return value
+
+
 def check_flag(value: object, name: str) -> bool:
     """A True/False option such as `is_causal` or `enable_gqa`."""
     if not isinstance(value, bool):

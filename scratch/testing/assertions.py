@@ -24,6 +24,7 @@ from scratch.checker.doors import (
     checked_cases,
 )
 from scratch.checker.report import CaseResult, CheckReport
+from scratch.ops.validate import check_choice
 
 # the kinds of case (doors.checked_cases) and the check that runs each
 DOORS = {
@@ -66,8 +67,7 @@ def attention_cases(
     kind = kind_of(variants, backward)
     if kind != "forward" and cases != "standard":
         raise ValueError(f"cases: {kind} checks have the standard cases only, found {cases!r}")
-    if cases not in CASE_SETS:
-        raise ValueError(f"cases: expected one of {', '.join(CASE_SETS)}, found {cases!r}")
+    check_choice(cases, "cases", CASE_SETS)
     return [AttentionCase(c, dtype) for c in checked_cases(kind, dtype, cases)]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from scratch.ops.validate import check_positive_int
+from scratch.ops.validate import check_choice, check_positive_int
 
 BACKENDS = ("numpy", "scratch")  # the attention forward and backward: fast, or the ground truth
 DTYPES = ("float32", "float64")
@@ -89,12 +89,8 @@ class TrainConfig:
         b1, b2 = self.betas
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"betas: expected two numbers in [0, 1), found {self.betas!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype: expected one of {', '.join(DTYPES)}, found {self.dtype!r}")
-        if self.backend not in BACKENDS:
-            raise ValueError(
-                f"backend: expected one of {', '.join(BACKENDS)}, found {self.backend!r}"
-            )
+        check_choice(self.dtype, "dtype", DTYPES)
+        check_choice(self.backend, "backend", BACKENDS)
         if not isinstance(self.model, ModelConfig):
             raise TypeError(f"model: expected a ModelConfig, found {type(self.model).__name__}")
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scratch.ops.validate import check_choice
+
 TASKS = ("induction", "copying", "sorting", "text")
 MAX_TEXT_BYTES = 50_000_000  # a text file larger than this is refused (it is read whole)
 
@@ -93,8 +95,7 @@ def make_task(name: str, *, vocab: int = 32, half: int = 24, text_path: str | No
               context: int = 48) -> Task:  # fmt: skip
     """The task `name`: induction / copying / sorting with `half` random tokens, or text from
     `text_path` in windows of `context` characters."""
-    if name not in TASKS:
-        raise ValueError(f"task: expected one of {', '.join(TASKS)}, found {name!r}")
+    check_choice(name, "task", TASKS)
     if name == "text":
         return _text_task(text_path, context)
     if text_path is not None:

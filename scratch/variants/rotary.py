@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from scratch.ops.rope import PAIRINGS, _pairs, angles, rotary, rotary_words
+from scratch.ops.validate import check_choice
 from scratch.variants.arrays import is_torch
 from scratch.variants.base import Variant
 
@@ -35,10 +36,7 @@ class Rotary(Variant):
         ok = isinstance(self.base, (int, float)) and not isinstance(self.base, bool)
         if not ok or not (0.0 < self.base < math.inf):
             raise ValueError(f"base: expected a finite number > 0, found {self.base!r}")
-        if self.pairing not in PAIRINGS:
-            raise ValueError(
-                f"pairing: expected one of {', '.join(PAIRINGS)}, found {self.pairing!r}"
-            )
+        check_choice(self.pairing, "pairing", PAIRINGS)
 
     def check(self, B: int | None, H: int | None, L: int, S: int) -> None:
         if L > S:
