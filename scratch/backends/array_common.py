@@ -62,6 +62,86 @@ def multi_head_inputs(
     return x, key_input, value_input, arrays, plan
 
 
+@dataclass(frozen=True)
+class HeadOps:
+    """A backend's own pieces of a multi-head call (NumPy arrays or torch tensors)."""
+
+    read: Callable  # read(obj, name, min_dims) -> the input as the backend's array
+    project: Callable  # project(x, w, b) -> x @ w + b, rounded as the backend rounds
+    attend: Callable  # attend(q, k, v, scale, plan) -> (Steps or None, head outputs, mask,
+    # kernel, detail): q (..., H, L, E), k, v (..., Hkv, S, E / Ev); Steps when weights are kept
+    variant: Callable = None  # variant(q, k, v, scale) -> attend_variant's (steps, extras)
+
+
+@dataclass(frozen=True)
+class HeadsRun:
+    """The inputs and every intermediate of one multi-head call."""
+
+    plan: HeadPlan
+    params: dict  # the projections and biases: w_q, ..., b_o (None where not given)
+    inputs: dict  # x (..., L, d_model), key_input (..., S, d_key), value_input (..., S, d_value)
+    q: object  # (..., L, H * d_head)
+    k: object  # (..., S, Hkv * d_head)
+    v: object  # (..., S, Hkv * d_v)
+    scale: float
+    steps: Steps | None  # per-head steps (..., H, L, S); None from a kernel that keeps none
+    head_outputs: object  # (..., H, L, d_v)
+    concat: object  # (..., L, H * d_v)
+    output: object  # (..., L, d_out)
+    mask: object  # the SDPA mask the kernel read (None: none, or a variant's rule)
+    kernel: str
+    detail: str
+    extras: dict  # a variant's q_rotated, k_rotated, sink_weights, per head
+
+
+def split_heads(m, heads: int):
+    """(..., n, heads * d) -> (..., heads, n, d): head h is the column block h*d:(h+1)*d."""
+    *lead, n, width = m.shape
+    return m.reshape(*lead, n, heads, width // heads).swapaxes(-2, -3)
+
+
+def concat_heads(m):
+    """(..., heads, n, d) -> (..., n, heads * d): split_heads undone, the heads side by side."""
+    *lead, _, n, _ = m.shape
+    return m.swapaxes(-2, -3).reshape(*lead, n, -1)
+
+
+def run_heads(
+    query, key, value, params: dict, heads: tuple, options: Options, ops: HeadOps, *,
+    on_projected: Callable = None, variant: bool = False,
+) -> HeadsRun:  # fmt: skip
+    """Read, plan once, project, split heads, attend (a variant: ops.variant, every step kept),
+    concatenate, project out: the one multi-head flow of the NumPy and torch backends."""
+    x, xk, xv, arrays, plan = multi_head_inputs(query, key, value, params, heads, ops.read)
+    # step 1: projections (an input without one is used as it is, as in a trace)
+    q, k, v = (
+        t if arrays[f"w_{n}"] is None else ops.project(t, arrays[f"w_{n}"], arrays[f"b_{n}"])
+        for n, t in zip("qkv", (x, xk, xv))
+    )  # (..., n, d_in) @ (d_in, heads * d) -> (..., n, heads * d)
+    scale = options.scale_for(plan.d_head)
+    if on_projected is not None:  # before attention: a caller can start work on them
+        on_projected(q, k, v, scale)
+    # steps 2-6: split heads and attend          # (..., H, L, d_head), (..., Hkv, S, d_head)
+    H, Hkv = plan.num_heads, plan.num_kv_heads
+    q_h, k_h, v_h = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)
+    extras, mask, kernel, detail = {}, None, "explicit", ""
+    if variant:  # the backend's explicit flex kernel, every step kept
+        found, extras = ops.variant(q_h, k_h, v_h, scale)
+        steps, head_outputs = Steps(**found), found["output"]
+    else:
+        steps, head_outputs, mask, kernel, detail = ops.attend(q_h, k_h, v_h, scale, plan)
+    # step 7: concatenate heads                  # (..., H, L, d_v) -> (..., L, H * d_v)
+    concat = concat_heads(head_outputs)
+    # step 8: output projection                  # (..., L, H * d_v) @ (H * d_v, d_out)
+    w_o = arrays["w_o"]
+    output = concat if w_o is None else ops.project(concat, w_o, arrays["b_o"])
+    inputs = {"x": x, "key_input": xk, "value_input": xv}
+    return HeadsRun(
+        plan, arrays, inputs, q, k, v, scale, steps, head_outputs, concat, output, mask, kernel,
+        detail, extras,
+    )  # fmt: skip
+
+
 def attend_variant(
     q, k, v, scale: float, options: Options, xp, explicit: Callable, stored: Callable = None
 ) -> tuple[dict, dict]:
@@ -102,4 +182,13 @@ def attend_variant(
     return steps, extras
 
 
-__all__ = ["Steps", "attend_variant", "multi_head_inputs"]
+__all__ = [
+    "HeadOps",
+    "HeadsRun",
+    "Steps",
+    "attend_variant",
+    "concat_heads",
+    "multi_head_inputs",
+    "run_heads",
+    "split_heads",
+]

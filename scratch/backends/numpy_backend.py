@@ -24,9 +24,11 @@ import numpy as np
 
 from scratch.backends import numpy_chunked
 from scratch.backends.array_common import (
+    HeadOps,
     Steps,
     attend_variant,
-    multi_head_inputs,
+    concat_heads,
+    run_heads,
 )
 from scratch.backends.numpy_flex import softmax_lse, variant_steps
 from scratch.backends.numpy_inputs import DTYPES as DTYPES  # the registry reads it here
@@ -54,8 +56,6 @@ class Settings:
     need_weights: bool = True
     block_size: object = None  # None, an int (both) or (query chunk, key block)
     draws: Draws | None = None  # uniform draws for dropout; None without dropout
-    on_projected: object = None  # trace_attention's hook: called with (q, k, v, scale)
-    variant_trace: bool = False  # a trace of a variant: numpy_variant_trace attends
 
 
 # ---------------------------------------------------------------- mask
@@ -176,106 +176,27 @@ scaled_dot_product_attention = forward_door(attention_result, own_rng=True)
 # ---------------------------------------------------------------- multi-head
 
 
-@dataclass(frozen=True)
-class MultiHeadRun:
-    """The converted inputs and every intermediate of one multi-head call."""
-
-    plan: HeadPlan
-    options: Options
-    params: dict[str, np.ndarray]  # the projections and biases given: w_q, ..., b_o
-    x: np.ndarray  # (..., L, d_model)
-    key_input: np.ndarray  # (..., S, d_key)
-    value_input: np.ndarray  # (..., S, d_value)
-    q: np.ndarray  # (..., L, H * d_head)
-    k: np.ndarray  # (..., S, Hkv * d_head)
-    v: np.ndarray  # (..., S, Hkv * d_v)
-    steps: Steps | None  # per-head explicit steps (..., H, L, S); None from the chunked kernel
-    head_outputs: np.ndarray  # (..., H, L, d_v)
-    concat: np.ndarray  # (..., L, H * d_v)
-    output: np.ndarray  # (..., L, d_out)
-    scale: float
-    mask: np.ndarray | None
-    kernel: str
-    detail: str
-    extras: dict = None  # a variant's q_rotated, k_rotated, sink_weights, per head
-
-
-def _project(x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
-    """x @ w (+ b): (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out); x itself when no w (the
-    plan refuses a bias without its weight)."""
-    if w is None:
-        return x
-    out = x @ w  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
-    return out if b is None else out + b
-
-
-def _split_heads(m: np.ndarray, heads: int) -> np.ndarray:
-    """(..., n, heads * d) -> (..., heads, n, d): head h is the column block h*d:(h+1)*d."""
-    *lead, n, width = m.shape
-    return np.swapaxes(m.reshape(*lead, n, heads, width // heads), -2, -3)
-
-
-def _concat_heads(m: np.ndarray) -> np.ndarray:
-    """(heads, n, d) -> (n, heads * d): _split_heads undone."""
-    return np.swapaxes(m, 0, 1).reshape(m.shape[1], -1)
-
-
-def _run_multi_head(
-    query, key, value, params: dict, heads: tuple, options: Options, settings: Settings
-) -> MultiHeadRun:
-    """Convert, plan once, project, split heads, attend, concatenate, project out."""
+def _head_ops(settings: Settings, options: Options) -> HeadOps:
+    """This backend's pieces of the one multi-head flow (array_common.run_heads)."""
     dtype = settings.dtype
-    x, xk, xv, arrays, plan = multi_head_inputs(
-        query, key, value, params, heads, lambda obj, name, _: as_numbers(obj, name, dtype)
-    )
-    wq, wk, wv, wo = (arrays.get(name) for name in ("w_q", "w_k", "w_v", "w_o"))
-    bq, bk, bv, bo = (arrays.get(name) for name in ("b_q", "b_k", "b_v", "b_o"))
-    H, Hkv = plan.num_heads, plan.num_kv_heads
-    # step 1: projections
-    q = _project(x, wq, bq)  # (..., L, d_model) @ (d_model, H * d_head) -> (..., L, H * d_head)
-    k = _project(xk, wk, bk)  # (..., S, d_kv) @ (d_kv, Hkv * d_head) -> (..., S, Hkv * d_head)
-    v = _project(xv, wv, bv)  # (..., S, d_kv) @ (d_kv, Hkv * d_v) -> (..., S, Hkv * d_v)
-    scale = options.scale_for(plan.d_head)
-    if settings.on_projected is not None:  # before attention: a caller can start work on them
-        settings.on_projected(q, k, v, scale)
-    # steps 2-6: split heads and attend          # (..., H, L, d_head), (..., Hkv, S, d_head)
-    q_h, k_h, v_h = _split_heads(q, H), _split_heads(k, Hkv), _split_heads(v, Hkv)
-    extras = None
-    if settings.variant_trace:  # a variant: numpy_flex's explicit kernel, every step kept
-        mask, kernel, detail = None, "explicit", ""
-        found, extras = attend_variant(q_h, k_h, v_h, scale, options, np, variant_steps)
-        steps, head_outputs = Steps(**found), found["output"]
-    else:
+
+    def project(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        out = x @ w  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
+        return out if b is None else out + b
+
+    def attend(q, k, v, scale: float, plan: HeadPlan) -> tuple:
         mask = build_mask(options, dtype, plan.scores_shape, settings.need_weights)
         if not settings.need_weights:
-            q_h = np.ascontiguousarray(q_h)
-        steps, head_outputs, _, kernel, detail = _attend(
-            q_h, k_h, v_h, scale, mask, options, settings, plan.group
+            q = np.ascontiguousarray(q)
+        steps, output, _, kernel, detail = _attend(
+            q, k, v, scale, mask, options, settings, plan.group
         )
-    # step 7: concatenate heads                  # (..., H, L, d_v) -> (..., L, H * d_v)
-    concat = np.swapaxes(head_outputs, -2, -3).reshape(*plan.lead, plan.L, -1)
-    # step 8: output projection                  # (..., L, H * d_v) @ (H * d_v, d_out)
-    output = concat if wo is None else _project(concat, wo, bo)
-    return MultiHeadRun(
-        plan,
-        options,
-        arrays,
-        x,
-        xk,
-        xv,
-        q,
-        k,
-        v,
-        steps,
-        head_outputs,
-        concat,
-        output,
-        scale,
-        mask,
-        kernel,
-        detail,
-        extras,
-    )
+        return steps, output, mask, kernel, detail
+
+    def variant(q, k, v, scale: float) -> tuple[dict, dict]:  # numpy_flex's explicit kernel
+        return attend_variant(q, k, v, scale, options, np, variant_steps)
+
+    return HeadOps(lambda obj, name, _: as_numbers(obj, name, dtype), project, attend, variant)
 
 
 def heads_result(
@@ -285,8 +206,8 @@ def heads_result(
     """Multi-head (and grouped-query) attention in NumPy; weights (..., H, L, S) when wanted."""
     check_flag(need_weights, "need_weights")
     dtype = result_dtype(dtype, query, key, value, *params.values())
-    settings = Settings(dtype, need_weights, block_size)
-    run = _run_multi_head(query, key, value, params, heads, options, settings)
+    ops = _head_ops(Settings(dtype, need_weights, block_size), options)
+    run = run_heads(query, key, value, params, heads, options, ops)
     weights = None if run.steps is None else run.steps.weights
     return Result(run.output, weights, run.kernel, run.detail)
 
@@ -305,23 +226,21 @@ def trace_example(example: Example, options: Options, *, dtype=None, on_projecte
     check_trace_call(example, options, on_projected, no_dropout="the NumPy trace")
     params = example.projections()
     key, value = example.key, example.value
-    settings = Settings(
-        result_dtype(dtype, example.x, key, value, *params.values()),
-        on_projected=on_projected,
-        variant_trace=options.variant is not None,
-    )
+    dtype = result_dtype(dtype, example.x, key, value, *params.values())
     heads = (example.num_heads, example.num_kv_heads)
-    run = _run_multi_head(example.x, key, value, params, heads, options, settings)
-    check_one_example(run.x.ndim)
+    run = run_heads(
+        example.x, key, value, params, heads, options, _head_ops(Settings(dtype), options),
+        on_projected=on_projected, variant=options.variant is not None,
+    )  # fmt: skip
+    check_one_example(run.inputs["x"].ndim)
     steps = run.steps
-    values = {"x": run.x, "key_input": run.key_input, "value_input": run.value_input}
-    values.update({"q": run.q, "k": run.k, "v": run.v, "scores": steps.scores})
+    values = {**run.inputs, "q": run.q, "k": run.k, "v": run.v, "scores": steps.scores}
     values.update({"scaled": steps.scaled, "masked": steps.masked, "weights": steps.weights})
     values.update({"head_outputs": run.head_outputs, "concat": run.concat, "output": run.output})
     is_bool = None if run.mask is None else bool(run.mask.dtype == np.bool_)
     return trace_of(
-        example, options, run.plan, run.scale, values, params=run.params, extras=run.extras or {},
-        join_heads=_concat_heads, is_bool=is_bool, source=(NAME, run.x.dtype.name),
+        example, options, run.plan, run.scale, values, params=run.params, extras=run.extras,
+        join_heads=concat_heads, is_bool=is_bool, source=(NAME, dtype.name),
     )  # fmt: skip
 
 

@@ -23,27 +23,15 @@ floating dtype of the data inputs (nested lists count as float64) or in `dtype=`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from functools import partial
 
 import torch
 
-from scratch.backends.array_common import (
-    attend_variant,
-    multi_head_inputs,
-)
+from scratch.backends.array_common import HeadOps, attend_variant, concat_heads, run_heads
 from scratch.backends.torch_compat import fused, fused_with_lse
 from scratch.backends.torch_flex_explicit import variant_steps
 from scratch.backends.torch_inputs import DTYPES, Placement, as_device, generator, placement
-from scratch.backends.torch_math import (
-    Attended,
-    Heads,
-    attend,
-    build_mask,
-    concat_heads,
-    project,
-    split_heads,
-)
+from scratch.backends.torch_math import Heads, attend, build_mask, project
 from scratch.core.example import Example, check_trace_call
 from scratch.core.front_doors import forward_door, multi_head_door, trace_door
 from scratch.core.options import Options
@@ -97,58 +85,28 @@ scaled_dot_product_attention = forward_door(attention_result, own_rng=True)
 # ---------------------------------------------------------------- multi-head
 
 
-@dataclass(frozen=True)
-class MultiHead:
-    """One multi-head call as tensors: its plan, options, inputs and projections."""
+def _head_ops(place: Placement, options: Options, need_weights: bool = True) -> HeadOps:
+    """This backend's pieces of the one multi-head flow (array_common.run_heads): explicit with
+    every step kept, or torch's fused SDPA without weights."""
 
-    plan: HeadPlan
-    options: Options
-    place: Placement
-    inputs: dict[str, torch.Tensor]  # x (..., L, d_model), key_input and value_input (..., S, d)
-    params: dict[str, torch.Tensor | None]  # w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o
-    q: torch.Tensor  # (..., L, H * d_head)
-    k: torch.Tensor  # (..., S, Hkv * d_head)
-    v: torch.Tensor  # (..., S, Hkv * d_v)
-    mask: torch.Tensor | None  # broadcast to the per-head scores (..., H, L, S)
-    scale: float
+    def attend_heads(q, k, v, scale: float, plan: HeadPlan) -> tuple:
+        mask = build_mask(options, plan.scores_shape, place.device, not need_weights)
+        heads = Heads(q, k, v, mask, scale, options, plan.group)  # mask (..., H, L, S) or less
+        if not need_weights:
+            return None, fused(heads), mask, "torch-sdpa", ""
+        steps = attend(heads, place)
+        return steps, steps.output, mask, "explicit", ""
 
+    def variant(q, k, v, scale: float) -> tuple[dict, dict]:  # torch_flex's explicit path
+        wide = place.wide  # every step in the wide dtype, the results stored
+        q, k, v = (t.to(wide) for t in (q, k, v))
+        return attend_variant(
+            q, k, v, scale, options, torch, partial(variant_steps, wide=wide),
+            stored=lambda t: t.to(place.storage),
+        )  # fmt: skip
 
-def _run_multi_head(
-    query, key, value, params: dict, heads: tuple, options: Options, dtype, device, fast: bool
-) -> MultiHead:
-    """Convert the inputs, plan the heads once from their shapes, project (`fast`: for SDPA)."""
-    place = placement((query, key, value, *params.values()), dtype, device)
-    x, kx, vx, tensors, plan = multi_head_inputs(query, key, value, params, heads, place.tensor)
-    # step 1: projections (an input without one is used as it is, as in a trace)
-    q, k, v = (
-        t if tensors[f"w_{n}"] is None else project(t, tensors[f"w_{n}"], tensors[f"b_{n}"], place)
-        for n, t in zip("qkv", (x, kx, vx))
-    )  # (..., n, d_in) @ (d_in, heads * d) -> (..., n, heads * d)
-    scale = options.scale_for(plan.d_head)
-    mask = build_mask(options, plan.scores_shape, place.device, fast)  # (..., H, L, S) or less
-    inputs = {"x": x, "key_input": kx, "value_input": vx}
-    return MultiHead(plan, options, place, inputs, tensors, q, k, v, mask, scale)
-
-
-def _attend_heads(run: MultiHead, need_weights: bool) -> tuple[torch.Tensor, Attended | None]:
-    """Split the heads and attend: explicit with every step kept, or fused without weights."""
-    H, Hkv = run.plan.num_heads, run.plan.num_kv_heads
-    # split the projected q, k, v into heads
-    q = split_heads(run.q, H)  # (..., L, H*d) -> (..., H, L, d)
-    k = split_heads(run.k, Hkv)  # (..., S, Hkv*d) -> (..., Hkv, S, d)
-    v = split_heads(run.v, Hkv)  # (..., S, Hkv*dv) -> (..., Hkv, S, dv)
-    # steps 2-6: attention per head
-    heads = Heads(q, k, v, run.mask, run.scale, run.options, run.plan.group)
-    if need_weights:
-        steps = attend(heads, run.place)
-        return steps.output, steps  # (..., H, L, dv)
-    return fused(heads), None
-
-
-def _project_out(run: MultiHead, concat: torch.Tensor) -> torch.Tensor:
-    """Step 4: the output projection (..., L, H*dv) @ (H*dv, d_out), when there is one."""
-    w_o, b_o = run.params["w_o"], run.params["b_o"]
-    return concat if w_o is None else project(concat, w_o, b_o, run.place)
+    # projections accumulated wide and rounded to storage once
+    return HeadOps(place.tensor, partial(project, place=place), attend_heads, variant)
 
 
 def heads_result(
@@ -157,14 +115,11 @@ def heads_result(
 ) -> Result:  # fmt: skip
     """Project, split heads, attend (explicit or fused), concatenate, project out -- in torch."""
     need_weights = validate.check_flag(need_weights, "need_weights")
-    run = _run_multi_head(
-        query, key, value, params, heads, options, dtype, device, not need_weights
-    )
-    heads_out, steps = _attend_heads(run, need_weights)
-    output = _project_out(run, concat_heads(heads_out))  # (..., L, H*dv) -> (..., L, d_out)
-    if steps is None:
-        return Result(output, None, "torch-sdpa")
-    return Result(output, steps.weights, "explicit")
+    place = placement((query, key, value, *params.values()), dtype, device)
+    ops = _head_ops(place, options, need_weights)
+    run = run_heads(query, key, value, params, heads, options, ops)
+    weights = None if run.steps is None else run.steps.weights
+    return Result(run.output, weights, run.kernel)
 
 
 multi_head_attention = multi_head_door(heads_result)
@@ -182,35 +137,17 @@ def trace_example(
     """Every intermediate of one worked example as tensors: the truth's steps, names and axes
     (no dropout). `on_projected`: as the NumPy backend's, with the tensors the trace will hold."""
     check_trace_call(example, options, on_projected, no_dropout="the torch trace")
-    key, value = example.key, example.value
+    key, value, params = example.key, example.value, example.projections()
     heads = (example.num_heads, example.num_kv_heads)
-    variant = options.variant is not None  # then torch_variant_trace attends, below
-    projecting = (
-        replace(options, attn_mask=None, is_causal=False, variant=None) if variant else options
-    )
-    run = _run_multi_head(
-        example.x, key, value, example.projections(), heads, projecting, dtype, device, fast=False
-    )
+    place = placement((example.x, key, value, *params.values()), dtype, device)
+    run = run_heads(
+        example.x, key, value, params, heads, options, _head_ops(place, options),
+        on_projected=on_projected, variant=options.variant is not None,
+    )  # fmt: skip
     check_one_example(run.inputs["x"].ndim)
-    if on_projected is not None:  # before attention: a caller can start work on them
-        on_projected(run.q, run.k, run.v, run.scale)
-    extras = {}
-    if variant:  # torch_flex's explicit path, every step kept, in the wide dtype
-        H, Hkv, wide = run.plan.num_heads, run.plan.num_kv_heads, run.place.wide
-        q, k, v = (split_heads(t, n).to(wide) for t, n in ((run.q, H), (run.k, Hkv), (run.v, Hkv)))
-        found, extras = attend_variant(
-            q, k, v, run.scale, options, torch, partial(variant_steps, wide=wide),
-            stored=lambda t: t.to(run.place.storage),
-        )  # fmt: skip
-        heads_out, s = found["output"], Attended(**found)
-    else:
-        heads_out, s = _attend_heads(run, need_weights=True)  # (H, L, dv), every step kept
-    concat = concat_heads(heads_out)  # (H, L, dv) -> (L, H*dv)
-    H, storage = run.plan.num_heads, run.place.storage
-    w_o = run.params["w_o"]
-    output = heads_out[0] if H == 1 and w_o is None else _project_out(run, concat)
+    s, storage = run.steps, place.storage
     values = {**run.inputs, "q": run.q, "k": run.k, "v": run.v, "weights": s.weights}
-    values.update(head_outputs=heads_out, concat=concat, output=output)
+    values.update(head_outputs=run.head_outputs, concat=run.concat, output=run.output)
     values.update(scores=s.scores.to(storage), scaled=s.scaled.to(storage))
     values.update(masked=s.masked.to(storage))
     # a given attn_mask's kind; None when a variant attended (a drawn mask as the variant
@@ -219,7 +156,7 @@ def trace_example(
     is_bool = run.mask.dtype == torch.bool if given else None
     source = (backend_name, str(storage).removeprefix("torch."))
     return trace_of(
-        example, options, run.plan, run.scale, values, params=run.params, extras=extras,
+        example, options, run.plan, run.scale, values, params=run.params, extras=run.extras,
         join_heads=concat_heads, is_bool=is_bool, source=source,
     )  # fmt: skip
 
