@@ -136,25 +136,12 @@ def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, place: Pla
     return out.to(place.storage)
 
 
-def split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
-    """(..., n, heads*d) -> (..., heads, n, d): head h is columns h*d:(h+1)*d."""
-    *lead, n, width = t.shape
-    return t.reshape(*lead, n, heads, width // heads).transpose(-3, -2)
-
-
-def concat_heads(heads_out: torch.Tensor) -> torch.Tensor:
-    """(..., H, L, dv) -> (..., L, H*dv): the heads side by side."""
-    return heads_out.transpose(-3, -2).flatten(-2)
-
-
 __all__ = [
     "Attended",
     "add_mask",
     "attend",
     "build_mask",
-    "concat_heads",
     "dropout",
     "project",
     "repeat_kv",
-    "split_heads",
 ]
