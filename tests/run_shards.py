@@ -7,8 +7,9 @@ shard is `python -m pytest FILES` in its own process (its lines printed as they 
 with the shard's number); each writes a JUnit XML file that the runner reads to count its tests.
 The run fails when a shard's exit status is not 0, its XML is missing or unreadable, it ran no
 test, or (without extra arguments) one of its files ran no test: a lost shard or file cannot
-pass silently. Extra options go to both shards, e.g. `python tests/run_shards.py -x` (a path is
-refused: the runner always runs the whole suite).
+pass silently. A file skipped whole with a reason (an optional extra not installed) has run.
+Extra options go to both shards, e.g. `python tests/run_shards.py -x` (a path is refused: the
+runner always runs the whole suite).
 `--shards N` sets the number of processes; `--record` rewrites the times table from this run.
 """
 
@@ -88,7 +89,9 @@ def _read_report(shard: Shard, xml_path: Path) -> None:
             said = next(child for child in case if child.tag == outcome).get("message", "")
             test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
             shard.failures.append(f"{test_id}: {said.splitlines()[0][:300] if said else outcome}")
-        module = case.get("classname", "").split(".")
+        # a file skipped whole at collection (pytest.importorskip of a missing extra) has no
+        # classname: its name is the file's dotted path, and its one skip (with the reason) counts
+        module = (case.get("classname") or case.get("name", "")).split(".")
         for name in shard.files:
             parts = Path(name).with_suffix("").parts
             if tuple(module[: len(parts)]) == parts:

@@ -11,6 +11,7 @@ import run_shards  # noqa: E402  (a script in tests/, imported by path)
 PASSING = "def test_one():\n    assert 1 + 1 == 2\n\ndef test_two():\n    assert 'a' < 'b'\n"
 FAILING = "def test_fails():\n    assert 1 + 1 == 3\n"
 NO_TEST = "def helper():\n    return 1\n"
+EXTRA_MISSING = "import pytest\n\npytest.importorskip('no_such_extra_xyz', reason='no extra')\n"
 VANISHES = "import os\n\ndef test_exits():\n    os._exit(0)  # status 0, and no report\n"
 
 
@@ -63,6 +64,15 @@ def test_a_file_that_runs_no_test_fails_the_run(tmp_path, capsys):
     shards = [run_shards.Shard(1, shards[0].files + shards[1].files)]
     assert run_shards.run(shards, [], root=tmp_path) == 1
     assert "no test ran from tests/test_b.py" in capsys.readouterr().out
+
+
+def test_a_file_skipped_whole_for_a_missing_extra_has_run(tmp_path, capsys):
+    """`make test` without the triton/docs extras: such a file reports one skip, and passes."""
+    shards = fake_suite(tmp_path, {"test_a.py": PASSING, "test_b.py": EXTRA_MISSING})
+    shards = [run_shards.Shard(1, shards[0].files + shards[1].files)]
+    assert run_shards.run(shards, [], root=tmp_path) == 0
+    assert shards[0].counts["skipped"] == 1 and "tests/test_b.py" in shards[0].seconds_per_file
+    assert "passed: 1 shards, 3 tests in all" in capsys.readouterr().out
 
 
 def test_a_lost_report_fails_the_run(tmp_path, capsys):
