@@ -34,6 +34,14 @@ def run_main(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     )
 
 
+def load_main():
+    """main.py as a module (it is a script beside the packages, not an installed module)."""
+    spec = importlib.util.spec_from_file_location("attention_main", ROOT / "main.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def png_size(path: Path) -> tuple[int, int]:
     """Width and height from the PNG header (after checking the magic bytes)."""
     data = path.read_bytes()
@@ -64,11 +72,11 @@ def test_screenshot_renders_the_preset_at_a_readable_size(tmp_path):
         ),
     ],
 )
-def test_unknown_names_exit_2_with_a_clear_message(tmp_path, args, words, choice):
+def test_unknown_names_exit_2_with_a_clear_message(capsys, tmp_path, args, words, choice):
     out = tmp_path / "x.png"
-    done = run_main(*args, "--screenshot", str(out), tmp_path=tmp_path)
-    assert done.returncode == 2
-    assert words in done.stderr and choice in done.stderr  # the message lists the choices
+    assert load_main().main([*args, "--screenshot", str(out)]) == 2  # refused before Qt starts
+    err = capsys.readouterr().err
+    assert words in err and choice in err  # the message lists the choices
     assert not out.exists()
 
 
@@ -88,11 +96,11 @@ def test_no_display_gives_a_clear_message_not_a_qt_abort(tmp_path):
         (("--preset", "journey", "--head", "1"), "--head: expected 0 (the session has 1 head)"),
     ],
 )
-def test_a_head_the_session_lacks_is_a_usage_error(tmp_path, args, words):
+def test_a_head_the_session_lacks_is_a_usage_error(capsys, tmp_path, args, words):
     out = tmp_path / "x.png"
-    done = run_main(*args, "--screenshot", str(out), tmp_path=tmp_path)
-    assert done.returncode == 2, done.stderr
-    assert words in done.stderr and done.stderr.count("\n") == 1  # one clear line
+    assert load_main().main([*args, "--screenshot", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1  # one clear line
     assert not out.exists()
 
 
@@ -151,21 +159,12 @@ def test_a_model_head_and_the_model_view_render_offscreen(tmp_path):
         ),
     ],
 )
-def test_bad_model_options_are_usage_errors(tmp_path, args, words):
+def test_bad_model_options_are_usage_errors(capsys, tmp_path, args, words):
     pytest.importorskip("safetensors")
     out = tmp_path / "x.png"
-    done = run_main(*args, "--screenshot", str(out), tmp_path=tmp_path)
-    assert done.returncode == 2, done.stderr
-    assert words in done.stderr
+    assert load_main().main([*args, "--screenshot", str(out)]) == 2
+    assert words in capsys.readouterr().err
     assert not out.exists()
-
-
-def load_main():
-    """main.py as a module (it is a script beside the packages, not an installed module)."""
-    spec = importlib.util.spec_from_file_location("attention_main", ROOT / "main.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize(
