@@ -18,6 +18,9 @@ torch = pytest.importorskip("torch")
 from test_backends_conformance import dtype_name, trace_bounds  # noqa: E402
 
 from scratch import backends  # noqa: E402
+from scratch.backends import numpy_inputs, torch_inputs  # noqa: E402
+from scratch.ops.validate import bool_grid  # noqa: E402
+from scratch.variants import GivenMask  # noqa: E402
 from tests.fuzz_answers import (  # noqa: E402
     agree,
     check_backward,
@@ -81,6 +84,37 @@ def test_the_rule_is_not_vacuous():
     # both kinds of outcome occur above, so the equality checks compare real answers and errors
     kinds = {outcome(SDPA["scratch"], q, X, X)[0] for q in ODD_LISTS.values()}
     assert kinds == {"ok", "ValueError", "TypeError"}
+
+
+# a grid drawn by hand (rows of Python bools) is filled a row at a time (validate.bool_grid);
+# anything near it takes the general reading, and every backend answers as the ground truth
+MASK_GRIDS = {
+    "tuple rows": ((True, False), (True, True)),
+    "list rows": [[True, False], [False, True]],
+    "an int among bools": ((True, 1), (True, True)),
+    "NumPy bools": ((np.True_, False), (True, True)),
+    "ragged bools": ((True,), (True, True)),
+    "an empty row": ((), ()),
+    "3-D bools": (((True, False), (True, True)),),
+    "a row that is a range": ((True, False), range(2)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MASK_GRIDS))
+def test_every_backend_reads_a_drawn_grid_as_the_ground_truth_does(case):
+    mask = MASK_GRIDS[case]
+    found = {name: outcome(fn, Q, X, X, attn_mask=mask) for name, fn in SDPA.items()}
+    assert found["numpy"] == found["scratch"], f"numpy: {found['numpy']} vs {found['scratch']}"
+    assert found["torch"] == found["scratch"], f"torch: {found['torch']} vs {found['scratch']}"
+    if case.endswith("rows"):  # read, and masked: not the unmasked answer
+        assert found["scratch"][0] == "ok" and found["scratch"] != outcome(SDPA["scratch"], Q, X, X)
+    if bool_grid(mask) is not None:  # the variant of the grid, read as it is, as SDPA reads it
+        given = GivenMask(mask)
+        assert given.is_bool and given.shape == (1, 1, 2, 2) and given.score_mod is None
+        cells = [[given.mask_mod(0, 0, i, j) for j in range(2)] for i in range(2)]
+        assert cells == [list(r) for r in mask]
+        assert numpy_inputs.as_mask(mask, np.dtype(np.float32)).tolist() == cells
+        assert torch_inputs.as_mask(mask, torch.device("cpu")).tolist() == cells
 
 
 META = torch.ones(2, 2, device="meta")

@@ -225,3 +225,40 @@ def test_a_rule_that_reads_no_index_is_spread_to_every_cell(xp):
 
         grid_seen = on_grid(torch_form(SlidingWindow(-1, -1).mask_mod, "mask"), (1, 1, 3, 5), None)
         assert grid_seen.shape == (1, 1, 3, 5) and bool(grid_seen.all())
+
+
+# a table past ROW_BY_ROW_FROM cells is filled a row at a time (arrays.as_array): the same array
+# as one conversion gives, and anything ragged or mixed read by that one conversion
+BIG = 300  # 300 x 300 = 90,000 cells >= ROW_BY_ROW_FROM
+TABLES = {
+    "bool grid": lambda r: tuple(tuple(r.random() < 0.5 for _ in range(BIG)) for _ in range(BIG)),
+    "float rows": lambda r: [[r.gauss(0, 1) for _ in range(BIG)] for _ in range(BIG)],
+    "int rows": lambda r: [[r.randrange(-9, 9) for _ in range(BIG)] for _ in range(BIG)],
+    "4-D bools": lambda r: [[[[r.random() < 0.5 for _ in range(BIG)] for _ in range(BIG)]]],
+    "a float among bools": lambda r: [[True] * BIG] * (BIG - 1) + [[True] * (BIG - 1) + [0.5]],
+    "an int among floats": lambda r: [[1.5] * BIG] * (BIG - 1) + [[2] + [1.5] * (BIG - 1)],
+}
+
+
+@pytest.mark.parametrize("xp_name", sorted(XPS))
+@pytest.mark.parametrize("kind", sorted(TABLES))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_large_table_is_the_array_one_conversion_gives(kind, xp_name, seed):
+    from scratch.variants.arrays import ROW_BY_ROW_FROM, as_array
+
+    xp, table = XPS[xp_name], TABLES[kind](__import__("random").Random(seed))
+    assert math.prod(np.shape(table)) >= ROW_BY_ROW_FROM  # the row-by-row path is taken
+    one = xp.as_tensor(table) if xp is torch else np.asarray(table)
+    ours = as_array(table, xp)
+    assert ours.dtype == one.dtype and tuple(ours.shape) == tuple(one.shape)
+    assert bool((ours == one).all())
+    wide = torch.float64 if xp is torch else np.float64  # a dtype asked for is kept
+    assert as_array(table, xp, wide).dtype == wide
+
+
+def test_a_large_ragged_table_is_refused_as_one_conversion_refuses_it():
+    from scratch.variants.arrays import as_array
+
+    ragged = [[True] * BIG] * (BIG - 1) + [[True] * (BIG - 1)]
+    with pytest.raises(ValueError, match="inhomogeneous"):
+        as_array(ragged, np)

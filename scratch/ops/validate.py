@@ -155,6 +155,23 @@ def _is_bool(value: object) -> bool:
     return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
 
 
+def bool_grid(obj: object) -> tuple[int, int] | None:
+    """(L, S) when `obj` is a list or tuple of L lists or tuples of S > 0 Python bools (a grid
+    drawn by hand), checked row by row; None for anything else (as_mask reads that).
+
+    A backend fills its array from such a grid one row per call: converting 16.7 M bools (4096
+    tokens) in one call holds the GIL for about a second, and a window's event loop waits."""
+    if not isinstance(obj, (list, tuple)) or not obj or not isinstance(obj[0], (list, tuple)):
+        return None
+    width = len(obj[0])
+    for row in obj:
+        if not isinstance(row, (list, tuple)) or len(row) != width:
+            return None
+        if not set(map(type, row)) <= {bool}:
+            return None
+    return (len(obj), width) if width else None
+
+
 def as_mask(obj: object, name: str = "attn_mask") -> tuple[Nested, tuple[int, ...], bool]:
     """Validate a mask; return (values, shape, is_bool). Bool: True = may attend; float: added."""
     leaves, shape = _leaves_and_shape(obj, name)

@@ -13,9 +13,12 @@ meets it (then the array's own module).
 
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Iterator
 
 NUMBERS = (int, float, bool)
+ROW_BY_ROW_FROM = 1 << 16  # cells
 
 
 def module_of(x: object) -> object | None:
@@ -56,11 +59,46 @@ def constant(
     key = (name, getattr(xp, "__name__", ""), str(dtype), str(device))
     cache = owner.__dict__.setdefault("_arrays", {})
     if key not in cache:
-        if is_torch(xp):
-            cache[key] = xp.as_tensor(values, dtype=dtype, device=device)
-        else:
-            cache[key] = xp.asarray(values, dtype=dtype)
+        cache[key] = as_array(values, xp, dtype, device)
     return cache[key]
+
+
+def as_array(values: object, xp: object, dtype: object = None, device: object = None) -> object:
+    """A nested table as one xp array; a large one (ROW_BY_ROW_FROM cells) filled a row at a
+    time: converting the 16.7 M Python bools of a 4096-token drawn mask in one call holds the
+    GIL for about a second, and a window's event loop waits."""
+    convert = (lambda v: xp.as_tensor(v, dtype=dtype, device=device)) if is_torch(xp) else (
+        lambda v: xp.asarray(v, dtype=dtype))  # fmt: skip
+    shape, leaf = [], values
+    while isinstance(leaf, (list, tuple)) and leaf:
+        shape.append(len(leaf))
+        leaf = leaf[0]
+    numpy = sys.modules.get("numpy")
+    if len(shape) < 2 or math.prod(shape) < ROW_BY_ROW_FROM or numpy is None:
+        return convert(values)
+    if is_torch(xp):  # through NumPy's fill where it gives torch's dtype: bools
+        filled = as_array(values, numpy) if type(leaf) is bool else None
+        return convert(values if filled is None or filled.dtype != bool else filled)
+    rows = _rows(values, len(shape) - 1)
+    first = next(rows)
+    kinds = set(map(type, first))
+    out = xp.empty((math.prod(shape[:-1]), shape[-1]), dtype=xp.asarray(first, dtype=dtype).dtype)
+    out[0] = first
+    for i, row in enumerate(rows, 1):
+        if len(row) != shape[-1] or not set(map(type, row)) <= kinds:
+            return convert(values)  # ragged or mixed: the one call reads it in its own way
+        out[i] = row  # assigned: np.asarray(row) lets go of the GIL and takes it straight back,
+        # and the waiting thread starves (event-loop gaps of 100 ms measured)
+    return out.reshape(shape)
+
+
+def _rows(values: object, depth: int) -> Iterator:
+    """The innermost rows of a nested table `depth` levels above its numbers."""
+    if depth == 0:
+        yield values
+        return
+    for part in values:
+        yield from _rows(part, depth - 1)
 
 
 def entry(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import inf
 
-from scratch.ops.validate import as_mask, check_mask_shape
+from scratch.ops.validate import as_mask, bool_grid, check_mask_shape
 from scratch.variants.arrays import entry
 from scratch.variants.base import Variant, number
 
@@ -24,7 +24,8 @@ class GivenMask(Variant):
 
     def __init__(self, attn_mask: object):
         self.attn_mask = attn_mask  # as given: a backend reads its own array from here
-        values, shape, self.is_bool = as_mask(attn_mask, "attn_mask")
+        grid = bool_grid(attn_mask)  # rows of Python bools (a drawn grid): read as they are
+        values, shape, self.is_bool = (attn_mask, grid, True) if grid else as_mask(attn_mask)
         if len(shape) > 4:
             raise ValueError(f"attn_mask: expected at most 4 dims (B, H, L, S), found {shape}")
         if len(shape) < 2:
