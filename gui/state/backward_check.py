@@ -16,7 +16,6 @@ import random
 import numpy as np
 
 import scratch
-from gui.state.sampled_check import split_heads
 from gui.state.session import Session
 from scratch import backends, step_check
 
@@ -101,7 +100,7 @@ def describe_grad_output(s: Session) -> str:
 
 def _heads(m: object, heads: int) -> np.ndarray:
     """(n, heads * d) -> (heads, n, d): head h is the column block h*d:(h+1)*d."""
-    return np.ascontiguousarray(split_heads(np.asarray(m, np.float64), heads))
+    return np.ascontiguousarray(backends.split_heads(np.asarray(m, np.float64), heads))
 
 
 def _rounded(a: np.ndarray, dtype: str) -> np.ndarray:

@@ -26,6 +26,7 @@ import numpy as np
 import scratch
 from gui.state import truth_process
 from scratch import step_check
+from scratch.backends import split_heads
 from scratch.bounds.weights_tolerance import weights_tolerance
 from scratch.trace import variant_rows
 from scratch.variants import GivenMask
@@ -79,12 +80,6 @@ def _per_head(value: object, heads: int, rows: list[int] | None = None) -> np.nd
         picked = picked.double()
     arr = np.asarray(picked, np.float64)
     return arr if arr.ndim == 3 else arr.reshape(heads, *arr.shape[-2:])
-
-
-def split_heads(m: np.ndarray, heads: int) -> np.ndarray:
-    """(n, heads * d) -> (heads, n, d): head h is the column block h*d:(h+1)*d."""
-    n, width = m.shape
-    return m.reshape(n, heads, width // heads).transpose(1, 0, 2)
 
 
 @dataclass(frozen=True)

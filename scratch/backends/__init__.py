@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
+from scratch.backends.array_common import concat_heads, split_heads
+
 KNOWN = ("scratch", "numpy", "torch-cpu", "torch-cuda")
 ALIASES = {"torch": ("torch-cuda", "torch-cpu")}  # first available wins
 
@@ -170,3 +172,4 @@ def single_threaded_blas() -> Iterator[None]:
 
 
 __all__ = ["Backend", "available", "get", "single_threaded_blas", "KNOWN"]
+__all__ += ["split_heads", "concat_heads"]  # the head layout (array_common), arrays or tensors
