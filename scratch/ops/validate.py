@@ -159,8 +159,8 @@ def bool_grid(obj: object) -> tuple[int, int] | None:
     """(L, S) when `obj` is a list or tuple of L lists or tuples of S > 0 Python bools (a grid
     drawn by hand), checked row by row; None for anything else (as_mask reads that).
 
-    A backend fills its array from such a grid one row per call: converting 16.7 M bools (4096
-    tokens) in one call holds the GIL for about a second, and a window's event loop waits."""
+    GivenMask reads such a grid as it is, not through as_mask's passes over the whole table:
+    each pass over 16.7 M bools (4096 tokens) holds the GIL, and a window's event loop waits."""
     if not isinstance(obj, (list, tuple)) or not obj or not isinstance(obj[0], (list, tuple)):
         return None
     width = len(obj[0])
