@@ -86,7 +86,7 @@ def test_the_rule_is_not_vacuous():
     assert kinds == {"ok", "ValueError", "TypeError"}
 
 
-# a grid drawn by hand (rows of Python bools) is filled a row at a time (validate.bool_grid);
+# a grid drawn by hand (rows of Python bools) is read as it is (validate.bool_grid, GivenMask);
 # anything near it takes the general reading, and every backend answers as the ground truth
 MASK_GRIDS = {
     "tuple rows": ((True, False), (True, True)),

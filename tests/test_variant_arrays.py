@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from scratch.variants import (
     compose,
     or_masks,
 )
+from scratch.variants.arrays import ROW_BY_ROW_FROM, as_array
 from scratch.variants.base import array_form
 
 XPS = {"numpy": np, "torch": torch}
@@ -161,7 +163,6 @@ def test_learned_sinks_are_not_a_mod():
 def test_torch_flex_attention_runs_the_array_forms(name):
     """torch's FlexAttention (eager, float64) calls the array forms as its mods (vmapped 0-d
     tensors, its block mask made from mask_mod_array): output and lse equal the ground truth's."""
-    import random
 
     import scratch
     from tests.flex_cases import Case
@@ -244,9 +245,7 @@ TABLES = {
 @pytest.mark.parametrize("kind", sorted(TABLES))
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_large_table_is_the_array_one_conversion_gives(kind, xp_name, seed):
-    from scratch.variants.arrays import ROW_BY_ROW_FROM, as_array
-
-    xp, table = XPS[xp_name], TABLES[kind](__import__("random").Random(seed))
+    xp, table = XPS[xp_name], TABLES[kind](random.Random(seed))
     assert math.prod(np.shape(table)) >= ROW_BY_ROW_FROM  # the row-by-row path is taken
     one = xp.as_tensor(table) if xp is torch else np.asarray(table)
     ours = as_array(table, xp)
@@ -257,8 +256,6 @@ def test_a_large_table_is_the_array_one_conversion_gives(kind, xp_name, seed):
 
 
 def test_a_large_ragged_table_is_refused_as_one_conversion_refuses_it():
-    from scratch.variants.arrays import as_array
-
     ragged = [[True] * BIG] * (BIG - 1) + [[True] * (BIG - 1)]
     with pytest.raises(ValueError, match="inhomogeneous"):
         as_array(ragged, np)
