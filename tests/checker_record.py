@@ -9,10 +9,12 @@ correct kernel); none: all.
 Runs the planted mistakes and correct kernels of tests/checker_catalogue.py,
 checker_backward_catalogue.py, checker_variants.py, checker_outside.py, ignored_kernels.py and
 scratch/learn/mistakes.py, and records for each (catalogue kernel, seed) the verdict (PASS/FAIL),
-the
-report's diagnosis (its name) and each failing case with its own diagnosis. --compare prints
-the PASS/FAIL counts per name of both files and the rows that differ (0 when the checker's
-verdicts and names did not change). Used to show a checker refactor changed nothing.
+the report's diagnosis (its name) and each failing case with its own diagnosis. --compare prints
+the PASS/FAIL counts per name of both files, the rows whose verdict or name differ grouped by
+(row, before, after), and the rows that differ only in their failing cases. Used to show a checker
+refactor changed nothing: copy this file into a worktree of the older commit and run it there
+from the worktree's root (a commit before the regroup has scratch/mistakes.py, and one without
+tests/ignored_kernels.py records no 'ignored' rows).
 """
 
 from __future__ import annotations
@@ -26,12 +28,19 @@ from collections import Counter
 def _jobs(part: str) -> list[tuple[str, object]]:
     """(row name, a function seed -> report) for every catalogue kernel; part selects some."""
     from scratch.checker import check, check_backward, check_variants, check_variants_backward
-    from scratch.learn import mistakes
     from tests import checker_backward_catalogue as bc
     from tests import checker_catalogue as fc
     from tests import checker_outside as oc
     from tests import checker_variants as vc
-    from tests import ignored_kernels as ik
+
+    try:
+        from scratch.learn import mistakes
+    except ImportError:  # a commit before the folders were regrouped
+        from scratch import mistakes  # type: ignore[no-redef]
+    try:
+        from tests import ignored_kernels as ik
+    except ImportError:  # a commit before the ignored-keyword names
+        ik = None
 
     jobs: list[tuple[str, object]] = []
 
@@ -77,12 +86,12 @@ def _jobs(part: str) -> list[tuple[str, object]]:
     for name, (fn, dtype) in oc.CORRECT_BACKWARD.items():
         add("outside backward correct", name, lambda s, f=fn, d=dtype: check_backward(
             None, backward=f, array="numpy", dtype=d, seed=s))  # fmt: skip
-    for name, (fn, array, _want) in ik.FORWARD.items():
+    for name, (fn, array, _want) in (ik.FORWARD if ik else {}).items():
         add("ignored", name, lambda s, f=fn, a=array: check(f, array=a, seed=s))
-    for name, (fn, style, array, _want) in ik.VARIANTS.items():
+    for name, (fn, style, array, _want) in (ik.VARIANTS if ik else {}).items():
         add("ignored variant", name, lambda s, f=fn, st=style, a=array: check_variants(
             f, variant_style=st, array=a, seed=s))  # fmt: skip
-    for name, (fn, how) in ik.CORRECT.items():
+    for name, (fn, how) in (ik.CORRECT if ik else {}).items():
         if how in ("flash", "flex"):
             call = lambda s, f=fn, h=how: check_variants(f, variant_style=h, seed=s)  # noqa: E731
         else:
@@ -128,9 +137,11 @@ def _counts(rows: dict) -> Counter:
 
 
 def compare(before_path: str, after_path: str) -> int:
-    """Print PASS/FAIL per name before and after, and the differing rows; 0 when none differ.
+    """Print PASS/FAIL per name before and after, then what differs; 0 when nothing does.
 
-    Only the rows both files hold are compared (a record still running has fewer seeds)."""
+    Only the rows both files hold are compared (a record still running has fewer seeds). Rows
+    whose verdict or name differ are grouped by (row, before, after) with their seed count; rows
+    alike in both but for their failing cases are counted per row."""
     before, after = (json.load(open(p)) for p in (before_path, after_path))
     keys = sorted(set(before) & set(after))
     before, after = ({k: rows[k] for k in keys} for rows in (before, after))
@@ -142,13 +153,22 @@ def compare(before_path: str, after_path: str) -> int:
         print(f"{name[:70]:<70} {p:>18} {f:>18}")
     differ = [k for k in keys if before[k] != after[k]]
     names = [k for k in keys if _short(before[k]) != _short(after[k])]
-    for k in differ[:40]:
-        print(f"DIFFERS {k}: {before[k]} -> {after[k]}")
+    grouped = Counter((_row(k), *_short(before[k]), *_short(after[k])) for k in names)
+    for (row, v0, n0, v1, n1), count in sorted(grouped.items()):
+        print(f"DIFFERS {row} ({count} seeds):\n  before {v0} {n0!r}\n  after  {v1} {n1!r}")
+    cases_only = Counter(_row(k) for k in differ if k not in set(names))
+    for row, count in sorted(cases_only.items()):
+        print(f"FAILING CASES DIFFER {row} ({count} seeds): verdict and name alike")
     seeds = sorted({int(k.rsplit(" | ", 1)[1]) for k in keys})
+    verdicts = sum(before[k]["verdict"] != after[k]["verdict"] for k in keys)
     print(f"rows compared {len(keys)} (seeds {seeds[0]}..{seeds[-1]}, {len(seeds)} seeds); "
-          f"verdict or name differ: {len(names)}; any field (failing cases too) differs: "
-          f"{len(differ)}")  # fmt: skip
+          f"verdict differs: {verdicts}; verdict or name differ: {len(names)}; any field "
+          f"(failing cases too) differs: {len(differ)}")  # fmt: skip
     return 1 if differ else 0
+
+
+def _row(key: str) -> str:
+    return key.rsplit(" | ", 1)[0]
 
 
 def _short(row: dict) -> tuple:
