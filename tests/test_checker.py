@@ -476,17 +476,30 @@ def test_cli_pass_fail_and_bad_arguments():
     bad = run_cli("kernels_for_checker:missing_scale", "--dtype", "float64")
     assert bad.returncode == 1
     assert "diagnosis: missing scale" in bad.stdout
-    for args in (
-        ["kernels_for_checker:nope"],
+
+
+@pytest.mark.parametrize(
+    "args",
+    (
+        ["tests.kernels_for_checker:nope"],
         ["no_such_module:f"],
-        ["kernels_for_checker"],
-        ["kernels_for_checker:NOT_A_FUNCTION"],
-        ["kernels_for_checker:attention", "--dtype", "float8"],
-        ["kernels_for_checker:attention", "--array", "jax"],
-    ):
-        result = run_cli(*args)
-        assert result.returncode == 2, (args, result.stderr)
-        assert "error" in result.stderr
+        ["tests.kernels_for_checker"],
+        ["tests.kernels_for_checker:NOT_A_FUNCTION"],
+        ["tests.kernels_for_checker:attention", "--dtype", "float8"],
+        ["tests.kernels_for_checker:attention", "--array", "jax"],
+    ),
+)
+def test_cli_usage_errors_exit_2(args, capsys):
+    """The refusals come before any case runs: main() in this process, as `python -m
+    scratch.check` calls it (the two runs above keep their own process)."""
+    from scratch.checker import main
+
+    try:
+        code = main(args)
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    assert code == 2, (args, capsys.readouterr())
+    assert "error" in capsys.readouterr().err
 
 
 def test_cli_module_that_fails_to_import_is_a_usage_error(tmp_path):
