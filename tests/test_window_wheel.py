@@ -80,13 +80,17 @@ def test_no_box_in_the_window_takes_the_focus_from_the_wheel(open_window):
     from PyQt6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QComboBox, QScrollBar
 
     w = open_window(journey_preset())
-    boxes = [
-        b
-        for b in w.findChildren((QComboBox, QAbstractSpinBox, QAbstractSlider))
-        if not isinstance(b, QScrollBar)
-    ]
-    assert len(boxes) >= 30  # the inputs', the pipeline's, the checks', the model's, ...
-    wheel_focus = [b for b in boxes if b.focusPolicy() == Qt.FocusPolicy.WheelFocus]
+
+    def boxes() -> list:
+        kinds = (QComboBox, QAbstractSpinBox, QAbstractSlider)
+        return [b for b in w.findChildren(kinds) if not isinstance(b, QScrollBar)]
+
+    at_start = boxes()
+    assert len(at_start) >= 30  # the inputs', the pipeline's, the checks', the model's, ...
+    w.tabs.setCurrentWidget(w.learn)  # the Learn pages are made on the tab's first use
+    made_later = [b for b in boxes() if b not in at_start]
+    assert made_later  # the tiles' block sliders, ...
+    wheel_focus = [b for b in boxes() if b.focusPolicy() == Qt.FocusPolicy.WheelFocus]
     assert wheel_focus == []
 
 
