@@ -156,7 +156,8 @@ def compare(before_path: str, after_path: str) -> int:
     grouped = Counter((_row(k), *_short(before[k]), *_short(after[k])) for k in names)
     for (row, v0, n0, v1, n1), count in sorted(grouped.items()):
         print(f"DIFFERS {row} ({count} seeds):\n  before {v0} {n0!r}\n  after  {v1} {n1!r}")
-    cases_only = Counter(_row(k) for k in differ if k not in set(names))
+    named = set(names)
+    cases_only = Counter(_row(k) for k in differ if k not in named)
     for row, count in sorted(cases_only.items()):
         print(f"FAILING CASES DIFFER {row} ({count} seeds): verdict and name alike")
     seeds = sorted({int(k.rsplit(" | ", 1)[1]) for k in keys})

@@ -163,7 +163,6 @@ def test_learned_sinks_are_not_a_mod():
 def test_torch_flex_attention_runs_the_array_forms(name):
     """torch's FlexAttention (eager, float64) calls the array forms as its mods (vmapped 0-d
     tensors, its block mask made from mask_mod_array): output and lse equal the ground truth's."""
-
     import scratch
     from tests.flex_cases import Case
     from tests.flex_torch import randn, torch_flex

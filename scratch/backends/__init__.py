@@ -171,5 +171,6 @@ def single_threaded_blas() -> Iterator[None]:
         yield
 
 
-__all__ = ["Backend", "available", "get", "single_threaded_blas", "KNOWN"]
-__all__ += ["split_heads", "concat_heads"]  # the head layout (array_common), arrays or tensors
+# split_heads, concat_heads: the head layout (array_common), for arrays or tensors
+__all__ = ["Backend", "available", "get", "single_threaded_blas", "KNOWN", "split_heads",
+           "concat_heads"]  # fmt: skip

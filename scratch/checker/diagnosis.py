@@ -357,7 +357,7 @@ def denominator_epsilon(prep, got: np.ndarray) -> str | None:
         return None
     eps = float(a @ b) / float(b @ b)
     left = float(np.linalg.norm(a - eps * b))
-    uniform = relative_residual(got, truth, live)
+    uniform = relative_residual(a, truth[live].ravel())
     if uniform is None:
         return None
     if eps > 0 and left <= 0.1 * np.linalg.norm(a) and 3 * left <= uniform:
@@ -365,15 +365,12 @@ def denominator_epsilon(prep, got: np.ndarray) -> str | None:
     return None
 
 
-def relative_residual(got: np.ndarray, truth: np.ndarray, live: np.ndarray) -> float | None:
-    """What is left of got - truth after its best fit r * truth (a uniform relative error);
-    None where the error or truth is not finite, or truth is all zero."""
-    with np.errstate(all="ignore"):
-        a = (got - truth)[live].ravel()
-        c = truth[live].ravel()
-    if not np.all(np.isfinite(a)) or not np.all(np.isfinite(c)) or not c @ c:
+def relative_residual(error: np.ndarray, truth: np.ndarray) -> float | None:
+    """What is left of `error` (got - truth, flattened) after its best fit r * truth (a uniform
+    relative error); None where either is not finite, or truth is all zero."""
+    if not np.all(np.isfinite(error)) or not np.all(np.isfinite(truth)) or not truth @ truth:
         return None
-    return float(np.linalg.norm(a - (float(a @ c) / float(c @ c)) * c))
+    return float(np.linalg.norm(error - (float(error @ truth) / float(truth @ truth)) * truth))
 
 
 FLOAT32 = (
@@ -411,7 +408,7 @@ def float32_answer(prep, got: np.ndarray, masked_rows: str) -> str | None:
         return None
     # float32 rounding is not a uniform scale: an output off by one factor everywhere
     # (got = truth * (1 + r)) is some other slip, whatever its size
-    residual = relative_residual(got, prep.truth_np, live)
     with np.errstate(all="ignore"):
-        size = float(np.linalg.norm((got - prep.truth_np)[live]))
-    return None if residual is None or residual <= 0.1 * size else FLOAT32
+        error = (got - prep.truth_np)[live].ravel()
+    residual = relative_residual(error, prep.truth_np[live].ravel())
+    return None if residual is None or residual <= 0.1 * np.linalg.norm(error) else FLOAT32
